@@ -1,0 +1,98 @@
+#include "composer/common/units.h"
+
+#include <cctype>
+#include <charconv>
+
+namespace composer {
+namespace {
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+}  // namespace
+
+Expected<uint64_t> parse_size(std::string_view text) {
+  const std::string rule =
+      "expected a whole number with an optional K, M, G or T suffix (a bare number is "
+      "megabytes), for example 64G";
+  if (text.empty()) return Error{ErrorCode::kInvalidArgument, "empty size: " + rule};
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
+    ++digits;
+  }
+  if (digits == 0) {
+    return Error{ErrorCode::kInvalidArgument, "bad size " + quoted(text) + ": " + rule};
+  }
+  uint64_t number = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, number);
+  if (ec != std::errc() || ptr != text.data() + digits) {
+    return Error{ErrorCode::kInvalidArgument, "size " + quoted(text) + " is too large"};
+  }
+  std::string suffix;
+  for (char c : text.substr(digits))
+    suffix += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  uint64_t unit = 0;
+  if (suffix.empty()) {
+    unit = kMiB;
+  } else {
+    const char u = suffix[0];
+    const std::string rest = suffix.substr(1);
+    if (!(rest.empty() || rest == "B" || rest == "IB")) {
+      return Error{ErrorCode::kInvalidArgument, "bad size " + quoted(text) + ": " + rule};
+    }
+    switch (u) {
+      case 'K':
+        unit = kKiB;
+        break;
+      case 'M':
+        unit = kMiB;
+        break;
+      case 'G':
+        unit = kGiB;
+        break;
+      case 'T':
+        unit = kTiB;
+        break;
+      default:
+        return Error{ErrorCode::kInvalidArgument, "bad size " + quoted(text) + ": " + rule};
+    }
+  }
+  if (number == 0) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "size " + quoted(text) + " must be greater than zero"};
+  }
+  if (number > kMaxMemBytes / unit) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "size " + quoted(text) + " is larger than the 1024T any pool can hold"};
+  }
+  return number * unit;
+}
+
+std::string format_size(uint64_t bytes) {
+  if (bytes == 0) return "0";
+  struct Unit {
+    uint64_t size;
+    const char* name;
+  };
+  for (const Unit& u : {Unit{kTiB, "T"}, Unit{kGiB, "G"}, Unit{kMiB, "M"}, Unit{kKiB, "K"}}) {
+    if (bytes % u.size == 0) return std::to_string(bytes / u.size) + u.name;
+  }
+  return std::to_string(bytes);
+}
+
+Expected<uint32_t> parse_count(std::string_view text, uint32_t max) {
+  if (text.empty()) return Error{ErrorCode::kInvalidArgument, "empty count"};
+  for (char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) {
+      return Error{ErrorCode::kInvalidArgument, "bad count " + quoted(text) +
+                                                    ": expected a whole number from 0 to " +
+                                                    std::to_string(max)};
+    }
+  }
+  uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || value > max) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "count " + quoted(text) + " is above the maximum of " + std::to_string(max)};
+  }
+  return static_cast<uint32_t>(value);
+}
+
+}  // namespace composer

@@ -1,0 +1,49 @@
+// The fabric driver interface: everything composerd asks of a fabric manager.
+// Drivers: sim (built in), redfish, liqid. Every call is bounded by the driver's timeouts.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "composer/common/error.h"
+#include "composer/model/model.h"
+
+namespace composer {
+
+struct FabricInventory {
+  std::vector<Host> hosts;
+  std::vector<Device> devices;  // composition_id/node unset: the fabric knows no compositions
+  // device id -> fabric host id, for every device the fabric shows attached.
+  std::map<std::string, std::string> attached;
+};
+
+enum class OperationState { kRunning, kDone, kFailed };
+
+// Attach and detach may finish later (a Redfish task monitor, a Liqid reprogram): the caller
+// polls operation_status() until the state is no longer kRunning, within its own deadline.
+struct Operation {
+  std::string id;
+  OperationState state = OperationState::kRunning;
+  std::string error;  // set when kFailed
+};
+
+class Fabric {
+ public:
+  virtual ~Fabric() = default;
+
+  virtual std::string_view driver() const = 0;  // "sim", "redfish", "liqid"
+  virtual Expected<FabricInventory> inventory() = 0;
+  // Attaching a device already attached to the same host succeeds; to another host fails.
+  virtual Expected<Operation> attach(const std::string& fabric_host,
+                                     const std::vector<std::string>& device_ids) = 0;
+  // Detaching a device that is not attached succeeds.
+  virtual Expected<Operation> detach(const std::string& fabric_host,
+                                     const std::vector<std::string>& device_ids) = 0;
+  virtual Expected<Operation> operation_status(const std::string& operation_id) = 0;
+  // Health of every device the fabric knows.
+  virtual Expected<std::vector<std::pair<std::string, Health>>> health() = 0;
+};
+
+}  // namespace composer

@@ -1,0 +1,78 @@
+// The in-memory view of the pool that composerd allocates from, and the allocator itself.
+// Kept in step with the store by the composition service; rebuilt from the store at start.
+// Not thread-safe: the service serialises access with its own mutex.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "composer/common/error.h"
+#include "composer/model/model.h"
+
+namespace composer {
+
+// One row of the pool summary: counts (and bytes for memory/NVMe) per type, model and zone.
+struct PoolRow {
+  DeviceType type = DeviceType::kGpu;
+  std::string model;
+  std::string zone;
+  uint32_t total = 0;
+  uint32_t free = 0;
+  uint32_t attached = 0;
+  uint32_t drained = 0;
+  uint32_t failed = 0;
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;
+};
+
+class Pool {
+ public:
+  Pool();
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // Replaces everything. Devices carry their owner (composition_id, node) if attached.
+  void load(const std::vector<Host>& hosts, const std::vector<Device>& devices);
+  void upsert_host(const Host& host);
+  // Adds or updates a device's static facts and health; keeps drain state and owner.
+  void upsert_device(const Device& device);
+
+  const Host* host(std::string_view node) const;
+  const Device* device(std::string_view id) const;
+  std::vector<Host> hosts() const;
+
+  // Picks devices for `request` on `node` without changing anything. Deterministic for the
+  // same state. All or nothing: GPUs (of request.gpu_model when set), memory blocks whose
+  // capacities add up to at least mem_bytes, NVMe drives; only from zones the host reaches,
+  // nearest zone first; a job's GPUs in one zone when any one zone can serve them all;
+  // never drained, critical or owned devices; within the host's attach slots (counting what
+  // the node already holds). Errors: kNotFound for an unknown node; kInsufficient with a
+  // sentence naming the type, what was asked and what is free/allowed.
+  Expected<std::vector<std::string>> allocate(std::string_view node, const Request& request) const;
+
+  // Marks devices owned by composition `composition_id` on `node` / free again.
+  void take(std::string_view node, const std::vector<std::string>& ids, int64_t composition_id);
+  void give_back(const std::vector<std::string>& ids);
+  void set_drained(std::string_view id, bool drained, std::string_view reason);
+  void set_health(std::string_view id, Health health);
+
+  // Requests that could never be served, whatever is attached: larger than the whole
+  // reachable pool of the node or than its attach slots, or an unknown GPU model.
+  // kInvalidArgument with the sentence; Ok otherwise.
+  Status check_possible(std::string_view node, const Request& request) const;
+
+  // Sorted by type, model, zone.
+  std::vector<PoolRow> summary() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace composer

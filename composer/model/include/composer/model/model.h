@@ -1,0 +1,123 @@
+// The domain model shared by the store, the core, the API codecs and the plugins' client.
+// Plain values only: no I/O, no locking.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace composer {
+
+enum class DeviceType { kGpu, kMem, kNvme };
+inline constexpr DeviceType kAllDeviceTypes[] = {DeviceType::kGpu, DeviceType::kMem,
+                                                 DeviceType::kNvme};
+std::string_view to_string(DeviceType t);  // "gpu", "mem", "nvme"
+std::optional<DeviceType> parse_device_type(std::string_view s);
+
+// Redfish's health vocabulary.
+enum class Health { kOk, kWarning, kCritical };
+std::string_view to_string(Health h);  // "ok", "warning", "critical"
+std::optional<Health> parse_health(std::string_view s);
+
+// What a device is doing, derived from its record (see Device::state()).
+enum class DeviceState { kFree, kAttached, kDrained, kFailed };
+std::string_view to_string(DeviceState s);  // "free", "attached", "drained", "failed"
+std::optional<DeviceState> parse_device_state(std::string_view s);
+
+struct Device {
+  std::string id;  // the fabric's id; unique across the pool
+  DeviceType type = DeviceType::kGpu;
+  std::string model;            // "A100-80G", "CXL-DDR5", "P5620"
+  uint64_t capacity_bytes = 0;  // memory block or drive size; 0 for GPUs
+  std::string zone;             // fabric zone the device sits in
+  std::string address;          // how the host sees it: PCI address, or NUMA node for memory
+  Health health = Health::kOk;
+  bool drained = false;
+  std::string drain_reason;
+  // Owner, when the device sits in a live composition.
+  std::optional<int64_t> composition_id;
+  std::string node;  // node of that composition
+
+  // Failed wins over drained, drained over attached: an admin wants to see the worst.
+  DeviceState state() const;
+  // Free and usable for a new composition.
+  bool allocatable() const { return !composition_id && !drained && health != Health::kCritical; }
+};
+
+// A compute host the fabric can attach devices to.
+struct Host {
+  std::string node;                // Slurm node name
+  std::string fabric_id;           // the fabric's name for the host
+  std::vector<std::string> zones;  // reachable zones, nearest first
+  uint32_t gpu_slots = 0;          // attach-slot limits per type
+  uint32_t mem_slots = 0;
+  uint32_t nvme_slots = 0;
+
+  uint32_t slots(DeviceType t) const;
+  // Index of the zone in `zones` (0 is nearest), or nullopt if unreachable.
+  std::optional<size_t> zone_rank(std::string_view zone) const;
+};
+
+// What one job asks for on one node.
+struct Request {
+  uint32_t gpus = 0;
+  std::string gpu_model;  // empty: any model
+  uint64_t mem_bytes = 0;
+  uint32_t nvme = 0;
+
+  bool empty() const { return gpus == 0 && mem_bytes == 0 && nvme == 0; }
+  bool operator==(const Request&) const = default;
+  // "gpus=A100:2 mem=64G nvme=1", the form written into the job's admin comment.
+  std::string to_string() const;
+};
+
+// The composition state machine:
+//   requested -> composing -> ready -> releasing -> released
+//   any of requested, composing, ready, releasing -> failed
+// A failed composition holds no devices.
+enum class CompositionState { kRequested, kComposing, kReady, kReleasing, kReleased, kFailed };
+std::string_view to_string(CompositionState s);
+std::optional<CompositionState> parse_composition_state(std::string_view s);
+bool can_transition(CompositionState from, CompositionState to);
+// Live compositions own their devices; released and failed ones own nothing.
+bool is_live(CompositionState s);
+
+struct Composition {
+  int64_t id = 0;
+  uint32_t job_id = 0;
+  std::string node;
+  uint32_t uid = 0;
+  std::string user;
+  std::string account;
+  std::string workload;
+  Request request;
+  CompositionState state = CompositionState::kRequested;
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  uint32_t attempts = 0;
+  std::string last_error;
+  std::vector<Device> devices;
+};
+
+// One line of the append-only ledger. Accounting is computed from these alone, so each
+// carries who, what for and which devices, not only a reference to the composition.
+struct Event {
+  int64_t id = 0;
+  int64_t ts_ms = 0;
+  std::string kind;  // a state name ("ready", "released", ...), or "drain", "resume", "health"
+  std::optional<int64_t> composition_id;
+  uint32_t job_id = 0;
+  std::string node;
+  uint32_t uid = 0;
+  std::string user;
+  std::string account;
+  std::string workload;
+  std::string from_state;
+  std::string to_state;
+  std::vector<std::string> devices;
+  std::string detail;
+};
+
+}  // namespace composer

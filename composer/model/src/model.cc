@@ -1,0 +1,112 @@
+#include "composer/model/model.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "composer/common/units.h"
+
+namespace composer {
+namespace {
+template <typename E, size_t N>
+std::string_view name_of(const std::pair<E, std::string_view> (&table)[N], E value) {
+  for (const auto& [v, name] : table) {
+    if (v == value) return name;
+  }
+  return "?";
+}
+template <typename E, size_t N>
+std::optional<E> value_of(const std::pair<E, std::string_view> (&table)[N], std::string_view s) {
+  for (const auto& [v, name] : table) {
+    if (name == s) return v;
+  }
+  return std::nullopt;
+}
+
+constexpr std::pair<DeviceType, std::string_view> kTypes[] = {
+    {DeviceType::kGpu, "gpu"}, {DeviceType::kMem, "mem"}, {DeviceType::kNvme, "nvme"}};
+constexpr std::pair<Health, std::string_view> kHealth[] = {
+    {Health::kOk, "ok"}, {Health::kWarning, "warning"}, {Health::kCritical, "critical"}};
+constexpr std::pair<DeviceState, std::string_view> kDeviceStates[] = {
+    {DeviceState::kFree, "free"},
+    {DeviceState::kAttached, "attached"},
+    {DeviceState::kDrained, "drained"},
+    {DeviceState::kFailed, "failed"}};
+constexpr std::pair<CompositionState, std::string_view> kStates[] = {
+    {CompositionState::kRequested, "requested"}, {CompositionState::kComposing, "composing"},
+    {CompositionState::kReady, "ready"},         {CompositionState::kReleasing, "releasing"},
+    {CompositionState::kReleased, "released"},   {CompositionState::kFailed, "failed"}};
+}  // namespace
+
+std::string_view to_string(DeviceType t) { return name_of(kTypes, t); }
+std::optional<DeviceType> parse_device_type(std::string_view s) { return value_of(kTypes, s); }
+std::string_view to_string(Health h) { return name_of(kHealth, h); }
+std::optional<Health> parse_health(std::string_view s) { return value_of(kHealth, s); }
+std::string_view to_string(DeviceState s) { return name_of(kDeviceStates, s); }
+std::optional<DeviceState> parse_device_state(std::string_view s) {
+  return value_of(kDeviceStates, s);
+}
+std::string_view to_string(CompositionState s) { return name_of(kStates, s); }
+std::optional<CompositionState> parse_composition_state(std::string_view s) {
+  return value_of(kStates, s);
+}
+
+DeviceState Device::state() const {
+  if (health == Health::kCritical) return DeviceState::kFailed;
+  if (drained) return DeviceState::kDrained;
+  if (composition_id) return DeviceState::kAttached;
+  return DeviceState::kFree;
+}
+
+uint32_t Host::slots(DeviceType t) const {
+  switch (t) {
+    case DeviceType::kGpu:
+      return gpu_slots;
+    case DeviceType::kMem:
+      return mem_slots;
+    case DeviceType::kNvme:
+      return nvme_slots;
+  }
+  return 0;
+}
+
+std::optional<size_t> Host::zone_rank(std::string_view zone) const {
+  auto it = std::find(zones.begin(), zones.end(), zone);
+  if (it == zones.end()) return std::nullopt;
+  return static_cast<size_t>(it - zones.begin());
+}
+
+std::string Request::to_string() const {
+  std::string out;
+  auto add = [&out](const std::string& part) {
+    if (!out.empty()) out += ' ';
+    out += part;
+  };
+  if (gpus > 0) add("gpus=" + (gpu_model.empty() ? "" : gpu_model + ":") + std::to_string(gpus));
+  if (mem_bytes > 0) add("mem=" + format_size(mem_bytes));
+  if (nvme > 0) add("nvme=" + std::to_string(nvme));
+  return out.empty() ? "none" : out;
+}
+
+bool can_transition(CompositionState from, CompositionState to) {
+  using S = CompositionState;
+  switch (from) {
+    case S::kRequested:
+      return to == S::kComposing || to == S::kFailed;
+    case S::kComposing:
+      return to == S::kReady || to == S::kFailed;
+    case S::kReady:
+      return to == S::kReleasing || to == S::kFailed;
+    case S::kReleasing:
+      return to == S::kReleased || to == S::kFailed;
+    case S::kReleased:
+    case S::kFailed:
+      return false;
+  }
+  return false;
+}
+
+bool is_live(CompositionState s) {
+  return s != CompositionState::kReleased && s != CompositionState::kFailed;
+}
+
+}  // namespace composer

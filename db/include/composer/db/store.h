@@ -1,0 +1,100 @@
+// The composer's durable state: hosts, devices, compositions, and the append-only event ledger.
+// One SQLite database in WAL mode; composerd is its only writer.
+//
+// Writes from many threads are group-committed: each mutating call blocks until its change is
+// durable, but concurrent calls share one transaction (and one fsync). Each call runs inside its
+// own SAVEPOINT, so a failing call rolls back only itself. Reads never wait for the writer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "composer/common/error.h"
+#include "composer/model/model.h"
+
+namespace composer::db {
+
+struct StoreOptions {
+  // synchronous=FULL: a commit survives power loss. Off only for throw-away test databases.
+  bool durable = true;
+  int busy_timeout_ms = 5000;
+};
+
+struct DeviceFilter {
+  std::optional<DeviceType> type;
+  std::optional<DeviceState> state;
+  std::optional<std::string> zone;
+  std::optional<std::string> node;  // attached to this node
+};
+
+struct CompositionFilter {
+  std::optional<uint32_t> job_id;
+  std::optional<uint32_t> uid;
+  std::optional<std::string> user;
+  std::optional<std::string> node;
+  std::optional<CompositionState> state;
+  bool live_only = false;
+  size_t limit = 0;  // 0: no limit; newest first
+};
+
+struct EventFilter {
+  std::optional<int64_t> since_ms;  // inclusive
+  std::optional<int64_t> until_ms;  // exclusive
+  std::optional<uint32_t> job_id;
+  std::optional<int64_t> composition_id;
+  size_t limit = 0;  // 0: no limit; oldest first
+};
+
+class Store {
+ public:
+  static Expected<std::unique_ptr<Store>> open(const std::string& path,
+                                               const StoreOptions& options = {});
+  virtual ~Store() = default;
+
+  virtual int schema_version() = 0;
+
+  // Inventory as the fabric reports it. New hosts/devices are added, known ones updated
+  // (model, capacity, zone, address, slots); nothing is deleted: the ledger refers to them.
+  // Drain state and ownership are never changed by an upsert.
+  virtual Status upsert_hosts(const std::vector<Host>& hosts) = 0;
+  virtual Status upsert_devices(const std::vector<Device>& devices) = 0;
+  virtual Expected<std::vector<Host>> hosts() = 0;
+  // Devices with their owner (composition_id, node) filled from live compositions.
+  virtual Expected<std::vector<Device>> devices(const DeviceFilter& filter = {}) = 0;
+  virtual Expected<Device> device(const std::string& id) = 0;
+
+  // Inserts `c` (state requested or composing; id, timestamps and attempts are assigned) as
+  // the owner of `device_ids` and appends one event per state it passed through. Fails with
+  // kConflict, changing nothing, if (job, node) already has a live composition or a device is
+  // owned by another live composition: the schema enforces both.
+  virtual Expected<Composition> create_composition(const Composition& c,
+                                                   const std::vector<std::string>& device_ids,
+                                                   int64_t now_ms) = 0;
+  // Moves composition `id` from `from` to `to` and appends an event (detail is its text; for
+  // kFailed it also becomes last_error). kConflict, changing nothing, if the composition is
+  // not in `from` or the transition is illegal. Entering released or failed frees its devices.
+  // `attempt` counts one more fabric attempt.
+  virtual Expected<Composition> transition(int64_t id, CompositionState from, CompositionState to,
+                                           std::string_view detail, int64_t now_ms,
+                                           bool attempt = false) = 0;
+  virtual Expected<Composition> composition(int64_t id) = 0;
+  virtual Expected<std::optional<Composition>> live_composition(uint32_t job_id,
+                                                                std::string_view node) = 0;
+  // With devices filled.
+  virtual Expected<std::vector<Composition>> compositions(const CompositionFilter& filter) = 0;
+
+  // Drain/resume (event "drain"/"resume" with actor and reason) and health changes (event
+  // "health"). kNotFound for an unknown device.
+  virtual Status set_drained(const std::string& device_id, bool drained, std::string_view reason,
+                             std::string_view actor, int64_t now_ms) = 0;
+  virtual Status set_health(const std::string& device_id, Health health, std::string_view detail,
+                            int64_t now_ms) = 0;
+
+  virtual Expected<std::vector<Event>> events(const EventFilter& filter) = 0;
+};
+
+}  // namespace composer::db

@@ -1,0 +1,64 @@
+#include "composer/model/model.h"
+
+#include <gtest/gtest.h>
+
+#include "composer/common/units.h"
+
+namespace composer {
+namespace {
+
+using S = CompositionState;
+
+TEST(StateMachine, FollowsTheLifecycle) {
+  EXPECT_TRUE(can_transition(S::kRequested, S::kComposing));
+  EXPECT_TRUE(can_transition(S::kComposing, S::kReady));
+  EXPECT_TRUE(can_transition(S::kReady, S::kReleasing));
+  EXPECT_TRUE(can_transition(S::kReleasing, S::kReleased));
+  for (S s : {S::kRequested, S::kComposing, S::kReady, S::kReleasing}) {
+    EXPECT_TRUE(can_transition(s, S::kFailed)) << to_string(s);
+    EXPECT_TRUE(is_live(s));
+  }
+}
+
+TEST(StateMachine, RefusesIllegalTransitions) {
+  EXPECT_FALSE(can_transition(S::kRequested, S::kReady));
+  EXPECT_FALSE(can_transition(S::kReady, S::kComposing));
+  EXPECT_FALSE(can_transition(S::kComposing, S::kReleasing));
+  EXPECT_FALSE(can_transition(S::kReleased, S::kReleasing));
+  EXPECT_FALSE(can_transition(S::kReady, S::kReleased));
+  for (S to : {S::kRequested, S::kComposing, S::kReady, S::kReleasing, S::kReleased, S::kFailed}) {
+    EXPECT_FALSE(can_transition(S::kReleased, to));
+    EXPECT_FALSE(can_transition(S::kFailed, to));
+  }
+  EXPECT_FALSE(is_live(S::kReleased));
+  EXPECT_FALSE(is_live(S::kFailed));
+}
+
+TEST(StateNames, RoundTrip) {
+  for (S s : {S::kRequested, S::kComposing, S::kReady, S::kReleasing, S::kReleased, S::kFailed}) {
+    EXPECT_EQ(parse_composition_state(to_string(s)), s);
+  }
+  for (DeviceType t : kAllDeviceTypes) EXPECT_EQ(parse_device_type(to_string(t)), t);
+  EXPECT_FALSE(parse_device_type("fpga").has_value());
+}
+
+TEST(DeviceState, WorstWins) {
+  Device d;
+  EXPECT_EQ(d.state(), DeviceState::kFree);
+  d.composition_id = 3;
+  EXPECT_EQ(d.state(), DeviceState::kAttached);
+  d.drained = true;
+  EXPECT_EQ(d.state(), DeviceState::kDrained);
+  d.health = Health::kCritical;
+  EXPECT_EQ(d.state(), DeviceState::kFailed);
+  EXPECT_FALSE(d.allocatable());
+}
+
+TEST(Request, PrintsAsTheAdminCommentForm) {
+  Request r{.gpus = 2, .gpu_model = "A100", .mem_bytes = 64 * kGiB, .nvme = 1};
+  EXPECT_EQ(r.to_string(), "gpus=A100:2 mem=64G nvme=1");
+  EXPECT_EQ(Request{}.to_string(), "none");
+}
+
+}  // namespace
+}  // namespace composer

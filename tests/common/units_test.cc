@@ -1,0 +1,46 @@
+#include "composer/common/units.h"
+
+#include <gtest/gtest.h>
+
+namespace composer {
+namespace {
+
+TEST(ParseSize, AcceptsSlurmSuffixes) {
+  EXPECT_EQ(*parse_size("64G"), 64 * kGiB);
+  EXPECT_EQ(*parse_size("512g"), 512 * kGiB);
+  EXPECT_EQ(*parse_size("2T"), 2 * kTiB);
+  EXPECT_EQ(*parse_size("100M"), 100 * kMiB);
+  EXPECT_EQ(*parse_size("8K"), 8 * kKiB);
+  EXPECT_EQ(*parse_size("16GiB"), 16 * kGiB);
+  EXPECT_EQ(*parse_size("1024"), 1024 * kMiB);  // bare number: megabytes, like --mem
+}
+
+TEST(ParseSize, RefusesWithASentence) {
+  for (const char* bad :
+       {"", "-1G", "G", "1.5G", "10X", "0", "0G", "1 G", "99999999999999999999T", "2048T"}) {
+    auto r = parse_size(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_FALSE(r.error().message.empty());
+  }
+}
+
+TEST(FormatSize, UsesLargestExactUnit) {
+  EXPECT_EQ(format_size(64 * kGiB), "64G");
+  EXPECT_EQ(format_size(kTiB), "1T");
+  EXPECT_EQ(format_size(1536 * kMiB), "1536M");
+  EXPECT_EQ(format_size(0), "0");
+  EXPECT_EQ(format_size(1001), "1001");
+}
+
+TEST(ParseCount, StrictDigitsWithinMax) {
+  EXPECT_EQ(*parse_count("4", 64), 4u);
+  EXPECT_EQ(*parse_count("0", 64), 0u);
+  EXPECT_FALSE(parse_count("-1", 64).ok());
+  EXPECT_FALSE(parse_count("65", 64).ok());
+  EXPECT_FALSE(parse_count("4a", 64).ok());
+  EXPECT_FALSE(parse_count("", 64).ok());
+}
+
+}  // namespace
+}  // namespace composer
