@@ -60,6 +60,20 @@ struct Host {
   std::optional<size_t> zone_rank(std::string_view zone) const;
 };
 
+// One row of the pool summary: counts (and bytes for memory/NVMe) per type, model and zone.
+struct PoolRow {
+  DeviceType type = DeviceType::kGpu;
+  std::string model;
+  std::string zone;
+  uint32_t total = 0;
+  uint32_t free = 0;
+  uint32_t attached = 0;
+  uint32_t drained = 0;
+  uint32_t failed = 0;
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;
+};
+
 // What one job asks for on one node.
 struct Request {
   uint32_t gpus = 0;
