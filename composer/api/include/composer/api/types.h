@@ -1,0 +1,45 @@
+// Bodies of the HTTP API (docs/API.md) that are not domain objects of the model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "composer/common/error.h"
+#include "composer/model/model.h"
+
+namespace composer::api {
+
+// Upper bound on GPUs and NVMe drives one job may ask for on one node. No host has more attach
+// slots; a larger number is a typo, not a job.
+inline constexpr uint32_t kMaxDevicesPerNode = 1024;
+
+// PUT /v1/compositions/{job}/{node}: who the job belongs to and what it asks for per node.
+struct ComposeBody {
+  uint32_t uid = 0;
+  std::string user, account, workload;
+  Request request;
+
+  bool operator==(const ComposeBody&) const = default;
+};
+
+// GET /v1/health.
+struct HealthInfo {
+  std::string status, fabric, version;
+  int64_t uptime_s = 0;
+
+  bool operator==(const HealthInfo&) const = default;
+};
+
+// POST /v1/devices/{id}/drain.
+struct DrainBody {
+  std::string reason;
+
+  bool operator==(const DrainBody&) const = default;
+};
+
+// The body of every 4xx/5xx answer: {"error": {"code": ..., "message": ...}}.
+struct ErrorBody {
+  Error error;
+};
+
+}  // namespace composer::api
