@@ -49,6 +49,14 @@ struct EventFilter {
   size_t limit = 0;  // 0: no limit; oldest first
 };
 
+// Counters of the group-committing writer, for benchmarks and metrics.
+struct WriteStats {
+  uint64_t calls = 0;          // mutating calls finished (committed or refused)
+  uint64_t failed_calls = 0;   // of which refused or failed
+  uint64_t transactions = 0;   // transactions committed: one fsync each when durable
+  uint64_t largest_batch = 0;  // most calls that shared one transaction
+};
+
 class Store {
  public:
   static Expected<std::unique_ptr<Store>> open(const std::string& path,
@@ -95,6 +103,9 @@ class Store {
                             int64_t now_ms) = 0;
 
   virtual Expected<std::vector<Event>> events(const EventFilter& filter) = 0;
+
+  // How the writes were batched so far. Stores without a group-committing writer report zeros.
+  virtual WriteStats write_stats() const { return {}; }
 };
 
 }  // namespace composer::db

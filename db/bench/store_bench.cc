@@ -1,0 +1,195 @@
+// store_bench: how many durable compose+release cycles per second the store sustains.
+//
+// Each of --threads threads owns one node and one device and repeats
+// create_composition(composing) -> ready -> releasing -> released with synchronous=FULL,
+// which is what composerd does per job prolog and epilog. Prints cycles/s and how many
+// transactions (fsyncs) the group commit needed for them.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "composer/db/store.h"
+
+namespace {
+
+struct Options {
+  int threads = 8;
+  int cycles = 500;  // per thread
+  bool durable = true;
+  std::string dir;
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr,
+               "store_bench: %s\n"
+               "usage: store_bench [--threads N (1..1024)] [--cycles N per thread (1..1000000)] "
+               "[--not-durable] [--dir DIRECTORY (default: a new one under $TMPDIR or /tmp)]\n",
+               why);
+  std::exit(2);
+}
+
+int parse_int(const char* flag, const char* text, int low, int high) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || v < low || v > high) {
+    const std::string why = std::string(flag) + ": '" + text + "' is not a whole number from " +
+                            std::to_string(low) + " to " + std::to_string(high);
+    usage(why.c_str());
+  }
+  return static_cast<int>(v);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage((flag + " needs a value").c_str());
+      return argv[++i];
+    };
+    if (flag == "--threads") {
+      o.threads = parse_int("--threads", value(), 1, 1024);
+    } else if (flag == "--cycles") {
+      o.cycles = parse_int("--cycles", value(), 1, 1000000);
+    } else if (flag == "--not-durable") {
+      o.durable = false;
+    } else if (flag == "--dir") {
+      o.dir = value();
+    } else {
+      usage(("unknown argument '" + flag + "'").c_str());
+    }
+  }
+  return o;
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using composer::CompositionState;
+  const Options o = parse(argc, argv);
+
+  std::string dir = o.dir;
+  bool remove_dir = false;
+  if (dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr ? tmp : "/tmp") + "/store_bench.XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) {
+      std::perror("store_bench: creating a temporary directory");
+      return 1;
+    }
+    dir = pattern;
+    remove_dir = true;
+  }
+  const std::string path = dir + "/bench.db";
+
+  int rc = 0;
+  {
+    composer::db::StoreOptions options;
+    options.durable = o.durable;
+    auto opened = composer::db::Store::open(path, options);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "store_bench: %s\n", opened.error().message.c_str());
+      return 1;
+    }
+    auto& store = **opened;
+
+    std::vector<composer::Host> hosts;
+    std::vector<composer::Device> devices;
+    for (int t = 0; t < o.threads; ++t) {
+      composer::Host h;
+      h.node = "node" + std::to_string(t);
+      h.fabric_id = "host-" + std::to_string(t);
+      h.zones = {"z1"};
+      h.gpu_slots = 8;
+      hosts.push_back(h);
+      composer::Device d;
+      d.id = "gpu-" + std::to_string(t);
+      d.model = "A100-80G";
+      d.zone = "z1";
+      d.address = "0000:41:00." + std::to_string(t);
+      devices.push_back(d);
+    }
+    if (auto s = store.upsert_hosts(hosts); !s.ok()) {
+      std::fprintf(stderr, "store_bench: %s\n", s.error().message.c_str());
+      return 1;
+    }
+    if (auto s = store.upsert_devices(devices); !s.ok()) {
+      std::fprintf(stderr, "store_bench: %s\n", s.error().message.c_str());
+      return 1;
+    }
+
+    const auto before = store.write_stats();
+    std::atomic<int> failures{0};
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < o.threads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < o.cycles; ++i) {
+          composer::Composition c;
+          c.job_id = static_cast<uint32_t>(t * 1000000 + i + 1);
+          c.node = "node" + std::to_string(t);
+          c.uid = 1000;
+          c.user = "bench";
+          c.account = "bench";
+          c.workload = "training";
+          c.request.gpus = 1;
+          c.state = CompositionState::kComposing;
+          auto created = store.create_composition(c, {"gpu-" + std::to_string(t)}, now_ms());
+          if (!created.ok()) {
+            std::fprintf(stderr, "store_bench: %s\n", created.error().message.c_str());
+            ++failures;
+            return;
+          }
+          const int64_t id = created->id;
+          const CompositionState path_states[] = {
+              CompositionState::kComposing, CompositionState::kReady, CompositionState::kReleasing,
+              CompositionState::kReleased};
+          for (size_t k = 0; k + 1 < std::size(path_states); ++k) {
+            auto moved = store.transition(id, path_states[k], path_states[k + 1], "", now_ms());
+            if (!moved.ok()) {
+              std::fprintf(stderr, "store_bench: %s\n", moved.error().message.c_str());
+              ++failures;
+              return;
+            }
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto after = store.write_stats();
+
+    const double cycles = static_cast<double>(o.threads) * o.cycles;
+    const uint64_t calls = after.calls - before.calls;
+    const uint64_t transactions = after.transactions - before.transactions;
+    std::printf("threads=%d cycles=%.0f durable=%s seconds=%.3f cycles_per_s=%.0f\n", o.threads,
+                cycles, o.durable ? "true" : "false", seconds, cycles / seconds);
+    std::printf(
+        "write_calls=%llu transactions=%llu calls_per_transaction=%.1f "
+        "largest_batch=%llu transactions_per_s=%.0f failures=%d\n",
+        static_cast<unsigned long long>(calls), static_cast<unsigned long long>(transactions),
+        transactions > 0 ? static_cast<double>(calls) / transactions : 0.0,
+        static_cast<unsigned long long>(after.largest_batch), transactions / seconds,
+        failures.load());
+    rc = failures.load() == 0 ? 0 : 1;
+  }
+  if (remove_dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  return rc;
+}

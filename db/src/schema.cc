@@ -1,0 +1,185 @@
+#include "schema.h"
+
+#include <string>
+
+namespace composer::db {
+namespace {
+
+// Migration 1: everything. The invariants that matter for correctness live in the schema
+// itself, not only in the code that writes it:
+// - a device sits in at most one live composition (partial unique index on the live links);
+// - a (job, node) has at most one live composition (partial unique index);
+// - a composition only moves along the state machine, and entering released or failed frees
+//   its devices (triggers);
+// - the event ledger is append-only (triggers refuse UPDATE and DELETE).
+constexpr sqlite::Sql kMigration1{"creating the schema (migration 1)", R"sql(
+CREATE TABLE schema_migrations (
+  version     INTEGER PRIMARY KEY,
+  description TEXT NOT NULL,
+  applied_ms  INTEGER NOT NULL
+);
+
+CREATE TABLE hosts (
+  node       TEXT PRIMARY KEY NOT NULL CHECK (node <> ''),
+  fabric_id  TEXT NOT NULL,
+  zones      TEXT NOT NULL,  -- comma-separated, nearest first
+  gpu_slots  INTEGER NOT NULL CHECK (gpu_slots >= 0),
+  mem_slots  INTEGER NOT NULL CHECK (mem_slots >= 0),
+  nvme_slots INTEGER NOT NULL CHECK (nvme_slots >= 0)
+);
+
+CREATE TABLE devices (
+  id             TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
+  type           TEXT NOT NULL CHECK (type IN ('gpu', 'mem', 'nvme')),
+  model          TEXT NOT NULL,
+  capacity_bytes INTEGER NOT NULL CHECK (capacity_bytes >= 0),
+  zone           TEXT NOT NULL,
+  address        TEXT NOT NULL,
+  health         TEXT NOT NULL CHECK (health IN ('ok', 'warning', 'critical')),
+  drained        INTEGER NOT NULL DEFAULT 0 CHECK (drained IN (0, 1)),
+  drain_reason   TEXT NOT NULL DEFAULT ''
+);
+
+CREATE TABLE compositions (
+  id         INTEGER PRIMARY KEY,
+  job_id     INTEGER NOT NULL CHECK (job_id >= 0),
+  node       TEXT NOT NULL CHECK (node <> ''),
+  uid        INTEGER NOT NULL CHECK (uid >= 0),
+  user       TEXT NOT NULL,
+  account    TEXT NOT NULL,
+  workload   TEXT NOT NULL,
+  gpus       INTEGER NOT NULL CHECK (gpus >= 0),
+  gpu_model  TEXT NOT NULL,
+  mem_bytes  INTEGER NOT NULL CHECK (mem_bytes >= 0),
+  nvme       INTEGER NOT NULL CHECK (nvme >= 0),
+  state      TEXT NOT NULL CHECK (state IN ('requested', 'composing', 'ready', 'releasing',
+                                            'released', 'failed')),
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  attempts   INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+  last_error TEXT NOT NULL DEFAULT ''
+);
+CREATE UNIQUE INDEX compositions_one_live_per_job_node ON compositions (job_id, node)
+  WHERE state IN ('requested', 'composing', 'ready', 'releasing');
+CREATE INDEX compositions_by_job ON compositions (job_id);
+CREATE INDEX compositions_by_node ON compositions (node);
+
+-- live = 1 while the composition holds the device; entering released/failed clears it.
+CREATE TABLE composition_devices (
+  composition_id INTEGER NOT NULL REFERENCES compositions (id),
+  device_id      TEXT NOT NULL REFERENCES devices (id),
+  live           INTEGER NOT NULL DEFAULT 1 CHECK (live IN (0, 1)),
+  released_ms    INTEGER,
+  PRIMARY KEY (composition_id, device_id)
+);
+CREATE UNIQUE INDEX composition_devices_one_live_owner ON composition_devices (device_id)
+  WHERE live = 1;
+
+CREATE TRIGGER composition_devices_owner_must_be_live
+BEFORE INSERT ON composition_devices
+WHEN NEW.live = 1 AND (SELECT state FROM compositions WHERE id = NEW.composition_id)
+                      NOT IN ('requested', 'composing', 'ready', 'releasing')
+BEGIN
+  SELECT RAISE(ABORT, 'a device can only be given to a live composition');
+END;
+
+CREATE TRIGGER composition_devices_stay_released
+BEFORE UPDATE OF live ON composition_devices
+WHEN OLD.live = 0 AND NEW.live = 1
+BEGIN
+  SELECT RAISE(ABORT, 'a released device link cannot become live again');
+END;
+
+CREATE TRIGGER compositions_follow_state_machine
+BEFORE UPDATE OF state ON compositions
+WHEN NEW.state <> OLD.state AND NOT (
+     (OLD.state = 'requested' AND NEW.state IN ('composing', 'failed'))
+  OR (OLD.state = 'composing' AND NEW.state IN ('ready', 'failed'))
+  OR (OLD.state = 'ready'     AND NEW.state IN ('releasing', 'failed'))
+  OR (OLD.state = 'releasing' AND NEW.state IN ('released', 'failed')))
+BEGIN
+  SELECT RAISE(ABORT, 'illegal composition state transition');
+END;
+
+CREATE TRIGGER compositions_free_devices_when_done
+AFTER UPDATE OF state ON compositions
+WHEN NEW.state IN ('released', 'failed') AND OLD.state NOT IN ('released', 'failed')
+BEGIN
+  UPDATE composition_devices SET live = 0, released_ms = NEW.updated_ms
+   WHERE composition_id = NEW.id AND live = 1;
+END;
+
+CREATE TABLE events (
+  id             INTEGER PRIMARY KEY,
+  ts_ms          INTEGER NOT NULL,
+  kind           TEXT NOT NULL CHECK (kind <> ''),
+  composition_id INTEGER REFERENCES compositions (id),
+  job_id         INTEGER NOT NULL DEFAULT 0,
+  node           TEXT NOT NULL DEFAULT '',
+  uid            INTEGER NOT NULL DEFAULT 0,
+  user           TEXT NOT NULL DEFAULT '',
+  account        TEXT NOT NULL DEFAULT '',
+  workload       TEXT NOT NULL DEFAULT '',
+  from_state     TEXT NOT NULL DEFAULT '',
+  to_state       TEXT NOT NULL DEFAULT '',
+  devices        TEXT NOT NULL DEFAULT '',  -- comma-separated device ids
+  detail         TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX events_by_ts ON events (ts_ms);
+CREATE INDEX events_by_job ON events (job_id, ts_ms);
+CREATE INDEX events_by_composition ON events (composition_id);
+
+CREATE TRIGGER events_refuse_update BEFORE UPDATE ON events
+BEGIN
+  SELECT RAISE(ABORT, 'events are append-only: a recorded event cannot be changed');
+END;
+CREATE TRIGGER events_refuse_delete BEFORE DELETE ON events
+BEGIN
+  SELECT RAISE(ABORT, 'events are append-only: a recorded event cannot be deleted');
+END;
+)sql"};
+
+struct Migration {
+  int version;
+  const sqlite::Sql* sql;
+};
+constexpr Migration kMigrations[] = {{1, &kMigration1}};
+
+constexpr sqlite::Sql kRecordMigration{
+    "recording a migration",
+    "INSERT INTO schema_migrations (version, description, applied_ms) VALUES (?1, ?2, ?3)"};
+
+}  // namespace
+
+int latest_schema_version() { return kMigrations[std::size(kMigrations) - 1].version; }
+
+int schema_version(sqlite::Connection& connection) {
+  return std::stoi(connection.pragma("reading the schema version", "user_version"));
+}
+
+int migrate(sqlite::Connection& connection, int64_t now_ms) {
+  for (const Migration& m : kMigrations) {
+    sqlite::Transaction transaction(connection);
+    // Read inside the write transaction: another process may have migrated meanwhile.
+    const int current = schema_version(connection);
+    if (current > latest_schema_version()) {
+      sqlite::fail(ErrorCode::kUnavailable,
+                   connection.path() + " has schema version " + std::to_string(current) +
+                       ", newer than this build understands (" +
+                       std::to_string(latest_schema_version()) + "); upgrade composerd");
+    }
+    if (current >= m.version) continue;
+    connection.exec(*m.sql);
+    connection.statement(kRecordMigration)
+        ->bind(1, m.version)
+        .bind(2, m.sql->what)
+        .bind(3, now_ms)
+        .run();
+    connection.exec(
+        {"setting the schema version", "PRAGMA user_version = " + std::to_string(m.version)});
+    transaction.commit();
+  }
+  return schema_version(connection);
+}
+
+}  // namespace composer::db

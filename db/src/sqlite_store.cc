@@ -1,0 +1,850 @@
+// The Store on SQLite: one group-committing writer connection, a pool of read-only ones.
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "composer/common/clock.h"
+#include "composer/common/log.h"
+#include "composer/db/group_writer.h"
+#include "composer/db/sqlite.h"
+#include "composer/db/store.h"
+#include "reader_pool.h"
+#include "schema.h"
+
+namespace composer::db {
+namespace {
+
+using sqlite::Connection;
+using sqlite::fail;
+using sqlite::Sql;
+using sqlite::Statement;
+
+// --- SQL ----------------------------------------------------------------------------------
+// Fragments shared by the statements below; each statement is still one named constant.
+
+// A device and its owner, if a live composition holds it. Columns 0..10 (see read_device).
+#define DEVICE_COLUMNS                                                                \
+  "d.id, d.type, d.model, d.capacity_bytes, d.zone, d.address, d.health, d.drained, " \
+  "d.drain_reason, owner.composition_id, owner_c.node"
+#define DEVICE_OWNER_JOIN                                                             \
+  " LEFT JOIN composition_devices owner ON owner.device_id = d.id AND owner.live = 1" \
+  " LEFT JOIN compositions owner_c ON owner_c.id = owner.composition_id"
+#define DEVICE_FILTER                                                                        \
+  " (?1 IS NULL OR d.type = ?1) AND (?2 IS NULL OR d.zone = ?2)"                             \
+  " AND (?3 IS NULL OR owner_c.node = ?3)"                                                   \
+  " AND (?4 IS NULL OR ?4 = CASE WHEN d.health = 'critical' THEN 'failed'"                   \
+  " WHEN d.drained = 1 THEN 'drained' WHEN owner.composition_id IS NOT NULL THEN 'attached'" \
+  " ELSE 'free' END)"
+#define LIVE_STATES "('requested', 'composing', 'ready', 'releasing')"
+
+// Columns 0..15 (see read_composition), then the device columns from 16 (NULL when the
+// composition never held a device).
+#define COMPOSITION_COLUMNS                                                             \
+  "c.id, c.job_id, c.node, c.uid, c.user, c.account, c.workload, c.gpus, c.gpu_model, " \
+  "c.mem_bytes, c.nvme, c.state, c.created_ms, c.updated_ms, c.attempts, c.last_error"
+// `selection` picks composition rows; every composition comes back with all its devices in
+// one query (a join, never one query per composition).
+#define COMPOSITIONS_WITH_DEVICES(selection)                                  \
+  "WITH c AS (" selection ") SELECT " COMPOSITION_COLUMNS ", " DEVICE_COLUMNS \
+  " FROM c LEFT JOIN composition_devices cd ON cd.composition_id = c.id"      \
+  " LEFT JOIN devices d ON d.id = cd.device_id" DEVICE_OWNER_JOIN " ORDER BY c.id DESC, cd.rowid"
+#define COMPOSITION_FILTER                                                                  \
+  " (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR uid = ?2) AND (?3 IS NULL OR user = ?3)" \
+  " AND (?4 IS NULL OR node = ?4) AND (?5 IS NULL OR state = ?5)"                           \
+  " AND (?6 = 0 OR state IN " LIVE_STATES ") ORDER BY id DESC LIMIT ?7"
+
+#define EVENT_COLUMNS                                                                         \
+  "id, ts_ms, kind, composition_id, job_id, node, uid, user, account, workload, from_state, " \
+  "to_state, devices, detail"
+#define EVENT_FILTER                                            \
+  " ts_ms >= ?1 AND ts_ms < ?2 AND (?3 IS NULL OR job_id = ?3)" \
+  " AND (?4 IS NULL OR composition_id = ?4) ORDER BY ts_ms, id LIMIT ?5"
+
+constexpr Sql kUpsertHost{"saving host",
+                          "INSERT INTO hosts (node, fabric_id, zones, gpu_slots, mem_slots, "
+                          "nvme_slots) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                          "ON CONFLICT (node) DO UPDATE SET fabric_id = excluded.fabric_id, "
+                          "zones = excluded.zones, gpu_slots = excluded.gpu_slots, "
+                          "mem_slots = excluded.mem_slots, nvme_slots = excluded.nvme_slots"};
+constexpr Sql kSelectHosts{"listing hosts",
+                           "SELECT node, fabric_id, zones, gpu_slots, mem_slots, nvme_slots "
+                           "FROM hosts ORDER BY node"};
+
+// Drain state is not in the upsert: the inventory never changes it.
+constexpr Sql kUpsertDevice{
+    "saving device",
+    "INSERT INTO devices (id, type, model, capacity_bytes, zone, address, health) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+    "ON CONFLICT (id) DO UPDATE SET type = excluded.type, model = excluded.model, "
+    "capacity_bytes = excluded.capacity_bytes, zone = excluded.zone, "
+    "address = excluded.address, health = excluded.health"};
+constexpr Sql kSelectDevice{"reading device",
+                            "SELECT " DEVICE_COLUMNS " FROM devices d" DEVICE_OWNER_JOIN
+                            " WHERE d.id = ?1"};
+constexpr Sql kSelectDevices{"listing devices",
+                             "SELECT " DEVICE_COLUMNS " FROM devices d" DEVICE_OWNER_JOIN
+                             " WHERE" DEVICE_FILTER " ORDER BY d.id"};
+// Starts from the node's live compositions instead of scanning every device.
+constexpr Sql kSelectDevicesOnNode{
+    "listing devices on a node",
+    "SELECT " DEVICE_COLUMNS
+    " FROM compositions owner_c"
+    " JOIN composition_devices owner ON owner.composition_id = owner_c.id AND owner.live = 1"
+    " JOIN devices d ON d.id = owner.device_id"
+    " WHERE owner_c.node = ?3 AND owner_c.state IN " LIVE_STATES " AND" DEVICE_FILTER
+    " ORDER BY d.id"};
+constexpr Sql kSetDrained{"changing drain state",
+                          "UPDATE devices SET drained = ?2, drain_reason = ?3 WHERE id = ?1"};
+constexpr Sql kSetHealth{"changing health", "UPDATE devices SET health = ?2 WHERE id = ?1"};
+
+constexpr Sql kInsertComposition{
+    "inserting composition",
+    "INSERT INTO compositions (job_id, node, uid, user, account, workload, gpus, gpu_model, "
+    "mem_bytes, nvme, state, created_ms, updated_ms) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)"};
+constexpr Sql kLinkDevice{"giving a device to a composition",
+                          "INSERT INTO composition_devices (composition_id, device_id) "
+                          "VALUES (?1, ?2)"};
+// Only if it is still in `from` (?5): the check and the change are one statement.
+constexpr Sql kUpdateCompositionState{
+    "changing composition state",
+    "UPDATE compositions SET state = ?2, updated_ms = ?3, attempts = attempts + ?4, "
+    "last_error = CASE WHEN ?2 = 'failed' THEN ?6 ELSE last_error END "
+    "WHERE id = ?1 AND state = ?5"};
+constexpr Sql kSelectComposition{
+    "reading composition", COMPOSITIONS_WITH_DEVICES("SELECT * FROM compositions WHERE id = ?1")};
+constexpr Sql kSelectLiveComposition{
+    "reading live composition",
+    COMPOSITIONS_WITH_DEVICES("SELECT * FROM compositions WHERE job_id = ?1 AND node = ?2 "
+                              "AND state IN " LIVE_STATES)};
+// One variant per indexed filter, so each can use its index; the rest filter in place.
+constexpr Sql kSelectCompositionsByJob{
+    "listing compositions of a job",
+    COMPOSITIONS_WITH_DEVICES(
+        "SELECT * FROM compositions WHERE job_id = ?1 AND" COMPOSITION_FILTER)};
+constexpr Sql kSelectCompositionsByNode{
+    "listing compositions on a node",
+    COMPOSITIONS_WITH_DEVICES("SELECT * FROM compositions WHERE node = ?4 AND" COMPOSITION_FILTER)};
+constexpr Sql kSelectLiveCompositions{
+    "listing live compositions",
+    COMPOSITIONS_WITH_DEVICES("SELECT * FROM compositions WHERE state IN " LIVE_STATES
+                              " AND" COMPOSITION_FILTER)};
+constexpr Sql kSelectCompositions{
+    "listing compositions",
+    COMPOSITIONS_WITH_DEVICES("SELECT * FROM compositions WHERE" COMPOSITION_FILTER)};
+
+constexpr Sql kInsertEvent{
+    "appending event",
+    "INSERT INTO events (ts_ms, kind, composition_id, job_id, node, uid, user, account, "
+    "workload, from_state, to_state, devices, detail) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
+constexpr Sql kSelectEventsByComposition{"listing events of a composition",
+                                         "SELECT " EVENT_COLUMNS
+                                         " FROM events WHERE composition_id = ?4 AND" EVENT_FILTER};
+constexpr Sql kSelectEventsByJob{"listing events of a job",
+                                 "SELECT " EVENT_COLUMNS
+                                 " FROM events WHERE job_id = ?3 AND" EVENT_FILTER};
+constexpr Sql kSelectEvents{"listing events",
+                            "SELECT " EVENT_COLUMNS " FROM events WHERE" EVENT_FILTER};
+
+#undef DEVICE_COLUMNS
+#undef DEVICE_OWNER_JOIN
+#undef DEVICE_FILTER
+#undef LIVE_STATES
+#undef COMPOSITION_COLUMNS
+#undef COMPOSITIONS_WITH_DEVICES
+#undef COMPOSITION_FILTER
+#undef EVENT_COLUMNS
+#undef EVENT_FILTER
+
+constexpr int kCompositionDeviceColumn = 16;
+
+// --- Text helpers ---------------------------------------------------------------------------
+
+// Device ids and zones are stored comma-separated (events, hosts), so neither may hold one.
+constexpr std::string_view kListSeparator = ",";
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += kListSeparator;
+    out += item;
+  }
+  return out;
+}
+
+std::vector<std::string> split(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const size_t at = text.find(kListSeparator);
+    out.emplace_back(text.substr(0, at));
+    if (at == std::string_view::npos) break;
+    text.remove_prefix(at + kListSeparator.size());
+  }
+  return out;
+}
+
+// A name stored in a comma-separated list: not empty, no comma, no whitespace or control.
+bool valid_list_item(std::string_view s) {
+  if (s.empty()) return false;
+  return std::none_of(s.begin(), s.end(), [](char ch) {
+    return ch == ',' || static_cast<unsigned char>(ch) <= ' ' || ch == 0x7f;
+  });
+}
+
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// The SQLite part of a failure's message, without the "store: " prefix, to quote it inside a
+// more specific sentence.
+std::string sqlite_reason(const sqlite::Failure& f) {
+  std::string_view message = f.error().message;
+  constexpr std::string_view kPrefix = "store: ";
+  if (message.substr(0, kPrefix.size()) == kPrefix) message.remove_prefix(kPrefix.size());
+  return std::string(message);
+}
+
+int64_t limit_value(size_t limit) {
+  if (limit == 0) return -1;  // SQLite: no limit
+  return static_cast<int64_t>(std::min<size_t>(limit, std::numeric_limits<int64_t>::max()));
+}
+
+// --- Row readers ----------------------------------------------------------------------------
+
+template <typename E>
+E parse_column(const Statement& s, int column, std::optional<E> (*parse)(std::string_view),
+               std::string_view what) {
+  auto value = parse(s.text_view(column));
+  if (!value) {
+    fail(ErrorCode::kInternal,
+         "unknown " + std::string(what) + " " + quoted(s.text_view(column)) + " in the database");
+  }
+  return *value;
+}
+
+Device read_device(const Statement& s, int first) {
+  Device d;
+  d.id = s.text(first);
+  d.type = parse_column(s, first + 1, &parse_device_type, "device type");
+  d.model = s.text(first + 2);
+  d.capacity_bytes = s.uint64(first + 3);
+  d.zone = s.text(first + 4);
+  d.address = s.text(first + 5);
+  d.health = parse_column(s, first + 6, &parse_health, "health");
+  d.drained = s.int64(first + 7) != 0;
+  d.drain_reason = s.text(first + 8);
+  d.composition_id = s.optional_int64(first + 9);
+  if (d.composition_id) d.node = s.text(first + 10);
+  return d;
+}
+
+Composition read_composition(const Statement& s) {
+  Composition c;
+  c.id = s.int64(0);
+  c.job_id = s.uint32(1);
+  c.node = s.text(2);
+  c.uid = s.uint32(3);
+  c.user = s.text(4);
+  c.account = s.text(5);
+  c.workload = s.text(6);
+  c.request.gpus = s.uint32(7);
+  c.request.gpu_model = s.text(8);
+  c.request.mem_bytes = s.uint64(9);
+  c.request.nvme = s.uint32(10);
+  c.state = parse_column(s, 11, &parse_composition_state, "composition state");
+  c.created_ms = s.int64(12);
+  c.updated_ms = s.int64(13);
+  c.attempts = s.uint32(14);
+  c.last_error = s.text(15);
+  return c;
+}
+
+// Reads rows of a COMPOSITIONS_WITH_DEVICES statement: one row per (composition, device).
+std::vector<Composition> read_compositions(Statement& s) {
+  std::vector<Composition> out;
+  while (s.step()) {
+    const int64_t id = s.int64(0);
+    if (out.empty() || out.back().id != id) out.push_back(read_composition(s));
+    if (!s.is_null(kCompositionDeviceColumn)) {
+      out.back().devices.push_back(read_device(s, kCompositionDeviceColumn));
+    }
+  }
+  return out;
+}
+
+Event read_event(const Statement& s) {
+  Event e;
+  e.id = s.int64(0);
+  e.ts_ms = s.int64(1);
+  e.kind = s.text(2);
+  e.composition_id = s.optional_int64(3);
+  e.job_id = s.uint32(4);
+  e.node = s.text(5);
+  e.uid = s.uint32(6);
+  e.user = s.text(7);
+  e.account = s.text(8);
+  e.workload = s.text(9);
+  e.from_state = s.text(10);
+  e.to_state = s.text(11);
+  e.devices = split(s.text_view(12));
+  e.detail = s.text(13);
+  return e;
+}
+
+// --- Queries shared by readers and the writer ----------------------------------------------
+
+std::optional<Device> find_device(Connection& db, std::string_view id) {
+  auto s = db.statement(kSelectDevice);
+  s->bind(1, id);
+  if (!s->step()) return std::nullopt;
+  return read_device(*s, 0);
+}
+
+std::optional<Composition> find_composition(Connection& db, int64_t id) {
+  auto s = db.statement(kSelectComposition);
+  s->bind(1, id);
+  auto found = read_compositions(*s);
+  if (found.empty()) return std::nullopt;
+  return std::move(found.front());
+}
+
+std::optional<Composition> find_live_composition(Connection& db, uint32_t job_id,
+                                                 std::string_view node) {
+  auto s = db.statement(kSelectLiveComposition);
+  s->bind(1, job_id).bind(2, node);
+  auto found = read_compositions(*s);
+  if (found.empty()) return std::nullopt;
+  return std::move(found.front());
+}
+
+std::vector<std::string> device_ids(const Composition& c) {
+  std::vector<std::string> ids;
+  ids.reserve(c.devices.size());
+  for (const auto& d : c.devices) ids.push_back(d.id);
+  return ids;
+}
+
+// An event about composition `c`.
+Event composition_event(const Composition& c, std::string_view kind, std::string_view from,
+                        std::string_view to, std::string_view detail, int64_t now_ms) {
+  Event e;
+  e.ts_ms = now_ms;
+  e.kind = kind;
+  e.composition_id = c.id;
+  e.job_id = c.job_id;
+  e.node = c.node;
+  e.uid = c.uid;
+  e.user = c.user;
+  e.account = c.account;
+  e.workload = c.workload;
+  e.from_state = from;
+  e.to_state = to;
+  e.devices = device_ids(c);
+  e.detail = detail;
+  return e;
+}
+
+void append_event(Connection& db, const Event& e) {
+  db.statement(kInsertEvent)
+      ->bind(1, e.ts_ms)
+      .bind(2, e.kind)
+      .bind(3, e.composition_id)
+      .bind(4, e.job_id)
+      .bind(5, e.node)
+      .bind(6, e.uid)
+      .bind(7, e.user)
+      .bind(8, e.account)
+      .bind(9, e.workload)
+      .bind(10, e.from_state)
+      .bind(11, e.to_state)
+      .bind(12, join(e.devices))
+      .bind(13, e.detail)
+      .run();
+}
+
+// An event about device `d` (drain, resume, health); it names the composition holding the
+// device, if any, so accounting sees whose job was affected.
+Event device_event(Connection& db, const Device& d, std::string_view kind, std::string_view from,
+                   std::string_view to, std::string_view user, std::string_view detail,
+                   int64_t now_ms) {
+  Event e;
+  if (d.composition_id) {
+    if (auto owner = find_composition(db, *d.composition_id)) {
+      e = composition_event(*owner, kind, from, to, detail, now_ms);
+    }
+  }
+  e.ts_ms = now_ms;
+  e.kind = kind;
+  e.from_state = from;
+  e.to_state = to;
+  e.devices = {d.id};
+  e.detail = detail;
+  if (!user.empty()) e.user = user;
+  return e;
+}
+
+// --- The store ------------------------------------------------------------------------------
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(const std::string& path, const StoreOptions& options,
+              std::unique_ptr<Connection> writer, int version)
+      : version_(version),
+        readers_(path, options.busy_timeout_ms),
+        writer_(std::make_unique<GroupWriter>(std::move(writer))) {}
+
+  ~SqliteStore() override {
+    // Commits whatever is queued before the connections close.
+    writer_.reset();
+  }
+
+  int schema_version() override { return version_; }
+
+  Status upsert_hosts(const std::vector<Host>& hosts) override;
+  Status upsert_devices(const std::vector<Device>& devices) override;
+  Expected<std::vector<Host>> hosts() override;
+  Expected<std::vector<Device>> devices(const DeviceFilter& filter) override;
+  Expected<Device> device(const std::string& id) override;
+  Expected<Composition> create_composition(const Composition& c,
+                                           const std::vector<std::string>& device_ids,
+                                           int64_t now_ms) override;
+  Expected<Composition> transition(int64_t id, CompositionState from, CompositionState to,
+                                   std::string_view detail, int64_t now_ms, bool attempt) override;
+  Expected<Composition> composition(int64_t id) override;
+  Expected<std::optional<Composition>> live_composition(uint32_t job_id,
+                                                        std::string_view node) override;
+  Expected<std::vector<Composition>> compositions(const CompositionFilter& filter) override;
+  Status set_drained(const std::string& device_id, bool drained, std::string_view reason,
+                     std::string_view actor, int64_t now_ms) override;
+  Status set_health(const std::string& device_id, Health health, std::string_view detail,
+                    int64_t now_ms) override;
+  Expected<std::vector<Event>> events(const EventFilter& filter) override;
+  WriteStats write_stats() const override { return writer_->stats(); }
+
+ private:
+  // Runs `query` on a read-only connection; failures become an Error.
+  template <typename T, typename Query>
+  Expected<T> read(Query&& query) {
+    try {
+      auto lease = readers_.acquire();
+      return T(query(*lease));
+    } catch (const sqlite::Failure& f) {
+      return f.error();
+    } catch (const std::exception& e) {
+      return Error(ErrorCode::kInternal, std::string("store: ") + e.what());
+    }
+  }
+
+  // Runs `body` in the writer's next batch and waits until it is committed.
+  template <typename T>
+  Expected<T> write(std::function<T(Connection&)> body) {
+    std::optional<T> result;
+    Status status = writer_->run([&](Connection& db) { result = body(db); });
+    if (!status.ok()) return status.error();
+    return std::move(*result);
+  }
+  Status write_status(std::function<void(Connection&)> body) {
+    return writer_->run(std::move(body));
+  }
+
+  const int version_;
+  ReaderPool readers_;
+  std::unique_ptr<GroupWriter> writer_;
+};
+
+Status SqliteStore::upsert_hosts(const std::vector<Host>& hosts) {
+  for (const Host& h : hosts) {
+    if (!valid_list_item(h.node)) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "store: host node name " + quoted(h.node) +
+                       " is not valid: it must be non-empty, without commas or spaces");
+    }
+    for (const auto& zone : h.zones) {
+      if (!valid_list_item(zone)) {
+        return Error(ErrorCode::kInvalidArgument,
+                     "store: host " + h.node + ": zone " + quoted(zone) +
+                         " is not valid: it must be non-empty, without commas or spaces");
+      }
+    }
+  }
+  return write_status([&hosts](Connection& db) {
+    for (const Host& h : hosts) {
+      db.statement(kUpsertHost)
+          ->bind(1, h.node)
+          .bind(2, h.fabric_id)
+          .bind(3, join(h.zones))
+          .bind(4, h.gpu_slots)
+          .bind(5, h.mem_slots)
+          .bind(6, h.nvme_slots)
+          .run();
+    }
+  });
+}
+
+Status SqliteStore::upsert_devices(const std::vector<Device>& devices) {
+  for (const Device& d : devices) {
+    if (!valid_list_item(d.id)) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "store: device id " + quoted(d.id) +
+                       " is not valid: it must be non-empty, without commas or spaces");
+    }
+    if (d.capacity_bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "store: device " + d.id + ": capacity " + std::to_string(d.capacity_bytes) +
+                       " bytes is larger than the largest storable size (2^63-1)");
+    }
+  }
+  return write_status([&devices](Connection& db) {
+    for (const Device& d : devices) {
+      // A health change the inventory reports is a ledger event like any other.
+      const std::optional<Device> known = find_device(db, d.id);
+      db.statement(kUpsertDevice)
+          ->bind(1, d.id)
+          .bind(2, to_string(d.type))
+          .bind(3, d.model)
+          .bind(4, d.capacity_bytes)
+          .bind(5, d.zone)
+          .bind(6, d.address)
+          .bind(7, to_string(d.health))
+          .run();
+      if (known && known->health != d.health) {
+        append_event(db, device_event(db, *known, "health", to_string(known->health),
+                                      to_string(d.health), "", "reported by the fabric inventory",
+                                      SystemClock::instance().now_ms()));
+      }
+    }
+  });
+}
+
+Expected<std::vector<Host>> SqliteStore::hosts() {
+  return read<std::vector<Host>>([](Connection& db) {
+    std::vector<Host> out;
+    auto s = db.statement(kSelectHosts);
+    while (s->step()) {
+      Host h;
+      h.node = s->text(0);
+      h.fabric_id = s->text(1);
+      h.zones = split(s->text_view(2));
+      h.gpu_slots = s->uint32(3);
+      h.mem_slots = s->uint32(4);
+      h.nvme_slots = s->uint32(5);
+      out.push_back(std::move(h));
+    }
+    return out;
+  });
+}
+
+Expected<std::vector<Device>> SqliteStore::devices(const DeviceFilter& filter) {
+  return read<std::vector<Device>>([&filter](Connection& db) {
+    auto s = db.statement(filter.node ? kSelectDevicesOnNode : kSelectDevices);
+    std::optional<std::string_view> type, state;
+    if (filter.type) type = to_string(*filter.type);
+    if (filter.state) state = to_string(*filter.state);
+    s->bind(1, type).bind(2, filter.zone).bind(3, filter.node).bind(4, state);
+    std::vector<Device> out;
+    while (s->step()) out.push_back(read_device(*s, 0));
+    return out;
+  });
+}
+
+Expected<Device> SqliteStore::device(const std::string& id) {
+  auto found = read<std::optional<Device>>([&id](Connection& db) { return find_device(db, id); });
+  if (!found.ok()) return found.error();
+  if (!*found) return Error(ErrorCode::kNotFound, "store: no device " + quoted(id));
+  return std::move(**found);
+}
+
+Expected<Composition> SqliteStore::create_composition(const Composition& c,
+                                                      const std::vector<std::string>& ids,
+                                                      int64_t now_ms) {
+  if (c.state != CompositionState::kRequested && c.state != CompositionState::kComposing) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "store: a new composition starts in state requested or composing, not " +
+                     std::string(to_string(c.state)));
+  }
+  if (!valid_list_item(c.node)) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "store: composition node name " + quoted(c.node) +
+                     " is not valid: it must be non-empty, without commas or spaces");
+  }
+  if (c.request.mem_bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "store: mem_bytes " + std::to_string(c.request.mem_bytes) +
+                     " is larger than the largest storable size (2^63-1)");
+  }
+  std::set<std::string_view> seen;
+  for (const auto& id : ids) {
+    if (!seen.insert(id).second) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "store: device " + quoted(id) + " is listed twice for one composition");
+    }
+  }
+  const std::string who = "job " + std::to_string(c.job_id) + " on " + c.node;
+
+  return write<Composition>([&](Connection& db) {
+    Composition created = c;
+    created.devices.clear();
+    for (const auto& id : ids) {
+      auto d = find_device(db, id);
+      if (!d)
+        fail(ErrorCode::kNotFound, "creating composition for " + who + ": no device " + quoted(id));
+      created.devices.push_back(std::move(*d));
+    }
+    try {
+      db.statement(kInsertComposition)
+          ->bind(1, c.job_id)
+          .bind(2, c.node)
+          .bind(3, c.uid)
+          .bind(4, c.user)
+          .bind(5, c.account)
+          .bind(6, c.workload)
+          .bind(7, c.request.gpus)
+          .bind(8, c.request.gpu_model)
+          .bind(9, c.request.mem_bytes)
+          .bind(10, c.request.nvme)
+          .bind(11, to_string(c.state))
+          .bind(12, now_ms)
+          .run();
+    } catch (const sqlite::Failure& f) {
+      if (f.error().code != ErrorCode::kConflict) throw;
+      std::string why = who + " already has a live composition";
+      if (auto live = find_live_composition(db, c.job_id, c.node)) {
+        why += " (" + std::to_string(live->id) + ", " + std::string(to_string(live->state)) + ")";
+      }
+      fail(ErrorCode::kConflict, why + "; " + sqlite_reason(f));
+    }
+    created.id = db.last_insert_rowid();
+    created.created_ms = now_ms;
+    created.updated_ms = now_ms;
+    created.attempts = 0;
+    created.last_error.clear();
+
+    for (auto& d : created.devices) {
+      try {
+        db.statement(kLinkDevice)->bind(1, created.id).bind(2, d.id).run();
+      } catch (const sqlite::Failure& f) {
+        if (f.error().code != ErrorCode::kConflict) throw;
+        std::string why = "device " + d.id + " already belongs to a live composition";
+        if (d.composition_id) {
+          why += " (" + std::to_string(*d.composition_id) + " on " + d.node + ")";
+        }
+        fail(ErrorCode::kConflict, why + "; " + sqlite_reason(f));
+      }
+      d.composition_id = created.id;
+      d.node = created.node;
+    }
+
+    created.state = CompositionState::kRequested;
+    append_event(db, composition_event(created, "requested", "", "requested", "", now_ms));
+    if (c.state == CompositionState::kComposing) {
+      created.state = CompositionState::kComposing;
+      append_event(db,
+                   composition_event(created, "composing", "requested", "composing", "", now_ms));
+    }
+    return created;
+  });
+}
+
+Expected<Composition> SqliteStore::transition(int64_t id, CompositionState from,
+                                              CompositionState to, std::string_view detail,
+                                              int64_t now_ms, bool attempt) {
+  if (!can_transition(from, to)) {
+    return Error(ErrorCode::kConflict, "store: composition " + std::to_string(id) +
+                                           ": a composition cannot go from " +
+                                           std::string(to_string(from)) + " to " +
+                                           std::string(to_string(to)) + "; nothing changed");
+  }
+  return write<Composition>([&](Connection& db) {
+    auto found = find_composition(db, id);
+    if (!found) fail(ErrorCode::kNotFound, "no composition " + std::to_string(id));
+    Composition c = std::move(*found);
+    if (c.state != from) {
+      fail(ErrorCode::kConflict, "composition " + std::to_string(id) + " is " +
+                                     std::string(to_string(c.state)) + ", not " +
+                                     std::string(to_string(from)) + "; nothing changed");
+    }
+    auto update = db.statement(kUpdateCompositionState);
+    update->bind(1, id)
+        .bind(2, to_string(to))
+        .bind(3, now_ms)
+        .bind(4, attempt ? 1 : 0)
+        .bind(5, to_string(from))
+        .bind(6, detail)
+        .run();
+    if (db.changes() != 1) {
+      fail(ErrorCode::kConflict, "composition " + std::to_string(id) + " changed meanwhile");
+    }
+    append_event(
+        db, composition_event(c, to_string(to), to_string(from), to_string(to), detail, now_ms));
+    c.state = to;
+    c.updated_ms = now_ms;
+    if (attempt) ++c.attempts;
+    if (to == CompositionState::kFailed) c.last_error = std::string(detail);
+    if (!is_live(to)) {
+      for (auto& d : c.devices) {
+        d.composition_id.reset();
+        d.node.clear();
+      }
+    }
+    return c;
+  });
+}
+
+Expected<Composition> SqliteStore::composition(int64_t id) {
+  auto found =
+      read<std::optional<Composition>>([id](Connection& db) { return find_composition(db, id); });
+  if (!found.ok()) return found.error();
+  if (!*found) return Error(ErrorCode::kNotFound, "store: no composition " + std::to_string(id));
+  return std::move(**found);
+}
+
+Expected<std::optional<Composition>> SqliteStore::live_composition(uint32_t job_id,
+                                                                   std::string_view node) {
+  return read<std::optional<Composition>>(
+      [&](Connection& db) { return find_live_composition(db, job_id, node); });
+}
+
+Expected<std::vector<Composition>> SqliteStore::compositions(const CompositionFilter& filter) {
+  return read<std::vector<Composition>>([&filter](Connection& db) {
+    const Sql* sql = &kSelectCompositions;
+    if (filter.job_id) {
+      sql = &kSelectCompositionsByJob;
+    } else if (filter.node) {
+      sql = &kSelectCompositionsByNode;
+    } else if (filter.live_only) {
+      sql = &kSelectLiveCompositions;
+    }
+    std::optional<std::string_view> state;
+    if (filter.state) state = to_string(*filter.state);
+    auto s = db.statement(*sql);
+    s->bind(1, filter.job_id)
+        .bind(2, filter.uid)
+        .bind(3, filter.user)
+        .bind(4, filter.node)
+        .bind(5, state)
+        .bind(6, filter.live_only ? 1 : 0)
+        .bind(7, limit_value(filter.limit));
+    return read_compositions(*s);
+  });
+}
+
+Status SqliteStore::set_drained(const std::string& device_id, bool drained, std::string_view reason,
+                                std::string_view actor, int64_t now_ms) {
+  return write_status([&](Connection& db) {
+    auto found = find_device(db, device_id);
+    if (!found) fail(ErrorCode::kNotFound, "no device " + quoted(device_id));
+    const Device before = *found;
+    Device after = before;
+    after.drained = drained;
+    after.drain_reason = drained ? std::string(reason) : std::string();
+    if (after.drained == before.drained && after.drain_reason == before.drain_reason) return;
+    db.statement(kSetDrained)
+        ->bind(1, device_id)
+        .bind(2, drained ? 1 : 0)
+        .bind(3, after.drain_reason)
+        .run();
+    append_event(db,
+                 device_event(db, before, drained ? "drain" : "resume", to_string(before.state()),
+                              to_string(after.state()), actor, reason, now_ms));
+  });
+}
+
+Status SqliteStore::set_health(const std::string& device_id, Health health, std::string_view detail,
+                               int64_t now_ms) {
+  return write_status([&](Connection& db) {
+    auto found = find_device(db, device_id);
+    if (!found) fail(ErrorCode::kNotFound, "no device " + quoted(device_id));
+    if (found->health == health) return;
+    db.statement(kSetHealth)->bind(1, device_id).bind(2, to_string(health)).run();
+    append_event(db, device_event(db, *found, "health", to_string(found->health), to_string(health),
+                                  "", detail, now_ms));
+  });
+}
+
+Expected<std::vector<Event>> SqliteStore::events(const EventFilter& filter) {
+  if (filter.since_ms && filter.until_ms && *filter.since_ms > *filter.until_ms) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "store: since_ms " + std::to_string(*filter.since_ms) + " is after until_ms " +
+                     std::to_string(*filter.until_ms) + "; the range must start before it ends");
+  }
+  return read<std::vector<Event>>([&filter](Connection& db) {
+    const Sql* sql = &kSelectEvents;
+    if (filter.composition_id) {
+      sql = &kSelectEventsByComposition;
+    } else if (filter.job_id) {
+      sql = &kSelectEventsByJob;
+    }
+    auto s = db.statement(*sql);
+    s->bind(1, filter.since_ms.value_or(std::numeric_limits<int64_t>::min()))
+        .bind(2, filter.until_ms.value_or(std::numeric_limits<int64_t>::max()))
+        .bind(3, filter.job_id)
+        .bind(4, filter.composition_id)
+        .bind(5, limit_value(filter.limit));
+    std::vector<Event> out;
+    while (s->step()) out.push_back(read_event(*s));
+    return out;
+  });
+}
+
+// --- Opening --------------------------------------------------------------------------------
+
+std::unique_ptr<Connection> open_writer(const std::string& path, const StoreOptions& options) {
+  auto db = Connection::open(path, Connection::Mode::kReadWrite, options.busy_timeout_ms);
+  const std::string mode = db->pragma("switching to WAL", "journal_mode = WAL");
+  if (mode != "wal") {
+    fail(ErrorCode::kUnavailable,
+         path + ": the database could not switch to WAL journaling (it reports '" + mode + "')");
+  }
+  db->pragma("enabling foreign keys", "foreign_keys = ON");
+  if (db->pragma("checking foreign keys", "foreign_keys") != "1") {
+    fail(ErrorCode::kUnavailable, path + ": this SQLite cannot enforce foreign keys");
+  }
+  db->pragma("setting synchronous",
+             options.durable ? "synchronous = FULL" : "synchronous = NORMAL");
+  db->pragma("setting busy timeout", "busy_timeout = " + std::to_string(options.busy_timeout_ms));
+  return db;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreOptions& options) {
+  if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "store: database path " + quoted(path) +
+                     " is not valid: give the path of a file (readers and the writer open it "
+                     "separately, so an in-memory database or URI cannot work)");
+  }
+  if (options.busy_timeout_ms < 0) {
+    return Error(ErrorCode::kInvalidArgument, "store: busy_timeout_ms " +
+                                                  std::to_string(options.busy_timeout_ms) +
+                                                  " is negative; give 0 or more milliseconds");
+  }
+  try {
+    auto writer = open_writer(path, options);
+    const int version = migrate(*writer, SystemClock::instance().now_ms());
+    // Fail now, not at the first read, if the file cannot be read by a second connection.
+    {
+      auto probe = Connection::open(path, Connection::Mode::kReadOnly, options.busy_timeout_ms);
+      probe->pragma("checking read access", "user_version");
+    }
+    log::info("store: opened", {{"path", path},
+                                {"schema_version", std::to_string(version)},
+                                {"durable", options.durable ? "true" : "false"}});
+    return std::unique_ptr<Store>(
+        std::make_unique<SqliteStore>(path, options, std::move(writer), version));
+  } catch (const sqlite::Failure& f) {
+    return f.error();
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::kInternal, "store: opening " + path + ": " + e.what());
+  }
+}
+
+}  // namespace composer::db
