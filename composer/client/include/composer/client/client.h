@@ -1,0 +1,96 @@
+// Typed calls to composerd's HTTP API (docs/API.md), for the SPANK plugin and composerctl.
+//
+// Every call except health() carries a fresh munge credential whose payload is
+// "METHOD PATH". Error answers become an Error with the server's code and message; transport
+// failures come from HttpClient (kUnavailable, kTimeout). A Client may be shared by threads.
+#pragma once
+
+#include <json/value.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "composer/api/types.h"
+#include "composer/client/http.h"
+#include "composer/common/error.h"
+#include "composer/model/model.h"
+
+namespace composer::client {
+
+inline constexpr char kDefaultServerUrl[] = "http://127.0.0.1:6830";
+
+struct ClientOptions {
+  std::string url = kDefaultServerUrl;
+  long connect_timeout_ms = 2000;
+  long timeout_ms = 60000;
+  int retries = 3;
+  long backoff_ms = 100;
+  std::string munge_socket;  // empty: munge's default
+};
+
+// GET /v1/compositions filters; unset fields are not sent.
+struct CompositionQuery {
+  std::optional<uint32_t> job;
+  std::optional<std::string> user;
+  std::optional<CompositionState> state;
+  std::optional<std::string> node;
+  bool live = false;  // live compositions only
+  size_t limit = 0;   // 0: the server's default
+};
+
+// GET /v1/devices filters.
+struct DeviceQuery {
+  std::optional<DeviceType> type;
+  std::optional<DeviceState> state;
+  std::optional<std::string> zone;
+  std::optional<std::string> node;
+};
+
+// GET /v1/events filters.
+struct EventQuery {
+  std::optional<uint32_t> job;
+  std::optional<int64_t> since_ms;  // inclusive
+  std::optional<int64_t> until_ms;  // exclusive
+  size_t limit = 0;
+};
+
+class Client {
+ public:
+  explicit Client(ClientOptions options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // PUT /v1/compositions/{job}/{node}.
+  Expected<Composition> compose(uint32_t job_id, std::string_view node,
+                                const api::ComposeBody& body) const;
+  // DELETE /v1/compositions/{job}/{node}; nullopt when there was nothing to release.
+  Expected<std::optional<Composition>> release(uint32_t job_id, std::string_view node) const;
+  // GET /v1/compositions/{job}/{node}.
+  Expected<Composition> show(uint32_t job_id, std::string_view node) const;
+  Expected<std::vector<Composition>> compositions(const CompositionQuery& query = {}) const;
+  Expected<std::vector<PoolRow>> pool() const;
+  Expected<std::vector<Device>> devices(const DeviceQuery& query = {}) const;
+  // POST /v1/devices/{id}/drain and /resume.
+  Expected<Device> drain(std::string_view id, std::string_view reason) const;
+  Expected<Device> resume(std::string_view id) const;
+  // GET /v1/health, without a credential.
+  Expected<api::HealthInfo> health() const;
+  Expected<std::vector<Event>> events(const EventQuery& query = {}) const;
+
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  struct Path;
+  Expected<Json::Value> call(const std::string& method, const Path& path, const std::string& body,
+                             bool authenticate) const;
+
+  ClientOptions options_;
+  HttpClient http_;
+};
+
+}  // namespace composer::client

@@ -1,0 +1,66 @@
+// The one HTTP client of the project, over libcurl.
+//
+// Every call has a connect timeout and a total timeout. Idempotent methods (GET, PUT, DELETE)
+// are retried with capped exponential backoff and jitter when the connection fails or the
+// server answers 502, 503 or 504; POST is never retried. Safe to use from many threads at
+// once: each call borrows an easy handle from a small pool, so connections are reused.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "composer/common/error.h"
+
+namespace composer::client {
+
+struct HttpOptions {
+  long connect_timeout_ms = 2000;
+  long timeout_ms = 60000;  // per attempt, from connect to the last byte of the answer
+  int retries = 3;          // extra attempts after the first, idempotent methods only
+  long backoff_ms = 100;    // delay before the first retry; doubles for each further one
+  long max_backoff_ms = 5000;
+};
+
+struct HttpRequest {
+  std::string method;  // GET, PUT, POST or DELETE
+  std::string url;
+  std::string body;  // sent as application/json by PUT and POST
+  // Called before every attempt for extra header lines ("Authorization: ..."), so each attempt
+  // can carry a fresh credential. An error ends the call without sending anything.
+  std::function<Expected<std::vector<std::string>>()> headers;
+};
+
+// Any HTTP answer, whatever its status; transport failures are an Error instead.
+struct HttpResponse {
+  long status = 0;
+  std::string body;
+  std::string content_type;
+  int attempts = 1;  // how many requests were sent to get this answer
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(HttpOptions options = {});
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Errors: kUnavailable when no connection could be made or it broke (the sentence names
+  // the URL), kTimeout when the server did not answer within timeout_ms, kInvalidArgument for
+  // a malformed URL or unknown method, kInternal for anything else curl reports.
+  Expected<HttpResponse> send(const HttpRequest& request) const;
+
+  const HttpOptions& options() const { return options_; }
+  static bool idempotent(std::string_view method);
+  static bool retryable_status(long status);
+
+ private:
+  struct HandlePool;
+  HttpOptions options_;
+  std::unique_ptr<HandlePool> handles_;
+};
+
+}  // namespace composer::client

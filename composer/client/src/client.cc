@@ -1,0 +1,234 @@
+#include "composer/client/client.h"
+
+#include <utility>
+
+#include "composer/api/codec.h"
+#include "munge_credential.h"
+
+namespace composer::client {
+namespace {
+
+bool unreserved(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_' || c == '~';
+}
+
+std::string percent_encode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (unreserved(c)) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+HttpOptions http_options(const ClientOptions& o) {
+  HttpOptions h;
+  h.connect_timeout_ms = o.connect_timeout_ms;
+  h.timeout_ms = o.timeout_ms;
+  h.retries = o.retries;
+  h.backoff_ms = o.backoff_ms;
+  return h;
+}
+
+// A shortened, single-line copy of a body that does not follow the API, for messages.
+std::string excerpt(std::string_view body) {
+  constexpr size_t kMax = 200;
+  std::string out(body.substr(0, kMax));
+  for (char& c : out) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  if (body.size() > kMax) out += "...";
+  return out;
+}
+
+Status require_name(std::string_view value, std::string_view what) {
+  if (value.empty()) {
+    return Error{ErrorCode::kInvalidArgument, std::string(what) + " must not be empty"};
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// The request path twice: percent-encoded with its query, as sent, and plain, as the munge
+// payload names it (docs/API.md, "Authentication").
+struct Client::Path {
+  std::string wire;
+  std::string plain;
+  std::string query;
+
+  Path& segment(std::string_view s) {
+    wire += "/" + percent_encode(s);
+    plain += "/" + std::string(s);
+    return *this;
+  }
+  Path& param(std::string_view name, std::string_view value) {
+    query += (query.empty() ? "?" : "&") + std::string(name) + "=" + percent_encode(value);
+    return *this;
+  }
+};
+
+Client::Client(ClientOptions options)
+    : options_(std::move(options)), http_(http_options(options_)) {}
+
+Client::~Client() = default;
+
+Expected<Json::Value> Client::call(const std::string& method, const Path& path,
+                                   const std::string& body, bool authenticate) const {
+  std::string_view base = options_.url;
+  if (!(base.starts_with("http://") || base.starts_with("https://"))) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "server URL '" + options_.url +
+                     "' must start with http:// or https://, for example " + kDefaultServerUrl};
+  }
+  while (base.ends_with('/')) base.remove_suffix(1);
+  const std::string what = method + " " + path.plain;
+
+  HttpRequest req;
+  req.method = method;
+  req.url = std::string(base) + path.wire + path.query;
+  req.body = body;
+  if (authenticate) {
+    req.headers = [this, payload = what]() -> Expected<std::vector<std::string>> {
+      auto cred = munge_credential(payload, options_.munge_socket);
+      if (!cred) return cred.error();
+      return std::vector<std::string>{"Authorization: Munge " + *cred};
+    };
+  }
+  auto answer = http_.send(req);
+  if (!answer) return answer.error();
+
+  auto json = api::parse_json(answer->body);
+  if (answer->status >= 200 && answer->status < 300) {
+    if (!json) {
+      return Error{ErrorCode::kInternal,
+                   "composerd's answer to " + what + " is not JSON: " + json.error().message};
+    }
+    return std::move(*json);
+  }
+  if (json) {
+    if (auto error = api::from_json<api::ErrorBody>(*json)) return error->error;
+  }
+  std::string message = "composerd answered HTTP " + std::to_string(answer->status) + " to " + what;
+  if (!answer->body.empty()) message += ": " + excerpt(answer->body);
+  return Error{api::error_code_for_status(answer->status), message};
+}
+
+namespace {
+
+// Decodes a successful answer, or passes the call's error on.
+template <typename T, typename F>
+Expected<T> decoded(Expected<Json::Value> json, const std::string& what, F decode) {
+  if (!json) return json.error();
+  Expected<T> value = decode(*json);
+  if (!value) {
+    return Error{ErrorCode::kInternal, "composerd's answer to " + what +
+                                           " does not follow the API: " + value.error().message};
+  }
+  return value;
+}
+
+}  // namespace
+
+Expected<Composition> Client::compose(uint32_t job_id, std::string_view node,
+                                      const api::ComposeBody& body) const {
+  if (Status s = require_name(node, "node"); !s) return s.error();
+  Path p;
+  p.segment("v1").segment("compositions").segment(std::to_string(job_id)).segment(node);
+  return decoded<Composition>(call("PUT", p, api::to_text(api::to_json(body)), true),
+                              "PUT " + p.plain,
+                              [](const Json::Value& v) { return api::from_json<Composition>(v); });
+}
+
+Expected<std::optional<Composition>> Client::release(uint32_t job_id, std::string_view node) const {
+  if (Status s = require_name(node, "node"); !s) return s.error();
+  Path p;
+  p.segment("v1").segment("compositions").segment(std::to_string(job_id)).segment(node);
+  return decoded<std::optional<Composition>>(call("DELETE", p, "", true), "DELETE " + p.plain,
+                                             api::release_from_json);
+}
+
+Expected<Composition> Client::show(uint32_t job_id, std::string_view node) const {
+  if (Status s = require_name(node, "node"); !s) return s.error();
+  Path p;
+  p.segment("v1").segment("compositions").segment(std::to_string(job_id)).segment(node);
+  return decoded<Composition>(call("GET", p, "", true), "GET " + p.plain,
+                              [](const Json::Value& v) { return api::from_json<Composition>(v); });
+}
+
+Expected<std::vector<Composition>> Client::compositions(const CompositionQuery& q) const {
+  Path p;
+  p.segment("v1").segment("compositions");
+  if (q.job) p.param("job", std::to_string(*q.job));
+  if (q.user) p.param("user", *q.user);
+  if (q.state) p.param("state", to_string(*q.state));
+  if (q.node) p.param("node", *q.node);
+  if (q.live) p.param("live", "1");
+  if (q.limit > 0) p.param("limit", std::to_string(q.limit));
+  return decoded<std::vector<Composition>>(call("GET", p, "", true), "GET " + p.plain,
+                                           api::compositions_from_json);
+}
+
+Expected<std::vector<PoolRow>> Client::pool() const {
+  Path p;
+  p.segment("v1").segment("pool");
+  return decoded<std::vector<PoolRow>>(call("GET", p, "", true), "GET " + p.plain,
+                                       api::pool_from_json);
+}
+
+Expected<std::vector<Device>> Client::devices(const DeviceQuery& q) const {
+  Path p;
+  p.segment("v1").segment("devices");
+  if (q.type) p.param("type", to_string(*q.type));
+  if (q.state) p.param("state", to_string(*q.state));
+  if (q.zone) p.param("zone", *q.zone);
+  if (q.node) p.param("node", *q.node);
+  return decoded<std::vector<Device>>(call("GET", p, "", true), "GET " + p.plain,
+                                      api::devices_from_json);
+}
+
+Expected<Device> Client::drain(std::string_view id, std::string_view reason) const {
+  if (Status s = require_name(id, "device id"); !s) return s.error();
+  if (Status s = require_name(reason, "drain reason"); !s) return s.error();
+  Path p;
+  p.segment("v1").segment("devices").segment(id).segment("drain");
+  const std::string body = api::to_text(api::to_json(api::DrainBody{std::string(reason)}));
+  return decoded<Device>(call("POST", p, body, true), "POST " + p.plain,
+                         [](const Json::Value& v) { return api::from_json<Device>(v); });
+}
+
+Expected<Device> Client::resume(std::string_view id) const {
+  if (Status s = require_name(id, "device id"); !s) return s.error();
+  Path p;
+  p.segment("v1").segment("devices").segment(id).segment("resume");
+  return decoded<Device>(call("POST", p, "{}", true), "POST " + p.plain,
+                         [](const Json::Value& v) { return api::from_json<Device>(v); });
+}
+
+Expected<api::HealthInfo> Client::health() const {
+  Path p;
+  p.segment("v1").segment("health");
+  return decoded<api::HealthInfo>(
+      call("GET", p, "", false), "GET " + p.plain,
+      [](const Json::Value& v) { return api::from_json<api::HealthInfo>(v); });
+}
+
+Expected<std::vector<Event>> Client::events(const EventQuery& q) const {
+  Path p;
+  p.segment("v1").segment("events");
+  if (q.job) p.param("job", std::to_string(*q.job));
+  if (q.since_ms) p.param("since_ms", std::to_string(*q.since_ms));
+  if (q.until_ms) p.param("until_ms", std::to_string(*q.until_ms));
+  if (q.limit > 0) p.param("limit", std::to_string(q.limit));
+  return decoded<std::vector<Event>>(call("GET", p, "", true), "GET " + p.plain,
+                                     api::events_from_json);
+}
+
+}  // namespace composer::client

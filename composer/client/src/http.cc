@@ -1,0 +1,286 @@
+#include "composer/client/http.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+#include <utility>
+
+namespace composer::client {
+namespace {
+
+struct EasyDeleter {
+  void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
+};
+struct SlistDeleter {
+  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+};
+using EasyPtr = std::unique_ptr<CURL, EasyDeleter>;
+using SlistPtr = std::unique_ptr<curl_slist, SlistDeleter>;
+
+// An answer larger than this is not one composerd sends; stop reading instead of exhausting
+// memory.
+constexpr size_t kMaxBodyBytes = size_t{1} << 30;
+// Idle handles kept for reuse (each holds its open connections).
+constexpr size_t kMaxIdleHandles = 16;
+
+CURLcode global_init() {
+  static std::once_flag once;
+  static CURLcode result = CURLE_OK;
+  std::call_once(once, [] { result = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  return result;
+}
+
+struct Received {
+  std::string body;
+  std::string content_type;
+  bool too_large = false;
+};
+
+size_t on_body(char* data, size_t size, size_t count, void* user) {
+  auto* r = static_cast<Received*>(user);
+  const size_t n = size * count;
+  if (r->body.size() + n > kMaxBodyBytes) {
+    r->too_large = true;
+    return 0;  // makes curl stop with CURLE_WRITE_ERROR
+  }
+  r->body.append(data, n);
+  return n;
+}
+
+size_t on_header(char* data, size_t size, size_t count, void* user) {
+  auto* r = static_cast<Received*>(user);
+  const size_t n = size * count;
+  std::string_view line(data, n);
+  constexpr std::string_view kName = "content-type:";
+  if (line.size() > kName.size()) {
+    bool match = true;
+    for (size_t i = 0; i < kName.size() && match; ++i) {
+      match = std::tolower(static_cast<unsigned char>(line[i])) == kName[i];
+    }
+    if (match) {
+      std::string_view value = line.substr(kName.size());
+      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+        value.remove_prefix(1);
+      }
+      while (!value.empty() &&
+             (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
+        value.remove_suffix(1);
+      }
+      r->content_type = std::string(value);
+    }
+  }
+  return n;
+}
+
+// One attempt's outcome: an answer, or an error and whether another attempt may help.
+struct Attempt {
+  std::optional<HttpResponse> response;
+  Error error;
+  bool connection_failed = false;
+};
+
+std::chrono::milliseconds backoff_delay(const HttpOptions& o, int retry) {
+  static thread_local std::minstd_rand rng{std::random_device{}()};
+  long delay = std::max(0L, o.backoff_ms);
+  for (int i = 1; i < retry && delay < o.max_backoff_ms; ++i) delay *= 2;
+  delay = std::min(delay, std::max(0L, o.max_backoff_ms));
+  // Jitter spreads the retries of many clients (a job array's prologs) over time.
+  std::uniform_int_distribution<long> jitter(delay / 2, std::max(delay / 2, delay));
+  return std::chrono::milliseconds(jitter(rng));
+}
+
+}  // namespace
+
+struct HttpClient::HandlePool {
+  std::mutex mu;
+  std::vector<EasyPtr> idle;
+
+  EasyPtr acquire() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!idle.empty()) {
+        EasyPtr h = std::move(idle.back());
+        idle.pop_back();
+        return h;
+      }
+    }
+    return EasyPtr(curl_easy_init());
+  }
+
+  void release(EasyPtr h) {
+    curl_easy_reset(h.get());  // keeps the handle's live connections
+    std::lock_guard<std::mutex> lock(mu);
+    if (idle.size() < kMaxIdleHandles) idle.push_back(std::move(h));
+  }
+};
+
+HttpClient::HttpClient(HttpOptions options)
+    : options_(options), handles_(std::make_unique<HandlePool>()) {
+  global_init();
+}
+
+HttpClient::~HttpClient() = default;
+
+bool HttpClient::idempotent(std::string_view method) {
+  return method == "GET" || method == "PUT" || method == "DELETE";
+}
+
+bool HttpClient::retryable_status(long status) {
+  return status == 502 || status == 503 || status == 504;
+}
+
+namespace {
+
+Attempt perform(CURL* h, const HttpOptions& o, const HttpRequest& req,
+                const std::vector<std::string>& extra_headers) {
+  Attempt a;
+  const std::string& url = req.url;
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  Received received;
+  SlistPtr headers;
+  auto add_header = [&headers](const std::string& line) {
+    curl_slist* next = curl_slist_append(headers.get(), line.c_str());
+    if (next != nullptr) {
+      (void)headers.release();
+      headers.reset(next);
+    }
+  };
+  add_header("Accept: application/json");
+  for (const std::string& line : extra_headers) add_header(line);
+  const bool with_body = req.method == "PUT" || req.method == "POST";
+  if (with_body) {
+    add_header("Content-Type: application/json");
+    add_header("Expect:");  // no 100-continue round trip for large bodies
+  }
+
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);  // timeouts without SIGALRM: we are threaded
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, o.connect_timeout_ms);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, o.timeout_ms);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "composer-client");
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &received);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &received);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
+  if (req.method == "GET") {
+    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+  } else if (with_body) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body.data());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    if (req.method == "PUT") curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+  } else {
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+  }
+
+  const CURLcode rc = curl_easy_perform(h);
+  if (rc == CURLE_OK) {
+    HttpResponse r;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
+    r.body = std::move(received.body);
+    r.content_type = std::move(received.content_type);
+    a.response = std::move(r);
+    return a;
+  }
+
+  const std::string detail = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
+  const std::string what = req.method + " " + url;
+  switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+      a.error = Error{ErrorCode::kUnavailable, "cannot connect to " + url + ": " + detail};
+      a.connection_failed = true;
+      break;
+    case CURLE_GOT_NOTHING:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_PARTIAL_FILE:
+      a.error = Error{ErrorCode::kUnavailable,
+                      "the connection to " + url + " broke during " + what + ": " + detail};
+      a.connection_failed = true;
+      break;
+    case CURLE_OPERATION_TIMEDOUT: {
+      // Connected once the request was about to be sent (also true on a reused connection).
+      curl_off_t connect_us = 0, pretransfer_us = 0;
+      curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connect_us);
+      curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME_T, &pretransfer_us);
+      if (connect_us == 0 && pretransfer_us == 0) {
+        a.error = Error{ErrorCode::kUnavailable,
+                        "cannot connect to " + url + ": no connection within " +
+                            std::to_string(std::min(o.connect_timeout_ms, o.timeout_ms)) + " ms"};
+        a.connection_failed = true;
+      } else {
+        a.error = Error{ErrorCode::kTimeout,
+                        "no answer to " + what + " within " + std::to_string(o.timeout_ms) + " ms"};
+      }
+      break;
+    }
+    case CURLE_WRITE_ERROR:
+      a.error = Error{ErrorCode::kInternal,
+                      received.too_large ? "the answer to " + what + " is larger than " +
+                                               std::to_string(kMaxBodyBytes >> 20) + " MiB; refused"
+                                         : "cannot store the answer to " + what + ": " + detail};
+      break;
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+      a.error = Error{ErrorCode::kInvalidArgument,
+                      "bad server URL '" + url + "': " + detail +
+                          " (expected http://HOST:PORT or https://HOST:PORT)"};
+      break;
+    default:
+      a.error = Error{ErrorCode::kInternal, what + " failed: " + detail};
+      break;
+  }
+  return a;
+}
+
+}  // namespace
+
+Expected<HttpResponse> HttpClient::send(const HttpRequest& req) const {
+  if (!(idempotent(req.method) || req.method == "POST")) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "HTTP method '" + req.method + "' is not one of GET, PUT, POST, DELETE"};
+  }
+  if (const CURLcode rc = global_init(); rc != CURLE_OK) {
+    return Error{ErrorCode::kInternal,
+                 std::string("cannot initialise libcurl: ") + curl_easy_strerror(rc)};
+  }
+  const int max_attempts = 1 + (idempotent(req.method) ? std::max(0, options_.retries) : 0);
+  for (int attempt = 1;; ++attempt) {
+    std::vector<std::string> extra;
+    if (req.headers) {
+      auto h = req.headers();
+      if (!h) return h.error();
+      extra = std::move(*h);
+    }
+    EasyPtr handle = handles_->acquire();
+    if (!handle) return Error{ErrorCode::kInternal, "curl_easy_init failed (out of memory?)"};
+    Attempt a = perform(handle.get(), options_, req, extra);
+    handles_->release(std::move(handle));
+
+    const bool retry =
+        attempt < max_attempts &&
+        (a.connection_failed || (a.response && retryable_status(a.response->status)));
+    if (!retry) {
+      if (a.response) {
+        a.response->attempts = attempt;
+        return std::move(*a.response);
+      }
+      if (attempt > 1) a.error.message += " (after " + std::to_string(attempt) + " attempts)";
+      return a.error;
+    }
+    std::this_thread::sleep_for(backoff_delay(options_, attempt));
+  }
+}
+
+}  // namespace composer::client
