@@ -1,0 +1,412 @@
+#include "composer/api/codec.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "composer/common/units.h"
+
+namespace composer::api {
+namespace {
+
+Device attached_gpu() {
+  Device d;
+  d.id = "gpu-a-00";
+  d.type = DeviceType::kGpu;
+  d.model = "A100-80G";
+  d.zone = "z1";
+  d.address = "0000:41:00.0";
+  d.composition_id = 12;
+  d.node = "node1";
+  return d;
+}
+
+Device drained_memory() {
+  Device d;
+  d.id = "mem-b-03";
+  d.type = DeviceType::kMem;
+  d.model = "CXL-DDR5";
+  d.capacity_bytes = 256 * kGiB;
+  d.zone = "z2";
+  d.address = "numa2";
+  d.health = Health::kWarning;
+  d.drained = true;
+  d.drain_reason = "ECC errors \"high\" | check";
+  return d;
+}
+
+Composition sample_composition() {
+  Composition c;
+  c.id = 12;
+  c.job_id = 4294967295u;
+  c.node = "node1";
+  c.uid = 1000;
+  c.user = "alice";
+  c.account = "physics";
+  c.workload = "training";
+  c.request = Request{2, "A100-80G", 64 * kGiB, 1};
+  c.state = CompositionState::kReady;
+  c.created_ms = 1714550400000;
+  c.updated_ms = 1714550401234;
+  c.attempts = 1;
+  c.last_error = "";
+  c.devices = {attached_gpu()};
+  return c;
+}
+
+void expect_same(const Device& a, const Device& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.type, b.type);
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.capacity_bytes, b.capacity_bytes);
+  EXPECT_EQ(a.zone, b.zone);
+  EXPECT_EQ(a.address, b.address);
+  EXPECT_EQ(a.health, b.health);
+  EXPECT_EQ(a.drained, b.drained);
+  EXPECT_EQ(a.drain_reason, b.drain_reason);
+  EXPECT_EQ(a.composition_id, b.composition_id);
+  EXPECT_EQ(a.node, b.node);
+}
+
+// Decodes `text` as T and returns the refusal's message, failing the test if it was accepted.
+template <typename T>
+std::string refusal(const std::string& text) {
+  auto json = parse_json(text);
+  if (!json) return json.error().message;
+  auto value = from_json<T>(*json);
+  EXPECT_FALSE(value.ok()) << "accepted: " << text;
+  if (value.ok()) return "";
+  EXPECT_EQ(value.error().code, ErrorCode::kInvalidArgument);
+  return value.error().message;
+}
+
+const char* kBody = R"({"uid":1000,"user":"alice","account":"physics","workload":"training",)"
+                    R"("request":{"gpus":2,"gpu_model":"","mem_bytes":68719476736,"nvme":0}})";
+
+std::string body_with_request(const std::string& request) {
+  return R"({"uid":1000,"user":"alice","request":)" + request + "}";
+}
+
+TEST(Codec, DeviceRoundTripsAttachedAndFree) {
+  for (const Device& d : {attached_gpu(), drained_memory()}) {
+    auto back = from_json<Device>(to_json(d));
+    ASSERT_TRUE(back.ok()) << back.error();
+    expect_same(d, *back);
+  }
+}
+
+TEST(Codec, DeviceEncodingFollowsTheApiDocument) {
+  Json::Value attached = to_json(attached_gpu());
+  EXPECT_EQ(attached["state"].asString(), "attached");
+  EXPECT_EQ(attached["composition_id"].asInt64(), 12);
+  EXPECT_EQ(attached["node"].asString(), "node1");
+  Json::Value free = to_json(drained_memory());
+  EXPECT_EQ(free["state"].asString(), "drained");
+  EXPECT_TRUE(free["composition_id"].isNull());
+  EXPECT_TRUE(free["node"].isNull());
+  EXPECT_EQ(free["capacity_bytes"].asUInt64(), 256 * kGiB);
+}
+
+TEST(Codec, CompositionRoundTrips) {
+  const Composition c = sample_composition();
+  auto back = from_text<Composition>(to_text(to_json(c)));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(back->id, c.id);
+  EXPECT_EQ(back->job_id, c.job_id);
+  EXPECT_EQ(back->node, c.node);
+  EXPECT_EQ(back->uid, c.uid);
+  EXPECT_EQ(back->user, c.user);
+  EXPECT_EQ(back->account, c.account);
+  EXPECT_EQ(back->workload, c.workload);
+  EXPECT_EQ(back->request, c.request);
+  EXPECT_EQ(back->state, c.state);
+  EXPECT_EQ(back->created_ms, c.created_ms);
+  EXPECT_EQ(back->updated_ms, c.updated_ms);
+  EXPECT_EQ(back->attempts, c.attempts);
+  ASSERT_EQ(back->devices.size(), 1u);
+  expect_same(back->devices[0], c.devices[0]);
+}
+
+TEST(Codec, PoolRowEventHealthAndBodiesRoundTrip) {
+  PoolRow row{DeviceType::kNvme, "P5620", "z3", 8, 5, 2, 1, 0, 8 * kTiB, 5 * kTiB};
+  auto row_back = from_json<PoolRow>(to_json(row));
+  ASSERT_TRUE(row_back.ok()) << row_back.error();
+  EXPECT_EQ(row_back->type, row.type);
+  EXPECT_EQ(row_back->total, 8u);
+  EXPECT_EQ(row_back->free_bytes, 5 * kTiB);
+
+  Event e;
+  e.id = 7;
+  e.ts_ms = 1714550400000;
+  e.kind = "ready";
+  e.composition_id = 12;
+  e.job_id = 4711;
+  e.node = "node1";
+  e.uid = 1000;
+  e.user = "alice";
+  e.from_state = "composing";
+  e.to_state = "ready";
+  e.devices = {"gpu-a-00", "gpu-a-01"};
+  auto e_back = from_json<Event>(to_json(e));
+  ASSERT_TRUE(e_back.ok()) << e_back.error();
+  EXPECT_EQ(e_back->devices, e.devices);
+  EXPECT_EQ(e_back->composition_id, 12);
+  e.composition_id.reset();
+  e_back = from_json<Event>(to_json(e));
+  ASSERT_TRUE(e_back.ok()) << e_back.error();
+  EXPECT_FALSE(e_back->composition_id.has_value());
+
+  HealthInfo h{"ok", "sim", "0.1.0", 12};
+  auto h_back = from_json<HealthInfo>(to_json(h));
+  ASSERT_TRUE(h_back.ok()) << h_back.error();
+  EXPECT_EQ(*h_back, h);
+
+  auto body = from_text<ComposeBody>(kBody);
+  ASSERT_TRUE(body.ok()) << body.error();
+  EXPECT_EQ(body->uid, 1000u);
+  EXPECT_EQ(body->request.mem_bytes, 64 * kGiB);
+  auto body_back = from_json<ComposeBody>(to_json(*body));
+  ASSERT_TRUE(body_back.ok());
+  EXPECT_EQ(*body_back, *body);
+
+  auto drain = from_json<DrainBody>(to_json(DrainBody{"fan failure"}));
+  ASSERT_TRUE(drain.ok());
+  EXPECT_EQ(drain->reason, "fan failure");
+}
+
+TEST(Codec, ErrorBodyCarriesEveryStableCode) {
+  for (ErrorCode code :
+       {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kConflict,
+        ErrorCode::kInsufficient, ErrorCode::kUnauthenticated, ErrorCode::kPermissionDenied,
+        ErrorCode::kFabric, ErrorCode::kTimeout, ErrorCode::kUnavailable, ErrorCode::kInternal}) {
+    Json::Value v = to_json(Error{code, "why"});
+    EXPECT_EQ(v["error"]["code"].asString(), to_string(code));
+    auto back = from_json<ErrorBody>(v);
+    ASSERT_TRUE(back.ok()) << back.error();
+    EXPECT_EQ(back->error.code, code);
+    EXPECT_EQ(back->error.message, "why");
+  }
+  EXPECT_EQ(refusal<ErrorBody>(R"({"error":{"code":"oops","message":"m"}})"),
+            "error.code: 'oops' is not an error code; expected one of invalid_argument, "
+            "unauthenticated, permission_denied, not_found, conflict, insufficient_resources, "
+            "timeout, fabric_error, unavailable, internal");
+}
+
+TEST(Codec, HttpStatusesMatchTheApiDocument) {
+  EXPECT_EQ(http_status(ErrorCode::kInvalidArgument), 400);
+  EXPECT_EQ(http_status(ErrorCode::kUnauthenticated), 401);
+  EXPECT_EQ(http_status(ErrorCode::kPermissionDenied), 403);
+  EXPECT_EQ(http_status(ErrorCode::kNotFound), 404);
+  EXPECT_EQ(http_status(ErrorCode::kConflict), 409);
+  EXPECT_EQ(http_status(ErrorCode::kInsufficient), 409);
+  EXPECT_EQ(http_status(ErrorCode::kTimeout), 504);
+  EXPECT_EQ(http_status(ErrorCode::kFabric), 502);
+  EXPECT_EQ(http_status(ErrorCode::kUnavailable), 503);
+  EXPECT_EQ(http_status(ErrorCode::kInternal), 500);
+  EXPECT_EQ(error_code_for_status(503), ErrorCode::kUnavailable);
+  EXPECT_EQ(error_code_for_status(404), ErrorCode::kNotFound);
+  EXPECT_EQ(error_code_for_status(418), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_for_status(500), ErrorCode::kInternal);
+}
+
+TEST(Codec, ListsAndReleaseAnswersRoundTrip) {
+  auto devices = devices_from_json(devices_to_json({attached_gpu(), drained_memory()}));
+  ASSERT_TRUE(devices.ok()) << devices.error();
+  EXPECT_EQ(devices->size(), 2u);
+  auto comps = compositions_from_json(compositions_to_json({sample_composition()}));
+  ASSERT_TRUE(comps.ok()) << comps.error();
+  EXPECT_EQ(comps->at(0).job_id, 4294967295u);
+  auto pool = pool_from_json(pool_to_json({PoolRow{}, PoolRow{}}));
+  ASSERT_TRUE(pool.ok()) << pool.error();
+  EXPECT_EQ(pool->size(), 2u);
+  auto events = events_from_json(events_to_json({}));
+  ASSERT_TRUE(events.ok()) << events.error();
+  EXPECT_TRUE(events->empty());
+
+  auto none = release_from_json(release_to_json(std::nullopt));
+  ASSERT_TRUE(none.ok()) << none.error();
+  EXPECT_FALSE(none->has_value());
+  EXPECT_EQ(to_text(release_to_json(std::nullopt)), R"({"released":false})");
+  auto released = release_from_json(release_to_json(sample_composition()));
+  ASSERT_TRUE(released.ok()) << released.error();
+  ASSERT_TRUE(released->has_value());
+  EXPECT_EQ((*released)->id, 12);
+  auto wrong = release_from_json(*parse_json(R"({"released":true})"));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().message, "released: true comes with the released composition, not alone");
+}
+
+TEST(Codec, RequestFieldsDefaultToNothing) {
+  auto q = from_text<Request>(R"({"gpus":1})");
+  ASSERT_TRUE(q.ok()) << q.error();
+  EXPECT_EQ(*q, (Request{1, "", 0, 0}));
+  auto empty = from_text<Request>("{}");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST(Codec, RequestLimitsAreInclusive) {
+  auto q = from_text<Request>(R"({"gpus":1024,"nvme":1024,"mem_bytes":1125899906842624})");
+  ASSERT_TRUE(q.ok()) << q.error();
+  EXPECT_EQ(q->gpus, kMaxDevicesPerNode);
+  EXPECT_EQ(q->mem_bytes, kMaxMemBytes);
+}
+
+TEST(Codec, RefusesNumbersOutsideTheirFieldsRange) {
+  EXPECT_EQ(refusal<ComposeBody>(body_with_request(R"({"gpus":-1})")),
+            "request.gpus: -1 is not a whole number from 0 to 1024");
+  EXPECT_EQ(refusal<ComposeBody>(body_with_request(R"({"gpus":1025})")),
+            "request.gpus: 1025 is not a whole number from 0 to 1024");
+  EXPECT_EQ(refusal<ComposeBody>(body_with_request(R"({"nvme":99999999999})")),
+            "request.nvme: 99999999999 is not a whole number from 0 to 1024");
+  EXPECT_EQ(refusal<ComposeBody>(body_with_request(R"({"mem_bytes":1125899906842625})")),
+            "request.mem_bytes: 1125899906842625 is not a whole number from 0 to "
+            "1125899906842624");
+  EXPECT_EQ(refusal<ComposeBody>(body_with_request(R"({"mem_bytes":18446744073709551616})")),
+            "request.mem_bytes: 1.8446744073709552e+19 is not a whole number from 0 to "
+            "1125899906842624");
+  EXPECT_EQ(refusal<ComposeBody>(R"({"uid":4294967296,"user":"a","request":{}})"),
+            "uid: 4294967296 is not a whole number from 0 to 4294967295");
+  EXPECT_EQ(refusal<ComposeBody>(R"({"uid":-5,"user":"a","request":{}})"),
+            "uid: -5 is not a whole number from 0 to 4294967295");
+}
+
+TEST(Codec, RefusesFractionsAndNumbersWrittenAsText) {
+  EXPECT_EQ(refusal<Request>(R"({"gpus":2.5})"), "gpus: 2.5 is not a whole number from 0 to 1024");
+  EXPECT_EQ(refusal<Request>(R"({"gpus":2.0})"), "gpus: 2.0 is not a whole number from 0 to 1024");
+  EXPECT_EQ(refusal<Request>(R"({"gpus":"2"})"),
+            "gpus: \"2\" is not a whole number from 0 to 1024");
+  EXPECT_EQ(refusal<Request>(R"({"gpus":true})"),
+            "gpus: true is not a whole number from 0 to 1024");
+  EXPECT_EQ(refusal<Request>(R"({"gpus":null})"),
+            "gpus: null is not a whole number from 0 to 1024");
+}
+
+TEST(Codec, RefusesWrongJsonTypes) {
+  EXPECT_EQ(refusal<Request>(R"({"gpu_model":7})"),
+            "gpu_model: expected a string, got the number 7");
+  EXPECT_EQ(refusal<ComposeBody>(R"({"uid":1,"user":"a","request":[]})"),
+            "request: expected a request (an object), got an array");
+  EXPECT_EQ(refusal<ComposeBody>("[1]"), "body: expected a compose body (an object), got an array");
+  Json::Value d = to_json(attached_gpu());
+  d["drained"] = "no";
+  auto device = from_json<Device>(d);
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.error().message, "drained: expected true or false, got the string \"no\"");
+  Json::Value c = to_json(sample_composition());
+  c["devices"] = Json::Value(Json::objectValue);
+  auto composition = from_json<Composition>(c);
+  ASSERT_FALSE(composition.ok());
+  EXPECT_EQ(composition.error().message, "devices: expected an array, got an object");
+}
+
+TEST(Codec, RefusesUnknownFieldsNamingTheAllowedOnes) {
+  EXPECT_EQ(refusal<ComposeBody>(body_with_request(R"({"gpus":1,"cpus":4})")),
+            "request.cpus: unknown field; a request has only these fields: gpus, gpu_model, "
+            "mem_bytes, nvme");
+  EXPECT_EQ(refusal<DrainBody>(R"({"reason":"x","force":true})"),
+            "force: unknown field; a drain body has only these fields: reason");
+  Json::Value list = compositions_to_json({sample_composition()});
+  list["compositions"][0]["devices"][0]["extra"] = 1;
+  auto decoded = compositions_from_json(list);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.error().message.substr(0, 50),
+            "compositions[0].devices[0].extra: unknown field; a");
+}
+
+TEST(Codec, RefusesUnknownEnumNames) {
+  Json::Value d = to_json(attached_gpu());
+  d["type"] = "fpga";
+  auto device = from_json<Device>(d, "devices[4]");
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.error().message,
+            "devices[4].type: 'fpga' is not a device type; expected one of gpu, mem, nvme");
+  Json::Value c = to_json(sample_composition());
+  c["state"] = "READY";
+  auto composition = from_json<Composition>(c);
+  ASSERT_FALSE(composition.ok());
+  EXPECT_EQ(composition.error().message,
+            "state: 'READY' is not a composition state; expected one of requested, composing, "
+            "ready, releasing, released, failed");
+  d = to_json(attached_gpu());
+  d["health"] = "fine";
+  device = from_json<Device>(d);
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.error().message,
+            "health: 'fine' is not a health state; expected one of ok, warning, critical");
+}
+
+TEST(Codec, RefusesMissingRequiredFields) {
+  EXPECT_EQ(refusal<ComposeBody>(R"({"user":"alice","request":{}})"),
+            "uid: required field is missing");
+  EXPECT_EQ(refusal<ComposeBody>(R"({"uid":0,"user":"alice"})"),
+            "request: required field is missing");
+  EXPECT_EQ(refusal<ComposeBody>(R"({"uid":0,"user":"","request":{}})"),
+            "user: must name the job's user, not be empty");
+  EXPECT_EQ(refusal<DrainBody>(R"({"reason":""})"),
+            "reason: must say why the device is drained, not be empty");
+  Json::Value d = to_json(attached_gpu());
+  d.removeMember("zone");
+  auto device = from_json<Device>(d);
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.error().message, "zone: required field is missing");
+  EXPECT_EQ(refusal<HealthInfo>(R"({"status":"ok","fabric":"sim","version":"0.1.0"})"),
+            "uptime_s: required field is missing");
+}
+
+TEST(Codec, RefusesADeviceStateThatContradictsItsRecord) {
+  Json::Value d = to_json(attached_gpu());
+  d["state"] = "free";
+  auto device = from_json<Device>(d);
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.error().message,
+            "state: 'free' contradicts health, drained and composition_id, which make it "
+            "'attached'");
+}
+
+TEST(Codec, RefusesNegativeIdsAndTimes) {
+  Json::Value c = to_json(sample_composition());
+  c["created_ms"] = -1;
+  auto composition = from_json<Composition>(c);
+  ASSERT_FALSE(composition.ok());
+  EXPECT_EQ(composition.error().message,
+            "created_ms: -1 is not a whole number from 0 to 9223372036854775807");
+}
+
+TEST(Codec, LongOffendingValuesAreShortenedInMessages) {
+  const std::string message = refusal<Request>(R"({"gpus":")" + std::string(500, 'x') + R"("})");
+  EXPECT_LT(message.size(), 120u);
+  EXPECT_NE(message.find("xxx...\" is not a whole number"), std::string::npos) << message;
+}
+
+TEST(ParseJson, RefusesMalformedTextWithLineAndColumn) {
+  auto r = parse_json(R"({"gpus":1,})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(r.error().message,
+            "malformed JSON at line 1, column 11: Missing '}' or object member name");
+  r = parse_json(R"({"gpus":1} trailing)");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message,
+            "malformed JSON at line 1, column 12: Extra non-whitespace after JSON value");
+  r = parse_json(R"({"gpus":1,"gpus":2})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "malformed JSON at line 1, column 11: Duplicate key: 'gpus'");
+  r = parse_json("  \n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "empty body: expected a JSON object");
+  r = parse_json("{\"a\": 1} // comment");
+  EXPECT_FALSE(r.ok());
+  r = parse_json("7");
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(ParseJson, CompactWriterKeepsUtf8AndOneLine) {
+  Json::Value v(Json::objectValue);
+  v["user"] = "jürgen";
+  v["list"] = Json::Value(Json::arrayValue);
+  EXPECT_EQ(to_text(v), R"({"list":[],"user":"jürgen"})");
+}
+
+}  // namespace
+}  // namespace composer::api
