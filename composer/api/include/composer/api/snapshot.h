@@ -1,0 +1,84 @@
+// The pool snapshot: what composerd publishes to a file so that slurmctld's job_submit plugin
+// can refuse impossible requests without a network call. Written with write_snapshot (atomic
+// rename), read with read_snapshot. The reader ignores fields it does not know, so composerd
+// may add some without breaking older plugins; `version` changes only for incompatible ones.
+//
+// {"version": 1, "generated_ms": 1700000000000,
+//  "pools": {"gpu":  {"total": 8, "models": {"A100-80G": 6, "H100": 2}, "max_node_slots": 4},
+//            "mem":  {"total": 4, "total_bytes": 549755813888,
+//                     "largest_bytes": 137438953472, "max_node_slots": 2},
+//            "nvme": {"total": 4, "total_bytes": 0, "max_node_slots": 2}},
+//  "workload_classes": [{"name": "training",
+//                        "cap_licenses": {"gpu": "training_gpu_cap"},
+//                        "max": {"gpu": 16}}],
+//  "blocker_reservations": ["day_block_inference"]}
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <json/value.h>
+
+#include "composer/common/error.h"
+#include "composer/model/model.h"
+
+namespace composer::api {
+
+inline constexpr int kSnapshotVersion = 1;
+
+// One pooled type. Counts include drained devices (they come back), not failed ones.
+struct SnapshotPool {
+  uint32_t total = 0;                      // devices
+  uint64_t total_bytes = 0;                // memory/NVMe capacity; 0 for GPUs
+  uint64_t largest_bytes = 0;              // biggest single device (memory blocks)
+  std::map<std::string, uint32_t> models;  // model -> devices (GPUs; optional for others)
+  uint32_t max_node_slots = 0;             // the most devices of this type any one host may attach
+
+  bool operator==(const SnapshotPool&) const = default;
+};
+
+struct WorkloadClass {
+  std::string name;
+  // Per pooled type ("gpu", "mem", "nvme"): the cap license jobs of this class also request.
+  std::map<std::string, std::string> cap_licenses;
+  // Per pooled type: the highest cap over all windows (GPUs and drives as counts, memory in
+  // GiB, the unit of the fabric_mem license). A type missing here is not capped.
+  std::map<std::string, uint64_t> max;
+
+  bool operator==(const WorkloadClass&) const = default;
+};
+
+struct PoolSnapshot {
+  int version = kSnapshotVersion;
+  int64_t generated_ms = 0;
+  SnapshotPool gpu;
+  SnapshotPool mem;
+  SnapshotPool nvme;
+  std::vector<WorkloadClass> workload_classes;    // empty: any class name is accepted
+  std::vector<std::string> blocker_reservations;  // no job may be submitted into these
+
+  const SnapshotPool& pool(DeviceType t) const;
+  SnapshotPool& pool(DeviceType t);
+  const WorkloadClass* workload_class(std::string_view name) const;
+  bool operator==(const PoolSnapshot&) const = default;
+};
+
+// Builds a snapshot from the pool summary and the hosts (what composerd has in memory).
+PoolSnapshot make_snapshot(const std::vector<PoolRow>& rows, const std::vector<Host>& hosts,
+                           int64_t now_ms);
+
+Json::Value to_json(const PoolSnapshot& snapshot);
+// Strict about the types of the fields it knows; a sentence names the field that is wrong.
+Expected<PoolSnapshot> snapshot_from_json(const Json::Value& json);
+
+// kNotFound when the file does not exist, kInvalidArgument when it does not parse.
+Expected<PoolSnapshot> read_snapshot(const std::string& path);
+// Writes <path>.tmp.<pid>, fsyncs it and renames it over `path`: a reader sees the old
+// snapshot or the new one, never half of one. The file is world-readable (0644).
+Status write_snapshot(const std::string& path, const PoolSnapshot& snapshot);
+
+}  // namespace composer::api

@@ -1,0 +1,56 @@
+// The two seams of the SPANK plugin's core. The plugin fills JobContext with spank_* calls
+// and ComposerApi with composer::client::Client; tests fill both with fakes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "composer/common/error.h"
+#include "composer/model/model.h"
+
+namespace composer::slurm {
+
+// What the core needs to know about the job and may do to it.
+class JobContext {
+ public:
+  virtual ~JobContext() = default;
+
+  virtual Expected<uint32_t> job_id() = 0;
+  virtual Expected<uint32_t> uid() = 0;
+  // Name of this node as Slurm knows it.
+  virtual std::string node() = 0;
+  // The job's environment (prolog/epilog: the script environment; tasks: the task's).
+  virtual std::optional<std::string> getenv(const std::string& name) = 0;
+  virtual Status setenv(const std::string& name, const std::string& value) = 0;
+  // Value of one of the plugin's options for this job (kAllOptions), if the job gave it.
+  virtual std::optional<std::string> option(std::string_view name) = 0;
+
+  // Every line starts with "composer: ".
+  virtual void info(const std::string& line) = 0;
+  virtual void error(const std::string& line) = 0;
+};
+
+struct ComposeCall {
+  uint32_t job_id = 0;
+  std::string node;
+  uint32_t uid = 0;
+  std::string user;
+  std::string account;
+  std::string workload;
+  Request request;
+};
+
+// composerd, as the plugin uses it. Both calls are idempotent; the implementation bounds
+// each with a timeout and retries transport failures. Errors keep composerd's codes:
+// kUnavailable when composerd cannot be reached, kFabric/kTimeout for fabric faults,
+// kInsufficient/kConflict/kInvalidArgument for what is wrong with the request.
+class ComposerApi {
+ public:
+  virtual ~ComposerApi() = default;
+  virtual Expected<Composition> compose(const ComposeCall& call) = 0;
+  // True when a composition was released, false when there was none.
+  virtual Expected<bool> release(uint32_t job_id, const std::string& node) = 0;
+};
+
+}  // namespace composer::slurm

@@ -1,0 +1,42 @@
+// The per-job state file: the prolog writes what composerd attached, the task hooks of the
+// same job on the node read it, the epilog reads it to detach and then deletes it.
+// <state_dir>/job-<id>.json, mode 0644 (tasks read it as the job's user).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "composer/common/error.h"
+#include "composer/model/model.h"
+
+namespace composer::slurm {
+
+struct JobState {
+  uint32_t job_id = 0;
+  std::string node;
+  int64_t composition_id = 0;
+  std::vector<Device> devices;       // id, type, model, address, capacity_bytes
+  std::string cuda_visible_devices;  // decided by the prolog, which can read sysfs
+  // Set when the job must not run (its request could not be served and that is not the
+  // node's fault): the task hooks fail the job's steps with this sentence.
+  std::string error;
+
+  bool operator==(const JobState&) const = default;
+};
+
+std::string state_path(const std::string& state_dir, uint32_t job_id);
+// Creates state_dir (0755) if needed; writes atomically (temporary file and rename).
+Status write_job_state(const std::string& state_dir, const JobState& state);
+// nullopt when there is no file for the job.
+Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, uint32_t job_id);
+Status remove_job_state(const std::string& state_dir, uint32_t job_id);
+
+// The variables a task of the job sees, in a fixed order:
+//   CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER (only with GPUs), COMPOSER_GPUS,
+//   COMPOSER_MEM_NUMA, COMPOSER_NVME.
+std::vector<std::pair<std::string, std::string>> task_environment(const JobState& state);
+
+}  // namespace composer::slurm

@@ -1,0 +1,55 @@
+// The job options users give sbatch/srun/salloc, parsed the same way in every place that sees
+// them: the SPANK option callback (before submission), job_submit (from the job's SPANK
+// environment) and the prolog/epilog.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "composer/common/error.h"
+#include "composer/model/model.h"
+
+namespace composer::slurm {
+
+inline constexpr std::string_view kPluginName = "composer";
+// Largest per-node counts accepted: more GPUs or drives than any host could attach is a typo.
+inline constexpr uint32_t kMaxGpusPerNode = 64;
+inline constexpr uint32_t kMaxNvmePerNode = 64;
+
+// The option names as users type them (without "--").
+inline constexpr std::string_view kOptGpus = "compose-gpus";
+inline constexpr std::string_view kOptMem = "compose-mem";
+inline constexpr std::string_view kOptNvme = "compose-nvme";
+inline constexpr std::string_view kOptWorkload = "workload";
+inline constexpr std::string_view kAllOptions[] = {kOptGpus, kOptMem, kOptNvme, kOptWorkload};
+
+// What a job asked for, per node.
+struct JobOptions {
+  Request request;
+  std::string workload;  // empty: not given
+
+  // The job asked for a composition (a workload class alone asks for nothing).
+  bool composes() const { return !request.empty(); }
+  bool operator==(const JobOptions&) const = default;
+};
+
+// Applies one option to `options`. The error sentence names the flag, the value and the rule:
+// "--compose-gpus=two: expected [MODEL:]N with N a whole number from 0 to 64, e.g. A100:2".
+Status apply_option(std::string_view name, std::string_view value, JobOptions* options);
+
+// How sbatch carries an option to slurmctld in job_desc->spank_job_env:
+// "_SLURM_SPANK_OPTION_composer_compose_gpus".
+std::string spank_env_name(std::string_view option);
+
+// Parses the composer options out of a job's SPANK environment ("NAME=VALUE" entries; other
+// plugins' entries are ignored). Each entry is validated again: SPANK's early check can be
+// bypassed by anyone who talks to slurmctld directly.
+Expected<JobOptions> options_from_spank_env(const std::vector<std::string>& entries);
+
+// "compose-gpus=A100:2 compose-mem=64G workload=training": for log lines.
+std::string describe(const JobOptions& options);
+
+}  // namespace composer::slurm

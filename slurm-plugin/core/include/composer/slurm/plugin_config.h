@@ -1,0 +1,44 @@
+// plugstack.conf arguments of spank_composer.so. Strict: an unknown argument or a bad value
+// refuses to load the plugin with a sentence naming the argument (see README.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "composer/common/error.h"
+
+namespace composer::slurm {
+
+enum class HostCheck {
+  kWait,    // rescan the PCI bus, then wait until every attached device is visible
+  kRescan,  // rescan only (trees where nothing makes devices appear, e.g. test clusters)
+  kOff,     // touch nothing on the host (no rescan, no wait, no busy check, no removal)
+};
+
+// What the prolog does when composerd cannot be reached after its retries.
+enum class OnUnavailable {
+  kDrain,    // fail the prolog: Slurm drains the node and requeues the job held
+  kFailJob,  // let the prolog succeed and fail the job's steps with the reason
+};
+
+struct SpankConfig {
+  std::string server = "http://127.0.0.1:6830";
+  uint32_t connect_timeout_s = 5;
+  uint32_t timeout_s = 120;  // per request; composerd bounds the fabric wait itself
+  uint32_t retries = 3;
+  uint32_t backoff_ms = 1000;
+  std::string state_dir = "/run/slurm-composer";
+  std::string munge_socket;  // empty: munge's default socket
+  std::string sysfs_root = "/sys";
+  std::string proc_root = "/proc";
+  HostCheck host_check = HostCheck::kWait;
+  uint32_t host_wait_s = 30;
+  uint32_t busy_wait_s = 10;
+  OnUnavailable on_unavailable = OnUnavailable::kDrain;
+};
+
+// Parses "key=value" arguments as SPANK hands them over (argv of the plugstack.conf line).
+Expected<SpankConfig> parse_plugstack_args(const std::vector<std::string>& args);
+
+}  // namespace composer::slurm

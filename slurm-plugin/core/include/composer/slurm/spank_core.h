@@ -1,0 +1,34 @@
+// What spank_composer.so does in each hook, free of Slurm: the plugin's entry points only pick
+// the function for the context and hand over a JobContext and a ComposerApi.
+#pragma once
+
+#include "composer/common/error.h"
+#include "composer/slurm/job_context.h"
+#include "composer/slurm/options.h"
+#include "composer/slurm/plugin_config.h"
+
+namespace composer::slurm {
+
+// The job's options as the context reports them (a bad value is an error with the sentence).
+Expected<JobOptions> read_job_options(JobContext& ctx);
+
+// Job prolog (root, slurmd). Asks composerd to compose when the job asked for anything, makes
+// the host see the devices and writes the job's state file. Returns an error, and so fails the
+// prolog and drains the node, only for a fault of the fabric or of this node (and for an
+// unreachable composerd under on_unavailable=drain). A request that cannot be served for any
+// other reason is recorded in the state file and fails the job's steps instead. Logs one line
+// naming the job, the node and the cause for every failure.
+Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
+
+// Task start (remote context, the job's user). Exports the device variables from the state
+// file; fails the step when the prolog recorded that the job cannot get its devices.
+Status task_init(JobContext& ctx, const SpankConfig& config);
+
+// Job epilog (root, slurmd). Waits (busy_wait) until no process holds an attached device,
+// removes the devices from the host, asks composerd to release and deletes the state file.
+// Fails only when a device is still held after busy_wait: the composition is then kept (so the
+// fabric does not pull a device from under a running process) and the node drains. A failed
+// release is logged and left to composerd's reconciler.
+Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
+
+}  // namespace composer::slurm

@@ -1,0 +1,62 @@
+// What job_submit/composer does to a submitted job, free of Slurm: validate the composer
+// options again, check them against the pool snapshot, and translate them into Slurm-native
+// requests so that Slurm's scheduler holds the job until the pool can serve it:
+//   licenses (cluster-wide, count = per-node amount x nodes)
+//     fabric_gpu:<gpus x nodes>, fabric_mem:<GiB rounded up x nodes>, fabric_nvme:<n x nodes>,
+//     plus the workload class's cap licenses from the snapshot;
+//   GRES per node (attach slots): gres:cgpu:<gpus>, gres:cnvme:<n>. Memory has no GRES: how
+//     many blocks (slots) a size takes depends on the blocks the allocator picks; the submit
+//     check uses the largest block as a lower bound and composerd checks exactly;
+//   admin comment: "composer: gpus=A100:2 mem=64G nvme=1 workload=training nodes=2".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "composer/api/snapshot.h"
+#include "composer/common/error.h"
+#include "composer/slurm/options.h"
+
+namespace composer::slurm {
+
+inline constexpr const char* kGpuLicense = "fabric_gpu";
+inline constexpr const char* kMemLicense = "fabric_mem";
+inline constexpr const char* kNvmeLicense = "fabric_nvme";
+inline constexpr const char* kGpuGres = "cgpu";
+inline constexpr const char* kNvmeGres = "cnvme";
+
+// The fields of job_desc_msg_t that matter here (nullopt for Slurm's NO_VAL).
+struct SubmittedJob {
+  std::vector<std::string> spank_env;
+  std::optional<uint32_t> min_nodes;
+  std::optional<uint32_t> max_nodes;
+  std::string licenses;
+  std::string tres_per_node;
+  std::string admin_comment;
+  std::string reservation;
+};
+
+// New values for the job's fields; `composes` false means leave the job alone.
+struct SubmitChanges {
+  bool composes = false;
+  JobOptions options;
+  uint32_t nodes = 1;
+  std::string licenses;
+  std::string tres_per_node;
+  std::string admin_comment;
+};
+
+// `snapshot` null: no usable snapshot; `snapshot_problem` says why. With
+// refuse_without_snapshot the job is then refused (kUnavailable), else accepted after the
+// syntax checks. Refusals are kInvalidArgument (bad syntax, a license or GRES of ours given by
+// hand) or kInsufficient (can never run: larger than the pool or a host's attach slots, unknown
+// GPU model or workload class, over a class's highest cap, a blocker reservation), each with a
+// sentence for the user starting with "composer: ".
+Expected<SubmitChanges> review_submission(const SubmittedJob& job,
+                                          const api::PoolSnapshot* snapshot,
+                                          const std::string& snapshot_problem,
+                                          bool refuse_without_snapshot);
+
+}  // namespace composer::slurm

@@ -1,0 +1,127 @@
+#include "composer/slurm/options.h"
+
+#include <cctype>
+
+#include "composer/common/units.h"
+
+namespace composer::slurm {
+namespace {
+
+std::string flag(std::string_view name, std::string_view value) {
+  return "--" + std::string(name) + "=" + std::string(value);
+}
+
+bool valid_name(std::string_view s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status parse_gpus(std::string_view value, JobOptions* o) {
+  const std::string rule = ": expected [MODEL:]N with N a whole number from 0 to " +
+                           std::to_string(kMaxGpusPerNode) +
+                           " and MODEL made of letters, digits, '-', '_' or '.', e.g. A100:2";
+  std::string_view model;
+  std::string_view count = value;
+  if (const size_t colon = value.rfind(':'); colon != std::string_view::npos) {
+    model = value.substr(0, colon);
+    count = value.substr(colon + 1);
+    if (!valid_name(model)) return Error{ErrorCode::kInvalidArgument, flag(kOptGpus, value) + rule};
+  }
+  Expected<uint32_t> n = parse_count(count, kMaxGpusPerNode);
+  if (!n) return Error{ErrorCode::kInvalidArgument, flag(kOptGpus, value) + rule};
+  if (*n == 0 && !model.empty()) {
+    return Error{ErrorCode::kInvalidArgument,
+                 flag(kOptGpus, value) + ": a GPU model needs a count of at least 1"};
+  }
+  o->request.gpus = *n;
+  o->request.gpu_model = std::string(model);
+  return Status::Ok();
+}
+
+Status parse_mem(std::string_view value, JobOptions* o) {
+  Expected<uint64_t> bytes = parse_size(value);
+  if (!bytes) {
+    return Error{ErrorCode::kInvalidArgument, flag(kOptMem, value) + ": " + bytes.error().message};
+  }
+  o->request.mem_bytes = *bytes;
+  return Status::Ok();
+}
+
+Status parse_nvme(std::string_view value, JobOptions* o) {
+  Expected<uint32_t> n = parse_count(value, kMaxNvmePerNode);
+  if (!n) {
+    return Error{ErrorCode::kInvalidArgument, flag(kOptNvme, value) +
+                                                  ": expected a whole number of drives from 0 to " +
+                                                  std::to_string(kMaxNvmePerNode)};
+  }
+  o->request.nvme = *n;
+  return Status::Ok();
+}
+
+Status parse_workload(std::string_view value, JobOptions* o) {
+  if (!valid_name(value)) {
+    return Error{ErrorCode::kInvalidArgument,
+                 flag(kOptWorkload, value) +
+                     ": expected a class name of 1 to 64 letters, digits, '-', '_' or '.', "
+                     "e.g. training"};
+  }
+  o->workload = std::string(value);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status apply_option(std::string_view name, std::string_view value, JobOptions* options) {
+  if (name == kOptGpus) return parse_gpus(value, options);
+  if (name == kOptMem) return parse_mem(value, options);
+  if (name == kOptNvme) return parse_nvme(value, options);
+  if (name == kOptWorkload) return parse_workload(value, options);
+  return Error{ErrorCode::kInvalidArgument, "--" + std::string(name) +
+                                                " is not an option of the composer plugin "
+                                                "(known: --compose-gpus, --compose-mem, "
+                                                "--compose-nvme, --workload)"};
+}
+
+std::string spank_env_name(std::string_view option) {
+  std::string name = "_SLURM_SPANK_OPTION_" + std::string(kPluginName) + "_";
+  for (char c : option) name += c == '-' ? '_' : c;
+  return name;
+}
+
+Expected<JobOptions> options_from_spank_env(const std::vector<std::string>& entries) {
+  JobOptions options;
+  for (std::string_view option : kAllOptions) {
+    const std::string prefix = spank_env_name(option) + "=";
+    for (const std::string& entry : entries) {
+      if (entry.compare(0, prefix.size(), prefix) != 0) continue;
+      if (Status s = apply_option(option, std::string_view(entry).substr(prefix.size()), &options);
+          !s) {
+        return s.error();
+      }
+    }
+  }
+  return options;
+}
+
+std::string describe(const JobOptions& o) {
+  std::string out;
+  auto add = [&out](std::string_view name, const std::string& value) {
+    if (!out.empty()) out += ' ';
+    out += std::string(name) + "=" + value;
+  };
+  if (o.request.gpus > 0) {
+    add(kOptGpus, (o.request.gpu_model.empty() ? "" : o.request.gpu_model + ":") +
+                      std::to_string(o.request.gpus));
+  }
+  if (o.request.mem_bytes > 0) add(kOptMem, format_size(o.request.mem_bytes));
+  if (o.request.nvme > 0) add(kOptNvme, std::to_string(o.request.nvme));
+  if (!o.workload.empty()) add(kOptWorkload, o.workload);
+  return out.empty() ? "nothing" : out;
+}
+
+}  // namespace composer::slurm

@@ -1,0 +1,116 @@
+#include "composer/slurm/plugin_config.h"
+
+#include <functional>
+#include <map>
+
+#include "composer/common/units.h"
+
+namespace composer::slurm {
+namespace {
+
+using Setter =
+    std::function<Status(const std::string& arg, const std::string& value, SpankConfig* c)>;
+
+Error bad(const std::string& arg, const std::string& rule) {
+  return Error{ErrorCode::kInvalidArgument, "plugstack argument '" + arg + "': " + rule};
+}
+
+Setter number(uint32_t SpankConfig::*field, uint32_t min, uint32_t max) {
+  return [=](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
+    Expected<uint32_t> n = parse_count(value, max);
+    if (!n || *n < min) {
+      return bad(arg, "expected a whole number from " + std::to_string(min) + " to " +
+                          std::to_string(max));
+    }
+    c->*field = *n;
+    return Status::Ok();
+  };
+}
+
+Setter absolute_path(std::string SpankConfig::*field, bool may_be_empty) {
+  return [=](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
+    if (value.empty() ? !may_be_empty : value[0] != '/') {
+      return bad(arg, "expected an absolute path");
+    }
+    std::string path = value;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    c->*field = path;
+    return Status::Ok();
+  };
+}
+
+const std::map<std::string, Setter>& setters() {
+  static const std::map<std::string, Setter> table = {
+      {"server",
+       [](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
+         if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0 &&
+             value.rfind("unix:", 0) != 0) {
+           return bad(arg, "expected a URL starting with http://, https:// or unix:");
+         }
+         c->server = value;
+         return Status::Ok();
+       }},
+      {"connect_timeout", number(&SpankConfig::connect_timeout_s, 1, 300)},
+      {"timeout", number(&SpankConfig::timeout_s, 1, 3600)},
+      {"retries", number(&SpankConfig::retries, 0, 20)},
+      {"backoff_ms", number(&SpankConfig::backoff_ms, 0, 60000)},
+      {"state_dir", absolute_path(&SpankConfig::state_dir, false)},
+      {"munge_socket", absolute_path(&SpankConfig::munge_socket, true)},
+      {"sysfs_root", absolute_path(&SpankConfig::sysfs_root, false)},
+      {"proc_root", absolute_path(&SpankConfig::proc_root, false)},
+      {"host_check",
+       [](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
+         if (value == "wait") {
+           c->host_check = HostCheck::kWait;
+         } else if (value == "rescan") {
+           c->host_check = HostCheck::kRescan;
+         } else if (value == "off") {
+           c->host_check = HostCheck::kOff;
+         } else {
+           return bad(arg, "expected wait, rescan or off");
+         }
+         return Status::Ok();
+       }},
+      {"host_wait", number(&SpankConfig::host_wait_s, 0, 3600)},
+      {"busy_wait", number(&SpankConfig::busy_wait_s, 0, 3600)},
+      {"on_unavailable",
+       [](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
+         if (value == "drain") {
+           c->on_unavailable = OnUnavailable::kDrain;
+         } else if (value == "fail_job") {
+           c->on_unavailable = OnUnavailable::kFailJob;
+         } else {
+           return bad(arg, "expected drain or fail_job");
+         }
+         return Status::Ok();
+       }},
+  };
+  return table;
+}
+
+std::string known_names() {
+  std::string out;
+  for (const auto& [name, setter] : setters()) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+}  // namespace
+
+Expected<SpankConfig> parse_plugstack_args(const std::vector<std::string>& args) {
+  SpankConfig config;
+  for (const std::string& arg : args) {
+    const size_t eq = arg.find('=');
+    if (eq == std::string::npos) {
+      return bad(arg, "expected key=value (known keys: " + known_names() + ")");
+    }
+    const std::string key = arg.substr(0, eq);
+    auto it = setters().find(key);
+    if (it == setters().end()) {
+      return bad(arg, "unknown argument '" + key + "' (known: " + known_names() + ")");
+    }
+    if (Status s = it->second(arg, arg.substr(eq + 1), &config); !s) return s.error();
+  }
+  return config;
+}
+
+}  // namespace composer::slurm

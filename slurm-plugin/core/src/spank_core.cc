@@ -1,0 +1,236 @@
+#include "composer/slurm/spank_core.h"
+
+#include <chrono>
+#include <thread>
+
+#include "composer/slurm/host_devices.h"
+#include "composer/slurm/job_state.h"
+
+namespace composer::slurm {
+namespace {
+
+std::string where(uint32_t job_id, const std::string& node) {
+  return "job " + std::to_string(job_id) + " on node " + node;
+}
+
+// Faults of the fabric or of this node: the only reasons a prolog may drain the node.
+bool node_fault(ErrorCode code) {
+  return code == ErrorCode::kFabric || code == ErrorCode::kTimeout ||
+         code == ErrorCode::kUnauthenticated;
+}
+
+std::string device_list(const std::vector<Device>& devices) {
+  std::string out;
+  for (const Device& d : devices) {
+    out += (out.empty() ? "" : ",") + d.id;
+    if (!d.address.empty()) out += "@" + d.address;
+  }
+  return out.empty() ? "no devices" : out;
+}
+
+}  // namespace
+
+Expected<JobOptions> read_job_options(JobContext& ctx) {
+  JobOptions options;
+  for (std::string_view name : kAllOptions) {
+    if (std::optional<std::string> value = ctx.option(name)) {
+      if (Status s = apply_option(name, *value, &options); !s) return s.error();
+    }
+  }
+  return options;
+}
+
+Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
+  Expected<uint32_t> job_id = ctx.job_id();
+  if (!job_id) {
+    ctx.error("composer: prolog: cannot get the job id: " + job_id.error().message);
+    return job_id.error();
+  }
+  const std::string node = ctx.node();
+  const std::string at = where(*job_id, node);
+  JobState state;
+  state.job_id = *job_id;
+  state.node = node;
+
+  // Records why the job cannot run; the prolog itself succeeds (not the node's fault).
+  auto fail_job = [&](const std::string& why) -> Status {
+    state.error = why;
+    ctx.error("composer: prolog: " + at + ": " + why + "; the job's steps will fail");
+    if (Status s = write_job_state(config.state_dir, state); !s) {
+      ctx.error("composer: prolog: " + at + ": cannot record the failure: " + s.error().message);
+      return s;
+    }
+    return Status::Ok();
+  };
+
+  Expected<JobOptions> options = read_job_options(ctx);
+  if (!options) return fail_job("bad option: " + options.error().message);
+  if (!options->composes()) return Status::Ok();
+
+  Expected<uint32_t> uid = ctx.uid();
+  if (!uid) {
+    ctx.error("composer: prolog: " + at + ": cannot get the job's uid: " + uid.error().message);
+    return uid.error();
+  }
+  ComposeCall call;
+  call.job_id = *job_id;
+  call.node = node;
+  call.uid = *uid;
+  call.user = ctx.getenv("SLURM_JOB_USER").value_or("");
+  call.account = ctx.getenv("SLURM_JOB_ACCOUNT").value_or("");
+  call.workload = options->workload;
+  call.request = options->request;
+
+  Expected<Composition> composition = api.compose(call);
+  if (!composition) {
+    const Error& e = composition.error();
+    const std::string cause = "compose " + describe(*options) + " failed (" +
+                              std::string(to_string(e.code)) + "): " + e.message;
+    if (e.code == ErrorCode::kUnavailable) {
+      if (config.on_unavailable == OnUnavailable::kFailJob) {
+        return fail_job(cause + " (composerd unreachable after " + std::to_string(config.retries) +
+                        " retries, on_unavailable=fail_job)");
+      }
+      ctx.error("composer: prolog: " + at + ": " + cause + " (composerd unreachable after " +
+                std::to_string(config.retries) + " retries, on_unavailable=drain)");
+      return e;
+    }
+    if (node_fault(e.code)) {
+      ctx.error("composer: prolog: " + at + ": " + cause);
+      return e;
+    }
+    return fail_job(cause);
+  }
+  state.composition_id = composition->id;
+  state.devices = composition->devices;
+
+  HostDevices host(config.sysfs_root, config.proc_root);
+  if (config.host_check != HostCheck::kOff && !state.devices.empty()) {
+    Status s = host.rescan();
+    if (s && config.host_check == HostCheck::kWait) {
+      s = host.wait_present(state.devices, std::chrono::seconds(config.host_wait_s));
+    }
+    if (!s) {
+      ctx.error("composer: prolog: " + at + ": composerd attached " + device_list(state.devices) +
+                " but the host cannot use them: " + s.error().message);
+      // The epilog still runs and releases the composition.
+      (void)write_job_state(config.state_dir, state);
+      return s;
+    }
+  }
+  std::vector<Device> gpus;
+  for (const Device& d : state.devices) {
+    if (d.type == DeviceType::kGpu) gpus.push_back(d);
+  }
+  state.cuda_visible_devices = host.cuda_visible_devices(gpus);
+  if (Status s = write_job_state(config.state_dir, state); !s) {
+    ctx.error("composer: prolog: " + at + ": cannot write the state file: " + s.error().message);
+    return s;
+  }
+  ctx.info("composer: prolog: " + at + ": attached " + device_list(state.devices) +
+           " (composition " + std::to_string(state.composition_id) + ")");
+  return Status::Ok();
+}
+
+Status task_init(JobContext& ctx, const SpankConfig& config) {
+  Expected<uint32_t> job_id = ctx.job_id();
+  if (!job_id) {
+    ctx.error("composer: task: cannot get the job id: " + job_id.error().message);
+    return job_id.error();
+  }
+  const std::string at = where(*job_id, ctx.node());
+  Expected<std::optional<JobState>> state = read_job_state(config.state_dir, *job_id);
+  if (!state) {
+    ctx.error("composer: task: " + at + ": " + state.error().message);
+    return state.error();
+  }
+  if (!state->has_value()) {
+    Expected<JobOptions> options = read_job_options(ctx);
+    if (options && !options->composes()) return Status::Ok();
+    const Error e{ErrorCode::kNotFound, "composer: " + at +
+                                            " asked for composed devices but the prolog left "
+                                            "no record of them in " +
+                                            state_path(config.state_dir, *job_id)};
+    ctx.error(e.message);
+    return e;
+  }
+  const JobState& s = **state;
+  if (!s.error.empty()) {
+    const Error e{ErrorCode::kInsufficient, "composer: " + at + " cannot run: " + s.error};
+    ctx.error(e.message);
+    return e;
+  }
+  for (const auto& [name, value] : task_environment(s)) {
+    if (Status set = ctx.setenv(name, value); !set) {
+      ctx.error("composer: task: " + at + ": cannot set " + name + ": " + set.error().message);
+      return set;
+    }
+  }
+  return Status::Ok();
+}
+
+Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
+  Expected<uint32_t> job_id = ctx.job_id();
+  if (!job_id) {
+    ctx.error("composer: epilog: cannot get the job id: " + job_id.error().message);
+    return job_id.error();
+  }
+  const std::string node = ctx.node();
+  const std::string at = where(*job_id, node);
+  Expected<std::optional<JobState>> state = read_job_state(config.state_dir, *job_id);
+  if (!state) {
+    // Release anyway: composerd knows what it attached.
+    ctx.error("composer: epilog: " + at + ": " + state.error().message);
+  }
+  const bool have_state = state && state->has_value();
+  if (!have_state) {
+    Expected<JobOptions> options = read_job_options(ctx);
+    // A job that asked for nothing has nothing to release; one whose options no longer parse
+    // may still hold something, so release to be sure.
+    if (state && options && !options->composes()) return Status::Ok();
+  }
+
+  if (have_state && config.host_check != HostCheck::kOff) {
+    const std::vector<Device>& devices = (*state)->devices;
+    HostDevices host(config.sysfs_root, config.proc_root);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(config.busy_wait_s);
+    std::vector<Holder> holders = host.holders(devices);
+    while (!holders.empty() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      holders = host.holders(devices);
+    }
+    if (!holders.empty()) {
+      std::string who;
+      for (const Holder& h : holders) {
+        who += (who.empty() ? "" : ", ") + std::string("pid ") + std::to_string(h.pid) + " holds " +
+               h.device_id + " (" + h.target + ")";
+      }
+      const Error e{ErrorCode::kConflict,
+                    "composer: epilog: " + at + ": devices still in use after " +
+                        std::to_string(config.busy_wait_s) + " s: " + who +
+                        "; keeping the composition attached, the node needs attention"};
+      ctx.error(e.message);
+      return e;
+    }
+    if (Status s = host.remove(devices); !s) {
+      ctx.error("composer: epilog: " + at +
+                ": removing devices from the host: " + s.error().message + "; releasing anyway");
+    }
+  }
+
+  Expected<bool> released = api.release(*job_id, node);
+  if (!released) {
+    ctx.error("composer: epilog: " + at + ": release failed (" +
+              std::string(to_string(released.error().code)) + "): " + released.error().message +
+              "; composerd's reconciler will release it");
+  } else if (*released) {
+    ctx.info("composer: epilog: " + at + ": released");
+  }
+  if (Status s = remove_job_state(config.state_dir, *job_id); !s) {
+    ctx.error("composer: epilog: " + at + ": " + s.error().message);
+  }
+  return Status::Ok();
+}
+
+}  // namespace composer::slurm

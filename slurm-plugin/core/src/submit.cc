@@ -1,0 +1,249 @@
+#include "composer/slurm/submit.h"
+
+#include <algorithm>
+
+#include "composer/common/units.h"
+
+namespace composer::slurm {
+namespace {
+
+Error refuse(ErrorCode code, const std::string& sentence) {
+  return Error{code, "composer: " + sentence};
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = s.find(sep, start);
+    const std::string part = s.substr(start, end == std::string::npos ? end : end - start);
+    if (!part.empty()) out.push_back(part);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string append(const std::string& list, const std::string& item) {
+  if (item.empty()) return list;
+  return list.empty() ? item : list + "," + item;
+}
+
+uint64_t mem_gib(uint64_t bytes) { return (bytes + kGiB - 1) / kGiB; }
+
+std::string on_nodes(uint32_t nodes) {
+  return nodes == 1 ? "" : " on " + std::to_string(nodes) + " nodes";
+}
+
+std::string join_keys(const std::map<std::string, uint32_t>& m) {
+  std::string out;
+  for (const auto& [k, v] : m) out += (out.empty() ? "" : ", ") + k;
+  return out.empty() ? "none" : out;
+}
+
+// License names ("fabric_gpu:2" -> "fabric_gpu") the user gave by hand.
+std::vector<std::string> license_names(const std::string& licenses) {
+  std::vector<std::string> names;
+  for (const std::string& part : split(licenses, ',')) {
+    for (const std::string& alt : split(part, '|')) names.push_back(alt.substr(0, alt.find(':')));
+  }
+  return names;
+}
+
+Status check_pool(const JobOptions& o, uint32_t nodes, const api::PoolSnapshot& s) {
+  const Request& r = o.request;
+  if (r.gpus > 0) {
+    const std::string asked =
+        "--compose-gpus=" + (r.gpu_model.empty() ? "" : r.gpu_model + ":") + std::to_string(r.gpus);
+    uint32_t pool = s.gpu.total;
+    std::string what = "GPUs";
+    if (!r.gpu_model.empty()) {
+      auto it = s.gpu.models.find(r.gpu_model);
+      if (it == s.gpu.models.end()) {
+        return refuse(ErrorCode::kInsufficient, asked + ": the pool has no GPU of model '" +
+                                                    r.gpu_model +
+                                                    "' (models: " + join_keys(s.gpu.models) + ")");
+      }
+      pool = it->second;
+      what = r.gpu_model + " GPUs";
+    }
+    if (uint64_t{r.gpus} * nodes > pool) {
+      return refuse(ErrorCode::kInsufficient,
+                    asked + on_nodes(nodes) + " needs " + std::to_string(uint64_t{r.gpus} * nodes) +
+                        " " + what + " but the pool holds " + std::to_string(pool));
+    }
+    if (r.gpus > s.gpu.max_node_slots) {
+      return refuse(ErrorCode::kInsufficient, asked + ": no host can attach more than " +
+                                                  std::to_string(s.gpu.max_node_slots) + " GPUs");
+    }
+  }
+  if (r.mem_bytes > 0) {
+    const std::string asked = "--compose-mem=" + format_size(r.mem_bytes);
+    const uint64_t need = r.mem_bytes * nodes;
+    if (r.mem_bytes > kMaxMemBytes / nodes || need > s.mem.total_bytes) {
+      return refuse(ErrorCode::kInsufficient, asked + on_nodes(nodes) + " needs " +
+                                                  format_size(need) + " but the pool holds " +
+                                                  format_size(s.mem.total_bytes));
+    }
+    if (s.mem.largest_bytes > 0) {
+      const uint64_t blocks = (r.mem_bytes + s.mem.largest_bytes - 1) / s.mem.largest_bytes;
+      if (blocks > s.mem.max_node_slots) {
+        return refuse(ErrorCode::kInsufficient,
+                      asked + ": needs at least " + std::to_string(blocks) +
+                          " memory blocks of at most " + format_size(s.mem.largest_bytes) +
+                          " but no host can attach more than " +
+                          std::to_string(s.mem.max_node_slots));
+      }
+    }
+  }
+  if (r.nvme > 0) {
+    const std::string asked = "--compose-nvme=" + std::to_string(r.nvme);
+    if (uint64_t{r.nvme} * nodes > s.nvme.total) {
+      return refuse(ErrorCode::kInsufficient,
+                    asked + on_nodes(nodes) + " needs " + std::to_string(uint64_t{r.nvme} * nodes) +
+                        " NVMe drives but the pool holds " + std::to_string(s.nvme.total));
+    }
+    if (r.nvme > s.nvme.max_node_slots) {
+      return refuse(ErrorCode::kInsufficient, asked + ": no host can attach more than " +
+                                                  std::to_string(s.nvme.max_node_slots) +
+                                                  " NVMe drives");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<SubmitChanges> review_submission(const SubmittedJob& job,
+                                          const api::PoolSnapshot* snapshot,
+                                          const std::string& snapshot_problem,
+                                          bool refuse_without_snapshot) {
+  Expected<JobOptions> options = options_from_spank_env(job.spank_env);
+  if (!options) return refuse(ErrorCode::kInvalidArgument, options.error().message);
+  SubmitChanges out;
+  out.options = *options;
+  out.licenses = job.licenses;
+  out.tres_per_node = job.tres_per_node;
+  out.admin_comment = job.admin_comment;
+
+  // Our license names may only be added by us: a hand-made one would take from the pool
+  // without attaching anything, or under-count what the job attaches.
+  std::vector<std::string> ours = {kGpuLicense, kMemLicense, kNvmeLicense};
+  if (snapshot != nullptr) {
+    for (const api::WorkloadClass& c : snapshot->workload_classes) {
+      for (const auto& [type, name] : c.cap_licenses) ours.push_back(name);
+    }
+  }
+  for (const std::string& name : license_names(job.licenses)) {
+    if (std::find(ours.begin(), ours.end(), name) != ours.end()) {
+      return refuse(ErrorCode::kInvalidArgument,
+                    "license '" + name +
+                        "' is managed by the composer plugin: ask with --compose-gpus, "
+                        "--compose-mem or --compose-nvme instead of -L");
+    }
+  }
+  for (const std::string& part : split(job.tres_per_node, ',')) {
+    for (const char* gres : {kGpuGres, kNvmeGres}) {
+      if (part.rfind("gres:" + std::string(gres), 0) == 0 || part.rfind(gres, 0) == 0) {
+        return refuse(ErrorCode::kInvalidArgument,
+                      "GRES '" + std::string(gres) +
+                          "' is managed by the composer plugin: ask with --compose-gpus or "
+                          "--compose-nvme instead of --gres");
+      }
+    }
+  }
+  if (snapshot != nullptr && !job.reservation.empty()) {
+    for (const std::string& r : split(job.reservation, ',')) {
+      const auto& b = snapshot->blocker_reservations;
+      if (std::find(b.begin(), b.end(), r) != b.end()) {
+        return refuse(ErrorCode::kInsufficient,
+                      "reservation '" + r +
+                          "' only keeps pool capacity free during a policy window; no job may "
+                          "run in it");
+      }
+    }
+  }
+  if (!options->composes()) {
+    // A workload class alone asks for nothing; still refuse one that does not exist.
+    if (snapshot != nullptr && !options->workload.empty() && !snapshot->workload_classes.empty() &&
+        !snapshot->workload_class(options->workload)) {
+      return refuse(ErrorCode::kInsufficient,
+                    "--workload=" + options->workload + ": no such workload class");
+    }
+    return out;
+  }
+  out.composes = true;
+  if (job.licenses.find('|') != std::string::npos) {
+    return refuse(ErrorCode::kInvalidArgument,
+                  "composed jobs cannot use alternative licenses ('|' in -L " + job.licenses +
+                      "): the pool licenses must be added to every one of them");
+  }
+
+  if (job.min_nodes && *job.min_nodes > 1 && job.max_nodes && *job.max_nodes != *job.min_nodes) {
+    return refuse(ErrorCode::kInvalidArgument,
+                  "composed jobs need a fixed node count (the pool licenses are per job): use "
+                  "-N " +
+                      std::to_string(*job.min_nodes) + " instead of a range");
+  }
+  out.nodes = job.min_nodes && *job.min_nodes > 0 ? *job.min_nodes : 1;
+
+  if (snapshot == nullptr) {
+    if (refuse_without_snapshot) {
+      return refuse(ErrorCode::kUnavailable,
+                    "cannot check the request against the pool: " + snapshot_problem +
+                        " (JobSubmitSnapshotMissing=refuse); try again later");
+    }
+  } else {
+    if (Status s = check_pool(*options, out.nodes, *snapshot); !s) return s.error();
+  }
+
+  const Request& r = options->request;
+  const uint64_t gib = mem_gib(r.mem_bytes);
+  const uint64_t amounts[] = {uint64_t{r.gpus} * out.nodes, gib * out.nodes,
+                              uint64_t{r.nvme} * out.nodes};
+  const char* names[] = {kGpuLicense, kMemLicense, kNvmeLicense};
+  const api::WorkloadClass* cls = nullptr;
+  if (snapshot != nullptr && !options->workload.empty() && !snapshot->workload_classes.empty()) {
+    cls = snapshot->workload_class(options->workload);
+    if (cls == nullptr) {
+      std::string known;
+      for (const api::WorkloadClass& c : snapshot->workload_classes) {
+        known += (known.empty() ? "" : ", ") + c.name;
+      }
+      return refuse(
+          ErrorCode::kInsufficient,
+          "--workload=" + options->workload + ": no such workload class (known: " + known + ")");
+    }
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    if (amounts[i] == 0) continue;
+    out.licenses = append(out.licenses, std::string(names[i]) + ":" + std::to_string(amounts[i]));
+    if (cls == nullptr) continue;
+    const std::string type(to_string(kAllDeviceTypes[i]));
+    if (auto max = cls->max.find(type); max != cls->max.end() && amounts[i] > max->second) {
+      const char* unit[] = {" GPUs", " GiB of memory", " NVMe drives"};
+      return refuse(ErrorCode::kInsufficient,
+                    "workload class " + cls->name + " may never hold more than " +
+                        std::to_string(max->second) + unit[i] + ", the job asks for " +
+                        std::to_string(amounts[i]));
+    }
+    if (auto lic = cls->cap_licenses.find(type); lic != cls->cap_licenses.end()) {
+      out.licenses = append(out.licenses, lic->second + ":" + std::to_string(amounts[i]));
+    }
+  }
+  if (r.gpus > 0) {
+    out.tres_per_node =
+        append(out.tres_per_node, "gres:" + std::string(kGpuGres) + ":" + std::to_string(r.gpus));
+  }
+  if (r.nvme > 0) {
+    out.tres_per_node =
+        append(out.tres_per_node, "gres:" + std::string(kNvmeGres) + ":" + std::to_string(r.nvme));
+  }
+  std::string comment = "composer: " + r.to_string();
+  if (!options->workload.empty()) comment += " workload=" + options->workload;
+  comment += " nodes=" + std::to_string(out.nodes);
+  out.admin_comment = job.admin_comment.empty() ? comment : job.admin_comment + "; " + comment;
+  return out;
+}
+
+}  // namespace composer::slurm

@@ -1,0 +1,202 @@
+// job_submit/composer: the entry points slurmctld calls (JobSubmitPlugins=composer). Thin:
+// it copies the job's fields into composer::slurm::SubmittedJob, lets the core review them
+// and writes the changes back with Slurm's allocator. No network call: the pool is known from
+// composerd's snapshot file, cached until its mtime changes.
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+
+extern "C" {
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+#include <slurm/spank.h>  // slurm_info/slurm_error, exported by slurmctld
+}
+
+#include "composer/slurm/snapshot_cache.h"
+#include "composer/slurm/submit.h"
+#include "composer/slurm/submit_config.h"
+
+// Slurm's allocator, exported by slurmctld (libslurmfull) but not declared in public headers.
+// Every string handed to Slurm must come from it: Slurm frees it with xfree.
+extern "C" {
+char* slurm_xstrdup(const char* str);
+void slurm_xfree(void** item, const char* file, int line, const char* func);
+
+// slurmctld's job record; private to Slurm, only passed through here.
+struct job_record;
+
+// slurmctld checks that these exist; plugin_version must equal the running Slurm's.
+extern const char plugin_name[];
+extern const char plugin_type[];
+extern const uint32_t plugin_version;
+const char plugin_name[] = "Composable infrastructure (slurm-composer) job submit plugin";
+const char plugin_type[] = "job_submit/composer";
+const uint32_t plugin_version = SLURM_VERSION_NUMBER;
+
+int init(void);
+int fini(void);
+int job_submit(job_desc_msg_t* job_desc, uint32_t submit_uid, char** err_msg);
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+int job_modify(job_desc_msg_t* job_desc, struct job_record* job_ptr, uint32_t submit_uid,
+               char** err_msg);
+#else
+int job_modify(job_desc_msg_t* job_desc, struct job_record* job_ptr, uint32_t submit_uid);
+#endif
+}
+
+namespace {
+
+using composer::ErrorCode;
+using composer::Expected;
+namespace cs = composer::slurm;
+
+// slurmctld calls job_submit with its job write lock held, so calls never overlap; the mutex
+// only guards against that changing.
+std::mutex g_mutex;
+std::unique_ptr<cs::SnapshotCache> g_cache;
+cs::SubmitConfig g_config;
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string text(const char* s) { return s == nullptr ? std::string() : std::string(s); }
+
+void replace(char** field, const std::string& value) {
+  if (text(*field) == value) return;
+  if (*field != nullptr) slurm_xfree(reinterpret_cast<void**>(field), __FILE__, __LINE__, __func__);
+  *field = value.empty() ? nullptr : slurm_xstrdup(value.c_str());
+}
+
+int slurm_code(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInsufficient:
+      return ESLURM_INVALID_LICENSES;
+    case ErrorCode::kUnavailable:
+      return ESLURM_NOT_SUPPORTED;
+    default:
+      return ESLURM_INVALID_GRES;
+  }
+}
+
+int review(job_desc_msg_t* job, uint32_t submit_uid, char** err_msg) {
+  cs::SubmittedJob in;
+  for (uint32_t i = 0; job->spank_job_env != nullptr && i < job->spank_job_env_size; ++i) {
+    if (job->spank_job_env[i] != nullptr) in.spank_env.emplace_back(job->spank_job_env[i]);
+  }
+  if (job->min_nodes != NO_VAL && job->min_nodes != 0) in.min_nodes = job->min_nodes;
+  if (job->max_nodes != NO_VAL && job->max_nodes != 0) in.max_nodes = job->max_nodes;
+  in.licenses = text(job->licenses);
+  in.tres_per_node = text(job->tres_per_node);
+  in.admin_comment = text(job->admin_comment);
+  in.reservation = text(job->reservation);
+
+  std::lock_guard<std::mutex> lock(g_mutex);
+  cs::SnapshotCache::View view = g_cache->get();
+  Expected<cs::SubmitChanges> changes = cs::review_submission(in, view.snapshot.get(), view.problem,
+                                                              g_config.refuse_without_snapshot);
+  if (!changes) {
+    slurm_info("composer: %s: refused a job of uid %u: %s", __func__, submit_uid,
+               changes.error().message.c_str());
+    if (err_msg != nullptr) *err_msg = slurm_xstrdup(changes.error().message.c_str());
+    return slurm_code(changes.error().code);
+  }
+  if (!changes->composes) return SLURM_SUCCESS;
+  if (!view.snapshot) {
+    slurm_verbose("composer: %s: accepted without pool checks: %s", __func__, view.problem.c_str());
+  }
+  replace(&job->licenses, changes->licenses);
+  replace(&job->tres_per_node, changes->tres_per_node);
+  replace(&job->admin_comment, changes->admin_comment);
+  slurm_verbose("composer: %s: uid %u: licenses=%s tres_per_node=%s", __func__, submit_uid,
+                changes->licenses.c_str(), changes->tres_per_node.c_str());
+  return SLURM_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" int init(void) {
+  try {
+    const std::string conf = cs::composer_conf_path();
+    Expected<cs::SubmitConfig> config = cs::read_submit_config(conf);
+    if (!config) {
+      slurm_error("composer: %s: %s", __func__, config.error().message.c_str());
+      return SLURM_ERROR;
+    }
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_config = *config;
+    g_cache = std::make_unique<cs::SnapshotCache>(g_config.snapshot_path,
+                                                  g_config.snapshot_max_age_s, now_ms);
+    slurm_info("composer: job_submit loaded: config %s, snapshot %s, without snapshot: %s",
+               conf.c_str(), g_config.snapshot_path.c_str(),
+               g_config.refuse_without_snapshot ? "refuse" : "accept");
+    return SLURM_SUCCESS;
+  } catch (const std::exception& e) {
+    slurm_error("composer: %s: %s", __func__, e.what());
+  } catch (...) {
+    slurm_error("composer: %s: unknown exception", __func__);
+  }
+  return SLURM_ERROR;
+}
+
+extern "C" int fini(void) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_cache.reset();
+  return SLURM_SUCCESS;
+}
+
+extern "C" int job_submit(job_desc_msg_t* job_desc, uint32_t submit_uid, char** err_msg) {
+  try {
+    if (job_desc == nullptr || !g_cache) return SLURM_SUCCESS;
+    return review(job_desc, submit_uid, err_msg);
+  } catch (const std::exception& e) {
+    slurm_error("composer: %s: %s", __func__, e.what());
+  } catch (...) {
+    slurm_error("composer: %s: unknown exception", __func__);
+  }
+  if (err_msg != nullptr) *err_msg = slurm_xstrdup("composer: internal error, see slurmctld's log");
+  return SLURM_ERROR;
+}
+
+// The job record is opaque in Slurm's public headers, so a modification cannot be compared
+// with the job's composition. Pool licenses and slot GRES set by hand are refused, the same
+// rule as at submit; the rest passes (see README.md, "Limits").
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+extern "C" int job_modify(job_desc_msg_t* job_desc, struct job_record* /*job_ptr*/,
+                          uint32_t submit_uid, char** err_msg) {
+#else
+extern "C" int job_modify(job_desc_msg_t* job_desc, struct job_record* /*job_ptr*/,
+                          uint32_t submit_uid) {
+  char** err_msg = nullptr;
+#endif
+  try {
+    if (job_desc == nullptr || submit_uid == 0 || !g_cache) return SLURM_SUCCESS;
+    if (job_desc->licenses == nullptr && job_desc->tres_per_node == nullptr) return SLURM_SUCCESS;
+    cs::SubmittedJob in;
+    in.licenses = text(job_desc->licenses);
+    in.tres_per_node = text(job_desc->tres_per_node);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    cs::SnapshotCache::View view = g_cache->get();
+    Expected<cs::SubmitChanges> changes =
+        cs::review_submission(in, view.snapshot.get(), view.problem, false);
+    if (!changes) {
+      slurm_info("composer: %s: refused a change to job %s by uid %u: %s", __func__,
+                 job_desc->job_id_str != nullptr ? job_desc->job_id_str : "?", submit_uid,
+                 changes.error().message.c_str());
+      if (err_msg != nullptr) *err_msg = slurm_xstrdup(changes.error().message.c_str());
+      return slurm_code(changes.error().code);
+    }
+    return SLURM_SUCCESS;
+  } catch (const std::exception& e) {
+    slurm_error("composer: %s: %s", __func__, e.what());
+  } catch (...) {
+    slurm_error("composer: %s: unknown exception", __func__);
+  }
+  return SLURM_ERROR;
+}

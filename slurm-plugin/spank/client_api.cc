@@ -1,0 +1,32 @@
+#include "client_api.h"
+
+namespace composer::slurm {
+
+client::ClientOptions client_options(const SpankConfig& config) {
+  client::ClientOptions o;
+  o.url = config.server;
+  o.connect_timeout_ms = long{config.connect_timeout_s} * 1000;
+  o.timeout_ms = long{config.timeout_s} * 1000;
+  o.retries = static_cast<int>(config.retries);
+  o.backoff_ms = config.backoff_ms;
+  o.munge_socket = config.munge_socket;
+  return o;
+}
+
+Expected<Composition> ClientComposerApi::compose(const ComposeCall& call) {
+  api::ComposeBody body;
+  body.uid = call.uid;
+  body.user = call.user;
+  body.account = call.account;
+  body.workload = call.workload;
+  body.request = call.request;
+  return client_.compose(call.job_id, call.node, body);
+}
+
+Expected<bool> ClientComposerApi::release(uint32_t job_id, const std::string& node) {
+  Expected<std::optional<Composition>> released = client_.release(job_id, node);
+  if (!released) return released.error();
+  return released->has_value();
+}
+
+}  // namespace composer::slurm

@@ -1,0 +1,23 @@
+// ComposerApi over composer::client::Client, configured from the plugstack arguments.
+#pragma once
+
+#include "composer/client/client.h"
+#include "composer/slurm/job_context.h"
+#include "composer/slurm/plugin_config.h"
+
+namespace composer::slurm {
+
+client::ClientOptions client_options(const SpankConfig& config);
+
+class ClientComposerApi : public ComposerApi {
+ public:
+  explicit ClientComposerApi(const SpankConfig& config) : client_(client_options(config)) {}
+
+  Expected<Composition> compose(const ComposeCall& call) override;
+  Expected<bool> release(uint32_t job_id, const std::string& node) override;
+
+ private:
+  client::Client client_;
+};
+
+}  // namespace composer::slurm

@@ -1,0 +1,142 @@
+// spank_composer.so: the SPANK entry points. Each hook only picks the work for its context;
+// the work itself is in the Slurm-free core (composer/slurm/spank_core.h). No exception leaves
+// this file: every hook catches, logs with slurm_error and returns an error code.
+#include <exception>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include <slurm/spank.h>
+}
+
+#include "client_api.h"
+#include "composer/slurm/options.h"
+#include "composer/slurm/plugin_config.h"
+#include "composer/slurm/spank_core.h"
+#include "spank_context.h"
+
+// SPANK_PLUGIN defines const globals, which C++ gives internal linkage: declare them first.
+extern "C" {
+extern const char plugin_name[];
+extern const char plugin_type[];
+extern const unsigned int plugin_version;
+extern const unsigned int spank_plugin_version;
+SPANK_PLUGIN(composer, 1)
+}
+
+namespace cs = composer::slurm;
+
+namespace {
+
+// Options as seen before submission (sbatch/srun/salloc): validated in the callback so bad
+// syntax is refused before the job reaches slurmctld.
+cs::JobOptions g_options;
+
+int option_callback(int val, const char* optarg, int /*remote*/) {
+  try {
+    const std::string_view name = cs::kAllOptions[val];
+    composer::Status s = cs::apply_option(name, optarg == nullptr ? "" : optarg, &g_options);
+    if (!s) {
+      slurm_error("composer: %s", s.error().message.c_str());
+      return -1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    slurm_error("composer: option: %s", e.what());
+  }
+  return -1;
+}
+
+struct spank_option g_spank_options[] = {
+    {const_cast<char*>("compose-gpus"), const_cast<char*>("[MODEL:]N"),
+     const_cast<char*>("Attach N pooled GPUs (of MODEL) to each node of the job."), 1, 0,
+     option_callback},
+    {const_cast<char*>("compose-mem"), const_cast<char*>("SIZE"),
+     const_cast<char*>("Attach SIZE of pooled CXL memory (K/M/G/T) to each node of the job."), 1, 1,
+     option_callback},
+    {const_cast<char*>("compose-nvme"), const_cast<char*>("N"),
+     const_cast<char*>("Attach N pooled NVMe drives to each node of the job."), 1, 2,
+     option_callback},
+    {const_cast<char*>("workload"), const_cast<char*>("CLASS"),
+     const_cast<char*>("Workload class of the job for the pool's policies (e.g. training)."), 1, 3,
+     option_callback},
+};
+
+composer::Expected<cs::SpankConfig> load_config(int ac, char** av) {
+  std::vector<std::string> args;
+  for (int i = 0; i < ac; ++i) args.emplace_back(av[i] == nullptr ? "" : av[i]);
+  composer::Expected<cs::SpankConfig> config = cs::parse_plugstack_args(args);
+  if (!config) slurm_error("composer: refusing to load: %s", config.error().message.c_str());
+  return config;
+}
+
+// Runs `body`, turning exceptions into a logged error and -1.
+template <typename F>
+int guarded(const char* hook, F&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    slurm_error("composer: %s: %s", hook, e.what());
+  } catch (...) {
+    slurm_error("composer: %s: unknown exception", hook);
+  }
+  return -1;
+}
+
+}  // namespace
+
+namespace composer::slurm {
+struct spank_option* find_spank_option(std::string_view name) {
+  for (struct spank_option& o : g_spank_options) {
+    if (name == o.name) return &o;
+  }
+  return nullptr;
+}
+}  // namespace composer::slurm
+
+extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
+  return guarded(__func__, [&] {
+    if (!load_config(ac, av)) return -1;
+    const spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR) return 0;
+    for (struct spank_option& o : g_spank_options) {
+      if (spank_err_t err = spank_option_register(sp, &o); err != ESPANK_SUCCESS) {
+        slurm_error("composer: cannot register --%s: %s", o.name, spank_strerror(err));
+        return -1;
+      }
+    }
+    return 0;
+  });
+}
+
+extern "C" int slurm_spank_task_init(spank_t sp, int ac, char** av) {
+  return guarded(__func__, [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    composer::Expected<cs::SpankConfig> config = load_config(ac, av);
+    if (!config) return -1;
+    cs::SpankJobContext ctx(sp);
+    return cs::task_init(ctx, *config) ? 0 : -1;
+  });
+}
+
+extern "C" int slurm_spank_job_prolog(spank_t sp, int ac, char** av) {
+  return guarded(__func__, [&] {
+    if (spank_context() != S_CTX_JOB_SCRIPT) return 0;
+    composer::Expected<cs::SpankConfig> config = load_config(ac, av);
+    if (!config) return -1;
+    cs::SpankJobContext ctx(sp);
+    cs::ClientComposerApi api(*config);
+    return cs::job_prolog(ctx, api, *config) ? 0 : -1;
+  });
+}
+
+extern "C" int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
+  return guarded(__func__, [&] {
+    if (spank_context() != S_CTX_JOB_SCRIPT) return 0;
+    composer::Expected<cs::SpankConfig> config = load_config(ac, av);
+    if (!config) return -1;
+    cs::SpankJobContext ctx(sp);
+    cs::ClientComposerApi api(*config);
+    return cs::job_epilog(ctx, api, *config) ? 0 : -1;
+  });
+}

@@ -1,0 +1,81 @@
+// Fakes for the SPANK plugin's two seams.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "composer/slurm/job_context.h"
+
+namespace composer::slurm::testing {
+
+class FakeJob : public JobContext {
+ public:
+  uint32_t id = 4711;
+  uint32_t user_id = 1000;
+  std::string node_name = "node1";
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> options;
+  std::vector<std::string> infos;
+  std::vector<std::string> errors;
+
+  Expected<uint32_t> job_id() override { return id; }
+  Expected<uint32_t> uid() override { return user_id; }
+  std::string node() override { return node_name; }
+  std::optional<std::string> getenv(const std::string& name) override {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  }
+  Status setenv(const std::string& name, const std::string& value) override {
+    env[name] = value;
+    return Status::Ok();
+  }
+  std::optional<std::string> option(std::string_view name) override {
+    auto it = options.find(std::string(name));
+    if (it == options.end()) return std::nullopt;
+    return it->second;
+  }
+  void info(const std::string& line) override { infos.push_back(line); }
+  void error(const std::string& line) override { errors.push_back(line); }
+};
+
+class FakeComposer : public ComposerApi {
+ public:
+  std::optional<Error> compose_error;
+  std::optional<Error> release_error;
+  std::vector<Device> devices;
+  std::vector<ComposeCall> composed;
+  std::vector<std::pair<uint32_t, std::string>> released;
+
+  Expected<Composition> compose(const ComposeCall& call) override {
+    composed.push_back(call);
+    if (compose_error) return *compose_error;
+    Composition c;
+    c.id = 12;
+    c.job_id = call.job_id;
+    c.node = call.node;
+    c.request = call.request;
+    c.state = CompositionState::kReady;
+    c.devices = devices;
+    return c;
+  }
+  Expected<bool> release(uint32_t job_id, const std::string& node) override {
+    released.emplace_back(job_id, node);
+    if (release_error) return *release_error;
+    return true;
+  }
+};
+
+inline Device device(const std::string& id, DeviceType type, const std::string& address,
+                     uint64_t capacity = 0) {
+  Device d;
+  d.id = id;
+  d.type = type;
+  d.address = address;
+  d.capacity_bytes = capacity;
+  return d;
+}
+
+}  // namespace composer::slurm::testing

@@ -1,0 +1,114 @@
+#include "composer/slurm/options.h"
+
+#include <gtest/gtest.h>
+
+#include "composer/common/units.h"
+
+namespace composer::slurm {
+namespace {
+
+Status apply(std::string_view name, std::string_view value, JobOptions* o) {
+  return apply_option(name, value, o);
+}
+
+TEST(Options, ParsesGpusWithAndWithoutModel) {
+  JobOptions o;
+  ASSERT_TRUE(apply("compose-gpus", "2", &o));
+  EXPECT_EQ(o.request.gpus, 2u);
+  EXPECT_EQ(o.request.gpu_model, "");
+  ASSERT_TRUE(apply("compose-gpus", "A100-80G:4", &o));
+  EXPECT_EQ(o.request.gpus, 4u);
+  EXPECT_EQ(o.request.gpu_model, "A100-80G");
+  EXPECT_TRUE(o.composes());
+}
+
+TEST(Options, ParsesMemoryNvmeAndWorkload) {
+  JobOptions o;
+  ASSERT_TRUE(apply("compose-mem", "64G", &o));
+  ASSERT_TRUE(apply("compose-nvme", "1", &o));
+  ASSERT_TRUE(apply("workload", "training", &o));
+  EXPECT_EQ(o.request.mem_bytes, 64 * kGiB);
+  EXPECT_EQ(o.request.nvme, 1u);
+  EXPECT_EQ(o.workload, "training");
+  EXPECT_EQ(describe(o), "compose-mem=64G compose-nvme=1 workload=training");
+}
+
+TEST(Options, WorkloadAloneComposesNothing) {
+  JobOptions o;
+  ASSERT_TRUE(apply("workload", "inference", &o));
+  EXPECT_FALSE(o.composes());
+}
+
+TEST(Options, BadGpuValuesNameFlagValueAndRule) {
+  for (const char* bad : {"two", "-1", "65", "A100:", ":2", "A 100:2", "2.5", "", "A100:0"}) {
+    JobOptions o;
+    Status s = apply("compose-gpus", bad, &o);
+    ASSERT_FALSE(s) << bad;
+    EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(s.error().message.rfind("--compose-gpus=" + std::string(bad) + ": ", 0), 0u)
+        << s.error().message;
+  }
+  JobOptions o;
+  Status s = apply("compose-gpus", "two", &o);
+  EXPECT_NE(s.error().message.find("[MODEL:]N"), std::string::npos);
+  EXPECT_NE(s.error().message.find("0 to 64"), std::string::npos);
+}
+
+TEST(Options, BadMemoryExplainsTheSizeRule) {
+  JobOptions o;
+  Status s = apply("compose-mem", "64X", &o);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message.rfind("--compose-mem=64X: ", 0), 0u);
+  EXPECT_NE(s.error().message.find("K, M, G or T"), std::string::npos);
+  EXPECT_FALSE(apply("compose-mem", "0", &o));
+  EXPECT_FALSE(apply("compose-mem", "-4G", &o));
+  EXPECT_FALSE(apply("compose-mem", "2048T", &o));
+}
+
+TEST(Options, BadNvmeAndWorkload) {
+  JobOptions o;
+  Status s = apply("compose-nvme", "x", &o);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message, "--compose-nvme=x: expected a whole number of drives from 0 to 64");
+  s = apply("workload", "bad class", &o);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message.rfind("--workload=bad class: expected a class name", 0), 0u);
+  EXPECT_FALSE(apply("workload", "", &o));
+}
+
+TEST(Options, UnknownOptionIsRefused) {
+  JobOptions o;
+  Status s = apply("compose-fpga", "1", &o);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("--compose-fpga is not an option"), std::string::npos);
+}
+
+TEST(Options, SpankEnvNamesReplaceDashes) {
+  EXPECT_EQ(spank_env_name("compose-gpus"), "_SLURM_SPANK_OPTION_composer_compose_gpus");
+  EXPECT_EQ(spank_env_name("workload"), "_SLURM_SPANK_OPTION_composer_workload");
+}
+
+TEST(Options, ReadsSpankEnvIgnoringOtherPlugins) {
+  Expected<JobOptions> o = options_from_spank_env({
+      "_SLURM_SPANK_OPTION_composer_compose_gpus=H100:2",
+      "_SLURM_SPANK_OPTION_composer_compose_mem=1T",
+      "_SLURM_SPANK_OPTION_pyxis_container_image=ubuntu",
+      "_SLURM_SPANK_OPTION_composer_workload=training",
+  });
+  ASSERT_TRUE(o) << o.error();
+  EXPECT_EQ(o->request.gpus, 2u);
+  EXPECT_EQ(o->request.gpu_model, "H100");
+  EXPECT_EQ(o->request.mem_bytes, kTiB);
+  EXPECT_EQ(o->request.nvme, 0u);
+  EXPECT_EQ(o->workload, "training");
+}
+
+TEST(Options, SpankEnvIsValidatedAgain) {
+  Expected<JobOptions> o =
+      options_from_spank_env({"_SLURM_SPANK_OPTION_composer_compose_nvme=999"});
+  ASSERT_FALSE(o);
+  EXPECT_EQ(o.error().message.rfind("--compose-nvme=999: ", 0), 0u);
+}
+
+}  // namespace
+}  // namespace composer::slurm

@@ -1,0 +1,67 @@
+#include "composer/slurm/plugin_config.h"
+
+#include <gtest/gtest.h>
+
+namespace composer::slurm {
+namespace {
+
+TEST(PlugstackArgs, DefaultsWithoutArguments) {
+  Expected<SpankConfig> c = parse_plugstack_args({});
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->sysfs_root, "/sys");
+  EXPECT_EQ(c->proc_root, "/proc");
+  EXPECT_EQ(c->host_check, HostCheck::kWait);
+  EXPECT_EQ(c->on_unavailable, OnUnavailable::kDrain);
+}
+
+TEST(PlugstackArgs, ParsesEveryArgument) {
+  Expected<SpankConfig> c = parse_plugstack_args(
+      {"server=http://10.0.0.1:6830", "timeout=30", "connect_timeout=2", "retries=5",
+       "backoff_ms=250", "state_dir=/var/run/composer/", "munge_socket=/run/m/munge.socket",
+       "sysfs_root=/tmp/fake/sys", "proc_root=/tmp/fake/proc", "host_check=rescan", "host_wait=5",
+       "busy_wait=0", "on_unavailable=fail_job"});
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->server, "http://10.0.0.1:6830");
+  EXPECT_EQ(c->timeout_s, 30u);
+  EXPECT_EQ(c->connect_timeout_s, 2u);
+  EXPECT_EQ(c->retries, 5u);
+  EXPECT_EQ(c->backoff_ms, 250u);
+  EXPECT_EQ(c->state_dir, "/var/run/composer");
+  EXPECT_EQ(c->munge_socket, "/run/m/munge.socket");
+  EXPECT_EQ(c->sysfs_root, "/tmp/fake/sys");
+  EXPECT_EQ(c->proc_root, "/tmp/fake/proc");
+  EXPECT_EQ(c->host_check, HostCheck::kRescan);
+  EXPECT_EQ(c->host_wait_s, 5u);
+  EXPECT_EQ(c->busy_wait_s, 0u);
+  EXPECT_EQ(c->on_unavailable, OnUnavailable::kFailJob);
+}
+
+TEST(PlugstackArgs, UnknownArgumentIsNamed) {
+  Expected<SpankConfig> c = parse_plugstack_args({"server=http://h:1", "colour=blue"});
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("'colour=blue'"), std::string::npos) << c.error();
+  EXPECT_NE(c.error().message.find("unknown argument 'colour'"), std::string::npos);
+  EXPECT_NE(c.error().message.find("sysfs_root"), std::string::npos) << "lists the known keys";
+}
+
+TEST(PlugstackArgs, BadValuesAreNamed) {
+  struct Case {
+    const char* arg;
+    const char* rule;
+  };
+  for (const Case& k :
+       {Case{"timeout=0", "from 1 to 3600"}, Case{"timeout=abc", "from 1 to"},
+        Case{"retries=100", "from 0 to 20"}, Case{"state_dir=relative/dir", "absolute path"},
+        Case{"sysfs_root=", "absolute path"}, Case{"host_check=maybe", "wait, rescan or off"},
+        Case{"on_unavailable=ignore", "drain or fail_job"}, Case{"server=ftp://x", "http://"},
+        Case{"noequals", "key=value"}}) {
+    Expected<SpankConfig> c = parse_plugstack_args({k.arg});
+    ASSERT_FALSE(c) << k.arg;
+    EXPECT_NE(c.error().message.find(std::string("'") + k.arg + "'"), std::string::npos)
+        << c.error();
+    EXPECT_NE(c.error().message.find(k.rule), std::string::npos) << c.error();
+  }
+}
+
+}  // namespace
+}  // namespace composer::slurm

@@ -1,0 +1,206 @@
+#include "composer/api/snapshot.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <json/reader.h>
+
+#include "composer/common/units.h"
+#include "composer/slurm/snapshot_cache.h"
+#include "composer/slurm/submit_config.h"
+#include "temp_dir.h"
+
+namespace composer::slurm {
+namespace {
+
+using testing::TempDir;
+
+api::PoolSnapshot sample() {
+  api::PoolSnapshot s;
+  s.generated_ms = 1700000000000;
+  s.gpu.total = 8;
+  s.gpu.models = {{"A100-80G", 8}};
+  s.gpu.max_node_slots = 4;
+  s.mem.total = 2;
+  s.mem.total_bytes = 256 * kGiB;
+  s.mem.largest_bytes = 128 * kGiB;
+  s.mem.max_node_slots = 2;
+  s.nvme.total = 4;
+  s.nvme.max_node_slots = 2;
+  api::WorkloadClass c;
+  c.name = "training";
+  c.cap_licenses = {{"gpu", "training_gpu_cap"}};
+  c.max = {{"gpu", 6}};
+  s.workload_classes = {c};
+  s.blocker_reservations = {"night_block_training"};
+  return s;
+}
+
+Json::Value parse(const std::string& text) {
+  Json::Value v;
+  std::string errs;
+  std::istringstream in(text);
+  EXPECT_TRUE(Json::parseFromStream(Json::CharReaderBuilder(), in, &v, &errs)) << errs;
+  return v;
+}
+
+TEST(Snapshot, RoundTripsThroughAFile) {
+  TempDir tmp;
+  ASSERT_TRUE(api::write_snapshot(tmp / "snapshot.json", sample()));
+  Expected<api::PoolSnapshot> back = api::read_snapshot(tmp / "snapshot.json");
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(*back, sample());
+  struct stat st {};
+  ASSERT_EQ(::stat((tmp / "snapshot.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  // No temporary file is left behind.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(tmp.path()), {}), 1);
+}
+
+TEST(Snapshot, MakeSnapshotSumsRowsAndTakesTheLargestSlots) {
+  std::vector<PoolRow> rows(3);
+  rows[0].type = DeviceType::kGpu;
+  rows[0].model = "A100-80G";
+  rows[0].total = 6;
+  rows[0].failed = 1;
+  rows[1].type = DeviceType::kGpu;
+  rows[1].model = "H100";
+  rows[1].total = 2;
+  rows[2].type = DeviceType::kMem;
+  rows[2].model = "CXL-DDR5";
+  rows[2].total = 4;
+  rows[2].total_bytes = 512 * kGiB;
+  std::vector<Host> hosts(2);
+  hosts[0].gpu_slots = 2;
+  hosts[1].gpu_slots = 4;
+  hosts[1].mem_slots = 2;
+  api::PoolSnapshot s = api::make_snapshot(rows, hosts, 42);
+  EXPECT_EQ(s.generated_ms, 42);
+  EXPECT_EQ(s.gpu.total, 7u);
+  EXPECT_EQ(s.gpu.models.at("A100-80G"), 5u);
+  EXPECT_EQ(s.gpu.models.at("H100"), 2u);
+  EXPECT_EQ(s.gpu.max_node_slots, 4u);
+  EXPECT_EQ(s.mem.total_bytes, 512 * kGiB);
+  EXPECT_EQ(s.mem.largest_bytes, 128 * kGiB);
+  EXPECT_EQ(s.mem.max_node_slots, 2u);
+  EXPECT_EQ(s.nvme.total, 0u);
+}
+
+TEST(Snapshot, ReaderIgnoresUnknownFieldsButNotWrongTypes) {
+  Expected<api::PoolSnapshot> s = api::snapshot_from_json(
+      parse(R"({"version":1,"future":true,"pools":{"gpu":{"total":3,"colour":"red"}}})"));
+  ASSERT_TRUE(s) << s.error();
+  EXPECT_EQ(s->gpu.total, 3u);
+  s = api::snapshot_from_json(parse(R"({"version":1,"pools":{"gpu":{"total":-3}}})"));
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message,
+            "snapshot: pools.gpu.total must be a whole number from 0 to 4294967295");
+  s = api::snapshot_from_json(parse(R"({"version":2})"));
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("version 2 is not supported"), std::string::npos);
+  s = api::snapshot_from_json(
+      parse(R"({"version":1,"workload_classes":[{"name":"t","cap_licenses":{"fpga":"x"}}]})"));
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("workload_classes[0].cap_licenses.fpga is not a pooled type"),
+            std::string::npos);
+}
+
+TEST(Snapshot, MissingAndBrokenFilesSaySo) {
+  TempDir tmp;
+  Expected<api::PoolSnapshot> s = api::read_snapshot(tmp / "none.json");
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kNotFound);
+  tmp.write("bad.json", "{not json");
+  s = api::read_snapshot(tmp / "bad.json");
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.error().message.find("not valid JSON"), std::string::npos);
+}
+
+TEST(SnapshotCache, ReadsOnceAndAgainOnlyWhenTheFileChanges) {
+  TempDir tmp;
+  const std::string path = tmp / "snapshot.json";
+  SnapshotCache cache(path, 0, [] { return int64_t{0}; });
+  SnapshotCache::View v = cache.get();
+  EXPECT_FALSE(v.snapshot);
+  EXPECT_NE(v.problem.find("no pool snapshot at " + path), std::string::npos);
+
+  api::PoolSnapshot s = sample();
+  ASSERT_TRUE(api::write_snapshot(path, s));
+  v = cache.get();
+  ASSERT_TRUE(v.snapshot) << v.problem;
+  EXPECT_EQ(v.snapshot->gpu.total, 8u);
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(cache.get().snapshot);
+  EXPECT_EQ(cache.reads(), 1u);
+
+  s.gpu.total = 16;
+  ASSERT_TRUE(api::write_snapshot(path, s));  // a new inode: changed even within one tick
+  v = cache.get();
+  ASSERT_TRUE(v.snapshot);
+  EXPECT_EQ(v.snapshot->gpu.total, 16u);
+  EXPECT_EQ(cache.reads(), 2u);
+
+  tmp.write("snapshot.json", "garbage");
+  v = cache.get();
+  EXPECT_FALSE(v.snapshot);
+  EXPECT_NE(v.problem.find("not valid JSON"), std::string::npos);
+}
+
+TEST(SnapshotCache, OldSnapshotsCountAsMissing) {
+  TempDir tmp;
+  const std::string path = tmp / "snapshot.json";
+  int64_t now = sample().generated_ms + 30'000;
+  SnapshotCache cache(path, 60, [&now] { return now; });
+  ASSERT_TRUE(api::write_snapshot(path, sample()));
+  EXPECT_TRUE(cache.get().snapshot);
+  now += 60'000;
+  SnapshotCache::View v = cache.get();
+  EXPECT_FALSE(v.snapshot);
+  EXPECT_NE(v.problem.find("is 90 s old (JobSubmitSnapshotMaxAge=60)"), std::string::npos)
+      << v.problem;
+}
+
+TEST(SubmitConfig, DefaultsWithoutFile) {
+  TempDir tmp;
+  Expected<SubmitConfig> c = read_submit_config(tmp / "none.conf");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->snapshot_path, "/var/lib/slurm-composer/snapshot.json");
+  EXPECT_FALSE(c->refuse_without_snapshot);
+}
+
+TEST(SubmitConfig, ReadsOurKeysAndIgnoresComposerdsOwn) {
+  TempDir tmp;
+  tmp.write("composer.conf",
+            "# composerd\nListenPort=6830\nstatedir = /srv/composer  # comment\n"
+            "JobSubmitSnapshotMissing=refuse\nJobSubmitSnapshotMaxAge=300\n");
+  Expected<SubmitConfig> c = read_submit_config(tmp / "composer.conf");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->snapshot_path, "/srv/composer/snapshot.json");
+  EXPECT_TRUE(c->refuse_without_snapshot);
+  EXPECT_EQ(c->snapshot_max_age_s, 300u);
+  tmp.write("composer.conf", "StateDir=/srv/composer\nJobSubmitSnapshot=/etc/snap.json\n");
+  c = read_submit_config(tmp / "composer.conf");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->snapshot_path, "/etc/snap.json");
+}
+
+TEST(SubmitConfig, BadValuesNameFileLineAndKey) {
+  TempDir tmp;
+  tmp.write("composer.conf", "StateDir=/x\nJobSubmitSnapshotMissing=maybe\n");
+  Expected<SubmitConfig> c = read_submit_config(tmp / "composer.conf");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message, tmp / "composer.conf" +
+                                   ":2: JobSubmitSnapshotMissing=maybe: expected accept or refuse");
+  tmp.write("composer.conf", "JobSubmitSnapshot=relative.json\n");
+  c = read_submit_config(tmp / "composer.conf");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("JobSubmitSnapshot=relative.json: expected an absolute path"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace composer::slurm

@@ -1,0 +1,304 @@
+#include "composer/slurm/spank_core.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "composer/common/units.h"
+#include "composer/slurm/job_state.h"
+#include "fakes.h"
+#include "temp_dir.h"
+
+namespace composer::slurm {
+namespace {
+
+using testing::device;
+using testing::FakeComposer;
+using testing::FakeJob;
+using testing::TempDir;
+namespace fs = std::filesystem;
+
+class SpankCoreTest : public ::testing::Test {
+ protected:
+  SpankCoreTest() {
+    config.state_dir = tmp / "state";
+    config.sysfs_root = tmp / "sys";
+    config.proc_root = tmp / "proc";
+    config.host_wait_s = 1;
+    config.busy_wait_s = 0;
+    config.retries = 3;
+    tmp.write("sys/bus/pci/rescan", "");
+    job.options = {{"compose-gpus", "2"}, {"compose-mem", "64G"}, {"workload", "training"}};
+    job.env = {{"SLURM_JOB_USER", "alice"}, {"SLURM_JOB_ACCOUNT", "physics"}};
+    api.devices = {device("gpu-00", DeviceType::kGpu, "0000:41:00.0"),
+                   device("gpu-01", DeviceType::kGpu, "0000:42:00.0"),
+                   device("mem-00", DeviceType::kMem, "node2", 64 * kGiB)};
+  }
+
+  // What a kernel would show once the devices are attached.
+  void show_devices() {
+    tmp.write("sys/bus/pci/devices/0000:41:00.0/vendor", "0x10de\n");
+    tmp.write("sys/bus/pci/devices/0000:41:00.0/class", "0x030200\n");
+    tmp.write("sys/bus/pci/devices/0000:42:00.0/vendor", "0x10de\n");
+    tmp.write("sys/bus/pci/devices/0000:42:00.0/class", "0x030200\n");
+    fs::create_directories(tmp / "sys/devices/system/node/node2");
+  }
+
+  std::optional<JobState> state() {
+    Expected<std::optional<JobState>> s = read_job_state(config.state_dir, job.id);
+    EXPECT_TRUE(s) << s.error();
+    return s ? *s : std::nullopt;
+  }
+
+  TempDir tmp;
+  SpankConfig config;
+  FakeJob job;
+  FakeComposer api;
+};
+
+TEST_F(SpankCoreTest, PrologComposesRescansAndRecordsDevices) {
+  show_devices();
+  ASSERT_TRUE(job_prolog(job, api, config));
+  ASSERT_EQ(api.composed.size(), 1u);
+  const ComposeCall& call = api.composed[0];
+  EXPECT_EQ(call.job_id, 4711u);
+  EXPECT_EQ(call.node, "node1");
+  EXPECT_EQ(call.uid, 1000u);
+  EXPECT_EQ(call.user, "alice");
+  EXPECT_EQ(call.account, "physics");
+  EXPECT_EQ(call.workload, "training");
+  EXPECT_EQ(call.request.gpus, 2u);
+  EXPECT_EQ(call.request.mem_bytes, 64 * kGiB);
+  EXPECT_EQ(tmp.read("sys/bus/pci/rescan"), "1\n");
+  std::optional<JobState> s = state();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->composition_id, 12);
+  EXPECT_EQ(s->devices.size(), 3u);
+  EXPECT_EQ(s->error, "");
+  EXPECT_EQ(s->cuda_visible_devices, "0,1");
+  ASSERT_EQ(job.infos.size(), 1u);
+  EXPECT_NE(job.infos[0].find("job 4711 on node node1: attached gpu-00@0000:41:00.0"),
+            std::string::npos);
+}
+
+TEST_F(SpankCoreTest, CudaIndicesCountOtherGpusOfTheHost) {
+  show_devices();
+  // A local GPU sorts before the composed ones; a non-NVIDIA device does not count.
+  tmp.write("sys/bus/pci/devices/0000:01:00.0/vendor", "0x10de\n");
+  tmp.write("sys/bus/pci/devices/0000:01:00.0/class", "0x030000\n");
+  tmp.write("sys/bus/pci/devices/0000:02:00.0/vendor", "0x8086\n");
+  tmp.write("sys/bus/pci/devices/0000:02:00.0/class", "0x030000\n");
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_EQ(state()->cuda_visible_devices, "1,2");
+}
+
+TEST_F(SpankCoreTest, PrologDoesNothingForJobsThatComposeNothing) {
+  job.options = {{"workload", "training"}};
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_TRUE(api.composed.empty());
+  EXPECT_FALSE(state());
+  EXPECT_TRUE(job.errors.empty());
+}
+
+TEST_F(SpankCoreTest, PrologFailsWhenTheHostNeverShowsTheDevices) {
+  // Nothing appears after the rescan: a node or fabric fault, so the prolog fails.
+  Status s = job_prolog(job, api, config);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kTimeout);
+  ASSERT_EQ(job.errors.size(), 1u);
+  EXPECT_NE(job.errors[0].find("job 4711 on node node1"), std::string::npos);
+  EXPECT_NE(job.errors[0].find("gpu-00 (" + tmp.path() + "/sys/bus/pci/devices/0000:41:00.0)"),
+            std::string::npos)
+      << job.errors[0];
+  // The epilog must still find what to release.
+  EXPECT_EQ(state()->devices.size(), 3u);
+}
+
+TEST_F(SpankCoreTest, HostCheckRescanDoesNotWait) {
+  config.host_check = HostCheck::kRescan;
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_EQ(tmp.read("sys/bus/pci/rescan"), "1\n");
+  EXPECT_EQ(state()->cuda_visible_devices, "0,1");
+}
+
+TEST_F(SpankCoreTest, HostCheckOffTouchesNothing) {
+  config.host_check = HostCheck::kOff;
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_EQ(tmp.read("sys/bus/pci/rescan"), "");
+}
+
+TEST_F(SpankCoreTest, FabricFaultFailsThePrologWithOneLine) {
+  api.compose_error = Error{ErrorCode::kFabric, "switch z1 refused the attach"};
+  Status s = job_prolog(job, api, config);
+  ASSERT_FALSE(s);
+  ASSERT_EQ(job.errors.size(), 1u);
+  EXPECT_NE(job.errors[0].find("job 4711 on node node1"), std::string::npos);
+  EXPECT_NE(job.errors[0].find("switch z1 refused the attach"), std::string::npos);
+  EXPECT_FALSE(state());
+}
+
+TEST_F(SpankCoreTest, UnavailableDrainsByDefault) {
+  api.compose_error = Error{ErrorCode::kUnavailable, "cannot connect to http://127.0.0.1:6830"};
+  ASSERT_FALSE(job_prolog(job, api, config));
+  ASSERT_EQ(job.errors.size(), 1u);
+  EXPECT_NE(job.errors[0].find("on_unavailable=drain"), std::string::npos);
+  EXPECT_NE(job.errors[0].find("after 3 retries"), std::string::npos);
+}
+
+TEST_F(SpankCoreTest, UnavailableCanFailTheJobInstead) {
+  config.on_unavailable = OnUnavailable::kFailJob;
+  api.compose_error = Error{ErrorCode::kUnavailable, "cannot connect"};
+  ASSERT_TRUE(job_prolog(job, api, config));
+  std::optional<JobState> s = state();
+  ASSERT_TRUE(s);
+  EXPECT_NE(s->error.find("cannot connect"), std::string::npos);
+  // The task hook then refuses to start the job's steps.
+  Status t = task_init(job, config);
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find("job 4711 on node node1 cannot run"), std::string::npos);
+  EXPECT_EQ(job.env.count("CUDA_VISIBLE_DEVICES"), 0u);
+}
+
+TEST_F(SpankCoreTest, InsufficientPoolFailsTheJobNotTheNode) {
+  api.compose_error = Error{ErrorCode::kInsufficient, "gpu: asked 2, 1 free"};
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_NE(state()->error.find("gpu: asked 2, 1 free"), std::string::npos);
+  EXPECT_FALSE(task_init(job, config));
+}
+
+TEST_F(SpankCoreTest, BadOptionValueFailsTheJobNotTheNode) {
+  job.options["compose-gpus"] = "lots";
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_TRUE(api.composed.empty());
+  EXPECT_NE(state()->error.find("--compose-gpus=lots"), std::string::npos);
+}
+
+TEST_F(SpankCoreTest, TaskExportsTheDevices) {
+  show_devices();
+  api.devices.push_back(device("nvme-07", DeviceType::kNvme, "0000:81:00.0"));
+  tmp.write("sys/bus/pci/devices/0000:81:00.0/vendor", "0x144d\n");
+  ASSERT_TRUE(job_prolog(job, api, config));
+  FakeJob task;
+  task.options = job.options;
+  ASSERT_TRUE(task_init(task, config));
+  EXPECT_EQ(task.env["CUDA_VISIBLE_DEVICES"], "0,1");
+  EXPECT_EQ(task.env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
+  EXPECT_EQ(task.env["COMPOSER_GPUS"], "gpu-00,gpu-01");
+  EXPECT_EQ(task.env["COMPOSER_MEM_NUMA"], "2");
+  EXPECT_EQ(task.env["COMPOSER_NVME"], "nvme-07");
+}
+
+TEST_F(SpankCoreTest, MemoryWithoutNumaNodeExportsItsSize) {
+  config.host_check = HostCheck::kOff;
+  api.devices = {device("mem-00", DeviceType::kMem, "", 32 * kGiB),
+                 device("mem-01", DeviceType::kMem, "", 32 * kGiB)};
+  ASSERT_TRUE(job_prolog(job, api, config));
+  FakeJob task;
+  ASSERT_TRUE(task_init(task, config));
+  EXPECT_EQ(task.env["COMPOSER_MEM_NUMA"], "64G");
+  EXPECT_EQ(task.env.count("CUDA_VISIBLE_DEVICES"), 0u);
+  EXPECT_EQ(task.env["COMPOSER_GPUS"], "");
+}
+
+TEST_F(SpankCoreTest, TaskOfAJobWithoutCompositionSetsNothing) {
+  FakeJob task;
+  ASSERT_TRUE(task_init(task, config));
+  EXPECT_TRUE(task.env.empty());
+}
+
+TEST_F(SpankCoreTest, TaskFailsWhenThePrologLeftNoRecord) {
+  FakeJob task;
+  task.options = job.options;
+  Status s = task_init(task, config);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("left no record"), std::string::npos);
+}
+
+TEST_F(SpankCoreTest, EpilogRemovesFromHostReleasesAndForgets) {
+  show_devices();
+  ASSERT_TRUE(job_prolog(job, api, config));
+  ASSERT_TRUE(job_epilog(job, api, config));
+  EXPECT_EQ(tmp.read("sys/bus/pci/devices/0000:41:00.0/remove"), "1\n");
+  EXPECT_EQ(tmp.read("sys/bus/pci/devices/0000:42:00.0/remove"), "1\n");
+  ASSERT_EQ(api.released.size(), 1u);
+  EXPECT_EQ(api.released[0], std::make_pair(4711u, std::string("node1")));
+  EXPECT_FALSE(state());
+}
+
+TEST_F(SpankCoreTest, EpilogKeepsDevicesAProcessStillHolds) {
+  show_devices();
+  ASSERT_TRUE(job_prolog(job, api, config));
+  // pid 321 has a GPU's BAR mapped through sysfs.
+  fs::create_directories(tmp / "proc/321/fd");
+  fs::create_symlink("/sys/devices/pci0000:40/0000:41:00.0/resource0", tmp / "proc/321/fd/7");
+  Status s = job_epilog(job, api, config);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("pid 321 holds gpu-00"), std::string::npos) << s.error();
+  EXPECT_TRUE(api.released.empty());
+  EXPECT_EQ(tmp.read("sys/bus/pci/devices/0000:41:00.0/remove"), "");
+  EXPECT_TRUE(state());
+}
+
+TEST_F(SpankCoreTest, EpilogWaitsForHoldersToGoAway) {
+  show_devices();
+  ASSERT_TRUE(job_prolog(job, api, config));
+  config.busy_wait_s = 5;
+  fs::create_directories(tmp / "proc/321/fd");
+  fs::create_symlink("/sys/bus/pci/devices/0000:42:00.0/config", tmp / "proc/321/fd/3");
+  std::thread exiter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    fs::remove_all(tmp / "proc/321");
+  });
+  Status s = job_epilog(job, api, config);
+  exiter.join();
+  EXPECT_TRUE(s) << s.error();
+  EXPECT_EQ(api.released.size(), 1u);
+}
+
+TEST_F(SpankCoreTest, NvidiaDeviceNodeAndNvmeNamespacesCountAsHeld) {
+  show_devices();
+  api.devices.push_back(device("nvme-07", DeviceType::kNvme, "0000:81:00.0"));
+  fs::create_directories(tmp / "sys/bus/pci/devices/0000:81:00.0/nvme/nvme3");
+  tmp.write("proc/driver/nvidia/gpus/0000:42:00.0/information", "Model: X\nDevice Minor: 5\n");
+  ASSERT_TRUE(job_prolog(job, api, config));
+  fs::create_directories(tmp / "proc/40/fd");
+  fs::create_symlink("/dev/nvidia5", tmp / "proc/40/fd/9");
+  fs::create_symlink("/dev/nvme3n1p2", tmp / "proc/40/fd/10");
+  fs::create_symlink("/dev/nvidia50", tmp / "proc/40/fd/11");  // another GPU
+  fs::create_symlink("/dev/nvme31n1", tmp / "proc/40/fd/12");  // another drive
+  Status s = job_epilog(job, api, config);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("pid 40 holds gpu-01 (/dev/nvidia5)"), std::string::npos)
+      << s.error();
+  EXPECT_NE(s.error().message.find("pid 40 holds nvme-07 (/dev/nvme3n1p2)"), std::string::npos);
+  EXPECT_EQ(s.error().message.find("nvidia50"), std::string::npos);
+  EXPECT_EQ(s.error().message.find("nvme31"), std::string::npos);
+}
+
+TEST_F(SpankCoreTest, ReleaseFailureNeverFailsTheEpilog) {
+  config.host_check = HostCheck::kOff;
+  ASSERT_TRUE(job_prolog(job, api, config));
+  api.release_error = Error{ErrorCode::kUnavailable, "composerd is down"};
+  ASSERT_TRUE(job_epilog(job, api, config));
+  ASSERT_EQ(job.errors.size(), 1u);
+  EXPECT_NE(job.errors[0].find("reconciler"), std::string::npos);
+  EXPECT_FALSE(state());
+}
+
+TEST_F(SpankCoreTest, EpilogReleasesEvenWithoutStateFile) {
+  // The prolog never got an answer (composerd down): release anyway, it is idempotent.
+  ASSERT_TRUE(job_epilog(job, api, config));
+  EXPECT_EQ(api.released.size(), 1u);
+}
+
+TEST_F(SpankCoreTest, EpilogOfAJobWithoutCompositionCallsNothing) {
+  job.options.clear();
+  ASSERT_TRUE(job_epilog(job, api, config));
+  EXPECT_TRUE(api.released.empty());
+}
+
+}  // namespace
+}  // namespace composer::slurm
