@@ -1,0 +1,67 @@
+// The reconciler: keeps composerd's records and the fabric in agreement.
+//
+// Each pass (run_once) it
+//  - settles compositions stuck in composing or releasing past their timeout;
+//  - detaches devices the fabric shows attached that no live composition owns, once they
+//    have been seen so for the grace period (a fabric-side attach composerd never made, or
+//    one left by a rollback that could not finish);
+//  - marks failed (health critical) devices recorded as attached that the fabric lost;
+//  - copies health changes reported by the fabric into the records.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "composer/common/clock.h"
+#include "composer/core/service.h"
+
+namespace composer {
+
+struct ReconcilerOptions {
+  int64_t interval_ms = 10000;
+  int64_t orphan_grace_ms = 60000;
+  int64_t stuck_after_ms = 120000;  // composing/releasing longer than this is stuck
+};
+
+struct ReconcileReport {
+  int stuck_settled = 0;
+  int orphans_detached = 0;
+  int lost_marked_failed = 0;
+  int health_changes = 0;
+  int errors = 0;
+};
+
+class Reconciler {
+ public:
+  Reconciler(CompositionService& service, const Clock& clock, ReconcilerOptions options);
+  ~Reconciler();
+  Reconciler(const Reconciler&) = delete;
+  Reconciler& operator=(const Reconciler&) = delete;
+
+  ReconcileReport run_once();
+  // Runs passes every interval on a thread of its own until stop() (or destruction).
+  void start();
+  void stop();
+
+  // Totals since start, for metrics and health.
+  ReconcileReport totals() const;
+
+ private:
+  CompositionService& service_;
+  const Clock& clock_;
+  ReconcilerOptions options_;
+  std::map<std::string, int64_t> orphan_seen_ms_;  // device id -> first seen unowned
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  ReconcileReport totals_;
+  std::thread thread_;
+};
+
+}  // namespace composer

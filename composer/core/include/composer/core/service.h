@@ -1,0 +1,120 @@
+// The composition service: compose and release a job's devices on a node, durably.
+//
+// Every fabric call is preceded by a durable record of the intent (the composition in state
+// composing or releasing, with its devices), so after a crash recover() can finish or roll
+// back whatever was under way. The in-memory Pool mirrors the store and is what allocation
+// reads; a mutex serialises allocation, while store commits and fabric calls run outside it.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "composer/common/clock.h"
+#include "composer/common/error.h"
+#include "composer/core/fabric.h"
+#include "composer/core/pool.h"
+#include "composer/db/store.h"
+#include "composer/model/model.h"
+
+namespace composer {
+
+struct ServiceOptions {
+  int64_t compose_timeout_ms = 60000;  // fabric attach, from call to devices reported attached
+  int64_t release_timeout_ms = 60000;  // fabric detach
+  int64_t poll_interval_ms = 20;       // operation status polling while a fabric call runs
+};
+
+struct ComposeInput {
+  uint32_t job_id = 0;
+  std::string node;
+  uint32_t uid = 0;
+  std::string user;
+  std::string account;
+  std::string workload;
+  Request request;
+};
+
+class CompositionService {
+ public:
+  CompositionService(db::Store& store, Fabric& fabric, const Clock& clock,
+                     ServiceOptions options = {});
+
+  // Reads the fabric's inventory into the store, then loads the pool and the live
+  // compositions from the store. Call once before serving.
+  Status start();
+  // Finishes or rolls back compositions left in composing/releasing by a previous run.
+  // Returns how many it settled.
+  Expected<int> recover();
+
+  // Idempotent: a retry for the same (job, node) and request answers the same composition.
+  Expected<Composition> compose(const ComposeInput& input);
+  // Idempotent: nullopt when the job never had a composition on the node; the released
+  // composition when it is (or already was) released.
+  Expected<std::optional<Composition>> release(uint32_t job_id, const std::string& node);
+
+  Expected<Device> drain(const std::string& device_id, const std::string& reason,
+                         const std::string& actor);
+  Expected<Device> resume(const std::string& device_id, const std::string& actor);
+
+  std::vector<PoolRow> pool_summary() const;
+  std::vector<Host> hosts() const;
+  // The pool's current view of one device.
+  std::optional<Device> pooled_device(const std::string& id) const;
+  Status check_possible(const std::string& node, const Request& request) const;
+
+  // Used by the reconciler.
+  struct LiveEntry {
+    int64_t id = 0;
+    uint32_t job_id = 0;
+    std::string node;
+    CompositionState state = CompositionState::kComposing;
+    Request request;
+    std::vector<std::string> devices;
+    int64_t since_ms = 0;  // entered its current state
+    bool busy = false;     // a compose/release call is working on it right now
+  };
+  std::vector<LiveEntry> live() const;
+  // The reconciler found a device's health changed, or the fabric lost an attachment.
+  Status mark_health(const std::string& device_id, Health health, const std::string& detail);
+  // Settles a composition nobody is working on: composing -> finish or roll back,
+  // releasing -> retry the detach. Used by recover() and the reconciler's timeouts.
+  Status settle(int64_t composition_id, bool give_up);
+
+  Fabric& fabric() { return fabric_; }
+  db::Store& store() { return store_; }
+
+ private:
+  using Key = std::pair<uint32_t, std::string>;
+
+  // Runs a fabric operation to completion or until the deadline.
+  Status wait_operation(Expected<Operation> started, int64_t deadline_ms, const char* what);
+  Status attach_devices(const std::string& node, const std::vector<std::string>& ids,
+                        int64_t timeout_ms);
+  Status detach_devices(const std::string& node, const std::vector<std::string>& ids,
+                        int64_t timeout_ms);
+  std::string fabric_host(const std::string& node) const;
+  // Waits (bounded) while the entry for `key` is busy; returns it or nullopt. Needs mu_.
+  std::optional<LiveEntry> wait_idle(std::unique_lock<std::mutex>& lock, const Key& key,
+                                     int64_t timeout_ms);
+  void forget(const Key& key, const std::vector<std::string>& free_devices);
+  Expected<Composition> fail_compose(const LiveEntry& entry, const std::string& host,
+                                     const std::string& why);
+
+  db::Store& store_;
+  Fabric& fabric_;
+  const Clock& clock_;
+  ServiceOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  Pool pool_;
+  std::map<Key, LiveEntry> live_;
+};
+
+}  // namespace composer

@@ -1,0 +1,154 @@
+#include "composer/core/reconciler.h"
+
+#include <set>
+
+#include "composer/common/log.h"
+
+namespace composer {
+
+Reconciler::Reconciler(CompositionService& service, const Clock& clock, ReconcilerOptions options)
+    : service_(service), clock_(clock), options_(options) {}
+
+Reconciler::~Reconciler() { stop(); }
+
+ReconcileReport Reconciler::run_once() {
+  ReconcileReport report;
+  const int64_t now = clock_.now_ms();
+
+  // 1. Stuck compositions.
+  for (const auto& e : service_.live()) {
+    if (e.busy || e.state == CompositionState::kReady) continue;
+    if (now - e.since_ms < options_.stuck_after_ms) continue;
+    if (auto s = service_.settle(e.id, true); s) {
+      ++report.stuck_settled;
+      log::warning("reconciler settled a stuck composition",
+                   {{"composition", std::to_string(e.id)},
+                    {"job", std::to_string(e.job_id)},
+                    {"node", e.node},
+                    {"state", std::string(to_string(e.state))}});
+    } else {
+      ++report.errors;
+    }
+  }
+
+  // 2. Records against the fabric's inventory.
+  auto inventory = service_.fabric().inventory();
+  if (!inventory) {
+    ++report.errors;
+    log::warning("reconciler could not read the fabric's inventory",
+                 {{"cause", inventory.error().message}});
+  } else {
+    std::map<std::string, std::string> host_of_node;
+    for (const auto& h : service_.hosts()) host_of_node[h.node] = h.fabric_id;
+    // device -> fabric host that should hold it, from live compositions
+    std::map<std::string, std::string> owned;
+    std::map<std::string, const CompositionService::LiveEntry*> owner;
+    const auto live = service_.live();
+    for (const auto& e : live) {
+      const auto host = host_of_node.count(e.node) ? host_of_node[e.node] : e.node;
+      for (const auto& d : e.devices) {
+        owned[d] = host;
+        owner[d] = &e;
+      }
+    }
+    // Orphans: attached in the fabric, owned by nobody (or held for another host).
+    std::set<std::string> still_orphaned;
+    for (const auto& [device, host] : inventory->attached) {
+      auto it = owned.find(device);
+      if (it != owned.end() && it->second == host) continue;
+      still_orphaned.insert(device);
+      auto [seen, inserted] = orphan_seen_ms_.emplace(device, now);
+      if (inserted || now - seen->second < options_.orphan_grace_ms) continue;
+      auto op = service_.fabric().detach(host, {device});
+      if (op && op->state != OperationState::kFailed) {
+        ++report.orphans_detached;
+        still_orphaned.erase(device);
+        log::warning("reconciler detached an orphaned device",
+                     {{"device", device}, {"host", host}});
+      } else {
+        ++report.errors;
+        log::error(
+            "reconciler could not detach an orphaned device",
+            {{"device", device}, {"host", host}, {"cause", op ? op->error : op.error().message}});
+      }
+    }
+    std::erase_if(orphan_seen_ms_,
+                  [&](const auto& kv) { return still_orphaned.count(kv.first) == 0; });
+
+    // Lost: a ready composition holds a device the fabric no longer shows on its host.
+    std::map<std::string, Health> health_now;
+    for (const auto& d : inventory->devices) health_now[d.id] = d.health;
+    for (const auto& e : live) {
+      if (e.state != CompositionState::kReady || e.busy) continue;
+      const auto& host = owned[e.devices.empty() ? "" : e.devices.front()];
+      for (const auto& d : e.devices) {
+        auto it = inventory->attached.find(d);
+        if (it != inventory->attached.end() && it->second == host) continue;
+        if (auto cur = health_now.find(d);
+            cur != health_now.end() && cur->second == Health::kCritical) {
+          continue;  // already failed
+        }
+        const std::string detail = "the fabric lost the attachment to node " + e.node +
+                                   " while job " + std::to_string(e.job_id) + " held it";
+        if (service_.mark_health(d, Health::kCritical, detail)) {
+          ++report.lost_marked_failed;
+          health_now[d] = Health::kCritical;
+          log::error("device lost by the fabric",
+                     {{"device", d}, {"node", e.node}, {"job", std::to_string(e.job_id)}});
+        } else {
+          ++report.errors;
+        }
+      }
+    }
+    // Health as the fabric reports it, where it changed (lost devices stay failed).
+    auto health = service_.fabric().health();
+    if (health) {
+      for (const auto& [id, h] : *health) {
+        auto known = service_.pooled_device(id);
+        if (!known || known->health == h) continue;
+        if (known->health == Health::kCritical && owner.count(id) &&
+            inventory->attached.count(id) == 0) {
+          continue;
+        }
+        if (service_.mark_health(id, h, "reported by the fabric")) ++report.health_changes;
+      }
+    }
+  }
+
+  std::lock_guard lock(mu_);
+  totals_.stuck_settled += report.stuck_settled;
+  totals_.orphans_detached += report.orphans_detached;
+  totals_.lost_marked_failed += report.lost_marked_failed;
+  totals_.health_changes += report.health_changes;
+  totals_.errors += report.errors;
+  return report;
+}
+
+void Reconciler::start() {
+  thread_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    while (!stopping_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms));
+      if (stopping_) break;
+      lock.unlock();
+      (void)run_once();
+      lock.lock();
+    }
+  });
+}
+
+void Reconciler::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+ReconcileReport Reconciler::totals() const {
+  std::lock_guard lock(mu_);
+  return totals_;
+}
+
+}  // namespace composer

@@ -1,0 +1,492 @@
+#include "composer/core/service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "composer/common/log.h"
+
+namespace composer {
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) {
+    if (!out.empty()) out += ',';
+    out += s;
+  }
+  return out;
+}
+
+std::vector<std::string> device_ids(const Composition& c) {
+  std::vector<std::string> ids;
+  ids.reserve(c.devices.size());
+  for (const auto& d : c.devices) ids.push_back(d.id);
+  return ids;
+}
+
+std::string where(uint32_t job_id, const std::string& node) {
+  return "job " + std::to_string(job_id) + " on node " + node;
+}
+
+}  // namespace
+
+CompositionService::CompositionService(db::Store& store, Fabric& fabric, const Clock& clock,
+                                       ServiceOptions options)
+    : store_(store), fabric_(fabric), clock_(clock), options_(options) {}
+
+Status CompositionService::start() {
+  auto inventory = fabric_.inventory();
+  if (!inventory) {
+    return Error{inventory.error().code,
+                 "reading the fabric's inventory: " + inventory.error().message};
+  }
+  if (auto s = store_.upsert_hosts(inventory->hosts); !s) return s;
+  if (auto s = store_.upsert_devices(inventory->devices); !s) return s;
+
+  auto hosts = store_.hosts();
+  if (!hosts) return hosts.error();
+  auto devices = store_.devices();
+  if (!devices) return devices.error();
+  db::CompositionFilter filter;
+  filter.live_only = true;
+  auto live = store_.compositions(filter);
+  if (!live) return live.error();
+
+  std::lock_guard lock(mu_);
+  pool_.load(*hosts, *devices);
+  live_.clear();
+  for (const auto& c : *live) {
+    LiveEntry e{.id = c.id,
+                .job_id = c.job_id,
+                .node = c.node,
+                .state = c.state,
+                .request = c.request,
+                .devices = device_ids(c),
+                .since_ms = c.updated_ms,
+                .busy = false};
+    live_.emplace(Key{c.job_id, c.node}, std::move(e));
+  }
+  log::info("pool loaded", {{"hosts", std::to_string(hosts->size())},
+                            {"devices", std::to_string(devices->size())},
+                            {"live_compositions", std::to_string(live->size())},
+                            {"fabric", std::string(fabric_.driver())}});
+  return Status::Ok();
+}
+
+Expected<int> CompositionService::recover() {
+  std::vector<int64_t> unsettled;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, e] : live_) {
+      if (e.state != CompositionState::kReady) unsettled.push_back(e.id);
+    }
+  }
+  int settled = 0;
+  for (int64_t id : unsettled) {
+    if (auto s = settle(id, false); s) {
+      ++settled;
+    } else {
+      log::warning("recovery left a composition unsettled",
+                   {{"composition", std::to_string(id)}, {"error", s.error().message}});
+    }
+  }
+  return settled;
+}
+
+std::string CompositionService::fabric_host(const std::string& node) const {
+  std::lock_guard lock(mu_);
+  const Host* h = pool_.host(node);
+  return h != nullptr ? h->fabric_id : node;
+}
+
+Status CompositionService::wait_operation(Expected<Operation> started, int64_t deadline_ms,
+                                          const char* what) {
+  if (!started) return started.error();
+  Operation op = std::move(started).value();
+  while (op.state == OperationState::kRunning) {
+    if (clock_.now_ms() >= deadline_ms) {
+      return Error{ErrorCode::kTimeout, std::string("fabric ") + what +
+                                            " did not finish in time (operation " + op.id + ")"};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(options_.poll_interval_ms));
+    auto next = fabric_.operation_status(op.id);
+    if (!next) return next.error();
+    op = std::move(next).value();
+  }
+  if (op.state == OperationState::kFailed) {
+    return Error{ErrorCode::kFabric, std::string("fabric ") + what + " failed: " + op.error};
+  }
+  return Status::Ok();
+}
+
+Status CompositionService::attach_devices(const std::string& node,
+                                          const std::vector<std::string>& ids, int64_t timeout_ms) {
+  const int64_t deadline = clock_.now_ms() + timeout_ms;
+  return wait_operation(fabric_.attach(fabric_host(node), ids), deadline, "attach");
+}
+
+Status CompositionService::detach_devices(const std::string& node,
+                                          const std::vector<std::string>& ids, int64_t timeout_ms) {
+  const int64_t deadline = clock_.now_ms() + timeout_ms;
+  return wait_operation(fabric_.detach(fabric_host(node), ids), deadline, "detach");
+}
+
+std::optional<CompositionService::LiveEntry> CompositionService::wait_idle(
+    std::unique_lock<std::mutex>& lock, const Key& key, int64_t timeout_ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    auto it = live_.find(key);
+    if (it == live_.end()) return std::nullopt;
+    if (!it->second.busy) return it->second;
+    if (changed_.wait_until(lock, until) == std::cv_status::timeout) {
+      it = live_.find(key);
+      if (it == live_.end()) return std::nullopt;
+      return it->second;  // still busy: the caller sees busy=true and answers accordingly
+    }
+  }
+}
+
+void CompositionService::forget(const Key& key, const std::vector<std::string>& free_devices) {
+  std::lock_guard lock(mu_);
+  pool_.give_back(free_devices);
+  live_.erase(key);
+  changed_.notify_all();
+}
+
+Expected<Composition> CompositionService::compose(const ComposeInput& in) {
+  if (in.request.empty()) {
+    return Error{ErrorCode::kInvalidArgument,
+                 where(in.job_id, in.node) + ": the request asks for nothing to compose"};
+  }
+  const Key key{in.job_id, in.node};
+  LiveEntry entry;
+  {
+    std::unique_lock lock(mu_);
+    auto existing = wait_idle(lock, key, options_.compose_timeout_ms);
+    if (existing) {
+      if (existing->request != in.request) {
+        return Error{ErrorCode::kConflict,
+                     where(in.job_id, in.node) + " already has a composition (" +
+                         existing->request.to_string() + ") that differs from this request (" +
+                         in.request.to_string() + ")"};
+      }
+      if (existing->busy) {
+        return Error{ErrorCode::kTimeout,
+                     where(in.job_id, in.node) + ": the composition is still being composed"};
+      }
+      lock.unlock();
+      if (existing->state == CompositionState::kReady) return store_.composition(existing->id);
+      return Error{ErrorCode::kConflict, where(in.job_id, in.node) + ": the composition is " +
+                                             std::string(to_string(existing->state)) +
+                                             ", not ready"};
+    }
+    auto picked = pool_.allocate(in.node, in.request);
+    if (!picked) {
+      return Error{picked.error().code, where(in.job_id, in.node) + ": " + picked.error().message};
+    }
+    pool_.take(in.node, *picked, 0);
+    entry = LiveEntry{.id = 0,
+                      .job_id = in.job_id,
+                      .node = in.node,
+                      .state = CompositionState::kComposing,
+                      .request = in.request,
+                      .devices = *picked,
+                      .since_ms = clock_.now_ms(),
+                      .busy = true};
+    live_[key] = entry;
+  }
+
+  // Intent first: the composition and its devices are durable before the fabric is touched.
+  Composition record;
+  record.job_id = in.job_id;
+  record.node = in.node;
+  record.uid = in.uid;
+  record.user = in.user;
+  record.account = in.account;
+  record.workload = in.workload;
+  record.request = in.request;
+  record.state = CompositionState::kComposing;
+  auto created = store_.create_composition(record, entry.devices, clock_.now_ms());
+  if (!created) {
+    forget(key, entry.devices);
+    return created.error();
+  }
+  entry.id = created->id;
+  {
+    std::lock_guard lock(mu_);
+    pool_.take(in.node, entry.devices, entry.id);
+    live_[key].id = entry.id;
+  }
+
+  const std::string host = fabric_host(in.node);
+  if (auto attached = attach_devices(in.node, entry.devices, options_.compose_timeout_ms);
+      !attached) {
+    return fail_compose(entry, host, attached.error().message);
+  }
+  auto ready = store_.transition(entry.id, CompositionState::kComposing, CompositionState::kReady,
+                                 "", clock_.now_ms(), true);
+  if (!ready) {
+    // The devices are attached but the record could not say so: roll back rather than
+    // hand out devices the ledger does not show.
+    return fail_compose(entry, host, "recording ready: " + ready.error().message);
+  }
+  {
+    std::lock_guard lock(mu_);
+    auto& e = live_[key];
+    e.state = CompositionState::kReady;
+    e.since_ms = clock_.now_ms();
+    e.busy = false;
+    changed_.notify_all();
+  }
+  log::info("composed", {{"job", std::to_string(in.job_id)},
+                         {"node", in.node},
+                         {"composition", std::to_string(entry.id)},
+                         {"devices", join(entry.devices)}});
+  return ready;
+}
+
+Expected<Composition> CompositionService::fail_compose(const LiveEntry& entry,
+                                                       const std::string& host,
+                                                       const std::string& why) {
+  const Key key{entry.job_id, entry.node};
+  // Undo whatever the fabric may have attached; a failed composition holds no devices.
+  auto undone = detach_devices(entry.node, entry.devices, options_.release_timeout_ms);
+  auto failed = store_.transition(entry.id, CompositionState::kComposing, CompositionState::kFailed,
+                                  why, clock_.now_ms(), true);
+  if (!undone) {
+    // The fabric may still hold them: keep them out of the pool until an admin looks.
+    for (const auto& id : entry.devices) {
+      const std::string reason = "detach failed while rolling back job " +
+                                 std::to_string(entry.job_id) + ": " + undone.error().message;
+      (void)store_.set_drained(id, true, reason, "composerd", clock_.now_ms());
+      std::lock_guard lock(mu_);
+      pool_.set_drained(id, true, reason);
+    }
+  }
+  forget(key, entry.devices);
+  log::error("compose failed", {{"job", std::to_string(entry.job_id)},
+                                {"node", entry.node},
+                                {"host", host},
+                                {"cause", why}});
+  if (!failed) return failed.error();
+  return Error{ErrorCode::kFabric, where(entry.job_id, entry.node) + ": " + why};
+}
+
+Expected<std::optional<Composition>> CompositionService::release(uint32_t job_id,
+                                                                 const std::string& node) {
+  const Key key{job_id, node};
+  LiveEntry entry;
+  {
+    std::unique_lock lock(mu_);
+    auto existing = wait_idle(lock, key, options_.compose_timeout_ms + options_.release_timeout_ms);
+    if (!existing) {
+      lock.unlock();
+      // Nothing live: answer the newest past composition, if any (a repeated release).
+      db::CompositionFilter filter;
+      filter.job_id = job_id;
+      filter.node = node;
+      filter.limit = 1;
+      auto past = store_.compositions(filter);
+      if (!past) return past.error();
+      if (past->empty()) return std::optional<Composition>{};
+      return std::optional<Composition>{past->front()};
+    }
+    if (existing->busy) {
+      return Error{ErrorCode::kTimeout,
+                   where(job_id, node) + ": another call is still working on this composition"};
+    }
+    entry = *existing;
+    live_[key].busy = true;
+  }
+  if (entry.state == CompositionState::kReady) {
+    auto releasing = store_.transition(entry.id, CompositionState::kReady,
+                                       CompositionState::kReleasing, "", clock_.now_ms());
+    if (!releasing) {
+      std::lock_guard lock(mu_);
+      live_[key].busy = false;
+      changed_.notify_all();
+      return releasing.error();
+    }
+    std::lock_guard lock(mu_);
+    live_[key].state = CompositionState::kReleasing;
+    live_[key].since_ms = clock_.now_ms();
+  }
+  {
+    std::lock_guard lock(mu_);
+    live_[key].busy = false;
+    changed_.notify_all();
+  }
+  // composing (left by a crash) or releasing: settle finishes it.
+  if (auto s = settle(entry.id, false); !s) return s.error();
+  auto done = store_.composition(entry.id);
+  if (!done) return done.error();
+  return std::optional<Composition>{*std::move(done)};
+}
+
+Status CompositionService::settle(int64_t composition_id, bool give_up) {
+  LiveEntry entry;
+  Key key;
+  {
+    std::lock_guard lock(mu_);
+    auto it = std::find_if(live_.begin(), live_.end(),
+                           [&](const auto& kv) { return kv.second.id == composition_id; });
+    if (it == live_.end()) return Status::Ok();  // already settled
+    if (it->second.busy) {
+      return Error{ErrorCode::kConflict,
+                   "composition " + std::to_string(composition_id) + " is being worked on"};
+    }
+    it->second.busy = true;
+    entry = it->second;
+    key = it->first;
+  }
+  auto unbusy = [&] {
+    std::lock_guard lock(mu_);
+    if (auto it = live_.find(key); it != live_.end()) it->second.busy = false;
+    changed_.notify_all();
+  };
+
+  if (entry.state == CompositionState::kReady) {
+    unbusy();
+    return Status::Ok();
+  }
+  if (entry.state == CompositionState::kRequested || entry.state == CompositionState::kComposing) {
+    // Finish if the fabric already shows every device on the host, else roll back.
+    bool all_attached = false;
+    if (!give_up) {
+      auto inv = fabric_.inventory();
+      if (inv) {
+        const std::string host = fabric_host(entry.node);
+        all_attached = std::all_of(entry.devices.begin(), entry.devices.end(), [&](const auto& id) {
+          auto it = inv->attached.find(id);
+          return it != inv->attached.end() && it->second == host;
+        });
+      }
+    }
+    if (all_attached && entry.state == CompositionState::kComposing) {
+      auto ready =
+          store_.transition(entry.id, CompositionState::kComposing, CompositionState::kReady,
+                            "finished after restart", clock_.now_ms());
+      if (!ready) {
+        unbusy();
+        return ready.error();
+      }
+      std::lock_guard lock(mu_);
+      auto& e = live_[key];
+      e.state = CompositionState::kReady;
+      e.since_ms = clock_.now_ms();
+      e.busy = false;
+      changed_.notify_all();
+      log::info("composition finished after restart", {{"composition", std::to_string(entry.id)}});
+      return Status::Ok();
+    }
+    (void)fail_compose(entry, fabric_host(entry.node),
+                       give_up ? "timed out while composing" : "rolled back after restart");
+    return Status::Ok();
+  }
+  // releasing: detach (idempotent) and record released.
+  auto detached = detach_devices(entry.node, entry.devices, options_.release_timeout_ms);
+  if (!detached) {
+    if (!give_up) {
+      unbusy();
+      log::warning("release incomplete, will retry", {{"composition", std::to_string(entry.id)},
+                                                      {"cause", detached.error().message}});
+      return Error{detached.error().code,
+                   where(entry.job_id, entry.node) +
+                       ": release incomplete, composerd will retry: " + detached.error().message};
+    }
+    const std::string why = "timed out while releasing: " + detached.error().message;
+    auto failed = store_.transition(entry.id, CompositionState::kReleasing,
+                                    CompositionState::kFailed, why, clock_.now_ms());
+    for (const auto& id : entry.devices) {
+      (void)store_.set_drained(id, true, "detach failed: " + detached.error().message, "composerd",
+                               clock_.now_ms());
+      std::lock_guard lock(mu_);
+      pool_.set_drained(id, true, "detach failed");
+    }
+    forget(key, entry.devices);
+    log::error("release gave up; devices drained",
+               {{"composition", std::to_string(entry.id)}, {"cause", why}});
+    if (!failed) return failed.error();
+    return Status::Ok();
+  }
+  auto released = store_.transition(entry.id, CompositionState::kReleasing,
+                                    CompositionState::kReleased, "", clock_.now_ms(), true);
+  if (!released) {
+    unbusy();
+    return released.error();
+  }
+  forget(key, entry.devices);
+  log::info("released", {{"job", std::to_string(entry.job_id)},
+                         {"node", entry.node},
+                         {"composition", std::to_string(entry.id)}});
+  return Status::Ok();
+}
+
+Expected<Device> CompositionService::drain(const std::string& device_id, const std::string& reason,
+                                           const std::string& actor) {
+  if (reason.empty()) {
+    return Error{ErrorCode::kInvalidArgument, "drain needs a reason, as scontrol's does"};
+  }
+  if (auto s = store_.set_drained(device_id, true, reason, actor, clock_.now_ms()); !s) {
+    return s.error();
+  }
+  {
+    std::lock_guard lock(mu_);
+    pool_.set_drained(device_id, true, reason);
+  }
+  return store_.device(device_id);
+}
+
+Expected<Device> CompositionService::resume(const std::string& device_id,
+                                            const std::string& actor) {
+  if (auto s = store_.set_drained(device_id, false, "", actor, clock_.now_ms()); !s) {
+    return s.error();
+  }
+  {
+    std::lock_guard lock(mu_);
+    pool_.set_drained(device_id, false, "");
+  }
+  return store_.device(device_id);
+}
+
+Status CompositionService::mark_health(const std::string& device_id, Health health,
+                                       const std::string& detail) {
+  if (auto s = store_.set_health(device_id, health, detail, clock_.now_ms()); !s) return s;
+  std::lock_guard lock(mu_);
+  pool_.set_health(device_id, health);
+  return Status::Ok();
+}
+
+std::vector<PoolRow> CompositionService::pool_summary() const {
+  std::lock_guard lock(mu_);
+  return pool_.summary();
+}
+
+std::vector<Host> CompositionService::hosts() const {
+  std::lock_guard lock(mu_);
+  return pool_.hosts();
+}
+
+std::optional<Device> CompositionService::pooled_device(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  const Device* d = pool_.device(id);
+  if (d == nullptr) return std::nullopt;
+  return *d;
+}
+
+Status CompositionService::check_possible(const std::string& node, const Request& request) const {
+  std::lock_guard lock(mu_);
+  return pool_.check_possible(node, request);
+}
+
+std::vector<CompositionService::LiveEntry> CompositionService::live() const {
+  std::lock_guard lock(mu_);
+  std::vector<LiveEntry> out;
+  out.reserve(live_.size());
+  for (const auto& [key, e] : live_) out.push_back(e);
+  return out;
+}
+
+}  // namespace composer

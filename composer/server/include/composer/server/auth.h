@@ -1,0 +1,37 @@
+// Who is calling: a munge credential in "Authorization: Munge <cred>", decoded by munged.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "composer/common/error.h"
+
+namespace composer::server {
+
+struct Caller {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  bool admin = false;
+};
+
+class Authenticator {
+ public:
+  Authenticator(std::string munge_socket, std::set<uint32_t> admin_uids);
+
+  // The credential must decode, must not be a replay, and its payload must be
+  // "METHOD PATH" of this very request. kUnauthenticated with the reason otherwise.
+  Expected<Caller> authenticate(std::string_view authorization, std::string_view method,
+                                std::string_view path) const;
+
+ private:
+  std::string socket_;
+  std::set<uint32_t> admins_;
+};
+
+// AdminUsers names (or numeric uids) to uids; root is always an admin.
+Expected<std::set<uint32_t>> resolve_admins(const std::vector<std::string>& names);
+
+}  // namespace composer::server

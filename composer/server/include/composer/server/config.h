@@ -1,0 +1,59 @@
+// composer.conf: slurm.conf's Key=Value style, one setting or one object per line.
+//
+//   ListenAddress=127.0.0.1
+//   ListenPort=6830
+//   StateDir=/var/lib/slurm-composer
+//   AdminUsers=root,slurm
+//   Workloads=training,inference
+//   Fabric=sim
+//   NodeName=node[01-04] Zones=z1,z2 GpuSlots=8 MemSlots=16 NvmeSlots=4
+//   DeviceGroup=gpu-a Type=gpu Model=A100-80G Zone=z1 Count=8
+//   DeviceGroup=cxl-a Type=mem Model=CXL-DDR5 Zone=z1 Count=16 Size=64G
+//
+// Keys are case-insensitive, as in slurm.conf; '#' starts a comment. An unknown key or a bad
+// value refuses the whole file with a sentence naming the file, line, key and rule.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "composer/common/error.h"
+#include "composer/common/log.h"
+#include "composer/core/sim_fabric.h"
+
+namespace composer::server {
+
+inline constexpr const char* kDefaultConfigPath = "/etc/slurm/composer.conf";
+inline constexpr int kDefaultPort = 6830;
+
+struct Config {
+  std::string path;  // where it was read from
+  std::string listen_address = "127.0.0.1";
+  int listen_port = kDefaultPort;
+  std::string state_dir = "/var/lib/slurm-composer";
+  std::string database;  // default: <state_dir>/composer.db
+  std::string snapshot;  // default: <state_dir>/snapshot.json
+  std::string log_file;  // empty: stderr
+  log::Level log_level = log::Level::kInfo;
+  std::vector<std::string> admin_users{"root"};
+  std::vector<std::string> workloads{"training", "inference"};
+  std::string munge_socket;  // empty: munge's default
+  int api_threads = 64;
+  int64_t compose_timeout_ms = 60000;
+  int64_t release_timeout_ms = 60000;
+  int64_t reconcile_interval_ms = 10000;
+  int64_t orphan_grace_ms = 60000;
+  int64_t stuck_after_ms = 180000;
+  bool durable = true;  // synchronous=FULL on the ledger
+  std::string fabric = "sim";
+  SimConfig sim;  // hosts (NodeName lines) and, for the sim fabric, DeviceGroup lines
+};
+
+Expected<Config> parse_config(std::string_view text, const std::string& path);
+Expected<Config> load_config(const std::string& path);
+
+// "node[01-03],gpu7" -> node01 node02 node03 gpu7. Refuses malformed ranges with a sentence.
+Expected<std::vector<std::string>> expand_hostlist(std::string_view expr);
+
+}  // namespace composer::server

@@ -1,0 +1,37 @@
+// composerd: the store, the fabric driver, the composition service, the reconciler and the
+// HTTP API, wired together from a Config.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "composer/common/error.h"
+#include "composer/server/config.h"
+
+namespace composer::server {
+
+class Daemon {
+ public:
+  static Expected<std::unique_ptr<Daemon>> create(const Config& config);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Binds the listen address and serves until stop(). Returns an error if it cannot bind.
+  Status run();
+  // Thread- and signal-thread-safe: stops accepting, lets running requests finish, stops
+  // the reconciler, and commits everything queued before run() returns.
+  void stop();
+
+  // Writes the pool snapshot the job_submit plugin reads.
+  void publish_snapshot();
+
+ private:
+  struct Impl;
+  explicit Daemon(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace composer::server

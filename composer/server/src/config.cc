@@ -1,0 +1,395 @@
+#include "composer/server/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "composer/common/units.h"
+
+namespace composer::server {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  size_t b = 0;
+  size_t e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(trim(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(trim(cur));
+  return out;
+}
+
+struct Pair {
+  std::string key;  // as written
+  std::string value;
+};
+
+// One line: whitespace-separated Key=Value pairs.
+Expected<std::vector<Pair>> split_pairs(std::string_view line) {
+  std::vector<Pair> pairs;
+  std::istringstream in{std::string(line)};
+  std::string word;
+  while (in >> word) {
+    auto eq = word.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Error{ErrorCode::kInvalidArgument, "'" + word + "' is not of the form Key=Value"};
+    }
+    pairs.push_back({word.substr(0, eq), word.substr(eq + 1)});
+  }
+  return pairs;
+}
+
+Expected<int64_t> parse_int(const std::string& key, const std::string& value, int64_t min,
+                            int64_t max) {
+  auto n = parse_count(value, static_cast<uint32_t>(std::min<int64_t>(max, UINT32_MAX)));
+  if (!n || *n < min) {
+    return Error{ErrorCode::kInvalidArgument,
+                 key + "=" + value + ": expected a whole number from " + std::to_string(min) +
+                     " to " + std::to_string(max)};
+  }
+  return static_cast<int64_t>(*n);
+}
+
+Expected<bool> parse_bool(const std::string& key, const std::string& value) {
+  const std::string v = lower(value);
+  if (v == "yes" || v == "true" || v == "1" || v == "on") return true;
+  if (v == "no" || v == "false" || v == "0" || v == "off") return false;
+  return Error{ErrorCode::kInvalidArgument, key + "=" + value + ": expected yes or no"};
+}
+
+Status check_name(const std::string& key, const std::string& value) {
+  if (value.empty()) return Error{ErrorCode::kInvalidArgument, key + " needs a value"};
+  for (char c : value) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
+      return Error{ErrorCode::kInvalidArgument,
+                   key + "=" + value + ": names may hold only letters, digits, '-', '_' and '.'"};
+    }
+  }
+  return Status::Ok();
+}
+
+Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std::string>& seen) {
+  auto names = expand_hostlist(pairs[0].value);
+  if (!names) return Error{ErrorCode::kInvalidArgument, "NodeName: " + names.error().message};
+  Host proto;
+  std::string fabric_host;
+  for (size_t i = 1; i < pairs.size(); ++i) {
+    const std::string k = lower(pairs[i].key);
+    const std::string& v = pairs[i].value;
+    if (k == "fabrichost") {
+      if (names->size() != 1) {
+        return Error{ErrorCode::kInvalidArgument,
+                     "FabricHost= can only be given on a NodeName line naming one node"};
+      }
+      if (auto s = check_name("FabricHost", v); !s) return s;
+      fabric_host = v;
+    } else if (k == "zones") {
+      proto.zones.clear();
+      for (const auto& z : split(v, ',')) {
+        if (auto s = check_name("Zones", z); !s) return s;
+        proto.zones.push_back(z);
+      }
+    } else if (k == "gpuslots" || k == "memslots" || k == "nvmeslots") {
+      auto n = parse_int(pairs[i].key, v, 0, 1024);
+      if (!n) return n.error();
+      (k == "gpuslots"   ? proto.gpu_slots
+       : k == "memslots" ? proto.mem_slots
+                         : proto.nvme_slots) = static_cast<uint32_t>(*n);
+    } else {
+      return Error{ErrorCode::kInvalidArgument,
+                   "unknown NodeName option '" + pairs[i].key +
+                       "' (allowed: FabricHost, Zones, GpuSlots, MemSlots, NvmeSlots)"};
+    }
+  }
+  if (proto.zones.empty()) {
+    return Error{ErrorCode::kInvalidArgument, "NodeName=" + pairs[0].value + " needs Zones="};
+  }
+  for (const auto& n : *names) {
+    if (!seen.insert(n).second) {
+      return Error{ErrorCode::kInvalidArgument, "node '" + n + "' is declared twice"};
+    }
+    Host h = proto;
+    h.node = n;
+    h.fabric_id = fabric_host.empty() ? n : fabric_host;
+    cfg.sim.hosts.push_back(std::move(h));
+  }
+  return Status::Ok();
+}
+
+Status parse_group_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std::string>& seen) {
+  SimConfig::Group g;
+  g.name = pairs[0].value;
+  if (auto s = check_name("DeviceGroup", g.name); !s) return s;
+  if (!seen.insert(g.name).second) {
+    return Error{ErrorCode::kInvalidArgument, "DeviceGroup '" + g.name + "' is declared twice"};
+  }
+  bool have_type = false;
+  bool have_count = false;
+  for (size_t i = 1; i < pairs.size(); ++i) {
+    const std::string k = lower(pairs[i].key);
+    const std::string& v = pairs[i].value;
+    if (k == "type") {
+      auto t = parse_device_type(lower(v));
+      if (!t) {
+        return Error{ErrorCode::kInvalidArgument, "Type=" + v + ": expected gpu, mem or nvme"};
+      }
+      g.type = *t;
+      have_type = true;
+    } else if (k == "model") {
+      if (auto s = check_name("Model", v); !s) return s;
+      g.model = v;
+    } else if (k == "zone") {
+      if (auto s = check_name("Zone", v); !s) return s;
+      g.zone = v;
+    } else if (k == "count") {
+      auto n = parse_int("Count", v, 1, 100000);
+      if (!n) return n.error();
+      g.count = static_cast<uint32_t>(*n);
+      have_count = true;
+    } else if (k == "size") {
+      auto sz = parse_size(v);
+      if (!sz) return Error{ErrorCode::kInvalidArgument, "Size=" + v + ": " + sz.error().message};
+      g.size_bytes = *sz;
+    } else {
+      return Error{ErrorCode::kInvalidArgument, "unknown DeviceGroup option '" + pairs[i].key +
+                                                    "' (allowed: Type, Model, Zone, Count, Size)"};
+    }
+  }
+  if (!have_type || !have_count || g.zone.empty() || g.model.empty()) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "DeviceGroup=" + g.name + " needs Type=, Model=, Zone= and Count="};
+  }
+  if (g.type != DeviceType::kGpu && g.size_bytes == 0) {
+    return Error{ErrorCode::kInvalidArgument, "DeviceGroup=" + g.name + " of type " +
+                                                  std::string(to_string(g.type)) + " needs Size="};
+  }
+  if (g.type == DeviceType::kGpu && g.size_bytes != 0) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "DeviceGroup=" + g.name + ": Size= applies to mem and nvme groups, not gpu"};
+  }
+  cfg.sim.groups.push_back(std::move(g));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<std::vector<std::string>> expand_hostlist(std::string_view expr) {
+  std::vector<std::string> out;
+  // Split on commas outside brackets.
+  std::vector<std::string> parts;
+  std::string cur;
+  int depth = 0;
+  for (char c : expr) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  parts.push_back(cur);
+  const std::string rule = "expected names like node1 or node[01-04,07]";
+  for (const auto& p : parts) {
+    auto open = p.find('[');
+    if (open == std::string::npos) {
+      if (auto s = check_name("NodeName", p); !s) return s.error();
+      out.push_back(p);
+      continue;
+    }
+    auto close = p.find(']', open);
+    if (close == std::string::npos || close != p.size() - 1 || open == 0) {
+      return Error{ErrorCode::kInvalidArgument, "'" + p + "': " + rule};
+    }
+    const std::string prefix = p.substr(0, open);
+    for (const auto& range : split(p.substr(open + 1, close - open - 1), ',')) {
+      auto dash = range.find('-');
+      const std::string lo_s = range.substr(0, dash);
+      const std::string hi_s = dash == std::string::npos ? lo_s : range.substr(dash + 1);
+      auto lo = parse_count(lo_s, 1000000);
+      auto hi = parse_count(hi_s, 1000000);
+      if (!lo || !hi || *hi < *lo || *hi - *lo > 100000) {
+        return Error{ErrorCode::kInvalidArgument, "'" + p + "': " + rule};
+      }
+      for (uint32_t i = *lo; i <= *hi; ++i) {
+        std::string num = std::to_string(i);
+        if (num.size() < lo_s.size()) num.insert(0, lo_s.size() - num.size(), '0');
+        out.push_back(prefix + num);
+      }
+    }
+  }
+  return out;
+}
+
+Expected<Config> parse_config(std::string_view text, const std::string& path) {
+  Config cfg;
+  cfg.path = path;
+  std::set<std::string> nodes;
+  std::set<std::string> groups;
+  std::set<std::string> seen_keys;
+  std::istringstream in{std::string(text)};
+  std::string raw;
+  int lineno = 0;
+  auto fail = [&](const std::string& why) {
+    return Error{ErrorCode::kInvalidArgument,
+                 path + " line " + std::to_string(lineno) + ": " + why};
+  };
+  while (std::getline(in, raw)) {
+    ++lineno;
+    std::string line = raw;
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    line = trim(line);
+    if (line.empty()) continue;
+    auto pairs = split_pairs(line);
+    if (!pairs) return fail(pairs.error().message);
+    const std::string key = lower((*pairs)[0].key);
+    const std::string& value = (*pairs)[0].value;
+
+    if (key == "nodename") {
+      if (auto s = parse_node_line(*pairs, cfg, nodes); !s) return fail(s.error().message);
+      continue;
+    }
+    if (key == "devicegroup") {
+      if (auto s = parse_group_line(*pairs, cfg, groups); !s) return fail(s.error().message);
+      continue;
+    }
+    if (pairs->size() > 1) {
+      return fail("'" + (*pairs)[0].key +
+                  "' takes one value; put other settings on their own line");
+    }
+    if (!seen_keys.insert(key).second) return fail("'" + (*pairs)[0].key + "' is set twice");
+
+    const std::string& k = (*pairs)[0].key;
+    Status st;
+    auto set_ms = [&](int64_t& field, int64_t min_s, int64_t max_s) {
+      auto n = parse_int(k, value, min_s, max_s);
+      if (!n) return Status(n.error());
+      field = *n * 1000;
+      return Status::Ok();
+    };
+    if (key == "listenaddress") {
+      if (value.empty()) st = Error{ErrorCode::kInvalidArgument, "ListenAddress needs a value"};
+      cfg.listen_address = value;
+    } else if (key == "listenport") {
+      auto n = parse_int(k, value, 1, 65535);
+      if (n)
+        cfg.listen_port = static_cast<int>(*n);
+      else
+        st = n.error();
+    } else if (key == "statedir") {
+      if (value.empty() || value[0] != '/') {
+        st =
+            Error{ErrorCode::kInvalidArgument, "StateDir=" + value + ": expected an absolute path"};
+      }
+      cfg.state_dir = value;
+    } else if (key == "database") {
+      cfg.database = value;
+    } else if (key == "snapshotfile") {
+      cfg.snapshot = value;
+    } else if (key == "logfile") {
+      cfg.log_file = value;
+    } else if (key == "loglevel") {
+      if (!log::parse_level(lower(value), &cfg.log_level)) {
+        st = Error{ErrorCode::kInvalidArgument,
+                   "LogLevel=" + value + ": expected debug, info, warning or error"};
+      }
+    } else if (key == "adminusers") {
+      cfg.admin_users = split(value, ',');
+      for (const auto& u : cfg.admin_users) {
+        if (auto s = check_name("AdminUsers", u); !s) st = s;
+      }
+    } else if (key == "workloads") {
+      cfg.workloads = split(value, ',');
+      for (const auto& w : cfg.workloads) {
+        if (auto s = check_name("Workloads", w); !s) st = s;
+      }
+    } else if (key == "mungesocket") {
+      cfg.munge_socket = value;
+    } else if (key == "apithreads") {
+      auto n = parse_int(k, value, 2, 4096);
+      if (n)
+        cfg.api_threads = static_cast<int>(*n);
+      else
+        st = n.error();
+    } else if (key == "composetimeout") {
+      st = set_ms(cfg.compose_timeout_ms, 1, 3600);
+    } else if (key == "releasetimeout") {
+      st = set_ms(cfg.release_timeout_ms, 1, 3600);
+    } else if (key == "reconcileinterval") {
+      st = set_ms(cfg.reconcile_interval_ms, 1, 3600);
+    } else if (key == "orphangrace") {
+      st = set_ms(cfg.orphan_grace_ms, 0, 86400);
+    } else if (key == "stuckafter") {
+      st = set_ms(cfg.stuck_after_ms, 1, 86400);
+    } else if (key == "durable") {
+      auto b = parse_bool(k, value);
+      if (b)
+        cfg.durable = *b;
+      else
+        st = b.error();
+    } else if (key == "fabric") {
+      if (value != "sim") {
+        st = Error{ErrorCode::kInvalidArgument, "Fabric=" + value + ": expected sim"};
+      }
+      cfg.fabric = value;
+    } else if (key == "simlatency") {
+      auto n = parse_int(k, value, 0, 600000);
+      if (n)
+        cfg.sim.latency_ms = static_cast<int>(*n);
+      else
+        st = n.error();
+    } else {
+      return fail("unknown key '" + k + "'");
+    }
+    if (!st) return fail(st.error().message);
+  }
+  if (cfg.database.empty()) cfg.database = cfg.state_dir + "/composer.db";
+  if (cfg.snapshot.empty()) cfg.snapshot = cfg.state_dir + "/snapshot.json";
+  if (cfg.sim.hosts.empty()) {
+    return Error{ErrorCode::kInvalidArgument,
+                 path + ": no NodeName= line: the fabric serves no node"};
+  }
+  if (cfg.fabric == "sim" && cfg.sim.groups.empty()) {
+    return Error{ErrorCode::kInvalidArgument,
+                 path + ": Fabric=sim needs at least one DeviceGroup= line"};
+  }
+  return cfg;
+}
+
+Expected<Config> load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return Error{ErrorCode::kNotFound, "cannot read " + path + ": " + std::strerror(errno)};
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return parse_config(buf.str(), path);
+}
+
+}  // namespace composer::server

@@ -1,0 +1,190 @@
+#include "composer/server/daemon.h"
+
+#include <httplib.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "composer/api/codec.h"
+#include "composer/api/snapshot.h"
+#include "composer/common/clock.h"
+#include "composer/common/log.h"
+#include "composer/core/reconciler.h"
+#include "composer/core/service.h"
+#include "composer/core/sim_fabric.h"
+#include "composer/db/store.h"
+#include "composer/server/auth.h"
+#include "composer/server/http_api.h"
+
+#ifndef COMPOSER_VERSION
+#define COMPOSER_VERSION "0.0.0"
+#endif
+
+namespace composer::server {
+
+struct Daemon::Impl {
+  Config config;
+  std::unique_ptr<db::Store> store;
+  std::unique_ptr<Fabric> fabric;
+  std::unique_ptr<CompositionService> service;
+  std::unique_ptr<Reconciler> reconciler;
+  std::unique_ptr<Authenticator> auth;
+  std::unique_ptr<ApiContext> api;
+  httplib::Server http;
+  std::mutex snapshot_mu;
+  std::string last_snapshot;  // content without the timestamp, to skip identical writes
+  std::atomic<bool> stopping{false};
+};
+
+Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Daemon::~Daemon() {
+  stop();
+  if (impl_->reconciler) impl_->reconciler->stop();
+}
+
+Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  std::error_code ec;
+  std::filesystem::create_directories(config.state_dir, ec);
+  if (ec) {
+    return Error{ErrorCode::kUnavailable,
+                 "cannot create StateDir " + config.state_dir + ": " + ec.message()};
+  }
+  ::chmod(config.state_dir.c_str(), 0755);
+
+  auto admins = resolve_admins(config.admin_users);
+  if (!admins) return admins.error();
+  impl->auth = std::make_unique<Authenticator>(config.munge_socket, *admins);
+
+  db::StoreOptions opts;
+  opts.durable = config.durable;
+  auto store = db::Store::open(config.database, opts);
+  if (!store) {
+    return Error{store.error().code,
+                 "opening the database " + config.database + ": " + store.error().message};
+  }
+  impl->store = std::move(store).value();
+
+  auto sim = SimFabric::create(config.sim);
+  if (!sim) return Error{sim.error().code, "Fabric=sim: " + sim.error().message};
+  impl->fabric = std::move(sim).value();
+
+  ServiceOptions sopts;
+  sopts.compose_timeout_ms = config.compose_timeout_ms;
+  sopts.release_timeout_ms = config.release_timeout_ms;
+  impl->service = std::make_unique<CompositionService>(*impl->store, *impl->fabric,
+                                                       SystemClock::instance(), sopts);
+  if (auto s = impl->service->start(); !s) return s.error();
+  auto recovered = impl->service->recover();
+  if (!recovered) return recovered.error();
+  if (*recovered > 0) {
+    log::warning("settled compositions left unfinished by the previous run",
+                 {{"count", std::to_string(*recovered)}});
+  }
+
+  ReconcilerOptions ropts;
+  ropts.interval_ms = config.reconcile_interval_ms;
+  ropts.orphan_grace_ms = config.orphan_grace_ms;
+  ropts.stuck_after_ms = config.stuck_after_ms;
+  impl->reconciler = std::make_unique<Reconciler>(*impl->service, SystemClock::instance(), ropts);
+
+  std::unique_ptr<Daemon> daemon(new Daemon(std::move(impl)));
+  Daemon* self = daemon.get();
+  auto& in = *daemon->impl_;
+  in.api = std::make_unique<ApiContext>(ApiContext{
+      .service = *in.service,
+      .auth = *in.auth,
+      .workloads = config.workloads,
+      .fabric = config.fabric,
+      .version = COMPOSER_VERSION,
+      .started_ms = SystemClock::instance().now_ms(),
+      .clock = SystemClock::instance(),
+      .pool_changed = [self] { self->publish_snapshot(); },
+  });
+  install_routes(in.http, *in.api);
+  const int threads = config.api_threads;
+  in.http.new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
+  in.http.set_read_timeout(30, 0);
+  in.http.set_write_timeout(30, 0);
+  in.http.set_payload_max_length(1 << 20);
+  in.http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    if (res.status >= 500) {
+      log::error(
+          "api",
+          {{"method", req.method}, {"path", req.path}, {"status", std::to_string(res.status)}});
+    } else {
+      log::debug(
+          "api",
+          {{"method", req.method}, {"path", req.path}, {"status", std::to_string(res.status)}});
+    }
+  });
+  daemon->publish_snapshot();
+  return daemon;
+}
+
+void Daemon::publish_snapshot() {
+  auto& in = *impl_;
+  api::PoolSnapshot snap = api::make_snapshot(in.service->pool_summary(), in.service->hosts(), 0);
+  for (const auto& w : in.config.workloads) {
+    api::WorkloadClass wc;
+    wc.name = w;
+    snap.workload_classes.push_back(wc);
+  }
+  std::lock_guard lock(in.snapshot_mu);
+  const std::string content = api::to_text(api::to_json(snap));
+  snap.generated_ms = SystemClock::instance().now_ms();
+  if (auto s = api::write_snapshot(in.config.snapshot, snap); !s) {
+    log::error("cannot publish the pool snapshot",
+               {{"path", in.config.snapshot}, {"cause", s.error().message}});
+    return;
+  }
+  if (content != in.last_snapshot) {
+    log::info("pool snapshot published", {{"path", in.config.snapshot}});
+    in.last_snapshot = content;
+  }
+}
+
+Status Daemon::run() {
+  auto& in = *impl_;
+  if (!in.http.bind_to_port(in.config.listen_address, in.config.listen_port)) {
+    return Error{ErrorCode::kUnavailable, "cannot listen on " + in.config.listen_address + ":" +
+                                              std::to_string(in.config.listen_port) + ": " +
+                                              std::strerror(errno)};
+  }
+  in.reconciler->start();
+  // Republish the snapshot with each reconciler pass's view, so its age shows liveness.
+  std::thread publisher([this] {
+    auto& i = *impl_;
+    while (!i.stopping.load()) {
+      for (int64_t waited = 0; waited < i.config.reconcile_interval_ms && !i.stopping.load();
+           waited += 100) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (!i.stopping.load()) publish_snapshot();
+    }
+  });
+  log::info("composerd listening", {{"address", in.config.listen_address},
+                                    {"port", std::to_string(in.config.listen_port)},
+                                    {"fabric", in.config.fabric},
+                                    {"database", in.config.database}});
+  const bool ok = in.http.listen_after_bind();
+  in.stopping = true;
+  publisher.join();
+  in.reconciler->stop();
+  log::info("composerd stopped");
+  if (!ok && !in.stopping) return Error{ErrorCode::kInternal, "the HTTP server stopped"};
+  return Status::Ok();
+}
+
+void Daemon::stop() {
+  impl_->stopping = true;
+  impl_->http.stop();
+}
+
+}  // namespace composer::server

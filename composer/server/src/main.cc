@@ -1,0 +1,81 @@
+// composerd: the slurm-composer daemon. Runs in the foreground (systemd Type=simple); stops
+// cleanly on SIGTERM or SIGINT.
+#include <signal.h>
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "composer/common/log.h"
+#include "composer/server/config.h"
+#include "composer/server/daemon.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"composerd: attaches pooled GPUs, CXL memory and NVMe to Slurm jobs"};
+  std::string config_path = composer::server::kDefaultConfigPath;
+  if (const char* env = std::getenv("COMPOSER_CONF")) config_path = env;
+  bool check_only = false;
+  bool version = false;
+  app.add_option("-f,--config", config_path,
+                 "configuration file (default: $COMPOSER_CONF or " +
+                     std::string(composer::server::kDefaultConfigPath) + ")");
+  app.add_flag("--check", check_only, "validate the configuration and exit");
+  app.add_flag("-V,--version", version, "print the version and exit");
+  CLI11_PARSE(app, argc, argv);
+  if (version) {
+    std::cout << "composerd " << COMPOSER_VERSION << "\n";
+    return 0;
+  }
+
+  auto config = composer::server::load_config(config_path);
+  if (!config) {
+    std::cerr << "composerd: error: " << config.error().message << "\n";
+    return 1;
+  }
+  if (check_only) {
+    std::cout << "composerd: " << config_path << " is valid (" << config->sim.hosts.size()
+              << " nodes, " << config->sim.groups.size() << " device groups)\n";
+    return 0;
+  }
+  composer::log::set_level(config->log_level);
+  if (!config->log_file.empty() && !composer::log::set_file(config->log_file)) {
+    std::cerr << "composerd: error: cannot open LogFile " << config->log_file << "\n";
+    return 1;
+  }
+
+  // Signals go to one thread only; every other thread is created with them blocked.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto daemon = composer::server::Daemon::create(*config);
+  if (!daemon) {
+    composer::log::error("composerd cannot start", {{"cause", daemon.error().message}});
+    std::cerr << "composerd: error: " << daemon.error().message << "\n";
+    return 1;
+  }
+  std::atomic<bool> signalled{false};
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (signalled.exchange(true)) return;  // woken by main to exit
+    composer::log::info("signal received, shutting down", {{"signal", std::to_string(sig)}});
+    (*daemon)->stop();
+  });
+  auto status = (*daemon)->run();
+  if (!signalled.exchange(true)) pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  if (!status) {
+    composer::log::error("composerd failed", {{"cause", status.error().message}});
+    std::cerr << "composerd: error: " << status.error().message << "\n";
+    return 1;
+  }
+  daemon->reset();  // the store commits what is queued and closes
+  composer::log::info("composerd exited cleanly");
+  return 0;
+}

@@ -1,0 +1,284 @@
+// composerd started for real on loopback with the sim fabric and a private munged, driven
+// through the client library, raw HTTP and composerctl.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "composer/common/units.h"
+#include "composerd_process.h"
+#include "raw_request.h"
+
+namespace composer::testing {
+namespace {
+
+api::ComposeBody body(Request r, uint32_t uid = 1000, std::string workload = "training") {
+  return api::ComposeBody{.uid = uid,
+                          .user = "alice",
+                          .account = "physics",
+                          .workload = std::move(workload),
+                          .request = r};
+}
+
+class ComposerdTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { daemon_ = new ComposerdProcess(); }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void TearDown() override {
+    // Every test leaves the pool as it found it.
+    auto c = daemon_->client();
+    auto live = c.compositions(client::CompositionQuery{.live = true});
+    ASSERT_TRUE(live.ok()) << live.error();
+    for (const auto& comp : *live) ASSERT_TRUE(c.release(comp.job_id, comp.node).ok());
+  }
+
+  static std::map<std::string, uint32_t> free_by_type() {
+    std::map<std::string, uint32_t> out;
+    auto pool = daemon_->client().pool();
+    EXPECT_TRUE(pool.ok());
+    for (const auto& row : *pool) out[std::string(to_string(row.type))] += row.free;
+    return out;
+  }
+
+  RawAnswer raw(const std::string& method, const std::string& path, const std::string& b = "",
+                bool cred = true) {
+    const auto url = daemon_->url();
+    const int port = std::stoi(url.substr(url.rfind(':') + 1));
+    return raw_request("127.0.0.1", port, daemon_->munge_socket(), method, path, b, cred);
+  }
+
+  CommandResult ctl(const std::string& args, const std::string& as_user = "") {
+    std::string cmd = std::string(COMPOSERCTL_PATH) + " --server " + daemon_->url() +
+                      " --munge-socket " + daemon_->munge_socket() + " " + args;
+    if (!as_user.empty()) cmd = "runuser -u " + as_user + " -- " + cmd;
+    return run_command(cmd);
+  }
+
+  static ComposerdProcess* daemon_;
+};
+ComposerdProcess* ComposerdTest::daemon_ = nullptr;
+
+TEST_F(ComposerdTest, HealthAnswersWithoutCredential) {
+  auto h = daemon_->client().health();
+  ASSERT_TRUE(h.ok()) << h.error();
+  EXPECT_EQ(h->status, "ok");
+  EXPECT_EQ(h->fabric, "sim");
+}
+
+TEST_F(ComposerdTest, ComposeShowReleaseThroughTheClient) {
+  auto c = daemon_->client();
+  auto composed = c.compose(101, "n1", body(Request{.gpus = 2, .mem_bytes = 64 * kGiB}));
+  ASSERT_TRUE(composed.ok()) << composed.error();
+  EXPECT_EQ(composed->state, CompositionState::kReady);
+  ASSERT_EQ(composed->devices.size(), 3u);
+  for (const auto& d : composed->devices) {
+    if (d.type == DeviceType::kGpu) EXPECT_EQ(d.zone, "z1") << "n1's nearest zone";
+  }
+  EXPECT_EQ(free_by_type()["gpu"], 14u);
+
+  auto again = c.compose(101, "n1", body(Request{.gpus = 2, .mem_bytes = 64 * kGiB}));
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(again->id, composed->id);
+  EXPECT_EQ(free_by_type()["gpu"], 14u);
+
+  auto shown = c.show(101, "n1");
+  ASSERT_TRUE(shown.ok());
+  EXPECT_EQ(shown->id, composed->id);
+  auto attached = c.devices(client::DeviceQuery{.node = "n1"});
+  ASSERT_TRUE(attached.ok());
+  EXPECT_EQ(attached->size(), 3u);
+
+  auto released = c.release(101, "n1");
+  ASSERT_TRUE(released.ok()) << released.error();
+  ASSERT_TRUE(released->has_value());
+  EXPECT_EQ((*released)->state, CompositionState::kReleased);
+  auto twice = c.release(101, "n1");
+  ASSERT_TRUE(twice.ok());
+  EXPECT_EQ((*twice)->id, composed->id);
+  EXPECT_EQ(free_by_type()["gpu"], 16u);
+
+  auto events = c.events(client::EventQuery{.job = 101});
+  ASSERT_TRUE(events.ok());
+  std::vector<std::string> kinds;
+  for (const auto& e : *events) kinds.push_back(e.kind);
+  EXPECT_EQ(kinds,
+            (std::vector<std::string>{"requested", "composing", "ready", "releasing", "released"}));
+  EXPECT_EQ(events->at(2).devices.size(), 3u);
+  EXPECT_EQ(events->at(2).user, "alice");
+  EXPECT_EQ(events->at(2).workload, "training");
+}
+
+TEST_F(ComposerdTest, BadInputIsRefusedWith4xxAndChangesNothing) {
+  const auto before = free_by_type();
+  struct Case {
+    std::string path;
+    std::string body;
+    int status;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/compositions/5/n1", "{not json", 400, ""},
+      {"/v1/compositions/5/n1", R"({"uid":1,"user":"a","request":{"gpus":1},"color":"red"})", 400,
+       "color"},
+      {"/v1/compositions/5/n1", R"({"uid":1,"user":"a","request":{"gpus":-1}})", 400, "gpus"},
+      {"/v1/compositions/5/n1", R"({"uid":1,"user":"a","request":{"gpus":"two"}})", 400, "gpus"},
+      {"/v1/compositions/5/n1",
+       R"({"uid":1,"user":"a","request":{"mem_bytes":99999999999999999999}})", 400, "mem_bytes"},
+      {"/v1/compositions/5/n1", R"({"uid":1,"user":"a","request":{}})", 400, "nothing"},
+      {"/v1/compositions/5/n1", R"({"uid":1,"user":"a","workload":"mining","request":{"gpus":1}})",
+       400, "mining"},
+      {"/v1/compositions/5/nosuchnode", R"({"uid":1,"user":"a","request":{"gpus":1}})", 404,
+       "nosuchnode"},
+      {"/v1/compositions/5/n2", R"({"uid":1,"user":"a","request":{"gpus":9}})", 409, ""},
+      {"/v1/compositions/0/n1", R"({"uid":1,"user":"a","request":{"gpus":1}})", 400, "job id"},
+  };
+  for (const auto& k : cases) {
+    auto a = raw("PUT", k.path, k.body);
+    EXPECT_EQ(a.status, k.status) << k.body << " -> " << a.body;
+    EXPECT_NE(a.body.find("\"error\""), std::string::npos) << a.body;
+    if (!k.needle.empty()) EXPECT_NE(a.body.find(k.needle), std::string::npos) << a.body;
+  }
+  EXPECT_EQ(raw("GET", "/v1/compositions?colour=red").status, 400);
+  EXPECT_EQ(raw("GET", "/v1/devices?type=fpga").status, 400);
+  EXPECT_EQ(raw("GET", "/v1/nothing-here").status, 404);
+  EXPECT_EQ(free_by_type(), before);
+  auto live = daemon_->client().compositions(client::CompositionQuery{.job = 5});
+  ASSERT_TRUE(live.ok());
+  EXPECT_TRUE(live->empty());
+}
+
+TEST_F(ComposerdTest, RequestsWithoutAValidCredentialAreRefused) {
+  auto none = raw("GET", "/v1/pool", "", false);
+  EXPECT_EQ(none.status, 401);
+  EXPECT_NE(none.body.find("unauthenticated"), std::string::npos);
+
+  // A credential made for another endpoint is not accepted here.
+  const auto url = daemon_->url();
+  httplib::Client cli("127.0.0.1", std::stoi(url.substr(url.rfind(':') + 1)));
+  httplib::Headers h{
+      {"Authorization", "Munge " + munge_credential(daemon_->munge_socket(), "GET /v1/devices")}};
+  auto r = cli.Get("/v1/pool", h);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  // Replaying a credential is refused by munged.
+  const std::string cred = munge_credential(daemon_->munge_socket(), "GET /v1/pool");
+  httplib::Headers once{{"Authorization", "Munge " + cred}};
+  EXPECT_EQ(cli.Get("/v1/pool", once)->status, 200);
+  EXPECT_EQ(cli.Get("/v1/pool", once)->status, 401);
+  EXPECT_EQ(raw("GET", "/v1/pool", "", false).status, 401);
+}
+
+TEST_F(ComposerdTest, UsersReadOnlyTheirOwnJobsAndCannotChangeThePool) {
+  auto c = daemon_->client();
+  ASSERT_TRUE(c.compose(201, "n1", body(Request{.gpus = 1}, 65534)).ok());  // nobody's job
+  ASSERT_TRUE(c.compose(202, "n1", body(Request{.gpus = 1}, 0)).ok());      // root's job
+
+  auto mine = ctl("compositions list -P", "nobody");
+  ASSERT_EQ(mine.code, 0) << mine.out;
+  EXPECT_NE(mine.out.find("201"), std::string::npos) << mine.out;
+  EXPECT_EQ(mine.out.find("202"), std::string::npos) << mine.out;
+
+  EXPECT_EQ(ctl("compositions show 201 n1", "nobody").code, 0);
+  auto other = ctl("compositions show 202 n1", "nobody");
+  EXPECT_NE(other.code, 0);
+  EXPECT_NE(other.out.find("no composition"), std::string::npos) << other.out;
+
+  auto drain = ctl("devices drain gpu-a-0 --reason test", "nobody");
+  EXPECT_NE(drain.code, 0);
+  EXPECT_NE(drain.out.find("may not"), std::string::npos) << drain.out;
+  auto release = ctl("compositions release 201 n1", "nobody");
+  EXPECT_NE(release.code, 0);
+  EXPECT_TRUE(c.show(201, "n1").ok());
+  EXPECT_EQ(c.show(201, "n1")->state, CompositionState::kReady);
+  EXPECT_EQ(ctl("pool", "nobody").code, 0);  // the pool is public
+}
+
+TEST_F(ComposerdTest, ComposerctlDrainsAndResumesAndPrintsThreeFormats) {
+  auto drained = ctl("devices drain gpu-b-7 --reason 'fan failure'");
+  ASSERT_EQ(drained.code, 0) << drained.out;
+  auto list = ctl("devices list --state drained -P");
+  ASSERT_EQ(list.code, 0) << list.out;
+  EXPECT_NE(list.out.find("gpu-b-7"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("|"), std::string::npos);
+  EXPECT_EQ(free_by_type()["gpu"], 15u);
+  auto json = ctl("pool --json");
+  ASSERT_EQ(json.code, 0);
+  EXPECT_NE(json.out.find("\"drained\""), std::string::npos) << json.out;
+  auto table = ctl("pool");
+  ASSERT_EQ(table.code, 0);
+  EXPECT_NE(table.out.find("H100"), std::string::npos) << table.out;
+  ASSERT_EQ(ctl("devices resume gpu-b-7").code, 0);
+  EXPECT_EQ(free_by_type()["gpu"], 16u);
+}
+
+TEST_F(ComposerdTest, ParallelComposesNeverDoubleAllocate) {
+  constexpr int kThreads = 16;
+  constexpr int kPerThread = 6;
+  std::atomic<int> failures{0};
+  std::mutex mu;
+  std::vector<Composition> ready;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = daemon_->client();
+      for (int i = 0; i < kPerThread; ++i) {
+        const uint32_t job = 1000 + t * kPerThread + i;
+        auto r = c.compose(job, (t % 2) ? "n1" : "n2", body(Request{.gpus = 1}));
+        if (r.ok()) {
+          std::lock_guard lock(mu);
+          ready.push_back(*r);
+        } else if (r.error().code != ErrorCode::kInsufficient) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::set<std::string> seen;
+  for (const auto& c : ready) {
+    ASSERT_EQ(c.devices.size(), 1u);
+    EXPECT_TRUE(seen.insert(c.devices[0].id).second) << c.devices[0].id << " given twice";
+  }
+  // n2 reaches 8 GPUs, n1 reaches all 16: 16 compositions fit, and the pool adds up.
+  EXPECT_EQ(ready.size(), 16u);
+  EXPECT_EQ(free_by_type()["gpu"], 0u);
+  auto attached = daemon_->client().devices(client::DeviceQuery{.state = DeviceState::kAttached});
+  ASSERT_TRUE(attached.ok());
+  EXPECT_EQ(attached->size(), 16u);
+}
+
+TEST(ComposerdLifecycle, SurvivesARestartAndStopsCleanlyOnSigterm) {
+  ComposerdProcess d;
+  auto c = d.client();
+  auto composed = c.compose(301, "n2", body(Request{.gpus = 2, .nvme = 1}));
+  ASSERT_TRUE(composed.ok()) << composed.error();
+  const int status = d.stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << d.log();
+  EXPECT_NE(d.log().find("exited cleanly"), std::string::npos);
+  d.start();
+  auto after = c.show(301, "n2");
+  ASSERT_TRUE(after.ok()) << after.error();
+  EXPECT_EQ(after->id, composed->id);
+  EXPECT_EQ(after->state, CompositionState::kReady);
+  ASSERT_TRUE(c.release(301, "n2").ok());
+}
+
+TEST(ComposerdConfig, RefusesToStartOnABadLineAndNamesIt) {
+  test_support::TempDir dir("composer-badconf");
+  const std::string conf = dir.file("composer.conf");
+  std::ofstream(conf) << "ListenPort=6830\nStateDir=" << dir.file("s") << "\nFrobnicate=yes\n"
+                      << default_pool_lines();
+  auto r = run_command(std::string(COMPOSERD_PATH) + " -f " + conf);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("line 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Frobnicate"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace composer::testing

@@ -1,0 +1,115 @@
+#include "composer/core/reconciler.h"
+
+#include "service_fixture.h"
+
+namespace composer::testing {
+namespace {
+
+class ReconcilerTest : public ServiceTest {
+ protected:
+  Reconciler make() {
+    return Reconciler(
+        *service_, clock_,
+        ReconcilerOptions{.interval_ms = 1000, .orphan_grace_ms = 30000, .stuck_after_ms = 60000});
+  }
+};
+
+TEST_F(ReconcilerTest, DetachesAnOrphanOnlyAfterTheGracePeriod) {
+  ASSERT_TRUE(fabric_->attach_behind_back("gpu-a-3", "host-1").ok());
+  auto r = make();
+  EXPECT_EQ(r.run_once().orphans_detached, 0);
+  clock_.advance_ms(10000);
+  EXPECT_EQ(r.run_once().orphans_detached, 0);
+  EXPECT_EQ(fabric_->inventory()->attached.count("gpu-a-3"), 1u);
+  clock_.advance_ms(25000);
+  EXPECT_EQ(r.run_once().orphans_detached, 1);
+  EXPECT_EQ(fabric_->inventory()->attached.count("gpu-a-3"), 0u);
+}
+
+TEST_F(ReconcilerTest, LeavesOwnedDevicesAlone) {
+  auto c = service_->compose(job(5, "n1", Request{.gpus = 2}));
+  ASSERT_TRUE(c.ok());
+  auto r = make();
+  clock_.advance_ms(100000);
+  auto report = r.run_once();
+  EXPECT_EQ(report.orphans_detached, 0);
+  EXPECT_EQ(report.lost_marked_failed, 0);
+  EXPECT_EQ(fabric_->inventory()->attached.size(), 2u);
+}
+
+TEST_F(ReconcilerTest, MarksADeviceTheFabricLostAsFailed) {
+  auto c = service_->compose(job(6, "n1", Request{.gpus = 1}));
+  ASSERT_TRUE(c.ok());
+  const std::string id = c->devices[0].id;
+  ASSERT_TRUE(fabric_->lose_attachment(id).ok());
+  auto r = make();
+  EXPECT_EQ(r.run_once().lost_marked_failed, 1);
+  auto d = store_->device(id);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->state(), DeviceState::kFailed);
+  EXPECT_EQ(r.run_once().lost_marked_failed, 0);  // once is enough
+  // Released, it does not go back to the pool: it is failed.
+  ASSERT_TRUE(service_->release(6, "n1").ok());
+  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
+}
+
+TEST_F(ReconcilerTest, CopiesHealthFromTheFabric) {
+  ASSERT_TRUE(fabric_->set_health("gpu-b-1", Health::kCritical).ok());
+  auto r = make();
+  EXPECT_EQ(r.run_once().health_changes, 1);
+  EXPECT_EQ(store_->device("gpu-b-1")->health, Health::kCritical);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
+  ASSERT_TRUE(fabric_->set_health("gpu-b-1", Health::kOk).ok());
+  EXPECT_EQ(r.run_once().health_changes, 1);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+}
+
+TEST_F(ReconcilerTest, RecoveryFinishesAnAttachThatCompletedBeforeACrash) {
+  // A crash between the fabric's attach and the "ready" record: the intent is durable.
+  Composition intent;
+  intent.job_id = 21;
+  intent.node = "n1";
+  intent.request = Request{.gpus = 1};
+  intent.state = CompositionState::kComposing;
+  ASSERT_TRUE(store_->create_composition(intent, {"gpu-a-0"}, clock_.now_ms()).ok());
+  ASSERT_TRUE(fabric_->attach("host-1", {"gpu-a-0"}).ok());
+  open();
+  auto settled = service_->recover();
+  ASSERT_TRUE(settled.ok());
+  EXPECT_EQ(*settled, 1);
+  auto live = store_->live_composition(21, "n1");
+  ASSERT_TRUE(live.ok() && live->has_value());
+  EXPECT_EQ((*live)->state, CompositionState::kReady);
+}
+
+TEST_F(ReconcilerTest, RecoveryRollsBackAnAttachThatNeverHappened) {
+  Composition intent;
+  intent.job_id = 22;
+  intent.node = "n1";
+  intent.request = Request{.gpus = 2};
+  intent.state = CompositionState::kComposing;
+  ASSERT_TRUE(store_->create_composition(intent, {"gpu-a-0", "gpu-a-1"}, clock_.now_ms()).ok());
+  ASSERT_TRUE(fabric_->attach("host-1", {"gpu-a-0"}).ok());  // half done
+  open();
+  ASSERT_EQ(*service_->recover(), 1);
+  EXPECT_FALSE(store_->live_composition(22, "n1")->has_value());
+  EXPECT_TRUE(fabric_->inventory()->attached.empty());
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+}
+
+TEST_F(ReconcilerTest, SettlesACompositionStuckReleasing) {
+  ASSERT_TRUE(service_->compose(job(23, "n1", Request{.gpus = 1})).ok());
+  fabric_->fail_next_detaches(1, "timeout talking to switch");
+  ASSERT_FALSE(service_->release(23, "n1").ok());
+  auto r = make();
+  EXPECT_EQ(r.run_once().stuck_settled, 0);  // not stuck yet
+  clock_.advance_ms(61000);
+  EXPECT_EQ(r.run_once().stuck_settled, 1);
+  db::CompositionFilter f;
+  f.job_id = 23;
+  EXPECT_EQ(store_->compositions(f)->front().state, CompositionState::kReleased);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+}
+
+}  // namespace
+}  // namespace composer::testing

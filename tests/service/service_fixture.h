@@ -1,0 +1,116 @@
+// A composition service on a fresh database file and a small sim fabric:
+// node n1 reaches zones z1 (near) and z2; node n2 reaches only z2.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "composer/common/units.h"
+#include "composer/core/service.h"
+#include "composer/core/sim_fabric.h"
+#include "composer/db/store.h"
+#include "composer/test_support/temp_dir.h"
+
+namespace composer::testing {
+
+inline SimConfig small_fabric() {
+  SimConfig c;
+  c.hosts.push_back(Host{.node = "n1",
+                         .fabric_id = "host-1",
+                         .zones = {"z1", "z2"},
+                         .gpu_slots = 8,
+                         .mem_slots = 8,
+                         .nvme_slots = 4});
+  c.hosts.push_back(Host{.node = "n2",
+                         .fabric_id = "host-2",
+                         .zones = {"z2"},
+                         .gpu_slots = 8,
+                         .mem_slots = 8,
+                         .nvme_slots = 4});
+  c.groups.push_back({.name = "gpu-a",
+                      .type = DeviceType::kGpu,
+                      .model = "A100",
+                      .zone = "z1",
+                      .count = 4,
+                      .size_bytes = 0});
+  c.groups.push_back({.name = "gpu-b",
+                      .type = DeviceType::kGpu,
+                      .model = "A100",
+                      .zone = "z2",
+                      .count = 4,
+                      .size_bytes = 0});
+  c.groups.push_back({.name = "mem-a",
+                      .type = DeviceType::kMem,
+                      .model = "CXL",
+                      .zone = "z1",
+                      .count = 4,
+                      .size_bytes = 64 * kGiB});
+  c.groups.push_back({.name = "nvme-b",
+                      .type = DeviceType::kNvme,
+                      .model = "P5620",
+                      .zone = "z2",
+                      .count = 2,
+                      .size_bytes = 2 * kTiB});
+  return c;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { open(); }
+
+  void open() {
+    service_.reset();
+    store_.reset();
+    auto store = db::Store::open(dir_.file("composer.db"), db::StoreOptions{.durable = false});
+    ASSERT_TRUE(store.ok()) << store.error();
+    store_ = std::move(store).value();
+    if (!fabric_) {
+      auto fabric = SimFabric::create(small_fabric(), clock_);
+      ASSERT_TRUE(fabric.ok()) << fabric.error();
+      fabric_ = std::move(fabric).value();
+    }
+    service_ = std::make_unique<CompositionService>(
+        *store_, *fabric_, clock_,
+        ServiceOptions{
+            .compose_timeout_ms = 2000, .release_timeout_ms = 2000, .poll_interval_ms = 1});
+    auto started = service_->start();
+    ASSERT_TRUE(started.ok()) << started.error();
+  }
+
+  static ComposeInput job(uint32_t id, const std::string& node, Request r) {
+    return ComposeInput{.job_id = id,
+                        .node = node,
+                        .uid = 1000,
+                        .user = "alice",
+                        .account = "physics",
+                        .workload = "training",
+                        .request = r};
+  }
+
+  uint32_t free_of(DeviceType t) {
+    uint32_t n = 0;
+    for (const auto& row : service_->pool_summary()) {
+      if (row.type == t) n += row.free;
+    }
+    return n;
+  }
+
+  std::vector<std::string> kinds(uint32_t job_id) {
+    db::EventFilter f;
+    f.job_id = job_id;
+    auto events = store_->events(f);
+    EXPECT_TRUE(events.ok());
+    std::vector<std::string> out;
+    for (const auto& e : *events) out.push_back(e.kind);
+    return out;
+  }
+
+  test_support::TempDir dir_{"service-test"};
+  ManualClock clock_{1'700'000'000'000};
+  std::unique_ptr<db::Store> store_;
+  std::unique_ptr<SimFabric> fabric_;
+  std::unique_ptr<CompositionService> service_;
+};
+
+}  // namespace composer::testing

@@ -1,0 +1,181 @@
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "service_fixture.h"
+
+namespace composer::testing {
+namespace {
+
+TEST_F(ServiceTest, ComposeAttachesRecordsAndReleaseFrees) {
+  auto c = service_->compose(job(7, "n1", Request{.gpus = 2, .mem_bytes = 100 * kGiB}));
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->state, CompositionState::kReady);
+  ASSERT_EQ(c->devices.size(), 4u);  // 2 GPUs + 2 memory blocks of 64G
+  EXPECT_EQ(free_of(DeviceType::kGpu), 6u);
+
+  auto inv = fabric_->inventory();
+  ASSERT_TRUE(inv.ok());
+  for (const auto& d : c->devices) EXPECT_EQ(inv->attached.at(d.id), "host-1") << d.id;
+
+  auto r = service_->release(7, "n1");
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->state, CompositionState::kReleased);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+  inv = fabric_->inventory();
+  EXPECT_TRUE(inv->attached.empty());
+  EXPECT_EQ(kinds(7),
+            (std::vector<std::string>{"requested", "composing", "ready", "releasing", "released"}));
+}
+
+TEST_F(ServiceTest, ComposeIsIdempotentAndRefusesADifferentRequest) {
+  const Request r{.gpus = 1};
+  auto first = service_->compose(job(8, "n1", r));
+  ASSERT_TRUE(first.ok()) << first.error();
+  auto again = service_->compose(job(8, "n1", r));
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(again->id, first->id);
+  EXPECT_EQ(again->devices[0].id, first->devices[0].id);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
+
+  auto other = service_->compose(job(8, "n1", Request{.gpus = 2}));
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
+}
+
+TEST_F(ServiceTest, SecondReleaseIsANoOpSuccess) {
+  ASSERT_TRUE(service_->compose(job(9, "n1", Request{.gpus = 1})).ok());
+  auto first = service_->release(9, "n1");
+  ASSERT_TRUE(first.ok());
+  auto second = service_->release(9, "n1");
+  ASSERT_TRUE(second.ok()) << second.error();
+  ASSERT_TRUE(second->has_value());
+  EXPECT_EQ((*second)->id, (*first)->id);
+  EXPECT_EQ((*second)->state, CompositionState::kReleased);
+  EXPECT_EQ(kinds(9).size(), 5u);  // nothing written by the second release
+
+  auto never = service_->release(4242, "n1");
+  ASSERT_TRUE(never.ok());
+  EXPECT_FALSE(never->has_value());
+}
+
+TEST_F(ServiceTest, ExhaustionIsRefusedAndChangesNothing) {
+  ASSERT_TRUE(service_->compose(job(1, "n2", Request{.gpus = 4})).ok());
+  auto more = service_->compose(job(2, "n2", Request{.gpus = 1}));  // n2 reaches z2 only
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(more.error().code, ErrorCode::kInsufficient);
+  EXPECT_NE(more.error().message.find("job 2"), std::string::npos) << more.error().message;
+  EXPECT_TRUE(kinds(2).empty());
+  EXPECT_EQ(free_of(DeviceType::kGpu), 4u);
+}
+
+TEST_F(ServiceTest, EmptyRequestAndUnknownNodeAreRefused) {
+  auto empty = service_->compose(job(3, "n1", Request{}));
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().code, ErrorCode::kInvalidArgument);
+  auto unknown = service_->compose(job(3, "nope", Request{.gpus = 1}));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(kinds(3).empty());
+}
+
+TEST_F(ServiceTest, FabricFailureRollsBackAndFreesTheDevices) {
+  fabric_->fail_next_attaches(1, "PCIe switch port 3 down");
+  auto c = service_->compose(job(11, "n1", Request{.gpus = 2}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().code, ErrorCode::kFabric);
+  EXPECT_NE(c.error().message.find("PCIe switch port 3 down"), std::string::npos);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+  EXPECT_TRUE(fabric_->inventory()->attached.empty());
+  EXPECT_EQ(kinds(11), (std::vector<std::string>{"requested", "composing", "failed"}));
+  db::CompositionFilter f;
+  f.job_id = 11;
+  auto list = store_->compositions(f);
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ(list->front().state, CompositionState::kFailed);
+  EXPECT_NE(list->front().last_error.find("PCIe switch port 3 down"), std::string::npos);
+
+  // The prolog's retry then succeeds with a new composition.
+  auto retry = service_->compose(job(11, "n1", Request{.gpus = 2}));
+  ASSERT_TRUE(retry.ok()) << retry.error();
+  EXPECT_EQ(free_of(DeviceType::kGpu), 6u);
+}
+
+TEST_F(ServiceTest, FailedDetachDuringReleaseKeepsItReleasingUntilRetried) {
+  ASSERT_TRUE(service_->compose(job(12, "n1", Request{.gpus = 1})).ok());
+  fabric_->fail_next_detaches(1, "switch busy");
+  auto r = service_->release(12, "n1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("switch busy"), std::string::npos);
+  auto live = store_->live_composition(12, "n1");
+  ASSERT_TRUE(live.ok() && live->has_value());
+  EXPECT_EQ((*live)->state, CompositionState::kReleasing);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);  // not handed out while still attached
+
+  auto again = service_->release(12, "n1");
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ((*again)->state, CompositionState::kReleased);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+}
+
+TEST_F(ServiceTest, DrainedDevicesAreNotAllocatedAndResumeBringsThemBack) {
+  for (const char* id : {"gpu-a-0", "gpu-a-1", "gpu-a-2", "gpu-a-3"}) {
+    ASSERT_TRUE(service_->drain(id, "firmware update", "uid 0").ok());
+  }
+  auto c = service_->compose(job(13, "n1", Request{.gpus = 2}));
+  ASSERT_TRUE(c.ok()) << c.error();
+  for (const auto& d : c->devices) EXPECT_EQ(d.zone, "z2") << d.id;
+  auto resumed = service_->resume("gpu-a-0", "uid 0");
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_FALSE(resumed->drained);
+  EXPECT_FALSE(service_->drain("gpu-a-0", "", "uid 0").ok());  // a reason is required
+  EXPECT_EQ(service_->drain("no-such", "x", "uid 0").error().code, ErrorCode::kNotFound);
+}
+
+TEST_F(ServiceTest, StateSurvivesARestartOfTheService) {
+  auto c = service_->compose(job(14, "n1", Request{.gpus = 3}));
+  ASSERT_TRUE(c.ok());
+  open();  // a new service on the same database and fabric, as after a composerd restart
+  EXPECT_EQ(free_of(DeviceType::kGpu), 5u);
+  auto again = service_->compose(job(14, "n1", Request{.gpus = 3}));
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(again->id, c->id);
+  ASSERT_TRUE(service_->release(14, "n1").ok());
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+}
+
+TEST_F(ServiceTest, ParallelComposesNeverShareADeviceAndThePoolAddsUp) {
+  constexpr int kJobs = 40;
+  std::atomic<int> ok{0};
+  std::atomic<int> insufficient{0};
+  std::mutex mu;
+  std::vector<Composition> got;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kJobs; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = service_->compose(job(100 + i, i % 2 ? "n1" : "n2", Request{.gpus = 1}));
+      if (c.ok()) {
+        ++ok;
+        std::lock_guard lock(mu);
+        got.push_back(*c);
+      } else if (c.error().code == ErrorCode::kInsufficient) {
+        ++insufficient;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok + insufficient, kJobs);
+  EXPECT_EQ(ok.load(), 8);  // exactly the pool
+  std::set<std::string> seen;
+  for (const auto& c : got) {
+    for (const auto& d : c.devices) EXPECT_TRUE(seen.insert(d.id).second) << d.id << " twice";
+  }
+  EXPECT_EQ(free_of(DeviceType::kGpu), 0u);
+  for (const auto& c : got) ASSERT_TRUE(service_->release(c.job_id, c.node).ok());
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+}
+
+}  // namespace
+}  // namespace composer::testing
