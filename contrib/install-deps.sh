@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages slurm-composer builds, tests and demos with. Idempotent: when
+# everything is present it changes nothing and needs no network.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  clang-format clang-tidy
+  libsqlite3-dev sqlite3 libjsoncpp-dev libcurl4-openssl-dev libcpp-httplib-dev libcli11-dev
+  libgtest-dev libgmock-dev
+  munge libmunge-dev
+  slurmctld slurmd slurm-client libslurm-dev
+  curl procps iproute2
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The Debian slurm packages start nothing by themselves here (no systemd), which is what the
+# throw-away test cluster wants; make sure no packaged daemon holds the default ports.
+exit 0
