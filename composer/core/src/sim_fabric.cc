@@ -1,0 +1,265 @@
+#include "composer/core/sim_fabric.h"
+
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+namespace composer {
+namespace {
+
+// Finished operations are remembered for status queries; beyond this many the oldest go.
+constexpr size_t kMaxRememberedOperations = 100000;
+constexpr uint32_t kFirstPciBus = 0x41;
+constexpr uint32_t kFirstNumaNode = 2;
+
+std::string pci_address(uint32_t counter) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%04x:%02x:00.0", (counter >> 8) & 0xffff, counter & 0xff);
+  return buf;
+}
+
+std::string device_id(const std::string& group, uint32_t index, uint32_t count) {
+  const size_t width = std::to_string(count - 1).size();
+  std::string n = std::to_string(index);
+  return group + "-" + std::string(width - n.size(), '0') + n;
+}
+
+Error bad_config(std::string message) {
+  return Error{ErrorCode::kInvalidArgument, "sim fabric: " + std::move(message)};
+}
+
+}  // namespace
+
+struct SimFabric::Impl {
+  const Clock& clock;
+  int latency_ms = 0;
+
+  std::mutex mu;
+  std::vector<Host> hosts;
+  std::set<std::string, std::less<>> fabric_hosts;
+  std::vector<Device> devices;  // in configuration order
+  std::unordered_map<std::string, size_t> index;
+  std::map<std::string, std::string> attached;  // device id -> fabric host
+
+  struct PendingFailures {
+    uint32_t left = 0;
+    std::string message;
+  };
+  PendingFailures attach_failures;
+  PendingFailures detach_failures;
+
+  struct Op {
+    int64_t done_at_ms = 0;
+    bool failed = false;
+    std::string error;
+  };
+  uint64_t next_op = 1;
+  std::map<std::string, Op> ops;
+  std::deque<std::string> op_order;
+
+  Impl(const Clock& c, int latency) : clock(c), latency_ms(latency) {}
+
+  Operation describe(const std::string& id, const Op& op) const {
+    Operation out;
+    out.id = id;
+    if (clock.now_ms() < op.done_at_ms) {
+      out.state = OperationState::kRunning;
+    } else if (op.failed) {
+      out.state = OperationState::kFailed;
+      out.error = op.error;
+    } else {
+      out.state = OperationState::kDone;
+    }
+    return out;
+  }
+
+  Operation start_op(bool failed, std::string error) {
+    std::string id = "sim-op-" + std::to_string(next_op++);
+    Op op{clock.now_ms() + latency_ms, failed, std::move(error)};
+    Operation out = describe(id, op);
+    ops.emplace(id, std::move(op));
+    op_order.push_back(id);
+    while (op_order.size() > kMaxRememberedOperations) {
+      ops.erase(op_order.front());
+      op_order.pop_front();
+    }
+    return out;
+  }
+
+  // Checks the call as a whole before anything changes.
+  Status validate(const std::string& fabric_host, const std::vector<std::string>& ids,
+                  bool attaching) const {
+    if (!fabric_hosts.contains(fabric_host)) {
+      return Error{ErrorCode::kNotFound, "sim fabric: unknown host '" + fabric_host + "'"};
+    }
+    for (const std::string& id : ids) {
+      if (!index.contains(id)) {
+        return Error{ErrorCode::kNotFound, "sim fabric: unknown device '" + id + "'"};
+      }
+      auto it = attached.find(id);
+      if (it != attached.end() && it->second != fabric_host) {
+        return Error{ErrorCode::kConflict,
+                     "sim fabric: device " + id + " is attached to " + it->second + ", cannot " +
+                         (attaching ? "attach it to " : "detach it from ") + fabric_host};
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Consumes one injected failure, if any is pending.
+  static bool take_failure(PendingFailures& f, std::string* message) {
+    if (f.left == 0) return false;
+    --f.left;
+    *message = f.message;
+    return true;
+  }
+};
+
+SimFabric::SimFabric(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SimFabric::~SimFabric() = default;
+
+Expected<std::unique_ptr<SimFabric>> SimFabric::create(SimConfig config, const Clock& clock) {
+  if (config.latency_ms < 0) {
+    return bad_config("latency " + std::to_string(config.latency_ms) +
+                      " ms is negative; use 0 or more milliseconds");
+  }
+  auto impl = std::make_unique<Impl>(clock, config.latency_ms);
+  std::set<std::string> nodes;
+  for (Host& h : config.hosts) {
+    if (h.node.empty()) return bad_config("a host has no node name");
+    if (h.fabric_id.empty()) h.fabric_id = h.node;
+    if (!nodes.insert(h.node).second) return bad_config("node '" + h.node + "' is listed twice");
+    if (!impl->fabric_hosts.insert(h.fabric_id).second) {
+      return bad_config("fabric host id '" + h.fabric_id + "' is used by two hosts");
+    }
+    impl->hosts.push_back(h);
+  }
+  std::set<std::string> groups;
+  uint32_t pci = kFirstPciBus;
+  uint32_t numa = kFirstNumaNode;
+  for (const SimConfig::Group& g : config.groups) {
+    if (g.name.empty()) return bad_config("a device group has no name");
+    if (!groups.insert(g.name).second) {
+      return bad_config("device group '" + g.name + "' is listed twice");
+    }
+    if (g.count == 0) {
+      return bad_config("device group '" + g.name + "' has a count of 0; give 1 or more");
+    }
+    if (g.zone.empty()) return bad_config("device group '" + g.name + "' has no zone");
+    if (g.type == DeviceType::kMem && g.size_bytes == 0) {
+      return bad_config("memory group '" + g.name + "' has no block size");
+    }
+    for (uint32_t i = 0; i < g.count; ++i) {
+      Device d;
+      d.id = device_id(g.name, i, g.count);
+      d.type = g.type;
+      d.model = g.model;
+      d.capacity_bytes = g.type == DeviceType::kGpu ? 0 : g.size_bytes;
+      d.zone = g.zone;
+      d.address =
+          g.type == DeviceType::kMem ? "numa:" + std::to_string(numa++) : pci_address(pci++);
+      // Distinct group names give distinct ids: the suffix after the last '-' is all digits.
+      impl->index.emplace(d.id, impl->devices.size());
+      impl->devices.push_back(std::move(d));
+    }
+  }
+  return std::unique_ptr<SimFabric>(new SimFabric(std::move(impl)));
+}
+
+Expected<FabricInventory> SimFabric::inventory() {
+  std::lock_guard lock(impl_->mu);
+  FabricInventory inv;
+  inv.hosts = impl_->hosts;
+  inv.devices = impl_->devices;
+  inv.attached = impl_->attached;
+  return inv;
+}
+
+Expected<Operation> SimFabric::attach(const std::string& fabric_host,
+                                      const std::vector<std::string>& device_ids) {
+  std::lock_guard lock(impl_->mu);
+  if (Status s = impl_->validate(fabric_host, device_ids, true); !s) return s.error();
+  std::string message;
+  if (Impl::take_failure(impl_->attach_failures, &message)) {
+    return impl_->start_op(true, message);
+  }
+  for (const std::string& id : device_ids) impl_->attached[id] = fabric_host;
+  return impl_->start_op(false, "");
+}
+
+Expected<Operation> SimFabric::detach(const std::string& fabric_host,
+                                      const std::vector<std::string>& device_ids) {
+  std::lock_guard lock(impl_->mu);
+  if (Status s = impl_->validate(fabric_host, device_ids, false); !s) return s.error();
+  std::string message;
+  if (Impl::take_failure(impl_->detach_failures, &message)) {
+    return impl_->start_op(true, message);
+  }
+  for (const std::string& id : device_ids) impl_->attached.erase(id);
+  return impl_->start_op(false, "");
+}
+
+Expected<Operation> SimFabric::operation_status(const std::string& operation_id) {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->ops.find(operation_id);
+  if (it == impl_->ops.end()) {
+    return Error{ErrorCode::kNotFound, "sim fabric: unknown operation '" + operation_id + "'"};
+  }
+  return impl_->describe(it->first, it->second);
+}
+
+Expected<std::vector<std::pair<std::string, Health>>> SimFabric::health() {
+  std::lock_guard lock(impl_->mu);
+  std::vector<std::pair<std::string, Health>> out;
+  out.reserve(impl_->devices.size());
+  for (const Device& d : impl_->devices) out.emplace_back(d.id, d.health);
+  return out;
+}
+
+void SimFabric::fail_next_attaches(uint32_t n, std::string message) {
+  std::lock_guard lock(impl_->mu);
+  impl_->attach_failures.left += n;
+  impl_->attach_failures.message = message.empty() ? "injected attach failure" : std::move(message);
+}
+
+void SimFabric::fail_next_detaches(uint32_t n, std::string message) {
+  std::lock_guard lock(impl_->mu);
+  impl_->detach_failures.left += n;
+  impl_->detach_failures.message = message.empty() ? "injected detach failure" : std::move(message);
+}
+
+Status SimFabric::set_health(const std::string& device_id, Health health) {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->index.find(device_id);
+  if (it == impl_->index.end()) {
+    return Error{ErrorCode::kNotFound, "sim fabric: unknown device '" + device_id + "'"};
+  }
+  impl_->devices[it->second].health = health;
+  return Status::Ok();
+}
+
+Status SimFabric::lose_attachment(const std::string& device_id) {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->index.contains(device_id)) {
+    return Error{ErrorCode::kNotFound, "sim fabric: unknown device '" + device_id + "'"};
+  }
+  impl_->attached.erase(device_id);
+  return Status::Ok();
+}
+
+Status SimFabric::attach_behind_back(const std::string& device_id, const std::string& fabric_host) {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->index.contains(device_id)) {
+    return Error{ErrorCode::kNotFound, "sim fabric: unknown device '" + device_id + "'"};
+  }
+  if (!impl_->fabric_hosts.contains(fabric_host)) {
+    return Error{ErrorCode::kNotFound, "sim fabric: unknown host '" + fabric_host + "'"};
+  }
+  impl_->attached[device_id] = fabric_host;
+  return Status::Ok();
+}
+
+}  // namespace composer
