@@ -69,7 +69,7 @@ TEST(Submit, KeepsWhatTheUserAskedForAndAddsClassCaps) {
   ASSERT_TRUE(c) << c.error();
   EXPECT_EQ(c->licenses, "matlab:1,fabric_gpu:1,training_gpu_cap:1");
   EXPECT_EQ(c->tres_per_node, "gres:gpu:1,gres:cgpu:1");
-  EXPECT_EQ(c->admin_comment, "vip; composer: gpus=1 nodes=1 workload=training");
+  EXPECT_EQ(c->admin_comment, "vip; composer: gpus=1 workload=training nodes=1");
 }
 
 TEST(Submit, JobsWithoutOptionsAreLeftAlone) {

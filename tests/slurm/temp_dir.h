@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace composer::slurm::testing {
@@ -32,7 +33,9 @@ class TempDir {
   }
   std::string read(const std::string& rel) const {
     std::ifstream in(path_ + "/" + rel);
-    return std::string(std::istreambuf_iterator<char>(in), {});
+    std::ostringstream text;
+    if (in) text << in.rdbuf();
+    return text.str();
   }
 
  private:
