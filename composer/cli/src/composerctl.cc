@@ -1,0 +1,282 @@
+#include "composerctl.h"
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "composer/api/codec.h"
+#include "composer/client/client.h"
+#include "composer/common/units.h"
+#include "output.h"
+
+namespace composer::cli {
+namespace {
+
+constexpr char kProgram[] = "composerctl";
+
+// A command-line value that is wrong: reported like CLI11's own usage errors (exit 2).
+struct UsageError {
+  std::string message;
+};
+
+struct Settings {
+  std::string server;
+  std::string munge_socket;
+  bool parsable = false;
+  bool json = false;
+  bool noheader = false;
+
+  Format format() const {
+    return json ? Format::kJson : parsable ? Format::kParsable : Format::kTable;
+  }
+};
+
+std::string env_or(const char* name, std::string fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::string(value) : fallback;
+}
+
+template <typename T>
+T checked(Expected<T> value, std::string_view flag) {
+  if (!value) throw UsageError{std::string(flag) + ": " + value.error().message};
+  return std::move(*value);
+}
+
+uint32_t job_id_arg(const std::string& text, std::string_view flag) {
+  auto id = parse_count(text, std::numeric_limits<uint32_t>::max());
+  if (!id || *id == 0) {
+    throw UsageError{std::string(flag) + ": '" + text +
+                     "' is not a Slurm job id (a whole number from 1 to 4294967295)"};
+  }
+  return *id;
+}
+
+size_t limit_arg(const std::string& text) {
+  auto n = parse_count(text, std::numeric_limits<uint32_t>::max());
+  if (!n) throw UsageError{"--limit: '" + text + "' is not a whole number from 0 to 4294967295"};
+  return *n;
+}
+
+template <typename E>
+E enum_arg(const std::string& text, std::optional<E> (*parse)(std::string_view),
+           std::string_view flag, std::string_view allowed) {
+  std::optional<E> e = parse(text);
+  if (!e) {
+    throw UsageError{std::string(flag) + ": '" + text + "' is not one of " + std::string(allowed)};
+  }
+  return *e;
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Prints the outcome of one call: the table or JSON on `out`, or the error line on `err`.
+class Printer {
+ public:
+  Printer(const Settings& s, std::ostream& out, std::ostream& err) : s_(s), out_(out), err_(err) {}
+
+  template <typename T, typename ToTable, typename ToJson>
+  int print(const Expected<T>& result, ToTable to_table, ToJson to_json) const {
+    if (!result) return fail(result.error());
+    if (s_.json) {
+      print_json(out_, to_json(*result));
+    } else {
+      to_table(*result).print(out_, s_.format(), !s_.noheader);
+    }
+    return kExitOk;
+  }
+
+  int fail(const Error& e) const {
+    err_ << kProgram << ": error: " << e.message << '\n';
+    return kExitFailed;
+  }
+
+  const Settings& settings() const { return s_; }
+  std::ostream& out() const { return out_; }
+
+ private:
+  const Settings& s_;
+  std::ostream& out_;
+  std::ostream& err_;
+};
+
+}  // namespace
+
+int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{
+      "Show and steer the pool of composable GPUs, CXL memory and NVMe drives that "
+      "composerd attaches to Slurm jobs.",
+      kProgram};
+  app.require_subcommand(1);
+  app.fallthrough();  // global flags may also follow the subcommand
+  Settings s;
+  app.add_option("--server", s.server,
+                 "composerd's URL (else $COMPOSER_SERVER, else " +
+                     std::string(client::kDefaultServerUrl) + ")");
+  app.add_option("--munge-socket", s.munge_socket,
+                 "munged's socket (else $COMPOSER_MUNGE_SOCKET, else munge's default)");
+  auto* parsable = app.add_flag("-P,--parsable", s.parsable,
+                                "'|'-separated output with a header line, like sacct -P");
+  auto* json = app.add_flag("--json", s.json, "the API's JSON objects");
+  parsable->excludes(json);
+  app.add_flag("--noheader", s.noheader, "leave out the header line");
+
+  auto* pool =
+      app.add_subcommand("pool", "Devices per type, model and zone: free, attached, drained");
+
+  auto* devices = app.add_subcommand("devices", "List, drain or resume pooled devices");
+  devices->require_subcommand(0, 1);
+  std::string dev_type, dev_state, dev_zone, dev_node;
+  devices->add_option("--type", dev_type, "gpu, mem or nvme");
+  devices->add_option("--state", dev_state, "free, attached, drained or failed");
+  devices->add_option("--zone", dev_zone, "fabric zone");
+  devices->add_option("--node", dev_node, "attached to this node");
+  auto* devices_list = devices->add_subcommand("list", "List devices (the default)");
+  auto* drain = devices->add_subcommand("drain", "Take a device out of service (admins)");
+  std::string drain_id, drain_reason;
+  drain->add_option("ID", drain_id, "device id")->required();
+  drain->add_option("--reason", drain_reason, "why, shown in the device list")->required();
+  auto* resume = devices->add_subcommand("resume", "Put a drained device back in service (admins)");
+  std::string resume_id;
+  resume->add_option("ID", resume_id, "device id")->required();
+
+  auto* comps =
+      app.add_subcommand("compositions", "List, show or release the devices attached to jobs");
+  comps->require_subcommand(0, 1);
+  std::string c_job, c_user, c_state, c_node, c_limit;
+  bool c_live = false;
+  comps->add_option("--job", c_job, "Slurm job id");
+  comps->add_option("--user", c_user, "user name");
+  comps->add_option("--state", c_state,
+                    "requested, composing, ready, releasing, released or failed");
+  comps->add_option("--node", c_node, "node name");
+  comps->add_flag("--live", c_live, "only compositions that still hold devices");
+  comps->add_option("--limit", c_limit, "at most this many, newest first");
+  auto* comps_list = comps->add_subcommand("list", "List compositions (the default)");
+  std::string one_job, one_node;
+  auto* show = comps->add_subcommand("show", "One job's composition on one node");
+  show->add_option("JOB", one_job, "Slurm job id")->required();
+  show->add_option("NODE", one_node, "node name")->required();
+  auto* release = comps->add_subcommand("release", "Detach a job's devices from a node (admins)");
+  release->add_option("JOB", one_job, "Slurm job id")->required();
+  release->add_option("NODE", one_node, "node name")->required();
+
+  auto* health =
+      app.add_subcommand("health", "composerd's status; exits 1 unless the status is ok");
+
+  auto* events = app.add_subcommand("events", "The ledger of state changes (admins)");
+  std::string e_job, e_since, e_until, e_limit;
+  events->add_option("--job", e_job, "Slurm job id");
+  events->add_option("--since", e_since, "from this time: now-1h, 2024-05-01T08:00, ...");
+  events->add_option("--until", e_until, "before this time");
+  events->add_option("--limit", e_limit, "at most this many, oldest first");
+  (void)devices_list;
+  (void)comps_list;
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))
+      return app.exit(e, out, err);
+    err << kProgram << ": error: " << e.what() << "\nRun '" << kProgram << " --help' for usage.\n";
+    return kExitUsage;
+  }
+
+  try {
+    client::ClientOptions options;
+    options.url =
+        s.server.empty() ? env_or("COMPOSER_SERVER", client::kDefaultServerUrl) : s.server;
+    options.munge_socket =
+        s.munge_socket.empty() ? env_or("COMPOSER_MUNGE_SOCKET", "") : s.munge_socket;
+    if (!(options.url.starts_with("http://") || options.url.starts_with("https://"))) {
+      throw UsageError{"--server: '" + options.url +
+                       "' is not a URL; expected http://HOST:PORT or https://HOST:PORT"};
+    }
+    // Validate every argument before anything is sent.
+    client::DeviceQuery dq;
+    if (!dev_type.empty())
+      dq.type = enum_arg(dev_type, parse_device_type, "--type", "gpu, mem, nvme");
+    if (!dev_state.empty()) {
+      dq.state =
+          enum_arg(dev_state, parse_device_state, "--state", "free, attached, drained, failed");
+    }
+    if (!dev_zone.empty()) dq.zone = dev_zone;
+    if (!dev_node.empty()) dq.node = dev_node;
+    client::CompositionQuery cq;
+    if (!c_job.empty()) cq.job = job_id_arg(c_job, "--job");
+    if (!c_user.empty()) cq.user = c_user;
+    if (!c_state.empty()) {
+      cq.state = enum_arg(c_state, parse_composition_state, "--state",
+                          "requested, composing, ready, releasing, released, failed");
+    }
+    if (!c_node.empty()) cq.node = c_node;
+    cq.live = c_live;
+    if (!c_limit.empty()) cq.limit = limit_arg(c_limit);
+    client::EventQuery eq;
+    if (!e_job.empty()) eq.job = job_id_arg(e_job, "--job");
+    if (!e_since.empty()) eq.since_ms = checked(parse_time(e_since, now_ms()), "--since");
+    if (!e_until.empty()) eq.until_ms = checked(parse_time(e_until, now_ms()), "--until");
+    if (!e_limit.empty()) eq.limit = limit_arg(e_limit);
+    const uint32_t job = one_job.empty() ? 0 : job_id_arg(one_job, "JOB");
+
+    const client::Client c(options);
+    const Printer p(s, out, err);
+    if (pool->parsed()) {
+      return p.print(c.pool(), pool_table, api::pool_to_json);
+    }
+    if (devices->parsed()) {
+      auto one = [](const Device& d) { return device_table({d}); };
+      auto one_json = [](const Device& d) { return api::to_json(d); };
+      if (drain->parsed()) return p.print(c.drain(drain_id, drain_reason), one, one_json);
+      if (resume->parsed()) return p.print(c.resume(resume_id), one, one_json);
+      return p.print(c.devices(dq), device_table, api::devices_to_json);
+    }
+    if (comps->parsed()) {
+      if (show->parsed()) {
+        return p.print(
+            c.show(job, one_node), [](const Composition& x) { return composition_table({x}); },
+            [](const Composition& x) { return api::to_json(x); });
+      }
+      if (release->parsed()) {
+        auto released = c.release(job, one_node);
+        if (released && !released->has_value() && s.format() == Format::kTable) {
+          out << "job " << job << " holds no composition on " << one_node
+              << "; nothing to release\n";
+          return kExitOk;
+        }
+        return p.print(
+            released,
+            [](const std::optional<Composition>& x) {
+              return composition_table(x ? std::vector<Composition>{*x}
+                                         : std::vector<Composition>{});
+            },
+            api::release_to_json);
+      }
+      return p.print(c.compositions(cq), composition_table, api::compositions_to_json);
+    }
+    if (health->parsed()) {
+      auto info = c.health();
+      const int rc =
+          p.print(info, health_table, [](const api::HealthInfo& h) { return api::to_json(h); });
+      if (rc == kExitOk && info->status != "ok") return kExitFailed;
+      return rc;
+    }
+    if (events->parsed()) {
+      return p.print(c.events(eq), event_table, api::events_to_json);
+    }
+    err << kProgram << ": error: no command given\nRun '" << kProgram << " --help' for usage.\n";
+    return kExitUsage;
+  } catch (const UsageError& e) {
+    err << kProgram << ": error: " << e.message << "\nRun '" << kProgram << " --help' for usage.\n";
+    return kExitUsage;
+  }
+}
+
+}  // namespace composer::cli
