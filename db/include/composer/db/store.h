@@ -24,28 +24,30 @@ struct StoreOptions {
   int busy_timeout_ms = 5000;
 };
 
+// Members are value-initialised so callers can name only the filters they use
+// (designated initialisers) without -Wmissing-field-initializers.
 struct DeviceFilter {
-  std::optional<DeviceType> type;
-  std::optional<DeviceState> state;
-  std::optional<std::string> zone;
-  std::optional<std::string> node;  // attached to this node
+  std::optional<DeviceType> type{};
+  std::optional<DeviceState> state{};
+  std::optional<std::string> zone{};
+  std::optional<std::string> node{};  // attached to this node
 };
 
 struct CompositionFilter {
-  std::optional<uint32_t> job_id;
-  std::optional<uint32_t> uid;
-  std::optional<std::string> user;
-  std::optional<std::string> node;
-  std::optional<CompositionState> state;
+  std::optional<uint32_t> job_id{};
+  std::optional<uint32_t> uid{};
+  std::optional<std::string> user{};
+  std::optional<std::string> node{};
+  std::optional<CompositionState> state{};
   bool live_only = false;
   size_t limit = 0;  // 0: no limit; newest first
 };
 
 struct EventFilter {
-  std::optional<int64_t> since_ms;  // inclusive
-  std::optional<int64_t> until_ms;  // exclusive
-  std::optional<uint32_t> job_id;
-  std::optional<int64_t> composition_id;
+  std::optional<int64_t> since_ms{};  // inclusive
+  std::optional<int64_t> until_ms{};  // exclusive
+  std::optional<uint32_t> job_id{};
+  std::optional<int64_t> composition_id{};
   size_t limit = 0;  // 0: no limit; oldest first
 };
 

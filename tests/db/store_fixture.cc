@@ -1,0 +1,120 @@
+#include "store_fixture.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+namespace composer::db::testing {
+
+TempDir::TempDir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp != nullptr ? tmp : "/tmp") + "/db_test.XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+Device make_device(const std::string& id, DeviceType type, const std::string& zone) {
+  Device d;
+  d.id = id;
+  d.type = type;
+  d.model = type == DeviceType::kGpu ? "A100-80G" : type == DeviceType::kMem ? "CXL-DDR5" : "P5620";
+  d.capacity_bytes = type == DeviceType::kGpu ? 0 : (uint64_t{64} << 30);
+  d.zone = zone;
+  d.address = "0000:41:00.0";
+  return d;
+}
+
+Host make_host(const std::string& node) {
+  Host h;
+  h.node = node;
+  h.fabric_id = "fab-" + node;
+  h.zones = {"z1", "z2"};
+  h.gpu_slots = 8;
+  h.mem_slots = 4;
+  h.nvme_slots = 2;
+  return h;
+}
+
+Composition make_composition(uint32_t job_id, const std::string& node, CompositionState state) {
+  Composition c;
+  c.job_id = job_id;
+  c.node = node;
+  c.uid = 1000;
+  c.user = "alice";
+  c.account = "physics";
+  c.workload = "training";
+  c.request.gpus = 2;
+  c.request.gpu_model = "A100-80G";
+  c.request.mem_bytes = uint64_t{64} << 30;
+  c.request.nvme = 0;
+  c.state = state;
+  return c;
+}
+
+std::unique_ptr<sqlite::Connection> raw_connection(const std::string& path) {
+  auto db = sqlite::Connection::open(path, sqlite::Connection::Mode::kReadWrite, 5000);
+  db->pragma("enabling foreign keys", "foreign_keys = ON");
+  return db;
+}
+
+int64_t query_int(sqlite::Connection& db, const std::string& sql) {
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &raw, nullptr) != SQLITE_OK) {
+    throw std::runtime_error(sql + ": " + db.last_error());
+  }
+  int64_t v = -1;
+  if (sqlite3_step(raw) == SQLITE_ROW) v = sqlite3_column_int64(raw, 0);
+  sqlite3_finalize(raw);
+  return v;
+}
+
+Status exec_raw(sqlite::Connection& db, const std::string& sql) {
+  char* message = nullptr;
+  const int rc = sqlite3_exec(db.handle(), sql.c_str(), nullptr, nullptr, &message);
+  if (rc == SQLITE_OK) return Status::Ok();
+  Error e(sqlite::error_code_for(rc), message != nullptr ? message : sqlite3_errstr(rc));
+  sqlite3_free(message);
+  return e;
+}
+
+void StoreTest::SetUp() { reopen(); }
+
+void StoreTest::TearDown() { store_.reset(); }
+
+void StoreTest::reopen(bool durable) {
+  store_.reset();
+  StoreOptions options;
+  options.durable = durable;
+  auto opened = Store::open(db_path(), options);
+  ASSERT_TRUE(opened.ok()) << opened.error();
+  store_ = std::move(*opened);
+}
+
+void StoreTest::add_inventory() {
+  ASSERT_TRUE(
+      store().upsert_hosts({make_host("node1"), make_host("node2"), make_host("node3")}).ok());
+  std::vector<Device> devices;
+  for (int i = 0; i < 6; ++i) {
+    devices.push_back(
+        make_device("gpu-" + std::to_string(i), DeviceType::kGpu, i < 4 ? "z1" : "z2"));
+  }
+  devices.push_back(make_device("mem-0", DeviceType::kMem));
+  devices.push_back(make_device("mem-1", DeviceType::kMem, "z2"));
+  devices.push_back(make_device("nvme-0", DeviceType::kNvme));
+  auto s = store().upsert_devices(devices);
+  ASSERT_TRUE(s.ok()) << s;
+}
+
+int64_t StoreTest::event_count() {
+  auto events = store().events({});
+  EXPECT_TRUE(events.ok()) << events.error();
+  return events.ok() ? static_cast<int64_t>(events->size()) : -1;
+}
+
+}  // namespace composer::db::testing

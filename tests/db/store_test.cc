@@ -1,0 +1,621 @@
+// The Store's behaviour on a real SQLite file: inventory, the composition lifecycle and its
+// ledger, the invariants the schema enforces, and the filters.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "store_fixture.h"
+
+namespace composer::db::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using S = CompositionState;
+
+std::vector<std::string> ids_of(const std::vector<Device>& devices) {
+  std::vector<std::string> ids;
+  for (const auto& d : devices) ids.push_back(d.id);
+  return ids;
+}
+
+std::vector<std::string> kinds_of(const std::vector<Event>& events) {
+  std::vector<std::string> kinds;
+  for (const auto& e : events) kinds.push_back(e.kind);
+  return kinds;
+}
+
+// --- Inventory ------------------------------------------------------------------------------
+
+TEST_F(StoreTest, UpsertAddsThenUpdatesHostsAndDevices) {
+  add_inventory();
+  auto hosts = store().hosts();
+  ASSERT_TRUE(hosts.ok()) << hosts.error();
+  ASSERT_EQ(hosts->size(), 3u);
+  EXPECT_EQ((*hosts)[0].node, "node1");
+  EXPECT_THAT((*hosts)[0].zones, ElementsAre("z1", "z2"));
+  EXPECT_EQ((*hosts)[0].mem_slots, 4u);
+
+  Host changed = make_host("node1");
+  changed.zones = {"z2"};
+  changed.gpu_slots = 2;
+  ASSERT_TRUE(store().upsert_hosts({changed}).ok());
+  hosts = store().hosts();
+  ASSERT_TRUE(hosts.ok());
+  EXPECT_EQ(hosts->size(), 3u);
+  EXPECT_THAT((*hosts)[0].zones, ElementsAre("z2"));
+  EXPECT_EQ((*hosts)[0].gpu_slots, 2u);
+
+  auto mem = store().device("mem-0");
+  ASSERT_TRUE(mem.ok()) << mem.error();
+  EXPECT_EQ(mem->type, DeviceType::kMem);
+  EXPECT_EQ(mem->capacity_bytes, uint64_t{64} << 30);
+  EXPECT_EQ(mem->state(), DeviceState::kFree);
+}
+
+TEST_F(StoreTest, UpsertKeepsDrainStateAndOwner) {
+  add_inventory();
+  ASSERT_TRUE(store().set_drained("gpu-1", true, "bad fan", "root", 10).ok());
+  auto created = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 20);
+  ASSERT_TRUE(created.ok()) << created.error();
+
+  // The fabric reports both again with new static facts; drain and owner must survive.
+  Device gpu0 = make_device("gpu-0");
+  gpu0.model = "H100-80G";
+  gpu0.address = "0000:81:00.0";
+  Device gpu1 = make_device("gpu-1");
+  gpu1.zone = "z2";
+  ASSERT_TRUE(store().upsert_devices({gpu0, gpu1}).ok());
+
+  auto d0 = store().device("gpu-0");
+  ASSERT_TRUE(d0.ok());
+  EXPECT_EQ(d0->model, "H100-80G");
+  EXPECT_EQ(d0->address, "0000:81:00.0");
+  EXPECT_EQ(d0->composition_id, created->id);
+  EXPECT_EQ(d0->node, "node1");
+  EXPECT_EQ(d0->state(), DeviceState::kAttached);
+  auto d1 = store().device("gpu-1");
+  ASSERT_TRUE(d1.ok());
+  EXPECT_EQ(d1->zone, "z2");
+  EXPECT_TRUE(d1->drained);
+  EXPECT_EQ(d1->drain_reason, "bad fan");
+}
+
+TEST_F(StoreTest, InventoryHealthChangeIsRecorded) {
+  add_inventory();
+  Device bad = make_device("gpu-2");
+  bad.health = Health::kCritical;
+  ASSERT_TRUE(store().upsert_devices({bad}).ok());
+  auto events = store().events({});
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].kind, "health");
+  EXPECT_EQ((*events)[0].from_state, "ok");
+  EXPECT_EQ((*events)[0].to_state, "critical");
+  EXPECT_THAT((*events)[0].devices, ElementsAre("gpu-2"));
+}
+
+TEST_F(StoreTest, RefusesIdsThatCannotBeStoredInLists) {
+  auto s = store().upsert_devices({make_device("gpu,7")});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(s.error().message, HasSubstr("'gpu,7'"));
+  EXPECT_THAT(s.error().message, HasSubstr("without commas or spaces"));
+
+  Host h = make_host("node1");
+  h.zones = {"z1", ""};
+  s = store().upsert_hosts({h});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(s.error().message, HasSubstr("zone ''"));
+
+  Device huge = make_device("mem-9", DeviceType::kMem);
+  huge.capacity_bytes = ~uint64_t{0};
+  s = store().upsert_devices({huge});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(s.error().message, HasSubstr("mem-9"));
+  auto all = store().devices();
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->empty());
+}
+
+// --- Lifecycle and ledger -------------------------------------------------------------------
+
+TEST_F(StoreTest, FullLifecycleWritesOneEventPerStateWithWhoAndWhat) {
+  add_inventory();
+  auto created = store().create_composition(make_composition(4711, "node1", S::kRequested),
+                                            {"gpu-0", "gpu-1", "mem-0"}, 1000);
+  ASSERT_TRUE(created.ok()) << created.error();
+  EXPECT_GT(created->id, 0);
+  EXPECT_EQ(created->state, S::kRequested);
+  EXPECT_EQ(created->created_ms, 1000);
+  EXPECT_EQ(created->attempts, 0u);
+  EXPECT_THAT(ids_of(created->devices), ElementsAre("gpu-0", "gpu-1", "mem-0"));
+  EXPECT_EQ(created->devices[0].composition_id, created->id);
+
+  const int64_t id = created->id;
+  ASSERT_TRUE(store().transition(id, S::kRequested, S::kComposing, "", 1100).ok());
+  auto ready = store().transition(id, S::kComposing, S::kReady, "attached", 1200, true);
+  ASSERT_TRUE(ready.ok()) << ready.error();
+  EXPECT_EQ(ready->attempts, 1u);
+  EXPECT_EQ(ready->updated_ms, 1200);
+  ASSERT_TRUE(store().transition(id, S::kReady, S::kReleasing, "", 1300).ok());
+  auto released = store().transition(id, S::kReleasing, S::kReleased, "detached", 1400);
+  ASSERT_TRUE(released.ok()) << released.error();
+  EXPECT_EQ(released->state, S::kReleased);
+  EXPECT_FALSE(released->devices[0].composition_id);
+
+  auto stored = store().composition(id);
+  ASSERT_TRUE(stored.ok()) << stored.error();
+  EXPECT_EQ(stored->state, S::kReleased);
+  EXPECT_EQ(stored->request, make_composition(0, "x").request);
+  EXPECT_EQ(stored->attempts, 1u);
+  EXPECT_THAT(ids_of(stored->devices), ElementsAre("gpu-0", "gpu-1", "mem-0"));
+
+  auto events = store().events({});
+  ASSERT_TRUE(events.ok()) << events.error();
+  EXPECT_THAT(kinds_of(*events),
+              ElementsAre("requested", "composing", "ready", "releasing", "released"));
+  const Event& ready_event = (*events)[2];
+  EXPECT_EQ(ready_event.ts_ms, 1200);
+  EXPECT_EQ(ready_event.composition_id, id);
+  EXPECT_EQ(ready_event.job_id, 4711u);
+  EXPECT_EQ(ready_event.node, "node1");
+  EXPECT_EQ(ready_event.uid, 1000u);
+  EXPECT_EQ(ready_event.user, "alice");
+  EXPECT_EQ(ready_event.account, "physics");
+  EXPECT_EQ(ready_event.workload, "training");
+  EXPECT_EQ(ready_event.from_state, "composing");
+  EXPECT_EQ(ready_event.to_state, "ready");
+  EXPECT_EQ(ready_event.detail, "attached");
+  EXPECT_THAT(ready_event.devices, ElementsAre("gpu-0", "gpu-1", "mem-0"));
+  EXPECT_EQ((*events)[0].from_state, "");
+  EXPECT_THAT((*events)[4].devices, ElementsAre("gpu-0", "gpu-1", "mem-0"));
+}
+
+TEST_F(StoreTest, CreatingInComposingRecordsBothStatesItPassed) {
+  add_inventory();
+  auto created = store().create_composition(make_composition(5, "node2"), {"gpu-3"}, 50);
+  ASSERT_TRUE(created.ok()) << created.error();
+  EXPECT_EQ(created->state, S::kComposing);
+  auto events = store().events({});
+  ASSERT_TRUE(events.ok());
+  EXPECT_THAT(kinds_of(*events), ElementsAre("requested", "composing"));
+  EXPECT_EQ((*events)[1].from_state, "requested");
+
+  auto bad = store().create_composition(make_composition(6, "node2", S::kReady), {"gpu-4"}, 60);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(bad.error().message, HasSubstr("requested or composing, not ready"));
+}
+
+TEST_F(StoreTest, IllegalTransitionIsAConflictAndChangesNothing) {
+  add_inventory();
+  auto created = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10);
+  ASSERT_TRUE(created.ok());
+  const int64_t before = event_count();
+
+  // Not a legal edge of the state machine at all.
+  auto skip = store().transition(created->id, S::kComposing, S::kReleased, "", 20);
+  ASSERT_FALSE(skip.ok());
+  EXPECT_EQ(skip.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(skip.error().message, HasSubstr("cannot go from composing to released"));
+  // A legal edge, but the composition is not in `from`.
+  auto stale = store().transition(created->id, S::kReady, S::kReleasing, "", 20);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(stale.error().message, HasSubstr("is composing, not ready"));
+
+  auto after = store().composition(created->id);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state, S::kComposing);
+  EXPECT_EQ(after->updated_ms, 10);
+  EXPECT_EQ(event_count(), before);
+
+  auto missing = store().transition(999, S::kComposing, S::kReady, "", 20);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+}
+
+TEST_F(StoreTest, SecondLiveCompositionForTheSameJobAndNodeIsRefused) {
+  add_inventory();
+  auto first = store().create_composition(make_composition(9, "node1"), {"gpu-0"}, 10);
+  ASSERT_TRUE(first.ok());
+  const int64_t before = event_count();
+  auto second = store().create_composition(make_composition(9, "node1"), {"gpu-1"}, 20);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(second.error().message, HasSubstr("job 9 on node1 already has a live composition"));
+  EXPECT_THAT(second.error().message, HasSubstr("UNIQUE constraint failed"));
+  EXPECT_EQ(event_count(), before);
+  auto gpu1 = store().device("gpu-1");
+  ASSERT_TRUE(gpu1.ok());
+  EXPECT_FALSE(gpu1->composition_id);  // the refused call left nothing behind
+
+  // Same job on another node is fine; after release the same (job, node) is fine again.
+  EXPECT_TRUE(store().create_composition(make_composition(9, "node2"), {"gpu-1"}, 30).ok());
+  ASSERT_TRUE(store().transition(first->id, S::kComposing, S::kFailed, "fabric said no", 40).ok());
+  auto again = store().create_composition(make_composition(9, "node1"), {"gpu-0"}, 50);
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_NE(again->id, first->id);
+}
+
+TEST_F(StoreTest, DeviceInTwoLiveCompositionsIsRefused) {
+  add_inventory();
+  auto first = store().create_composition(make_composition(1, "node1"), {"gpu-0", "gpu-1"}, 10);
+  ASSERT_TRUE(first.ok());
+  auto second = store().create_composition(make_composition(2, "node2"), {"gpu-2", "gpu-1"}, 20);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(second.error().message, HasSubstr("device gpu-1 already belongs"));
+  // All or nothing: gpu-2 was not taken and job 2 has no composition.
+  auto gpu2 = store().device("gpu-2");
+  ASSERT_TRUE(gpu2.ok());
+  EXPECT_FALSE(gpu2->composition_id);
+  auto live2 = store().live_composition(2, "node2");
+  ASSERT_TRUE(live2.ok());
+  EXPECT_FALSE(live2->has_value());
+}
+
+TEST_F(StoreTest, TheSchemaItselfRefusesADeviceInTwoLiveCompositions) {
+  add_inventory();
+  auto first = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10);
+  ASSERT_TRUE(first.ok());
+
+  // Bypass the Store entirely: a second connection writes raw SQL.
+  auto raw = raw_connection(db_path());
+  ASSERT_TRUE(exec_raw(*raw,
+                       "INSERT INTO compositions (job_id, node, uid, user, account, workload, "
+                       "gpus, gpu_model, mem_bytes, nvme, state, created_ms, updated_ms) VALUES "
+                       "(2, 'node2', 0, '', '', '', 1, '', 0, 0, 'composing', 1, 1)")
+                  .ok());
+  const int64_t other = query_int(*raw, "SELECT max(id) FROM compositions");
+  auto refused = exec_raw(*raw,
+                          "INSERT INTO composition_devices (composition_id, device_id) "
+                          "VALUES (" +
+                              std::to_string(other) + ", 'gpu-0')");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(refused.error().message, HasSubstr("composition_devices.device_id"));
+
+  // Nor can a second live composition for the same (job, node) be inserted.
+  refused = exec_raw(*raw,
+                     "INSERT INTO compositions (job_id, node, uid, user, account, workload, "
+                     "gpus, gpu_model, mem_bytes, nvme, state, created_ms, updated_ms) VALUES "
+                     "(1, 'node1', 0, '', '', '', 1, '', 0, 0, 'requested', 1, 1)");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message, HasSubstr("compositions.job_id, compositions.node"));
+
+  // Nor can a released link be revived, a device handed to a finished composition, or a
+  // composition jump across the state machine.
+  ASSERT_TRUE(store().transition(first->id, S::kComposing, S::kFailed, "gone", 20).ok());
+  refused = exec_raw(*raw, "UPDATE composition_devices SET live = 1");
+  EXPECT_THAT(refused.error().message, HasSubstr("cannot become live again"));
+  refused = exec_raw(*raw, "INSERT INTO composition_devices (composition_id, device_id) VALUES (" +
+                               std::to_string(first->id) + ", 'gpu-3')");
+  EXPECT_THAT(refused.error().message, HasSubstr("only be given to a live composition"));
+  refused = exec_raw(
+      *raw, "UPDATE compositions SET state = 'ready' WHERE id = " + std::to_string(first->id));
+  EXPECT_THAT(refused.error().message, HasSubstr("illegal composition state transition"));
+  // The device freed by the failure can now go to the raw composition.
+  EXPECT_TRUE(exec_raw(*raw,
+                       "INSERT INTO composition_devices (composition_id, device_id) "
+                       "VALUES (" +
+                           std::to_string(other) + ", 'gpu-0')")
+                  .ok());
+}
+
+TEST_F(StoreTest, ReleasedOrFailedCompositionsFreeTheirDevicesForReuse) {
+  add_inventory();
+  auto a = store().create_composition(make_composition(1, "node1"), {"gpu-0", "mem-0"}, 10);
+  auto b = store().create_composition(make_composition(2, "node2"), {"gpu-1"}, 10);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (auto [from, to] : {std::pair{S::kComposing, S::kReady},
+                          {S::kReady, S::kReleasing},
+                          {S::kReleasing, S::kReleased}}) {
+    ASSERT_TRUE(store().transition(a->id, from, to, "", 20).ok());
+  }
+  auto failed = store().transition(b->id, S::kComposing, S::kFailed, "attach timed out", 30);
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->last_error, "attach timed out");
+
+  for (const char* id : {"gpu-0", "mem-0", "gpu-1"}) {
+    auto d = store().device(id);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->state(), DeviceState::kFree) << id;
+  }
+  auto reuse =
+      store().create_composition(make_composition(3, "node3"), {"gpu-0", "gpu-1", "mem-0"}, 40);
+  ASSERT_TRUE(reuse.ok()) << reuse.error();
+  // The old compositions still list what they held, the devices now show the new owner.
+  auto old = store().composition(a->id);
+  ASSERT_TRUE(old.ok());
+  EXPECT_THAT(ids_of(old->devices), ElementsAre("gpu-0", "mem-0"));
+  EXPECT_EQ(old->devices[0].composition_id, reuse->id);
+  EXPECT_EQ(old->devices[0].node, "node3");
+}
+
+TEST_F(StoreTest, EventsCannotBeUpdatedOrDeleted) {
+  add_inventory();
+  ASSERT_TRUE(store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10).ok());
+  auto raw = raw_connection(db_path());
+  auto update = exec_raw(*raw, "UPDATE events SET detail = 'forged'");
+  ASSERT_FALSE(update.ok());
+  EXPECT_EQ(update.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(update.error().message, HasSubstr("append-only"));
+  auto remove = exec_raw(*raw, "DELETE FROM events");
+  ASSERT_FALSE(remove.ok());
+  EXPECT_THAT(remove.error().message, HasSubstr("append-only"));
+  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM events WHERE detail = 'forged'"), 0);
+  EXPECT_EQ(event_count(), 2);
+}
+
+TEST_F(StoreTest, DrainResumeAndHealthAreRecorded) {
+  add_inventory();
+  auto c = store().create_composition(make_composition(77, "node2"), {"gpu-5"}, 5);
+  ASSERT_TRUE(c.ok());
+  const int64_t first = event_count();
+
+  ASSERT_TRUE(store().set_drained("gpu-4", true, "replace fan", "admin1", 10).ok());
+  ASSERT_TRUE(store().set_drained("gpu-4", true, "replace fan", "admin1", 11).ok());  // no-op
+  ASSERT_TRUE(store().set_drained("gpu-4", false, "fixed", "admin2", 20).ok());
+  ASSERT_TRUE(store().set_health("gpu-5", Health::kCritical, "xid 79", 30).ok());
+  ASSERT_TRUE(store().set_health("gpu-5", Health::kCritical, "xid 79", 31).ok());  // no-op
+
+  auto events = store().events({.since_ms = 10});
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(static_cast<int64_t>(events->size()), 3) << "after " << first;
+  const Event& drain = (*events)[0];
+  EXPECT_EQ(drain.kind, "drain");
+  EXPECT_EQ(drain.user, "admin1");
+  EXPECT_EQ(drain.detail, "replace fan");
+  EXPECT_EQ(drain.from_state, "free");
+  EXPECT_EQ(drain.to_state, "drained");
+  EXPECT_THAT(drain.devices, ElementsAre("gpu-4"));
+  const Event& resume = (*events)[1];
+  EXPECT_EQ(resume.kind, "resume");
+  EXPECT_EQ(resume.user, "admin2");
+  EXPECT_EQ(resume.to_state, "free");
+  const Event& health = (*events)[2];
+  EXPECT_EQ(health.kind, "health");
+  EXPECT_EQ(health.from_state, "ok");
+  EXPECT_EQ(health.to_state, "critical");
+  EXPECT_EQ(health.detail, "xid 79");
+  // The device was attached: the event says whose job lost it.
+  EXPECT_EQ(health.composition_id, c->id);
+  EXPECT_EQ(health.job_id, 77u);
+  EXPECT_EQ(health.user, "alice");
+
+  auto gpu4 = store().device("gpu-4");
+  ASSERT_TRUE(gpu4.ok());
+  EXPECT_FALSE(gpu4->drained);
+  EXPECT_EQ(gpu4->drain_reason, "");
+  auto gpu5 = store().device("gpu-5");
+  ASSERT_TRUE(gpu5.ok());
+  EXPECT_EQ(gpu5->state(), DeviceState::kFailed);
+
+  auto unknown = store().set_drained("gpu-99", true, "x", "root", 40);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
+  EXPECT_THAT(unknown.error().message, HasSubstr("'gpu-99'"));
+  EXPECT_EQ(store().set_health("gpu-99", Health::kOk, "", 40).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store().device("gpu-99").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store().composition(12345).error().code, ErrorCode::kNotFound);
+}
+
+TEST_F(StoreTest, UnknownDeviceInACompositionIsNotFoundAndDuplicatesAreRefused) {
+  add_inventory();
+  auto missing = store().create_composition(make_composition(1, "node1"), {"gpu-0", "gpu-x"}, 1);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  EXPECT_THAT(missing.error().message, HasSubstr("no device 'gpu-x'"));
+  auto twice = store().create_composition(make_composition(1, "node1"), {"gpu-0", "gpu-0"}, 1);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(event_count(), 0);
+}
+
+// --- Filters --------------------------------------------------------------------------------
+
+class FilterTest : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    add_inventory();
+    // job 1 on node1: gpu-0, mem-0 (ready); job 2 on node2: gpu-4 (released);
+    // job 3 on node2: gpu-1 (composing, user bob); gpu-2 drained; gpu-3 critical.
+    auto c1 = store().create_composition(make_composition(1, "node1"), {"gpu-0", "mem-0"}, 100);
+    ASSERT_TRUE(c1.ok());
+    ASSERT_TRUE(store().transition(c1->id, S::kComposing, S::kReady, "", 110).ok());
+    auto c2 = store().create_composition(make_composition(2, "node2"), {"gpu-4"}, 200);
+    ASSERT_TRUE(c2.ok());
+    ASSERT_TRUE(store().transition(c2->id, S::kComposing, S::kReady, "", 210).ok());
+    ASSERT_TRUE(store().transition(c2->id, S::kReady, S::kReleasing, "", 220).ok());
+    ASSERT_TRUE(store().transition(c2->id, S::kReleasing, S::kReleased, "", 230).ok());
+    Composition bob = make_composition(3, "node2");
+    bob.user = "bob";
+    bob.uid = 1001;
+    auto c3 = store().create_composition(bob, {"gpu-1"}, 300);
+    ASSERT_TRUE(c3.ok());
+    ASSERT_TRUE(store().set_drained("gpu-2", true, "maintenance", "root", 400).ok());
+    ASSERT_TRUE(store().set_health("gpu-3", Health::kCritical, "dead", 500).ok());
+    ids_ = {c1->id, c2->id, c3->id};
+  }
+  std::vector<int64_t> ids_;
+};
+
+TEST_F(FilterTest, DevicesByTypeStateZoneAndNode) {
+  auto all = store().devices();
+  ASSERT_TRUE(all.ok()) << all.error();
+  EXPECT_EQ(all->size(), 9u);
+
+  auto mem = store().devices({.type = DeviceType::kMem});
+  ASSERT_TRUE(mem.ok());
+  EXPECT_THAT(ids_of(*mem), ElementsAre("mem-0", "mem-1"));
+
+  auto attached = store().devices({.state = DeviceState::kAttached});
+  ASSERT_TRUE(attached.ok());
+  EXPECT_THAT(ids_of(*attached), ElementsAre("gpu-0", "gpu-1", "mem-0"));
+  EXPECT_EQ((*attached)[0].composition_id, ids_[0]);
+  EXPECT_EQ((*attached)[0].node, "node1");
+
+  auto free_gpus = store().devices({.type = DeviceType::kGpu, .state = DeviceState::kFree});
+  ASSERT_TRUE(free_gpus.ok());
+  EXPECT_THAT(ids_of(*free_gpus), ElementsAre("gpu-4", "gpu-5"));
+
+  auto drained = store().devices({.state = DeviceState::kDrained});
+  ASSERT_TRUE(drained.ok());
+  EXPECT_THAT(ids_of(*drained), ElementsAre("gpu-2"));
+  auto failed = store().devices({.state = DeviceState::kFailed});
+  ASSERT_TRUE(failed.ok());
+  EXPECT_THAT(ids_of(*failed), ElementsAre("gpu-3"));
+
+  auto z2 = store().devices({.zone = "z2"});
+  ASSERT_TRUE(z2.ok());
+  EXPECT_THAT(ids_of(*z2), ElementsAre("gpu-4", "gpu-5", "mem-1"));
+
+  auto node2 = store().devices({.node = "node2"});
+  ASSERT_TRUE(node2.ok());
+  EXPECT_THAT(ids_of(*node2), ElementsAre("gpu-1"));  // gpu-4's composition was released
+  auto node1_mem = store().devices({.type = DeviceType::kMem, .node = "node1"});
+  ASSERT_TRUE(node1_mem.ok());
+  EXPECT_THAT(ids_of(*node1_mem), ElementsAre("mem-0"));
+}
+
+TEST_F(FilterTest, CompositionsByJobUserUidNodeStateLiveAndLimit) {
+  auto ids = [](const Expected<std::vector<Composition>>& cs) {
+    std::vector<int64_t> out;
+    if (cs.ok()) {
+      for (const auto& c : *cs) out.push_back(c.id);
+    }
+    return out;
+  };
+  auto all = store().compositions({});
+  ASSERT_TRUE(all.ok()) << all.error();
+  EXPECT_THAT(ids(all), ElementsAre(ids_[2], ids_[1], ids_[0]));  // newest first
+  EXPECT_THAT(ids_of((*all)[2].devices), ElementsAre("gpu-0", "mem-0"));
+
+  EXPECT_THAT(ids(store().compositions({.job_id = 2})), ElementsAre(ids_[1]));
+  EXPECT_THAT(ids(store().compositions({.uid = 1001})), ElementsAre(ids_[2]));
+  EXPECT_THAT(ids(store().compositions({.user = "alice"})), ElementsAre(ids_[1], ids_[0]));
+  EXPECT_THAT(ids(store().compositions({.node = "node2"})), ElementsAre(ids_[2], ids_[1]));
+  EXPECT_THAT(ids(store().compositions({.node = "node2", .live_only = true})),
+              ElementsAre(ids_[2]));
+  EXPECT_THAT(ids(store().compositions({.state = S::kReleased})), ElementsAre(ids_[1]));
+  EXPECT_THAT(ids(store().compositions({.live_only = true})), ElementsAre(ids_[2], ids_[0]));
+  EXPECT_THAT(ids(store().compositions({.live_only = true, .limit = 1})), ElementsAre(ids_[2]));
+  EXPECT_THAT(ids(store().compositions({.limit = 2})), ElementsAre(ids_[2], ids_[1]));
+  EXPECT_THAT(ids(store().compositions({.job_id = 2, .live_only = true})), ElementsAre());
+  EXPECT_THAT(ids(store().compositions({.job_id = 3, .user = "alice"})), ElementsAre());
+
+  auto live = store().live_composition(1, "node1");
+  ASSERT_TRUE(live.ok());
+  ASSERT_TRUE(live->has_value());
+  EXPECT_EQ((*live)->state, S::kReady);
+  auto none = store().live_composition(2, "node2");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
+TEST_F(FilterTest, EventsByTimeJobCompositionAndLimit) {
+  auto all = store().events({});
+  ASSERT_TRUE(all.ok());
+  // 1: requested, composing, ready; 2: requested, composing, ready, releasing, released;
+  // 3: requested, composing; drain; health.
+  EXPECT_EQ(all->size(), 12u);
+
+  auto window = store().events({.since_ms = 200, .until_ms = 230});
+  ASSERT_TRUE(window.ok());
+  EXPECT_THAT(kinds_of(*window), ElementsAre("requested", "composing", "ready", "releasing"));
+
+  auto job2 = store().events({.job_id = 2});
+  ASSERT_TRUE(job2.ok());
+  EXPECT_EQ(job2->size(), 5u);
+  auto job2_late = store().events({.since_ms = 220, .job_id = 2});
+  ASSERT_TRUE(job2_late.ok());
+  EXPECT_THAT(kinds_of(*job2_late), ElementsAre("releasing", "released"));
+
+  auto of_c1 = store().events({.composition_id = ids_[0], .limit = 2});
+  ASSERT_TRUE(of_c1.ok());
+  EXPECT_THAT(kinds_of(*of_c1), ElementsAre("requested", "composing"));
+
+  auto first_two = store().events({.limit = 2});
+  ASSERT_TRUE(first_two.ok());
+  EXPECT_EQ(first_two->size(), 2u);
+  EXPECT_EQ((*first_two)[0].ts_ms, 100);
+
+  auto backwards = store().events({.since_ms = 300, .until_ms = 200});
+  ASSERT_FALSE(backwards.ok());
+  EXPECT_EQ(backwards.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(backwards.error().message, HasSubstr("since_ms 300 is after until_ms 200"));
+}
+
+// --- Readers and the writer -----------------------------------------------------------------
+
+TEST_F(StoreTest, ReadsDoNotWaitForAWriterHoldingTheLock) {
+  add_inventory();
+  auto raw = raw_connection(db_path());
+  ASSERT_TRUE(exec_raw(*raw, "BEGIN IMMEDIATE").ok());
+  ASSERT_TRUE(exec_raw(*raw, "UPDATE devices SET model = 'uncommitted'").ok());
+
+  const auto start = std::chrono::steady_clock::now();
+  auto devices = store().devices();
+  auto events = store().events({});
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(devices.ok()) << devices.error();
+  ASSERT_TRUE(events.ok()) << events.error();
+  EXPECT_EQ(devices->size(), 9u);
+  EXPECT_EQ((*devices)[0].model, "A100-80G");  // the snapshot before the open transaction
+  // The busy timeout is 5 s; a read that waited for the lock would take that long.
+  EXPECT_LT(elapsed, std::chrono::milliseconds(1000));
+  ASSERT_TRUE(exec_raw(*raw, "ROLLBACK").ok());
+}
+
+TEST_F(StoreTest, FailingCallDoesNotRollBackTheOthersInItsBatch) {
+  add_inventory();
+  auto taken = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10);
+  ASSERT_TRUE(taken.ok());
+  const WriteStats before = store().write_stats();
+
+  // Hold the write lock from outside so the calls below pile up and share one batch.
+  auto raw = raw_connection(db_path());
+  ASSERT_TRUE(exec_raw(*raw, "BEGIN IMMEDIATE").ok());
+  std::vector<Expected<Composition>> results(5, Error());
+  std::vector<std::thread> threads;
+  // Call 2 wants gpu-0, which composition 1 holds: it must fail alone.
+  const std::vector<std::vector<std::string>> wants = {
+      {"gpu-1"}, {"gpu-2"}, {"gpu-0"}, {"gpu-3"}, {"mem-0"}};
+  for (size_t i = 0; i < wants.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = store().create_composition(
+          make_composition(static_cast<uint32_t>(100 + i), "node2"), wants[i], 20);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(exec_raw(*raw, "COMMIT").ok());
+  for (auto& t : threads) t.join();
+
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i == 2) {
+      ASSERT_FALSE(results[i].ok());
+      EXPECT_EQ(results[i].error().code, ErrorCode::kConflict);
+    } else {
+      ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].error();
+      auto live = store().live_composition(static_cast<uint32_t>(100 + i), "node2");
+      ASSERT_TRUE(live.ok() && live->has_value()) << i;
+    }
+  }
+  const WriteStats after = store().write_stats();
+  EXPECT_EQ(after.calls - before.calls, 5u);
+  EXPECT_EQ(after.failed_calls - before.failed_calls, 1u);
+  // Five calls in at most two transactions: the failing one shared a batch with good ones.
+  EXPECT_LE(after.transactions - before.transactions, 2u);
+  EXPECT_GE(after.largest_batch, 3u);
+  EXPECT_EQ(event_count(), 2 + 4 * 2);
+}
+
+}  // namespace
+}  // namespace composer::db::testing
