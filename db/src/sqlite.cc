@@ -14,7 +14,7 @@ constexpr Sql kCommit{"committing", "COMMIT"};
 constexpr Sql kRollback{"rolling back", "ROLLBACK"};
 constexpr Sql kSavepoint{"taking a savepoint", "SAVEPOINT call"};
 constexpr Sql kReleaseSavepoint{"releasing a savepoint", "RELEASE call"};
-constexpr Sql kRollbackSavepoint{"rolling back to a savepoint", "ROLLBACK TO call; RELEASE call"};
+constexpr Sql kRollbackToSavepoint{"rolling back to a savepoint", "ROLLBACK TO call"};
 
 std::string describe(std::string_view what, std::string_view detail) {
   std::string message = "store: ";
@@ -215,15 +215,17 @@ std::string Connection::pragma(std::string_view what, std::string_view pragma) {
 
 // --- Transaction and Savepoint -------------------------------------------------------------
 
+// Transaction control runs as cached prepared statements too: the writer issues several per
+// batch, and re-parsing them each time would be measurable at thousands of calls per second.
 Transaction::Transaction(Connection& connection, Kind kind) : connection_(connection) {
-  connection_.exec(kind == Kind::kImmediate ? kBeginImmediate : kBeginDeferred);
+  connection_.statement(kind == Kind::kImmediate ? kBeginImmediate : kBeginDeferred)->run();
 }
 
 Transaction::~Transaction() {
   // SQLite may already have rolled the transaction back itself (disk full, I/O error).
   if (done_ || !connection_.in_transaction()) return;
   try {
-    connection_.exec(kRollback);
+    connection_.statement(kRollback)->run();
   } catch (const Failure& f) {
     log::error("store: rollback failed", {{"error", f.error().message}});
   }
@@ -231,25 +233,26 @@ Transaction::~Transaction() {
 
 void Transaction::commit() {
   if (done_) fail(ErrorCode::kInternal, "committing: the transaction was already committed");
-  connection_.exec(kCommit);
+  connection_.statement(kCommit)->run();
   done_ = true;
 }
 
 Savepoint::Savepoint(Connection& connection) : connection_(connection) {
-  connection_.exec(kSavepoint);
+  connection_.statement(kSavepoint)->run();
 }
 
 Savepoint::~Savepoint() {
   if (done_ || !connection_.in_transaction()) return;
   try {
-    connection_.exec(kRollbackSavepoint);
+    connection_.statement(kRollbackToSavepoint)->run();
+    connection_.statement(kReleaseSavepoint)->run();
   } catch (const Failure& f) {
     log::error("store: rollback to savepoint failed", {{"error", f.error().message}});
   }
 }
 
 void Savepoint::release() {
-  connection_.exec(kReleaseSavepoint);
+  connection_.statement(kReleaseSavepoint)->run();
   done_ = true;
 }
 
