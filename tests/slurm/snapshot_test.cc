@@ -182,7 +182,7 @@ TEST(SubmitConfig, ReadsOurKeysAndIgnoresComposerdsOwn) {
   EXPECT_EQ(c->snapshot_path, "/srv/composer/snapshot.json");
   EXPECT_TRUE(c->refuse_without_snapshot);
   EXPECT_EQ(c->snapshot_max_age_s, 300u);
-  tmp.write("composer.conf", "StateDir=/srv/composer\nJobSubmitSnapshot=/etc/snap.json\n");
+  tmp.write("composer.conf", "StateDir=/srv/composer\nSnapshotFile=/etc/snap.json\n");
   c = read_submit_config(tmp / "composer.conf");
   ASSERT_TRUE(c);
   EXPECT_EQ(c->snapshot_path, "/etc/snap.json");
@@ -195,10 +195,10 @@ TEST(SubmitConfig, BadValuesNameFileLineAndKey) {
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().message, tmp / "composer.conf" +
                                    ":2: JobSubmitSnapshotMissing=maybe: expected accept or refuse");
-  tmp.write("composer.conf", "JobSubmitSnapshot=relative.json\n");
+  tmp.write("composer.conf", "SnapshotFile=relative.json\n");
   c = read_submit_config(tmp / "composer.conf");
   ASSERT_FALSE(c);
-  EXPECT_NE(c.error().message.find("JobSubmitSnapshot=relative.json: expected an absolute path"),
+  EXPECT_NE(c.error().message.find("SnapshotFile=relative.json: expected an absolute path"),
             std::string::npos);
 }
 

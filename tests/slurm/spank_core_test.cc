@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "composer/common/units.h"
+#include "composer/slurm/host_devices.h"
 #include "composer/slurm/job_state.h"
 #include "fakes.h"
 #include "temp_dir.h"
@@ -35,7 +36,7 @@ class SpankCoreTest : public ::testing::Test {
     job.env = {{"SLURM_JOB_USER", "alice"}, {"SLURM_JOB_ACCOUNT", "physics"}};
     api.devices = {device("gpu-00", DeviceType::kGpu, "0000:41:00.0"),
                    device("gpu-01", DeviceType::kGpu, "0000:42:00.0"),
-                   device("mem-00", DeviceType::kMem, "node2", 64 * kGiB)};
+                   device("mem-00", DeviceType::kMem, "numa:2", 64 * kGiB)};
   }
 
   // What a kernel would show once the devices are attached.
@@ -201,6 +202,15 @@ TEST_F(SpankCoreTest, MemoryWithoutNumaNodeExportsItsSize) {
   EXPECT_EQ(task.env["COMPOSER_MEM_NUMA"], "64G");
   EXPECT_EQ(task.env.count("CUDA_VISIBLE_DEVICES"), 0u);
   EXPECT_EQ(task.env["COMPOSER_GPUS"], "");
+}
+
+TEST(NumaNode, AcceptsTheAddressFormsOfMemoryDevices) {
+  EXPECT_EQ(numa_node("2"), "2");
+  EXPECT_EQ(numa_node("node12"), "12");
+  EXPECT_EQ(numa_node("numa:3"), "3");
+  EXPECT_EQ(numa_node(""), "");
+  EXPECT_EQ(numa_node("0000:41:00.0"), "");
+  EXPECT_EQ(numa_node("numa:"), "");
 }
 
 TEST_F(SpankCoreTest, TaskOfAJobWithoutCompositionSetsNothing) {

@@ -48,11 +48,26 @@ int nvidia_minor(const std::string& proc_root, const std::string& address) {
 
 }  // namespace
 
+std::string numa_node(const std::string& address) {
+  std::string digits = address;
+  for (const char* prefix : {"numa:", "node", "numa"}) {
+    if (digits.rfind(prefix, 0) == 0) {
+      digits = digits.substr(std::string(prefix).size());
+      break;
+    }
+  }
+  if (digits.empty() || digits.size() > 6) return "";
+  for (char c : digits) {
+    if (c < '0' || c > '9') return "";
+  }
+  return digits;
+}
+
 std::string HostDevices::sysfs_path(const Device& d) const {
   if (d.address.empty()) return "";
   if (d.type == DeviceType::kMem) {
-    const std::string n = d.address.rfind("node", 0) == 0 ? d.address.substr(4) : d.address;
-    return sysfs_ + "/devices/system/node/node" + n;
+    const std::string n = numa_node(d.address);
+    return n.empty() ? "" : sysfs_ + "/devices/system/node/node" + n;
   }
   return sysfs_ + "/bus/pci/devices/" + d.address;
 }

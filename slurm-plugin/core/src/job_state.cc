@@ -14,6 +14,7 @@
 #include <json/writer.h>
 
 #include "composer/common/units.h"
+#include "composer/slurm/host_devices.h"
 
 namespace composer::slurm {
 namespace {
@@ -26,16 +27,6 @@ std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
   return out;
-}
-
-// Memory devices name their NUMA node as "3" or "node3".
-std::string numa_node(const std::string& address) {
-  const std::string digits = address.rfind("node", 0) == 0 ? address.substr(4) : address;
-  if (digits.empty()) return "";
-  for (char c : digits) {
-    if (c < '0' || c > '9') return "";
-  }
-  return digits;
 }
 
 Status mkdirs(const std::string& dir) {

@@ -54,7 +54,7 @@ Expected<SubmitConfig> read_submit_config(const std::string& path) {
     const std::string value = trim(line.substr(eq + 1));
     if (key == "statedir") {
       state_dir = value;
-    } else if (key == "jobsubmitsnapshot") {
+    } else if (key == "snapshotfile") {
       explicit_path = value;
     } else if (key == "jobsubmitsnapshotmissing") {
       if (lower(value) == "accept") {
@@ -78,7 +78,7 @@ Expected<SubmitConfig> read_submit_config(const std::string& path) {
   for (const std::string* p : {&state_dir, &explicit_path}) {
     if (!p->empty() && (*p)[0] != '/') {
       return Error{ErrorCode::kInvalidArgument,
-                   path + ": " + (p == &state_dir ? "StateDir=" : "JobSubmitSnapshot=") + *p +
+                   path + ": " + (p == &state_dir ? "StateDir=" : "SnapshotFile=") + *p +
                        ": expected an absolute path"};
     }
   }

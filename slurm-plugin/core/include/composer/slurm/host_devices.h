@@ -12,6 +12,10 @@
 
 namespace composer::slurm {
 
+// The NUMA node a memory device's address names: "2", "node2" and "numa:2" all mean node 2.
+// Empty when the address names none.
+std::string numa_node(const std::string& address);
+
 // A process that still has a device open.
 struct Holder {
   int pid = 0;

@@ -2,8 +2,8 @@
 // (/etc/slurm/composer.conf, slurm.conf's Key=Value style; keys case-insensitive; other keys
 // belong to composerd and are ignored here).
 //
-//   StateDir=/var/lib/slurm-composer     composerd publishes <StateDir>/snapshot.json
-//   JobSubmitSnapshot=/path/snapshot.json overrides the snapshot path
+//   StateDir=/var/lib/slurm-composer      composerd publishes <StateDir>/snapshot.json
+//   SnapshotFile=/path/snapshot.json      where composerd publishes it instead
 //   JobSubmitSnapshotMissing=accept       accept|refuse: what to do without a usable snapshot
 //   JobSubmitSnapshotMaxAge=0             seconds; older snapshots count as missing; 0: never
 //
