@@ -85,16 +85,6 @@ struct Attempt {
   bool connection_failed = false;
 };
 
-std::chrono::milliseconds backoff_delay(const HttpOptions& o, int retry) {
-  static thread_local std::minstd_rand rng{std::random_device{}()};
-  long delay = std::max(0L, o.backoff_ms);
-  for (int i = 1; i < retry && delay < o.max_backoff_ms; ++i) delay *= 2;
-  delay = std::min(delay, std::max(0L, o.max_backoff_ms));
-  // Jitter spreads the retries of many clients (a job array's prologs) over time.
-  std::uniform_int_distribution<long> jitter(delay / 2, std::max(delay / 2, delay));
-  return std::chrono::milliseconds(jitter(rng));
-}
-
 }  // namespace
 
 struct HttpClient::HandlePool {
@@ -129,6 +119,16 @@ HttpClient::~HttpClient() = default;
 
 bool HttpClient::idempotent(std::string_view method) {
   return method == "GET" || method == "PUT" || method == "DELETE";
+}
+
+std::chrono::milliseconds HttpClient::backoff(int retry) const {
+  const HttpOptions& o = options_;
+  static thread_local std::minstd_rand rng{std::random_device{}()};
+  long delay = std::max(0L, o.backoff_ms);
+  for (int i = 1; i < retry && delay < o.max_backoff_ms; ++i) delay *= 2;
+  delay = std::min(delay, std::max(0L, o.max_backoff_ms));
+  std::uniform_int_distribution<long> jitter(delay / 2, std::max(delay / 2, delay));
+  return std::chrono::milliseconds(jitter(rng));
 }
 
 bool HttpClient::retryable_status(long status) {
@@ -279,7 +279,7 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& req) const {
       if (attempt > 1) a.error.message += " (after " + std::to_string(attempt) + " attempts)";
       return a.error;
     }
-    std::this_thread::sleep_for(backoff_delay(options_, attempt));
+    std::this_thread::sleep_for(backoff(attempt));
   }
 }
 

@@ -6,6 +6,7 @@
 // once: each call borrows an easy handle from a small pool, so connections are reused.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -52,6 +53,11 @@ class HttpClient {
   // the URL), kTimeout when the server did not answer within timeout_ms, kInvalidArgument for
   // a malformed URL or unknown method, kInternal for anything else curl reports.
   Expected<HttpResponse> send(const HttpRequest& request) const;
+
+  // The pause before retry number `retry` (1 for the first): backoff_ms doubled per further
+  // retry, capped at max_backoff_ms, then a random point in its upper half so that many
+  // clients failing together (a job array's prologs) do not retry together.
+  std::chrono::milliseconds backoff(int retry) const;
 
   const HttpOptions& options() const { return options_; }
   static bool idempotent(std::string_view method);

@@ -1,0 +1,416 @@
+#include "composer/client/client.h"
+
+#include <gtest/gtest.h>
+#include <munge.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "composer/api/codec.h"
+#include "composer/common/units.h"
+#include "composer/test_support/munge_daemon.h"
+#include "composer/test_support/ports.h"
+#include "test_server.h"
+
+namespace composer::client {
+namespace {
+
+using composer::testing::TestServer;
+using test_support::MungeDaemon;
+
+Device gpu(const std::string& id) {
+  Device d;
+  d.id = id;
+  d.model = "A100-80G";
+  d.zone = "z1";
+  d.address = "0000:41:00.0";
+  d.composition_id = 12;
+  d.node = "node1";
+  return d;
+}
+
+Composition ready(uint32_t job, const std::string& node) {
+  Composition c;
+  c.id = 12;
+  c.job_id = job;
+  c.node = node;
+  c.uid = 1000;
+  c.user = "alice";
+  c.request.gpus = 1;
+  c.state = CompositionState::kReady;
+  c.created_ms = 1714550400000;
+  c.updated_ms = 1714550400000;
+  c.attempts = 1;
+  c.devices = {gpu("gpu-a-00")};
+  return c;
+}
+
+// What the fake composerd learned from one request's credential.
+struct Seen {
+  std::string method;
+  std::string path;
+  std::string query;
+  bool had_credential = false;
+  munge_err_t decode = EMUNGE_SUCCESS;
+  std::string payload;
+  uid_t uid = 0;
+  std::string credential;
+};
+
+// A fake composerd: decodes every credential with the test's munged, the way composerd does,
+// and records what arrived (before the body is read). Answers come from per-route handlers set by
+// each test.
+class FakeComposerd {
+ public:
+  explicit FakeComposerd(std::string socket) : socket_(std::move(socket)) {
+    t_.server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response&) {
+      record(req);
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+  }
+  httplib::Server& server() { return t_.server; }
+  std::string url() const { return t_.url(); }
+  std::vector<Seen> seen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_;
+  }
+
+ private:
+  void record(const httplib::Request& req) {
+    Seen s;
+    s.method = req.method;
+    s.path = req.path;
+    for (const auto& [k, v] : req.params) s.query += (s.query.empty() ? "" : "&") + k + "=" + v;
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth.rfind("Munge ", 0) == 0) {
+      s.had_credential = true;
+      s.credential = auth.substr(6);
+      munge_ctx_t ctx = munge_ctx_create();
+      munge_ctx_set(ctx, MUNGE_OPT_SOCKET, socket_.c_str());
+      void* payload = nullptr;
+      int len = 0;
+      gid_t gid = 0;
+      s.decode = munge_decode(s.credential.c_str(), ctx, &payload, &len, &s.uid, &gid);
+      if (payload != nullptr) s.payload.assign(static_cast<char*>(payload), len);
+      std::free(payload);
+      munge_ctx_destroy(ctx);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_.push_back(std::move(s));
+  }
+
+  std::string socket_;
+  TestServer t_;
+  std::mutex mu_;
+  std::vector<Seen> seen_;
+};
+
+void answer(httplib::Response& res, const Json::Value& body, int status = 200) {
+  res.status = status;
+  res.set_content(api::to_text(body), "application/json");
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto d = MungeDaemon::start();
+    ASSERT_TRUE(d.ok()) << d.error();
+    munge_ = std::move(*d).release();
+  }
+  static void TearDownTestSuite() {
+    delete munge_;
+    munge_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(munge_, nullptr);
+    fake_ = std::make_unique<FakeComposerd>(munge_->socket_path());
+  }
+
+  ClientOptions options() const {
+    ClientOptions o;
+    o.url = fake_->url();
+    o.munge_socket = munge_->socket_path();
+    o.connect_timeout_ms = 500;
+    o.timeout_ms = 3000;
+    o.backoff_ms = 10;
+    return o;
+  }
+
+  static MungeDaemon* munge_;
+  std::unique_ptr<FakeComposerd> fake_;
+};
+
+MungeDaemon* ClientTest::munge_ = nullptr;
+
+TEST_F(ClientTest, CredentialDecodesToOurUidWithMethodAndPathAsPayload) {
+  fake_->server().Get("/v1/pool", [](const httplib::Request&, httplib::Response& res) {
+    answer(res, api::pool_to_json({PoolRow{}}));
+  });
+  Client c(options());
+  auto pool = c.pool();
+  ASSERT_TRUE(pool.ok()) << pool.error();
+  EXPECT_EQ(pool->size(), 1u);
+  auto seen = fake_->seen();
+  ASSERT_EQ(seen.size(), 1u);
+  ASSERT_TRUE(seen[0].had_credential);
+  EXPECT_EQ(seen[0].decode, EMUNGE_SUCCESS) << munge_strerror(seen[0].decode);
+  EXPECT_EQ(seen[0].uid, ::getuid());
+  EXPECT_EQ(seen[0].payload, "GET /v1/pool");
+}
+
+TEST_F(ClientTest, EveryRequestAndEveryRetryGetsAFreshCredential) {
+  int calls = 0;
+  std::string sent_body;
+  fake_->server().Put("/v1/compositions/4711/node1",
+                      [&](const httplib::Request& req, httplib::Response& res) {
+                        sent_body = req.body;
+                        if (++calls == 1) {
+                          answer(res, api::to_json(Error{ErrorCode::kUnavailable, "busy"}), 503);
+                          return;
+                        }
+                        answer(res, api::to_json(ready(4711, "node1")));
+                      });
+  Client c(options());
+  api::ComposeBody body{1000, "alice", "physics", "training", Request{1, "", 0, 0}};
+  auto first = c.compose(4711, "node1", body);
+  ASSERT_TRUE(first.ok()) << first.error();
+  auto second = c.compose(4711, "node1", body);
+  ASSERT_TRUE(second.ok()) << second.error();
+  auto seen = fake_->seen();
+  ASSERT_EQ(seen.size(), 3u);
+  for (const Seen& s : seen) {
+    EXPECT_EQ(s.decode, EMUNGE_SUCCESS) << munge_strerror(s.decode);  // munged refuses replays
+    EXPECT_EQ(s.payload, "PUT /v1/compositions/4711/node1");
+  }
+  EXPECT_NE(seen[0].credential, seen[1].credential);
+  EXPECT_NE(seen[1].credential, seen[2].credential);
+  auto sent = api::from_text<api::ComposeBody>(sent_body);
+  ASSERT_TRUE(sent.ok()) << sent.error();
+  EXPECT_EQ(*sent, body);
+}
+
+TEST_F(ClientTest, HealthCarriesNoCredential) {
+  fake_->server().Get("/v1/health", [](const httplib::Request&, httplib::Response& res) {
+    answer(res, api::to_json(api::HealthInfo{"ok", "sim", "0.1.0", 12}));
+  });
+  Client c(options());
+  auto h = c.health();
+  ASSERT_TRUE(h.ok()) << h.error();
+  EXPECT_EQ(h->fabric, "sim");
+  auto seen = fake_->seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_FALSE(seen[0].had_credential);
+}
+
+TEST_F(ClientTest, UnreachableMungedFailsBeforeAnythingIsSent) {
+  ClientOptions o = options();
+  o.munge_socket = "/nonexistent/munge.socket";
+  Client c(o);
+  auto r = c.pool();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(r.error().message.find("/nonexistent/munge.socket"), std::string::npos)
+      << r.error().message;
+  EXPECT_TRUE(fake_->seen().empty());
+}
+
+TEST_F(ClientTest, ServerErrorBodyBecomesTheErrorWithTheServersCode) {
+  fake_->server().Put("/v1/compositions/7/node2", [](const httplib::Request&,
+                                                     httplib::Response& res) {
+    answer(res, api::to_json(Error{ErrorCode::kInsufficient, "gpus: 4 asked, 2 free in z1"}), 409);
+  });
+  Client c(options());
+  auto r = c.compose(7, "node2", api::ComposeBody{1000, "alice", "", "", Request{4, "", 0, 0}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kInsufficient);
+  EXPECT_EQ(r.error().message, "gpus: 4 asked, 2 free in z1");
+}
+
+TEST_F(ClientTest, AnswerWithoutAnErrorBodyMapsTheStatus) {
+  fake_->server().Get("/v1/devices", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 403;
+    res.set_content("<html>forbidden</html>", "text/html");
+  });
+  Client c(options());
+  auto r = c.devices();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(r.error().message,
+            "composerd answered HTTP 403 to GET /v1/devices: <html>forbidden</html>");
+}
+
+TEST_F(ClientTest, AnswerThatBreaksTheApiIsAnInternalError) {
+  fake_->server().Get("/v1/pool", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"pool":[{"type":"gpu"}]})", "application/json");
+  });
+  Client c(options());
+  auto r = c.pool();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kInternal);
+  EXPECT_EQ(r.error().message,
+            "composerd's answer to GET /v1/pool does not follow the API: pool[0].model: required "
+            "field is missing");
+}
+
+TEST_F(ClientTest, QueriesSendOnlyTheFiltersThatAreSet) {
+  fake_->server().Get("/v1/compositions", [](const httplib::Request&, httplib::Response& res) {
+    answer(res, api::compositions_to_json({ready(4711, "node1")}));
+  });
+  fake_->server().Get("/v1/devices", [](const httplib::Request&, httplib::Response& res) {
+    answer(res, api::devices_to_json({gpu("gpu-a-00")}));
+  });
+  fake_->server().Get("/v1/events", [](const httplib::Request&, httplib::Response& res) {
+    answer(res, api::events_to_json({}));
+  });
+  Client c(options());
+  CompositionQuery cq;
+  cq.job = 4711;
+  cq.user = "alice";
+  cq.state = CompositionState::kReady;
+  cq.node = "node 1&2";
+  cq.live = true;
+  cq.limit = 5;
+  auto comps = c.compositions(cq);
+  ASSERT_TRUE(comps.ok()) << comps.error();
+  EXPECT_EQ(comps->at(0).job_id, 4711u);
+  ASSERT_TRUE(c.compositions().ok());
+  DeviceQuery dq;
+  dq.type = DeviceType::kMem;
+  dq.state = DeviceState::kDrained;
+  ASSERT_TRUE(c.devices(dq).ok());
+  EventQuery eq;
+  eq.job = 9;
+  eq.since_ms = 1000;
+  eq.until_ms = 2000;
+  eq.limit = 3;
+  ASSERT_TRUE(c.events(eq).ok());
+  auto seen = fake_->seen();
+  ASSERT_EQ(seen.size(), 4u);
+  // httplib decodes the query and sorts it by name.
+  EXPECT_EQ(seen[0].query, "job=4711&limit=5&live=1&node=node 1&2&state=ready&user=alice");
+  EXPECT_EQ(seen[0].payload, "GET /v1/compositions");
+  EXPECT_EQ(seen[1].query, "");
+  EXPECT_EQ(seen[2].query, "state=drained&type=mem");
+  EXPECT_EQ(seen[3].query, "job=9&limit=3&since_ms=1000&until_ms=2000");
+}
+
+TEST_F(ClientTest, PathSegmentsAreEncodedAndThePayloadNamesThemPlain) {
+  fake_->server().Post(R"(/v1/devices/([^/]+)/drain)",
+                       [](const httplib::Request& req, httplib::Response& res) {
+                         Device d = gpu(req.matches[1]);
+                         d.drained = true;
+                         auto body = api::from_text<api::DrainBody>(req.body);
+                         d.drain_reason = body ? body->reason : "?";
+                         answer(res, api::to_json(d));
+                       });
+  Client c(options());
+  auto d = c.drain("gpu a:0", "fan failure");
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_EQ(d->drain_reason, "fan failure");
+  EXPECT_TRUE(d->drained);
+  auto seen = fake_->seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].path, "/v1/devices/gpu a:0/drain");
+  EXPECT_EQ(seen[0].payload, "POST /v1/devices/gpu a:0/drain");
+}
+
+TEST_F(ClientTest, ResumeShowAndReleaseUseTheirEndpoints) {
+  fake_->server().Post(
+      "/v1/devices/gpu-a-00/resume", [](const httplib::Request& req, httplib::Response& res) {
+        if (req.body != "{}")
+          return answer(res, api::to_json(Error{ErrorCode::kInvalidArgument, "body"}), 400);
+        answer(res, api::to_json(gpu("gpu-a-00")));
+      });
+  fake_->server().Get("/v1/compositions/4711/node1",
+                      [](const httplib::Request&, httplib::Response& res) {
+                        answer(res, api::to_json(ready(4711, "node1")));
+                      });
+  fake_->server().Delete("/v1/compositions/4711/node1",
+                         [](const httplib::Request&, httplib::Response& res) {
+                           Composition c = ready(4711, "node1");
+                           c.state = CompositionState::kReleased;
+                           c.devices.clear();
+                           answer(res, api::release_to_json(c));
+                         });
+  fake_->server().Delete("/v1/compositions/4712/node1",
+                         [](const httplib::Request&, httplib::Response& res) {
+                           answer(res, api::release_to_json(std::nullopt));
+                         });
+  fake_->server().Get("/v1/compositions/1/nowhere", [](const httplib::Request&,
+                                                       httplib::Response& res) {
+    answer(res, api::to_json(Error{ErrorCode::kNotFound, "job 1 has no composition on nowhere"}),
+           404);
+  });
+  Client c(options());
+  auto resumed = c.resume("gpu-a-00");
+  ASSERT_TRUE(resumed.ok()) << resumed.error();
+  auto shown = c.show(4711, "node1");
+  ASSERT_TRUE(shown.ok()) << shown.error();
+  EXPECT_EQ(shown->state, CompositionState::kReady);
+  auto released = c.release(4711, "node1");
+  ASSERT_TRUE(released.ok()) << released.error();
+  ASSERT_TRUE(released->has_value());
+  EXPECT_EQ((*released)->state, CompositionState::kReleased);
+  auto nothing = c.release(4712, "node1");
+  ASSERT_TRUE(nothing.ok()) << nothing.error();
+  EXPECT_FALSE(nothing->has_value());
+  auto missing = c.show(1, "nowhere");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  auto seen = fake_->seen();
+  ASSERT_EQ(seen.size(), 5u);
+  EXPECT_EQ(seen[2].payload, "DELETE /v1/compositions/4711/node1");
+}
+
+TEST_F(ClientTest, RefusesEmptyNamesAndBadUrlsWithoutSending) {
+  Client c(options());
+  auto r = c.show(1, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "node must not be empty");
+  auto d = c.drain("gpu-a-00", "");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error().message, "drain reason must not be empty");
+  ClientOptions o = options();
+  o.url = "127.0.0.1:6830";
+  Client bad(o);
+  auto p = bad.pool();
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(p.error().message,
+            "server URL '127.0.0.1:6830' must start with http:// or https://, for example "
+            "http://127.0.0.1:6830");
+  EXPECT_TRUE(fake_->seen().empty());
+}
+
+TEST_F(ClientTest, ConnectionRefusedNamesTheUrl) {
+  ClientOptions o = options();
+  o.url = "http://127.0.0.1:" + std::to_string(test_support::free_port());
+  o.retries = 1;
+  Client c(o);
+  auto r = c.pool();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(r.error().message.find(o.url + "/v1/pool"), std::string::npos) << r.error().message;
+}
+
+TEST_F(ClientTest, OneClientServesManyThreads) {
+  fake_->server().Get("/v1/pool", [](const httplib::Request&, httplib::Response& res) {
+    answer(res, api::pool_to_json({PoolRow{}}));
+  });
+  Client c(options());
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 15; ++i) ok += c.pool().ok() ? 1 : 0;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 90);
+  for (const Seen& s : fake_->seen()) EXPECT_EQ(s.decode, EMUNGE_SUCCESS);
+}
+
+}  // namespace
+}  // namespace composer::client

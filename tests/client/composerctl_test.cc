@@ -1,0 +1,268 @@
+#include "composerctl.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#include "composer/api/codec.h"
+#include "composer/common/units.h"
+#include "composer/test_support/munge_daemon.h"
+#include "composer/test_support/ports.h"
+#include "test_server.h"
+
+namespace composer::cli {
+namespace {
+
+using composer::testing::TestServer;
+using test_support::MungeDaemon;
+
+struct Outcome {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+Device gpu(const std::string& id, bool attached) {
+  Device d;
+  d.id = id;
+  d.model = "A100-80G";
+  d.zone = "z1";
+  d.address = "0000:41:00.0";
+  if (attached) {
+    d.composition_id = 12;
+    d.node = "node1";
+  }
+  return d;
+}
+
+void answer(httplib::Response& res, const Json::Value& body, int status = 200) {
+  res.status = status;
+  res.set_content(api::to_text(body), "application/json");
+}
+
+class ComposerctlTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto d = MungeDaemon::start();
+    ASSERT_TRUE(d.ok()) << d.error();
+    munge_ = std::move(*d).release();
+  }
+  static void TearDownTestSuite() {
+    delete munge_;
+    munge_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(munge_, nullptr);
+    ::unsetenv("COMPOSER_SERVER");
+    ::unsetenv("COMPOSER_MUNGE_SOCKET");
+    server_.server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response&) {
+      std::lock_guard<std::mutex> lock(mu_);
+      requests_.push_back(req.method + " " + req.target);
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    server_.server.Get("/v1/pool", [](const httplib::Request&, httplib::Response& res) {
+      answer(res, api::pool_to_json({{DeviceType::kGpu, "A100-80G", "z1", 8, 6, 2, 0, 0, 0, 0},
+                                     {DeviceType::kNvme, "P5620", "z2", 4, 4, 0, 0, 0, 4 * 8 * kTiB,
+                                      4 * 8 * kTiB}}));
+    });
+    server_.server.Get("/v1/devices", [](const httplib::Request&, httplib::Response& res) {
+      answer(res, api::devices_to_json({gpu("gpu-a-00", true), gpu("gpu-a-01", false)}));
+    });
+    server_.server.Post("/v1/devices/gpu-a-01/drain",
+                        [](const httplib::Request& req, httplib::Response& res) {
+                          auto body = api::from_text<api::DrainBody>(req.body);
+                          if (!body) return answer(res, api::to_json(body.error()), 400);
+                          Device d = gpu("gpu-a-01", false);
+                          d.drained = true;
+                          d.drain_reason = body->reason;
+                          answer(res, api::to_json(d));
+                        });
+    server_.server.Delete("/v1/compositions/4711/node1",
+                          [](const httplib::Request&, httplib::Response& res) {
+                            answer(res, api::release_to_json(std::nullopt));
+                          });
+    server_.server.Get("/v1/compositions/4711/node9", [](const httplib::Request&,
+                                                         httplib::Response& res) {
+      answer(res, api::to_json(Error{ErrorCode::kNotFound, "job 4711 has no composition on node9"}),
+             404);
+    });
+  }
+
+  Outcome run_ctl(std::vector<std::string> args, bool with_server = true) {
+    std::vector<std::string> all = {"composerctl"};
+    if (with_server) all.insert(all.end(), {"--server", server_.url()});
+    all.insert(all.end(), {"--munge-socket", munge_->socket_path()});
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<const char*> argv;
+    for (const std::string& a : all) argv.push_back(a.c_str());
+    std::ostringstream out, err;
+    Outcome o;
+    o.rc = run(static_cast<int>(argv.size()), argv.data(), out, err);
+    o.out = out.str();
+    o.err = err.str();
+    return o;
+  }
+
+  std::vector<std::string> requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+
+  static MungeDaemon* munge_;
+  TestServer server_;
+  std::mutex mu_;
+  std::vector<std::string> requests_;
+};
+
+MungeDaemon* ComposerctlTest::munge_ = nullptr;
+
+TEST_F(ComposerctlTest, PoolPrintsAnAlignedTable) {
+  Outcome o = run_ctl({"pool"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.err, "");
+  EXPECT_EQ(
+      o.out,
+      "TYPE  MODEL     ZONE  TOTAL  FREE  ATTACHED  DRAINED  FAILED  TOTAL_SIZE  FREE_SIZE\n"
+      "gpu   A100-80G  z1        8     6         2        0       0\n"
+      "nvme  P5620     z2        4     4         0        0       0         32T        32T\n");
+}
+
+TEST_F(ComposerctlTest, ParsableAndNoheaderMayFollowTheSubcommand) {
+  Outcome o = run_ctl({"devices", "list", "--type", "gpu", "-P", "--noheader"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out,
+            "gpu-a-00|gpu|A100-80G||z1|0000:41:00.0|ok|attached|node1|12|\n"
+            "gpu-a-01|gpu|A100-80G||z1|0000:41:00.0|ok|free|||\n");
+  EXPECT_EQ(requests(), (std::vector<std::string>{"GET /v1/devices?type=gpu"}));
+}
+
+TEST_F(ComposerctlTest, JsonPrintsTheApiObjects) {
+  Outcome o = run_ctl({"--json", "devices"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  auto back = api::parse_json(o.out);
+  ASSERT_TRUE(back.ok()) << back.error();
+  auto devices = api::devices_from_json(*back);
+  ASSERT_TRUE(devices.ok()) << devices.error();
+  ASSERT_EQ(devices->size(), 2u);
+  EXPECT_EQ(devices->at(0).node, "node1");
+}
+
+TEST_F(ComposerctlTest, DrainSendsTheReasonAndPrintsTheDevice) {
+  Outcome o = run_ctl({"devices", "drain", "gpu-a-01", "--reason", "fan failure", "-P"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out,
+            "ID|TYPE|MODEL|SIZE|ZONE|ADDRESS|HEALTH|STATE|NODE|COMPOSITION|REASON\n"
+            "gpu-a-01|gpu|A100-80G||z1|0000:41:00.0|ok|drained|||fan failure\n");
+}
+
+TEST_F(ComposerctlTest, ReleaseOfNothingSaysSo) {
+  Outcome o = run_ctl({"compositions", "release", "4711", "node1"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out, "job 4711 holds no composition on node1; nothing to release\n");
+  o = run_ctl({"compositions", "release", "4711", "node1", "--json"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out, "{\n  \"released\" : false\n}\n");
+}
+
+TEST_F(ComposerctlTest, ServerErrorIsOneLineOnStderrAndExitOne) {
+  Outcome o = run_ctl({"compositions", "show", "4711", "node9"});
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_EQ(o.out, "");
+  EXPECT_EQ(o.err, "composerctl: error: job 4711 has no composition on node9\n");
+}
+
+TEST_F(ComposerctlTest, UnreachableServerExitsOneNamingTheUrl) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(test_support::free_port());
+  ::setenv("COMPOSER_SERVER", url.c_str(), 1);
+  Outcome o = run_ctl({"pool"}, /*with_server=*/false);
+  ::unsetenv("COMPOSER_SERVER");
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_EQ(o.err.rfind("composerctl: error: cannot connect to " + url + "/v1/pool", 0), 0u)
+      << o.err;
+}
+
+TEST_F(ComposerctlTest, ServerComesFromTheEnvironmentWhenNotGiven) {
+  ::setenv("COMPOSER_SERVER", server_.url().c_str(), 1);
+  Outcome o = run_ctl({"pool", "-P"}, /*with_server=*/false);
+  ::unsetenv("COMPOSER_SERVER");
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(requests(), (std::vector<std::string>{"GET /v1/pool"}));
+}
+
+TEST_F(ComposerctlTest, UsageErrorsExitTwoAndSendNothing) {
+  const std::vector<std::vector<std::string>> bad = {
+      {},
+      {"pool", "--bogus"},
+      {"frobnicate"},
+      {"devices", "--type", "fpga"},
+      {"compositions", "--state", "done"},
+      {"compositions", "--job", "-1"},
+      {"compositions", "show", "abc", "node1"},
+      {"compositions", "show", "4711"},
+      {"devices", "drain", "gpu-a-01"},
+      {"events", "--since", "yesterday"},
+      {"pool", "-P", "--json"},
+      {"--server", "localhost:6830", "pool"},
+  };
+  for (const auto& args : bad) {
+    Outcome o = run_ctl(args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_EQ(o.rc, 2) << joined << "\n" << o.err;
+    EXPECT_EQ(o.err.rfind("composerctl: error: ", 0), 0u) << joined << "\n" << o.err;
+    EXPECT_NE(o.err.find("Run 'composerctl --help' for usage."), std::string::npos) << o.err;
+  }
+  EXPECT_TRUE(requests().empty());
+  EXPECT_EQ(run_ctl({"devices", "--type", "fpga"}).err,
+            "composerctl: error: --type: 'fpga' is not one of gpu, mem, nvme\n"
+            "Run 'composerctl --help' for usage.\n");
+}
+
+TEST_F(ComposerctlTest, HelpExitsZero) {
+  Outcome o = run_ctl({"--help"});
+  EXPECT_EQ(o.rc, 0);
+  EXPECT_NE(o.out.find("compositions"), std::string::npos);
+  o = run_ctl({"devices", "--help"});
+  EXPECT_EQ(o.rc, 0);
+  EXPECT_NE(o.out.find("drain"), std::string::npos);
+}
+
+TEST_F(ComposerctlTest, HealthExitsOneUnlessOk) {
+  std::string status = "ok";
+  server_.server.Get("/v1/health", [&](const httplib::Request&, httplib::Response& res) {
+    answer(res, api::to_json(api::HealthInfo{status, "sim", "0.1.0", 61}));
+  });
+  Outcome o = run_ctl({"health", "-P", "--noheader"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out, "ok|sim|0.1.0|00:01:01\n");
+  status = "degraded";
+  o = run_ctl({"health", "-P", "--noheader"});
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_EQ(o.out, "degraded|sim|0.1.0|00:01:01\n");
+}
+
+TEST_F(ComposerctlTest, ListFiltersBecomeQueryParameters) {
+  server_.server.Get("/v1/compositions", [](const httplib::Request&, httplib::Response& res) {
+    answer(res, api::compositions_to_json({}));
+  });
+  server_.server.Get("/v1/events", [](const httplib::Request&, httplib::Response& res) {
+    answer(res, api::events_to_json({}));
+  });
+  Outcome o = run_ctl(
+      {"compositions", "--job", "4711", "--live", "--state", "ready", "--limit", "10", "-P"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out, "ID|JOBID|NODE|USER|ACCOUNT|WORKLOAD|STATE|REQUEST|DEVICES|CREATED|ERROR\n");
+  o = run_ctl({"events", "--job", "4711", "--since", "2024-05-01", "--limit", "5"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  auto seen = requests();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], "GET /v1/compositions?job=4711&state=ready&live=1&limit=10");
+  EXPECT_EQ(seen[1].rfind("GET /v1/events?job=4711&since_ms=", 0), 0u) << seen[1];
+  EXPECT_NE(seen[1].find("&limit=5"), std::string::npos) << seen[1];
+}
+
+}  // namespace
+}  // namespace composer::cli

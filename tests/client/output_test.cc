@@ -1,0 +1,189 @@
+#include "output.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <sstream>
+
+#include "composer/api/codec.h"
+#include "composer/common/units.h"
+
+namespace composer::cli {
+namespace {
+
+std::string printed(const Table& t, Format f, bool header = true) {
+  std::ostringstream out;
+  t.print(out, f, header);
+  return out.str();
+}
+
+class UtcTime : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tz = std::getenv("TZ");
+    saved_ = tz != nullptr ? std::optional<std::string>(tz) : std::nullopt;
+    ::setenv("TZ", "UTC", 1);
+    ::tzset();
+  }
+  void TearDown() override {
+    if (saved_) {
+      ::setenv("TZ", saved_->c_str(), 1);
+    } else {
+      ::unsetenv("TZ");
+    }
+    ::tzset();
+  }
+  std::optional<std::string> saved_;
+};
+
+TEST(Table, AlignsColumnsToTheWidestCellAndNumbersToTheRight) {
+  Table t({{"ID"}, {"COUNT", true}, {"NOTE"}});
+  t.add_row({"gpu-a-00", "2", "x"});
+  t.add_row({"m", "1024", ""});
+  EXPECT_EQ(printed(t, Format::kTable),
+            "ID        COUNT  NOTE\n"
+            "gpu-a-00      2  x\n"
+            "m          1024\n");
+}
+
+TEST(Table, WidthCountsCharactersNotBytes) {
+  Table t({{"USER"}, {"N", true}});
+  t.add_row({"jürgen", "1"});
+  t.add_row({"bob", "2"});
+  EXPECT_EQ(printed(t, Format::kTable),
+            "USER    N\n"
+            "jürgen  1\n"
+            "bob     2\n");
+}
+
+TEST(Table, ParsableIsPipeSeparatedWithoutATrailingPipe) {
+  Table t({{"ID"}, {"COUNT", true}, {"NOTE"}});
+  t.add_row({"gpu-a-00", "2", ""});
+  EXPECT_EQ(printed(t, Format::kParsable), "ID|COUNT|NOTE\ngpu-a-00|2|\n");
+  EXPECT_EQ(printed(t, Format::kParsable, false), "gpu-a-00|2|\n");
+  EXPECT_EQ(printed(t, Format::kTable, false), "gpu-a-00  2\n");
+}
+
+TEST(Table, KeepsEachRowOnOneLineAndEveryColumnPresent) {
+  Table t({{"A"}, {"B"}});
+  t.add_row({"two\nlines"});
+  t.add_row({"x", "y", "dropped"});
+  EXPECT_EQ(printed(t, Format::kParsable), "A|B\ntwo lines|\nx|y\n");
+}
+
+TEST(Table, EmptyTableIsItsHeader) {
+  EXPECT_EQ(printed(device_table({}), Format::kParsable),
+            "ID|TYPE|MODEL|SIZE|ZONE|ADDRESS|HEALTH|STATE|NODE|COMPOSITION|REASON\n");
+}
+
+TEST(Tables, PoolShowsSizesForMemoryAndNotForGpus) {
+  std::vector<PoolRow> rows = {
+      {DeviceType::kGpu, "A100-80G", "z1", 8, 6, 2, 0, 0, 0, 0},
+      {DeviceType::kMem, "CXL-DDR5", "z1", 4, 3, 1, 0, 0, 1 * kTiB, 768 * kGiB},
+  };
+  EXPECT_EQ(
+      printed(pool_table(rows), Format::kTable),
+      "TYPE  MODEL     ZONE  TOTAL  FREE  ATTACHED  DRAINED  FAILED  TOTAL_SIZE  FREE_SIZE\n"
+      "gpu   A100-80G  z1        8     6         2        0       0\n"
+      "mem   CXL-DDR5  z1        4     3         1        0       0          1T       768G\n");
+  EXPECT_EQ(printed(pool_table(rows), Format::kParsable, false),
+            "gpu|A100-80G|z1|8|6|2|0|0||\nmem|CXL-DDR5|z1|4|3|1|0|0|1T|768G\n");
+}
+
+TEST(Tables, DevicesShowOwnerAndDrainReason) {
+  Device a;
+  a.id = "gpu-a-00";
+  a.model = "A100-80G";
+  a.zone = "z1";
+  a.address = "0000:41:00.0";
+  a.composition_id = 12;
+  a.node = "node1";
+  Device m;
+  m.id = "mem-b-03";
+  m.type = DeviceType::kMem;
+  m.model = "CXL-DDR5";
+  m.capacity_bytes = 256 * kGiB;
+  m.zone = "z2";
+  m.address = "numa2";
+  m.drained = true;
+  m.drain_reason = "ECC errors";
+  EXPECT_EQ(printed(device_table({a, m}), Format::kParsable, false),
+            "gpu-a-00|gpu|A100-80G||z1|0000:41:00.0|ok|attached|node1|12|\n"
+            "mem-b-03|mem|CXL-DDR5|256G|z2|numa2|ok|drained|||ECC errors\n");
+}
+
+TEST_F(UtcTime, CompositionsShowRequestDevicesAndLocalTime) {
+  Composition c;
+  c.id = 12;
+  c.job_id = 4711;
+  c.node = "node1";
+  c.user = "alice";
+  c.account = "physics";
+  c.workload = "training";
+  c.request = Request{2, "A100-80G", 64 * kGiB, 0};
+  c.state = CompositionState::kReady;
+  c.created_ms = 1714564800000;  // 2024-05-01T12:00:00Z
+  Device d1, d2;
+  d1.id = "gpu-a-00";
+  d2.id = "gpu-a-01";
+  c.devices = {d1, d2};
+  EXPECT_EQ(printed(composition_table({c}), Format::kTable),
+            "ID  JOBID  NODE   USER   ACCOUNT  WORKLOAD  STATE  REQUEST                  "
+            "DEVICES            CREATED              ERROR\n"
+            "12   4711  node1  alice  physics  training  ready  gpus=A100-80G:2 mem=64G  "
+            "gpu-a-00,gpu-a-01  2024-05-01T12:00:00\n");
+}
+
+TEST_F(UtcTime, EventsAndHealth) {
+  Event e;
+  e.id = 3;
+  e.ts_ms = 1714564800000;
+  e.kind = "drain";
+  e.devices = {"gpu-a-00"};
+  e.detail = "fan";
+  EXPECT_EQ(printed(event_table({e}), Format::kParsable),
+            "ID|TIME|KIND|JOBID|NODE|USER|FROM|TO|DEVICES|DETAIL\n"
+            "3|2024-05-01T12:00:00|drain||||||gpu-a-00|fan\n");
+  EXPECT_EQ(printed(health_table({"ok", "sim", "0.1.0", 90061}), Format::kTable),
+            "STATUS  FABRIC  VERSION      UPTIME\n"
+            "ok      sim     0.1.0    1-01:01:01\n");
+}
+
+TEST(Format, TimeAndElapsed) {
+  EXPECT_EQ(format_time(0), "Unknown");
+  EXPECT_EQ(format_elapsed(0), "00:00:00");
+  EXPECT_EQ(format_elapsed(3723), "01:02:03");
+  EXPECT_EQ(format_elapsed(86400 * 3), "3-00:00:00");
+}
+
+TEST_F(UtcTime, ParseTimeReadsAbsoluteAndRelativeTimes) {
+  const int64_t now = 1714564800000;
+  EXPECT_EQ(*parse_time("now", now), now);
+  EXPECT_EQ(*parse_time("now-90", now), now - 90 * 1000);
+  EXPECT_EQ(*parse_time("now-30m", now), now - 30 * 60 * 1000);
+  EXPECT_EQ(*parse_time("now-2h", now), now - 2 * 3600 * 1000);
+  EXPECT_EQ(*parse_time("now-1d", now), now - 86400 * 1000);
+  EXPECT_EQ(*parse_time("2024-05-01", now), 1714521600000);
+  EXPECT_EQ(*parse_time("2024-05-01T12:00", now), now);
+  EXPECT_EQ(*parse_time("2024-05-01T12:00:30", now), now + 30000);
+  for (const char* bad : {"", "yesterday", "now-", "now-5y", "now+5m", "now--5", "2024-05-01 12:00",
+                          "2024-13-01", "1714564800"}) {
+    auto r = parse_time(bad, now);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().message.rfind("bad time '" + std::string(bad) + "': expected now", 0), 0u)
+        << r.error().message;
+  }
+}
+
+TEST(Json, PrintsTheApiObjectIndented) {
+  std::ostringstream out;
+  print_json(out, api::to_json(api::HealthInfo{"ok", "sim", "0.1.0", 5}));
+  auto back = api::from_text<api::HealthInfo>(out.str());
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(back->uptime_s, 5);
+  EXPECT_NE(out.str().find("\n  \"fabric\" : \"sim\""), std::string::npos) << out.str();
+}
+
+}  // namespace
+}  // namespace composer::cli
