@@ -18,7 +18,7 @@ std::string printed(const Table& t, Format f, bool header = true) {
   return out.str();
 }
 
-class UtcTime : public ::testing::Test {
+class CliUtcTime : public ::testing::Test {
  protected:
   void SetUp() override {
     const char* tz = std::getenv("TZ");
@@ -37,7 +37,7 @@ class UtcTime : public ::testing::Test {
   std::optional<std::string> saved_;
 };
 
-TEST(Table, AlignsColumnsToTheWidestCellAndNumbersToTheRight) {
+TEST(CliTable, AlignsColumnsToTheWidestCellAndNumbersToTheRight) {
   Table t({{"ID"}, {"COUNT", true}, {"NOTE"}});
   t.add_row({"gpu-a-00", "2", "x"});
   t.add_row({"m", "1024", ""});
@@ -47,7 +47,7 @@ TEST(Table, AlignsColumnsToTheWidestCellAndNumbersToTheRight) {
             "m          1024\n");
 }
 
-TEST(Table, WidthCountsCharactersNotBytes) {
+TEST(CliTable, WidthCountsCharactersNotBytes) {
   Table t({{"USER"}, {"N", true}});
   t.add_row({"jürgen", "1"});
   t.add_row({"bob", "2"});
@@ -57,7 +57,7 @@ TEST(Table, WidthCountsCharactersNotBytes) {
             "bob     2\n");
 }
 
-TEST(Table, ParsableIsPipeSeparatedWithoutATrailingPipe) {
+TEST(CliTable, ParsableIsPipeSeparatedWithoutATrailingPipe) {
   Table t({{"ID"}, {"COUNT", true}, {"NOTE"}});
   t.add_row({"gpu-a-00", "2", ""});
   EXPECT_EQ(printed(t, Format::kParsable), "ID|COUNT|NOTE\ngpu-a-00|2|\n");
@@ -65,19 +65,19 @@ TEST(Table, ParsableIsPipeSeparatedWithoutATrailingPipe) {
   EXPECT_EQ(printed(t, Format::kTable, false), "gpu-a-00  2\n");
 }
 
-TEST(Table, KeepsEachRowOnOneLineAndEveryColumnPresent) {
+TEST(CliTable, KeepsEachRowOnOneLineAndEveryColumnPresent) {
   Table t({{"A"}, {"B"}});
   t.add_row({"two\nlines"});
   t.add_row({"x", "y", "dropped"});
   EXPECT_EQ(printed(t, Format::kParsable), "A|B\ntwo lines|\nx|y\n");
 }
 
-TEST(Table, EmptyTableIsItsHeader) {
+TEST(CliTable, EmptyTableIsItsHeader) {
   EXPECT_EQ(printed(device_table({}), Format::kParsable),
             "ID|TYPE|MODEL|SIZE|ZONE|ADDRESS|HEALTH|STATE|NODE|COMPOSITION|REASON\n");
 }
 
-TEST(Tables, PoolShowsSizesForMemoryAndNotForGpus) {
+TEST(CliTables, PoolShowsSizesForMemoryAndNotForGpus) {
   std::vector<PoolRow> rows = {
       {DeviceType::kGpu, "A100-80G", "z1", 8, 6, 2, 0, 0, 0, 0},
       {DeviceType::kMem, "CXL-DDR5", "z1", 4, 3, 1, 0, 0, 1 * kTiB, 768 * kGiB},
@@ -91,7 +91,7 @@ TEST(Tables, PoolShowsSizesForMemoryAndNotForGpus) {
             "gpu|A100-80G|z1|8|6|2|0|0||\nmem|CXL-DDR5|z1|4|3|1|0|0|1T|768G\n");
 }
 
-TEST(Tables, DevicesShowOwnerAndDrainReason) {
+TEST(CliTables, DevicesShowOwnerAndDrainReason) {
   Device a;
   a.id = "gpu-a-00";
   a.model = "A100-80G";
@@ -113,7 +113,7 @@ TEST(Tables, DevicesShowOwnerAndDrainReason) {
             "mem-b-03|mem|CXL-DDR5|256G|z2|numa2|ok|drained|||ECC errors\n");
 }
 
-TEST_F(UtcTime, CompositionsShowRequestDevicesAndLocalTime) {
+TEST_F(CliUtcTime, CompositionsShowRequestDevicesAndLocalTime) {
   Composition c;
   c.id = 12;
   c.job_id = 4711;
@@ -135,7 +135,7 @@ TEST_F(UtcTime, CompositionsShowRequestDevicesAndLocalTime) {
             "gpu-a-00,gpu-a-01  2024-05-01T12:00:00\n");
 }
 
-TEST_F(UtcTime, EventsAndHealth) {
+TEST_F(CliUtcTime, EventsAndHealth) {
   Event e;
   e.id = 3;
   e.ts_ms = 1714564800000;
@@ -150,14 +150,14 @@ TEST_F(UtcTime, EventsAndHealth) {
             "ok      sim     0.1.0    1-01:01:01\n");
 }
 
-TEST(Format, TimeAndElapsed) {
+TEST(CliFormat, TimeAndElapsed) {
   EXPECT_EQ(format_time(0), "Unknown");
   EXPECT_EQ(format_elapsed(0), "00:00:00");
   EXPECT_EQ(format_elapsed(3723), "01:02:03");
   EXPECT_EQ(format_elapsed(86400 * 3), "3-00:00:00");
 }
 
-TEST_F(UtcTime, ParseTimeReadsAbsoluteAndRelativeTimes) {
+TEST_F(CliUtcTime, ParseTimeReadsAbsoluteAndRelativeTimes) {
   const int64_t now = 1714564800000;
   EXPECT_EQ(*parse_time("now", now), now);
   EXPECT_EQ(*parse_time("now-90", now), now - 90 * 1000);
@@ -176,7 +176,7 @@ TEST_F(UtcTime, ParseTimeReadsAbsoluteAndRelativeTimes) {
   }
 }
 
-TEST(Json, PrintsTheApiObjectIndented) {
+TEST(CliJson, PrintsTheApiObjectIndented) {
   std::ostringstream out;
   print_json(out, api::to_json(api::HealthInfo{"ok", "sim", "0.1.0", 5}));
   auto back = api::from_text<api::HealthInfo>(out.str());
