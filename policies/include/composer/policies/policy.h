@@ -1,0 +1,105 @@
+// A parsed policy: time windows, workload classes and per-window caps. Plain values; the
+// grammar is in policies/README.md and the parser in parser.h.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "composer/model/model.h"
+#include "composer/policies/time_zone.h"
+
+namespace composer::policies {
+
+// The reserved window name for the times no named window covers.
+inline constexpr std::string_view kDefaultWindow = "Default";
+
+// Days of the week as a bit set: bit 0 is Monday ... bit 6 is Sunday.
+using DaySet = uint8_t;
+inline constexpr DaySet kAllDays = 0x7f;
+inline constexpr DaySet kWeekdays = 0x1f;
+inline constexpr DaySet kWeekend = 0x60;
+// "Mon", ..., "Sun" for 0..6.
+std::string_view day_name(int weekday);
+// "Mon-Fri", "Sat,Sun", "Mon,Wed-Fri", "every day".
+std::string format_days(DaySet days);
+
+// A recurring period: on each listed day, from Start to End local time. End <= Start means
+// the period ends on the following day (it crosses midnight).
+struct Window {
+  std::string name;
+  DaySet days = kAllDays;
+  int start_min = 0;  // minutes after local midnight, 0..1439
+  int end_min = 0;    // 1..1440
+  int line = 0;
+
+  bool crosses_midnight() const { return end_min <= start_min; }
+  // Length on a day without a clock change, in minutes.
+  int nominal_minutes() const {
+    return crosses_midnight() ? end_min + 1440 - start_min : end_min - start_min;
+  }
+};
+
+struct WorkloadClass {
+  std::string name;
+  std::vector<std::string> partitions;
+  std::vector<std::string> qos;
+  std::vector<std::string> accounts;
+  int line = 0;
+};
+
+// One cap on one pooled type: a count (GPUs, NVMe drives, GiB of memory) or a share of the
+// pool in basis points (1% = 100).
+struct CapSpec {
+  enum class Kind { kCount, kShare };
+  Kind kind = Kind::kCount;
+  uint64_t value = 0;
+  bool operator==(const CapSpec&) const = default;
+  // "75%", "12.5%", "4", "512G"
+  std::string to_string(DeviceType type) const;
+};
+
+inline size_t type_index(DeviceType t) { return static_cast<size_t>(t); }
+
+struct Limit {
+  std::string class_name;
+  std::string window;                          // a window's name or kDefaultWindow
+  std::array<std::optional<CapSpec>, 3> caps;  // by type_index(); empty: not capped
+  int line = 0;
+};
+
+// Pool sizes the shares refer to and the caps are checked against. Memory in whole GiB, the
+// unit of the fabric_mem license.
+struct Pool {
+  uint64_t gpus = 0;
+  uint64_t mem_gib = 0;
+  uint64_t nvme = 0;
+  uint64_t size(DeviceType t) const;
+  // Sums the rows' totals (memory: total_bytes, rounded down to GiB).
+  static Pool from_rows(const std::vector<PoolRow>& rows);
+};
+
+struct Policy {
+  std::string file;  // the name used in messages
+  TimeZone time_zone;
+  int time_zone_line = 0;
+  std::vector<Window> windows;
+  std::vector<WorkloadClass> classes;
+  std::string default_class;  // empty: jobs that match no class are refused
+  int default_class_line = 0;
+  std::vector<Limit> limits;
+
+  const Window* find_window(std::string_view name) const;
+  const WorkloadClass* find_class(std::string_view name) const;
+  // The Limit line for (class, window), or nullptr when the class is not capped there.
+  const Limit* find_limit(std::string_view class_name, std::string_view window) const;
+};
+
+// Share rounding: floor(pool x share), except that a share above zero of a non-empty pool
+// is never less than 1, so a class with a small share can still run something.
+uint64_t resolve_cap(const CapSpec& cap, uint64_t pool_size);
+
+}  // namespace composer::policies

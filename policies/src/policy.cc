@@ -1,0 +1,109 @@
+#include "composer/policies/policy.h"
+
+#include <algorithm>
+
+#include "composer/common/units.h"
+
+namespace composer::policies {
+
+namespace {
+constexpr std::string_view kDayNames[] = {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
+}
+
+std::string_view day_name(int weekday) { return kDayNames[((weekday % 7) + 7) % 7]; }
+
+std::string format_days(DaySet days) {
+  if ((days & kAllDays) == kAllDays) return "every day";
+  std::string out;
+  int d = 0;
+  while (d < 7) {
+    if (!(days & (1u << d))) {
+      ++d;
+      continue;
+    }
+    int e = d;
+    while (e + 1 < 7 && (days & (1u << (e + 1)))) ++e;
+    if (!out.empty()) out += ",";
+    out += day_name(d);
+    if (e == d + 1) {
+      out += "," + std::string(day_name(e));
+    } else if (e > d) {
+      out += "-" + std::string(day_name(e));
+    }
+    d = e + 1;
+  }
+  return out;
+}
+
+std::string CapSpec::to_string(DeviceType type) const {
+  if (kind == Kind::kShare) {
+    std::string s = std::to_string(value / 100);
+    if (value % 100 != 0) {
+      s += "." + std::to_string(value % 100 / 10);
+      if (value % 10 != 0) s += std::to_string(value % 10);
+    }
+    return s + "%";
+  }
+  if (type == DeviceType::kMem) return std::to_string(value) + "G";
+  return std::to_string(value);
+}
+
+uint64_t Pool::size(DeviceType t) const {
+  switch (t) {
+    case DeviceType::kGpu:
+      return gpus;
+    case DeviceType::kMem:
+      return mem_gib;
+    case DeviceType::kNvme:
+      return nvme;
+  }
+  return 0;
+}
+
+Pool Pool::from_rows(const std::vector<PoolRow>& rows) {
+  Pool p;
+  uint64_t mem_bytes = 0;
+  for (const auto& r : rows) {
+    switch (r.type) {
+      case DeviceType::kGpu:
+        p.gpus += r.total;
+        break;
+      case DeviceType::kMem:
+        mem_bytes += r.total_bytes;
+        break;
+      case DeviceType::kNvme:
+        p.nvme += r.total;
+        break;
+    }
+  }
+  p.mem_gib = mem_bytes / kGiB;
+  return p;
+}
+
+const Window* Policy::find_window(std::string_view name) const {
+  for (const auto& w : windows)
+    if (w.name == name) return &w;
+  return nullptr;
+}
+
+const WorkloadClass* Policy::find_class(std::string_view name) const {
+  for (const auto& c : classes)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+const Limit* Policy::find_limit(std::string_view class_name, std::string_view window) const {
+  for (const auto& l : limits)
+    if (l.class_name == class_name && l.window == window) return &l;
+  return nullptr;
+}
+
+uint64_t resolve_cap(const CapSpec& cap, uint64_t pool_size) {
+  if (cap.kind == CapSpec::Kind::kCount) return cap.value;
+  // Split so that pool_size x share cannot overflow: value <= 10000.
+  uint64_t v = pool_size / 10000 * cap.value + pool_size % 10000 * cap.value / 10000;
+  if (v == 0 && cap.value > 0 && pool_size > 0) v = 1;
+  return v;
+}
+
+}  // namespace composer::policies
