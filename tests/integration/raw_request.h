@@ -35,13 +35,13 @@ inline RawAnswer raw_request(const std::string& host, int port, const std::strin
   if (with_credential) {
     headers.emplace("Authorization", "Munge " + munge_credential(socket, method + " " + bare));
   }
-  httplib::Result r;
-  if (method == "GET") r = cli.Get(path, headers);
-  if (method == "PUT") r = cli.Put(path, headers, body, "application/json");
-  if (method == "POST") r = cli.Post(path, headers, body, "application/json");
-  if (method == "DELETE") r = cli.Delete(path, headers);
-  if (!r) return {};
-  return {r->status, r->body};
+  auto answer = [](const httplib::Result& r) {
+    return r ? RawAnswer{r->status, r->body} : RawAnswer{};
+  };
+  if (method == "PUT") return answer(cli.Put(path, headers, body, "application/json"));
+  if (method == "POST") return answer(cli.Post(path, headers, body, "application/json"));
+  if (method == "DELETE") return answer(cli.Delete(path, headers));
+  return answer(cli.Get(path, headers));
 }
 
 }  // namespace composer::testing

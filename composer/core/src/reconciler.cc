@@ -76,23 +76,19 @@ ReconcileReport Reconciler::run_once() {
                   [&](const auto& kv) { return still_orphaned.count(kv.first) == 0; });
 
     // Lost: a ready composition holds a device the fabric no longer shows on its host.
-    std::map<std::string, Health> health_now;
-    for (const auto& d : inventory->devices) health_now[d.id] = d.health;
     for (const auto& e : live) {
       if (e.state != CompositionState::kReady || e.busy) continue;
       const auto& host = owned[e.devices.empty() ? "" : e.devices.front()];
       for (const auto& d : e.devices) {
         auto it = inventory->attached.find(d);
         if (it != inventory->attached.end() && it->second == host) continue;
-        if (auto cur = health_now.find(d);
-            cur != health_now.end() && cur->second == Health::kCritical) {
+        if (auto known = service_.pooled_device(d); !known || known->health == Health::kCritical) {
           continue;  // already failed
         }
         const std::string detail = "the fabric lost the attachment to node " + e.node +
                                    " while job " + std::to_string(e.job_id) + " held it";
         if (service_.mark_health(d, Health::kCritical, detail)) {
           ++report.lost_marked_failed;
-          health_now[d] = Health::kCritical;
           log::error("device lost by the fabric",
                      {{"device", d}, {"node", e.node}, {"job", std::to_string(e.job_id)}});
         } else {

@@ -112,6 +112,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
   };
   in.http.set_read_timeout(30, 0);
   in.http.set_write_timeout(30, 0);
+  in.http.set_keep_alive_timeout(2);  // bounds how long SIGTERM waits for idle connections
   in.http.set_payload_max_length(1 << 20);
   in.http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     if (res.status >= 500) {
