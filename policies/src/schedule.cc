@@ -16,6 +16,26 @@ int64_t at_minute(const TimeZone& tz, int64_t day, int minute) {
 
 }  // namespace
 
+std::vector<bool> week_minutes(const Window& w) {
+  std::vector<bool> out(kWeekMinutes, false);
+  for (int d = 0; d < 7; ++d) {
+    if (!(w.days & (1u << d))) continue;
+    for (int m = 0; m < w.nominal_minutes(); ++m)
+      out[(d * 1440 + w.start_min + m) % kWeekMinutes] = true;
+  }
+  return out;
+}
+
+std::vector<int> week_owners(const Policy& policy) {
+  std::vector<int> out(kWeekMinutes, -1);
+  for (size_t w = policy.windows.size(); w-- > 0;) {
+    const auto covered = week_minutes(policy.windows[w]);
+    for (int m = 0; m < kWeekMinutes; ++m)
+      if (covered[m]) out[m] = static_cast<int>(w);
+  }
+  return out;
+}
+
 int64_t local_day(const TimeZone& tz, int64_t t) {
   const LocalTime l = tz.to_local(t);
   return days_from_civil(l.civil.year, l.civil.month, l.civil.day);

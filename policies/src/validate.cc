@@ -1,0 +1,157 @@
+#include "composer/policies/validate.h"
+
+#include <cstdio>
+#include <set>
+
+#include "composer/policies/evaluate.h"
+#include "composer/policies/schedule.h"
+
+namespace composer::policies {
+
+namespace {
+
+std::string at(const Policy& p, int line) {
+  return p.file + " line " + std::to_string(line) + ": ";
+}
+
+std::string week_time(int minute) {
+  const int m = minute % 1440;
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%02d:%02d", m / 60, m % 60);
+  return std::string(day_name(minute / 1440)) + " " + buf;
+}
+
+std::string type_noun(DeviceType t) {
+  switch (t) {
+    case DeviceType::kGpu:
+      return "GPUs";
+    case DeviceType::kMem:
+      return "memory";
+    case DeviceType::kNvme:
+      return "NVMe drives";
+  }
+  return "";
+}
+
+std::string cap_text(const Caps& c, DeviceType t) {
+  return c.capped[type_index(t)] ? format_amount(t, c.get(t)) : "no cap";
+}
+
+}  // namespace
+
+std::string Validation::to_string() const {
+  std::string out;
+  for (const auto& e : errors) out += e + "\n";
+  for (const auto& w : warnings) out += "warning: " + w + "\n";
+  return out;
+}
+
+Validation validate(const Policy& policy, const Pool& pool) {
+  Validation v;
+  const Evaluator eval(policy, pool);
+
+  // Counts above the pool.
+  for (const auto& l : policy.limits) {
+    for (DeviceType t : kAllDeviceTypes) {
+      const auto& cap = l.caps[type_index(t)];
+      if (!cap || cap->kind != CapSpec::Kind::kCount || cap->value <= pool.size(t)) continue;
+      const char* key = t == DeviceType::kGpu ? "Gpus" : t == DeviceType::kMem ? "Mem" : "Nvme";
+      v.errors.push_back(at(policy, l.line) + "Limit=" + l.class_name + " Window=" + l.window +
+                         " " + key + "=" + cap->to_string(t) + " is above the pool's " +
+                         format_amount(t, pool.size(t)) +
+                         ": a cap may be at most the pool size (or write a share such as 50%)");
+    }
+  }
+
+  // Overlapping windows must agree for every class.
+  std::vector<std::vector<bool>> cover;
+  for (const auto& w : policy.windows) cover.push_back(week_minutes(w));
+  for (size_t b = 0; b < policy.windows.size(); ++b) {
+    for (size_t a = 0; a < b; ++a) {
+      int first = -1;
+      for (int m = 0; m < kWeekMinutes && first < 0; ++m)
+        if (cover[a][m] && cover[b][m]) first = m;
+      if (first < 0) continue;
+      const Window& wa = policy.windows[a];
+      const Window& wb = policy.windows[b];
+      for (const auto& c : policy.classes) {
+        auto ca = eval.caps(c.name, wa.name);
+        auto cb = eval.caps(c.name, wb.name);
+        if (!ca || !cb || *ca == *cb) continue;
+        std::string diff;
+        for (DeviceType t : kAllDeviceTypes) {
+          if (ca->capped[type_index(t)] == cb->capped[type_index(t)] && ca->get(t) == cb->get(t))
+            continue;
+          diff = type_noun(t) + ": " + cap_text(*ca, t) + " in '" + wa.name + "', " +
+                 cap_text(*cb, t) + " in '" + wb.name + "'";
+          break;
+        }
+        v.errors.push_back(at(policy, wb.line) + "Window=" + wb.name +
+                           " overlaps Window=" + wa.name + " (line " + std::to_string(wa.line) +
+                           ") from " + week_time(first) + " local time, and the two give class " +
+                           c.name + " different caps (" + diff +
+                           "): give both windows the same Limit lines for every class, or make "
+                           "them not overlap");
+      }
+    }
+  }
+
+  // Which windows are ever in force, and whether the Default window is.
+  const auto owners = week_owners(policy);
+  std::set<int> in_force(owners.begin(), owners.end());
+  std::vector<std::string> live;  // names of windows in force, Default included
+  for (int w : in_force)
+    live.push_back(w < 0 ? std::string(kDefaultWindow)
+                         : policy.windows[static_cast<size_t>(w)].name);
+
+  for (const auto& c : policy.classes) {
+    bool can_run = false;
+    for (DeviceType t : kAllDeviceTypes) {
+      bool ever = false;
+      bool capped_everywhere = true;
+      for (const auto& w : live) {
+        auto caps = eval.caps(c.name, w);
+        if (!caps) continue;
+        if (!caps->capped[type_index(t)]) capped_everywhere = false;
+        if (!caps->capped[type_index(t)] || caps->get(t) > 0) ever = true;
+      }
+      if (ever || !capped_everywhere) {
+        can_run = true;
+      }
+      if (!ever && capped_everywhere) {
+        v.warnings.push_back(at(policy, c.line) + "class " + c.name + " can never get " +
+                             type_noun(t) + ": its cap on them is 0 in every window");
+      }
+    }
+    if (!can_run) {
+      v.errors.push_back(at(policy, c.line) + "class " + c.name +
+                         " can never run: its caps are 0 for GPUs, memory and NVMe drives in "
+                         "every window; raise one of them somewhere or remove the class");
+    }
+  }
+
+  for (const auto& w : policy.windows) {
+    bool used = false;
+    for (const auto& l : policy.limits) used = used || l.window == w.name;
+    if (!used) {
+      v.warnings.push_back(at(policy, w.line) + "no Limit line names Window=" + w.name +
+                           ": while it is open every class is limited only by the pool");
+    }
+  }
+  if (!in_force.count(-1)) {
+    for (const auto& l : policy.limits) {
+      if (l.window == kDefaultWindow) {
+        v.warnings.push_back(at(policy, l.line) + "Limit=" + l.class_name +
+                             " Window=Default never applies: the windows cover the whole week");
+      }
+    }
+  }
+  if (policy.default_class.empty() && !policy.classes.empty()) {
+    v.warnings.push_back(policy.file +
+                         ": no DefaultClass: a job without --workload whose partition, QOS and "
+                         "account match no class is refused");
+  }
+  return v;
+}
+
+}  // namespace composer::policies

@@ -20,8 +20,8 @@ inline constexpr std::string_view kDefaultWindow = "Default";
 // Days of the week as a bit set: bit 0 is Monday ... bit 6 is Sunday.
 using DaySet = uint8_t;
 inline constexpr DaySet kAllDays = 0x7f;
-inline constexpr DaySet kWeekdays = 0x1f;
-inline constexpr DaySet kWeekend = 0x60;
+inline constexpr DaySet kMonToFri = 0x1f;
+inline constexpr DaySet kSatSun = 0x60;
 // "Mon", ..., "Sun" for 0..6.
 std::string_view day_name(int weekday);
 // "Mon-Fri", "Sat,Sun", "Mon,Wed-Fri", "every day".

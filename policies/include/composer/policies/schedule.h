@@ -45,6 +45,14 @@ class Schedule {
   const Policy& policy_;
 };
 
+// The week on the wall clock, minute by minute: index 0 is Monday 00:00 local time.
+inline constexpr int kWeekMinutes = 7 * 1440;
+// The minutes of the week a window covers.
+std::vector<bool> week_minutes(const Window& w);
+// For each minute of the week, the first window in file order that covers it, or -1 where no
+// window does (the Default window's time).
+std::vector<int> week_owners(const Policy& policy);
+
 // Local date (days since 1970-01-01) of instant t in zone tz.
 int64_t local_day(const TimeZone& tz, int64_t t);
 

@@ -1,0 +1,114 @@
+// Compiling a policy into Slurm's own objects (DESIGN.md, "Policies compile to Slurm";
+// SLURM-NOTES.md, "Per-class caps by time of day"), and diffing that plan against what Slurm
+// has now. Pure: the caller reads Slurm's state and runs the commands.
+//
+// - Pool licenses fabric_gpu, fabric_mem (GiB), fabric_nvme, sized to the pool.
+// - Per class and capped type a cap license <class>_<type>_cap sized to the class's highest
+//   cap over the week.
+// - Per class and window where the class's cap is lower than that, a blocker reservation
+//   (Flags=ANY_NODES, Users=root) holding <highest - cap> of the cap license while the window
+//   is open. Recurrence: a window on every day is DAILY, on Mon-Fri WEEKDAY, on Sat and Sun
+//   WEEKEND; other day sets get DAILY/WEEKDAY/WEEKEND for the part that fits and one WEEKLY
+//   reservation per remaining day. Default-window time is split into its maximal stretches.
+// - When the plan is compiled inside a blocked period, a one-off blocker "<name>_once" from
+//   now to the period's end, because a recurring reservation cannot start in the past.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "composer/policies/policy.h"
+
+namespace composer::policies {
+
+struct LicenseCount {
+  std::string name;
+  uint64_t count = 0;
+  bool operator==(const LicenseCount&) const = default;
+};
+// "a:1,b:2"
+std::string format_licenses(const std::vector<LicenseCount>& l);
+
+enum class Recurrence { kOnce, kDaily, kWeekday, kWeekend, kWeekly };
+std::string_view to_string(Recurrence r);  // "", "DAILY", "WEEKDAY", "WEEKEND", "WEEKLY"
+
+struct BlockerReservation {
+  std::string name;
+  std::string class_name;
+  std::string window;
+  Recurrence recurrence = Recurrence::kWeekly;
+  int64_t start_s = 0;      // first start (UTC)
+  std::string start_local;  // the same in the policy's time zone: "2024-03-04T08:00:00"
+  int64_t duration_min = 0;
+  std::vector<LicenseCount> licenses;
+  std::string users = "root";
+
+  std::string flags() const;  // "ANY_NODES,WEEKDAY"
+  // Key=Value fields for scontrol create; a one-off uses StartTime=now.
+  std::string to_slurm() const;
+};
+
+struct Plan {
+  std::string policy_file;
+  std::string time_zone;
+  int64_t now_s = 0;
+  std::vector<LicenseCount> licenses;  // pool licenses, then cap licenses
+  std::vector<BlockerReservation> reservations;
+  std::vector<std::string> notes;     // how to use the plan
+  std::vector<std::string> warnings;  // where Slurm cannot express the policy exactly
+  // slurm.conf's Licenses= line, the reservations, notes and warnings, for a dry run.
+  std::string render() const;
+};
+
+// "training_gpu_cap"
+std::string cap_license_name(std::string_view class_name, DeviceType t);
+// The pool license of a type: "fabric_gpu", "fabric_mem", "fabric_nvme".
+std::string pool_license_name(DeviceType t);
+// What job_submit adds to a job of `class_name` asking for these totals (memory in bytes,
+// rounded up to GiB): "fabric_gpu:4,training_gpu_cap:4". Cap licenses appear only where the
+// plan has one.
+std::string job_licenses(const Plan& plan, std::string_view class_name, uint64_t gpus,
+                         uint64_t mem_bytes, uint64_t nvme);
+// Whether a reservation name belongs to the compiled policy (job_submit refuses such names
+// in --reservation).
+bool is_blocker_name(std::string_view reservation_name);
+
+// The policy must have passed validate().
+Plan compile_plan(const Policy& policy, const Pool& pool, int64_t now_s);
+
+// What Slurm has now, as `scontrol show lic` / `scontrol show res` report it.
+struct ExistingReservation {
+  std::string name;
+  std::string start_local;  // "2024-03-04T08:00:00", slurmctld's (= the policy's) time zone
+  int64_t duration_min = 0;
+  std::vector<std::string> flags;
+  std::vector<LicenseCount> licenses;
+  std::string users;
+};
+struct SlurmState {
+  std::vector<LicenseCount> licenses;  // configured totals
+  std::vector<ExistingReservation> reservations;
+};
+
+enum class ActionKind { kConfigure, kCreate, kUpdate, kLeave, kRemove };
+std::string_view to_string(ActionKind k);  // "configure", "create", "update", "leave", "remove"
+
+struct Action {
+  ActionKind kind = ActionKind::kLeave;
+  std::string object;   // "Licenses" or a reservation name
+  std::string detail;   // what changes, in words
+  std::string command;  // the command line to run; empty for kLeave
+};
+
+// Actions that bring Slurm to the plan, in the order to run them. Reservations are created or
+// updated in place, never deleted and re-created (that would open a gap jobs slip into);
+// blockers of an earlier policy that the plan no longer has are removed (that only loosens
+// caps). Licenses live in slurm.conf: one kConfigure action gives the full new Licenses=
+// line (keeping licenses the policy does not manage) and runs `scontrol reconfigure`; it goes
+// first when licenses only grow, last when one shrinks.
+std::vector<Action> diff_plan(const Plan& plan, const SlurmState& now, const TimeZone& tz);
+// One line per action: "update  day_block_inference  Licenses 8 -> 6: scontrol update ...".
+std::string render_actions(const std::vector<Action>& actions);
+
+}  // namespace composer::policies
