@@ -39,8 +39,29 @@ CURLcode global_init() {
 struct Received {
   std::string body;
   std::string content_type;
+  std::vector<std::pair<std::string, std::string>> headers;
   bool too_large = false;
 };
+
+std::string_view trim(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() &&
+         (v.back() == '\r' || v.back() == '\n' || v.back() == ' ' || v.back() == '\t')) {
+    v.remove_suffix(1);
+  }
+  return v;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
 
 size_t on_body(char* data, size_t size, size_t count, void* user) {
   auto* r = static_cast<Received*>(user);
@@ -57,6 +78,14 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
   auto* r = static_cast<Received*>(user);
   const size_t n = size * count;
   std::string_view line(data, n);
+  // A status line starts the headers of each answer (also of a 100 Continue or a redirect):
+  // keep only the last answer's headers.
+  if (line.starts_with("HTTP/")) {
+    r->headers.clear();
+  } else if (const size_t colon = line.find(':'); colon != std::string_view::npos) {
+    r->headers.emplace_back(std::string(trim(line.substr(0, colon))),
+                            std::string(trim(line.substr(colon + 1))));
+  }
   constexpr std::string_view kName = "content-type:";
   if (line.size() > kName.size()) {
     bool match = true;
@@ -117,6 +146,13 @@ HttpClient::HttpClient(HttpOptions options)
 
 HttpClient::~HttpClient() = default;
 
+std::string HttpResponse::header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (iequals(key, name)) return value;
+  }
+  return "";
+}
+
 bool HttpClient::idempotent(std::string_view method) {
   return method == "GET" || method == "PUT" || method == "DELETE";
 }
@@ -153,7 +189,7 @@ Attempt perform(CURL* h, const HttpOptions& o, const HttpRequest& req,
   };
   add_header("Accept: application/json");
   for (const std::string& line : extra_headers) add_header(line);
-  const bool with_body = req.method == "PUT" || req.method == "POST";
+  const bool with_body = req.method == "PUT" || req.method == "POST" || req.method == "PATCH";
   if (with_body) {
     add_header("Content-Type: application/json");
     add_header("Expect:");  // no 100-continue round trip for large bodies
@@ -171,13 +207,18 @@ Attempt perform(CURL* h, const HttpOptions& o, const HttpRequest& req,
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &received);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
+  if (!o.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, o.ca_file.c_str());
+  if (!o.verify_tls) {
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
   if (req.method == "GET") {
     curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
   } else if (with_body) {
     curl_easy_setopt(h, CURLOPT_POST, 1L);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body.data());
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
-    if (req.method == "PUT") curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+    if (req.method != "POST") curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   } else {
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   }
@@ -188,6 +229,7 @@ Attempt perform(CURL* h, const HttpOptions& o, const HttpRequest& req,
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
     r.body = std::move(received.body);
     r.content_type = std::move(received.content_type);
+    r.headers = std::move(received.headers);
     a.response = std::move(r);
     return a;
   }
@@ -247,9 +289,9 @@ Attempt perform(CURL* h, const HttpOptions& o, const HttpRequest& req,
 }  // namespace
 
 Expected<HttpResponse> HttpClient::send(const HttpRequest& req) const {
-  if (!(idempotent(req.method) || req.method == "POST")) {
+  if (!(idempotent(req.method) || req.method == "POST" || req.method == "PATCH")) {
     return Error{ErrorCode::kInvalidArgument,
-                 "HTTP method '" + req.method + "' is not one of GET, PUT, POST, DELETE"};
+                 "HTTP method '" + req.method + "' is not one of GET, PUT, POST, PATCH, DELETE"};
   }
   if (const CURLcode rc = global_init(); rc != CURLE_OK) {
     return Error{ErrorCode::kInternal,

@@ -2,8 +2,8 @@
 //
 // Every call has a connect timeout and a total timeout. Idempotent methods (GET, PUT, DELETE)
 // are retried with capped exponential backoff and jitter when the connection fails or the
-// server answers 502, 503 or 504; POST is never retried. Safe to use from many threads at
-// once: each call borrows an easy handle from a small pool, so connections are reused.
+// server answers 502, 503 or 504; POST and PATCH are never retried. Safe to use from many threads
+// at once: each call borrows an easy handle from a small pool, so connections are reused.
 #pragma once
 
 #include <chrono>
@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "composer/common/error.h"
@@ -23,12 +24,16 @@ struct HttpOptions {
   int retries = 3;          // extra attempts after the first, idempotent methods only
   long backoff_ms = 100;    // delay before the first retry; doubles for each further one
   long max_backoff_ms = 5000;
+  // TLS: a CA bundle to trust instead of the system's (empty: the system's), and whether the
+  // server's certificate and host name are checked at all.
+  std::string ca_file;
+  bool verify_tls = true;
 };
 
 struct HttpRequest {
-  std::string method;  // GET, PUT, POST or DELETE
+  std::string method;  // GET, PUT, POST, PATCH or DELETE
   std::string url;
-  std::string body;  // sent as application/json by PUT and POST
+  std::string body;  // sent as application/json by PUT, POST and PATCH
   // Called before every attempt for extra header lines ("Authorization: ..."), so each attempt
   // can carry a fresh credential. An error ends the call without sending anything.
   std::function<Expected<std::vector<std::string>>()> headers;
@@ -40,6 +45,11 @@ struct HttpResponse {
   std::string body;
   std::string content_type;
   int attempts = 1;  // how many requests were sent to get this answer
+  // Every header line of the final answer, names as the server spelt them, values trimmed.
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  // The value of the first header with this name (case-insensitive), or "" if none.
+  std::string header(std::string_view name) const;
 };
 
 class HttpClient {
