@@ -1,0 +1,90 @@
+// The redfish driver: a DMTF Redfish CompositionService as a composer fabric.
+//
+// Resource blocks are the devices: a Processor block whose processor is a GPU is a GPU, a
+// Memory block is pooled memory, a Storage block (drives) is an NVMe device; the block's Id
+// is the device id. Resource zones are the composer zones. Composed systems are the hosts;
+// attaching adds resource blocks to a host's composed system (the AddResourceBlock action or
+// a PATCH of Links.ResourceBlocks, whichever the system advertises), detaching removes them.
+// Answers of 202 are followed through their task monitor.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "composer/common/error.h"
+#include "composer/core/fabric.h"
+#include "composer/model/model.h"
+
+namespace composer::drivers {
+
+struct RedfishOptions {
+  // http(s)://HOST[:PORT], without credentials; the service root is <base_url>/redfish/v1.
+  std::string base_url;
+  // Credentials: either here, or in credentials_file (lines "username=..." and
+  // "password=..."), which must be owned by root or the daemon's user and readable by no one
+  // else. They never appear in logs or errors.
+  std::string username;
+  std::string password;
+  std::string credentials_file;
+  // kSession logs in through SessionService and sends X-Auth-Token (logged out when the
+  // driver is destroyed); kBasic sends HTTP basic authentication with every request.
+  enum class Auth { kSession, kBasic };
+  Auth auth = Auth::kSession;
+  std::string ca_file;
+  bool verify_tls = true;
+  long connect_timeout_ms = 2000;
+  long request_timeout_ms = 10000;
+  int get_retries = 2;  // only GETs are retried; actions and PATCHes never are
+  // Task monitors of 202 answers: polled every poll_interval_ms; attach and detach wait at
+  // most task_wait_ms before answering kRunning (then operation_status() polls again).
+  long poll_interval_ms = 200;
+  long task_wait_ms = 30000;
+  // Host names: a composed system is the Slurm node host_map[system Id] when the map is not
+  // empty (systems not in it are ignored); otherwise its HostName when use_host_name is set;
+  // otherwise its Id.
+  std::map<std::string, std::string> host_map;
+  bool use_host_name = false;
+  // Attach slots per type when the service's composition capabilities give no limit.
+  uint32_t default_slots = 8;
+};
+
+// Reads "username=" and "password=" lines. Refuses a file readable or writable by group or
+// others, or owned by someone other than root or the current user, with a sentence naming
+// the file and the fix (chmod 600). The error never quotes the file's content.
+Status load_redfish_credentials(const std::string& path, std::string* username,
+                                std::string* password);
+
+class RedfishFabric final : public Fabric {
+ public:
+  // Checks the options, logs in and discovers the service (CompositionService, ResourceBlocks,
+  // ResourceZones, the Systems collection and its composition capabilities). Errors name the
+  // option or the service's answer that is wrong.
+  static Expected<std::unique_ptr<RedfishFabric>> create(RedfishOptions options);
+  // Logs out of the session, if one was opened.
+  ~RedfishFabric() override;
+  RedfishFabric(const RedfishFabric&) = delete;
+  RedfishFabric& operator=(const RedfishFabric&) = delete;
+
+  std::string_view driver() const override { return "redfish"; }
+  Expected<FabricInventory> inventory() override;
+  // All or nothing: an unknown host or block (kNotFound), or a block composed into another
+  // system (kConflict), refuses the call before anything changes; a block that fails half
+  // way through a multi-block attach makes the driver remove the blocks it had added.
+  Expected<Operation> attach(const std::string& fabric_host,
+                             const std::vector<std::string>& device_ids) override;
+  Expected<Operation> detach(const std::string& fabric_host,
+                             const std::vector<std::string>& device_ids) override;
+  // Operation ids name the task monitors still running; polling one checks them once.
+  Expected<Operation> operation_status(const std::string& operation_id) override;
+  Expected<std::vector<std::pair<std::string, Health>>> health() override;
+
+ private:
+  struct Impl;
+  explicit RedfishFabric(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace composer::drivers

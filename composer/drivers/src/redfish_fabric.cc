@@ -1,0 +1,858 @@
+#include "composer/drivers/redfish_fabric.h"
+
+#include <json/json.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "composer/client/http.h"
+#include "composer/common/log.h"
+#include "composer/common/units.h"
+
+namespace composer::drivers {
+namespace {
+
+constexpr std::string_view kServiceRoot = "/redfish/v1";
+// Operation ids: "tasks:" and the task monitors still running, separated by '|'.
+constexpr std::string_view kTaskPrefix = "tasks:";
+constexpr char kTaskSeparator = '|';
+
+Error fabric_error(std::string message) {
+  return Error{ErrorCode::kFabric, "redfish: " + std::move(message)};
+}
+Error bad_option(std::string message) {
+  return Error{ErrorCode::kInvalidArgument, "redfish options: " + std::move(message)};
+}
+
+std::string json_text(const Json::Value& v) {
+  Json::StreamWriterBuilder w;
+  w["indentation"] = "";
+  return Json::writeString(w, v);
+}
+
+bool parse_json(const std::string& text, Json::Value* out, std::string* why) {
+  Json::CharReaderBuilder b;
+  b["collectComments"] = false;
+  std::unique_ptr<Json::CharReader> reader(b.newCharReader());
+  return reader->parse(text.data(), text.data() + text.size(), out, why);
+}
+
+std::string odata_id(const Json::Value& v) {
+  if (v.isString()) return v.asString();  // sloppy services list bare URIs
+  if (v.isObject() && v["@odata.id"].isString()) return v["@odata.id"].asString();
+  return "";
+}
+
+std::string last_segment(std::string uri) {
+  while (!uri.empty() && uri.back() == '/') uri.pop_back();
+  const size_t slash = uri.rfind('/');
+  return slash == std::string::npos ? uri : uri.substr(slash + 1);
+}
+
+std::string trim_slash(std::string uri) {
+  while (uri.size() > 1 && uri.back() == '/') uri.pop_back();
+  return uri;
+}
+
+// The URIs an array of links (or a single link) names.
+std::vector<std::string> links(const Json::Value& v) {
+  std::vector<std::string> out;
+  if (v.isArray()) {
+    for (const Json::Value& m : v) {
+      if (std::string id = odata_id(m); !id.empty()) out.push_back(trim_slash(id));
+    }
+  } else if (std::string id = odata_id(v); !id.empty()) {
+    out.push_back(trim_slash(id));
+  }
+  return out;
+}
+
+// The members of a collection. Strict services put them in "Members"; some put them under
+// "Links" or spell the key in lower case.
+std::vector<std::string> members(const Json::Value& collection) {
+  for (const char* key : {"Members", "members"}) {
+    if (collection.isMember(key)) return links(collection[key]);
+  }
+  if (collection["Links"].isMember("Members")) return links(collection["Links"]["Members"]);
+  return {};
+}
+
+Health health_of(const Json::Value& status) {
+  const std::string h = status["Health"].asString();
+  const std::string state = status["State"].asString();
+  if (h == "Critical" || state == "UnavailableOffline") return Health::kCritical;
+  if (h == "Warning") return Health::kWarning;
+  return Health::kOk;
+}
+
+Health worst(Health a, Health b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
+
+// A Redfish error body's messages (error.@Message.ExtendedInfo[].Message), else its message.
+std::string error_message(const std::string& body) {
+  Json::Value v;
+  std::string why;
+  if (body.empty() || !parse_json(body, &v, &why) || !v.isObject()) return "";
+  const Json::Value& e = v["error"];
+  std::string out;
+  for (const Json::Value& info : e["@Message.ExtendedInfo"]) {
+    const std::string m = info["Message"].asString();
+    if (m.empty()) continue;
+    if (!out.empty()) out += "; ";
+    out += m;
+  }
+  if (out.empty()) out = e["message"].asString();
+  // A task's own messages (a failed task answers with the Task resource).
+  if (out.empty()) {
+    for (const Json::Value& info : v["Messages"]) {
+      const std::string m = info["Message"].asString();
+      if (m.empty()) continue;
+      if (!out.empty()) out += "; ";
+      out += m;
+    }
+  }
+  return out;
+}
+
+ErrorCode code_for_status(long status) {
+  switch (status) {
+    case 401:
+      return ErrorCode::kUnauthenticated;
+    case 403:
+      return ErrorCode::kPermissionDenied;
+    case 404:
+      return ErrorCode::kNotFound;
+    case 409:
+    case 412:
+      return ErrorCode::kConflict;
+    default:
+      return ErrorCode::kFabric;
+  }
+}
+
+std::string base64(std::string_view in) {
+  static constexpr char kTable[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  while (i + 2 < in.size()) {
+    const uint32_t n = (static_cast<uint8_t>(in[i]) << 16) |
+                       (static_cast<uint8_t>(in[i + 1]) << 8) | static_cast<uint8_t>(in[i + 2]);
+    out += kTable[(n >> 18) & 63];
+    out += kTable[(n >> 12) & 63];
+    out += kTable[(n >> 6) & 63];
+    out += kTable[n & 63];
+    i += 3;
+  }
+  if (i + 1 == in.size()) {
+    const uint32_t n = static_cast<uint8_t>(in[i]) << 16;
+    out += kTable[(n >> 18) & 63];
+    out += kTable[(n >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    const uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8);
+    out += kTable[(n >> 18) & 63];
+    out += kTable[(n >> 12) & 63];
+    out += kTable[(n >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+struct Reply {
+  long status = 0;
+  Json::Value body;  // null when the answer had none
+  std::string location;
+  std::string etag;
+};
+
+enum class TaskState { kRunning, kDone, kFailed };
+struct TaskPoll {
+  TaskState state = TaskState::kRunning;
+  std::string message;
+};
+
+// What the driver learnt about a block or a system the last time it read it.
+struct BlockInfo {
+  std::string uri;
+  std::vector<std::string> zones;
+  bool compute = false;
+};
+
+}  // namespace
+
+struct RedfishFabric::Impl {
+  explicit Impl(RedfishOptions opts)
+      : o(std::move(opts)),
+        http(client::HttpOptions{.connect_timeout_ms = o.connect_timeout_ms,
+                                 .timeout_ms = o.request_timeout_ms,
+                                 .retries = o.get_retries,
+                                 .backoff_ms = 100,
+                                 .max_backoff_ms = 2000,
+                                 .ca_file = o.ca_file,
+                                 .verify_tls = o.verify_tls}) {}
+
+  RedfishOptions o;
+  client::HttpClient http;
+
+  std::mutex auth_mu;
+  std::string token;        // X-Auth-Token of the session
+  std::string session_uri;  // to log out
+  std::string sessions_uri;
+
+  // Discovered once.
+  std::string blocks_uri;
+  std::string zones_uri;
+  std::string systems_uri;
+  std::vector<std::string> composition_zones;
+  uint32_t gpu_slots = 0, mem_slots = 0, nvme_slots = 0;
+
+  // Refreshed by every inventory: device or host id -> URI.
+  std::mutex index_mu;
+  std::map<std::string, std::string> block_uris;
+  std::map<std::string, std::string> system_uris;
+
+  std::string url(const std::string& uri) const {
+    if (uri.starts_with("http://") || uri.starts_with("https://")) return uri;
+    return o.base_url + uri;
+  }
+
+  Expected<std::vector<std::string>> auth_headers() {
+    if (o.auth == RedfishOptions::Auth::kBasic) {
+      return std::vector<std::string>{"Authorization: Basic " +
+                                      base64(o.username + ":" + o.password)};
+    }
+    std::lock_guard<std::mutex> lock(auth_mu);
+    if (token.empty()) return std::vector<std::string>{};
+    return std::vector<std::string>{"X-Auth-Token: " + token};
+  }
+
+  Status login() {
+    Json::Value body;
+    body["UserName"] = o.username;
+    body["Password"] = o.password;
+    client::HttpRequest req;
+    req.method = "POST";
+    req.url = url(sessions_uri);
+    req.body = json_text(body);
+    auto r = http.send(req);
+    if (!r) return Error{r.error().code, "redfish: session login: " + r.error().message};
+    if (r->status != 200 && r->status != 201) {
+      std::string m = error_message(r->body);
+      return Error{
+          r->status == 401 || r->status == 403 ? ErrorCode::kUnauthenticated : ErrorCode::kFabric,
+          "redfish: session login at " + sessions_uri + " answered " + std::to_string(r->status) +
+              (m.empty() ? "" : ": " + m)};
+    }
+    const std::string t = r->header("X-Auth-Token");
+    if (t.empty()) {
+      return fabric_error("session login at " + sessions_uri +
+                          " answered no X-Auth-Token header; use basic authentication instead");
+    }
+    std::string where = r->header("Location");
+    if (where.empty()) {
+      Json::Value v;
+      std::string why;
+      if (parse_json(r->body, &v, &why)) where = odata_id(v);
+    }
+    std::lock_guard<std::mutex> lock(auth_mu);
+    token = t;
+    session_uri = where;
+    log::info("redfish: session opened", {{"url", o.base_url}});
+    return Status::Ok();
+  }
+
+  void logout() {
+    std::string uri;
+    {
+      std::lock_guard<std::mutex> lock(auth_mu);
+      uri = session_uri;
+    }
+    if (uri.empty()) return;
+    client::HttpRequest req;
+    req.method = "DELETE";
+    req.url = url(uri);
+    req.headers = [this] { return auth_headers(); };
+    auto r = http.send(req);
+    if (!r || r->status >= 300) {
+      log::warning(
+          "redfish: session logout failed",
+          {{"url", o.base_url}, {"error", r ? std::to_string(r->status) : r.error().message}});
+    }
+    std::lock_guard<std::mutex> lock(auth_mu);
+    token.clear();
+    session_uri.clear();
+  }
+
+  // One request with the credential; answers any HTTP status. A session that expired is
+  // opened again once.
+  Expected<Reply> request(const std::string& method, const std::string& uri,
+                          const Json::Value* body = nullptr, std::vector<std::string> extra = {}) {
+    for (int attempt = 0;; ++attempt) {
+      client::HttpRequest req;
+      req.method = method;
+      req.url = url(uri);
+      if (body != nullptr) req.body = json_text(*body);
+      req.headers = [this, extra]() -> Expected<std::vector<std::string>> {
+        auto h = auth_headers();
+        if (!h) return h;
+        for (const std::string& line : extra) h->push_back(line);
+        return h;
+      };
+      auto r = http.send(req);
+      if (!r) return Error{r.error().code, "redfish: " + r.error().message};
+      if (r->status == 401 && o.auth == RedfishOptions::Auth::kSession && attempt == 0 &&
+          !sessions_uri.empty()) {
+        log::info("redfish: session refused, logging in again", {{"url", o.base_url}});
+        if (Status s = login(); !s) return s.error();
+        continue;
+      }
+      Reply out;
+      out.status = r->status;
+      out.location = r->header("Location");
+      out.etag = r->header("ETag");
+      if (!r->body.empty()) {
+        std::string why;
+        if (!parse_json(r->body, &out.body, &why)) {
+          if (r->status < 300) {
+            return fabric_error(method + " " + uri + " answered " + std::to_string(r->status) +
+                                " with a body that is not JSON: " + why);
+          }
+          out.body = Json::Value();
+        }
+      }
+      if (r->status >= 400) {
+        const std::string m = error_message(r->body);
+        return Error{code_for_status(r->status), "redfish: " + method + " " + uri + " answered " +
+                                                     std::to_string(r->status) +
+                                                     (m.empty() ? "" : ": " + m)};
+      }
+      return out;
+    }
+  }
+
+  Expected<Json::Value> get(const std::string& uri) {
+    auto r = request("GET", uri);
+    if (!r) return r.error();
+    if (!r->body.isObject()) {
+      return fabric_error("GET " + uri + " answered " + std::to_string(r->status) +
+                          " without a JSON object");
+    }
+    return std::move(r->body);
+  }
+
+  Status discover() {
+    auto root = get(std::string(kServiceRoot));
+    if (!root) return root.error();
+    sessions_uri = trim_slash(odata_id((*root)["Links"]["Sessions"]));
+    if (sessions_uri.empty()) sessions_uri = std::string(kServiceRoot) + "/SessionService/Sessions";
+    if (o.auth == RedfishOptions::Auth::kSession) {
+      if (Status s = login(); !s) return s;
+    }
+    const std::string composition = odata_id((*root)["CompositionService"]);
+    if (composition.empty()) {
+      return fabric_error("the service root at " + o.base_url +
+                          " has no CompositionService; this service cannot compose systems");
+    }
+    auto service = get(composition);
+    if (!service) return service.error();
+    blocks_uri = trim_slash(odata_id((*service)["ResourceBlocks"]));
+    zones_uri = trim_slash(odata_id((*service)["ResourceZones"]));
+    systems_uri = trim_slash(odata_id((*root)["Systems"]));
+    if (blocks_uri.empty() || zones_uri.empty() || systems_uri.empty()) {
+      return fabric_error("the CompositionService at " + composition +
+                          " lacks ResourceBlocks or ResourceZones, or the root lacks Systems");
+    }
+    // Composition capabilities: on the Systems collection (current services) or on each
+    // resource zone (older ones).
+    std::vector<Json::Value> capability_sets;
+    auto systems = get(systems_uri);
+    if (!systems) return systems.error();
+    capability_sets.push_back((*systems)["@Redfish.CollectionCapabilities"]);
+    auto zones = get(zones_uri);
+    if (!zones) return zones.error();
+    for (const std::string& z : members(*zones)) {
+      auto zone = get(z);
+      if (!zone) return zone.error();
+      if (zone->isMember("@Redfish.CollectionCapabilities")) {
+        Json::Value caps = (*zone)["@Redfish.CollectionCapabilities"];
+        for (Json::Value& c : caps["Capabilities"]) {
+          if (c["Links"]["RelatedItem"].empty()) c["Links"]["RelatedItem"].append(Json::Value(z));
+        }
+        capability_sets.push_back(caps);
+      }
+    }
+    for (const Json::Value& caps : capability_sets) {
+      for (const Json::Value& c : caps["Capabilities"]) {
+        if (c["UseCase"].asString() != "ComputerSystemComposition") continue;
+        for (const std::string& z : links(c["Links"]["RelatedItem"])) {
+          const std::string name = last_segment(z);
+          if (std::find(composition_zones.begin(), composition_zones.end(), name) ==
+              composition_zones.end()) {
+            composition_zones.push_back(name);
+          }
+        }
+        const std::string object = odata_id(c["CapabilitiesObject"]);
+        if (object.empty()) continue;
+        auto cap = get(object);
+        if (!cap) return cap.error();
+        const Json::Value& limits = (*cap)["@Redfish.ResourceBlockLimits"];
+        auto limit = [&limits](const char* key, uint32_t* slot) {
+          if (limits[key].isUInt() && *slot == 0) *slot = limits[key].asUInt();
+        };
+        limit("MaxProcessor", &gpu_slots);
+        limit("MaxMemory", &mem_slots);
+        limit("MaxStorage", &nvme_slots);
+      }
+    }
+    if (gpu_slots == 0) gpu_slots = o.default_slots;
+    if (mem_slots == 0) mem_slots = o.default_slots;
+    if (nvme_slots == 0) nvme_slots = o.default_slots;
+    log::info("redfish: service discovered",
+              {{"url", o.base_url}, {"zones", std::to_string(composition_zones.size())}});
+    return Status::Ok();
+  }
+
+  // The device a resource block is, if any. Sets *compute for Compute and ComputerSystem
+  // blocks (the hosts' own blocks).
+  Expected<std::optional<Device>> read_block(const Json::Value& b, bool* compute) {
+    std::set<std::string> types;
+    for (const Json::Value& t : b["ResourceBlockType"]) types.insert(t.asString());
+    *compute = types.contains("Compute") || types.contains("ComputerSystem");
+    if (*compute) return std::optional<Device>{};
+    Device d;
+    d.id = b["Id"].asString();
+    if (d.id.empty()) d.id = last_segment(odata_id(b));
+    const std::vector<std::string> zones = links(b["Links"]["Zones"]);
+    d.zone = zones.empty() ? "default" : last_segment(zones.front());
+    d.health = health_of(b["Status"]);
+    const std::string composition = b["CompositionStatus"]["CompositionState"].asString();
+    if (composition == "Failed" || composition == "Unavailable") d.health = Health::kCritical;
+    if (types.contains("Processor")) {
+      for (const std::string& p : links(b["Processors"])) {
+        auto proc = get(p);
+        if (!proc) return proc.error();
+        if ((*proc)["ProcessorType"].asString() != "GPU") continue;
+        d.type = DeviceType::kGpu;
+        d.model = (*proc)["Model"].asString();
+        if (d.model.empty()) d.model = (*proc)["Name"].asString();
+        d.health = worst(d.health, health_of((*proc)["Status"]));
+        return std::optional<Device>(d);
+      }
+      return std::optional<Device>{};
+    }
+    if (types.contains("Memory")) {
+      d.type = DeviceType::kMem;
+      for (const std::string& m : links(b["Memory"])) {
+        auto mem = get(m);
+        if (!mem) return mem.error();
+        d.capacity_bytes += (*mem)["CapacityMiB"].asUInt64() * kMiB;
+        if (d.model.empty()) d.model = (*mem)["Model"].asString();
+        if (d.model.empty()) d.model = (*mem)["MemoryDeviceType"].asString();
+        d.health = worst(d.health, health_of((*mem)["Status"]));
+      }
+      if (d.capacity_bytes == 0) return std::optional<Device>{};
+      if (d.model.empty()) d.model = "memory";
+      return std::optional<Device>(d);
+    }
+    if (types.contains("Storage")) {
+      d.type = DeviceType::kNvme;
+      for (const std::string& m : links(b["Drives"])) {
+        auto drive = get(m);
+        if (!drive) return drive.error();
+        d.capacity_bytes += (*drive)["CapacityBytes"].asUInt64();
+        if (d.model.empty()) d.model = (*drive)["Model"].asString();
+        if (d.model.empty()) d.model = (*drive)["Protocol"].asString();
+        d.health = worst(d.health, health_of((*drive)["Status"]));
+      }
+      if (d.capacity_bytes == 0) return std::optional<Device>{};
+      return std::optional<Device>(d);
+    }
+    return std::optional<Device>{};
+  }
+
+  // Whether a system can take resource blocks, and how.
+  static std::string action_target(const Json::Value& system, const char* action) {
+    return system["Actions"][std::string("#ComputerSystem.") + action]["target"].asString();
+  }
+
+  std::optional<std::string> node_name(const Json::Value& system) const {
+    const std::string id = system["Id"].asString();
+    if (!o.host_map.empty()) {
+      auto it = o.host_map.find(id);
+      if (it == o.host_map.end()) return std::nullopt;
+      return it->second;
+    }
+    if (o.use_host_name) {
+      const std::string h = system["HostName"].asString();
+      if (h.empty()) return std::nullopt;
+      return h;
+    }
+    return id;
+  }
+
+  Expected<FabricInventory> inventory() {
+    FabricInventory inv;
+    auto coll = get(blocks_uri);
+    if (!coll) return coll.error();
+    std::map<std::string, BlockInfo> blocks;  // block URI -> what it is
+    std::map<std::string, std::string> new_block_uris;
+    for (const std::string& uri : members(*coll)) {
+      auto b = get(uri);
+      if (!b) return b.error();
+      bool compute = false;
+      auto dev = read_block(*b, &compute);
+      if (!dev) return dev.error();
+      BlockInfo info;
+      info.uri = uri;
+      info.compute = compute;
+      for (const std::string& z : links((*b)["Links"]["Zones"]))
+        info.zones.push_back(last_segment(z));
+      blocks[uri] = info;
+      if (!dev->has_value()) continue;
+      Device d = std::move(**dev);
+      new_block_uris[d.id] = uri;
+      const std::vector<std::string> systems = links((*b)["Links"]["ComputerSystems"]);
+      if (!systems.empty()) inv.attached[d.id] = last_segment(systems.front());
+      inv.devices.push_back(std::move(d));
+    }
+    auto systems = get(systems_uri);
+    if (!systems) return systems.error();
+    std::map<std::string, std::string> new_system_uris;
+    for (const std::string& uri : members(*systems)) {
+      auto s = get(uri);
+      if (!s) return s.error();
+      const bool composable = !action_target(*s, "AddResourceBlock").empty() ||
+                              (*s)["Links"].isMember("ResourceBlocks");
+      if (!composable) continue;
+      auto node = node_name(*s);
+      if (!node) continue;
+      Host h;
+      h.node = *node;
+      h.fabric_id = (*s)["Id"].asString();
+      for (const std::string& b : links((*s)["Links"]["ResourceBlocks"])) {
+        auto it = blocks.find(b);
+        if (it == blocks.end() || !it->second.compute) continue;
+        for (const std::string& z : it->second.zones) {
+          if (std::find(h.zones.begin(), h.zones.end(), z) == h.zones.end()) h.zones.push_back(z);
+        }
+      }
+      for (const std::string& z : composition_zones) {
+        if (std::find(h.zones.begin(), h.zones.end(), z) == h.zones.end()) h.zones.push_back(z);
+      }
+      h.gpu_slots = gpu_slots;
+      h.mem_slots = mem_slots;
+      h.nvme_slots = nvme_slots;
+      new_system_uris[h.fabric_id] = uri;
+      inv.hosts.push_back(std::move(h));
+    }
+    std::lock_guard<std::mutex> lock(index_mu);
+    block_uris = std::move(new_block_uris);
+    system_uris = std::move(new_system_uris);
+    return inv;
+  }
+
+  // The URIs of a host and of devices, reading the inventory again for a name not seen yet.
+  Status resolve(const std::string& host, const std::vector<std::string>& ids,
+                 std::string* host_uri, std::vector<std::string>* uris) {
+    for (int pass = 0; pass < 2; ++pass) {
+      bool missing = false;
+      {
+        std::lock_guard<std::mutex> lock(index_mu);
+        missing = !system_uris.contains(host);
+        for (const std::string& id : ids) missing = missing || !block_uris.contains(id);
+        if (!missing || pass == 1) {
+          auto h = system_uris.find(host);
+          if (h == system_uris.end()) {
+            return Error{ErrorCode::kNotFound,
+                         "redfish: unknown host '" + host + "' (no composable system has that Id)"};
+          }
+          *host_uri = h->second;
+          uris->clear();
+          for (const std::string& id : ids) {
+            auto b = block_uris.find(id);
+            if (b == block_uris.end()) {
+              return Error{ErrorCode::kNotFound,
+                           "redfish: unknown device '" + id +
+                               "' (no GPU, memory or storage resource block has that Id)"};
+            }
+            uris->push_back(b->second);
+          }
+          return Status::Ok();
+        }
+      }
+      if (auto inv = inventory(); !inv) return inv.error();
+    }
+    return Status::Ok();
+  }
+
+  Expected<TaskPoll> poll_task(const std::string& monitor) {
+    auto r = request("GET", monitor);
+    if (!r) {
+      if (r.error().code == ErrorCode::kNotFound) {
+        return TaskPoll{TaskState::kFailed,
+                        "task monitor " + monitor + " no longer exists; read the inventory"};
+      }
+      if (r.error().code == ErrorCode::kUnavailable || r.error().code == ErrorCode::kTimeout) {
+        return r.error();  // the task may still be fine: ask again later
+      }
+      return TaskPoll{TaskState::kFailed, r.error().message};
+    }
+    if (r->status == 202) return TaskPoll{TaskState::kRunning, ""};
+    const std::string state = r->body["TaskState"].asString();
+    if (state.empty() || state == "Completed") {
+      if (r->body["TaskStatus"].asString() == "Critical") {
+        return TaskPoll{TaskState::kFailed, "task " + monitor + " completed with status Critical"};
+      }
+      return TaskPoll{TaskState::kDone, ""};
+    }
+    if (state == "Exception" || state == "Killed" || state == "Cancelled" ||
+        state == "Interrupted") {
+      std::string m = error_message(json_text(r->body));
+      return TaskPoll{TaskState::kFailed,
+                      "redfish: task " + monitor + " ended " + state + (m.empty() ? "" : ": " + m)};
+    }
+    return TaskPoll{TaskState::kRunning, ""};
+  }
+
+  // Polls the monitors until all are done, one fails or the wait runs out. Removes finished
+  // ones from *monitors.
+  Expected<TaskPoll> wait_tasks(std::vector<std::string>* monitors, long wait_ms) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    for (;;) {
+      for (auto it = monitors->begin(); it != monitors->end();) {
+        auto p = poll_task(*it);
+        if (!p) return p.error();
+        if (p->state == TaskState::kFailed) {
+          monitors->erase(it);
+          return *p;
+        }
+        it = p->state == TaskState::kDone ? monitors->erase(it) : it + 1;
+      }
+      if (monitors->empty()) return TaskPoll{TaskState::kDone, ""};
+      if (std::chrono::steady_clock::now() >= deadline) return TaskPoll{TaskState::kRunning, ""};
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::max(1L, o.poll_interval_ms)));
+    }
+  }
+
+  // One change of a system's blocks: an action per block, or one PATCH of the whole list.
+  // Answers the task monitors still running. On a failure part way, undoes what succeeded.
+  Expected<Operation> change(const std::string& host, const std::string& host_uri,
+                             const std::vector<std::string>& uris, bool adding) {
+    auto sys = request("GET", host_uri);
+    if (!sys) return sys.error();
+    const Json::Value& system = sys->body;
+    std::vector<std::string> current = links(system["Links"]["ResourceBlocks"]);
+    std::vector<std::string> todo;
+    for (const std::string& uri : uris) {
+      auto block = get(uri);
+      if (!block) return block.error();
+      const std::vector<std::string> owners = links((*block)["Links"]["ComputerSystems"]);
+      const bool in_host =
+          std::find(current.begin(), current.end(), uri) != current.end() ||
+          std::find(owners.begin(), owners.end(), trim_slash(host_uri)) != owners.end();
+      if (!in_host && !owners.empty() &&
+          !(*block)["CompositionStatus"]["SharingEnabled"].asBool()) {
+        return Error{ErrorCode::kConflict,
+                     "redfish: device " + last_segment(uri) + " is composed into system " +
+                         last_segment(owners.front()) + ", cannot " +
+                         (adding ? "attach it to " : "detach it from ") + host};
+      }
+      if (in_host != adding) todo.push_back(uri);
+    }
+    if (todo.empty()) return Operation{"", OperationState::kDone, ""};
+
+    const std::string target =
+        action_target(system, adding ? "AddResourceBlock" : "RemoveResourceBlock");
+    std::vector<std::string> monitors;
+    if (target.empty()) {
+      if (!system["Links"].isMember("ResourceBlocks")) {
+        return fabric_error("system " + host +
+                            " advertises neither resource block actions nor Links.ResourceBlocks");
+      }
+      std::vector<std::string> next;
+      for (const std::string& u : current) {
+        if (adding || std::find(todo.begin(), todo.end(), u) == todo.end()) next.push_back(u);
+      }
+      if (adding) next.insert(next.end(), todo.begin(), todo.end());
+      Json::Value body;
+      body["Links"]["ResourceBlocks"] = Json::Value(Json::arrayValue);
+      for (const std::string& u : next) {
+        Json::Value link;
+        link["@odata.id"] = u;
+        body["Links"]["ResourceBlocks"].append(link);
+      }
+      std::vector<std::string> extra;
+      if (!sys->etag.empty()) extra.push_back("If-Match: " + sys->etag);
+      auto r = request("PATCH", host_uri, &body, extra);
+      if (!r) return r.error();
+      if (r->status == 202) {
+        if (r->location.empty())
+          return fabric_error("PATCH " + host_uri + " answered 202 without a Location");
+        monitors.push_back(r->location);
+      }
+    } else {
+      std::vector<std::string> done;  // blocks changed, to undo on a failure part way
+      for (const std::string& u : todo) {
+        Json::Value body;
+        body["ResourceBlock"]["@odata.id"] = u;
+        auto r = request("POST", target, &body);
+        Expected<TaskPoll> step = TaskPoll{TaskState::kDone, ""};
+        if (!r) {
+          step = r.error();
+        } else if (r->status == 202) {
+          if (r->location.empty()) {
+            step = fabric_error("POST " + target + " answered 202 without a Location");
+          } else {
+            std::vector<std::string> one{r->location};
+            // Blocks after this one wait for it: undoing half an attach needs to know what
+            // happened.
+            step = wait_tasks(&one, o.task_wait_ms);
+            if (step && step->state == TaskState::kRunning) monitors.push_back(r->location);
+          }
+        }
+        if (!step || step->state == TaskState::kFailed) {
+          const std::string why = step ? step->message : step.error().message;
+          undo(system, done, adding);
+          if (!step) return step.error();
+          return Operation{"", OperationState::kFailed, why};
+        }
+        done.push_back(u);
+      }
+    }
+    if (monitors.empty()) return Operation{"", OperationState::kDone, ""};
+    auto w = wait_tasks(&monitors, o.task_wait_ms);
+    if (!w) return w.error();
+    if (w->state == TaskState::kFailed) return Operation{"", OperationState::kFailed, w->message};
+    if (w->state == TaskState::kDone) return Operation{"", OperationState::kDone, ""};
+    std::string id(kTaskPrefix);
+    for (size_t i = 0; i < monitors.size(); ++i) {
+      if (i > 0) id += kTaskSeparator;
+      id += monitors[i];
+    }
+    return Operation{id, OperationState::kRunning, ""};
+  }
+
+  // Best effort: reverses the actions that succeeded before a failure.
+  void undo(const Json::Value& system, const std::vector<std::string>& done, bool added) {
+    const std::string target =
+        action_target(system, added ? "RemoveResourceBlock" : "AddResourceBlock");
+    for (const std::string& u : done) {
+      Json::Value body;
+      body["ResourceBlock"]["@odata.id"] = u;
+      auto r = request("POST", target, &body);
+      std::string failure = r ? "" : r.error().message;
+      if (r && r->status == 202 && !r->location.empty()) {
+        std::vector<std::string> one{r->location};
+        auto w = wait_tasks(&one, o.task_wait_ms);
+        if (!w)
+          failure = w.error().message;
+        else if (w->state != TaskState::kDone)
+          failure = w->message.empty() ? "still running" : w->message;
+      }
+      if (!failure.empty()) {
+        log::error("redfish: cannot undo a partial change; the reconciler will find the block",
+                   {{"block", u}, {"error", failure}});
+      }
+    }
+  }
+};
+
+RedfishFabric::RedfishFabric(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RedfishFabric::~RedfishFabric() {
+  if (impl_) impl_->logout();
+}
+
+Expected<std::unique_ptr<RedfishFabric>> RedfishFabric::create(RedfishOptions o) {
+  while (!o.base_url.empty() && o.base_url.back() == '/') o.base_url.pop_back();
+  if (!o.base_url.starts_with("http://") && !o.base_url.starts_with("https://")) {
+    return bad_option("base URL '" + o.base_url + "' must start with http:// or https://");
+  }
+  const std::string authority = o.base_url.substr(o.base_url.find("//") + 2);
+  if (authority.substr(0, authority.find('/')).find('@') != std::string::npos) {
+    return bad_option("the base URL must not carry credentials; put them in the credentials file");
+  }
+  if (authority.find('/') != std::string::npos) {
+    return bad_option("base URL '" + o.base_url +
+                      "' must be http(s)://HOST[:PORT] only; the driver adds /redfish/v1");
+  }
+  if (!o.credentials_file.empty()) {
+    if (!o.username.empty() || !o.password.empty()) {
+      return bad_option("give the credentials either inline or in a credentials file, not both");
+    }
+    if (Status s = load_redfish_credentials(o.credentials_file, &o.username, &o.password); !s) {
+      return s.error();
+    }
+  }
+  if (o.username.empty()) return bad_option("no username: set a credentials file");
+  if (o.connect_timeout_ms <= 0 || o.request_timeout_ms <= 0) {
+    return bad_option("timeouts must be positive numbers of milliseconds");
+  }
+  if (o.poll_interval_ms <= 0 || o.task_wait_ms < 0) {
+    return bad_option("the task poll interval must be positive and the task wait 0 or more ms");
+  }
+  if (o.get_retries < 0) return bad_option("GET retries must be 0 or more");
+  for (const auto& [id, node] : o.host_map) {
+    if (id.empty() || node.empty()) {
+      return bad_option("a host map line has an empty system id or node name");
+    }
+  }
+  auto impl = std::make_unique<Impl>(std::move(o));
+  if (Status s = impl->discover(); !s) {
+    impl->logout();
+    return s.error();
+  }
+  return std::unique_ptr<RedfishFabric>(new RedfishFabric(std::move(impl)));
+}
+
+Expected<FabricInventory> RedfishFabric::inventory() { return impl_->inventory(); }
+
+Expected<Operation> RedfishFabric::attach(const std::string& fabric_host,
+                                          const std::vector<std::string>& device_ids) {
+  std::string host_uri;
+  std::vector<std::string> uris;
+  if (Status s = impl_->resolve(fabric_host, device_ids, &host_uri, &uris); !s) return s.error();
+  return impl_->change(fabric_host, host_uri, uris, true);
+}
+
+Expected<Operation> RedfishFabric::detach(const std::string& fabric_host,
+                                          const std::vector<std::string>& device_ids) {
+  std::string host_uri;
+  std::vector<std::string> uris;
+  if (Status s = impl_->resolve(fabric_host, device_ids, &host_uri, &uris); !s) return s.error();
+  return impl_->change(fabric_host, host_uri, uris, false);
+}
+
+Expected<Operation> RedfishFabric::operation_status(const std::string& operation_id) {
+  if (operation_id.empty()) return Operation{"", OperationState::kDone, ""};
+  if (!operation_id.starts_with(kTaskPrefix)) {
+    return Error{ErrorCode::kNotFound, "redfish: unknown operation '" + operation_id + "'"};
+  }
+  std::vector<std::string> monitors;
+  std::stringstream in(operation_id.substr(kTaskPrefix.size()));
+  for (std::string m; std::getline(in, m, kTaskSeparator);) {
+    if (!m.empty()) monitors.push_back(m);
+  }
+  auto w = impl_->wait_tasks(&monitors, 0);
+  if (!w) return w.error();
+  if (w->state == TaskState::kFailed)
+    return Operation{operation_id, OperationState::kFailed, w->message};
+  if (w->state == TaskState::kDone) return Operation{operation_id, OperationState::kDone, ""};
+  return Operation{operation_id, OperationState::kRunning, ""};
+}
+
+Expected<std::vector<std::pair<std::string, Health>>> RedfishFabric::health() {
+  auto inv = impl_->inventory();
+  if (!inv) return inv.error();
+  std::vector<std::pair<std::string, Health>> out;
+  for (const Device& d : inv->devices) out.emplace_back(d.id, d.health);
+  return out;
+}
+
+}  // namespace composer::drivers

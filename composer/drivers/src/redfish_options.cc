@@ -1,0 +1,79 @@
+// Credentials for the redfish driver: a root-only file of "key=value" lines.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "composer/drivers/redfish_fabric.h"
+
+namespace composer::drivers {
+
+Status load_redfish_credentials(const std::string& path, std::string* username,
+                                std::string* password) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return Error{ErrorCode::kInvalidArgument, "redfish credentials file " + path +
+                                                  " cannot be read: it does not exist or " +
+                                                  "is not accessible"};
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "redfish credentials file " + path + " is not a regular file"};
+  }
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    return Error{ErrorCode::kPermissionDenied, "redfish credentials file " + path +
+                                                   " is owned by uid " + std::to_string(st.st_uid) +
+                                                   "; it must be owned by root or uid " +
+                                                   std::to_string(::geteuid())};
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
+    return Error{ErrorCode::kPermissionDenied,
+                 "redfish credentials file " + path + " has mode " + mode +
+                     ", so group or others may read it; run chmod 600 " + path};
+  }
+  std::ifstream in(path);
+  if (!in) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "redfish credentials file " + path + " cannot be opened"};
+  }
+  std::string line;
+  int number = 0;
+  username->clear();
+  password->clear();
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    const size_t eq = line.find('=');
+    // The sentence names the line, never its content: it may hold the password.
+    if (eq == std::string::npos) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "redfish credentials file " + path + " line " + std::to_string(number) +
+                       " is not KEY=VALUE; allowed keys are username and password"};
+    }
+    std::string key = line.substr(start, eq - start);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    const std::string value = line.substr(eq + 1);
+    if (key == "username") {
+      *username = value;
+    } else if (key == "password") {
+      *password = value;
+    } else {
+      return Error{ErrorCode::kInvalidArgument,
+                   "redfish credentials file " + path + " line " + std::to_string(number) +
+                       " has an unknown key '" + key + "'; allowed keys are username and password"};
+    }
+  }
+  if (username->empty()) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "redfish credentials file " + path + " has no username= line"};
+  }
+  return Status::Ok();
+}
+
+}  // namespace composer::drivers

@@ -1,0 +1,100 @@
+// A fake Redfish composition service for tests: a real HTTP server on loopback that serves the
+// DMTF public-composability mockup plus generated resource blocks (GPUs, memory, NVMe drives in
+// two zones, and composed systems "node01".. to attach them to), keeps state (attach and
+// detach change what it serves), authenticates (sessions and basic auth) and injects faults.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "composer/common/error.h"
+
+namespace composer::testing {
+
+struct FakeRedfishOptions {
+  // The mockup tree (a folder holding public-composability/). Empty: $COMPOSER_REDFISH_MOCKUPS,
+  // else the path the build was configured with.
+  std::string mockups;
+  // Generated blocks per zone (zones "1" and "2"): GPUs (A100-80G in zone 1, H100-80G in
+  // zone 2), 64 GiB memory blocks and 3.84 TB NVMe drives.
+  uint32_t gpus_per_zone = 16;
+  uint32_t memory_per_zone = 2;
+  uint32_t drives_per_zone = 2;
+  // Generated composed systems node01..nodeNN (HostName the same), each with its own compute
+  // block; odd ones sit in zone 1, even ones in zone 2, and reach both.
+  uint32_t hosts = 4;
+  std::string username = "admin";
+  std::string password = "composer-test-pw";
+  // Sloppy mode: collection members under Links instead of Members, 204 without a body where
+  // a strict service answers 200 with a message, and every connection closed after one answer.
+  // Strict mode also insists on If-Match for a PATCH.
+  bool sloppy = false;
+  // Systems advertise no AddResourceBlock/RemoveResourceBlock actions: blocks are added by a
+  // PATCH of Links.ResourceBlocks.
+  bool patch_only = false;
+  // > 0: actions and PATCHes answer 202 with a task monitor that completes after this long.
+  int task_ms = 0;
+  int port = 0;  // 0: any free port on 127.0.0.1
+};
+
+// A fault for the next `count` requests whose method matches (empty: any) and whose path
+// contains `path` (empty: any). Control paths and the session login are never faulted.
+struct FakeRedfishFault {
+  enum class Kind {
+    kStatus,     // answer `status` with a Redfish error body carrying `message`
+    kDelay,      // wait delay_ms before serving the request (a timeout for a short client)
+    kReset,      // close the connection part way through the answer
+    kTaskFails,  // the action or PATCH answers 202 and its task ends in an Exception
+  };
+  Kind kind = Kind::kStatus;
+  std::string method;
+  std::string path;
+  int status = 500;
+  int delay_ms = 0;
+  std::string message = "injected fault";
+  uint32_t count = 1;
+  uint32_t skip = 0;  // matching requests let through before the fault starts
+};
+
+class FakeRedfish {
+ public:
+  // Loads the mockups, generates the blocks and starts serving. Errors name the missing
+  // mockup folder or the port that could not be bound.
+  static Expected<std::unique_ptr<FakeRedfish>> start(FakeRedfishOptions options = {});
+  ~FakeRedfish();  // stops serving and waits for the server thread
+  FakeRedfish(const FakeRedfish&) = delete;
+  FakeRedfish& operator=(const FakeRedfish&) = delete;
+
+  int port() const;
+  std::string base_url() const;  // http://127.0.0.1:PORT
+
+  void inject(FakeRedfishFault fault);
+  void clear_faults();
+  // Status.Health of a resource block: "OK", "Warning" or "Critical". kNotFound if unknown.
+  Status set_health(const std::string& block_id, const std::string& health);
+  // The block ids composed into a system (Links.ResourceBlocks), in order.
+  std::vector<std::string> system_blocks(const std::string& system_id) const;
+  // Ids of the generated blocks of one kind ("gpu", "mem", "nvme"), and of the generated hosts.
+  std::vector<std::string> generated(const std::string& kind) const;
+  std::vector<std::string> hosts() const;
+  // Sessions currently open, and requests served per method ("GET", "POST", ...).
+  size_t open_sessions() const;
+  uint64_t requests(const std::string& method) const;
+
+  // The same over HTTP, for shell tests (no authentication, loopback only):
+  //   POST /control/fault   {"kind": "status|delay|reset|task_fails", "method", "path",
+  //                          "status", "delay_ms", "message", "count", "skip"}
+  //   POST /control/clear
+  //   POST /control/health  {"block": ID, "health": "OK|Warning|Critical"}
+  //   GET  /control/state   {"systems": {ID: [block, ...]}, "sessions": N}
+
+ private:
+  struct Impl;
+  explicit FakeRedfish(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace composer::testing

@@ -1,0 +1,783 @@
+#include "composer/testing/fake_redfish.h"
+
+#include <httplib.h>
+#include <json/json.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace composer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kRoot = "/redfish/v1";
+constexpr const char* kBlocks = "/redfish/v1/CompositionService/ResourceBlocks";
+constexpr const char* kZones = "/redfish/v1/CompositionService/ResourceZones";
+constexpr const char* kSystems = "/redfish/v1/Systems";
+constexpr const char* kSessions = "/redfish/v1/SessionService/Sessions";
+constexpr const char* kMonitors = "/redfish/v1/TaskService/TaskMonitors";
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+std::string text(const Json::Value& v) {
+  Json::StreamWriterBuilder w;
+  w["indentation"] = "";
+  return Json::writeString(w, v);
+}
+
+bool parse(const std::string& body, Json::Value* out) {
+  Json::CharReaderBuilder b;
+  std::unique_ptr<Json::CharReader> r(b.newCharReader());
+  std::string why;
+  return r->parse(body.data(), body.data() + body.size(), out, &why);
+}
+
+Json::Value link(const std::string& uri) {
+  Json::Value v;
+  v["@odata.id"] = uri;
+  return v;
+}
+
+std::string normalise(std::string path) {
+  if (const size_t q = path.find('?'); q != std::string::npos) path.resize(q);
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+std::string last_segment(const std::string& uri) { return uri.substr(uri.rfind('/') + 1); }
+
+Json::Value error_body(const std::string& id, const std::string& message) {
+  Json::Value e;
+  e["error"]["code"] = "Base.1.16." + id;
+  e["error"]["message"] = "See @Message.ExtendedInfo for more information.";
+  Json::Value info;
+  info["MessageId"] = "Base.1.16." + id;
+  info["Message"] = message;
+  info["Severity"] = "Critical";
+  e["error"]["@Message.ExtendedInfo"].append(info);
+  return e;
+}
+
+std::string default_mockups() {
+  if (const char* env = std::getenv("COMPOSER_REDFISH_MOCKUPS"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  return COMPOSER_REDFISH_MOCKUPS;
+}
+
+struct Task {
+  std::string uri;
+  std::chrono::steady_clock::time_point due;
+  std::string system;
+  std::vector<std::string> add, remove;
+  bool fails = false;
+  std::string message;
+  bool finished = false;
+  bool failed = false;
+};
+
+}  // namespace
+
+struct FakeRedfish::Impl {
+  FakeRedfishOptions o;
+  httplib::Server server;
+  std::thread thread;
+  int port = 0;
+
+  mutable std::mutex mu;
+  std::condition_variable stopping_cv;
+  bool stopping = false;
+  std::map<std::string, Json::Value> res;       // URI -> resource
+  std::map<std::string, uint64_t> version;      // URI -> ETag counter
+  std::map<std::string, std::string> sessions;  // token -> session URI
+  uint64_t next_session = 1;
+  std::map<std::string, Task> tasks;  // monitor URI -> task
+  uint64_t next_task = 1;
+  std::deque<FakeRedfishFault> faults;
+  std::map<std::string, uint64_t> counts;
+  std::map<std::string, std::vector<std::string>> generated;
+
+  // ---- building the inventory ----
+
+  Status load(const std::string& dir) {
+    const fs::path base = fs::path(dir) / "public-composability";
+    std::error_code ec;
+    if (!fs::is_directory(base, ec)) {
+      return Error{ErrorCode::kNotFound,
+                   "fake redfish: mockup folder " + base.string() +
+                       " does not exist; it comes from ../shared/data/redfish beside the source "
+                       "tree, or set COMPOSER_REDFISH_MOCKUPS"};
+    }
+    for (const auto& entry : fs::recursive_directory_iterator(base, ec)) {
+      if (!entry.is_regular_file() || entry.path().filename() != "index.json") continue;
+      const std::string rel = fs::relative(entry.path().parent_path(), base).generic_string();
+      if (rel.starts_with("$") || rel.starts_with("JsonSchemas") || rel.starts_with("Registries")) {
+        continue;
+      }
+      std::ifstream in(entry.path());
+      std::stringstream ss;
+      ss << in.rdbuf();
+      Json::Value v;
+      if (!parse(ss.str(), &v)) {
+        return Error{ErrorCode::kInternal,
+                     "fake redfish: " + entry.path().string() + " is not valid JSON"};
+      }
+      v.removeMember("@Redfish.Copyright");
+      res[normalise(std::string(kRoot) + (rel == "." ? "" : "/" + rel))] = v;
+    }
+    if (!res.contains(kBlocks) || !res.contains(kSystems)) {
+      return Error{ErrorCode::kNotFound, "fake redfish: " + base.string() +
+                                             " lacks the ResourceBlocks or Systems collection"};
+    }
+    return Status::Ok();
+  }
+
+  void add_member(const std::string& collection, const std::string& uri) {
+    Json::Value& c = res[collection];
+    c["Members"].append(link(uri));
+    c["Members@odata.count"] = c["Members"].size();
+  }
+
+  void add_block(const std::string& id, const std::string& type, const std::vector<int>& zones,
+                 const std::string& sub, const Json::Value& part) {
+    const std::string uri = std::string(kBlocks) + "/" + id;
+    Json::Value b;
+    b["@odata.id"] = uri;
+    b["@odata.type"] = "#ResourceBlock.v1_4_3.ResourceBlock";
+    b["Id"] = id;
+    b["Name"] = id;
+    b["ResourceBlockType"].append(type);
+    b["Status"]["State"] = "Enabled";
+    b["Status"]["Health"] = "OK";
+    b["CompositionStatus"]["Reserved"] = false;
+    b["CompositionStatus"]["CompositionState"] = "Unused";
+    b["CompositionStatus"]["SharingCapable"] = false;
+    b["CompositionStatus"]["MaxCompositions"] = 1;
+    b["CompositionStatus"]["NumberOfCompositions"] = 0;
+    b["Links"]["ComputerSystems"] = Json::Value(Json::arrayValue);
+    for (int z : zones) {
+      const std::string zuri = std::string(kZones) + "/" + std::to_string(z);
+      b["Links"]["Zones"].append(link(zuri));
+      if (z == zones.front()) res[zuri]["Links"]["ResourceBlocks"].append(link(uri));
+    }
+    if (!sub.empty()) {
+      const std::string puri = uri + "/" + sub + "/0";
+      Json::Value p = part;
+      p["@odata.id"] = puri;
+      p["Id"] = "0";
+      p["Status"]["State"] = "Enabled";
+      p["Status"]["Health"] = "OK";
+      res[puri] = p;
+      b[sub].append(link(puri));
+    }
+    res[uri] = b;
+    add_member(kBlocks, uri);
+  }
+
+  void generate() {
+    for (int z = 1; z <= 2; ++z) {
+      char name[64];
+      for (uint32_t i = 0; i < o.gpus_per_zone; ++i) {
+        std::snprintf(name, sizeof name, "gpu-z%d-%02u", z, i);
+        Json::Value p;
+        p["@odata.type"] = "#Processor.v1_22_0.Processor";
+        p["ProcessorType"] = "GPU";
+        p["Manufacturer"] = "NVIDIA";
+        p["Model"] = z == 1 ? "A100-80G" : "H100-80G";
+        add_block(name, "Processor", {z}, "Processors", p);
+        generated["gpu"].push_back(name);
+      }
+      for (uint32_t i = 0; i < o.memory_per_zone; ++i) {
+        std::snprintf(name, sizeof name, "mem-z%d-%02u", z, i);
+        Json::Value m;
+        m["@odata.type"] = "#Memory.v1_20_0.Memory";
+        m["MemoryDeviceType"] = "DDR5";
+        m["Model"] = "CXL-DDR5";
+        m["CapacityMiB"] = Json::UInt64(64 * 1024);
+        add_block(name, "Memory", {z}, "Memory", m);
+        generated["mem"].push_back(name);
+      }
+      for (uint32_t i = 0; i < o.drives_per_zone; ++i) {
+        std::snprintf(name, sizeof name, "nvme-z%d-%02u", z, i);
+        Json::Value d;
+        d["@odata.type"] = "#Drive.v1_22_0.Drive";
+        d["Protocol"] = "NVMe";
+        d["Model"] = "P5620";
+        d["CapacityBytes"] = Json::UInt64(3840) * 1000 * 1000 * 1000;
+        add_block(name, "Storage", {z}, "Drives", d);
+        generated["nvme"].push_back(name);
+      }
+    }
+    for (uint32_t i = 1; i <= o.hosts; ++i) {
+      char name[32];
+      std::snprintf(name, sizeof name, "node%02u", i);
+      const int zone = i % 2 == 1 ? 1 : 2;
+      const std::string compute = std::string("compute-") + name;
+      add_block(compute, "Compute", {zone, 3 - zone}, "", Json::Value());
+      const std::string sys = std::string(kSystems) + "/" + name;
+      Json::Value& cb = res[std::string(kBlocks) + "/" + compute];
+      cb["CompositionStatus"]["CompositionState"] = "Composed";
+      cb["CompositionStatus"]["NumberOfCompositions"] = 1;
+      cb["Links"]["ComputerSystems"].append(link(sys));
+      Json::Value s;
+      s["@odata.id"] = sys;
+      s["@odata.type"] = "#ComputerSystem.v1_27_0.ComputerSystem";
+      s["Id"] = name;
+      s["Name"] = name;
+      s["SystemType"] = "Composed";
+      s["HostName"] = name;
+      s["PowerState"] = "On";
+      s["Status"]["State"] = "Enabled";
+      s["Status"]["Health"] = "OK";
+      s["Links"]["ResourceBlocks"].append(link(std::string(kBlocks) + "/" + compute));
+      res[sys] = s;
+      add_member(kSystems, sys);
+      generated["host"].push_back(name);
+    }
+    // Every system takes blocks the way this service is told to advertise.
+    for (auto& [uri, v] : res) {
+      if (!uri.starts_with(std::string(kSystems) + "/") || !v.isMember("Actions")) continue;
+      if (o.patch_only) {
+        v["Actions"].removeMember("#ComputerSystem.AddResourceBlock");
+        v["Actions"].removeMember("#ComputerSystem.RemoveResourceBlock");
+      }
+    }
+    for (auto& [uri, v] : res) {
+      if (!uri.starts_with(std::string(kSystems) + "/") || uri.find('/', 20) != std::string::npos) {
+        continue;
+      }
+      if (!v["Links"].isMember("ResourceBlocks") || o.patch_only) continue;
+      v["Actions"]["#ComputerSystem.AddResourceBlock"]["target"] =
+          uri + "/Actions/ComputerSystem.AddResourceBlock";
+      v["Actions"]["#ComputerSystem.RemoveResourceBlock"]["target"] =
+          uri + "/Actions/ComputerSystem.RemoveResourceBlock";
+    }
+  }
+
+  // ---- state changes ----
+
+  std::string etag(const std::string& uri) const {
+    auto it = version.find(uri);
+    return "\"" + std::to_string(it == version.end() ? 0 : it->second) + "\"";
+  }
+
+  // Checks a change of a system's blocks; "" if it may go ahead.
+  std::string check(const std::string& system, const std::vector<std::string>& add) const {
+    for (const std::string& b : add) {
+      auto it = res.find(b);
+      if (it == res.end() || !b.starts_with(std::string(kBlocks) + "/")) {
+        return "the resource block " + b + " does not exist";
+      }
+      const Json::Value& st = it->second["CompositionStatus"];
+      const Json::Value& owners = it->second["Links"]["ComputerSystems"];
+      bool mine = false;
+      for (const Json::Value& l : owners) mine = mine || l["@odata.id"].asString() == system;
+      if (!mine && owners.size() >= std::max(1u, st["MaxCompositions"].asUInt())) {
+        return "the resource block " + last_segment(b) + " is already composed into " +
+               last_segment(owners[0]["@odata.id"].asString());
+      }
+    }
+    return "";
+  }
+
+  void apply(const std::string& system, const std::vector<std::string>& add,
+             const std::vector<std::string>& remove) {
+    Json::Value& sys = res[system];
+    for (const std::string& b : add) {
+      Json::Value& block = res[b];
+      bool present = false;
+      for (const Json::Value& l : sys["Links"]["ResourceBlocks"]) {
+        present = present || l["@odata.id"].asString() == b;
+      }
+      if (present) continue;
+      sys["Links"]["ResourceBlocks"].append(link(b));
+      block["Links"]["ComputerSystems"].append(link(system));
+      Json::Value& st = block["CompositionStatus"];
+      st["NumberOfCompositions"] = block["Links"]["ComputerSystems"].size();
+      st["CompositionState"] = st["SharingEnabled"].asBool() ? "ComposedAndAvailable" : "Composed";
+      ++version[b];
+    }
+    auto without = [](const Json::Value& list, const std::string& uri) {
+      Json::Value out(Json::arrayValue);
+      for (const Json::Value& l : list) {
+        if (l["@odata.id"].asString() != uri) out.append(l);
+      }
+      return out;
+    };
+    for (const std::string& b : remove) {
+      Json::Value& block = res[b];
+      sys["Links"]["ResourceBlocks"] = without(sys["Links"]["ResourceBlocks"], b);
+      block["Links"]["ComputerSystems"] = without(block["Links"]["ComputerSystems"], system);
+      Json::Value& st = block["CompositionStatus"];
+      st["NumberOfCompositions"] = block["Links"]["ComputerSystems"].size();
+      if (block["Links"]["ComputerSystems"].empty()) st["CompositionState"] = "Unused";
+      ++version[b];
+    }
+    ++version[system];
+  }
+
+  void settle_tasks() {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [uri, t] : tasks) {
+      if (t.finished || now < t.due) continue;
+      t.finished = true;
+      if (t.fails) {
+        t.failed = true;
+        continue;
+      }
+      if (!check(t.system, t.add).empty()) {
+        t.failed = true;
+        t.message = check(t.system, t.add);
+        continue;
+      }
+      apply(t.system, t.add, t.remove);
+    }
+  }
+
+  Json::Value task_body(const Task& t) const {
+    Json::Value v;
+    v["@odata.id"] = t.uri;
+    v["@odata.type"] = "#Task.v1_7_4.Task";
+    v["Id"] = last_segment(t.uri);
+    v["TaskState"] = !t.finished ? "Running" : t.failed ? "Exception" : "Completed";
+    v["TaskStatus"] = t.failed ? "Critical" : "OK";
+    if (t.failed) {
+      Json::Value m;
+      m["Message"] = t.message;
+      v["Messages"].append(m);
+    }
+    return v;
+  }
+
+  // ---- serving ----
+
+  void send(httplib::Response& res_out, int status, const Json::Value& body) {
+    res_out.status = status;
+    res_out.set_content(text(body), "application/json");
+  }
+
+  void fail(httplib::Response& r, int status, const std::string& id, const std::string& msg) {
+    send(r, status, error_body(id, msg));
+  }
+
+  // Serves a collection the way the mode wants.
+  Json::Value shaped(const std::string& uri, Json::Value v) const {
+    if (o.sloppy && v.isMember("Members") && uri != kRoot) {
+      v["Links"]["Members"] = v["Members"];
+      v.removeMember("Members");
+    }
+    return v;
+  }
+
+  // The answer to a change that took effect at once, or the 202 of a task.
+  void changed(httplib::Response& r, const std::string& system, std::vector<std::string> add,
+               std::vector<std::string> remove, const FakeRedfishFault* task_fault) {
+    if (o.task_ms > 0 || task_fault != nullptr) {
+      Task t;
+      t.uri = std::string(kMonitors) + "/" + std::to_string(next_task++);
+      t.due = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, o.task_ms));
+      t.system = system;
+      t.add = std::move(add);
+      t.remove = std::move(remove);
+      t.fails = task_fault != nullptr;
+      if (t.fails) t.message = task_fault->message;
+      r.set_header("Location", t.uri);
+      send(r, 202, task_body(t));
+      tasks[t.uri] = t;
+      return;
+    }
+    apply(system, add, remove);
+    if (o.sloppy) {
+      r.status = 204;
+      return;
+    }
+    Json::Value ok;
+    Json::Value info;
+    info["MessageId"] = "Base.1.16.Success";
+    info["Message"] = "The request completed successfully.";
+    ok["@Message.ExtendedInfo"].append(info);
+    send(r, 200, ok);
+  }
+
+  bool authenticated(const httplib::Request& req) const {
+    if (const std::string t = req.get_header_value("X-Auth-Token"); !t.empty()) {
+      return sessions.contains(t);
+    }
+    const std::string a = req.get_header_value("Authorization");
+    if (a.starts_with("Basic ")) {
+      const std::string want = o.username + ":" + o.password;
+      // Decode base64.
+      std::string out;
+      int val = 0, bits = -8;
+      for (unsigned char c : a.substr(6)) {
+        const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        const char* p = std::strchr(table, c);
+        if (c == '=' || p == nullptr || c == '\0') break;
+        val = (val << 6) + static_cast<int>(p - table);
+        bits += 6;
+        if (bits >= 0) {
+          out.push_back(static_cast<char>((val >> bits) & 0xff));
+          bits -= 8;
+        }
+      }
+      return out == want;
+    }
+    return false;
+  }
+
+  // The first matching fault, consumed; nullopt if none.
+  std::optional<FakeRedfishFault> take_fault(const std::string& method, const std::string& path,
+                                             bool task_only) {
+    for (auto it = faults.begin(); it != faults.end(); ++it) {
+      if (!it->method.empty() && it->method != method) continue;
+      if (!it->path.empty() && path.find(it->path) == std::string::npos) continue;
+      if ((it->kind == FakeRedfishFault::Kind::kTaskFails) != task_only) continue;
+      if (it->skip > 0) {
+        --it->skip;
+        return std::nullopt;
+      }
+      FakeRedfishFault f = *it;
+      if (--it->count == 0) faults.erase(it);
+      return f;
+    }
+    return std::nullopt;
+  }
+
+  void handle(const httplib::Request& req, httplib::Response& r) {
+    const std::string path = normalise(req.path);
+    if (path.starts_with("/control/")) return control(req, r, path);
+    std::optional<FakeRedfishFault> fault;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++counts[req.method];
+      if (path != kSessions) fault = take_fault(req.method, path, false);
+    }
+    if (fault && fault->kind == FakeRedfishFault::Kind::kDelay) {
+      std::unique_lock<std::mutex> lock(mu);
+      stopping_cv.wait_for(lock, std::chrono::milliseconds(fault->delay_ms),
+                           [this] { return stopping; });
+    } else if (fault && fault->kind == FakeRedfishFault::Kind::kStatus) {
+      return fail(r, fault->status, "InternalError", fault->message);
+    } else if (fault && fault->kind == FakeRedfishFault::Kind::kReset) {
+      r.status = 200;
+      r.set_content_provider(
+          1000, "application/json",
+          [](size_t, size_t, httplib::DataSink& sink) {
+            sink.write("{\"partial\":", 11);
+            return false;  // breaks the connection part way through the answer
+          },
+          nullptr);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    settle_tasks();
+    const bool open = (req.method == "GET" && (path == kRoot || path == "/redfish")) ||
+                      (req.method == "POST" && path == kSessions);
+    if (!open && !authenticated(req)) {
+      return fail(r, 401, "NoValidSession",
+                  "There is no valid session established with the implementation.");
+    }
+    if (req.method == "POST" && path == kSessions) return login(req, r);
+    if (req.method == "DELETE" && path.starts_with(std::string(kSessions) + "/")) {
+      for (auto it = sessions.begin(); it != sessions.end(); ++it) {
+        if (it->second == path) {
+          sessions.erase(it);
+          res.erase(path);
+          r.status = 204;
+          return;
+        }
+      }
+      return fail(r, 404, "ResourceMissingAtURI", "The session " + path + " does not exist.");
+    }
+    if (req.method == "GET" && path.starts_with(std::string(kMonitors) + "/")) {
+      auto it = tasks.find(path);
+      if (it == tasks.end())
+        return fail(r, 404, "ResourceMissingAtURI", "No task monitor " + path + ".");
+      const Task& t = it->second;
+      if (!t.finished) return send(r, 202, task_body(t));
+      if (t.failed) return fail(r, 500, "InternalError", t.message);
+      if (o.sloppy) {
+        r.status = 204;
+        return;
+      }
+      return send(r, 200, task_body(t));
+    }
+    if (req.method == "GET") {
+      auto it = res.find(path);
+      if (it == res.end())
+        return fail(r, 404, "ResourceMissingAtURI",
+                    "The resource at the URI " + path + " was not found.");
+      r.set_header("ETag", etag(path));
+      return send(r, 200, shaped(path, it->second));
+    }
+    if (req.method == "POST" && (path.ends_with("/Actions/ComputerSystem.AddResourceBlock") ||
+                                 path.ends_with("/Actions/ComputerSystem.RemoveResourceBlock"))) {
+      const bool adding = path.ends_with("AddResourceBlock");
+      const std::string system = path.substr(0, path.find("/Actions/"));
+      auto sit = res.find(system);
+      if (sit == res.end() || o.patch_only) {
+        return fail(r, 404, "ResourceMissingAtURI", "The action " + path + " does not exist.");
+      }
+      Json::Value body;
+      if (!parse(req.body, &body) || !body["ResourceBlock"]["@odata.id"].isString()) {
+        return fail(r, 400, "ActionParameterMissing",
+                    "The action requires the parameter ResourceBlock with an @odata.id.");
+      }
+      const std::string block = normalise(body["ResourceBlock"]["@odata.id"].asString());
+      if (adding) {
+        if (std::string why = check(system, {block}); !why.empty()) {
+          return fail(r, why.find("does not exist") != std::string::npos ? 400 : 409,
+                      "ResourceInUse", why);
+        }
+      } else if (!res.contains(block)) {
+        return fail(r, 400, "ResourceMissingAtURI",
+                    "the resource block " + block + " does not exist");
+      }
+      auto tf = take_fault("POST", path, true);
+      return changed(r, system,
+                     adding ? std::vector<std::string>{block} : std::vector<std::string>{},
+                     adding ? std::vector<std::string>{} : std::vector<std::string>{block},
+                     tf ? &*tf : nullptr);
+    }
+    if (req.method == "PATCH" && path.starts_with(std::string(kSystems) + "/")) {
+      auto sit = res.find(path);
+      if (sit == res.end()) return fail(r, 404, "ResourceMissingAtURI", "No system " + path + ".");
+      const std::string match = req.get_header_value("If-Match");
+      if (match.empty() && !o.sloppy) {
+        return fail(r, 428, "PreconditionRequired",
+                    "This service requires If-Match on a PATCH of " + path + ".");
+      }
+      if (!match.empty() && match != etag(path)) {
+        return fail(r, 412, "PreconditionFailed",
+                    "The ETag " + match + " does not match the current " + etag(path) + ".");
+      }
+      Json::Value body;
+      if (!parse(req.body, &body) || !body["Links"]["ResourceBlocks"].isArray()) {
+        return fail(r, 400, "PropertyMissing", "The PATCH must set Links.ResourceBlocks.");
+      }
+      std::set<std::string> want, have;
+      for (const Json::Value& l : body["Links"]["ResourceBlocks"])
+        want.insert(normalise(l["@odata.id"].asString()));
+      for (const Json::Value& l : sit->second["Links"]["ResourceBlocks"])
+        have.insert(l["@odata.id"].asString());
+      std::vector<std::string> add, remove;
+      for (const std::string& w : want)
+        if (!have.contains(w)) add.push_back(w);
+      for (const std::string& h : have)
+        if (!want.contains(h)) remove.push_back(h);
+      if (std::string why = check(path, add); !why.empty())
+        return fail(r, 409, "ResourceInUse", why);
+      auto tf = take_fault("PATCH", path, true);
+      return changed(r, path, add, remove, tf ? &*tf : nullptr);
+    }
+    return fail(r, 405, "OperationNotAllowed", req.method + " is not allowed on " + path + ".");
+  }
+
+  void login(const httplib::Request& req, httplib::Response& r) {
+    Json::Value body;
+    if (!parse(req.body, &body) || body["UserName"].asString() != o.username ||
+        body["Password"].asString() != o.password) {
+      return fail(r, 401, "InsufficientPrivilege", "The user name or password is not correct.");
+    }
+    const std::string id = std::to_string(next_session++);
+    const std::string uri = std::string(kSessions) + "/" + id;
+    const std::string token = "tok-" + id + "-" + std::to_string(std::rand());
+    sessions[token] = uri;
+    Json::Value s;
+    s["@odata.id"] = uri;
+    s["Id"] = id;
+    s["UserName"] = o.username;
+    res[uri] = s;
+    r.set_header("X-Auth-Token", token);
+    r.set_header("Location", uri);
+    send(r, 201, s);
+  }
+
+  void control(const httplib::Request& req, httplib::Response& r, const std::string& path) {
+    Json::Value body;
+    if (req.method == "POST" && !req.body.empty() && !parse(req.body, &body)) {
+      return fail(r, 400, "MalformedJSON", "The control request body is not JSON.");
+    }
+    if (req.method == "POST" && path == "/control/fault") {
+      FakeRedfishFault f;
+      const std::string kind = body["kind"].asString();
+      if (kind == "status")
+        f.kind = FakeRedfishFault::Kind::kStatus;
+      else if (kind == "delay")
+        f.kind = FakeRedfishFault::Kind::kDelay;
+      else if (kind == "reset")
+        f.kind = FakeRedfishFault::Kind::kReset;
+      else if (kind == "task_fails")
+        f.kind = FakeRedfishFault::Kind::kTaskFails;
+      else
+        return fail(r, 400, "PropertyValueNotInList",
+                    "kind '" + kind + "' is not one of status, delay, reset, task_fails");
+      f.method = body["method"].asString();
+      f.path = body["path"].asString();
+      f.status = body.get("status", 500).asInt();
+      f.delay_ms = body.get("delay_ms", 0).asInt();
+      f.message = body.get("message", "injected fault").asString();
+      f.count = body.get("count", 1).asUInt();
+      f.skip = body.get("skip", 0).asUInt();
+      std::lock_guard<std::mutex> lock(mu);
+      faults.push_back(f);
+      r.status = 204;
+      return;
+    }
+    if (req.method == "POST" && path == "/control/clear") {
+      std::lock_guard<std::mutex> lock(mu);
+      faults.clear();
+      r.status = 204;
+      return;
+    }
+    if (req.method == "POST" && path == "/control/health") {
+      if (Status s = set_health(body["block"].asString(), body["health"].asString()); !s) {
+        return fail(r, s.error().code == ErrorCode::kNotFound ? 404 : 400, "PropertyValueError",
+                    s.error().message);
+      }
+      r.status = 204;
+      return;
+    }
+    if (req.method == "GET" && path == "/control/state") {
+      std::lock_guard<std::mutex> lock(mu);
+      settle_tasks();
+      Json::Value out;
+      for (const auto& [uri, v] : res) {
+        if (!uri.starts_with(std::string(kSystems) + "/") || !v["Links"].isMember("ResourceBlocks"))
+          continue;
+        Json::Value list(Json::arrayValue);
+        for (const Json::Value& l : v["Links"]["ResourceBlocks"])
+          list.append(last_segment(l["@odata.id"].asString()));
+        out["systems"][last_segment(uri)] = list;
+      }
+      out["sessions"] = Json::UInt64(sessions.size());
+      return send(r, 200, out);
+    }
+    fail(r, 404, "ResourceMissingAtURI", "No control endpoint " + req.method + " " + path + ".");
+  }
+
+  Status set_health(const std::string& block, const std::string& health) {
+    if (health != "OK" && health != "Warning" && health != "Critical") {
+      return Error{ErrorCode::kInvalidArgument,
+                   "fake redfish: health '" + health + "' is not one of OK, Warning, Critical"};
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = res.find(std::string(kBlocks) + "/" + block);
+    if (it == res.end()) {
+      return Error{ErrorCode::kNotFound, "fake redfish: no resource block '" + block + "'"};
+    }
+    it->second["Status"]["Health"] = health;
+    ++version[it->first];
+    return Status::Ok();
+  }
+};
+
+FakeRedfish::FakeRedfish(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+FakeRedfish::~FakeRedfish() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->stopping_cv.notify_all();
+  impl_->server.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+Expected<std::unique_ptr<FakeRedfish>> FakeRedfish::start(FakeRedfishOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->o = std::move(options);
+  if (impl->o.mockups.empty()) impl->o.mockups = default_mockups();
+  if (Status s = impl->load(impl->o.mockups); !s) return s.error();
+  impl->generate();
+  Impl* p = impl.get();
+  auto handler = [p](const httplib::Request& req, httplib::Response& r) { p->handle(req, r); };
+  for (const char* pattern : {R"(/.*)"}) {
+    p->server.Get(pattern, handler);
+    p->server.Post(pattern, handler);
+    p->server.Patch(pattern, handler);
+    p->server.Delete(pattern, handler);
+    p->server.Put(pattern, handler);
+  }
+  p->server.set_tcp_nodelay(true);  // headers and body go out in two writes
+  if (p->o.sloppy) p->server.set_keep_alive_max_count(1);
+  p->server.set_read_timeout(5, 0);
+  p->server.set_write_timeout(5, 0);
+  if (p->o.port == 0) {
+    p->port = p->server.bind_to_any_port("127.0.0.1");
+  } else {
+    p->port = p->server.bind_to_port("127.0.0.1", p->o.port) ? p->o.port : -1;
+  }
+  if (p->port <= 0) {
+    return Error{ErrorCode::kUnavailable,
+                 "fake redfish: cannot listen on 127.0.0.1:" + std::to_string(p->o.port)};
+  }
+  // Bound and listening already: connections made before the thread runs wait in the backlog.
+  p->thread = std::thread([p] { p->server.listen_after_bind(); });
+  return std::unique_ptr<FakeRedfish>(new FakeRedfish(std::move(impl)));
+}
+
+int FakeRedfish::port() const { return impl_->port; }
+std::string FakeRedfish::base_url() const {
+  return "http://127.0.0.1:" + std::to_string(impl_->port);
+}
+
+void FakeRedfish::inject(FakeRedfishFault fault) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (fault.count > 0) impl_->faults.push_back(std::move(fault));
+}
+
+void FakeRedfish::clear_faults() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->faults.clear();
+}
+
+Status FakeRedfish::set_health(const std::string& block_id, const std::string& health) {
+  return impl_->set_health(block_id, health);
+}
+
+std::vector<std::string> FakeRedfish::system_blocks(const std::string& system_id) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->settle_tasks();
+  std::vector<std::string> out;
+  auto it = impl_->res.find(std::string(kSystems) + "/" + system_id);
+  if (it == impl_->res.end()) return out;
+  for (const Json::Value& l : it->second["Links"]["ResourceBlocks"]) {
+    out.push_back(last_segment(l["@odata.id"].asString()));
+  }
+  return out;
+}
+
+std::vector<std::string> FakeRedfish::generated(const std::string& kind) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->generated.find(kind);
+  return it == impl_->generated.end() ? std::vector<std::string>{} : it->second;
+}
+
+std::vector<std::string> FakeRedfish::hosts() const { return generated("host"); }
+
+size_t FakeRedfish::open_sessions() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->sessions.size();
+}
+
+uint64_t FakeRedfish::requests(const std::string& method) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->counts.find(method);
+  return it == impl_->counts.end() ? 0 : it->second;
+}
+
+}  // namespace composer::testing

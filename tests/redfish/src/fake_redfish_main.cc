@@ -1,0 +1,83 @@
+// fake_redfish: the fake Redfish composition service as a process, for shell tests.
+//   fake_redfish [--port N] [--port-file FILE] [--sloppy] [--patch-only] [--task-ms N]
+//                [--gpus-per-zone N] [--hosts N] [--username U] [--password P]
+// Prints "listening on http://127.0.0.1:PORT" and serves until SIGTERM or SIGINT.
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "composer/testing/fake_redfish.h"
+
+namespace {
+
+bool number(const char* text, int* out) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || v < 0 || v > 1000000) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  composer::testing::FakeRedfishOptions o;
+  std::string port_file;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](int* out) {
+      if (i + 1 >= argc || !number(argv[i + 1], out)) {
+        std::cerr << "fake_redfish: " << a << " needs a whole number from 0 to 1000000\n";
+        std::exit(2);
+      }
+      ++i;
+    };
+    int n = 0;
+    if (a == "--port") {
+      value(&o.port);
+    } else if (a == "--task-ms") {
+      value(&o.task_ms);
+    } else if (a == "--gpus-per-zone") {
+      value(&n);
+      o.gpus_per_zone = static_cast<uint32_t>(n);
+    } else if (a == "--hosts") {
+      value(&n);
+      o.hosts = static_cast<uint32_t>(n);
+    } else if (a == "--sloppy") {
+      o.sloppy = true;
+    } else if (a == "--patch-only") {
+      o.patch_only = true;
+    } else if ((a == "--username" || a == "--password" || a == "--port-file" || a == "--mockups") &&
+               i + 1 < argc) {
+      std::string& target = a == "--username"   ? o.username
+                            : a == "--password" ? o.password
+                            : a == "--mockups"  ? o.mockups
+                                                : port_file;
+      target = argv[++i];
+    } else {
+      std::cerr << "fake_redfish: unknown or incomplete argument '" << a
+                << "'; allowed: --port N, --port-file FILE, --sloppy, --patch-only, --task-ms N, "
+                   "--gpus-per-zone N, --hosts N, --username U, --password P, --mockups DIR\n";
+      return 2;
+    }
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // the server threads inherit the mask
+  auto server = composer::testing::FakeRedfish::start(o);
+  if (!server) {
+    std::cerr << "fake_redfish: " << server.error().message << "\n";
+    return 1;
+  }
+  if (!port_file.empty()) {
+    std::ofstream(port_file) << (*server)->port() << "\n";
+  }
+  std::cout << "listening on " << (*server)->base_url() << std::endl;
+  int sig = 0;
+  sigwait(&set, &sig);
+  return 0;
+}
