@@ -1,0 +1,89 @@
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <munge.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "composer/test_support/munge_daemon.h"
+#include "composer/test_support/ports.h"
+#include "composer/test_support/temp_dir.h"
+
+namespace composer::test_support {
+namespace {
+
+TEST(TempDir, IsFreshAndRemovedWithItsContents) {
+  std::filesystem::path kept;
+  {
+    TempDir a("support-test");
+    TempDir b("support-test");
+    EXPECT_NE(a.path(), b.path());
+    ASSERT_TRUE(std::filesystem::is_directory(a.path()));
+    std::filesystem::create_directories(a.path() / "x" / "y");
+    std::ofstream(a.file("x/y/z.txt")) << "data";
+    kept = a.path();
+  }
+  EXPECT_FALSE(std::filesystem::exists(kept));
+}
+
+TEST(FreePort, CanBeBoundOnLoopback) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << errno;
+  ::close(fd);
+}
+
+TEST(MungeDaemon, IssuesCredentialsOnItsOwnSocketAndStopsWithItsObject) {
+  pid_t pid = -1;
+  std::string socket;
+  {
+    auto d = MungeDaemon::start();
+    ASSERT_TRUE(d.ok()) << d.error();
+    pid = (*d)->pid();
+    socket = (*d)->socket_path();
+    munge_ctx_t ctx = munge_ctx_create();
+    munge_ctx_set(ctx, MUNGE_OPT_SOCKET, socket.c_str());
+    char* cred = nullptr;
+    ASSERT_EQ(munge_encode(&cred, ctx, "hello", 5), EMUNGE_SUCCESS) << munge_ctx_strerror(ctx);
+    void* payload = nullptr;
+    int len = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    EXPECT_EQ(munge_decode(cred, ctx, &payload, &len, &uid, &gid), EMUNGE_SUCCESS);
+    EXPECT_EQ(std::string(static_cast<char*>(payload), len), "hello");
+    EXPECT_EQ(uid, ::getuid());
+    // A second decode of the same credential is a replay.
+    void* again = nullptr;
+    EXPECT_EQ(munge_decode(cred, ctx, &again, &len, &uid, &gid), EMUNGE_CRED_REPLAYED);
+    std::free(again);
+    std::free(payload);
+    std::free(cred);
+    munge_ctx_destroy(ctx);
+  }
+  EXPECT_EQ(::kill(pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+  EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+TEST(MungeDaemon, MissingBinaryIsReportedNotHung) {
+  ::setenv("COMPOSER_MUNGED", "/nonexistent/munged", 1);
+  auto d = MungeDaemon::start();
+  ::unsetenv("COMPOSER_MUNGED");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error().message.find("exited before its socket answered"), std::string::npos)
+      << d.error().message;
+}
+
+}  // namespace
+}  // namespace composer::test_support
