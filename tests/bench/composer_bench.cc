@@ -122,7 +122,9 @@ int main(int argc, char** argv) {
       auto r = cli.compose(static_cast<uint32_t>(5'000'000 + i), node, one_gpu());
       burst_ms[static_cast<size_t>(i)] =
           std::chrono::duration<double, std::milli>(Clock::now() - s).count();
-      if (!r.ok()) ++burst_errors;
+      if (!r.ok() && burst_errors++ == 0) {
+        std::fprintf(stderr, "first burst error: %s\n", r.error().message.c_str());
+      }
     });
   }
   for (auto& t : threads) t.join();

@@ -2,8 +2,10 @@
 
 #include <munge.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <thread>
 
 namespace composer::client {
 namespace {
@@ -26,10 +28,17 @@ Expected<std::string> munge_credential(std::string_view payload, const std::stri
                    "cannot use munge socket " + socket + ": " + munge_ctx_strerror(ctx.get())};
     }
   }
-  char* raw = nullptr;
-  const munge_err_t e =
-      munge_encode(&raw, ctx.get(), payload.data(), static_cast<int>(payload.size()));
-  std::unique_ptr<char, FreeDeleter> cred(raw);
+  // munged's listen queue overflows when hundreds of callers (a job array's prologs on one
+  // host, or a benchmark) ask at once: retry a refused connection with a growing pause.
+  munge_err_t e = EMUNGE_SUCCESS;
+  std::unique_ptr<char, FreeDeleter> cred;
+  for (int attempt = 0;; ++attempt) {
+    char* raw = nullptr;
+    e = munge_encode(&raw, ctx.get(), payload.data(), static_cast<int>(payload.size()));
+    cred.reset(raw);
+    if (e != EMUNGE_SOCKET || attempt >= 6) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10L << attempt));
+  }
   if (e != EMUNGE_SUCCESS) {
     const char* why = munge_ctx_strerror(ctx.get());
     const std::string reason = why != nullptr ? why : munge_strerror(e);

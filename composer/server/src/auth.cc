@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <semaphore>
 
 #include "composer/common/units.h"
 
@@ -43,7 +44,13 @@ Expected<Caller> Authenticator::authenticate(std::string_view authorization,
   int len = 0;
   uid_t uid = 0;
   gid_t gid = 0;
-  const munge_err_t err = munge_decode(cred.c_str(), ctx.get(), &payload, &len, &uid, &gid);
+  munge_err_t err = EMUNGE_SUCCESS;
+  {
+    // Queue here rather than overflow munged's listen queue when a burst arrives.
+    decode_slots_.acquire();
+    err = munge_decode(cred.c_str(), ctx.get(), &payload, &len, &uid, &gid);
+    decode_slots_.release();
+  }
   std::unique_ptr<void, FreeDeleter> owned(payload);
   if (err != EMUNGE_SUCCESS) {
     const ErrorCode code = (err == EMUNGE_SOCKET || err == EMUNGE_SNAFU)

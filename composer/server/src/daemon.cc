@@ -1,6 +1,7 @@
 #include "composer/server/daemon.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -36,6 +37,7 @@ struct Daemon::Impl {
   std::mutex snapshot_mu;
   std::string last_snapshot;  // content without the timestamp, to skip identical writes
   std::atomic<bool> stopping{false};
+  int listen_fd = -1;
 };
 
 Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -112,6 +114,13 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
   };
   in.http.set_read_timeout(30, 0);
   in.http.set_write_timeout(30, 0);
+  // httplib listens with a backlog of 5; a job array's prologs connect by the hundred at
+  // once. Remember the socket so run() can listen on it again with a real backlog.
+  in.http.set_socket_options([&in](int fd) {
+    httplib::default_socket_options(fd);
+    in.listen_fd = fd;
+  });
+  in.http.set_tcp_nodelay(true);      // headers and body go out in two writes: no Nagle delay
   in.http.set_keep_alive_timeout(2);  // bounds how long SIGTERM waits for idle connections
   in.http.set_payload_max_length(1 << 20);
   in.http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
@@ -157,6 +166,9 @@ Status Daemon::run() {
     return Error{ErrorCode::kUnavailable, "cannot listen on " + in.config.listen_address + ":" +
                                               std::to_string(in.config.listen_port) + ": " +
                                               std::strerror(errno)};
+  }
+  if (in.listen_fd >= 0 && ::listen(in.listen_fd, SOMAXCONN) != 0) {
+    log::warning("cannot raise the listen backlog", {{"cause", std::strerror(errno)}});
   }
   in.reconciler->start();
   // Republish the snapshot with each reconciler pass's view, so its age shows liveness.

@@ -119,7 +119,7 @@ Expected<std::unique_ptr<MungeDaemon>> MungeDaemon::start() {
   std::vector<std::string> args = {binary,
                                    "--foreground",
                                    "--force",  // tolerates running as root and a /tmp path
-                                   "--num-threads=2",
+                                   "--num-threads=4",
                                    "--key-file=" + key,
                                    "--socket=" + d->socket_,
                                    "--pid-file=" + d->dir_.file("munged.pid"),

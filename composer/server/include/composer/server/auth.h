@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <semaphore>
 #include <set>
 #include <string>
 #include <string_view>
@@ -29,6 +30,7 @@ class Authenticator {
  private:
   std::string socket_;
   std::set<uint32_t> admins_;
+  mutable std::counting_semaphore<> decode_slots_{16};  // munge_decode calls in flight
 };
 
 // AdminUsers names (or numeric uids) to uids; root is always an admin.
