@@ -19,9 +19,11 @@ namespace composer::drivers {
 namespace {
 
 constexpr std::string_view kServiceRoot = "/redfish/v1";
-// Operation ids: "tasks:" and the task monitors still running, separated by '|'.
+// Operation ids: "tasks:" and the steps of a change, separated by '|', so that any instance of
+// the driver (also after a restart) can follow and, on failure, undo them.
 constexpr std::string_view kTaskPrefix = "tasks:";
 constexpr char kTaskSeparator = '|';
+constexpr char kStepSeparator = '>';  // within a step: monitor>undo action>block
 
 Error fabric_error(std::string message) {
   return Error{ErrorCode::kFabric, "redfish: " + std::move(message)};
@@ -178,6 +180,16 @@ struct TaskPoll {
 };
 
 // What the driver learnt about a block or a system the last time it read it.
+// One step of a change: a block added or removed, with its task monitor while it runs and the
+// action that reverses it.
+struct Step {
+  std::string monitor;
+  std::string undo_target;  // empty: cannot be undone on its own (a PATCH)
+  std::string block;
+  TaskState state = TaskState::kRunning;
+  std::string message;
+};
+
 struct BlockInfo {
   std::string uri;
   std::vector<std::string> zones;
@@ -620,28 +632,85 @@ struct RedfishFabric::Impl {
     return TaskPoll{TaskState::kRunning, ""};
   }
 
-  // Polls the monitors until all are done, one fails or the wait runs out. Removes finished
-  // ones from *monitors.
-  Expected<TaskPoll> wait_tasks(std::vector<std::string>* monitors, long wait_ms) {
+  // Follows the steps of a change until none runs, or the wait runs out (then kRunning with an
+  // id that carries every step). When all steps have ended and one failed, the steps that
+  // succeeded are undone, so a failed change leaves the system as it was.
+  Expected<Operation> settle(std::vector<Step> steps, long wait_ms) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
     for (;;) {
-      for (auto it = monitors->begin(); it != monitors->end();) {
-        auto p = poll_task(*it);
+      bool running = false;
+      for (Step& st : steps) {
+        if (st.state != TaskState::kRunning) continue;
+        auto p = poll_task(st.monitor);
         if (!p) return p.error();
-        if (p->state == TaskState::kFailed) {
-          monitors->erase(it);
-          return *p;
-        }
-        it = p->state == TaskState::kDone ? monitors->erase(it) : it + 1;
+        st.state = p->state;
+        st.message = p->message;
+        running = running || st.state == TaskState::kRunning;
       }
-      if (monitors->empty()) return TaskPoll{TaskState::kDone, ""};
-      if (std::chrono::steady_clock::now() >= deadline) return TaskPoll{TaskState::kRunning, ""};
+      if (!running) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return Operation{encode(steps), OperationState::kRunning, ""};
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(std::max(1L, o.poll_interval_ms)));
     }
+    std::string failure;
+    for (const Step& st : steps) {
+      if (st.state == TaskState::kFailed && failure.empty()) failure = st.message;
+    }
+    if (failure.empty()) return Operation{encode(steps), OperationState::kDone, ""};
+    for (const Step& st : steps) {
+      if (st.state == TaskState::kDone && !st.undo_target.empty()) undo(st.undo_target, st.block);
+    }
+    return Operation{encode(steps), OperationState::kFailed, failure};
+  }
+
+  static std::string encode(const std::vector<Step>& steps) {
+    bool running = false;
+    for (const Step& st : steps) running = running || st.state == TaskState::kRunning;
+    if (!running) return "";
+    std::string id(kTaskPrefix);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (i > 0) id += kTaskSeparator;
+      const Step& st = steps[i];
+      // A step that ended well carries no monitor; one that failed carries "!" and its
+      // message, so the failure survives until the whole change has ended.
+      std::string head = st.monitor;
+      if (st.state == TaskState::kDone) head.clear();
+      if (st.state == TaskState::kFailed) {
+        head = "!" + st.message;
+        std::replace(head.begin(), head.end(), kTaskSeparator, '/');
+        std::replace(head.begin(), head.end(), kStepSeparator, ')');
+      }
+      id += head + kStepSeparator + st.undo_target + kStepSeparator + st.block;
+    }
+    return id;
+  }
+
+  static std::optional<std::vector<Step>> decode(const std::string& id) {
+    if (!id.starts_with(kTaskPrefix)) return std::nullopt;
+    std::vector<Step> steps;
+    std::stringstream in(id.substr(kTaskPrefix.size()));
+    for (std::string part; std::getline(in, part, kTaskSeparator);) {
+      const size_t a = part.find(kStepSeparator);
+      const size_t b = a == std::string::npos ? a : part.find(kStepSeparator, a + 1);
+      if (b == std::string::npos) return std::nullopt;
+      Step st;
+      st.monitor = part.substr(0, a);
+      st.undo_target = part.substr(a + 1, b - a - 1);
+      st.block = part.substr(b + 1);
+      st.state = st.monitor.empty() ? TaskState::kDone : TaskState::kRunning;
+      if (st.monitor.starts_with("!")) {
+        st.state = TaskState::kFailed;
+        st.message = st.monitor.substr(1);
+        st.monitor.clear();
+      }
+      steps.push_back(std::move(st));
+    }
+    if (steps.empty()) return std::nullopt;
+    return steps;
   }
 
   // One change of a system's blocks: an action per block, or one PATCH of the whole list.
-  // Answers the task monitors still running. On a failure part way, undoes what succeeded.
   Expected<Operation> change(const std::string& host, const std::string& host_uri,
                              const std::vector<std::string>& uris, bool adding) {
     auto sys = request("GET", host_uri);
@@ -669,96 +738,102 @@ struct RedfishFabric::Impl {
 
     const std::string target =
         action_target(system, adding ? "AddResourceBlock" : "RemoveResourceBlock");
-    std::vector<std::string> monitors;
-    if (target.empty()) {
-      if (!system["Links"].isMember("ResourceBlocks")) {
-        return fabric_error("system " + host +
-                            " advertises neither resource block actions nor Links.ResourceBlocks");
-      }
-      std::vector<std::string> next;
-      for (const std::string& u : current) {
-        if (adding || std::find(todo.begin(), todo.end(), u) == todo.end()) next.push_back(u);
-      }
-      if (adding) next.insert(next.end(), todo.begin(), todo.end());
-      Json::Value body;
-      body["Links"]["ResourceBlocks"] = Json::Value(Json::arrayValue);
-      for (const std::string& u : next) {
-        Json::Value link;
-        link["@odata.id"] = u;
-        body["Links"]["ResourceBlocks"].append(link);
-      }
-      std::vector<std::string> extra;
-      if (!sys->etag.empty()) extra.push_back("If-Match: " + sys->etag);
-      auto r = request("PATCH", host_uri, &body, extra);
-      if (!r) return r.error();
-      if (r->status == 202) {
-        if (r->location.empty())
-          return fabric_error("PATCH " + host_uri + " answered 202 without a Location");
-        monitors.push_back(r->location);
-      }
-    } else {
-      std::vector<std::string> done;  // blocks changed, to undo on a failure part way
-      for (const std::string& u : todo) {
-        Json::Value body;
-        body["ResourceBlock"]["@odata.id"] = u;
-        auto r = request("POST", target, &body);
-        Expected<TaskPoll> step = TaskPoll{TaskState::kDone, ""};
-        if (!r) {
-          step = r.error();
-        } else if (r->status == 202) {
-          if (r->location.empty()) {
-            step = fabric_error("POST " + target + " answered 202 without a Location");
-          } else {
-            std::vector<std::string> one{r->location};
-            // Blocks after this one wait for it: undoing half an attach needs to know what
-            // happened.
-            step = wait_tasks(&one, o.task_wait_ms);
-            if (step && step->state == TaskState::kRunning) monitors.push_back(r->location);
-          }
-        }
-        if (!step || step->state == TaskState::kFailed) {
-          const std::string why = step ? step->message : step.error().message;
-          undo(system, done, adding);
-          if (!step) return step.error();
-          return Operation{"", OperationState::kFailed, why};
-        }
-        done.push_back(u);
-      }
-    }
-    if (monitors.empty()) return Operation{"", OperationState::kDone, ""};
-    auto w = wait_tasks(&monitors, o.task_wait_ms);
-    if (!w) return w.error();
-    if (w->state == TaskState::kFailed) return Operation{"", OperationState::kFailed, w->message};
-    if (w->state == TaskState::kDone) return Operation{"", OperationState::kDone, ""};
-    std::string id(kTaskPrefix);
-    for (size_t i = 0; i < monitors.size(); ++i) {
-      if (i > 0) id += kTaskSeparator;
-      id += monitors[i];
-    }
-    return Operation{id, OperationState::kRunning, ""};
-  }
+    if (target.empty()) return patch(host, host_uri, *sys, current, todo, adding);
 
-  // Best effort: reverses the actions that succeeded before a failure.
-  void undo(const Json::Value& system, const std::vector<std::string>& done, bool added) {
-    const std::string target =
-        action_target(system, added ? "RemoveResourceBlock" : "AddResourceBlock");
-    for (const std::string& u : done) {
+    const std::string undo_target =
+        action_target(system, adding ? "RemoveResourceBlock" : "AddResourceBlock");
+    std::vector<Step> steps;
+    for (const std::string& u : todo) {
       Json::Value body;
       body["ResourceBlock"]["@odata.id"] = u;
       auto r = request("POST", target, &body);
-      std::string failure = r ? "" : r.error().message;
-      if (r && r->status == 202 && !r->location.empty()) {
-        std::vector<std::string> one{r->location};
-        auto w = wait_tasks(&one, o.task_wait_ms);
-        if (!w)
-          failure = w.error().message;
-        else if (w->state != TaskState::kDone)
-          failure = w->message.empty() ? "still running" : w->message;
+      if (r && r->status == 202 && r->location.empty()) {
+        r = fabric_error("POST " + target + " answered 202 without a Location");
       }
-      if (!failure.empty()) {
-        log::error("redfish: cannot undo a partial change; the reconciler will find the block",
-                   {{"block", u}, {"error", failure}});
+      if (!r) {
+        // Undo what went in before; the error is the answer.
+        steps.push_back(Step{"", "", u, TaskState::kFailed, r.error().message});
+        auto undone = settle(std::move(steps), o.task_wait_ms);
+        if (!undone || undone->state == OperationState::kRunning) {
+          log::error("redfish: a change failed part way and its earlier steps are still running",
+                     {{"host", host}, {"operation", undone ? undone->id : ""}});
+        }
+        return r.error();
       }
+      steps.push_back(Step{r->status == 202 ? r->location : "", undo_target, u,
+                           r->status == 202 ? TaskState::kRunning : TaskState::kDone, ""});
+      if (r->status != 202) continue;
+      // Wait for this block before the next, so a failure stops the change early.
+      auto w = settle(steps, o.task_wait_ms);
+      if (!w) return w.error();
+      if (w->state == OperationState::kFailed) return w;
+      if (w->state == OperationState::kDone) {
+        for (Step& st : steps) st.state = TaskState::kDone;
+      }
+    }
+    return settle(std::move(steps), o.task_wait_ms);
+  }
+
+  // A PATCH of Links.ResourceBlocks: one step, all or nothing.
+  Expected<Operation> patch(const std::string& host, const std::string& host_uri, const Reply& sys,
+                            const std::vector<std::string>& current,
+                            const std::vector<std::string>& todo, bool adding) {
+    if (!sys.body["Links"].isMember("ResourceBlocks")) {
+      return fabric_error("system " + host +
+                          " advertises neither resource block actions nor Links.ResourceBlocks");
+    }
+    std::vector<std::string> next;
+    for (const std::string& u : current) {
+      if (adding || std::find(todo.begin(), todo.end(), u) == todo.end()) next.push_back(u);
+    }
+    if (adding) next.insert(next.end(), todo.begin(), todo.end());
+    Json::Value body;
+    body["Links"]["ResourceBlocks"] = Json::Value(Json::arrayValue);
+    for (const std::string& u : next) {
+      Json::Value link;
+      link["@odata.id"] = u;
+      body["Links"]["ResourceBlocks"].append(link);
+    }
+    std::vector<std::string> extra;
+    if (!sys.etag.empty()) extra.push_back("If-Match: " + sys.etag);
+    auto r = request("PATCH", host_uri, &body, extra);
+    if (!r) return r.error();
+    if (r->status != 202) return Operation{"", OperationState::kDone, ""};
+    if (r->location.empty()) {
+      return fabric_error("PATCH " + host_uri + " answered 202 without a Location");
+    }
+    return settle({Step{r->location, "", last_segment(host_uri), TaskState::kRunning, ""}},
+                  o.task_wait_ms);
+  }
+
+  // Best effort: reverses one step of a change that failed as a whole.
+  void undo(const std::string& target, const std::string& block) {
+    Json::Value body;
+    body["ResourceBlock"]["@odata.id"] = block;
+    auto r = request("POST", target, &body);
+    std::string failure = r ? "" : r.error().message;
+    if (r && r->status == 202 && !r->location.empty()) {
+      // The failure is only reported once the undo has ended (or this bound has passed), so
+      // that the caller sees the system as it was.
+      const auto deadline =
+          std::chrono::steady_clock::now() +
+          std::chrono::milliseconds(std::max(o.task_wait_ms, o.request_timeout_ms));
+      for (;;) {
+        auto p = poll_task(r->location);
+        if (!p) {
+          failure = p.error().message;
+        } else if (p->state == TaskState::kFailed) {
+          failure = p->message;
+        } else if (p->state == TaskState::kRunning && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(std::max(1L, o.poll_interval_ms)));
+          continue;
+        }
+        break;
+      }
+    }
+    if (!failure.empty()) {
+      log::error("redfish: cannot undo a step of a failed change; the reconciler will find it",
+                 {{"block", block}, {"error", failure}});
     }
   }
 };
@@ -831,20 +906,14 @@ Expected<Operation> RedfishFabric::detach(const std::string& fabric_host,
 
 Expected<Operation> RedfishFabric::operation_status(const std::string& operation_id) {
   if (operation_id.empty()) return Operation{"", OperationState::kDone, ""};
-  if (!operation_id.starts_with(kTaskPrefix)) {
-    return Error{ErrorCode::kNotFound, "redfish: unknown operation '" + operation_id + "'"};
+  auto steps = Impl::decode(operation_id);
+  if (!steps) {
+    return Error{ErrorCode::kNotFound, "redfish: unknown operation '" + operation_id +
+                                           "' (not an id this driver hands out)"};
   }
-  std::vector<std::string> monitors;
-  std::stringstream in(operation_id.substr(kTaskPrefix.size()));
-  for (std::string m; std::getline(in, m, kTaskSeparator);) {
-    if (!m.empty()) monitors.push_back(m);
-  }
-  auto w = impl_->wait_tasks(&monitors, 0);
-  if (!w) return w.error();
-  if (w->state == TaskState::kFailed)
-    return Operation{operation_id, OperationState::kFailed, w->message};
-  if (w->state == TaskState::kDone) return Operation{operation_id, OperationState::kDone, ""};
-  return Operation{operation_id, OperationState::kRunning, ""};
+  auto op = impl_->settle(std::move(*steps), 0);
+  if (op) op->id = operation_id;
+  return op;
 }
 
 Expected<std::vector<std::pair<std::string, Health>>> RedfishFabric::health() {

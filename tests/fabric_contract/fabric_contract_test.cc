@@ -1,0 +1,326 @@
+// The fabric contract: what composerd relies on from every driver, checked against each.
+// A harness per driver sets up two hosts and four free GPUs, and injects the faults.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "composer/core/fabric.h"
+#include "composer/core/sim_fabric.h"
+#include "composer/drivers/redfish_fabric.h"
+#include "composer/testing/fake_redfish.h"
+
+namespace composer {
+namespace {
+
+using ::testing::HasSubstr;
+
+class Harness {
+ public:
+  virtual ~Harness() = default;
+  virtual Fabric& fabric() = 0;
+  virtual std::vector<std::string> hosts() const = 0;  // two fabric host ids
+  virtual std::vector<std::string> gpus() const = 0;   // four free GPUs
+  // The next attach (detach) of several devices fails after its first device.
+  virtual void fail_next_attach_part_way(const std::string& message) = 0;
+  virtual void fail_next_detach_part_way(const std::string& message) = 0;
+  virtual void set_health(const std::string& device, Health health) = 0;
+};
+
+class SimHarness final : public Harness {
+ public:
+  SimHarness() {
+    SimConfig c;
+    for (const char* n : {"n1", "n2"}) {
+      Host h;
+      h.node = n;
+      h.fabric_id = std::string("fab-") + n;
+      h.zones = {"z1"};
+      h.gpu_slots = 8;
+      c.hosts.push_back(h);
+    }
+    SimConfig::Group g;
+    g.name = "gpu";
+    g.type = DeviceType::kGpu;
+    g.model = "A100-80G";
+    g.zone = "z1";
+    g.count = 4;
+    c.groups.push_back(g);
+    c.latency_ms = 20;  // attach and detach run for a while, as on real fabrics
+    auto f = SimFabric::create(c);
+    EXPECT_TRUE(f.ok()) << f;
+    if (f.ok()) fabric_ = std::move(f).value();
+  }
+  Fabric& fabric() override { return *fabric_; }
+  std::vector<std::string> hosts() const override { return {"fab-n1", "fab-n2"}; }
+  std::vector<std::string> gpus() const override { return {"gpu-0", "gpu-1", "gpu-2", "gpu-3"}; }
+  void fail_next_attach_part_way(const std::string& m) override {
+    fabric_->fail_next_attaches(1, m);
+  }
+  void fail_next_detach_part_way(const std::string& m) override {
+    fabric_->fail_next_detaches(1, m);
+  }
+  void set_health(const std::string& d, Health h) override {
+    EXPECT_TRUE(fabric_->set_health(d, h).ok());
+  }
+
+ private:
+  std::unique_ptr<SimFabric> fabric_;
+};
+
+// The redfish driver against the fake service; `patch` selects a sloppy service that takes
+// blocks by PATCH instead of a strict one with actions.
+template <bool kPatch>
+class RedfishHarness final : public Harness {
+ public:
+  RedfishHarness() {
+    testing::FakeRedfishOptions o;
+    o.gpus_per_zone = 2;
+    o.memory_per_zone = 0;
+    o.drives_per_zone = 0;
+    o.hosts = 2;
+    o.task_ms = 20;
+    o.patch_only = kPatch;
+    o.sloppy = kPatch;
+    auto s = testing::FakeRedfish::start(o);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) return;
+    fake_ = std::move(s).value();
+    drivers::RedfishOptions r;
+    r.base_url = fake_->base_url();
+    r.username = o.username;
+    r.password = o.password;
+    r.poll_interval_ms = 10;
+    r.task_wait_ms = 0;  // hand running tasks back to the caller, as under load
+    auto f = drivers::RedfishFabric::create(r);
+    EXPECT_TRUE(f.ok()) << f;
+    if (f.ok()) fabric_ = std::move(f).value();
+  }
+  Fabric& fabric() override { return *fabric_; }
+  std::vector<std::string> hosts() const override { return {"node01", "node02"}; }
+  std::vector<std::string> gpus() const override {
+    return {"gpu-z1-00", "gpu-z1-01", "gpu-z2-00", "gpu-z2-01"};
+  }
+  void fail_next_attach_part_way(const std::string& m) override { fail("AddResourceBlock", m); }
+  void fail_next_detach_part_way(const std::string& m) override { fail("RemoveResourceBlock", m); }
+  void set_health(const std::string& d, Health h) override {
+    EXPECT_TRUE(fake_
+                    ->set_health(d, h == Health::kOk        ? "OK"
+                                    : h == Health::kWarning ? "Warning"
+                                                            : "Critical")
+                    .ok());
+  }
+
+ private:
+  void fail(const std::string& action, const std::string& message) {
+    testing::FakeRedfishFault f;
+    f.kind = testing::FakeRedfishFault::Kind::kTaskFails;
+    f.message = message;
+    if (kPatch) {
+      f.method = "PATCH";  // one PATCH carries every block: it fails as a whole
+    } else {
+      f.method = "POST";
+      f.path = action;
+      f.skip = 1;  // the first block's action succeeds, the second's task fails
+    }
+    fake_->inject(f);
+  }
+
+  std::unique_ptr<testing::FakeRedfish> fake_;
+  std::unique_ptr<drivers::RedfishFabric> fabric_;
+};
+
+// Follows an operation to its end, as composerd does.
+Status finish(Fabric& f, Expected<Operation> op) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (op.ok() && op->state == OperationState::kRunning) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Error{ErrorCode::kTimeout, "operation " + op->id + " still running after 10 s"};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    op = f.operation_status(op->id);
+  }
+  if (!op.ok()) return op.error();
+  if (op->state == OperationState::kFailed) return Error{ErrorCode::kFabric, op->error};
+  return Status::Ok();
+}
+
+template <typename H>
+class FabricContract : public ::testing::Test {
+ protected:
+  FabricContract() : h_(std::make_unique<H>()) {}
+
+  Fabric& fabric() { return h_->fabric(); }
+  std::string host(size_t i) const { return h_->hosts().at(i); }
+  std::string gpu(size_t i) const { return h_->gpus().at(i); }
+
+  // What the fabric shows attached among the harness's GPUs.
+  std::map<std::string, std::string> attached() {
+    auto inv = fabric().inventory();
+    EXPECT_TRUE(inv.ok()) << inv;
+    std::map<std::string, std::string> out;
+    if (!inv.ok()) return out;
+    for (const std::string& g : h_->gpus()) {
+      if (auto it = inv->attached.find(g); it != inv->attached.end()) out[g] = it->second;
+    }
+    return out;
+  }
+
+  // A composerd-like record: updated only when an operation succeeded.
+  Status attach(size_t host_index, std::vector<std::string> ids) {
+    Status s = finish(fabric(), fabric().attach(host(host_index), ids));
+    if (s.ok()) {
+      for (const std::string& id : ids) records_[id] = host(host_index);
+    }
+    return s;
+  }
+  Status detach(size_t host_index, std::vector<std::string> ids) {
+    Status s = finish(fabric(), fabric().detach(host(host_index), ids));
+    if (s.ok()) {
+      for (const std::string& id : ids) records_.erase(id);
+    }
+    return s;
+  }
+
+  std::unique_ptr<H> h_;
+  std::map<std::string, std::string> records_;
+};
+
+using Drivers = ::testing::Types<SimHarness, RedfishHarness<false>, RedfishHarness<true>>;
+class DriverNames {
+ public:
+  template <typename T>
+  static std::string GetName(int) {
+    if constexpr (std::is_same_v<T, SimHarness>) return "sim";
+    if constexpr (std::is_same_v<T, RedfishHarness<false>>) return "redfish_actions_strict";
+    return "redfish_patch_sloppy";
+  }
+};
+TYPED_TEST_SUITE(FabricContract, Drivers, DriverNames);
+
+TYPED_TEST(FabricContract, InventoryListsHostsAndFreeGpus) {
+  auto inv = this->fabric().inventory();
+  ASSERT_TRUE(inv.ok()) << inv;
+  std::set<std::string> hosts;
+  for (const Host& h : inv->hosts) {
+    EXPECT_FALSE(h.node.empty());
+    EXPECT_FALSE(h.zones.empty()) << h.fabric_id;
+    EXPECT_GT(h.gpu_slots, 0u);
+    hosts.insert(h.fabric_id);
+  }
+  EXPECT_TRUE(hosts.contains(this->host(0)));
+  EXPECT_TRUE(hosts.contains(this->host(1)));
+  std::set<std::string> ids;
+  for (const Device& d : inv->devices) {
+    EXPECT_TRUE(ids.insert(d.id).second) << d.id << " listed twice";
+    EXPECT_FALSE(d.zone.empty()) << d.id;
+    EXPECT_FALSE(d.composition_id.has_value());
+  }
+  for (const std::string& g : this->h_->gpus()) {
+    ASSERT_TRUE(ids.contains(g)) << g;
+    for (const Device& d : inv->devices) {
+      if (d.id == g) {
+        EXPECT_EQ(d.type, DeviceType::kGpu);
+        EXPECT_FALSE(d.model.empty());
+        EXPECT_EQ(d.health, Health::kOk);
+      }
+    }
+  }
+  EXPECT_TRUE(this->attached().empty());
+}
+
+TYPED_TEST(FabricContract, AttachShowsTheDevicesOnTheHost) {
+  ASSERT_TRUE(this->attach(0, {this->gpu(0), this->gpu(1)}).ok());
+  ASSERT_TRUE(this->attach(1, {this->gpu(2)}).ok());
+  EXPECT_EQ(this->attached(), this->records_);
+  EXPECT_EQ(this->attached().at(this->gpu(1)), this->host(0));
+  EXPECT_EQ(this->attached().at(this->gpu(2)), this->host(1));
+}
+
+TYPED_TEST(FabricContract, DetachFreesTheDevices) {
+  ASSERT_TRUE(this->attach(0, {this->gpu(0), this->gpu(1)}).ok());
+  ASSERT_TRUE(this->detach(0, {this->gpu(0)}).ok());
+  EXPECT_EQ(this->attached(), this->records_);
+  ASSERT_EQ(this->attached().size(), 1u);
+  ASSERT_TRUE(this->detach(0, {this->gpu(1)}).ok());
+  EXPECT_TRUE(this->attached().empty());
+}
+
+TYPED_TEST(FabricContract, RetriesAreIdempotentAndOtherHostsAreRefused) {
+  ASSERT_TRUE(this->attach(0, {this->gpu(0)}).ok());
+  EXPECT_TRUE(this->attach(0, {this->gpu(0)}).ok());  // a retried attach
+  Status other = this->attach(1, {this->gpu(0)});
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code, ErrorCode::kConflict);
+  Status other_detach = this->detach(1, {this->gpu(0)});
+  ASSERT_FALSE(other_detach.ok());
+  EXPECT_EQ(other_detach.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(this->attached().at(this->gpu(0)), this->host(0));
+  ASSERT_TRUE(this->detach(0, {this->gpu(0)}).ok());
+  EXPECT_TRUE(this->detach(0, {this->gpu(0)}).ok());  // a retried detach
+  EXPECT_TRUE(this->detach(1, {this->gpu(3)}).ok());  // never attached
+  EXPECT_TRUE(this->attached().empty());
+}
+
+TYPED_TEST(FabricContract, UnknownHostsAndDevicesAreNotFoundAndChangeNothing) {
+  Status s = this->attach(0, {this->gpu(0), "no-such-device"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kNotFound);
+  auto op = this->fabric().attach("no-such-host", {this->gpu(0)});
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(this->attached().empty());
+}
+
+TYPED_TEST(FabricContract, AFailedAttachLeavesFabricAndRecordsConsistent) {
+  ASSERT_TRUE(this->attach(0, {this->gpu(3)}).ok());
+  this->h_->fail_next_attach_part_way("switch port 7 went down");
+  Status s = this->attach(0, {this->gpu(0), this->gpu(1)});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message, HasSubstr("switch port 7 went down"));
+  // Nothing of the failed call stays attached; what was there before stays.
+  EXPECT_EQ(this->attached(), this->records_);
+  EXPECT_EQ(this->attached().size(), 1u);
+  // The fabric is usable again at once.
+  ASSERT_TRUE(this->attach(0, {this->gpu(0), this->gpu(1)}).ok());
+  EXPECT_EQ(this->attached(), this->records_);
+}
+
+TYPED_TEST(FabricContract, AFailedDetachLeavesFabricAndRecordsConsistent) {
+  ASSERT_TRUE(this->attach(1, {this->gpu(0), this->gpu(2)}).ok());
+  this->h_->fail_next_detach_part_way("device busy");
+  Status s = this->detach(1, {this->gpu(0), this->gpu(2)});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message, HasSubstr("device busy"));
+  EXPECT_EQ(this->attached(), this->records_);
+  EXPECT_EQ(this->attached().size(), 2u);
+  ASSERT_TRUE(this->detach(1, {this->gpu(0), this->gpu(2)}).ok());
+  EXPECT_TRUE(this->attached().empty());
+}
+
+TYPED_TEST(FabricContract, HealthChangesAreReported) {
+  this->h_->set_health(this->gpu(1), Health::kCritical);
+  this->h_->set_health(this->gpu(2), Health::kWarning);
+  auto h = this->fabric().health();
+  ASSERT_TRUE(h.ok()) << h;
+  std::map<std::string, Health> by_id(h->begin(), h->end());
+  EXPECT_EQ(by_id.at(this->gpu(0)), Health::kOk);
+  EXPECT_EQ(by_id.at(this->gpu(1)), Health::kCritical);
+  EXPECT_EQ(by_id.at(this->gpu(2)), Health::kWarning);
+  auto inv = this->fabric().inventory();
+  ASSERT_TRUE(inv.ok());
+  for (const Device& d : inv->devices) {
+    if (d.id == this->gpu(1)) {
+      EXPECT_EQ(d.state(), DeviceState::kFailed);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace composer
