@@ -313,6 +313,38 @@ TEST(RedfishFabric, OpensOneSessionAndClosesItOnShutdown) {
   EXPECT_EQ(fake->open_sessions(), 0u);
 }
 
+TEST(RedfishFabric, LogsInAgainWhenTheSessionExpired) {
+  auto fake = serve();
+  auto fabric = connect(options(*fake));
+  ASSERT_TRUE(fabric);
+  fake->expire_sessions();
+  ASSERT_EQ(fake->open_sessions(), 0u);
+  auto op = fabric->attach("node01", {"gpu-z1-00"});
+  ASSERT_TRUE(op.ok()) << op;
+  EXPECT_EQ(fake->open_sessions(), 1u);
+  EXPECT_THAT(fake->system_blocks("node01"), Contains("gpu-z1-00"));
+}
+
+TEST(RedfishFabric, FindsCompositionCapabilitiesOnTheSystemsCollectionOrOnEachZone) {
+  for (bool on_zones : {false, true}) {
+    FakeRedfishOptions fo = small();
+    fo.capabilities_on_zones = on_zones;
+    auto fake = serve(fo);
+    RedfishOptions o = options(*fake);
+    o.default_slots = 4;
+    auto fabric = connect(o);
+    ASSERT_TRUE(fabric);
+    auto inv = fabric->inventory();
+    ASSERT_TRUE(inv.ok()) << inv;
+    // ComposedSystem's own compute block sits in zone 1; zone 2 comes from the capabilities.
+    const Host* h = find_host(*inv, "ComposedSystem");
+    ASSERT_NE(h, nullptr);
+    EXPECT_THAT(h->zones, ElementsAre("1", "2")) << "capabilities on zones: " << on_zones;
+    EXPECT_EQ(h->nvme_slots, 8u);  // MaxStorage of the capabilities object
+    EXPECT_EQ(h->gpu_slots, 4u);   // no MaxProcessor limit: the default
+  }
+}
+
 TEST(RedfishFabric, BasicAuthOpensNoSession) {
   auto fake = serve();
   RedfishOptions o = options(*fake);

@@ -247,6 +247,14 @@ struct FakeRedfish::Impl {
       add_member(kSystems, sys);
       generated["host"].push_back(name);
     }
+    if (o.capabilities_on_zones) {
+      Json::Value caps = res[kSystems]["@Redfish.CollectionCapabilities"];
+      res[kSystems].removeMember("@Redfish.CollectionCapabilities");
+      for (Json::Value& c : caps["Capabilities"]) c["Links"].removeMember("RelatedItem");
+      for (const char* z : {"/1", "/2"}) {
+        res[std::string(kZones) + z]["@Redfish.CollectionCapabilities"] = caps;
+      }
+    }
     // Every system takes blocks the way this service is told to advertise.
     for (auto& [uri, v] : res) {
       if (!uri.starts_with(std::string(kSystems) + "/") || !v.isMember("Actions")) continue;
@@ -738,6 +746,12 @@ std::string FakeRedfish::base_url() const {
 void FakeRedfish::inject(FakeRedfishFault fault) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (fault.count > 0) impl_->faults.push_back(std::move(fault));
+}
+
+void FakeRedfish::expire_sessions() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (const auto& [token, uri] : impl_->sessions) impl_->res.erase(uri);
+  impl_->sessions.clear();
 }
 
 void FakeRedfish::clear_faults() {

@@ -37,6 +37,9 @@ struct FakeRedfishOptions {
   bool patch_only = false;
   // > 0: actions and PATCHes answer 202 with a task monitor that completes after this long.
   int task_ms = 0;
+  // An older service: the composition capabilities annotation sits on each resource zone
+  // instead of on the Systems collection.
+  bool capabilities_on_zones = false;
   int port = 0;  // 0: any free port on 127.0.0.1
 };
 
@@ -73,6 +76,8 @@ class FakeRedfish {
 
   void inject(FakeRedfishFault fault);
   void clear_faults();
+  // Forgets every session, as a service does when it restarts or sessions time out.
+  void expire_sessions();
   // Status.Health of a resource block: "OK", "Warning" or "Critical". kNotFound if unknown.
   Status set_health(const std::string& block_id, const std::string& health);
   // The block ids composed into a system (Links.ResourceBlocks), in order.
