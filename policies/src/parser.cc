@@ -348,7 +348,7 @@ class Parser {
                            " is not a time of day: write HH:MM from 00:00 to 24:00");
       return;
     }
-    if (*s == *e % 1440) {
+    if (*s == *e) {
       problems_.add(n, "Window=" + w.name + " has Start=" + start->value +
                            " and End=" + end->value +
                            ": start and end must differ (for whole days write Start=00:00 "

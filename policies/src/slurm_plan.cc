@@ -363,7 +363,8 @@ Plan compile_plan(const Policy& policy, const Pool& pool, int64_t now_s) {
     const int delta_min = (tz.offset_at(t) - tz.offset_at(t - 1)) / 60;
     const int minute = before.weekday * 1440 + before.civil.hour * 60 + before.civil.minute + 1;
     for (const auto& r : plan.reservations) {
-      if (r.recurrence == Recurrence::kOnce || warned.count(r.name)) continue;
+      const std::string key = r.name + (delta_min > 0 ? "+" : "-");  // once per direction
+      if (r.recurrence == Recurrence::kOnce || warned.count(key)) continue;
       const LocalTime s = tz.to_local(r.start_s);
       const int start = s.civil.hour * 60 + s.civil.minute;
       bool inside = false;
@@ -378,7 +379,7 @@ Plan compile_plan(const Policy& policy, const Pool& pool, int64_t now_s) {
         if (offset > 0 && offset < r.duration_min) inside = true;
       }
       if (!inside) continue;
-      warned.insert(r.name);
+      warned.insert(key);
       plan.warnings.push_back(
           "the clocks change on " + format_civil(before.civil).substr(0, 10) + " at " +
           clock_text(minute % 1440) + " local time, inside blocker " + r.name +

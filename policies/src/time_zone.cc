@@ -372,6 +372,7 @@ Expected<TimeZone> TimeZone::from_tzif(std::string name, std::string_view bytes)
   }
   TimeZone z;
   z.name_ = name;
+  z.types_.clear();  // the default constructor's UTC type
   z.transitions_.reserve(h.timecnt);
   for (uint32_t i = 0; i < h.timecnt; ++i) {
     uint64_t raw = r.be(time_size);

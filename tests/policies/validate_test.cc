@@ -1,0 +1,97 @@
+#include "composer/policies/validate.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "policy_fixture.h"
+
+namespace composer::policies {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::kDayNight;
+using testing::kPool;
+using testing::parse_ok;
+
+TEST(Validation, TheDayNightPolicyIsClean) {
+  const Validation v = validate(parse_ok(kDayNight), kPool);
+  EXPECT_TRUE(v.ok()) << v.to_string();
+  EXPECT_TRUE(v.warnings.empty()) << v.to_string();
+}
+
+TEST(Validation, CapAbovePool) {
+  const Validation v = validate(
+      parse_ok("Class=a\nDefaultClass=a\nLimit=a Window=Default Gpus=20 Mem=2T\n", "p.conf"),
+      kPool);
+  EXPECT_THAT(v.errors,
+              ElementsAre("p.conf line 3: Limit=a Window=Default Gpus=20 is above the pool's 16 "
+                          "GPUs: a cap may be at most the pool size (or write a share such as 50%)",
+                          "p.conf line 3: Limit=a Window=Default Mem=2048G is above the pool's "
+                          "1024 GiB of memory: a cap may be at most the pool size (or write a "
+                          "share such as 50%)"));
+}
+
+TEST(Validation, OverlappingWindowsThatDisagreeAreRefused) {
+  const Validation v = validate(parse_ok("TimeZone=Europe/Berlin\n"
+                                         "Window=night Days=Mon-Fri Start=20:00 End=08:00\n"
+                                         "Window=weekend Days=Sat,Sun Start=00:00 End=24:00\n"
+                                         "Class=a\nDefaultClass=a\n"
+                                         "Limit=a Window=night Gpus=4\n"
+                                         "Limit=a Window=weekend Gpus=8\n",
+                                         "p.conf"),
+                                kPool);
+  ASSERT_EQ(v.errors.size(), 1u) << v.to_string();
+  EXPECT_EQ(v.errors[0],
+            "p.conf line 3: Window=weekend overlaps Window=night (line 2) from Sat 00:00 local "
+            "time, and the two give class a different caps (GPUs: 4 GPUs in 'night', 8 GPUs in "
+            "'weekend'): give both windows the same Limit lines for every class, or make them "
+            "not overlap");
+}
+
+TEST(Validation, OverlappingWindowsThatAgreeAreFine) {
+  const Validation v = validate(parse_ok("Window=night Days=Mon-Fri Start=20:00 End=08:00\n"
+                                         "Window=weekend Days=Sat,Sun Start=00:00 End=24:00\n"
+                                         "Class=a\nDefaultClass=a\n"
+                                         "Limit=a Window=night Gpus=25%\n"
+                                         "Limit=a Window=weekend Gpus=4\n"),
+                                kPool);
+  EXPECT_TRUE(v.ok()) << v.to_string();
+}
+
+TEST(Validation, AClassThatCanNeverRun) {
+  const Validation v = validate(parse_ok("Class=a\nClass=b\nDefaultClass=a\n"
+                                         "Limit=b Window=Default Gpus=0 Mem=0 Nvme=0\n",
+                                         "p.conf"),
+                                kPool);
+  ASSERT_EQ(v.errors.size(), 1u) << v.to_string();
+  EXPECT_EQ(v.errors[0],
+            "p.conf line 2: class b can never run: its caps are 0 for GPUs, memory and NVMe "
+            "drives in every window; raise one of them somewhere or remove the class");
+}
+
+TEST(Validation, WarningsForLikelyMistakes) {
+  const Validation v = validate(parse_ok("Window=all Start=00:00 End=24:00\n"
+                                         "Window=unused Days=Sat Start=01:00 End=02:00\n"
+                                         "Class=a\n"
+                                         "Limit=a Window=all Nvme=0 Gpus=2\n"
+                                         "Limit=a Window=unused Nvme=0 Gpus=2\n"
+                                         "Limit=a Window=Default Gpus=1\n",
+                                         "p.conf"),
+                                kPool);
+  EXPECT_TRUE(v.ok()) << v.to_string();
+  EXPECT_THAT(v.warnings,
+              ElementsAre("p.conf line 3: class a can never get NVMe drives: its cap on them is 0 "
+                          "in every window",
+                          "p.conf line 6: Limit=a Window=Default never applies: the windows "
+                          "cover the whole week",
+                          "p.conf: no DefaultClass: a job without --workload whose partition, "
+                          "QOS and account match no class is refused"));
+  const Validation unused = validate(
+      parse_ok("Window=w Start=01:00 End=02:00\nClass=a\nDefaultClass=a\n", "p.conf"), kPool);
+  EXPECT_THAT(unused.warnings,
+              ElementsAre(HasSubstr("p.conf line 1: no Limit line names Window=w")));
+}
+
+}  // namespace
+}  // namespace composer::policies
