@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The demo: installs what it needs, builds, starts a throw-away single-node Slurm cluster on
+# this machine with composerd on the simulated fabric, and runs the story: a training job and
+# an inference job ask for composed GPUs and CXL memory, Slurm queues them against the pool's
+# licenses, the prolog composes, the jobs see their devices, the epilog releases, and the
+# ledger shows it all. Everything it starts is stopped by PID on exit, even on failure.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+
+"$root/contrib/install-deps.sh"
+cmake -S "$root" -B "$build" -G Ninja -DCOMPOSER_BUILD_TESTS=OFF >/dev/null
+cmake --build "$build" --target composerd composerctl spank_composer job_submit_composer
+
+export BUILD_DIR=$build E2E_DIR=${DEMO_DIR:-/tmp/composer-demo}
+export E2E_PORT=${DEMO_PORT:-16930} CTLD_PORT=16917 SLURMD_PORT=16918
+export E2E_GPUS=8 E2E_MEM_BLOCKS=8 E2E_NVME=4
+cluster=$root/tests/e2e/cluster.sh
+trap '"$cluster" stop' EXIT
+"$cluster" start
+eval "$("$cluster" env)"
+ctl() { "$build/composer/cli/composerctl" --server "http://127.0.0.1:$E2E_PORT" --munge-socket "$MUNGE_SOCKET" "$@"; }
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+jobdir=$E2E_DIR/jobs
+mkdir -p "$jobdir"
+
+say "The pool before any job (composerctl pool)"
+ctl pool
+
+say "Submitting a training job (4 GPUs, 128G CXL memory) and an inference job (2 GPUs, 64G)"
+cat >"$jobdir/job.sh" <<'JOB'
+#!/bin/bash
+echo "job $SLURM_JOB_ID ($SLURM_JOB_NAME) on $(hostname -s)"
+echo "  CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
+echo "  COMPOSER_GPUS=$COMPOSER_GPUS"
+echo "  COMPOSER_MEM_NUMA=$COMPOSER_MEM_NUMA"
+echo "  COMPOSER_NVME=${COMPOSER_NVME:-}"
+sleep 12
+JOB
+train=$(sbatch --parsable -J train -o "$jobdir/%x-%j.out" --compose-gpus=4 --compose-mem=128G \
+  --workload=training "$jobdir/job.sh")
+infer=$(sbatch --parsable -J infer -o "$jobdir/%x-%j.out" --compose-gpus=2 --compose-mem=64G \
+  --workload=inference "$jobdir/job.sh")
+echo "training job $train, inference job $infer"
+
+say "A request the pool can never serve is refused at submit"
+sbatch --compose-gpus=64 --wrap true || true
+
+for _ in $(seq 60); do
+  [[ $(squeue -h -t R | wc -l) -ge 2 ]] && break
+  sleep 0.5
+done
+sleep 1
+
+say "While they run: squeue"
+squeue -o '%.6i %.8j %.8T %.10M %.30R %L'
+say "scontrol show job $train (licenses and the request in AdminComment)"
+scontrol show job "$train" | grep -E 'JobId|Licenses|TresPerNode|AdminComment|Comment' || true
+say "composerctl compositions list --live"
+ctl compositions list --live
+say "composerctl pool"
+ctl pool
+
+say "Waiting for both jobs to end"
+for _ in $(seq 120); do
+  [[ $(squeue -h | wc -l) -eq 0 ]] && break
+  sleep 0.5
+done
+sleep 1
+
+say "What the jobs saw"
+cat "$jobdir"/train-"$train".out "$jobdir"/infer-"$infer".out
+
+say "The pool after: everything free again"
+ctl pool
+say "The ledger for job $train (composerctl events --job $train)"
+ctl events --job "$train"
+say "Done. Logs: $E2E_DIR/log"
