@@ -14,7 +14,9 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 BUILD_DIR=$(cd "${BUILD_DIR:-$SRC/build}" && pwd)
-E2E_DIR=${E2E_DIR:-/tmp/composer-e2e}
+E2E_DIR=$(realpath -m "${E2E_DIR:-/tmp/composer-e2e}")
+# The folder is wiped at start: only ever one of ours.
+[[ $(basename "$E2E_DIR") == composer-e2e* ]] || { echo "cluster: E2E_DIR must be named composer-e2e*" >&2; exit 2; }
 E2E_GPUS=${E2E_GPUS:-8}
 E2E_MEM_BLOCKS=${E2E_MEM_BLOCKS:-4}
 E2E_NVME=${E2E_NVME:-4}
@@ -23,8 +25,8 @@ CTLD_PORT=${CTLD_PORT:-16817}
 SLURMD_PORT=${SLURMD_PORT:-16818}
 NODE=$(hostname -s)
 
-PLUGINS=${PLUGIN_DIR:-$BUILD_DIR/slurm-plugin}
-COMPOSERD=${COMPOSERD:-$BUILD_DIR/composer/server/composerd}
+PLUGINS=$(realpath -m "${PLUGIN_DIR:-$BUILD_DIR/slurm-plugin}")
+COMPOSERD=$(realpath -m "${COMPOSERD:-$BUILD_DIR/composer/server/composerd}")
 MUNGE_SOCKET=$E2E_DIR/munge/munge.socket
 SLURM_CONF=$E2E_DIR/etc/slurm.conf
 

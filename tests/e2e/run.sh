@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Starts the cluster, runs the scenarios (all, or those named as arguments, e.g.
+# "batch_job_sees_its_devices"), stops the cluster whatever happens.
+# Usage: BUILD_DIR=<build> tests/e2e/run.sh [scenario...]. Exits 77 (skipped) when not root.
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CLUSTER=$HERE/cluster.sh
+if [[ $(id -u) != 0 ]]; then
+  echo "e2e: skipped: needs root (slurmd and the job prolog run as root)" >&2
+  exit 77
+fi
+export E2E_DIR=${E2E_DIR:-$(mktemp -d /tmp/composer-e2e.XXXXXX)}
+trap '"$CLUSTER" stop' EXIT
+trap 'exit 143' TERM INT
+"$CLUSTER" start || exit 1
+eval "$("$CLUSTER" env)"
+# shellcheck source=scenarios.sh
+source "$HERE/scenarios.sh"
+
+selected=("${ALL_SCENARIOS[@]}")
+if (($#)); then selected=("${@/#/scenario_}"); fi
+failed=()
+for s in "${selected[@]}"; do
+  echo "e2e: ${s#scenario_}"
+  start=$SECONDS
+  if "$s"; then
+    echo "  ok ($((SECONDS - start)) s)"
+  else
+    failed+=("${s#scenario_}")
+  fi
+done
+if ((${#failed[@]})); then
+  echo "e2e: FAILED: ${failed[*]} (logs in $E2E_DIR/log)" >&2
+  exit 1
+fi
+echo "e2e: all ${#selected[@]} scenarios passed"

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# End-to-end scenarios on the cluster cluster.sh starts. Run by run.sh; each scenario is a
+# function that returns non-zero (after saying why) when the product misbehaves.
+# Needs: SLURM_CONF, E2E_DIR, E2E_PORT, MUNGE_SOCKET, NODE (cluster.sh env).
+
+OUT=$E2E_DIR/out
+mkdir -p "$OUT"
+
+fail() { echo "  FAIL: $*" >&2; return 1; }
+
+# GET on composerd's API with a munge credential for "GET <path>".
+api() {
+  local path=$1 query=${2:-}
+  curl -fsS -H "Authorization: Munge $(munge -S "$MUNGE_SOCKET" -s "GET $path")" \
+    "http://127.0.0.1:$E2E_PORT$path${query:+?$query}"
+}
+attached() { api /v1/devices "state=attached" | jq '.devices | length'; }
+attached_to_job() {  # device ids composerd holds for job $1 on this node, comma-separated
+  api "/v1/compositions/$1/$NODE" | jq -r 'select(.state=="ready") | [.devices[].id] | join(",")'
+}
+event_kinds() { api /v1/events "job=$1" | jq -r '[.events[].kind] | join(" ")'; }
+pool_adds_up() {  # every row: free + attached + drained + failed == total, nothing attached
+  api /v1/pool | jq -e 'all(.pool[]; .attached == 0 and .free + .drained + .failed == .total)' \
+    >/dev/null
+}
+
+job_field() { scontrol show job "$1" -o 2>/dev/null | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2-; }
+job_state() { job_field "$1" JobState; }
+wait_until() {  # wait_until SECONDS COMMAND...: polls every 0.2 s
+  local limit=$1
+  shift
+  for ((i = 0; i < limit * 5; i++)); do
+    "$@" && return 0
+    sleep 0.2
+  done
+  return 1
+}
+state_is() { [[ $(job_state "$1") == "$2" ]]; }
+finished() { [[ $(job_state "$1") =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)$ ]]; }
+nothing_attached() { [[ $(attached) == 0 ]]; }
+queued_jobs() { squeue -h | wc -l; }
+
+scenario_batch_job_sees_its_devices() {
+  local j
+  j=$(sbatch --parsable -o "$OUT/%j.out" --compose-gpus=2 --compose-mem=64G \
+    --wrap 'env | grep -E "^(CUDA_VISIBLE_DEVICES|COMPOSER_)" | sort; sleep 4') || return 1
+  wait_until 30 state_is "$j" RUNNING || fail "job $j did not start ($(job_state "$j"))" || return 1
+  [[ $(job_field "$j" Licenses) == "fabric_gpu:2,fabric_mem:64" ]] ||
+    fail "licenses of job $j: $(job_field "$j" Licenses)" || return 1
+  [[ $(job_field "$j" TresPerNode) == "gres:cgpu:2" ]] ||
+    fail "GRES of job $j: $(job_field "$j" TresPerNode)" || return 1
+  scontrol show job "$j" | grep -q "AdminComment=composer: gpus=2 mem=64G nodes=1" ||
+    fail "admin comment of job $j: $(scontrol show job "$j" | grep AdminComment)" || return 1
+  local ids
+  wait_until 10 test -n "$(attached_to_job "$j")" || fail "composerd shows nothing for $j" || return 1
+  ids=$(attached_to_job "$j")
+  [[ $(tr ',' '\n' <<<"$ids" | grep -c '^gpu') == 2 && $(tr ',' '\n' <<<"$ids" | grep -c '^cxl') == 1 ]] ||
+    fail "composerd holds '$ids' for job $j, expected 2 GPUs and 1 memory block" || return 1
+  wait_until 30 finished "$j" || fail "job $j did not finish" || return 1
+  [[ $(job_state "$j") == COMPLETED ]] || fail "job $j ended $(job_state "$j")" || return 1
+  local out=$OUT/$j.out gpus
+  gpus=$(grep '^COMPOSER_GPUS=' "$out" | cut -d= -f2)
+  [[ $gpus == "$(tr ',' '\n' <<<"$ids" | grep '^gpu' | paste -sd,)" ]] ||
+    fail "job saw COMPOSER_GPUS='$gpus', composerd attached '$ids'" || return 1
+  grep -qx 'CUDA_VISIBLE_DEVICES=0,1' "$out" || fail "CUDA_VISIBLE_DEVICES: $(cat "$out")" || return 1
+  grep -qE '^COMPOSER_MEM_NUMA=[0-9]' "$out" || fail "COMPOSER_MEM_NUMA: $(cat "$out")" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices still attached after job $j" || return 1
+  local kinds
+  kinds=$(event_kinds "$j")
+  [[ $kinds == *ready* && $kinds == *released* ]] || fail "ledger of job $j: $kinds" || return 1
+  [[ ! -e $E2E_DIR/plugin-state/job-$j.json ]] || fail "state file of job $j left behind"
+}
+
+scenario_srun_job_sees_its_devices() {
+  local out expected='^GPUS=gpu-[^ ]+ NVME=nvme-[^ ]+ CUDA=0$'
+  out=$(srun --compose-gpus=1 --compose-nvme=1 \
+    bash -c 'echo "GPUS=$COMPOSER_GPUS NVME=$COMPOSER_NVME CUDA=$CUDA_VISIBLE_DEVICES"' 2>&1) ||
+    fail "srun failed: $out" || return 1
+  [[ $out =~ $expected ]] || fail "srun task saw: $out" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices still attached after srun"
+}
+
+scenario_salloc_job_sees_its_devices() {
+  local out
+  out=$(salloc --compose-mem=128G srun bash -c 'echo MEM=$COMPOSER_MEM_NUMA' 2>&1) ||
+    fail "salloc failed: $out" || return 1
+  grep -qE '^MEM=[0-9]+(,[0-9]+)?$' <<<"$out" || fail "salloc step saw: $out" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices still attached after salloc"
+}
+
+scenario_cancel_running_job_releases() {
+  local j
+  j=$(sbatch --parsable -o /dev/null --compose-gpus=3 --wrap 'sleep 300') || return 1
+  wait_until 30 state_is "$j" RUNNING || fail "job $j did not start" || return 1
+  wait_until 10 test -n "$(attached_to_job "$j")" || fail "nothing attached to $j" || return 1
+  scancel "$j"
+  wait_until 30 finished "$j" || fail "job $j not cancelled" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices attached after cancelling $j" ||
+    return 1
+  [[ $(event_kinds "$j") == *released* ]] || fail "ledger of $j: $(event_kinds "$j")"
+}
+
+scenario_cancel_pending_job_composes_nothing() {
+  local j
+  j=$(sbatch --parsable --hold -o /dev/null --compose-gpus=1 --wrap 'true') || return 1
+  state_is "$j" PENDING || fail "held job $j is $(job_state "$j")" || return 1
+  scancel "$j"
+  wait_until 15 finished "$j" || fail "job $j not cancelled" || return 1
+  sleep 1
+  nothing_attached || fail "$(attached) devices attached after cancelling pending $j" || return 1
+  [[ -z $(event_kinds "$j") ]] || fail "pending job $j left events: $(event_kinds "$j")"
+}
+
+scenario_bad_flags_refused_by_sbatch() {
+  local before err
+  before=$(queued_jobs)
+  for flag in --compose-gpus=two --compose-gpus=A100: --compose-mem=64X --compose-nvme=-1 \
+    --workload='two words'; do
+    if err=$(sbatch --hold --wrap true "$flag" 2>&1); then
+      fail "sbatch accepted $flag" || return 1
+    fi
+    grep -q "composer: ${flag%%=*}=" <<<"$err" || fail "no sentence for $flag: $err" || return 1
+  done
+  [[ $(queued_jobs) == "$before" ]] || fail "a refused job was queued"
+}
+
+scenario_impossible_request_refused_at_submit() {
+  local before err
+  before=$(queued_jobs)
+  err=$(sbatch --hold --wrap true --compose-gpus=12 2>&1) && fail "sbatch accepted 12 GPUs" && return 1
+  grep -q "composer: --compose-gpus=12 needs 12 GPUs but the pool holds 8" <<<"$err" ||
+    fail "sentence: $err" || return 1
+  err=$(sbatch --hold --wrap true --compose-gpus=H100:1 2>&1) && fail "sbatch accepted H100" && return 1
+  grep -q "the pool has no GPU of model 'H100'" <<<"$err" || fail "sentence: $err" || return 1
+  err=$(sbatch --hold --wrap true --compose-gpus=1 --workload=gaming 2>&1) &&
+    fail "sbatch accepted workload gaming" && return 1
+  grep -q "no such workload class" <<<"$err" || fail "sentence: $err" || return 1
+  err=$(sbatch --hold --wrap true -N 2 --compose-gpus=5 2>&1) && fail "sbatch accepted 2x5 GPUs" && return 1
+  grep -q "on 2 nodes needs 10 GPUs" <<<"$err" || fail "sentence: $err" || return 1
+  [[ $(queued_jobs) == "$before" ]] || fail "a refused job was queued"
+}
+
+scenario_exhausted_pool_queues_on_licenses() {
+  local a b
+  a=$(sbatch --parsable -o /dev/null --compose-gpus=8 --wrap 'sleep 6') || return 1
+  wait_until 30 state_is "$a" RUNNING || fail "job $a did not start" || return 1
+  b=$(sbatch --parsable -o /dev/null --compose-gpus=1 --wrap 'sleep 1') || return 1
+  # The scheduler gives a pending job its reason on its next pass.
+  wait_until 20 bash -c "scontrol show job $b -o | grep -qv 'Reason=None'"
+  [[ $(job_state "$b") == PENDING ]] || fail "job $b is $(job_state "$b") while the pool is empty" ||
+    return 1
+  [[ $(job_field "$b" Reason) == Licenses ]] || fail "job $b pends for $(job_field "$b" Reason)" ||
+    return 1
+  wait_until 40 finished "$b" || fail "job $b never ran after $a" || return 1
+  [[ $(job_state "$b") == COMPLETED ]] || fail "job $b ended $(job_state "$b")" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices attached afterwards"
+}
+
+scenario_array_of_50_leaks_nothing() {
+  local j
+  j=$(sbatch --parsable --array=1-50 -o "$OUT/array-%A_%a.out" --compose-gpus=1 \
+    --wrap 'echo "GPUS=$COMPOSER_GPUS"; sleep 1') || return 1
+  wait_until 400 bash -c "[[ -z \$(squeue -h -j $j) ]]" || fail "array $j still queued" || return 1
+  local done_ok
+  done_ok=$(grep -l '^GPUS=gpu-' "$OUT"/array-"$j"_*.out 2>/dev/null | wc -l)
+  [[ $done_ok == 50 ]] || fail "only $done_ok of 50 array tasks saw a GPU" || return 1
+  local states
+  states=$(scontrol show job "$j" -o | grep -o 'JobState=[A-Z_]*' | sort | uniq -c | tr -s ' ')
+  [[ $states == " 50 JobState=COMPLETED" ]] || fail "array states: $states" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices leaked by the array" || return 1
+  pool_adds_up || fail "pool does not add up: $(api /v1/pool)"
+}
+
+# Last: it drains the node on purpose, then brings everything back.
+scenario_composerd_down_at_prolog_drains_and_requeues_held() {
+  "$CLUSTER" stop-composerd
+  local j
+  j=$(sbatch --parsable -o /dev/null --compose-gpus=1 --wrap 'echo GPUS=$COMPOSER_GPUS') || {
+    "$CLUSTER" start-composerd
+    return 1
+  }
+  wait_until 60 bash -c "scontrol show job $j | grep -q 'launch_failed_requeued_held'"
+  local reason node_state
+  reason=$(job_field "$j" Reason)
+  node_state=$(sinfo -h -n "$NODE" -o %T)
+  "$CLUSTER" start-composerd
+  [[ $reason == launch_failed_requeued_held ]] || fail "job $j: reason $reason" || return 1
+  [[ $node_state == drain* ]] || fail "node is $node_state, expected drained" || return 1
+  sinfo -h -R | grep -q "Prolog error" || fail "drain reason: $(sinfo -h -R)" || return 1
+  grep -q "composer: prolog: job $j on node $NODE: compose .* failed (unavailable).*on_unavailable=drain" \
+    "$E2E_DIR/log/slurmd.log" || fail "no prolog line for job $j in slurmd.log" || return 1
+  # An admin brings the node back and releases the job: it runs with its devices.
+  scontrol update nodename="$NODE" state=resume
+  scontrol release "$j"
+  wait_until 60 finished "$j" || fail "job $j did not run after release" || return 1
+  [[ $(job_state "$j") == COMPLETED ]] || fail "job $j ended $(job_state "$j")" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices attached afterwards"
+}
+
+ALL_SCENARIOS=(
+  scenario_batch_job_sees_its_devices
+  scenario_srun_job_sees_its_devices
+  scenario_salloc_job_sees_its_devices
+  scenario_cancel_running_job_releases
+  scenario_cancel_pending_job_composes_nothing
+  scenario_bad_flags_refused_by_sbatch
+  scenario_impossible_request_refused_at_submit
+  scenario_exhausted_pool_queues_on_licenses
+  scenario_array_of_50_leaks_nothing
+  scenario_composerd_down_at_prolog_drains_and_requeues_held
+)
