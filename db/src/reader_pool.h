@@ -14,7 +14,7 @@ namespace composer::db {
 
 class ReaderPool {
  public:
-  ReaderPool(std::string path, int busy_timeout_ms, size_t max_idle = 8);
+  ReaderPool(std::string path, int busy_timeout_ms, size_t max_idle = 64);
 
   class Lease {
    public:
