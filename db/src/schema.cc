@@ -139,11 +139,37 @@ BEGIN
 END;
 )sql"};
 
+// Migration 2: the time-of-day policy's history, and the policy window of every composition
+// and event (the class is already in `workload`). Policy versions are append-only like the
+// ledger: history must show what was in force when.
+constexpr sqlite::Sql kMigration2{"policy history and policy windows (migration 2)", R"sql(
+CREATE TABLE policies (
+  id         INTEGER PRIMARY KEY,
+  applied_ms INTEGER NOT NULL,
+  uid        INTEGER NOT NULL CHECK (uid >= 0),
+  user       TEXT NOT NULL,
+  file       TEXT NOT NULL,
+  sha256     TEXT NOT NULL CHECK (length(sha256) = 64),
+  text       TEXT NOT NULL
+);
+CREATE TRIGGER policies_refuse_update BEFORE UPDATE ON policies
+BEGIN
+  SELECT RAISE(ABORT, 'policy history is append-only: an applied policy cannot be changed');
+END;
+CREATE TRIGGER policies_refuse_delete BEFORE DELETE ON policies
+BEGIN
+  SELECT RAISE(ABORT, 'policy history is append-only: an applied policy cannot be deleted');
+END;
+
+ALTER TABLE compositions ADD COLUMN policy_window TEXT NOT NULL DEFAULT '';
+ALTER TABLE events ADD COLUMN policy_window TEXT NOT NULL DEFAULT '';
+)sql"};
+
 struct Migration {
   int version;
   const sqlite::Sql* sql;
 };
-constexpr Migration kMigrations[] = {{1, &kMigration1}};
+constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",

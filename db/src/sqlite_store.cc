@@ -46,11 +46,12 @@ using sqlite::Statement;
   " ELSE 'free' END)"
 #define LIVE_STATES "('requested', 'composing', 'ready', 'releasing')"
 
-// Columns 0..15 (see read_composition), then the device columns from 16 (NULL when the
+// Columns 0..16 (see read_composition), then the device columns from 17 (NULL when the
 // composition never held a device).
 #define COMPOSITION_COLUMNS                                                             \
   "c.id, c.job_id, c.node, c.uid, c.user, c.account, c.workload, c.gpus, c.gpu_model, " \
-  "c.mem_bytes, c.nvme, c.state, c.created_ms, c.updated_ms, c.attempts, c.last_error"
+  "c.mem_bytes, c.nvme, c.state, c.created_ms, c.updated_ms, c.attempts, c.last_error, " \
+  "c.policy_window"
 // `selection` picks composition rows; every composition comes back with all its devices in
 // one query (a join, never one query per composition).
 #define COMPOSITIONS_WITH_DEVICES(selection)                                  \
@@ -64,7 +65,7 @@ using sqlite::Statement;
 
 #define EVENT_COLUMNS                                                                         \
   "id, ts_ms, kind, composition_id, job_id, node, uid, user, account, workload, from_state, " \
-  "to_state, devices, detail"
+  "to_state, devices, detail, policy_window"
 #define EVENT_FILTER                                            \
   " ts_ms >= ?1 AND ts_ms < ?2 AND (?3 IS NULL OR job_id = ?3)" \
   " AND (?4 IS NULL OR composition_id = ?4) ORDER BY ts_ms, id LIMIT ?5"
@@ -109,8 +110,8 @@ constexpr Sql kSetHealth{"changing health", "UPDATE devices SET health = ?2 WHER
 constexpr Sql kInsertComposition{
     "inserting composition",
     "INSERT INTO compositions (job_id, node, uid, user, account, workload, gpus, gpu_model, "
-    "mem_bytes, nvme, state, created_ms, updated_ms) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)"};
+    "mem_bytes, nvme, state, created_ms, updated_ms, policy_window) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13)"};
 constexpr Sql kLinkDevice{"giving a device to a composition",
                           "INSERT INTO composition_devices (composition_id, device_id) "
                           "VALUES (?1, ?2)"};
@@ -145,8 +146,8 @@ constexpr Sql kSelectCompositions{
 constexpr Sql kInsertEvent{
     "appending event",
     "INSERT INTO events (ts_ms, kind, composition_id, job_id, node, uid, user, account, "
-    "workload, from_state, to_state, devices, detail) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"};
+    "workload, from_state, to_state, devices, detail, policy_window) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"};
 constexpr Sql kSelectEventsByComposition{"listing events of a composition",
                                          "SELECT " EVENT_COLUMNS
                                          " FROM events WHERE composition_id = ?4 AND" EVENT_FILTER};
@@ -155,6 +156,14 @@ constexpr Sql kSelectEventsByJob{"listing events of a job",
                                  " FROM events WHERE job_id = ?3 AND" EVENT_FILTER};
 constexpr Sql kSelectEvents{"listing events",
                             "SELECT " EVENT_COLUMNS " FROM events WHERE" EVENT_FILTER};
+
+constexpr Sql kInsertPolicy{
+    "recording a policy version",
+    "INSERT INTO policies (applied_ms, uid, user, file, sha256, text) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
+constexpr Sql kSelectPolicies{"listing policy versions",
+                              "SELECT id, applied_ms, uid, user, file, sha256, text "
+                              "FROM policies ORDER BY id DESC LIMIT ?1"};
 
 #undef DEVICE_COLUMNS
 #undef DEVICE_OWNER_JOIN
@@ -166,7 +175,7 @@ constexpr Sql kSelectEvents{"listing events",
 #undef EVENT_COLUMNS
 #undef EVENT_FILTER
 
-constexpr int kCompositionDeviceColumn = 16;
+constexpr int kCompositionDeviceColumn = 17;
 
 // --- Text helpers ---------------------------------------------------------------------------
 
@@ -264,6 +273,7 @@ Composition read_composition(const Statement& s) {
   c.updated_ms = s.int64(13);
   c.attempts = s.uint32(14);
   c.last_error = s.text(15);
+  c.window = s.text(16);
   return c;
 }
 
@@ -296,6 +306,7 @@ Event read_event(const Statement& s) {
   e.to_state = s.text(11);
   e.devices = split(s.text_view(12));
   e.detail = s.text(13);
+  e.window = s.text(14);
   return e;
 }
 
@@ -345,6 +356,7 @@ Event composition_event(const Composition& c, std::string_view kind, std::string
   e.user = c.user;
   e.account = c.account;
   e.workload = c.workload;
+  e.window = c.window;
   e.from_state = from;
   e.to_state = to;
   e.devices = device_ids(c);
@@ -367,6 +379,7 @@ void append_event(Connection& db, const Event& e) {
       .bind(11, e.to_state)
       .bind(12, join(e.devices))
       .bind(13, e.detail)
+      .bind(14, e.window)
       .run();
 }
 
@@ -427,6 +440,9 @@ class SqliteStore final : public Store {
   Status set_health(const std::string& device_id, Health health, std::string_view detail,
                     int64_t now_ms) override;
   Expected<std::vector<Event>> events(const EventFilter& filter) override;
+  Expected<PolicyVersion> add_policy(const PolicyVersion& version, int64_t now_ms) override;
+  Expected<std::optional<PolicyVersion>> current_policy() override;
+  Expected<std::vector<PolicyVersion>> policy_history(size_t limit) override;
   WriteStats write_stats() const override { return writer_->stats(); }
 
  private:
@@ -612,6 +628,7 @@ Expected<Composition> SqliteStore::create_composition(const Composition& c,
           .bind(10, c.request.nvme)
           .bind(11, to_string(c.state))
           .bind(12, now_ms)
+          .bind(13, c.window)
           .run();
     } catch (const sqlite::Failure& f) {
       if (f.error().code != ErrorCode::kConflict) throw;
@@ -792,6 +809,55 @@ Expected<std::vector<Event>> SqliteStore::events(const EventFilter& filter) {
     while (s->step()) out.push_back(read_event(*s));
     return out;
   });
+}
+
+Expected<PolicyVersion> SqliteStore::add_policy(const PolicyVersion& version, int64_t now_ms) {
+  if (version.sha256.size() != 64) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "store: policy sha256 " + quoted(version.sha256) +
+                     " is not a SHA-256 in hex (64 characters)");
+  }
+  return write<PolicyVersion>([&](Connection& db) {
+    db.statement(kInsertPolicy)
+        ->bind(1, now_ms)
+        .bind(2, version.uid)
+        .bind(3, version.user)
+        .bind(4, version.file)
+        .bind(5, version.sha256)
+        .bind(6, version.text)
+        .run();
+    PolicyVersion added = version;
+    added.id = db.last_insert_rowid();
+    added.applied_ms = now_ms;
+    return added;
+  });
+}
+
+Expected<std::vector<PolicyVersion>> SqliteStore::policy_history(size_t limit) {
+  return read<std::vector<PolicyVersion>>([limit](Connection& db) {
+    auto s = db.statement(kSelectPolicies);
+    s->bind(1, limit_value(limit));
+    std::vector<PolicyVersion> out;
+    while (s->step()) {
+      PolicyVersion p;
+      p.id = s->int64(0);
+      p.applied_ms = s->int64(1);
+      p.uid = s->uint32(2);
+      p.user = s->text(3);
+      p.file = s->text(4);
+      p.sha256 = s->text(5);
+      p.text = s->text(6);
+      out.push_back(std::move(p));
+    }
+    return out;
+  });
+}
+
+Expected<std::optional<PolicyVersion>> SqliteStore::current_policy() {
+  auto newest = policy_history(1);
+  if (!newest) return newest.error();
+  if (newest->empty()) return std::optional<PolicyVersion>{};
+  return std::optional<PolicyVersion>{std::move(newest->front())};
 }
 
 // --- Opening --------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ namespace {
 using SchemaTest = StoreTest;
 
 TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
-  EXPECT_EQ(store().schema_version(), 1);
+  EXPECT_EQ(store().schema_version(), 2);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 1);
+  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 2);
   EXPECT_EQ(raw->pragma("journal mode", "journal_mode"), "wal");
   EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations WHERE version = 1"), 1);
   for (const char* table : {"hosts", "devices", "compositions", "composition_devices", "events"}) {
@@ -30,10 +30,10 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
   ASSERT_TRUE(created.ok()) << created.error();
 
   reopen();
-  reopen();  // a second reopen must not re-run migration 1 either
-  EXPECT_EQ(store().schema_version(), 1);
+  reopen();  // a second reopen must not re-run a migration either
+  EXPECT_EQ(store().schema_version(), 2);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 1);
+  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 2);
 
   auto gpu1 = store().device("gpu-1");
   ASSERT_TRUE(gpu1.ok()) << gpu1.error();

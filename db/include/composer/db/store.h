@@ -106,6 +106,14 @@ class Store {
 
   virtual Expected<std::vector<Event>> events(const EventFilter& filter) = 0;
 
+  // Policy history (schema migration 2). add_policy appends a version (id and applied_ms are
+  // assigned; sha256 must be the hash of text) and returns it; versions are never changed.
+  // current_policy is the newest one, nullopt before the first. policy_history lists the
+  // newest first, at most `limit` (0: all).
+  virtual Expected<PolicyVersion> add_policy(const PolicyVersion& version, int64_t now_ms) = 0;
+  virtual Expected<std::optional<PolicyVersion>> current_policy() = 0;
+  virtual Expected<std::vector<PolicyVersion>> policy_history(size_t limit) = 0;
+
   // How the writes were batched so far. Stores without a group-committing writer report zeros.
   virtual WriteStats write_stats() const { return {}; }
 };

@@ -106,6 +106,8 @@ struct Composition {
   std::string user;
   std::string account;
   std::string workload;
+  // The policy window in force when it was composed (policies/); empty without a policy.
+  std::string window;
   Request request;
   CompositionState state = CompositionState::kRequested;
   int64_t created_ms = 0;
@@ -128,10 +130,23 @@ struct Event {
   std::string user;
   std::string account;
   std::string workload;
+  std::string window;  // the composition's policy window; empty without a policy
   std::string from_state;
   std::string to_state;
   std::vector<std::string> devices;
   std::string detail;
+};
+
+// One applied version of the time-of-day policy (policies/README.md): who applied which text
+// when. Versions are never changed or deleted; the newest is the policy in force.
+struct PolicyVersion {
+  int64_t id = 0;
+  int64_t applied_ms = 0;
+  uint32_t uid = 0;
+  std::string user;
+  std::string file;    // the name the admin applied it under, for messages
+  std::string sha256;  // of `text`, lower-case hex
+  std::string text;
 };
 
 }  // namespace composer
