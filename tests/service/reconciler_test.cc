@@ -1,5 +1,7 @@
 #include "composer/core/reconciler.h"
 
+#include <set>
+
 #include "service_fixture.h"
 
 namespace composer::testing {
@@ -109,6 +111,33 @@ TEST_F(ReconcilerTest, SettlesACompositionStuckReleasing) {
   f.job_id = 23;
   EXPECT_EQ(store_->compositions(f)->front().state, CompositionState::kReleased);
   EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+}
+
+TEST_F(ReconcilerTest, ReleasesTheDevicesOfAJobSlurmNoLongerRunsAfterTheGrace) {
+  ASSERT_TRUE(service_->compose(job(31, "n1", Request{.gpus = 1})).ok());
+  ASSERT_TRUE(service_->compose(job(32, "n1", Request{.gpus = 1})).ok());
+  std::set<uint32_t> running{31, 32};
+  bool slurm_up = true;
+  Reconciler r(*service_, clock_,
+               ReconcilerOptions{.interval_ms = 1000,
+                                 .orphan_grace_ms = 30000,
+                                 .stuck_after_ms = 60000,
+                                 .active_jobs = [&]() -> Expected<std::set<uint32_t>> {
+                                   if (!slurm_up) return Error{ErrorCode::kUnavailable, "down"};
+                                   return running;
+                                 }});
+  EXPECT_EQ(r.run_once().ended_jobs_released, 0);
+  running.erase(32);                               // job 32 ended, its epilog never ran
+  EXPECT_EQ(r.run_once().ended_jobs_released, 0);  // first seen gone
+  clock_.advance_ms(31000);
+  slurm_up = false;  // an unreachable slurmctld releases nothing
+  EXPECT_EQ(r.run_once().ended_jobs_released, 0);
+  EXPECT_TRUE(store_->live_composition(32, "n1")->has_value());
+  slurm_up = true;
+  EXPECT_EQ(r.run_once().ended_jobs_released, 1);
+  EXPECT_FALSE(store_->live_composition(32, "n1")->has_value());
+  EXPECT_TRUE(store_->live_composition(31, "n1")->has_value());
+  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
 }
 
 }  // namespace

@@ -111,7 +111,36 @@ ReconcileReport Reconciler::run_once() {
     }
   }
 
+  // 3. Compositions of jobs Slurm no longer has: release them after the grace period.
+  if (options_.active_jobs) {
+    auto jobs = options_.active_jobs();
+    if (!jobs) {
+      ++report.errors;
+      log::warning("reconciler could not list Slurm's jobs; skipping the ended-job check",
+                   {{"cause", jobs.error().message}});
+    } else {
+      std::set<int64_t> still_gone;
+      for (const auto& e : service_.live()) {
+        if (e.busy || e.state != CompositionState::kReady || jobs->count(e.job_id) != 0) continue;
+        still_gone.insert(e.id);
+        auto [seen, inserted] = gone_seen_ms_.emplace(e.id, now);
+        if (inserted || now - seen->second < options_.orphan_grace_ms) continue;
+        auto released = service_.release(e.job_id, e.node);
+        if (released) {
+          ++report.ended_jobs_released;
+          still_gone.erase(e.id);
+          log::warning("reconciler released the devices of a job Slurm no longer runs",
+                       {{"job", std::to_string(e.job_id)}, {"node", e.node}});
+        } else {
+          ++report.errors;
+        }
+      }
+      std::erase_if(gone_seen_ms_, [&](const auto& kv) { return still_gone.count(kv.first) == 0; });
+    }
+  }
+
   std::lock_guard lock(mu_);
+  totals_.ended_jobs_released += report.ended_jobs_released;
   totals_.stuck_settled += report.stuck_settled;
   totals_.orphans_detached += report.orphans_detached;
   totals_.lost_marked_failed += report.lost_marked_failed;

@@ -353,6 +353,12 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
         cfg.durable = *b;
       else
         st = b.error();
+    } else if (key == "slurmjobcheck") {
+      auto b = parse_bool(k, value);
+      if (b) cfg.slurm_job_check = *b;
+      else st = b.error();
+    } else if (key == "slurmconf") {
+      cfg.slurm_conf = value;
     } else if (key == "fabric") {
       if (value != "sim") {
         st = Error{ErrorCode::kInvalidArgument, "Fabric=" + value + ": expected sim"};

@@ -18,6 +18,7 @@
 #include "composer/db/store.h"
 #include "composer/server/auth.h"
 #include "composer/server/http_api.h"
+#include "composer/server/slurm_jobs.h"
 
 #ifndef COMPOSER_VERSION
 #define COMPOSER_VERSION "0.0.0"
@@ -92,6 +93,11 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
   ropts.interval_ms = config.reconcile_interval_ms;
   ropts.orphan_grace_ms = config.orphan_grace_ms;
   ropts.stuck_after_ms = config.stuck_after_ms;
+  if (config.slurm_job_check) {
+    ropts.active_jobs = [conf = config.slurm_conf] {
+      return slurm_active_jobs("squeue", conf, 10000);
+    };
+  }
   impl->reconciler = std::make_unique<Reconciler>(*impl->service, SystemClock::instance(), ropts);
 
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(impl)));

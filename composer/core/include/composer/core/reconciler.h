@@ -6,14 +6,18 @@
 //    have been seen so for the grace period (a fabric-side attach composerd never made, or
 //    one left by a rollback that could not finish);
 //  - marks failed (health critical) devices recorded as attached that the fabric lost;
-//  - copies health changes reported by the fabric into the records.
+//  - copies health changes reported by the fabric into the records;
+//  - releases compositions of jobs Slurm no longer runs (a node that rebooted never ran its
+//    epilog), when a job source is given.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -22,10 +26,15 @@
 
 namespace composer {
 
+// The ids of the jobs Slurm has running (or completing) now. An error skips the check for
+// that pass: an unreachable slurmctld must never release a running job's devices.
+using ActiveJobs = std::function<Expected<std::set<uint32_t>>()>;
+
 struct ReconcilerOptions {
   int64_t interval_ms = 10000;
   int64_t orphan_grace_ms = 60000;
   int64_t stuck_after_ms = 120000;  // composing/releasing longer than this is stuck
+  ActiveJobs active_jobs;           // empty: do not compare with Slurm
 };
 
 struct ReconcileReport {
@@ -33,6 +42,7 @@ struct ReconcileReport {
   int orphans_detached = 0;
   int lost_marked_failed = 0;
   int health_changes = 0;
+  int ended_jobs_released = 0;
   int errors = 0;
 };
 
@@ -56,6 +66,7 @@ class Reconciler {
   const Clock& clock_;
   ReconcilerOptions options_;
   std::map<std::string, int64_t> orphan_seen_ms_;  // device id -> first seen unowned
+  std::map<int64_t, int64_t> gone_seen_ms_;        // composition id -> job first seen gone
 
   mutable std::mutex mu_;
   std::condition_variable wake_;

@@ -46,6 +46,9 @@ struct Config {
   int64_t orphan_grace_ms = 60000;
   int64_t stuck_after_ms = 180000;
   bool durable = true;  // synchronous=FULL on the ledger
+  // Release the devices of jobs squeue no longer lists (after OrphanGrace).
+  bool slurm_job_check = false;
+  std::string slurm_conf;  // SLURM_CONF for squeue; empty: squeue's default
   std::string fabric = "sim";
   SimConfig sim;  // hosts (NodeName lines) and, for the sim fabric, DeviceGroup lines
 };

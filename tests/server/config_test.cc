@@ -1,0 +1,71 @@
+#include "composer/server/config.h"
+
+#include <gtest/gtest.h>
+
+namespace composer::server {
+namespace {
+
+constexpr const char* kPool =
+    "NodeName=n[01-03] Zones=z1,z2 GpuSlots=8 MemSlots=4 NvmeSlots=2\n"
+    "DeviceGroup=gpu-a Type=gpu Model=A100 Zone=z1 Count=8\n"
+    "DeviceGroup=cxl Type=mem Model=CXL Zone=z2 Count=4 Size=64G\n";
+
+Expected<Config> parse(const std::string& head) { return parse_config(head + kPool, "c.conf"); }
+
+TEST(Config, DefaultsAndSettings) {
+  auto c = parse("listenport=7000\nStateDir=/var/lib/x\nAdminUsers=root,slurm\nComposeTimeout=5\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->listen_port, 7000);
+  EXPECT_EQ(c->database, "/var/lib/x/composer.db");
+  EXPECT_EQ(c->snapshot, "/var/lib/x/snapshot.json");
+  EXPECT_EQ(c->admin_users, (std::vector<std::string>{"root", "slurm"}));
+  EXPECT_EQ(c->compose_timeout_ms, 5000);
+  ASSERT_EQ(c->sim.hosts.size(), 3u);
+  EXPECT_EQ(c->sim.hosts[1].node, "n02");
+  EXPECT_EQ(c->sim.hosts[1].zones, (std::vector<std::string>{"z1", "z2"}));
+  ASSERT_EQ(c->sim.groups.size(), 2u);
+  EXPECT_EQ(c->sim.groups[1].size_bytes, 64ull << 30);
+}
+
+TEST(Config, RefusesWithFileLineAndRule) {
+  struct Case {
+    std::string text;
+    std::string needle;
+  };
+  for (const auto& k : std::vector<Case>{
+           {"Colour=blue\n", "c.conf line 1: unknown key 'Colour'"},
+           {"ListenPort=0\n", "line 1: ListenPort=0: expected a whole number from 1 to 65535"},
+           {"ListenPort=80\nListenPort=81\n", "line 2: 'ListenPort' is set twice"},
+           {"StateDir=relative\n", "expected an absolute path"},
+           {"Durable=maybe\n", "expected yes or no"},
+           {"LogLevel=loud\n", "expected debug, info, warning or error"},
+           {"Fabric=magic\n", "Fabric=magic"},
+           {"NodeName=x[3-1] Zones=z1\n", "node[01-04,07]"},
+           {"NodeName=n9 Zones=z1 Colour=red\n", "unknown NodeName option 'Colour'"},
+           {"DeviceGroup=m Type=mem Model=X Zone=z1 Count=2\n", "needs Size="},
+           {"DeviceGroup=g Type=fpga Model=X Zone=z1 Count=2\n", "expected gpu, mem or nvme"},
+           {"NodeName=n01 Zones=z1\n", "node 'n01' is declared twice"},
+           {"just words\n", "is not of the form Key=Value"},
+       }) {
+    auto c = parse(k.text);
+    ASSERT_FALSE(c.ok()) << k.text;
+    EXPECT_NE(c.error().message.find(k.needle), std::string::npos) << c.error().message;
+  }
+}
+
+TEST(Config, NeedsNodesAndAPool) {
+  auto c = parse_config("ListenPort=7000\n", "c.conf");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("no NodeName"), std::string::npos);
+}
+
+TEST(Hostlist, ExpandsRangesKeepingWidth) {
+  auto h = expand_hostlist("gpu[08-10,12],login1");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(*h, (std::vector<std::string>{"gpu08", "gpu09", "gpu10", "gpu12", "login1"}));
+  EXPECT_FALSE(expand_hostlist("a[1-").ok());
+  EXPECT_FALSE(expand_hostlist("a[x]").ok());
+}
+
+}  // namespace
+}  // namespace composer::server
