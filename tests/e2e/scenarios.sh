@@ -179,7 +179,9 @@ scenario_composerd_down_at_prolog_drains_and_requeues_held() {
     "$CLUSTER" start-composerd
     return 1
   }
-  wait_until 60 bash -c "scontrol show job $j | grep -q 'launch_failed_requeued_held'"
+  # The reason shows before the requeue itself, which waits for the epilog.
+  wait_until 60 bash -c "scontrol show job $j -o | grep 'JobState=PENDING' | grep 'Restarts=1' |
+    grep -q 'launch_failed_requeued_held'"
   local reason node_state
   reason=$(job_field "$j" Reason)
   node_state=$(sinfo -h -n "$NODE" -o %T)
@@ -192,6 +194,8 @@ scenario_composerd_down_at_prolog_drains_and_requeues_held() {
   # An admin brings the node back and releases the job: it runs with its devices.
   scontrol update nodename="$NODE" state=resume
   scontrol release "$j"
+  # Slurm delays a requeued job until its old launch credential expires (CredExpire, 120 s).
+  scontrol update jobid="$j" starttime=now
   wait_until 60 finished "$j" || fail "job $j did not run after release" || return 1
   [[ $(job_state "$j") == COMPLETED ]] || fail "job $j ended $(job_state "$j")" || return 1
   wait_until 15 nothing_attached || fail "$(attached) devices attached afterwards"
