@@ -171,6 +171,31 @@ scenario_array_of_50_leaks_nothing() {
   pool_adds_up || fail "pool does not add up: $(api /v1/pool)"
 }
 
+post() {  # post PATH BODY: POST with a munge credential
+  curl -fsS -X POST -H 'Content-Type: application/json' \
+    -H "Authorization: Munge $(munge -S "$MUNGE_SOCKET" -s "POST $1")" \
+    --data "$2" "http://127.0.0.1:$E2E_PORT$1" >/dev/null
+}
+gpu_ids() { api /v1/devices "type=gpu" | jq -r '.devices[].id'; }
+
+scenario_refused_compose_fails_the_job_not_the_node() {
+  # Every GPU drained after the snapshot: the job passes submit, composerd refuses at prolog.
+  local id j
+  for id in $(gpu_ids); do post "/v1/devices/$id/drain" '{"reason":"e2e"}' || return 1; done
+  j=$(sbatch --parsable -o "$OUT/%j.out" --compose-gpus=1 --wrap 'echo ran') || return 1
+  wait_until 60 finished "$j"
+  local state node_state
+  state=$(job_state "$j")
+  node_state=$(sinfo -h -n "$NODE" -o %T)
+  for id in $(gpu_ids); do post "/v1/devices/$id/resume" '{}'; done
+  [[ $state == FAILED ]] || fail "job $j ended $state, expected FAILED" || return 1
+  [[ $node_state != drain* ]] || fail "node drained for a refused request" || return 1
+  ! grep -q '^ran' "$OUT/$j.out" 2>/dev/null || fail "job $j ran without its devices" || return 1
+  grep -q "composer: prolog: job $j on node $NODE: compose .*failed (insufficient_resources)" \
+    "$E2E_DIR/log/slurmd.log" || fail "no prolog line for job $j" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices attached afterwards"
+}
+
 # Last: it drains the node on purpose, then brings everything back.
 scenario_composerd_down_at_prolog_drains_and_requeues_held() {
   "$CLUSTER" stop-composerd
@@ -211,5 +236,6 @@ ALL_SCENARIOS=(
   scenario_impossible_request_refused_at_submit
   scenario_exhausted_pool_queues_on_licenses
   scenario_array_of_50_leaks_nothing
+  scenario_refused_compose_fails_the_job_not_the_node
   scenario_composerd_down_at_prolog_drains_and_requeues_held
 )
