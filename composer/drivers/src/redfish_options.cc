@@ -1,4 +1,4 @@
-// Credentials for the redfish driver: a root-only file of "key=value" lines.
+// Credentials for the fabric drivers: a root-only file of "key=value" lines.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -6,39 +6,42 @@
 #include <sstream>
 #include <string>
 
+#include "composer/drivers/credentials.h"
 #include "composer/drivers/redfish_fabric.h"
 
 namespace composer::drivers {
 
 Status load_redfish_credentials(const std::string& path, std::string* username,
                                 std::string* password) {
+  return load_fabric_credentials(path, "redfish", username, password);
+}
+
+Status load_fabric_credentials(const std::string& path, const std::string& driver,
+                               std::string* username, std::string* password) {
+  const std::string file = driver + " credentials file ";
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    return Error{ErrorCode::kInvalidArgument, "redfish credentials file " + path +
-                                                  " cannot be read: it does not exist or " +
-                                                  "is not accessible"};
+    return Error{ErrorCode::kInvalidArgument,
+                 file + path + " cannot be read: it does not exist or " + "is not accessible"};
   }
   if (!S_ISREG(st.st_mode)) {
-    return Error{ErrorCode::kInvalidArgument,
-                 "redfish credentials file " + path + " is not a regular file"};
+    return Error{ErrorCode::kInvalidArgument, file + path + " is not a regular file"};
   }
   if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
-    return Error{ErrorCode::kPermissionDenied, "redfish credentials file " + path +
-                                                   " is owned by uid " + std::to_string(st.st_uid) +
-                                                   "; it must be owned by root or uid " +
-                                                   std::to_string(::geteuid())};
+    return Error{ErrorCode::kPermissionDenied,
+                 file + path + " is owned by uid " + std::to_string(st.st_uid) +
+                     "; it must be owned by root or uid " + std::to_string(::geteuid())};
   }
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
     return Error{ErrorCode::kPermissionDenied,
-                 "redfish credentials file " + path + " has mode " + mode +
+                 file + path + " has mode " + mode +
                      ", so group or others may read it; run chmod 600 " + path};
   }
   std::ifstream in(path);
   if (!in) {
-    return Error{ErrorCode::kInvalidArgument,
-                 "redfish credentials file " + path + " cannot be opened"};
+    return Error{ErrorCode::kInvalidArgument, file + path + " cannot be opened"};
   }
   std::string line;
   int number = 0;
@@ -53,7 +56,7 @@ Status load_redfish_credentials(const std::string& path, std::string* username,
     // The sentence names the line, never its content: it may hold the password.
     if (eq == std::string::npos) {
       return Error{ErrorCode::kInvalidArgument,
-                   "redfish credentials file " + path + " line " + std::to_string(number) +
+                   file + path + " line " + std::to_string(number) +
                        " is not KEY=VALUE; allowed keys are username and password"};
     }
     std::string key = line.substr(start, eq - start);
@@ -64,14 +67,13 @@ Status load_redfish_credentials(const std::string& path, std::string* username,
     } else if (key == "password") {
       *password = value;
     } else {
-      return Error{ErrorCode::kInvalidArgument,
-                   "redfish credentials file " + path + " line " + std::to_string(number) +
-                       " has an unknown key '" + key + "'; allowed keys are username and password"};
+      return Error{ErrorCode::kInvalidArgument, file + path + " line " + std::to_string(number) +
+                                                    " has an unknown key '" + key +
+                                                    "'; allowed keys are username and password"};
     }
   }
   if (username->empty()) {
-    return Error{ErrorCode::kInvalidArgument,
-                 "redfish credentials file " + path + " has no username= line"};
+    return Error{ErrorCode::kInvalidArgument, file + path + " has no username= line"};
   }
   return Status::Ok();
 }

@@ -33,7 +33,7 @@ struct HttpOptions {
 struct HttpRequest {
   std::string method;  // GET, PUT, POST, PATCH or DELETE
   std::string url;
-  std::string body;  // sent as application/json by PUT, POST and PATCH
+  std::string body;  // sent as application/json by PUT, POST, PATCH, and DELETE when not empty
   // Called before every attempt for extra header lines ("Authorization: ..."), so each attempt
   // can carry a fresh credential. An error ends the call without sending anything.
   std::function<Expected<std::vector<std::string>>()> headers;

@@ -1,0 +1,92 @@
+// The liqid driver: a Liqid fabric (Liqid REST API v2, under <base_url>/liqid/api/v2) as a
+// composer fabric.
+//
+// Machines are the hosts: a machine's name is its fabric host id and, unless host_map says
+// otherwise, its Slurm node name. Groups are the zones: a machine reaches the devices in its
+// group's pool, and a device's zone is the group whose pool holds it. Devices in the system
+// free pool (in no group) are not offered: Liqid relates a device to a machine only from the
+// machine's group, so an admin places devices into group pools first.
+//
+// Devices: GPUs (status/gpu, device/info/gpu), memory (status/mem, device/info/mem) and NVMe
+// drives (status/storage, device/info/ssd); a device's Liqid name ("gpu0") is its id. Which
+// group and machine hold a device comes from predevice.
+//
+// Attach and detach run inside one fabric edit per call: fabric/edit, then relate/<type>
+// (POST to attach, DELETE to detach) for every device, then fabric/reprogram. Any error after
+// the edit began cancels it (fabric/edit/cancel), which reverts every pending change, so a
+// failed call leaves the fabric as it was. Reprogram answers when it is done, so operations
+// finish within the call.
+//
+// Every answer is checked: the HTTP status, then the envelope {"response": {"code": 0,
+// "errors": [], "data": [...]}}; a non-zero code or any error fails the call with the
+// errors' messages.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "composer/common/error.h"
+#include "composer/core/fabric.h"
+#include "composer/model/model.h"
+
+namespace composer::drivers {
+
+struct LiqidOptions {
+  // http(s)://HOST[:PORT] of the Liqid Director, without credentials or path.
+  std::string base_url;
+  // Credentials: either here, or in credentials_file ("username=" and "password=" lines,
+  // owned by root or the daemon's user, mode 600). They never appear in logs or errors.
+  std::string username;
+  std::string password;
+  std::string credentials_file;
+  // kApiKey trades the credentials once for an API key from the digest endpoint
+  // (POST digest/<label>) and sends it as X-API-Key; the digest is deleted when the driver is
+  // destroyed. kBasic sends HTTP basic authentication with every request.
+  enum class Auth { kApiKey, kBasic };
+  Auth auth = Auth::kApiKey;
+  std::string api_key_label = "slurm-composer";
+  std::string ca_file;
+  bool verify_tls = true;
+  long connect_timeout_ms = 2000;
+  long request_timeout_ms = 10000;
+  int get_retries = 2;  // only reads are retried; edits, relates and reprograms never are
+  // Machine name -> Slurm node. When not empty, machines not in it are ignored.
+  std::map<std::string, std::string> host_map;
+  // Attach slots per type for every machine: the API publishes no such limit.
+  uint32_t default_slots = 8;
+};
+
+class LiqidFabric final : public Fabric {
+ public:
+  // Checks the options, authenticates (obtaining the API key in kApiKey mode) and reads the
+  // machines once. Errors name the option or the Director's answer that is wrong.
+  static Expected<std::unique_ptr<LiqidFabric>> create(LiqidOptions options);
+  // Deletes the API key's digest, if one was created.
+  ~LiqidFabric() override;
+  LiqidFabric(const LiqidFabric&) = delete;
+  LiqidFabric& operator=(const LiqidFabric&) = delete;
+
+  std::string_view driver() const override { return "liqid"; }
+  Expected<FabricInventory> inventory() override;
+  // All or nothing: an unknown machine or device (kNotFound), a device related to another
+  // machine or sitting in another group's pool (kConflict) refuses the call before the edit
+  // begins. A Director error during the edit cancels it and reports the operation kFailed with
+  // the Director's message.
+  Expected<Operation> attach(const std::string& fabric_host,
+                             const std::vector<std::string>& device_ids) override;
+  Expected<Operation> detach(const std::string& fabric_host,
+                             const std::vector<std::string>& device_ids) override;
+  // Operations finish within attach and detach; this answers their final state.
+  Expected<Operation> operation_status(const std::string& operation_id) override;
+  Expected<std::vector<std::pair<std::string, Health>>> health() override;
+
+ private:
+  struct Impl;
+  explicit LiqidFabric(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace composer::drivers
