@@ -48,8 +48,8 @@ using sqlite::Statement;
 
 // Columns 0..16 (see read_composition), then the device columns from 17 (NULL when the
 // composition never held a device).
-#define COMPOSITION_COLUMNS                                                             \
-  "c.id, c.job_id, c.node, c.uid, c.user, c.account, c.workload, c.gpus, c.gpu_model, " \
+#define COMPOSITION_COLUMNS                                                              \
+  "c.id, c.job_id, c.node, c.uid, c.user, c.account, c.workload, c.gpus, c.gpu_model, "  \
   "c.mem_bytes, c.nvme, c.state, c.created_ms, c.updated_ms, c.attempts, c.last_error, " \
   "c.policy_window"
 // `selection` picks composition rows; every composition comes back with all its devices in
@@ -157,10 +157,9 @@ constexpr Sql kSelectEventsByJob{"listing events of a job",
 constexpr Sql kSelectEvents{"listing events",
                             "SELECT " EVENT_COLUMNS " FROM events WHERE" EVENT_FILTER};
 
-constexpr Sql kInsertPolicy{
-    "recording a policy version",
-    "INSERT INTO policies (applied_ms, uid, user, file, sha256, text) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
+constexpr Sql kInsertPolicy{"recording a policy version",
+                            "INSERT INTO policies (applied_ms, uid, user, file, sha256, text) "
+                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
 constexpr Sql kSelectPolicies{"listing policy versions",
                               "SELECT id, applied_ms, uid, user, file, sha256, text "
                               "FROM policies ORDER BY id DESC LIMIT ?1"};
@@ -813,9 +812,8 @@ Expected<std::vector<Event>> SqliteStore::events(const EventFilter& filter) {
 
 Expected<PolicyVersion> SqliteStore::add_policy(const PolicyVersion& version, int64_t now_ms) {
   if (version.sha256.size() != 64) {
-    return Error(ErrorCode::kInvalidArgument,
-                 "store: policy sha256 " + quoted(version.sha256) +
-                     " is not a SHA-256 in hex (64 characters)");
+    return Error(ErrorCode::kInvalidArgument, "store: policy sha256 " + quoted(version.sha256) +
+                                                  " is not a SHA-256 in hex (64 characters)");
   }
   return write<PolicyVersion>([&](Connection& db) {
     db.statement(kInsertPolicy)

@@ -218,7 +218,7 @@ std::vector<T> decode_array(const Json::Value& v, const std::string& path, F dec
 Composition decode_composition(const Json::Value& v, const std::string& path) {
   ObjectReader r(v, path, "a composition",
                  {"id", "job_id", "node", "uid", "user", "account", "workload", "request", "state",
-                  "created_ms", "updated_ms", "attempts", "last_error", "devices"});
+                  "created_ms", "updated_ms", "attempts", "last_error", "devices", "window"});
   Composition c;
   c.id = as_i64(r.required("id"), r.path("id"));
   c.job_id = as_u32(r.required("job_id"), r.path("job_id"));
@@ -236,6 +236,8 @@ Composition decode_composition(const Json::Value& v, const std::string& path) {
   c.attempts = as_u32(r.required("attempts"), r.path("attempts"));
   c.last_error = as_string(r.required("last_error"), r.path("last_error"));
   c.devices = decode_array<Device>(r.required("devices"), r.path("devices"), decode_device);
+  // Optional: answers of a composerd without policy windows leave it out.
+  if (const Json::Value* w = r.optional("window")) c.window = as_string(*w, r.path("window"));
   return c;
 }
 
@@ -262,7 +264,7 @@ PoolRow decode_pool_row(const Json::Value& v, const std::string& path) {
 Event decode_event(const Json::Value& v, const std::string& path) {
   ObjectReader r(v, path, "an event",
                  {"id", "ts_ms", "kind", "composition_id", "job_id", "node", "uid", "user",
-                  "account", "workload", "from_state", "to_state", "devices", "detail"});
+                  "account", "workload", "from_state", "to_state", "devices", "detail", "window"});
   Event e;
   e.id = as_i64(r.required("id"), r.path("id"));
   e.ts_ms = as_i64(r.required("ts_ms"), r.path("ts_ms"));
@@ -278,6 +280,7 @@ Event decode_event(const Json::Value& v, const std::string& path) {
   e.to_state = as_string(r.required("to_state"), r.path("to_state"));
   e.devices = decode_array<std::string>(r.required("devices"), r.path("devices"), as_string);
   e.detail = as_string(r.required("detail"), r.path("detail"));
+  if (const Json::Value* w = r.optional("window")) e.window = as_string(*w, r.path("window"));
   return e;
 }
 
@@ -424,6 +427,7 @@ Json::Value to_json(const Composition& c) {
   v["user"] = c.user;
   v["account"] = c.account;
   v["workload"] = c.workload;
+  v["window"] = c.window;
   v["request"] = to_json(c.request);
   v["state"] = std::string(to_string(c.state));
   v["created_ms"] = i64(c.created_ms);
@@ -463,6 +467,7 @@ Json::Value to_json(const Event& e) {
   v["user"] = e.user;
   v["account"] = e.account;
   v["workload"] = e.workload;
+  v["window"] = e.window;
   v["from_state"] = e.from_state;
   v["to_state"] = e.to_state;
   Json::Value devices(Json::arrayValue);

@@ -231,4 +231,42 @@ Expected<std::vector<Event>> Client::events(const EventQuery& q) const {
                                      api::events_from_json);
 }
 
+Expected<api::PolicyApplied> Client::put_policy(const api::PolicyBody& body) const {
+  Path p;
+  p.segment("v1").segment("policy");
+  return decoded<api::PolicyApplied>(call("PUT", p, api::to_text(api::to_json(body)), true),
+                                     "PUT " + p.plain, api::policy_applied_from_json);
+}
+
+Expected<PolicyVersion> Client::policy() const {
+  Path p;
+  p.segment("v1").segment("policy");
+  return decoded<PolicyVersion>(call("GET", p, "", true), "GET " + p.plain,
+                                api::policy_version_from_json);
+}
+
+Expected<std::vector<PolicyVersion>> Client::policy_history(size_t limit) const {
+  Path p;
+  p.segment("v1").segment("policy").segment("history");
+  if (limit > 0) p.param("limit", std::to_string(limit));
+  return decoded<std::vector<PolicyVersion>>(call("GET", p, "", true), "GET " + p.plain,
+                                             api::policy_history_from_json);
+}
+
+Expected<api::PolicyExplanation> Client::explain_policy(const PolicyQuery& q) const {
+  Path p;
+  p.segment("v1").segment("policy").segment("explain");
+  if (!q.workload.empty()) p.param("workload", q.workload);
+  if (!q.partition.empty()) p.param("partition", q.partition);
+  if (!q.qos.empty()) p.param("qos", q.qos);
+  if (!q.account.empty()) p.param("account", q.account);
+  p.param("gpus", std::to_string(q.gpus));
+  p.param("mem_bytes", std::to_string(q.mem_bytes));
+  p.param("nvme", std::to_string(q.nvme));
+  p.param("time_limit_s", std::to_string(q.time_limit_s));
+  if (q.start_ms) p.param("start_ms", std::to_string(*q.start_ms));
+  return decoded<api::PolicyExplanation>(call("GET", p, "", true), "GET " + p.plain,
+                                         api::policy_explanation_from_json);
+}
+
 }  // namespace composer::client

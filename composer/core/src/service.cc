@@ -65,7 +65,8 @@ Status CompositionService::start() {
                 .request = c.request,
                 .devices = device_ids(c),
                 .since_ms = c.updated_ms,
-                .busy = false};
+                .busy = false,
+                .workload = c.workload};
     live_.emplace(Key{c.job_id, c.node}, std::move(e));
   }
   log::info("pool loaded", {{"hosts", std::to_string(hosts->size())},
@@ -73,6 +74,11 @@ Status CompositionService::start() {
                             {"live_compositions", std::to_string(live->size())},
                             {"fabric", std::string(fabric_.driver())}});
   return Status::Ok();
+}
+
+void CompositionService::set_admission_check(AdmissionCheck check) {
+  std::lock_guard lock(mu_);
+  admission_ = std::move(check);
 }
 
 Expected<int> CompositionService::recover() {
@@ -162,6 +168,7 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
   }
   const Key key{in.job_id, in.node};
   LiveEntry entry;
+  std::string window;  // the policy window it is composed under
   {
     std::unique_lock lock(mu_);
     auto existing = wait_idle(lock, key, options_.compose_timeout_ms);
@@ -182,6 +189,20 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
                                              std::string(to_string(existing->state)) +
                                              ", not ready"};
     }
+    Admission admitted{.workload = in.workload, .window = ""};
+    if (admission_) {
+      auto held = [this](std::string_view workload) {
+        std::vector<Request> out;
+        for (const auto& [k, e] : live_) {
+          if (e.workload == workload) out.push_back(e.request);
+        }
+        return out;
+      };
+      auto a = admission_(in, held);
+      if (!a) return Error{a.error().code, where(in.job_id, in.node) + ": " + a.error().message};
+      admitted = std::move(*a);
+    }
+    window = admitted.window;
     auto picked = pool_.allocate(in.node, in.request);
     if (!picked) {
       return Error{picked.error().code, where(in.job_id, in.node) + ": " + picked.error().message};
@@ -194,7 +215,8 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
                       .request = in.request,
                       .devices = *picked,
                       .since_ms = clock_.now_ms(),
-                      .busy = true};
+                      .busy = true,
+                      .workload = admitted.workload};
     live_[key] = entry;
   }
 
@@ -205,7 +227,8 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
   record.uid = in.uid;
   record.user = in.user;
   record.account = in.account;
-  record.workload = in.workload;
+  record.workload = entry.workload;
+  record.window = window;
   record.request = in.request;
   record.state = CompositionState::kComposing;
   auto created = store_.create_composition(record, entry.devices, clock_.now_ms());

@@ -19,6 +19,7 @@
 #include "composer/server/auth.h"
 #include "composer/server/http_api.h"
 #include "composer/server/slurm_jobs.h"
+#include "policy_routes.h"
 
 #ifndef COMPOSER_VERSION
 #define COMPOSER_VERSION "0.0.0"
@@ -34,6 +35,7 @@ struct Daemon::Impl {
   std::unique_ptr<Reconciler> reconciler;
   std::unique_ptr<Authenticator> auth;
   std::unique_ptr<ApiContext> api;
+  std::unique_ptr<PolicyKeeper> policy;
   httplib::Server http;
   std::mutex snapshot_mu;
   std::string last_snapshot;  // content without the timestamp, to skip identical writes
@@ -89,6 +91,11 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
                  {{"count", std::to_string(*recovered)}});
   }
 
+  impl->policy = std::make_unique<PolicyKeeper>(*impl->store, *impl->service,
+                                                SystemClock::instance(), config.workloads);
+  if (auto s = impl->policy->load(); !s) return s.error();
+  impl->service->set_admission_check(impl->policy->admission_check());
+
   ReconcilerOptions ropts;
   ropts.interval_ms = config.reconcile_interval_ms;
   ropts.orphan_grace_ms = config.orphan_grace_ms;
@@ -114,6 +121,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
       .pool_changed = [self] { self->publish_snapshot(); },
   });
   install_routes(in.http, *in.api);
+  install_policy_routes(in.http, *in.policy, *in.auth, [self] { self->publish_snapshot(); });
   const int threads = config.api_threads;
   in.http.new_task_queue = [threads] {
     return new httplib::ThreadPool(static_cast<size_t>(threads));
@@ -147,10 +155,12 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
 void Daemon::publish_snapshot() {
   auto& in = *impl_;
   api::PoolSnapshot snap = api::make_snapshot(in.service->pool_summary(), in.service->hosts(), 0);
-  for (const auto& w : in.config.workloads) {
-    api::WorkloadClass wc;
-    wc.name = w;
-    snap.workload_classes.push_back(wc);
+  if (!in.policy->describe(snap)) {
+    for (const auto& w : in.config.workloads) {
+      api::WorkloadClass wc;
+      wc.name = w;
+      snap.workload_classes.push_back(wc);
+    }
   }
   std::lock_guard lock(in.snapshot_mu);
   const std::string content = api::to_text(api::to_json(snap));

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "composer/api/policy.h"
 #include "composer/api/types.h"
 #include "composer/client/http.h"
 #include "composer/common/error.h"
@@ -58,6 +59,17 @@ struct EventQuery {
   size_t limit = 0;
 };
 
+// GET /v1/policy/explain: a hypothetical job, totals over all its nodes. The class comes from
+// `workload`, else from partition, QOS or account as the policy classifies them.
+struct PolicyQuery {
+  std::string workload, partition, qos, account;
+  uint64_t gpus = 0;
+  uint64_t mem_bytes = 0;
+  uint64_t nvme = 0;
+  int64_t time_limit_s = 0;
+  std::optional<int64_t> start_ms;  // unset: now
+};
+
 class Client {
  public:
   explicit Client(ClientOptions options = {});
@@ -81,6 +93,12 @@ class Client {
   // GET /v1/health, without a credential.
   Expected<api::HealthInfo> health() const;
   Expected<std::vector<Event>> events(const EventQuery& query = {}) const;
+  // PUT /v1/policy (admins), GET /v1/policy (kNotFound before the first one),
+  // GET /v1/policy/history (newest first; limit 0: all), GET /v1/policy/explain.
+  Expected<api::PolicyApplied> put_policy(const api::PolicyBody& body) const;
+  Expected<PolicyVersion> policy() const;
+  Expected<std::vector<PolicyVersion>> policy_history(size_t limit = 0) const;
+  Expected<api::PolicyExplanation> explain_policy(const PolicyQuery& query) const;
 
   const ClientOptions& options() const { return options_; }
 

@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -40,6 +41,18 @@ struct ComposeInput {
   Request request;
 };
 
+// What a policy says about one compose call: the workload class the composition counts
+// against and the policy window in force; both are recorded with the composition and its events.
+struct Admission {
+  std::string workload;
+  std::string window;
+};
+// Decides whether `input` may be composed now. `held(workload)` lists the per-node requests of
+// that class's live compositions. Runs under the allocation lock, so the check and the
+// allocation are one step: it must be quick and must not call back into the service.
+using AdmissionCheck = std::function<Expected<Admission>(
+    const ComposeInput& input, const std::function<std::vector<Request>(std::string_view)>& held)>;
+
 class CompositionService {
  public:
   CompositionService(db::Store& store, Fabric& fabric, const Clock& clock,
@@ -48,6 +61,8 @@ class CompositionService {
   // Reads the fabric's inventory into the store, then loads the pool and the live
   // compositions from the store. Call once before serving.
   Status start();
+  // Installs the policy's compose-time check (set before serving; none by default).
+  void set_admission_check(AdmissionCheck check);
   // Finishes or rolls back compositions left in composing/releasing by a previous run.
   // Returns how many it settled.
   Expected<int> recover();
@@ -76,8 +91,9 @@ class CompositionService {
     CompositionState state = CompositionState::kComposing;
     Request request;
     std::vector<std::string> devices;
-    int64_t since_ms = 0;  // entered its current state
-    bool busy = false;     // a compose/release call is working on it right now
+    int64_t since_ms = 0;    // entered its current state
+    bool busy = false;       // a compose/release call is working on it right now
+    std::string workload{};  // the class it counts against (AdmissionCheck)
   };
   std::vector<LiveEntry> live() const;
   // The reconciler found a device's health changed, or the fabric lost an attachment.
@@ -110,6 +126,7 @@ class CompositionService {
   Fabric& fabric_;
   const Clock& clock_;
   ServiceOptions options_;
+  AdmissionCheck admission_;
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
