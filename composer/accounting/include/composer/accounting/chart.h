@@ -1,0 +1,22 @@
+// SVG charts of a report, for an admin to open in a browser. No scripts, no external files.
+// Every drawn value also travels as data-* attributes (and a <title> tooltip), so a reader or
+// a test can check what a chart shows against the report it came from.
+#pragma once
+
+#include <string>
+
+#include "composer/accounting/report.h"
+
+namespace composer::accounting {
+
+// One standalone SVG document with, for each pooled type in the report:
+//  - pool use over time: one bar per series point, stacked by workload class, height = average
+//    devices attached (attached device-ms / point length), with the average available devices
+//    drawn as a line (<polyline class="available">);
+//    bars: <rect class="bar" data-type data-class data-start-ms data-devices>;
+//  - a heat map of the share attached, weekday (Monday first) by hour of day;
+//    cells: <rect class="cell" data-type data-weekday data-hour data-share>, data-share empty
+//    where nothing was available.
+std::string report_svg(const Report& report);
+
+}  // namespace composer::accounting

@@ -1,0 +1,600 @@
+#include "composer/accounting/report.h"
+
+#include <algorithm>
+#include <cctype>
+#include <ctime>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+namespace composer::accounting {
+namespace {
+
+__extension__ using Int128 = __int128;
+
+constexpr double kGiBHour = 1024.0 * 1024.0 * 1024.0 * 3600.0 * 1000.0;  // byte-ms
+
+enum Category { kAttached = 0, kIdle = 1, kDrained = 2, kFailed = 3 };
+
+size_t type_index(DeviceType t) { return static_cast<size_t>(t); }
+
+std::tm local_time(int64_t ms) {
+  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  localtime_r(&seconds, &tm);
+  return tm;
+}
+
+std::string two_digits(int n) {
+  std::string s = std::to_string(n);
+  return s.size() < 2 ? "0" + s : s;
+}
+
+// Every run of digits becomes N: "detach of 3 devices timed out after 60000 ms" and the same
+// with other numbers are one cause.
+std::string cause_of(std::string_view detail) {
+  std::string out;
+  bool in_digits = false;
+  for (char c : detail) {
+    if (std::isdigit(static_cast<unsigned char>(c)) != 0) {
+      if (!in_digits) out += 'N';
+      in_digits = true;
+    } else {
+      out += c;
+      in_digits = false;
+    }
+  }
+  return out.empty() ? "(no detail recorded)" : out;
+}
+
+int64_t nearest_rank(const std::vector<int64_t>& sorted, int percent) {
+  if (sorted.empty()) return 0;
+  const size_t n = sorted.size();
+  size_t rank = (n * static_cast<size_t>(percent) + 99) / 100;  // ceil(p/100 * n)
+  rank = std::clamp<size_t>(rank, 1, n);
+  return sorted[rank - 1];
+}
+
+Latency latency_of(std::string phase, std::vector<int64_t> values) {
+  Latency l;
+  l.phase = std::move(phase);
+  std::sort(values.begin(), values.end());
+  l.count = values.size();
+  if (values.empty()) return l;
+  l.p50_ms = nearest_rank(values, 50);
+  l.p90_ms = nearest_rank(values, 90);
+  l.p99_ms = nearest_rank(values, 99);
+  l.max_ms = values.back();
+  const Int128 sum = std::accumulate(values.begin(), values.end(), Int128{0});
+  l.mean_ms = static_cast<double>(sum) / static_cast<double>(values.size());
+  return l;
+}
+
+bool is_device_event(std::string_view kind) {
+  return kind == "drain" || kind == "resume" || kind == "health";
+}
+
+}  // namespace
+
+double Usage::share_attached() const {
+  const int64_t available = available_ms();
+  return available > 0 ? static_cast<double>(attached_ms) / static_cast<double>(available) : 0.0;
+}
+
+Usage& Usage::operator+=(const Usage& o) {
+  attached_ms += o.attached_ms;
+  idle_ms += o.idle_ms;
+  drained_ms += o.drained_ms;
+  failed_ms += o.failed_ms;
+  return *this;
+}
+
+Status validate(const ReportOptions& o) {
+  const auto bad = [](std::string m) { return Error{ErrorCode::kInvalidArgument, std::move(m)}; };
+  if (o.start_ms < 0) {
+    return bad("report start " + std::to_string(o.start_ms) +
+               " is before 1970; give a time in milliseconds since the epoch");
+  }
+  if (o.end_ms <= o.start_ms) {
+    return bad("report end (" + std::to_string(o.end_ms) + ") must be after its start (" +
+               std::to_string(o.start_ms) + ")");
+  }
+  if (o.start_ms >= o.now_ms) {
+    return bad("report start (" + std::to_string(o.start_ms) +
+               ") is not in the past; a report covers time that has already happened");
+  }
+  if (std::min(o.end_ms, o.now_ms) - o.start_ms > kMaxRangeMs) {
+    return bad("report range is longer than 3660 days; give a shorter range");
+  }
+  if (o.top_jobs > kMaxTopJobs) {
+    return bad("top jobs: " + std::to_string(o.top_jobs) + " is more than " +
+               std::to_string(kMaxTopJobs) + "; give 0 to " + std::to_string(kMaxTopJobs));
+  }
+  return Status::Ok();
+}
+
+struct ReportBuilder::State {
+  // Device-ms credited to hourly buckets. A stretch of time adds its ends to `partial` and
+  // marks the whole buckets between them in `diff` (a difference array), so crediting costs
+  // the same for an hour as for a year.
+  struct Buckets {
+    std::vector<int64_t> partial;
+    std::vector<int64_t> diff;
+  };
+
+  struct Dev {
+    int pool = 0;
+    DeviceType type = DeviceType::kGpu;
+    uint64_t capacity = 0;
+    bool attached = false;
+    bool drained = false;
+    bool failed = false;
+    int64_t since = std::numeric_limits<int64_t>::min();
+
+    Category category() const {
+      if (attached) return kAttached;
+      if (failed) return kFailed;
+      if (drained) return kDrained;
+      return kIdle;
+    }
+  };
+
+  struct Open {
+    int64_t held_from = 0;
+    std::optional<int64_t> requested_ms;
+    std::optional<int64_t> releasing_ms;
+    uint32_t job = 0;
+    uint32_t uid = 0;
+    std::string user, account, workload;
+    std::vector<int> devs;
+    std::array<int64_t, 3> count{};
+    uint64_t mem_bytes = 0;
+  };
+
+  struct Group {
+    TypeMs device_ms{};
+    Int128 mem_byte_ms = 0;
+    std::unordered_set<uint32_t> jobs;
+    uint32_t compositions = 0;
+  };
+
+  struct Job {
+    std::string user, account, workload;
+    uint32_t compositions = 0;
+    TypeMs device_ms{};
+    Int128 mem_byte_ms = 0;
+  };
+
+  ReportOptions options;
+  int64_t start = 0;
+  int64_t end = 0;
+  int64_t origin = 0;  // start, down to the local hour
+  size_t buckets = 0;
+
+  std::vector<PoolUsage> pools;
+  std::vector<Dev> devs;
+  std::unordered_map<std::string, int> dev_index;
+  std::array<bool, 3> type_present{};
+  std::array<std::array<Buckets, 4>, 3> by_type;               // [type][category]
+  std::map<std::pair<size_t, std::string>, Buckets> by_class;  // (type, workload)
+
+  std::unordered_map<int64_t, Open> open;
+  std::map<std::string, Group> workloads, accounts, users;
+  std::unordered_map<uint32_t, Job> jobs;
+  uint32_t compositions = 0;
+  std::vector<int64_t> compose_ms, release_ms;
+  std::map<std::pair<std::string, std::string>, uint32_t> failures;
+  uint64_t events_read = 0;
+  uint64_t events_ignored = 0;
+
+  int64_t bucket_start(size_t i) const {
+    return std::max(start, origin + static_cast<int64_t>(i) * kHourMs);
+  }
+  int64_t bucket_end(size_t i) const {
+    return std::min(end, origin + static_cast<int64_t>(i + 1) * kHourMs);
+  }
+  size_t bucket_of(int64_t t) const { return static_cast<size_t>((t - origin) / kHourMs); }
+
+  Buckets make_buckets() const {
+    return Buckets{std::vector<int64_t>(buckets, 0), std::vector<int64_t>(buckets + 1, 0)};
+  }
+
+  void credit(Buckets& b, int64_t from, int64_t to, int64_t weight) const {
+    from = std::max(from, start);
+    to = std::min(to, end);
+    if (from >= to || weight == 0) return;
+    const size_t first = bucket_of(from);
+    const size_t last = bucket_of(to - 1);
+    if (first == last) {
+      b.partial[first] += weight * (to - from);
+      return;
+    }
+    b.partial[first] += weight * (bucket_end(first) - from);
+    b.partial[last] += weight * (to - bucket_start(last));
+    if (last > first + 1) {
+      b.diff[first + 1] += weight;
+      b.diff[last] -= weight;
+    }
+  }
+
+  // Device-ms of every bucket.
+  std::vector<int64_t> values(const Buckets& b) const {
+    std::vector<int64_t> out(buckets, 0);
+    int64_t whole = 0;
+    for (size_t i = 0; i < buckets; ++i) {
+      whole += b.diff[i];
+      out[i] = b.partial[i] + whole * kHourMs;
+    }
+    return out;
+  }
+
+  // Credits the device's current category up to `ts` and starts a new stretch there.
+  void settle(Dev& d, int64_t ts) {
+    const int64_t from = std::max(d.since, start);
+    const int64_t to = std::min(ts, end);
+    if (from < to) {
+      const Category c = d.category();
+      Usage& u = pools[static_cast<size_t>(d.pool)].usage;
+      (c == kAttached  ? u.attached_ms
+       : c == kIdle    ? u.idle_ms
+       : c == kDrained ? u.drained_ms
+                       : u.failed_ms) += to - from;
+      credit(by_type[type_index(d.type)][c], from, to, 1);
+    }
+    d.since = std::max(d.since, ts);
+  }
+
+  Dev* device(const std::string& id) {
+    auto it = dev_index.find(id);
+    return it == dev_index.end() ? nullptr : &devs[static_cast<size_t>(it->second)];
+  }
+
+  static void add_to(Group& g, const Open& c, const TypeMs& ms, Int128 mem) {
+    for (size_t t = 0; t < 3; ++t) g.device_ms[t] += ms[t];
+    g.mem_byte_ms += mem;
+    g.jobs.insert(c.job);
+    ++g.compositions;
+  }
+
+  // Books composition `c`, held until `until`, into the series and the usage groupings.
+  void book(const Open& c, int64_t until) {
+    const int64_t from = std::max(c.held_from, start);
+    const int64_t to = std::min(until, end);
+    const int64_t held = std::max<int64_t>(0, to - from);
+    const bool began_inside = c.held_from >= start && c.held_from < end;
+    if (held == 0 && !began_inside) return;
+    for (size_t t = 0; t < 3; ++t) {
+      if (c.count[t] == 0) continue;
+      auto [it, inserted] = by_class.try_emplace({t, c.workload});
+      if (inserted) it->second = make_buckets();
+      credit(it->second, from, to, c.count[t]);
+    }
+    if (options.only_uid && c.uid != *options.only_uid) return;
+    TypeMs ms{};
+    for (size_t t = 0; t < 3; ++t) ms[t] = c.count[t] * held;
+    const Int128 mem = static_cast<Int128>(c.mem_bytes) * held;
+    add_to(workloads[c.workload], c, ms, mem);
+    add_to(accounts[c.account], c, ms, mem);
+    add_to(users[c.user], c, ms, mem);
+    Job& j = jobs[c.job];
+    if (j.compositions == 0) {
+      j.user = c.user;
+      j.account = c.account;
+      j.workload = c.workload;
+    }
+    ++j.compositions;
+    for (size_t t = 0; t < 3; ++t) j.device_ms[t] += ms[t];
+    j.mem_byte_ms += mem;
+    ++compositions;
+  }
+
+  bool mine(const Event& e) const { return !options.only_uid || e.uid == *options.only_uid; }
+  bool inside(int64_t ts) const { return ts >= start && ts < end; }
+
+  void device_event(const Event& e) {
+    bool known = !e.devices.empty();
+    for (const auto& id : e.devices) {
+      Dev* d = device(id);
+      if (d == nullptr) {
+        known = false;
+        continue;
+      }
+      settle(*d, e.ts_ms);
+      if (e.kind == "drain") {
+        d->drained = true;
+      } else if (e.kind == "resume") {
+        d->drained = false;
+      } else {
+        d->failed = e.to_state == "critical";
+      }
+    }
+    if (!known) ++events_ignored;
+  }
+
+  void open_composition(const Event& e) {
+    Open c;
+    c.held_from = e.ts_ms;
+    if (e.kind == "requested") c.requested_ms = e.ts_ms;
+    if (e.kind == "releasing") c.releasing_ms = e.ts_ms;
+    c.job = e.job_id;
+    c.uid = e.uid;
+    c.user = e.user;
+    c.account = e.account;
+    c.workload = e.workload;
+    bool known = true;
+    for (const auto& id : e.devices) {
+      auto it = dev_index.find(id);
+      if (it == dev_index.end()) {
+        known = false;
+        continue;
+      }
+      Dev& d = devs[static_cast<size_t>(it->second)];
+      settle(d, e.ts_ms);
+      d.attached = true;
+      c.devs.push_back(it->second);
+      ++c.count[type_index(d.type)];
+      if (d.type == DeviceType::kMem) c.mem_bytes += d.capacity;
+    }
+    if (!known) ++events_ignored;
+    open.emplace(*e.composition_id, std::move(c));
+  }
+
+  void close_composition(std::unordered_map<int64_t, Open>::iterator it, int64_t ts) {
+    for (int i : it->second.devs) {
+      Dev& d = devs[static_cast<size_t>(i)];
+      settle(d, ts);
+      d.attached = false;
+    }
+    book(it->second, ts);
+    open.erase(it);
+  }
+
+  void composition_event(const Event& e) {
+    const auto state = parse_composition_state(e.kind);
+    if (!state) {
+      ++events_ignored;
+      return;
+    }
+    if (*state == CompositionState::kFailed && inside(e.ts_ms) && mine(e)) {
+      ++failures[{e.from_state.empty() ? "unknown" : e.from_state, cause_of(e.detail)}];
+    }
+    auto it = open.find(*e.composition_id);
+    if (it == open.end()) {
+      if (is_live(*state)) {
+        open_composition(e);
+      } else {
+        ++events_ignored;  // its start is not in what was read: nothing to book
+      }
+      return;
+    }
+    Open& c = it->second;
+    switch (*state) {
+      case CompositionState::kReady:
+        if (c.requested_ms && inside(e.ts_ms) && mine(e)) {
+          compose_ms.push_back(e.ts_ms - *c.requested_ms);
+        }
+        break;
+      case CompositionState::kReleasing:
+        c.releasing_ms = e.ts_ms;
+        break;
+      case CompositionState::kReleased:
+        if (c.releasing_ms && inside(e.ts_ms) && mine(e)) {
+          release_ms.push_back(e.ts_ms - *c.releasing_ms);
+        }
+        close_composition(it, e.ts_ms);
+        break;
+      case CompositionState::kFailed:
+        close_composition(it, e.ts_ms);
+        break;
+      case CompositionState::kRequested:
+      case CompositionState::kComposing:
+        break;
+    }
+  }
+};
+
+ReportBuilder::ReportBuilder(const std::vector<Device>& inventory, const ReportOptions& options)
+    : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.options = options;
+  s.start = options.start_ms;
+  s.end = std::max(options.start_ms, std::min(options.end_ms, options.now_ms));
+  const std::tm tm = local_time(s.start);
+  s.origin = s.start - (s.start % 1000) - (int64_t{tm.tm_min} * 60 + tm.tm_sec) * 1000;
+  s.buckets = s.end > s.start ? static_cast<size_t>((s.end - 1 - s.origin) / kHourMs + 1) : 0;
+
+  std::map<std::pair<size_t, std::string>, size_t> pool_of;
+  for (const Device& d : inventory) {
+    const size_t t = type_index(d.type);
+    auto [it, inserted] = pool_of.try_emplace({t, d.model}, 0);
+    if (inserted) {
+      PoolUsage p;
+      p.type = std::string(to_string(d.type));
+      p.model = d.model;
+      it->second = s.pools.size();
+      s.pools.push_back(std::move(p));
+    }
+    PoolUsage& p = s.pools[it->second];
+    ++p.devices;
+    p.capacity_bytes += d.capacity_bytes;
+    State::Dev dev;
+    dev.pool = static_cast<int>(it->second);
+    dev.type = d.type;
+    dev.capacity = d.capacity_bytes;
+    if (s.dev_index.emplace(d.id, static_cast<int>(s.devs.size())).second) s.devs.push_back(dev);
+    s.type_present[t] = true;
+  }
+  for (auto& per_type : s.by_type) {
+    for (auto& b : per_type) b = s.make_buckets();
+  }
+}
+
+ReportBuilder::~ReportBuilder() = default;
+
+void ReportBuilder::add(const Event& e) {
+  State& s = *s_;
+  if (e.ts_ms >= s.end) return;
+  ++s.events_read;
+  if (is_device_event(e.kind)) {
+    s.device_event(e);
+  } else if (e.composition_id) {
+    s.composition_event(e);
+  } else {
+    ++s.events_ignored;
+  }
+}
+
+Report ReportBuilder::finish() {
+  State& s = *s_;
+  Report r;
+  r.start_ms = s.start;
+  r.end_ms = s.end;
+  r.restricted = s.options.only_uid.has_value();
+  {
+    const std::tm tm = local_time(s.start);
+    r.time_zone = tm.tm_zone != nullptr ? tm.tm_zone : "";
+  }
+  // Compositions still live at the end hold their devices up to it.
+  for (auto& [id, c] : s.open) s.book(c, s.end);
+  for (auto& d : s.devs) s.settle(d, s.end);
+
+  std::vector<size_t> order(s.pools.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const auto ta = parse_device_type(s.pools[a].type), tb = parse_device_type(s.pools[b].type);
+    return std::tie(*ta, s.pools[a].model) < std::tie(*tb, s.pools[b].model);
+  });
+  for (size_t i : order) r.pools.push_back(s.pools[i]);
+
+  // Local labels of every bucket.
+  std::vector<int> hour_of(s.buckets), weekday_of(s.buckets);
+  std::vector<std::string> day_of(s.buckets);
+  for (size_t i = 0; i < s.buckets; ++i) {
+    const std::tm tm = local_time(s.bucket_start(i));
+    hour_of[i] = tm.tm_hour;
+    weekday_of[i] = (tm.tm_wday + 6) % 7;
+    day_of[i] = std::to_string(tm.tm_year + 1900) + "-" + two_digits(tm.tm_mon + 1) + "-" +
+                two_digits(tm.tm_mday);
+  }
+
+  const size_t step = std::max<size_t>(1, (s.buckets + 199) / 200);
+  for (DeviceType type : kAllDeviceTypes) {
+    const size_t t = type_index(type);
+    if (!s.type_present[t]) continue;
+    const std::string name(to_string(type));
+    std::array<std::vector<int64_t>, 4> v;
+    for (size_t c = 0; c < 4; ++c) v[c] = s.values(s.by_type[t][c]);
+    const auto usage_at = [&](size_t i) {
+      return Usage{.attached_ms = v[kAttached][i],
+                   .idle_ms = v[kIdle][i],
+                   .drained_ms = v[kDrained][i],
+                   .failed_ms = v[kFailed][i]};
+    };
+
+    std::array<Usage, 24> hours{};
+    std::vector<SlotUsage> days;
+    HeatMap heat;
+    heat.type = name;
+    for (size_t i = 0; i < s.buckets; ++i) {
+      const Usage u = usage_at(i);
+      hours[static_cast<size_t>(hour_of[i])] += u;
+      if (days.empty() || days.back().slot != day_of[i]) days.push_back({name, day_of[i], {}});
+      days.back().usage += u;
+      heat.attached_ms[weekday_of[i]][hour_of[i]] += u.attached_ms;
+      heat.available_ms[weekday_of[i]][hour_of[i]] += u.available_ms();
+    }
+    for (int h = 0; h < 24; ++h) r.by_hour.push_back({name, two_digits(h), hours[h]});
+    for (auto& d : days) r.by_day.push_back(std::move(d));
+    r.heat_maps.push_back(heat);
+
+    Series series;
+    series.type = name;
+    std::vector<std::pair<std::string, std::vector<int64_t>>> classes;
+    for (const auto& [key, b] : s.by_class) {
+      if (key.first == t) classes.emplace_back(key.second, s.values(b));
+    }
+    for (size_t i = 0; i < s.buckets; i += step) {
+      const size_t last = std::min(s.buckets, i + step) - 1;
+      SeriesPoint p;
+      p.start_ms = s.bucket_start(i);
+      p.length_ms = s.bucket_end(last) - p.start_ms;
+      for (size_t k = i; k <= last; ++k) p.available_ms += usage_at(k).available_ms();
+      for (const auto& [cls, values] : classes) {
+        int64_t sum = 0;
+        for (size_t k = i; k <= last; ++k) sum += values[k];
+        if (sum > 0) p.attached_ms_by_class[cls] = sum;
+      }
+      series.points.push_back(std::move(p));
+    }
+    r.series.push_back(std::move(series));
+  }
+
+  const auto groups = [](const std::map<std::string, State::Group>& in) {
+    std::vector<GroupUsage> out;
+    for (const auto& [name, g] : in) {
+      GroupUsage u;
+      u.name = name;
+      u.device_ms = g.device_ms;
+      u.mem_gib_hours = static_cast<double>(g.mem_byte_ms) / kGiBHour;
+      u.jobs = static_cast<uint32_t>(g.jobs.size());
+      u.compositions = g.compositions;
+      out.push_back(std::move(u));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const GroupUsage& a, const GroupUsage& b) {
+      return a.total_device_ms() > b.total_device_ms();
+    });
+    return out;
+  };
+  r.by_workload = groups(s.workloads);
+  r.by_account = groups(s.accounts);
+  r.by_user = groups(s.users);
+
+  std::vector<JobUsage> all;
+  all.reserve(s.jobs.size());
+  for (const auto& [id, j] : s.jobs) {
+    JobUsage u;
+    u.job_id = id;
+    u.user = j.user;
+    u.account = j.account;
+    u.workload = j.workload;
+    u.compositions = j.compositions;
+    u.device_ms = j.device_ms;
+    u.mem_gib_hours = static_cast<double>(j.mem_byte_ms) / kGiBHour;
+    all.push_back(std::move(u));
+  }
+  const auto by_use = [](const JobUsage& a, const JobUsage& b) {
+    if (a.total_device_ms() != b.total_device_ms())
+      return a.total_device_ms() > b.total_device_ms();
+    return a.job_id < b.job_id;
+  };
+  const size_t keep = std::min(all.size(), s.options.top_jobs);
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(),
+                    by_use);
+  all.resize(keep);
+  r.top_jobs = std::move(all);
+  r.jobs = static_cast<uint32_t>(s.jobs.size());
+  r.compositions = s.compositions;
+
+  r.latency.push_back(latency_of("compose", std::move(s.compose_ms)));
+  r.latency.push_back(latency_of("release", std::move(s.release_ms)));
+  for (const auto& [key, count] : s.failures) r.failures.push_back({key.first, key.second, count});
+  std::stable_sort(r.failures.begin(), r.failures.end(),
+                   [](const Failure& a, const Failure& b) { return a.count > b.count; });
+  r.events_read = s.events_read;
+  r.events_ignored = s.events_ignored;
+  return r;
+}
+
+Expected<Report> build_report(const std::vector<Device>& inventory,
+                              const std::vector<Event>& events, const ReportOptions& options) {
+  if (Status v = validate(options); !v) return v.error();
+  ReportBuilder builder(inventory, options);
+  for (const Event& e : events) builder.add(e);
+  return builder.finish();
+}
+
+}  // namespace composer::accounting
