@@ -12,6 +12,7 @@
 #include "composer/client/client.h"
 #include "composer/common/units.h"
 #include "output.h"
+#include "policy.h"
 
 namespace composer::cli {
 namespace {
@@ -177,6 +178,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   events->add_option("--since", e_since, "from this time: now-1h, 2024-05-01T08:00, ...");
   events->add_option("--until", e_until, "before this time");
   events->add_option("--limit", e_limit, "at most this many, oldest first");
+  auto policy = add_policy_command(app);
   (void)devices_list;
   (void)comps_list;
 
@@ -271,6 +273,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     if (events->parsed()) {
       return p.print(c.events(eq), event_table, api::events_to_json);
     }
+    if (policy_chosen(*policy)) return run_policy(*policy, c, s.format(), !s.noheader, out, err);
     err << kProgram << ": error: no command given\nRun '" << kProgram << " --help' for usage.\n";
     return kExitUsage;
   } catch (const UsageError& e) {
