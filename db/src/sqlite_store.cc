@@ -156,6 +156,17 @@ constexpr Sql kSelectEventsByJob{"listing events of a job",
                                  " FROM events WHERE job_id = ?3 AND" EVENT_FILTER};
 constexpr Sql kSelectEvents{"listing events",
                             "SELECT " EVENT_COLUMNS " FROM events WHERE" EVENT_FILTER};
+// What a report needs from before its range: device events, and every event of a composition
+// live at ?1 (created before it, and live now or ended at or after it).
+constexpr Sql kScanStateEvents{
+    "reading the state in force at a report's start",
+    "SELECT " EVENT_COLUMNS
+    " FROM events WHERE ts_ms < ?1 AND (kind IN ('drain', 'resume', 'health')"
+    " OR composition_id IN (SELECT id FROM compositions WHERE created_ms < ?1"
+    " AND (state IN " LIVE_STATES " OR updated_ms >= ?1))) ORDER BY ts_ms, id"};
+constexpr Sql kScanEvents{"reading the events of a report's range",
+                          "SELECT " EVENT_COLUMNS
+                          " FROM events WHERE ts_ms >= ?1 AND ts_ms < ?2 ORDER BY ts_ms, id"};
 
 constexpr Sql kInsertPolicy{"recording a policy version",
                             "INSERT INTO policies (applied_ms, uid, user, file, sha256, text) "
@@ -439,6 +450,8 @@ class SqliteStore final : public Store {
   Status set_health(const std::string& device_id, Health health, std::string_view detail,
                     int64_t now_ms) override;
   Expected<std::vector<Event>> events(const EventFilter& filter) override;
+  Status scan_events(int64_t since_ms, int64_t until_ms,
+                     const std::function<bool(const Event&)>& visit) override;
   Expected<PolicyVersion> add_policy(const PolicyVersion& version, int64_t now_ms) override;
   Expected<std::optional<PolicyVersion>> current_policy() override;
   Expected<std::vector<PolicyVersion>> policy_history(size_t limit) override;
@@ -858,6 +871,40 @@ Expected<std::optional<PolicyVersion>> SqliteStore::current_policy() {
   return std::optional<PolicyVersion>{std::move(newest->front())};
 }
 
+Status SqliteStore::scan_events(int64_t since_ms, int64_t until_ms,
+                                const std::function<bool(const Event&)>& visit) {
+  if (since_ms > until_ms) {
+    return Error(ErrorCode::kInvalidArgument, "store: since_ms " + std::to_string(since_ms) +
+                                                  " is after until_ms " + std::to_string(until_ms) +
+                                                  "; the range must start before it ends");
+  }
+  // One read transaction for both statements, so the range continues exactly where the state
+  // before it was read.
+  auto done = read<bool>([&](Connection& db) {
+    db.exec({"starting a report scan", "BEGIN"});
+    try {
+      bool going = true;
+      auto before = db.statement(kScanStateEvents);
+      before->bind(1, since_ms);
+      while (going && before->step()) going = visit(read_event(*before));
+      before->reset();
+      if (going) {
+        auto range = db.statement(kScanEvents);
+        range->bind(1, since_ms).bind(2, until_ms);
+        while (going && range->step()) going = visit(read_event(*range));
+        range->reset();
+      }
+    } catch (...) {
+      db.exec({"ending a report scan", "ROLLBACK"});
+      throw;
+    }
+    db.exec({"ending a report scan", "COMMIT"});
+    return true;
+  });
+  if (!done) return done.error();
+  return Status::Ok();
+}
+
 // --- Opening --------------------------------------------------------------------------------
 
 std::unique_ptr<Connection> open_writer(const std::string& path, const StoreOptions& options) {
@@ -878,6 +925,19 @@ std::unique_ptr<Connection> open_writer(const std::string& path, const StoreOpti
 }
 
 }  // namespace
+
+Status Store::scan_events(int64_t since_ms, int64_t until_ms,
+                          const std::function<bool(const Event&)>& visit) {
+  EventFilter filter;
+  filter.until_ms = until_ms;
+  auto all = events(filter);
+  if (!all) return all.error();
+  (void)since_ms;
+  for (const Event& e : *all) {
+    if (!visit(e)) break;
+  }
+  return Status::Ok();
+}
 
 Expected<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreOptions& options) {
   if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -105,6 +106,14 @@ class Store {
                             int64_t now_ms) = 0;
 
   virtual Expected<std::vector<Event>> events(const EventFilter& filter) = 0;
+
+  // Streams, in ledger order (ts_ms, id), the events a report over [since_ms, until_ms) needs,
+  // without holding them in memory: first the events before since_ms that still shape the
+  // state at since_ms (every drain, resume and health event, and every event of a composition
+  // that was live at since_ms), then every event in the range. `visit` returns false to stop.
+  // The default reads every event before until_ms through events(): correct, not frugal.
+  virtual Status scan_events(int64_t since_ms, int64_t until_ms,
+                             const std::function<bool(const Event&)>& visit);
 
   // Policy history (schema migration 2). add_policy appends a version (id and applied_ms are
   // assigned; sha256 must be the hash of text) and returns it; versions are never changed.
