@@ -34,3 +34,6 @@ if ((${#failed[@]})); then
   exit 1
 fi
 echo "e2e: all ${#selected[@]} scenarios passed"
+trap - EXIT
+"$CLUSTER" stop
+rm -rf "$E2E_DIR"
