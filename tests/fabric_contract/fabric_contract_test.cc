@@ -13,7 +13,9 @@
 
 #include "composer/core/fabric.h"
 #include "composer/core/sim_fabric.h"
+#include "composer/drivers/liqid_fabric.h"
 #include "composer/drivers/redfish_fabric.h"
+#include "composer/testing/fake_liqid.h"
 #include "composer/testing/fake_redfish.h"
 
 namespace composer {
@@ -136,6 +138,57 @@ class RedfishHarness final : public Harness {
   std::unique_ptr<drivers::RedfishFabric> fabric_;
 };
 
+// The liqid driver against the fake Director: one group with both machines and four GPUs.
+class LiqidHarness final : public Harness {
+ public:
+  LiqidHarness() {
+    testing::FakeLiqidOptions o;
+    o.groups = 1;
+    o.machines_per_group = 2;
+    o.gpus_per_group = 4;
+    o.memory_per_group = 0;
+    o.drives_per_group = 0;
+    auto s = testing::FakeLiqid::start(o);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) return;
+    fake_ = std::move(s).value();
+    drivers::LiqidOptions l;
+    l.base_url = fake_->base_url();
+    l.username = o.username;
+    l.password = o.password;
+    auto f = drivers::LiqidFabric::create(l);
+    EXPECT_TRUE(f.ok()) << f;
+    if (f.ok()) fabric_ = std::move(f).value();
+  }
+  Fabric& fabric() override { return *fabric_; }
+  std::vector<std::string> hosts() const override { return {"node01", "node02"}; }
+  std::vector<std::string> gpus() const override { return {"gpu0", "gpu1", "gpu2", "gpu3"}; }
+  // The second device's relate (or unrelate) is refused inside the edit.
+  void fail_next_attach_part_way(const std::string& m) override { fail("POST", m); }
+  void fail_next_detach_part_way(const std::string& m) override { fail("DELETE", m); }
+  void set_health(const std::string& d, Health h) override {
+    EXPECT_TRUE(fake_
+                    ->set_state(d, h == Health::kOk        ? "ACTIVE"
+                                   : h == Health::kWarning ? "DEGRADED"
+                                                           : "FAILED")
+                    .ok());
+  }
+
+ private:
+  void fail(const std::string& method, const std::string& message) {
+    testing::FakeLiqidFault f;
+    f.kind = testing::FakeLiqidFault::Kind::kEnvelope;
+    f.method = method;
+    f.path = "relate/";
+    f.skip = 1;
+    f.message = message;
+    fake_->inject(f);
+  }
+
+  std::unique_ptr<testing::FakeLiqid> fake_;
+  std::unique_ptr<drivers::LiqidFabric> fabric_;
+};
+
 // Follows an operation to its end, as composerd does.
 Status finish(Fabric& f, Expected<Operation> op) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -192,13 +245,15 @@ class FabricContract : public ::testing::Test {
   std::map<std::string, std::string> records_;
 };
 
-using Drivers = ::testing::Types<SimHarness, RedfishHarness<false>, RedfishHarness<true>>;
+using Drivers =
+    ::testing::Types<SimHarness, RedfishHarness<false>, RedfishHarness<true>, LiqidHarness>;
 class DriverNames {
  public:
   template <typename T>
   static std::string GetName(int) {
     if constexpr (std::is_same_v<T, SimHarness>) return "sim";
     if constexpr (std::is_same_v<T, RedfishHarness<false>>) return "redfish_actions_strict";
+    if constexpr (std::is_same_v<T, LiqidHarness>) return "liqid";
     return "redfish_patch_sloppy";
   }
 };

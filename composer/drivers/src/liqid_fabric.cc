@@ -177,6 +177,7 @@ struct LiqidFabric::Impl {
 
   std::mutex key_mu;
   std::string api_key;
+  bool releasing = false;  // set once the driver is going away: no new key then
 
   // One fabric edit at a time: the Director keeps edit mode per machine, and composerd may
   // attach to several nodes at once.
@@ -214,7 +215,8 @@ struct LiqidFabric::Impl {
       const std::string what = "liqid: " + method + " " + path;
       auto r = (method == "GET" ? reads : writes).send(req);
       if (!r) return Error{r.error().code, what + ": " + r.error().message};
-      if (r->status == 401 && !basic && o.auth == LiqidOptions::Auth::kApiKey && attempt == 0) {
+      if (r->status == 401 && !basic && o.auth == LiqidOptions::Auth::kApiKey && attempt == 0 &&
+          !releasing) {
         log::info("liqid: API key refused, obtaining a new one", {{"url", o.base_url}});
         if (Status s = obtain_key(); !s) return s.error();
         continue;
@@ -277,6 +279,7 @@ struct LiqidFabric::Impl {
       std::lock_guard<std::mutex> lock(key_mu);
       if (api_key.empty()) return;
     }
+    releasing = true;
     auto r = call("DELETE", "digest/" + o.api_key_label);
     if (!r) {
       log::warning("liqid: deleting the API key's digest failed",
