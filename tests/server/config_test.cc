@@ -53,6 +53,11 @@ TEST(Config, RefusesWithFileLineAndRule) {
   }
 }
 
+TEST(Config, LeavesTheJobSubmitPluginsKeysToIt) {
+  auto c = parse("JobSubmitSnapshotMissing=refuse\nJobSubmitSnapshotMaxAge=120\n");
+  EXPECT_TRUE(c.ok()) << c.error();
+}
+
 TEST(Config, NeedsNodesAndAPool) {
   auto c = parse_config("ListenPort=7000\n", "c.conf");
   ASSERT_FALSE(c.ok());

@@ -279,6 +279,8 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
       if (auto s = parse_group_line(*pairs, cfg, groups); !s) return fail(s.error().message);
       continue;
     }
+    // composer.conf is shared with the job_submit plugin: its JobSubmit* keys are its own.
+    if (key.rfind("jobsubmit", 0) == 0) continue;
     if (pairs->size() > 1) {
       return fail("'" + (*pairs)[0].key +
                   "' takes one value; put other settings on their own line");
