@@ -149,7 +149,7 @@ struct ReportBuilder::State {
     std::optional<int64_t> releasing_ms;
     uint32_t job = 0;
     uint32_t uid = 0;
-    std::string user, account, workload;
+    std::string user, account, workload, window;
     std::vector<int> devs;
     std::array<int64_t, 3> count{};
     uint64_t mem_bytes = 0;
@@ -159,6 +159,13 @@ struct ReportBuilder::State {
     TypeMs device_ms{};
     Int128 mem_byte_ms = 0;
     std::unordered_set<uint32_t> jobs;
+    uint32_t compositions = 0;
+  };
+
+  struct Window {
+    TypeMs device_ms{};
+    std::array<int64_t, 3> held{};
+    std::array<int64_t, 3> peak{};
     uint32_t compositions = 0;
   };
 
@@ -185,6 +192,8 @@ struct ReportBuilder::State {
   std::unordered_map<int64_t, Open> open;
   std::map<std::string, Group> workloads, accounts, users;
   std::unordered_map<uint32_t, Job> jobs;
+  std::map<std::pair<std::string, std::string>, Window> windows;  // (window, workload)
+  bool range_started = false;  // an event at or after start was seen: peaks count from now
   uint32_t compositions = 0;
   std::vector<int64_t> compose_ms, release_ms;
   std::map<std::pair<std::string, std::string>, uint32_t> failures;
@@ -273,6 +282,9 @@ struct ReportBuilder::State {
       if (inserted) it->second = make_buckets();
       credit(it->second, from, to, c.count[t]);
     }
+    Window& w = windows[{c.window, c.workload}];
+    for (size_t t = 0; t < 3; ++t) w.device_ms[t] += c.count[t] * held;
+    ++w.compositions;
     if (options.only_uid && c.uid != *options.only_uid) return;
     TypeMs ms{};
     for (size_t t = 0; t < 3; ++t) ms[t] = c.count[t] * held;
@@ -290,6 +302,15 @@ struct ReportBuilder::State {
     for (size_t t = 0; t < 3; ++t) j.device_ms[t] += ms[t];
     j.mem_byte_ms += mem;
     ++compositions;
+  }
+
+  // What is held when the range starts counts towards the peaks.
+  void start_range() {
+    if (range_started) return;
+    range_started = true;
+    for (auto& [key, w] : windows) {
+      for (size_t t = 0; t < 3; ++t) w.peak[t] = std::max(w.peak[t], w.held[t]);
+    }
   }
 
   bool mine(const Event& e) const { return !options.only_uid || e.uid == *options.only_uid; }
@@ -325,6 +346,7 @@ struct ReportBuilder::State {
     c.user = e.user;
     c.account = e.account;
     c.workload = e.workload;
+    c.window = e.window;
     bool known = true;
     for (const auto& id : e.devices) {
       auto it = dev_index.find(id);
@@ -340,6 +362,11 @@ struct ReportBuilder::State {
       if (d.type == DeviceType::kMem) c.mem_bytes += d.capacity;
     }
     if (!known) ++events_ignored;
+    Window& w = windows[{c.window, c.workload}];
+    for (size_t t = 0; t < 3; ++t) {
+      w.held[t] += c.count[t];
+      if (range_started) w.peak[t] = std::max(w.peak[t], w.held[t]);
+    }
     open.emplace(*e.composition_id, std::move(c));
   }
 
@@ -350,6 +377,8 @@ struct ReportBuilder::State {
       d.attached = false;
     }
     book(it->second, ts);
+    Window& w = windows[{it->second.window, it->second.workload}];
+    for (size_t t = 0; t < 3; ++t) w.held[t] -= it->second.count[t];
     open.erase(it);
   }
 
@@ -439,6 +468,7 @@ void ReportBuilder::add(const Event& e) {
   State& s = *s_;
   if (e.ts_ms >= s.end) return;
   ++s.events_read;
+  if (e.ts_ms >= s.start) s.start_range();
   if (is_device_event(e.kind)) {
     s.device_event(e);
   } else if (e.composition_id) {
@@ -458,6 +488,7 @@ Report ReportBuilder::finish() {
     const std::tm tm = local_time(s.start);
     r.time_zone = tm.tm_zone != nullptr ? tm.tm_zone : "";
   }
+  s.start_range();
   // Compositions still live at the end hold their devices up to it.
   for (auto& [id, c] : s.open) s.book(c, s.end);
   for (auto& d : s.devs) s.settle(d, s.end);
@@ -578,6 +609,18 @@ Report ReportBuilder::finish() {
   r.top_jobs = std::move(all);
   r.jobs = static_cast<uint32_t>(s.jobs.size());
   r.compositions = s.compositions;
+
+  for (const auto& [key, w] : s.windows) {
+    if (w.compositions == 0) continue;  // held only outside the range
+    WindowUsage u;
+    u.window = key.first;
+    u.workload = key.second;
+    u.device_ms = w.device_ms;
+    for (size_t t = 0; t < 3; ++t) u.peak_devices[t] = static_cast<uint32_t>(w.peak[t]);
+    u.compositions = w.compositions;
+    if (!u.window.empty()) r.windows_recorded = true;
+    r.by_window.push_back(std::move(u));
+  }
 
   r.latency.push_back(latency_of("compose", std::move(s.compose_ms)));
   r.latency.push_back(latency_of("release", std::move(s.release_ms)));

@@ -231,7 +231,19 @@ Json::Value to_json(const Report& r) {
   v["compositions"] = r.compositions;
   Json::Value windows(Json::objectValue);
   windows["recorded"] = r.windows_recorded;
-  windows["rows"] = Json::Value(Json::arrayValue);
+  windows["rows"] = array_of(r.by_window, [](const WindowUsage& w) {
+    Json::Value o(Json::objectValue);
+    o["window"] = w.window;
+    o["workload"] = w.workload;
+    o["device_ms"] = type_ms_json(w.device_ms);
+    Json::Value peak(Json::objectValue);
+    for (DeviceType t : kAllDeviceTypes) {
+      peak[std::string(to_string(t))] = w.peak_devices[static_cast<size_t>(t)];
+    }
+    o["peak_devices"] = peak;
+    o["compositions"] = w.compositions;
+    return o;
+  });
   v["by_window"] = windows;
   v["latency"] = array_of(r.latency, [](const Latency& l) {
     Json::Value o(Json::objectValue);
@@ -321,7 +333,23 @@ Expected<Report> report_from_json(const Json::Value& v) {
         });
     r.jobs = get_u32(v, root, "jobs");
     r.compositions = get_u32(v, root, "compositions");
-    r.windows_recorded = get_bool(field(v, root, "by_window"), "by_window", "recorded");
+    const Json::Value& windows = field(v, root, "by_window");
+    r.windows_recorded = get_bool(windows, "by_window", "recorded");
+    r.by_window = get_array<WindowUsage>(
+        windows, "by_window", "rows", [](const Json::Value& o, const std::string& p) {
+          WindowUsage w;
+          w.window = get_string(o, p, "window");
+          w.workload = get_string(o, p, "workload");
+          w.device_ms = read_type_ms(field(o, p, "device_ms"), sub(p, "device_ms"));
+          const Json::Value& peak = field(o, p, "peak_devices");
+          for (DeviceType t : kAllDeviceTypes) {
+            const std::string name(to_string(t));
+            w.peak_devices[static_cast<size_t>(t)] =
+                get_u32(peak, sub(p, "peak_devices"), name.c_str());
+          }
+          w.compositions = get_u32(o, p, "compositions");
+          return w;
+        });
     r.latency =
         get_array<Latency>(v, root, "latency", [](const Json::Value& o, const std::string& p) {
           Latency l;

@@ -131,6 +131,18 @@ struct JobUsage {
   int64_t total_device_ms() const { return device_ms[0] + device_ms[1] + device_ms[2]; }
 };
 
+// What one workload class held under one policy window: each composition counts under the
+// window recorded when it was composed (the ledger's policy_window), for all of its time in the
+// range. peak_devices is the most devices of each type the class held at once under that
+// window, to set against the window's cap. Pool-wide, like the utilisation.
+struct WindowUsage {
+  std::string window;
+  std::string workload;
+  TypeMs device_ms{};
+  std::array<uint32_t, 3> peak_devices{};
+  uint32_t compositions = 0;
+};
+
 // Percentiles by nearest rank over the compositions whose phase ended inside the range:
 // "compose" is request to ready, "release" is release to free (releasing to released).
 struct Latency {
@@ -171,9 +183,10 @@ struct Report {
   uint32_t jobs = 0;               // distinct jobs with compositions in the range
   uint32_t compositions = 0;
 
-  // The ledger does not (yet) record which policy window was in force; when it does, this
-  // section holds one row per window and class. Until then it is empty and says so.
+  // One row per window and class, by window then class. windows_recorded is false when no
+  // composition in the range was made under a policy (the rows then show window "").
   bool windows_recorded = false;
+  std::vector<WindowUsage> by_window;
 
   std::vector<Latency> latency;   // "compose", then "release"
   std::vector<Failure> failures;  // most first
