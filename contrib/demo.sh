@@ -12,7 +12,7 @@ build=${BUILD_DIR:-$root/build}
 cmake -S "$root" -B "$build" -G Ninja -DCOMPOSER_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" --target composerd composerctl spank_composer job_submit_composer
 
-export BUILD_DIR=$build E2E_DIR=${DEMO_DIR:-/tmp/composer-demo}
+export BUILD_DIR=$build E2E_DIR=${DEMO_DIR:-/tmp/composer-e2e-demo}
 export E2E_PORT=${DEMO_PORT:-16930} CTLD_PORT=16917 SLURMD_PORT=16918
 export E2E_GPUS=8 E2E_MEM_BLOCKS=8 E2E_NVME=4
 cluster=$root/tests/e2e/cluster.sh
