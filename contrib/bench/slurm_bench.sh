@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Benchmarks on a real local Slurm (tests/e2e/cluster.sh), figures printed, never asserted:
+#  1. sbatch throughput over N submissions with and without JobSubmitPlugins=composer,
+#     interleaved in rounds in one run so that both see the same machine;
+#  2. the job start delay a composition adds with a zero-latency sim fabric: the time from
+#     sbatch returning to the job's first line, for composed and plain jobs, side by side.
+# Usage: contrib/bench/slurm_bench.sh [SUBMISSIONS (500)] [START_JOBS (20)]
+# Needs a build (BUILD_DIR, default build) and root. Results: docs/BENCHMARKS.md.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+n=${1:-500}
+starts=${2:-20}
+export BUILD_DIR=${BUILD_DIR:-$root/build} E2E_DIR=${E2E_DIR:-/tmp/composer-e2e-bench}
+export E2E_PORT=${E2E_PORT:-16950} CTLD_PORT=${CTLD_PORT:-16957} SLURMD_PORT=${SLURMD_PORT:-16958}
+cluster=$root/tests/e2e/cluster.sh
+trap '"$cluster" stop' EXIT
+"$cluster" start >/dev/null
+eval "$("$cluster" env)"
+
+# Zero-latency fabric for the start-delay figure.
+sed -i 's/^SimLatency=.*/SimLatency=0/' "$E2E_DIR/etc/composer.conf"
+"$cluster" stop-composerd
+"$cluster" start-composerd
+
+set_plugin() {  # set_plugin on|off
+  if [[ $1 == on ]]; then
+    sed -i 's/^#JobSubmitPlugins=composer/JobSubmitPlugins=composer/' "$SLURM_CONF"
+  else
+    sed -i 's/^JobSubmitPlugins=composer/#JobSubmitPlugins=composer/' "$SLURM_CONF"
+  fi
+  scontrol reconfigure
+  sleep 2
+}
+
+submit_round() {  # submit_round COUNT -> prints seconds
+  local count=$1 t0 t1
+  t0=$(date +%s.%N)
+  for ((i = 0; i < count; i++)); do sbatch --hold --wrap true >/dev/null; done
+  t1=$(date +%s.%N)
+  echo "$t1 - $t0" | bc -l
+}
+
+rounds=5
+per=$((n / rounds))
+with=0
+without=0
+for ((r = 0; r < rounds; r++)); do
+  set_plugin on
+  with=$(echo "$with + $(submit_round "$per")" | bc -l)
+  set_plugin off
+  without=$(echo "$without + $(submit_round "$per")" | bc -l)
+  scancel -t PENDING
+done
+set_plugin on
+rate_with=$(echo "$per * $rounds / $with" | bc -l)
+rate_without=$(echo "$per * $rounds / $without" | bc -l)
+printf 'sbatch throughput, %d submissions each, %d interleaved rounds:\n' $((per * rounds)) $rounds
+printf '  with job_submit/composer:    %.1f submissions/s\n' "$rate_with"
+printf '  without:                     %.1f submissions/s\n' "$rate_without"
+printf '  ratio with/without:          %.3f\n' "$(echo "$rate_with / $rate_without" | bc -l)"
+
+# Start delay: one job at a time, so the figure is the path of one job, not queueing.
+jobdir=$E2E_DIR/bench-jobs
+mkdir -p "$jobdir"
+measure() {  # measure LABEL SBATCH-ARGS... -> prints the median delay in ms
+  local label=$1
+  shift
+  local delays=()
+  for ((i = 0; i < starts; i++)); do
+    local out=$jobdir/$label-$i.t t0 t1
+    rm -f "$out"
+    t0=$(date +%s.%N)
+    sbatch -o /dev/null "$@" --wrap "date +%s.%N > $out" >/dev/null
+    for ((w = 0; w < 600; w++)); do [[ -s $out ]] && break; sleep 0.02; done
+    t1=$(cat "$out")
+    delays+=("$(echo "($t1 - $t0) * 1000" | bc -l)")
+    while [[ -n $(squeue -h) ]]; do sleep 0.05; done
+  done
+  printf '%s\n' "${delays[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.0f\n", a[int((NR+1)/2)]}'
+}
+plain=$(measure plain)
+composed=$(measure composed --compose-gpus=2 --compose-mem=64G)
+printf 'job start delay (sbatch return to first line), median of %d jobs each:\n' "$starts"
+printf '  plain job:                   %d ms\n' "$plain"
+printf '  composed job (2 GPUs + 64G): %d ms\n' "$composed"
+printf '  added by the composition:    %d ms\n' $((composed - plain))
