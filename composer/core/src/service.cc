@@ -130,13 +130,17 @@ Status CompositionService::wait_operation(Expected<Operation> started, int64_t d
 Status CompositionService::attach_devices(const std::string& node,
                                           const std::vector<std::string>& ids, int64_t timeout_ms) {
   const int64_t deadline = clock_.now_ms() + timeout_ms;
-  return wait_operation(fabric_.attach(fabric_host(node), ids), deadline, "attach");
+  Status s = wait_operation(fabric_.attach(fabric_host(node), ids), deadline, "attach");
+  if (!s) attach_errors_.fetch_add(1, std::memory_order_relaxed);
+  return s;
 }
 
 Status CompositionService::detach_devices(const std::string& node,
                                           const std::vector<std::string>& ids, int64_t timeout_ms) {
   const int64_t deadline = clock_.now_ms() + timeout_ms;
-  return wait_operation(fabric_.detach(fabric_host(node), ids), deadline, "detach");
+  Status s = wait_operation(fabric_.detach(fabric_host(node), ids), deadline, "detach");
+  if (!s) detach_errors_.fetch_add(1, std::memory_order_relaxed);
+  return s;
 }
 
 std::optional<CompositionService::LiveEntry> CompositionService::wait_idle(

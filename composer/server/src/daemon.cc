@@ -19,6 +19,7 @@
 #include "composer/server/auth.h"
 #include "composer/server/http_api.h"
 #include "composer/server/slurm_jobs.h"
+#include "metrics.h"
 #include "policy_routes.h"
 
 #ifndef COMPOSER_VERSION
@@ -36,6 +37,7 @@ struct Daemon::Impl {
   std::unique_ptr<Authenticator> auth;
   std::unique_ptr<ApiContext> api;
   std::unique_ptr<PolicyKeeper> policy;
+  std::unique_ptr<Metrics> metrics;
   httplib::Server http;
   std::mutex snapshot_mu;
   std::string last_snapshot;  // content without the timestamp, to skip identical writes
@@ -106,6 +108,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
     };
   }
   impl->reconciler = std::make_unique<Reconciler>(*impl->service, SystemClock::instance(), ropts);
+  impl->metrics = std::make_unique<Metrics>(*impl->service, impl->reconciler.get(),
+                                            COMPOSER_VERSION, config.fabric,
+                                            SystemClock::instance());
 
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(impl)));
   Daemon* self = daemon.get();
@@ -119,6 +124,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
       .started_ms = SystemClock::instance().now_ms(),
       .clock = SystemClock::instance(),
       .pool_changed = [self] { self->publish_snapshot(); },
+      .metrics = in.metrics.get(),
   });
   install_routes(in.http, *in.api);
   install_policy_routes(in.http, *in.policy, *in.auth, [self] { self->publish_snapshot(); });
@@ -137,7 +143,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
   in.http.set_tcp_nodelay(true);      // headers and body go out in two writes: no Nagle delay
   in.http.set_keep_alive_timeout(2);  // bounds how long SIGTERM waits for idle connections
   in.http.set_payload_max_length(1 << 20);
-  in.http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+  in.http.set_logger([&in](const httplib::Request& req, const httplib::Response& res) {
+    in.metrics->count_request(req.method, req.path, res.status);
     if (res.status >= 500) {
       log::error(
           "api",

@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <initializer_list>
 #include <set>
 
 #include "composer/api/codec.h"
 #include "composer/common/log.h"
 #include "composer/common/units.h"
+#include "metrics.h"
+#include "report_routes.h"
 
 namespace composer::server {
 namespace {
@@ -79,6 +82,10 @@ Expected<int64_t> parse_ms(const std::string& v) {
   return static_cast<int64_t>(std::stoll(v));
 }
 
+double seconds_since(std::chrono::steady_clock::time_point began) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+}
+
 class Handlers {
  public:
   explicit Handlers(ApiContext& ctx) : ctx_(ctx) {}
@@ -126,7 +133,12 @@ class Handlers {
                       .account = body->account,
                       .workload = body->workload,
                       .request = body->request};
+      const auto began = std::chrono::steady_clock::now();
       auto c = ctx_.service.compose(in);
+      if (ctx_.metrics != nullptr) {
+        ctx_.metrics->observe_compose(seconds_since(began),
+                                      c ? std::string_view() : to_string(c.error().code));
+      }
       if (!c) return send_error(res, c.error());
       send_json(res, 200, api::to_json(*c));
     });
@@ -167,7 +179,12 @@ class Handlers {
       const std::string node = req.matches[2];
       if (auto s = check_node(node); !s) return send_error(res, s.error());
       if (auto s = only_params(req, {}); !s) return send_error(res, s.error());
+      const auto began = std::chrono::steady_clock::now();
       auto r = ctx_.service.release(*job, node);
+      if (ctx_.metrics != nullptr) {
+        ctx_.metrics->observe_release(seconds_since(began),
+                                      r ? std::string_view() : to_string(r.error().code));
+      }
       if (!r) return send_error(res, r.error());
       send_json(res, 200, api::release_to_json(*r));
     });
@@ -324,6 +341,13 @@ void install_routes(httplib::Server& server, ApiContext& ctx) {
               [h](const auto& req, auto& res) { h->drain(req, res, false); });
   server.Get("/v1/events", [h](const auto& req, auto& res) { h->events(req, res); });
   server.Get("/v1/health", [h](const auto& req, auto& res) { h->health(req, res); });
+  install_report_routes(server, ctx.service.store(), ctx.auth, ctx.clock);
+  if (ctx.metrics != nullptr) {
+    Metrics* metrics = ctx.metrics;
+    server.Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics->render(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+  }
 
   // Anything else is a JSON 404/405 with a sentence, not httplib's empty page.
   server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {

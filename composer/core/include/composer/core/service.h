@@ -6,6 +6,7 @@
 // reads; a mutex serialises allocation, while store commits and fabric calls run outside it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -102,6 +103,16 @@ class CompositionService {
   // releasing -> retry the detach. Used by recover() and the reconciler's timeouts.
   Status settle(int64_t composition_id, bool give_up);
 
+  // Fabric attach/detach operations that failed or timed out since start, for metrics.
+  struct FabricErrors {
+    uint64_t attach = 0;
+    uint64_t detach = 0;
+  };
+  FabricErrors fabric_errors() const {
+    return {attach_errors_.load(std::memory_order_relaxed),
+            detach_errors_.load(std::memory_order_relaxed)};
+  }
+
   Fabric& fabric() { return fabric_; }
   db::Store& store() { return store_; }
 
@@ -127,6 +138,8 @@ class CompositionService {
   const Clock& clock_;
   ServiceOptions options_;
   AdmissionCheck admission_;
+  std::atomic<uint64_t> attach_errors_{0};
+  std::atomic<uint64_t> detach_errors_{0};
 
   mutable std::mutex mu_;
   std::condition_variable changed_;

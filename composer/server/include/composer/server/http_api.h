@@ -24,6 +24,8 @@ struct ApiContext {
   int64_t started_ms = 0;
   const Clock& clock;
   std::function<void()> pool_changed;  // called after drain/resume
+  // Counts compose/release outcomes and serves GET /metrics when set (metrics.h).
+  class Metrics* metrics = nullptr;
 };
 
 void install_routes(httplib::Server& server, ApiContext& ctx);

@@ -1,0 +1,20 @@
+// GET /v1/reports (docs/API.md, "Reports"): accounting reports computed from the ledger.
+#pragma once
+
+#include "composer/common/clock.h"
+#include "composer/db/store.h"
+#include "composer/server/auth.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace composer::server {
+
+// Admins get the whole report; any other user gets the pool's utilisation and only their own
+// jobs in the groupings, top jobs, latency and failures. At most two reports are computed at
+// once, so reports never take every API thread from the prologs.
+void install_report_routes(httplib::Server& server, db::Store& store, const Authenticator& auth,
+                           const Clock& clock);
+
+}  // namespace composer::server
