@@ -82,6 +82,28 @@ Expected<bool> parse_bool(const std::string& key, const std::string& value) {
   return Error{ErrorCode::kInvalidArgument, key + "=" + value + ": expected yes or no"};
 }
 
+// "500ms", "2s", "1m" or a bare number of seconds, within [min_ms, max_ms].
+Expected<int64_t> parse_duration(const std::string& key, const std::string& value, int64_t min_ms,
+                                 int64_t max_ms) {
+  size_t digits = 0;
+  while (digits < value.size() && std::isdigit(static_cast<unsigned char>(value[digits]))) {
+    ++digits;
+  }
+  const std::string unit = lower(value.substr(digits));
+  const int64_t scale = unit == "ms"                  ? 1
+                        : unit == "s" || unit.empty() ? 1000
+                        : unit == "m"                 ? 60000
+                                                      : 0;
+  int64_t ms = -1;
+  if (digits > 0 && digits <= 9 && scale > 0) ms = std::stoll(value.substr(0, digits)) * scale;
+  if (ms < min_ms || ms > max_ms) {
+    return Error{ErrorCode::kInvalidArgument,
+                 key + "=" + value + ": expected a duration such as 500ms, 10s or 2m, from " +
+                     std::to_string(min_ms) + "ms to " + std::to_string(max_ms / 1000) + "s"};
+  }
+  return ms;
+}
+
 Status check_name(const std::string& key, const std::string& value) {
   if (value.empty()) return Error{ErrorCode::kInvalidArgument, key + " needs a value"};
   for (char c : value) {
@@ -93,7 +115,18 @@ Status check_name(const std::string& key, const std::string& value) {
   return Status::Ok();
 }
 
-Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std::string>& seen) {
+// What a NodeName line gave, to check it against the fabric once the whole file is read
+// (Fabric= may come after the NodeName lines).
+struct NodeLine {
+  int line = 0;
+  std::string expr;
+  bool zones = false;
+  bool slots = false;
+};
+
+Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std::string>& seen,
+                       NodeLine& info) {
+  info.expr = pairs[0].value;
   auto names = expand_hostlist(pairs[0].value);
   if (!names) return Error{ErrorCode::kInvalidArgument, "NodeName: " + names.error().message};
   Host proto;
@@ -109,12 +142,14 @@ Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std
       if (auto s = check_name("FabricHost", v); !s) return s;
       fabric_host = v;
     } else if (k == "zones") {
+      info.zones = true;
       proto.zones.clear();
       for (const auto& z : split(v, ',')) {
         if (auto s = check_name("Zones", z); !s) return s;
         proto.zones.push_back(z);
       }
     } else if (k == "gpuslots" || k == "memslots" || k == "nvmeslots") {
+      info.slots = true;
       auto n = parse_int(pairs[i].key, v, 0, 1024);
       if (!n) return n.error();
       (k == "gpuslots"   ? proto.gpu_slots
@@ -125,9 +160,6 @@ Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std
                    "unknown NodeName option '" + pairs[i].key +
                        "' (allowed: FabricHost, Zones, GpuSlots, MemSlots, NvmeSlots)"};
     }
-  }
-  if (proto.zones.empty()) {
-    return Error{ErrorCode::kInvalidArgument, "NodeName=" + pairs[0].value + " needs Zones="};
   }
   for (const auto& n : *names) {
     if (!seen.insert(n).second) {
@@ -196,6 +228,154 @@ Status parse_group_line(const std::vector<Pair>& pairs, Config& cfg, std::set<st
   return Status::Ok();
 }
 
+// One Fabric* key into the fabric settings. An unknown key answers an error with no message.
+Status parse_fabric_key(const std::string& key, const std::string& k, const std::string& value,
+                        FabricConfig& f) {
+  auto absolute = [&](std::string& field) -> Status {
+    if (value.empty() || value[0] != '/') {
+      return Error{ErrorCode::kInvalidArgument, k + "=" + value + ": expected an absolute path"};
+    }
+    field = value;
+    return Status::Ok();
+  };
+  auto duration = [&](int64_t& field, int64_t min_ms, int64_t max_ms) -> Status {
+    auto ms = parse_duration(k, value, min_ms, max_ms);
+    if (!ms) return ms.error();
+    field = *ms;
+    return Status::Ok();
+  };
+  if (key == "fabricname") {
+    f.name = value;
+    return check_name(k, value);
+  }
+  if (key == "fabricurl") {
+    const std::string v = lower(value);
+    if (!v.starts_with("http://") && !v.starts_with("https://")) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "FabricUrl: expected http(s)://HOST[:PORT] of the fabric manager"};
+    }
+    const std::string authority = value.substr(value.find("//") + 2);
+    // The sentence never repeats a URL that carries a password.
+    if (authority.find('@') != std::string::npos) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "FabricUrl must not carry credentials; put them in the FabricCredentials file"};
+    }
+    if (authority.empty() || authority.find('/') != std::string::npos) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "FabricUrl=" + value +
+                       ": expected http(s)://HOST[:PORT] only; the driver adds the API path"};
+    }
+    f.url = value;
+    return Status::Ok();
+  }
+  if (key == "fabriccredentials") return absolute(f.credentials_file);
+  if (key == "fabriccafile") return absolute(f.ca_file);
+  if (key == "fabricauth") {
+    f.auth = lower(value);
+    if (f.auth != "session" && f.auth != "basic" && f.auth != "apikey") {
+      return Error{
+          ErrorCode::kInvalidArgument,
+          "FabricAuth=" + value + ": expected session or basic (redfish), apikey or basic (liqid)"};
+    }
+    return Status::Ok();
+  }
+  if (key == "fabricverifytls") {
+    auto b = parse_bool(k, value);
+    if (!b) return b.error();
+    f.verify_tls = *b;
+    return Status::Ok();
+  }
+  if (key == "fabricconnecttimeout") return duration(f.connect_timeout_ms, 100, 300000);
+  if (key == "fabrictimeout") return duration(f.request_timeout_ms, 100, 600000);
+  if (key == "fabricpollinterval") return duration(f.poll_interval_ms, 10, 60000);
+  if (key == "fabrictaskwait") return duration(f.task_wait_ms, 0, 3600000);
+  if (key == "fabricnodenames") {
+    const std::string v = lower(value);
+    if (v != "id" && v != "hostname") {
+      return Error{ErrorCode::kInvalidArgument,
+                   "FabricNodeNames=" + value + ": expected id or hostname"};
+    }
+    f.use_host_name = v == "hostname";
+    return Status::Ok();
+  }
+  if (key == "fabricslots") {
+    auto n = parse_int(k, value, 1, 1024);
+    if (!n) return n.error();
+    f.slots = static_cast<uint32_t>(*n);
+    return Status::Ok();
+  }
+  return Error{ErrorCode::kInvalidArgument, ""};
+}
+
+// The rules that tie the fabric to the rest of the file, checked once it is all read.
+Status check_fabric(Config& cfg, const std::string& path, const std::vector<NodeLine>& nodes,
+                    int group_line, const std::map<std::string, int>& fabric_keys) {
+  auto at = [&](int line, const std::string& why) {
+    return Error{ErrorCode::kInvalidArgument,
+                 path + (line > 0 ? " line " + std::to_string(line) : std::string()) + ": " + why};
+  };
+  if (cfg.fabric == "sim") {
+    for (const auto& [k, line] : fabric_keys) {
+      if (line > 0) {
+        return at(line, k + " applies to Fabric=redfish or Fabric=liqid, not Fabric=sim");
+      }
+    }
+    for (const NodeLine& n : nodes) {
+      if (!n.zones) return at(n.line, "NodeName=" + n.expr + " needs Zones= with Fabric=sim");
+    }
+    if (cfg.sim.hosts.empty()) return at(0, "no NodeName= line: the fabric serves no node");
+    if (cfg.sim.groups.empty()) return at(0, "Fabric=sim needs at least one DeviceGroup= line");
+    return Status::Ok();
+  }
+  FabricConfig& f = cfg.fabric_config;
+  const std::string driver = "Fabric=" + cfg.fabric;
+  for (const auto& [k, line] : fabric_keys) {
+    if (line < 0) return at(-line, k + " applies to Fabric=sim only");
+  }
+  if (group_line > 0) {
+    return at(group_line, "DeviceGroup lines describe the simulated fabric; with " + driver +
+                              " the devices come from the fabric manager");
+  }
+  for (const NodeLine& n : nodes) {
+    if (n.zones || n.slots) {
+      return at(n.line, "NodeName=" + n.expr + ": with " + driver +
+                            " zones and slots come from the fabric manager; keep only NodeName= "
+                            "and FabricHost=");
+    }
+  }
+  if (f.url.empty()) return at(0, driver + " needs FabricUrl=http(s)://HOST[:PORT]");
+  if (f.credentials_file.empty()) {
+    const std::string rule =
+        " needs FabricCredentials=<a root-only file of username= and "
+        "password= lines>";
+    return at(0, driver + rule);
+  }
+  if (cfg.fabric == "redfish" && f.auth == "apikey") {
+    return at(0, "FabricAuth=apikey applies to Fabric=liqid; redfish takes session or basic");
+  }
+  if (cfg.fabric == "liqid" && f.auth == "session") {
+    return at(0, "FabricAuth=session applies to Fabric=redfish; liqid takes apikey or basic");
+  }
+  if (cfg.fabric == "liqid" && f.use_host_name) {
+    return at(0,
+              "FabricNodeNames=hostname applies to Fabric=redfish only; Liqid machines "
+              "go by their machine name");
+  }
+  if (!nodes.empty() && f.use_host_name) {
+    return at(nodes.front().line,
+              "NodeName lines map nodes explicitly; drop FabricNodeNames=hostname or them");
+  }
+  // NodeName lines map fabric hosts to nodes; without them every fabric host is served.
+  for (const Host& h : cfg.sim.hosts) {
+    auto [it, fresh] = f.host_map.emplace(h.fabric_id, h.node);
+    if (!fresh) {
+      return at(0, "fabric host '" + h.fabric_id + "' is mapped to both " + it->second + " and " +
+                       h.node);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<std::vector<std::string>> expand_hostlist(std::string_view expr) {
@@ -253,6 +433,9 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
   std::set<std::string> nodes;
   std::set<std::string> groups;
   std::set<std::string> seen_keys;
+  std::vector<NodeLine> node_lines;
+  int group_line = 0;
+  std::map<std::string, int> fabric_key_lines;  // Fabric* keys given, for sim's refusal
   std::istringstream in{std::string(text)};
   std::string raw;
   int lineno = 0;
@@ -272,10 +455,14 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     const std::string& value = (*pairs)[0].value;
 
     if (key == "nodename") {
-      if (auto s = parse_node_line(*pairs, cfg, nodes); !s) return fail(s.error().message);
+      NodeLine info;
+      info.line = lineno;
+      if (auto s = parse_node_line(*pairs, cfg, nodes, info); !s) return fail(s.error().message);
+      node_lines.push_back(std::move(info));
       continue;
     }
     if (key == "devicegroup") {
+      if (group_line == 0) group_line = lineno;
       if (auto s = parse_group_line(*pairs, cfg, groups); !s) return fail(s.error().message);
       continue;
     }
@@ -362,11 +549,17 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     } else if (key == "slurmconf") {
       cfg.slurm_conf = value;
     } else if (key == "fabric") {
-      if (value != "sim") {
-        st = Error{ErrorCode::kInvalidArgument, "Fabric=" + value + ": expected sim"};
+      cfg.fabric = lower(value);
+      if (cfg.fabric != "sim" && cfg.fabric != "redfish" && cfg.fabric != "liqid") {
+        st = Error{ErrorCode::kInvalidArgument,
+                   "Fabric=" + value + ": expected sim, redfish or liqid"};
       }
-      cfg.fabric = value;
+    } else if (key.starts_with("fabric") && key != "fabrichost") {
+      fabric_key_lines[k] = lineno;
+      st = parse_fabric_key(key, k, value, cfg.fabric_config);
+      if (!st && st.error().message.empty()) return fail("unknown key '" + k + "'");
     } else if (key == "simlatency") {
+      fabric_key_lines[k] = -lineno;  // sim only
       auto n = parse_int(k, value, 0, 600000);
       if (n)
         cfg.sim.latency_ms = static_cast<int>(*n);
@@ -379,13 +572,8 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
   }
   if (cfg.database.empty()) cfg.database = cfg.state_dir + "/composer.db";
   if (cfg.snapshot.empty()) cfg.snapshot = cfg.state_dir + "/snapshot.json";
-  if (cfg.sim.hosts.empty()) {
-    return Error{ErrorCode::kInvalidArgument,
-                 path + ": no NodeName= line: the fabric serves no node"};
-  }
-  if (cfg.fabric == "sim" && cfg.sim.groups.empty()) {
-    return Error{ErrorCode::kInvalidArgument,
-                 path + ": Fabric=sim needs at least one DeviceGroup= line"};
+  if (Status s = check_fabric(cfg, path, node_lines, group_line, fabric_key_lines); !s) {
+    return s.error();
   }
   return cfg;
 }

@@ -17,6 +17,7 @@
 #include "composer/core/sim_fabric.h"
 #include "composer/db/store.h"
 #include "composer/server/auth.h"
+#include "composer/server/fabric_setup.h"
 #include "composer/server/http_api.h"
 #include "composer/server/slurm_jobs.h"
 #include "metrics.h"
@@ -76,9 +77,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
   }
   impl->store = std::move(store).value();
 
-  auto sim = SimFabric::create(config.sim);
-  if (!sim) return Error{sim.error().code, "Fabric=sim: " + sim.error().message};
-  impl->fabric = std::move(sim).value();
+  auto fabric = make_fabric(config);
+  if (!fabric) return fabric.error();
+  impl->fabric = std::move(fabric).value();
 
   ServiceOptions sopts;
   sopts.compose_timeout_ms = config.compose_timeout_ms;

@@ -11,6 +11,7 @@
 #include "composer/common/log.h"
 #include "composer/server/config.h"
 #include "composer/server/daemon.h"
+#include "composer/server/fabric_setup.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"composerd: attaches pooled GPUs, CXL memory and NVMe to Slurm jobs"};
@@ -35,8 +36,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (check_only) {
-    std::cout << "composerd: " << config_path << " is valid (" << config->sim.hosts.size()
-              << " nodes, " << config->sim.groups.size() << " device groups)\n";
+    if (auto s = composer::server::check_fabric_files(*config); !s) {
+      std::cerr << "composerd: error: " << s.error().message << "\n";
+      return 1;
+    }
+    if (config->fabric == "sim") {
+      std::cout << "composerd: " << config_path << " is valid (Fabric=sim, "
+                << config->sim.hosts.size() << " nodes, " << config->sim.groups.size()
+                << " device groups)\n";
+    } else {
+      const auto& f = config->fabric_config;
+      std::cout << "composerd: " << config_path << " is valid (Fabric=" << config->fabric << " at "
+                << f.url << ", "
+                << (f.host_map.empty() ? std::string("every fabric host served")
+                                       : std::to_string(f.host_map.size()) + " nodes mapped")
+                << "; the fabric manager is not contacted by --check)\n";
+    }
     return 0;
   }
   composer::log::set_level(config->log_level);

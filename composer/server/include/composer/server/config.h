@@ -10,11 +10,16 @@
 //   DeviceGroup=gpu-a Type=gpu Model=A100-80G Zone=z1 Count=8
 //   DeviceGroup=cxl-a Type=mem Model=CXL-DDR5 Zone=z1 Count=16 Size=64G
 //
+// A real fabric (Fabric=redfish or Fabric=liqid) takes its devices, zones and slots from the
+// fabric manager instead: FabricUrl=, FabricCredentials= (a root-only file) and the other
+// Fabric* keys below; NodeName lines then only map nodes to fabric hosts (FabricHost=).
+//
 // Keys are case-insensitive, as in slurm.conf; '#' starts a comment. An unknown key or a bad
 // value refuses the whole file with a sentence naming the file, line, key and rule.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +31,24 @@ namespace composer::server {
 
 inline constexpr const char* kDefaultConfigPath = "/etc/slurm/composer.conf";
 inline constexpr int kDefaultPort = 6830;
+
+// The Fabric* keys: how composerd reaches a real fabric manager. Unused by Fabric=sim.
+struct FabricConfig {
+  std::string name;                    // FabricName: a label for logs and errors
+  std::string url;                     // FabricUrl: http(s)://HOST[:PORT]
+  std::string credentials_file;        // FabricCredentials: root-only username=/password= file
+  std::string auth;                    // FabricAuth: session|basic (redfish), apikey|basic (liqid)
+  std::string ca_file;                 // FabricCaFile
+  bool verify_tls = true;              // FabricVerifyTls
+  int64_t connect_timeout_ms = 2000;   // FabricConnectTimeout
+  int64_t request_timeout_ms = 10000;  // FabricTimeout, per request
+  int64_t poll_interval_ms = 200;      // FabricPollInterval: redfish task monitors
+  int64_t task_wait_ms = 30000;        // FabricTaskWait: redfish tasks waited for in a call
+  bool use_host_name = false;          // FabricNodeNames=hostname (redfish HostName)
+  uint32_t slots = 8;                  // FabricSlots: attach slots when the fabric gives none
+  // Fabric host id -> Slurm node, from NodeName lines; empty: every fabric host is served.
+  std::map<std::string, std::string> host_map;
+};
 
 struct Config {
   std::string path;  // where it was read from
@@ -49,7 +72,9 @@ struct Config {
   // Release the devices of jobs squeue no longer lists (after OrphanGrace).
   bool slurm_job_check = false;
   std::string slurm_conf;  // SLURM_CONF for squeue; empty: squeue's default
+  // The driver: sim, redfish or liqid.
   std::string fabric = "sim";
+  FabricConfig fabric_config;
   SimConfig sim;  // hosts (NodeName lines) and, for the sim fabric, DeviceGroup lines
 };
 

@@ -1,0 +1,21 @@
+// The fabric driver composerd runs, built from composer.conf's Fabric* settings.
+#pragma once
+
+#include <memory>
+
+#include "composer/common/error.h"
+#include "composer/core/fabric.h"
+#include "composer/server/config.h"
+
+namespace composer::server {
+
+// Fabric=sim: the simulated fabric from the NodeName and DeviceGroup lines. Fabric=redfish or
+// liqid: the driver, connected and authenticated (it reads the credentials file). Errors start
+// with "Fabric=<driver> (<name>):" and never carry the credentials.
+Expected<std::unique_ptr<Fabric>> make_fabric(const Config& config);
+
+// What composerd --check can verify without the network: the credentials file of a real
+// driver exists, is private and names a user. Ok for Fabric=sim.
+Status check_fabric_files(const Config& config);
+
+}  // namespace composer::server

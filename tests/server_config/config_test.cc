@@ -1,0 +1,164 @@
+// composer.conf's fabric settings: good files for each driver, and every bad one refused with
+// the file, the line and the rule.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "composer/server/config.h"
+
+namespace composer::server {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kSimPool =
+    "NodeName=n[1-2] Zones=z1 GpuSlots=8\n"
+    "DeviceGroup=gpu-a Type=gpu Model=A100 Zone=z1 Count=4\n";
+constexpr const char* kRedfish =
+    "Fabric=redfish\n"
+    "FabricUrl=https://fm.example.org:8443\n"
+    "FabricCredentials=/etc/slurm/composer-fabric.cred\n";
+
+Expected<Config> parse(const std::string& text) { return parse_config(text, "/etc/composer.conf"); }
+
+// The refusal names the file and the line, and says `rule`.
+void expect_refused(const std::string& text, int line, const std::string& rule) {
+  auto c = parse(text);
+  ASSERT_FALSE(c.ok()) << text;
+  EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
+  const std::string where =
+      "/etc/composer.conf" + (line > 0 ? " line " + std::to_string(line) : std::string()) + ": ";
+  EXPECT_THAT(c.error().message, HasSubstr(where)) << text;
+  EXPECT_THAT(c.error().message, HasSubstr(rule)) << text;
+}
+
+TEST(FabricConfig, SimIsTheDefaultAndKeepsNodeLines) {
+  auto c = parse(kSimPool);
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->fabric, "sim");
+  EXPECT_EQ(c->sim.hosts.size(), 2u);
+  EXPECT_TRUE(c->fabric_config.host_map.empty());
+}
+
+TEST(FabricConfig, RedfishWithEveryKey) {
+  auto c = parse(std::string(kRedfish) +
+                 "FabricName=gigaio-a\n"
+                 "FabricAuth=basic\n"
+                 "FabricCaFile=/etc/ssl/fm-ca.pem\n"
+                 "FabricVerifyTls=no\n"
+                 "FabricConnectTimeout=500ms\n"
+                 "FabricTimeout=20\n"
+                 "FabricPollInterval=50ms\n"
+                 "FabricTaskWait=2m\n"
+                 "FabricSlots=4\n"
+                 "NodeName=cn01 FabricHost=System-7\n"
+                 "NodeName=cn[02-03]\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  const FabricConfig& f = c->fabric_config;
+  EXPECT_EQ(c->fabric, "redfish");
+  EXPECT_EQ(f.name, "gigaio-a");
+  EXPECT_EQ(f.url, "https://fm.example.org:8443");
+  EXPECT_EQ(f.credentials_file, "/etc/slurm/composer-fabric.cred");
+  EXPECT_EQ(f.auth, "basic");
+  EXPECT_EQ(f.ca_file, "/etc/ssl/fm-ca.pem");
+  EXPECT_FALSE(f.verify_tls);
+  EXPECT_EQ(f.connect_timeout_ms, 500);
+  EXPECT_EQ(f.request_timeout_ms, 20000);
+  EXPECT_EQ(f.poll_interval_ms, 50);
+  EXPECT_EQ(f.task_wait_ms, 120000);
+  EXPECT_EQ(f.slots, 4u);
+  ASSERT_EQ(f.host_map.size(), 3u);
+  EXPECT_EQ(f.host_map.at("System-7"), "cn01");
+  EXPECT_EQ(f.host_map.at("cn02"), "cn02");
+}
+
+TEST(FabricConfig, RealDriversNeedNoNodeLines) {
+  auto c = parse(std::string(kRedfish) + "FabricNodeNames=hostname\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_TRUE(c->fabric_config.use_host_name);
+  EXPECT_TRUE(c->fabric_config.host_map.empty());
+  c = parse(
+      "fabric=LIQID\nfabricurl=http://10.0.0.5:8080\nfabriccredentials=/root/liqid\n"
+      "FabricAuth=apikey\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->fabric, "liqid");
+  EXPECT_EQ(c->fabric_config.auth, "apikey");
+}
+
+TEST(FabricConfig, UnknownDriversAndKeysAreRefused) {
+  expect_refused("Fabric=gigaio\n", 1, "expected sim, redfish or liqid");
+  expect_refused(std::string(kRedfish) + "FabricColour=blue\n", 4, "unknown key 'FabricColour'");
+  expect_refused(std::string(kRedfish) + "FabricHost=x\n", 4, "unknown key 'FabricHost'");
+  expect_refused(std::string(kRedfish) + "FabricUrl=https://other\n", 4, "is set twice");
+}
+
+TEST(FabricConfig, BadValuesNameTheRule) {
+  const std::string base = "Fabric=redfish\nFabricCredentials=/c\n";
+  expect_refused(base + "FabricUrl=fm.example.org\n", 3, "expected http(s)://HOST[:PORT]");
+  expect_refused(base + "FabricUrl=https://fm/redfish/v1\n", 3, "the driver adds the API path");
+  expect_refused(std::string(kRedfish) + "FabricTimeout=10h\n", 4, "expected a duration");
+  expect_refused(std::string(kRedfish) + "FabricTimeout=50ms\n", 4, "from 100ms");
+  expect_refused(std::string(kRedfish) + "FabricPollInterval=-1\n", 4, "expected a duration");
+  expect_refused(std::string(kRedfish) + "FabricVerifyTls=maybe\n", 4, "expected yes or no");
+  expect_refused(std::string(kRedfish) + "FabricAuth=token\n", 4, "expected session or basic");
+  expect_refused(std::string(kRedfish) + "FabricNodeNames=fqdn\n", 4, "expected id or hostname");
+  expect_refused(std::string(kRedfish) + "FabricSlots=0\n", 4, "whole number from 1");
+  expect_refused("Fabric=redfish\nFabricUrl=https://fm\nFabricCredentials=creds.txt\n", 3,
+                 "expected an absolute path");
+  expect_refused(std::string(kRedfish) + "FabricCaFile=ca.pem\n", 4, "expected an absolute path");
+}
+
+TEST(FabricConfig, CredentialsInTheUrlAreRefusedWithoutRepeatingThem) {
+  auto c = parse("Fabric=liqid\nFabricUrl=https://admin:Hunter2@fm\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.error().message, HasSubstr("line 2"));
+  EXPECT_THAT(c.error().message, HasSubstr("must not carry credentials"));
+  EXPECT_THAT(c.error().message, Not(HasSubstr("Hunter2")));
+}
+
+TEST(FabricConfig, RealDriversNeedUrlAndCredentials) {
+  expect_refused("Fabric=redfish\nFabricCredentials=/c\n", 0, "needs FabricUrl=");
+  expect_refused("Fabric=liqid\nFabricUrl=http://fm\n", 0, "needs FabricCredentials=");
+}
+
+TEST(FabricConfig, SimAndRealSettingsDoNotMix) {
+  expect_refused(std::string(kSimPool) + "FabricUrl=https://fm\n", 3,
+                 "FabricUrl applies to Fabric=redfish or Fabric=liqid, not Fabric=sim");
+  expect_refused(std::string(kRedfish) + "DeviceGroup=g Type=gpu Model=A Zone=z Count=1\n", 4,
+                 "the devices come from the fabric manager");
+  expect_refused(std::string(kRedfish) + "NodeName=cn01 Zones=z1\n", 4,
+                 "zones and slots come from the fabric manager");
+  expect_refused(std::string(kRedfish) + "NodeName=cn01 GpuSlots=2\n", 4,
+                 "keep only NodeName= and FabricHost=");
+  expect_refused(std::string(kRedfish) + "SimLatency=10\n", 4, "applies to Fabric=sim only");
+  expect_refused("NodeName=n1\nDeviceGroup=g Type=gpu Model=A Zone=z Count=1\n", 1,
+                 "needs Zones= with Fabric=sim");
+  expect_refused("NodeName=n1 Zones=z\n", 0, "needs at least one DeviceGroup= line");
+}
+
+TEST(FabricConfig, DriverSpecificChoicesAreChecked) {
+  expect_refused(std::string(kRedfish) + "FabricAuth=apikey\n", 0, "applies to Fabric=liqid");
+  expect_refused("Fabric=liqid\nFabricUrl=http://fm\nFabricCredentials=/c\nFabricAuth=session\n", 0,
+                 "applies to Fabric=redfish");
+  expect_refused(
+      "Fabric=liqid\nFabricUrl=http://fm\nFabricCredentials=/c\n"
+      "FabricNodeNames=hostname\n",
+      0, "Liqid machines go by their machine name");
+  expect_refused(std::string(kRedfish) + "FabricNodeNames=hostname\nNodeName=cn1\n", 5,
+                 "map nodes explicitly");
+  expect_refused(std::string(kRedfish) + "NodeName=cn1 FabricHost=S1\nNodeName=cn2 FabricHost=S1\n",
+                 0, "fabric host 'S1' is mapped to both cn1 and cn2");
+}
+
+TEST(FabricConfig, FabricKeysMayComeBeforeFabric) {
+  auto c = parse(
+      "FabricUrl=http://fm:8080\nNodeName=cn1 FabricHost=m1\nFabricCredentials=/c\n"
+      "Fabric=liqid\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->fabric_config.host_map.at("m1"), "cn1");
+}
+
+}  // namespace
+}  // namespace composer::server
