@@ -13,6 +13,7 @@
 #include "composer/common/units.h"
 #include "output.h"
 #include "policy.h"
+#include "report.h"
 
 namespace composer::cli {
 namespace {
@@ -181,6 +182,8 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   auto policy = add_policy_command(app);
   (void)devices_list;
   (void)comps_list;
+  ReportArgs report_args;
+  add_report_command(app, report_args);
 
   try {
     app.parse(argc, argv);
@@ -269,6 +272,9 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
           p.print(info, health_table, [](const api::HealthInfo& h) { return api::to_json(h); });
       if (rc == kExitOk && info->status != "ok") return kExitFailed;
       return rc;
+    }
+    if (report_args.command->parsed()) {
+      return run_report(report_args, c, s.format(), !s.noheader, out, err);
     }
     if (events->parsed()) {
       return p.print(c.events(eq), event_table, api::events_to_json);

@@ -176,6 +176,16 @@ Expected<std::vector<Composition>> Client::compositions(const CompositionQuery& 
                                            api::compositions_from_json);
 }
 
+Expected<Json::Value> Client::get_json(
+    const std::vector<std::string>& segments,
+    const std::vector<std::pair<std::string, std::string>>& params) const {
+  Path p;
+  p.segment("v1");
+  for (const auto& s : segments) p.segment(s);
+  for (const auto& [name, value] : params) p.param(name, value);
+  return call("GET", p, "", true);
+}
+
 Expected<std::vector<PoolRow>> Client::pool() const {
   Path p;
   p.segment("v1").segment("pool");

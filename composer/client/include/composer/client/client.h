@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "composer/api/policy.h"
@@ -99,6 +100,12 @@ class Client {
   Expected<PolicyVersion> policy() const;
   Expected<std::vector<PolicyVersion>> policy_history(size_t limit = 0) const;
   Expected<api::PolicyExplanation> explain_policy(const PolicyQuery& query) const;
+
+  // GET /v1/<segments...>?params with a credential, for answers decoded outside this library
+  // (accounting reports): the JSON as composerd sent it, or the error.
+  Expected<Json::Value> get_json(
+      const std::vector<std::string>& segments,
+      const std::vector<std::pair<std::string, std::string>>& params = {}) const;
 
   const ClientOptions& options() const { return options_; }
 
