@@ -566,7 +566,7 @@ std::vector<Action> diff_plan(const Plan& plan, const SlurmState& now, const Tim
   if (!changes.empty()) {
     changes.resize(changes.size() - 2);
     licenses = {ActionKind::kConfigure, "Licenses",
-                changes + "; set Licenses=" + format_licenses(line) + " in slurm.conf, then run:",
+                changes + "; set Licenses=" + format_licenses(line) + " in slurm.conf, then run",
                 "scontrol reconfigure"};
   }
   if (!shrinks) out.push_back(licenses);
