@@ -1,0 +1,258 @@
+// The real composerd: /metrics scraped before and after a compose, GET /v1/reports checked
+// against the ledger it was computed from, and composerctl report in every output format.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "../integration/composerd_process.h"
+#include "../integration/raw_request.h"
+#include "composer/accounting/report.h"
+#include "composer/accounting/report_json.h"
+#include "composer/api/codec.h"
+#include "composer/common/units.h"
+
+namespace composer::testing {
+namespace {
+
+api::ComposeBody body(Request r, std::string workload) {
+  return api::ComposeBody{.uid = 1000,
+                          .user = "alice",
+                          .account = "physics",
+                          .workload = std::move(workload),
+                          .request = r};
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class ComposerdAccountingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { daemon_ = new ComposerdProcess(); }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+
+  static int port() {
+    const auto url = daemon_->url();
+    return std::stoi(url.substr(url.rfind(':') + 1));
+  }
+
+  // The value of one sample, or -1 when the scrape does not have it.
+  static double metric(const std::string& text, const std::string& series) {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+    }
+    return -1;
+  }
+
+  static std::string scrape() {
+    httplib::Client cli("127.0.0.1", port());
+    auto r = cli.Get("/metrics");  // no credential: like /v1/health
+    EXPECT_TRUE(r);
+    if (!r) return "";
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+    return r->body;
+  }
+
+  CommandResult ctl(const std::string& args, const std::string& as_user = "") {
+    std::string cmd = std::string(COMPOSERCTL_PATH) + " --server " + daemon_->url() +
+                      " --munge-socket " + daemon_->munge_socket() + " " + args;
+    if (!as_user.empty()) cmd = "runuser -u " + as_user + " -- " + cmd;
+    return run_command(cmd);
+  }
+
+  static ComposerdProcess* daemon_;
+};
+ComposerdProcess* ComposerdAccountingTest::daemon_ = nullptr;
+
+TEST_F(ComposerdAccountingTest, MetricsChangeAfterAComposeAndRelease) {
+  const std::string attached_a100 =
+      R"(composer_devices{type="gpu",model="A100-80G",zone="z1",state="attached"})";
+  const std::string free_a100 =
+      R"(composer_devices{type="gpu",model="A100-80G",zone="z1",state="free"})";
+  const std::string before = scrape();
+  EXPECT_NE(before.find("# TYPE composer_compose_duration_seconds histogram"), std::string::npos);
+  EXPECT_EQ(metric(before, attached_a100), 0);
+  EXPECT_EQ(metric(before, free_a100), 8);
+  EXPECT_EQ(metric(before, R"(composer_compositions{state="ready"})"), 0);
+  const double composes = metric(before, "composer_compose_duration_seconds_count");
+
+  auto c = daemon_->client();
+  auto composed = c.compose(501, "n1", body(Request{.gpus = 2}, "training"));
+  ASSERT_TRUE(composed.ok()) << composed.error();
+  const std::string during = scrape();
+  EXPECT_EQ(metric(during, attached_a100), 2);
+  EXPECT_EQ(metric(during, free_a100), 6);
+  EXPECT_EQ(metric(during, R"(composer_compositions{state="ready"})"), 1);
+  EXPECT_EQ(metric(during, "composer_compose_duration_seconds_count"), composes + 1);
+  EXPECT_EQ(metric(during, R"(composer_compose_duration_seconds_bucket{le="+Inf"})"), composes + 1);
+  EXPECT_GE(metric(during, R"(composer_operations_total{operation="compose",result="ok"})"), 1);
+  EXPECT_GE(
+      metric(
+          during,
+          R"(composer_api_requests_total{route="/v1/compositions/{job}/{node}",method="PUT",code="200"})"),
+      1);
+  EXPECT_EQ(metric(during, R"(composer_fabric_errors_total{operation="attach"})"), 0);
+
+  ASSERT_TRUE(c.release(501, "n1").ok());
+  const std::string after = scrape();
+  EXPECT_EQ(metric(after, attached_a100), 0);
+  EXPECT_EQ(metric(after, R"(composer_compositions{state="ready"})"), 0);
+  EXPECT_GE(metric(after, "composer_release_duration_seconds_count"), 1);
+  // The scrapes themselves are counted too.
+  EXPECT_GE(
+      metric(after, R"(composer_api_requests_total{route="/metrics",method="GET",code="200"})"), 2);
+}
+
+TEST_F(ComposerdAccountingTest, ReportMatchesTheLedger) {
+  // Starts after whatever the other tests left in the ledger.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const int64_t start = now_ms();
+  auto c = daemon_->client();
+  ASSERT_TRUE(
+      c.compose(601, "n1", body(Request{.gpus = 1, .mem_bytes = 64 * kGiB}, "training")).ok());
+  ASSERT_TRUE(c.compose(602, "n2", body(Request{.gpus = 3}, "inference")).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(c.release(601, "n1").ok());
+  ASSERT_TRUE(c.release(602, "n2").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int64_t end = now_ms();
+
+  auto json = c.get_json({"reports"},
+                         {{"start_ms", std::to_string(start)}, {"end_ms", std::to_string(end)}});
+  ASSERT_TRUE(json.ok()) << json.error();
+  auto report = accounting::report_from_json(*json);
+  ASSERT_TRUE(report.ok()) << report.error();
+
+  // Hand computation from the ledger: each composition holds its devices from requested to
+  // released.
+  auto events = c.events(client::EventQuery{.since_ms = start, .until_ms = end});
+  ASSERT_TRUE(events.ok());
+  std::map<int64_t, int64_t> requested;
+  accounting::TypeMs expected{};
+  int64_t mem_ms = 0;
+  for (const auto& e : *events) {
+    if (e.kind == "requested") requested[*e.composition_id] = e.ts_ms;
+    if (e.kind == "released") {
+      const int64_t held = e.ts_ms - requested.at(*e.composition_id);
+      for (const auto& id : e.devices) {
+        const bool gpu = id.rfind("gpu", 0) == 0;
+        expected[gpu ? 0 : 1] += held;
+        if (!gpu) mem_ms += held;
+      }
+    }
+  }
+  ASSERT_GT(expected[0], 0);
+  accounting::TypeMs pools{};
+  for (const auto& p : report->pools) {
+    pools[static_cast<size_t>(*parse_device_type(p.type))] += p.usage.attached_ms;
+    EXPECT_EQ(p.usage.total_ms(), p.devices * (end - start)) << p.model;
+  }
+  EXPECT_EQ(pools, expected);
+  accounting::TypeMs classes{};
+  for (const auto& g : report->by_workload) {
+    for (size_t t = 0; t < 3; ++t) classes[t] += g.device_ms[t];
+  }
+  EXPECT_EQ(classes, expected);
+  EXPECT_EQ(report->jobs, 2u);
+  EXPECT_EQ(report->latency[0].count, 2u);
+  EXPECT_EQ(report->latency[1].count, 2u);
+  ASSERT_FALSE(report->top_jobs.empty());
+  EXPECT_EQ(report->top_jobs[0].job_id, 602u);  // three GPUs beat one GPU and a memory block
+  EXPECT_NEAR(report->by_workload.back().mem_gib_hours, 64.0 * mem_ms / 3600000.0, 1e-9);
+
+  // composerctl shows the same figures.
+  auto parsable = ctl("report workload -P --start now-1hour --end now");
+  ASSERT_EQ(parsable.code, 0) << parsable.out;
+  EXPECT_NE(parsable.out.find("WORKLOAD|GPU_H|MEM_H|NVME_H|MEM_GIB_H|JOBS|COMPOSITIONS"),
+            std::string::npos)
+      << parsable.out;
+  EXPECT_NE(parsable.out.find("training|"), std::string::npos);
+  auto csv = ctl("report utilisation --csv --start now-1hour --end now");
+  ASSERT_EQ(csv.code, 0) << csv.out;
+  EXPECT_NE(csv.out.find("gpu,A100-80G,8,"), std::string::npos) << csv.out;
+  auto as_json = ctl("report top --json --start now-1hour --end now");
+  ASSERT_EQ(as_json.code, 0) << as_json.out;
+  auto top = api::parse_json(as_json.out);
+  ASSERT_TRUE(top.ok()) << as_json.out;
+  ASSERT_TRUE(top->isArray());
+  EXPECT_GE(top->size(), 2u);
+  auto table = ctl("report latency --start now-1hour --end now");
+  ASSERT_EQ(table.code, 0) << table.out;
+  EXPECT_NE(table.out.find("compose"), std::string::npos);
+}
+
+TEST_F(ComposerdAccountingTest, SvgChartIsWrittenAndParses) {
+  auto c = daemon_->client();
+  ASSERT_TRUE(c.compose(701, "n1", body(Request{.gpus = 1}, "training")).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(c.release(701, "n1").ok());
+  test_support::TempDir dir("composer-chart");
+  const std::string svg = dir.file("use.svg");
+  auto r = ctl("report --start now-2hours --end now --svg " + svg);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(svg);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+  auto lint = run_command("xmllint --noout " + svg);
+  if (lint.code != 127) {
+    EXPECT_EQ(lint.code, 0) << lint.out;
+  }
+  EXPECT_NE(text.str().find("data-class=\"training\""), std::string::npos);
+}
+
+TEST_F(ComposerdAccountingTest, UsersSeeOnlyTheirOwnJobs) {
+  auto c = daemon_->client();
+  ASSERT_TRUE(c.compose(801, "n1", body(Request{.gpus = 1}, "training")).ok());
+  ASSERT_TRUE(c.release(801, "n1").ok());
+  auto r = ctl("report user -P --noheader --start now-1hour --end now", "nobody");
+  if (r.code == 127 || r.out.find("runuser") != std::string::npos) {
+    GTEST_SKIP() << "runuser is not available: " << r.out;
+  }
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "");  // alice's jobs are not nobody's
+  auto pools = ctl("report -P --noheader --start now-1hour --end now", "nobody");
+  ASSERT_EQ(pools.code, 0) << pools.out;
+  EXPECT_NE(pools.out.find("gpu|A100-80G|8|"), std::string::npos) << pools.out;
+}
+
+TEST_F(ComposerdAccountingTest, BadReportRequestsAreRefused) {
+  auto raw = raw_request("127.0.0.1", port(), daemon_->munge_socket(), "GET",
+                         "/v1/reports?start_ms=1&end_ms=2&color=red");
+  EXPECT_EQ(raw.status, 400);
+  EXPECT_NE(raw.body.find("unknown query parameter 'color'"), std::string::npos) << raw.body;
+  raw = raw_request("127.0.0.1", port(), daemon_->munge_socket(), "GET", "/v1/reports?end_ms=2");
+  EXPECT_EQ(raw.status, 400);
+  EXPECT_NE(raw.body.find("start_ms: missing"), std::string::npos) << raw.body;
+  raw = raw_request("127.0.0.1", port(), daemon_->munge_socket(), "GET",
+                    "/v1/reports?start_ms=5000&end_ms=10");
+  EXPECT_EQ(raw.status, 400);
+  EXPECT_NE(raw.body.find("must be after its start"), std::string::npos) << raw.body;
+  raw = raw_request("127.0.0.1", port(), daemon_->munge_socket(), "GET",
+                    "/v1/reports?start_ms=1&end_ms=2", "", false);
+  EXPECT_EQ(raw.status, 401);
+
+  auto r = ctl("report --start yesterdayish");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--start: time 'yesterdayish' is not valid"), std::string::npos) << r.out;
+  r = ctl("report nonsense");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("'nonsense' is not a section"), std::string::npos) << r.out;
+  r = ctl("report --start now --end now-1hour");
+  EXPECT_EQ(r.code, 2);
+}
+
+}  // namespace
+}  // namespace composer::testing
