@@ -109,6 +109,17 @@ TEST_F(LiqidDriver, ApiKeyComesFromTheDigestAndIsDeletedAtTheEnd) {
   EXPECT_EQ(fake_->digests(), 0u);
 }
 
+TEST_F(LiqidDriver, ARevokedApiKeyIsReplacedOnce) {
+  auto& f = connect();
+  fake_->revoke_digests();
+  auto inv = f.inventory();
+  ASSERT_TRUE(inv.ok()) << inv;
+  EXPECT_EQ(fake_->digests(), 1u);
+  auto op = f.attach("node01", {"gpu0"});
+  ASSERT_TRUE(op.ok()) << op;
+  EXPECT_EQ(op->state, OperationState::kDone) << op->error;
+}
+
 TEST_F(LiqidDriver, BasicAuthenticationCreatesNoDigest) {
   auto o = options();
   o.auth = drivers::LiqidOptions::Auth::kBasic;

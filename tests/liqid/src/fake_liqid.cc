@@ -516,6 +516,11 @@ size_t FakeLiqid::pending() const {
   return n;
 }
 
+void FakeLiqid::revoke_digests() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->digests.clear();
+}
+
 size_t FakeLiqid::digests() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->digests.size();

@@ -73,6 +73,8 @@ class FakeLiqid {
   // Machines in fabric edit mode now, and the changes pending in their edits.
   std::vector<std::string> editing() const;
   size_t pending() const;
+  // Forgets every digest, as a Director does when an admin revokes the API keys.
+  void revoke_digests();
   // Digests (API keys) that exist; requests served per method.
   size_t digests() const;
   uint64_t requests(const std::string& method) const;
