@@ -544,8 +544,10 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
         st = b.error();
     } else if (key == "slurmjobcheck") {
       auto b = parse_bool(k, value);
-      if (b) cfg.slurm_job_check = *b;
-      else st = b.error();
+      if (b)
+        cfg.slurm_job_check = *b;
+      else
+        st = b.error();
     } else if (key == "slurmconf") {
       cfg.slurm_conf = value;
     } else if (key == "fabric") {

@@ -109,9 +109,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
     };
   }
   impl->reconciler = std::make_unique<Reconciler>(*impl->service, SystemClock::instance(), ropts);
-  impl->metrics = std::make_unique<Metrics>(*impl->service, impl->reconciler.get(),
-                                            COMPOSER_VERSION, config.fabric,
-                                            SystemClock::instance());
+  impl->metrics =
+      std::make_unique<Metrics>(*impl->service, impl->reconciler.get(), COMPOSER_VERSION,
+                                config.fabric, SystemClock::instance());
 
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(impl)));
   Daemon* self = daemon.get();
