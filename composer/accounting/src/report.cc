@@ -8,7 +8,6 @@
 #include <set>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 namespace composer::accounting {
@@ -158,7 +157,7 @@ struct ReportBuilder::State {
   struct Group {
     TypeMs device_ms{};
     Int128 mem_byte_ms = 0;
-    std::unordered_set<uint32_t> jobs;
+    uint32_t jobs = 0;  // counted at the end from `jobs` below
     uint32_t compositions = 0;
   };
 
@@ -262,10 +261,9 @@ struct ReportBuilder::State {
     return it == dev_index.end() ? nullptr : &devs[static_cast<size_t>(it->second)];
   }
 
-  static void add_to(Group& g, const Open& c, const TypeMs& ms, Int128 mem) {
+  static void add_to(Group& g, const TypeMs& ms, Int128 mem) {
     for (size_t t = 0; t < 3; ++t) g.device_ms[t] += ms[t];
     g.mem_byte_ms += mem;
-    g.jobs.insert(c.job);
     ++g.compositions;
   }
 
@@ -289,9 +287,9 @@ struct ReportBuilder::State {
     TypeMs ms{};
     for (size_t t = 0; t < 3; ++t) ms[t] = c.count[t] * held;
     const Int128 mem = static_cast<Int128>(c.mem_bytes) * held;
-    add_to(workloads[c.workload], c, ms, mem);
-    add_to(accounts[c.account], c, ms, mem);
-    add_to(users[c.user], c, ms, mem);
+    add_to(workloads[c.workload], ms, mem);
+    add_to(accounts[c.account], ms, mem);
+    add_to(users[c.user], ms, mem);
     Job& j = jobs[c.job];
     if (j.compositions == 0) {
       j.user = c.user;
@@ -564,6 +562,13 @@ Report ReportBuilder::finish() {
     r.series.push_back(std::move(series));
   }
 
+  // A job counts once, in the groups of its first composition in the range: Slurm gives all
+  // of a job's nodes the same user, account and class, so the counts add up to the jobs.
+  for (const auto& [id, j] : s.jobs) {
+    ++s.workloads[j.workload].jobs;
+    ++s.accounts[j.account].jobs;
+    ++s.users[j.user].jobs;
+  }
   const auto groups = [](const std::map<std::string, State::Group>& in) {
     std::vector<GroupUsage> out;
     for (const auto& [name, g] : in) {
@@ -571,7 +576,7 @@ Report ReportBuilder::finish() {
       u.name = name;
       u.device_ms = g.device_ms;
       u.mem_gib_hours = static_cast<double>(g.mem_byte_ms) / kGiBHour;
-      u.jobs = static_cast<uint32_t>(g.jobs.size());
+      u.jobs = g.jobs;
       u.compositions = g.compositions;
       out.push_back(std::move(u));
     }
