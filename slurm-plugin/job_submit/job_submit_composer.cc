@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 extern "C" {
 #include <slurm/slurm.h>
@@ -25,6 +26,8 @@ extern "C" {
 extern "C" {
 char* slurm_xstrdup(const char* str);
 void slurm_xfree(void** item, const char* file, int line, const char* func);
+void* slurm_xrecalloc(void** item, size_t count, size_t size, bool clear, bool try_,
+                      const char* file, int line, const char* func);
 
 // slurmctld's job record; private to Slurm, only passed through here.
 struct job_record;
@@ -74,6 +77,19 @@ void replace(char** field, const std::string& value) {
   *field = value.empty() ? nullptr : slurm_xstrdup(value.c_str());
 }
 
+// Appends to the job's SPANK environment, which the prolog reads the job's options from.
+void append_spank_env(job_desc_msg_t* job, const std::vector<std::string>& entries) {
+  if (entries.empty()) return;
+  const size_t size = job->spank_job_env == nullptr ? 0 : job->spank_job_env_size;
+  const size_t grown = size + entries.size();
+  slurm_xrecalloc(reinterpret_cast<void**>(&job->spank_job_env), grown, sizeof(char*), true, false,
+                  __FILE__, __LINE__, __func__);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    job->spank_job_env[size + i] = slurm_xstrdup(entries[i].c_str());
+  }
+  job->spank_job_env_size = static_cast<uint32_t>(grown);
+}
+
 int slurm_code(ErrorCode code) {
   switch (code) {
     case ErrorCode::kInsufficient:
@@ -96,6 +112,12 @@ int review(job_desc_msg_t* job, uint32_t submit_uid, char** err_msg) {
   in.tres_per_node = text(job->tres_per_node);
   in.admin_comment = text(job->admin_comment);
   in.reservation = text(job->reservation);
+  in.partition = text(job->partition);
+  in.qos = text(job->qos);
+  in.account = text(job->account);
+  if (job->time_limit != NO_VAL && job->time_limit != INFINITE) {
+    in.time_limit_s = int64_t{job->time_limit} * 60;
+  }
 
   std::lock_guard<std::mutex> lock(g_mutex);
   cs::SnapshotCache::View view = g_cache->get();
@@ -114,8 +136,10 @@ int review(job_desc_msg_t* job, uint32_t submit_uid, char** err_msg) {
   replace(&job->licenses, changes->licenses);
   replace(&job->tres_per_node, changes->tres_per_node);
   replace(&job->admin_comment, changes->admin_comment);
-  slurm_verbose("composer: %s: uid %u: licenses=%s tres_per_node=%s", __func__, submit_uid,
-                changes->licenses.c_str(), changes->tres_per_node.c_str());
+  append_spank_env(job, changes->spank_env_add);
+  slurm_verbose("composer: %s: uid %u: licenses=%s tres_per_node=%s workload=%s (%s)", __func__,
+                submit_uid, changes->licenses.c_str(), changes->tres_per_node.c_str(),
+                changes->workload.c_str(), changes->workload_reason.c_str());
   return SLURM_SUCCESS;
 }
 

@@ -109,6 +109,58 @@ TEST(Snapshot, ReaderIgnoresUnknownFieldsButNotWrongTypes) {
             std::string::npos);
 }
 
+TEST(Snapshot, CarriesClassificationRulesAndCapStretches) {
+  api::PoolSnapshot s = sample();
+  s.policy_id = 7;
+  s.default_class = "training";
+  api::WorkloadClass& c = s.workload_classes[0];
+  c.partitions = {"train", "big"};
+  c.qos = {"long"};
+  c.accounts = {"ml"};
+  c.min = {{"gpu", 2}};
+  c.stretches = {{"gpu", {{4, 43200}, {6, 3600}}}};
+  TempDir tmp;
+  ASSERT_TRUE(api::write_snapshot(tmp / "snapshot.json", s));
+  Expected<api::PoolSnapshot> back = api::read_snapshot(tmp / "snapshot.json");
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(*back, s);
+
+  // A snapshot of an older composerd has none of these: no policy, no rules.
+  Expected<api::PoolSnapshot> old = api::snapshot_from_json(
+      parse(R"({"version":1,"workload_classes":[{"name":"t","max":{"gpu":4}}]})"));
+  ASSERT_TRUE(old) << old.error();
+  EXPECT_EQ(old->policy_id, 0);
+  EXPECT_TRUE(old->default_class.empty());
+  EXPECT_TRUE(old->workload_classes[0].partitions.empty());
+  EXPECT_TRUE(old->workload_classes[0].stretches.empty());
+}
+
+TEST(Snapshot, RefusesMalformedRulesAndStretches) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"version":1,"policy_id":-1})", "snapshot: policy_id must be a whole number, 0 or more"},
+      {R"({"version":1,"default_class":3})", "snapshot: default_class must be a string"},
+      {R"({"version":1,"workload_classes":[{"name":"t","partitions":"a"}]})",
+       "snapshot: workload_classes[0].partitions must be an array of names"},
+      {R"({"version":1,"workload_classes":[{"name":"t","qos":[""]}]})",
+       "snapshot: workload_classes[0].qos must hold only non-empty strings"},
+      {R"({"version":1,"workload_classes":[{"name":"t","min":{"fpga":1}}]})",
+       "snapshot: workload_classes[0].min.fpga is not a pooled type (gpu, mem, nvme)"},
+      {R"({"version":1,"workload_classes":[{"name":"t","stretches":{"gpu":[{"cap":2}]}}]})",
+       "snapshot: workload_classes[0].stretches.gpu[0] must be an object with cap and seconds"},
+      {R"({"version":1,"workload_classes":[{"name":"t","stretches":{"gpu":[{"cap":2,"seconds":-5}]}}]})",
+       "snapshot: workload_classes[0].stretches.gpu[0].seconds must be a whole number from 0 to "
+       "9223372036854775807"},
+      {R"({"version":1,"workload_classes":[{"name":"t","stretches":{"gpu":[{"cap":4,"seconds":5},{"cap":2,"seconds":9}]}}]})",
+       "snapshot: workload_classes[0].stretches.gpu[1].cap must be larger than the cap before it "
+       "(ascending order)"},
+  };
+  for (const auto& [text, message] : cases) {
+    Expected<api::PoolSnapshot> s = api::snapshot_from_json(parse(text));
+    ASSERT_FALSE(s) << text;
+    EXPECT_EQ(s.error().message, message) << text;
+  }
+}
+
 TEST(Snapshot, MissingAndBrokenFilesSaySo) {
   TempDir tmp;
   Expected<api::PoolSnapshot> s = api::read_snapshot(tmp / "none.json");

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <utility>
+
 #include "composer/common/units.h"
 
 namespace composer::slurm {
@@ -174,6 +177,174 @@ TEST(Submit, WithoutSnapshotAcceptOrRefuseAsConfigured) {
   EXPECT_EQ(c.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(c.error().message.find("no pool snapshot at /x"), std::string::npos);
   EXPECT_NE(c.error().message.find("JobSubmitSnapshotMissing=refuse"), std::string::npos);
+}
+
+// A snapshot with a policy in force: classification rules, a DefaultClass, and an inference
+// class whose GPU cap drops to 1 (2 for at most 12 hours at a stretch, 4 for at most 2 hours).
+api::PoolSnapshot policy_pool(std::string default_class = "training") {
+  api::PoolSnapshot s = pool();
+  s.policy_id = 3;
+  s.default_class = std::move(default_class);
+  api::WorkloadClass& training = s.workload_classes[0];
+  training.partitions = {"train"};
+  training.accounts = {"ml"};
+  api::WorkloadClass& inference = s.workload_classes[1];
+  inference.partitions = {"infer", "gpu-small"};
+  inference.qos = {"interactive"};
+  inference.accounts = {"serving"};
+  inference.cap_licenses = {{"gpu", "inference_gpu_cap"}, {"mem", "inference_mem_cap"}};
+  inference.max = {{"gpu", 4}, {"mem", 256}};
+  inference.min = {{"gpu", 1}, {"mem", 64}};
+  inference.stretches = {{"gpu", {{2, 12 * 3600}, {4, 2 * 3600}}}, {"mem", {{256, 3600}}}};
+  return s;
+}
+
+struct Placed {
+  std::string partition, qos, account;
+};
+
+Expected<SubmitChanges> review(std::vector<std::string> options, Placed where,
+                               const api::PoolSnapshot& s) {
+  SubmittedJob j = job(std::move(options));
+  j.partition = where.partition;
+  j.qos = where.qos;
+  j.account = where.account;
+  return review_submission(j, &s, "", false);
+}
+
+TEST(Submit, ClassifiesJobsWithoutWorkloadAsComposerdDoes) {
+  const api::PoolSnapshot s = policy_pool();
+  Expected<SubmitChanges> c = review({"compose_gpus=1"}, {.partition = "infer"}, s);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->workload, "inference");
+  EXPECT_EQ(c->workload_reason, "partition infer");
+  EXPECT_EQ(c->licenses, "fabric_gpu:1,inference_gpu_cap:1");
+  EXPECT_EQ(c->admin_comment, "composer: gpus=1 workload=inference nodes=1");
+  // The prolog reads the class back as if the user had given --workload.
+  ASSERT_EQ(c->spank_env_add.size(), 1u);
+  std::vector<std::string> env = job({"compose_gpus=1"}).spank_env;
+  env.push_back(c->spank_env_add[0]);
+  Expected<JobOptions> back = options_from_spank_env(env);
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->workload, "inference");
+
+  // Precedence: the first listed partition any class claims, then QOS, then account, then
+  // DefaultClass.
+  const std::pair<Placed, std::pair<const char*, const char*>> cases[] = {
+      {{.partition = "debug,gpu-small,train"}, {"inference", "partition gpu-small"}},
+      {{.partition = "train", .qos = "interactive"}, {"training", "partition train"}},
+      {{.partition = "debug", .qos = "interactive", .account = "ml"},
+       {"inference", "QOS interactive"}},
+      {{.qos = "normal", .account = "serving"}, {"inference", "account serving"}},
+      {{.partition = "debug", .account = "physics"}, {"training", "DefaultClass"}},
+      {{}, {"training", "DefaultClass"}},
+  };
+  for (const auto& [where, want] : cases) {
+    c = review({"compose_gpus=1"}, where, s);
+    ASSERT_TRUE(c) << c.error();
+    EXPECT_EQ(c->workload, want.first)
+        << where.partition << "/" << where.qos << "/" << where.account;
+    EXPECT_EQ(c->workload_reason, want.second);
+  }
+  // DefaultClass training has its own cap license.
+  c = review({"compose_gpus=2"}, {.partition = "debug"}, s);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->licenses, "fabric_gpu:2,training_gpu_cap:2");
+
+  // --workload wins over every rule and needs no extra SPANK entry.
+  c = review({"compose_gpus=1", "workload=training"}, {.partition = "infer"}, s);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->workload, "training");
+  EXPECT_EQ(c->licenses, "fabric_gpu:1,training_gpu_cap:1");
+  EXPECT_TRUE(c->spank_env_add.empty());
+}
+
+TEST(Submit, ClassRulesApplyTheClassCaps) {
+  SubmittedJob j = job({"compose_gpus=3"});
+  j.partition = "infer";
+  j.min_nodes = 2;
+  api::PoolSnapshot s = policy_pool();
+  EXPECT_EQ(refused(j, &s).message,
+            "composer: workload class inference may never hold more than 4 GPUs, the job asks "
+            "for 6");
+}
+
+TEST(Submit, UnclassifiedComposedJobsAreRefusedWithoutDefaultClass) {
+  const api::PoolSnapshot s = policy_pool("");
+  Expected<SubmitChanges> c = review({"compose_gpus=1"}, {.partition = "debug"}, s);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(c.error().message,
+            "composer: the job names no workload class (--workload) and its partition, QOS and "
+            "account match none, and the policy has no DefaultClass: use --workload with one of "
+            "training, inference");
+  // A job that composes nothing is not counted against any class.
+  c = review({}, {.partition = "debug"}, s);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_FALSE(c->composes);
+  // Matched by a rule it is accepted.
+  c = review({"compose_gpus=1"}, {.account = "ml"}, s);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->workload, "training");
+}
+
+TEST(Submit, WithoutAPolicyJobsAreNotClassified) {
+  // Classes from composer.conf's Workloads= (policy_id 0) carry no rules; even stale rules
+  // are not applied.
+  api::PoolSnapshot s = policy_pool();
+  s.policy_id = 0;
+  Expected<SubmitChanges> c = review({"compose_gpus=1"}, {.partition = "infer"}, s);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_TRUE(c->workload.empty());
+  EXPECT_TRUE(c->spank_env_add.empty());
+  EXPECT_EQ(c->licenses, "fabric_gpu:1");
+  EXPECT_EQ(c->admin_comment, "composer: gpus=1 nodes=1");
+}
+
+TEST(Submit, RefusesJobsLongerThanTheStretchTheirAmountIsAllowed) {
+  const api::PoolSnapshot s = policy_pool();
+  auto with_limit = [](std::vector<std::string> options, std::optional<int64_t> limit_s,
+                       uint32_t nodes = 1) {
+    SubmittedJob j = job(std::move(options));
+    j.time_limit_s = limit_s;
+    j.min_nodes = nodes;
+    return j;
+  };
+  const int64_t h = 3600;
+  // Above the lowest cap (1) for longer than 12 hours: never starts.
+  Error e = refused(with_limit({"compose_gpus=2", "workload=inference"}, 13 * h), &s);
+  EXPECT_EQ(e.code, ErrorCode::kInsufficient);
+  EXPECT_EQ(e.message,
+            "composer: workload class inference may hold 2 GPUs for at most 12h at a stretch "
+            "(at other times its cap is as low as 1 GPU), but the job's time limit is 13h: it "
+            "could never start; ask for at most 1 GPU or a time limit of at most 12h");
+  // Totals over the nodes count; the class may come from the rules.
+  SubmittedJob j = with_limit({"compose_gpus=1"}, 12 * h + 60, 2);
+  j.partition = "infer";
+  EXPECT_NE(refused(j, &s).message.find("may hold 2 GPUs for at most 12h at a stretch"),
+            std::string::npos);
+  // 3 GPUs need the 4-GPU level (2 hours); 3 hours would fit 2 GPUs.
+  EXPECT_EQ(refused(with_limit({"compose_gpus=3", "workload=inference"}, 3 * h), &s).message,
+            "composer: workload class inference may hold 3 GPUs for at most 2h at a stretch (at "
+            "other times its cap is as low as 1 GPU), but the job's time limit is 3h: it could "
+            "never start; ask for at most 2 GPUs or a time limit of at most 2h");
+  // Memory in GiB.
+  EXPECT_EQ(refused(with_limit({"compose_mem=128G", "workload=inference"}, 90 * 60), &s).message,
+            "composer: workload class inference may hold 128 GiB of memory for at most 1h at a "
+            "stretch (at other times its cap is as low as 64 GiB of memory), but the job's time "
+            "limit is 1h 30m: it could never start; ask for at most 64 GiB of memory or a time "
+            "limit of at most 1h");
+
+  // Accepted: exactly the stretch, at or below the lowest cap for any time, an unknown time
+  // limit (NO_VAL or INFINITE: the partition decides later), a class without stretches.
+  for (const SubmittedJob& ok : {with_limit({"compose_gpus=2", "workload=inference"}, 12 * h),
+                                 with_limit({"compose_gpus=4", "workload=inference"}, 2 * h),
+                                 with_limit({"compose_gpus=1", "workload=inference"}, 1000 * h),
+                                 with_limit({"compose_gpus=4", "workload=inference"}, {}),
+                                 with_limit({"compose_gpus=4", "workload=training"}, 1000 * h)}) {
+    Expected<SubmitChanges> c = review_submission(ok, &s, "", false);
+    EXPECT_TRUE(c) << c.error();
+  }
 }
 
 }  // namespace

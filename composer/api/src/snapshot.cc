@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 #include <json/reader.h>
 #include <json/writer.h>
@@ -35,6 +36,21 @@ Status get_u32(const Json::Value& obj, const char* key, const std::string& where
   uint64_t v = *out;
   if (Status s = get_uint(obj, key, where, UINT32_MAX, &v); !s) return s;
   *out = static_cast<uint32_t>(v);
+  return Status::Ok();
+}
+
+// Reads an array of non-empty strings if present.
+Status get_names(const Json::Value& obj, const char* key, const std::string& where,
+                 std::vector<std::string>* out) {
+  if (!obj.isMember(key)) return Status::Ok();
+  const Json::Value& v = obj[key];
+  if (!v.isArray()) return bad(where + "." + key, "must be an array of names");
+  for (const Json::Value& n : v) {
+    if (!n.isString() || n.asString().empty()) {
+      return bad(where + "." + key, "must hold only non-empty strings");
+    }
+    out->push_back(n.asString());
+  }
   return Status::Ok();
 }
 
@@ -105,7 +121,59 @@ Expected<WorkloadClass> class_from_json(const Json::Value& v, const std::string&
       c.max[type] = n;
     }
   }
+  for (auto [key, list] : {std::pair{"partitions", &c.partitions}, std::pair{"qos", &c.qos},
+                           std::pair{"accounts", &c.accounts}}) {
+    if (Status s = get_names(v, key, where, list); !s) return s.error();
+  }
+  if (v.isMember("min")) {
+    const Json::Value& m = v["min"];
+    if (!m.isObject()) return bad(where + ".min", "must be an object of type -> number");
+    for (const std::string& type : m.getMemberNames()) {
+      if (!parse_device_type(type)) {
+        return bad(where + ".min." + type, "is not a pooled type (gpu, mem, nvme)");
+      }
+      uint64_t n = 0;
+      if (Status s = get_uint(m, type.c_str(), where + ".min", UINT64_MAX, &n); !s) {
+        return s.error();
+      }
+      c.min[type] = n;
+    }
+  }
+  if (v.isMember("stretches")) {
+    const Json::Value& m = v["stretches"];
+    if (!m.isObject()) {
+      return bad(where + ".stretches", "must be an object of type -> [{cap, seconds}]");
+    }
+    for (const std::string& type : m.getMemberNames()) {
+      const std::string at = where + ".stretches." + type;
+      if (!parse_device_type(type)) return bad(at, "is not a pooled type (gpu, mem, nvme)");
+      if (!m[type].isArray()) return bad(at, "must be an array of {cap, seconds}");
+      std::vector<CapStretch>& out = c.stretches[type];
+      for (Json::ArrayIndex i = 0; i < m[type].size(); ++i) {
+        const Json::Value& e = m[type][i];
+        const std::string ei = at + "[" + std::to_string(i) + "]";
+        if (!e.isObject() || !e.isMember("cap") || !e.isMember("seconds")) {
+          return bad(ei, "must be an object with cap and seconds");
+        }
+        CapStretch st;
+        uint64_t seconds = 0;
+        if (Status s = get_uint(e, "cap", ei, UINT64_MAX, &st.cap); !s) return s.error();
+        if (Status s = get_uint(e, "seconds", ei, INT64_MAX, &seconds); !s) return s.error();
+        st.seconds = static_cast<int64_t>(seconds);
+        if (!out.empty() && st.cap <= out.back().cap) {
+          return bad(ei + ".cap", "must be larger than the cap before it (ascending order)");
+        }
+        out.push_back(st);
+      }
+    }
+  }
   return c;
+}
+
+Json::Value names_to_json(const std::vector<std::string>& names) {
+  Json::Value out(Json::arrayValue);
+  for (const std::string& n : names) out.append(n);
+  return out;
 }
 
 }  // namespace
@@ -175,9 +243,29 @@ Json::Value to_json(const PoolSnapshot& s) {
     Json::Value max(Json::objectValue);
     for (const auto& [type, n] : c.max) max[type] = Json::UInt64(n);
     jc["max"] = max;
+    jc["partitions"] = names_to_json(c.partitions);
+    jc["qos"] = names_to_json(c.qos);
+    jc["accounts"] = names_to_json(c.accounts);
+    Json::Value min(Json::objectValue);
+    for (const auto& [type, n] : c.min) min[type] = Json::UInt64(n);
+    jc["min"] = min;
+    Json::Value stretches(Json::objectValue);
+    for (const auto& [type, list] : c.stretches) {
+      Json::Value a(Json::arrayValue);
+      for (const CapStretch& st : list) {
+        Json::Value e(Json::objectValue);
+        e["cap"] = Json::UInt64(st.cap);
+        e["seconds"] = Json::Int64(st.seconds);
+        a.append(e);
+      }
+      stretches[type] = a;
+    }
+    jc["stretches"] = stretches;
     classes.append(jc);
   }
   v["workload_classes"] = classes;
+  v["policy_id"] = Json::Int64(s.policy_id);
+  v["default_class"] = s.default_class;
   Json::Value blockers(Json::arrayValue);
   for (const std::string& b : s.blocker_reservations) blockers.append(b);
   v["blocker_reservations"] = blockers;
@@ -217,6 +305,16 @@ Expected<PoolSnapshot> snapshot_from_json(const Json::Value& v) {
       if (!c) return c.error();
       s.workload_classes.push_back(std::move(*c));
     }
+  }
+  if (v.isMember("policy_id")) {
+    if (!v["policy_id"].isInt64() || v["policy_id"].asInt64() < 0) {
+      return bad("policy_id", "must be a whole number, 0 or more");
+    }
+    s.policy_id = v["policy_id"].asInt64();
+  }
+  if (v.isMember("default_class")) {
+    if (!v["default_class"].isString()) return bad("default_class", "must be a string");
+    s.default_class = v["default_class"].asString();
   }
   if (v.isMember("blocker_reservations")) {
     const Json::Value& b = v["blocker_reservations"];

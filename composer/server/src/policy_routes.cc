@@ -7,6 +7,9 @@
 #include <array>
 #include <cctype>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <set>
 
 #include "composer/api/codec.h"
 #include "composer/common/log.h"
@@ -14,6 +17,7 @@
 #include "composer/policies/classify.h"
 #include "composer/policies/evaluate.h"
 #include "composer/policies/parser.h"
+#include "composer/policies/schedule.h"
 #include "composer/policies/slurm_plan.h"
 #include "composer/policies/validate.h"
 #include "composer/policies/zoneinfo.h"
@@ -351,20 +355,70 @@ AdmissionCheck PolicyKeeper::admission_check() {
   };
 }
 
+namespace {
+
+// What job_submit needs to refuse a job that can never start (the plan's warning "jobs asking
+// for more than ... can never start if their time limit is longer than ..."): the class's
+// lowest cap of type `t` over the week and, for each higher cap, the longest stretch in which
+// the cap is at least that, counted on the wall clock as the blocker reservations are.
+void add_stretches(const pol::Evaluator& ev, const std::vector<int>& owners,
+                   const std::string& class_name, DeviceType t, api::WorkloadClass& wc) {
+  const pol::Policy& policy = ev.policy();
+  const size_t i = pol::type_index(t);
+  std::map<int, uint64_t> cap_of;  // owner (window index, -1 Default) -> cap
+  for (int o : owners) {
+    if (cap_of.count(o)) continue;
+    const std::string window =
+        o < 0 ? std::string(pol::kDefaultWindow) : policy.windows[static_cast<size_t>(o)].name;
+    auto caps = ev.caps(class_name, window);
+    if (!caps) return;
+    cap_of[o] = caps->value[i];
+  }
+  std::set<uint64_t> levels;
+  for (const auto& [o, cap] : cap_of) levels.insert(cap);
+  if (levels.size() < 2) return;  // the cap never changes: nothing but `max` to check
+  const std::string type(to_string(t));
+  wc.min[type] = *levels.begin();
+  for (auto level = std::next(levels.begin()); level != levels.end(); ++level) {
+    int longest = 0, current = 0;
+    // Twice round the week, so that a stretch across the week's end counts whole.
+    for (int k = 0; k < 2 * pol::kWeekMinutes; ++k) {
+      if (cap_of[owners[static_cast<size_t>(k % pol::kWeekMinutes)]] >= *level) {
+        longest = std::max(longest, ++current);
+      } else {
+        current = 0;
+      }
+    }
+    longest = std::min(longest, pol::kWeekMinutes);
+    wc.stretches[type].push_back({*level, int64_t{longest} * 60});
+  }
+}
+
+}  // namespace
+
 bool PolicyKeeper::describe(api::PoolSnapshot& snapshot) const {
   auto a = active();
   if (!a) return false;
   snapshot.workload_classes.clear();
   snapshot.blocker_reservations.clear();
-  for (const auto& c : a->evaluator.policy().classes) {
+  const pol::Policy& policy = a->evaluator.policy();
+  snapshot.policy_id = a->version.id;
+  snapshot.default_class = policy.default_class;
+  const std::vector<int> owners = pol::week_owners(policy);
+  for (const auto& c : policy.classes) {
     api::WorkloadClass wc;
     wc.name = c.name;
+    wc.partitions = c.partitions;
+    wc.qos = c.qos;
+    wc.accounts = c.accounts;
     for (DeviceType t : kAllDeviceTypes) {
+      const std::string type(to_string(t));
       const std::string lic = pol::cap_license_name(c.name, t);
       for (const auto& l : a->plan.licenses) {
         if (l.name != lic) continue;
-        wc.cap_licenses[std::string(to_string(t))] = lic;
-        wc.max[std::string(to_string(t))] = l.count;
+        wc.cap_licenses[type] = lic;
+        wc.max[type] = l.count;
+        add_stretches(a->evaluator, owners, c.name, t, wc);
       }
     }
     snapshot.workload_classes.push_back(std::move(wc));

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "composer/common/units.h"
+#include "composer/policies/classify.h"
+#include "composer/policies/evaluate.h"
 
 namespace composer::slurm {
 namespace {
@@ -112,6 +114,53 @@ Status check_pool(const JobOptions& o, uint32_t nodes, const api::PoolSnapshot& 
   return Status::Ok();
 }
 
+// The policy's rules as composerd applies them (policies::classify), for a job without
+// --workload.
+Expected<policies::Classification> classify(const SubmittedJob& job, const api::PoolSnapshot& s) {
+  policies::Policy policy;
+  for (const api::WorkloadClass& c : s.workload_classes) {
+    policy.classes.push_back(policies::WorkloadClass{
+        .name = c.name, .partitions = c.partitions, .qos = c.qos, .accounts = c.accounts});
+  }
+  policy.default_class = s.default_class;
+  return policies::classify(
+      policy, {.workload = "", .partition = job.partition, .qos = job.qos, .account = job.account});
+}
+
+// A job asking for more than the class's lowest cap runs only while the cap is at least its
+// amount; one whose time limit is longer than the longest such stretch never starts (Slurm's
+// blocker reservations hold the cap license down in between).
+Status check_stretch(const api::WorkloadClass& cls, DeviceType t, uint64_t amount,
+                     int64_t time_limit_s) {
+  const std::string type(to_string(t));
+  const auto min = cls.min.find(type);
+  const auto stretches = cls.stretches.find(type);
+  if (min == cls.min.end() || stretches == cls.stretches.end() || amount <= min->second) {
+    return Status::Ok();
+  }
+  const api::CapStretch* fits = nullptr;
+  for (const api::CapStretch& st : stretches->second) {
+    if (st.cap >= amount) {
+      fits = &st;
+      break;
+    }
+  }
+  if (fits == nullptr || time_limit_s <= fits->seconds) return Status::Ok();
+  // What the job could ask for instead: the most the class holds for its whole time limit.
+  uint64_t could = min->second;
+  for (const api::CapStretch& st : stretches->second) {
+    if (st.seconds >= time_limit_s) could = std::max(could, st.cap);
+  }
+  return refuse(ErrorCode::kInsufficient,
+                "workload class " + cls.name + " may hold " + policies::format_amount(t, amount) +
+                    " for at most " + policies::format_duration(fits->seconds) +
+                    " at a stretch (at other times its cap is as low as " +
+                    policies::format_amount(t, min->second) + "), but the job's time limit is " +
+                    policies::format_duration(time_limit_s) +
+                    ": it could never start; ask for at most " + policies::format_amount(t, could) +
+                    " or a time limit of at most " + policies::format_duration(fits->seconds));
+}
+
 }  // namespace
 
 Expected<SubmitChanges> review_submission(const SubmittedJob& job,
@@ -215,6 +264,18 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
           "--workload=" + options->workload + ": no such workload class (known: " + known + ")");
     }
   }
+  if (!options->workload.empty()) {
+    out.workload = options->workload;
+    out.workload_reason = "--workload=" + options->workload;
+  } else if (snapshot != nullptr && snapshot->policy_id > 0) {
+    // No --workload: the class composerd will count the job against.
+    Expected<policies::Classification> chosen = classify(job, *snapshot);
+    if (!chosen) return refuse(ErrorCode::kInvalidArgument, chosen.error().message);
+    out.workload = chosen->class_name;
+    out.workload_reason = chosen->reason;
+    out.spank_env_add.push_back(spank_env_name(kOptWorkload) + "=" + chosen->class_name);
+    cls = snapshot->workload_class(chosen->class_name);
+  }
   for (size_t i = 0; i < 3; ++i) {
     if (amounts[i] == 0) continue;
     out.licenses = append(out.licenses, std::string(names[i]) + ":" + std::to_string(amounts[i]));
@@ -226,6 +287,10 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
                     "workload class " + cls->name + " may never hold more than " +
                         std::to_string(max->second) + unit[i] + ", the job asks for " +
                         std::to_string(amounts[i]));
+    }
+    if (job.time_limit_s) {
+      if (Status st = check_stretch(*cls, kAllDeviceTypes[i], amounts[i], *job.time_limit_s); !st)
+        return st.error();
     }
     if (auto lic = cls->cap_licenses.find(type); lic != cls->cap_licenses.end()) {
       out.licenses = append(out.licenses, lic->second + ":" + std::to_string(amounts[i]));
@@ -240,7 +305,7 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
         append(out.tres_per_node, "gres:" + std::string(kNvmeGres) + ":" + std::to_string(r.nvme));
   }
   std::string comment = "composer: " + r.to_string();
-  if (!options->workload.empty()) comment += " workload=" + options->workload;
+  if (!out.workload.empty()) comment += " workload=" + out.workload;
   comment += " nodes=" + std::to_string(out.nodes);
   out.admin_comment = job.admin_comment.empty() ? comment : job.admin_comment + "; " + comment;
   return out;

@@ -10,7 +10,11 @@
 //            "nvme": {"total": 4, "total_bytes": 0, "max_node_slots": 2}},
 //  "workload_classes": [{"name": "training",
 //                        "cap_licenses": {"gpu": "training_gpu_cap"},
-//                        "max": {"gpu": 16}}],
+//                        "max": {"gpu": 16},
+//                        "partitions": ["train"], "qos": [], "accounts": ["ml"],
+//                        "min": {"gpu": 2},
+//                        "stretches": {"gpu": [{"cap": 16, "seconds": 43200}]}}],
+//  "policy_id": 3, "default_class": "training",
 //  "blocker_reservations": ["day_block_inference"]}
 #pragma once
 
@@ -41,6 +45,12 @@ struct SnapshotPool {
   bool operator==(const SnapshotPool&) const = default;
 };
 
+struct CapStretch {
+  uint64_t cap = 0;
+  int64_t seconds = 0;
+  bool operator==(const CapStretch&) const = default;
+};
+
 struct WorkloadClass {
   std::string name;
   // Per pooled type ("gpu", "mem", "nvme"): the cap license jobs of this class also request.
@@ -48,6 +58,18 @@ struct WorkloadClass {
   // Per pooled type: the highest cap over all windows (GPUs and drives as counts, memory in
   // GiB, the unit of the fabric_mem license). A type missing here is not capped.
   std::map<std::string, uint64_t> max;
+  // Which jobs without --workload fall into this class (policies/README.md,
+  // "Classification"): those whose partition, QOS or account is listed here.
+  std::vector<std::string> partitions;
+  std::vector<std::string> qos;
+  std::vector<std::string> accounts;
+  // Per capped type whose cap changes over the week: the lowest cap (same unit as `max`) ...
+  std::map<std::string, uint64_t> min;
+  // ... and, for each higher cap, the longest stretch of wall-clock time (seconds, across
+  // window boundaries) in which the class may hold at least that much; ascending by cap. A job
+  // asking for more than `min` whose time limit is longer than the stretch of the smallest cap
+  // that holds its amount can never start.
+  std::map<std::string, std::vector<CapStretch>> stretches;
 
   bool operator==(const WorkloadClass&) const = default;
 };
@@ -58,7 +80,13 @@ struct PoolSnapshot {
   SnapshotPool gpu;
   SnapshotPool mem;
   SnapshotPool nvme;
-  std::vector<WorkloadClass> workload_classes;    // empty: any class name is accepted
+  std::vector<WorkloadClass> workload_classes;  // empty: any class name is accepted
+  // The policy version in force; 0 when composerd enforces none (the classes then come from
+  // composer.conf's Workloads= and carry no rules, and jobs are not classified).
+  int64_t policy_id = 0;
+  // The class of a job that --workload, partition, QOS and account leave unclassified; empty:
+  // such a job is refused while a policy is in force.
+  std::string default_class;
   std::vector<std::string> blocker_reservations;  // no job may be submitted into these
 
   const SnapshotPool& pool(DeviceType t) const;

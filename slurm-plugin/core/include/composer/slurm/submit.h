@@ -3,11 +3,15 @@
 // requests so that Slurm's scheduler holds the job until the pool can serve it:
 //   licenses (cluster-wide, count = per-node amount x nodes)
 //     fabric_gpu:<gpus x nodes>, fabric_mem:<GiB rounded up x nodes>, fabric_nvme:<n x nodes>,
-//     plus the workload class's cap licenses from the snapshot;
+//     plus the cap licenses of the job's workload class from the snapshot;
 //   GRES per node (attach slots): gres:cgpu:<gpus>, gres:cnvme:<n>. Memory has no GRES: how
 //     many blocks (slots) a size takes depends on the blocks the allocator picks; the submit
 //     check uses the largest block as a lower bound and composerd checks exactly;
 //   admin comment: "composer: gpus=A100:2 mem=64G nvme=1 workload=training nodes=2".
+// The workload class is --workload's; without it, while composerd enforces a policy, the
+// class the policy's rules give (partition, QOS, account, DefaultClass: policies/classify.h,
+// the same function composerd uses), which is then also written into the job's SPANK
+// environment as if given with --workload, so that the prolog tells composerd the same class.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +40,10 @@ struct SubmittedJob {
   std::string tres_per_node;
   std::string admin_comment;
   std::string reservation;
+  std::string partition;  // as submitted: may be a comma-separated list; empty: not given
+  std::string qos;
+  std::string account;
+  std::optional<int64_t> time_limit_s;  // nullopt: not given (NO_VAL) or unlimited (INFINITE)
 };
 
 // New values for the job's fields; `composes` false means leave the job alone.
@@ -46,14 +54,22 @@ struct SubmitChanges {
   std::string licenses;
   std::string tres_per_node;
   std::string admin_comment;
+  // The job's workload class (empty: none) and what chose it ("--workload=training",
+  // "partition infer", "DefaultClass").
+  std::string workload;
+  std::string workload_reason;
+  // Entries to append to the job's SPANK environment (the class the rules chose).
+  std::vector<std::string> spank_env_add;
 };
 
 // `snapshot` null: no usable snapshot; `snapshot_problem` says why. With
 // refuse_without_snapshot the job is then refused (kUnavailable), else accepted after the
 // syntax checks. Refusals are kInvalidArgument (bad syntax, a license or GRES of ours given by
-// hand) or kInsufficient (can never run: larger than the pool or a host's attach slots, unknown
-// GPU model or workload class, over a class's highest cap, a blocker reservation), each with a
-// sentence for the user starting with "composer: ".
+// hand, a job no class rule matches while the policy has no DefaultClass) or kInsufficient
+// (can never run: larger than the pool or a host's attach slots, unknown GPU model or workload
+// class, over a class's highest cap, more than the class's lowest cap for longer than the
+// longest stretch in which it may hold that much, a blocker reservation), each with a sentence
+// for the user starting with "composer: ".
 Expected<SubmitChanges> review_submission(const SubmittedJob& job,
                                           const api::PoolSnapshot* snapshot,
                                           const std::string& snapshot_problem,
