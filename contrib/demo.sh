@@ -9,7 +9,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 
 "$root/contrib/install-deps.sh"
-cmake -S "$root" -B "$build" -G Ninja -DCOMPOSER_BUILD_TESTS=OFF >/dev/null
+cmake -S "$root" -B "$build" -G Ninja >/dev/null
 cmake --build "$build" --target composerd composerctl spank_composer job_submit_composer
 
 export BUILD_DIR=$build E2E_DIR=${DEMO_DIR:-/tmp/composer-e2e-demo}

@@ -8,7 +8,7 @@ build=${BUILD_DIR:-$root/build}
 
 "$root/contrib/install-deps.sh"
 
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOMPOSER_BUILD_TESTS=ON \
   -DCOMPOSER_CLANG_TIDY="${COMPOSER_CLANG_TIDY:-OFF}"
 cmake --build "$build"
 cmake --build "$build" --target format-check

@@ -261,6 +261,19 @@ PoolRow decode_pool_row(const Json::Value& v, const std::string& path) {
   return p;
 }
 
+Host decode_host(const Json::Value& v, const std::string& path) {
+  ObjectReader r(v, path, "a host",
+                 {"node", "fabric_id", "zones", "gpu_slots", "mem_slots", "nvme_slots"});
+  Host h;
+  h.node = as_string(r.required("node"), r.path("node"));
+  h.fabric_id = as_string(r.required("fabric_id"), r.path("fabric_id"));
+  h.zones = decode_array<std::string>(r.required("zones"), r.path("zones"), as_string);
+  h.gpu_slots = as_u32(r.required("gpu_slots"), r.path("gpu_slots"));
+  h.mem_slots = as_u32(r.required("mem_slots"), r.path("mem_slots"));
+  h.nvme_slots = as_u32(r.required("nvme_slots"), r.path("nvme_slots"));
+  return h;
+}
+
 Event decode_event(const Json::Value& v, const std::string& path) {
   ObjectReader r(v, path, "an event",
                  {"id", "ts_ms", "kind", "composition_id", "job_id", "node", "uid", "user",
@@ -455,6 +468,19 @@ Json::Value to_json(const PoolRow& p) {
   return v;
 }
 
+Json::Value to_json(const Host& h) {
+  Json::Value v(Json::objectValue);
+  v["node"] = h.node;
+  v["fabric_id"] = h.fabric_id;
+  Json::Value zones(Json::arrayValue);
+  for (const auto& z : h.zones) zones.append(z);
+  v["zones"] = std::move(zones);
+  v["gpu_slots"] = h.gpu_slots;
+  v["mem_slots"] = h.mem_slots;
+  v["nvme_slots"] = h.nvme_slots;
+  return v;
+}
+
 Json::Value to_json(const Event& e) {
   Json::Value v(Json::objectValue);
   v["id"] = i64(e.id);
@@ -559,6 +585,9 @@ Json::Value compositions_to_json(const std::vector<Composition>& compositions) {
 Json::Value pool_to_json(const std::vector<PoolRow>& rows) {
   return encode_list(rows, "pool", [](const PoolRow& p) { return to_json(p); });
 }
+Json::Value hosts_to_json(const std::vector<Host>& hosts) {
+  return encode_list(hosts, "hosts", [](const Host& h) { return to_json(h); });
+}
 Json::Value events_to_json(const std::vector<Event>& events) {
   return encode_list(events, "events", [](const Event& e) { return to_json(e); });
 }
@@ -571,6 +600,9 @@ Expected<std::vector<Composition>> compositions_from_json(const Json::Value& v) 
 }
 Expected<std::vector<PoolRow>> pool_from_json(const Json::Value& v) {
   return decode_list<PoolRow>(v, "pool", "a pool summary", decode_pool_row);
+}
+Expected<std::vector<Host>> hosts_from_json(const Json::Value& v) {
+  return decode_list<Host>(v, "hosts", "a host list", decode_host);
 }
 Expected<std::vector<Event>> events_from_json(const Json::Value& v) {
   return decode_list<Event>(v, "events", "an event list", decode_event);

@@ -14,6 +14,7 @@
 #include "output.h"
 #include "policy.h"
 #include "report.h"
+#include "slurm_config.h"
 
 namespace composer::cli {
 namespace {
@@ -179,6 +180,9 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   events->add_option("--since", e_since, "from this time: now-1h, 2024-05-01T08:00, ...");
   events->add_option("--until", e_until, "before this time");
   events->add_option("--limit", e_limit, "at most this many, oldest first");
+  auto* slurm_config = app.add_subcommand(
+      "slurm-config",
+      "The slurm.conf and gres.conf lines (Licenses, GresTypes, Gres) for the pool");
   auto policy = add_policy_command(app);
   (void)devices_list;
   (void)comps_list;
@@ -265,6 +269,14 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
             api::release_to_json);
       }
       return p.print(c.compositions(cq), composition_table, api::compositions_to_json);
+    }
+    if (slurm_config->parsed()) {
+      auto pool_rows = c.pool();
+      if (!pool_rows) return p.fail(pool_rows.error());
+      auto hosts = c.hosts();
+      if (!hosts) return p.fail(hosts.error());
+      out << slurm_config_text(*pool_rows, *hosts);
+      return kExitOk;
     }
     if (health->parsed()) {
       auto info = c.health();

@@ -204,6 +204,13 @@ Expected<std::vector<Device>> Client::devices(const DeviceQuery& q) const {
                                       api::devices_from_json);
 }
 
+Expected<std::vector<Host>> Client::hosts() const {
+  Path p;
+  p.segment("v1").segment("hosts");
+  return decoded<std::vector<Host>>(call("GET", p, "", true), "GET " + p.plain,
+                                    api::hosts_from_json);
+}
+
 Expected<Device> Client::drain(std::string_view id, std::string_view reason) const {
   if (Status s = require_name(id, "device id"); !s) return s.error();
   if (Status s = require_name(reason, "drain reason"); !s) return s.error();

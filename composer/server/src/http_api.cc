@@ -233,6 +233,13 @@ class Handlers {
     });
   }
 
+  void hosts(const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, false, [&](const Caller&) {
+      if (auto s = only_params(req, {}); !s) return send_error(res, s.error());
+      send_json(res, 200, api::hosts_to_json(ctx_.service.hosts()));
+    });
+  }
+
   void devices(const httplib::Request& req, httplib::Response& res) {
     guarded(req, res, false, [&](const Caller&) {
       if (auto s = only_params(req, {"type", "state", "zone", "node"}); !s) {
@@ -335,6 +342,7 @@ void install_routes(httplib::Server& server, ApiContext& ctx) {
              [h](const auto& req, auto& res) { h->list_compositions(req, res); });
   server.Get("/v1/pool", [h](const auto& req, auto& res) { h->pool(req, res); });
   server.Get("/v1/devices", [h](const auto& req, auto& res) { h->devices(req, res); });
+  server.Get("/v1/hosts", [h](const auto& req, auto& res) { h->hosts(req, res); });
   server.Post(R"(/v1/devices/([^/]+)/drain)",
               [h](const auto& req, auto& res) { h->drain(req, res, true); });
   server.Post(R"(/v1/devices/([^/]+)/resume)",

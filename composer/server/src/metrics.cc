@@ -112,7 +112,8 @@ std::string Metrics::route_of(std::string_view path) {
     if (parts.size() == 3 && (parts[2] == "history" || parts[2] == "explain")) {
       return "/v1/policy/" + std::string(parts[2]);
     }
-  } else if ((top == "pool" || top == "events" || top == "health" || top == "reports") &&
+  } else if ((top == "pool" || top == "events" || top == "health" || top == "reports" ||
+              top == "hosts") &&
              parts.size() == 2) {
     return "/v1/" + std::string(top);
   }

@@ -30,6 +30,7 @@ Json::Value to_json(const Request& request);
 Json::Value to_json(const Composition& composition);
 Json::Value to_json(const PoolRow& row);
 Json::Value to_json(const Event& event);
+Json::Value to_json(const Host& host);
 Json::Value to_json(const ComposeBody& body);
 Json::Value to_json(const HealthInfo& health);
 Json::Value to_json(const DrainBody& body);
@@ -69,11 +70,14 @@ Expected<T> from_text(std::string_view text) {
   return from_json<T>(*json);
 }
 
-// List answers: {"devices": [...]}, {"compositions": [...]}, {"pool": [...]}, {"events": [...]}.
+// List answers: {"devices": [...]}, {"compositions": [...]}, {"pool": [...]}, {"events": [...]},
+// {"hosts": [...]}.
 Json::Value devices_to_json(const std::vector<Device>& devices);
 Json::Value compositions_to_json(const std::vector<Composition>& compositions);
 Json::Value pool_to_json(const std::vector<PoolRow>& rows);
 Json::Value events_to_json(const std::vector<Event>& events);
+Json::Value hosts_to_json(const std::vector<Host>& hosts);
+Expected<std::vector<Host>> hosts_from_json(const Json::Value& value);
 Expected<std::vector<Device>> devices_from_json(const Json::Value& value);
 Expected<std::vector<Composition>> compositions_from_json(const Json::Value& value);
 Expected<std::vector<PoolRow>> pool_from_json(const Json::Value& value);

@@ -88,6 +88,8 @@ class Client {
   Expected<std::vector<Composition>> compositions(const CompositionQuery& query = {}) const;
   Expected<std::vector<PoolRow>> pool() const;
   Expected<std::vector<Device>> devices(const DeviceQuery& query = {}) const;
+  // The hosts the fabric serves, with their zones and attach slots.
+  Expected<std::vector<Host>> hosts() const;
   // POST /v1/devices/{id}/drain and /resume.
   Expected<Device> drain(std::string_view id, std::string_view reason) const;
   Expected<Device> resume(std::string_view id) const;

@@ -1,0 +1,58 @@
+#include "slurm_config.h"
+
+#include <gtest/gtest.h>
+
+#include "composer/common/units.h"
+
+namespace composer::cli {
+namespace {
+
+TEST(SlurmConfig, LicensesCountUsableDevicesAndGresFollowSlots) {
+  std::vector<PoolRow> pool = {
+      {.type = DeviceType::kGpu,
+       .model = "A100",
+       .zone = "z1",
+       .total = 8,
+       .free = 6,
+       .attached = 1,
+       .drained = 0,
+       .failed = 1},
+      {.type = DeviceType::kGpu,
+       .model = "H100",
+       .zone = "z2",
+       .total = 4,
+       .free = 3,
+       .attached = 0,
+       .drained = 1,
+       .failed = 0},
+      {.type = DeviceType::kMem,
+       .model = "CXL",
+       .zone = "z1",
+       .total = 4,
+       .free = 4,
+       .total_bytes = 4 * 64 * kGiB,
+       .free_bytes = 4 * 64 * kGiB},
+      {.type = DeviceType::kNvme,
+       .model = "P5620",
+       .zone = "z2",
+       .total = 2,
+       .free = 2,
+       .total_bytes = 2 * kTiB},
+  };
+  std::vector<Host> hosts = {
+      {.node = "n1", .fabric_id = "h1", .zones = {"z1"}, .gpu_slots = 8, .nvme_slots = 2},
+      {.node = "n2", .fabric_id = "h2", .zones = {"z1"}, .gpu_slots = 8, .nvme_slots = 2},
+      {.node = "big", .fabric_id = "h3", .zones = {"z2"}, .gpu_slots = 16, .nvme_slots = 4},
+  };
+  const std::string text = slurm_config_text(pool, hosts);
+  // 11 usable GPUs (one failed is left out, the drained one counts), 256 GiB, 2 drives.
+  EXPECT_NE(text.find("Licenses=fabric_gpu:11,fabric_mem:256,fabric_nvme:2\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("GresTypes=cgpu,cnvme\n"), std::string::npos);
+  EXPECT_NE(text.find("NodeName=n1,n2 Name=cgpu Count=8\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("NodeName=big Name=cnvme Count=4\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Gres=cgpu:16,cnvme:4"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace composer::cli
