@@ -271,6 +271,44 @@ TEST_F(PolicyTest, TheSnapshotNamesCapLicensesHighestCapsAndBlockers) {
   EXPECT_TRUE(training_blocker) << api::to_text(api::to_json(*snap));
 }
 
+TEST_F(PolicyTest, TheSnapshotCarriesClassRulesAndTheStretchesEachCapHolds) {
+  const std::string path = daemon_.state_dir() + "/snapshot.json";
+  auto before = api::read_snapshot(path);
+  ASSERT_TRUE(before.ok()) << before.error();
+  EXPECT_EQ(before->policy_id, 0);  // no policy: job_submit classifies nothing
+
+  apply(
+      "TimeZone=UTC\n"
+      "Window=day Days=Mon-Fri Start=08:00 End=20:00\n"
+      "Class=training Partitions=train Accounts=ml\n"
+      "Class=inference Partitions=infer,serve QOS=interactive\n"
+      "DefaultClass=inference\n"
+      "Limit=training Window=day Gpus=12\n"
+      "Limit=training Window=Default Gpus=2\n"
+      "Limit=inference Window=day Gpus=4\n"
+      "Limit=inference Window=Default Gpus=14\n");
+  auto snap = api::read_snapshot(path);
+  ASSERT_TRUE(snap.ok()) << snap.error();
+  EXPECT_EQ(snap->policy_id, 1);
+  EXPECT_EQ(snap->default_class, "inference");
+  const api::WorkloadClass* training = snap->workload_class("training");
+  ASSERT_NE(training, nullptr);
+  EXPECT_EQ(training->partitions, std::vector<std::string>{"train"});
+  EXPECT_TRUE(training->qos.empty());
+  EXPECT_EQ(training->accounts, std::vector<std::string>{"ml"});
+  // Training: 12 GPUs only 08:00-20:00 on weekdays, 2 otherwise.
+  EXPECT_EQ(training->min.at("gpu"), 2u);
+  EXPECT_EQ(training->stretches.at("gpu"), (std::vector<api::CapStretch>{{12, 12 * 3600}}));
+  const api::WorkloadClass* inference = snap->workload_class("inference");
+  ASSERT_NE(inference, nullptr);
+  EXPECT_EQ(inference->partitions, (std::vector<std::string>{"infer", "serve"}));
+  EXPECT_EQ(inference->qos, std::vector<std::string>{"interactive"});
+  // Inference: 14 GPUs at night and over the weekend, Fri 20:00 to Mon 08:00 the longest.
+  EXPECT_EQ(inference->min.at("gpu"), 4u);
+  EXPECT_EQ(inference->stretches.at("gpu"), (std::vector<api::CapStretch>{{14, 60 * 3600}}));
+  EXPECT_EQ(inference->min.count("mem"), 0u);
+}
+
 TEST_F(PolicyTest, ExplainSaysWhetherWhenAndWhichLimitHolds) {
   auto none = client().explain_policy({.workload = "training", .gpus = 1, .time_limit_s = 60});
   ASSERT_FALSE(none.ok());
