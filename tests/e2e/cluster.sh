@@ -6,9 +6,16 @@
 #   cluster.sh stop    stop everything this script started, by PID
 #   cluster.sh env     print the variables a shell needs to use the cluster
 #
-# Environment: BUILD_DIR (default build; PLUGIN_DIR and COMPOSERD override the paths inside it),
-# E2E_DIR (default /tmp/composer-e2e), and the pool:
-# E2E_GPUS (8), E2E_MEM_BLOCKS (4, 64G each), E2E_NVME (4). Must run as root (slurmd does).
+# Environment: BUILD_DIR (default build; PLUGIN_DIR, COMPOSERD and FAKE_REDFISH override the
+# paths inside it), E2E_DIR (default /tmp/composer-e2e), the ports E2E_PORT (composerd),
+# CTLD_PORT and SLURMD_PORT, FABRIC and the pool:
+#   FABRIC=sim      (default) composerd's simulated fabric holding E2E_GPUS (8) A100 GPUs,
+#                   E2E_MEM_BLOCKS (4) 64G CXL memory blocks and E2E_NVME (4) NVMe drives;
+#   FABRIC=redfish  the fake Redfish composition service (tests/redfish, fake_redfish) on
+#                   loopback, this node mapped to its composed system node01: E2E_GPUS/2 GPUs
+#                   in each of its two zones plus the devices of the DMTF mockup it serves.
+# Slurm's licenses and GRES counts are taken from the pool composerd publishes, whatever the
+# fabric. Must run as root (slurmd does).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -24,9 +31,13 @@ E2E_PORT=${E2E_PORT:-16830}
 CTLD_PORT=${CTLD_PORT:-16817}
 SLURMD_PORT=${SLURMD_PORT:-16818}
 NODE=$(hostname -s)
+FABRIC=${FABRIC:-sim}
+[[ $FABRIC == sim || $FABRIC == redfish ]] ||
+  { echo "cluster: FABRIC=$FABRIC: allowed are sim and redfish" >&2; exit 2; }
 
 PLUGINS=$(realpath -m "${PLUGIN_DIR:-$BUILD_DIR/slurm-plugin}")
 COMPOSERD=$(realpath -m "${COMPOSERD:-$BUILD_DIR/composer/server/composerd}")
+FAKE_REDFISH=$(realpath -m "${FAKE_REDFISH:-$BUILD_DIR/tests/redfish/fake_redfish}")
 MUNGE_SOCKET=$E2E_DIR/munge/munge.socket
 SLURM_CONF=$E2E_DIR/etc/slurm.conf
 
@@ -54,16 +65,12 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   die "timed out after ${limit}s waiting for $what"
 }
 
-write_configs() {
+write_configs() {  # the folder and every file but slurm.conf and gres.conf (they need the pool)
   rm -rf "$E2E_DIR"
   mkdir -p "$E2E_DIR"/{etc,munge,state,spool,log,run,composer,plugin-state,sys/bus/pci/devices}
   mkdir -p "$E2E_DIR/spool/slurmd-$NODE"
   chmod 755 "$E2E_DIR" "$E2E_DIR/munge"
   : >"$E2E_DIR/sys/bus/pci/rescan"
-  local cpus mem_mb
-  cpus=16
-  mem_mb=$(($(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) / 2))
-  local mem_gib=$((E2E_MEM_BLOCKS * 64))
 
   cat >"$E2E_DIR/etc/composer.conf" <<CONF
 ListenAddress=127.0.0.1
@@ -78,6 +85,9 @@ ComposeTimeout=20
 ReleaseTimeout=20
 ReconcileInterval=5
 Durable=no
+CONF
+  if [[ $FABRIC == sim ]]; then
+    cat >>"$E2E_DIR/etc/composer.conf" <<CONF
 Fabric=sim
 SimLatency=20
 NodeName=$NODE Zones=z1 GpuSlots=$E2E_GPUS MemSlots=$E2E_MEM_BLOCKS NvmeSlots=$E2E_NVME
@@ -85,15 +95,86 @@ DeviceGroup=gpu-a Type=gpu Model=A100-80G Zone=z1 Count=$E2E_GPUS
 DeviceGroup=cxl-a Type=mem Model=CXL-DDR5 Zone=z1 Count=$E2E_MEM_BLOCKS Size=64G
 DeviceGroup=nvme-a Type=nvme Model=P5620 Zone=z1 Count=$E2E_NVME Size=1T
 CONF
+  fi
+  # The redfish lines need the fake's port: start_fake_redfish appends them.
 
   cat >"$E2E_DIR/etc/plugstack.conf" <<CONF
 required $PLUGINS/spank_composer.so server=http://127.0.0.1:$E2E_PORT timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET sysfs_root=$E2E_DIR/sys proc_root=/proc host_check=rescan busy_wait=5
 CONF
+}
+
+# The DMTF mockup the fake serves, less the device blocks already composed into the mockup's
+# own systems: this cluster is about the node composerd serves, and those blocks belong to
+# hosts it leaves alone. The mockup's free blocks stay in the pool.
+write_mockups() {
+  local from to=$E2E_DIR/mockups blocks
+  from=$(realpath -m "${COMPOSER_REDFISH_MOCKUPS:-$SRC/../shared/data/redfish}")
+  [[ -d $from/public-composability ]] ||
+    die "Redfish mockups not found at $from (set COMPOSER_REDFISH_MOCKUPS)"
+  mkdir -p "$to"
+  cp -r "$from/public-composability" "$to/"
+  blocks=$to/public-composability/CompositionService/ResourceBlocks
+  local keep=() uri id
+  while read -r uri; do
+    id=${uri##*/}
+    if jq -e '(.Links.ComputerSystems // []) == [] or (.ResourceBlockType | index("Compute"))' \
+      "$blocks/$id/index.json" >/dev/null; then
+      keep+=("$uri")
+    fi
+  done < <(jq -r '.Members[]."@odata.id"' "$blocks/index.json")
+  jq --args '.Members = [$ARGS.positional[] | {"@odata.id": .}] |
+    ."Members@odata.count" = ($ARGS.positional | length)' "${keep[@]}" \
+    <"$blocks/index.json" >"$blocks/index.json.new"
+  mv "$blocks/index.json.new" "$blocks/index.json"
+}
+
+# The fake Redfish service, and composer.conf's fabric lines pointing at it. It serves
+# composed systems node01.. reaching both its zones; this node is node01. Attach slots: the
+# fake publishes none, so FabricSlots lets one host hold the whole pool, as with sim.
+start_fake_redfish() {
+  [[ -x $FAKE_REDFISH ]] || die "fake_redfish not built: $FAKE_REDFISH"
+  write_mockups
+  local port_file=$E2E_DIR/run/fake_redfish.port cred=$E2E_DIR/etc/fabric.cred
+  local password="e2e-$RANDOM$RANDOM"
+  (
+    umask 077
+    printf 'username=composer\npassword=%s\n' "$password" >"$cred"
+  )
+  rm -f "$port_file"
+  setsid "$FAKE_REDFISH" --mockups "$E2E_DIR/mockups" --port-file "$port_file" --hosts 1 --gpus-per-zone $((E2E_GPUS / 2)) \
+    --task-ms 20 --username composer --password "$password" \
+    >>"$E2E_DIR/log/fake_redfish.log" 2>&1 &
+  echo $! >"$E2E_DIR/run/fake_redfish.pid"
+  wait_for 10 "fake_redfish to listen" test -s "$port_file"
+  cat >>"$E2E_DIR/etc/composer.conf" <<CONF
+Fabric=redfish
+FabricName=fake-redfish
+FabricUrl=http://127.0.0.1:$(cat "$port_file")
+FabricCredentials=$cred
+FabricAuth=session
+FabricTimeout=5s
+FabricPollInterval=20ms
+FabricTaskWait=15s
+FabricSlots=64
+NodeName=$NODE FabricHost=node01
+CONF
+}
+
+# slurm.conf and gres.conf, with licenses and GRES counts from the pool composerd published.
+write_slurm_configs() {
+  local snapshot=$E2E_DIR/composer/snapshot.json gpus mem_gib nvme cpus=16 mem_mb
+  gpus=$(jq -er '.pools.gpu.total' "$snapshot") || die "no GPU count in $snapshot"
+  mem_gib=$(jq -er '.pools.mem.total_bytes / 1073741824 | floor' "$snapshot") ||
+    die "no memory size in $snapshot"
+  nvme=$(jq -er '.pools.nvme.total' "$snapshot") || die "no NVMe count in $snapshot"
+  ((gpus > 0 && mem_gib > 0 && nvme > 0)) ||
+    die "the pool lacks a device type (gpus=$gpus mem=${mem_gib}G nvme=$nvme): $snapshot"
+  mem_mb=$(($(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) / 2))
 
   cat >"$E2E_DIR/etc/gres.conf" <<CONF
 AutoDetect=off
-NodeName=$NODE Name=cgpu Count=$E2E_GPUS
-NodeName=$NODE Name=cnvme Count=$E2E_NVME
+NodeName=$NODE Name=cgpu Count=$gpus
+NodeName=$NODE Name=cnvme Count=$nvme
 CONF
 
   cat >"$SLURM_CONF" <<CONF
@@ -134,9 +215,9 @@ MinJobAge=600
 MaxArraySize=1001
 SlurmdParameters=config_overrides
 DefMemPerCPU=100
-Licenses=fabric_gpu:$E2E_GPUS,fabric_mem:$mem_gib,fabric_nvme:$E2E_NVME
+Licenses=fabric_gpu:$gpus,fabric_mem:$mem_gib,fabric_nvme:$nvme
 GresTypes=cgpu,cnvme
-NodeName=$NODE CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$E2E_GPUS,cnvme:$E2E_NVME State=UNKNOWN
+NodeName=$NODE CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cnvme:$nvme State=UNKNOWN
 PartitionName=main Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 CONF
 }
@@ -189,21 +270,24 @@ case ${1:-} in
     "$0" stop || true
     write_configs
     start_munged
+    if [[ $FABRIC == redfish ]]; then start_fake_redfish; fi
     start_composerd
+    write_slurm_configs
     start_slurm
-    log "up: SLURM_CONF=$SLURM_CONF, composerd on 127.0.0.1:$E2E_PORT, logs in $E2E_DIR/log"
+    log "up: SLURM_CONF=$SLURM_CONF, composerd on 127.0.0.1:$E2E_PORT (Fabric=$FABRIC), logs in $E2E_DIR/log"
     ;;
   stop)
     # Order: no new jobs, then their prologs' server, then authentication.
     stop_pid slurmd
     stop_pid slurmctld
     stop_composerd
+    stop_pid fake_redfish
     stop_pid munged
     ;;
   start-composerd) start_composerd ;;
   stop-composerd) stop_composerd ;;
   env)
-    echo "export SLURM_CONF=$SLURM_CONF E2E_DIR=$E2E_DIR E2E_PORT=$E2E_PORT MUNGE_SOCKET=$MUNGE_SOCKET NODE=$NODE"
+    echo "export SLURM_CONF=$SLURM_CONF E2E_DIR=$E2E_DIR E2E_PORT=$E2E_PORT MUNGE_SOCKET=$MUNGE_SOCKET NODE=$NODE FABRIC=$FABRIC"
     ;;
   *)
     echo "usage: $0 start|stop|env|start-composerd|stop-composerd" >&2

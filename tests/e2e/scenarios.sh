@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end scenarios on the cluster cluster.sh starts. Run by run.sh; each scenario is a
 # function that returns non-zero (after saying why) when the product misbehaves.
-# Needs: SLURM_CONF, E2E_DIR, E2E_PORT, MUNGE_SOCKET, NODE (cluster.sh env).
+# Needs: SLURM_CONF, E2E_DIR, E2E_PORT, MUNGE_SOCKET, NODE (cluster.sh env). Fabric-neutral:
+# pool sizes come from the snapshot composerd publishes, device kinds from composerd's API.
 
 OUT=$E2E_DIR/out
 mkdir -p "$OUT"
@@ -18,6 +19,20 @@ attached() { api /v1/devices "state=attached" | jq '.devices | length'; }
 attached_to_job() {  # device ids composerd holds for job $1 on this node, comma-separated
   api "/v1/compositions/$1/$NODE" | jq -r 'select(.state=="ready") | [.devices[].id] | join(",")'
 }
+# Composerd holds devices for job $1 (a function, so that wait_until asks again each time).
+has_devices() { [[ -n $(attached_to_job "$1") ]]; }
+# The ids of job $1's devices of type $2 (gpu, mem, nvme), comma-separated, in attach order.
+attached_to_job_of_type() {
+  api "/v1/compositions/$1/$NODE" |
+    jq -r --arg t "$2" 'select(.state=="ready") | [.devices[] | select(.type==$t) | .id] | join(",")'
+}
+count_ids() { [[ -z $1 ]] && echo 0 || tr ',' '\n' <<<"$1" | wc -l; }
+device_ids() { api /v1/devices "type=$1" | jq -r '.devices[].id'; }
+is_device_of_type() {  # is_device_of_type TYPE ID: composerd knows ID as a device of TYPE
+  [[ -n $2 ]] && device_ids "$1" | grep -qxF -- "$2"
+}
+# How many devices of TYPE the pool holds, as composerd publishes it to the submit plugin.
+pool_total() { jq -er --arg t "$1" '.pools[$t].total' "$E2E_DIR/composer/snapshot.json"; }
 event_kinds() { api /v1/events "job=$1" | jq -r '[.events[].kind] | join(" ")'; }
 pool_adds_up() {  # every row: free + attached + drained + failed == total, nothing attached
   api /v1/pool | jq -e 'all(.pool[]; .attached == 0 and .free + .drained + .failed == .total)' \
@@ -51,19 +66,23 @@ scenario_batch_job_sees_its_devices() {
     fail "GRES of job $j: $(job_field "$j" TresPerNode)" || return 1
   scontrol show job "$j" | grep -q "AdminComment=composer: gpus=2 mem=64G nodes=1" ||
     fail "admin comment of job $j: $(scontrol show job "$j" | grep AdminComment)" || return 1
-  local ids
-  wait_until 10 test -n "$(attached_to_job "$j")" || fail "composerd shows nothing for $j" || return 1
+  local ids job_gpus
+  wait_until 10 has_devices "$j" || fail "composerd shows nothing for $j" || return 1
   ids=$(attached_to_job "$j")
-  [[ $(tr ',' '\n' <<<"$ids" | grep -c '^gpu') == 2 && $(tr ',' '\n' <<<"$ids" | grep -c '^cxl') == 1 ]] ||
+  job_gpus=$(attached_to_job_of_type "$j" gpu)
+  [[ $(count_ids "$job_gpus") == 2 && $(count_ids "$(attached_to_job_of_type "$j" mem)") == 1 &&
+    $(count_ids "$ids") == 3 ]] ||
     fail "composerd holds '$ids' for job $j, expected 2 GPUs and 1 memory block" || return 1
   wait_until 30 finished "$j" || fail "job $j did not finish" || return 1
   [[ $(job_state "$j") == COMPLETED ]] || fail "job $j ended $(job_state "$j")" || return 1
   local out=$OUT/$j.out gpus
   gpus=$(grep '^COMPOSER_GPUS=' "$out" | cut -d= -f2)
-  [[ $gpus == "$(tr ',' '\n' <<<"$ids" | grep '^gpu' | paste -sd,)" ]] ||
+  [[ $gpus == "$job_gpus" ]] ||
     fail "job saw COMPOSER_GPUS='$gpus', composerd attached '$ids'" || return 1
   grep -qx 'CUDA_VISIBLE_DEVICES=0,1' "$out" || fail "CUDA_VISIBLE_DEVICES: $(cat "$out")" || return 1
-  grep -qE '^COMPOSER_MEM_NUMA=[0-9]' "$out" || fail "COMPOSER_MEM_NUMA: $(cat "$out")" || return 1
+  # The block's NUMA node where the fabric gives one (sim), else the size attached (redfish).
+  grep -qE '^COMPOSER_MEM_NUMA=([0-9]+|64G)$' "$out" || fail "COMPOSER_MEM_NUMA: $(cat "$out")" ||
+    return 1
   wait_until 15 nothing_attached || fail "$(attached) devices still attached after job $j" || return 1
   local kinds
   kinds=$(event_kinds "$j")
@@ -72,11 +91,15 @@ scenario_batch_job_sees_its_devices() {
 }
 
 scenario_srun_job_sees_its_devices() {
-  local out expected='^GPUS=gpu-[^ ]+ NVME=nvme-[^ ]+ CUDA=0$'
+  local out expected='^GPUS=([^ ,]+) NVME=([^ ,]+) CUDA=0$'
   out=$(srun --compose-gpus=1 --compose-nvme=1 \
     bash -c 'echo "GPUS=$COMPOSER_GPUS NVME=$COMPOSER_NVME CUDA=$CUDA_VISIBLE_DEVICES"' 2>&1) ||
     fail "srun failed: $out" || return 1
   [[ $out =~ $expected ]] || fail "srun task saw: $out" || return 1
+  local gpu=${BASH_REMATCH[1]} nvme=${BASH_REMATCH[2]}
+  is_device_of_type gpu "$gpu" && is_device_of_type nvme "$nvme" ||
+    fail "srun task saw devices composerd does not know as a GPU and an NVMe drive: $out" ||
+    return 1
   wait_until 15 nothing_attached || fail "$(attached) devices still attached after srun"
 }
 
@@ -84,7 +107,8 @@ scenario_salloc_job_sees_its_devices() {
   local out
   out=$(salloc --compose-mem=128G srun bash -c 'echo MEM=$COMPOSER_MEM_NUMA' 2>&1) ||
     fail "salloc failed: $out" || return 1
-  grep -qE '^MEM=[0-9]+(,[0-9]+)?$' <<<"$out" || fail "salloc step saw: $out" || return 1
+  # NUMA nodes where the fabric gives them (sim), else the size attached (redfish).
+  grep -qE '^MEM=([0-9]+(,[0-9]+)?|128G)$' <<<"$out" || fail "salloc step saw: $out" || return 1
   wait_until 15 nothing_attached || fail "$(attached) devices still attached after salloc"
 }
 
@@ -92,7 +116,7 @@ scenario_cancel_running_job_releases() {
   local j
   j=$(sbatch --parsable -o /dev/null --compose-gpus=3 --wrap 'sleep 300') || return 1
   wait_until 30 state_is "$j" RUNNING || fail "job $j did not start" || return 1
-  wait_until 10 test -n "$(attached_to_job "$j")" || fail "nothing attached to $j" || return 1
+  wait_until 10 has_devices "$j" || fail "nothing attached to $j" || return 1
   scancel "$j"
   wait_until 30 finished "$j" || fail "job $j not cancelled" || return 1
   wait_until 15 nothing_attached || fail "$(attached) devices attached after cancelling $j" ||
@@ -125,24 +149,30 @@ scenario_bad_flags_refused_by_sbatch() {
 }
 
 scenario_impossible_request_refused_at_submit() {
-  local before err
+  local before err pool too_many per_node
+  pool=$(pool_total gpu) || fail "no GPU count in the snapshot" || return 1
+  too_many=$((pool + 4))
+  per_node=$((pool / 2 + 1))  # fits one node's share of the pool, not two nodes' worth
   before=$(queued_jobs)
-  err=$(sbatch --hold --wrap true --compose-gpus=12 2>&1) && fail "sbatch accepted 12 GPUs" && return 1
-  grep -q "composer: --compose-gpus=12 needs 12 GPUs but the pool holds 8" <<<"$err" ||
-    fail "sentence: $err" || return 1
+  err=$(sbatch --hold --wrap true --compose-gpus=$too_many 2>&1) &&
+    fail "sbatch accepted $too_many GPUs" && return 1
+  grep -q "composer: --compose-gpus=$too_many needs $too_many GPUs but the pool holds $pool" \
+    <<<"$err" || fail "sentence: $err" || return 1
   err=$(sbatch --hold --wrap true --compose-gpus=H100:1 2>&1) && fail "sbatch accepted H100" && return 1
   grep -q "the pool has no GPU of model 'H100'" <<<"$err" || fail "sentence: $err" || return 1
   err=$(sbatch --hold --wrap true --compose-gpus=1 --workload=gaming 2>&1) &&
     fail "sbatch accepted workload gaming" && return 1
   grep -q "no such workload class" <<<"$err" || fail "sentence: $err" || return 1
-  err=$(sbatch --hold --wrap true -N 2 --compose-gpus=5 2>&1) && fail "sbatch accepted 2x5 GPUs" && return 1
-  grep -q "on 2 nodes needs 10 GPUs" <<<"$err" || fail "sentence: $err" || return 1
+  err=$(sbatch --hold --wrap true -N 2 --compose-gpus=$per_node 2>&1) &&
+    fail "sbatch accepted 2x$per_node GPUs" && return 1
+  grep -q "on 2 nodes needs $((2 * per_node)) GPUs" <<<"$err" || fail "sentence: $err" || return 1
   [[ $(queued_jobs) == "$before" ]] || fail "a refused job was queued"
 }
 
 scenario_exhausted_pool_queues_on_licenses() {
-  local a b
-  a=$(sbatch --parsable -o /dev/null --compose-gpus=8 --wrap 'sleep 6') || return 1
+  local a b pool
+  pool=$(pool_total gpu) || fail "no GPU count in the snapshot" || return 1
+  a=$(sbatch --parsable -o /dev/null --compose-gpus="$pool" --wrap 'sleep 6') || return 1
   wait_until 30 state_is "$a" RUNNING || fail "job $a did not start" || return 1
   b=$(sbatch --parsable -o /dev/null --compose-gpus=1 --wrap 'sleep 1') || return 1
   # The scheduler gives a pending job its reason on its next pass.
@@ -162,7 +192,8 @@ scenario_array_of_50_leaks_nothing() {
     --wrap 'echo "GPUS=$COMPOSER_GPUS"; sleep 1') || return 1
   wait_until 400 bash -c "[[ -z \$(squeue -h -j $j) ]]" || fail "array $j still queued" || return 1
   local done_ok
-  done_ok=$(grep -l '^GPUS=gpu-' "$OUT"/array-"$j"_*.out 2>/dev/null | wc -l)
+  done_ok=$(grep -hx 'GPUS=[^,]\+' "$OUT"/array-"$j"_*.out 2>/dev/null | cut -d= -f2 |
+    grep -cxFf <(device_ids gpu))
   [[ $done_ok == 50 ]] || fail "only $done_ok of 50 array tasks saw a GPU" || return 1
   local states
   states=$(scontrol show job "$j" -o | grep -o 'JobState=[A-Z_]*' | sort | uniq -c | tr -s ' ')
@@ -176,7 +207,7 @@ post() {  # post PATH BODY: POST with a munge credential
     -H "Authorization: Munge $(munge -S "$MUNGE_SOCKET" -s "POST $1")" \
     --data "$2" "http://127.0.0.1:$E2E_PORT$1" >/dev/null
 }
-gpu_ids() { api /v1/devices "type=gpu" | jq -r '.devices[].id'; }
+gpu_ids() { device_ids gpu; }
 
 scenario_refused_compose_fails_the_job_not_the_node() {
   # Every GPU drained after the snapshot: the job passes submit, composerd refuses at prolog.
