@@ -40,16 +40,19 @@ submit_round() {  # submit_round COUNT -> prints seconds
   echo "$t1 - $t0" | bc -l
 }
 
-rounds=5
+rounds=10
 per=$((n / rounds))
 with=0
 without=0
+# Alternate which comes first, so neither always follows a reconfigure or a cancel storm.
 for ((r = 0; r < rounds; r++)); do
-  set_plugin on
-  with=$(echo "$with + $(submit_round "$per")" | bc -l)
-  set_plugin off
-  without=$(echo "$without + $(submit_round "$per")" | bc -l)
-  scancel -t PENDING
+  for mode in $( ((r % 2)) && echo "off on" || echo "on off"); do
+    set_plugin "$mode"
+    secs=$(submit_round "$per")
+    if [[ $mode == on ]]; then with=$(echo "$with + $secs" | bc -l); else without=$(echo "$without + $secs" | bc -l); fi
+    scancel -t PENDING
+    sleep 1
+  done
 done
 set_plugin on
 rate_with=$(echo "$per * $rounds / $with" | bc -l)
