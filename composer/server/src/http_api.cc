@@ -86,6 +86,21 @@ double seconds_since(std::chrono::steady_clock::time_point began) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
 }
 
+struct JobNode {
+  uint32_t job = 0;
+  std::string node;
+};
+
+// The (job, node) of a /v1/compositions/{job}/{node} request, checked; no query allowed.
+Expected<JobNode> job_and_node(const httplib::Request& req) {
+  auto job = job_id_of(req.matches[1]);
+  if (!job) return job.error();
+  JobNode out{*job, req.matches[2]};
+  if (auto s = check_node(out.node); !s) return s.error();
+  if (auto s = only_params(req, {}); !s) return s.error();
+  return out;
+}
+
 class Handlers {
  public:
   explicit Handlers(ApiContext& ctx) : ctx_(ctx) {}
@@ -111,11 +126,9 @@ class Handlers {
 
   void compose(const httplib::Request& req, httplib::Response& res) {
     guarded(req, res, true, [&](const Caller&) {
-      auto job = job_id_of(req.matches[1]);
-      if (!job) return send_error(res, job.error());
-      const std::string node = req.matches[2];
-      if (auto s = check_node(node); !s) return send_error(res, s.error());
-      if (auto s = only_params(req, {}); !s) return send_error(res, s.error());
+      auto target = job_and_node(req);
+      if (!target) return send_error(res, target.error());
+      const auto& [job, node] = *target;
       auto body = api::from_text<api::ComposeBody>(req.body);
       if (!body) return send_error(res, body.error());
       if (!body->workload.empty() && !ctx_.workloads.empty() &&
@@ -126,7 +139,7 @@ class Handlers {
         return send_error(res, bad("workload: unknown class '" + body->workload +
                                    "' (configured: " + list + ")"));
       }
-      ComposeInput in{.job_id = *job,
+      ComposeInput in{.job_id = job,
                       .node = node,
                       .uid = body->uid,
                       .user = body->user,
@@ -146,17 +159,15 @@ class Handlers {
 
   void show(const httplib::Request& req, httplib::Response& res) {
     guarded(req, res, false, [&](const Caller& caller) {
-      auto job = job_id_of(req.matches[1]);
-      if (!job) return send_error(res, job.error());
-      const std::string node = req.matches[2];
-      if (auto s = check_node(node); !s) return send_error(res, s.error());
-      if (auto s = only_params(req, {}); !s) return send_error(res, s.error());
+      auto target = job_and_node(req);
+      if (!target) return send_error(res, target.error());
+      const auto& [job, node] = *target;
       db::CompositionFilter f;
-      f.job_id = *job;
+      f.job_id = job;
       f.node = node;
       f.limit = 1;
       if (!caller.admin) f.uid = caller.uid;
-      auto live = ctx_.service.store().live_composition(*job, node);
+      auto live = ctx_.service.store().live_composition(job, node);
       if (!live) return send_error(res, live.error());
       if (*live && (caller.admin || (*live)->uid == caller.uid)) {
         return send_json(res, 200, api::to_json(**live));
@@ -166,7 +177,7 @@ class Handlers {
       if (found->empty()) {
         return send_error(
             res, Error{ErrorCode::kNotFound,
-                       "no composition for job " + std::to_string(*job) + " on node " + node});
+                       "no composition for job " + std::to_string(job) + " on node " + node});
       }
       send_json(res, 200, api::to_json(found->front()));
     });
@@ -174,13 +185,11 @@ class Handlers {
 
   void release(const httplib::Request& req, httplib::Response& res) {
     guarded(req, res, true, [&](const Caller&) {
-      auto job = job_id_of(req.matches[1]);
-      if (!job) return send_error(res, job.error());
-      const std::string node = req.matches[2];
-      if (auto s = check_node(node); !s) return send_error(res, s.error());
-      if (auto s = only_params(req, {}); !s) return send_error(res, s.error());
+      auto target = job_and_node(req);
+      if (!target) return send_error(res, target.error());
+      const auto& [job, node] = *target;
       const auto began = std::chrono::steady_clock::now();
-      auto r = ctx_.service.release(*job, node);
+      auto r = ctx_.service.release(job, node);
       if (ctx_.metrics != nullptr) {
         ctx_.metrics->observe_release(seconds_since(began),
                                       r ? std::string_view() : to_string(r.error().code));
