@@ -165,11 +165,17 @@ ALTER TABLE compositions ADD COLUMN policy_window TEXT NOT NULL DEFAULT '';
 ALTER TABLE events ADD COLUMN policy_window TEXT NOT NULL DEFAULT '';
 )sql"};
 
+// Migration 3: the device events (drain, resume, health) by time, so that a report over a late
+// range finds the state of every device at its start without passing over all earlier events.
+constexpr sqlite::Sql kMigration3{"device events by time (migration 3)", R"sql(
+CREATE INDEX events_device_by_ts ON events (ts_ms) WHERE kind IN ('drain', 'resume', 'health');
+)sql"};
+
 struct Migration {
   int version;
   const sqlite::Sql* sql;
 };
-constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}};
+constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",

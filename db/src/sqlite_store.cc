@@ -4,6 +4,7 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -156,17 +157,34 @@ constexpr Sql kSelectEventsByJob{"listing events of a job",
                                  " FROM events WHERE job_id = ?3 AND" EVENT_FILTER};
 constexpr Sql kSelectEvents{"listing events",
                             "SELECT " EVENT_COLUMNS " FROM events WHERE" EVENT_FILTER};
-// What a report needs from before its range: device events, and every event of a composition
-// live at ?1 (created before it, and live now or ended at or after it).
+// What a report needs from before its range: device events (through the partial index of
+// migration 3, so a late range does not pass over every earlier event), and every other event
+// of a composition live at ?1 (created before it, and live now or ended at or after it). The
+// two arms are disjoint, and together exactly the rows of "device event OR live composition".
+#define DEVICE_EVENT_KINDS "('drain', 'resume', 'health')"
 constexpr Sql kScanStateEvents{
     "reading the state in force at a report's start",
-    "SELECT " EVENT_COLUMNS
-    " FROM events WHERE ts_ms < ?1 AND (kind IN ('drain', 'resume', 'health')"
-    " OR composition_id IN (SELECT id FROM compositions WHERE created_ms < ?1"
-    " AND (state IN " LIVE_STATES " OR updated_ms >= ?1))) ORDER BY ts_ms, id"};
-constexpr Sql kScanEvents{"reading the events of a report's range",
-                          "SELECT " EVENT_COLUMNS
-                          " FROM events WHERE ts_ms >= ?1 AND ts_ms < ?2 ORDER BY ts_ms, id"};
+    "SELECT " EVENT_COLUMNS " FROM events WHERE kind IN " DEVICE_EVENT_KINDS
+    " AND ts_ms < ?1"
+    " UNION ALL SELECT " EVENT_COLUMNS
+    " FROM events WHERE composition_id IN"
+    " (SELECT id FROM compositions WHERE created_ms < ?1 AND (state IN " LIVE_STATES
+    " OR updated_ms >= ?1)) AND +ts_ms < ?1 AND kind NOT IN " DEVICE_EVENT_KINDS
+    " ORDER BY ts_ms, id"};
+// The range in ledger order, read in two cursors (scan_events): the ids from the ts index
+// alone (it holds ts_ms and the rowid, so no row is looked up), and the rows in rowid order
+// from the first of those ids, filtered by the same range. Events are appended, so ids follow
+// time and the rowid cursor walks the table once instead of looking each row up.
+constexpr Sql kScanRangeIds{"listing the events of a report's range",
+                            "SELECT id FROM events WHERE ts_ms >= ?1 AND ts_ms < ?2"
+                            " ORDER BY ts_ms, id"};
+constexpr Sql kScanRangeRows{"reading the events of a report's range",
+                             "SELECT " EVENT_COLUMNS
+                             " FROM events WHERE id >= ?1"
+                             " AND +ts_ms >= ?2 AND +ts_ms < ?3 ORDER BY id"};
+constexpr Sql kSelectEventById{"reading one event of a report's range",
+                               "SELECT " EVENT_COLUMNS " FROM events WHERE id = ?1"};
+#undef DEVICE_EVENT_KINDS
 
 constexpr Sql kInsertPolicy{"recording a policy version",
                             "INSERT INTO policies (applied_ms, uid, user, file, sha256, text) "
@@ -900,6 +918,60 @@ Expected<std::optional<PolicyVersion>> SqliteStore::current_policy() {
   return std::optional<PolicyVersion>{std::move(newest->front())};
 }
 
+namespace {
+
+// The events with since_ms <= ts_ms < until_ms in ledger order (ts_ms, id), each exactly once.
+// The ids come in that order from the ts index; the rows come in id order from one table walk
+// starting at the first id. A row read before its turn (its ts_ms is later than that of a row
+// with a higher id) waits in `early` until the ids reach it, and an id below the first one
+// (an earlier ts_ms recorded later) is read on its own. Returns false when `visit` stopped.
+bool scan_range(Connection& db, int64_t since_ms, int64_t until_ms, Event& e,
+                const std::function<bool(const Event&)>& visit) {
+  auto ids = db.statement(kScanRangeIds);
+  ids->bind(1, since_ms).bind(2, until_ms);
+  if (!ids->step()) return true;
+  const int64_t first = ids->int64(0);
+  auto rows = db.statement(kScanRangeRows);
+  rows->bind(1, first).bind(2, since_ms).bind(3, until_ms);
+  std::map<int64_t, Event> early;
+  bool going = true;
+  do {
+    const int64_t id = ids->int64(0);
+    if (id < first) {
+      auto one = db.statement(kSelectEventById);
+      one->bind(1, id);
+      if (!one->step())
+        fail(ErrorCode::kInternal,
+             "store: event " + std::to_string(id) + " vanished during a report scan");
+      read_event_into(*one, e);
+      going = visit(e);
+      continue;
+    }
+    if (auto it = early.find(id); it != early.end()) {
+      going = visit(it->second);
+      early.erase(it);
+      continue;
+    }
+    while (true) {
+      if (!rows->step()) {
+        fail(ErrorCode::kInternal,
+             "store: event " + std::to_string(id) +
+                 " is in the ts index of a report's range but not in its rows");
+      }
+      const int64_t row = rows->int64(0);
+      if (row == id) {
+        read_event_into(*rows, e);
+        going = visit(e);
+        break;
+      }
+      read_event_into(*rows, early[row]);
+    }
+  } while (going && ids->step());
+  return going;
+}
+
+}  // namespace
+
 Status SqliteStore::scan_events(int64_t since_ms, int64_t until_ms,
                                 const std::function<bool(const Event&)>& visit) {
   if (since_ms > until_ms) {
@@ -921,15 +993,7 @@ Status SqliteStore::scan_events(int64_t since_ms, int64_t until_ms,
         going = visit(e);
       }
       before->reset();
-      if (going) {
-        auto range = db.statement(kScanEvents);
-        range->bind(1, since_ms).bind(2, until_ms);
-        while (going && range->step()) {
-          read_event_into(*range, e);
-          going = visit(e);
-        }
-        range->reset();
-      }
+      if (going) going = scan_range(db, since_ms, until_ms, e, visit);
     } catch (...) {
       db.exec({"ending a report scan", "ROLLBACK"});
       throw;

@@ -2,6 +2,10 @@
 // event of the ledger, for ranges that start before, inside and after compositions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "composer/accounting/report.h"
 #include "composer/accounting/report_json.h"
 #include "composer/db/store.h"
@@ -131,6 +135,69 @@ TEST_F(StoreScanTest, ScanStopsWhenTheVisitorSaysSo) {
   auto refused = store_->scan_events(kT0 + 5, kT0, [](const Event&) { return true; });
   EXPECT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST_F(StoreScanTest, RangeReadInRowidOrderKeepsLedgerOrderWhenTimestampsGoBack) {
+  // Events are appended with the writer's time, which may step back a little: ids below follow
+  // the order of the calls, timestamps (after kT0) do not. The range is [200, 1000).
+  struct Step {
+    const char* device;
+    bool drain;  // drain/resume; for m1: critical/ok
+    int64_t t;
+  };
+  const Step steps[] = {{"g1", true, 100},  {"g1", false, 50},  {"g2", true, 210},
+                        {"g2", false, 190}, {"g1", true, 205},  {"m1", true, 200},
+                        {"g2", true, 400},  {"g1", false, 300}, {"g2", false, 1010},
+                        {"m1", false, 990}, {"g1", true, 995},  {"g1", false, 150}};
+  for (const Step& st : steps) {
+    if (std::string(st.device) == "m1") {
+      ASSERT_TRUE(store_
+                      ->set_health(st.device, st.drain ? Health::kCritical : Health::kOk, "probe",
+                                   kT0 + st.t)
+                      .ok());
+    } else {
+      ASSERT_TRUE(store_->set_drained(st.device, st.drain, "test", "uid 0", kT0 + st.t).ok());
+    }
+  }
+  const int64_t since = kT0 + 200, until = kT0 + 1000;
+  // What the ts index alone gives, in ledger order: every device event before the range, then
+  // the range itself.
+  auto before = store_->events({.until_ms = since});
+  auto range = store_->events({.since_ms = since, .until_ms = until});
+  ASSERT_TRUE(before.ok() && range.ok());
+  std::vector<Event> expected = *before;
+  expected.insert(expected.end(), range->begin(), range->end());
+  ASSERT_EQ(before->size(), 4u);
+  ASSERT_EQ(range->size(), 7u);
+  // The range's ids are out of order on purpose: some below its first id, some read early.
+  std::vector<int64_t> range_ids;
+  for (const Event& e : *range) range_ids.push_back(e.id);
+  ASSERT_FALSE(std::is_sorted(range_ids.begin(), range_ids.end()));
+  ASSERT_LT(*std::min_element(range_ids.begin(), range_ids.end()), range_ids.front());
+
+  std::vector<Event> scanned;
+  ASSERT_TRUE(store_
+                  ->scan_events(since, until,
+                                [&](const Event& e) {
+                                  scanned.push_back(e);
+                                  return true;
+                                })
+                  .ok());
+  ASSERT_EQ(scanned.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    SCOPED_TRACE("event " + std::to_string(i));
+    EXPECT_EQ(scanned[i].id, expected[i].id);
+    EXPECT_EQ(scanned[i].ts_ms, expected[i].ts_ms);
+    EXPECT_EQ(scanned[i].kind, expected[i].kind);
+    EXPECT_EQ(scanned[i].devices, expected[i].devices);
+    EXPECT_EQ(scanned[i].detail, expected[i].detail);
+    EXPECT_EQ(scanned[i].to_state, expected[i].to_state);
+  }
+
+  // Stopping part way through the reordered range stops there.
+  size_t seen = 0;
+  ASSERT_TRUE(store_->scan_events(since, until, [&](const Event&) { return ++seen < 7; }).ok());
+  EXPECT_EQ(seen, 7u);
 }
 
 }  // namespace

@@ -9,9 +9,9 @@ namespace {
 using SchemaTest = StoreTest;
 
 TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
-  EXPECT_EQ(store().schema_version(), 2);
+  EXPECT_EQ(store().schema_version(), 3);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 2);
+  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 3);
   EXPECT_EQ(raw->pragma("journal mode", "journal_mode"), "wal");
   EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations WHERE version = 1"), 1);
   for (const char* table : {"hosts", "devices", "compositions", "composition_devices", "events"}) {
@@ -21,6 +21,11 @@ TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
               1)
         << table;
   }
+  // Migration 3: reports find the device events before their range through this index.
+  EXPECT_EQ(query_int(*raw,
+                      "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = "
+                      "'events_device_by_ts'"),
+            1);
 }
 
 TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
@@ -31,9 +36,9 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
 
   reopen();
   reopen();  // a second reopen must not re-run a migration either
-  EXPECT_EQ(store().schema_version(), 2);
+  EXPECT_EQ(store().schema_version(), 3);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 2);
+  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 3);
 
   auto gpu1 = store().device("gpu-1");
   ASSERT_TRUE(gpu1.ok()) << gpu1.error();
