@@ -28,6 +28,61 @@ TEST_F(ReconcilerTest, DetachesAnOrphanOnlyAfterTheGracePeriod) {
   EXPECT_EQ(fabric_->inventory()->attached.count("gpu-a-3"), 0u);
 }
 
+TEST_F(ReconcilerTest, LeavesDevicesOfHostsItDoesNotServeAlone) {
+  // The fabric knows a host composerd was not configured for (a login node, say).
+  SimConfig config = small_fabric();
+  config.hosts.push_back(Host{.node = "other",
+                              .fabric_id = "host-x",
+                              .zones = {"z1"},
+                              .gpu_slots = 8,
+                              .mem_slots = 8,
+                              .nvme_slots = 4});
+  auto fabric = SimFabric::create(config, clock_);
+  ASSERT_TRUE(fabric.ok());
+  ASSERT_TRUE((*fabric)->attach("host-x", {"gpu-a-0"}).ok());
+
+  // Only n1 and n2 are served: a service over a fabric view that hides host-x.
+  class ServedOnly final : public Fabric {
+   public:
+    explicit ServedOnly(Fabric& f) : f_(f) {}
+    std::string_view driver() const override { return "sim"; }
+    Expected<FabricInventory> inventory() override {
+      auto inv = f_.inventory();
+      if (!inv) return inv;
+      std::erase_if(inv->hosts, [](const Host& h) { return h.fabric_id == "host-x"; });
+      return inv;
+    }
+    Expected<Operation> attach(const std::string& h, const std::vector<std::string>& ids) override {
+      return f_.attach(h, ids);
+    }
+    Expected<Operation> detach(const std::string& h, const std::vector<std::string>& ids) override {
+      return f_.detach(h, ids);
+    }
+    Expected<Operation> operation_status(const std::string& id) override {
+      return f_.operation_status(id);
+    }
+    Expected<std::vector<std::pair<std::string, Health>>> health() override { return f_.health(); }
+
+   private:
+    Fabric& f_;
+  } served(**fabric);
+
+  service_.reset();
+  CompositionService service(*store_, served, clock_);
+  ASSERT_TRUE(service.start().ok());
+  // Not handed out: drained with the reason.
+  auto d = store_->device("gpu-a-0");
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->drained);
+  EXPECT_NE(d->drain_reason.find("host-x"), std::string::npos) << d->drain_reason;
+  // And never detached as an orphan.
+  Reconciler r(service, clock_, ReconcilerOptions{.orphan_grace_ms = 0});
+  r.run_once();
+  clock_.advance_ms(100000);
+  EXPECT_EQ(r.run_once().orphans_detached, 0);
+  EXPECT_EQ((*fabric)->inventory()->attached.at("gpu-a-0"), "host-x");
+}
+
 TEST_F(ReconcilerTest, LeavesOwnedDevicesAlone) {
   auto c = service_->compose(job(5, "n1", Request{.gpus = 2}));
   ASSERT_TRUE(c.ok());

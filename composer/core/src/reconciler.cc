@@ -51,9 +51,13 @@ ReconcileReport Reconciler::run_once() {
         owner[d] = &e;
       }
     }
-    // Orphans: attached in the fabric, owned by nobody (or held for another host).
+    // Orphans: attached in the fabric to a host composerd serves, owned by nobody (or held
+    // for another host). Hosts composerd does not serve are someone else's business.
+    std::set<std::string> served;
+    for (const auto& [node, fabric_id] : host_of_node) served.insert(fabric_id);
     std::set<std::string> still_orphaned;
     for (const auto& [device, host] : inventory->attached) {
+      if (served.count(host) == 0) continue;
       auto it = owned.find(device);
       if (it != owned.end() && it->second == host) continue;
       still_orphaned.insert(device);

@@ -44,6 +44,18 @@ Status CompositionService::start() {
   }
   if (auto s = store_.upsert_hosts(inventory->hosts); !s) return s;
   if (auto s = store_.upsert_devices(inventory->devices); !s) return s;
+  // A device the fabric has given to a host composerd does not serve is not ours to hand
+  // out: keep it drained, with the reason, until an admin resumes it.
+  std::set<std::string> served;
+  for (const auto& h : inventory->hosts) served.insert(h.fabric_id);
+  for (const auto& [id, host] : inventory->attached) {
+    if (served.count(host) != 0) continue;
+    const std::string reason =
+        "attached by the fabric to " + host + ", which composerd does not serve";
+    if (auto s = store_.set_drained(id, true, reason, "composerd", clock_.now_ms()); !s) return s;
+    log::warning("device held by a host composerd does not serve; drained",
+                 {{"device", id}, {"host", host}});
+  }
 
   auto hosts = store_.hosts();
   if (!hosts) return hosts.error();
