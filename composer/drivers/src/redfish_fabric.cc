@@ -196,6 +196,49 @@ struct BlockInfo {
   bool compute = false;
 };
 
+// CXL memory of a Fabrics-model fabric: a memory chunk behind a target endpoint.
+struct CxlChunk {
+  std::string uri;     // the MemoryChunks resource
+  std::string target;  // the target endpoint that exposes it
+  std::vector<std::string> zones;
+};
+// A host's way into a CXL fabric.
+struct CxlInitiator {
+  std::string uri;
+  std::vector<std::string> zones;
+};
+// A connection of ConnectionType Memory.
+struct CxlConnection {
+  std::string uri;
+  std::vector<std::string> chunks;
+  std::vector<std::string> initiators;
+};
+
+// Undo markers of CXL steps (Step::undo_target): delete the connection between an initiator
+// and the step's chunk, or connect them again (initiator and target endpoint follow).
+constexpr std::string_view kCxlDisconnect = "cxl-del,";
+constexpr std::string_view kCxlConnect = "cxl-add,";
+
+Json::Value memory_connection(const std::string& initiator, const std::string& target,
+                              const std::string& chunk) {
+  Json::Value body;
+  body["ConnectionType"] = "Memory";
+  Json::Value info;
+  info["AccessCapabilities"].append("Read");
+  info["AccessCapabilities"].append("Write");
+  info["MemoryChunk"]["@odata.id"] = chunk;
+  body["MemoryChunkInfo"].append(info);
+  Json::Value i;
+  i["@odata.id"] = initiator;
+  body["Links"]["InitiatorEndpoints"].append(i);
+  if (!target.empty()) {
+    Json::Value t;
+    t["@odata.id"] = target;
+    body["Links"]["TargetEndpoints"].append(t);
+  }
+  return body;
+}
+
 }  // namespace
 
 struct RedfishFabric::Impl {
@@ -228,6 +271,14 @@ struct RedfishFabric::Impl {
   std::mutex index_mu;
   std::map<std::string, std::string> block_uris;
   std::map<std::string, std::string> system_uris;
+  std::map<std::string, CxlChunk> cxl_chunks;                       // device id ->
+  std::map<std::string, std::vector<CxlInitiator>> cxl_initiators;  // host id ->
+  std::map<std::string, std::string> cxl_endpoint_host;             // initiator URI -> host id
+
+  // The first fabric of FabricType CXL under /redfish/v1/Fabrics, if any.
+  std::string cxl_fabric_id;
+  std::string cxl_endpoints_uri;
+  std::string cxl_connections_uri;
 
   std::string url(const std::string& uri) const {
     if (uri.starts_with("http://") || uri.starts_with("https://")) return uri;
@@ -366,16 +417,24 @@ struct RedfishFabric::Impl {
     if (o.auth == RedfishOptions::Auth::kSession) {
       if (Status s = login(); !s) return s;
     }
+    systems_uri = trim_slash(odata_id((*root)["Systems"]));
+    if (Status s = discover_cxl(*root); !s) return s;
     const std::string composition = odata_id((*root)["CompositionService"]);
     if (composition.empty()) {
+      if (!cxl_fabric_id.empty()) {
+        if (mem_slots == 0) mem_slots = o.default_slots;
+        log::info("redfish: service discovered (CXL fabric only)",
+                  {{"url", o.base_url}, {"fabric", cxl_fabric_id}});
+        return Status::Ok();
+      }
       return fabric_error("the service root at " + o.base_url +
-                          " has no CompositionService; this service cannot compose systems");
+                          " has neither a CompositionService nor a CXL fabric under Fabrics; "
+                          "this service cannot compose systems");
     }
     auto service = get(composition);
     if (!service) return service.error();
     blocks_uri = trim_slash(odata_id((*service)["ResourceBlocks"]));
     zones_uri = trim_slash(odata_id((*service)["ResourceZones"]));
-    systems_uri = trim_slash(odata_id((*root)["Systems"]));
     if (blocks_uri.empty() || zones_uri.empty() || systems_uri.empty()) {
       return fabric_error("the CompositionService at " + composition +
                           " lacks ResourceBlocks or ResourceZones, or the root lacks Systems");
@@ -427,6 +486,180 @@ struct RedfishFabric::Impl {
     if (nvme_slots == 0) nvme_slots = o.default_slots;
     log::info("redfish: service discovered",
               {{"url", o.base_url}, {"zones", std::to_string(composition_zones.size())}});
+    return Status::Ok();
+  }
+
+  // Finds the first fabric of FabricType CXL, if the service has Fabrics at all.
+  Status discover_cxl(const Json::Value& root) {
+    const std::string fabrics = trim_slash(odata_id(root["Fabrics"]));
+    if (fabrics.empty()) return Status::Ok();
+    auto coll = get(fabrics);
+    if (!coll) return coll.error();
+    for (const std::string& uri : members(*coll)) {
+      auto f = get(uri);
+      if (!f) return f.error();
+      if ((*f)["FabricType"].asString() != "CXL") continue;
+      cxl_endpoints_uri = trim_slash(odata_id((*f)["Endpoints"]));
+      cxl_connections_uri = trim_slash(odata_id((*f)["Connections"]));
+      if (cxl_endpoints_uri.empty() || cxl_connections_uri.empty()) {
+        return fabric_error("the CXL fabric at " + uri +
+                            " lacks Endpoints or Connections; its memory cannot be composed");
+      }
+      cxl_fabric_id = (*f)["Id"].asString();
+      if (cxl_fabric_id.empty()) cxl_fabric_id = last_segment(uri);
+      return Status::Ok();
+    }
+    return Status::Ok();
+  }
+
+  // Composer zone of a CXL fabric zone: "<fabric id, lower case>-<zone id>", e.g. "cxl-3", so
+  // that it never meets a resource zone of the same Id.
+  std::string cxl_zone(const std::string& zone_uri) const {
+    std::string name = cxl_fabric_id;
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return name + "-" + last_segment(zone_uri);
+  }
+
+  // Every connection of ConnectionType Memory, as the service shows it now.
+  Expected<std::vector<CxlConnection>> cxl_connections() {
+    auto coll = get(cxl_connections_uri);
+    if (!coll) return coll.error();
+    std::vector<CxlConnection> out;
+    for (const std::string& uri : members(*coll)) {
+      auto c = get(uri);
+      if (!c) {
+        if (c.error().code == ErrorCode::kNotFound) continue;  // deleted meanwhile
+        return c.error();
+      }
+      if ((*c)["ConnectionType"].asString() != "Memory") continue;
+      CxlConnection conn;
+      conn.uri = uri;
+      for (const Json::Value& info : (*c)["MemoryChunkInfo"]) {
+        for (const std::string& m : links(info["MemoryChunk"])) conn.chunks.push_back(m);
+      }
+      conn.initiators = links((*c)["Links"]["InitiatorEndpoints"]);
+      out.push_back(std::move(conn));
+    }
+    return out;
+  }
+
+  // The CXL part of the inventory: memory chunks behind target endpoints become pooled memory
+  // (id "cxl-<endpoint>", or "cxl-<endpoint>-<domain>-<chunk>" when the endpoint exposes
+  // several), initiator endpoints become hosts (the computer system they belong to, else the
+  // endpoint), and memory connections say what is attached where.
+  Status cxl_inventory(FabricInventory* inv, std::map<std::string, CxlChunk>* chunks,
+                       std::map<std::string, std::vector<CxlInitiator>>* initiators,
+                       std::map<std::string, std::string>* endpoint_host) {
+    auto coll = get(cxl_endpoints_uri);
+    if (!coll) return coll.error();
+    const std::string systems_prefix = systems_uri.empty() ? "" : systems_uri + "/";
+    std::map<std::string, std::string> host_system;   // host id -> system URI, if any
+    std::map<std::string, std::string> chunk_device;  // chunk URI -> device id
+    for (const std::string& uri : members(*coll)) {
+      auto e = get(uri);
+      if (!e) return e.error();
+      std::vector<std::string> zones;
+      for (const std::string& z : links((*e)["Links"]["Zones"])) zones.push_back(cxl_zone(z));
+      if (zones.empty()) zones.push_back(cxl_zone("default"));
+      std::string endpoint_id = (*e)["Id"].asString();
+      if (endpoint_id.empty()) endpoint_id = last_segment(uri);
+      bool initiator = false;
+      std::string system;
+      std::vector<std::string> memory;
+      for (const Json::Value& ent : (*e)["ConnectedEntities"]) {
+        const std::string role = ent["EntityRole"].asString();
+        const std::string target = trim_slash(odata_id(ent["EntityLink"]));
+        if (role == "Initiator" || role == "Both") {
+          initiator = true;
+          if (!systems_prefix.empty() && target.starts_with(systems_prefix) && system.empty()) {
+            const std::string rest = target.substr(systems_prefix.size());
+            system = systems_prefix + rest.substr(0, rest.find('/'));
+          }
+        }
+        if ((role == "Target" || role == "Both") && ent["EntityType"].asString() == "MemoryChunk" &&
+            !target.empty()) {
+          memory.push_back(target);
+        }
+      }
+      if (initiator) {
+        const std::string host = system.empty() ? endpoint_id : last_segment(system);
+        (*initiators)[host].push_back(CxlInitiator{uri, zones});
+        (*endpoint_host)[uri] = host;
+        if (!system.empty()) host_system[host] = system;
+      }
+      for (const std::string& m : memory) {
+        auto chunk = get(m);
+        if (!chunk) return chunk.error();
+        Device d;
+        d.id = "cxl-" + endpoint_id;
+        if (memory.size() > 1) {
+          // .../MemoryDomains/<domain>/MemoryChunks/<chunk>
+          const std::string parent = m.substr(0, m.rfind('/'));
+          d.id += "-" + last_segment(parent.substr(0, parent.rfind('/'))) + "-" + last_segment(m);
+        }
+        d.type = DeviceType::kMem;
+        d.capacity_bytes = (*chunk)["MemoryChunkSizeMiB"].asUInt64() * kMiB;
+        if (d.capacity_bytes == 0) continue;  // nothing to hand out
+        const std::string range = (*chunk)["AddressRangeType"].asString();
+        d.model = range.empty() ? "CXL" : "CXL " + range;
+        d.zone = zones.front();
+        d.health = worst(health_of((*chunk)["Status"]), health_of((*e)["Status"]));
+        chunk_device[m] = d.id;
+        (*chunks)[d.id] = CxlChunk{m, uri, zones};
+        inv->devices.push_back(std::move(d));
+      }
+    }
+    auto conns = cxl_connections();
+    if (!conns) return conns.error();
+    for (const CxlConnection& c : *conns) {
+      std::string host;
+      for (const std::string& i : c.initiators) {
+        if (auto it = endpoint_host->find(i); it != endpoint_host->end()) host = it->second;
+      }
+      if (host.empty() && !c.initiators.empty()) host = last_segment(c.initiators.front());
+      for (const std::string& m : c.chunks) {
+        if (auto it = chunk_device.find(m); it != chunk_device.end() && !host.empty()) {
+          inv->attached[it->second] = host;
+        }
+      }
+    }
+    // Hosts: merged with the composed system of the same Id, if the inventory has one.
+    for (auto it = initiators->begin(); it != initiators->end();) {
+      const std::string& host = it->first;
+      Json::Value system;
+      system["Id"] = host;
+      if (o.use_host_name && o.host_map.empty() && host_system.contains(host)) {
+        auto s = get(host_system[host]);
+        if (!s) return s.error();
+        system = *s;
+        system["Id"] = host;
+      }
+      auto node = node_name(system);
+      if (!node) {
+        it = initiators->erase(it);
+        continue;
+      }
+      Host* h = nullptr;
+      for (Host& existing : inv->hosts) {
+        if (existing.fabric_id == host) h = &existing;
+      }
+      if (h == nullptr) {
+        inv->hosts.emplace_back();
+        h = &inv->hosts.back();
+        h->node = *node;
+        h->fabric_id = host;
+      }
+      h->mem_slots = std::max(h->mem_slots, mem_slots);
+      for (const CxlInitiator& i : it->second) {
+        for (const std::string& z : i.zones) {
+          if (std::find(h->zones.begin(), h->zones.end(), z) == h->zones.end()) {
+            h->zones.push_back(z);
+          }
+        }
+      }
+      ++it;
+    }
     return Status::Ok();
   }
 
@@ -510,10 +743,38 @@ struct RedfishFabric::Impl {
 
   Expected<FabricInventory> inventory() {
     FabricInventory inv;
+    std::map<std::string, std::string> new_block_uris;
+    std::map<std::string, std::string> new_system_uris;
+    if (!blocks_uri.empty()) {
+      if (Status s = block_inventory(&inv, &new_block_uris, &new_system_uris); !s) {
+        return s.error();
+      }
+    }
+    std::map<std::string, CxlChunk> new_chunks;
+    std::map<std::string, std::vector<CxlInitiator>> new_initiators;
+    std::map<std::string, std::string> new_endpoint_host;
+    if (!cxl_fabric_id.empty()) {
+      if (Status s = cxl_inventory(&inv, &new_chunks, &new_initiators, &new_endpoint_host); !s) {
+        return s.error();
+      }
+    }
+    std::lock_guard<std::mutex> lock(index_mu);
+    block_uris = std::move(new_block_uris);
+    system_uris = std::move(new_system_uris);
+    cxl_chunks = std::move(new_chunks);
+    cxl_initiators = std::move(new_initiators);
+    cxl_endpoint_host = std::move(new_endpoint_host);
+    return inv;
+  }
+
+  // The CompositionService part of the inventory: resource blocks and composed systems.
+  Status block_inventory(FabricInventory* out, std::map<std::string, std::string>* block_index,
+                         std::map<std::string, std::string>* system_index) {
+    FabricInventory& inv = *out;
     auto coll = get(blocks_uri);
     if (!coll) return coll.error();
     std::map<std::string, BlockInfo> blocks;  // block URI -> what it is
-    std::map<std::string, std::string> new_block_uris;
+    std::map<std::string, std::string>& new_block_uris = *block_index;
     for (const std::string& uri : members(*coll)) {
       auto b = get(uri);
       if (!b) return b.error();
@@ -535,7 +796,7 @@ struct RedfishFabric::Impl {
     }
     auto systems = get(systems_uri);
     if (!systems) return systems.error();
-    std::map<std::string, std::string> new_system_uris;
+    std::map<std::string, std::string>& new_system_uris = *system_index;
     for (const std::string& uri : members(*systems)) {
       auto s = get(uri);
       if (!s) return s.error();
@@ -563,44 +824,169 @@ struct RedfishFabric::Impl {
       new_system_uris[h.fabric_id] = uri;
       inv.hosts.push_back(std::move(h));
     }
-    std::lock_guard<std::mutex> lock(index_mu);
-    block_uris = std::move(new_block_uris);
-    system_uris = std::move(new_system_uris);
-    return inv;
+    return Status::Ok();
   }
 
   // The URIs of a host and of devices, reading the inventory again for a name not seen yet.
-  Status resolve(const std::string& host, const std::vector<std::string>& ids,
-                 std::string* host_uri, std::vector<std::string>* uris) {
+  // What attach and detach act on: the host's composed system and resource blocks, and its
+  // CXL initiators and memory chunks.
+  struct Resolved {
+    std::string host_uri;
+    std::vector<std::string> blocks;
+    std::vector<CxlInitiator> initiators;
+    std::vector<std::pair<std::string, CxlChunk>> chunks;  // device id, chunk
+  };
+
+  // The URIs of a host and of devices, reading the inventory again for a name not seen yet.
+  Status resolve(const std::string& host, const std::vector<std::string>& ids, Resolved* out) {
     for (int pass = 0; pass < 2; ++pass) {
-      bool missing = false;
-      {
-        std::lock_guard<std::mutex> lock(index_mu);
-        missing = !system_uris.contains(host);
-        for (const std::string& id : ids) missing = missing || !block_uris.contains(id);
-        if (!missing || pass == 1) {
-          auto h = system_uris.find(host);
-          if (h == system_uris.end()) {
-            return Error{ErrorCode::kNotFound,
-                         "redfish: unknown host '" + host + "' (no composable system has that Id)"};
+      std::unique_lock<std::mutex> lock(index_mu);
+      bool missing = !system_uris.contains(host) && !cxl_initiators.contains(host);
+      for (const std::string& id : ids) {
+        missing = missing || (!block_uris.contains(id) && !cxl_chunks.contains(id));
+      }
+      if (missing && pass == 0) {
+        lock.unlock();
+        if (auto inv = inventory(); !inv) return inv.error();
+        continue;
+      }
+      auto h = system_uris.find(host);
+      auto hi = cxl_initiators.find(host);
+      if (h == system_uris.end() && hi == cxl_initiators.end()) {
+        return Error{ErrorCode::kNotFound,
+                     "redfish: unknown host '" + host +
+                         "' (no composable system and no CXL initiator endpoint has that Id)"};
+      }
+      *out = Resolved{};
+      if (h != system_uris.end()) out->host_uri = h->second;
+      if (hi != cxl_initiators.end()) out->initiators = hi->second;
+      for (const std::string& id : ids) {
+        if (auto b = block_uris.find(id); b != block_uris.end()) {
+          if (out->host_uri.empty()) {
+            return Error{ErrorCode::kInvalidArgument,
+                         "redfish: host '" + host +
+                             "' is not a composed system, so it can take "
+                             "only CXL memory, not the resource block '" +
+                             id + "'"};
           }
-          *host_uri = h->second;
-          uris->clear();
-          for (const std::string& id : ids) {
-            auto b = block_uris.find(id);
-            if (b == block_uris.end()) {
-              return Error{ErrorCode::kNotFound,
-                           "redfish: unknown device '" + id +
-                               "' (no GPU, memory or storage resource block has that Id)"};
-            }
-            uris->push_back(b->second);
+          out->blocks.push_back(b->second);
+        } else if (auto c = cxl_chunks.find(id); c != cxl_chunks.end()) {
+          if (out->initiators.empty()) {
+            return Error{ErrorCode::kInvalidArgument, "redfish: host '" + host +
+                                                          "' has no CXL initiator endpoint, so it "
+                                                          "cannot take the CXL memory '" +
+                                                          id + "'"};
           }
-          return Status::Ok();
+          out->chunks.emplace_back(id, c->second);
+        } else {
+          return Error{ErrorCode::kNotFound,
+                       "redfish: unknown device '" + id +
+                           "' (no GPU, memory or storage resource block and no CXL memory chunk "
+                           "has that Id)"};
         }
       }
-      if (auto inv = inventory(); !inv) return inv.error();
+      return Status::Ok();
     }
     return Status::Ok();
+  }
+
+  // Connects (or disconnects) CXL memory chunks and a host: a POST of a Connection of
+  // ConnectionType Memory between an initiator endpoint of the host that shares a zone with
+  // the chunk's target endpoint, and the chunk; detaching deletes that connection. A chunk
+  // already where it should be is left alone; one connected to another host refuses the call.
+  Expected<Operation> cxl_change(const std::string& host, const Resolved& r, bool adding) {
+    auto conns = cxl_connections();
+    if (!conns) return conns.error();
+    std::set<std::string> mine;
+    for (const CxlInitiator& i : r.initiators) mine.insert(i.uri);
+    struct Todo {
+      std::string id;
+      CxlChunk chunk;
+      std::string connection;  // detaching: the connection to delete
+      std::string initiator;
+    };
+    std::vector<Todo> todo;
+    for (const auto& [id, chunk] : r.chunks) {
+      std::string own, other;
+      std::string own_initiator;
+      for (const CxlConnection& c : *conns) {
+        if (std::find(c.chunks.begin(), c.chunks.end(), chunk.uri) == c.chunks.end()) continue;
+        bool ours = false;
+        for (const std::string& i : c.initiators) {
+          if (mine.contains(i)) {
+            ours = true;
+            own_initiator = i;
+          }
+        }
+        if (ours) {
+          own = c.uri;
+        } else if (!c.initiators.empty()) {
+          std::lock_guard<std::mutex> lock(index_mu);
+          auto it = cxl_endpoint_host.find(c.initiators.front());
+          other = it != cxl_endpoint_host.end() ? it->second : last_segment(c.initiators.front());
+        }
+      }
+      if (own.empty() && !other.empty()) {
+        return Error{ErrorCode::kConflict,
+                     "redfish: CXL memory " + id + " is connected to host " + other + ", cannot " +
+                         (adding ? "attach it to " : "detach it from ") + host};
+      }
+      if (adding && own.empty()) {
+        std::string initiator;
+        for (const CxlInitiator& i : r.initiators) {
+          for (const std::string& z : i.zones) {
+            if (initiator.empty() &&
+                std::find(chunk.zones.begin(), chunk.zones.end(), z) != chunk.zones.end()) {
+              initiator = i.uri;
+            }
+          }
+        }
+        if (initiator.empty()) {
+          return Error{ErrorCode::kInvalidArgument,
+                       "redfish: host " + host + " has no CXL initiator endpoint in zone " +
+                           chunk.zones.front() + " of memory " + id + ", so cannot reach it"};
+        }
+        todo.push_back(Todo{id, chunk, "", initiator});
+      }
+      if (!adding && !own.empty()) todo.push_back(Todo{id, chunk, own, own_initiator});
+    }
+    std::vector<Step> steps;
+    for (const Todo& t : todo) {
+      Expected<Reply> reply = Reply{};
+      std::string undo_target;
+      if (adding) {
+        Json::Value body = memory_connection(t.initiator, t.chunk.target, t.chunk.uri);
+        reply = request("POST", cxl_connections_uri, &body);
+        undo_target = std::string(kCxlDisconnect) + t.initiator;
+      } else {
+        reply = request("DELETE", t.connection);
+        undo_target = std::string(kCxlConnect) + t.initiator + "," + t.chunk.target;
+      }
+      const std::string what = adding ? "POST " + cxl_connections_uri : "DELETE " + t.connection;
+      if (reply && reply->status == 202 && reply->location.empty()) {
+        reply = fabric_error(what + " answered 202 without a Location");
+      }
+      if (!reply) {
+        steps.push_back(Step{"", "", t.chunk.uri, TaskState::kFailed, reply.error().message});
+        auto undone = settle(std::move(steps), o.task_wait_ms);
+        if (!undone || undone->state == OperationState::kRunning) {
+          log::error("redfish: a CXL change failed part way and its earlier steps still run",
+                     {{"host", host}, {"operation", undone ? undone->id : ""}});
+        }
+        return reply.error();
+      }
+      const bool task = reply->status == 202;
+      steps.push_back(Step{task ? reply->location : "", undo_target, t.chunk.uri,
+                           task ? TaskState::kRunning : TaskState::kDone, ""});
+      if (!task) continue;
+      auto w = settle(steps, o.task_wait_ms);
+      if (!w) return w.error();
+      if (w->state == OperationState::kFailed) return w;
+      if (w->state == OperationState::kDone) {
+        for (Step& st : steps) st.state = TaskState::kDone;
+      }
+    }
+    return settle(std::move(steps), o.task_wait_ms);
   }
 
   Expected<TaskPoll> poll_task(const std::string& monitor) {
@@ -808,9 +1194,31 @@ struct RedfishFabric::Impl {
 
   // Best effort: reverses one step of a change that failed as a whole.
   void undo(const std::string& target, const std::string& block) {
-    Json::Value body;
-    body["ResourceBlock"]["@odata.id"] = block;
-    auto r = request("POST", target, &body);
+    auto r = [&]() -> Expected<Reply> {
+      if (target.starts_with(kCxlDisconnect)) {
+        const std::string initiator = target.substr(kCxlDisconnect.size());
+        auto conns = cxl_connections();
+        if (!conns) return conns.error();
+        for (const CxlConnection& c : *conns) {
+          if (std::find(c.chunks.begin(), c.chunks.end(), block) != c.chunks.end() &&
+              std::find(c.initiators.begin(), c.initiators.end(), initiator) !=
+                  c.initiators.end()) {
+            return request("DELETE", c.uri);
+          }
+        }
+        return Reply{204, Json::Value(), "", ""};  // nothing left to remove
+      }
+      if (target.starts_with(kCxlConnect)) {
+        const std::string rest = target.substr(kCxlConnect.size());
+        const size_t comma = rest.find(',');
+        Json::Value body = memory_connection(
+            rest.substr(0, comma), comma == std::string::npos ? "" : rest.substr(comma + 1), block);
+        return request("POST", cxl_connections_uri, &body);
+      }
+      Json::Value body;
+      body["ResourceBlock"]["@odata.id"] = block;
+      return request("POST", target, &body);
+    }();
     std::string failure = r ? "" : r.error().message;
     if (r && r->status == 202 && !r->location.empty()) {
       // The failure is only reported once the undo has ended (or this bound has passed), so
@@ -835,6 +1243,38 @@ struct RedfishFabric::Impl {
       log::error("redfish: cannot undo a step of a failed change; the reconciler will find it",
                  {{"block", block}, {"error", failure}});
     }
+  }
+
+  // Attach or detach: CXL memory first, then resource blocks. When the blocks fail, the call's
+  // CXL memory is disconnected again (connected again for a detach).
+  // Both may hand back running tasks: the operation id then carries the steps of both.
+  Expected<Operation> apply(const std::string& host, const std::vector<std::string>& ids,
+                            bool adding) {
+    Resolved r;
+    if (Status s = resolve(host, ids, &r); !s) return s.error();
+    Expected<Operation> cxl = Operation{"", OperationState::kDone, ""};
+    if (!r.chunks.empty()) {
+      cxl = cxl_change(host, r, adding);
+      if (!cxl || cxl->state == OperationState::kFailed) return cxl;
+    }
+    if (r.blocks.empty()) return cxl;
+    auto op = change(host, r.host_uri, r.blocks, adding);
+    if ((!op || op->state == OperationState::kFailed) && !r.chunks.empty()) {
+      if (cxl->state == OperationState::kDone) {
+        // Reverse the CXL part; its own steps are not kept once done, so ask again.
+        Resolved back = r;
+        back.blocks.clear();
+        (void)cxl_change(host, back, !adding);
+      }
+      return op;
+    }
+    if (!op) return op;
+    if (cxl->state == OperationState::kRunning && op->state == OperationState::kRunning) {
+      op->id = cxl->id + kTaskSeparator + op->id.substr(kTaskPrefix.size());
+    } else if (cxl->state == OperationState::kRunning) {
+      return cxl;
+    }
+    return op;
   }
 };
 
@@ -890,18 +1330,12 @@ Expected<FabricInventory> RedfishFabric::inventory() { return impl_->inventory()
 
 Expected<Operation> RedfishFabric::attach(const std::string& fabric_host,
                                           const std::vector<std::string>& device_ids) {
-  std::string host_uri;
-  std::vector<std::string> uris;
-  if (Status s = impl_->resolve(fabric_host, device_ids, &host_uri, &uris); !s) return s.error();
-  return impl_->change(fabric_host, host_uri, uris, true);
+  return impl_->apply(fabric_host, device_ids, true);
 }
 
 Expected<Operation> RedfishFabric::detach(const std::string& fabric_host,
                                           const std::vector<std::string>& device_ids) {
-  std::string host_uri;
-  std::vector<std::string> uris;
-  if (Status s = impl_->resolve(fabric_host, device_ids, &host_uri, &uris); !s) return s.error();
-  return impl_->change(fabric_host, host_uri, uris, false);
+  return impl_->apply(fabric_host, device_ids, false);
 }
 
 Expected<Operation> RedfishFabric::operation_status(const std::string& operation_id) {

@@ -30,6 +30,11 @@ constexpr const char* kZones = "/redfish/v1/CompositionService/ResourceZones";
 constexpr const char* kSystems = "/redfish/v1/Systems";
 constexpr const char* kSessions = "/redfish/v1/SessionService/Sessions";
 constexpr const char* kMonitors = "/redfish/v1/TaskService/TaskMonitors";
+constexpr const char* kFabrics = "/redfish/v1/Fabrics";
+constexpr const char* kCxlEndpoints = "/redfish/v1/Fabrics/CXL/Endpoints";
+constexpr const char* kCxlConnections = "/redfish/v1/Fabrics/CXL/Connections";
+constexpr const char* kCxlZones = "/redfish/v1/Fabrics/CXL/Zones";
+constexpr const char* kChassis = "/redfish/v1/Chassis";
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
 std::string text(const Json::Value& v) {
@@ -83,6 +88,8 @@ struct Task {
   std::chrono::steady_clock::time_point due;
   std::string system;
   std::vector<std::string> add, remove;
+  Json::Value connection;  // a memory connection to create (null: none)
+  std::string disconnect;  // a connection to delete
   bool fails = false;
   std::string message;
   bool finished = false;
@@ -109,6 +116,7 @@ struct FakeRedfish::Impl {
   std::deque<FakeRedfishFault> faults;
   std::map<std::string, uint64_t> counts;
   std::map<std::string, std::vector<std::string>> generated;
+  uint64_t next_connection = 100;
 
   // ---- building the inventory ----
 
@@ -143,6 +151,211 @@ struct FakeRedfish::Impl {
                                              " lacks the ResourceBlocks or Systems collection"};
     }
     return Status::Ok();
+  }
+
+  // The CXL fabric of the public-cxl mockup, next to the composition service.
+  Status load_cxl(const std::string& dir) {
+    const fs::path base = fs::path(dir) / "public-cxl";
+    std::error_code ec;
+    if (!fs::is_directory(base, ec)) {
+      return Error{ErrorCode::kNotFound, "fake redfish: mockup folder " + base.string() +
+                                             " does not exist; the CXL fabric comes from it"};
+    }
+    for (const auto& entry : fs::recursive_directory_iterator(base, ec)) {
+      if (!entry.is_regular_file() || entry.path().filename() != "index.json") continue;
+      const std::string rel = fs::relative(entry.path().parent_path(), base).generic_string();
+      if (!rel.starts_with("Fabrics") && !rel.starts_with("Chassis/") &&
+          !rel.starts_with("Systems/CXL-System")) {
+        continue;
+      }
+      std::ifstream in(entry.path());
+      std::stringstream ss;
+      ss << in.rdbuf();
+      Json::Value v;
+      if (!parse(ss.str(), &v)) {
+        return Error{ErrorCode::kInternal,
+                     "fake redfish: " + entry.path().string() + " is not valid JSON"};
+      }
+      v.removeMember("@Redfish.Copyright");
+      const std::string uri = normalise(std::string(kRoot) + "/" + rel);
+      res[uri] = v;
+      if (rel.find('/') == rel.rfind('/') && rel.starts_with("Chassis/")) {
+        add_member(kChassis, uri);
+      }
+    }
+    if (!res.contains(kCxlConnections) || !res.contains(kCxlEndpoints)) {
+      return Error{ErrorCode::kNotFound, "fake redfish: " + base.string() +
+                                             " lacks the CXL fabric's Endpoints or Connections"};
+    }
+    add_member(kSystems, std::string(kSystems) + "/CXL-System");
+    res[kRoot]["Fabrics"] = link(kFabrics);
+    // The mockup links a connection its collection does not list: list every one it has.
+    std::set<std::string> listed;
+    for (const Json::Value& m : res[kCxlConnections]["Members"]) {
+      listed.insert(m["@odata.id"].asString());
+    }
+    std::vector<std::string> extra;
+    for (const auto& [uri, v] : res) {
+      if (uri.starts_with(std::string(kCxlConnections) + "/") && !listed.contains(uri)) {
+        extra.push_back(uri);
+      }
+    }
+    for (const std::string& uri : extra) add_member(kCxlConnections, uri);
+    return Status::Ok();
+  }
+
+  void add_endpoint(const std::string& id, const std::string& role, const std::string& type,
+                    const std::string& entity, int zone) {
+    const std::string uri = std::string(kCxlEndpoints) + "/" + id;
+    Json::Value e;
+    e["@odata.id"] = uri;
+    e["@odata.type"] = "#Endpoint.v1_8_2.Endpoint";
+    e["Id"] = id;
+    e["Name"] = id;
+    e["EndpointProtocol"] = "CXL";
+    Json::Value ent;
+    ent["EntityType"] = type;
+    ent["EntityRole"] = role;
+    ent["EntityLink"] = link(entity);
+    e["ConnectedEntities"].append(ent);
+    const std::string zuri = std::string(kCxlZones) + "/" + std::to_string(zone);
+    e["Links"]["Zones"].append(link(zuri));
+    e["Links"]["Connections"] = Json::Value(Json::arrayValue);
+    res[zuri]["Links"]["Endpoints"].append(link(uri));
+    res[uri] = e;
+    add_member(kCxlEndpoints, uri);
+  }
+
+  void generate_cxl() {
+    const std::string pool = std::string(kChassis) + "/CXLPool";
+    Json::Value c;
+    c["@odata.id"] = pool;
+    c["Id"] = "CXLPool";
+    c["Name"] = "Pooled CXL memory";
+    c["ChassisType"] = "Enclosure";
+    c["MemoryDomains"] = link(pool + "/MemoryDomains");
+    res[pool] = c;
+    add_member(kChassis, pool);
+    const std::string domain = pool + "/MemoryDomains/1";
+    res[pool + "/MemoryDomains"]["@odata.id"] = pool + "/MemoryDomains";
+    res[pool + "/MemoryDomains"]["Members"] = Json::Value(Json::arrayValue);
+    add_member(pool + "/MemoryDomains", domain);
+    res[domain]["@odata.id"] = domain;
+    res[domain]["Id"] = "1";
+    res[domain]["MemoryChunks"] = link(domain + "/MemoryChunks");
+    res[domain + "/MemoryChunks"]["@odata.id"] = domain + "/MemoryChunks";
+    res[domain + "/MemoryChunks"]["Members"] = Json::Value(Json::arrayValue);
+    for (uint32_t i = 1; i <= o.cxl_chunks; ++i) {
+      const std::string n = std::to_string(i);
+      const std::string uri = domain + "/MemoryChunks/" + n;
+      const std::string ep = "TP" + n;
+      Json::Value m;
+      m["@odata.id"] = uri;
+      m["@odata.type"] = "#MemoryChunks.v1_6_2.MemoryChunks";
+      m["Id"] = n;
+      m["Name"] = "Memory Chunk " + n;
+      m["Status"]["State"] = "Enabled";
+      m["Status"]["Health"] = "OK";
+      m["MemoryChunkSizeMiB"] = Json::UInt64(64 * 1024);
+      m["AddressRangeType"] = "Volatile";
+      m["Links"]["Endpoints"].append(link(std::string(kCxlEndpoints) + "/" + ep));
+      res[uri] = m;
+      add_member(domain + "/MemoryChunks", uri);
+      add_endpoint(ep, "Target", "MemoryChunk", uri, 3);
+      generated["cxl"].push_back(ep);
+    }
+    for (const std::string& host : generated["host"]) {
+      add_endpoint("I-" + host, "Initiator", "Processor",
+                   std::string(kSystems) + "/" + host + "/Processors/CPU", 3);
+    }
+  }
+
+  // Checks a memory connection to create; "" if it may go ahead.
+  std::string check_connection(const Json::Value& body) const {
+    if (body["ConnectionType"].asString() != "Memory") {
+      return "ConnectionType '" + body["ConnectionType"].asString() +
+             "' is not supported here; only Memory";
+    }
+    if (!body["MemoryChunkInfo"].isArray() || body["MemoryChunkInfo"].empty()) {
+      return "a memory connection needs MemoryChunkInfo with at least one MemoryChunk";
+    }
+    const Json::Value& initiators = body["Links"]["InitiatorEndpoints"];
+    if (!initiators.isArray() || initiators.empty()) {
+      return "a memory connection needs Links.InitiatorEndpoints";
+    }
+    for (const Json::Value& l : initiators) {
+      if (!res.contains(normalise(l["@odata.id"].asString()))) {
+        return "the initiator endpoint " + l["@odata.id"].asString() + " does not exist";
+      }
+    }
+    for (const Json::Value& l : body["Links"]["TargetEndpoints"]) {
+      if (!res.contains(normalise(l["@odata.id"].asString()))) {
+        return "the target endpoint " + l["@odata.id"].asString() + " does not exist";
+      }
+    }
+    for (const Json::Value& info : body["MemoryChunkInfo"]) {
+      const std::string chunk = normalise(info["MemoryChunk"]["@odata.id"].asString());
+      if (!res.contains(chunk)) return "the memory chunk " + chunk + " does not exist";
+      for (const Json::Value& m : res.at(kCxlConnections)["Members"]) {
+        auto c = res.find(m["@odata.id"].asString());
+        if (c == res.end()) continue;
+        for (const Json::Value& other : c->second["MemoryChunkInfo"]) {
+          if (normalise(other["MemoryChunk"]["@odata.id"].asString()) == chunk) {
+            return "the memory chunk " + chunk + " is already connected by connection " +
+                   c->second["Id"].asString();
+          }
+        }
+      }
+    }
+    return "";
+  }
+
+  std::string connect(const Json::Value& body) {
+    const std::string id = std::to_string(next_connection++);
+    const std::string uri = std::string(kCxlConnections) + "/" + id;
+    Json::Value c;
+    c["@odata.id"] = uri;
+    c["@odata.type"] = "#Connection.v1_4_0.Connection";
+    c["Id"] = id;
+    c["Name"] = "Connection " + id;
+    c["ConnectionType"] = "Memory";
+    c["Status"]["State"] = "Enabled";
+    c["Status"]["Health"] = "OK";
+    c["MemoryChunkInfo"] = body["MemoryChunkInfo"];
+    c["Links"]["InitiatorEndpoints"] = body["Links"]["InitiatorEndpoints"];
+    c["Links"]["TargetEndpoints"] = body["Links"]["TargetEndpoints"];
+    res[uri] = c;
+    add_member(kCxlConnections, uri);
+    for (const char* side : {"InitiatorEndpoints", "TargetEndpoints"}) {
+      for (const Json::Value& l : body["Links"][side]) {
+        res[normalise(l["@odata.id"].asString())]["Links"]["Connections"].append(link(uri));
+      }
+    }
+    ++version[kCxlConnections];
+    return uri;
+  }
+
+  void disconnect(const std::string& uri) {
+    auto without = [&uri](const Json::Value& list) {
+      Json::Value out(Json::arrayValue);
+      for (const Json::Value& l : list) {
+        if (l["@odata.id"].asString() != uri) out.append(l);
+      }
+      return out;
+    };
+    auto it = res.find(uri);
+    if (it == res.end()) return;
+    for (const char* side : {"InitiatorEndpoints", "TargetEndpoints"}) {
+      for (const Json::Value& l : it->second["Links"][side]) {
+        Json::Value& e = res[normalise(l["@odata.id"].asString())];
+        e["Links"]["Connections"] = without(e["Links"]["Connections"]);
+      }
+    }
+    Json::Value& coll = res[kCxlConnections];
+    coll["Members"] = without(coll["Members"]);
+    coll["Members@odata.count"] = coll["Members"].size();
+    res.erase(uri);
+    ++version[kCxlConnections];
   }
 
   void add_member(const std::string& collection, const std::string& uri) {
@@ -346,6 +559,19 @@ struct FakeRedfish::Impl {
         t.failed = true;
         continue;
       }
+      if (!t.connection.isNull()) {
+        if (std::string why = check_connection(t.connection); !why.empty()) {
+          t.failed = true;
+          t.message = why;
+        } else {
+          connect(t.connection);
+        }
+        continue;
+      }
+      if (!t.disconnect.empty()) {
+        disconnect(t.disconnect);
+        continue;
+      }
       if (!check(t.system, t.add).empty()) {
         t.failed = true;
         t.message = check(t.system, t.add);
@@ -388,6 +614,15 @@ struct FakeRedfish::Impl {
       v.removeMember("Members");
     }
     return v;
+  }
+
+  Task new_task(const FakeRedfishFault* task_fault) {
+    Task t;
+    t.uri = std::string(kMonitors) + "/" + std::to_string(next_task++);
+    t.due = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, o.task_ms));
+    t.fails = task_fault != nullptr;
+    if (t.fails) t.message = task_fault->message;
+    return t;
   }
 
   // The answer to a change that took effect at once, or the 202 of a task.
@@ -560,6 +795,55 @@ struct FakeRedfish::Impl {
                      adding ? std::vector<std::string>{} : std::vector<std::string>{block},
                      tf ? &*tf : nullptr);
     }
+    if (req.method == "POST" && path == kCxlConnections) {
+      Json::Value body;
+      if (!parse(req.body, &body) || !body.isObject()) {
+        return fail(r, 400, "MalformedJSON", "The body of a POST to " + path + " is not JSON.");
+      }
+      if (std::string why = check_connection(body); !why.empty()) {
+        return fail(r, why.find("already connected") != std::string::npos ? 409 : 400,
+                    why.find("already connected") != std::string::npos ? "ResourceInUse"
+                                                                       : "PropertyValueError",
+                    why);
+      }
+      auto tf = take_fault("POST", path, true);
+      if (o.task_ms > 0 || tf) {
+        Task t = new_task(tf ? &*tf : nullptr);
+        t.connection = body;
+        r.set_header("Location", t.uri);
+        send(r, 202, task_body(t));
+        tasks[t.uri] = t;
+        return;
+      }
+      const std::string uri = connect(body);
+      r.set_header("Location", uri);
+      return send(r, 201, res[uri]);
+    }
+    if (req.method == "DELETE" && path.starts_with(std::string(kCxlConnections) + "/")) {
+      if (!res.contains(path)) {
+        return fail(r, 404, "ResourceMissingAtURI", "The connection " + path + " does not exist.");
+      }
+      auto tf = take_fault("DELETE", path, true);
+      if (o.task_ms > 0 || tf) {
+        Task t = new_task(tf ? &*tf : nullptr);
+        t.disconnect = path;
+        r.set_header("Location", t.uri);
+        send(r, 202, task_body(t));
+        tasks[t.uri] = t;
+        return;
+      }
+      disconnect(path);
+      if (o.sloppy) {
+        r.status = 204;
+        return;
+      }
+      Json::Value ok;
+      Json::Value info;
+      info["MessageId"] = "Base.1.16.Success";
+      info["Message"] = "The request completed successfully.";
+      ok["@Message.ExtendedInfo"].append(info);
+      return send(r, 200, ok);
+    }
     if (req.method == "PATCH" && path.starts_with(std::string(kSystems) + "/")) {
       auto sit = res.find(path);
       if (sit == res.end()) return fail(r, 404, "ResourceMissingAtURI", "No system " + path + ".");
@@ -684,8 +968,26 @@ struct FakeRedfish::Impl {
     }
     std::lock_guard<std::mutex> lock(mu);
     auto it = res.find(std::string(kBlocks) + "/" + block);
+    if (it == res.end() && o.cxl) {
+      // A CXL target endpoint: the health of the memory chunks behind it.
+      auto ep = res.find(std::string(kCxlEndpoints) + "/" + block);
+      if (ep != res.end()) {
+        bool any = false;
+        for (const Json::Value& ent : ep->second["ConnectedEntities"]) {
+          if (ent["EntityType"].asString() != "MemoryChunk") continue;
+          auto chunk = res.find(normalise(ent["EntityLink"]["@odata.id"].asString()));
+          if (chunk == res.end()) continue;
+          chunk->second["Status"]["Health"] = health;
+          ++version[chunk->first];
+          any = true;
+        }
+        if (any) return Status::Ok();
+      }
+    }
     if (it == res.end()) {
-      return Error{ErrorCode::kNotFound, "fake redfish: no resource block '" + block + "'"};
+      return Error{ErrorCode::kNotFound,
+                   "fake redfish: no resource block '" + block + "'" +
+                       (o.cxl ? " and no CXL memory endpoint of that Id" : "")};
     }
     it->second["Status"]["Health"] = health;
     ++version[it->first];
@@ -710,7 +1012,11 @@ Expected<std::unique_ptr<FakeRedfish>> FakeRedfish::start(FakeRedfishOptions opt
   impl->o = std::move(options);
   if (impl->o.mockups.empty()) impl->o.mockups = default_mockups();
   if (Status s = impl->load(impl->o.mockups); !s) return s.error();
+  if (impl->o.cxl) {
+    if (Status s = impl->load_cxl(impl->o.mockups); !s) return s.error();
+  }
   impl->generate();
+  if (impl->o.cxl) impl->generate_cxl();
   Impl* p = impl.get();
   auto handler = [p](const httplib::Request& req, httplib::Response& r) { p->handle(req, r); };
   for (const char* pattern : {R"(/.*)"}) {
@@ -782,6 +1088,22 @@ std::vector<std::string> FakeRedfish::generated(const std::string& kind) const {
 }
 
 std::vector<std::string> FakeRedfish::hosts() const { return generated("host"); }
+
+std::vector<std::pair<std::string, std::string>> FakeRedfish::memory_connections() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->settle_tasks();
+  std::vector<std::pair<std::string, std::string>> out;
+  auto coll = impl_->res.find(kCxlConnections);
+  if (coll == impl_->res.end()) return out;
+  for (const Json::Value& m : coll->second["Members"]) {
+    auto c = impl_->res.find(m["@odata.id"].asString());
+    if (c == impl_->res.end()) continue;
+    const Json::Value& l = c->second["Links"];
+    out.emplace_back(last_segment(l["InitiatorEndpoints"][0]["@odata.id"].asString()),
+                     last_segment(l["TargetEndpoints"][0]["@odata.id"].asString()));
+  }
+  return out;
+}
 
 size_t FakeRedfish::open_sessions() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "composer/common/error.h"
@@ -40,6 +41,15 @@ struct FakeRedfishOptions {
   // An older service: the composition capabilities annotation sits on each resource zone
   // instead of on the Systems collection.
   bool capabilities_on_zones = false;
+  // Also serve a CXL fabric from the public-cxl mockup (beside public-composability): the root
+  // links Fabrics; Fabrics/CXL with its endpoints, zones and memory connections, the CXL
+  // chassis with their memory domains and chunks, and Systems/CXL-System. Generated on top: a
+  // pool chassis "CXLPool" with cxl_chunks memory chunks of 64 GiB, each behind a target
+  // endpoint "TP<n>" in CXL zone 3, and an initiator endpoint "I-<host>" in zone 3 for every
+  // generated host. Connections really appear (POST) and disappear (DELETE), with tasks and
+  // faults as for the resource block actions.
+  bool cxl = false;
+  uint32_t cxl_chunks = 4;
   int port = 0;  // 0: any free port on 127.0.0.1
 };
 
@@ -78,13 +88,16 @@ class FakeRedfish {
   void clear_faults();
   // Forgets every session, as a service does when it restarts or sessions time out.
   void expire_sessions();
-  // Status.Health of a resource block: "OK", "Warning" or "Critical". kNotFound if unknown.
+  // Status.Health of a resource block, or of the memory chunks behind a CXL target endpoint
+  // (by the endpoint's Id): "OK", "Warning" or "Critical". kNotFound if unknown.
   Status set_health(const std::string& block_id, const std::string& health);
   // The block ids composed into a system (Links.ResourceBlocks), in order.
   std::vector<std::string> system_blocks(const std::string& system_id) const;
   // Ids of the generated blocks of one kind ("gpu", "mem", "nvme"), and of the generated hosts.
   std::vector<std::string> generated(const std::string& kind) const;
   std::vector<std::string> hosts() const;
+  // Memory connections of the CXL fabric: (initiator endpoint Id, target endpoint Id) each.
+  std::vector<std::pair<std::string, std::string>> memory_connections() const;
   // Sessions currently open, and requests served per method ("GET", "POST", ...).
   size_t open_sessions() const;
   uint64_t requests(const std::string& method) const;
