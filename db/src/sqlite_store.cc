@@ -933,23 +933,28 @@ bool scan_range(Connection& db, int64_t since_ms, int64_t until_ms, Event& e,
   const int64_t first = ids->int64(0);
   auto rows = db.statement(kScanRangeRows);
   rows->bind(1, first).bind(2, since_ms).bind(3, until_ms);
+  // Rows waiting for their turn. Their map nodes are recycled through `spare`, so that after
+  // the first few a row read early costs no allocation (its strings keep their capacity).
   std::map<int64_t, Event> early;
+  std::vector<std::map<int64_t, Event>::node_type> spare;
   bool going = true;
   do {
     const int64_t id = ids->int64(0);
     if (id < first) {
       auto one = db.statement(kSelectEventById);
       one->bind(1, id);
-      if (!one->step())
+      if (!one->step()) {
         fail(ErrorCode::kInternal,
              "store: event " + std::to_string(id) + " vanished during a report scan");
+      }
       read_event_into(*one, e);
       going = visit(e);
       continue;
     }
     if (auto it = early.find(id); it != early.end()) {
-      going = visit(it->second);
-      early.erase(it);
+      auto node = early.extract(it);
+      going = visit(node.mapped());
+      spare.push_back(std::move(node));
       continue;
     }
     while (true) {
@@ -964,7 +969,15 @@ bool scan_range(Connection& db, int64_t since_ms, int64_t until_ms, Event& e,
         going = visit(e);
         break;
       }
-      read_event_into(*rows, early[row]);
+      if (spare.empty()) {
+        read_event_into(*rows, early[row]);
+      } else {
+        auto node = std::move(spare.back());
+        spare.pop_back();
+        node.key() = row;
+        read_event_into(*rows, node.mapped());
+        early.insert(std::move(node));
+      }
     }
   } while (going && ids->step());
   return going;
