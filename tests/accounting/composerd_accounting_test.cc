@@ -115,6 +115,38 @@ TEST_F(ComposerdAccountingTest, MetricsChangeAfterAComposeAndRelease) {
       metric(after, R"(composer_api_requests_total{route="/metrics",method="GET",code="200"})"), 2);
 }
 
+TEST_F(ComposerdAccountingTest, PolicyWindowInForceIsAMetric) {
+  const std::string training = R"(composer_policy_window{class="training",window="always"})";
+  const std::string inference = R"(composer_policy_window{class="inference",window="always"})";
+  const std::string before = scrape();
+  EXPECT_NE(before.find("# TYPE composer_policy_window gauge"), std::string::npos);
+  auto c = daemon_->client();
+  const bool had_policy = c.policy().ok();  // other tests in this process may have applied one
+  if (!had_policy) {
+    EXPECT_EQ(before.find("composer_policy_window{"), std::string::npos) << before;
+  }
+  // A window open all week, caps no lower than the pool, so other tests can still compose.
+  auto applied = c.put_policy({.file = "metrics.policy",
+                               .text = "TimeZone=UTC\n"
+                                       "Window=always Start=00:00 End=24:00\n"
+                                       "Class=training\n"
+                                       "Class=inference\n"
+                                       "DefaultClass=inference\n"
+                                       "Limit=training Window=always Gpus=100%\n"
+                                       "Limit=inference Window=always Gpus=100%\n"});
+  ASSERT_TRUE(applied.ok()) << applied.error();
+  const std::string after = scrape();
+  EXPECT_EQ(metric(after, training), 1) << after;
+  EXPECT_EQ(metric(after, inference), 1) << after;
+  // One sample per class of the policy, no more.
+  size_t samples = 0;
+  for (size_t at = after.find("\ncomposer_policy_window{"); at != std::string::npos;
+       at = after.find("\ncomposer_policy_window{", at + 1)) {
+    ++samples;
+  }
+  EXPECT_EQ(samples, 2u) << after;
+}
+
 TEST_F(ComposerdAccountingTest, ReportMatchesTheLedger) {
   // Starts after whatever the other tests left in the ledger.
   std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -112,6 +112,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
   impl->metrics =
       std::make_unique<Metrics>(*impl->service, impl->reconciler.get(), COMPOSER_VERSION,
                                 config.fabric, SystemClock::instance());
+  impl->metrics->set_policy_windows(
+      [keeper = impl->policy.get()] { return keeper->windows_in_force(); });
 
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(impl)));
   Daemon* self = daemon.get();

@@ -223,6 +223,17 @@ std::string Metrics::render() const {
     sample(out, "composer_reconciler_errors_total", "", t.errors);
   }
 
+  family(out, "composer_policy_window", "gauge",
+         "The policy window in force for each workload class (always 1; the window is the "
+         "label, Default when none of the class's windows is open). No samples without a "
+         "policy.");
+  if (policy_windows_) {
+    for (const auto& [cls, window] : policy_windows_()) {
+      sample(out, "composer_policy_window",
+             "class=\"" + label_value(cls) + "\",window=\"" + label_value(window) + "\"", 1);
+    }
+  }
+
   family(out, "composer_api_requests_total", "counter",
          "Answered API requests by route, method and HTTP status.");
   std::lock_guard lock(mu_);

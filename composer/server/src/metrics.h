@@ -6,11 +6,13 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
@@ -47,6 +49,11 @@ class Metrics {
   void observe_compose(double seconds, std::string_view error_code);
   void observe_release(double seconds, std::string_view error_code);
 
+  // Where the policy window in force for each workload class comes from: (class, window)
+  // pairs, empty without a policy. Unset: the composer_policy_window family has no samples.
+  using PolicyWindows = std::function<std::vector<std::pair<std::string, std::string>>()>;
+  void set_policy_windows(PolicyWindows source) { policy_windows_ = std::move(source); }
+
   std::string render() const;
 
   // "/v1/compositions/4711/node1" -> "/v1/compositions/{job}/{node}"; unknown paths -> "other".
@@ -59,6 +66,7 @@ class Metrics {
   std::string fabric_;
   const Clock& clock_;
   int64_t started_ms_;
+  PolicyWindows policy_windows_;
 
   mutable std::mutex mu_;
   std::map<std::tuple<std::string, std::string, int>, uint64_t> requests_;  // route, method, code

@@ -396,6 +396,19 @@ void add_stretches(const pol::Evaluator& ev, const std::vector<int>& owners,
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> PolicyKeeper::windows_in_force() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto a = active();
+  if (!a) return out;
+  const int64_t now_s = clock_.now_ms() / 1000;
+  for (const auto& c : a->evaluator.policy().classes) {
+    auto caps = a->evaluator.caps_in_force(now_s, c.name);
+    if (!caps) continue;  // a class of the compiled policy always resolves; skip, never guess
+    out.emplace_back(c.name, caps->window);
+  }
+  return out;
+}
+
 bool PolicyKeeper::describe(api::PoolSnapshot& snapshot) const {
   auto a = active();
   if (!a) return false;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "composer/api/policy.h"
@@ -56,6 +57,11 @@ class PolicyKeeper {
   // Fills the snapshot's workload classes (cap licenses, highest caps) and blocker
   // reservations from the policy in force; false (snapshot untouched) without one.
   bool describe(api::PoolSnapshot& snapshot) const;
+
+  // The window in force now for each class of the policy in force, in the policy's class
+  // order: (class, window), the window being "Default" when none of the class's windows is
+  // open. Empty without a policy. For the composer_policy_window metric.
+  std::vector<std::pair<std::string, std::string>> windows_in_force() const;
 
  private:
   struct Active;
