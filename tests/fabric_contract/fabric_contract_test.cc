@@ -29,6 +29,8 @@ class Harness {
   virtual Fabric& fabric() = 0;
   virtual std::vector<std::string> hosts() const = 0;  // two fabric host ids
   virtual std::vector<std::string> gpus() const = 0;   // four free GPUs
+  // The type of those four devices: GPUs, except for a fabric that pools only memory.
+  virtual DeviceType device_type() const { return DeviceType::kGpu; }
   // The next attach (detach) of several devices fails after its first device.
   virtual void fail_next_attach_part_way(const std::string& message) = 0;
   virtual void fail_next_detach_part_way(const std::string& message) = 0;
@@ -131,6 +133,69 @@ class RedfishHarness final : public Harness {
       f.path = action;
       f.skip = 1;  // the first block's action succeeds, the second's task fails
     }
+    fake_->inject(f);
+  }
+
+  std::unique_ptr<testing::FakeRedfish> fake_;
+  std::unique_ptr<drivers::RedfishFabric> fabric_;
+};
+
+// The redfish driver's CXL memory: four chunks of the fake's CXL fabric play the four devices,
+// attached through memory connections of the hosts' initiator endpoints, with running tasks
+// handed back to the caller.
+class RedfishCxlHarness final : public Harness {
+ public:
+  RedfishCxlHarness() {
+    testing::FakeRedfishOptions o;
+    o.gpus_per_zone = 0;
+    o.memory_per_zone = 0;
+    o.drives_per_zone = 0;
+    o.hosts = 2;
+    o.cxl = true;
+    o.cxl_chunks = 4;
+    o.task_ms = 20;
+    auto s = testing::FakeRedfish::start(o);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) return;
+    fake_ = std::move(s).value();
+    drivers::RedfishOptions r;
+    r.base_url = fake_->base_url();
+    r.username = o.username;
+    r.password = o.password;
+    r.poll_interval_ms = 10;
+    r.task_wait_ms = 0;
+    auto f = drivers::RedfishFabric::create(r);
+    EXPECT_TRUE(f.ok()) << f;
+    if (f.ok()) fabric_ = std::move(f).value();
+  }
+  Fabric& fabric() override { return *fabric_; }
+  std::vector<std::string> hosts() const override { return {"node01", "node02"}; }
+  std::vector<std::string> gpus() const override {
+    return {"cxl-TP1", "cxl-TP2", "cxl-TP3", "cxl-TP4"};
+  }
+  DeviceType device_type() const override { return DeviceType::kMem; }
+  void fail_next_attach_part_way(const std::string& m) override {
+    fail("POST", "/Fabrics/CXL/Connections", m);
+  }
+  void fail_next_detach_part_way(const std::string& m) override {
+    fail("DELETE", "/Fabrics/CXL/Connections/", m);
+  }
+  void set_health(const std::string& d, Health h) override {
+    EXPECT_TRUE(fake_
+                    ->set_health(d.substr(4), h == Health::kOk        ? "OK"
+                                              : h == Health::kWarning ? "Warning"
+                                                                      : "Critical")
+                    .ok());
+  }
+
+ private:
+  void fail(const std::string& method, const std::string& path, const std::string& message) {
+    testing::FakeRedfishFault f;
+    f.kind = testing::FakeRedfishFault::Kind::kTaskFails;
+    f.method = method;
+    f.path = path;
+    f.message = message;
+    f.skip = 1;  // the first chunk's connection changes, the second's task fails
     fake_->inject(f);
   }
 
@@ -245,8 +310,8 @@ class FabricContract : public ::testing::Test {
   std::map<std::string, std::string> records_;
 };
 
-using Drivers =
-    ::testing::Types<SimHarness, RedfishHarness<false>, RedfishHarness<true>, LiqidHarness>;
+using Drivers = ::testing::Types<SimHarness, RedfishHarness<false>, RedfishHarness<true>,
+                                 RedfishCxlHarness, LiqidHarness>;
 class DriverNames {
  public:
   template <typename T>
@@ -254,6 +319,7 @@ class DriverNames {
     if constexpr (std::is_same_v<T, SimHarness>) return "sim";
     if constexpr (std::is_same_v<T, RedfishHarness<false>>) return "redfish_actions_strict";
     if constexpr (std::is_same_v<T, LiqidHarness>) return "liqid";
+    if constexpr (std::is_same_v<T, RedfishCxlHarness>) return "redfish_cxl";
     return "redfish_patch_sloppy";
   }
 };
@@ -266,7 +332,7 @@ TYPED_TEST(FabricContract, InventoryListsHostsAndFreeGpus) {
   for (const Host& h : inv->hosts) {
     EXPECT_FALSE(h.node.empty());
     EXPECT_FALSE(h.zones.empty()) << h.fabric_id;
-    EXPECT_GT(h.gpu_slots, 0u);
+    EXPECT_GT(h.slots(this->h_->device_type()), 0u) << h.fabric_id;
     hosts.insert(h.fabric_id);
   }
   EXPECT_TRUE(hosts.contains(this->host(0)));
@@ -281,7 +347,7 @@ TYPED_TEST(FabricContract, InventoryListsHostsAndFreeGpus) {
     ASSERT_TRUE(ids.contains(g)) << g;
     for (const Device& d : inv->devices) {
       if (d.id == g) {
-        EXPECT_EQ(d.type, DeviceType::kGpu);
+        EXPECT_EQ(d.type, this->h_->device_type());
         EXPECT_FALSE(d.model.empty());
         EXPECT_EQ(d.health, Health::kOk);
       }

@@ -6,6 +6,19 @@
 // attaching adds resource blocks to a host's composed system (the AddResourceBlock action or
 // a PATCH of Links.ResourceBlocks, whichever the system advertises), detaching removes them.
 // Answers of 202 are followed through their task monitor.
+//
+// CXL memory through the Fabrics model, when /redfish/v1/Fabrics holds a fabric of FabricType
+// CXL (the first one is used): every memory chunk a target endpoint exposes (a
+// ConnectedEntities entry of EntityType MemoryChunk) is pooled memory, id "cxl-<endpoint Id>"
+// ("cxl-<endpoint>-<domain>-<chunk>" when the endpoint exposes several), capacity from
+// MemoryChunkSizeMiB, model "CXL <AddressRangeType>", health from the chunk's Status, zone
+// "<fabric Id in lower case>-<zone Id>" (e.g. "cxl-3"). Initiator endpoints are the hosts: the
+// computer system their EntityLink points into (else the endpoint Id), named as above (host_map,
+// HostName, Id) and merged with the composed system of the same Id. Attaching POSTs a
+// Connection of ConnectionType Memory to the fabric's Connections, linking the host's
+// initiator endpoint that shares a zone with the chunk's target endpoint, the target endpoint
+// and the chunk; detaching DELETEs that connection. A service with only a CXL fabric (no
+// CompositionService) is accepted.
 #pragma once
 
 #include <map>
@@ -60,8 +73,8 @@ Status load_redfish_credentials(const std::string& path, std::string* username,
 class RedfishFabric final : public Fabric {
  public:
   // Checks the options, logs in and discovers the service (CompositionService, ResourceBlocks,
-  // ResourceZones, the Systems collection and its composition capabilities). Errors name the
-  // option or the service's answer that is wrong.
+  // ResourceZones, the Systems collection and its composition capabilities, a CXL fabric). Errors
+  // name the option or the service's answer that is wrong.
   static Expected<std::unique_ptr<RedfishFabric>> create(RedfishOptions options);
   // Logs out of the session, if one was opened.
   ~RedfishFabric() override;
@@ -71,8 +84,9 @@ class RedfishFabric final : public Fabric {
   std::string_view driver() const override { return "redfish"; }
   Expected<FabricInventory> inventory() override;
   // All or nothing: an unknown host or block (kNotFound), or a block composed into another
-  // system (kConflict), refuses the call before anything changes; a block that fails half
-  // way through a multi-block attach makes the driver remove the blocks it had added.
+  // system or memory connected to another host (kConflict), refuses the call before anything
+  // changes; a block or connection that fails half way through makes the driver remove what
+  // it had added.
   Expected<Operation> attach(const std::string& fabric_host,
                              const std::vector<std::string>& device_ids) override;
   Expected<Operation> detach(const std::string& fabric_host,
