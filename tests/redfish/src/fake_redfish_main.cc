@@ -1,6 +1,7 @@
 // fake_redfish: the fake Redfish composition service as a process, for shell tests.
 //   fake_redfish [--port N] [--port-file FILE] [--sloppy] [--patch-only] [--task-ms N]
 //                [--gpus-per-zone N] [--hosts N] [--username U] [--password P]
+//                [--cxl] [--cxl-chunks N]
 // Prints "listening on http://127.0.0.1:PORT" and serves until SIGTERM or SIGINT.
 #include <csignal>
 #include <cstdlib>
@@ -45,6 +46,11 @@ int main(int argc, char** argv) {
     } else if (a == "--hosts") {
       value(&n);
       o.hosts = static_cast<uint32_t>(n);
+    } else if (a == "--cxl-chunks") {
+      value(&n);
+      o.cxl_chunks = static_cast<uint32_t>(n);
+    } else if (a == "--cxl") {
+      o.cxl = true;
     } else if (a == "--sloppy") {
       o.sloppy = true;
     } else if (a == "--patch-only") {
@@ -59,7 +65,8 @@ int main(int argc, char** argv) {
     } else {
       std::cerr << "fake_redfish: unknown or incomplete argument '" << a
                 << "'; allowed: --port N, --port-file FILE, --sloppy, --patch-only, --task-ms N, "
-                   "--gpus-per-zone N, --hosts N, --username U, --password P, --mockups DIR\n";
+                   "--gpus-per-zone N, --hosts N, --username U, --password P, --mockups DIR, "
+                   "--cxl, --cxl-chunks N\n";
       return 2;
     }
   }
