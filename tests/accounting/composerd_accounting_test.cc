@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -125,15 +126,15 @@ TEST_F(ComposerdAccountingTest, PolicyWindowInForceIsAMetric) {
   if (!had_policy) {
     EXPECT_EQ(before.find("composer_policy_window{"), std::string::npos) << before;
   }
-  // A window open all week, caps no lower than the pool, so other tests can still compose.
+  // A window open all week, caps high enough that other tests in this process still compose.
   auto applied = c.put_policy({.file = "metrics.policy",
                                .text = "TimeZone=UTC\n"
                                        "Window=always Start=00:00 End=24:00\n"
                                        "Class=training\n"
                                        "Class=inference\n"
                                        "DefaultClass=inference\n"
-                                       "Limit=training Window=always Gpus=100%\n"
-                                       "Limit=inference Window=always Gpus=100%\n"});
+                                       "Limit=training Window=always Gpus=6 Mem=128G\n"
+                                       "Limit=inference Window=always Gpus=5\n"});
   ASSERT_TRUE(applied.ok()) << applied.error();
   const std::string after = scrape();
   EXPECT_EQ(metric(after, training), 1) << after;
@@ -145,6 +146,31 @@ TEST_F(ComposerdAccountingTest, PolicyWindowInForceIsAMetric) {
     ++samples;
   }
   EXPECT_EQ(samples, 2u) << after;
+
+  // The windows report shows each class's cap in the window beside what it held.
+  const int64_t start = now_ms();
+  ASSERT_TRUE(c.compose(901, "n1", body(Request{.gpus = 2}, "training")).ok());
+  ASSERT_TRUE(c.release(901, "n1").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto json = c.get_json(
+      {"reports"}, {{"start_ms", std::to_string(start)}, {"end_ms", std::to_string(now_ms())}});
+  ASSERT_TRUE(json.ok()) << json.error();
+  auto report = accounting::report_from_json(*json);
+  ASSERT_TRUE(report.ok()) << report.error();
+  EXPECT_EQ(report->caps_policy_id, applied->policy.id);
+  ASSERT_EQ(report->by_window.size(), 1u);
+  const accounting::WindowUsage& row = report->by_window[0];
+  EXPECT_EQ(row.window, "always");
+  EXPECT_EQ(row.workload, "training");
+  EXPECT_EQ(row.peak_devices[0], 2u);
+  EXPECT_EQ(row.cap[0], std::optional<uint64_t>(6));
+  EXPECT_EQ(row.cap[1], std::optional<uint64_t>(128));
+  EXPECT_EQ(row.cap[2], std::nullopt);  // the policy does not cap NVMe for training
+  auto table = ctl("report windows -P --start now-1hour --end now");
+  ASSERT_EQ(table.code, 0) << table.out;
+  EXPECT_NE(table.out.find("CAP_GPUS|CAP_MEM_GIB|CAP_NVME"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("always|training|"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("|6|128|-|"), std::string::npos) << table.out;
 }
 
 TEST_F(ComposerdAccountingTest, ReportMatchesTheLedger) {

@@ -377,12 +377,18 @@ TEST_F(ReportTest, RandomLedgersAlwaysAddUp) {
 }
 
 TEST_F(ReportTest, JsonRoundTripKeepsEveryFigure) {
-  const Report r = example();
+  Report r = example();
+  ASSERT_FALSE(r.by_window.empty());
+  // Caps come from composerd, not the builder: one capped type, two not.
+  r.caps_policy_id = 3;
+  r.by_window[0].cap = {std::optional<uint64_t>(6), std::nullopt, std::optional<uint64_t>(0)};
   auto back = report_from_json(to_json(r));
   ASSERT_TRUE(back.ok()) << back.error();
   EXPECT_EQ(to_json(*back), to_json(r));
   EXPECT_EQ(back->pools[0].usage, r.pools[0].usage);
   EXPECT_EQ(back->by_window.size(), r.by_window.size());
+  EXPECT_EQ(back->caps_policy_id, 3);
+  EXPECT_EQ(back->by_window[0].cap, r.by_window[0].cap);
 
   Json::Value broken = to_json(r);
   broken["pools"][1]["usage"]["idle_ms"] = "lots";

@@ -242,8 +242,15 @@ Json::Value to_json(const Report& r) {
     }
     o["peak_devices"] = peak;
     o["compositions"] = w.compositions;
+    Json::Value cap(Json::objectValue);
+    for (DeviceType t : kAllDeviceTypes) {
+      const auto& c = w.cap[static_cast<size_t>(t)];
+      cap[std::string(to_string(t))] = c ? Json::Value(Json::UInt64{*c}) : Json::Value();
+    }
+    o["cap"] = cap;
     return o;
   });
+  windows["caps_policy_id"] = Json::Int64{r.caps_policy_id};
   v["by_window"] = windows;
   v["latency"] = array_of(r.latency, [](const Latency& l) {
     Json::Value o(Json::objectValue);
@@ -335,6 +342,7 @@ Expected<Report> report_from_json(const Json::Value& v) {
     r.compositions = get_u32(v, root, "compositions");
     const Json::Value& windows = field(v, root, "by_window");
     r.windows_recorded = get_bool(windows, "by_window", "recorded");
+    r.caps_policy_id = get_i64(windows, "by_window", "caps_policy_id");
     r.by_window = get_array<WindowUsage>(
         windows, "by_window", "rows", [](const Json::Value& o, const std::string& p) {
           WindowUsage w;
@@ -348,6 +356,13 @@ Expected<Report> report_from_json(const Json::Value& v) {
                 get_u32(peak, sub(p, "peak_devices"), name.c_str());
           }
           w.compositions = get_u32(o, p, "compositions");
+          const Json::Value& cap = field(o, p, "cap");
+          for (DeviceType t : kAllDeviceTypes) {
+            const std::string name(to_string(t));
+            if (!field(cap, sub(p, "cap"), name.c_str()).isNull()) {
+              w.cap[static_cast<size_t>(t)] = get_u64(cap, sub(p, "cap"), name.c_str());
+            }
+          }
           return w;
         });
     r.latency =

@@ -149,14 +149,21 @@ Section section_of(const Report& r, const std::string& name) {
              {"PEAK_GPUS", true},
              {"PEAK_MEM", true},
              {"PEAK_NVME", true},
+             {"CAP_GPUS", true},
+             {"CAP_MEM_GIB", true},
+             {"CAP_NVME", true},
              {"COMPOSITIONS", true}},
             {},
             "by_window"};
+  // A cap the policy in force at the range's end does not set shows as "-".
+  const auto cap = [](const std::optional<uint64_t>& c) {
+    return c ? std::to_string(*c) : std::string("-");
+  };
   for (const auto& w : r.by_window) {
     s.rows.push_back({w.window, w.workload, hours(w.device_ms[0]), hours(w.device_ms[1]),
                       hours(w.device_ms[2]), std::to_string(w.peak_devices[0]),
                       std::to_string(w.peak_devices[1]), std::to_string(w.peak_devices[2]),
-                      std::to_string(w.compositions)});
+                      cap(w.cap[0]), cap(w.cap[1]), cap(w.cap[2]), std::to_string(w.compositions)});
   }
   return s;
 }

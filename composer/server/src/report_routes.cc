@@ -14,6 +14,9 @@
 #include "composer/api/codec.h"
 #include "composer/common/log.h"
 #include "composer/common/units.h"
+#include "composer/policies/evaluate.h"
+#include "composer/policies/parser.h"
+#include "composer/policies/zoneinfo.h"
 
 namespace composer::server {
 namespace {
@@ -44,6 +47,52 @@ Expected<int64_t> ms_param(const httplib::Params& query, const char* name, bool 
                "' is not a time in milliseconds since the epoch (digits only)");
   }
   return static_cast<int64_t>(std::stoll(v));
+}
+
+// Each window row's cap under the policy version in force at the report's end (the newest
+// applied at or before it), resolved against today's inventory as the report's pool is. A
+// version that no longer parses, or rows whose class or window it does not know, get no cap;
+// the report's figures do not depend on it.
+Status add_window_caps(db::Store& store, const std::vector<Device>& inventory,
+                       accounting::Report& report) {
+  if (report.by_window.empty()) return Status::Ok();
+  auto history = store.policy_history(0);  // newest first
+  if (!history) return history.error();
+  const PolicyVersion* version = nullptr;
+  for (const PolicyVersion& v : *history) {
+    if (v.applied_ms <= report.end_ms) {
+      version = &v;
+      break;
+    }
+  }
+  if (version == nullptr) return Status::Ok();
+  auto policy = policies::parse_policy(version->text, version->file, [](std::string_view name) {
+    return policies::load_time_zone(name);
+  });
+  if (!policy) {
+    log::warning("report: the policy in force at the range's end no longer parses; no caps shown",
+                 {{"version", std::to_string(version->id)}, {"cause", policy.error().message}});
+    return Status::Ok();
+  }
+  policies::Pool pool;
+  uint64_t mem_bytes = 0;
+  for (const Device& d : inventory) {
+    if (d.type == DeviceType::kGpu) ++pool.gpus;
+    if (d.type == DeviceType::kNvme) ++pool.nvme;
+    if (d.type == DeviceType::kMem) mem_bytes += d.capacity_bytes;
+  }
+  pool.mem_gib = mem_bytes / kGiB;
+  const policies::Evaluator evaluator(std::move(*policy), pool);
+  report.caps_policy_id = version->id;
+  for (accounting::WindowUsage& row : report.by_window) {
+    if (row.window.empty()) continue;
+    auto caps = evaluator.caps(row.workload, row.window);
+    if (!caps) continue;
+    for (size_t t = 0; t < 3; ++t) {
+      if (caps->capped[t]) row.cap[t] = caps->value[t];
+    }
+  }
+  return Status::Ok();
 }
 
 class ReportHandler {
@@ -105,7 +154,10 @@ class ReportHandler {
                                         return true;
                                       });
     if (!scanned) return send_error(res, scanned.error());
-    const accounting::Report report = builder.finish();
+    accounting::Report report = builder.finish();
+    if (auto caps = add_window_caps(store_, *inventory, report); !caps) {
+      return send_error(res, caps.error());
+    }
     const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - began);
     log::info("report computed", {{"uid", std::to_string(caller->uid)},

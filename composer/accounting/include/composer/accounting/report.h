@@ -141,6 +141,10 @@ struct WindowUsage {
   TypeMs device_ms{};
   std::array<uint32_t, 3> peak_devices{};
   uint32_t compositions = 0;
+  // The class's cap in this window under the policy version Report::caps_policy_id (GPUs and
+  // NVMe drives in devices, memory in GiB), nullopt where that version does not cap the type
+  // or does not know the class or window. Filled by composerd, not by ReportBuilder.
+  std::array<std::optional<uint64_t>, 3> cap{};
 };
 
 // Percentiles by nearest rank over the compositions whose phase ended inside the range:
@@ -187,6 +191,9 @@ struct Report {
   // composition in the range was made under a policy (the rows then show window "").
   bool windows_recorded = false;
   std::vector<WindowUsage> by_window;
+  // The policy version the windows' caps come from: the one in force at the range's end (the
+  // newest applied before it); 0 when none was, and then no row has a cap.
+  int64_t caps_policy_id = 0;
 
   std::vector<Latency> latency;   // "compose", then "release"
   std::vector<Failure> failures;  // most first
