@@ -261,5 +261,65 @@ TEST(RedfishCxl, ChunkHealthIsTheDeviceHealth) {
   EXPECT_THAT(*health, Contains(Pair("cxl-TP1", Health::kOk)));
 }
 
+TEST(RedfishCxl, WorksAgainstASloppyServiceAndNamesHostsByTheMap) {
+  FakeRedfishOptions o = cxl();
+  o.sloppy = true;  // members under Links, 204 without a body, one answer per connection
+  auto fake = serve(o);
+  ASSERT_TRUE(fake);
+  RedfishOptions r;
+  r.base_url = fake->base_url();
+  r.username = "admin";
+  r.password = "composer-test-pw";
+  r.poll_interval_ms = 10;
+  r.host_map = {{"CXL-System", "bigmem1"}, {"node02", "cn2"}};
+  auto f = RedfishFabric::create(r);
+  ASSERT_TRUE(f.ok()) << f;
+  auto fabric = std::move(f).value();
+  auto inv = fabric->inventory();
+  ASSERT_TRUE(inv.ok()) << inv;
+  const Host* sys = find_host(*inv, "CXL-System");
+  ASSERT_NE(sys, nullptr);
+  EXPECT_EQ(sys->node, "bigmem1");
+  EXPECT_EQ(find_host(*inv, "node01"), nullptr);  // not in the map: not a host
+  ASSERT_NE(find(*inv, "cxl-TP1"), nullptr);
+
+  auto op = fabric->attach("node02", {"cxl-TP1"});
+  ASSERT_TRUE(op.ok()) << op;
+  EXPECT_EQ(op->state, OperationState::kDone) << op->error;
+  EXPECT_THAT(fake->memory_connections(), Contains(Pair("I-node02", "TP1")));
+  op = fabric->detach("node02", {"cxl-TP1"});
+  ASSERT_TRUE(op.ok()) << op;
+  EXPECT_THAT(fake->memory_connections(), Not(Contains(Pair("I-node02", "TP1"))));
+  auto unmapped = fabric->attach("node01", {"cxl-TP1"});
+  ASSERT_FALSE(unmapped.ok());
+  EXPECT_EQ(unmapped.error().code, ErrorCode::kNotFound);
+}
+
+TEST(RedfishCxl, AServiceWithOnlyACxlFabricIsEnough) {
+  FakeRedfishOptions o = cxl();
+  o.cxl_only = true;
+  auto fake = serve(o);
+  ASSERT_TRUE(fake);
+  auto fabric = connect(*fake);
+  ASSERT_TRUE(fabric);
+  auto inv = fabric->inventory();
+  ASSERT_TRUE(inv.ok()) << inv;
+  for (const Device& d : inv->devices) {
+    EXPECT_EQ(d.type, DeviceType::kMem) << d.id;
+    EXPECT_TRUE(d.id.starts_with("cxl-")) << d.id;
+  }
+  const Host* n1 = find_host(*inv, "node01");
+  ASSERT_NE(n1, nullptr);
+  EXPECT_EQ(n1->gpu_slots, 0u);
+  EXPECT_GT(n1->mem_slots, 0u);
+  EXPECT_THAT(n1->zones, ::testing::ElementsAre("cxl-3"));
+  auto op = fabric->attach("node01", {"cxl-TP2"});
+  ASSERT_TRUE(op.ok()) << op;
+  EXPECT_THAT(fake->memory_connections(), Contains(Pair("I-node01", "TP2")));
+  auto block = fabric->attach("node01", {"gpu-z1-00"});
+  ASSERT_FALSE(block.ok());
+  EXPECT_EQ(block.error().code, ErrorCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace composer::drivers

@@ -1017,6 +1017,7 @@ Expected<std::unique_ptr<FakeRedfish>> FakeRedfish::start(FakeRedfishOptions opt
   }
   impl->generate();
   if (impl->o.cxl) impl->generate_cxl();
+  if (impl->o.cxl && impl->o.cxl_only) impl->res[kRoot].removeMember("CompositionService");
   Impl* p = impl.get();
   auto handler = [p](const httplib::Request& req, httplib::Response& r) { p->handle(req, r); };
   for (const char* pattern : {R"(/.*)"}) {

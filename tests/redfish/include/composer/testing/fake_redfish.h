@@ -50,6 +50,8 @@ struct FakeRedfishOptions {
   // faults as for the resource block actions.
   bool cxl = false;
   uint32_t cxl_chunks = 4;
+  // With cxl: a service with only the CXL fabric (the root links no CompositionService).
+  bool cxl_only = false;
   int port = 0;  // 0: any free port on 127.0.0.1
 };
 
