@@ -1,4 +1,5 @@
 #include "composer/server/http_api.h"
+#include "http_reply.h"
 
 #include <httplib.h>
 
@@ -16,17 +17,6 @@
 
 namespace composer::server {
 namespace {
-
-void send_json(httplib::Response& res, int status, const Json::Value& body) {
-  res.status = status;
-  res.set_content(api::to_text(body), "application/json");
-}
-
-void send_error(httplib::Response& res, const Error& e) {
-  send_json(res, api::http_status(e.code), api::to_json(e));
-}
-
-Error bad(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
 
 // Refuses query parameters the endpoint does not know: a typo must not widen a listing.
 // Only the query string counts (httplib also files form-encoded bodies under params).

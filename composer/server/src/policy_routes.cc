@@ -1,4 +1,5 @@
 #include "policy_routes.h"
+#include "http_reply.h"
 
 #include <httplib.h>
 #include <pwd.h>
@@ -41,8 +42,6 @@ namespace {
 constexpr uint64_t kGiBytes = uint64_t{1} << 30;
 
 uint64_t gib_up(uint64_t bytes) { return (bytes + kGiBytes - 1) / kGiBytes; }
-
-Error bad(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
 
 std::string user_name(uint32_t uid) {
   struct passwd pw {};
@@ -108,15 +107,6 @@ void sha256_block(std::array<uint32_t, 8>& h, const unsigned char* block) {
 }
 
 // --- HTTP helpers -------------------------------------------------------------------------
-
-void send_json(httplib::Response& res, int status, const Json::Value& body) {
-  res.status = status;
-  res.set_content(api::to_text(body), "application/json");
-}
-
-void send_error(httplib::Response& res, const Error& e) {
-  send_json(res, api::http_status(e.code), api::to_json(e));
-}
 
 // Refuses query parameters the endpoint does not know.
 Status only_params(const httplib::Request& req, std::initializer_list<std::string_view> allowed) {

@@ -1,4 +1,5 @@
 #include "report_routes.h"
+#include "http_reply.h"
 
 #include <httplib.h>
 
@@ -20,17 +21,6 @@
 
 namespace composer::server {
 namespace {
-
-void send_json(httplib::Response& res, int status, const Json::Value& body) {
-  res.status = status;
-  res.set_content(api::to_text(body), "application/json");
-}
-
-void send_error(httplib::Response& res, const Error& e) {
-  send_json(res, api::http_status(e.code), api::to_json(e));
-}
-
-Error bad(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
 
 Expected<int64_t> ms_param(const httplib::Params& query, const char* name, bool required) {
   auto it = query.find(name);
