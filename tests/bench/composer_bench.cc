@@ -2,7 +2,7 @@
 // against a real composerd (zero-latency sim fabric, durable writes: synchronous=FULL), with
 // N concurrent clients, then a burst of B composes sent at once (a job array's prologs).
 //
-//   composer_bench [--clients N] [--seconds S] [--burst B]
+//   composer_bench [--clients N] [--seconds S] [--burst B] [--not-durable]
 // Results and the command that produced them: docs/BENCHMARKS.md.
 #include <algorithm>
 #include <atomic>
@@ -46,8 +46,16 @@ int main(int argc, char** argv) {
   int clients = 32;
   int seconds = 10;
   int burst = 1000;
+  bool durable = true;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--not-durable") durable = false;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
+    if (a == "--not-durable") {
+      --i;
+      continue;
+    }
     const int v = std::stoi(argv[i + 1]);
     if (a == "--clients")
       clients = v;
@@ -62,12 +70,12 @@ int main(int argc, char** argv) {
                            "DeviceGroup=gpu Type=gpu Model=A100-80G Zone=z1 Count=" +
                            std::to_string(nodes * 8) + "\n";
   const std::string extra =
-      "Durable=yes\nLogLevel=warning\nApiThreads=" + std::to_string(std::max(clients, burst) + 16) +
-      "\n";
+      std::string(durable ? "Durable=yes" : "Durable=no") +
+      "\nLogLevel=warning\nApiThreads=" + std::to_string(std::max(clients, burst) + 16) + "\n";
   composer::testing::ComposerdProcess daemon(extra, pool);
 
-  std::printf("composerd bench: %d nodes, %d GPUs, sim fabric latency 0, synchronous=FULL\n", nodes,
-              nodes * 8);
+  std::printf("composerd bench: %d nodes, %d GPUs, sim fabric latency 0, synchronous=%s\n", nodes,
+              nodes * 8, durable ? "FULL" : "NORMAL");
 
   // Phase 1: steady cycles.
   std::atomic<bool> stop{false};
