@@ -14,6 +14,7 @@
 #include "composer/client/http.h"
 #include "composer/common/log.h"
 #include "composer/common/units.h"
+#include "wire.h"
 
 namespace composer::drivers {
 namespace {
@@ -30,19 +31,6 @@ Error fabric_error(std::string message) {
 }
 Error bad_option(std::string message) {
   return Error{ErrorCode::kInvalidArgument, "redfish options: " + std::move(message)};
-}
-
-std::string json_text(const Json::Value& v) {
-  Json::StreamWriterBuilder w;
-  w["indentation"] = "";
-  return Json::writeString(w, v);
-}
-
-bool parse_json(const std::string& text, Json::Value* out, std::string* why) {
-  Json::CharReaderBuilder b;
-  b["collectComments"] = false;
-  std::unique_ptr<Json::CharReader> reader(b.newCharReader());
-  return reader->parse(text.data(), text.data() + text.size(), out, why);
 }
 
 std::string odata_id(const Json::Value& v) {
@@ -135,35 +123,6 @@ ErrorCode code_for_status(long status) {
     default:
       return ErrorCode::kFabric;
   }
-}
-
-std::string base64(std::string_view in) {
-  static constexpr char kTable[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  while (i + 2 < in.size()) {
-    const uint32_t n = (static_cast<uint8_t>(in[i]) << 16) |
-                       (static_cast<uint8_t>(in[i + 1]) << 8) | static_cast<uint8_t>(in[i + 2]);
-    out += kTable[(n >> 18) & 63];
-    out += kTable[(n >> 12) & 63];
-    out += kTable[(n >> 6) & 63];
-    out += kTable[n & 63];
-    i += 3;
-  }
-  if (i + 1 == in.size()) {
-    const uint32_t n = static_cast<uint8_t>(in[i]) << 16;
-    out += kTable[(n >> 18) & 63];
-    out += kTable[(n >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    const uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8);
-    out += kTable[(n >> 18) & 63];
-    out += kTable[(n >> 12) & 63];
-    out += kTable[(n >> 6) & 63];
-    out += '=';
-  }
-  return out;
 }
 
 struct Reply {
