@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev
   munge libmunge-dev
   slurmctld slurmd slurm-client libslurm-dev
-  curl procps iproute2 tzdata bc
+  curl procps iproute2 tzdata bc jq openssl hostname libxml2-dev
 )
 
 missing=()
