@@ -74,3 +74,17 @@ TEST(Hostlist, ExpandsRangesKeepingWidth) {
 
 }  // namespace
 }  // namespace composer::server
+
+namespace composer::server {
+namespace {
+
+// Admins copy it: it must stay valid.
+TEST(Config, TheShippedExampleIsValid) {
+  auto c = load_config(std::string(COMPOSER_SOURCE_DIR) + "/contrib/composer.conf.example");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_TRUE(c->slurm_job_check);
+  EXPECT_EQ(c->sim.hosts.size(), 4u);
+}
+
+}  // namespace
+}  // namespace composer::server
