@@ -497,18 +497,7 @@ LiqidFabric::~LiqidFabric() {
 }
 
 Expected<std::unique_ptr<LiqidFabric>> LiqidFabric::create(LiqidOptions o) {
-  while (!o.base_url.empty() && o.base_url.back() == '/') o.base_url.pop_back();
-  if (!o.base_url.starts_with("http://") && !o.base_url.starts_with("https://")) {
-    return bad_option("base URL '" + o.base_url + "' must start with http:// or https://");
-  }
-  const std::string authority = o.base_url.substr(o.base_url.find("//") + 2);
-  if (authority.find('@') != std::string::npos) {
-    return bad_option("the base URL must not carry credentials; put them in the credentials file");
-  }
-  if (authority.find('/') != std::string::npos || authority.empty()) {
-    return bad_option("base URL '" + o.base_url +
-                      "' must be http(s)://HOST[:PORT] only; the driver adds /liqid/api/v2");
-  }
+  if (auto why = base_url_problem(o.base_url, "/liqid/api/v2")) return bad_option(*why);
   if (!o.credentials_file.empty()) {
     if (!o.username.empty() || !o.password.empty()) {
       return bad_option("give the credentials either inline or in a credentials file, not both");

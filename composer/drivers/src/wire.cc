@@ -21,6 +21,22 @@ bool parse_json(const std::string& text, Json::Value* out, std::string* why) {
   return reader->parse(text.data(), text.data() + text.size(), out, why);
 }
 
+std::optional<std::string> base_url_problem(std::string& url, std::string_view api_root) {
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  if (!url.starts_with("http://") && !url.starts_with("https://")) {
+    return "base URL '" + url + "' must start with http:// or https://";
+  }
+  const std::string authority = url.substr(url.find("//") + 2);
+  if (authority.substr(0, authority.find('/')).find('@') != std::string::npos) {
+    return "the base URL must not carry credentials; put them in the credentials file";
+  }
+  if (authority.empty() || authority.find('/') != std::string::npos) {
+    return "base URL '" + url + "' must be http(s)://HOST[:PORT] only; the driver adds " +
+           std::string(api_root);
+  }
+  return std::nullopt;
+}
+
 std::string base64(std::string_view in) {
   static constexpr char kTable[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
