@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 namespace composer::server {
 namespace {
 
@@ -84,6 +86,34 @@ TEST(Config, TheShippedExampleIsValid) {
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_TRUE(c->slurm_job_check);
   EXPECT_EQ(c->sim.hosts.size(), 4u);
+}
+
+// Its several-fabrics block, uncommented in place of the simulated pool, is valid too.
+TEST(Config, TheShippedSeveralFabricsBlockIsValid) {
+  std::ifstream in(std::string(COMPOSER_SOURCE_DIR) + "/contrib/composer.conf.example");
+  ASSERT_TRUE(in.good());
+  std::string line, text;
+  bool block = false;
+  int uncommented = 0;
+  while (std::getline(in, line)) {
+    if (line.find("Several fabrics in one composerd") != std::string::npos) block = true;
+    const std::string key = line.substr(0, line.find('='));
+    if (key == "Fabric" || key == "NodeName" || key == "DeviceGroup" || key == "SimLatency") {
+      continue;  // the simulated pool's lines
+    }
+    if (block && (line.starts_with("#FabricName=") || line.starts_with("#NodeName="))) {
+      line.erase(0, 1);
+      ++uncommented;
+    }
+    text += line + "\n";
+  }
+  EXPECT_EQ(uncommented, 4);
+  auto c = parse_config(text, "composer.conf.example");
+  ASSERT_TRUE(c.ok()) << c.error();
+  ASSERT_EQ(c->fabrics.size(), 2u);
+  EXPECT_EQ(c->fabric, "pod-a=redfish,pod-b=liqid");
+  EXPECT_EQ(c->fabrics[0].config.host_map.size(), 16u);
+  EXPECT_EQ(c->fabrics[1].config.host_map.at("machine-17"), "node17");
 }
 
 }  // namespace

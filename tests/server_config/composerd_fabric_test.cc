@@ -6,8 +6,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "composer/test_support/temp_dir.h"
 #include "composer/testing/fake_liqid.h"
@@ -127,6 +130,130 @@ TEST(ComposerdOnLiqid, ComposesAndReleasesThroughTheFakeDirector) {
   EXPECT_THAT(composerd.log(), Not(HasSubstr(o.password)));
   EXPECT_EQ(composerd.stop(), 0);
   EXPECT_EQ((*fake)->digests(), 0u) << "composerd deletes its API key when it stops";
+}
+
+// One composerd, three fabrics: the fake Redfish service, the fake Liqid Director and a
+// simulated pod. Both fakes call a host "node01"; qualified names keep them apart.
+TEST(ComposerdOnSeveralFabrics, ComposesOnEachAndGoesOnWhenOneIsDown) {
+  FakeRedfishOptions ro;
+  ro.gpus_per_zone = 2;
+  ro.memory_per_zone = 0;
+  ro.drives_per_zone = 0;
+  ro.hosts = 2;
+  auto redfish = FakeRedfish::start(ro);
+  ASSERT_TRUE(redfish.ok()) << redfish;
+  FakeLiqidOptions lo;
+  lo.machines_per_group = 2;
+  lo.gpus_per_group = 4;
+  auto liqid = FakeLiqid::start(lo);
+  ASSERT_TRUE(liqid.ok()) << liqid;
+  test_support::TempDir rdir("composer-multi-rf");
+  test_support::TempDir ldir("composer-multi-lq");
+  const std::string rcred = write_credentials(rdir, ro.username, ro.password);
+  const std::string lcred = write_credentials(ldir, lo.username, lo.password);
+  const std::string fabrics =
+      "ReconcileInterval=1\n"
+      "FabricName=pod-rf Driver=redfish Url=" +
+      (*redfish)->base_url() + " Credentials=" + rcred +
+      " Timeout=2s ConnectTimeout=500ms PollInterval=20ms\n"
+      "FabricName=pod-lq Driver=liqid Url=" +
+      (*liqid)->base_url() + " Credentials=" + lcred +
+      " Timeout=2s\n"
+      "FabricName=lab Driver=sim\n";
+  ComposerdProcess composerd(
+      fabrics,
+      "NodeName=rf1 Fabric=pod-rf FabricHost=node01\n"
+      "NodeName=lq1 Fabric=pod-lq FabricHost=node01\n"
+      "NodeName=lab1 Fabric=lab Zones=z1 GpuSlots=4\n"
+      "DeviceGroup=lab-gpu Fabric=lab Type=gpu Model=A100 Zone=z1 Count=2\n");
+  auto c = composerd.client();
+  auto hosts = c.hosts();
+  ASSERT_TRUE(hosts.ok()) << hosts.error() << composerd.log();
+  std::vector<std::string> ids;
+  for (const Host& h : *hosts) ids.push_back(h.node + "=" + h.fabric_id);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_THAT(ids,
+              ::testing::ElementsAre("lab1=lab:lab1", "lq1=pod-lq:node01", "rf1=pod-rf:node01"));
+
+  auto on_rf = c.compose(31, "rf1", body(Request{.gpus = 2}));
+  ASSERT_TRUE(on_rf.ok()) << on_rf.error() << composerd.log();
+  auto on_lq = c.compose(32, "lq1", body(Request{.gpus = 2}));
+  ASSERT_TRUE(on_lq.ok()) << on_lq.error() << composerd.log();
+  auto on_lab = c.compose(33, "lab1", body(Request{.gpus = 1}));
+  ASSERT_TRUE(on_lab.ok()) << on_lab.error() << composerd.log();
+  // Each fabric holds its own devices under its own names, on its own host.
+  const auto rf_blocks = (*redfish)->system_blocks("node01");
+  for (const Device& d : on_rf->devices) {
+    ASSERT_TRUE(d.id.starts_with("pod-rf:")) << d.id;
+    EXPECT_TRUE(d.zone.starts_with("pod-rf:")) << d.zone;
+    EXPECT_THAT(rf_blocks, Contains(d.id.substr(7)));
+  }
+  const auto lq_devices = (*liqid)->machine_devices("node01");
+  ASSERT_EQ(lq_devices.size(), 2u);
+  for (const Device& d : on_lq->devices) {
+    ASSERT_TRUE(d.id.starts_with("pod-lq:")) << d.id;
+    EXPECT_THAT(lq_devices, Contains(d.id.substr(7)));
+  }
+  ASSERT_EQ(on_lab->devices.size(), 1u);
+  EXPECT_EQ(on_lab->devices[0].id, "lab:lab-gpu-0");
+  // Three pools side by side: 2 zones x 2 GPUs (Redfish), 8 (Liqid), 2 (lab).
+  auto pool = c.pool();
+  ASSERT_TRUE(pool.ok()) << pool.error();
+  uint32_t total = 0, attached = 0;
+  for (const PoolRow& r : *pool) {
+    total += r.total;
+    attached += r.attached;
+  }
+  EXPECT_EQ(attached, 5u);
+  EXPECT_GE(total, 2u + 8u + 4u);
+
+  // The Redfish service goes away: the other fabrics keep composing and releasing, and the
+  // reconciler's complaint names the fabric that did not answer.
+  redfish->reset();
+  auto again = c.compose(34, "lq1", body(Request{.gpus = 1}));
+  ASSERT_TRUE(again.ok()) << again.error() << composerd.log();
+  EXPECT_EQ((*liqid)->machine_devices("node01").size(), 3u);
+  ASSERT_TRUE(c.release(32, "lq1").ok());
+  ASSERT_TRUE(c.release(34, "lq1").ok());
+  ASSERT_TRUE(c.release(33, "lab1").ok());
+  EXPECT_TRUE((*liqid)->machine_devices("node01").empty());
+  auto down = c.compose(35, "rf1", body(Request{.gpus = 1}));
+  EXPECT_FALSE(down.ok() && down->state == CompositionState::kReady);
+  bool named = false;
+  for (int i = 0; i < 60 && !named; ++i) {
+    named = composerd.log().find("fabric pod-rf: ") != std::string::npos;
+    if (!named) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(named) << composerd.log();
+  // The compositions on the lost fabric are still on record, not silently dropped.
+  auto kept = c.show(31, "rf1");
+  ASSERT_TRUE(kept.ok()) << kept.error();
+  EXPECT_EQ(kept->devices.size(), 2u);
+  EXPECT_THAT(composerd.log(), Not(HasSubstr(ro.password)));
+  EXPECT_THAT(composerd.log(), Not(HasSubstr(lo.password)));
+}
+
+TEST(ComposerdCheck, DescribesEveryFabricOfAFileWithSeveral) {
+  test_support::TempDir dir("composer-check-multi");
+  const std::string cred = write_credentials(dir, "admin", "Very-Secret-42");
+  const std::string conf = dir.file("composer.conf");
+  {
+    std::ofstream out(conf);
+    out << "FabricName=pod-a Driver=redfish Url=http://127.0.0.1:9 Credentials=" << cred << "\n"
+        << "FabricName=lab Driver=sim\n"
+        << "NodeName=cn1 Fabric=pod-a FabricHost=blade-1\n"
+        << "NodeName=dev1 Fabric=lab Zones=z1\n"
+        << "DeviceGroup=g Fabric=lab Type=gpu Model=A100 Zone=z1 Count=2\n";
+  }
+  auto r = run_command(std::string(COMPOSERD_PATH) + " --check -f " + conf);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("is valid (2 fabrics: pod-a=redfish at http://127.0.0.1:9, 1 nodes "
+                               "mapped; lab=sim, 1 nodes, 1 device groups;"));
+  ::chmod(cred.c_str(), 0644);
+  r = run_command(std::string(COMPOSERD_PATH) + " --check -f " + conf);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("FabricName=pod-a (Driver=redfish): "));
+  EXPECT_THAT(r.out, Not(HasSubstr("Very-Secret-42")));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "composer/server/config.h"
@@ -158,6 +159,136 @@ TEST(FabricConfig, FabricKeysMayComeBeforeFabric) {
       "Fabric=liqid\n");
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_EQ(c->fabric_config.host_map.at("m1"), "cn1");
+}
+
+// Several fabrics: one FabricName line each.
+constexpr const char* kTwoFabrics =
+    "FabricName=pod-a Driver=redfish Url=https://fm-a.example.org:8443 "
+    "Credentials=/etc/slurm/pod-a.cred Auth=basic Timeout=5s\n"
+    "FabricName=lab Driver=sim\n"
+    "NodeName=cn[1-2] Fabric=pod-a\n"
+    "NodeName=cn3 Fabric=pod-a FabricHost=blade-3\n"
+    "NodeName=dev[1-2] Fabric=lab Zones=z1 GpuSlots=4\n"
+    "DeviceGroup=lab-gpu Fabric=lab Type=gpu Model=A100 Zone=z1 Count=2\n";
+
+TEST(SeveralFabrics, EachLineIsOneFabricWithItsNodesAndGroups) {
+  auto c = parse(std::string(kTwoFabrics) + "SimLatency=20\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->fabric, "pod-a=redfish,lab=sim");
+  ASSERT_EQ(c->fabrics.size(), 2u);
+  const FabricSpec& a = c->fabrics[0];
+  EXPECT_EQ(a.line, 1);
+  EXPECT_EQ(a.name, "pod-a");
+  EXPECT_EQ(a.driver, "redfish");
+  EXPECT_EQ(a.config.name, "pod-a");
+  EXPECT_EQ(a.config.url, "https://fm-a.example.org:8443");
+  EXPECT_EQ(a.config.credentials_file, "/etc/slurm/pod-a.cred");
+  EXPECT_EQ(a.config.auth, "basic");
+  EXPECT_EQ(a.config.request_timeout_ms, 5000);
+  EXPECT_EQ(a.config.host_map, (std::map<std::string, std::string>{
+                                   {"cn1", "cn1"}, {"cn2", "cn2"}, {"blade-3", "cn3"}}));
+  EXPECT_TRUE(a.sim.hosts.empty());
+  const FabricSpec& lab = c->fabrics[1];
+  EXPECT_EQ(lab.driver, "sim");
+  ASSERT_EQ(lab.sim.hosts.size(), 2u);
+  EXPECT_EQ(lab.sim.hosts[1].node, "dev2");
+  EXPECT_EQ(lab.sim.hosts[1].gpu_slots, 4u);
+  ASSERT_EQ(lab.sim.groups.size(), 1u);
+  EXPECT_EQ(lab.sim.groups[0].name, "lab-gpu");
+  EXPECT_EQ(lab.sim.latency_ms, 20);
+  EXPECT_TRUE(lab.config.host_map.empty());
+}
+
+TEST(SeveralFabrics, OneLineNeedsNoFabricOnItsNodesAndARealOneNeedsNoNodes) {
+  auto one = parse(
+      "FabricName=only Driver=sim\n"
+      "NodeName=n1 Zones=z1\n"
+      "DeviceGroup=g Type=gpu Model=A100 Zone=z1 Count=1\n");
+  ASSERT_TRUE(one.ok()) << one.error();
+  ASSERT_EQ(one->fabrics.size(), 1u);
+  EXPECT_EQ(one->fabrics[0].sim.hosts.size(), 1u);
+  EXPECT_EQ(one->fabrics[0].sim.groups.size(), 1u);
+
+  auto open = parse(
+      "FabricName=a Driver=redfish Url=http://fm-a Credentials=/a NodeNames=hostname\n"
+      "FabricName=b Driver=liqid Url=http://fm-b Credentials=/b Auth=apikey Slots=4\n");
+  ASSERT_TRUE(open.ok()) << open.error();
+  EXPECT_TRUE(open->fabrics[0].config.use_host_name);
+  EXPECT_TRUE(open->fabrics[1].config.host_map.empty());
+  EXPECT_EQ(open->fabrics[1].config.slots, 4u);
+}
+
+TEST(SeveralFabrics, LinesAreCheckedOptionByOption) {
+  expect_refused("FabricName=a Url=http://fm Credentials=/c\n", 1,
+                 "FabricName=a needs Driver=sim, Driver=redfish or Driver=liqid");
+  expect_refused("FabricName=a Driver=ethernet\n", 1,
+                 "Driver=ethernet: expected sim, redfish or liqid");
+  expect_refused("FabricName=a Driver=redfish Colour=blue\n", 1,
+                 "unknown FabricName option 'Colour' (allowed: Driver, Url, Credentials,");
+  expect_refused("FabricName=a Driver=redfish FabricUrl=http://fm\n", 1,
+                 "unknown FabricName option 'FabricUrl'");
+  expect_refused("FabricName=a Driver=redfish Url=http://fm Url=http://fm2\n", 1,
+                 "'Url' is given twice for this fabric");
+  expect_refused("FabricName=a Driver=redfish Url=ftp://fm\n", 1,
+                 "Url: expected http(s)://HOST[:PORT]");
+  expect_refused("FabricName=a Driver=redfish Url=http://u:secret@fm\n", 1,
+                 "Url must not carry credentials");
+  expect_refused("FabricName=a Driver=sim Url=http://fm\n", 1,
+                 "Url applies to Driver=redfish or Driver=liqid, not Driver=sim");
+  expect_refused("FabricName=a/b Driver=sim\n", 1, "names may hold only letters");
+  expect_refused("FabricName=a Driver=sim\nFabricName=a Driver=sim\n", 2,
+                 "FabricName=a is declared twice");
+  expect_refused("FabricName=a Driver=redfish Credentials=/c\n", 1,
+                 "FabricName=a (Driver=redfish) needs Url=http(s)://HOST[:PORT]");
+  expect_refused("FabricName=a Driver=liqid Url=http://fm\n", 1,
+                 "FabricName=a (Driver=liqid) needs Credentials=");
+  expect_refused("FabricName=a Driver=liqid Url=http://fm Credentials=/c Auth=session\n", 1,
+                 "Auth=session applies to Driver=redfish");
+}
+
+TEST(SeveralFabrics, NodesAndGroupsMustNameADeclaredFabricOfTheRightKind) {
+  const std::string two =
+      "FabricName=a Driver=redfish Url=http://fm-a Credentials=/a\n"
+      "FabricName=b Driver=sim\n";
+  expect_refused(two + "NodeName=n1\n", 3,
+                 "NodeName=n1 needs Fabric= naming one of the FabricName lines (a, b)");
+  expect_refused(two + "NodeName=n1 Fabric=c\n", 3,
+                 "Fabric=c names no FabricName line (declared: a, b)");
+  expect_refused(two + "NodeName=n1 Fabric=b Zones=z1\n" +
+                     "DeviceGroup=g Fabric=a Type=gpu Model=A100 Zone=z1 Count=1\n",
+                 4, "the devices of a (Driver=redfish) come from its fabric manager");
+  expect_refused(two + "NodeName=n1 Fabric=b\nDeviceGroup=g Type=gpu Model=A100 Zone=z1 Count=1\n",
+                 3, "NodeName=n1 needs Zones= with FabricName=b (Driver=sim)");
+  expect_refused(two + "NodeName=n1 Fabric=a Zones=z1\n", 3,
+                 "with FabricName=a (Driver=redfish) zones and slots come from the fabric manager");
+  expect_refused(two + "NodeName=n1 Fabric=b Zones=z1\n", 2,
+                 "FabricName=b (Driver=sim) needs at least one DeviceGroup= line");
+  expect_refused(
+      "FabricName=a Driver=redfish Url=http://fm-a Credentials=/a\n"
+      "DeviceGroup=g Type=gpu Model=A100 Zone=z1 Count=1\n",
+      2, "no FabricName line has Driver=sim");
+  // Two fabric hosts of one fabric may not share a node; one node may not sit in two fabrics.
+  expect_refused(
+      "FabricName=a Driver=redfish Url=http://fm-a Credentials=/a\n"
+      "NodeName=n1 FabricHost=h1\nNodeName=n2 FabricHost=h1\n",
+      1, "fabric host 'h1' is mapped to both n1 and n2");
+  expect_refused(two + "NodeName=n1 Fabric=a\nNodeName=n1 Fabric=b Zones=z1\n", 4,
+                 "node 'n1' is declared twice");
+}
+
+TEST(SeveralFabrics, TheOneFabricKeysDoNotMixWithFabricNameLines) {
+  const std::string line = "FabricName=a Driver=redfish Url=http://fm-a Credentials=/a\n";
+  expect_refused(line + "Fabric=redfish\n", 2, "with FabricName lines give each its Driver=");
+  expect_refused(line + "FabricTimeout=5s\n", 2,
+                 "FabricTimeout applies to a file with one fabric; with FabricName lines put "
+                 "Timeout= on the fabric's line");
+  expect_refused(line + "FabricName=label\n", 2, "every FabricName line needs Driver=");
+  expect_refused(line + "SimLatency=5\n", 2, "SimLatency applies to Driver=sim only");
+  // And Fabric= on NodeName or DeviceGroup lines means nothing without FabricName lines.
+  expect_refused("NodeName=n1 Zones=z1 Fabric=a\nDeviceGroup=g Type=gpu Model=A Zone=z1 Count=1\n",
+                 1, "Fabric=a on a NodeName line names one of several fabrics");
+  expect_refused("NodeName=n1 Zones=z1\nDeviceGroup=g Fabric=a Type=gpu Model=A Zone=z1 Count=1\n",
+                 2, "Fabric=a on a DeviceGroup line names one of several fabrics");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -122,6 +123,16 @@ struct NodeLine {
   std::string expr;
   bool zones = false;
   bool slots = false;
+  std::string fabric;     // Fabric=: one of the FabricName lines
+  size_t first_host = 0;  // its hosts in cfg.sim.hosts
+  size_t host_count = 0;
+};
+
+// What a DeviceGroup line gave beyond the group itself.
+struct GroupLine {
+  int line = 0;
+  std::string name;
+  std::string fabric;  // Fabric=: one of the FabricName lines
 };
 
 Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std::string>& seen,
@@ -141,6 +152,9 @@ Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std
       }
       if (auto s = check_name("FabricHost", v); !s) return s;
       fabric_host = v;
+    } else if (k == "fabric") {
+      if (auto s = check_name("Fabric", v); !s) return s;
+      info.fabric = v;
     } else if (k == "zones") {
       info.zones = true;
       proto.zones.clear();
@@ -158,9 +172,11 @@ Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std
     } else {
       return Error{ErrorCode::kInvalidArgument,
                    "unknown NodeName option '" + pairs[i].key +
-                       "' (allowed: FabricHost, Zones, GpuSlots, MemSlots, NvmeSlots)"};
+                       "' (allowed: Fabric, FabricHost, Zones, GpuSlots, MemSlots, NvmeSlots)"};
     }
   }
+  info.first_host = cfg.sim.hosts.size();
+  info.host_count = names->size();
   for (const auto& n : *names) {
     if (!seen.insert(n).second) {
       return Error{ErrorCode::kInvalidArgument, "node '" + n + "' is declared twice"};
@@ -173,9 +189,11 @@ Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std
   return Status::Ok();
 }
 
-Status parse_group_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std::string>& seen) {
+Status parse_group_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std::string>& seen,
+                        GroupLine& info) {
   SimConfig::Group g;
   g.name = pairs[0].value;
+  info.name = g.name;
   if (auto s = check_name("DeviceGroup", g.name); !s) return s;
   if (!seen.insert(g.name).second) {
     return Error{ErrorCode::kInvalidArgument, "DeviceGroup '" + g.name + "' is declared twice"};
@@ -185,7 +203,10 @@ Status parse_group_line(const std::vector<Pair>& pairs, Config& cfg, std::set<st
   for (size_t i = 1; i < pairs.size(); ++i) {
     const std::string k = lower(pairs[i].key);
     const std::string& v = pairs[i].value;
-    if (k == "type") {
+    if (k == "fabric") {
+      if (auto s = check_name("Fabric", v); !s) return s;
+      info.fabric = v;
+    } else if (k == "type") {
       auto t = parse_device_type(lower(v));
       if (!t) {
         return Error{ErrorCode::kInvalidArgument, "Type=" + v + ": expected gpu, mem or nvme"};
@@ -208,8 +229,9 @@ Status parse_group_line(const std::vector<Pair>& pairs, Config& cfg, std::set<st
       if (!sz) return Error{ErrorCode::kInvalidArgument, "Size=" + v + ": " + sz.error().message};
       g.size_bytes = *sz;
     } else {
-      return Error{ErrorCode::kInvalidArgument, "unknown DeviceGroup option '" + pairs[i].key +
-                                                    "' (allowed: Type, Model, Zone, Count, Size)"};
+      return Error{ErrorCode::kInvalidArgument,
+                   "unknown DeviceGroup option '" + pairs[i].key +
+                       "' (allowed: Fabric, Type, Model, Zone, Count, Size)"};
     }
   }
   if (!have_type || !have_count || g.zone.empty() || g.model.empty()) {
@@ -252,18 +274,18 @@ Status parse_fabric_key(const std::string& key, const std::string& k, const std:
     const std::string v = lower(value);
     if (!v.starts_with("http://") && !v.starts_with("https://")) {
       return Error{ErrorCode::kInvalidArgument,
-                   "FabricUrl: expected http(s)://HOST[:PORT] of the fabric manager"};
+                   k + ": expected http(s)://HOST[:PORT] of the fabric manager"};
     }
     const std::string authority = value.substr(value.find("//") + 2);
     // The sentence never repeats a URL that carries a password.
     if (authority.find('@') != std::string::npos) {
       return Error{ErrorCode::kInvalidArgument,
-                   "FabricUrl must not carry credentials; put them in the FabricCredentials file"};
+                   k + " must not carry credentials; put them in the credentials file"};
     }
     if (authority.empty() || authority.find('/') != std::string::npos) {
-      return Error{ErrorCode::kInvalidArgument,
-                   "FabricUrl=" + value +
-                       ": expected http(s)://HOST[:PORT] only; the driver adds the API path"};
+      return Error{
+          ErrorCode::kInvalidArgument,
+          k + "=" + value + ": expected http(s)://HOST[:PORT] only; the driver adds the API path"};
     }
     f.url = value;
     return Status::Ok();
@@ -275,7 +297,7 @@ Status parse_fabric_key(const std::string& key, const std::string& k, const std:
     if (f.auth != "session" && f.auth != "basic" && f.auth != "apikey") {
       return Error{
           ErrorCode::kInvalidArgument,
-          "FabricAuth=" + value + ": expected session or basic (redfish), apikey or basic (liqid)"};
+          k + "=" + value + ": expected session or basic (redfish), apikey or basic (liqid)"};
     }
     return Status::Ok();
   }
@@ -292,8 +314,7 @@ Status parse_fabric_key(const std::string& key, const std::string& k, const std:
   if (key == "fabricnodenames") {
     const std::string v = lower(value);
     if (v != "id" && v != "hostname") {
-      return Error{ErrorCode::kInvalidArgument,
-                   "FabricNodeNames=" + value + ": expected id or hostname"};
+      return Error{ErrorCode::kInvalidArgument, k + "=" + value + ": expected id or hostname"};
     }
     f.use_host_name = v == "hostname";
     return Status::Ok();
@@ -307,71 +328,247 @@ Status parse_fabric_key(const std::string& key, const std::string& k, const std:
   return Error{ErrorCode::kInvalidArgument, ""};
 }
 
-// The rules that tie the fabric to the rest of the file, checked once it is all read.
-Status check_fabric(Config& cfg, const std::string& path, const std::vector<NodeLine>& nodes,
-                    int group_line, const std::map<std::string, int>& fabric_keys) {
-  auto at = [&](int line, const std::string& why) {
+// The options of a FabricName line: the Fabric* keys without the word Fabric, and Driver=.
+constexpr const char* kFabricLineOptions =
+    "Driver, Url, Credentials, Auth, CaFile, VerifyTls, ConnectTimeout, Timeout, PollInterval, "
+    "TaskWait, NodeNames, Slots";
+
+Status parse_fabric_line(const std::vector<Pair>& pairs, FabricSpec& spec,
+                         std::set<std::string>& seen) {
+  spec.name = pairs[0].value;
+  if (auto s = check_name("FabricName", spec.name); !s) return s;
+  if (!seen.insert(spec.name).second) {
+    return Error{ErrorCode::kInvalidArgument, "FabricName=" + spec.name + " is declared twice"};
+  }
+  std::set<std::string> options;
+  std::string real_option;  // one option that only a real fabric takes
+  for (size_t i = 1; i < pairs.size(); ++i) {
+    const std::string& k = pairs[i].key;
+    const std::string& v = pairs[i].value;
+    const std::string key = lower(k);
+    if (!options.insert(key).second) {
+      return Error{ErrorCode::kInvalidArgument, "'" + k + "' is given twice for this fabric"};
+    }
+    if (key == "driver") {
+      spec.driver = lower(v);
+      if (spec.driver != "sim" && spec.driver != "redfish" && spec.driver != "liqid") {
+        return Error{ErrorCode::kInvalidArgument,
+                     "Driver=" + v + ": expected sim, redfish or liqid"};
+      }
+      continue;
+    }
+    Status st = key == "name" || key.starts_with("fabric")
+                    ? Status(Error{ErrorCode::kInvalidArgument, ""})
+                    : parse_fabric_key("fabric" + key, k, v, spec.config);
+    if (!st && st.error().message.empty()) {
+      return Error{ErrorCode::kInvalidArgument,
+                   "unknown FabricName option '" + k + "' (allowed: " + kFabricLineOptions + ")"};
+    }
+    if (!st) return st;
+    if (real_option.empty()) real_option = k;
+  }
+  if (spec.driver.empty()) {
     return Error{ErrorCode::kInvalidArgument,
-                 path + (line > 0 ? " line " + std::to_string(line) : std::string()) + ": " + why};
-  };
+                 "FabricName=" + spec.name + " needs Driver=sim, Driver=redfish or Driver=liqid"};
+  }
+  if (spec.driver == "sim" && !real_option.empty()) {
+    return Error{ErrorCode::kInvalidArgument,
+                 real_option + " applies to Driver=redfish or Driver=liqid, not Driver=sim"};
+  }
+  return Status::Ok();
+}
+
+using At = std::function<Error(int, const std::string&)>;
+
+// How rule sentences name one fabric's settings: the Fabric* keys of a file with one fabric,
+// or the options of a FabricName line.
+struct FabricNaming {
+  std::string driver;      // "Fabric=redfish", "FabricName=pod-a (Driver=redfish)"
+  std::string key;         // prefix of the setting keys: "Fabric" or ""
+  std::string driver_key;  // "Fabric" or "Driver"
+};
+
+// A simulated fabric: its NodeName lines say where the nodes sit, its DeviceGroup lines what
+// the pool holds.
+Status check_sim(const std::vector<const NodeLine*>& nodes, size_t groups, const FabricNaming& name,
+                 const At& at) {
+  for (const NodeLine* n : nodes) {
+    if (!n->zones) return at(n->line, "NodeName=" + n->expr + " needs Zones= with " + name.driver);
+  }
+  if (nodes.empty()) return at(0, "no NodeName= line: " + name.driver + " serves no node");
+  if (groups == 0) return at(0, name.driver + " needs at least one DeviceGroup= line");
+  return Status::Ok();
+}
+
+// A real fabric: the fabric manager gives devices, zones and slots; NodeName lines (if any)
+// map its hosts to nodes.
+Status check_real(const std::string& driver, FabricConfig& f,
+                  const std::vector<const NodeLine*>& nodes, const std::vector<Host>& hosts,
+                  const FabricNaming& name, const At& at) {
+  const std::string& p = name.key;
+  for (const NodeLine* n : nodes) {
+    if (n->zones || n->slots) {
+      return at(n->line, "NodeName=" + n->expr + ": with " + name.driver +
+                             " zones and slots come from the fabric manager; keep only NodeName= "
+                             "and FabricHost=");
+    }
+  }
+  if (f.url.empty()) return at(0, name.driver + " needs " + p + "Url=http(s)://HOST[:PORT]");
+  if (f.credentials_file.empty()) {
+    return at(0, name.driver + " needs " + p +
+                     "Credentials=<a root-only file of username= and password= lines>");
+  }
+  if (driver == "redfish" && f.auth == "apikey") {
+    return at(0, p + "Auth=apikey applies to " + name.driver_key +
+                     "=liqid; redfish takes session or basic");
+  }
+  if (driver == "liqid" && f.auth == "session") {
+    return at(0, p + "Auth=session applies to " + name.driver_key +
+                     "=redfish; liqid takes apikey or basic");
+  }
+  if (driver == "liqid" && f.use_host_name) {
+    return at(0, p + "NodeNames=hostname applies to " + name.driver_key +
+                     "=redfish only; Liqid machines go by their machine name");
+  }
+  if (!nodes.empty() && f.use_host_name) {
+    return at(nodes.front()->line,
+              "NodeName lines map nodes explicitly; drop " + p + "NodeNames=hostname or them");
+  }
+  // NodeName lines map fabric hosts to nodes; without them every fabric host is served.
+  for (const Host& h : hosts) {
+    auto [it, fresh] = f.host_map.emplace(h.fabric_id, h.node);
+    if (!fresh) {
+      return at(0, "fabric host '" + h.fabric_id + "' is mapped to both " + it->second + " and " +
+                       h.node);
+    }
+  }
+  return Status::Ok();
+}
+
+// One fabric from Fabric= and the Fabric* keys.
+Status check_fabric(Config& cfg, const std::vector<NodeLine>& nodes,
+                    const std::vector<GroupLine>& groups,
+                    const std::map<std::string, int>& fabric_keys, const At& at) {
+  for (const NodeLine& n : nodes) {
+    if (!n.fabric.empty()) {
+      return at(n.line, "Fabric=" + n.fabric +
+                            " on a NodeName line names one of several fabrics; declare them "
+                            "with FabricName lines (FabricName=NAME Driver=...)");
+    }
+  }
+  for (const GroupLine& g : groups) {
+    if (!g.fabric.empty()) {
+      return at(g.line, "Fabric=" + g.fabric +
+                            " on a DeviceGroup line names one of several fabrics; declare them "
+                            "with FabricName lines (FabricName=NAME Driver=...)");
+    }
+  }
+  std::vector<const NodeLine*> node_ptrs;
+  for (const NodeLine& n : nodes) node_ptrs.push_back(&n);
+  const FabricNaming name{"Fabric=" + cfg.fabric, "Fabric", "Fabric"};
   if (cfg.fabric == "sim") {
     for (const auto& [k, line] : fabric_keys) {
       if (line > 0) {
         return at(line, k + " applies to Fabric=redfish or Fabric=liqid, not Fabric=sim");
       }
     }
-    for (const NodeLine& n : nodes) {
-      if (!n.zones) return at(n.line, "NodeName=" + n.expr + " needs Zones= with Fabric=sim");
-    }
-    if (cfg.sim.hosts.empty()) return at(0, "no NodeName= line: the fabric serves no node");
-    if (cfg.sim.groups.empty()) return at(0, "Fabric=sim needs at least one DeviceGroup= line");
-    return Status::Ok();
+    return check_sim(node_ptrs, cfg.sim.groups.size(), name, at);
   }
-  FabricConfig& f = cfg.fabric_config;
-  const std::string driver = "Fabric=" + cfg.fabric;
   for (const auto& [k, line] : fabric_keys) {
     if (line < 0) return at(-line, k + " applies to Fabric=sim only");
   }
-  if (group_line > 0) {
-    return at(group_line, "DeviceGroup lines describe the simulated fabric; with " + driver +
-                              " the devices come from the fabric manager");
+  if (!groups.empty()) {
+    return at(groups.front().line, "DeviceGroup lines describe the simulated fabric; with " +
+                                       name.driver + " the devices come from the fabric manager");
   }
+  return check_real(cfg.fabric, cfg.fabric_config, node_ptrs, cfg.sim.hosts, name, at);
+}
+
+// Several fabrics, one FabricName line each: every NodeName and DeviceGroup line belongs to
+// one of them.
+Status check_fabrics(Config& cfg, const std::vector<NodeLine>& nodes,
+                     const std::vector<GroupLine>& groups,
+                     const std::map<std::string, int>& fabric_keys, int fabric_line, const At& at) {
+  std::string declared;
+  std::map<std::string, FabricSpec*> by_name;
+  std::vector<FabricSpec*> sims;
+  for (FabricSpec& spec : cfg.fabrics) {
+    declared += (declared.empty() ? "" : ", ") + spec.name;
+    by_name[spec.name] = &spec;
+    if (spec.driver == "sim") sims.push_back(&spec);
+  }
+  if (fabric_line > 0) {
+    return at(fabric_line,
+              "Fabric= picks the driver of a file with one fabric; with FabricName lines give "
+              "each its Driver=");
+  }
+  for (const auto& [k, line] : fabric_keys) {
+    if (line > 0 && lower(k) == "fabricname") {
+      return at(line, k + "= alone names the one fabric of a file without FabricName lines; "
+                          "with them, every FabricName line needs Driver=");
+    }
+    if (line > 0) {
+      return at(line, k + " applies to a file with one fabric; with FabricName lines put " +
+                          k.substr(6) + "= on the fabric's line (FabricName=NAME ... " +
+                          k.substr(6) + "=...)");
+    }
+    if (sims.empty()) return at(-line, k + " applies to Driver=sim only");
+  }
+  auto owner = [&](const std::string& named, int line, const std::string& what,
+                   bool sim_only) -> Expected<FabricSpec*> {
+    if (named.empty()) {
+      if (!sim_only && cfg.fabrics.size() == 1) return &cfg.fabrics.front();
+      if (sim_only && sims.size() == 1) return sims.front();
+      if (sim_only && sims.empty()) {
+        return at(line,
+                  "DeviceGroup lines describe a simulated fabric; no FabricName line has "
+                  "Driver=sim");
+      }
+      return at(line,
+                what + " needs Fabric= naming one of the FabricName lines (" + declared + ")");
+    }
+    auto it = by_name.find(named);
+    if (it == by_name.end()) {
+      return at(line, what + ": Fabric=" + named +
+                          " names no FabricName line (declared: " + declared + ")");
+    }
+    if (sim_only && it->second->driver != "sim") {
+      return at(line, what + ": DeviceGroup lines describe a simulated fabric; the devices of " +
+                          named + " (Driver=" + it->second->driver +
+                          ") come from its fabric manager");
+    }
+    return it->second;
+  };
+  std::map<const FabricSpec*, std::vector<const NodeLine*>> node_lines;
   for (const NodeLine& n : nodes) {
-    if (n.zones || n.slots) {
-      return at(n.line, "NodeName=" + n.expr + ": with " + driver +
-                            " zones and slots come from the fabric manager; keep only NodeName= "
-                            "and FabricHost=");
+    auto spec = owner(n.fabric, n.line, "NodeName=" + n.expr, false);
+    if (!spec) return spec.error();
+    node_lines[*spec].push_back(&n);
+    for (size_t i = 0; i < n.host_count; ++i) {
+      (*spec)->sim.hosts.push_back(cfg.sim.hosts[n.first_host + i]);
     }
   }
-  if (f.url.empty()) return at(0, driver + " needs FabricUrl=http(s)://HOST[:PORT]");
-  if (f.credentials_file.empty()) {
-    const std::string rule =
-        " needs FabricCredentials=<a root-only file of username= and "
-        "password= lines>";
-    return at(0, driver + rule);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    auto spec = owner(groups[i].fabric, groups[i].line, "DeviceGroup=" + groups[i].name, true);
+    if (!spec) return spec.error();
+    (*spec)->sim.groups.push_back(cfg.sim.groups[i]);
   }
-  if (cfg.fabric == "redfish" && f.auth == "apikey") {
-    return at(0, "FabricAuth=apikey applies to Fabric=liqid; redfish takes session or basic");
-  }
-  if (cfg.fabric == "liqid" && f.auth == "session") {
-    return at(0, "FabricAuth=session applies to Fabric=redfish; liqid takes apikey or basic");
-  }
-  if (cfg.fabric == "liqid" && f.use_host_name) {
-    return at(0,
-              "FabricNodeNames=hostname applies to Fabric=redfish only; Liqid machines "
-              "go by their machine name");
-  }
-  if (!nodes.empty() && f.use_host_name) {
-    return at(nodes.front().line,
-              "NodeName lines map nodes explicitly; drop FabricNodeNames=hostname or them");
-  }
-  // NodeName lines map fabric hosts to nodes; without them every fabric host is served.
-  for (const Host& h : cfg.sim.hosts) {
-    auto [it, fresh] = f.host_map.emplace(h.fabric_id, h.node);
-    if (!fresh) {
-      return at(0, "fabric host '" + h.fabric_id + "' is mapped to both " + it->second + " and " +
-                       h.node);
-    }
+  cfg.fabric.clear();
+  for (FabricSpec& spec : cfg.fabrics) {
+    const FabricNaming name{"FabricName=" + spec.name + " (Driver=" + spec.driver + ")", "",
+                            "Driver"};
+    auto at_spec = [&](int line, const std::string& why) {
+      return at(line > 0 ? line : spec.line, why);
+    };
+    spec.sim.latency_ms = cfg.sim.latency_ms;
+    Status st = spec.driver == "sim"
+                    ? check_sim(node_lines[&spec], spec.sim.groups.size(), name, at_spec)
+                    : check_real(spec.driver, spec.config, node_lines[&spec], spec.sim.hosts, name,
+                                 at_spec);
+    if (!st) return st;
+    if (spec.driver != "sim") spec.sim.hosts.clear();
+    spec.config.name = spec.name;
+    cfg.fabric += (cfg.fabric.empty() ? "" : ",") + spec.name + "=" + spec.driver;
   }
   return Status::Ok();
 }
@@ -434,7 +631,9 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
   std::set<std::string> groups;
   std::set<std::string> seen_keys;
   std::vector<NodeLine> node_lines;
-  int group_line = 0;
+  std::vector<GroupLine> group_lines;
+  std::set<std::string> fabric_names;
+  int fabric_line = 0;                          // where Fabric= was set
   std::map<std::string, int> fabric_key_lines;  // Fabric* keys given, for sim's refusal
   std::istringstream in{std::string(text)};
   std::string raw;
@@ -462,8 +661,21 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
       continue;
     }
     if (key == "devicegroup") {
-      if (group_line == 0) group_line = lineno;
-      if (auto s = parse_group_line(*pairs, cfg, groups); !s) return fail(s.error().message);
+      GroupLine info;
+      info.line = lineno;
+      if (auto s = parse_group_line(*pairs, cfg, groups, info); !s) {
+        return fail(s.error().message);
+      }
+      group_lines.push_back(std::move(info));
+      continue;
+    }
+    if (key == "fabricname" && pairs->size() > 1) {
+      FabricSpec spec;
+      spec.line = lineno;
+      if (auto s = parse_fabric_line(*pairs, spec, fabric_names); !s) {
+        return fail(s.error().message);
+      }
+      cfg.fabrics.push_back(std::move(spec));
       continue;
     }
     // composer.conf is shared with the job_submit plugin: its JobSubmit* keys are its own.
@@ -551,6 +763,7 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     } else if (key == "slurmconf") {
       cfg.slurm_conf = value;
     } else if (key == "fabric") {
+      fabric_line = lineno;
       cfg.fabric = lower(value);
       if (cfg.fabric != "sim" && cfg.fabric != "redfish" && cfg.fabric != "liqid") {
         st = Error{ErrorCode::kInvalidArgument,
@@ -574,9 +787,15 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
   }
   if (cfg.database.empty()) cfg.database = cfg.state_dir + "/composer.db";
   if (cfg.snapshot.empty()) cfg.snapshot = cfg.state_dir + "/snapshot.json";
-  if (Status s = check_fabric(cfg, path, node_lines, group_line, fabric_key_lines); !s) {
-    return s.error();
-  }
+  auto at = [&](int line, const std::string& why) {
+    return Error{ErrorCode::kInvalidArgument,
+                 path + (line > 0 ? " line " + std::to_string(line) : std::string()) + ": " + why};
+  };
+  Status checked =
+      cfg.fabrics.empty()
+          ? check_fabric(cfg, node_lines, group_lines, fabric_key_lines, at)
+          : check_fabrics(cfg, node_lines, group_lines, fabric_key_lines, fabric_line, at);
+  if (!checked) return checked.error();
   return cfg;
 }
 

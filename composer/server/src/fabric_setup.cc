@@ -1,7 +1,10 @@
 #include "composer/server/fabric_setup.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "composer/core/multi_fabric.h"
 #include "composer/core/sim_fabric.h"
 #include "composer/drivers/credentials.h"
 #include "composer/drivers/liqid_fabric.h"
@@ -10,22 +13,37 @@
 namespace composer::server {
 namespace {
 
-std::string label(const Config& c) {
-  const FabricConfig& f = c.fabric_config;
-  return "Fabric=" + c.fabric + (f.name.empty() ? "" : " (" + f.name + ")");
+// One fabric's driver, whichever way the file declared it.
+struct DriverSpec {
+  std::string label;  // "Fabric=redfish (name)" or "FabricName=pod-a (Driver=redfish)"
+  const std::string& driver;
+  const FabricConfig& config;
+  const SimConfig& sim;
+};
+
+std::vector<DriverSpec> specs(const Config& c) {
+  std::vector<DriverSpec> out;
+  if (c.fabrics.empty()) {
+    const std::string& name = c.fabric_config.name;
+    out.push_back({"Fabric=" + c.fabric + (name.empty() ? "" : " (" + name + ")"), c.fabric,
+                   c.fabric_config, c.sim});
+  }
+  for (const FabricSpec& s : c.fabrics) {
+    out.push_back(
+        {"FabricName=" + s.name + " (Driver=" + s.driver + ")", s.driver, s.config, s.sim});
+  }
+  return out;
 }
 
-}  // namespace
-
-Expected<std::unique_ptr<Fabric>> make_fabric(const Config& c) {
-  const FabricConfig& f = c.fabric_config;
-  auto wrap = [&](const Error& e) { return Error{e.code, label(c) + ": " + e.message}; };
-  if (c.fabric == "sim") {
-    auto sim = SimFabric::create(c.sim);
+Expected<std::unique_ptr<Fabric>> make_driver(const DriverSpec& d) {
+  const FabricConfig& f = d.config;
+  auto wrap = [&](const Error& e) { return Error{e.code, d.label + ": " + e.message}; };
+  if (d.driver == "sim") {
+    auto sim = SimFabric::create(d.sim);
     if (!sim) return wrap(sim.error());
     return std::unique_ptr<Fabric>(std::move(sim).value());
   }
-  if (c.fabric == "redfish") {
+  if (d.driver == "redfish") {
     drivers::RedfishOptions o;
     o.base_url = f.url;
     o.credentials_file = f.credentials_file;
@@ -44,7 +62,7 @@ Expected<std::unique_ptr<Fabric>> make_fabric(const Config& c) {
     if (!r) return wrap(r.error());
     return std::unique_ptr<Fabric>(std::move(r).value());
   }
-  if (c.fabric == "liqid") {
+  if (d.driver == "liqid") {
     drivers::LiqidOptions o;
     o.base_url = f.url;
     o.credentials_file = f.credentials_file;
@@ -60,16 +78,34 @@ Expected<std::unique_ptr<Fabric>> make_fabric(const Config& c) {
     if (!l) return wrap(l.error());
     return std::unique_ptr<Fabric>(std::move(l).value());
   }
-  return Error{ErrorCode::kInvalidArgument, label(c) + ": unknown driver"};
+  return Error{ErrorCode::kInvalidArgument, d.label + ": unknown driver"};
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Fabric>> make_fabric(const Config& c) {
+  if (c.fabrics.empty()) return make_driver(specs(c).front());
+  std::vector<MultiFabric::Member> members;
+  const auto all = specs(c);
+  for (size_t i = 0; i < all.size(); ++i) {
+    auto driver = make_driver(all[i]);
+    if (!driver) return driver.error();
+    members.push_back({c.fabrics[i].name, std::move(driver).value()});
+  }
+  auto multi = MultiFabric::create(std::move(members));
+  if (!multi) return multi.error();
+  return std::unique_ptr<Fabric>(std::move(multi).value());
 }
 
 Status check_fabric_files(const Config& c) {
-  if (c.fabric == "sim") return Status::Ok();
-  std::string user, password;
-  if (Status s = drivers::load_fabric_credentials(c.fabric_config.credentials_file, c.fabric, &user,
-                                                  &password);
-      !s) {
-    return Error{s.error().code, label(c) + ": " + s.error().message};
+  for (const DriverSpec& d : specs(c)) {
+    if (d.driver == "sim") continue;
+    std::string user, password;
+    if (Status s =
+            drivers::load_fabric_credentials(d.config.credentials_file, d.driver, &user, &password);
+        !s) {
+      return Error{s.error().code, d.label + ": " + s.error().message};
+    }
   }
   return Status::Ok();
 }

@@ -40,7 +40,25 @@ int main(int argc, char** argv) {
       std::cerr << "composerd: error: " << s.error().message << "\n";
       return 1;
     }
-    if (config->fabric == "sim") {
+    if (!config->fabrics.empty()) {
+      std::cout << "composerd: " << config_path << " is valid (" << config->fabrics.size()
+                << " fabrics:";
+      const char* sep = " ";
+      for (const auto& f : config->fabrics) {
+        std::cout << sep << f.name << "=" << f.driver;
+        if (f.driver == "sim") {
+          std::cout << ", " << f.sim.hosts.size() << " nodes, " << f.sim.groups.size()
+                    << " device groups";
+        } else {
+          std::cout << " at " << f.config.url << ", "
+                    << (f.config.host_map.empty()
+                            ? std::string("every fabric host served")
+                            : std::to_string(f.config.host_map.size()) + " nodes mapped");
+        }
+        sep = "; ";
+      }
+      std::cout << "; fabric managers are not contacted by --check)\n";
+    } else if (config->fabric == "sim") {
       std::cout << "composerd: " << config_path << " is valid (Fabric=sim, "
                 << config->sim.hosts.size() << " nodes, " << config->sim.groups.size()
                 << " device groups)\n";

@@ -14,6 +14,17 @@
 // fabric manager instead: FabricUrl=, FabricCredentials= (a root-only file) and the other
 // Fabric* keys below; NodeName lines then only map nodes to fabric hosts (FabricHost=).
 //
+// Several fabrics: one FabricName line each, carrying the same settings without the word
+// Fabric (Driver= is what Fabric= was); NodeName and DeviceGroup lines name their fabric:
+//
+//   FabricName=pod-a Driver=redfish Url=https://fm-a:8443 Credentials=/etc/slurm/pod-a.cred
+//   FabricName=pod-b Driver=liqid Url=https://liqid-b:8080 Credentials=/etc/slurm/pod-b.cred
+//   NodeName=node[01-16] Fabric=pod-a
+//   NodeName=node17 Fabric=pod-b FabricHost=machine-17
+//
+// Then every device, zone and fabric host id is qualified by its fabric ("pod-a:GPU-3"), so
+// two fabrics may use the same names (see composer/core/multi_fabric.h).
+//
 // Keys are case-insensitive, as in slurm.conf; '#' starts a comment. An unknown key or a bad
 // value refuses the whole file with a sentence naming the file, line, key and rule.
 #pragma once
@@ -50,6 +61,15 @@ struct FabricConfig {
   std::map<std::string, std::string> host_map;
 };
 
+// One FabricName line.
+struct FabricSpec {
+  int line = 0;
+  std::string name;     // FabricName=
+  std::string driver;   // Driver=sim|redfish|liqid
+  FabricConfig config;  // Url=, Credentials=, ...; host_map from its NodeName lines
+  SimConfig sim;        // Driver=sim: its NodeName and DeviceGroup lines, SimLatency
+};
+
 struct Config {
   std::string path;  // where it was read from
   std::string listen_address = "127.0.0.1";
@@ -72,10 +92,12 @@ struct Config {
   // Release the devices of jobs squeue no longer lists (after OrphanGrace).
   bool slurm_job_check = false;
   std::string slurm_conf;  // SLURM_CONF for squeue; empty: squeue's default
-  // The driver: sim, redfish or liqid.
+  // The driver: sim, redfish or liqid; with FabricName lines, "NAME=DRIVER,..." of them.
   std::string fabric = "sim";
   FabricConfig fabric_config;
   SimConfig sim;  // hosts (NodeName lines) and, for the sim fabric, DeviceGroup lines
+  // FabricName lines, in file order; empty when the file uses Fabric= and the Fabric* keys.
+  std::vector<FabricSpec> fabrics;
 };
 
 Expected<Config> parse_config(std::string_view text, const std::string& path);

@@ -1,4 +1,4 @@
-// The fabric driver composerd runs, built from composer.conf's Fabric* settings.
+// The fabric driver composerd runs, built from composer.conf's fabric settings.
 #pragma once
 
 #include <memory>
@@ -10,12 +10,13 @@
 namespace composer::server {
 
 // Fabric=sim: the simulated fabric from the NodeName and DeviceGroup lines. Fabric=redfish or
-// liqid: the driver, connected and authenticated (it reads the credentials file). Errors start
-// with "Fabric=<driver> (<name>):" and never carry the credentials.
+// liqid: the driver, connected and authenticated (it reads the credentials file). FabricName
+// lines: a MultiFabric over one driver per line. Errors start with "Fabric=<driver> (<name>):"
+// or "FabricName=<name> (Driver=<driver>):" and never carry the credentials.
 Expected<std::unique_ptr<Fabric>> make_fabric(const Config& config);
 
-// What composerd --check can verify without the network: the credentials file of a real
-// driver exists, is private and names a user. Ok for Fabric=sim.
+// What composerd --check can verify without the network: the credentials file of every real
+// driver exists, is private and names a user. Ok for simulated fabrics.
 Status check_fabric_files(const Config& config);
 
 }  // namespace composer::server
