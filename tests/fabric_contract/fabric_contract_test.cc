@@ -79,16 +79,19 @@ class SimHarness final : public Harness {
 };
 
 // The redfish driver against the fake service; `patch` selects a sloppy service that takes
-// blocks by PATCH instead of a strict one with actions.
-template <bool kPatch>
+// blocks by PATCH instead of a strict one with actions; `host_blocks` one whose compute nodes
+// are ComputerSystem resource blocks, so that the first attach to a host composes its system
+// (two hosts of zone 1 then, node01 and node03, and four GPUs of that zone).
+template <bool kPatch, bool kHostBlocks = false>
 class RedfishHarness final : public Harness {
  public:
   RedfishHarness() {
     testing::FakeRedfishOptions o;
-    o.gpus_per_zone = 2;
+    o.gpus_per_zone = kHostBlocks ? 4 : 2;
     o.memory_per_zone = 0;
     o.drives_per_zone = 0;
-    o.hosts = 2;
+    o.hosts = kHostBlocks ? 3 : 2;
+    o.host_blocks = kHostBlocks;
     o.task_ms = 20;
     o.patch_only = kPatch;
     o.sloppy = kPatch;
@@ -107,8 +110,12 @@ class RedfishHarness final : public Harness {
     if (f.ok()) fabric_ = std::move(f).value();
   }
   Fabric& fabric() override { return *fabric_; }
-  std::vector<std::string> hosts() const override { return {"node01", "node02"}; }
+  std::vector<std::string> hosts() const override {
+    if (kHostBlocks) return {"node01", "node03"};
+    return {"node01", "node02"};
+  }
   std::vector<std::string> gpus() const override {
+    if (kHostBlocks) return {"gpu-z1-00", "gpu-z1-01", "gpu-z1-02", "gpu-z1-03"};
     return {"gpu-z1-00", "gpu-z1-01", "gpu-z2-00", "gpu-z2-01"};
   }
   void fail_next_attach_part_way(const std::string& m) override { fail("AddResourceBlock", m); }
@@ -311,7 +318,7 @@ class FabricContract : public ::testing::Test {
 };
 
 using Drivers = ::testing::Types<SimHarness, RedfishHarness<false>, RedfishHarness<true>,
-                                 RedfishCxlHarness, LiqidHarness>;
+                                 RedfishHarness<false, true>, RedfishCxlHarness, LiqidHarness>;
 class DriverNames {
  public:
   template <typename T>
@@ -320,6 +327,7 @@ class DriverNames {
     if constexpr (std::is_same_v<T, RedfishHarness<false>>) return "redfish_actions_strict";
     if constexpr (std::is_same_v<T, LiqidHarness>) return "liqid";
     if constexpr (std::is_same_v<T, RedfishCxlHarness>) return "redfish_cxl";
+    if constexpr (std::is_same_v<T, RedfishHarness<false, true>>) return "redfish_host_blocks";
     return "redfish_patch_sloppy";
   }
 };

@@ -1,8 +1,17 @@
 // The fake Redfish service itself: what tests and shell scripts rely on.
 #include "composer/testing/fake_redfish.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
 
 #include "composer/client/http.h"
 
@@ -10,6 +19,44 @@ namespace composer::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+// Sends raw bytes to 127.0.0.1:port and reads until the server closes the connection; sets
+// *closed when it did so within five seconds.
+std::string exchange(int port, const std::string& request, bool* closed) {
+  *closed = false;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string answer;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n == 0) *closed = true;
+      if (n <= 0) break;
+      answer.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  return answer;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+std::string head_of(const std::string& answer) { return answer.substr(0, answer.find("\r\n\r\n")); }
 
 TEST(FakeRedfish, RefusesAMissingMockupFolderWithAPath) {
   FakeRedfishOptions o;
@@ -73,6 +120,100 @@ TEST(FakeRedfish, ControlEndpointInjectsFaultsAndReportsState) {
       {.method = "GET", .url = fake.base_url() + "/control/state", .body = "", .headers = {}});
   ASSERT_TRUE(state.ok());
   EXPECT_THAT(state->body, HasSubstr("\"node01\":[\"compute-node01\"]"));
+}
+
+TEST(FakeRedfish, SloppyModeAnswersLikeAnHttp10ServerThatClosesEveryConnection) {
+  FakeRedfishOptions o;
+  o.sloppy = true;
+  o.hosts = 1;
+  auto s = FakeRedfish::start(o);
+  ASSERT_TRUE(s.ok()) << s;
+  FakeRedfish& fake = **s;
+  // Two requests on one connection, the client asking for keep-alive: one answer, then close.
+  const std::string get =
+      "GET /redfish/v1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n";
+  bool closed = false;
+  const std::string answer = exchange(fake.port(), get + get, &closed);
+  EXPECT_TRUE(closed) << "the connection stayed open after the answer";
+  EXPECT_THAT(answer, StartsWith("HTTP/1.0 200 "));
+  const std::string head = lower(head_of(answer));
+  EXPECT_THAT(head, Not(HasSubstr("content-length")));  // the body ends at the close
+  EXPECT_THAT(head, Not(HasSubstr("keep-alive")));
+  EXPECT_THAT(head, Not(HasSubstr("http/1.1")));
+  const std::string body = answer.substr(answer.find("\r\n\r\n") + 4);
+  EXPECT_THAT(body, StartsWith("{"));
+  EXPECT_THAT(body, HasSubstr("\"CompositionService\""));
+  EXPECT_EQ(answer.find("HTTP/1.0", 1), std::string::npos) << "a second answer came back";
+
+  // An error answer keeps its length; still HTTP/1.0 and closed.
+  const std::string refused =
+      exchange(fake.port(), "GET /redfish/v1/Systems HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_THAT(refused, StartsWith("HTTP/1.0 401 "));
+  EXPECT_THAT(lower(head_of(refused)), HasSubstr("content-length:"));
+  EXPECT_THAT(refused, HasSubstr("NoValidSession"));
+
+  // A request with a body goes through whole.
+  const std::string login = R"({"UserName":"admin","Password":"composer-test-pw"})";
+  const std::string created =
+      exchange(fake.port(),
+               "POST /redfish/v1/SessionService/Sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               "Content-Type: application/json\r\nContent-Length: " +
+                   std::to_string(login.size()) + "\r\n\r\n" + login,
+               &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_THAT(created, StartsWith("HTTP/1.0 201 "));
+  EXPECT_THAT(lower(head_of(created)), HasSubstr("x-auth-token:"));
+  EXPECT_EQ(fake.open_sessions(), 1u);
+
+  // A strict service is an HTTP/1.1 server.
+  auto strict = FakeRedfish::start(FakeRedfishOptions{.hosts = 1});
+  ASSERT_TRUE(strict.ok()) << strict;
+  EXPECT_THAT(exchange((*strict)->port(), get, &closed), StartsWith("HTTP/1.1 200 "));
+}
+
+TEST(FakeRedfish, HostBlocksComposeOneSystemPerComputeBlockAndRefuseASecond) {
+  FakeRedfishOptions o;
+  o.host_blocks = true;
+  o.hosts = 2;
+  auto s = FakeRedfish::start(o);
+  ASSERT_TRUE(s.ok()) << s;
+  FakeRedfish& fake = **s;
+  client::HttpClient http(client::HttpOptions{.retries = 0});
+  auto post = [&](const std::string& links) {
+    return http.send({.method = "POST",
+                      .url = fake.base_url() + "/redfish/v1/Systems",
+                      .body = R"({"Name":"n","Links":{"ResourceBlocks":[)" + links + "]}}",
+                      .headers = [] {
+                        return Expected<std::vector<std::string>>(std::vector<std::string>{
+                            "Authorization: Basic YWRtaW46Y29tcG9zZXItdGVzdC1wdw=="});
+                      }});
+  };
+  const std::string rb = "/redfish/v1/CompositionService/ResourceBlocks/";
+  auto link = [&rb](const std::string& id) { return R"({"@odata.id":")" + rb + id + "\"}"; };
+  auto r = post(link("node01") + "," + link("gpu-z1-00"));
+  ASSERT_TRUE(r.ok()) << r;
+  EXPECT_EQ(r->status, 201);
+  EXPECT_EQ(r->header("Location"), "/redfish/v1/Systems/composed-1");
+  EXPECT_EQ(fake.system_blocks("composed-1"), (std::vector<std::string>{"node01", "gpu-z1-00"}));
+  // The same compute block again: in use.
+  r = post(link("node01"));
+  ASSERT_TRUE(r.ok()) << r;
+  EXPECT_EQ(r->status, 409);
+  EXPECT_THAT(r->body, HasSubstr("ResourceInUse"));
+  EXPECT_THAT(r->body, HasSubstr("node01 is already composed into composed-1"));
+  // Another zone (node02 is in zone 2), and no compute block at all: 400.
+  r = post(link("node02") + "," + link("gpu-z1-01"));
+  ASSERT_TRUE(r.ok()) << r;
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("@Message.ExtendedInfo"));
+  EXPECT_THAT(r->body, HasSubstr("gpu-z1-01 is in no resource zone of node02"));
+  r = post(link("gpu-z2-00"));
+  ASSERT_TRUE(r.ok()) << r;
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("needs one compute block"));
+  EXPECT_TRUE(fake.systems_with_block("node02").empty());
+  EXPECT_TRUE(fake.systems_with_block("gpu-z2-00").empty());
 }
 
 }  // namespace

@@ -151,9 +151,33 @@ struct Step {
 
 struct BlockInfo {
   std::string uri;
+  std::string id;
   std::vector<std::string> zones;
   bool compute = false;
+  // A ComputerSystem block: a host of its own. own_systems: the systems it holds (top-level
+  // ComputerSystems); composed_into: the systems composed from it (Links.ComputerSystems).
+  bool system_block = false;
+  std::vector<std::string> own_systems;
+  std::vector<std::string> composed_into;
 };
+
+// A host that is a ComputerSystem resource block, and the system composed from it (empty until
+// one is).
+struct HostBlock {
+  std::string block_uri;
+  std::string system_uri;
+  std::string node;
+};
+
+// The path of a URI a service answered, which may be absolute (http://host/redfish/v1/...).
+std::string path_of(const std::string& uri) {
+  for (const char* scheme : {"http://", "https://"}) {
+    if (!uri.starts_with(scheme)) continue;
+    const size_t slash = uri.find('/', std::string_view(scheme).size());
+    return slash == std::string::npos ? "/" : uri.substr(slash);
+  }
+  return uri;
+}
 
 // CXL memory of a Fabrics-model fabric: a memory chunk behind a target endpoint.
 struct CxlChunk {
@@ -223,6 +247,9 @@ struct RedfishFabric::Impl {
   std::string blocks_uri;
   std::string zones_uri;
   std::string systems_uri;
+  // Where a POST composes a new system: the TargetCollection of the ComputerSystemComposition
+  // capabilities (empty: the service names none).
+  std::string compose_target;
   std::vector<std::string> composition_zones;
   uint32_t gpu_slots = 0, mem_slots = 0, nvme_slots = 0;
 
@@ -233,6 +260,8 @@ struct RedfishFabric::Impl {
   std::map<std::string, CxlChunk> cxl_chunks;                       // device id ->
   std::map<std::string, std::vector<CxlInitiator>> cxl_initiators;  // host id ->
   std::map<std::string, std::string> cxl_endpoint_host;             // initiator URI -> host id
+  std::map<std::string, HostBlock> host_blocks;                     // host id ->
+  std::map<std::string, std::string> system_hosts;                  // system URI -> host id
 
   // The first fabric of FabricType CXL under /redfish/v1/Fabrics, if any.
   std::string cxl_fabric_id;
@@ -420,6 +449,9 @@ struct RedfishFabric::Impl {
     for (const Json::Value& caps : capability_sets) {
       for (const Json::Value& c : caps["Capabilities"]) {
         if (c["UseCase"].asString() != "ComputerSystemComposition") continue;
+        if (compose_target.empty()) {
+          compose_target = trim_slash(path_of(odata_id(c["Links"]["TargetCollection"])));
+        }
         for (const std::string& z : links(c["Links"]["RelatedItem"])) {
           const std::string name = last_segment(z);
           if (std::find(composition_zones.begin(), composition_zones.end(), name) ==
@@ -704,8 +736,12 @@ struct RedfishFabric::Impl {
     FabricInventory inv;
     std::map<std::string, std::string> new_block_uris;
     std::map<std::string, std::string> new_system_uris;
+    std::map<std::string, HostBlock> new_host_blocks;
+    std::map<std::string, std::string> new_system_hosts;
     if (!blocks_uri.empty()) {
-      if (Status s = block_inventory(&inv, &new_block_uris, &new_system_uris); !s) {
+      if (Status s = block_inventory(&inv, &new_block_uris, &new_system_uris, &new_host_blocks,
+                                     &new_system_hosts);
+          !s) {
         return s.error();
       }
     }
@@ -723,17 +759,27 @@ struct RedfishFabric::Impl {
     cxl_chunks = std::move(new_chunks);
     cxl_initiators = std::move(new_initiators);
     cxl_endpoint_host = std::move(new_endpoint_host);
+    host_blocks = std::move(new_host_blocks);
+    system_hosts = std::move(new_system_hosts);
     return inv;
   }
 
-  // The CompositionService part of the inventory: resource blocks and composed systems.
+  // The CompositionService part of the inventory: resource blocks and composed systems. A
+  // ComputerSystem block is a host of its own, id the block's Id, whether or not a system is
+  // composed from it yet; the system composed from it (the one whose Links.ResourceBlocks hold
+  // the block) is no host of its own, and what sits in it is attached to the block's host.
   Status block_inventory(FabricInventory* out, std::map<std::string, std::string>* block_index,
-                         std::map<std::string, std::string>* system_index) {
+                         std::map<std::string, std::string>* system_index,
+                         std::map<std::string, HostBlock>* host_block_index,
+                         std::map<std::string, std::string>* system_host_index) {
     FabricInventory& inv = *out;
     auto coll = get(blocks_uri);
     if (!coll) return coll.error();
     std::map<std::string, BlockInfo> blocks;  // block URI -> what it is
+    std::vector<std::string> host_block_order;
+    std::vector<std::pair<std::string, std::string>> device_system;  // device id, system URI
     std::map<std::string, std::string>& new_block_uris = *block_index;
+    std::map<std::string, std::string>& system_host = *system_host_index;
     for (const std::string& uri : members(*coll)) {
       auto b = get(uri);
       if (!b) return b.error();
@@ -742,23 +788,41 @@ struct RedfishFabric::Impl {
       if (!dev) return dev.error();
       BlockInfo info;
       info.uri = uri;
+      info.id = (*b)["Id"].asString();
+      if (info.id.empty()) info.id = last_segment(uri);
       info.compute = compute;
+      for (const Json::Value& t : (*b)["ResourceBlockType"]) {
+        info.system_block = info.system_block || t.asString() == "ComputerSystem";
+      }
+      info.own_systems = links((*b)["ComputerSystems"]);
+      info.composed_into = links((*b)["Links"]["ComputerSystems"]);
       for (const std::string& z : links((*b)["Links"]["Zones"]))
         info.zones.push_back(last_segment(z));
+      if (info.system_block) host_block_order.push_back(uri);
       blocks[uri] = info;
       if (!dev->has_value()) continue;
       Device d = std::move(**dev);
       new_block_uris[d.id] = uri;
-      const std::vector<std::string> systems = links((*b)["Links"]["ComputerSystems"]);
-      if (!systems.empty()) inv.attached[d.id] = last_segment(systems.front());
+      if (!info.composed_into.empty()) device_system.emplace_back(d.id, info.composed_into.front());
       inv.devices.push_back(std::move(d));
     }
     auto systems = get(systems_uri);
     if (!systems) return systems.error();
     std::map<std::string, std::string>& new_system_uris = *system_index;
+    std::map<std::string, Json::Value> composed_from;  // ComputerSystem block URI -> its system
     for (const std::string& uri : members(*systems)) {
       auto s = get(uri);
       if (!s) return s.error();
+      std::string from;
+      const Json::Value& system = *s;  // const: reading must not add the members it asks for
+      for (const std::string& b : links(system["Links"]["ResourceBlocks"])) {
+        if (auto it = blocks.find(b); it != blocks.end() && it->second.system_block) from = b;
+      }
+      if (!from.empty()) {
+        (*s)["@odata.id"] = uri;
+        composed_from[from] = std::move(*s);
+        continue;
+      }
       const bool composable = !action_target(*s, "AddResourceBlock").empty() ||
                               (*s)["Links"].isMember("ResourceBlocks");
       if (!composable) continue;
@@ -781,7 +845,50 @@ struct RedfishFabric::Impl {
       h.mem_slots = mem_slots;
       h.nvme_slots = nvme_slots;
       new_system_uris[h.fabric_id] = uri;
+      system_host[uri] = h.fabric_id;
       inv.hosts.push_back(std::move(h));
+    }
+    for (const std::string& uri : host_block_order) {
+      const BlockInfo& info = blocks[uri];
+      std::string system;
+      Json::Value composed;
+      if (auto it = composed_from.find(uri); it != composed_from.end()) {
+        composed = it->second;
+        system = odata_id(composed);
+      } else if (!info.composed_into.empty()) {
+        system = info.composed_into.front();
+      }
+      if (!system.empty()) system_host[system] = info.id;
+      // Named by the block's Id (host_map), or by the HostName of the system the block holds,
+      // else of the system composed from it: the first does not change when one is composed.
+      Json::Value naming;
+      naming["Id"] = info.id;
+      if (o.use_host_name && o.host_map.empty()) {
+        std::string host_name;
+        for (const std::string& own : info.own_systems) {
+          auto s = get(own);
+          if (!s) return s.error();
+          if (host_name.empty()) host_name = (*s)["HostName"].asString();
+        }
+        if (host_name.empty()) host_name = composed["HostName"].asString();
+        if (!host_name.empty()) naming["HostName"] = host_name;
+      }
+      auto node = node_name(naming);
+      if (!node) continue;
+      Host h;
+      h.node = *node;
+      h.fabric_id = info.id;
+      h.zones = info.zones;
+      if (h.zones.empty()) h.zones.push_back("default");
+      h.gpu_slots = gpu_slots;
+      h.mem_slots = mem_slots;
+      h.nvme_slots = nvme_slots;
+      (*host_block_index)[info.id] = HostBlock{uri, system, *node};
+      inv.hosts.push_back(std::move(h));
+    }
+    for (const auto& [device, system] : device_system) {
+      auto it = system_host.find(system);
+      inv.attached[device] = it != system_host.end() ? it->second : last_segment(system);
     }
     return Status::Ok();
   }
@@ -790,7 +897,9 @@ struct RedfishFabric::Impl {
   // What attach and detach act on: the host's composed system and resource blocks, and its
   // CXL initiators and memory chunks.
   struct Resolved {
-    std::string host_uri;
+    std::string host_uri;    // the composed system (empty: none yet, or not a composed host)
+    std::string host_block;  // a ComputerSystem block host: its block
+    std::string node;
     std::vector<std::string> blocks;
     std::vector<CxlInitiator> initiators;
     std::vector<std::pair<std::string, CxlChunk>> chunks;  // device id, chunk
@@ -800,7 +909,8 @@ struct RedfishFabric::Impl {
   Status resolve(const std::string& host, const std::vector<std::string>& ids, Resolved* out) {
     for (int pass = 0; pass < 2; ++pass) {
       std::unique_lock<std::mutex> lock(index_mu);
-      bool missing = !system_uris.contains(host) && !cxl_initiators.contains(host);
+      bool missing = !system_uris.contains(host) && !host_blocks.contains(host) &&
+                     !cxl_initiators.contains(host);
       for (const std::string& id : ids) {
         missing = missing || (!block_uris.contains(id) && !cxl_chunks.contains(id));
       }
@@ -810,18 +920,26 @@ struct RedfishFabric::Impl {
         continue;
       }
       auto h = system_uris.find(host);
+      auto hb = host_blocks.find(host);
       auto hi = cxl_initiators.find(host);
-      if (h == system_uris.end() && hi == cxl_initiators.end()) {
+      if (h == system_uris.end() && hb == host_blocks.end() && hi == cxl_initiators.end()) {
         return Error{ErrorCode::kNotFound,
                      "redfish: unknown host '" + host +
-                         "' (no composable system and no CXL initiator endpoint has that Id)"};
+                         "' (no composable system, ComputerSystem resource block or CXL "
+                         "initiator endpoint has that Id)"};
       }
       *out = Resolved{};
-      if (h != system_uris.end()) out->host_uri = h->second;
+      if (hb != host_blocks.end()) {
+        out->host_block = hb->second.block_uri;
+        out->host_uri = hb->second.system_uri;
+        out->node = hb->second.node;
+      } else if (h != system_uris.end()) {
+        out->host_uri = h->second;
+      }
       if (hi != cxl_initiators.end()) out->initiators = hi->second;
       for (const std::string& id : ids) {
         if (auto b = block_uris.find(id); b != block_uris.end()) {
-          if (out->host_uri.empty()) {
+          if (out->host_uri.empty() && out->host_block.empty()) {
             return Error{ErrorCode::kInvalidArgument,
                          "redfish: host '" + host +
                              "' is not a composed system, so it can take "
@@ -1073,8 +1191,8 @@ struct RedfishFabric::Impl {
       if (!in_host && !owners.empty() &&
           !(*block)["CompositionStatus"]["SharingEnabled"].asBool()) {
         return Error{ErrorCode::kConflict,
-                     "redfish: device " + last_segment(uri) + " is composed into system " +
-                         last_segment(owners.front()) + ", cannot " +
+                     "redfish: device " + last_segment(uri) + " is composed into " +
+                         describe_system(owners.front()) + ", cannot " +
                          (adding ? "attach it to " : "detach it from ") + host};
       }
       if (in_host != adding) todo.push_back(uri);
@@ -1117,6 +1235,117 @@ struct RedfishFabric::Impl {
       }
     }
     return settle(std::move(steps), o.task_wait_ms);
+  }
+
+  // "system <Id>", with the host it belongs to when that host has another id.
+  std::string describe_system(const std::string& uri) {
+    const std::string id = last_segment(uri);
+    std::lock_guard<std::mutex> lock(index_mu);
+    auto it = system_hosts.find(trim_slash(path_of(uri)));
+    if (it == system_hosts.end() || it->second == id) return "system " + id;
+    return "system " + id + " of host " + it->second;
+  }
+
+  // A host that is a ComputerSystem resource block: its devices go into the system composed
+  // from the block, which the first attach composes. Detaching removes device blocks only and
+  // never deletes that system, even when only the compute block is left in it: deleting a
+  // composed system may power the node off under its running jobs.
+  Expected<Operation> host_block_change(const std::string& host, const Resolved& r, bool adding) {
+    auto system = composed_system(r.host_block, r.host_uri);
+    if (!system) return system.error();
+    if (!system->empty()) return change(host, *system, r.blocks, adding);
+    // No system yet, so nothing of this host to detach; a block in another system still
+    // refuses the call, as for every host.
+    for (const std::string& uri : r.blocks) {
+      auto block = get(uri);
+      if (!block) return block.error();
+      const std::vector<std::string> owners = links((*block)["Links"]["ComputerSystems"]);
+      if (!owners.empty() && !(*block)["CompositionStatus"]["SharingEnabled"].asBool()) {
+        return Error{ErrorCode::kConflict,
+                     "redfish: device " + last_segment(uri) + " is composed into " +
+                         describe_system(owners.front()) + ", cannot " +
+                         (adding ? "attach it to " : "detach it from ") + host};
+      }
+    }
+    if (!adding || r.blocks.empty()) return Operation{"", OperationState::kDone, ""};
+    return compose(host, r);
+  }
+
+  // The system composed from a ComputerSystem block now: the block's Links.ComputerSystems, else
+  // the one the last inventory found (`known`) if it still holds the block; "" if none.
+  Expected<std::string> composed_system(const std::string& block_uri, const std::string& known) {
+    auto block = get(block_uri);
+    if (!block) return block.error();
+    const std::vector<std::string> owners = links((*block)["Links"]["ComputerSystems"]);
+    if (!owners.empty()) return trim_slash(path_of(owners.front()));
+    if (known.empty()) return std::string();
+    auto sys = request("GET", known);
+    if (!sys) {
+      if (sys.error().code == ErrorCode::kNotFound) return std::string();
+      return sys.error();
+    }
+    const std::vector<std::string> held = links(sys->body["Links"]["ResourceBlocks"]);
+    return std::find(held.begin(), held.end(), block_uri) != held.end() ? known : std::string();
+  }
+
+  // Composes a system from a host's ComputerSystem block and the device blocks: one POST to the
+  // capabilities' TargetCollection, all or nothing (nothing to undo when it fails).
+  Expected<Operation> compose(const std::string& host, const Resolved& r) {
+    if (compose_target.empty()) {
+      return fabric_error("host " + host +
+                          " is a ComputerSystem resource block with no system composed from it, "
+                          "and the service's ComputerSystemComposition capabilities name no "
+                          "TargetCollection to compose one in");
+    }
+    const std::string name = r.node.empty() ? host : r.node;
+    Json::Value body;
+    body["Name"] = name;
+    body["Description"] = "Composed for Slurm node " + name;
+    body["Links"]["ResourceBlocks"] = Json::Value(Json::arrayValue);
+    Json::Value compute;
+    compute["@odata.id"] = r.host_block;
+    body["Links"]["ResourceBlocks"].append(compute);
+    for (const std::string& u : r.blocks) {
+      Json::Value link;
+      link["@odata.id"] = u;
+      body["Links"]["ResourceBlocks"].append(link);
+    }
+    auto reply = request("POST", compose_target, &body);
+    if (!reply) {
+      if (reply.error().code == ErrorCode::kConflict) {
+        // Perhaps composed meanwhile (an earlier try whose answer was lost, or a service that
+        // does not link the system from the block): read again, and add to that system.
+        if (auto inv = inventory(); inv) {
+          std::string system;
+          {
+            std::lock_guard<std::mutex> lock(index_mu);
+            if (auto it = host_blocks.find(host); it != host_blocks.end()) {
+              system = it->second.system_uri;
+            }
+          }
+          if (!system.empty()) return change(host, system, r.blocks, true);
+        }
+      }
+      return reply.error();
+    }
+    if (reply->status == 202) {
+      if (reply->location.empty()) {
+        return fabric_error("POST " + compose_target + " answered 202 without a Location");
+      }
+      // The new system is found from the block once the task has ended.
+      return settle({Step{reply->location, "", r.host_block, TaskState::kRunning, ""}},
+                    o.task_wait_ms);
+    }
+    std::string system = reply->location;
+    if (system.empty()) system = odata_id(reply->body);
+    system = trim_slash(path_of(system));
+    if (!system.empty()) {
+      std::lock_guard<std::mutex> lock(index_mu);
+      if (auto it = host_blocks.find(host); it != host_blocks.end()) it->second.system_uri = system;
+      system_hosts[system] = host;
+    }
+    log::info("redfish: system composed", {{"host", host}, {"system", system}});
+    return Operation{"", OperationState::kDone, ""};
   }
 
   // A PATCH of Links.ResourceBlocks: one step, all or nothing.
@@ -1217,7 +1446,8 @@ struct RedfishFabric::Impl {
       if (!cxl || cxl->state == OperationState::kFailed) return cxl;
     }
     if (r.blocks.empty()) return cxl;
-    auto op = change(host, r.host_uri, r.blocks, adding);
+    auto op = r.host_block.empty() ? change(host, r.host_uri, r.blocks, adding)
+                                   : host_block_change(host, r, adding);
     if ((!op || op->state == OperationState::kFailed) && !r.chunks.empty()) {
       if (cxl->state == OperationState::kDone) {
         // Reverse the CXL part; its own steps are not kept once done, so ask again.

@@ -19,6 +19,8 @@
 #include <sstream>
 #include <thread>
 
+#include "http10_front.h"
+
 namespace composer::testing {
 namespace {
 
@@ -89,6 +91,7 @@ struct Task {
   std::string system;
   std::vector<std::string> add, remove;
   Json::Value connection;  // a memory connection to create (null: none)
+  Json::Value compose;     // a system to compose (null: none)
   std::string disconnect;  // a connection to delete
   bool fails = false;
   std::string message;
@@ -103,6 +106,7 @@ struct FakeRedfish::Impl {
   httplib::Server server;
   std::thread thread;
   int port = 0;
+  std::unique_ptr<Http10Front> front;  // sloppy mode: what clients talk to
 
   mutable std::mutex mu;
   std::condition_variable stopping_cv;
@@ -117,6 +121,7 @@ struct FakeRedfish::Impl {
   std::map<std::string, uint64_t> counts;
   std::map<std::string, std::vector<std::string>> generated;
   uint64_t next_connection = 100;
+  uint64_t next_system = 1;
 
   // ---- building the inventory ----
 
@@ -400,6 +405,27 @@ struct FakeRedfish::Impl {
     add_member(kBlocks, uri);
   }
 
+  // A compute node as a ComputerSystem resource block, with the system it holds; no system is
+  // composed from it yet.
+  void add_host_block(const std::string& id, int zone) {
+    add_block(id, "ComputerSystem", {zone}, "", Json::Value());
+    const std::string uri = std::string(kBlocks) + "/" + id;
+    const std::string own = uri + "/Systems/1";
+    Json::Value s;
+    s["@odata.id"] = own;
+    s["@odata.type"] = "#ComputerSystem.v1_27_0.ComputerSystem";
+    s["Id"] = "1";
+    s["Name"] = id;
+    s["SystemType"] = "Physical";
+    s["HostName"] = id;
+    s["PowerState"] = "On";
+    s["Status"]["State"] = "Enabled";
+    s["Status"]["Health"] = "OK";
+    res[own] = s;
+    res[uri]["ComputerSystems"].append(link(own));
+    generated["host"].push_back(id);
+  }
+
   void generate() {
     for (int z = 1; z <= 2; ++z) {
       char name[64];
@@ -438,6 +464,10 @@ struct FakeRedfish::Impl {
       char name[32];
       std::snprintf(name, sizeof name, "node%02u", i);
       const int zone = i % 2 == 1 ? 1 : 2;
+      if (o.host_blocks) {
+        add_host_block(name, zone);
+        continue;
+      }
       const std::string compute = std::string("compute-") + name;
       add_block(compute, "Compute", {zone, 3 - zone}, "", Json::Value());
       const std::string sys = std::string(kSystems) + "/" + name;
@@ -495,8 +525,55 @@ struct FakeRedfish::Impl {
     return "\"" + std::to_string(it == version.end() ? 0 : it->second) + "\"";
   }
 
-  // Checks a change of a system's blocks; "" if it may go ahead.
+  static bool compute_block(const Json::Value& block) {
+    for (const Json::Value& t : block["ResourceBlockType"]) {
+      if (t.asString() == "ComputerSystem" || t.asString() == "Compute") return true;
+    }
+    return false;
+  }
+
+  std::set<std::string> zones_of(const std::string& block) const {
+    std::set<std::string> out;
+    auto it = res.find(block);
+    if (it == res.end()) return out;
+    for (const Json::Value& z : it->second["Links"]["Zones"]) out.insert(z["@odata.id"].asString());
+    return out;
+  }
+
+  // Why a device block cannot join the system of a ComputerSystem block; "" if it can.
+  std::string zone_problem(const std::string& compute, const std::string& block) const {
+    const std::set<std::string> a = zones_of(compute), b = zones_of(block);
+    for (const std::string& z : b) {
+      if (a.contains(z)) return "";
+    }
+    return "the resource block " + last_segment(block) + " is in no resource zone of " +
+           last_segment(compute) + ", so it cannot be composed with it";
+  }
+
+  // 400 for a request that can never succeed, 409 for one that collides with what is composed.
+  static int refusal_status(const std::string& why) {
+    for (const char* never : {"does not exist", "resource zone", "compute block"}) {
+      if (why.find(never) != std::string::npos) return 400;
+    }
+    return 409;
+  }
+  static const char* refusal_id(const std::string& why) {
+    return refusal_status(why) == 409 ? "ResourceInUse" : "PropertyValueConflict";
+  }
+
+  // Checks a change of a system's blocks; "" if it may go ahead. A system composed from a
+  // ComputerSystem block takes only blocks that share a zone with it.
   std::string check(const std::string& system, const std::vector<std::string>& add) const {
+    std::string host_block;
+    if (auto sit = res.find(system); sit != res.end()) {
+      for (const Json::Value& l : sit->second["Links"]["ResourceBlocks"]) {
+        auto b = res.find(l["@odata.id"].asString());
+        if (b == res.end()) continue;
+        for (const Json::Value& t : b->second["ResourceBlockType"]) {
+          if (t.asString() == "ComputerSystem") host_block = b->first;
+        }
+      }
+    }
     for (const std::string& b : add) {
       auto it = res.find(b);
       if (it == res.end() || !b.starts_with(std::string(kBlocks) + "/")) {
@@ -510,8 +587,90 @@ struct FakeRedfish::Impl {
         return "the resource block " + last_segment(b) + " is already composed into " +
                last_segment(owners[0]["@odata.id"].asString());
       }
+      if (!host_block.empty() && b != host_block) {
+        if (std::string why = zone_problem(host_block, b); !why.empty()) return why;
+      }
     }
     return "";
+  }
+
+  // Checks a POST to the Systems collection; "" if the system may be composed.
+  std::string check_compose(const Json::Value& body) const {
+    if (!body["Name"].isString() || body["Name"].asString().empty()) {
+      return "the property Name is required to compose a system and does not exist in the request";
+    }
+    const Json::Value& list = body["Links"]["ResourceBlocks"];
+    if (!list.isArray() || list.empty()) {
+      return "Links.ResourceBlocks is required to compose a system and does not exist in the "
+             "request";
+    }
+    std::vector<std::string> blocks;
+    std::string compute;
+    for (const Json::Value& l : list) {
+      const std::string b = normalise(l["@odata.id"].asString());
+      auto it = res.find(b);
+      if (it == res.end() || !b.starts_with(std::string(kBlocks) + "/")) {
+        return "the resource block " + b + " does not exist";
+      }
+      if (compute_block(it->second)) {
+        if (!compute.empty()) {
+          return "a composed system takes exactly one compute block (MaxCompute 1); the request "
+                 "names " +
+                 last_segment(compute) + " and " + last_segment(b);
+        }
+        compute = b;
+      }
+      blocks.push_back(b);
+    }
+    if (compute.empty()) {
+      return "a composed system needs one compute block (MinCompute 1) and the request names "
+             "none";
+    }
+    if (std::string why = check("", blocks); !why.empty()) return why;
+    for (const std::string& b : blocks) {
+      if (b == compute) continue;
+      if (std::string why = zone_problem(compute, b); !why.empty()) return why;
+    }
+    return "";
+  }
+
+  // Composes a system from a checked request; its URI.
+  std::string compose(const Json::Value& body) {
+    const std::string id = "composed-" + std::to_string(next_system++);
+    const std::string uri = std::string(kSystems) + "/" + id;
+    std::vector<std::string> blocks;
+    std::string host_name = body["HostName"].asString();
+    for (const Json::Value& l : body["Links"]["ResourceBlocks"]) {
+      const std::string b = normalise(l["@odata.id"].asString());
+      blocks.push_back(b);
+      if (host_name.empty() && compute_block(res[b])) {
+        for (const Json::Value& own : res[b]["ComputerSystems"]) {
+          auto it = res.find(own["@odata.id"].asString());
+          if (it != res.end() && host_name.empty()) host_name = it->second["HostName"].asString();
+        }
+      }
+    }
+    Json::Value s;
+    s["@odata.id"] = uri;
+    s["@odata.type"] = "#ComputerSystem.v1_27_0.ComputerSystem";
+    s["Id"] = id;
+    s["Name"] = body["Name"];
+    s["SystemType"] = "Composed";
+    if (!host_name.empty()) s["HostName"] = host_name;
+    s["PowerState"] = "On";
+    s["Status"]["State"] = "Enabled";
+    s["Status"]["Health"] = "OK";
+    s["Links"]["ResourceBlocks"] = Json::Value(Json::arrayValue);
+    if (!o.patch_only) {
+      s["Actions"]["#ComputerSystem.AddResourceBlock"]["target"] =
+          uri + "/Actions/ComputerSystem.AddResourceBlock";
+      s["Actions"]["#ComputerSystem.RemoveResourceBlock"]["target"] =
+          uri + "/Actions/ComputerSystem.RemoveResourceBlock";
+    }
+    res[uri] = s;
+    add_member(kSystems, uri);
+    apply(uri, blocks, {});
+    return uri;
   }
 
   void apply(const std::string& system, const std::vector<std::string>& add,
@@ -570,6 +729,16 @@ struct FakeRedfish::Impl {
       }
       if (!t.disconnect.empty()) {
         disconnect(t.disconnect);
+        continue;
+      }
+      if (!t.compose.isNull()) {
+        // Checked again: another request may have taken a block meanwhile.
+        if (std::string why = check_compose(t.compose); !why.empty()) {
+          t.failed = true;
+          t.message = why;
+        } else {
+          compose(t.compose);
+        }
         continue;
       }
       if (!check(t.system, t.add).empty()) {
@@ -782,8 +951,7 @@ struct FakeRedfish::Impl {
       const std::string block = normalise(body["ResourceBlock"]["@odata.id"].asString());
       if (adding) {
         if (std::string why = check(system, {block}); !why.empty()) {
-          return fail(r, why.find("does not exist") != std::string::npos ? 400 : 409,
-                      "ResourceInUse", why);
+          return fail(r, refusal_status(why), refusal_id(why), why);
         }
       } else if (!res.contains(block)) {
         return fail(r, 400, "ResourceMissingAtURI",
@@ -794,6 +962,27 @@ struct FakeRedfish::Impl {
                      adding ? std::vector<std::string>{block} : std::vector<std::string>{},
                      adding ? std::vector<std::string>{} : std::vector<std::string>{block},
                      tf ? &*tf : nullptr);
+    }
+    if (req.method == "POST" && path == kSystems) {
+      Json::Value body;
+      if (!parse(req.body, &body) || !body.isObject()) {
+        return fail(r, 400, "MalformedJSON", "The body of a POST to " + path + " is not JSON.");
+      }
+      if (std::string why = check_compose(body); !why.empty()) {
+        return fail(r, refusal_status(why), refusal_id(why), why);
+      }
+      auto tf = take_fault("POST", path, true);
+      if (o.task_ms > 0 || tf) {
+        Task t = new_task(tf ? &*tf : nullptr);
+        t.compose = body;
+        r.set_header("Location", t.uri);
+        send(r, 202, task_body(t));
+        tasks[t.uri] = t;
+        return;
+      }
+      const std::string uri = compose(body);
+      r.set_header("Location", uri);
+      return send(r, 201, res[uri]);
     }
     if (req.method == "POST" && path == kCxlConnections) {
       Json::Value body;
@@ -871,7 +1060,7 @@ struct FakeRedfish::Impl {
       for (const std::string& h : have)
         if (!want.contains(h)) remove.push_back(h);
       if (std::string why = check(path, add); !why.empty())
-        return fail(r, 409, "ResourceInUse", why);
+        return fail(r, refusal_status(why), refusal_id(why), why);
       auto tf = take_fault("PATCH", path, true);
       return changed(r, path, add, remove, tf ? &*tf : nullptr);
     }
@@ -1003,6 +1192,7 @@ FakeRedfish::~FakeRedfish() {
     impl_->stopping = true;
   }
   impl_->stopping_cv.notify_all();
+  impl_->front.reset();
   impl_->server.stop();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
@@ -1031,17 +1221,29 @@ Expected<std::unique_ptr<FakeRedfish>> FakeRedfish::start(FakeRedfishOptions opt
   if (p->o.sloppy) p->server.set_keep_alive_max_count(1);
   p->server.set_read_timeout(5, 0);
   p->server.set_write_timeout(5, 0);
-  if (p->o.port == 0) {
+  // Sloppy mode: the HTTP server sits behind the HTTP/1.0 front, on a port of its own.
+  const int http_port = p->o.sloppy ? 0 : p->o.port;
+  if (http_port == 0) {
     p->port = p->server.bind_to_any_port("127.0.0.1");
   } else {
-    p->port = p->server.bind_to_port("127.0.0.1", p->o.port) ? p->o.port : -1;
+    p->port = p->server.bind_to_port("127.0.0.1", http_port) ? http_port : -1;
   }
   if (p->port <= 0) {
     return Error{ErrorCode::kUnavailable,
-                 "fake redfish: cannot listen on 127.0.0.1:" + std::to_string(p->o.port)};
+                 "fake redfish: cannot listen on 127.0.0.1:" + std::to_string(http_port)};
   }
   // Bound and listening already: connections made before the thread runs wait in the backlog.
   p->thread = std::thread([p] { p->server.listen_after_bind(); });
+  if (p->o.sloppy) {
+    auto front = Http10Front::start(p->port, p->o.port);
+    if (!front) {
+      p->server.stop();
+      p->thread.join();
+      return front.error();
+    }
+    p->front = std::move(front).value();
+    p->port = p->front->port();
+  }
   return std::unique_ptr<FakeRedfish>(new FakeRedfish(std::move(impl)));
 }
 
@@ -1078,6 +1280,20 @@ std::vector<std::string> FakeRedfish::system_blocks(const std::string& system_id
   if (it == impl_->res.end()) return out;
   for (const Json::Value& l : it->second["Links"]["ResourceBlocks"]) {
     out.push_back(last_segment(l["@odata.id"].asString()));
+  }
+  return out;
+}
+
+std::vector<std::string> FakeRedfish::systems_with_block(const std::string& block_id) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->settle_tasks();
+  const std::string block = std::string(kBlocks) + "/" + block_id;
+  std::vector<std::string> out;
+  for (const auto& [uri, v] : impl_->res) {
+    if (!uri.starts_with(std::string(kSystems) + "/")) continue;
+    for (const Json::Value& l : v["Links"]["ResourceBlocks"]) {
+      if (l["@odata.id"].asString() == block) out.push_back(last_segment(uri));
+    }
   }
   return out;
 }

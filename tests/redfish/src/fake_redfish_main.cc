@@ -1,7 +1,7 @@
 // fake_redfish: the fake Redfish composition service as a process, for shell tests.
 //   fake_redfish [--port N] [--port-file FILE] [--sloppy] [--patch-only] [--task-ms N]
 //                [--gpus-per-zone N] [--hosts N] [--username U] [--password P]
-//                [--cxl] [--cxl-chunks N]
+//                [--cxl] [--cxl-chunks N] [--host-blocks]
 // Prints "listening on http://127.0.0.1:PORT" and serves until SIGTERM or SIGINT.
 #include <csignal>
 #include <cstdlib>
@@ -51,6 +51,8 @@ int main(int argc, char** argv) {
       o.cxl_chunks = static_cast<uint32_t>(n);
     } else if (a == "--cxl") {
       o.cxl = true;
+    } else if (a == "--host-blocks") {
+      o.host_blocks = true;
     } else if (a == "--sloppy") {
       o.sloppy = true;
     } else if (a == "--patch-only") {
@@ -66,7 +68,7 @@ int main(int argc, char** argv) {
       std::cerr << "fake_redfish: unknown or incomplete argument '" << a
                 << "'; allowed: --port N, --port-file FILE, --sloppy, --patch-only, --task-ms N, "
                    "--gpus-per-zone N, --hosts N, --username U, --password P, --mockups DIR, "
-                   "--cxl, --cxl-chunks N\n";
+                   "--cxl, --cxl-chunks N, --host-blocks\n";
       return 2;
     }
   }

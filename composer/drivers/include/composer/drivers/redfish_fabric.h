@@ -7,6 +7,23 @@
 // a PATCH of Links.ResourceBlocks, whichever the system advertises), detaching removes them.
 // Answers of 202 are followed through their task monitor.
 //
+// Compute nodes as resource blocks: a resource block of ResourceBlockType ComputerSystem is a
+// host of its own, whose id is the block's Id whether or not a system is composed from it yet
+// (so the id does not change when one is), named as the other hosts (host_map by that Id,
+// otherwise the HostName of the system the block holds, else of the system composed from it,
+// otherwise the Id), with the zones of the block's Links.Zones. The system composed from it
+// is the one whose Links.ResourceBlocks hold the block (or the block's Links.ComputerSystems);
+// it is no host of its own, and devices in it are attached to the block's host. The first
+// attach to such a host composes that system: a POST to the TargetCollection of the
+// ComputerSystemComposition capabilities naming the system after the node and listing
+// Links.ResourceBlocks = [the block, the devices] (201 with Location, or 202 followed through
+// its task monitor). Later attaches add blocks to it as above. Detaching removes the device
+// blocks and keeps the system even when only the compute block is left in it: deleting a
+// composed system may power the node off under its running jobs.
+//
+// HTTP/1.0 services that close every connection and end bodies by closing are served as any
+// other: each answer is read to the end of its connection when it carries no Content-Length.
+//
 // CXL memory through the Fabrics model, when /redfish/v1/Fabrics holds a fabric of FabricType
 // CXL (the first one is used): every memory chunk a target endpoint exposes (a
 // ConnectedEntities entry of EntityType MemoryChunk) is pooled memory, id "cxl-<endpoint Id>"
@@ -57,7 +74,7 @@ struct RedfishOptions {
   long task_wait_ms = 30000;
   // Host names: a composed system is the Slurm node host_map[system Id] when the map is not
   // empty (systems not in it are ignored); otherwise its HostName when use_host_name is set;
-  // otherwise its Id.
+  // otherwise its Id. A ComputerSystem resource block host goes by its block Id here.
   std::map<std::string, std::string> host_map;
   bool use_host_name = false;
   // Attach slots per type when the service's composition capabilities give no limit.
@@ -86,9 +103,12 @@ class RedfishFabric final : public Fabric {
   // All or nothing: an unknown host or block (kNotFound), or a block composed into another
   // system or memory connected to another host (kConflict), refuses the call before anything
   // changes; a block or connection that fails half way through makes the driver remove what
-  // it had added.
+  // it had added. A ComputerSystem block host with no composed system gets one composed with
+  // the devices in it; a refusal of the service (a block in another zone, say) carries its
+  // message.
   Expected<Operation> attach(const std::string& fabric_host,
                              const std::vector<std::string>& device_ids) override;
+  // Never deletes a composed system, even one left with only its compute block.
   Expected<Operation> detach(const std::string& fabric_host,
                              const std::vector<std::string>& device_ids) override;
   // Operation ids name the task monitors still running; polling one checks them once.

@@ -30,9 +30,20 @@ struct FakeRedfishOptions {
   std::string username = "admin";
   std::string password = "composer-test-pw";
   // Sloppy mode: collection members under Links instead of Members, 204 without a body where
-  // a strict service answers 200 with a message, and every connection closed after one answer.
+  // a strict service answers 200 with a message, and an HTTP/1.0 server in front: status lines
+  // read "HTTP/1.0", no keep-alive, every connection closed after one answer, and answers below
+  // 400 carry no Content-Length (their body ends when the connection closes).
   // Strict mode also insists on If-Match for a PATCH.
   bool sloppy = false;
+  // Compute nodes as resource blocks of ResourceBlockType ComputerSystem instead of composed
+  // systems: blocks node01..nodeNN (odd ones in zone 1, even ones in zone 2, each with its own
+  // system <block>/Systems/1 whose HostName is the block Id) that no system is composed from
+  // yet. A POST to the Systems collection (its composition capabilities name it as
+  // TargetCollection) with Name and Links.ResourceBlocks = [one ComputerSystem block, device
+  // blocks in its zone] composes a system "composed-<n>" (201 and Location, or 202 and a task
+  // monitor when task_ms is set); that system then takes blocks by action or PATCH as the
+  // others. Blocks in use answer 409, blocks in another zone than the compute block 400.
+  bool host_blocks = false;
   // Systems advertise no AddResourceBlock/RemoveResourceBlock actions: blocks are added by a
   // PATCH of Links.ResourceBlocks.
   bool patch_only = false;
@@ -95,6 +106,8 @@ class FakeRedfish {
   Status set_health(const std::string& block_id, const std::string& health);
   // The block ids composed into a system (Links.ResourceBlocks), in order.
   std::vector<std::string> system_blocks(const std::string& system_id) const;
+  // Ids of the systems whose Links.ResourceBlocks hold this block.
+  std::vector<std::string> systems_with_block(const std::string& block_id) const;
   // Ids of the generated blocks of one kind ("gpu", "mem", "nvme"), and of the generated hosts.
   std::vector<std::string> generated(const std::string& kind) const;
   std::vector<std::string> hosts() const;
