@@ -1,14 +1,23 @@
 // Benchmark (not a test): compose+release cycles per second and compose latency percentiles
 // against a real composerd (zero-latency sim fabric, durable writes: synchronous=FULL), with
 // N concurrent clients, then a burst of B composes sent at once (a job array's prologs).
+// Side by side in the same run: the CPU each process spends per cycle (composerd, munged, the
+// clients) and what munge alone can do on this machine (credentials encoded and decoded per
+// second with the same munged), which bounds any design that sends a fresh munge credential
+// with every request.
 //
 //   composer_bench [--clients N] [--seconds S] [--burst B] [--not-durable]
 // Results and the command that produced them: docs/BENCHMARKS.md.
+#include <munge.h>
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +47,80 @@ composer::api::ComposeBody one_gpu() {
                                     .account = "bench",
                                     .workload = "training",
                                     .request = composer::Request{.gpus = 1}};
+}
+
+// CPU seconds (user + system) a process has used, from /proc/PID/stat.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(in, text);
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(f);  // utime, stime
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double self_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// One credential encoded and decoded through munged, as one request costs (the client
+// encodes, composerd decodes). False on any munge error.
+bool munge_pair(const std::string& socket) {
+  munge_ctx_t enc = munge_ctx_create();
+  munge_ctx_t dec = munge_ctx_create();
+  munge_ctx_set(enc, MUNGE_OPT_SOCKET, socket.c_str());
+  munge_ctx_set(dec, MUNGE_OPT_SOCKET, socket.c_str());
+  const char payload[] = "POST /v1/compositions";
+  char* cred = nullptr;
+  bool ok = munge_encode(&cred, enc, payload, sizeof payload - 1) == EMUNGE_SUCCESS;
+  if (ok) {
+    void* buf = nullptr;
+    int len = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    ok = munge_decode(cred, dec, &buf, &len, &uid, &gid) == EMUNGE_SUCCESS;
+    std::free(buf);
+  }
+  std::free(cred);
+  munge_ctx_destroy(enc);
+  munge_ctx_destroy(dec);
+  return ok;
+}
+
+// `threads` threads make credential pairs until `total` are done or `seconds` pass (0: no
+// time limit). Returns {pairs done, seconds taken}.
+std::pair<long, double> munge_run(const std::string& socket, int threads, long total,
+                                  double seconds) {
+  std::atomic<long> next{0};
+  std::atomic<long> done{0};
+  std::atomic<long> failed{0};
+  const auto t0 = Clock::now();
+  auto over = [&] {
+    return seconds > 0 && std::chrono::duration<double>(Clock::now() - t0).count() >= seconds;
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      while (next++ < total && !over()) {
+        if (munge_pair(socket))
+          ++done;
+        else
+          ++failed;
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  if (failed.load() > 0) std::fprintf(stderr, "munge: %ld credentials failed\n", failed.load());
+  return {done.load(), std::chrono::duration<double>(Clock::now() - t0).count()};
 }
 
 }  // namespace
@@ -77,7 +160,23 @@ int main(int argc, char** argv) {
   std::printf("composerd bench: %d nodes, %d GPUs, sim fabric latency 0, synchronous=%s\n", nodes,
               nodes * 8, durable ? "FULL" : "NORMAL");
 
+  // Phase 0: munge alone, with the same munged and as many threads as clients.
+  {
+    const auto [pairs, took] = munge_run(daemon.munge_socket(), clients, 1L << 40, 3.0);
+    const double rate = static_cast<double>(pairs) / took;
+    std::printf(
+        "munge alone: %d threads: %.0f credentials encoded+decoded/s; at two per cycle (compose, "
+        "release) at most %.0f cycles/s with the whole machine and nothing else running\n",
+        clients, rate, rate / 2);
+    const auto [bpairs, btook] = munge_run(daemon.munge_socket(), std::min(burst, 64), burst, 0);
+    std::printf("munge alone: %ld credentials encoded+decoded in %.1f ms (%d threads)\n", bpairs,
+                btook * 1000, std::min(burst, 64));
+  }
+
   // Phase 1: steady cycles.
+  const double cpu0_daemon = cpu_seconds(daemon.pid());
+  const double cpu0_munged = cpu_seconds(daemon.munged_pid());
+  const double cpu0_self = self_cpu_seconds();
   std::atomic<bool> stop{false};
   std::atomic<long> cycles{0};
   std::atomic<long> errors{0};
@@ -114,6 +213,17 @@ int main(int argc, char** argv) {
               clients, elapsed, cycles.load(), static_cast<double>(cycles.load()) / elapsed,
               errors.load());
   print_latency("steady compose latency", all);
+  {
+    const double n = static_cast<double>(std::max(1L, cycles.load()));
+    const double d = (cpu_seconds(daemon.pid()) - cpu0_daemon) * 1000 / n;
+    const double m = (cpu_seconds(daemon.munged_pid()) - cpu0_munged) * 1000 / n;
+    const double c = (self_cpu_seconds() - cpu0_self) * 1000 / n;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    std::printf(
+        "steady CPU per cycle: composerd %.3f ms, munged %.3f ms, clients %.3f ms, total %.3f ms; "
+        "%ld cores allow at most %.0f cycles/s at that cost\n",
+        d, m, c, d + m + c, cores, static_cast<double>(cores) * 1000 / (d + m + c));
+  }
 
   // Phase 2: a burst of composes released at the same instant.
   threads.clear();

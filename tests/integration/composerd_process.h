@@ -118,6 +118,7 @@ class ComposerdProcess {
   std::string log_path() const { return dir_.file("composerd.log"); }
   std::string state_dir() const { return dir_.file("state"); }
   const std::string& munge_socket() const { return munge_->socket_path(); }
+  pid_t munged_pid() const { return munge_->pid(); }
   pid_t pid() const { return pid_; }
   std::string log() const {
     std::ifstream in(log_path());

@@ -145,6 +145,10 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
   });
   in.http.set_tcp_nodelay(true);      // headers and body go out in two writes: no Nagle delay
   in.http.set_keep_alive_timeout(2);  // bounds how long SIGTERM waits for idle connections
+  // httplib closes a connection after 5 requests by default: a busy client (composerctl in a
+  // loop, a prolog helper) then pays a new TCP connection and a thread hand-off every fifth
+  // request. Keep connections for as long as they are in use.
+  in.http.set_keep_alive_max_count(100000);
   in.http.set_payload_max_length(1 << 20);
   in.http.set_logger([&in](const httplib::Request& req, const httplib::Response& res) {
     in.metrics->count_request(req.method, req.path, res.status);
