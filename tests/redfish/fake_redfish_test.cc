@@ -169,7 +169,10 @@ TEST(FakeRedfish, SloppyModeAnswersLikeAnHttp10ServerThatClosesEveryConnection) 
   // A strict service is an HTTP/1.1 server.
   auto strict = FakeRedfish::start(FakeRedfishOptions{.hosts = 1});
   ASSERT_TRUE(strict.ok()) << strict;
-  EXPECT_THAT(exchange((*strict)->port(), get, &closed), StartsWith("HTTP/1.1 200 "));
+  EXPECT_THAT(
+      exchange((*strict)->port(),
+               "GET /redfish/v1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", &closed),
+      StartsWith("HTTP/1.1 200 "));
 }
 
 TEST(FakeRedfish, HostBlocksComposeOneSystemPerComputeBlockAndRefuseASecond) {
