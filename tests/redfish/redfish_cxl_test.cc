@@ -8,6 +8,7 @@
 
 #include "composer/drivers/redfish_fabric.h"
 #include "composer/testing/fake_redfish.h"
+#include "driver_harness.h"
 
 namespace composer::drivers {
 namespace {
@@ -32,23 +33,10 @@ FakeRedfishOptions cxl(int task_ms = 0) {
   return o;
 }
 
-std::unique_ptr<FakeRedfish> serve(FakeRedfishOptions o) {
-  auto s = FakeRedfish::start(o);
-  EXPECT_TRUE(s.ok()) << s;
-  return s.ok() ? std::move(s).value() : nullptr;
-}
+std::unique_ptr<FakeRedfish> serve(FakeRedfishOptions o) { return harness::start_fake(o); }
 
 std::unique_ptr<RedfishFabric> connect(const FakeRedfish& fake) {
-  RedfishOptions o;
-  o.base_url = fake.base_url();
-  o.username = "admin";
-  o.password = "composer-test-pw";
-  o.request_timeout_ms = 3000;
-  o.poll_interval_ms = 10;
-  o.task_wait_ms = 5000;
-  auto f = RedfishFabric::create(std::move(o));
-  EXPECT_TRUE(f.ok()) << f;
-  return f.ok() ? std::move(f).value() : nullptr;
+  return harness::connect_driver(harness::driver_options(fake, 10));
 }
 
 const Device* find(const FabricInventory& inv, const std::string& id) {

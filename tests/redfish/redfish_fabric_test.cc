@@ -8,6 +8,7 @@
 
 #include "composer/drivers/redfish_fabric.h"
 #include "composer/testing/fake_redfish.h"
+#include "driver_harness.h"
 
 namespace composer::drivers {
 namespace {
@@ -29,26 +30,13 @@ FakeRedfishOptions small(FakeRedfishOptions o = {}) {
 }
 
 std::unique_ptr<FakeRedfish> serve(FakeRedfishOptions o = small()) {
-  auto s = FakeRedfish::start(o);
-  EXPECT_TRUE(s.ok()) << s;
-  return s.ok() ? std::move(s).value() : nullptr;
+  return harness::start_fake(o);
 }
 
-RedfishOptions options(const FakeRedfish& fake) {
-  RedfishOptions o;
-  o.base_url = fake.base_url();
-  o.username = "admin";
-  o.password = "composer-test-pw";
-  o.request_timeout_ms = 3000;
-  o.poll_interval_ms = 20;
-  o.task_wait_ms = 5000;
-  return o;
-}
+RedfishOptions options(const FakeRedfish& fake) { return harness::driver_options(fake); }
 
 std::unique_ptr<RedfishFabric> connect(RedfishOptions o) {
-  auto f = RedfishFabric::create(std::move(o));
-  EXPECT_TRUE(f.ok()) << f;
-  return f.ok() ? std::move(f).value() : nullptr;
+  return harness::connect_driver(std::move(o));
 }
 
 const Device* find(const FabricInventory& inv, const std::string& id) {

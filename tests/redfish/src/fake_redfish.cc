@@ -13,6 +13,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -785,6 +786,26 @@ struct FakeRedfish::Impl {
     return v;
   }
 
+  // A POST to `path` that creates a resource: 201 with its Location at once, or 202 with a
+  // task monitor when tasks are on or a fault asks for one. `remember` records in the task
+  // what it will create when it finishes; `create` creates it now and answers its URI.
+  void created(httplib::Response& r, const std::string& path,
+               const std::function<void(Task&)>& remember,
+               const std::function<std::string()>& create) {
+    auto tf = take_fault("POST", path, true);
+    if (o.task_ms > 0 || tf) {
+      Task t = new_task(tf ? &*tf : nullptr);
+      remember(t);
+      r.set_header("Location", t.uri);
+      send(r, 202, task_body(t));
+      tasks[t.uri] = t;
+      return;
+    }
+    const std::string uri = create();
+    r.set_header("Location", uri);
+    send(r, 201, res[uri]);
+  }
+
   Task new_task(const FakeRedfishFault* task_fault) {
     Task t;
     t.uri = std::string(kMonitors) + "/" + std::to_string(next_task++);
@@ -971,18 +992,8 @@ struct FakeRedfish::Impl {
       if (std::string why = check_compose(body); !why.empty()) {
         return fail(r, refusal_status(why), refusal_id(why), why);
       }
-      auto tf = take_fault("POST", path, true);
-      if (o.task_ms > 0 || tf) {
-        Task t = new_task(tf ? &*tf : nullptr);
-        t.compose = body;
-        r.set_header("Location", t.uri);
-        send(r, 202, task_body(t));
-        tasks[t.uri] = t;
-        return;
-      }
-      const std::string uri = compose(body);
-      r.set_header("Location", uri);
-      return send(r, 201, res[uri]);
+      return created(
+          r, path, [&](Task& t) { t.compose = body; }, [&] { return compose(body); });
     }
     if (req.method == "POST" && path == kCxlConnections) {
       Json::Value body;
@@ -995,18 +1006,8 @@ struct FakeRedfish::Impl {
                                                                        : "PropertyValueError",
                     why);
       }
-      auto tf = take_fault("POST", path, true);
-      if (o.task_ms > 0 || tf) {
-        Task t = new_task(tf ? &*tf : nullptr);
-        t.connection = body;
-        r.set_header("Location", t.uri);
-        send(r, 202, task_body(t));
-        tasks[t.uri] = t;
-        return;
-      }
-      const std::string uri = connect(body);
-      r.set_header("Location", uri);
-      return send(r, 201, res[uri]);
+      return created(
+          r, path, [&](Task& t) { t.connection = body; }, [&] { return connect(body); });
     }
     if (req.method == "DELETE" && path.starts_with(std::string(kCxlConnections) + "/")) {
       if (!res.contains(path)) {
