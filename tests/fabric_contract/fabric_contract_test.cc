@@ -1,4 +1,5 @@
-// The fabric contract: what composerd relies on from every driver, checked against each.
+// The fabric contract: what composerd relies on from every driver, checked against each, and
+// against several fabrics behind one MultiFabric.
 // A harness per driver sets up two hosts and four free GPUs, and injects the faults.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "composer/core/fabric.h"
+#include "composer/core/multi_fabric.h"
 #include "composer/core/sim_fabric.h"
 #include "composer/drivers/liqid_fabric.h"
 #include "composer/drivers/redfish_fabric.h"
@@ -317,8 +319,70 @@ class FabricContract : public ::testing::Test {
   std::map<std::string, std::string> records_;
 };
 
-using Drivers = ::testing::Types<SimHarness, RedfishHarness<false>, RedfishHarness<true>,
-                                 RedfishHarness<false, true>, RedfishCxlHarness, LiqidHarness>;
+// One member of a MultiFabric that stays owned by its harness.
+class Borrowed final : public Fabric {
+ public:
+  explicit Borrowed(Fabric& f) : f_(f) {}
+  std::string_view driver() const override { return f_.driver(); }
+  Expected<FabricInventory> inventory() override { return f_.inventory(); }
+  Expected<Operation> attach(const std::string& h, const std::vector<std::string>& d) override {
+    return f_.attach(h, d);
+  }
+  Expected<Operation> detach(const std::string& h, const std::vector<std::string>& d) override {
+    return f_.detach(h, d);
+  }
+  Expected<Operation> operation_status(const std::string& id) override {
+    return f_.operation_status(id);
+  }
+  Expected<std::vector<std::pair<std::string, Health>>> health() override { return f_.health(); }
+
+ private:
+  Fabric& f_;
+};
+
+// Several fabrics in one composerd: the Liqid fake's hosts and GPUs, reached through a
+// MultiFabric whose other member (the simulated pod) must never be touched.
+class MultiHarness final : public Harness {
+ public:
+  MultiHarness() {
+    std::vector<MultiFabric::Member> members;
+    members.push_back({"lab", std::make_unique<Borrowed>(bystander_.fabric())});
+    members.push_back({"pod-lq", std::make_unique<Borrowed>(liqid_.fabric())});
+    auto m = MultiFabric::create(std::move(members));
+    EXPECT_TRUE(m.ok()) << m;
+    if (m.ok()) fabric_ = std::move(m).value();
+  }
+  ~MultiHarness() override {
+    // The bystander pod was never asked for anything.
+    auto inv = bystander_.fabric().inventory();
+    EXPECT_TRUE(inv.ok() && inv->attached.empty());
+  }
+  Fabric& fabric() override { return *fabric_; }
+  std::vector<std::string> hosts() const override { return qualified(liqid_.hosts()); }
+  std::vector<std::string> gpus() const override { return qualified(liqid_.gpus()); }
+  void fail_next_attach_part_way(const std::string& m) override {
+    liqid_.fail_next_attach_part_way(m);
+  }
+  void fail_next_detach_part_way(const std::string& m) override {
+    liqid_.fail_next_detach_part_way(m);
+  }
+  void set_health(const std::string& d, Health h) override {
+    liqid_.set_health(d.substr(d.find(':') + 1), h);
+  }
+
+ private:
+  static std::vector<std::string> qualified(std::vector<std::string> ids) {
+    for (std::string& id : ids) id = MultiFabric::qualify("pod-lq", id);
+    return ids;
+  }
+  SimHarness bystander_;
+  LiqidHarness liqid_;
+  std::unique_ptr<MultiFabric> fabric_;
+};
+
+using Drivers =
+    ::testing::Types<SimHarness, RedfishHarness<false>, RedfishHarness<true>,
+                     RedfishHarness<false, true>, RedfishCxlHarness, LiqidHarness, MultiHarness>;
 class DriverNames {
  public:
   template <typename T>
@@ -328,6 +392,7 @@ class DriverNames {
     if constexpr (std::is_same_v<T, LiqidHarness>) return "liqid";
     if constexpr (std::is_same_v<T, RedfishCxlHarness>) return "redfish_cxl";
     if constexpr (std::is_same_v<T, RedfishHarness<false, true>>) return "redfish_host_blocks";
+    if constexpr (std::is_same_v<T, MultiHarness>) return "multi_liqid_beside_sim";
     return "redfish_patch_sloppy";
   }
 };
