@@ -196,6 +196,14 @@ TEST(ComposerdOnSeveralFabrics, ComposesOnEachAndGoesOnWhenOneIsDown) {
   }
   ASSERT_EQ(on_lab->devices.size(), 1u);
   EXPECT_EQ(on_lab->devices[0].id, "lab:lab-gpu-0");
+  // Admins drain and resume a device by its qualified id.
+  auto drained = c.drain("lab:lab-gpu-1", "fan noise");
+  ASSERT_TRUE(drained.ok()) << drained.error();
+  EXPECT_EQ(drained->state(), DeviceState::kDrained);
+  EXPECT_FALSE(c.compose(36, "lab1", body(Request{.gpus = 1})).ok()) << "lab's only free GPU";
+  auto resumed = c.resume("lab:lab-gpu-1");
+  ASSERT_TRUE(resumed.ok()) << resumed.error();
+  EXPECT_EQ(resumed->state(), DeviceState::kFree);
   // Three pools side by side: 2 zones x 2 GPUs (Redfish), 8 (Liqid), 2 (lab).
   auto pool = c.pool();
   ASSERT_TRUE(pool.ok()) << pool.error();
