@@ -17,6 +17,7 @@
 #include "composer/core/sim_fabric.h"
 #include "composer/drivers/liqid_fabric.h"
 #include "composer/drivers/redfish_fabric.h"
+#include "composer/test_support/forwarding_fabric.h"
 #include "composer/testing/fake_liqid.h"
 #include "composer/testing/fake_redfish.h"
 
@@ -319,35 +320,16 @@ class FabricContract : public ::testing::Test {
   std::map<std::string, std::string> records_;
 };
 
-// One member of a MultiFabric that stays owned by its harness.
-class Borrowed final : public Fabric {
- public:
-  explicit Borrowed(Fabric& f) : f_(f) {}
-  std::string_view driver() const override { return f_.driver(); }
-  Expected<FabricInventory> inventory() override { return f_.inventory(); }
-  Expected<Operation> attach(const std::string& h, const std::vector<std::string>& d) override {
-    return f_.attach(h, d);
-  }
-  Expected<Operation> detach(const std::string& h, const std::vector<std::string>& d) override {
-    return f_.detach(h, d);
-  }
-  Expected<Operation> operation_status(const std::string& id) override {
-    return f_.operation_status(id);
-  }
-  Expected<std::vector<std::pair<std::string, Health>>> health() override { return f_.health(); }
-
- private:
-  Fabric& f_;
-};
-
 // Several fabrics in one composerd: the Liqid fake's hosts and GPUs, reached through a
 // MultiFabric whose other member (the simulated pod) must never be touched.
 class MultiHarness final : public Harness {
  public:
   MultiHarness() {
     std::vector<MultiFabric::Member> members;
-    members.push_back({"lab", std::make_unique<Borrowed>(bystander_.fabric())});
-    members.push_back({"pod-lq", std::make_unique<Borrowed>(liqid_.fabric())});
+    members.push_back(
+        {"lab", std::make_unique<test_support::ForwardingFabric>(bystander_.fabric())});
+    members.push_back(
+        {"pod-lq", std::make_unique<test_support::ForwardingFabric>(liqid_.fabric())});
     auto m = MultiFabric::create(std::move(members));
     EXPECT_TRUE(m.ok()) << m;
     if (m.ok()) fabric_ = std::move(m).value();

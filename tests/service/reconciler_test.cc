@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "composer/test_support/forwarding_fabric.h"
 #include "service_fixture.h"
 
 namespace composer::testing {
@@ -42,29 +43,15 @@ TEST_F(ReconcilerTest, LeavesDevicesOfHostsItDoesNotServeAlone) {
   ASSERT_TRUE((*fabric)->attach("host-x", {"gpu-a-0"}).ok());
 
   // Only n1 and n2 are served: a service over a fabric view that hides host-x.
-  class ServedOnly final : public Fabric {
+  class ServedOnly final : public test_support::ForwardingFabric {
    public:
-    explicit ServedOnly(Fabric& f) : f_(f) {}
-    std::string_view driver() const override { return "sim"; }
+    using ForwardingFabric::ForwardingFabric;
     Expected<FabricInventory> inventory() override {
-      auto inv = f_.inventory();
+      auto inv = to_.inventory();
       if (!inv) return inv;
       std::erase_if(inv->hosts, [](const Host& h) { return h.fabric_id == "host-x"; });
       return inv;
     }
-    Expected<Operation> attach(const std::string& h, const std::vector<std::string>& ids) override {
-      return f_.attach(h, ids);
-    }
-    Expected<Operation> detach(const std::string& h, const std::vector<std::string>& ids) override {
-      return f_.detach(h, ids);
-    }
-    Expected<Operation> operation_status(const std::string& id) override {
-      return f_.operation_status(id);
-    }
-    Expected<std::vector<std::pair<std::string, Health>>> health() override { return f_.health(); }
-
-   private:
-    Fabric& f_;
   } served(**fabric);
 
   service_.reset();
