@@ -2,8 +2,15 @@
 //
 // Each of --threads threads owns one node and one device and repeats
 // create_composition(composing) -> ready -> releasing -> released with synchronous=FULL,
-// which is what composerd does per job prolog and epilog. Prints cycles/s and how many
-// transactions (fsyncs) the group commit needed for them.
+// which is what composerd does per job prolog and epilog. Prints cycles/s, how many
+// transactions (fsyncs) the group commit needed for them, and the page faults per cycle.
+//
+// --compare-trim R runs R interleaved rounds of two child processes side by side: one with
+// glibc's own trimming (an arena's free memory over 128 KiB goes back to the kernel), one with
+// M_TRIM_THRESHOLD at 4 MiB, as composerd sets it.
+#include <malloc.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -24,13 +31,16 @@ struct Options {
   int cycles = 500;  // per thread
   bool durable = true;
   std::string dir;
+  int compare_rounds = 0;  // --compare-trim
+  std::string label;       // printed first on each line
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "store_bench: %s\n"
                "usage: store_bench [--threads N (1..1024)] [--cycles N per thread (1..1000000)] "
-               "[--not-durable] [--dir DIRECTORY (default: a new one under $TMPDIR or /tmp)]\n",
+               "[--not-durable] [--dir DIRECTORY (default: a new one under $TMPDIR or /tmp)] "
+               "[--compare-trim ROUNDS (1..100)]\n",
                why);
   std::exit(2);
 }
@@ -62,6 +72,8 @@ Options parse(int argc, char** argv) {
       o.durable = false;
     } else if (flag == "--dir") {
       o.dir = value();
+    } else if (flag == "--compare-trim") {
+      o.compare_rounds = parse_int("--compare-trim", value(), 1, 100);
     } else {
       usage(("unknown argument '" + flag + "'").c_str());
     }
@@ -77,9 +89,8 @@ int64_t now_ms() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(const Options& o) {
   using composer::CompositionState;
-  const Options o = parse(argc, argv);
 
   std::string dir = o.dir;
   bool remove_dir = false;
@@ -132,6 +143,8 @@ int main(int argc, char** argv) {
     }
 
     const auto before = store.write_stats();
+    rusage usage_before{};
+    getrusage(RUSAGE_SELF, &usage_before);
     std::atomic<int> failures{0};
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::thread> threads;
@@ -172,16 +185,22 @@ int main(int argc, char** argv) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto after = store.write_stats();
+    rusage usage_after{};
+    getrusage(RUSAGE_SELF, &usage_after);
 
     const double cycles = static_cast<double>(o.threads) * o.cycles;
     const uint64_t calls = after.calls - before.calls;
     const uint64_t transactions = after.transactions - before.transactions;
-    std::printf("threads=%d cycles=%.0f durable=%s seconds=%.3f cycles_per_s=%.0f\n", o.threads,
-                cycles, o.durable ? "true" : "false", seconds, cycles / seconds);
     std::printf(
-        "write_calls=%llu transactions=%llu calls_per_transaction=%.1f "
+        "%sthreads=%d cycles=%.0f durable=%s seconds=%.3f cycles_per_s=%.0f "
+        "page_faults_per_cycle=%.1f\n",
+        o.label.c_str(), o.threads, cycles, o.durable ? "true" : "false", seconds, cycles / seconds,
+        static_cast<double>(usage_after.ru_minflt - usage_before.ru_minflt) / cycles);
+    std::printf(
+        "%swrite_calls=%llu transactions=%llu calls_per_transaction=%.1f "
         "largest_batch=%llu transactions_per_s=%.0f failures=%d\n",
-        static_cast<unsigned long long>(calls), static_cast<unsigned long long>(transactions),
+        o.label.c_str(), static_cast<unsigned long long>(calls),
+        static_cast<unsigned long long>(transactions),
         transactions > 0 ? static_cast<double>(calls) / transactions : 0.0,
         static_cast<unsigned long long>(after.largest_batch), transactions / seconds,
         failures.load());
@@ -190,6 +209,35 @@ int main(int argc, char** argv) {
   if (remove_dir) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
+  }
+  return rc;
+}
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  if (o.compare_rounds == 0) return run(o);
+  int rc = 0;
+  for (int r = 0; r < o.compare_rounds; ++r) {
+    for (const bool tuned : {false, true}) {
+      std::fflush(stdout);
+      const pid_t child = fork();
+      if (child < 0) {
+        std::perror("store_bench: fork");
+        return 1;
+      }
+      if (child == 0) {
+        Options mine = o;
+        mine.label = tuned ? "trim=4MiB " : "trim=glibc ";
+        if (tuned) mallopt(M_TRIM_THRESHOLD, 4 << 20);
+        const int code = run(mine);
+        std::fflush(stdout);
+        _exit(code);
+      }
+      int status = 0;
+      if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        rc = 1;
+      }
+    }
   }
   return rc;
 }
