@@ -20,6 +20,7 @@
 #include "composer/test_support/forwarding_fabric.h"
 #include "composer/testing/fake_liqid.h"
 #include "composer/testing/fake_redfish.h"
+#include "composer/testing/redfish_driver.h"
 
 namespace composer {
 namespace {
@@ -98,19 +99,11 @@ class RedfishHarness final : public Harness {
     o.task_ms = 20;
     o.patch_only = kPatch;
     o.sloppy = kPatch;
-    auto s = testing::FakeRedfish::start(o);
-    EXPECT_TRUE(s.ok()) << s;
-    if (!s.ok()) return;
-    fake_ = std::move(s).value();
-    drivers::RedfishOptions r;
-    r.base_url = fake_->base_url();
-    r.username = o.username;
-    r.password = o.password;
-    r.poll_interval_ms = 10;
+    fake_ = drivers::harness::start_fake(o);
+    if (!fake_) return;
+    drivers::RedfishOptions r = drivers::harness::driver_options(*fake_, 10);
     r.task_wait_ms = 0;  // hand running tasks back to the caller, as under load
-    auto f = drivers::RedfishFabric::create(r);
-    EXPECT_TRUE(f.ok()) << f;
-    if (f.ok()) fabric_ = std::move(f).value();
+    fabric_ = drivers::harness::connect_driver(std::move(r));
   }
   Fabric& fabric() override { return *fabric_; }
   std::vector<std::string> hosts() const override {
@@ -124,11 +117,7 @@ class RedfishHarness final : public Harness {
   void fail_next_attach_part_way(const std::string& m) override { fail("AddResourceBlock", m); }
   void fail_next_detach_part_way(const std::string& m) override { fail("RemoveResourceBlock", m); }
   void set_health(const std::string& d, Health h) override {
-    EXPECT_TRUE(fake_
-                    ->set_health(d, h == Health::kOk        ? "OK"
-                                    : h == Health::kWarning ? "Warning"
-                                                            : "Critical")
-                    .ok());
+    EXPECT_TRUE(fake_->set_health(d, drivers::harness::health_word(h)).ok());
   }
 
  private:
@@ -164,19 +153,11 @@ class RedfishCxlHarness final : public Harness {
     o.cxl = true;
     o.cxl_chunks = 4;
     o.task_ms = 20;
-    auto s = testing::FakeRedfish::start(o);
-    EXPECT_TRUE(s.ok()) << s;
-    if (!s.ok()) return;
-    fake_ = std::move(s).value();
-    drivers::RedfishOptions r;
-    r.base_url = fake_->base_url();
-    r.username = o.username;
-    r.password = o.password;
-    r.poll_interval_ms = 10;
+    fake_ = drivers::harness::start_fake(o);
+    if (!fake_) return;
+    drivers::RedfishOptions r = drivers::harness::driver_options(*fake_, 10);
     r.task_wait_ms = 0;
-    auto f = drivers::RedfishFabric::create(r);
-    EXPECT_TRUE(f.ok()) << f;
-    if (f.ok()) fabric_ = std::move(f).value();
+    fabric_ = drivers::harness::connect_driver(std::move(r));
   }
   Fabric& fabric() override { return *fabric_; }
   std::vector<std::string> hosts() const override { return {"node01", "node02"}; }
@@ -191,11 +172,7 @@ class RedfishCxlHarness final : public Harness {
     fail("DELETE", "/Fabrics/CXL/Connections/", m);
   }
   void set_health(const std::string& d, Health h) override {
-    EXPECT_TRUE(fake_
-                    ->set_health(d.substr(4), h == Health::kOk        ? "OK"
-                                              : h == Health::kWarning ? "Warning"
-                                                                      : "Critical")
-                    .ok());
+    EXPECT_TRUE(fake_->set_health(d.substr(4), drivers::harness::health_word(h)).ok());
   }
 
  private:

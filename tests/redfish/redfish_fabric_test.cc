@@ -8,7 +8,7 @@
 
 #include "composer/drivers/redfish_fabric.h"
 #include "composer/testing/fake_redfish.h"
-#include "driver_harness.h"
+#include "composer/testing/redfish_driver.h"
 
 namespace composer::drivers {
 namespace {

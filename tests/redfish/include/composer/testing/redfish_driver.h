@@ -1,5 +1,6 @@
-// What the redfish driver's tests share: the fake service started for a test, and a driver
-// connected to it with the fake's account and short timeouts.
+// What the redfish driver's tests and the fabric contract share: the fake service started for
+// a test, and a driver connected to it with the fake's account and short timeouts. Header-only;
+// its users link composer::drivers.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -19,10 +20,11 @@ inline std::unique_ptr<testing::FakeRedfish> start_fake(const testing::FakeRedfi
 }
 
 inline RedfishOptions driver_options(const testing::FakeRedfish& fake, long poll_ms = 20) {
+  const testing::FakeRedfishOptions account;  // the fake's default account
   RedfishOptions o;
   o.base_url = fake.base_url();
-  o.username = "admin";
-  o.password = "composer-test-pw";
+  o.username = account.username;
+  o.password = account.password;
   o.request_timeout_ms = 3000;
   o.poll_interval_ms = poll_ms;
   o.task_wait_ms = 5000;
@@ -33,6 +35,11 @@ inline std::unique_ptr<RedfishFabric> connect_driver(RedfishOptions o) {
   auto f = RedfishFabric::create(std::move(o));
   EXPECT_TRUE(f.ok()) << f;
   return f.ok() ? std::move(f).value() : nullptr;
+}
+
+// The Redfish Status.Health word the fake takes for a composer health.
+inline const char* health_word(Health h) {
+  return h == Health::kOk ? "OK" : h == Health::kWarning ? "Warning" : "Critical";
 }
 
 }  // namespace composer::drivers::harness
