@@ -13,6 +13,8 @@
 #include <random>
 #include <thread>
 
+#include "composer/test_support/basic_auth.h"
+
 namespace composer::testing {
 namespace {
 
@@ -22,25 +24,6 @@ std::string json_text(const Json::Value& v) {
   Json::StreamWriterBuilder w;
   w["indentation"] = "";
   return Json::writeString(w, v);
-}
-
-std::string base64(std::string_view in) {
-  static constexpr char kTable[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (unsigned char c : in) {
-    acc = (acc << 8) | c;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out += kTable[(acc >> bits) & 63];
-    }
-  }
-  if (bits > 0) out += kTable[(acc << (6 - bits)) & 63];
-  while (out.size() % 4 != 0) out += '=';
-  return out;
 }
 
 std::string two_digits(uint32_t n) {
@@ -236,8 +219,8 @@ struct FakeLiqid::Impl {
   }
 
   bool basic_ok(const httplib::Request& req) const {
-    return req.get_header_value("Authorization") ==
-           "Basic " + base64(o.username + ":" + o.password);
+    return test_support::is_basic_auth(req.get_header_value("Authorization"), o.username,
+                                       o.password);
   }
   bool authenticated(const httplib::Request& req) const {
     if (basic_ok(req)) return true;

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "composer/test_support/basic_auth.h"
 #include "http10_front.h"
 
 namespace composer::testing {
@@ -849,26 +850,8 @@ struct FakeRedfish::Impl {
     if (const std::string t = req.get_header_value("X-Auth-Token"); !t.empty()) {
       return sessions.contains(t);
     }
-    const std::string a = req.get_header_value("Authorization");
-    if (a.starts_with("Basic ")) {
-      const std::string want = o.username + ":" + o.password;
-      // Decode base64.
-      std::string out;
-      int val = 0, bits = -8;
-      for (unsigned char c : a.substr(6)) {
-        const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        const char* p = std::strchr(table, c);
-        if (c == '=' || p == nullptr || c == '\0') break;
-        val = (val << 6) + static_cast<int>(p - table);
-        bits += 6;
-        if (bits >= 0) {
-          out.push_back(static_cast<char>((val >> bits) & 0xff));
-          bits -= 8;
-        }
-      }
-      return out == want;
-    }
-    return false;
+    return test_support::is_basic_auth(req.get_header_value("Authorization"), o.username,
+                                       o.password);
   }
 
   // The first matching fault, consumed; nullopt if none.
