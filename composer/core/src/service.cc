@@ -101,9 +101,14 @@ Expected<int> CompositionService::recover() {
       if (e.state != CompositionState::kReady) unsettled.push_back(e.id);
     }
   }
+  // One read of the fabric serves every composition left composing.
+  std::optional<FabricInventory> inventory;
+  if (!unsettled.empty()) {
+    if (auto inv = fabric_.inventory(); inv) inventory = std::move(inv).value();
+  }
   int settled = 0;
   for (int64_t id : unsettled) {
-    if (auto s = settle(id, false); s) {
+    if (auto s = settle(id, false, inventory ? &*inventory : nullptr); s) {
       ++settled;
     } else {
       log::warning("recovery left a composition unsettled",
@@ -296,13 +301,8 @@ Expected<Composition> CompositionService::fail_compose(const LiveEntry& entry,
                                   why, clock_.now_ms(), true);
   if (!undone) {
     // The fabric may still hold them: keep them out of the pool until an admin looks.
-    for (const auto& id : entry.devices) {
-      const std::string reason = "detach failed while rolling back job " +
-                                 std::to_string(entry.job_id) + ": " + undone.error().message;
-      (void)store_.set_drained(id, true, reason, "composerd", clock_.now_ms());
-      std::lock_guard lock(mu_);
-      pool_.set_drained(id, true, reason);
-    }
+    drain_devices(entry.devices, "detach failed while rolling back job " +
+                                     std::to_string(entry.job_id) + ": " + undone.error().message);
   }
   forget(key, entry.devices);
   log::error("compose failed", {{"job", std::to_string(entry.job_id)},
@@ -348,23 +348,21 @@ Expected<std::optional<Composition>> CompositionService::release(uint32_t job_id
       changed_.notify_all();
       return releasing.error();
     }
+    entry.state = CompositionState::kReleasing;
     std::lock_guard lock(mu_);
     live_[key].state = CompositionState::kReleasing;
     live_[key].since_ms = clock_.now_ms();
   }
-  {
-    std::lock_guard lock(mu_);
-    live_[key].busy = false;
-    changed_.notify_all();
-  }
-  // composing (left by a crash) or releasing: settle finishes it.
-  if (auto s = settle(entry.id, false); !s) return s.error();
+  // composing (left by a crash) or releasing: settle finishes it, still marked busy so that
+  // neither a retried release nor the reconciler steps in between.
+  if (auto s = settle_entry(entry, key, false, nullptr); !s) return s.error();
   auto done = store_.composition(entry.id);
   if (!done) return done.error();
   return std::optional<Composition>{*std::move(done)};
 }
 
-Status CompositionService::settle(int64_t composition_id, bool give_up) {
+Status CompositionService::settle(int64_t composition_id, bool give_up,
+                                  const FabricInventory* inventory) {
   LiveEntry entry;
   Key key;
   {
@@ -380,6 +378,11 @@ Status CompositionService::settle(int64_t composition_id, bool give_up) {
     entry = it->second;
     key = it->first;
   }
+  return settle_entry(entry, key, give_up, inventory);
+}
+
+Status CompositionService::settle_entry(const LiveEntry& entry, const Key& key, bool give_up,
+                                        const FabricInventory* inventory) {
   auto unbusy = [&] {
     std::lock_guard lock(mu_);
     if (auto it = live_.find(key); it != live_.end()) it->second.busy = false;
@@ -394,12 +397,16 @@ Status CompositionService::settle(int64_t composition_id, bool give_up) {
     // Finish if the fabric already shows every device on the host, else roll back.
     bool all_attached = false;
     if (!give_up) {
-      auto inv = fabric_.inventory();
-      if (inv) {
+      Expected<FabricInventory> read = Error{ErrorCode::kInternal, ""};
+      if (inventory == nullptr) {
+        read = fabric_.inventory();
+        if (read) inventory = &*read;
+      }
+      if (inventory != nullptr) {
         const std::string host = fabric_host(entry.node);
         all_attached = std::all_of(entry.devices.begin(), entry.devices.end(), [&](const auto& id) {
-          auto it = inv->attached.find(id);
-          return it != inv->attached.end() && it->second == host;
+          auto it = inventory->attached.find(id);
+          return it != inventory->attached.end() && it->second == host;
         });
       }
     }
@@ -438,12 +445,7 @@ Status CompositionService::settle(int64_t composition_id, bool give_up) {
     const std::string why = "timed out while releasing: " + detached.error().message;
     auto failed = store_.transition(entry.id, CompositionState::kReleasing,
                                     CompositionState::kFailed, why, clock_.now_ms());
-    for (const auto& id : entry.devices) {
-      (void)store_.set_drained(id, true, "detach failed: " + detached.error().message, "composerd",
-                               clock_.now_ms());
-      std::lock_guard lock(mu_);
-      pool_.set_drained(id, true, "detach failed");
-    }
+    drain_devices(entry.devices, "detach failed: " + detached.error().message);
     forget(key, entry.devices);
     log::error("release gave up; devices drained",
                {{"composition", std::to_string(entry.id)}, {"cause", why}});
@@ -461,6 +463,15 @@ Status CompositionService::settle(int64_t composition_id, bool give_up) {
                          {"node", entry.node},
                          {"composition", std::to_string(entry.id)}});
   return Status::Ok();
+}
+
+void CompositionService::drain_devices(const std::vector<std::string>& ids,
+                                       const std::string& reason) {
+  for (const auto& id : ids) {
+    (void)store_.set_drained(id, true, reason, "composerd", clock_.now_ms());
+    std::lock_guard lock(mu_);
+    pool_.set_drained(id, true, reason);
+  }
 }
 
 Expected<Device> CompositionService::drain(const std::string& device_id, const std::string& reason,

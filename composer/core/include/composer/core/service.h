@@ -101,7 +101,8 @@ class CompositionService {
   Status mark_health(const std::string& device_id, Health health, const std::string& detail);
   // Settles a composition nobody is working on: composing -> finish or roll back,
   // releasing -> retry the detach. Used by recover() and the reconciler's timeouts.
-  Status settle(int64_t composition_id, bool give_up);
+  // `inventory`: the fabric's, if the caller has just read it; null: read when needed.
+  Status settle(int64_t composition_id, bool give_up, const FabricInventory* inventory = nullptr);
 
   // Fabric attach/detach operations that failed or timed out since start, for metrics.
   struct FabricErrors {
@@ -132,6 +133,12 @@ class CompositionService {
   void forget(const Key& key, const std::vector<std::string>& free_devices);
   Expected<Composition> fail_compose(const LiveEntry& entry, const std::string& host,
                                      const std::string& why);
+  // settle() for an entry the caller has already marked busy. `inventory`: the fabric's,
+  // already read (recover() reads it once for all); null: read here when needed.
+  Status settle_entry(const LiveEntry& entry, const Key& key, bool give_up,
+                      const FabricInventory* inventory);
+  // Drains devices the fabric may still hold, in the store and the pool, with one reason.
+  void drain_devices(const std::vector<std::string>& ids, const std::string& reason);
 
   db::Store& store_;
   Fabric& fabric_;
