@@ -42,13 +42,11 @@ ReconcileReport Reconciler::run_once() {
     for (const auto& h : service_.hosts()) host_of_node[h.node] = h.fabric_id;
     // device -> fabric host that should hold it, from live compositions
     std::map<std::string, std::string> owned;
-    std::map<std::string, const CompositionService::LiveEntry*> owner;
     const auto live = service_.live();
     for (const auto& e : live) {
       const auto host = host_of_node.count(e.node) ? host_of_node[e.node] : e.node;
       for (const auto& d : e.devices) {
         owned[d] = host;
-        owner[d] = &e;
       }
     }
     // Orphans: attached in the fabric to a host composerd serves, owned by nobody (or held
@@ -100,18 +98,16 @@ ReconcileReport Reconciler::run_once() {
         }
       }
     }
-    // Health as the fabric reports it, where it changed (lost devices stay failed).
-    auto health = service_.fabric().health();
-    if (health) {
-      for (const auto& [id, h] : *health) {
-        auto known = service_.pooled_device(id);
-        if (!known || known->health == h) continue;
-        if (known->health == Health::kCritical && owner.count(id) &&
-            inventory->attached.count(id) == 0) {
-          continue;
-        }
-        if (service_.mark_health(id, h, "reported by the fabric")) ++report.health_changes;
+    // Health as the fabric reported it in the same inventory, where it changed (lost devices
+    // stay failed). Reading Fabric::health() as well would walk the whole fabric again.
+    for (const Device& d : inventory->devices) {
+      auto known = service_.pooled_device(d.id);
+      if (!known || known->health == d.health) continue;
+      if (known->health == Health::kCritical && owned.count(d.id) &&
+          inventory->attached.count(d.id) == 0) {
+        continue;
       }
+      if (service_.mark_health(d.id, d.health, "reported by the fabric")) ++report.health_changes;
     }
   }
 

@@ -217,11 +217,11 @@ Status Daemon::run() {
                                     {"fabric", in.config.fabric},
                                     {"database", in.config.database}});
   const bool ok = in.http.listen_after_bind();
-  in.stopping = true;
+  const bool asked = in.stopping.exchange(true);  // by stop(), not httplib giving up
   publisher.join();
   in.reconciler->stop();
   log::info("composerd stopped");
-  if (!ok && !in.stopping) return Error{ErrorCode::kInternal, "the HTTP server stopped"};
+  if (!ok && !asked) return Error{ErrorCode::kInternal, "the HTTP server stopped"};
   return Status::Ok();
 }
 
