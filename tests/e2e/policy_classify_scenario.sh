@@ -102,8 +102,7 @@ partition_class_is_held_at_its_cap() {
 
 never_starting_job_is_refused() {
   local err id
-  err=$(infer_job 13:00:00 1 --hold 2>&1) && fail "a 13-hour 2-GPU inference job was accepted" &&
-    return 1
+  err=$(infer_job 13:00:00 1 --hold 2>&1) && { fail "a 13-hour 2-GPU inference job was accepted"; return 1; }
   grep -q "may hold 2 GPUs for at most 12h at a stretch" <<<"$err" || fail "sentence: $err" ||
     return 1
   id=$(infer_job 12:00:00 1 --hold) || fail "a 12-hour 2-GPU inference job was refused" || return 1

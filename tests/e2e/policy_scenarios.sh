@@ -39,6 +39,7 @@ ctl() { "$COMPOSERCTL" --server "http://127.0.0.1:$E2E_PORT" --munge-socket "$MU
 hhmm() { date -u -d "@$1" +%H:%M; }
 running_jobs() { squeue -h -t RUNNING -o %i | wc -l; }
 attached_gpus() { api /v1/devices "state=attached&type=gpu" | jq '.devices | length'; }
+gpus_attached_are() { [[ $(attached_gpus) == "$1" ]]; }
 license_total() { scontrol -o show licenses "$1" | grep -o 'Total=[0-9]*' | cut -d= -f2; }
 reservation_line() { scontrol -o show reservation "$1" 2>/dev/null | sed 's/ State=[A-Z]*//'; }
 train_job() {  # train_job TIME_LIMIT SLEEP: a 2-GPU training job; prints its id
@@ -74,7 +75,7 @@ apply_policy() {
   grep -q "create  *low_block_training" <<<"$out" || fail "dry run shows no blocker: $out" || return 1
   [[ -z $(scontrol -o show reservation 2>/dev/null | grep low_block) ]] ||
     fail "the dry run created a reservation" || return 1
-  out=$(ctl policy apply "$POLICY" 2>&1) && fail "apply without --slurm-conf went ahead: $out" && return 1
+  out=$(ctl policy apply "$POLICY" 2>&1) && { fail "apply without --slurm-conf went ahead: $out"; return 1; }
   grep -q "Licenses=.*training_gpu_cap:4" <<<"$out" || fail "no Licenses= line to set: $out" || return 1
   out=$(ctl policy apply --slurm-conf "$SLURM_CONF" "$POLICY" 2>&1) || fail "apply: $out" || return 1
   echo "$out" | sed 's/^/    /'
@@ -89,10 +90,10 @@ apply_policy() {
 submit_refusals() {
   local err
   err=$(sbatch --hold -t 1 --compose-gpus=5 --workload=training --wrap true 2>&1) &&
-    fail "a 5-GPU training job was accepted" && return 1
+    { fail "a 5-GPU training job was accepted"; return 1; }
   grep -q "may never hold more than 4 GPUs" <<<"$err" || fail "sentence: $err" || return 1
   err=$(sbatch --hold -t 1 --reservation=low_block_training --compose-gpus=1 --workload=training \
-    --wrap true 2>&1) && fail "a job was accepted into the blocker" && return 1
+    --wrap true 2>&1) && { fail "a job was accepted into the blocker"; return 1; }
   grep -q "no job may run in it" <<<"$err" || fail "sentence: $err"
 }
 
@@ -106,7 +107,7 @@ caps_hold_exactly() {
   [[ $(job_state "$J3") == PENDING && $(job_field "$J3" Reason) == Licenses ]] ||
     fail "job $J3 is $(job_state "$J3") ($(job_field "$J3" Reason)), expected pending on Licenses" ||
     return 1
-  wait_until 10 test "$(attached_gpus)" -eq 4 || fail "$(attached_gpus) GPUs attached, expected 4" ||
+  wait_until 10 gpus_attached_are 4 || fail "$(attached_gpus) GPUs attached, expected 4" ||
     return 1
   api "/v1/compositions/$J1/$NODE" | jq -e '.workload == "training" and .window == "Default"' \
     >/dev/null || fail "ledger of $J1: $(api "/v1/compositions/$J1/$NODE")" || return 1

@@ -155,16 +155,16 @@ scenario_impossible_request_refused_at_submit() {
   per_node=$((pool / 2 + 1))  # fits one node's share of the pool, not two nodes' worth
   before=$(queued_jobs)
   err=$(sbatch --hold --wrap true --compose-gpus=$too_many 2>&1) &&
-    fail "sbatch accepted $too_many GPUs" && return 1
+    { fail "sbatch accepted $too_many GPUs"; return 1; }
   grep -q "composer: --compose-gpus=$too_many needs $too_many GPUs but the pool holds $pool" \
     <<<"$err" || fail "sentence: $err" || return 1
-  err=$(sbatch --hold --wrap true --compose-gpus=H100:1 2>&1) && fail "sbatch accepted H100" && return 1
+  err=$(sbatch --hold --wrap true --compose-gpus=H100:1 2>&1) && { fail "sbatch accepted H100"; return 1; }
   grep -q "the pool has no GPU of model 'H100'" <<<"$err" || fail "sentence: $err" || return 1
   err=$(sbatch --hold --wrap true --compose-gpus=1 --workload=gaming 2>&1) &&
-    fail "sbatch accepted workload gaming" && return 1
+    { fail "sbatch accepted workload gaming"; return 1; }
   grep -q "no such workload class" <<<"$err" || fail "sentence: $err" || return 1
   err=$(sbatch --hold --wrap true -N 2 --compose-gpus=$per_node 2>&1) &&
-    fail "sbatch accepted 2x$per_node GPUs" && return 1
+    { fail "sbatch accepted 2x$per_node GPUs"; return 1; }
   grep -q "on 2 nodes needs $((2 * per_node)) GPUs" <<<"$err" || fail "sentence: $err" || return 1
   [[ $(queued_jobs) == "$before" ]] || fail "a refused job was queued"
 }

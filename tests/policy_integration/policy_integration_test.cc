@@ -341,11 +341,13 @@ TEST_F(PolicyTest, ExplainSaysWhetherWhenAndWhichLimitHolds) {
   ASSERT_TRUE(long_run.ok());
   EXPECT_FALSE(long_run->admitted);
 
+  // The same question through composerctl, in UTC so the times read as above.
   auto cli =
-      ctl("policy explain --workload training --gpus 4 --time-limit 1:00:00 --start "
-          "2026-11-30T21:00");
+      ctl("policy explain -P --workload training --gpus 4 --time-limit 1:00:00 --start "
+          "2026-11-30T21:00",
+          "TZ=UTC");
   EXPECT_EQ(cli.code, 0) << cli.out;
-  EXPECT_NE(cli.out.find("training"), std::string::npos) << cli.out;
+  EXPECT_NE(cli.out.find("training|no|2026-12-01T08:00:00|"), std::string::npos) << cli.out;
   auto bad = ctl("policy explain --workload training --time-limit soon");
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("--time-limit: 'soon' is not a time limit"), std::string::npos) << bad.out;
