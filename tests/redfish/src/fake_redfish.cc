@@ -419,7 +419,7 @@ struct FakeRedfish::Impl {
     s["Id"] = "1";
     s["Name"] = id;
     s["SystemType"] = "Physical";
-    s["HostName"] = id;
+    s["HostName"] = id + ".cluster";  // not the block's Id, so tests can tell which names
     s["PowerState"] = "On";
     s["Status"]["State"] = "Enabled";
     s["Status"]["Health"] = "OK";
