@@ -995,23 +995,18 @@ Status SqliteStore::scan_events(int64_t since_ms, int64_t until_ms,
   // One read transaction for both statements, so the range continues exactly where the state
   // before it was read.
   auto done = read<bool>([&](Connection& db) {
-    db.exec({"starting a report scan", "BEGIN"});
-    try {
-      bool going = true;
-      Event e;
-      auto before = db.statement(kScanStateEvents);
-      before->bind(1, since_ms);
-      while (going && before->step()) {
-        read_event_into(*before, e);
-        going = visit(e);
-      }
-      before->reset();
-      if (going) going = scan_range(db, since_ms, until_ms, e, visit);
-    } catch (...) {
-      db.exec({"ending a report scan", "ROLLBACK"});
-      throw;
+    sqlite::Transaction snapshot(db, sqlite::Transaction::Kind::kDeferred);
+    bool going = true;
+    Event e;
+    auto before = db.statement(kScanStateEvents);
+    before->bind(1, since_ms);
+    while (going && before->step()) {
+      read_event_into(*before, e);
+      going = visit(e);
     }
-    db.exec({"ending a report scan", "COMMIT"});
+    before->reset();
+    if (going) going = scan_range(db, since_ms, until_ms, e, visit);
+    snapshot.commit();
     return true;
   });
   if (!done) return done.error();

@@ -107,18 +107,15 @@ Validation validate(const Policy& policy, const Pool& pool) {
   for (const auto& c : policy.classes) {
     bool can_run = false;
     for (DeviceType t : kAllDeviceTypes) {
-      bool ever = false;
-      bool capped_everywhere = true;
+      bool ever = false;  // uncapped, or a cap above 0, in some window in force
       for (const auto& w : live) {
         auto caps = eval.caps(c.name, w);
         if (!caps) continue;
-        if (!caps->capped[type_index(t)]) capped_everywhere = false;
         if (!caps->capped[type_index(t)] || caps->get(t) > 0) ever = true;
       }
-      if (ever || !capped_everywhere) {
+      if (ever) {
         can_run = true;
-      }
-      if (!ever && capped_everywhere) {
+      } else {
         v.warnings.push_back(at(policy, c.line) + "class " + c.name + " can never get " +
                              type_noun(t) + ": its cap on them is 0 in every window");
       }

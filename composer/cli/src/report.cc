@@ -270,7 +270,7 @@ int run_report(const ReportArgs& args, const client::Client& client, Format form
   const Section s = section_of(*report, args.section);
   if (format == Format::kJson) {
     const Json::Value& whole = *json;
-    print_json(out, s.json_key == "by_window" ? whole["by_window"] : whole[s.json_key]);
+    print_json(out, whole[s.json_key]);
     return kExitOk;
   }
   if (args.section == "windows" && !report->windows_recorded && format == Format::kTable) {
