@@ -137,7 +137,7 @@ int run(const Options& o) {
       std::fprintf(stderr, "store_bench: %s\n", s.error().message.c_str());
       return 1;
     }
-    if (auto s = store.upsert_devices(devices); !s.ok()) {
+    if (auto s = store.upsert_devices(devices, now_ms()); !s.ok()) {
       std::fprintf(stderr, "store_bench: %s\n", s.error().message.c_str());
       return 1;
     }

@@ -479,7 +479,7 @@ class SqliteStore final : public Store {
   int schema_version() override { return version_; }
 
   Status upsert_hosts(const std::vector<Host>& hosts) override;
-  Status upsert_devices(const std::vector<Device>& devices) override;
+  Status upsert_devices(const std::vector<Device>& devices, int64_t now_ms) override;
   Expected<std::vector<Host>> hosts() override;
   Expected<std::vector<Device>> devices(const DeviceFilter& filter) override;
   Expected<Device> device(const std::string& id) override;
@@ -564,7 +564,7 @@ Status SqliteStore::upsert_hosts(const std::vector<Host>& hosts) {
   });
 }
 
-Status SqliteStore::upsert_devices(const std::vector<Device>& devices) {
+Status SqliteStore::upsert_devices(const std::vector<Device>& devices, int64_t now_ms) {
   for (const Device& d : devices) {
     if (!valid_list_item(d.id)) {
       return Error(ErrorCode::kInvalidArgument,
@@ -577,7 +577,7 @@ Status SqliteStore::upsert_devices(const std::vector<Device>& devices) {
                        " bytes is larger than the largest storable size (2^63-1)");
     }
   }
-  return write_status([&devices](Connection& db) {
+  return write_status([&devices, now_ms](Connection& db) {
     for (const Device& d : devices) {
       // A health change the inventory reports is a ledger event like any other.
       const std::optional<Device> known = find_device(db, d.id);
@@ -591,9 +591,9 @@ Status SqliteStore::upsert_devices(const std::vector<Device>& devices) {
           .bind(7, to_string(d.health))
           .run();
       if (known && known->health != d.health) {
-        append_event(db, device_event(db, *known, "health", to_string(known->health),
-                                      to_string(d.health), "", "reported by the fabric inventory",
-                                      SystemClock::instance().now_ms()));
+        append_event(
+            db, device_event(db, *known, "health", to_string(known->health), to_string(d.health),
+                             "", "reported by the fabric inventory", now_ms));
       }
     }
   });

@@ -32,7 +32,7 @@ class StoreScanTest : public ::testing::Test {
     ASSERT_TRUE(store_->upsert_hosts({h}).ok());
     inventory_ = {testing::gpu("g1", "A100"), testing::gpu("g2", "A100"),
                   testing::device("m1", DeviceType::kMem, "CXL", 64 * kGiB)};
-    ASSERT_TRUE(store_->upsert_devices(inventory_).ok());
+    ASSERT_TRUE(store_->upsert_devices(inventory_, 0).ok());
   }
 
   int64_t compose(uint32_t job, std::vector<std::string> devices, int64_t t) {

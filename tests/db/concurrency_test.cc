@@ -20,7 +20,7 @@ TEST_F(StoreTest, EightThreadsTimesTwoHundredCyclesLoseNothing) {
     devices.push_back(make_device("gpu-" + std::to_string(t)));
     devices.push_back(make_device("mem-" + std::to_string(t), DeviceType::kMem));
   }
-  ASSERT_TRUE(store().upsert_devices(devices).ok());
+  ASSERT_TRUE(store().upsert_devices(devices, 0).ok());
 
   std::atomic<int> failures{0};
   std::atomic<bool> stop_reading{false};

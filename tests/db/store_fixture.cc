@@ -107,7 +107,7 @@ void StoreTest::add_inventory() {
   devices.push_back(make_device("mem-0", DeviceType::kMem));
   devices.push_back(make_device("mem-1", DeviceType::kMem, "z2"));
   devices.push_back(make_device("nvme-0", DeviceType::kNvme));
-  auto s = store().upsert_devices(devices);
+  auto s = store().upsert_devices(devices, 0);
   ASSERT_TRUE(s.ok()) << s;
 }
 

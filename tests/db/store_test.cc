@@ -67,7 +67,7 @@ TEST_F(StoreTest, UpsertKeepsDrainStateAndOwner) {
   gpu0.address = "0000:81:00.0";
   Device gpu1 = make_device("gpu-1");
   gpu1.zone = "z2";
-  ASSERT_TRUE(store().upsert_devices({gpu0, gpu1}).ok());
+  ASSERT_TRUE(store().upsert_devices({gpu0, gpu1}, 30).ok());
 
   auto d0 = store().device("gpu-0");
   ASSERT_TRUE(d0.ok());
@@ -87,7 +87,7 @@ TEST_F(StoreTest, InventoryHealthChangeIsRecorded) {
   add_inventory();
   Device bad = make_device("gpu-2");
   bad.health = Health::kCritical;
-  ASSERT_TRUE(store().upsert_devices({bad}).ok());
+  ASSERT_TRUE(store().upsert_devices({bad}, 40).ok());
   auto events = store().events({});
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 1u);
@@ -95,10 +95,11 @@ TEST_F(StoreTest, InventoryHealthChangeIsRecorded) {
   EXPECT_EQ((*events)[0].from_state, "ok");
   EXPECT_EQ((*events)[0].to_state, "critical");
   EXPECT_THAT((*events)[0].devices, ElementsAre("gpu-2"));
+  EXPECT_EQ((*events)[0].ts_ms, 40);  // the caller's clock, not the wall clock
 }
 
 TEST_F(StoreTest, RefusesIdsThatCannotBeStoredInLists) {
-  auto s = store().upsert_devices({make_device("gpu,7")});
+  auto s = store().upsert_devices({make_device("gpu,7")}, 0);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
   EXPECT_THAT(s.error().message, HasSubstr("'gpu,7'"));
@@ -113,7 +114,7 @@ TEST_F(StoreTest, RefusesIdsThatCannotBeStoredInLists) {
 
   Device huge = make_device("mem-9", DeviceType::kMem);
   huge.capacity_bytes = ~uint64_t{0};
-  s = store().upsert_devices({huge});
+  s = store().upsert_devices({huge}, 0);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
   EXPECT_THAT(s.error().message, HasSubstr("mem-9"));

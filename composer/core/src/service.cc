@@ -43,7 +43,7 @@ Status CompositionService::start() {
                  "reading the fabric's inventory: " + inventory.error().message};
   }
   if (auto s = store_.upsert_hosts(inventory->hosts); !s) return s;
-  if (auto s = store_.upsert_devices(inventory->devices); !s) return s;
+  if (auto s = store_.upsert_devices(inventory->devices, clock_.now_ms()); !s) return s;
   // A device the fabric has given to a host composerd does not serve is not ours to hand
   // out: keep it drained, with the reason, until an admin resumes it.
   std::set<std::string> served;
