@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "composer/api/codec.h"
 #include "composer/client/http.h"
 #include "composer/common/log.h"
 #include "composer/drivers/credentials.h"
@@ -179,7 +180,7 @@ struct LiqidFabric::Impl {
       client::HttpRequest req;
       req.method = method;
       req.url = url(path);
-      if (body != nullptr) req.body = json_text(*body);
+      if (body != nullptr) req.body = api::to_text(*body);
       req.headers = [this, basic] { return auth_headers(basic); };
       const std::string what = "liqid: " + method + " " + path;
       auto r = (method == "GET" ? reads : writes).send(req);

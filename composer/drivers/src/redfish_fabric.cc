@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "composer/api/codec.h"
 #include "composer/client/http.h"
 #include "composer/common/log.h"
 #include "composer/common/units.h"
@@ -290,7 +291,7 @@ struct RedfishFabric::Impl {
     client::HttpRequest req;
     req.method = "POST";
     req.url = url(sessions_uri);
-    req.body = json_text(body);
+    req.body = api::to_text(body);
     auto r = http.send(req);
     if (!r) return Error{r.error().code, "redfish: session login: " + r.error().message};
     if (r->status != 200 && r->status != 201) {
@@ -348,7 +349,7 @@ struct RedfishFabric::Impl {
       client::HttpRequest req;
       req.method = method;
       req.url = url(uri);
-      if (body != nullptr) req.body = json_text(*body);
+      if (body != nullptr) req.body = api::to_text(*body);
       req.headers = [this, extra]() -> Expected<std::vector<std::string>> {
         auto h = auth_headers();
         if (!h) return h;
@@ -1088,7 +1089,7 @@ struct RedfishFabric::Impl {
     }
     if (state == "Exception" || state == "Killed" || state == "Cancelled" ||
         state == "Interrupted") {
-      std::string m = error_message(json_text(r->body));
+      std::string m = error_message(api::to_text(r->body));
       return TaskPoll{TaskState::kFailed,
                       "redfish: task " + monitor + " ended " + state + (m.empty() ? "" : ": " + m)};
     }

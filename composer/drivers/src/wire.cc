@@ -1,18 +1,11 @@
 #include "wire.h"
 
 #include <json/reader.h>
-#include <json/writer.h>
 
 #include <cstdint>
 #include <memory>
 
 namespace composer::drivers {
-
-std::string json_text(const Json::Value& v) {
-  Json::StreamWriterBuilder w;
-  w["indentation"] = "";
-  return Json::writeString(w, v);
-}
 
 bool parse_json(const std::string& text, Json::Value* out, std::string* why) {
   Json::CharReaderBuilder b;

@@ -9,8 +9,7 @@
 
 namespace composer::drivers {
 
-// Compact JSON for request bodies.
-std::string json_text(const Json::Value& v);
+// Request bodies are written with api::to_text (composer/api/codec.h).
 // Lenient on purpose (comments, duplicate keys): fabric managers are not always strict, and
 // what they answer is checked field by field afterwards. False with the reason in `why`.
 bool parse_json(const std::string& text, Json::Value* out, std::string* why);
