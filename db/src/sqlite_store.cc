@@ -1034,19 +1034,6 @@ std::unique_ptr<Connection> open_writer(const std::string& path, const StoreOpti
 
 }  // namespace
 
-Status Store::scan_events(int64_t since_ms, int64_t until_ms,
-                          const std::function<bool(const Event&)>& visit) {
-  EventFilter filter;
-  filter.until_ms = until_ms;
-  auto all = events(filter);
-  if (!all) return all.error();
-  (void)since_ms;
-  for (const Event& e : *all) {
-    if (!visit(e)) break;
-  }
-  return Status::Ok();
-}
-
 Expected<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreOptions& options) {
   if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) {
     return Error(ErrorCode::kInvalidArgument,

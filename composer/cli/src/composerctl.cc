@@ -101,9 +101,6 @@ class Printer {
     return kExitFailed;
   }
 
-  const Settings& settings() const { return s_; }
-  std::ostream& out() const { return out_; }
-
  private:
   const Settings& s_;
   std::ostream& out_;

@@ -461,11 +461,6 @@ void FakeLiqid::inject(FakeLiqidFault fault) {
   impl_->faults.push_back(std::move(fault));
 }
 
-void FakeLiqid::clear_faults() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->faults.clear();
-}
-
 Status FakeLiqid::set_state(const std::string& device, const std::string& state) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->devices.find(device);

@@ -1247,11 +1247,6 @@ void FakeRedfish::expire_sessions() {
   impl_->sessions.clear();
 }
 
-void FakeRedfish::clear_faults() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->faults.clear();
-}
-
 Status FakeRedfish::set_health(const std::string& block_id, const std::string& health) {
   return impl_->set_health(block_id, health);
 }

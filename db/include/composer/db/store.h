@@ -112,9 +112,8 @@ class Store {
   // without holding them in memory: first the events before since_ms that still shape the
   // state at since_ms (every drain, resume and health event, and every event of a composition
   // that was live at since_ms), then every event in the range. `visit` returns false to stop.
-  // The default reads every event before until_ms through events(): correct, not frugal.
   virtual Status scan_events(int64_t since_ms, int64_t until_ms,
-                             const std::function<bool(const Event&)>& visit);
+                             const std::function<bool(const Event&)>& visit) = 0;
 
   // Policy history (schema migration 2). add_policy appends a version (id and applied_ms are
   // assigned; sha256 must be the hash of text) and returns it; versions are never changed.
@@ -124,8 +123,8 @@ class Store {
   virtual Expected<std::optional<PolicyVersion>> current_policy() = 0;
   virtual Expected<std::vector<PolicyVersion>> policy_history(size_t limit) = 0;
 
-  // How the writes were batched so far. Stores without a group-committing writer report zeros.
-  virtual WriteStats write_stats() const { return {}; }
+  // How the writes were batched so far.
+  virtual WriteStats write_stats() const = 0;
 };
 
 }  // namespace composer::db

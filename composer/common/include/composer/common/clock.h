@@ -25,7 +25,6 @@ class ManualClock final : public Clock {
   explicit ManualClock(int64_t start_ms) : now_(start_ms) {}
   int64_t now_ms() const override { return now_.load(); }
   void advance_ms(int64_t delta) { now_ += delta; }
-  void set_ms(int64_t t) { now_ = t; }
 
  private:
   std::atomic<int64_t> now_;

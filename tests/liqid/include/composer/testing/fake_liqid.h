@@ -65,7 +65,6 @@ class FakeLiqid {
   std::string base_url() const;  // http://127.0.0.1:PORT
 
   void inject(FakeLiqidFault fault);
-  void clear_faults();
   // device_state of a device ("ACTIVE", "DEGRADED", "FAILED", ...). kNotFound if unknown.
   Status set_state(const std::string& device, const std::string& state);
   // Devices related to a machine (applied by a reprogram), sorted.
