@@ -219,14 +219,22 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-std::vector<std::string> split(std::string_view text) {
-  std::vector<std::string> out;
+// Into `out`, reusing the strings it already holds.
+void split_into(std::string_view text, std::vector<std::string>& out) {
+  size_t n = 0;
   while (!text.empty()) {
     const size_t at = text.find(kListSeparator);
-    out.emplace_back(text.substr(0, at));
+    if (n == out.size()) out.emplace_back();
+    out[n++].assign(text.substr(0, at));
     if (at == std::string_view::npos) break;
     text.remove_prefix(at + kListSeparator.size());
   }
+  out.resize(n);
+}
+
+std::vector<std::string> split(std::string_view text) {
+  std::vector<std::string> out;
+  split_into(text, out);
   return out;
 }
 
@@ -318,28 +326,8 @@ std::vector<Composition> read_compositions(Statement& s) {
   return out;
 }
 
-Event read_event(const Statement& s) {
-  Event e;
-  e.id = s.int64(0);
-  e.ts_ms = s.int64(1);
-  e.kind = s.text(2);
-  e.composition_id = s.optional_int64(3);
-  e.job_id = s.uint32(4);
-  e.node = s.text(5);
-  e.uid = s.uint32(6);
-  e.user = s.text(7);
-  e.account = s.text(8);
-  e.workload = s.text(9);
-  e.from_state = s.text(10);
-  e.to_state = s.text(11);
-  e.devices = split(s.text_view(12));
-  e.detail = s.text(13);
-  e.window = s.text(14);
-  return e;
-}
-
-// read_event into an Event that is reused row after row: its strings keep their capacity, so
-// a scan over millions of rows does not allocate for each one.
+// One event row into an Event that may be reused row after row: its strings keep their
+// capacity, so a scan over millions of rows does not allocate for each one.
 void read_event_into(const Statement& s, Event& e) {
   e.id = s.int64(0);
   e.ts_ms = s.int64(1);
@@ -353,18 +341,15 @@ void read_event_into(const Statement& s, Event& e) {
   e.workload.assign(s.text_view(9));
   e.from_state.assign(s.text_view(10));
   e.to_state.assign(s.text_view(11));
-  std::string_view list = s.text_view(12);
-  size_t n = 0;
-  while (!list.empty()) {
-    const size_t at = list.find(kListSeparator);
-    if (n == e.devices.size()) e.devices.emplace_back();
-    e.devices[n++].assign(list.substr(0, at));
-    if (at == std::string_view::npos) break;
-    list.remove_prefix(at + kListSeparator.size());
-  }
-  e.devices.resize(n);
+  split_into(s.text_view(12), e.devices);
   e.detail.assign(s.text_view(13));
   e.window.assign(s.text_view(14));
+}
+
+Event read_event(const Statement& s) {
+  Event e;
+  read_event_into(s, e);
+  return e;
 }
 
 // --- Queries shared by readers and the writer ----------------------------------------------
