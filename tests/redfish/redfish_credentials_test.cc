@@ -5,6 +5,7 @@
 #include <fstream>
 #include <string>
 
+#include "composer/drivers/credentials.h"
 #include "composer/drivers/redfish_fabric.h"
 #include "composer/test_support/temp_dir.h"
 
@@ -25,7 +26,7 @@ TEST(RedfishCredentials, ReadsUsernameAndPasswordFromAPrivateFile) {
   test_support::TempDir dir;
   const std::string path = write(dir, "# fabric\nusername=admin\npassword=p=w d\n", 0600);
   std::string user, pass;
-  ASSERT_TRUE(load_redfish_credentials(path, &user, &pass).ok());
+  ASSERT_TRUE(load_fabric_credentials(path, "redfish", &user, &pass).ok());
   EXPECT_EQ(user, "admin");
   EXPECT_EQ(pass, "p=w d");
 }
@@ -35,7 +36,7 @@ TEST(RedfishCredentials, RefusesAGroupOrWorldReadableFileWithoutQuotingIt) {
   for (mode_t mode : {0640, 0604, 0660}) {
     const std::string path = write(dir, "username=admin\npassword=s3cret\n", mode);
     std::string user, pass;
-    Status s = load_redfish_credentials(path, &user, &pass);
+    Status s = load_fabric_credentials(path, "redfish", &user, &pass);
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.error().code, ErrorCode::kPermissionDenied);
     EXPECT_THAT(s.error().message, HasSubstr("chmod 600"));
@@ -48,13 +49,13 @@ TEST(RedfishCredentials, NamesTheBadLineButNeverItsContent) {
   test_support::TempDir dir;
   const std::string path = write(dir, "username=admin\nhunter2\n", 0600);
   std::string user, pass;
-  Status s = load_redfish_credentials(path, &user, &pass);
+  Status s = load_fabric_credentials(path, "redfish", &user, &pass);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.error().message, HasSubstr("line 2"));
   EXPECT_THAT(s.error().message, Not(HasSubstr("hunter2")));
 
   const std::string other = write(dir, "user=admin\n", 0600);
-  s = load_redfish_credentials(other, &user, &pass);
+  s = load_fabric_credentials(other, "redfish", &user, &pass);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.error().message, HasSubstr("unknown key 'user'"));
 }
@@ -62,11 +63,11 @@ TEST(RedfishCredentials, NamesTheBadLineButNeverItsContent) {
 TEST(RedfishCredentials, RefusesAMissingFileAndAFileWithoutUsername) {
   test_support::TempDir dir;
   std::string user, pass;
-  Status s = load_redfish_credentials(dir.file("absent"), &user, &pass);
+  Status s = load_fabric_credentials(dir.file("absent"), "redfish", &user, &pass);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.error().message, HasSubstr("does not exist"));
   const std::string path = write(dir, "password=x\n", 0600);
-  s = load_redfish_credentials(path, &user, &pass);
+  s = load_fabric_credentials(path, "redfish", &user, &pass);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.error().message, HasSubstr("no username"));
 }

@@ -15,6 +15,7 @@
 #include "composer/client/http.h"
 #include "composer/common/log.h"
 #include "composer/common/units.h"
+#include "composer/drivers/credentials.h"
 #include "wire.h"
 
 namespace composer::drivers {
@@ -1480,7 +1481,8 @@ Expected<std::unique_ptr<RedfishFabric>> RedfishFabric::create(RedfishOptions o)
     if (!o.username.empty() || !o.password.empty()) {
       return bad_option("give the credentials either inline or in a credentials file, not both");
     }
-    if (Status s = load_redfish_credentials(o.credentials_file, &o.username, &o.password); !s) {
+    if (Status s = load_fabric_credentials(o.credentials_file, "redfish", &o.username, &o.password);
+        !s) {
       return s.error();
     }
   }

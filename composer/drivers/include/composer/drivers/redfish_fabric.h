@@ -81,12 +81,6 @@ struct RedfishOptions {
   uint32_t default_slots = 8;
 };
 
-// Reads "username=" and "password=" lines. Refuses a file readable or writable by group or
-// others, or owned by someone other than root or the current user, with a sentence naming
-// the file and the fix (chmod 600). The error never quotes the file's content.
-Status load_redfish_credentials(const std::string& path, std::string* username,
-                                std::string* password);
-
 class RedfishFabric final : public Fabric {
  public:
   // Checks the options, logs in and discovers the service (CompositionService, ResourceBlocks,

@@ -7,14 +7,8 @@
 #include <string>
 
 #include "composer/drivers/credentials.h"
-#include "composer/drivers/redfish_fabric.h"
 
 namespace composer::drivers {
-
-Status load_redfish_credentials(const std::string& path, std::string* username,
-                                std::string* password) {
-  return load_fabric_credentials(path, "redfish", username, password);
-}
 
 Status load_fabric_credentials(const std::string& path, const std::string& driver,
                                std::string* username, std::string* password) {
