@@ -1,21 +1,12 @@
 #include "composer/core/multi_fabric.h"
 
-#include <cctype>
 #include <map>
 #include <set>
 
+#include "composer/common/names.h"
+
 namespace composer {
 namespace {
-
-bool valid_name(std::string_view name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
-      return false;
-    }
-  }
-  return true;
-}
 
 Error in_member(const std::string& member, const Error& e) {
   return Error{e.code, "fabric " + member + ": " + e.message};

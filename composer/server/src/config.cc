@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "composer/common/names.h"
 #include "composer/common/units.h"
 
 namespace composer::server {
@@ -107,11 +108,9 @@ Expected<int64_t> parse_duration(const std::string& key, const std::string& valu
 
 Status check_name(const std::string& key, const std::string& value) {
   if (value.empty()) return Error{ErrorCode::kInvalidArgument, key + " needs a value"};
-  for (char c : value) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
-      return Error{ErrorCode::kInvalidArgument,
-                   key + "=" + value + ": names may hold only letters, digits, '-', '_' and '.'"};
-    }
+  if (!valid_name(value, value.size())) {
+    return Error{ErrorCode::kInvalidArgument,
+                 key + "=" + value + ": names may hold only letters, digits, '-', '_' and '.'"};
   }
   return Status::Ok();
 }

@@ -11,6 +11,7 @@
 
 #include "composer/api/codec.h"
 #include "composer/common/log.h"
+#include "composer/common/names.h"
 #include "composer/common/units.h"
 #include "metrics.h"
 #include "report_routes.h"
@@ -45,10 +46,8 @@ Expected<uint32_t> job_id_of(const std::string& text) {
 
 Status check_node(const std::string& node) {
   if (node.empty() || node.size() > 255) return bad("node name must have 1 to 255 characters");
-  for (char c : node) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
-      return bad("node name '" + node + "' holds a character other than letters, digits, -, _, .");
-    }
+  if (!valid_name(node)) {
+    return bad("node name '" + node + "' holds a character other than letters, digits, -, _, .");
   }
   return Status::Ok();
 }

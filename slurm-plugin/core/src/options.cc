@@ -1,7 +1,6 @@
 #include "composer/slurm/options.h"
 
-#include <cctype>
-
+#include "composer/common/names.h"
 #include "composer/common/units.h"
 
 namespace composer::slurm {
@@ -11,15 +10,7 @@ std::string flag(std::string_view name, std::string_view value) {
   return "--" + std::string(name) + "=" + std::string(value);
 }
 
-bool valid_name(std::string_view s) {
-  if (s.empty() || s.size() > 64) return false;
-  for (char c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-      return false;
-    }
-  }
-  return true;
-}
+constexpr size_t kMaxName = 64;  // GPU models and workload classes
 
 Status parse_gpus(std::string_view value, JobOptions* o) {
   const std::string rule = ": expected [MODEL:]N with N a whole number from 0 to " +
@@ -30,7 +21,8 @@ Status parse_gpus(std::string_view value, JobOptions* o) {
   if (const size_t colon = value.rfind(':'); colon != std::string_view::npos) {
     model = value.substr(0, colon);
     count = value.substr(colon + 1);
-    if (!valid_name(model)) return Error{ErrorCode::kInvalidArgument, flag(kOptGpus, value) + rule};
+    if (!valid_name(model, kMaxName))
+      return Error{ErrorCode::kInvalidArgument, flag(kOptGpus, value) + rule};
   }
   Expected<uint32_t> n = parse_count(count, kMaxGpusPerNode);
   if (!n) return Error{ErrorCode::kInvalidArgument, flag(kOptGpus, value) + rule};
@@ -64,7 +56,7 @@ Status parse_nvme(std::string_view value, JobOptions* o) {
 }
 
 Status parse_workload(std::string_view value, JobOptions* o) {
-  if (!valid_name(value)) {
+  if (!valid_name(value, kMaxName)) {
     return Error{ErrorCode::kInvalidArgument,
                  flag(kOptWorkload, value) +
                      ": expected a class name of 1 to 64 letters, digits, '-', '_' or '.', "
