@@ -24,7 +24,7 @@ class GroupWriterTest : public ::testing::Test {
     db->pragma("switching to WAL", "journal_mode = WAL");
     ASSERT_TRUE(exec_raw(*db, "CREATE TABLE t (v INTEGER NOT NULL UNIQUE)").ok());
   }
-  std::string path() const { return dir_.path() + "/writer.db"; }
+  std::string path() const { return dir_.file("writer.db"); }
   std::unique_ptr<GroupWriter> make_writer() {
     return std::make_unique<GroupWriter>(raw_connection(path()));
   }

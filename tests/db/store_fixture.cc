@@ -1,23 +1,8 @@
 #include "store_fixture.h"
 
-#include <stdlib.h>
-
-#include <filesystem>
 #include <stdexcept>
 
 namespace composer::db::testing {
-
-TempDir::TempDir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr ? tmp : "/tmp") + "/db_test.XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
 
 Device make_device(const std::string& id, DeviceType type, const std::string& zone) {
   Device d;

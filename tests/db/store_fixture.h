@@ -9,20 +9,11 @@
 
 #include "composer/db/sqlite.h"
 #include "composer/db/store.h"
+#include "composer/test_support/temp_dir.h"
 
 namespace composer::db::testing {
 
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 Device make_device(const std::string& id, DeviceType type = DeviceType::kGpu,
                    const std::string& zone = "z1");
@@ -47,7 +38,7 @@ class StoreTest : public ::testing::Test {
   int64_t event_count();
 
   Store& store() { return *store_; }
-  std::string db_path() const { return dir_.path() + "/composer.db"; }
+  std::string db_path() const { return dir_.file("composer.db"); }
 
   TempDir dir_;
   std::unique_ptr<Store> store_;

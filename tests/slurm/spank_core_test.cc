@@ -111,7 +111,7 @@ TEST_F(SpankCoreTest, PrologFailsWhenTheHostNeverShowsTheDevices) {
   EXPECT_EQ(s.error().code, ErrorCode::kTimeout);
   ASSERT_EQ(job.errors.size(), 1u);
   EXPECT_NE(job.errors[0].find("job 4711 on node node1"), std::string::npos);
-  EXPECT_NE(job.errors[0].find("gpu-00 (" + tmp.path() + "/sys/bus/pci/devices/0000:41:00.0)"),
+  EXPECT_NE(job.errors[0].find("gpu-00 (" + (tmp / "sys/bus/pci/devices/0000:41:00.0") + ")"),
             std::string::npos)
       << job.errors[0];
   // The epilog must still find what to release.

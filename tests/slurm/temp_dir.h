@@ -1,45 +1,34 @@
-// A temporary directory removed with everything in it at the end of the test.
+// The shared temporary directory (composer::test_support::TempDir) with the small file helpers
+// the plugin tests use to lay out fake sysfs, proc and config trees.
 #pragma once
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "composer/test_support/temp_dir.h"
+
 namespace composer::slurm::testing {
 
-class TempDir {
+class TempDir : public test_support::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "composer-slurm-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+  TempDir() : test_support::TempDir("composer-slurm") {}
 
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
+  std::string operator/(const std::string& rel) const { return file(rel); }
 
   // Writes `text` to path()/rel, creating parent folders.
   void write(const std::string& rel, const std::string& text) const {
-    const std::filesystem::path p = path_ + "/" + rel;
+    const std::filesystem::path p = file(rel);
     std::filesystem::create_directories(p.parent_path());
     std::ofstream(p) << text;
   }
   std::string read(const std::string& rel) const {
-    std::ifstream in(path_ + "/" + rel);
+    std::ifstream in(file(rel));
     std::ostringstream text;
     if (in) text << in.rdbuf();
     return text.str();
   }
-
- private:
-  std::string path_;
 };
 
 }  // namespace composer::slurm::testing
