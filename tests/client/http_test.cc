@@ -73,7 +73,7 @@ TEST(HttpClient, RetriesIdempotentMethodsOn503ThenSucceeds) {
     EXPECT_EQ(s.hits.load(), 3) << method;
     EXPECT_EQ(s.last_method, method);
     EXPECT_EQ(r->body, R"({"ok":true})");
-    EXPECT_EQ(r->content_type, "application/json");
+    EXPECT_EQ(r->header("Content-Type"), "application/json");
   }
 }
 

@@ -38,7 +38,6 @@ CURLcode global_init() {
 
 struct Received {
   std::string body;
-  std::string content_type;
   std::vector<std::pair<std::string, std::string>> headers;
   bool too_large = false;
 };
@@ -85,24 +84,6 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
   } else if (const size_t colon = line.find(':'); colon != std::string_view::npos) {
     r->headers.emplace_back(std::string(trim(line.substr(0, colon))),
                             std::string(trim(line.substr(colon + 1))));
-  }
-  constexpr std::string_view kName = "content-type:";
-  if (line.size() > kName.size()) {
-    bool match = true;
-    for (size_t i = 0; i < kName.size() && match; ++i) {
-      match = std::tolower(static_cast<unsigned char>(line[i])) == kName[i];
-    }
-    if (match) {
-      std::string_view value = line.substr(kName.size());
-      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
-        value.remove_prefix(1);
-      }
-      while (!value.empty() &&
-             (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
-        value.remove_suffix(1);
-      }
-      r->content_type = std::string(value);
-    }
   }
   return n;
 }
@@ -230,7 +211,6 @@ Attempt perform(CURL* h, const HttpOptions& o, const HttpRequest& req,
     HttpResponse r;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
     r.body = std::move(received.body);
-    r.content_type = std::move(received.content_type);
     r.headers = std::move(received.headers);
     a.response = std::move(r);
     return a;

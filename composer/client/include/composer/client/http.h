@@ -43,7 +43,6 @@ struct HttpRequest {
 struct HttpResponse {
   long status = 0;
   std::string body;
-  std::string content_type;
   int attempts = 1;  // how many requests were sent to get this answer
   // Every header line of the final answer, names as the server spelt them, values trimmed.
   std::vector<std::pair<std::string, std::string>> headers;
