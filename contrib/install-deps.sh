@@ -24,5 +24,5 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # The Debian slurm packages start nothing by themselves here (no systemd), which is what the
-# throw-away test cluster wants; make sure no packaged daemon holds the default ports.
+# throw-away test cluster wants.
 exit 0

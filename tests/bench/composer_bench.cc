@@ -16,6 +16,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -131,21 +132,22 @@ int main(int argc, char** argv) {
   int burst = 1000;
   bool durable = true;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--not-durable") durable = false;
-  }
-  for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
+    int* value = a == "--clients"   ? &clients
+                 : a == "--seconds" ? &seconds
+                 : a == "--burst"   ? &burst
+                                    : nullptr;
     if (a == "--not-durable") {
-      --i;
-      continue;
+      durable = false;
+    } else if (value != nullptr && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
+      *value = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr,
+                   "composer_bench: bad argument '%s'; usage: composer_bench [--clients N] "
+                   "[--seconds S] [--burst B] [--not-durable], N, S and B above 0\n",
+                   a.c_str());
+      return 2;
     }
-    const int v = std::stoi(argv[i + 1]);
-    if (a == "--clients")
-      clients = v;
-    else if (a == "--seconds")
-      seconds = v;
-    else if (a == "--burst")
-      burst = v;
   }
   const int nodes = std::max(clients, (burst + 7) / 8);
   const std::string pool = "NodeName=b[0001-" + std::to_string(nodes) +

@@ -67,7 +67,6 @@ echo "policy e2e: window low $(hhmm "$LOW_START")-$(hhmm "$LOW_END") UTC, now $(
 
 step() { echo "policy e2e: $*"; }
 failed=0
-check() { "$@" || failed=1; }
 
 apply_policy() {
   local out

@@ -207,18 +207,17 @@ post() {  # post PATH BODY: POST with a munge credential
     -H "Authorization: Munge $(munge -S "$MUNGE_SOCKET" -s "POST $1")" \
     --data "$2" "http://127.0.0.1:$E2E_PORT$1" >/dev/null
 }
-gpu_ids() { device_ids gpu; }
 
 scenario_refused_compose_fails_the_job_not_the_node() {
   # Every GPU drained after the snapshot: the job passes submit, composerd refuses at prolog.
   local id j
-  for id in $(gpu_ids); do post "/v1/devices/$id/drain" '{"reason":"e2e"}' || return 1; done
+  for id in $(device_ids gpu); do post "/v1/devices/$id/drain" '{"reason":"e2e"}' || return 1; done
   j=$(sbatch --parsable -o "$OUT/%j.out" --compose-gpus=1 --wrap 'echo ran') || return 1
   wait_until 60 finished "$j"
   local state node_state
   state=$(job_state "$j")
   node_state=$(sinfo -h -n "$NODE" -o %T)
-  for id in $(gpu_ids); do post "/v1/devices/$id/resume" '{}'; done
+  for id in $(device_ids gpu); do post "/v1/devices/$id/resume" '{}'; done
   [[ $state == FAILED ]] || fail "job $j ended $state, expected FAILED" || return 1
   [[ $node_state != drain* ]] || fail "node drained for a refused request" || return 1
   ! grep -q '^ran' "$OUT/$j.out" 2>/dev/null || fail "job $j ran without its devices" || return 1

@@ -23,7 +23,6 @@ class SnapshotCache {
   };
   View get();
 
-  const std::string& path() const { return path_; }
   uint64_t reads() const { return reads_; }  // how often the file was parsed
 
  private:
