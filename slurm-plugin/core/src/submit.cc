@@ -5,6 +5,7 @@
 #include "composer/common/units.h"
 #include "composer/policies/classify.h"
 #include "composer/policies/evaluate.h"
+#include "composer/policies/slurm_plan.h"
 
 namespace composer::slurm {
 namespace {
@@ -177,7 +178,8 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
 
   // Our license names may only be added by us: a hand-made one would take from the pool
   // without attaching anything, or under-count what the job attaches.
-  std::vector<std::string> ours = {kGpuLicense, kMemLicense, kNvmeLicense};
+  std::vector<std::string> ours;
+  for (DeviceType t : kAllDeviceTypes) ours.push_back(policies::pool_license_name(t));
   if (snapshot != nullptr) {
     for (const api::WorkloadClass& c : snapshot->workload_classes) {
       for (const auto& [type, name] : c.cap_licenses) ours.push_back(name);
@@ -250,7 +252,6 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
   const uint64_t gib = mem_gib(r.mem_bytes);
   const uint64_t amounts[] = {uint64_t{r.gpus} * out.nodes, gib * out.nodes,
                               uint64_t{r.nvme} * out.nodes};
-  const char* names[] = {kGpuLicense, kMemLicense, kNvmeLicense};
   const api::WorkloadClass* cls = nullptr;
   if (snapshot != nullptr && !options->workload.empty() && !snapshot->workload_classes.empty()) {
     cls = snapshot->workload_class(options->workload);
@@ -278,7 +279,8 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
   }
   for (size_t i = 0; i < 3; ++i) {
     if (amounts[i] == 0) continue;
-    out.licenses = append(out.licenses, std::string(names[i]) + ":" + std::to_string(amounts[i]));
+    out.licenses = append(out.licenses, policies::pool_license_name(kAllDeviceTypes[i]) + ":" +
+                                            std::to_string(amounts[i]));
     if (cls == nullptr) continue;
     const std::string type(to_string(kAllDeviceTypes[i]));
     if (auto max = cls->max.find(type); max != cls->max.end() && amounts[i] > max->second) {

@@ -25,9 +25,7 @@
 
 namespace composer::slurm {
 
-inline constexpr const char* kGpuLicense = "fabric_gpu";
-inline constexpr const char* kMemLicense = "fabric_mem";
-inline constexpr const char* kNvmeLicense = "fabric_nvme";
+// Pool licenses are named by policies::pool_license_name ("fabric_gpu", ...).
 inline constexpr const char* kGpuGres = "cgpu";
 inline constexpr const char* kNvmeGres = "cnvme";
 
