@@ -21,11 +21,12 @@ extern "C" {
 #include "composer/slurm/submit.h"
 #include "composer/slurm/submit_config.h"
 
-// Slurm's allocator, exported by slurmctld (libslurmfull) but not declared in public headers.
-// Every string handed to Slurm must come from it: Slurm frees it with xfree.
+// Slurm's allocator, exported by slurmctld (libslurmfull) but not declared in public headers;
+// declared here as src/common/xmalloc.h and xstring.h define them (the same from 22.05 to
+// 26.05). Every string handed to Slurm must come from it: Slurm frees it with xfree.
 extern "C" {
 char* slurm_xstrdup(const char* str);
-void slurm_xfree(void** item, const char* file, int line, const char* func);
+void slurm_xfree(void** item);
 void* slurm_xrecalloc(void** item, size_t count, size_t size, bool clear, bool try_,
                       const char* file, int line, const char* func);
 
@@ -57,8 +58,9 @@ using composer::ErrorCode;
 using composer::Expected;
 namespace cs = composer::slurm;
 
-// slurmctld calls job_submit with its job write lock held, so calls never overlap; the mutex
-// only guards against that changing.
+// Since Slurm 23.02 slurmctld may run job_submit and job_modify calls concurrently (earlier
+// releases called them under its job write lock). Everything below is read and changed only
+// with g_mutex held: the snapshot cache and the configuration it was made from.
 std::mutex g_mutex;
 std::unique_ptr<cs::SnapshotCache> g_cache;
 cs::SubmitConfig g_config;
@@ -73,7 +75,7 @@ std::string text(const char* s) { return s == nullptr ? std::string() : std::str
 
 void replace(char** field, const std::string& value) {
   if (text(*field) == value) return;
-  if (*field != nullptr) slurm_xfree(reinterpret_cast<void**>(field), __FILE__, __LINE__, __func__);
+  if (*field != nullptr) slurm_xfree(reinterpret_cast<void**>(field));
   *field = value.empty() ? nullptr : slurm_xstrdup(value.c_str());
 }
 
@@ -88,6 +90,23 @@ void append_spank_env(job_desc_msg_t* job, const std::vector<std::string>& entri
     job->spank_job_env[size + i] = slurm_xstrdup(entries[i].c_str());
   }
   job->spank_job_env_size = static_cast<uint32_t>(grown);
+}
+
+// How this Slurm spells a GRES in tres_per_* (SchedMD commit 53ec8d6697, 23.11).
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
+constexpr const char* kGresPrefix = "gres/";
+#else
+constexpr const char* kGresPrefix = "gres:";
+#endif
+
+// The job's requests that review_submission checks, as the core sees them.
+void copy_tres(const job_desc_msg_t* job, cs::SubmittedJob& in) {
+  in.licenses = text(job->licenses);
+  in.tres_per_node = text(job->tres_per_node);
+  in.tres_per_job = text(job->tres_per_job);
+  in.tres_per_socket = text(job->tres_per_socket);
+  in.tres_per_task = text(job->tres_per_task);
+  in.gres_prefix = kGresPrefix;
 }
 
 int slurm_code(ErrorCode code) {
@@ -108,8 +127,7 @@ int review(job_desc_msg_t* job, uint32_t submit_uid, char** err_msg) {
   }
   if (job->min_nodes != NO_VAL && job->min_nodes != 0) in.min_nodes = job->min_nodes;
   if (job->max_nodes != NO_VAL && job->max_nodes != 0) in.max_nodes = job->max_nodes;
-  in.licenses = text(job->licenses);
-  in.tres_per_node = text(job->tres_per_node);
+  copy_tres(job, in);
   in.admin_comment = text(job->admin_comment);
   in.reservation = text(job->reservation);
   in.partition = text(job->partition);
@@ -120,6 +138,7 @@ int review(job_desc_msg_t* job, uint32_t submit_uid, char** err_msg) {
   }
 
   std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_cache) return SLURM_SUCCESS;
   cs::SnapshotCache::View view = g_cache->get();
   Expected<cs::SubmitChanges> changes = cs::review_submission(in, view.snapshot.get(), view.problem,
                                                               g_config.refuse_without_snapshot);
@@ -177,7 +196,7 @@ extern "C" int fini(void) {
 
 extern "C" int job_submit(job_desc_msg_t* job_desc, uint32_t submit_uid, char** err_msg) {
   try {
-    if (job_desc == nullptr || !g_cache) return SLURM_SUCCESS;
+    if (job_desc == nullptr) return SLURM_SUCCESS;
     return review(job_desc, submit_uid, err_msg);
   } catch (const std::exception& e) {
     slurm_error("composer: %s: %s", __func__, e.what());
@@ -200,12 +219,15 @@ extern "C" int job_modify(job_desc_msg_t* job_desc, struct job_record* /*job_ptr
   char** err_msg = nullptr;
 #endif
   try {
-    if (job_desc == nullptr || submit_uid == 0 || !g_cache) return SLURM_SUCCESS;
-    if (job_desc->licenses == nullptr && job_desc->tres_per_node == nullptr) return SLURM_SUCCESS;
+    if (job_desc == nullptr || submit_uid == 0) return SLURM_SUCCESS;
     cs::SubmittedJob in;
-    in.licenses = text(job_desc->licenses);
-    in.tres_per_node = text(job_desc->tres_per_node);
+    copy_tres(job_desc, in);
+    if (in.licenses.empty() && in.tres_per_node.empty() && in.tres_per_job.empty() &&
+        in.tres_per_socket.empty() && in.tres_per_task.empty()) {
+      return SLURM_SUCCESS;
+    }
     std::lock_guard<std::mutex> lock(g_mutex);
+    if (!g_cache) return SLURM_SUCCESS;
     cs::SnapshotCache::View view = g_cache->get();
     Expected<cs::SubmitChanges> changes =
         cs::review_submission(in, view.snapshot.get(), view.problem, false);

@@ -7,6 +7,14 @@
 OUT=$E2E_DIR/out
 mkdir -p "$OUT"
 
+# How this Slurm writes a GRES in a job's TRES fields: gres/NAME since 23.11, gres:NAME before.
+slurm_version=$(sinfo --version | grep -oE '[0-9]+\.[0-9]+' | head -1)
+if [[ $(printf '%s\n' "$slurm_version" 23.11 | sort -V | head -1) == 23.11 ]]; then
+  GRES_PREFIX=gres/
+else
+  GRES_PREFIX=gres:
+fi
+
 fail() { echo "  FAIL: $*" >&2; return 1; }
 
 # GET on composerd's API with a munge credential for "GET <path>".
@@ -62,7 +70,7 @@ scenario_batch_job_sees_its_devices() {
   wait_until 30 state_is "$j" RUNNING || fail "job $j did not start ($(job_state "$j"))" || return 1
   [[ $(job_field "$j" Licenses) == "fabric_gpu:2,fabric_mem:64" ]] ||
     fail "licenses of job $j: $(job_field "$j" Licenses)" || return 1
-  [[ $(job_field "$j" TresPerNode) == "gres:cgpu:2" ]] ||
+  [[ $(job_field "$j" TresPerNode) == "${GRES_PREFIX}cgpu:2" ]] ||
     fail "GRES of job $j: $(job_field "$j" TresPerNode)" || return 1
   scontrol show job "$j" | grep -q "AdminComment=composer: gpus=2 mem=64G nodes=1" ||
     fail "admin comment of job $j: $(scontrol show job "$j" | grep AdminComment)" || return 1
@@ -144,6 +152,27 @@ scenario_bad_flags_refused_by_sbatch() {
       fail "sbatch accepted $flag" || return 1
     fi
     grep -q "composer: ${flag%%=*}=" <<<"$err" || fail "no sentence for $flag: $err" || return 1
+  done
+  [[ $(queued_jobs) == "$before" ]] || fail "a refused job was queued"
+}
+
+# The slot GRES are the plugin's alone: asked for by hand, in any spelling sbatch passes on,
+# they are refused with a sentence, with or without a composed request.
+scenario_hand_made_gres_refused() {
+  local before err spelling spellings=(--gres=cgpu:1 --gres=cgpu --gres=cnvme:2 --gres=gpu:0,cgpu:1)
+  # sbatch has --tres-per-task since 23.02.
+  if sbatch --help 2>&1 | grep -q -- --tres-per-task; then
+    spellings+=("--tres-per-task=${GRES_PREFIX}cgpu:1")
+  fi
+  before=$(queued_jobs)
+  for spelling in "${spellings[@]}"; do
+    for compose in "" --compose-gpus=1; do
+      if err=$(sbatch --hold --wrap true $compose "$spelling" 2>&1); then
+        fail "sbatch accepted $spelling $compose" || return 1
+      fi
+      grep -q "composer: GRES 'c\(gpu\|nvme\)' is managed by the composer plugin" <<<"$err" ||
+        fail "no sentence for $spelling $compose: $err" || return 1
+    done
   done
   [[ $(queued_jobs) == "$before" ]] || fail "a refused job was queued"
 }
@@ -263,6 +292,7 @@ ALL_SCENARIOS=(
   scenario_cancel_running_job_releases
   scenario_cancel_pending_job_composes_nothing
   scenario_bad_flags_refused_by_sbatch
+  scenario_hand_made_gres_refused
   scenario_impossible_request_refused_at_submit
   scenario_exhausted_pool_queues_on_licenses
   scenario_array_of_50_leaks_nothing

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "composer/common/units.h"
 
@@ -47,7 +49,7 @@ TEST(Submit, TranslatesIntoLicensesGresAndComment) {
   EXPECT_TRUE(c->composes);
   EXPECT_EQ(c->nodes, 1u);
   EXPECT_EQ(c->licenses, "fabric_gpu:2,fabric_mem:64,fabric_nvme:1");
-  EXPECT_EQ(c->tres_per_node, "gres:cgpu:2,gres:cnvme:1");
+  EXPECT_EQ(c->tres_per_node, "gres/cgpu:2,gres/cnvme:1");
   EXPECT_EQ(c->admin_comment, "composer: gpus=2 mem=64G nvme=1 nodes=1");
 }
 
@@ -58,20 +60,20 @@ TEST(Submit, MultipliesLicensesByNodesAndRoundsMemoryUp) {
   Expected<SubmitChanges> c = review_submission(j, &s, "", false);
   ASSERT_TRUE(c) << c.error();
   EXPECT_EQ(c->licenses, "fabric_gpu:6,fabric_mem:6");
-  EXPECT_EQ(c->tres_per_node, "gres:cgpu:2");
+  EXPECT_EQ(c->tres_per_node, "gres/cgpu:2");
   EXPECT_EQ(c->admin_comment, "composer: gpus=A100-80G:2 mem=1536M nodes=3");
 }
 
 TEST(Submit, KeepsWhatTheUserAskedForAndAddsClassCaps) {
   SubmittedJob j = job({"compose_gpus=1", "workload=training"});
   j.licenses = "matlab:1";
-  j.tres_per_node = "gres:gpu:1";
+  j.tres_per_node = "gres/gpu:1";
   j.admin_comment = "vip";
   api::PoolSnapshot s = pool();
   Expected<SubmitChanges> c = review_submission(j, &s, "", false);
   ASSERT_TRUE(c) << c.error();
   EXPECT_EQ(c->licenses, "matlab:1,fabric_gpu:1,training_gpu_cap:1");
-  EXPECT_EQ(c->tres_per_node, "gres:gpu:1,gres:cgpu:1");
+  EXPECT_EQ(c->tres_per_node, "gres/gpu:1,gres/cgpu:1");
   EXPECT_EQ(c->admin_comment, "vip; composer: gpus=1 workload=training nodes=1");
 }
 
@@ -146,6 +148,65 @@ TEST(Submit, RefusesHandMadePoolLicensesAndGres) {
   j = SubmittedJob{};
   j.tres_per_node = "gres:cgpu:2";
   EXPECT_NE(refused(j).message.find("GRES 'cgpu' is managed"), std::string::npos);
+}
+
+// Slurm before 23.11 writes GRES as gres:NAME, later releases as gres/NAME; the glue says
+// which, and what the plugin adds uses the running release's spelling.
+TEST(Submit, WritesGresInTheRunningSlurmsSpelling) {
+  SubmittedJob j = job({"compose_gpus=2", "compose_nvme=1"});
+  j.gres_prefix = "gres:";
+  j.tres_per_node = "gres:gpu:1";
+  api::PoolSnapshot s = pool();
+  Expected<SubmitChanges> c = review_submission(j, &s, "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->tres_per_node, "gres:gpu:1,gres:cgpu:2,gres:cnvme:1");
+}
+
+// A slot GRES given by hand would let a job take attach slots without a composition (or hide
+// one from the pool licenses): refused in every spelling and every tres_per_* field Slurm may
+// hand over, whether or not the job also composes.
+TEST(Submit, RefusesHandMadeSlotGresInEverySpelling) {
+  api::PoolSnapshot s = pool();
+  const std::vector<std::string> spellings = {"gres:cgpu:1",
+                                              "gres/cgpu:1",
+                                              "cgpu:1",
+                                              "cgpu",
+                                              "gres/cgpu",
+                                              "gres:cgpu",
+                                              "gres/cgpu:A100:1",
+                                              "gres/cgpu=1",
+                                              "gres/cnvme:2",
+                                              "gres:cnvme:1",
+                                              "cnvme",
+                                              "gres/gpu:1,gres/cgpu:1",
+                                              "cpu:2;gres/cnvme:1"};
+  for (const std::string& spelling : spellings) {
+    for (int field = 0; field < 4; ++field) {
+      for (bool composes : {false, true}) {
+        SubmittedJob j = composes ? job({"compose_gpus=1"}) : SubmittedJob{};
+        std::string* target[] = {&j.tres_per_node, &j.tres_per_job, &j.tres_per_socket,
+                                 &j.tres_per_task};
+        *target[field] = spelling;
+        Expected<SubmitChanges> c = review_submission(j, &s, "", false);
+        ASSERT_FALSE(c) << spelling << " in field " << field << " was accepted";
+        EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
+        const std::string name = spelling.find("cnvme") != std::string::npos ? "cnvme" : "cgpu";
+        EXPECT_EQ(c.error().message, "composer: GRES '" + name +
+                                         "' is managed by the composer plugin: ask with "
+                                         "--compose-gpus or --compose-nvme instead of --gres or "
+                                         "--tres-per-*")
+            << spelling;
+      }
+    }
+  }
+  // Other GRES and TRES whose names merely start like ours pass.
+  for (const char* other :
+       {"gres/cgpux:1", "gres:cgpu2:1", "cpu:4", "license/cgpu:1", "gres/gpu:cgpu:1"}) {
+    SubmittedJob j = job({"compose_gpus=1"});
+    j.tres_per_task = other;
+    Expected<SubmitChanges> c = review_submission(j, &s, "", false);
+    EXPECT_TRUE(c) << other << ": " << c.error();
+  }
 }
 
 TEST(Submit, RefusesBlockerReservationsRangesAndAlternatives) {

@@ -1,6 +1,7 @@
 #include "composer/slurm/submit.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "composer/common/units.h"
 #include "composer/policies/classify.h"
@@ -51,6 +52,29 @@ std::vector<std::string> license_names(const std::string& licenses) {
     for (const std::string& alt : split(part, '|')) names.push_back(alt.substr(0, alt.find(':')));
   }
   return names;
+}
+
+// The entries of a tres_per_* field: comma-separated (Slurm's header says semicolons; accept
+// both).
+std::vector<std::string> split_tres(const std::string& tres) {
+  std::vector<std::string> out;
+  for (const std::string& part : split(tres, ',')) {
+    for (std::string& entry : split(part, ';')) out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+// The GRES name of one TRES entry in any spelling Slurm hands over: "gres/NAME[:TYPE][:N]"
+// (23.11 and later), "gres:NAME[:TYPE][:N]" (before), "gres/NAME=N", or a bare "NAME[:N]".
+// Empty for a TRES of another kind ("cpu:4", "license/x:1").
+std::string gres_name(const std::string& entry) {
+  std::string rest = entry;
+  if (rest.rfind("gres/", 0) == 0 || rest.rfind("gres:", 0) == 0) {
+    rest = rest.substr(5);
+  } else if (rest.find('/') != std::string::npos) {
+    return "";
+  }
+  return rest.substr(0, rest.find_first_of(":="));
 }
 
 Status check_pool(const JobOptions& o, uint32_t nodes, const api::PoolSnapshot& s) {
@@ -193,13 +217,15 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
                         "--compose-mem or --compose-nvme instead of -L");
     }
   }
-  for (const std::string& part : split(job.tres_per_node, ',')) {
-    for (const char* gres : {kGpuGres, kNvmeGres}) {
-      if (part.rfind("gres:" + std::string(gres), 0) == 0 || part.rfind(gres, 0) == 0) {
+  for (const std::string* tres :
+       {&job.tres_per_node, &job.tres_per_job, &job.tres_per_socket, &job.tres_per_task}) {
+    for (const std::string& entry : split_tres(*tres)) {
+      const std::string name = gres_name(entry);
+      if (name == kGpuGres || name == kNvmeGres) {
         return refuse(ErrorCode::kInvalidArgument,
-                      "GRES '" + std::string(gres) +
+                      "GRES '" + name +
                           "' is managed by the composer plugin: ask with --compose-gpus or "
-                          "--compose-nvme instead of --gres");
+                          "--compose-nvme instead of --gres or --tres-per-*");
       }
     }
   }
@@ -300,11 +326,11 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
   }
   if (r.gpus > 0) {
     out.tres_per_node =
-        append(out.tres_per_node, "gres:" + std::string(kGpuGres) + ":" + std::to_string(r.gpus));
+        append(out.tres_per_node, job.gres_prefix + kGpuGres + ":" + std::to_string(r.gpus));
   }
   if (r.nvme > 0) {
     out.tres_per_node =
-        append(out.tres_per_node, "gres:" + std::string(kNvmeGres) + ":" + std::to_string(r.nvme));
+        append(out.tres_per_node, job.gres_prefix + kNvmeGres + ":" + std::to_string(r.nvme));
   }
   std::string comment = "composer: " + r.to_string();
   if (!out.workload.empty()) comment += " workload=" + out.workload;

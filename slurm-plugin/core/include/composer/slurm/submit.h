@@ -4,7 +4,8 @@
 //   licenses (cluster-wide, count = per-node amount x nodes)
 //     fabric_gpu:<gpus x nodes>, fabric_mem:<GiB rounded up x nodes>, fabric_nvme:<n x nodes>,
 //     plus the cap licenses of the job's workload class from the snapshot;
-//   GRES per node (attach slots): gres:cgpu:<gpus>, gres:cnvme:<n>. Memory has no GRES: how
+//   GRES per node (attach slots): gres/cgpu:<gpus>, gres/cnvme:<n> (gres:cgpu:<gpus> before
+//     Slurm 23.11: SubmittedJob::gres_prefix, which the glue sets). Memory has no GRES: how
 //     many blocks (slots) a size takes depends on the blocks the allocator picks; the submit
 //     check uses the largest block as a lower bound and composerd checks exactly;
 //   admin comment: "composer: gpus=A100:2 mem=64G nvme=1 workload=training nodes=2".
@@ -36,12 +37,20 @@ struct SubmittedJob {
   std::optional<uint32_t> max_nodes;
   std::string licenses;
   std::string tres_per_node;
+  // The other TRES requests, only checked: a GRES of ours may not hide in them either.
+  std::string tres_per_job;
+  std::string tres_per_socket;
+  std::string tres_per_task;
   std::string admin_comment;
   std::string reservation;
   std::string partition;  // as submitted: may be a comma-separated list; empty: not given
   std::string qos;
   std::string account;
   std::optional<int64_t> time_limit_s;  // nullopt: not given (NO_VAL) or unlimited (INFINITE)
+  // How the running Slurm writes a GRES in tres_per_*: "gres/" since 23.11 (slurmctld converts
+  // older clients' "gres:" while unpacking, before job_submit, and refuses "gres:" written by a
+  // plugin), "gres:" before. Only what the plugin writes uses it; every spelling is recognised.
+  std::string gres_prefix = "gres/";
 };
 
 // New values for the job's fields; `composes` false means leave the job alone.
