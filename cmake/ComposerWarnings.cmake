@@ -7,7 +7,11 @@ target_compile_options(composer_warnings INTERFACE
   # C++20 designated initializers leave the other members at their defaults on purpose.
   -Wno-missing-field-initializers -Wnull-dereference -Wformat=2 -Wimplicit-fallthrough
   $<$<BOOL:${COMPOSER_WERROR}>:-Werror>)
-# Hardened build, as for any daemon or plugin that runs as root.
-target_compile_options(composer_warnings INTERFACE -fstack-protector-strong -D_FORTIFY_SOURCE=2
-  -D_GLIBCXX_ASSERTIONS)
+# Hardened build, as for any daemon or plugin that runs as root. A packager's own fortify level
+# (dpkg-buildflags) is kept: defining it twice with another value is a warning.
+target_compile_options(composer_warnings INTERFACE -fstack-protector-strong -D_GLIBCXX_ASSERTIONS)
+string(TOUPPER "${CMAKE_BUILD_TYPE}" _composer_build_type)
+if(NOT "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_composer_build_type}}" MATCHES "_FORTIFY_SOURCE")
+  target_compile_options(composer_warnings INTERFACE -D_FORTIFY_SOURCE=2)
+endif()
 target_link_options(composer_warnings INTERFACE -Wl,-z,relro,-z,now)

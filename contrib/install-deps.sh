@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Installs the Debian packages slurm-composer builds, tests and demos with. Idempotent: when
 # everything is present it changes nothing and needs no network.
+# Usage: contrib/install-deps.sh [--list]   (--list prints the packages and installs nothing)
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   clang-format clang-tidy
-  libsqlite3-dev sqlite3 libjsoncpp-dev libcurl4-openssl-dev libcpp-httplib-dev libcli11-dev
+  libsqlite3-dev sqlite3 libjsoncpp-dev libcurl4-openssl-dev libssl-dev libcpp-httplib-dev libcli11-dev
   libgtest-dev libgmock-dev
   munge libmunge-dev
   slurmctld slurmd slurm-client libslurm-dev
   curl procps iproute2 tzdata bc jq openssl hostname libxml2-dev
 )
+
+if [[ ${1:-} == --list ]]; then
+  echo "${packages[*]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -10,6 +10,9 @@
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "composer/test_support/ports.h"
 #include "test_server.h"
@@ -235,7 +238,55 @@ TEST(HttpClient, ConnectTimeoutIsUnavailable) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kUnavailable) << r.error();
   EXPECT_NE(r.error().message.find(url), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("cannot connect to " + url + ": no connection within 200 ms"),
+            std::string::npos)
+      << r.error().message;
   EXPECT_LT(took, 1500);
+}
+
+// On a connection kept from an earlier request a silent server is still a timeout, not a
+// connection that could not be made: the request went out.
+TEST(HttpClient, SilenceOnAReusedConnectionIsATimeout) {
+  TestServer t;
+  std::atomic<bool> slow{false};
+  std::atomic<int> hits{0};
+  t.server.Get("/r", [&](const httplib::Request&, httplib::Response& res) {
+    ++hits;
+    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    res.set_content("{}", "application/json");
+  });
+  HttpOptions o = fast(0);
+  o.timeout_ms = 300;
+  HttpClient http(o);
+  ASSERT_TRUE(http.send({"GET", t.url() + "/r", "", nullptr}).ok());
+  slow = true;
+  auto r = http.send({"GET", t.url() + "/r", "", nullptr});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kTimeout) << r.error();
+  EXPECT_EQ(r.error().message, "no answer to GET " + t.url() + "/r within 300 ms");
+  EXPECT_EQ(hits.load(), 2);
+}
+
+// A request without a body says so (Content-Length: 0): some servers otherwise read the next
+// request on the connection as its body. The next request on the kept connection is answered.
+TEST(HttpClient, BodylessRequestsSayContentLengthZero) {
+  TestServer t;
+  std::vector<std::string> lengths;
+  t.server.Delete("/d", [&](const httplib::Request& req, httplib::Response& res) {
+    lengths.push_back(req.has_header("Content-Length") ? req.get_header_value("Content-Length")
+                                                       : "none");
+    res.set_content("{}", "application/json");
+  });
+  t.server.Get("/g", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"after":true})", "application/json");
+  });
+  HttpClient http(fast(0));
+  auto d = http.send({"DELETE", t.url() + "/d", "", nullptr});
+  ASSERT_TRUE(d.ok()) << d.error();
+  auto g = http.send({"GET", t.url() + "/g", "", nullptr});
+  ASSERT_TRUE(g.ok()) << g.error();
+  EXPECT_EQ(g->body, R"({"after":true})");
+  EXPECT_EQ(lengths, (std::vector<std::string>{"0"}));
 }
 
 TEST(HttpClient, HeadersAreAskedForAgainBeforeEveryAttempt) {

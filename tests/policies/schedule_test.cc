@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "policy_fixture.h"
 
 namespace composer::policies {

@@ -88,6 +88,12 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
+int on_prereq(void* user, char* /*remote_ip*/, char* /*local_ip*/, int /*remote_port*/,
+              int /*local_port*/) {
+  *static_cast<bool*>(user) = true;
+  return CURL_PREREQFUNC_OK;
+}
+
 // One attempt's outcome: an answer, or an error and whether another attempt may help.
 struct Attempt {
   std::optional<HttpResponse> response;
@@ -176,7 +182,18 @@ Attempt perform(CURL* h, const HttpOptions& o, const HttpRequest& req,
   if (with_body) {
     add_header("Content-Type: application/json");
     add_header("Expect:");  // no 100-continue round trip for large bodies
+  } else if (req.method != "GET") {
+    // Said outright: some servers (cpp-httplib 0.41) otherwise take the next request on the
+    // connection for this one's body.
+    add_header("Content-Length: 0");
   }
+  // Whether the request went out: curl calls this once connected (or on a reused connection),
+  // just before sending. It tells a server that never answered from one never reached, which
+  // the transfer times cannot on every libcurl (8.23 reports a PRETRANSFER time after a
+  // connect timeout).
+  bool sent = false;
+  curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq);
+  curl_easy_setopt(h, CURLOPT_PREREQDATA, &sent);
 
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -234,11 +251,7 @@ Attempt perform(CURL* h, const HttpOptions& o, const HttpRequest& req,
       a.connection_failed = true;
       break;
     case CURLE_OPERATION_TIMEDOUT: {
-      // Connected once the request was about to be sent (also true on a reused connection).
-      curl_off_t connect_us = 0, pretransfer_us = 0;
-      curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connect_us);
-      curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME_T, &pretransfer_us);
-      if (connect_us == 0 && pretransfer_us == 0) {
+      if (!sent) {
         a.error = Error{ErrorCode::kUnavailable,
                         "cannot connect to " + url + ": no connection within " +
                             std::to_string(std::min(o.connect_timeout_ms, o.timeout_ms)) + " ms"};
