@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git ccache
+  build-essential cmake ninja-build pkg-config git ccache debhelper systemd
   clang-format clang-tidy
   libsqlite3-dev sqlite3 libjsoncpp-dev libcurl4-openssl-dev libssl-dev libcpp-httplib-dev libcli11-dev
   libgtest-dev libgmock-dev
