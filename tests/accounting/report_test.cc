@@ -20,26 +20,33 @@ using testing::kH;
 using testing::kT0;
 using testing::Ledger;
 
-const GroupUsage* group(const std::vector<GroupUsage>& rows, const std::string& name) {
-  for (const auto& g : rows) {
-    if (g.name == name) return &g;
+// The row that matches; a missing one fails the test and reads as an empty row.
+template <typename Row, typename Match>
+const Row& find_row(const std::vector<Row>& rows, Match match, const std::string& what) {
+  for (const Row& row : rows) {
+    if (match(row)) return row;
   }
-  return nullptr;
+  ADD_FAILURE() << "no row for " << what;
+  static const Row empty{};
+  return empty;
 }
 
-const PoolUsage* pool(const Report& r, const std::string& type, const std::string& model) {
-  for (const auto& p : r.pools) {
-    if (p.type == type && p.model == model) return &p;
-  }
-  return nullptr;
+const GroupUsage& group(const std::vector<GroupUsage>& rows, const std::string& name) {
+  return find_row(
+      rows, [&](const GroupUsage& g) { return g.name == name; }, name);
 }
 
-const SlotUsage* slot(const std::vector<SlotUsage>& rows, const std::string& type,
+const PoolUsage& pool(const Report& r, const std::string& type, const std::string& model) {
+  return find_row(
+      r.pools, [&](const PoolUsage& p) { return p.type == type && p.model == model; },
+      type + " " + model);
+}
+
+const SlotUsage& slot(const std::vector<SlotUsage>& rows, const std::string& type,
                       const std::string& name) {
-  for (const auto& s : rows) {
-    if (s.type == type && s.slot == name) return &s;
-  }
-  return nullptr;
+  return find_row(
+      rows, [&](const SlotUsage& u) { return u.type == type && u.slot == name; },
+      type + " " + name);
 }
 
 class ReportTest : public ::testing::Test {
@@ -72,48 +79,45 @@ TEST_F(ReportTest, PoolUtilisationMatchesTheHandComputedLedger) {
   EXPECT_EQ(r.pools[2].type, "mem");
   EXPECT_EQ(r.pools[3].type, "nvme");
 
-  const PoolUsage* a100 = pool(r, "gpu", "A100");
-  ASSERT_NE(a100, nullptr);
-  EXPECT_EQ(a100->devices, 2u);
+  const PoolUsage& a100 = pool(r, "gpu", "A100");
+  EXPECT_EQ(a100.devices, 2u);
   // g1: job 10 on n1 [2h, 4h+1s) + job 13's failed try 3 s; g2: job 10 on n2 [2h, 2.5h+2s)
   // and job 11 [3h, 10h); g2 was drained while attached, which stays attached.
-  EXPECT_EQ(a100->usage,
+  EXPECT_EQ(a100.usage,
             (Usage{.attached_ms = 9 * kH + kH / 2 + 6000, .idle_ms = 6 * kH + kH / 2 - 6000}));
-  const PoolUsage* h100 = pool(r, "gpu", "H100");
-  EXPECT_EQ(h100->usage, (Usage{.attached_ms = 7 * kH, .idle_ms = kH}));
-  const PoolUsage* mem = pool(r, "mem", "CXL");
-  EXPECT_EQ(mem->usage,
+  const PoolUsage& h100 = pool(r, "gpu", "H100");
+  EXPECT_EQ(h100.usage, (Usage{.attached_ms = 7 * kH, .idle_ms = kH}));
+  const PoolUsage& mem = pool(r, "mem", "CXL");
+  EXPECT_EQ(mem.usage,
             (Usage{.attached_ms = 2 * kH + 1000, .idle_ms = 4 * kH - 1000, .drained_ms = 2 * kH}));
-  EXPECT_EQ(mem->capacity_bytes, 64 * kGiB);
-  const PoolUsage* nvme = pool(r, "nvme", "P5620");
+  EXPECT_EQ(mem.capacity_bytes, 64 * kGiB);
+  const PoolUsage& nvme = pool(r, "nvme", "P5620");
   // Failed from before the range until 3h: only [2h, 3h) counts.
-  EXPECT_EQ(nvme->usage, (Usage{.attached_ms = kH, .idle_ms = 6 * kH, .failed_ms = kH}));
+  EXPECT_EQ(nvme.usage, (Usage{.attached_ms = kH, .idle_ms = 6 * kH, .failed_ms = kH}));
   for (const auto& p : r.pools) EXPECT_EQ(p.usage.total_ms(), p.devices * 8 * kH) << p.model;
-  EXPECT_DOUBLE_EQ(h100->usage.share_attached(), 7.0 / 8.0);
-  EXPECT_DOUBLE_EQ(mem->usage.share_attached(), (2.0 * kH + 1000) / (6.0 * kH));
+  EXPECT_DOUBLE_EQ(h100.usage.share_attached(), 7.0 / 8.0);
+  EXPECT_DOUBLE_EQ(mem.usage.share_attached(), (2.0 * kH + 1000) / (6.0 * kH));
 }
 
 TEST_F(ReportTest, GroupingsMatchTheLedgerAndAddUp) {
   const Report r = example();
-  const GroupUsage* training = group(r.by_workload, "training");
-  const GroupUsage* inference = group(r.by_workload, "inference");
-  ASSERT_NE(training, nullptr);
-  ASSERT_NE(inference, nullptr);
-  EXPECT_EQ(training->device_ms, (TypeMs{2 * kH + kH / 2 + 6000, 2 * kH + 1000, 0}));
-  EXPECT_EQ(training->jobs, 2u);  // 10 (two nodes) and 13
-  EXPECT_EQ(training->compositions, 3u);
-  EXPECT_NEAR(training->mem_gib_hours, 64.0 * (2.0 + 1.0 / 3600.0), 1e-9);
-  EXPECT_EQ(inference->device_ms, (TypeMs{14 * kH, 0, kH}));
-  EXPECT_EQ(inference->jobs, 2u);
-  EXPECT_EQ(inference->compositions, 2u);
+  const GroupUsage& training = group(r.by_workload, "training");
+  const GroupUsage& inference = group(r.by_workload, "inference");
+  EXPECT_EQ(training.device_ms, (TypeMs{2 * kH + kH / 2 + 6000, 2 * kH + 1000, 0}));
+  EXPECT_EQ(training.jobs, 2u);  // 10 (two nodes) and 13
+  EXPECT_EQ(training.compositions, 3u);
+  EXPECT_NEAR(training.mem_gib_hours, 64.0 * (2.0 + 1.0 / 3600.0), 1e-9);
+  EXPECT_EQ(inference.device_ms, (TypeMs{14 * kH, 0, kH}));
+  EXPECT_EQ(inference.jobs, 2u);
+  EXPECT_EQ(inference.compositions, 2u);
   // Most device time first.
   EXPECT_EQ(r.by_workload.front().name, "inference");
   EXPECT_EQ(r.jobs, 4u);
   EXPECT_EQ(r.compositions, 5u);
 
   // Accounts and users name the same jobs here, so they match the classes exactly.
-  EXPECT_EQ(group(r.by_account, "physics")->device_ms, training->device_ms);
-  EXPECT_EQ(group(r.by_user, "bob")->device_ms, inference->device_ms);
+  EXPECT_EQ(group(r.by_account, "physics").device_ms, training.device_ms);
+  EXPECT_EQ(group(r.by_user, "bob").device_ms, inference.device_ms);
 
   // Every grouping adds up to the pool's attached time, per type.
   TypeMs pool_ms{};
@@ -176,17 +180,16 @@ TEST_F(ReportTest, LatencyAndFailuresCountOnlyWhatEndedInsideTheRange) {
 TEST_F(ReportTest, HoursDaysAndHeatMapSplitThePoolExactly) {
   const Report r = example();
   // 02:00-03:00 on the GPUs: g1 all hour, g2 half an hour and 2 s, g3 idle.
-  const SlotUsage* two = slot(r.by_hour, "gpu", "02");
-  ASSERT_NE(two, nullptr);
-  EXPECT_EQ(two->usage, (Usage{.attached_ms = kH + kH / 2 + 2000, .idle_ms = kH + kH / 2 - 2000}));
-  const SlotUsage* five = slot(r.by_hour, "gpu", "05");
-  EXPECT_EQ(five->usage, (Usage{.attached_ms = 2 * kH + 3000, .idle_ms = kH - 3000}));
-  EXPECT_EQ(slot(r.by_hour, "nvme", "02")->usage, (Usage{.failed_ms = kH}));
-  EXPECT_EQ(slot(r.by_hour, "gpu", "12")->usage, Usage{});
+  const SlotUsage& two = slot(r.by_hour, "gpu", "02");
+  EXPECT_EQ(two.usage, (Usage{.attached_ms = kH + kH / 2 + 2000, .idle_ms = kH + kH / 2 - 2000}));
+  const SlotUsage& five = slot(r.by_hour, "gpu", "05");
+  EXPECT_EQ(five.usage, (Usage{.attached_ms = 2 * kH + 3000, .idle_ms = kH - 3000}));
+  EXPECT_EQ(slot(r.by_hour, "nvme", "02").usage, (Usage{.failed_ms = kH}));
+  EXPECT_EQ(slot(r.by_hour, "gpu", "12").usage, Usage{});
 
   // One day (2024-01-01, a Monday): per type it equals the pools of that type.
   for (const char* type : {"gpu", "mem", "nvme"}) {
-    Usage day = slot(r.by_day, type, "2024-01-01")->usage;
+    Usage day = slot(r.by_day, type, "2024-01-01").usage;
     Usage pools;
     Usage hours;
     for (const auto& p : r.pools) {
@@ -222,7 +225,7 @@ TEST_F(ReportTest, SeriesStacksClassesAndAddsUpToThePool) {
     for (const auto& [cls, ms] : p.attached_ms_by_class) sum += ms;
   }
   EXPECT_EQ(sum,
-            pool(r, "gpu", "A100")->usage.attached_ms + pool(r, "gpu", "H100")->usage.attached_ms);
+            pool(r, "gpu", "A100").usage.attached_ms + pool(r, "gpu", "H100").usage.attached_ms);
 }
 
 TEST_F(ReportTest, WindowsComeFromTheLedgerWithPeaks) {
@@ -262,11 +265,11 @@ TEST_F(ReportTest, RangeInsideOneCompositionCountsOnlyThatSlice) {
       build_report(l.inventory, l.events,
                    {.start_ms = kT0 + 4 * kH, .end_ms = kT0 + 5 * kH, .now_ms = kT0 + 24 * kH});
   ASSERT_TRUE(r.ok()) << r.error();
-  EXPECT_EQ(group(r->by_workload, "training")->device_ms, (TypeMs{1000, 1000, 0}));
-  EXPECT_EQ(group(r->by_workload, "inference")->device_ms, (TypeMs{2 * kH, 0, 0}));
+  EXPECT_EQ(group(r->by_workload, "training").device_ms, (TypeMs{1000, 1000, 0}));
+  EXPECT_EQ(group(r->by_workload, "inference").device_ms, (TypeMs{2 * kH, 0, 0}));
   EXPECT_EQ(r->latency[0].count, 0u);
   EXPECT_EQ(r->latency[1].count, 1u);
-  EXPECT_EQ(pool(*r, "gpu", "H100")->usage, (Usage{.attached_ms = kH}));
+  EXPECT_EQ(pool(*r, "gpu", "H100").usage, (Usage{.attached_ms = kH}));
 }
 
 TEST_F(ReportTest, LiveCompositionsCountUpToNowNotTheEnd) {
@@ -276,7 +279,7 @@ TEST_F(ReportTest, LiveCompositionsCountUpToNowNotTheEnd) {
                    {.start_ms = kT0 + 2 * kH, .end_ms = kT0 + 100 * kH, .now_ms = kT0 + 6 * kH});
   ASSERT_TRUE(r.ok()) << r.error();
   EXPECT_EQ(r->end_ms, kT0 + 6 * kH);
-  EXPECT_EQ(pool(*r, "gpu", "H100")->usage, (Usage{.attached_ms = 3 * kH, .idle_ms = kH}));
+  EXPECT_EQ(pool(*r, "gpu", "H100").usage, (Usage{.attached_ms = 3 * kH, .idle_ms = kH}));
 }
 
 TEST_F(ReportTest, EventsWithoutAKnownStartAreCountedAsIgnored) {
