@@ -5,15 +5,7 @@
 
 namespace composer {
 namespace {
-// Built by appending: GCC 12 at -O3 warns (-Wrestrict, a false positive) on "'" + s + "'".
-std::string quoted(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out.push_back('\'');
-  out.append(s);
-  out.push_back('\'');
-  return out;
-}
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 }  // namespace
 
 Expected<uint64_t> parse_size(std::string_view text) {

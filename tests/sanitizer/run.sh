@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The unit level built with AddressSanitizer and UndefinedBehaviorSanitizer: a second build
+# tree beside this one (-DCOMPOSER_SANITIZE=address,undefined), holding only what the unit
+# tests run, and every unit test run in it. Any finding stops the test that provoked it.
+# Usage: tests/sanitizer/run.sh HOST_BUILD_DIR [SANITIZER_BUILD_DIR]
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+host=$(cd "${1:?usage: run.sh HOST_BUILD_DIR [SANITIZER_BUILD_DIR]}" && pwd)
+tree=$(realpath -m "${2:-$host/sanitize}")
+
+# What the unit tests run, by target name: the programs and plugins they start, as this
+# build's own test list names them.
+mapfile -t targets < <(
+  ctest --test-dir "$host" -L unit --show-only=json-v1 |
+    jq -r --arg b "$host/" '.tests[].command[] | select(startswith($b))' |
+    while read -r f; do [[ -x $f && ! -d $f ]] && basename "$f" .so; done | sort -u)
+((${#targets[@]})) || { echo "sanitizer: no unit test programs found in $host" >&2; exit 1; }
+
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S "$SRC" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+  -DCOMPOSER_SANITIZE=address,undefined -DCOMPOSER_WERROR=ON -DCOMPOSER_BUILD_TESTS=ON \
+  "${launcher[@]}" >/dev/null
+echo "sanitizer: building ${#targets[@]} targets: ${targets[*]}"
+cmake --build "$tree" --target "${targets[@]}"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir "$tree" -L unit --output-on-failure --timeout 600 -j "$(nproc)"
