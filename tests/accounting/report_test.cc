@@ -20,30 +20,29 @@ using testing::kH;
 using testing::kT0;
 using testing::Ledger;
 
-// The row that matches; a missing one fails the test and reads as an empty row.
+// A copy of the row that matches; a missing one fails the test and reads as an empty row.
 template <typename Row, typename Match>
-const Row& find_row(const std::vector<Row>& rows, Match match, const std::string& what) {
+Row find_row(const std::vector<Row>& rows, Match match, const std::string& what) {
   for (const Row& row : rows) {
     if (match(row)) return row;
   }
   ADD_FAILURE() << "no row for " << what;
-  static const Row empty{};
-  return empty;
+  return Row{};
 }
 
-const GroupUsage& group(const std::vector<GroupUsage>& rows, const std::string& name) {
+GroupUsage group(const std::vector<GroupUsage>& rows, const std::string& name) {
   return find_row(
       rows, [&](const GroupUsage& g) { return g.name == name; }, name);
 }
 
-const PoolUsage& pool(const Report& r, const std::string& type, const std::string& model) {
+PoolUsage pool(const Report& r, const std::string& type, const std::string& model) {
   return find_row(
       r.pools, [&](const PoolUsage& p) { return p.type == type && p.model == model; },
       type + " " + model);
 }
 
-const SlotUsage& slot(const std::vector<SlotUsage>& rows, const std::string& type,
-                      const std::string& name) {
+SlotUsage slot(const std::vector<SlotUsage>& rows, const std::string& type,
+               const std::string& name) {
   return find_row(
       rows, [&](const SlotUsage& u) { return u.type == type && u.slot == name; },
       type + " " + name);
@@ -79,19 +78,19 @@ TEST_F(ReportTest, PoolUtilisationMatchesTheHandComputedLedger) {
   EXPECT_EQ(r.pools[2].type, "mem");
   EXPECT_EQ(r.pools[3].type, "nvme");
 
-  const PoolUsage& a100 = pool(r, "gpu", "A100");
+  const PoolUsage a100 = pool(r, "gpu", "A100");
   EXPECT_EQ(a100.devices, 2u);
   // g1: job 10 on n1 [2h, 4h+1s) + job 13's failed try 3 s; g2: job 10 on n2 [2h, 2.5h+2s)
   // and job 11 [3h, 10h); g2 was drained while attached, which stays attached.
   EXPECT_EQ(a100.usage,
             (Usage{.attached_ms = 9 * kH + kH / 2 + 6000, .idle_ms = 6 * kH + kH / 2 - 6000}));
-  const PoolUsage& h100 = pool(r, "gpu", "H100");
+  const PoolUsage h100 = pool(r, "gpu", "H100");
   EXPECT_EQ(h100.usage, (Usage{.attached_ms = 7 * kH, .idle_ms = kH}));
-  const PoolUsage& mem = pool(r, "mem", "CXL");
+  const PoolUsage mem = pool(r, "mem", "CXL");
   EXPECT_EQ(mem.usage,
             (Usage{.attached_ms = 2 * kH + 1000, .idle_ms = 4 * kH - 1000, .drained_ms = 2 * kH}));
   EXPECT_EQ(mem.capacity_bytes, 64 * kGiB);
-  const PoolUsage& nvme = pool(r, "nvme", "P5620");
+  const PoolUsage nvme = pool(r, "nvme", "P5620");
   // Failed from before the range until 3h: only [2h, 3h) counts.
   EXPECT_EQ(nvme.usage, (Usage{.attached_ms = kH, .idle_ms = 6 * kH, .failed_ms = kH}));
   for (const auto& p : r.pools) EXPECT_EQ(p.usage.total_ms(), p.devices * 8 * kH) << p.model;
@@ -101,8 +100,8 @@ TEST_F(ReportTest, PoolUtilisationMatchesTheHandComputedLedger) {
 
 TEST_F(ReportTest, GroupingsMatchTheLedgerAndAddUp) {
   const Report r = example();
-  const GroupUsage& training = group(r.by_workload, "training");
-  const GroupUsage& inference = group(r.by_workload, "inference");
+  const GroupUsage training = group(r.by_workload, "training");
+  const GroupUsage inference = group(r.by_workload, "inference");
   EXPECT_EQ(training.device_ms, (TypeMs{2 * kH + kH / 2 + 6000, 2 * kH + 1000, 0}));
   EXPECT_EQ(training.jobs, 2u);  // 10 (two nodes) and 13
   EXPECT_EQ(training.compositions, 3u);
@@ -180,9 +179,9 @@ TEST_F(ReportTest, LatencyAndFailuresCountOnlyWhatEndedInsideTheRange) {
 TEST_F(ReportTest, HoursDaysAndHeatMapSplitThePoolExactly) {
   const Report r = example();
   // 02:00-03:00 on the GPUs: g1 all hour, g2 half an hour and 2 s, g3 idle.
-  const SlotUsage& two = slot(r.by_hour, "gpu", "02");
+  const SlotUsage two = slot(r.by_hour, "gpu", "02");
   EXPECT_EQ(two.usage, (Usage{.attached_ms = kH + kH / 2 + 2000, .idle_ms = kH + kH / 2 - 2000}));
-  const SlotUsage& five = slot(r.by_hour, "gpu", "05");
+  const SlotUsage five = slot(r.by_hour, "gpu", "05");
   EXPECT_EQ(five.usage, (Usage{.attached_ms = 2 * kH + 3000, .idle_ms = kH - 3000}));
   EXPECT_EQ(slot(r.by_hour, "nvme", "02").usage, (Usage{.failed_ms = kH}));
   EXPECT_EQ(slot(r.by_hour, "gpu", "12").usage, Usage{});
