@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# One Debian release end to end, in chroots made from Debian's archive (tests/releases/chroot.sh):
+#   1. in the release's build chroot, the Debian packages are built with dpkg-buildpackage
+#      against the release's own Slurm and toolchain, warnings as errors; the package build
+#      compiles the test suites too and runs the unit level (dh_auto_test);
+#   2. in that build tree: the integration level and the e2e suite slurm_e2e (all e2e suites
+#      with --full) on a throw-away cluster of the release's Slurm, on ports of its own;
+#   3. the packages are installed into a clean chroot of the release (a throw-away overlay of
+#      its run chroot) and a composed job runs from the installed files alone.
+# Usage: tests/releases/release.sh SUITE [--full] [--no-tests]
+#   SUITE       bookworm (Slurm 22.05), trixie (24.11) or sid (26.05)
+#   --full      every e2e suite in step 2 (also COMPOSER_RELEASE_FULL=1 in the environment)
+#   --no-tests  packages only (nocheck): steps 1 and 3, for a release whose tests run elsewhere
+# Results: $COMPOSER_RELEASE_OUT (default build/releases)/SUITE: the .deb files and the logs.
+# Must run as root.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+CHROOT=$HERE/chroot.sh
+
+suite=${1:-}
+shift || true
+full=no
+[[ ${COMPOSER_RELEASE_FULL:-0} == 1 ]] && full=yes
+tests=yes
+while (($#)); do
+  case $1 in
+    --full) full=yes ;;
+    --no-tests) tests=no ;;
+    *) echo "release: unknown option '$1' (allowed: --full, --no-tests)" >&2; exit 2 ;;
+  esac
+  shift
+done
+case $suite in
+  bookworm) port_base=21000 ;;
+  trixie) port_base=22000 ;;
+  sid) port_base=23000 ;;
+  *) echo "release: usage: release.sh bookworm|trixie|sid [--full] [--no-tests]" >&2; exit 2 ;;
+esac
+[[ $(id -u) == 0 ]] || { echo "release: must run as root (chroot, mount, slurmd)" >&2; exit 1; }
+command -v mmdebstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null
+
+out=$(realpath -m "${COMPOSER_RELEASE_OUT:-$SRC/build/releases}/$suite")
+rm -rf "$out"
+mkdir -p "$out"
+log() { echo "release $suite: $*" >&2; }
+step() {  # step NAME COMMAND...: runs it, its output in $out/NAME.log, says how it went
+  local name=$1 start=$SECONDS rc=0
+  shift
+  log "$name ..."
+  "$@" >"$out/$name.log" 2>&1 || rc=$?
+  if ((rc == 0)); then
+    log "$name: ok ($((SECONDS - start)) s)"
+  else
+    log "$name: FAILED (exit $rc, $((SECONDS - start)) s); the end of $out/$name.log:"
+    tail -n 60 "$out/$name.log" >&2
+  fi
+  return "$rc"
+}
+
+# Inside the build chroot: a fresh copy of the sources, then the package build. ccache's
+# cache stays in the chroot, so a second run compiles only what changed.
+build_script() {
+  local opts="werror parallel=$(nproc)"
+  [[ $tests == no ]] && opts="$opts nocheck"
+  cat <<SCRIPT
+set -euo pipefail
+rm -rf /build/src /build/*.deb /build/*.buildinfo /build/*.changes
+mkdir -p /build/src /var/cache/ccache
+tar -C /src/main --exclude=./build --exclude='./obj-*' --exclude=./.git -cf - . | tar -C /build/src -xf -
+cd /build/src
+export CCACHE_DIR=/var/cache/ccache CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+export DEB_BUILD_OPTIONS="$opts"
+echo "Slurm \$(dpkg-query -W -f='\${Version}' libslurm-dev), \$(gcc --version | head -1), cmake \$(cmake --version | head -1 | cut -d' ' -f3)"
+dpkg-buildpackage -us -uc -b
+cp /build/*.deb /out/
+ccache -s | grep -iE 'hit|miss' || true
+SCRIPT
+}
+
+# Inside the build chroot again: the integration level and e2e from the package build's tree.
+test_script() {
+  local e2e='^slurm_e2e$'
+  [[ $full == yes ]] && e2e='.'
+  cat <<SCRIPT
+set -euo pipefail
+cd /build/src
+tree=\$(ls -d obj-*-linux-gnu | head -1)
+export E2E_PORT=$((port_base + 830)) CTLD_PORT=$((port_base + 817)) SLURMD_PORT=$((port_base + 818))
+ctest --test-dir "\$tree" --output-on-failure --timeout 900 -L integration
+ctest --test-dir "\$tree" --output-on-failure --timeout 900 -L e2e -R '$e2e'
+SCRIPT
+}
+
+# Inside a throw-away copy of the run chroot: install the packages, then one composed job on
+# a throw-away cluster that uses the installed composerd, composerctl and plugins only.
+install_script() {
+  cat <<SCRIPT
+set -euo pipefail
+apt-get install -y -qq --no-install-recommends /debs/*.deb </dev/null
+dpkg -L slurm-composer-plugins | grep -E 'slurm-wlm/(spank|job_submit)_composer\.so$'
+file_of() { dpkg -L "\$1" | grep -E "\$2\$" | head -1; }
+composerd=\$(file_of slurm-composer /composerd)
+plugins=\$(dirname "\$(file_of slurm-composer-plugins /job_submit_composer.so)")
+composerd --version || composerd --help | head -3
+export E2E_PORT=$((port_base + 930)) CTLD_PORT=$((port_base + 917)) SLURMD_PORT=$((port_base + 918))
+export BUILD_DIR=/tmp PLUGIN_DIR=\$plugins COMPOSERD=\$composerd COMPOSERCTL=\$(command -v composerctl)
+/src/main/tests/e2e/run.sh batch_job_sees_its_devices srun_job_sees_its_devices hand_made_gres_refused
+SCRIPT
+}
+
+# hosts: slurmctld resolves this machine's name inside the chroot too.
+prepare() {  # prepare KIND: the chroot exists, and knows this machine's name
+  local dir
+  dir=$("$CHROOT" create "$suite" "$1")
+  cp /etc/hosts "$dir/etc/hosts"
+  cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
+}
+
+start=$SECONDS
+rc=0
+step chroot-build prepare build || exit 1
+step chroot-run prepare run || exit 1
+step package "$CHROOT" run "$suite" build --bind "$out:/out" -- "$(build_script)" || exit 1
+if [[ $tests == yes ]]; then
+  step tests "$CHROOT" run "$suite" build -- "$(test_script)" || rc=1
+fi
+step installed "$CHROOT" run "$suite" run --overlay --bind "$out:/debs" -- "$(install_script)" || rc=1
+if ((rc == 0)); then
+  log "passed in $((SECONDS - start)) s; packages in $out"
+else
+  log "FAILED after $((SECONDS - start)) s; logs in $out"
+fi
+exit "$rc"
