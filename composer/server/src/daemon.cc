@@ -150,8 +150,12 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
   // request. Keep connections for as long as they are in use.
   in.http.set_keep_alive_max_count(100000);
   in.http.set_payload_max_length(1 << 20);
-  in.http.set_logger([&in](const httplib::Request& req, const httplib::Response& res) {
+  // Counted just before the answer goes out, so that a client's next request sees it (the
+  // logger runs after the answer is written, in newer cpp-httplib releases).
+  in.http.set_post_routing_handler([&in](const httplib::Request& req, httplib::Response& res) {
     in.metrics->count_request(req.method, req.path, res.status);
+  });
+  in.http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     if (res.status >= 500) {
       log::error(
           "api",
