@@ -162,12 +162,13 @@ scenario_hand_made_gres_refused() {
   local before err spelling spellings=(--gres=cgpu:1 --gres=cgpu --gres=cnvme:2 --gres=gpu:0,cgpu:1)
   # sbatch has --tres-per-task since 23.02.
   if sbatch --help 2>&1 | grep -q -- --tres-per-task; then
-    spellings+=("--tres-per-task=${GRES_PREFIX}cgpu:1")
+    spellings+=("-n1 --tres-per-task=${GRES_PREFIX}cgpu:1")  # it needs a task count
   fi
   before=$(queued_jobs)
   for spelling in "${spellings[@]}"; do
     for compose in "" --compose-gpus=1; do
-      if err=$(sbatch --hold --wrap true $compose "$spelling" 2>&1); then
+      # shellcheck disable=SC2086  # $spelling may be two options
+      if err=$(sbatch --hold --wrap true $compose $spelling 2>&1); then
         fail "sbatch accepted $spelling $compose" || return 1
       fi
       grep -q "composer: GRES 'c\(gpu\|nvme\)' is managed by the composer plugin" <<<"$err" ||

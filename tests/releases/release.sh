@@ -88,8 +88,10 @@ set -euo pipefail
 cd /build/src
 tree=\$(ls -d obj-*-linux-gnu | head -1)
 export E2E_PORT=$((port_base + 830)) CTLD_PORT=$((port_base + 817)) SLURMD_PORT=$((port_base + 818))
-ctest --test-dir "\$tree" --output-on-failure --timeout 900 -L integration
-ctest --test-dir "\$tree" --output-on-failure --timeout 900 -L e2e -R '$e2e'
+rc=0
+ctest --test-dir "\$tree" --output-on-failure --timeout 900 -L integration || rc=1
+ctest --test-dir "\$tree" --output-on-failure --timeout 900 -L e2e -R '$e2e' || rc=1
+exit "\$rc"
 SCRIPT
 }
 
@@ -98,12 +100,14 @@ SCRIPT
 install_script() {
   cat <<SCRIPT
 set -euo pipefail
-apt-get install -y -qq --no-install-recommends /debs/*.deb </dev/null
-dpkg -L slurm-composer-plugins | grep -E 'slurm-wlm/(spank|job_submit)_composer\.so$'
-file_of() { dpkg -L "\$1" | grep -E "\$2\$" | head -1; }
-composerd=\$(file_of slurm-composer /composerd)
-plugins=\$(dirname "\$(file_of slurm-composer-plugins /job_submit_composer.so)")
-composerd --version || composerd --help | head -3
+# As on a site's machine: apt fetches what the packages depend on from the archive.
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \$(ls /debs/*.deb | grep -v dbgsym) </dev/null
+plugins=\$(dirname "\$(dpkg -L slurm-composer-plugins | grep -E '/job_submit_composer\.so\$')")
+[[ -f \$plugins/spank_composer.so ]]
+composerd=\$(command -v composerd)
+composerd --version
 export E2E_PORT=$((port_base + 930)) CTLD_PORT=$((port_base + 917)) SLURMD_PORT=$((port_base + 918))
 export BUILD_DIR=/tmp PLUGIN_DIR=\$plugins COMPOSERD=\$composerd COMPOSERCTL=\$(command -v composerctl)
 /src/main/tests/e2e/run.sh batch_job_sees_its_devices srun_job_sees_its_devices hand_made_gres_refused
