@@ -8,7 +8,6 @@
 #                                 /src/main (read-only), shared/ beside it at /src/shared and
 #                                 each FROM folder of this machine at TO; with --overlay every
 #                                 change to the chroot itself is thrown away afterwards
-#   chroot.sh suites              the suites this script knows, one a line
 #
 # KIND is `build` (compilers, every package contrib/install-deps.sh names, debian/control's
 # Build-Depends, Debian's packaging tools) or `run` (only what the e2e scripts need: Slurm,
@@ -37,7 +36,7 @@ packages() {  # packages SUITE KIND: the package list, space-separated
   case $kind in
     build)
       # Everything the project builds and tests with, and what a package build needs.
-      echo "$("$SRC/contrib/install-deps.sh" --list) ccache dpkg-dev debhelper fakeroot file"
+      echo "$("$SRC/contrib/install-deps.sh" --list) dpkg-dev fakeroot file"
       ;;
     run)
       echo "slurmctld slurmd slurm-client munge curl jq procps iproute2 hostname ca-certificates" \
@@ -183,6 +182,5 @@ run() {  # run SUITE KIND [--overlay] [--bind FROM:TO]... -- COMMAND...
 case ${1:-} in
   create) (($# == 3)) || die "usage: chroot.sh create SUITE KIND"; create "$2" "$3" ;;
   run) shift; run "$@" ;;
-  suites) printf '%s\n' bookworm trixie sid ;;
-  *) die "usage: chroot.sh create SUITE KIND | run SUITE KIND [--overlay] -- COMMAND... | suites" ;;
+  *) die "usage: chroot.sh create SUITE KIND | run SUITE KIND [--overlay] [--bind FROM:TO]... -- COMMAND..." ;;
 esac

@@ -96,7 +96,7 @@ SCRIPT
 }
 
 # Inside a throw-away copy of the run chroot: install the packages, then one composed job on
-# a throw-away cluster that uses the installed composerd, composerctl and plugins only.
+# a throw-away cluster that uses the installed composerd and plugins only.
 install_script() {
   cat <<SCRIPT
 set -euo pipefail
@@ -109,7 +109,7 @@ plugins=\$(dirname "\$(dpkg -L slurm-composer-plugins | grep -E '/job_submit_com
 composerd=\$(command -v composerd)
 composerd --version
 export E2E_PORT=$((port_base + 930)) CTLD_PORT=$((port_base + 917)) SLURMD_PORT=$((port_base + 918))
-export BUILD_DIR=/tmp PLUGIN_DIR=\$plugins COMPOSERD=\$composerd COMPOSERCTL=\$(command -v composerctl)
+export BUILD_DIR=/tmp PLUGIN_DIR=\$plugins COMPOSERD=\$composerd
 /src/main/tests/e2e/run.sh batch_job_sees_its_devices srun_job_sees_its_devices hand_made_gres_refused
 SCRIPT
 }
