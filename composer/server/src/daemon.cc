@@ -21,7 +21,7 @@
 #include "composer/server/http_api.h"
 #include "composer/server/slurm_jobs.h"
 #include "metrics.h"
-#include "policy_routes.h"
+#include "policy_keeper.h"
 
 #ifndef COMPOSER_VERSION
 #define COMPOSER_VERSION "0.0.0"
@@ -30,7 +30,9 @@
 namespace composer::server {
 
 struct Daemon::Impl {
+  explicit Impl(const Clock& c) : clock(c) {}
   Config config;
+  const Clock& clock;
   std::unique_ptr<db::Store> store;
   std::unique_ptr<Fabric> fabric;
   std::unique_ptr<CompositionService> service;
@@ -53,8 +55,8 @@ Daemon::~Daemon() {
   if (impl_->reconciler) impl_->reconciler->stop();
 }
 
-Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
-  auto impl = std::make_unique<Impl>();
+Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clock& clock) {
+  auto impl = std::make_unique<Impl>(clock);
   impl->config = config;
   std::error_code ec;
   std::filesystem::create_directories(config.state_dir, ec);
@@ -84,8 +86,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
   ServiceOptions sopts;
   sopts.compose_timeout_ms = config.compose_timeout_ms;
   sopts.release_timeout_ms = config.release_timeout_ms;
-  impl->service = std::make_unique<CompositionService>(*impl->store, *impl->fabric,
-                                                       SystemClock::instance(), sopts);
+  impl->service = std::make_unique<CompositionService>(*impl->store, *impl->fabric, clock, sopts);
   if (auto s = impl->service->start(); !s) return s.error();
   auto recovered = impl->service->recover();
   if (!recovered) return recovered.error();
@@ -94,8 +95,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
                  {{"count", std::to_string(*recovered)}});
   }
 
-  impl->policy = std::make_unique<PolicyKeeper>(*impl->store, *impl->service,
-                                                SystemClock::instance(), config.workloads);
+  impl->policy =
+      std::make_unique<PolicyKeeper>(*impl->store, *impl->service, clock, config.workloads);
   if (auto s = impl->policy->load(); !s) return s.error();
   impl->service->set_admission_check(impl->policy->admission_check());
 
@@ -108,10 +109,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
       return slurm_active_jobs("squeue", conf, 10000);
     };
   }
-  impl->reconciler = std::make_unique<Reconciler>(*impl->service, SystemClock::instance(), ropts);
-  impl->metrics =
-      std::make_unique<Metrics>(*impl->service, impl->reconciler.get(), COMPOSER_VERSION,
-                                config.fabric, SystemClock::instance());
+  impl->reconciler = std::make_unique<Reconciler>(*impl->service, clock, ropts);
+  impl->metrics = std::make_unique<Metrics>(*impl->service, impl->reconciler.get(),
+                                            COMPOSER_VERSION, config.fabric, clock);
   impl->metrics->set_policy_windows(
       [keeper = impl->policy.get()] { return keeper->windows_in_force(); });
 
@@ -124,13 +124,13 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config) {
       .workloads = config.workloads,
       .fabric = config.fabric,
       .version = COMPOSER_VERSION,
-      .started_ms = SystemClock::instance().now_ms(),
-      .clock = SystemClock::instance(),
+      .started_ms = clock.now_ms(),
+      .clock = clock,
       .pool_changed = [self] { self->publish_snapshot(); },
       .metrics = in.metrics.get(),
+      .policy = in.policy.get(),
   });
   install_routes(in.http, *in.api);
-  install_policy_routes(in.http, *in.policy, *in.auth, [self] { self->publish_snapshot(); });
   const int threads = config.api_threads;
   in.http.new_task_queue = [threads] {
     return new httplib::ThreadPool(static_cast<size_t>(threads));
@@ -182,7 +182,7 @@ void Daemon::publish_snapshot() {
   }
   std::lock_guard lock(in.snapshot_mu);
   const std::string content = api::to_text(api::to_json(snap));
-  snap.generated_ms = SystemClock::instance().now_ms();
+  snap.generated_ms = in.clock.now_ms();
   if (auto s = api::write_snapshot(in.config.snapshot, snap); !s) {
     log::error("cannot publish the pool snapshot",
                {{"path", in.config.snapshot}, {"cause", s.error().message}});

@@ -1,88 +1,17 @@
-// The time-of-day policy inside composerd (policies/README.md): the version in force, kept in
-// the store with its history; the /v1/policy routes (docs/API.md, "Policies"); the caps check
-// at compose time; and what the pool snapshot tells job_submit about classes and blockers.
+// The /v1/policy routes (docs/API.md, "Policies") over the PolicyKeeper.
 #pragma once
 
-#include <cstdint>
 #include <functional>
-#include <memory>
-#include <mutex>
-#include <optional>
-#include <string>
-#include <utility>
-#include <vector>
 
-#include "composer/api/policy.h"
-#include "composer/api/snapshot.h"
-#include "composer/common/clock.h"
-#include "composer/common/error.h"
-#include "composer/core/service.h"
-#include "composer/db/store.h"
-#include "composer/server/auth.h"
-
-namespace httplib {
-class Server;
-}
+#include "policy_keeper.h"
 
 namespace composer::server {
 
-class PolicyKeeper {
- public:
-  // `workloads`: composer.conf's Workloads= (empty: any); a policy may only name those classes.
-  PolicyKeeper(db::Store& store, CompositionService& service, const Clock& clock,
-               std::vector<std::string> workloads);
-  ~PolicyKeeper();
+class Routes;
 
-  // Loads the newest stored version. A stored text that no longer compiles (a time zone
-  // removed from tzdata, a pool that shrank below a cap) is logged and not enforced here;
-  // Slurm keeps enforcing what was applied to it.
-  Status load();
-
-  // Validates `body` against the pool and stores it as a new version, unless it is the text in
-  // force (then nothing changes) or a dry run. Errors name every problem of the file.
-  Expected<api::PolicyApplied> apply(const api::PolicyBody& body, const Caller& caller);
-  Expected<std::optional<PolicyVersion>> current() const;
-  Expected<std::vector<PolicyVersion>> history(size_t limit) const;
-  // A hypothetical job: totals over all its nodes.
-  struct Query {
-    std::string workload, partition, qos, account;
-    uint64_t gpus = 0, mem_bytes = 0, nvme = 0;
-    int64_t time_limit_s = 0;
-    int64_t start_s = 0;
-  };
-  Expected<api::PolicyExplanation> explain(const Query& query) const;
-
-  // The compose-time check: the composition's class may hold at most the cap in force.
-  AdmissionCheck admission_check();
-  // Fills the snapshot's workload classes (cap licenses, highest caps) and blocker
-  // reservations from the policy in force; false (snapshot untouched) without one.
-  bool describe(api::PoolSnapshot& snapshot) const;
-
-  // The window in force now for each class of the policy in force, in the policy's class
-  // order: (class, window), the window being "Default" when none of the class's windows is
-  // open. Empty without a policy. For the composer_policy_window metric.
-  std::vector<std::pair<std::string, std::string>> windows_in_force() const;
-
- private:
-  struct Active;
-  std::shared_ptr<const Active> active() const;
-  Expected<std::shared_ptr<const Active>> compile(const PolicyVersion& version) const;
-
-  db::Store& store_;
-  CompositionService& service_;
-  const Clock& clock_;
-  std::vector<std::string> workloads_;
-  mutable std::mutex mu_;
-  std::mutex apply_mu_;  // one apply at a time: compare with the newest, then append
-  std::shared_ptr<const Active> active_;
-};
-
-// Routes: PUT /v1/policy (admins), GET /v1/policy, GET /v1/policy/history,
-// GET /v1/policy/explain (anyone authenticated). `changed` runs after a new version is stored.
-void install_policy_routes(httplib::Server& server, PolicyKeeper& keeper, const Authenticator& auth,
-                           std::function<void()> changed);
-
-// Lower-case hex SHA-256 (FIPS 180-4) of `data`.
-std::string sha256_hex(std::string_view data);
+// PUT /v1/policy (admins), GET /v1/policy, GET /v1/policy/history, GET /v1/policy/explain
+// (anyone authenticated; `start_ms` defaults to the keeper's clock). `changed` runs after a
+// new version is stored.
+void install_policy_routes(Routes& routes, PolicyKeeper& keeper, std::function<void()> changed);
 
 }  // namespace composer::server

@@ -3,18 +3,14 @@
 
 #include "composer/common/clock.h"
 #include "composer/db/store.h"
-#include "composer/server/auth.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace composer::server {
+
+class Routes;
 
 // Admins get the whole report; any other user gets the pool's utilisation and only their own
 // jobs in the groupings, top jobs, latency and failures. At most two reports are computed at
 // once, so reports never take every API thread from the prologs.
-void install_report_routes(httplib::Server& server, db::Store& store, const Authenticator& auth,
-                           const Clock& clock);
+void install_report_routes(Routes& routes, db::Store& store, const Clock& clock);
 
 }  // namespace composer::server

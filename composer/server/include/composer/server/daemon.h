@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "composer/common/clock.h"
 #include "composer/common/error.h"
 #include "composer/server/config.h"
 
@@ -14,7 +15,10 @@ namespace composer::server {
 
 class Daemon {
  public:
-  static Expected<std::unique_ptr<Daemon>> create(const Config& config);
+  // Every part tells time by `clock` (the service, the reconciler, the policy, the routes);
+  // it must outlive the daemon.
+  static Expected<std::unique_ptr<Daemon>> create(const Config& config,
+                                                  const Clock& clock = SystemClock::instance());
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

@@ -1,4 +1,5 @@
-// The /v1 HTTP routes (docs/API.md) on an httplib::Server.
+// composerd's HTTP routes (docs/API.md) on an httplib::Server: every route family installed
+// from here, each through the one request pipeline (src/route.h).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,9 @@ class Server;
 
 namespace composer::server {
 
+class Metrics;
+class PolicyKeeper;
+
 struct ApiContext {
   CompositionService& service;
   const Authenticator& auth;
@@ -23,9 +27,12 @@ struct ApiContext {
   std::string version;
   int64_t started_ms = 0;
   const Clock& clock;
-  std::function<void()> pool_changed;  // called after drain/resume
+  // Called after a drain, a resume or a new policy version: what the snapshot shows changed.
+  std::function<void()> pool_changed;
   // Counts compose/release outcomes and serves GET /metrics when set (metrics.h).
-  class Metrics* metrics = nullptr;
+  Metrics* metrics = nullptr;
+  // Serves /v1/policy when set (policy_keeper.h).
+  PolicyKeeper* policy = nullptr;
 };
 
 void install_routes(httplib::Server& server, ApiContext& ctx);

@@ -1,0 +1,128 @@
+// The one request pipeline of composerd's HTTP API (docs/API.md). Every route is declared
+// with who may call it and the query parameters it takes; the pipeline authenticates and
+// refuses, refuses unknown query parameters, hands the handler typed parameters (one parser,
+// one set of limits, one wording for a bad value) and sends its answer or its error as JSON.
+// Unknown paths and exceptions answer JSON too.
+#pragma once
+
+#include <json/value.h>
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "composer/common/error.h"
+#include "composer/server/auth.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace composer::server {
+
+// The limits every route's parameters share.
+inline constexpr uint64_t kMaxJobId = 4294967294U;         // Slurm's largest job id
+inline constexpr uint64_t kMaxListLimit = 4294967295U;     // `limit` of a listing; 0: no limit
+inline constexpr uint64_t kMaxTimeMs = uint64_t{1} << 52;  // a time in ms since the epoch
+
+// The caller's input is wrong: 400 with this sentence.
+Error bad(std::string message);
+
+// "NAME: 'TEXT' is not a whole number from MIN to MAX" unless `text` is one.
+Expected<uint64_t> whole_number(std::string_view name, std::string_view text, uint64_t min,
+                                uint64_t max);
+
+// Who may call a route.
+class Access {
+ public:
+  static Access anyone();  // no credential needed (health, metrics)
+  static Access user();    // any caller with a valid credential
+  // Root and AdminUsers only; others are told "only root and AdminUsers may <may>".
+  static Access admin(std::string may);
+
+  bool authenticated() const { return who_ != Who::kAnyone; }
+  bool admin_only() const { return who_ == Who::kAdmin; }
+  const std::string& may() const { return may_; }
+
+ private:
+  enum class Who { kAnyone, kUser, kAdmin };
+  Access(Who who, std::string may) : who_(who), may_(std::move(may)) {}
+  Who who_;
+  std::string may_;
+};
+
+// One authenticated request with its checked query: what a handler reads.
+class Call {
+ public:
+  Call(const httplib::Request& req, Caller caller, std::multimap<std::string, std::string> query);
+
+  const Caller& caller() const { return caller_; }
+  // The `i`th capture of the route's path pattern.
+  std::string match(size_t i) const;
+  const std::string& body() const;
+
+  // The query parameter as given (percent-decoded); nullopt when absent.
+  std::optional<std::string> text(const std::string& name) const;
+  // A whole number from 0 to `max`; nullopt when absent.
+  Expected<std::optional<uint64_t>> number(const std::string& name, uint64_t max) const;
+  // A job id, 1 to kMaxJobId; nullopt when absent.
+  Expected<std::optional<uint32_t>> job(const std::string& name) const;
+  // A time in milliseconds since the epoch, 0 to kMaxTimeMs; nullopt when absent.
+  Expected<std::optional<int64_t>> time_ms(const std::string& name) const;
+  // The same, refused when absent.
+  Expected<int64_t> required_time_ms(const std::string& name) const;
+  // One of the names `parse` knows ("NAME: 'TEXT' is not one of ALLOWED" otherwise).
+  template <typename T, typename Parse>
+  Expected<std::optional<T>> choice(const std::string& name, Parse&& parse,
+                                    std::string_view allowed) const {
+    auto v = text(name);
+    if (!v) return std::optional<T>{};
+    std::optional<T> parsed = parse(*v);
+    if (!parsed) return bad(name + ": '" + *v + "' is not one of " + std::string(allowed));
+    return parsed;
+  }
+
+ private:
+  const httplib::Request& req_;
+  Caller caller_;
+  std::multimap<std::string, std::string> query_;
+};
+
+// A route's work: the JSON body of its 200 answer, or the error to answer with.
+using Handler = std::function<Expected<Json::Value>(const Call&)>;
+// A route that answers text of a content type (GET /metrics).
+using TextHandler = std::function<std::string(const Call&)>;
+
+// Installs routes on a server, each through the pipeline; answers unknown paths with a JSON
+// 404/405 and an exception with a JSON 500.
+class Routes {
+ public:
+  Routes(httplib::Server& server, const Authenticator& auth);
+
+  // `method` is GET, PUT, POST or DELETE; `pattern` a regular expression for the path;
+  // `params` the query parameters the route takes (others are refused).
+  void add(std::string_view method, const std::string& pattern, Access access,
+           std::initializer_list<std::string_view> params, Handler handler);
+  // A GET answering text of `content_type`, through the same pipeline.
+  void add_text(const std::string& pattern, Access access,
+                std::initializer_list<std::string_view> params, std::string content_type,
+                TextHandler handler);
+
+ private:
+  using Sender = std::function<void(const Call&, httplib::Response&)>;
+  void install(std::string_view method, const std::string& pattern, Access access,
+               std::initializer_list<std::string_view> params, Sender send);
+
+  httplib::Server& server_;
+  const Authenticator& auth_;
+};
+
+}  // namespace composer::server
