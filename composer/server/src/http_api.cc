@@ -21,8 +21,17 @@ Status check_node(const std::string& node) {
   return Status::Ok();
 }
 
-double seconds_since(std::chrono::steady_clock::time_point began) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+// Runs `work`, telling `observe` of `metrics` (when kept) how long it took and how it ended.
+template <typename Work>
+auto timed(Metrics* metrics, void (Metrics::*observe)(double, std::string_view), Work&& work) {
+  const auto began = std::chrono::steady_clock::now();
+  auto out = work();
+  if (metrics != nullptr) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    (metrics->*observe)(seconds, out ? std::string_view() : to_string(out.error().code));
+  }
+  return out;
 }
 
 struct JobNode {
@@ -63,12 +72,8 @@ class Handlers {
                     .account = body->account,
                     .workload = body->workload,
                     .request = body->request};
-    const auto began = std::chrono::steady_clock::now();
-    auto c = ctx_.service.compose(in);
-    if (ctx_.metrics != nullptr) {
-      ctx_.metrics->observe_compose(seconds_since(began),
-                                    c ? std::string_view() : to_string(c.error().code));
-    }
+    auto c =
+        timed(ctx_.metrics, &Metrics::observe_compose, [&] { return ctx_.service.compose(in); });
     if (!c) return c.error();
     return api::to_json(*c);
   }
@@ -99,12 +104,8 @@ class Handlers {
     auto target = job_and_node(call);
     if (!target) return target.error();
     const auto& [job, node] = *target;
-    const auto began = std::chrono::steady_clock::now();
-    auto r = ctx_.service.release(job, node);
-    if (ctx_.metrics != nullptr) {
-      ctx_.metrics->observe_release(seconds_since(began),
-                                    r ? std::string_view() : to_string(r.error().code));
-    }
+    auto r = timed(ctx_.metrics, &Metrics::observe_release,
+                   [&] { return ctx_.service.release(job, node); });
     if (!r) return r.error();
     return api::release_to_json(*r);
   }
