@@ -103,9 +103,8 @@ class Handlers {
   Expected<Json::Value> release(const Call& call) {
     auto target = job_and_node(call);
     if (!target) return target.error();
-    const auto& [job, node] = *target;
     auto r = timed(ctx_.metrics, &Metrics::observe_release,
-                   [&] { return ctx_.service.release(job, node); });
+                   [&] { return ctx_.service.release(target->job, target->node); });
     if (!r) return r.error();
     return api::release_to_json(*r);
   }

@@ -147,7 +147,7 @@ Routes::Routes(httplib::Server& server, const Authenticator& auth) : server_(ser
                                            " (see docs/API.md)"}));
   });
   server_.set_exception_handler(
-      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+      [](const httplib::Request& req, httplib::Response& res, const std::exception_ptr& ep) {
         std::string what = "unknown exception";
         try {
           if (ep) std::rethrow_exception(ep);
