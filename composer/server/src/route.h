@@ -11,10 +11,10 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "composer/common/error.h"
