@@ -618,7 +618,7 @@ Expected<std::vector<Device>> SqliteStore::devices(const DeviceFilter& filter) {
 Expected<Device> SqliteStore::device(const std::string& id) {
   auto found = read<std::optional<Device>>([&id](Connection& db) { return find_device(db, id); });
   if (!found.ok()) return found.error();
-  if (!*found) return Error(ErrorCode::kNotFound, "store: no device " + quoted(id));
+  if (!*found) return Error(ErrorCode::kNotFound, "no device " + quoted(id));
   return std::move(**found);
 }
 
@@ -718,7 +718,7 @@ Expected<Composition> SqliteStore::transition(int64_t id, CompositionState from,
                                               CompositionState to, std::string_view detail,
                                               int64_t now_ms, bool attempt) {
   if (!can_transition(from, to)) {
-    return Error(ErrorCode::kConflict, "store: composition " + std::to_string(id) +
+    return Error(ErrorCode::kConflict, "composition " + std::to_string(id) +
                                            ": a composition cannot go from " +
                                            std::string(to_string(from)) + " to " +
                                            std::string(to_string(to)) + "; nothing changed");
@@ -763,7 +763,7 @@ Expected<Composition> SqliteStore::composition(int64_t id) {
   auto found =
       read<std::optional<Composition>>([id](Connection& db) { return find_composition(db, id); });
   if (!found.ok()) return found.error();
-  if (!*found) return Error(ErrorCode::kNotFound, "store: no composition " + std::to_string(id));
+  if (!*found) return Error(ErrorCode::kNotFound, "no composition " + std::to_string(id));
   return std::move(**found);
 }
 
@@ -833,7 +833,7 @@ Status SqliteStore::set_health(const std::string& device_id, Health health, std:
 Expected<std::vector<Event>> SqliteStore::events(const EventFilter& filter) {
   if (filter.since_ms && filter.until_ms && *filter.since_ms > *filter.until_ms) {
     return Error(ErrorCode::kInvalidArgument,
-                 "store: since_ms " + std::to_string(*filter.since_ms) + " is after until_ms " +
+                 "since_ms " + std::to_string(*filter.since_ms) + " is after until_ms " +
                      std::to_string(*filter.until_ms) + "; the range must start before it ends");
   }
   return read<std::vector<Event>>([&filter](Connection& db) {
@@ -973,7 +973,7 @@ bool scan_range(Connection& db, int64_t since_ms, int64_t until_ms, Event& e,
 Status SqliteStore::scan_events(int64_t since_ms, int64_t until_ms,
                                 const std::function<bool(const Event&)>& visit) {
   if (since_ms > until_ms) {
-    return Error(ErrorCode::kInvalidArgument, "store: since_ms " + std::to_string(since_ms) +
+    return Error(ErrorCode::kInvalidArgument, "since_ms " + std::to_string(since_ms) +
                                                   " is after until_ms " + std::to_string(until_ms) +
                                                   "; the range must start before it ends");
   }
