@@ -44,7 +44,7 @@ TEST(SlurmConfig, LicensesCountUsableDevicesAndGresFollowSlots) {
       {.node = "n2", .fabric_id = "h2", .zones = {"z1"}, .gpu_slots = 8, .nvme_slots = 2},
       {.node = "big", .fabric_id = "h3", .zones = {"z2"}, .gpu_slots = 16, .nvme_slots = 4},
   };
-  const std::string text = slurm_config_text(pool, hosts);
+  const std::string text = slurm_config_text(slurm_config(pool, hosts));
   // 11 usable GPUs (one failed is left out, the drained one counts), 256 GiB, 2 drives.
   EXPECT_NE(text.find("Licenses=fabric_gpu:11,fabric_mem:256,fabric_nvme:2\n"), std::string::npos)
       << text;

@@ -234,8 +234,7 @@ bool later_in_year(const Date& d, const Clock& c, const std::tm& now) {
 
 }  // namespace
 
-Expected<int64_t> parse_slurm_time(std::string_view text, int64_t now_ms,
-                                   TimeDirection direction) {
+Expected<int64_t> parse_slurm_time(std::string_view text, int64_t now_ms, TimeDirection direction) {
   if (text.empty()) return bad(text, "it is empty");
   std::string lower(text);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
