@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "ledger.h"
 
 namespace composer::accounting {
@@ -117,12 +120,19 @@ TEST_F(TimeSpecTest, Dates) {
 }
 
 TEST_F(TimeSpecTest, RefusesWhatIsNotATime) {
-  for (const char* bad :
-       {"", "later", "now-", "now-5fortnights", "now*3", "2024-02-30", "2023-02-29", "2024-13-01",
-        "2024-01-01T25:00", "2024-01-01 08:00", "13/01", "12345", "99:00", "now-99999999999days",
-        "now-", "now-5y", "now--5", "now 5", "1704067200", "8:5", "8:30:5", "13:00pm", "8:30 xm",
-        "8:30 ", "01/02/2", "01/02.24", "01/02-", "01/02-25:00", "today-", "noon-today",
-        "tomorrowT", "01/02 08:00", "08:00-01/02", "-1", "now-1hour-2"}) {
+  std::vector<std::string> bad_ones = {
+      "",           "later",      "now-",       "now-5fortnights",    "now*3",
+      "2024-02-30", "2023-02-29", "2024-13-01", "2024-01-01T25:00",   "2024-01-01 08:00",
+      "13/01",      "12345",      "99:00",      "now-99999999999days"};
+  for (const char* more : {"now-5y", "now--5", "now 5", "1704067200", "8:5", "8:30:5", "13:00pm",
+                           "8:30 xm", "8:30 ", "01/02/2", "01/02.24", "01/02-", "01/02-25:00"}) {
+    bad_ones.push_back(more);
+  }
+  for (const char* more :
+       {"today-", "noon-today", "tomorrowT", "01/02 08:00", "08:00-01/02", "-1", "now-1hour-2"}) {
+    bad_ones.push_back(more);
+  }
+  for (const std::string& bad : bad_ones) {
     auto t = parse_slurm_time(bad, kNow);
     EXPECT_FALSE(t.ok()) << "'" << bad << "' was read as " << (t.ok() ? *t : 0);
     if (!t.ok()) {

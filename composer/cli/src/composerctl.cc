@@ -2,7 +2,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -11,6 +10,7 @@
 #include "composer/accounting/time_spec.h"
 #include "composer/api/codec.h"
 #include "composer/client/client.h"
+#include "composer/common/clock.h"
 #include "composer/common/units.h"
 #include "output.h"
 #include "policy.h"
@@ -101,14 +101,8 @@ E enum_arg(const std::string& text, std::optional<E> (*parse)(std::string_view),
   return *e;
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 int64_t past_time_arg(const std::string& text, std::string_view flag) {
-  return checked(accounting::parse_slurm_time(text, now_ms()), flag);
+  return checked(accounting::parse_slurm_time(text, SystemClock::instance().now_ms()), flag);
 }
 
 // Prints the outcome of one call: the table or JSON on `out`, or the error line on `err`.

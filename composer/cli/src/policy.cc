@@ -7,7 +7,6 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -16,6 +15,7 @@
 
 #include "composer/accounting/time_spec.h"
 #include "composer/api/codec.h"
+#include "composer/common/clock.h"
 #include "composer/common/units.h"
 #include "composer/policies/parser.h"
 #include "composer/policies/slurm_plan.h"
@@ -49,12 +49,6 @@ constexpr char kProgram[] = "composerctl";
 struct Usage {
   std::string message;
 };
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::vector<std::string> words(const std::string& line) {
   std::istringstream in(line);
@@ -339,7 +333,7 @@ int apply(const PolicyCommand& cmd, const client::Client& client, Format format,
   auto trial = client.put_policy({.file = name, .text = text, .dry_run = true});
   if (!trial) return fail(err, trial.error());
 
-  const pol::Plan plan = pol::compile_plan(*parsed, pool, now_ms() / 1000);
+  const pol::Plan plan = pol::compile_plan(*parsed, pool, SystemClock::instance().now_ms() / 1000);
   auto state = read_slurm_state();
   if (!state) return fail(err, state.error());
   const auto actions = pol::diff_plan(plan, *state, parsed->time_zone);
@@ -513,8 +507,8 @@ int run_policy(const PolicyCommand& cmd, const client::Client& client, const Out
       }
       q.time_limit_s = time_limit_arg(cmd.time_limit);
       if (!cmd.start.empty()) {
-        auto t =
-            accounting::parse_slurm_time(cmd.start, now_ms(), accounting::TimeDirection::kFuture);
+        auto t = accounting::parse_slurm_time(cmd.start, SystemClock::instance().now_ms(),
+                                              accounting::TimeDirection::kFuture);
         if (!t) throw Usage{"--start: " + t.error().message};
         q.start_ms = *t;
       }

@@ -1,6 +1,5 @@
 #include "report.h"
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <vector>
@@ -9,6 +8,7 @@
 #include "composer/accounting/report.h"
 #include "composer/accounting/report_json.h"
 #include "composer/accounting/time_spec.h"
+#include "composer/common/clock.h"
 #include "composer/common/units.h"
 #include "composerctl.h"
 
@@ -184,12 +184,6 @@ int usage_error(std::ostream& err, const std::string& message) {
   return kExitUsage;
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 ReportArgs& add_report_command(CLI::App& app, ReportArgs& args) {
@@ -233,7 +227,7 @@ int run_report(const ReportArgs& args, const client::Client& client, const Outpu
       return usage_error(err, fits.error().message);
     }
   }
-  const int64_t now = now_ms();
+  const int64_t now = SystemClock::instance().now_ms();
   auto start = accounting::parse_slurm_time(args.start.empty() ? "yesterday" : args.start, now);
   if (!start) return usage_error(err, "--start: " + start.error().message);
   auto end = accounting::parse_slurm_time(args.end.empty() ? "today" : args.end, now);
