@@ -248,6 +248,12 @@ bool valid_list_item(std::string_view s) {
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
+// Inside a transaction, a refusal of what the caller named ("no device 'x'"): unlike
+// sqlite::fail, no "store: " prefix, since the sentence reaches the user who typed the name.
+[[noreturn]] void refuse(ErrorCode code, std::string message) {
+  throw sqlite::Failure(Error(code, std::move(message)));
+}
+
 // The SQLite part of a failure's message, without the "store: " prefix, to quote it inside a
 // more specific sentence.
 std::string sqlite_reason(const sqlite::Failure& f) {
@@ -618,7 +624,7 @@ Expected<std::vector<Device>> SqliteStore::devices(const DeviceFilter& filter) {
 Expected<Device> SqliteStore::device(const std::string& id) {
   auto found = read<std::optional<Device>>([&id](Connection& db) { return find_device(db, id); });
   if (!found.ok()) return found.error();
-  if (!*found) return Error(ErrorCode::kNotFound, "store: no device " + quoted(id));
+  if (!*found) return Error(ErrorCode::kNotFound, "no device " + quoted(id));
   return std::move(**found);
 }
 
@@ -655,7 +661,8 @@ Expected<Composition> SqliteStore::create_composition(const Composition& c,
     for (const auto& id : ids) {
       auto d = find_device(db, id);
       if (!d)
-        fail(ErrorCode::kNotFound, "creating composition for " + who + ": no device " + quoted(id));
+        refuse(ErrorCode::kNotFound,
+               "creating composition for " + who + ": no device " + quoted(id));
       created.devices.push_back(std::move(*d));
     }
     try {
@@ -718,19 +725,19 @@ Expected<Composition> SqliteStore::transition(int64_t id, CompositionState from,
                                               CompositionState to, std::string_view detail,
                                               int64_t now_ms, bool attempt) {
   if (!can_transition(from, to)) {
-    return Error(ErrorCode::kConflict, "store: composition " + std::to_string(id) +
+    return Error(ErrorCode::kConflict, "composition " + std::to_string(id) +
                                            ": a composition cannot go from " +
                                            std::string(to_string(from)) + " to " +
                                            std::string(to_string(to)) + "; nothing changed");
   }
   return write<Composition>([&](Connection& db) {
     auto found = find_composition(db, id);
-    if (!found) fail(ErrorCode::kNotFound, "no composition " + std::to_string(id));
+    if (!found) refuse(ErrorCode::kNotFound, "no composition " + std::to_string(id));
     Composition c = std::move(*found);
     if (c.state != from) {
-      fail(ErrorCode::kConflict, "composition " + std::to_string(id) + " is " +
-                                     std::string(to_string(c.state)) + ", not " +
-                                     std::string(to_string(from)) + "; nothing changed");
+      refuse(ErrorCode::kConflict, "composition " + std::to_string(id) + " is " +
+                                       std::string(to_string(c.state)) + ", not " +
+                                       std::string(to_string(from)) + "; nothing changed");
     }
     auto update = db.statement(kUpdateCompositionState);
     update->bind(1, id)
@@ -741,7 +748,7 @@ Expected<Composition> SqliteStore::transition(int64_t id, CompositionState from,
         .bind(6, detail)
         .run();
     if (db.changes() != 1) {
-      fail(ErrorCode::kConflict, "composition " + std::to_string(id) + " changed meanwhile");
+      refuse(ErrorCode::kConflict, "composition " + std::to_string(id) + " changed meanwhile");
     }
     append_event(
         db, composition_event(c, to_string(to), to_string(from), to_string(to), detail, now_ms));
@@ -763,7 +770,7 @@ Expected<Composition> SqliteStore::composition(int64_t id) {
   auto found =
       read<std::optional<Composition>>([id](Connection& db) { return find_composition(db, id); });
   if (!found.ok()) return found.error();
-  if (!*found) return Error(ErrorCode::kNotFound, "store: no composition " + std::to_string(id));
+  if (!*found) return Error(ErrorCode::kNotFound, "no composition " + std::to_string(id));
   return std::move(**found);
 }
 
@@ -801,7 +808,7 @@ Status SqliteStore::set_drained(const std::string& device_id, bool drained, std:
                                 std::string_view actor, int64_t now_ms) {
   return write_status([&](Connection& db) {
     auto found = find_device(db, device_id);
-    if (!found) fail(ErrorCode::kNotFound, "no device " + quoted(device_id));
+    if (!found) refuse(ErrorCode::kNotFound, "no device " + quoted(device_id));
     const Device before = *found;
     Device after = before;
     after.drained = drained;
@@ -822,7 +829,7 @@ Status SqliteStore::set_health(const std::string& device_id, Health health, std:
                                int64_t now_ms) {
   return write_status([&](Connection& db) {
     auto found = find_device(db, device_id);
-    if (!found) fail(ErrorCode::kNotFound, "no device " + quoted(device_id));
+    if (!found) refuse(ErrorCode::kNotFound, "no device " + quoted(device_id));
     if (found->health == health) return;
     db.statement(kSetHealth)->bind(1, device_id).bind(2, to_string(health)).run();
     append_event(db, device_event(db, *found, "health", to_string(found->health), to_string(health),
@@ -833,7 +840,7 @@ Status SqliteStore::set_health(const std::string& device_id, Health health, std:
 Expected<std::vector<Event>> SqliteStore::events(const EventFilter& filter) {
   if (filter.since_ms && filter.until_ms && *filter.since_ms > *filter.until_ms) {
     return Error(ErrorCode::kInvalidArgument,
-                 "store: since_ms " + std::to_string(*filter.since_ms) + " is after until_ms " +
+                 "since_ms " + std::to_string(*filter.since_ms) + " is after until_ms " +
                      std::to_string(*filter.until_ms) + "; the range must start before it ends");
   }
   return read<std::vector<Event>>([&filter](Connection& db) {
@@ -973,7 +980,7 @@ bool scan_range(Connection& db, int64_t since_ms, int64_t until_ms, Event& e,
 Status SqliteStore::scan_events(int64_t since_ms, int64_t until_ms,
                                 const std::function<bool(const Event&)>& visit) {
   if (since_ms > until_ms) {
-    return Error(ErrorCode::kInvalidArgument, "store: since_ms " + std::to_string(since_ms) +
+    return Error(ErrorCode::kInvalidArgument, "since_ms " + std::to_string(since_ms) +
                                                   " is after until_ms " + std::to_string(until_ms) +
                                                   "; the range must start before it ends");
   }

@@ -240,6 +240,11 @@ TEST_F(ComposerdAccountingTest, ReportMatchesTheLedger) {
   auto csv = ctl("report utilisation --csv --start now-1hour --end now");
   ASSERT_EQ(csv.code, 0) << csv.out;
   EXPECT_NE(csv.out.find("gpu,A100-80G,8,"), std::string::npos) << csv.out;
+  // -o picks the columns of any of them, --csv included; -n drops the header.
+  auto picked = ctl("report utilisation --csv -n -o model,Devices --start now-1hour --end now");
+  ASSERT_EQ(picked.code, 0) << picked.out;
+  EXPECT_NE(picked.out.find("A100-80G,8\n"), std::string::npos) << picked.out;
+  EXPECT_EQ(picked.out.find("MODEL"), std::string::npos) << picked.out;
   auto as_json = ctl("report top --json --start now-1hour --end now");
   ASSERT_EQ(as_json.code, 0) << as_json.out;
   auto top = api::parse_json(as_json.out);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "composer/common/units.h"
 
 namespace composer::cli {
@@ -44,7 +46,7 @@ TEST(SlurmConfig, LicensesCountUsableDevicesAndGresFollowSlots) {
       {.node = "n2", .fabric_id = "h2", .zones = {"z1"}, .gpu_slots = 8, .nvme_slots = 2},
       {.node = "big", .fabric_id = "h3", .zones = {"z2"}, .gpu_slots = 16, .nvme_slots = 4},
   };
-  const std::string text = slurm_config_text(pool, hosts);
+  const std::string text = slurm_config_text(slurm_config(pool, hosts));
   // 11 usable GPUs (one failed is left out, the drained one counts), 256 GiB, 2 drives.
   EXPECT_NE(text.find("Licenses=fabric_gpu:11,fabric_mem:256,fabric_nvme:2\n"), std::string::npos)
       << text;
@@ -52,6 +54,38 @@ TEST(SlurmConfig, LicensesCountUsableDevicesAndGresFollowSlots) {
   EXPECT_NE(text.find("NodeName=n1,n2 Name=cgpu Count=8\n"), std::string::npos) << text;
   EXPECT_NE(text.find("NodeName=big Name=cnvme Count=4\n"), std::string::npos) << text;
   EXPECT_NE(text.find("Gres=cgpu:16,cnvme:4"), std::string::npos) << text;
+}
+
+TEST(SlurmConfig, ParsableRowsAndJsonCarryTheSameSettings) {
+  std::vector<PoolRow> pool = {
+      {.type = DeviceType::kGpu, .model = "A100", .zone = "z1", .total = 4, .free = 4},
+      {.type = DeviceType::kMem,
+       .model = "CXL",
+       .zone = "z1",
+       .total = 2,
+       .free = 2,
+       .total_bytes = 2 * 64 * kGiB}};
+  std::vector<Host> hosts = {
+      {.node = "n1", .fabric_id = "h1", .zones = {"z1"}, .gpu_slots = 4, .nvme_slots = 0}};
+  const SlurmConfig config = slurm_config(pool, hosts);
+  std::ostringstream out;
+  slurm_config_table(config).print(out, Format::kParsable, true);
+  EXPECT_EQ(out.str(),
+            "FILE|NODES|SETTING\n"
+            "slurm.conf||Licenses=fabric_gpu:4,fabric_mem:128,fabric_nvme:0\n"
+            "slurm.conf||GresTypes=cgpu,cnvme\n"
+            "slurm.conf||JobSubmitPlugins=composer\n"
+            "slurm.conf|n1|Gres=cgpu:4,cnvme:0\n"
+            "gres.conf|n1|Name=cgpu Count=4\n"
+            "gres.conf|n1|Name=cnvme Count=0\n");
+  const Json::Value json = slurm_config_to_json(config);
+  EXPECT_EQ(json["licenses"]["fabric_mem"].asUInt64(), 128u);
+  EXPECT_EQ(json["gres_types"][1].asString(), "cnvme");
+  EXPECT_EQ(json["job_submit_plugins"][0].asString(), "composer");
+  EXPECT_EQ(json["nodes"][0]["cgpu"].asUInt(), 4u);
+  EXPECT_EQ(json["nodes"][0]["cnvme"].asUInt(), 0u);
+  // The text is built from the same settings.
+  EXPECT_NE(slurm_config_text(config).find("NodeName=n1 Name=cgpu Count=4\n"), std::string::npos);
 }
 
 }  // namespace

@@ -203,8 +203,13 @@ TEST_F(ComposerctlTest, UsageErrorsExitTwoAndSendNothing) {
       {"compositions", "show", "abc", "node1"},
       {"compositions", "show", "4711"},
       {"devices", "drain", "gpu-a-01"},
-      {"events", "--since", "yesterday"},
+      {"events", "--since", "later"},
+      {"events", "--until", "2024-05-01 08:00"},
       {"pool", "-P", "--json"},
+      {"-P", "pool", "--json"},
+      {"pool", "-o", "type,colour"},
+      {"devices", "drain", "gpu-a-01", "--reason", "x", "-o", "nope"},
+      {"pool", "-o", "type", "--json"},
       {"--server", "localhost:6830", "pool"},
   };
   for (const auto& args : bad) {
@@ -215,10 +220,104 @@ TEST_F(ComposerctlTest, UsageErrorsExitTwoAndSendNothing) {
     EXPECT_EQ(o.err.rfind("composerctl: error: ", 0), 0u) << joined << "\n" << o.err;
     EXPECT_NE(o.err.find("Run 'composerctl --help' for usage."), std::string::npos) << o.err;
   }
+  // Commands with their own usage line.
+  for (const auto& [args, usage] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"report", "-o", "colour"}, "report"},
+           {{"policy", "history", "-o", "colour"}, "policy"},
+           {{"policy", "explain", "--time-limit", "60", "-o", "sha256"}, "policy"},
+           {{"policy", "explain", "--time-limit", "60", "--start", "later"}, "policy"},
+           {{"policy", "apply", "p.policy", "-P"}, "policy"}}) {
+    Outcome o = run_ctl(args);
+    EXPECT_EQ(o.rc, 2) << args[1] << "\n" << o.err;
+    EXPECT_EQ(o.err.rfind("composerctl: error: ", 0), 0u) << o.err;
+    EXPECT_NE(o.err.find("Run 'composerctl " + usage + " --help' for usage."), std::string::npos)
+        << o.err;
+  }
   EXPECT_TRUE(requests().empty());
   EXPECT_EQ(run_ctl({"devices", "--type", "fpga"}).err,
             "composerctl: error: --type: 'fpga' is not one of gpu, mem, nvme\n"
             "Run 'composerctl --help' for usage.\n");
+  EXPECT_EQ(run_ctl({"pool", "-o", "type,colour"}).err,
+            "composerctl: error: -o/--format: no field 'colour'; the fields are TYPE,MODEL,ZONE,"
+            "TOTAL,FREE,ATTACHED,DRAINED,FAILED,TOTAL_SIZE,FREE_SIZE (any case)\n"
+            "Run 'composerctl --help' for usage.\n");
+}
+
+TEST_F(ComposerctlTest, FormatChoosesTheFieldsAndNoheaderItsShortForm) {
+  Outcome o = run_ctl({"pool", "-o", "type,Free,total%6"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out,
+            "TYPE  FREE   TOTAL\n"
+            "gpu      6       8\n"
+            "nvme     4       4\n");
+  o = run_ctl({"-n", "--format=id,state", "devices", "-P"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out, "gpu-a-00|attached\ngpu-a-01|free\n");
+}
+
+TEST_F(ComposerctlTest, SlurmConfigHonoursParsableAndJson) {
+  server_.server.Get("/v1/hosts", [](const httplib::Request&, httplib::Response& res) {
+    Host h;
+    h.node = "node1";
+    h.fabric_id = "h1";
+    h.zones = {"z1"};
+    h.gpu_slots = 4;
+    h.nvme_slots = 2;
+    answer(res, api::hosts_to_json({h}));
+  });
+  Outcome o = run_ctl({"slurm-config"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("Licenses=fabric_gpu:8,fabric_mem:0,fabric_nvme:4\n"), std::string::npos)
+      << o.out;
+  o = run_ctl({"slurm-config", "-P"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out,
+            "FILE|NODES|SETTING\n"
+            "slurm.conf||Licenses=fabric_gpu:8,fabric_mem:0,fabric_nvme:4\n"
+            "slurm.conf||GresTypes=cgpu,cnvme\n"
+            "slurm.conf||JobSubmitPlugins=composer\n"
+            "slurm.conf|node1|Gres=cgpu:4,cnvme:2\n"
+            "gres.conf|node1|Name=cgpu Count=4\n"
+            "gres.conf|node1|Name=cnvme Count=2\n");
+  o = run_ctl({"slurm-config", "--json"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  auto json = api::parse_json(o.out);
+  ASSERT_TRUE(json.ok()) << json.error();
+  EXPECT_EQ((*json)["licenses"]["fabric_gpu"].asUInt64(), 8u);
+  EXPECT_EQ((*json)["nodes"][0]["nodes"][0].asString(), "node1");
+  EXPECT_EQ((*json)["nodes"][0]["cgpu"].asUInt(), 4u);
+}
+
+TEST_F(ComposerctlTest, VersionPrintsTheProjectVersion) {
+  Outcome o = run_ctl({"-V"});
+  EXPECT_EQ(o.rc, 0);
+  EXPECT_EQ(o.out, std::string("composerctl ") + COMPOSER_VERSION + "\n");
+  EXPECT_EQ(run_ctl({"--version"}).out, o.out);
+}
+
+TEST_F(ComposerctlTest, EveryCommandsHelpListsTheOutputOptionsItHonours) {
+  for (const std::vector<std::string>& command :
+       std::vector<std::vector<std::string>>{{"pool"},
+                                             {"devices"},
+                                             {"devices", "drain"},
+                                             {"compositions", "show"},
+                                             {"health"},
+                                             {"events"},
+                                             {"slurm-config"},
+                                             {"report"},
+                                             {"policy", "history"},
+                                             {"policy", "explain"}}) {
+    std::vector<std::string> args = command;
+    args.push_back("--help");
+    Outcome o = run_ctl(args);
+    EXPECT_EQ(o.rc, 0) << args[0];
+    for (const char* option : {"-P,--parsable", "--json", "-o,--format", "-n,--noheader"}) {
+      EXPECT_NE(o.out.find(option), std::string::npos) << args[0] << " " << option << "\n" << o.out;
+    }
+  }
+  Outcome apply = run_ctl({"policy", "apply", "--help"});
+  EXPECT_NE(apply.out.find("--json"), std::string::npos) << apply.out;
+  EXPECT_EQ(apply.out.find("--parsable"), std::string::npos) << apply.out;
 }
 
 TEST_F(ComposerctlTest, HelpExitsZero) {
@@ -257,8 +356,11 @@ TEST_F(ComposerctlTest, ListFiltersBecomeQueryParameters) {
   EXPECT_EQ(o.out, "ID|JOBID|NODE|USER|ACCOUNT|WORKLOAD|STATE|REQUEST|DEVICES|CREATED|ERROR\n");
   o = run_ctl({"events", "--job", "4711", "--since", "2024-05-01", "--limit", "5"});
   EXPECT_EQ(o.rc, 0) << o.err;
+  // The same time grammar as report -S: Slurm's.
+  o = run_ctl({"events", "--since", "yesterday", "--until", "now+1hour"});
+  EXPECT_EQ(o.rc, 0) << o.err;
   auto seen = requests();
-  ASSERT_EQ(seen.size(), 2u);
+  ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(seen[0], "GET /v1/compositions?job=4711&state=ready&live=1&limit=10");
   EXPECT_EQ(seen[1].rfind("GET /v1/events?job=4711&since_ms=", 0), 0u) << seen[1];
   EXPECT_NE(seen[1].find("&limit=5"), std::string::npos) << seen[1];

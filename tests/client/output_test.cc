@@ -157,23 +157,49 @@ TEST(CliFormat, TimeAndElapsed) {
   EXPECT_EQ(format_elapsed(86400 * 3), "3-00:00:00");
 }
 
-TEST_F(CliUtcTime, ParseTimeReadsAbsoluteAndRelativeTimes) {
-  const int64_t now = 1714564800000;
-  EXPECT_EQ(*parse_time("now", now), now);
-  EXPECT_EQ(*parse_time("now-90", now), now - 90 * 1000);
-  EXPECT_EQ(*parse_time("now-30m", now), now - 30 * 60 * 1000);
-  EXPECT_EQ(*parse_time("now-2h", now), now - 2 * 3600 * 1000);
-  EXPECT_EQ(*parse_time("now-1d", now), now - 86400 * 1000);
-  EXPECT_EQ(*parse_time("2024-05-01", now), 1714521600000);
-  EXPECT_EQ(*parse_time("2024-05-01T12:00", now), now);
-  EXPECT_EQ(*parse_time("2024-05-01T12:00:30", now), now + 30000);
-  for (const char* bad : {"", "yesterday", "now-", "now-5y", "now+5m", "now--5", "2024-05-01 12:00",
-                          "2024-13-01", "1714564800"}) {
-    auto r = parse_time(bad, now);
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.error().message.rfind("bad time '" + std::string(bad) + "': expected now", 0), 0u)
-        << r.error().message;
+// The time arguments (events --since/--until, report -S/-E, policy explain --start) are read
+// by accounting::parse_slurm_time: tests/accounting/time_spec_test.cc.
+
+TEST(CliFields, FormatPicksColumnsInItsOrderInAnyCase) {
+  Table t({{"ID"}, {"COUNT", true}, {"NOTE"}});
+  t.add_row({"gpu-a-00", "2", "x"});
+  ASSERT_TRUE(t.select("note,Id").ok());
+  EXPECT_EQ(printed(t, Format::kParsable), "NOTE|ID\nx|gpu-a-00\n");
+}
+
+TEST(CliFields, WidthsCutAndAlignLikeSacct) {
+  Table t({{"ID"}, {"COUNT", true}, {"NOTE"}});
+  t.add_row({"gpu-a-00", "2", "jürgen"});
+  ASSERT_TRUE(t.select("id%4,note%-8,count%3").ok());
+  EXPECT_EQ(printed(t, Format::kTable),
+            "  ID  NOTE      COU\n"
+            "gpu-  jürgen      2\n");
+  // -P ignores the widths, as sacct -P does.
+  EXPECT_EQ(printed(t, Format::kParsable, false), "gpu-a-00|jürgen|2\n");
+}
+
+TEST(CliFields, UnknownFieldIsNamedWithTheAllowedOnes) {
+  Table t = pool_table({});
+  Status s = t.select("type,colour");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(s.error().message,
+            "-o/--format: no field 'colour'; the fields are TYPE,MODEL,ZONE,TOTAL,FREE,ATTACHED,"
+            "DRAINED,FAILED,TOTAL_SIZE,FREE_SIZE (any case)");
+  for (const char* bad : {"", "type,", "type%", "type%0", "type%x", "type%-", "type%5x"}) {
+    EXPECT_FALSE(pool_table({}).select(bad).ok()) << bad;
   }
+}
+
+TEST(CliFields, PrintTableAppliesTheOptions) {
+  std::ostringstream out;
+  ASSERT_TRUE(print_table(out, health_table({"ok", "sim", "0.1.0", 61}),
+                          {Format::kTable, false, "version,status"})
+                  .ok());
+  EXPECT_EQ(out.str(), "0.1.0  ok\n");
+  std::ostringstream none;
+  EXPECT_FALSE(print_table(none, health_table({}), {Format::kTable, true, "nope"}).ok());
+  EXPECT_EQ(none.str(), "");
 }
 
 TEST(CliJson, PrintsTheApiObjectIndented) {

@@ -246,6 +246,12 @@ TEST_F(ComposerdTest, ComposerctlDrainsAndResumesAndPrintsThreeFormats) {
   EXPECT_NE(table.out.find("H100"), std::string::npos) << table.out;
   ASSERT_EQ(ctl("devices resume gpu-b-7").code, 0);
   EXPECT_EQ(free_by_type()["gpu"], 16u);
+  // A refusal names what was typed, not the daemon's parts.
+  auto unknown = ctl("devices drain nosuch --reason test");
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_NE(unknown.out.find("composerctl: error: no device 'nosuch'\n"), std::string::npos)
+      << unknown.out;
+  EXPECT_EQ(unknown.out.find("store:"), std::string::npos) << unknown.out;
 }
 
 TEST_F(ComposerdTest, SlurmConfigMatchesThePool) {

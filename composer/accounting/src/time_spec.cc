@@ -1,7 +1,6 @@
 #include "composer/accounting/time_spec.h"
 
 #include <cctype>
-#include <charconv>
 #include <ctime>
 #include <optional>
 #include <string>
@@ -10,8 +9,9 @@ namespace composer::accounting {
 namespace {
 
 constexpr char kForms[] =
-    "expected now, now-N[seconds|minutes|hours|days|weeks], today, midnight, noon, teatime, "
-    "tomorrow, yesterday, YYYY-MM-DD[THH:MM[:SS]], MM/DD[/YY], MMDD[YY] or HH:MM[:SS]";
+    "expected now[{+|-}N[seconds|minutes|hours|days|weeks]], YYYY-MM-DD[THH:MM[:SS]], "
+    "MM/DD[/YY][-HH:MM[:SS]], MMDD[YY][-HH:MM[:SS]], HH:MM[:SS][AM|PM], today, yesterday, "
+    "tomorrow, midnight, noon, elevenses, fika or teatime";
 
 Error bad(std::string_view text, std::string_view why = "") {
   std::string m = "time '" + std::string(text) + "' is not valid";
@@ -19,20 +19,56 @@ Error bad(std::string_view text, std::string_view why = "") {
   return Error{ErrorCode::kInvalidArgument, m + ": " + kForms};
 }
 
-bool all_digits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (std::isdigit(static_cast<unsigned char>(c)) == 0) return false;
-  }
-  return true;
-}
+bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
 
-std::optional<int> number(std::string_view s) {
-  if (!all_digits(s) || s.size() > 9) return std::nullopt;
-  int v = 0;
-  std::from_chars(s.data(), s.data() + s.size(), v);
-  return v;
-}
+// A left-to-right reader over the lower-cased argument.
+class Cursor {
+ public:
+  explicit Cursor(std::string_view s) : s_(s) {}
+  bool done() const { return i_ >= s_.size(); }
+  char peek(size_t ahead = 0) const { return i_ + ahead < s_.size() ? s_[i_ + ahead] : '\0'; }
+  std::string_view rest() const { return s_.substr(std::min(i_, s_.size())); }
+  bool eat(char c) {
+    if (peek() != c) return false;
+    ++i_;
+    return true;
+  }
+  bool eat(std::string_view word) {
+    if (!rest().starts_with(word)) return false;
+    i_ += word.size();
+    return true;
+  }
+  // Between `least` and `most` digits, as many as there are.
+  std::optional<int> number(size_t least, size_t most) {
+    size_t n = 0;
+    int64_t v = 0;
+    while (n < most && is_digit(peek())) {
+      v = v * 10 + (peek() - '0');
+      ++i_;
+      ++n;
+    }
+    if (n < least) return std::nullopt;
+    return static_cast<int>(v);
+  }
+  size_t digits_ahead() const {
+    size_t n = 0;
+    while (is_digit(peek(n))) ++n;
+    return n;
+  }
+
+ private:
+  std::string_view s_;
+  size_t i_ = 0;
+};
+
+struct Date {
+  int year = -1;  // -1: not given, picked by the direction
+  int month = 0;  // 1-12
+  int day = 0;
+};
+struct Clock {
+  int hour = 0, minute = 0, second = 0;
+};
 
 std::tm local(int64_t ms) {
   const std::time_t t = static_cast<std::time_t>(ms / 1000);
@@ -41,18 +77,31 @@ std::tm local(int64_t ms) {
   return tm;
 }
 
+// The local calendar day `days` after the one of `now`, by the calendar rather than 24-hour
+// steps: a day with a DST change is 23 or 25 hours long.
+Date day_after(const std::tm& now, int days) {
+  std::tm tm = now;
+  tm.tm_mday += days;
+  tm.tm_hour = 12;  // away from any DST gap
+  tm.tm_min = tm.tm_sec = 0;
+  tm.tm_isdst = -1;
+  std::mktime(&tm);
+  return {tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday};
+}
+
 // Local date and time to epoch ms; nullopt when the fields name no real moment (Feb 30).
-std::optional<int64_t> make(int year, int month, int day, int hour, int minute, int second) {
-  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 59) {
+std::optional<int64_t> make(const Date& d, const Clock& c) {
+  if (d.month < 1 || d.month > 12 || d.day < 1 || d.day > 31 || c.hour > 23 || c.minute > 59 ||
+      c.second > 59) {
     return std::nullopt;
   }
   std::tm tm{};
-  tm.tm_year = year - 1900;
-  tm.tm_mon = month - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = minute;
-  tm.tm_sec = second;
+  tm.tm_year = d.year - 1900;
+  tm.tm_mon = d.month - 1;
+  tm.tm_mday = d.day;
+  tm.tm_hour = c.hour;
+  tm.tm_min = c.minute;
+  tm.tm_sec = c.second;
   tm.tm_isdst = -1;
   const std::tm asked = tm;
   const std::time_t t = std::mktime(&tm);
@@ -74,119 +123,161 @@ std::optional<int64_t> unit_ms(std::string_view u) {
   return std::nullopt;
 }
 
-// "HH:MM[:SS]" into its fields.
-bool clock_time(std::string_view s, int* h, int* m, int* sec) {
-  const size_t c1 = s.find(':');
-  if (c1 == std::string_view::npos) return false;
-  const size_t c2 = s.find(':', c1 + 1);
-  const auto hh = number(s.substr(0, c1));
-  const auto mm = number(s.substr(c1 + 1, c2 == std::string_view::npos ? s.npos : c2 - c1 - 1));
-  std::optional<int> ss = 0;
-  if (c2 != std::string_view::npos) ss = number(s.substr(c2 + 1));
-  if (!hh || !mm || !ss || s.substr(0, c1).size() > 2) return false;
-  *h = *hh;
-  *m = *mm;
-  *sec = *ss;
-  return true;
+// now[{+|-}N[unit]], the cursor just past "now".
+Expected<int64_t> relative(Cursor& in, std::string_view text, int64_t now_ms) {
+  if (in.done()) return now_ms;
+  const char sign = in.peek();
+  if (!in.eat('+') && !in.eat('-')) return bad(text, "only + or - may follow now");
+  if (in.digits_ahead() > 9) return bad(text, "the count has more than 9 digits");
+  const auto count = in.number(1, 9);
+  if (!count) return bad(text, "a count of units must follow now+ or now-");
+  const auto unit = unit_ms(in.rest());
+  if (!unit) return bad(text, "unknown unit '" + std::string(in.rest()) + "'");
+  const int64_t delta = int64_t{*count} * *unit;
+  if (sign == '+') return now_ms + delta;
+  if (delta > now_ms) return bad(text, "that is before 1970");
+  return now_ms - delta;
 }
 
-int full_year(int yy, int digits) { return digits == 2 ? 2000 + yy : yy; }
+// HH:MM[:SS][[ ]am|pm] or a named time of day.
+std::optional<Clock> clock_time(Cursor& in) {
+  static constexpr std::pair<std::string_view, int> kNamed[] = {
+      {"midnight", 0}, {"noon", 12}, {"elevenses", 11}, {"fika", 15}, {"teatime", 16}};
+  for (const auto& [word, hour] : kNamed) {
+    if (in.eat(word)) return Clock{hour, 0, 0};
+  }
+  Clock c;
+  const auto h = in.number(1, 2);
+  if (!h || !in.eat(':')) return std::nullopt;
+  const auto m = in.number(2, 2);
+  if (!m) return std::nullopt;
+  c.hour = *h;
+  c.minute = *m;
+  if (in.eat(':')) {
+    const auto s = in.number(2, 2);
+    if (!s) return std::nullopt;
+    c.second = *s;
+  }
+  if (c.hour > 23 || c.minute > 59 || c.second > 59) return std::nullopt;
+  const bool space = in.peek() == ' ';
+  if (space) in.eat(' ');
+  if (in.eat("pm")) {
+    // 12:30pm is 12:30; 0:30pm, as Slurm reads it, 12:30.
+    if (c.hour > 12) return std::nullopt;
+    if (c.hour < 12) c.hour += 12;
+  } else if (in.eat("am")) {
+    if (c.hour > 12) return std::nullopt;
+    if (c.hour == 12) c.hour = 0;
+  } else if (space) {
+    return std::nullopt;
+  }
+  return c;
+}
+
+// A year of 2 digits is 20YY; of 4, itself.
+std::optional<int> year_digits(Cursor& in) {
+  const size_t n = in.digits_ahead();
+  if (n != 2 && n != 4) return std::nullopt;
+  const auto y = in.number(n, n);
+  return n == 2 ? 2000 + *y : *y;
+}
+
+// YYYY-MM-DD, MM/DD[/YY], MM.DD[.YY] or MMDD[YY]; the named days are read by the caller.
+std::optional<Date> calendar_date(Cursor& in) {
+  Date d;
+  // YYYY-M-D or YYYY-MM-DD, told from MMDD-HH:MM by the second dash.
+  const bool iso = in.digits_ahead() == 4 && in.peek(4) == '-' && is_digit(in.peek(5)) &&
+                   (in.peek(6) == '-' || (is_digit(in.peek(6)) && in.peek(7) == '-'));
+  if (iso) {
+    d.year = *in.number(4, 4);
+    in.eat('-');
+    const auto m = in.number(1, 2);
+    if (!m || !in.eat('-')) return std::nullopt;
+    const auto day = in.number(1, 2);
+    if (!day) return std::nullopt;
+    d.month = *m;
+    d.day = *day;
+    return d;
+  }
+  const size_t run = in.digits_ahead();
+  if (run == 4 || run == 6) {  // MMDD[YY]
+    d.month = *in.number(2, 2);
+    d.day = *in.number(2, 2);
+    if (run == 6) d.year = 2000 + *in.number(2, 2);
+    return d;
+  }
+  const auto m = in.number(1, 2);
+  if (!m) return std::nullopt;
+  const char sep = in.peek();
+  if (sep != '/' && sep != '.') return std::nullopt;
+  in.eat(sep);
+  const auto day = in.number(1, 2);
+  if (!day) return std::nullopt;
+  d.month = *m;
+  d.day = *day;
+  if (in.eat(sep)) {
+    const auto y = year_digits(in);
+    if (!y) return std::nullopt;
+    d.year = *y;
+  }
+  return d;
+}
+
+bool later_in_year(const Date& d, const Clock& c, const std::tm& now) {
+  const int asked[] = {d.month, d.day, c.hour, c.minute, c.second};
+  const int current[] = {now.tm_mon + 1, now.tm_mday, now.tm_hour, now.tm_min, now.tm_sec};
+  for (size_t i = 0; i < 5; ++i) {
+    if (asked[i] != current[i]) return asked[i] > current[i];
+  }
+  return false;
+}
 
 }  // namespace
 
-Expected<int64_t> parse_slurm_time(std::string_view text, int64_t now_ms) {
+Expected<int64_t> parse_slurm_time(std::string_view text, int64_t now_ms, TimeDirection direction) {
   if (text.empty()) return bad(text, "it is empty");
   std::string lower(text);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const std::string_view t = lower;
-  const std::tm today = local(now_ms);
+  Cursor in(lower);
+  if (in.eat("now")) return relative(in, text, now_ms);
 
-  if (t == "now") return now_ms;
-  if (t.starts_with("now+") || t.starts_with("now-")) {
-    std::string_view rest = t.substr(4);
-    size_t digits = 0;
-    while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits])) != 0) {
-      ++digits;
-    }
-    const auto count = number(rest.substr(0, digits));
-    const auto unit = unit_ms(rest.substr(digits));
-    if (!count) return bad(text, "a count of units must follow now+ or now-");
-    if (!unit) return bad(text, "unknown unit '" + std::string(rest.substr(digits)) + "'");
-    const int64_t delta = int64_t{*count} * *unit;
-    if (t[3] == '-') {
-      if (delta > now_ms) return bad(text, "that is before 1970");
-      return now_ms - delta;
-    }
-    return now_ms + delta;
+  const std::tm now = local(now_ms);
+  std::optional<Date> date;
+  std::optional<Clock> clock;
+  if (in.eat("today")) {
+    date = day_after(now, 0);
+  } else if (in.eat("yesterday")) {
+    date = day_after(now, -1);
+  } else if (in.eat("tomorrow")) {
+    date = day_after(now, 1);
+  } else if (is_digit(in.peek()) && in.peek(1) != ':' && in.peek(2) != ':') {
+    date = calendar_date(in);
+    if (!date) return bad(text);
   }
-  if (t == "today" || t == "midnight") {
-    auto v = make(today.tm_year + 1900, today.tm_mon + 1, today.tm_mday, 0, 0, 0);
-    if (!v) return bad(text);
-    return *v;
+  bool time_follows = !date;
+  if (date && !in.done()) {
+    if (!in.eat('t') && !in.eat('-')) return bad(text);
+    time_follows = true;
   }
-  if (t == "noon" || t == "teatime") {
-    auto v =
-        make(today.tm_year + 1900, today.tm_mon + 1, today.tm_mday, t == "noon" ? 12 : 16, 0, 0);
-    if (!v) return bad(text);
-    return *v;
+  if (time_follows) {
+    clock = clock_time(in);
+    if (!clock) return bad(text);
   }
-  if (t == "tomorrow" || t == "yesterday") {
-    // Calendar days, not 24 hours: a day with a DST change is 23 or 25 hours long.
-    std::tm tm = today;
-    tm.tm_mday += t == "tomorrow" ? 1 : -1;
-    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-    tm.tm_isdst = -1;
-    const std::time_t v = std::mktime(&tm);
-    if (v == static_cast<std::time_t>(-1)) return bad(text);
-    return static_cast<int64_t>(v) * 1000;
-  }
+  if (!in.done()) return bad(text);
 
-  int h = 0, m = 0, s = 0;
-  // YYYY-MM-DD[THH:MM[:SS]]
-  if (t.size() >= 10 && t[4] == '-' && t[7] == '-') {
-    const auto y = number(t.substr(0, 4)), mo = number(t.substr(5, 2)), d = number(t.substr(8, 2));
-    if (!y || !mo || !d) return bad(text);
-    if (t.size() > 10) {
-      if (t[10] != 't' || !clock_time(t.substr(11), &h, &m, &s)) return bad(text);
-    }
-    auto v = make(*y, *mo, *d, h, m, s);
-    if (!v) return bad(text, "no such date or time");
-    return *v;
+  if (!date) {
+    const bool passed = !later_in_year(day_after(now, 0), *clock, now);
+    date = day_after(now, direction == TimeDirection::kFuture && passed ? 1 : 0);
   }
-  // HH:MM[:SS] today
-  if (t.find(':') != std::string_view::npos) {
-    if (!clock_time(t, &h, &m, &s)) return bad(text);
-    auto v = make(today.tm_year + 1900, today.tm_mon + 1, today.tm_mday, h, m, s);
-    if (!v) return bad(text, "no such time");
-    return *v;
+  const Clock at = clock.value_or(Clock{});
+  if (date->year < 0) {
+    date->year = now.tm_year + 1900;
+    if (direction == TimeDirection::kPast && date->month > now.tm_mon + 1) --date->year;
+    if (direction == TimeDirection::kFuture && !later_in_year(*date, at, now)) ++date->year;
   }
-  // MM/DD[/YY] and MM.DD[.YY]
-  for (char sep : {'/', '.'}) {
-    const size_t a = t.find(sep);
-    if (a == std::string_view::npos) continue;
-    const size_t b = t.find(sep, a + 1);
-    const auto mo = number(t.substr(0, a));
-    const auto d = number(t.substr(a + 1, b == std::string_view::npos ? t.npos : b - a - 1));
-    int year = today.tm_year + 1900;
-    if (b != std::string_view::npos) {
-      const std::string_view ys = t.substr(b + 1);
-      const auto y = number(ys);
-      if (!y || (ys.size() != 2 && ys.size() != 4)) return bad(text);
-      year = full_year(*y, static_cast<int>(ys.size()));
-    }
-    if (!mo || !d) return bad(text);
-    auto v = make(year, *mo, *d, 0, 0, 0);
-    if (!v) return bad(text, "no such date");
-    return *v;
-  }
-  // MMDD[YY]
-  if (all_digits(t) && (t.size() == 4 || t.size() == 6)) {
-    const int year = t.size() == 6 ? full_year(*number(t.substr(4, 2)), 2) : today.tm_year + 1900;
-    auto v = make(year, *number(t.substr(0, 2)), *number(t.substr(2, 2)), 0, 0, 0);
-    if (!v) return bad(text, "no such date");
-    return *v;
-  }
-  return bad(text);
+  auto v = make(*date, at);
+  if (!v) return bad(text, "no such date or time");
+  return *v;
 }
 
 }  // namespace composer::accounting

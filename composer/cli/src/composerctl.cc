@@ -2,14 +2,15 @@
 
 #include <CLI/CLI.hpp>
 
-#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <optional>
 #include <string>
 
+#include "composer/accounting/time_spec.h"
 #include "composer/api/codec.h"
 #include "composer/client/client.h"
+#include "composer/common/clock.h"
 #include "composer/common/units.h"
 #include "output.h"
 #include "policy.h"
@@ -32,11 +33,37 @@ struct Settings {
   bool parsable = false;
   bool json = false;
   bool noheader = false;
+  std::string fields;  // -o/--format
 
   Format format() const {
     return json ? Format::kJson : parsable ? Format::kParsable : Format::kTable;
   }
+  OutputOptions output() const { return {format(), !noheader, fields}; }
 };
+
+// Which of the output options a command honours.
+enum class Shape {
+  kTable,  // -P, --json, -o, -n
+  kJson,   // --json only (policy apply prints its plan as text)
+};
+
+// The output options, on composerctl itself and again on each command that honours them, so
+// that the command's --help lists them: they may come before or after the command.
+void add_output_options(CLI::App* app, Settings& s, Shape shape, const std::string& group) {
+  if (shape == Shape::kTable) {
+    app->add_flag("-P,--parsable", s.parsable,
+                  "'|'-separated output with a header line, like sacct -P")
+        ->group(group);
+  }
+  app->add_flag("--json", s.json, "the API's JSON objects")->group(group);
+  if (shape == Shape::kTable) {
+    app->add_option("-o,--format", s.fields,
+                    "the columns to print, as sacct -o: NAME[%N|%-N],... (width, left-aligned)")
+        ->type_name("FIELDS")
+        ->group(group);
+    app->add_flag("-n,--noheader", s.noheader, "leave out the header line")->group(group);
+  }
+}
 
 std::string env_or(const char* name, std::string fallback) {
   const char* value = std::getenv(name);
@@ -74,10 +101,8 @@ E enum_arg(const std::string& text, std::optional<E> (*parse)(std::string_view),
   return *e;
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+int64_t past_time_arg(const std::string& text, std::string_view flag) {
+  return checked(accounting::parse_slurm_time(text, SystemClock::instance().now_ms()), flag);
 }
 
 // Prints the outcome of one call: the table or JSON on `out`, or the error line on `err`.
@@ -90,8 +115,8 @@ class Printer {
     if (!result) return fail(result.error());
     if (s_.json) {
       print_json(out_, to_json(*result));
-    } else {
-      to_table(*result).print(out_, s_.format(), !s_.noheader);
+    } else if (Status printed = print_table(out_, to_table(*result), s_.output()); !printed) {
+      return fail(printed.error());
     }
     return kExitOk;
   }
@@ -111,25 +136,30 @@ class Printer {
 
 int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{
-      "Show and steer the pool of composable GPUs, CXL memory and NVMe drives that "
-      "composerd attaches to Slurm jobs.",
+      "Show and steer the pool of composable GPUs, CXL memory and NVMe drives that composerd\n"
+      "attaches to Slurm jobs.",
       kProgram};
   app.require_subcommand(1);
   app.fallthrough();  // global flags may also follow the subcommand
+  app.set_version_flag("-V,--version", std::string(kProgram) + " " + COMPOSER_VERSION,
+                       "print composerctl's version and exit");
   Settings s;
   app.add_option("--server", s.server,
                  "composerd's URL (else $COMPOSER_SERVER, else " +
-                     std::string(client::kDefaultServerUrl) + ")");
+                     std::string(client::kDefaultServerUrl) + ")")
+      ->type_name("URL");
   app.add_option("--munge-socket", s.munge_socket,
-                 "munged's socket (else $COMPOSER_MUNGE_SOCKET, else munge's default)");
-  auto* parsable = app.add_flag("-P,--parsable", s.parsable,
-                                "'|'-separated output with a header line, like sacct -P");
-  auto* json = app.add_flag("--json", s.json, "the API's JSON objects");
-  parsable->excludes(json);
-  app.add_flag("--noheader", s.noheader, "leave out the header line");
+                 "munged's socket (else $COMPOSER_MUNGE_SOCKET, else munge's default)")
+      ->type_name("PATH");
+  add_output_options(&app, s, Shape::kTable, "Options");
+  // Each command's own copy of the output options, under a heading of their own.
+  const auto output_options = [&s](CLI::App* command, Shape shape = Shape::kTable) {
+    add_output_options(command, s, shape, "Output options");
+  };
 
   auto* pool =
       app.add_subcommand("pool", "Devices per type, model and zone: free, attached, drained");
+  output_options(pool);
 
   auto* devices = app.add_subcommand("devices", "List, drain or resume pooled devices");
   devices->require_subcommand(0, 1);
@@ -146,6 +176,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   auto* resume = devices->add_subcommand("resume", "Put a drained device back in service (admins)");
   std::string resume_id;
   resume->add_option("ID", resume_id, "device id")->required();
+  for (CLI::App* c : {devices, devices_list, drain, resume}) output_options(c);
 
   auto* comps =
       app.add_subcommand("compositions", "List, show or release the devices attached to jobs");
@@ -167,24 +198,32 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   auto* release = comps->add_subcommand("release", "Detach a job's devices from a node (admins)");
   release->add_option("JOB", one_job, "Slurm job id")->required();
   release->add_option("NODE", one_node, "node name")->required();
+  for (CLI::App* c : {comps, comps_list, show, release}) output_options(c);
 
   auto* health =
       app.add_subcommand("health", "composerd's status; exits 1 unless the status is ok");
+  output_options(health);
 
   auto* events = app.add_subcommand("events", "The ledger of state changes (admins)");
   std::string e_job, e_since, e_until, e_limit;
   events->add_option("--job", e_job, "Slurm job id");
-  events->add_option("--since", e_since, "from this time: now-1h, 2024-05-01T08:00, ...");
-  events->add_option("--until", e_until, "before this time");
+  events->add_option("--since", e_since, "from this time, as sacct -S: now-1hour, yesterday, ...")
+      ->type_name("TIME");
+  events->add_option("--until", e_until, "before this time, in the same forms")->type_name("TIME");
   events->add_option("--limit", e_limit, "at most this many, oldest first");
-  auto* slurm_config = app.add_subcommand(
+  output_options(events);
+  auto* config_cmd = app.add_subcommand(
       "slurm-config",
       "The slurm.conf and gres.conf lines (Licenses, GresTypes, Gres) for the pool");
+  output_options(config_cmd);
   auto policy = add_policy_command(app);
-  (void)devices_list;
-  (void)comps_list;
+  for (CLI::App* c : policy_commands(*policy)) output_options(c);
+  output_options(policy_apply_command(*policy), Shape::kJson);
   ReportArgs report_args;
   add_report_command(app, report_args);
+  output_options(report_args.command);
+  // After the commands, which would inherit it.
+  app.footer("Run 'composerctl COMMAND --help' for the options of a command.");
 
   try {
     app.parse(argc, argv);
@@ -227,10 +266,25 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     if (!c_limit.empty()) cq.limit = limit_arg(c_limit);
     client::EventQuery eq;
     if (!e_job.empty()) eq.job = job_id_arg(e_job, "--job");
-    if (!e_since.empty()) eq.since_ms = checked(parse_time(e_since, now_ms()), "--since");
-    if (!e_until.empty()) eq.until_ms = checked(parse_time(e_until, now_ms()), "--until");
+    if (!e_since.empty()) eq.since_ms = past_time_arg(e_since, "--since");
+    if (!e_until.empty()) eq.until_ms = past_time_arg(e_until, "--until");
     if (!e_limit.empty()) eq.limit = limit_arg(e_limit);
     const uint32_t job = one_job.empty() ? 0 : job_id_arg(one_job, "JOB");
+    if (s.parsable && s.json) throw UsageError{"-P/--parsable and --json exclude each other"};
+    if (!s.fields.empty() && s.json) {
+      throw UsageError{"-o/--format chooses the fields of a table; --json prints whole objects"};
+    }
+    // The fields -o names, checked against the command's columns before anything is sent.
+    std::optional<Table> shape;
+    if (pool->parsed()) shape = pool_table({});
+    if (devices->parsed()) shape = device_table({});
+    if (comps->parsed()) shape = composition_table({});
+    if (health->parsed()) shape = health_table({});
+    if (events->parsed()) shape = event_table({});
+    if (config_cmd->parsed()) shape = slurm_config_table({});
+    if (shape && !s.fields.empty()) {
+      if (Status fits = shape->select(s.fields); !fits) throw UsageError{fits.error().message};
+    }
 
     const client::Client c(options);
     const Printer p(s, out, err);
@@ -267,13 +321,17 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       }
       return p.print(c.compositions(cq), composition_table, api::compositions_to_json);
     }
-    if (slurm_config->parsed()) {
+    if (config_cmd->parsed()) {
       auto pool_rows = c.pool();
       if (!pool_rows) return p.fail(pool_rows.error());
       auto hosts = c.hosts();
       if (!hosts) return p.fail(hosts.error());
-      out << slurm_config_text(*pool_rows, *hosts);
-      return kExitOk;
+      const Expected<SlurmConfig> config = slurm_config(*pool_rows, *hosts);
+      if (s.format() == Format::kTable && s.fields.empty()) {
+        out << slurm_config_text(*config);
+        return kExitOk;
+      }
+      return p.print(config, slurm_config_table, slurm_config_to_json);
     }
     if (health->parsed()) {
       auto info = c.health();
@@ -283,12 +341,12 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       return rc;
     }
     if (report_args.command->parsed()) {
-      return run_report(report_args, c, s.format(), !s.noheader, out, err);
+      return run_report(report_args, c, s.output(), out, err);
     }
     if (events->parsed()) {
       return p.print(c.events(eq), event_table, api::events_to_json);
     }
-    if (policy_chosen(*policy)) return run_policy(*policy, c, s.format(), !s.noheader, out, err);
+    if (policy_chosen(*policy)) return run_policy(*policy, c, s.output(), out, err);
     err << kProgram << ": error: no command given\nRun '" << kProgram << " --help' for usage.\n";
     return kExitUsage;
   } catch (const UsageError& e) {

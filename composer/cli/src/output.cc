@@ -34,6 +34,21 @@ std::string joined(const std::vector<std::string>& items) {
   return out;
 }
 
+// The first `n` characters of `s` (UTF-8 sequences kept whole).
+std::string first_chars(const std::string& s, size_t n) {
+  size_t chars = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && chars++ == n) return s.substr(0, i);
+  }
+  return s;
+}
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
 std::string id_or_empty(const std::optional<int64_t>& id) {
   return id ? std::to_string(*id) : std::string();
 }
@@ -46,6 +61,55 @@ void Table::add_row(std::vector<std::string> cells) {
   cells.resize(columns_.size());
   for (std::string& cell : cells) cell = one_line(std::move(cell));
   rows_.push_back(std::move(cells));
+}
+
+Status Table::select(std::string_view fields) {
+  std::string names;
+  for (const Column& c : columns_) names += (names.empty() ? "" : ",") + c.header;
+  const auto refuse = [&](const std::string& why) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "-o/--format: " + why + "; the fields are " + names + " (any case)"};
+  };
+  std::vector<size_t> picked;
+  std::vector<Column> chosen;
+  size_t start = 0;
+  while (start <= fields.size()) {
+    size_t end = fields.find(',', start);
+    if (end == std::string_view::npos) end = fields.size();
+    const std::string_view item = fields.substr(start, end - start);
+    start = end + 1;
+    const size_t percent = item.find('%');
+    const std::string name = upper(item.substr(0, percent));
+    if (name.empty()) return refuse("'" + std::string(fields) + "' has an empty field");
+    const auto at = std::find_if(columns_.begin(), columns_.end(),
+                                 [&](const Column& c) { return c.header == name; });
+    if (at == columns_.end())
+      return refuse("no field '" + std::string(item.substr(0, percent)) + "'");
+    Column column = *at;
+    if (percent != std::string_view::npos) {
+      std::string_view spec = item.substr(percent + 1);
+      const bool left = spec.starts_with('-');
+      if (left) spec.remove_prefix(1);
+      size_t width = 0;
+      const auto [ptr, ec] = std::from_chars(spec.data(), spec.data() + spec.size(), width);
+      if (spec.empty() || ec != std::errc() || ptr != spec.data() + spec.size() || width == 0 ||
+          width > 1000) {
+        return refuse("'" + std::string(item) +
+                      "' has a width that is not %N or %-N with N from 1 to 1000");
+      }
+      column.width = width;
+      column.right_align = !left;
+    }
+    picked.push_back(static_cast<size_t>(at - columns_.begin()));
+    chosen.push_back(std::move(column));
+  }
+  for (auto& row : rows_) {
+    std::vector<std::string> cells;
+    for (size_t i : picked) cells.push_back(row[i]);
+    row = std::move(cells);
+  }
+  columns_ = std::move(chosen);
+  return Status::Ok();
 }
 
 void Table::print(std::ostream& out, Format format, bool header) const {
@@ -66,10 +130,13 @@ void Table::print(std::ostream& out, Format format, bool header) const {
   for (const auto* line : lines) {
     for (size_t i = 0; i < line->size(); ++i) widths[i] = std::max(widths[i], width((*line)[i]));
   }
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    if (columns_[i].width > 0) widths[i] = columns_[i].width;
+  }
   for (const auto* line : lines) {
     std::string text;
     for (size_t i = 0; i < line->size(); ++i) {
-      const std::string& cell = (*line)[i];
+      const std::string cell = first_chars((*line)[i], widths[i]);
       const std::string pad(widths[i] - width(cell), ' ');
       if (i > 0) text += "  ";
       text += columns_[i].right_align ? pad + cell : cell + pad;
@@ -77,6 +144,14 @@ void Table::print(std::ostream& out, Format format, bool header) const {
     text.erase(text.find_last_not_of(' ') + 1);
     out << text << '\n';
   }
+}
+
+Status print_table(std::ostream& out, Table table, const OutputOptions& options) {
+  if (!options.fields.empty()) {
+    if (Status s = table.select(options.fields); !s) return s;
+  }
+  table.print(out, options.format, options.header);
+  return Status::Ok();
 }
 
 void print_json(std::ostream& out, const Json::Value& value) {
@@ -104,54 +179,6 @@ std::string format_elapsed(int64_t seconds) {
                 static_cast<long long>(seconds % 86400 / 3600),
                 static_cast<long long>(seconds % 3600 / 60), static_cast<long long>(seconds % 60));
   return days > 0 ? std::to_string(days) + "-" + buffer : std::string(buffer);
-}
-
-Expected<int64_t> parse_time(std::string_view text, int64_t now_ms) {
-  const std::string rule =
-      "expected now, now-N[s|m|h|d], YYYY-MM-DD, YYYY-MM-DDTHH:MM or YYYY-MM-DDTHH:MM:SS";
-  const std::string quoted = "'" + std::string(text) + "'";
-  if (text == "now") return now_ms;
-  if (text.starts_with("now-")) {
-    std::string_view rest = text.substr(4);
-    int64_t unit = 1000;
-    if (!rest.empty() && std::isalpha(static_cast<unsigned char>(rest.back()))) {
-      switch (rest.back()) {
-        case 's':
-          unit = 1000;
-          break;
-        case 'm':
-          unit = 60 * 1000;
-          break;
-        case 'h':
-          unit = 3600 * 1000;
-          break;
-        case 'd':
-          unit = 86400 * 1000;
-          break;
-        default:
-          return Error{ErrorCode::kInvalidArgument, "bad time " + quoted + ": " + rule};
-      }
-      rest.remove_suffix(1);
-    }
-    int64_t count = 0;
-    auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), count);
-    if (rest.empty() || ec != std::errc() || ptr != rest.data() + rest.size() || count < 0 ||
-        count > now_ms / unit) {
-      return Error{ErrorCode::kInvalidArgument, "bad time " + quoted + ": " + rule};
-    }
-    return now_ms - count * unit;
-  }
-  for (const char* layout : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"}) {
-    std::tm tm{};
-    const std::string copy(text);
-    const char* end = strptime(copy.c_str(), layout, &tm);
-    if (end == nullptr || *end != '\0') continue;
-    tm.tm_isdst = -1;
-    const std::time_t t = std::mktime(&tm);
-    if (t == static_cast<std::time_t>(-1)) break;
-    return static_cast<int64_t>(t) * 1000;
-  }
-  return Error{ErrorCode::kInvalidArgument, "bad time " + quoted + ": " + rule};
 }
 
 Table pool_table(const std::vector<PoolRow>& rows) {

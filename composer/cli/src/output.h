@@ -19,9 +19,18 @@ namespace composer::cli {
 
 enum class Format { kTable, kParsable, kJson };
 
+// What the command line asked of the output: -P or --json, -n/--noheader, -o/--format.
+struct OutputOptions {
+  Format format = Format::kTable;
+  bool header = true;
+  std::string fields;  // -o/--format as given; empty: every column
+};
+
 struct Column {
   std::string header;
   bool right_align = false;  // numbers and sizes
+  size_t width = 0;          // -o's %N: exactly this many characters, cut to fit; 0: as wide
+                             // as the widest cell
 };
 
 class Table {
@@ -37,12 +46,24 @@ class Table {
   // kJson is not a table format; it prints like kParsable.
   void print(std::ostream& out, Format format, bool header) const;
 
+  // Keeps the columns `fields` names, in its order, as sacct's -o/--format reads it:
+  // comma-separated column names in any case, each with an optional %N (N characters wide,
+  // right-aligned) or %-N (left-aligned). The widths shape kTable only. kInvalidArgument names
+  // a field the table does not have and lists those it has.
+  Status select(std::string_view fields);
+
   size_t size() const { return rows_.size(); }
+  const std::vector<Column>& columns() const { return columns_; }
+  const std::vector<std::vector<std::string>>& rows() const { return rows_; }
 
  private:
   std::vector<Column> columns_;
   std::vector<std::vector<std::string>> rows_;
 };
+
+// `table` with the fields of `options.fields`, as a table or '|'-separated. kInvalidArgument
+// (nothing printed) for a field it does not have.
+Status print_table(std::ostream& out, Table table, const OutputOptions& options);
 
 // Indented JSON followed by a newline.
 void print_json(std::ostream& out, const Json::Value& value);
@@ -51,9 +72,6 @@ void print_json(std::ostream& out, const Json::Value& value);
 std::string format_time(int64_t ms);
 // Seconds as Slurm prints elapsed time: "02:03:04", "1-02:03:04".
 std::string format_elapsed(int64_t seconds);
-// Reads a time argument: "now", "now-30m" (s, m, h, d; seconds when no unit),
-// "YYYY-MM-DD", "YYYY-MM-DDTHH:MM" or "YYYY-MM-DDTHH:MM:SS" in local time.
-Expected<int64_t> parse_time(std::string_view text, int64_t now_ms);
 
 Table pool_table(const std::vector<PoolRow>& rows);
 Table device_table(const std::vector<Device>& devices);

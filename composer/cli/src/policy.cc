@@ -7,14 +7,15 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
+#include "composer/accounting/time_spec.h"
 #include "composer/api/codec.h"
+#include "composer/common/clock.h"
 #include "composer/common/units.h"
 #include "composer/policies/parser.h"
 #include "composer/policies/slurm_plan.h"
@@ -48,12 +49,6 @@ constexpr char kProgram[] = "composerctl";
 struct Usage {
   std::string message;
 };
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::vector<std::string> words(const std::string& line) {
   std::istringstream in(line);
@@ -297,6 +292,13 @@ uint64_t count_arg(const std::string& text, std::string_view flag) {
   return *n;
 }
 
+Table explain_table(const api::PolicyExplanation& e) {
+  Table t({{"WORKLOAD"}, {"ADMITTED"}, {"EARLIEST"}, {"EXPLANATION"}});
+  t.add_row({e.workload, e.admitted ? "yes" : "no",
+             e.earliest_ms ? format_time(*e.earliest_ms) : "", e.explanation});
+  return t;
+}
+
 Table version_table(const std::vector<PolicyVersion>& versions) {
   Table t({{"ID", true}, {"APPLIED"}, {"USER"}, {"FILE"}, {"SHA256"}});
   for (const auto& v : versions) {
@@ -331,7 +333,7 @@ int apply(const PolicyCommand& cmd, const client::Client& client, Format format,
   auto trial = client.put_policy({.file = name, .text = text, .dry_run = true});
   if (!trial) return fail(err, trial.error());
 
-  const pol::Plan plan = pol::compile_plan(*parsed, pool, now_ms() / 1000);
+  const pol::Plan plan = pol::compile_plan(*parsed, pool, SystemClock::instance().now_ms() / 1000);
   auto state = read_slurm_state();
   if (!state) return fail(err, state.error());
   const auto actions = pol::diff_plan(plan, *state, parsed->time_zone);
@@ -437,24 +439,44 @@ std::shared_ptr<PolicyCommand> add_policy_command(CLI::App& app) {
   cmd->explain->add_option("--nvme", cmd->nvme, "NVMe drives in total");
   cmd->explain->add_option("--time-limit", cmd->time_limit, "as sbatch -t: 90, 2:00:00, 1-12")
       ->required();
-  cmd->explain->add_option("--start", cmd->start, "when it would start (default now)");
+  cmd->explain
+      ->add_option("--start", cmd->start,
+                   "when it would start, as sbatch --begin: 16:00, tomorrow, ... (default now)")
+      ->type_name("TIME");
   return cmd;
 }
 
+std::vector<CLI::App*> policy_commands(const PolicyCommand& command) {
+  return {command.policy, command.show, command.history, command.explain};
+}
+CLI::App* policy_apply_command(const PolicyCommand& command) { return command.apply; }
+
 bool policy_chosen(const PolicyCommand& command) { return command.policy->parsed(); }
 
-int run_policy(const PolicyCommand& cmd, const client::Client& client, Format format, bool header,
+int run_policy(const PolicyCommand& cmd, const client::Client& client, const OutputOptions& output,
                std::ostream& out, std::ostream& err) {
+  const Format format = output.format;
   try {
-    if (cmd.apply->parsed()) return apply(cmd, client, format, out, err);
+    if (cmd.apply->parsed()) {
+      if (format == Format::kParsable || !output.fields.empty()) {
+        throw Usage{"policy apply prints its plan as text, or --json; -P and -o do not apply"};
+      }
+      return apply(cmd, client, format, out, err);
+    }
+    // The fields -o names, checked before anything is sent.
+    if (!output.fields.empty()) {
+      Table shape = cmd.explain->parsed() ? explain_table({}) : version_table({});
+      if (Status fits = shape.select(output.fields); !fits) throw Usage{fits.error().message};
+    }
     if (cmd.show->parsed()) {
       auto v = client.policy();
       if (!v) return fail(err, v.error());
       if (format == Format::kJson) {
         print_json(out, api::to_json(*v));
       } else {
-        version_table({*v}).print(out, format, header);
-        if (format == Format::kTable) out << '\n' << v->text;
+        if (Status s = print_table(out, version_table({*v}), output); !s)
+          return fail(err, s.error());
+        if (format == Format::kTable && output.fields.empty()) out << '\n' << v->text;
       }
       return kExitOk;
     }
@@ -465,8 +487,8 @@ int run_policy(const PolicyCommand& cmd, const client::Client& client, Format fo
       if (!list) return fail(err, list.error());
       if (format == Format::kJson) {
         print_json(out, api::policy_history_to_json(*list));
-      } else {
-        version_table(*list).print(out, format, header);
+      } else if (Status s = print_table(out, version_table(*list), output); !s) {
+        return fail(err, s.error());
       }
       return kExitOk;
     }
@@ -485,7 +507,8 @@ int run_policy(const PolicyCommand& cmd, const client::Client& client, Format fo
       }
       q.time_limit_s = time_limit_arg(cmd.time_limit);
       if (!cmd.start.empty()) {
-        auto t = parse_time(cmd.start, now_ms());
+        auto t = accounting::parse_slurm_time(cmd.start, SystemClock::instance().now_ms(),
+                                              accounting::TimeDirection::kFuture);
         if (!t) throw Usage{"--start: " + t.error().message};
         q.start_ms = *t;
       }
@@ -493,11 +516,8 @@ int run_policy(const PolicyCommand& cmd, const client::Client& client, Format fo
       if (!e) return fail(err, e.error());
       if (format == Format::kJson) {
         print_json(out, api::to_json(*e));
-      } else if (format == Format::kParsable) {
-        Table t({{"WORKLOAD"}, {"ADMITTED"}, {"EARLIEST"}, {"EXPLANATION"}});
-        t.add_row({e->workload, e->admitted ? "yes" : "no",
-                   e->earliest_ms ? format_time(*e->earliest_ms) : "", e->explanation});
-        t.print(out, format, header);
+      } else if (format == Format::kParsable || !output.fields.empty()) {
+        if (Status s = print_table(out, explain_table(*e), output); !s) return fail(err, s.error());
       } else {
         out << e->explanation << '\n';
       }

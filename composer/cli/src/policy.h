@@ -13,6 +13,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "composer/client/client.h"
 #include "output.h"
@@ -27,10 +28,14 @@ struct PolicyCommand;
 
 // Adds the `policy` subcommand to `app`. The returned object holds the parsed arguments.
 std::shared_ptr<PolicyCommand> add_policy_command(CLI::App& app);
+// `policy` and its subcommands that print tables (all but apply), and apply, which prints its
+// plan as text or --json: the caller adds the output options to each.
+std::vector<CLI::App*> policy_commands(const PolicyCommand& command);
+CLI::App* policy_apply_command(const PolicyCommand& command);
 // Whether the command line chose `policy`.
 bool policy_chosen(const PolicyCommand& command);
 // Runs the chosen policy subcommand; returns the exit status (kExitOk, kExitFailed, kExitUsage).
-int run_policy(const PolicyCommand& command, const client::Client& client, Format format,
-               bool header, std::ostream& out, std::ostream& err);
+int run_policy(const PolicyCommand& command, const client::Client& client,
+               const OutputOptions& output, std::ostream& out, std::ostream& err);
 
 }  // namespace composer::cli

@@ -1,6 +1,5 @@
 #include "report.h"
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <vector>
@@ -9,6 +8,7 @@
 #include "composer/accounting/report.h"
 #include "composer/accounting/report_json.h"
 #include "composer/accounting/time_spec.h"
+#include "composer/common/clock.h"
 #include "composer/common/units.h"
 #include "composerctl.h"
 
@@ -184,27 +184,21 @@ int usage_error(std::ostream& err, const std::string& message) {
   return kExitUsage;
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 ReportArgs& add_report_command(CLI::App& app, ReportArgs& args) {
   std::string sections;
   for (const char* s : kSections) sections += (sections.empty() ? "" : ", ") + std::string(s);
   args.command = app.add_subcommand(
-      "report",
-      "Accounting reports from composerd's ledger, like sreport (users see their own "
-      "jobs; admins see all)");
+      "report", "Accounting reports from the ledger, like sreport (users: their own jobs)");
   args.command->add_option("SECTION", args.section,
                            "one of " + sections + " (default utilisation)");
-  args.command->add_option("-S,--start", args.start,
-                           "from this time (Slurm formats: now-7days, today, 2024-05-01T08:00, "
-                           "...; default yesterday 00:00)");
-  args.command->add_option("-E,--end", args.end, "until this time (default today 00:00)");
+  args.command
+      ->add_option("-S,--start", args.start,
+                   "from this time, as sacct -S: now-7days, today, ... (default yesterday)")
+      ->type_name("TIME");
+  args.command->add_option("-E,--end", args.end, "until this time (default today 00:00)")
+      ->type_name("TIME");
   args.command->add_option("--top", args.top, "how many jobs the top section lists (default 10)");
   args.command->add_flag("--csv", args.csv, "comma-separated values with a header line");
   args.command->add_option("--svg", args.svg,
@@ -213,8 +207,9 @@ ReportArgs& add_report_command(CLI::App& app, ReportArgs& args) {
   return args;
 }
 
-int run_report(const ReportArgs& args, const client::Client& client, Format format, bool header,
+int run_report(const ReportArgs& args, const client::Client& client, const OutputOptions& output,
                std::ostream& out, std::ostream& err) {
+  const Format format = output.format;
   bool known = false;
   for (const char* s : kSections) known |= args.section == s;
   if (!known) {
@@ -226,7 +221,13 @@ int run_report(const ReportArgs& args, const client::Client& client, Format form
   if (args.csv && format != Format::kTable) {
     return usage_error(err, "--csv cannot be combined with -P or --json");
   }
-  const int64_t now = now_ms();
+  if (!output.fields.empty()) {
+    Table shape(section_of(Report{}, args.section).columns);
+    if (Status fits = shape.select(output.fields); !fits) {
+      return usage_error(err, fits.error().message);
+    }
+  }
+  const int64_t now = SystemClock::instance().now_ms();
   auto start = accounting::parse_slurm_time(args.start.empty() ? "yesterday" : args.start, now);
   if (!start) return usage_error(err, "--start: " + start.error().message);
   auto end = accounting::parse_slurm_time(args.end.empty() ? "today" : args.end, now);
@@ -276,22 +277,26 @@ int run_report(const ReportArgs& args, const client::Client& client, Format form
   if (args.section == "windows" && !report->windows_recorded && format == Format::kTable) {
     err << "composerctl: no composition in this range was made under a policy window\n";
   }
+  Table table(s.columns);
+  for (const auto& row : s.rows) table.add_row(row);
   if (args.csv) {
-    if (header) {
-      for (size_t i = 0; i < s.columns.size(); ++i) {
-        out << (i == 0 ? "" : ",") << csv_field(s.columns[i].header);
+    if (!output.fields.empty()) (void)table.select(output.fields);  // checked above
+    if (output.header) {
+      for (size_t i = 0; i < table.columns().size(); ++i) {
+        out << (i == 0 ? "" : ",") << csv_field(table.columns()[i].header);
       }
       out << '\n';
     }
-    for (const auto& row : s.rows) {
+    for (const auto& row : table.rows()) {
       for (size_t i = 0; i < row.size(); ++i) out << (i == 0 ? "" : ",") << csv_field(row[i]);
       out << '\n';
     }
     return kExitOk;
   }
-  Table table(s.columns);
-  for (const auto& row : s.rows) table.add_row(row);
-  table.print(out, format, header);
+  if (Status printed = print_table(out, std::move(table), output); !printed) {
+    err << "composerctl: error: " << printed.error().message << '\n';
+    return kExitFailed;
+  }
   return kExitOk;
 }
 

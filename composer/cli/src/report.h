@@ -28,7 +28,7 @@ ReportArgs& add_report_command(CLI::App& app, ReportArgs& args);
 
 // Validates the arguments, fetches the report and prints the section. Returns an exit status
 // (kExitOk, kExitFailed when composerd refused, kExitUsage for a bad argument).
-int run_report(const ReportArgs& args, const client::Client& client, Format format, bool header,
+int run_report(const ReportArgs& args, const client::Client& client, const OutputOptions& output,
                std::ostream& out, std::ostream& err);
 
 }  // namespace composer::cli

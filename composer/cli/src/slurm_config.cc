@@ -8,25 +8,41 @@
 
 namespace composer::cli {
 namespace {
+
+constexpr const char* kGresTypes[] = {"cgpu", "cnvme"};
+constexpr char kJobSubmitPlugin[] = "composer";
+
 std::string join(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
   return out;
 }
+
+std::string licenses(const SlurmConfig& c) {
+  return "fabric_gpu:" + std::to_string(c.gpus) + ",fabric_mem:" + std::to_string(c.mem_gib) +
+         ",fabric_nvme:" + std::to_string(c.nvme);
+}
+std::string gres_types() { return std::string(kGresTypes[0]) + "," + kGresTypes[1]; }
+std::string node_gres(const SlurmConfig::Nodes& n) {
+  return "Gres=cgpu:" + std::to_string(n.gpu_slots) + ",cnvme:" + std::to_string(n.nvme_slots);
+}
+std::string gres_conf(const char* name, uint32_t count) {
+  return std::string("Name=") + name + " Count=" + std::to_string(count);
+}
+
 }  // namespace
 
-std::string slurm_config_text(const std::vector<PoolRow>& pool, const std::vector<Host>& hosts) {
-  uint64_t gpus = 0;
+SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Host>& hosts) {
+  SlurmConfig c;
   uint64_t mem_bytes = 0;
-  uint64_t nvme = 0;
   for (const auto& row : pool) {
     const uint64_t usable = row.total - row.failed;
     switch (row.type) {
       case DeviceType::kGpu:
-        gpus += usable;
+        c.gpus += usable;
         break;
       case DeviceType::kNvme:
-        nvme += usable;
+        c.nvme += usable;
         break;
       case DeviceType::kMem:
         // Failed blocks' share of the bytes, assuming equal blocks within a row.
@@ -34,27 +50,66 @@ std::string slurm_config_text(const std::vector<PoolRow>& pool, const std::vecto
         break;
     }
   }
+  c.mem_gib = mem_bytes / kGiB;
   std::map<std::pair<uint32_t, uint32_t>, std::vector<std::string>> by_slots;
   for (const auto& h : hosts) by_slots[{h.gpu_slots, h.nvme_slots}].push_back(h.node);
+  for (auto& [slots, nodes] : by_slots) {
+    c.nodes.push_back({std::move(nodes), slots.first, slots.second});
+  }
+  return c;
+}
 
+std::string slurm_config_text(const SlurmConfig& c) {
   std::ostringstream out;
   out << "# slurm.conf: the pool as cluster-wide licenses (fabric_mem in GiB), and a count-only\n"
       << "# GRES per node for its attach slots. job_submit/composer requests both for each job.\n"
-      << "Licenses=fabric_gpu:" << gpus << ",fabric_mem:" << mem_bytes / kGiB
-      << ",fabric_nvme:" << nvme << "\n"
-      << "GresTypes=cgpu,cnvme\n"
-      << "JobSubmitPlugins=composer\n"
+      << "Licenses=" << licenses(c) << "\n"
+      << "GresTypes=" << gres_types() << "\n"
+      << "JobSubmitPlugins=" << kJobSubmitPlugin << "\n"
       << "# add to the NodeName lines:\n";
-  for (const auto& [slots, nodes] : by_slots) {
-    out << "#   NodeName=" << join(nodes) << " ... Gres=cgpu:" << slots.first
-        << ",cnvme:" << slots.second << "\n";
+  for (const auto& n : c.nodes) {
+    out << "#   NodeName=" << join(n.names) << " ... " << node_gres(n) << "\n";
   }
   out << "\n# gres.conf\n";
-  for (const auto& [slots, nodes] : by_slots) {
-    out << "NodeName=" << join(nodes) << " Name=cgpu Count=" << slots.first << "\n";
-    out << "NodeName=" << join(nodes) << " Name=cnvme Count=" << slots.second << "\n";
+  for (const auto& n : c.nodes) {
+    out << "NodeName=" << join(n.names) << " " << gres_conf("cgpu", n.gpu_slots) << "\n";
+    out << "NodeName=" << join(n.names) << " " << gres_conf("cnvme", n.nvme_slots) << "\n";
   }
   return out.str();
+}
+
+Table slurm_config_table(const SlurmConfig& c) {
+  Table t({{"FILE"}, {"NODES"}, {"SETTING"}});
+  t.add_row({"slurm.conf", "", "Licenses=" + licenses(c)});
+  t.add_row({"slurm.conf", "", "GresTypes=" + gres_types()});
+  t.add_row({"slurm.conf", "", std::string("JobSubmitPlugins=") + kJobSubmitPlugin});
+  for (const auto& n : c.nodes) t.add_row({"slurm.conf", join(n.names), node_gres(n)});
+  for (const auto& n : c.nodes) {
+    t.add_row({"gres.conf", join(n.names), gres_conf("cgpu", n.gpu_slots)});
+    t.add_row({"gres.conf", join(n.names), gres_conf("cnvme", n.nvme_slots)});
+  }
+  return t;
+}
+
+Json::Value slurm_config_to_json(const SlurmConfig& c) {
+  Json::Value v(Json::objectValue);
+  v["licenses"]["fabric_gpu"] = Json::UInt64(c.gpus);
+  v["licenses"]["fabric_mem"] = Json::UInt64(c.mem_gib);
+  v["licenses"]["fabric_nvme"] = Json::UInt64(c.nvme);
+  v["gres_types"] = Json::Value(Json::arrayValue);
+  for (const char* g : kGresTypes) v["gres_types"].append(g);
+  v["job_submit_plugins"] = Json::Value(Json::arrayValue);
+  v["job_submit_plugins"].append(kJobSubmitPlugin);
+  v["nodes"] = Json::Value(Json::arrayValue);
+  for (const auto& n : c.nodes) {
+    Json::Value group(Json::objectValue);
+    group["nodes"] = Json::Value(Json::arrayValue);
+    for (const auto& name : n.names) group["nodes"].append(name);
+    group["cgpu"] = n.gpu_slots;
+    group["cnvme"] = n.nvme_slots;
+    v["nodes"].append(std::move(group));
+  }
+  return v;
 }
 
 }  // namespace composer::cli

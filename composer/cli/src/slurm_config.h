@@ -1,16 +1,41 @@
 // `composerctl slurm-config`: the slurm.conf and gres.conf lines that match composerd's pool.
 #pragma once
 
+#include <json/value.h>
+
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "composer/model/model.h"
+#include "output.h"
 
 namespace composer::cli {
 
 // Pool licenses (fabric_gpu, fabric_mem in GiB, fabric_nvme; failed devices left out, drained
-// ones counted since they come back), GresTypes, and per node the count-only GRES for its
-// attach slots (cgpu, cnvme), grouped by identical slot counts.
-std::string slurm_config_text(const std::vector<PoolRow>& pool, const std::vector<Host>& hosts);
+// ones counted since they come back), and per group of nodes with identical attach slots the
+// count-only GRES for them (cgpu, cnvme).
+struct SlurmConfig {
+  struct Nodes {
+    std::vector<std::string> names;
+    uint32_t gpu_slots = 0;
+    uint32_t nvme_slots = 0;
+  };
+  uint64_t gpus = 0;
+  uint64_t mem_gib = 0;
+  uint64_t nvme = 0;
+  std::vector<Nodes> nodes;  // ordered by slot counts
+};
+
+SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Host>& hosts);
+
+// The lines to paste: slurm.conf's Licenses=, GresTypes=, JobSubmitPlugins= and the nodes'
+// Gres= (as comments, to add to their NodeName lines), then gres.conf.
+std::string slurm_config_text(const SlurmConfig& config);
+// One setting a row (-P): FILE, NODES (empty for a cluster-wide one), SETTING.
+Table slurm_config_table(const SlurmConfig& config);
+// {"licenses": {"fabric_gpu": N, "fabric_mem": GiB, "fabric_nvme": N}, "gres_types": [...],
+//  "job_submit_plugins": [...], "nodes": [{"nodes": [...], "cgpu": N, "cnvme": N}, ...]}
+Json::Value slurm_config_to_json(const SlurmConfig& config);
 
 }  // namespace composer::cli
