@@ -3,7 +3,8 @@
 // Encoding never fails. Decoding is strict and says what was wrong: a body with an unknown
 // field, a value of the wrong JSON type, a negative or out-of-range number or an unknown enum
 // name is refused with kInvalidArgument and a sentence that starts with the field's path, for
-// example "request.gpus: -1 is not a whole number from 0 to 1024".
+// example "request.gpus: -1 is not a whole number from 0 to 1024" (the wording of
+// json_reader.h, which every decoder of the project's JSON reads with).
 #pragma once
 
 #include <json/value.h>
