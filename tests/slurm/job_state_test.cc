@@ -5,34 +5,30 @@
 
 #include "composer/api/codec.h"
 #include "composer/common/units.h"
+#include "fakes.h"
 #include "temp_dir.h"
 
 namespace composer::slurm {
 namespace {
 
+using testing::device;
 using testing::TempDir;
 
+// Two devices as composerd answers them: in a zone, attached to the job's composition.
 JobState example() {
   JobState s;
   s.job_id = 4711;
   s.node = "node1";
   s.composition_id = 12;
   s.cuda_visible_devices = "GPU-1";
-  Device gpu;
-  gpu.id = "gpu-00";
-  gpu.type = DeviceType::kGpu;
-  gpu.model = "A100-80G";
-  gpu.zone = "z1";
-  gpu.address = "0000:41:00.0";
-  gpu.composition_id = 12;
-  gpu.node = "node1";
-  Device mem = gpu;
-  mem.id = "mem-00";
-  mem.type = DeviceType::kMem;
-  mem.model = "";
-  mem.address = "numa:2";
-  mem.capacity_bytes = 64 * kGiB;
-  s.devices = {gpu, mem};
+  s.devices = {device("gpu-00", DeviceType::kGpu, "0000:41:00.0"),
+               device("mem-00", DeviceType::kMem, "numa:2", 64 * kGiB)};
+  for (Device& d : s.devices) {
+    d.zone = "z1";
+    d.composition_id = s.composition_id;
+    d.node = s.node;
+  }
+  s.devices[0].model = "A100-80G";
   return s;
 }
 
