@@ -396,10 +396,28 @@ TEST_F(ReportTest, JsonRoundTripKeepsEveryFigure) {
   broken["pools"][1]["usage"]["idle_ms"] = "lots";
   auto refused = report_from_json(broken);
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().message, "pools[1].usage.idle_ms: expected an integer");
+  EXPECT_EQ(refused.error().message,
+            "pools[1].usage.idle_ms: \"lots\" is not a whole number from -9223372036854775808 to "
+            "9223372036854775807");
   broken = to_json(r);
   broken.removeMember("top_jobs");
-  EXPECT_EQ(report_from_json(broken).error().message, "top_jobs: missing");
+  EXPECT_EQ(report_from_json(broken).error().message, "top_jobs: required field is missing");
+  // Unknown fields are refused like in the API's bodies, at any depth.
+  broken = to_json(r);
+  broken["colour"] = "red";
+  EXPECT_EQ(
+      report_from_json(broken).error().message.rfind("colour: unknown field; a report has only "
+                                                     "these fields: start_ms, end_ms, ",
+                                                     0),
+      0u)
+      << report_from_json(broken).error();
+  broken = to_json(r);
+  broken["by_window"]["rows"][0]["cap"]["fpga"] = 1;
+  EXPECT_EQ(report_from_json(broken).error().message,
+            "by_window.rows[0].cap.fpga: unknown field; caps by type has only these fields: gpu, "
+            "mem, nvme");
+  EXPECT_EQ(report_from_json(Json::Value(Json::arrayValue)).error().message,
+            "body: expected a report (an object), got an array");
 }
 
 }  // namespace

@@ -1,15 +1,19 @@
 #include "composer/accounting/report_json.h"
 
+#include <array>
+#include <iterator>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
+
+#include "composer/api/json_reader.h"
 
 namespace composer::accounting {
 namespace {
 
-// A field that does not follow the format; caught at the edge of report_from_json.
-struct Bad {
-  std::string message;
-};
+using api::as_int;
+using api::JsonObject;
 
 Json::Value i64(int64_t v) { return Json::Value(static_cast<Json::Int64>(v)); }
 
@@ -49,110 +53,148 @@ Json::Value array_of(const std::vector<T>& items, F to) {
 
 // --- reading -----------------------------------------------------------------------------
 
-const Json::Value& field(const Json::Value& obj, const std::string& path, const char* name) {
-  if (!obj.isObject()) throw Bad{path + ": expected an object"};
-  const Json::Value* v = obj.find(name, name + std::char_traits<char>::length(name));
-  if (v == nullptr) throw Bad{(path.empty() ? "" : path + ".") + name + ": missing"};
-  return *v;
+Usage read_usage(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a usage", {"attached_ms", "idle_ms", "drained_ms", "failed_ms"});
+  return Usage{.attached_ms = r.integer("attached_ms"),
+               .idle_ms = r.integer("idle_ms"),
+               .drained_ms = r.integer("drained_ms"),
+               .failed_ms = r.integer("failed_ms")};
 }
 
-std::string sub(const std::string& path, const char* name) {
-  return path.empty() ? std::string(name) : path + "." + name;
-}
-
-int64_t get_i64(const Json::Value& obj, const std::string& path, const char* name) {
-  const Json::Value& v = field(obj, path, name);
-  if (!v.isInt64()) throw Bad{sub(path, name) + ": expected an integer"};
-  return v.asInt64();
-}
-uint64_t get_u64(const Json::Value& obj, const std::string& path, const char* name) {
-  const Json::Value& v = field(obj, path, name);
-  if (!v.isUInt64()) throw Bad{sub(path, name) + ": expected a whole number, 0 or more"};
-  return v.asUInt64();
-}
-uint32_t get_u32(const Json::Value& obj, const std::string& path, const char* name) {
-  const Json::Value& v = field(obj, path, name);
-  if (!v.isUInt()) throw Bad{sub(path, name) + ": expected a whole number from 0 to 4294967295"};
-  return v.asUInt();
-}
-double get_double(const Json::Value& obj, const std::string& path, const char* name) {
-  const Json::Value& v = field(obj, path, name);
-  if (!v.isNumeric()) throw Bad{sub(path, name) + ": expected a number"};
-  return v.asDouble();
-}
-std::string get_string(const Json::Value& obj, const std::string& path, const char* name) {
-  const Json::Value& v = field(obj, path, name);
-  if (!v.isString()) throw Bad{sub(path, name) + ": expected a string"};
-  return v.asString();
-}
-bool get_bool(const Json::Value& obj, const std::string& path, const char* name) {
-  const Json::Value& v = field(obj, path, name);
-  if (!v.isBool()) throw Bad{sub(path, name) + ": expected true or false"};
-  return v.asBool();
-}
-
+// {"gpu": ..., "mem": ..., "nvme": ...}, each read by `read`.
 template <typename T, typename F>
-std::vector<T> get_array(const Json::Value& obj, const std::string& path, const char* name,
-                         F read) {
-  const Json::Value& v = field(obj, path, name);
-  const std::string where = sub(path, name);
-  if (!v.isArray()) throw Bad{where + ": expected an array"};
-  std::vector<T> out;
-  out.reserve(v.size());
-  for (Json::ArrayIndex i = 0; i < v.size(); ++i) {
-    out.push_back(read(v[i], where + "[" + std::to_string(i) + "]"));
+std::array<T, std::size(kAllDeviceTypes)> read_per_type(const Json::Value& v,
+                                                        const std::string& path,
+                                                        std::string_view what, F read) {
+  JsonObject r(v, path, what, {"gpu", "mem", "nvme"});
+  std::array<T, std::size(kAllDeviceTypes)> out{};
+  for (DeviceType t : kAllDeviceTypes) {
+    out[static_cast<size_t>(t)] = r.get(to_string(t), read);
   }
   return out;
 }
 
-Usage read_usage(const Json::Value& v, const std::string& path) {
-  return Usage{.attached_ms = get_i64(v, path, "attached_ms"),
-               .idle_ms = get_i64(v, path, "idle_ms"),
-               .drained_ms = get_i64(v, path, "drained_ms"),
-               .failed_ms = get_i64(v, path, "failed_ms")};
-}
-
 TypeMs read_type_ms(const Json::Value& v, const std::string& path) {
-  TypeMs ms{};
-  for (DeviceType t : kAllDeviceTypes) {
-    const std::string name(to_string(t));
-    ms[static_cast<size_t>(t)] = get_i64(v, path, name.c_str());
-  }
-  return ms;
+  return read_per_type<int64_t>(v, path, "device time by type", as_int);
 }
 
 GroupUsage read_group(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a group", {"name", "device_ms", "mem_gib_hours", "jobs", "compositions"});
   GroupUsage g;
-  g.name = get_string(v, path, "name");
-  g.device_ms = read_type_ms(field(v, path, "device_ms"), sub(path, "device_ms"));
-  g.mem_gib_hours = get_double(v, path, "mem_gib_hours");
-  g.jobs = get_u32(v, path, "jobs");
-  g.compositions = get_u32(v, path, "compositions");
+  g.name = r.string("name");
+  g.device_ms = r.get("device_ms", read_type_ms);
+  g.mem_gib_hours = r.number("mem_gib_hours");
+  g.jobs = r.u32("jobs");
+  g.compositions = r.u32("compositions");
   return g;
 }
 
 SlotUsage read_slot(const Json::Value& v, const std::string& path) {
-  return SlotUsage{get_string(v, path, "type"), get_string(v, path, "slot"),
-                   read_usage(field(v, path, "usage"), sub(path, "usage"))};
+  JsonObject r(v, path, "a slot", {"type", "slot", "usage"});
+  return SlotUsage{r.string("type"), r.string("slot"), r.get("usage", read_usage)};
 }
 
-std::array<std::array<int64_t, 24>, 7> read_grid(const Json::Value& obj, const std::string& path,
-                                                 const char* name) {
-  const Json::Value& v = field(obj, path, name);
-  const std::string where = sub(path, name);
-  if (!v.isArray() || v.size() != 7) throw Bad{where + ": expected 7 rows (Monday first)"};
+std::array<std::array<int64_t, 24>, 7> read_grid(const Json::Value& v, const std::string& path) {
+  if (!v.isArray() || v.size() != 7) api::refuse(path, "expected 7 rows (Monday first)");
   std::array<std::array<int64_t, 24>, 7> grid{};
   for (Json::ArrayIndex d = 0; d < 7; ++d) {
-    const std::string row = where + "[" + std::to_string(d) + "]";
-    if (!v[d].isArray() || v[d].size() != 24) throw Bad{row + ": expected 24 hours"};
-    for (Json::ArrayIndex h = 0; h < 24; ++h) {
-      if (!v[d][h].isInt64()) {
-        throw Bad{row + "[" + std::to_string(h) + "]: expected an integer"};
-      }
-      grid[d][h] = v[d][h].asInt64();
-    }
+    const std::string row = api::json_index(path, d);
+    if (!v[d].isArray() || v[d].size() != 24) api::refuse(row, "expected 24 hours");
+    for (Json::ArrayIndex h = 0; h < 24; ++h) grid[d][h] = as_int(v[d][h], api::json_index(row, h));
   }
   return grid;
+}
+
+PoolUsage read_pool(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a pool", {"type", "model", "devices", "capacity_bytes", "usage"});
+  PoolUsage u;
+  u.type = r.string("type");
+  u.model = r.string("model");
+  u.devices = r.u32("devices");
+  u.capacity_bytes = r.uint("capacity_bytes");
+  u.usage = r.get("usage", read_usage);
+  return u;
+}
+
+HeatMap read_heat_map(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a heat map", {"type", "attached_ms", "available_ms"});
+  HeatMap h;
+  h.type = r.string("type");
+  h.attached_ms = r.get("attached_ms", read_grid);
+  h.available_ms = r.get("available_ms", read_grid);
+  return h;
+}
+
+SeriesPoint read_point(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a point",
+               {"start_ms", "length_ms", "available_ms", "attached_ms_by_class"});
+  SeriesPoint pt;
+  pt.start_ms = r.integer("start_ms");
+  pt.length_ms = r.integer("length_ms");
+  pt.available_ms = r.integer("available_ms");
+  const JsonObject by = JsonObject::map(r.required("attached_ms_by_class"),
+                                        r.path("attached_ms_by_class"), "device time by class");
+  for (const std::string& name : by.names()) pt.attached_ms_by_class[name] = by.integer(name);
+  return pt;
+}
+
+Series read_series(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a series", {"type", "points"});
+  Series s;
+  s.type = r.string("type");
+  s.points = r.array("points", read_point);
+  return s;
+}
+
+JobUsage read_job(const Json::Value& v, const std::string& path) {
+  JsonObject r(
+      v, path, "a job",
+      {"job_id", "user", "account", "workload", "compositions", "device_ms", "mem_gib_hours"});
+  JobUsage j;
+  j.job_id = r.u32("job_id");
+  j.user = r.string("user");
+  j.account = r.string("account");
+  j.workload = r.string("workload");
+  j.compositions = r.u32("compositions");
+  j.device_ms = r.get("device_ms", read_type_ms);
+  j.mem_gib_hours = r.number("mem_gib_hours");
+  return j;
+}
+
+WindowUsage read_window(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a window row",
+               {"window", "workload", "device_ms", "peak_devices", "compositions", "cap"});
+  WindowUsage w;
+  w.window = r.string("window");
+  w.workload = r.string("workload");
+  w.device_ms = r.get("device_ms", read_type_ms);
+  w.peak_devices = read_per_type<uint32_t>(r.required("peak_devices"), r.path("peak_devices"),
+                                           "devices by type", api::as_u32);
+  w.compositions = r.u32("compositions");
+  w.cap = read_per_type<std::optional<uint64_t>>(r.required("cap"), r.path("cap"), "caps by type",
+                                                 [](const Json::Value& n, const std::string& p) {
+                                                   return api::as_nullable(n, p, api::as_u64);
+                                                 });
+  return w;
+}
+
+Latency read_latency(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a latency",
+               {"phase", "count", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms"});
+  Latency l;
+  l.phase = r.string("phase");
+  l.count = r.uint("count");
+  l.p50_ms = r.integer("p50_ms");
+  l.p90_ms = r.integer("p90_ms");
+  l.p99_ms = r.integer("p99_ms");
+  l.max_ms = r.integer("max_ms");
+  l.mean_ms = r.number("mean_ms");
+  return l;
+}
+
+Failure read_failure(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a failure", {"phase", "cause", "count"});
+  return Failure{r.string("phase"), r.string("cause"), r.u32("count")};
 }
 
 Json::Value grid_json(const std::array<std::array<int64_t, 24>, 7>& grid) {
@@ -276,117 +318,39 @@ Json::Value to_json(const Report& r) {
 }
 
 Expected<Report> report_from_json(const Json::Value& v) {
-  try {
-    if (!v.isObject()) throw Bad{"report: expected an object"};
-    const std::string root;
-    Report r;
-    r.start_ms = get_i64(v, root, "start_ms");
-    r.end_ms = get_i64(v, root, "end_ms");
-    r.time_zone = get_string(v, root, "time_zone");
-    r.restricted = get_bool(v, root, "restricted");
-    r.pools =
-        get_array<PoolUsage>(v, root, "pools", [](const Json::Value& o, const std::string& p) {
-          PoolUsage u;
-          u.type = get_string(o, p, "type");
-          u.model = get_string(o, p, "model");
-          u.devices = get_u32(o, p, "devices");
-          u.capacity_bytes = get_u64(o, p, "capacity_bytes");
-          u.usage = read_usage(field(o, p, "usage"), sub(p, "usage"));
-          return u;
-        });
-    r.by_hour = get_array<SlotUsage>(v, root, "by_hour", read_slot);
-    r.by_day = get_array<SlotUsage>(v, root, "by_day", read_slot);
-    r.heat_maps =
-        get_array<HeatMap>(v, root, "heat_maps", [](const Json::Value& o, const std::string& p) {
-          HeatMap h;
-          h.type = get_string(o, p, "type");
-          h.attached_ms = read_grid(o, p, "attached_ms");
-          h.available_ms = read_grid(o, p, "available_ms");
-          return h;
-        });
-    r.series = get_array<Series>(v, root, "series", [](const Json::Value& o, const std::string& p) {
-      Series s;
-      s.type = get_string(o, p, "type");
-      s.points =
-          get_array<SeriesPoint>(o, p, "points", [](const Json::Value& q, const std::string& qp) {
-            SeriesPoint pt;
-            pt.start_ms = get_i64(q, qp, "start_ms");
-            pt.length_ms = get_i64(q, qp, "length_ms");
-            pt.available_ms = get_i64(q, qp, "available_ms");
-            const Json::Value& by = field(q, qp, "attached_ms_by_class");
-            const std::string where = sub(qp, "attached_ms_by_class");
-            if (!by.isObject()) throw Bad{where + ": expected an object"};
-            for (const auto& name : by.getMemberNames()) {
-              pt.attached_ms_by_class[name] = get_i64(by, where, name.c_str());
-            }
-            return pt;
-          });
-      return s;
-    });
-    r.by_workload = get_array<GroupUsage>(v, root, "by_workload", read_group);
-    r.by_account = get_array<GroupUsage>(v, root, "by_account", read_group);
-    r.by_user = get_array<GroupUsage>(v, root, "by_user", read_group);
-    r.top_jobs =
-        get_array<JobUsage>(v, root, "top_jobs", [](const Json::Value& o, const std::string& p) {
-          JobUsage j;
-          j.job_id = get_u32(o, p, "job_id");
-          j.user = get_string(o, p, "user");
-          j.account = get_string(o, p, "account");
-          j.workload = get_string(o, p, "workload");
-          j.compositions = get_u32(o, p, "compositions");
-          j.device_ms = read_type_ms(field(o, p, "device_ms"), sub(p, "device_ms"));
-          j.mem_gib_hours = get_double(o, p, "mem_gib_hours");
-          return j;
-        });
-    r.jobs = get_u32(v, root, "jobs");
-    r.compositions = get_u32(v, root, "compositions");
-    const Json::Value& windows = field(v, root, "by_window");
-    r.windows_recorded = get_bool(windows, "by_window", "recorded");
-    r.caps_policy_id = get_i64(windows, "by_window", "caps_policy_id");
-    r.by_window = get_array<WindowUsage>(
-        windows, "by_window", "rows", [](const Json::Value& o, const std::string& p) {
-          WindowUsage w;
-          w.window = get_string(o, p, "window");
-          w.workload = get_string(o, p, "workload");
-          w.device_ms = read_type_ms(field(o, p, "device_ms"), sub(p, "device_ms"));
-          const Json::Value& peak = field(o, p, "peak_devices");
-          for (DeviceType t : kAllDeviceTypes) {
-            const std::string name(to_string(t));
-            w.peak_devices[static_cast<size_t>(t)] =
-                get_u32(peak, sub(p, "peak_devices"), name.c_str());
-          }
-          w.compositions = get_u32(o, p, "compositions");
-          const Json::Value& cap = field(o, p, "cap");
-          for (DeviceType t : kAllDeviceTypes) {
-            const std::string name(to_string(t));
-            if (!field(cap, sub(p, "cap"), name.c_str()).isNull()) {
-              w.cap[static_cast<size_t>(t)] = get_u64(cap, sub(p, "cap"), name.c_str());
-            }
-          }
-          return w;
-        });
-    r.latency =
-        get_array<Latency>(v, root, "latency", [](const Json::Value& o, const std::string& p) {
-          Latency l;
-          l.phase = get_string(o, p, "phase");
-          l.count = get_u64(o, p, "count");
-          l.p50_ms = get_i64(o, p, "p50_ms");
-          l.p90_ms = get_i64(o, p, "p90_ms");
-          l.p99_ms = get_i64(o, p, "p99_ms");
-          l.max_ms = get_i64(o, p, "max_ms");
-          l.mean_ms = get_double(o, p, "mean_ms");
-          return l;
-        });
-    r.failures = get_array<
-        Failure>(v, root, "failures", [](const Json::Value& o, const std::string& p) {
-      return Failure{get_string(o, p, "phase"), get_string(o, p, "cause"), get_u32(o, p, "count")};
-    });
-    r.events_read = get_u64(v, root, "events_read");
-    r.events_ignored = get_u64(v, root, "events_ignored");
-    return r;
-  } catch (const Bad& bad) {
-    return Error{ErrorCode::kInvalidArgument, bad.message};
-  }
+  return api::read_json([&] {
+    JsonObject r(v, "", "a report",
+                 {"start_ms",   "end_ms",  "time_zone", "restricted",  "pools",
+                  "by_hour",    "by_day",  "heat_maps", "series",      "by_workload",
+                  "by_account", "by_user", "top_jobs",  "jobs",        "compositions",
+                  "by_window",  "latency", "failures",  "events_read", "events_ignored"});
+    Report report;
+    report.start_ms = r.integer("start_ms");
+    report.end_ms = r.integer("end_ms");
+    report.time_zone = r.string("time_zone");
+    report.restricted = r.boolean("restricted");
+    report.pools = r.array("pools", read_pool);
+    report.by_hour = r.array("by_hour", read_slot);
+    report.by_day = r.array("by_day", read_slot);
+    report.heat_maps = r.array("heat_maps", read_heat_map);
+    report.series = r.array("series", read_series);
+    report.by_workload = r.array("by_workload", read_group);
+    report.by_account = r.array("by_account", read_group);
+    report.by_user = r.array("by_user", read_group);
+    report.top_jobs = r.array("top_jobs", read_job);
+    report.jobs = r.u32("jobs");
+    report.compositions = r.u32("compositions");
+    const JsonObject windows(r.required("by_window"), r.path("by_window"), "the window usage",
+                             {"recorded", "caps_policy_id", "rows"});
+    report.windows_recorded = windows.boolean("recorded");
+    report.caps_policy_id = windows.integer("caps_policy_id");
+    report.by_window = windows.array("rows", read_window);
+    report.latency = r.array("latency", read_latency);
+    report.failures = r.array("failures", read_failure);
+    report.events_read = r.uint("events_read");
+    report.events_ignored = r.uint("events_ignored");
+    return report;
+  });
 }
 
 }  // namespace composer::accounting

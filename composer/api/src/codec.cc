@@ -4,149 +4,15 @@
 #include <json/writer.h>
 
 #include <cstdint>
-#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <utility>
 
+#include "composer/api/json_reader.h"
 #include "composer/common/units.h"
 
 namespace composer::api {
 namespace {
-
-// Decoding throws this inside the file only; every public function turns it into an Error.
-struct DecodeFailure {
-  std::string message;
-};
-
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw DecodeFailure{(path.empty() ? std::string("body") : path) + ": " + what};
-}
-
-std::string join_path(std::string_view path, std::string_view field) {
-  if (path.empty()) return std::string(field);
-  return std::string(path) + "." + std::string(field);
-}
-
-std::string index_path(std::string_view path, size_t i) {
-  return std::string(path) + "[" + std::to_string(i) + "]";
-}
-
-// The offending value as it appeared, shortened so a huge value cannot flood a log line.
-std::string shown(const Json::Value& v) {
-  std::string text = to_text(v);
-  constexpr size_t kMax = 48;
-  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
-  return text;
-}
-
-std::string kind_of(const Json::Value& v) {
-  switch (v.type()) {
-    case Json::nullValue:
-      return "null";
-    case Json::intValue:
-    case Json::uintValue:
-    case Json::realValue:
-      return "the number " + shown(v);
-    case Json::stringValue:
-      return "the string " + shown(v);
-    case Json::booleanValue:
-      return v.asBool() ? "true" : "false";
-    case Json::arrayValue:
-      return "an array";
-    case Json::objectValue:
-      return "an object";
-  }
-  return "a value";
-}
-
-std::string list(std::initializer_list<std::string_view> names) {
-  std::string out;
-  for (std::string_view n : names) {
-    if (!out.empty()) out += ", ";
-    out += n;
-  }
-  return out;
-}
-
-// Checks that `v` is an object holding only `allowed` fields, and hands out its fields.
-class ObjectReader {
- public:
-  ObjectReader(const Json::Value& v, std::string_view path, std::string_view what,
-               std::initializer_list<std::string_view> allowed)
-      : v_(v), path_(path) {
-    if (!v.isObject())
-      fail(path_, "expected " + std::string(what) + " (an object), got " + kind_of(v));
-    for (const std::string& name : v.getMemberNames()) {
-      bool known = false;
-      for (std::string_view a : allowed) known = known || a == name;
-      if (!known) {
-        fail(join_path(path_, name),
-             "unknown field; " + std::string(what) + " has only these fields: " + list(allowed));
-      }
-    }
-  }
-
-  const Json::Value& required(std::string_view name) const {
-    const Json::Value* f = v_.find(name.data(), name.data() + name.size());
-    if (f == nullptr) fail(join_path(path_, name), "required field is missing");
-    return *f;
-  }
-  const Json::Value* optional(std::string_view name) const {
-    return v_.find(name.data(), name.data() + name.size());
-  }
-  std::string path(std::string_view name) const { return join_path(path_, name); }
-
- private:
-  const Json::Value& v_;
-  std::string path_;
-};
-
-std::string as_string(const Json::Value& v, const std::string& path) {
-  if (!v.isString()) fail(path, "expected a string, got " + kind_of(v));
-  return v.asString();
-}
-
-bool as_bool(const Json::Value& v, const std::string& path) {
-  if (!v.isBool()) fail(path, "expected true or false, got " + kind_of(v));
-  return v.asBool();
-}
-
-// Only JSON integers count: 2.0, "2", -1 and anything above `max` are refused alike.
-uint64_t as_uint(const Json::Value& v, const std::string& path, uint64_t max) {
-  const bool integer = v.type() == Json::intValue || v.type() == Json::uintValue;
-  if (!integer || !v.isUInt64() || v.asUInt64() > max) {
-    fail(path, shown(v) + " is not a whole number from 0 to " + std::to_string(max));
-  }
-  return v.asUInt64();
-}
-
-uint32_t as_u32(const Json::Value& v, const std::string& path,
-                uint32_t max = std::numeric_limits<uint32_t>::max()) {
-  return static_cast<uint32_t>(as_uint(v, path, max));
-}
-
-int64_t as_i64(const Json::Value& v, const std::string& path) {
-  return static_cast<int64_t>(
-      as_uint(v, path, static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
-}
-
-std::optional<int64_t> as_nullable_i64(const Json::Value& v, const std::string& path) {
-  if (v.isNull()) return std::nullopt;
-  return as_i64(v, path);
-}
-
-template <typename E>
-E as_enum(const Json::Value& v, const std::string& path,
-          std::optional<E> (*parse)(std::string_view), std::string_view what,
-          std::initializer_list<std::string_view> names) {
-  const std::string s = as_string(v, path);
-  std::optional<E> e = parse(s);
-  if (!e) {
-    fail(path, "'" + s + "' is not " + std::string(what) + "; expected one of " + list(names));
-  }
-  return *e;
-}
 
 std::optional<ErrorCode> parse_error_code(std::string_view s) {
   ErrorCode c = error_code_from_string(s);
@@ -161,201 +27,200 @@ Json::Value nullable(const std::optional<int64_t>& v) {
 Json::Value u64(uint64_t v) { return Json::Value(static_cast<Json::UInt64>(v)); }
 Json::Value i64(int64_t v) { return Json::Value(static_cast<Json::Int64>(v)); }
 
-Device decode_device(const Json::Value& v, const std::string& path) {
-  ObjectReader r(v, path, "a device",
-                 {"id", "type", "model", "capacity_bytes", "zone", "address", "health", "state",
-                  "drained", "drain_reason", "composition_id", "node"});
+std::optional<int64_t> nullable_id(const Json::Value& v, const std::string& path) {
+  return as_nullable(v, path, as_id);
+}
+
+DeviceType device_type(const Json::Value& v, const std::string& path) {
+  return as_enum(v, path, parse_device_type, "a device type", {"gpu", "mem", "nvme"});
+}
+
+// One decoder per type of the API, each reading a JsonObject (json_reader.h).
+template <typename T>
+T decode(const Json::Value& v, const std::string& path);
+
+template <>
+Device decode<Device>(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a device",
+               {"id", "type", "model", "capacity_bytes", "zone", "address", "health", "state",
+                "drained", "drain_reason", "composition_id", "node"});
   Device d;
-  d.id = as_string(r.required("id"), r.path("id"));
-  d.type = as_enum(r.required("type"), r.path("type"), parse_device_type, "a device type",
-                   {"gpu", "mem", "nvme"});
-  d.model = as_string(r.required("model"), r.path("model"));
-  d.capacity_bytes = as_uint(r.required("capacity_bytes"), r.path("capacity_bytes"),
-                             std::numeric_limits<uint64_t>::max());
-  d.zone = as_string(r.required("zone"), r.path("zone"));
-  d.address = as_string(r.required("address"), r.path("address"));
+  d.id = r.string("id");
+  d.type = r.get("type", device_type);
+  d.model = r.string("model");
+  d.capacity_bytes = r.uint("capacity_bytes");
+  d.zone = r.string("zone");
+  d.address = r.string("address");
   d.health = as_enum(r.required("health"), r.path("health"), parse_health, "a health state",
                      {"ok", "warning", "critical"});
   const DeviceState state = as_enum(r.required("state"), r.path("state"), parse_device_state,
                                     "a device state", {"free", "attached", "drained", "failed"});
-  d.drained = as_bool(r.required("drained"), r.path("drained"));
-  d.drain_reason = as_string(r.required("drain_reason"), r.path("drain_reason"));
-  d.composition_id = as_nullable_i64(r.required("composition_id"), r.path("composition_id"));
-  const Json::Value& node = r.required("node");
-  if (!node.isNull()) d.node = as_string(node, r.path("node"));
+  d.drained = r.boolean("drained");
+  d.drain_reason = r.string("drain_reason");
+  d.composition_id = r.get("composition_id", nullable_id);
+  if (const Json::Value& node = r.required("node"); !node.isNull()) {
+    d.node = as_string(node, r.path("node"));
+  }
   if (d.state() != state) {
-    fail(r.path("state"), "'" + std::string(to_string(state)) +
-                              "' contradicts health, drained and composition_id, which make it '" +
-                              std::string(to_string(d.state())) + "'");
+    refuse(r.path("state"),
+           "'" + std::string(to_string(state)) +
+               "' contradicts health, drained and composition_id, which make it '" +
+               std::string(to_string(d.state())) + "'");
   }
   return d;
 }
 
-Request decode_request(const Json::Value& v, const std::string& path) {
-  ObjectReader r(v, path, "a request", {"gpus", "gpu_model", "mem_bytes", "nvme"});
+template <>
+Request decode<Request>(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a request", {"gpus", "gpu_model", "mem_bytes", "nvme"});
+  const auto per_node = [](const Json::Value& f, const std::string& p) {
+    return static_cast<uint32_t>(as_uint(f, p, kMaxDevicesPerNode));
+  };
   Request q;
-  if (const Json::Value* f = r.optional("gpus"))
-    q.gpus = as_u32(*f, r.path("gpus"), kMaxDevicesPerNode);
-  if (const Json::Value* f = r.optional("gpu_model"))
-    q.gpu_model = as_string(*f, r.path("gpu_model"));
-  if (const Json::Value* f = r.optional("mem_bytes"))
-    q.mem_bytes = as_uint(*f, r.path("mem_bytes"), kMaxMemBytes);
-  if (const Json::Value* f = r.optional("nvme"))
-    q.nvme = as_u32(*f, r.path("nvme"), kMaxDevicesPerNode);
+  r.get_if("gpus", &q.gpus, per_node);
+  r.get_if("gpu_model", &q.gpu_model, as_string);
+  r.get_if("mem_bytes", &q.mem_bytes,
+           [](const Json::Value& f, const std::string& p) { return as_uint(f, p, kMaxMemBytes); });
+  r.get_if("nvme", &q.nvme, per_node);
   return q;
 }
 
-template <typename T, typename F>
-std::vector<T> decode_array(const Json::Value& v, const std::string& path, F decode_one) {
-  if (!v.isArray()) fail(path, "expected an array, got " + kind_of(v));
-  std::vector<T> out;
-  out.reserve(v.size());
-  for (Json::ArrayIndex i = 0; i < v.size(); ++i)
-    out.push_back(decode_one(v[i], index_path(path, i)));
-  return out;
-}
-
-Composition decode_composition(const Json::Value& v, const std::string& path) {
-  ObjectReader r(v, path, "a composition",
-                 {"id", "job_id", "node", "uid", "user", "account", "workload", "request", "state",
-                  "created_ms", "updated_ms", "attempts", "last_error", "devices", "window"});
+template <>
+Composition decode<Composition>(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a composition",
+               {"id", "job_id", "node", "uid", "user", "account", "workload", "request", "state",
+                "created_ms", "updated_ms", "attempts", "last_error", "devices", "window"});
   Composition c;
-  c.id = as_i64(r.required("id"), r.path("id"));
-  c.job_id = as_u32(r.required("job_id"), r.path("job_id"));
-  c.node = as_string(r.required("node"), r.path("node"));
-  c.uid = as_u32(r.required("uid"), r.path("uid"));
-  c.user = as_string(r.required("user"), r.path("user"));
-  c.account = as_string(r.required("account"), r.path("account"));
-  c.workload = as_string(r.required("workload"), r.path("workload"));
-  c.request = decode_request(r.required("request"), r.path("request"));
+  c.id = r.id("id");
+  c.job_id = r.u32("job_id");
+  c.node = r.string("node");
+  c.uid = r.u32("uid");
+  c.user = r.string("user");
+  c.account = r.string("account");
+  c.workload = r.string("workload");
+  c.request = r.get("request", decode<Request>);
   c.state =
       as_enum(r.required("state"), r.path("state"), parse_composition_state, "a composition state",
               {"requested", "composing", "ready", "releasing", "released", "failed"});
-  c.created_ms = as_i64(r.required("created_ms"), r.path("created_ms"));
-  c.updated_ms = as_i64(r.required("updated_ms"), r.path("updated_ms"));
-  c.attempts = as_u32(r.required("attempts"), r.path("attempts"));
-  c.last_error = as_string(r.required("last_error"), r.path("last_error"));
-  c.devices = decode_array<Device>(r.required("devices"), r.path("devices"), decode_device);
+  c.created_ms = r.id("created_ms");
+  c.updated_ms = r.id("updated_ms");
+  c.attempts = r.u32("attempts");
+  c.last_error = r.string("last_error");
+  c.devices = r.array("devices", decode<Device>);
   // Optional: answers of a composerd without policy windows leave it out.
-  if (const Json::Value* w = r.optional("window")) c.window = as_string(*w, r.path("window"));
+  r.get_if("window", &c.window, as_string);
   return c;
 }
 
-PoolRow decode_pool_row(const Json::Value& v, const std::string& path) {
-  ObjectReader r(v, path, "a pool row",
-                 {"type", "model", "zone", "total", "free", "attached", "drained", "failed",
-                  "total_bytes", "free_bytes"});
+template <>
+PoolRow decode<PoolRow>(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a pool row",
+               {"type", "model", "zone", "total", "free", "attached", "drained", "failed",
+                "total_bytes", "free_bytes"});
   PoolRow p;
-  p.type = as_enum(r.required("type"), r.path("type"), parse_device_type, "a device type",
-                   {"gpu", "mem", "nvme"});
-  p.model = as_string(r.required("model"), r.path("model"));
-  p.zone = as_string(r.required("zone"), r.path("zone"));
-  p.total = as_u32(r.required("total"), r.path("total"));
-  p.free = as_u32(r.required("free"), r.path("free"));
-  p.attached = as_u32(r.required("attached"), r.path("attached"));
-  p.drained = as_u32(r.required("drained"), r.path("drained"));
-  p.failed = as_u32(r.required("failed"), r.path("failed"));
-  constexpr uint64_t kAny = std::numeric_limits<uint64_t>::max();
-  p.total_bytes = as_uint(r.required("total_bytes"), r.path("total_bytes"), kAny);
-  p.free_bytes = as_uint(r.required("free_bytes"), r.path("free_bytes"), kAny);
+  p.type = r.get("type", device_type);
+  p.model = r.string("model");
+  p.zone = r.string("zone");
+  p.total = r.u32("total");
+  p.free = r.u32("free");
+  p.attached = r.u32("attached");
+  p.drained = r.u32("drained");
+  p.failed = r.u32("failed");
+  p.total_bytes = r.uint("total_bytes");
+  p.free_bytes = r.uint("free_bytes");
   return p;
 }
 
-Host decode_host(const Json::Value& v, const std::string& path) {
-  ObjectReader r(v, path, "a host",
-                 {"node", "fabric_id", "zones", "gpu_slots", "mem_slots", "nvme_slots"});
+template <>
+Host decode<Host>(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a host",
+               {"node", "fabric_id", "zones", "gpu_slots", "mem_slots", "nvme_slots"});
   Host h;
-  h.node = as_string(r.required("node"), r.path("node"));
-  h.fabric_id = as_string(r.required("fabric_id"), r.path("fabric_id"));
-  h.zones = decode_array<std::string>(r.required("zones"), r.path("zones"), as_string);
-  h.gpu_slots = as_u32(r.required("gpu_slots"), r.path("gpu_slots"));
-  h.mem_slots = as_u32(r.required("mem_slots"), r.path("mem_slots"));
-  h.nvme_slots = as_u32(r.required("nvme_slots"), r.path("nvme_slots"));
+  h.node = r.string("node");
+  h.fabric_id = r.string("fabric_id");
+  h.zones = r.strings("zones");
+  h.gpu_slots = r.u32("gpu_slots");
+  h.mem_slots = r.u32("mem_slots");
+  h.nvme_slots = r.u32("nvme_slots");
   return h;
 }
 
-Event decode_event(const Json::Value& v, const std::string& path) {
-  ObjectReader r(v, path, "an event",
-                 {"id", "ts_ms", "kind", "composition_id", "job_id", "node", "uid", "user",
-                  "account", "workload", "from_state", "to_state", "devices", "detail", "window"});
+template <>
+Event decode<Event>(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "an event",
+               {"id", "ts_ms", "kind", "composition_id", "job_id", "node", "uid", "user", "account",
+                "workload", "from_state", "to_state", "devices", "detail", "window"});
   Event e;
-  e.id = as_i64(r.required("id"), r.path("id"));
-  e.ts_ms = as_i64(r.required("ts_ms"), r.path("ts_ms"));
-  e.kind = as_string(r.required("kind"), r.path("kind"));
-  e.composition_id = as_nullable_i64(r.required("composition_id"), r.path("composition_id"));
-  e.job_id = as_u32(r.required("job_id"), r.path("job_id"));
-  e.node = as_string(r.required("node"), r.path("node"));
-  e.uid = as_u32(r.required("uid"), r.path("uid"));
-  e.user = as_string(r.required("user"), r.path("user"));
-  e.account = as_string(r.required("account"), r.path("account"));
-  e.workload = as_string(r.required("workload"), r.path("workload"));
-  e.from_state = as_string(r.required("from_state"), r.path("from_state"));
-  e.to_state = as_string(r.required("to_state"), r.path("to_state"));
-  e.devices = decode_array<std::string>(r.required("devices"), r.path("devices"), as_string);
-  e.detail = as_string(r.required("detail"), r.path("detail"));
-  if (const Json::Value* w = r.optional("window")) e.window = as_string(*w, r.path("window"));
+  e.id = r.id("id");
+  e.ts_ms = r.id("ts_ms");
+  e.kind = r.string("kind");
+  e.composition_id = r.get("composition_id", nullable_id);
+  e.job_id = r.u32("job_id");
+  e.node = r.string("node");
+  e.uid = r.u32("uid");
+  e.user = r.string("user");
+  e.account = r.string("account");
+  e.workload = r.string("workload");
+  e.from_state = r.string("from_state");
+  e.to_state = r.string("to_state");
+  e.devices = r.strings("devices");
+  e.detail = r.string("detail");
+  r.get_if("window", &e.window, as_string);
   return e;
 }
 
-ComposeBody decode_compose_body(const Json::Value& v, const std::string& path) {
-  ObjectReader r(v, path, "a compose body", {"uid", "user", "account", "workload", "request"});
+template <>
+ComposeBody decode<ComposeBody>(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a compose body", {"uid", "user", "account", "workload", "request"});
   ComposeBody b;
-  b.uid = as_u32(r.required("uid"), r.path("uid"));
-  b.user = as_string(r.required("user"), r.path("user"));
-  if (b.user.empty()) fail(r.path("user"), "must name the job's user, not be empty");
-  if (const Json::Value* f = r.optional("account")) b.account = as_string(*f, r.path("account"));
-  if (const Json::Value* f = r.optional("workload")) b.workload = as_string(*f, r.path("workload"));
-  b.request = decode_request(r.required("request"), r.path("request"));
+  b.uid = r.u32("uid");
+  b.user = r.string("user");
+  if (b.user.empty()) refuse(r.path("user"), "must name the job's user, not be empty");
+  r.get_if("account", &b.account, as_string);
+  r.get_if("workload", &b.workload, as_string);
+  b.request = r.get("request", decode<Request>);
   return b;
 }
 
-HealthInfo decode_health(const Json::Value& v, const std::string& path) {
-  ObjectReader r(v, path, "a health answer", {"status", "fabric", "version", "uptime_s"});
+template <>
+HealthInfo decode<HealthInfo>(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a health answer", {"status", "fabric", "version", "uptime_s"});
   HealthInfo h;
-  h.status = as_string(r.required("status"), r.path("status"));
-  h.fabric = as_string(r.required("fabric"), r.path("fabric"));
-  h.version = as_string(r.required("version"), r.path("version"));
-  h.uptime_s = as_i64(r.required("uptime_s"), r.path("uptime_s"));
+  h.status = r.string("status");
+  h.fabric = r.string("fabric");
+  h.version = r.string("version");
+  h.uptime_s = r.id("uptime_s");
   return h;
 }
 
-DrainBody decode_drain_body(const Json::Value& v, const std::string& path) {
-  ObjectReader r(v, path, "a drain body", {"reason"});
+template <>
+DrainBody decode<DrainBody>(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a drain body", {"reason"});
   DrainBody b;
-  b.reason = as_string(r.required("reason"), r.path("reason"));
-  if (b.reason.empty()) fail(r.path("reason"), "must say why the device is drained, not be empty");
+  b.reason = r.string("reason");
+  if (b.reason.empty()) {
+    refuse(r.path("reason"), "must say why the device is drained, not be empty");
+  }
   return b;
 }
 
-ErrorBody decode_error(const Json::Value& v, const std::string& path) {
-  ObjectReader outer(v, path, "an error answer", {"error"});
-  ObjectReader r(outer.required("error"), outer.path("error"), "an error", {"code", "message"});
+template <>
+ErrorBody decode<ErrorBody>(const Json::Value& v, const std::string& path) {
+  JsonObject outer(v, path, "an error answer", {"error"});
+  JsonObject r(outer.required("error"), outer.path("error"), "an error", {"code", "message"});
   Error e;
   e.code =
       as_enum(r.required("code"), r.path("code"), parse_error_code, "an error code",
               {"invalid_argument", "unauthenticated", "permission_denied", "not_found", "conflict",
                "insufficient_resources", "timeout", "fabric_error", "unavailable", "internal"});
-  e.message = as_string(r.required("message"), r.path("message"));
+  e.message = r.string("message");
   return ErrorBody{std::move(e)};
 }
 
-// Runs a decoder and turns a DecodeFailure into the public Error.
-template <typename F>
-auto decode(F f) -> Expected<decltype(f())> {
-  try {
-    return f();
-  } catch (const DecodeFailure& failure) {
-    return Error{ErrorCode::kInvalidArgument, failure.message};
-  }
-}
-
-template <typename T, typename F>
-Expected<std::vector<T>> decode_list(const Json::Value& v, const char* key, const char* what,
-                                     F decode_one) {
-  return decode([&] {
-    ObjectReader r(v, "", what, {key});
-    return decode_array<T>(r.required(key), key, decode_one);
-  });
+// {"<key>": [T, ...]}
+template <typename T>
+Expected<std::vector<T>> decode_list(const Json::Value& v, const char* key, const char* what) {
+  return read_json([&] { return JsonObject(v, "", what, {key}).array(key, decode<T>); });
 }
 
 template <typename T, typename F>
@@ -539,42 +404,21 @@ Json::Value to_json(const Error& e) {
   return v;
 }
 
-template <>
-Expected<Device> from_json<Device>(const Json::Value& v, std::string_view path) {
-  return decode([&] { return decode_device(v, std::string(path)); });
+template <typename T>
+Expected<T> from_json(const Json::Value& v, std::string_view path) {
+  return read_json([&] { return decode<T>(v, std::string(path)); });
 }
-template <>
-Expected<Request> from_json<Request>(const Json::Value& v, std::string_view path) {
-  return decode([&] { return decode_request(v, std::string(path)); });
-}
-template <>
-Expected<Composition> from_json<Composition>(const Json::Value& v, std::string_view path) {
-  return decode([&] { return decode_composition(v, std::string(path)); });
-}
-template <>
-Expected<PoolRow> from_json<PoolRow>(const Json::Value& v, std::string_view path) {
-  return decode([&] { return decode_pool_row(v, std::string(path)); });
-}
-template <>
-Expected<Event> from_json<Event>(const Json::Value& v, std::string_view path) {
-  return decode([&] { return decode_event(v, std::string(path)); });
-}
-template <>
-Expected<ComposeBody> from_json<ComposeBody>(const Json::Value& v, std::string_view path) {
-  return decode([&] { return decode_compose_body(v, std::string(path)); });
-}
-template <>
-Expected<HealthInfo> from_json<HealthInfo>(const Json::Value& v, std::string_view path) {
-  return decode([&] { return decode_health(v, std::string(path)); });
-}
-template <>
-Expected<DrainBody> from_json<DrainBody>(const Json::Value& v, std::string_view path) {
-  return decode([&] { return decode_drain_body(v, std::string(path)); });
-}
-template <>
-Expected<ErrorBody> from_json<ErrorBody>(const Json::Value& v, std::string_view path) {
-  return decode([&] { return decode_error(v, std::string(path)); });
-}
+template Expected<Device> from_json(const Json::Value&, std::string_view);
+template Expected<Request> from_json(const Json::Value&, std::string_view);
+template Expected<Composition> from_json(const Json::Value&, std::string_view);
+template Expected<PoolRow> from_json(const Json::Value&, std::string_view);
+template Expected<Event> from_json(const Json::Value&, std::string_view);
+template Expected<ComposeBody> from_json(const Json::Value&, std::string_view);
+template Expected<HealthInfo> from_json(const Json::Value&, std::string_view);
+template Expected<DrainBody> from_json(const Json::Value&, std::string_view);
+template Expected<ErrorBody> from_json(const Json::Value&, std::string_view);
+
+Device as_device(const Json::Value& v, const std::string& path) { return decode<Device>(v, path); }
 
 Json::Value devices_to_json(const std::vector<Device>& devices) {
   return encode_list(devices, "devices", [](const Device& d) { return to_json(d); });
@@ -593,19 +437,19 @@ Json::Value events_to_json(const std::vector<Event>& events) {
 }
 
 Expected<std::vector<Device>> devices_from_json(const Json::Value& v) {
-  return decode_list<Device>(v, "devices", "a device list", decode_device);
+  return decode_list<Device>(v, "devices", "a device list");
 }
 Expected<std::vector<Composition>> compositions_from_json(const Json::Value& v) {
-  return decode_list<Composition>(v, "compositions", "a composition list", decode_composition);
+  return decode_list<Composition>(v, "compositions", "a composition list");
 }
 Expected<std::vector<PoolRow>> pool_from_json(const Json::Value& v) {
-  return decode_list<PoolRow>(v, "pool", "a pool summary", decode_pool_row);
+  return decode_list<PoolRow>(v, "pool", "a pool summary");
 }
 Expected<std::vector<Host>> hosts_from_json(const Json::Value& v) {
-  return decode_list<Host>(v, "hosts", "a host list", decode_host);
+  return decode_list<Host>(v, "hosts", "a host list");
 }
 Expected<std::vector<Event>> events_from_json(const Json::Value& v) {
-  return decode_list<Event>(v, "events", "an event list", decode_event);
+  return decode_list<Event>(v, "events", "an event list");
 }
 
 Json::Value release_to_json(const std::optional<Composition>& released) {
@@ -616,15 +460,15 @@ Json::Value release_to_json(const std::optional<Composition>& released) {
 }
 
 Expected<std::optional<Composition>> release_from_json(const Json::Value& v) {
-  return decode([&]() -> std::optional<Composition> {
+  return read_json([&]() -> std::optional<Composition> {
     if (v.isObject() && v.isMember("released")) {
-      ObjectReader r(v, "", "a release answer without a composition", {"released"});
-      if (as_bool(r.required("released"), "released")) {
-        fail("released", "true comes with the released composition, not alone");
+      JsonObject r(v, "", "a release answer without a composition", {"released"});
+      if (r.boolean("released")) {
+        refuse("released", "true comes with the released composition, not alone");
       }
       return std::nullopt;
     }
-    return decode_composition(v, "");
+    return decode<Composition>(v, "");
   });
 }
 

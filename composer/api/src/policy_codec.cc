@@ -1,114 +1,37 @@
 #include <json/value.h>
 
-#include <initializer_list>
-#include <limits>
-#include <stdexcept>
 #include <string>
-#include <string_view>
 
+#include "composer/api/json_reader.h"
 #include "composer/api/policy.h"
 
 namespace composer::api {
 namespace {
 
-// Thrown inside the decoders, turned into an Error at their edge.
-struct Refusal {
-  std::string message;
-};
-
-[[noreturn]] void refuse(const std::string& path, const std::string& why) {
-  throw Refusal{path + ": " + why};
-}
-
-std::string join(std::string_view path, std::string_view name) {
-  return path.empty() ? std::string(name) : std::string(path) + "." + std::string(name);
-}
-
-class Reader {
- public:
-  Reader(const Json::Value& v, std::string path, std::string_view what,
-         std::initializer_list<std::string_view> allowed)
-      : v_(v), path_(std::move(path)) {
-    if (!v.isObject()) refuse(path_.empty() ? "body" : path_, "expected " + std::string(what));
-    for (const std::string& name : v.getMemberNames()) {
-      bool known = false;
-      std::string list;
-      for (std::string_view a : allowed) {
-        known = known || a == name;
-        list += (list.empty() ? "" : ", ") + std::string(a);
-      }
-      if (!known) refuse(join(path_, name), "unknown field; allowed: " + list);
-    }
-  }
-  const Json::Value* optional(std::string_view name) const {
-    return v_.find(name.data(), name.data() + name.size());
-  }
-  const Json::Value& required(std::string_view name) const {
-    const Json::Value* f = optional(name);
-    if (f == nullptr) refuse(join(path_, name), "required field is missing");
-    return *f;
-  }
-  std::string text(std::string_view name) const {
-    const Json::Value& f = required(name);
-    if (!f.isString()) refuse(join(path_, name), "expected a string");
-    return f.asString();
-  }
-  bool flag(std::string_view name) const {
-    const Json::Value& f = required(name);
-    if (!f.isBool()) refuse(join(path_, name), "expected true or false");
-    return f.asBool();
-  }
-  uint64_t number(std::string_view name, uint64_t max) const {
-    const Json::Value& f = required(name);
-    const bool integer = f.type() == Json::intValue || f.type() == Json::uintValue;
-    if (!integer || !f.isUInt64() || f.asUInt64() > max) {
-      refuse(join(path_, name), "expected a whole number from 0 to " + std::to_string(max));
-    }
-    return f.asUInt64();
-  }
-  int64_t time(std::string_view name) const {
-    return static_cast<int64_t>(number(name, std::numeric_limits<int64_t>::max()));
-  }
-  std::vector<std::string> strings(std::string_view name) const {
-    const Json::Value& f = required(name);
-    if (!f.isArray()) refuse(join(path_, name), "expected an array of strings");
-    std::vector<std::string> out;
-    for (Json::ArrayIndex i = 0; i < f.size(); ++i) {
-      if (!f[i].isString()) {
-        refuse(join(path_, name) + "[" + std::to_string(i) + "]", "expected a string");
-      }
-      out.push_back(f[i].asString());
-    }
-    return out;
-  }
-  std::string path(std::string_view name) const { return join(path_, name); }
-
- private:
-  const Json::Value& v_;
-  std::string path_;
-};
-
-template <typename F>
-auto guarded(F&& decode) -> Expected<decltype(decode())> {
-  try {
-    return decode();
-  } catch (const Refusal& r) {
-    return Error{ErrorCode::kInvalidArgument, r.message};
-  }
-}
-
 PolicyVersion decode_version(const Json::Value& v, const std::string& path) {
-  Reader r(v, path, "a policy version (an object)",
-           {"id", "applied_ms", "uid", "user", "file", "sha256", "text"});
+  JsonObject r(v, path, "a policy version",
+               {"id", "applied_ms", "uid", "user", "file", "sha256", "text"});
   PolicyVersion p;
-  p.id = r.time("id");
-  p.applied_ms = r.time("applied_ms");
-  p.uid = static_cast<uint32_t>(r.number("uid", std::numeric_limits<uint32_t>::max()));
-  p.user = r.text("user");
-  p.file = r.text("file");
-  p.sha256 = r.text("sha256");
-  p.text = r.text("text");
+  p.id = r.id("id");
+  p.applied_ms = r.id("applied_ms");
+  p.uid = r.u32("uid");
+  p.user = r.string("user");
+  p.file = r.string("file");
+  p.sha256 = r.string("sha256");
+  p.text = r.string("text");
   return p;
+}
+
+PolicyHold decode_hold(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a hold", {"window", "type", "cap", "requested", "from_ms", "until_ms"});
+  PolicyHold hold;
+  hold.window = r.string("window");
+  hold.type = r.string("type");
+  hold.cap = r.uint("cap");
+  hold.requested = r.uint("requested");
+  hold.from_ms = r.id("from_ms");
+  hold.until_ms = r.id("until_ms");
+  return hold;
 }
 
 Json::Value i64(int64_t v) { return Json::Value(static_cast<Json::Int64>(v)); }
@@ -179,69 +102,51 @@ Json::Value policy_history_to_json(const std::vector<PolicyVersion>& history) {
 }
 
 Expected<PolicyVersion> policy_version_from_json(const Json::Value& v) {
-  return guarded([&] { return decode_version(v, ""); });
+  return read_json([&] { return decode_version(v, ""); });
 }
 
 Expected<PolicyBody> policy_body_from_json(const Json::Value& v) {
-  return guarded([&] {
-    Reader r(v, "", "a policy body (an object)", {"file", "text", "dry_run"});
+  return read_json([&] {
+    JsonObject r(v, "", "a policy body", {"file", "text", "dry_run"});
     PolicyBody b;
-    b.text = r.text("text");
-    if (r.optional("file") != nullptr) b.file = r.text("file");
-    if (r.optional("dry_run") != nullptr) b.dry_run = r.flag("dry_run");
+    b.text = r.string("text");
+    r.get_if("file", &b.file, as_string);
+    r.get_if("dry_run", &b.dry_run, as_bool);
     return b;
   });
 }
 
 Expected<PolicyApplied> policy_applied_from_json(const Json::Value& v) {
-  return guarded([&] {
-    Reader r(v, "", "a policy answer (an object)", {"changed", "policy", "warnings"});
+  return read_json([&] {
+    JsonObject r(v, "", "a policy answer", {"changed", "policy", "warnings"});
     PolicyApplied a;
-    a.changed = r.flag("changed");
-    a.policy = decode_version(r.required("policy"), "policy");
+    a.changed = r.boolean("changed");
+    a.policy = r.get("policy", decode_version);
     a.warnings = r.strings("warnings");
     return a;
   });
 }
 
 Expected<PolicyExplanation> policy_explanation_from_json(const Json::Value& v) {
-  return guarded([&] {
-    Reader r(
-        v, "", "a policy explanation (an object)",
+  return read_json([&] {
+    JsonObject r(
+        v, "", "a policy explanation",
         {"workload", "classified_by", "admitted", "earliest_ms", "windows", "hold", "explanation"});
     PolicyExplanation e;
-    e.workload = r.text("workload");
-    e.classified_by = r.text("classified_by");
-    e.admitted = r.flag("admitted");
-    if (!r.required("earliest_ms").isNull()) e.earliest_ms = r.time("earliest_ms");
+    e.workload = r.string("workload");
+    e.classified_by = r.string("classified_by");
+    e.admitted = r.boolean("admitted");
+    e.earliest_ms = as_nullable(r.required("earliest_ms"), r.path("earliest_ms"), as_id);
     e.windows = r.strings("windows");
-    if (const Json::Value& h = r.required("hold"); !h.isNull()) {
-      Reader hr(h, "hold", "a hold (an object or null)",
-                {"window", "type", "cap", "requested", "from_ms", "until_ms"});
-      PolicyHold hold;
-      hold.window = hr.text("window");
-      hold.type = hr.text("type");
-      hold.cap = hr.number("cap", std::numeric_limits<uint64_t>::max());
-      hold.requested = hr.number("requested", std::numeric_limits<uint64_t>::max());
-      hold.from_ms = hr.time("from_ms");
-      hold.until_ms = hr.time("until_ms");
-      e.hold = hold;
-    }
-    e.explanation = r.text("explanation");
+    e.hold = as_nullable(r.required("hold"), r.path("hold"), decode_hold);
+    e.explanation = r.string("explanation");
     return e;
   });
 }
 
 Expected<std::vector<PolicyVersion>> policy_history_from_json(const Json::Value& v) {
-  return guarded([&] {
-    Reader r(v, "", "a policy history (an object)", {"policies"});
-    const Json::Value& list = r.required("policies");
-    if (!list.isArray()) refuse("policies", "expected an array of policy versions");
-    std::vector<PolicyVersion> out;
-    for (Json::ArrayIndex i = 0; i < list.size(); ++i) {
-      out.push_back(decode_version(list[i], "policies[" + std::to_string(i) + "]"));
-    }
-    return out;
+  return read_json([&] {
+    return JsonObject(v, "", "a policy history", {"policies"}).array("policies", decode_version);
   });
 }
 

@@ -8,71 +8,81 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <utility>
 
 #include <json/reader.h>
 #include <json/writer.h>
 
+#include "composer/api/json_reader.h"
+
 namespace composer::api {
 namespace {
 
-Error bad(const std::string& field, const std::string& rule) {
-  return Error{ErrorCode::kInvalidArgument, "snapshot: " + field + " " + rule};
+// The snapshot's objects let fields they do not know be (snapshot.h); the maps keyed by pooled
+// type take only the pooled types.
+constexpr OtherFields kLater = OtherFields::kIgnore;
+
+template <typename T, typename F>
+std::map<std::string, T> read_type_map(const Json::Value& v, const std::string& path, F read) {
+  JsonObject r(v, path, "a map of pooled types", {"gpu", "mem", "nvme"});
+  std::map<std::string, T> out;
+  for (const std::string& type : r.names()) out[type] = r.get(type, read);
+  return out;
 }
 
-// Reads an unsigned field if present; leaves *out unchanged when absent.
-Status get_uint(const Json::Value& obj, const char* key, const std::string& where, uint64_t max,
-                uint64_t* out) {
-  if (!obj.isMember(key)) return Status::Ok();
-  const Json::Value& v = obj[key];
-  if (!v.isUInt64() || v.asUInt64() > max) {
-    return bad(where + "." + key, "must be a whole number from 0 to " + std::to_string(max));
-  }
-  *out = v.asUInt64();
-  return Status::Ok();
+std::vector<std::string> read_names(const Json::Value& v, const std::string& path) {
+  return as_array(v, path, as_nonempty_string);
 }
 
-Status get_u32(const Json::Value& obj, const char* key, const std::string& where, uint32_t* out) {
-  uint64_t v = *out;
-  if (Status s = get_uint(obj, key, where, UINT32_MAX, &v); !s) return s;
-  *out = static_cast<uint32_t>(v);
-  return Status::Ok();
-}
-
-// Reads an array of non-empty strings if present.
-Status get_names(const Json::Value& obj, const char* key, const std::string& where,
-                 std::vector<std::string>* out) {
-  if (!obj.isMember(key)) return Status::Ok();
-  const Json::Value& v = obj[key];
-  if (!v.isArray()) return bad(where + "." + key, "must be an array of names");
-  for (const Json::Value& n : v) {
-    if (!n.isString() || n.asString().empty()) {
-      return bad(where + "." + key, "must hold only non-empty strings");
-    }
-    out->push_back(n.asString());
-  }
-  return Status::Ok();
-}
-
-Expected<SnapshotPool> pool_from_json(const Json::Value& v, const std::string& where) {
+SnapshotPool read_pool(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a pool", {}, kLater);
   SnapshotPool p;
-  if (!v.isObject()) return bad(where, "must be an object");
-  if (Status s = get_u32(v, "total", where, &p.total); !s) return s.error();
-  if (Status s = get_uint(v, "total_bytes", where, UINT64_MAX, &p.total_bytes); !s)
-    return s.error();
-  if (Status s = get_uint(v, "largest_bytes", where, UINT64_MAX, &p.largest_bytes); !s)
-    return s.error();
-  if (Status s = get_u32(v, "max_node_slots", where, &p.max_node_slots); !s) return s.error();
-  if (v.isMember("models")) {
-    const Json::Value& m = v["models"];
-    if (!m.isObject()) return bad(where + ".models", "must be an object of model -> count");
-    for (const std::string& name : m.getMemberNames()) {
-      uint32_t n = 0;
-      if (Status s = get_u32(m, name.c_str(), where + ".models", &n); !s) return s.error();
-      p.models[name] = n;
-    }
+  r.get_if("total", &p.total, as_u32);
+  r.get_if("total_bytes", &p.total_bytes, as_u64);
+  r.get_if("largest_bytes", &p.largest_bytes, as_u64);
+  r.get_if("max_node_slots", &p.max_node_slots, as_u32);
+  if (const Json::Value* m = r.optional("models")) {
+    const JsonObject models = JsonObject::map(*m, r.path("models"), "a map of models to counts");
+    for (const std::string& name : models.names()) p.models[name] = models.u32(name);
   }
   return p;
+}
+
+std::vector<CapStretch> read_stretches(const Json::Value& v, const std::string& path) {
+  std::vector<CapStretch> out = as_array(v, path, [](const Json::Value& e, const std::string& at) {
+    JsonObject r(e, at, "a stretch", {"cap", "seconds"}, kLater);
+    return CapStretch{r.uint("cap"), r.id("seconds")};
+  });
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (out[i].cap <= out[i - 1].cap) {
+      refuse(json_path(json_index(path, i), "cap"),
+             "must be larger than the cap before it (ascending order)");
+    }
+  }
+  return out;
+}
+
+WorkloadClass read_class(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a workload class", {}, kLater);
+  WorkloadClass c;
+  c.name = r.get("name", as_nonempty_string);
+  const auto counts = [](const Json::Value& m, const std::string& at) {
+    return read_type_map<uint64_t>(m, at, as_u64);
+  };
+  r.get_if("cap_licenses", &c.cap_licenses, [](const Json::Value& m, const std::string& at) {
+    return read_type_map<std::string>(m, at, as_nonempty_string);
+  });
+  r.get_if("max", &c.max, counts);
+  r.get_if("partitions", &c.partitions, read_names);
+  r.get_if("qos", &c.qos, read_names);
+  r.get_if("accounts", &c.accounts, read_names);
+  r.get_if("min", &c.min, counts);
+  r.get_if("stretches", &c.stretches, [](const Json::Value& m, const std::string& at) {
+    return read_type_map<std::vector<CapStretch>>(m, at, read_stretches);
+  });
+  return c;
 }
 
 Json::Value pool_to_json(const SnapshotPool& p) {
@@ -85,89 +95,6 @@ Json::Value pool_to_json(const SnapshotPool& p) {
   for (const auto& [name, n] : p.models) models[name] = n;
   v["models"] = models;
   return v;
-}
-
-Expected<WorkloadClass> class_from_json(const Json::Value& v, const std::string& where) {
-  if (!v.isObject()) return bad(where, "must be an object");
-  WorkloadClass c;
-  if (!v["name"].isString() || v["name"].asString().empty()) {
-    return bad(where + ".name", "must be a non-empty string");
-  }
-  c.name = v["name"].asString();
-  if (v.isMember("cap_licenses")) {
-    const Json::Value& l = v["cap_licenses"];
-    if (!l.isObject()) return bad(where + ".cap_licenses", "must be an object of type -> name");
-    for (const std::string& type : l.getMemberNames()) {
-      if (!parse_device_type(type)) {
-        return bad(where + ".cap_licenses." + type, "is not a pooled type (gpu, mem, nvme)");
-      }
-      if (!l[type].isString() || l[type].asString().empty()) {
-        return bad(where + ".cap_licenses." + type, "must be a non-empty license name");
-      }
-      c.cap_licenses[type] = l[type].asString();
-    }
-  }
-  if (v.isMember("max")) {
-    const Json::Value& m = v["max"];
-    if (!m.isObject()) return bad(where + ".max", "must be an object of type -> number");
-    for (const std::string& type : m.getMemberNames()) {
-      if (!parse_device_type(type)) {
-        return bad(where + ".max." + type, "is not a pooled type (gpu, mem, nvme)");
-      }
-      uint64_t n = 0;
-      if (Status s = get_uint(m, type.c_str(), where + ".max", UINT64_MAX, &n); !s) {
-        return s.error();
-      }
-      c.max[type] = n;
-    }
-  }
-  for (auto [key, list] : {std::pair{"partitions", &c.partitions}, std::pair{"qos", &c.qos},
-                           std::pair{"accounts", &c.accounts}}) {
-    if (Status s = get_names(v, key, where, list); !s) return s.error();
-  }
-  if (v.isMember("min")) {
-    const Json::Value& m = v["min"];
-    if (!m.isObject()) return bad(where + ".min", "must be an object of type -> number");
-    for (const std::string& type : m.getMemberNames()) {
-      if (!parse_device_type(type)) {
-        return bad(where + ".min." + type, "is not a pooled type (gpu, mem, nvme)");
-      }
-      uint64_t n = 0;
-      if (Status s = get_uint(m, type.c_str(), where + ".min", UINT64_MAX, &n); !s) {
-        return s.error();
-      }
-      c.min[type] = n;
-    }
-  }
-  if (v.isMember("stretches")) {
-    const Json::Value& m = v["stretches"];
-    if (!m.isObject()) {
-      return bad(where + ".stretches", "must be an object of type -> [{cap, seconds}]");
-    }
-    for (const std::string& type : m.getMemberNames()) {
-      const std::string at = where + ".stretches." + type;
-      if (!parse_device_type(type)) return bad(at, "is not a pooled type (gpu, mem, nvme)");
-      if (!m[type].isArray()) return bad(at, "must be an array of {cap, seconds}");
-      std::vector<CapStretch>& out = c.stretches[type];
-      for (Json::ArrayIndex i = 0; i < m[type].size(); ++i) {
-        const Json::Value& e = m[type][i];
-        const std::string ei = at + "[" + std::to_string(i) + "]";
-        if (!e.isObject() || !e.isMember("cap") || !e.isMember("seconds")) {
-          return bad(ei, "must be an object with cap and seconds");
-        }
-        CapStretch st;
-        uint64_t seconds = 0;
-        if (Status s = get_uint(e, "cap", ei, UINT64_MAX, &st.cap); !s) return s.error();
-        if (Status s = get_uint(e, "seconds", ei, INT64_MAX, &seconds); !s) return s.error();
-        st.seconds = static_cast<int64_t>(seconds);
-        if (!out.empty() && st.cap <= out.back().cap) {
-          return bad(ei + ".cap", "must be larger than the cap before it (ascending order)");
-        }
-        out.push_back(st);
-      }
-    }
-  }
-  return c;
 }
 
 Json::Value names_to_json(const std::vector<std::string>& names) {
@@ -273,58 +200,30 @@ Json::Value to_json(const PoolSnapshot& s) {
 }
 
 Expected<PoolSnapshot> snapshot_from_json(const Json::Value& v) {
-  if (!v.isObject()) return bad("document", "must be a JSON object");
-  PoolSnapshot s;
-  if (!v["version"].isInt()) return bad("version", "must be a whole number");
-  s.version = v["version"].asInt();
-  if (s.version != kSnapshotVersion) {
-    return bad("version", std::to_string(s.version) + " is not supported (this reader knows " +
-                              std::to_string(kSnapshotVersion) + ")");
-  }
-  if (v.isMember("generated_ms")) {
-    if (!v["generated_ms"].isInt64()) return bad("generated_ms", "must be a whole number");
-    s.generated_ms = v["generated_ms"].asInt64();
-  }
-  if (v.isMember("pools")) {
-    const Json::Value& pools = v["pools"];
-    if (!pools.isObject()) return bad("pools", "must be an object");
-    for (DeviceType t : kAllDeviceTypes) {
-      const std::string name(to_string(t));
-      if (!pools.isMember(name)) continue;
-      Expected<SnapshotPool> p = pool_from_json(pools[name], "pools." + name);
-      if (!p) return p.error();
-      s.pool(t) = std::move(*p);
-    }
-  }
-  if (v.isMember("workload_classes")) {
-    const Json::Value& classes = v["workload_classes"];
-    if (!classes.isArray()) return bad("workload_classes", "must be an array");
-    for (Json::ArrayIndex i = 0; i < classes.size(); ++i) {
-      Expected<WorkloadClass> c =
-          class_from_json(classes[i], "workload_classes[" + std::to_string(i) + "]");
-      if (!c) return c.error();
-      s.workload_classes.push_back(std::move(*c));
-    }
-  }
-  if (v.isMember("policy_id")) {
-    if (!v["policy_id"].isInt64() || v["policy_id"].asInt64() < 0) {
-      return bad("policy_id", "must be a whole number, 0 or more");
-    }
-    s.policy_id = v["policy_id"].asInt64();
-  }
-  if (v.isMember("default_class")) {
-    if (!v["default_class"].isString()) return bad("default_class", "must be a string");
-    s.default_class = v["default_class"].asString();
-  }
-  if (v.isMember("blocker_reservations")) {
-    const Json::Value& b = v["blocker_reservations"];
-    if (!b.isArray()) return bad("blocker_reservations", "must be an array of names");
-    for (const Json::Value& name : b) {
-      if (!name.isString()) return bad("blocker_reservations", "must hold only strings");
-      s.blocker_reservations.push_back(name.asString());
-    }
-  }
-  return s;
+  return read_json(
+      [&] {
+        JsonObject r(v, "", "a pool snapshot", {}, kLater);
+        PoolSnapshot s;
+        s.version = static_cast<int>(r.u32("version", std::numeric_limits<int>::max()));
+        if (s.version != kSnapshotVersion) {
+          refuse("version", std::to_string(s.version) + " is not supported (this reader knows " +
+                                std::to_string(kSnapshotVersion) + ")");
+        }
+        r.get_if("generated_ms", &s.generated_ms, as_int);
+        if (const Json::Value* p = r.optional("pools")) {
+          const JsonObject pools(*p, "pools", "the pools", {"gpu", "mem", "nvme"}, kLater);
+          for (DeviceType t : kAllDeviceTypes) pools.get_if(to_string(t), &s.pool(t), read_pool);
+        }
+        r.get_if("workload_classes", &s.workload_classes,
+                 [](const Json::Value& a, const std::string& at) {
+                   return as_array(a, at, read_class);
+                 });
+        r.get_if("policy_id", &s.policy_id, as_id);
+        r.get_if("default_class", &s.default_class, as_string);
+        r.get_if("blocker_reservations", &s.blocker_reservations, as_strings);
+        return s;
+      },
+      "snapshot");
 }
 
 Expected<PoolSnapshot> read_snapshot(const std::string& path) {

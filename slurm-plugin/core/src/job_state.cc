@@ -8,11 +8,13 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
-#include <json/reader.h>
 #include <json/value.h>
 #include <json/writer.h>
 
+#include "composer/api/codec.h"
+#include "composer/api/json_reader.h"
 #include "composer/common/units.h"
 #include "composer/slurm/host_devices.h"
 
@@ -42,6 +44,21 @@ Status mkdirs(const std::string& dir) {
   return Status::Ok();
 }
 
+// A device as files written before the state file held the API's form of it: id, type, model,
+// address and capacity_bytes only (a job that ran across an upgrade of the plugin). The rest
+// is what a device of the job's composition is.
+Json::Value upgraded_device(const Json::Value& d, const JobState& s) {
+  if (!d.isObject() || d.isMember("state")) return d;
+  Json::Value full = d;
+  for (const char* key : {"zone", "drain_reason"}) full[key] = "";
+  full["health"] = "ok";
+  full["state"] = "attached";
+  full["drained"] = false;
+  full["composition_id"] = Json::Int64(s.composition_id);
+  full["node"] = s.node;
+  return full;
+}
+
 }  // namespace
 
 std::string state_path(const std::string& state_dir, uint32_t job_id) {
@@ -57,15 +74,7 @@ Status write_job_state(const std::string& state_dir, const JobState& state) {
   v["cuda_visible_devices"] = state.cuda_visible_devices;
   v["error"] = state.error;
   Json::Value devices(Json::arrayValue);
-  for (const Device& d : state.devices) {
-    Json::Value jd(Json::objectValue);
-    jd["id"] = d.id;
-    jd["type"] = std::string(to_string(d.type));
-    jd["model"] = d.model;
-    jd["address"] = d.address;
-    jd["capacity_bytes"] = Json::UInt64(d.capacity_bytes);
-    devices.append(jd);
-  }
+  for (const Device& d : state.devices) devices.append(api::to_json(d));
   v["devices"] = devices;
   const std::string text = Json::writeString(Json::StreamWriterBuilder(), v) + "\n";
   const std::string path = state_path(state_dir, state.job_id);
@@ -95,40 +104,35 @@ Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, u
     if (errno == ENOENT) return std::optional<JobState>();
     return io_error("cannot open", path);
   }
-  Json::Value v;
-  std::string errs;
-  if (!Json::parseFromStream(Json::CharReaderBuilder(), in, &v, &errs) || !v.isObject()) {
-    return Error{ErrorCode::kInternal, "state file " + path + " is not valid JSON: " + errs};
-  }
-  auto text = [](const Json::Value& j, const char* key) {
-    return j[key].isString() ? j[key].asString() : std::string();
-  };
-  JobState s;
-  s.job_id = v["job_id"].isUInt() ? v["job_id"].asUInt() : 0;
-  if (s.job_id != job_id) {
-    return Error{ErrorCode::kInternal, "state file " + path + " belongs to job " +
-                                           std::to_string(s.job_id) + ", not " +
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string context = "state file " + path;
+  Expected<Json::Value> json = api::parse_json(text.str());
+  if (!json) return Error{ErrorCode::kInternal, context + ": " + json.error().message};
+  Expected<JobState> state = api::read_json(
+      [&] {
+        api::JsonObject r(
+            *json, "", "a job state",
+            {"job_id", "node", "composition_id", "cuda_visible_devices", "error", "devices"});
+        JobState s;
+        s.job_id = r.u32("job_id");
+        s.node = r.string("node");
+        s.composition_id = r.id("composition_id");
+        s.cuda_visible_devices = r.string("cuda_visible_devices");
+        s.error = r.string("error");
+        s.devices = r.array("devices", [&](const Json::Value& d, const std::string& at) {
+          return api::as_device(upgraded_device(d, s), at);
+        });
+        return s;
+      },
+      context);
+  if (!state) return Error{ErrorCode::kInternal, state.error().message};
+  if (state->job_id != job_id) {
+    return Error{ErrorCode::kInternal, context + " belongs to job " +
+                                           std::to_string(state->job_id) + ", not " +
                                            std::to_string(job_id)};
   }
-  s.node = text(v, "node");
-  s.composition_id = v["composition_id"].isInt64() ? v["composition_id"].asInt64() : 0;
-  s.cuda_visible_devices = text(v, "cuda_visible_devices");
-  s.error = text(v, "error");
-  for (const Json::Value& jd : v["devices"]) {
-    Device d;
-    d.id = text(jd, "id");
-    std::optional<DeviceType> type = parse_device_type(text(jd, "type"));
-    if (d.id.empty() || !type) {
-      return Error{ErrorCode::kInternal,
-                   "state file " + path + " holds a device without id or type"};
-    }
-    d.type = *type;
-    d.model = text(jd, "model");
-    d.address = text(jd, "address");
-    d.capacity_bytes = jd["capacity_bytes"].isUInt64() ? jd["capacity_bytes"].asUInt64() : 0;
-    s.devices.push_back(std::move(d));
-  }
-  return std::optional<JobState>(std::move(s));
+  return std::optional<JobState>(std::move(*state));
 }
 
 Status remove_job_state(const std::string& state_dir, uint32_t job_id) {

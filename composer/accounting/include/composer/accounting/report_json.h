@@ -11,8 +11,9 @@
 namespace composer::accounting {
 
 Json::Value to_json(const Report& report);
-// Strict: every field must be present with its JSON type; the message names the field's path
-// ("pools[2].attached_ms: expected an integer").
+// Strict, like the API's bodies (composer/api/json_reader.h): every field must be present with
+// its JSON type and no other field may be; the message names the field's path
+// ("top_jobs: required field is missing", "pools[2].colour: unknown field; ...").
 Expected<Report> report_from_json(const Json::Value& value);
 
 }  // namespace composer::accounting

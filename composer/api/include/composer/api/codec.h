@@ -3,7 +3,8 @@
 // Encoding never fails. Decoding is strict and says what was wrong: a body with an unknown
 // field, a value of the wrong JSON type, a negative or out-of-range number or an unknown enum
 // name is refused with kInvalidArgument and a sentence that starts with the field's path, for
-// example "request.gpus: -1 is not a whole number from 0 to 1024".
+// example "request.gpus: -1 is not a whole number from 0 to 1024" (the wording of
+// json_reader.h, which every decoder of the project's JSON reads with).
 #pragma once
 
 #include <json/value.h>
@@ -39,28 +40,14 @@ Json::Value to_json(const Error& error);  // the same as to_json(ErrorBody{error
 
 // `path` names the value in error messages ("request", "devices[3]"); empty for a whole body.
 // Required fields: all of them, except in Request (every field defaults to zero/empty) and in
-// ComposeBody (account and workload default to empty).
+// ComposeBody (account and workload default to empty). Defined (codec.cc) for Device, Request,
+// Composition, PoolRow, Event, ComposeBody, HealthInfo, DrainBody and ErrorBody.
 template <typename T>
 Expected<T> from_json(const Json::Value& value, std::string_view path = {});
 
-template <>
-Expected<Device> from_json<Device>(const Json::Value& value, std::string_view path);
-template <>
-Expected<Request> from_json<Request>(const Json::Value& value, std::string_view path);
-template <>
-Expected<Composition> from_json<Composition>(const Json::Value& value, std::string_view path);
-template <>
-Expected<PoolRow> from_json<PoolRow>(const Json::Value& value, std::string_view path);
-template <>
-Expected<Event> from_json<Event>(const Json::Value& value, std::string_view path);
-template <>
-Expected<ComposeBody> from_json<ComposeBody>(const Json::Value& value, std::string_view path);
-template <>
-Expected<HealthInfo> from_json<HealthInfo>(const Json::Value& value, std::string_view path);
-template <>
-Expected<DrainBody> from_json<DrainBody>(const Json::Value& value, std::string_view path);
-template <>
-Expected<ErrorBody> from_json<ErrorBody>(const Json::Value& value, std::string_view path);
+// from_json<Device> as a reader (json_reader.h) for documents that hold devices, such as the
+// Slurm plugin's job state file: it refuses by throwing, so it runs inside read_json.
+Device as_device(const Json::Value& value, const std::string& path);
 
 // parse_json + from_json for a whole body.
 template <typename T>

@@ -18,7 +18,7 @@ struct JobState {
   uint32_t job_id = 0;
   std::string node;
   int64_t composition_id = 0;
-  std::vector<Device> devices;       // id, type, model, address, capacity_bytes
+  std::vector<Device> devices;       // as composerd answered them (the API's Device form)
   std::string cuda_visible_devices;  // decided by the prolog, which can read sysfs
   // Set when the job must not run (its request could not be served and that is not the
   // node's fault): the task hooks fail the job's steps with this sentence.
@@ -30,7 +30,9 @@ struct JobState {
 std::string state_path(const std::string& state_dir, uint32_t job_id);
 // Creates state_dir (0755) if needed; writes atomically (temporary file and rename).
 Status write_job_state(const std::string& state_dir, const JobState& state);
-// nullopt when there is no file for the job.
+// nullopt when there is no file for the job. The file is read strictly (api/json_reader.h):
+// a missing or unknown field, or a device the API's codec refuses, is kInternal with a sentence
+// that names the file and the field.
 Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, uint32_t job_id);
 Status remove_job_state(const std::string& state_dir, uint32_t job_id);
 
