@@ -121,6 +121,36 @@ Expected<Operation> RedfishFabric::Impl::settle(std::vector<Step> steps, long wa
   return Operation{encode(steps), OperationState::kFailed, failure};
 }
 
+std::optional<Expected<Operation>> RedfishFabric::Impl::take_step(
+    const std::string& host, const std::string& what, Expected<Reply> reply,
+    const std::string& undo_target, const std::string& resource, std::vector<Step>* steps) {
+  if (reply && reply->status == 202 && reply->location.empty()) {
+    reply = fabric_error(what + " answered 202 without a Location");
+  }
+  if (!reply) {
+    // Undo what went in before; the error is the answer.
+    steps->push_back(Step{"", "", resource, TaskState::kFailed, reply.error().message});
+    auto undone = settle(std::move(*steps), o.task_wait_ms);
+    if (!undone || undone->state == OperationState::kRunning) {
+      log::error("redfish: a change failed part way and its earlier steps are still running",
+                 {{"host", host}, {"operation", undone ? undone->id : ""}});
+    }
+    return Expected<Operation>(reply.error());
+  }
+  const bool task = reply->status == 202;
+  steps->push_back(Step{task ? reply->location : "", undo_target, resource,
+                        task ? TaskState::kRunning : TaskState::kDone, ""});
+  if (!task) return std::nullopt;
+  // Wait for this step before the next, so that a failure stops the change early.
+  auto w = settle(*steps, o.task_wait_ms);
+  if (!w) return Expected<Operation>(w.error());
+  if (w->state == OperationState::kFailed) return w;
+  if (w->state == OperationState::kDone) {
+    for (Step& st : *steps) st.state = TaskState::kDone;
+  }
+  return std::nullopt;
+}
+
 std::string RedfishFabric::Impl::encode(const std::vector<Step>& steps) {
   bool running = false;
   for (const Step& st : steps) running = running || st.state == TaskState::kRunning;
@@ -203,28 +233,8 @@ Expected<Operation> RedfishFabric::Impl::change(const std::string& host,
     Json::Value body;
     body["ResourceBlock"]["@odata.id"] = u;
     auto r = request("POST", target, &body);
-    if (r && r->status == 202 && r->location.empty()) {
-      r = fabric_error("POST " + target + " answered 202 without a Location");
-    }
-    if (!r) {
-      // Undo what went in before; the error is the answer.
-      steps.push_back(Step{"", "", u, TaskState::kFailed, r.error().message});
-      auto undone = settle(std::move(steps), o.task_wait_ms);
-      if (!undone || undone->state == OperationState::kRunning) {
-        log::error("redfish: a change failed part way and its earlier steps are still running",
-                   {{"host", host}, {"operation", undone ? undone->id : ""}});
-      }
-      return r.error();
-    }
-    steps.push_back(Step{r->status == 202 ? r->location : "", undo_target, u,
-                         r->status == 202 ? TaskState::kRunning : TaskState::kDone, ""});
-    if (r->status != 202) continue;
-    // Wait for this block before the next, so a failure stops the change early.
-    auto w = settle(steps, o.task_wait_ms);
-    if (!w) return w.error();
-    if (w->state == OperationState::kFailed) return w;
-    if (w->state == OperationState::kDone) {
-      for (Step& st : steps) st.state = TaskState::kDone;
+    if (auto stop = take_step(host, "POST " + target, std::move(r), undo_target, u, &steps)) {
+      return *stop;
     }
   }
   return settle(std::move(steps), o.task_wait_ms);

@@ -262,27 +262,8 @@ Expected<Operation> RedfishFabric::Impl::cxl_change(const std::string& host, con
       undo_target = std::string(kCxlConnect) + t.initiator + "," + t.chunk.target;
     }
     const std::string what = adding ? "POST " + cxl_connections_uri : "DELETE " + t.connection;
-    if (reply && reply->status == 202 && reply->location.empty()) {
-      reply = fabric_error(what + " answered 202 without a Location");
-    }
-    if (!reply) {
-      steps.push_back(Step{"", "", t.chunk.uri, TaskState::kFailed, reply.error().message});
-      auto undone = settle(std::move(steps), o.task_wait_ms);
-      if (!undone || undone->state == OperationState::kRunning) {
-        log::error("redfish: a CXL change failed part way and its earlier steps still run",
-                   {{"host", host}, {"operation", undone ? undone->id : ""}});
-      }
-      return reply.error();
-    }
-    const bool task = reply->status == 202;
-    steps.push_back(Step{task ? reply->location : "", undo_target, t.chunk.uri,
-                         task ? TaskState::kRunning : TaskState::kDone, ""});
-    if (!task) continue;
-    auto w = settle(steps, o.task_wait_ms);
-    if (!w) return w.error();
-    if (w->state == OperationState::kFailed) return w;
-    if (w->state == OperationState::kDone) {
-      for (Step& st : steps) st.state = TaskState::kDone;
+    if (auto stop = take_step(host, what, std::move(reply), undo_target, t.chunk.uri, &steps)) {
+      return *stop;
     }
   }
   return settle(std::move(steps), o.task_wait_ms);

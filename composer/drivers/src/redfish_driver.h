@@ -13,6 +13,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -253,6 +254,16 @@ struct RedfishFabric::Impl {
   // id that carries every step). When all steps have ended and one failed, the steps that
   // succeeded are undone, so a failed change leaves the system as it was.
   Expected<Operation> settle(std::vector<Step> steps, long wait_ms);
+
+  // Takes the answer to one step of a change (`what` names the request, `resource` the block
+  // or chunk it moves) into `steps`. A failed answer ends the change: the steps before it are
+  // undone and the error is the answer. A task (202) is waited for before the next step, so
+  // that a failure stops the change early. Empty: go on with the next step.
+  std::optional<Expected<Operation>> take_step(const std::string& host, const std::string& what,
+                                               Expected<Reply> reply,
+                                               const std::string& undo_target,
+                                               const std::string& resource,
+                                               std::vector<Step>* steps);
 
   static std::string encode(const std::vector<Step>& steps);
 
