@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "composer/core/fabric.h"
-#include "composer/core/multi_fabric.h"
-#include "composer/core/sim_fabric.h"
 #include "composer/drivers/liqid_fabric.h"
+#include "composer/drivers/multi_fabric.h"
 #include "composer/drivers/redfish_fabric.h"
+#include "composer/drivers/sim_fabric.h"
 #include "composer/test_support/forwarding_fabric.h"
 #include "composer/testing/fake_liqid.h"
 #include "composer/testing/fake_redfish.h"

@@ -13,7 +13,7 @@
 #include <cctype>
 #include <string>
 
-#include "composer/client/http.h"
+#include "composer/http/http.h"
 
 namespace composer::testing {
 namespace {
@@ -71,7 +71,7 @@ TEST(FakeRedfish, ServesDozensOfGpusInTwoZonesAndRequiresCredentials) {
   ASSERT_TRUE(s.ok()) << s;
   FakeRedfish& fake = **s;
   EXPECT_EQ(fake.generated("gpu").size(), 32u);
-  client::HttpClient http;
+  http::HttpClient http;
   auto root = http.send(
       {.method = "GET", .url = fake.base_url() + "/redfish/v1", .body = "", .headers = {}});
   ASSERT_TRUE(root.ok());
@@ -89,7 +89,7 @@ TEST(FakeRedfish, ControlEndpointInjectsFaultsAndReportsState) {
   auto s = FakeRedfish::start();
   ASSERT_TRUE(s.ok()) << s;
   FakeRedfish& fake = **s;
-  client::HttpClient http(client::HttpOptions{.retries = 0});
+  http::HttpClient http(http::HttpOptions{.retries = 0});
   auto r = http.send(
       {.method = "POST",
        .url = fake.base_url() + "/control/fault",
@@ -182,7 +182,7 @@ TEST(FakeRedfish, HostBlocksComposeOneSystemPerComputeBlockAndRefuseASecond) {
   auto s = FakeRedfish::start(o);
   ASSERT_TRUE(s.ok()) << s;
   FakeRedfish& fake = **s;
-  client::HttpClient http(client::HttpOptions{.retries = 0});
+  http::HttpClient http(http::HttpOptions{.retries = 0});
   auto post = [&](const std::string& links) {
     return http.send({.method = "POST",
                       .url = fake.base_url() + "/redfish/v1/Systems",

@@ -8,8 +8,8 @@
 
 #include "composer/common/units.h"
 #include "composer/core/service.h"
-#include "composer/core/sim_fabric.h"
 #include "composer/db/store.h"
+#include "composer/drivers/sim_fabric.h"
 #include "composer/test_support/temp_dir.h"
 
 namespace composer::testing {

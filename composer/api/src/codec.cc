@@ -508,6 +508,7 @@ ErrorCode error_code_for_status(long status) {
     case 404:
       return ErrorCode::kNotFound;
     case 409:
+    case 412:  // a precondition (If-Match) that failed: someone changed the resource
       return ErrorCode::kConflict;
     case 502:
       return ErrorCode::kFabric;

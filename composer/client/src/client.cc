@@ -28,8 +28,8 @@ std::string percent_encode(std::string_view s) {
   return out;
 }
 
-HttpOptions http_options(const ClientOptions& o) {
-  HttpOptions h;
+http::HttpOptions http_options(const ClientOptions& o) {
+  http::HttpOptions h;
   h.connect_timeout_ms = o.connect_timeout_ms;
   h.timeout_ms = o.timeout_ms;
   h.retries = o.retries;
@@ -91,7 +91,7 @@ Expected<Json::Value> Client::call(const std::string& method, const Path& path,
   while (base.ends_with('/')) base.remove_suffix(1);
   const std::string what = method + " " + path.plain;
 
-  HttpRequest req;
+  http::HttpRequest req;
   req.method = method;
   req.url = std::string(base) + path.wire + path.query;
   req.body = body;

@@ -12,10 +12,9 @@
 #include <utility>
 
 #include "composer/api/codec.h"
-#include "composer/client/http.h"
 #include "composer/common/log.h"
-#include "composer/drivers/credentials.h"
-#include "wire.h"
+#include "composer/http/http.h"
+#include "fabric_manager_http.h"
 
 namespace composer::drivers {
 namespace {
@@ -50,21 +49,6 @@ Health health_of(const std::string& device_state) {
   }
   if (s == "degraded" || s == "warning" || s == "busy") return Health::kWarning;
   return Health::kCritical;
-}
-
-ErrorCode code_for_status(long status) {
-  switch (status) {
-    case 401:
-      return ErrorCode::kUnauthenticated;
-    case 403:
-      return ErrorCode::kPermissionDenied;
-    case 404:
-      return ErrorCode::kNotFound;
-    case 409:
-      return ErrorCode::kConflict;
-    default:
-      return ErrorCode::kFabric;
-  }
 }
 
 // "[code] message; [code] message" from an envelope's errors, or "".
@@ -127,23 +111,11 @@ struct Snapshot {
 
 struct LiqidFabric::Impl {
   explicit Impl(LiqidOptions opts)
-      : o(std::move(opts)),
-        reads(client::HttpOptions{.connect_timeout_ms = o.connect_timeout_ms,
-                                  .timeout_ms = o.request_timeout_ms,
-                                  .retries = o.get_retries,
-                                  .backoff_ms = 100,
-                                  .max_backoff_ms = 2000,
-                                  .ca_file = o.ca_file,
-                                  .verify_tls = o.verify_tls}),
-        writes(client::HttpOptions{.connect_timeout_ms = o.connect_timeout_ms,
-                                   .timeout_ms = o.request_timeout_ms,
-                                   .retries = 0,
-                                   .ca_file = o.ca_file,
-                                   .verify_tls = o.verify_tls}) {}
+      : o(std::move(opts)), reads(http_options(o, o.get_retries)), writes(http_options(o, 0)) {}
 
   LiqidOptions o;
-  client::HttpClient reads;   // GETs, retried when the connection fails or 502/503/504
-  client::HttpClient writes;  // everything that changes the fabric: never repeated blindly
+  http::HttpClient reads;   // GETs, retried when the connection fails or 502/503/504
+  http::HttpClient writes;  // everything that changes the fabric: never repeated blindly
 
   std::mutex key_mu;
   std::string api_key;
@@ -164,8 +136,7 @@ struct LiqidFabric::Impl {
 
   Expected<std::vector<std::string>> auth_headers(bool basic) {
     if (basic || o.auth == LiqidOptions::Auth::kBasic) {
-      return std::vector<std::string>{"Authorization: Basic " +
-                                      base64(o.username + ":" + o.password)};
+      return std::vector<std::string>{basic_auth_header(o)};
     }
     std::lock_guard<std::mutex> lock(key_mu);
     if (api_key.empty()) return std::vector<std::string>{};
@@ -177,7 +148,7 @@ struct LiqidFabric::Impl {
   Expected<Json::Value> call(const std::string& method, const std::string& path,
                              const Json::Value* body = nullptr, bool basic = false) {
     for (int attempt = 0;; ++attempt) {
-      client::HttpRequest req;
+      http::HttpRequest req;
       req.method = method;
       req.url = url(path);
       if (body != nullptr) req.body = api::to_text(*body);
@@ -198,7 +169,7 @@ struct LiqidFabric::Impl {
       if (r->status < 200 || r->status > 299) {
         const std::string m = response.isObject() ? envelope_errors(response) : "";
         return Error{
-            code_for_status(r->status),
+            error_code_for_manager_status(r->status),
             what + " answered HTTP " + std::to_string(r->status) + (m.empty() ? "" : ": " + m)};
       }
       if (!parsed || !response.isObject()) {
@@ -498,29 +469,11 @@ LiqidFabric::~LiqidFabric() {
 }
 
 Expected<std::unique_ptr<LiqidFabric>> LiqidFabric::create(LiqidOptions o) {
-  if (auto why = base_url_problem(o.base_url, "/liqid/api/v2")) return bad_option(*why);
-  if (!o.credentials_file.empty()) {
-    if (!o.username.empty() || !o.password.empty()) {
-      return bad_option("give the credentials either inline or in a credentials file, not both");
-    }
-    if (Status s = load_fabric_credentials(o.credentials_file, "liqid", &o.username, &o.password);
-        !s) {
-      return s.error();
-    }
+  if (Status s = check_fabric_manager_options(&o, "liqid", "/liqid/api/v2", "machine name"); !s) {
+    return s.error();
   }
-  if (o.username.empty()) return bad_option("no username: set a credentials file");
-  if (o.connect_timeout_ms <= 0 || o.request_timeout_ms <= 0) {
-    return bad_option("timeouts must be positive numbers of milliseconds");
-  }
-  if (o.get_retries < 0) return bad_option("read retries must be 0 or more");
-  if (o.default_slots == 0) return bad_option("attach slots per type must be at least 1");
   if (o.api_key_label.empty() || o.api_key_label.find_first_of("/?#& ") != std::string::npos) {
     return bad_option("the API key label must be a non-empty word without '/', '?', '#', '&'");
-  }
-  for (const auto& [machine, node] : o.host_map) {
-    if (machine.empty() || node.empty()) {
-      return bad_option("a host map line has an empty machine name or node name");
-    }
   }
   auto impl = std::make_unique<Impl>(std::move(o));
   if (impl->o.auth == LiqidOptions::Auth::kApiKey) {

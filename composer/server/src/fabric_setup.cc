@@ -4,11 +4,11 @@
 #include <utility>
 #include <vector>
 
-#include "composer/core/multi_fabric.h"
-#include "composer/core/sim_fabric.h"
 #include "composer/drivers/credentials.h"
 #include "composer/drivers/liqid_fabric.h"
+#include "composer/drivers/multi_fabric.h"
 #include "composer/drivers/redfish_fabric.h"
+#include "composer/drivers/sim_fabric.h"
 
 namespace composer::server {
 namespace {
@@ -35,6 +35,18 @@ std::vector<DriverSpec> specs(const Config& c) {
   return out;
 }
 
+// The settings every networked driver shares, from the Fabric* keys.
+void fill_manager_options(const FabricConfig& f, drivers::FabricManagerOptions* o) {
+  o->base_url = f.url;
+  o->credentials_file = f.credentials_file;
+  o->ca_file = f.ca_file;
+  o->verify_tls = f.verify_tls;
+  o->connect_timeout_ms = static_cast<long>(f.connect_timeout_ms);
+  o->request_timeout_ms = static_cast<long>(f.request_timeout_ms);
+  o->host_map = f.host_map;
+  o->default_slots = f.slots;
+}
+
 Expected<std::unique_ptr<Fabric>> make_driver(const DriverSpec& d) {
   const FabricConfig& f = d.config;
   auto wrap = [&](const Error& e) { return Error{e.code, d.label + ": " + e.message}; };
@@ -45,35 +57,21 @@ Expected<std::unique_ptr<Fabric>> make_driver(const DriverSpec& d) {
   }
   if (d.driver == "redfish") {
     drivers::RedfishOptions o;
-    o.base_url = f.url;
-    o.credentials_file = f.credentials_file;
+    fill_manager_options(f, &o);
     o.auth = f.auth == "basic" ? drivers::RedfishOptions::Auth::kBasic
                                : drivers::RedfishOptions::Auth::kSession;
-    o.ca_file = f.ca_file;
-    o.verify_tls = f.verify_tls;
-    o.connect_timeout_ms = static_cast<long>(f.connect_timeout_ms);
-    o.request_timeout_ms = static_cast<long>(f.request_timeout_ms);
     o.poll_interval_ms = static_cast<long>(f.poll_interval_ms);
     o.task_wait_ms = static_cast<long>(f.task_wait_ms);
-    o.host_map = f.host_map;
     o.use_host_name = f.use_host_name;
-    o.default_slots = f.slots;
     auto r = drivers::RedfishFabric::create(std::move(o));
     if (!r) return wrap(r.error());
     return std::unique_ptr<Fabric>(std::move(r).value());
   }
   if (d.driver == "liqid") {
     drivers::LiqidOptions o;
-    o.base_url = f.url;
-    o.credentials_file = f.credentials_file;
+    fill_manager_options(f, &o);
     o.auth = f.auth == "basic" ? drivers::LiqidOptions::Auth::kBasic
                                : drivers::LiqidOptions::Auth::kApiKey;
-    o.ca_file = f.ca_file;
-    o.verify_tls = f.verify_tls;
-    o.connect_timeout_ms = static_cast<long>(f.connect_timeout_ms);
-    o.request_timeout_ms = static_cast<long>(f.request_timeout_ms);
-    o.host_map = f.host_map;
-    o.default_slots = f.slots;
     auto l = drivers::LiqidFabric::create(std::move(o));
     if (!l) return wrap(l.error());
     return std::unique_ptr<Fabric>(std::move(l).value());

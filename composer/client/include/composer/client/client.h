@@ -17,8 +17,8 @@
 
 #include "composer/api/policy.h"
 #include "composer/api/types.h"
-#include "composer/client/http.h"
 #include "composer/common/error.h"
+#include "composer/http/http.h"
 #include "composer/model/model.h"
 
 namespace composer::client {
@@ -117,7 +117,7 @@ class Client {
                              bool authenticate) const;
 
   ClientOptions options_;
-  HttpClient http_;
+  http::HttpClient http_;
 };
 
 }  // namespace composer::client

@@ -1,5 +1,6 @@
 // The fabric driver interface: everything composerd asks of a fabric manager.
-// Drivers: sim (built in), redfish, liqid. Every call is bounded by the driver's timeouts.
+// Drivers (composer/drivers, which depends on this header, never the reverse): sim, the
+// multi-fabric router, redfish, liqid. Every call is bounded by the driver's timeouts.
 #pragma once
 
 #include <map>

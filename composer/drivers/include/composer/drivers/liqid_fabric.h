@@ -30,33 +30,21 @@
 
 #include "composer/common/error.h"
 #include "composer/core/fabric.h"
+#include "composer/drivers/fabric_manager.h"
 #include "composer/model/model.h"
 
 namespace composer::drivers {
 
-struct LiqidOptions {
-  // http(s)://HOST[:PORT] of the Liqid Director, without credentials or path.
-  std::string base_url;
-  // Credentials: either here, or in credentials_file ("username=" and "password=" lines,
-  // owned by root or the daemon's user, mode 600). They never appear in logs or errors.
-  std::string username;
-  std::string password;
-  std::string credentials_file;
+// The Director's address, credentials, TLS, timeouts, host_map (machine name -> Slurm node)
+// and slots come from FabricManagerOptions; the attach slots apply to every machine, since the
+// API publishes no such limit.
+struct LiqidOptions : FabricManagerOptions {
   // kApiKey trades the credentials once for an API key from the digest endpoint
   // (POST digest/<label>) and sends it as X-API-Key; the digest is deleted when the driver is
   // destroyed. kBasic sends HTTP basic authentication with every request.
   enum class Auth { kApiKey, kBasic };
   Auth auth = Auth::kApiKey;
   std::string api_key_label = "slurm-composer";
-  std::string ca_file;
-  bool verify_tls = true;
-  long connect_timeout_ms = 2000;
-  long request_timeout_ms = 10000;
-  int get_retries = 2;  // only reads are retried; edits, relates and reprograms never are
-  // Machine name -> Slurm node. When not empty, machines not in it are ignored.
-  std::map<std::string, std::string> host_map;
-  // Attach slots per type for every machine: the API publishes no such limit.
-  uint32_t default_slots = 8;
 };
 
 class LiqidFabric final : public Fabric {

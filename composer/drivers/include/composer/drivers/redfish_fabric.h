@@ -46,28 +46,19 @@
 
 #include "composer/common/error.h"
 #include "composer/core/fabric.h"
+#include "composer/drivers/fabric_manager.h"
 #include "composer/model/model.h"
 
 namespace composer::drivers {
 
-struct RedfishOptions {
-  // http(s)://HOST[:PORT], without credentials; the service root is <base_url>/redfish/v1.
-  std::string base_url;
-  // Credentials: either here, or in credentials_file (lines "username=..." and
-  // "password=..."), which must be owned by root or the daemon's user and readable by no one
-  // else. They never appear in logs or errors.
-  std::string username;
-  std::string password;
-  std::string credentials_file;
+// The service's address (the service root is <base_url>/redfish/v1), credentials, TLS,
+// timeouts, host_map and slots come from FabricManagerOptions; the attach slots apply when the
+// service's composition capabilities give no limit.
+struct RedfishOptions : FabricManagerOptions {
   // kSession logs in through SessionService and sends X-Auth-Token (logged out when the
   // driver is destroyed); kBasic sends HTTP basic authentication with every request.
   enum class Auth { kSession, kBasic };
   Auth auth = Auth::kSession;
-  std::string ca_file;
-  bool verify_tls = true;
-  long connect_timeout_ms = 2000;
-  long request_timeout_ms = 10000;
-  int get_retries = 2;  // only GETs are retried; actions and PATCHes never are
   // Task monitors of 202 answers: polled every poll_interval_ms; attach and detach wait at
   // most task_wait_ms before answering kRunning (then operation_status() polls again).
   long poll_interval_ms = 200;
@@ -75,10 +66,7 @@ struct RedfishOptions {
   // Host names: a composed system is the Slurm node host_map[system Id] when the map is not
   // empty (systems not in it are ignored); otherwise its HostName when use_host_name is set;
   // otherwise its Id. A ComputerSystem resource block host goes by its block Id here.
-  std::map<std::string, std::string> host_map;
   bool use_host_name = false;
-  // Attach slots per type when the service's composition capabilities give no limit.
-  uint32_t default_slots = 8;
 };
 
 class RedfishFabric final : public Fabric {

@@ -23,7 +23,7 @@
 //   NodeName=node17 Fabric=pod-b FabricHost=machine-17
 //
 // Then every device, zone and fabric host id is qualified by its fabric ("pod-a:GPU-3"), so
-// two fabrics may use the same names (see composer/core/multi_fabric.h).
+// two fabrics may use the same names (see composer/drivers/multi_fabric.h).
 //
 // Keys are case-insensitive, as in slurm.conf; '#' starts a comment. An unknown key or a bad
 // value refuses the whole file with a sentence naming the file, line, key and rule.
@@ -36,7 +36,7 @@
 
 #include "composer/common/error.h"
 #include "composer/common/log.h"
-#include "composer/core/sim_fabric.h"
+#include "composer/drivers/sim_fabric.h"
 
 namespace composer::server {
 

@@ -1,4 +1,4 @@
-#include "composer/client/http.h"
+#include "composer/http/http.h"
 
 #include <curl/curl.h>
 
@@ -11,7 +11,7 @@
 #include <thread>
 #include <utility>
 
-namespace composer::client {
+namespace composer::http {
 namespace {
 
 struct EasyDeleter {
@@ -320,4 +320,4 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& req) const {
   }
 }
 
-}  // namespace composer::client
+}  // namespace composer::http

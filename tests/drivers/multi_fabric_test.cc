@@ -1,4 +1,4 @@
-#include "composer/core/multi_fabric.h"
+#include "composer/drivers/multi_fabric.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include "composer/common/clock.h"
 #include "composer/common/units.h"
-#include "composer/core/sim_fabric.h"
+#include "composer/drivers/sim_fabric.h"
 
 namespace composer {
 namespace {

@@ -1,4 +1,4 @@
-#include "composer/core/multi_fabric.h"
+#include "composer/drivers/multi_fabric.h"
 
 #include <map>
 #include <set>

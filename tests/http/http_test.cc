@@ -1,4 +1,4 @@
-#include "composer/client/http.h"
+#include "composer/http/http.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -17,7 +17,7 @@
 #include "composer/test_support/ports.h"
 #include "test_server.h"
 
-namespace composer::client {
+namespace composer::http {
 namespace {
 
 using composer::testing::TestServer;
@@ -346,4 +346,4 @@ TEST(HttpClient, SendsBodiesAsJson) {
 }
 
 }  // namespace
-}  // namespace composer::client
+}  // namespace composer::http

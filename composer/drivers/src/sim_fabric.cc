@@ -1,4 +1,4 @@
-#include "composer/core/sim_fabric.h"
+#include "composer/drivers/sim_fabric.h"
 
 #include <cstdio>
 #include <deque>

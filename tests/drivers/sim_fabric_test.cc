@@ -1,4 +1,4 @@
-#include "composer/core/sim_fabric.h"
+#include "composer/drivers/sim_fabric.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

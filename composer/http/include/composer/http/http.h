@@ -16,7 +16,7 @@
 
 #include "composer/common/error.h"
 
-namespace composer::client {
+namespace composer::http {
 
 struct HttpOptions {
   long connect_timeout_ms = 2000;
@@ -78,4 +78,4 @@ class HttpClient {
   std::unique_ptr<HandlePool> handles_;
 };
 
-}  // namespace composer::client
+}  // namespace composer::http

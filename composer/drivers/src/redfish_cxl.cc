@@ -1,0 +1,272 @@
+#include "redfish_driver.h"
+
+namespace composer::drivers {
+namespace redfish {
+
+Json::Value memory_connection(const std::string& initiator, const std::string& target,
+                              const std::string& chunk) {
+  Json::Value body;
+  body["ConnectionType"] = "Memory";
+  Json::Value info;
+  info["AccessCapabilities"].append("Read");
+  info["AccessCapabilities"].append("Write");
+  info["MemoryChunk"]["@odata.id"] = chunk;
+  body["MemoryChunkInfo"].append(info);
+  Json::Value i;
+  i["@odata.id"] = initiator;
+  body["Links"]["InitiatorEndpoints"].append(i);
+  if (!target.empty()) {
+    Json::Value t;
+    t["@odata.id"] = target;
+    body["Links"]["TargetEndpoints"].append(t);
+  }
+  return body;
+}
+
+}  // namespace redfish
+
+Status RedfishFabric::Impl::discover_cxl(const Json::Value& root) {
+  const std::string fabrics = trim_slash(odata_id(root["Fabrics"]));
+  if (fabrics.empty()) return Status::Ok();
+  auto coll = get(fabrics);
+  if (!coll) return coll.error();
+  for (const std::string& uri : members(*coll)) {
+    auto f = get(uri);
+    if (!f) return f.error();
+    if ((*f)["FabricType"].asString() != "CXL") continue;
+    cxl_endpoints_uri = trim_slash(odata_id((*f)["Endpoints"]));
+    cxl_connections_uri = trim_slash(odata_id((*f)["Connections"]));
+    if (cxl_endpoints_uri.empty() || cxl_connections_uri.empty()) {
+      return fabric_error("the CXL fabric at " + uri +
+                          " lacks Endpoints or Connections; its memory cannot be composed");
+    }
+    cxl_fabric_id = (*f)["Id"].asString();
+    if (cxl_fabric_id.empty()) cxl_fabric_id = last_segment(uri);
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+std::string RedfishFabric::Impl::cxl_zone(const std::string& zone_uri) const {
+  std::string name = cxl_fabric_id;
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return name + "-" + last_segment(zone_uri);
+}
+
+Expected<std::vector<CxlConnection>> RedfishFabric::Impl::cxl_connections() {
+  auto coll = get(cxl_connections_uri);
+  if (!coll) return coll.error();
+  std::vector<CxlConnection> out;
+  for (const std::string& uri : members(*coll)) {
+    auto c = get(uri);
+    if (!c) {
+      if (c.error().code == ErrorCode::kNotFound) continue;  // deleted meanwhile
+      return c.error();
+    }
+    if ((*c)["ConnectionType"].asString() != "Memory") continue;
+    CxlConnection conn;
+    conn.uri = uri;
+    for (const Json::Value& info : (*c)["MemoryChunkInfo"]) {
+      for (const std::string& m : links(info["MemoryChunk"])) conn.chunks.push_back(m);
+    }
+    conn.initiators = links((*c)["Links"]["InitiatorEndpoints"]);
+    out.push_back(std::move(conn));
+  }
+  return out;
+}
+
+Status RedfishFabric::Impl::cxl_inventory(
+    FabricInventory* inv, std::map<std::string, CxlChunk>* chunks,
+    std::map<std::string, std::vector<CxlInitiator>>* initiators,
+    std::map<std::string, std::string>* endpoint_host) {
+  auto coll = get(cxl_endpoints_uri);
+  if (!coll) return coll.error();
+  const std::string systems_prefix = systems_uri.empty() ? "" : systems_uri + "/";
+  std::map<std::string, std::string> host_system;   // host id -> system URI, if any
+  std::map<std::string, std::string> chunk_device;  // chunk URI -> device id
+  for (const std::string& uri : members(*coll)) {
+    auto e = get(uri);
+    if (!e) return e.error();
+    std::vector<std::string> zones;
+    for (const std::string& z : links((*e)["Links"]["Zones"])) zones.push_back(cxl_zone(z));
+    if (zones.empty()) zones.push_back(cxl_zone("default"));
+    std::string endpoint_id = (*e)["Id"].asString();
+    if (endpoint_id.empty()) endpoint_id = last_segment(uri);
+    bool initiator = false;
+    std::string system;
+    std::vector<std::string> memory;
+    for (const Json::Value& ent : (*e)["ConnectedEntities"]) {
+      const std::string role = ent["EntityRole"].asString();
+      const std::string target = trim_slash(odata_id(ent["EntityLink"]));
+      if (role == "Initiator" || role == "Both") {
+        initiator = true;
+        if (!systems_prefix.empty() && target.starts_with(systems_prefix) && system.empty()) {
+          const std::string rest = target.substr(systems_prefix.size());
+          system = systems_prefix + rest.substr(0, rest.find('/'));
+        }
+      }
+      if ((role == "Target" || role == "Both") && ent["EntityType"].asString() == "MemoryChunk" &&
+          !target.empty()) {
+        memory.push_back(target);
+      }
+    }
+    if (initiator) {
+      const std::string host = system.empty() ? endpoint_id : last_segment(system);
+      (*initiators)[host].push_back(CxlInitiator{uri, zones});
+      (*endpoint_host)[uri] = host;
+      if (!system.empty()) host_system[host] = system;
+    }
+    for (const std::string& m : memory) {
+      auto chunk = get(m);
+      if (!chunk) return chunk.error();
+      Device d;
+      d.id = "cxl-" + endpoint_id;
+      if (memory.size() > 1) {
+        // .../MemoryDomains/<domain>/MemoryChunks/<chunk>
+        const std::string parent = m.substr(0, m.rfind('/'));
+        d.id += "-" + last_segment(parent.substr(0, parent.rfind('/'))) + "-" + last_segment(m);
+      }
+      d.type = DeviceType::kMem;
+      d.capacity_bytes = (*chunk)["MemoryChunkSizeMiB"].asUInt64() * kMiB;
+      if (d.capacity_bytes == 0) continue;  // nothing to hand out
+      const std::string range = (*chunk)["AddressRangeType"].asString();
+      d.model = range.empty() ? "CXL" : "CXL " + range;
+      d.zone = zones.front();
+      d.health = worst(health_of((*chunk)["Status"]), health_of((*e)["Status"]));
+      chunk_device[m] = d.id;
+      (*chunks)[d.id] = CxlChunk{m, uri, zones};
+      inv->devices.push_back(std::move(d));
+    }
+  }
+  auto conns = cxl_connections();
+  if (!conns) return conns.error();
+  for (const CxlConnection& c : *conns) {
+    std::string host;
+    for (const std::string& i : c.initiators) {
+      if (auto it = endpoint_host->find(i); it != endpoint_host->end()) host = it->second;
+    }
+    if (host.empty() && !c.initiators.empty()) host = last_segment(c.initiators.front());
+    for (const std::string& m : c.chunks) {
+      if (auto it = chunk_device.find(m); it != chunk_device.end() && !host.empty()) {
+        inv->attached[it->second] = host;
+      }
+    }
+  }
+  // Hosts: merged with the composed system of the same Id, if the inventory has one.
+  for (auto it = initiators->begin(); it != initiators->end();) {
+    const std::string& host = it->first;
+    Json::Value system;
+    system["Id"] = host;
+    if (o.use_host_name && o.host_map.empty() && host_system.contains(host)) {
+      auto s = get(host_system[host]);
+      if (!s) return s.error();
+      system = *s;
+      system["Id"] = host;
+    }
+    auto node = node_name(system);
+    if (!node) {
+      it = initiators->erase(it);
+      continue;
+    }
+    Host* h = nullptr;
+    for (Host& existing : inv->hosts) {
+      if (existing.fabric_id == host) h = &existing;
+    }
+    if (h == nullptr) {
+      inv->hosts.emplace_back();
+      h = &inv->hosts.back();
+      h->node = *node;
+      h->fabric_id = host;
+    }
+    h->mem_slots = std::max(h->mem_slots, mem_slots);
+    for (const CxlInitiator& i : it->second) {
+      for (const std::string& z : i.zones) {
+        if (std::find(h->zones.begin(), h->zones.end(), z) == h->zones.end()) {
+          h->zones.push_back(z);
+        }
+      }
+    }
+    ++it;
+  }
+  return Status::Ok();
+}
+
+Expected<Operation> RedfishFabric::Impl::cxl_change(const std::string& host, const Resolved& r,
+                                                    bool adding) {
+  auto conns = cxl_connections();
+  if (!conns) return conns.error();
+  std::set<std::string> mine;
+  for (const CxlInitiator& i : r.initiators) mine.insert(i.uri);
+  struct Todo {
+    std::string id;
+    CxlChunk chunk;
+    std::string connection;  // detaching: the connection to delete
+    std::string initiator;
+  };
+  std::vector<Todo> todo;
+  for (const auto& [id, chunk] : r.chunks) {
+    std::string own, other;
+    std::string own_initiator;
+    for (const CxlConnection& c : *conns) {
+      if (std::find(c.chunks.begin(), c.chunks.end(), chunk.uri) == c.chunks.end()) continue;
+      bool ours = false;
+      for (const std::string& i : c.initiators) {
+        if (mine.contains(i)) {
+          ours = true;
+          own_initiator = i;
+        }
+      }
+      if (ours) {
+        own = c.uri;
+      } else if (!c.initiators.empty()) {
+        std::lock_guard<std::mutex> lock(index_mu);
+        auto it = cxl_endpoint_host.find(c.initiators.front());
+        other = it != cxl_endpoint_host.end() ? it->second : last_segment(c.initiators.front());
+      }
+    }
+    if (own.empty() && !other.empty()) {
+      return Error{ErrorCode::kConflict, "redfish: CXL memory " + id + " is connected to host " +
+                                             other + ", cannot " +
+                                             (adding ? "attach it to " : "detach it from ") + host};
+    }
+    if (adding && own.empty()) {
+      std::string initiator;
+      for (const CxlInitiator& i : r.initiators) {
+        for (const std::string& z : i.zones) {
+          if (initiator.empty() &&
+              std::find(chunk.zones.begin(), chunk.zones.end(), z) != chunk.zones.end()) {
+            initiator = i.uri;
+          }
+        }
+      }
+      if (initiator.empty()) {
+        return Error{ErrorCode::kInvalidArgument,
+                     "redfish: host " + host + " has no CXL initiator endpoint in zone " +
+                         chunk.zones.front() + " of memory " + id + ", so cannot reach it"};
+      }
+      todo.push_back(Todo{id, chunk, "", initiator});
+    }
+    if (!adding && !own.empty()) todo.push_back(Todo{id, chunk, own, own_initiator});
+  }
+  std::vector<Step> steps;
+  for (const Todo& t : todo) {
+    Expected<Reply> reply = Reply{};
+    std::string undo_target;
+    if (adding) {
+      Json::Value body = memory_connection(t.initiator, t.chunk.target, t.chunk.uri);
+      reply = request("POST", cxl_connections_uri, &body);
+      undo_target = std::string(kCxlDisconnect) + t.initiator;
+    } else {
+      reply = request("DELETE", t.connection);
+      undo_target = std::string(kCxlConnect) + t.initiator + "," + t.chunk.target;
+    }
+    const std::string what = adding ? "POST " + cxl_connections_uri : "DELETE " + t.connection;
+    if (auto stop = take_step(host, what, std::move(reply), undo_target, t.chunk.uri, &steps)) {
+      return *stop;
+    }
+  }
+  return settle(std::move(steps), o.task_wait_ms);
+}
+
+}  // namespace composer::drivers
