@@ -2,7 +2,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -10,6 +9,7 @@
 
 #include "composer/api/codec.h"
 #include "composer/client/client.h"
+#include "composer/common/clock.h"
 #include "composer/common/units.h"
 #include "output.h"
 #include "policy.h"
@@ -72,12 +72,6 @@ E enum_arg(const std::string& text, std::optional<E> (*parse)(std::string_view),
     throw UsageError{std::string(flag) + ": '" + text + "' is not one of " + std::string(allowed)};
   }
   return *e;
-}
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // Prints the outcome of one call: the table or JSON on `out`, or the error line on `err`.

@@ -1,6 +1,5 @@
 #include "report.h"
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <vector>
@@ -9,6 +8,7 @@
 #include "composer/accounting/report.h"
 #include "composer/accounting/report_json.h"
 #include "composer/accounting/time_spec.h"
+#include "composer/common/clock.h"
 #include "composer/common/units.h"
 #include "composerctl.h"
 
@@ -182,12 +182,6 @@ std::string csv_field(const std::string& v) {
 int usage_error(std::ostream& err, const std::string& message) {
   err << "composerctl: error: " << message << "\nRun 'composerctl report --help' for usage.\n";
   return kExitUsage;
-}
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace

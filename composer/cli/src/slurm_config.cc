@@ -4,16 +4,10 @@
 #include <sstream>
 #include <utility>
 
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 
 namespace composer::cli {
-namespace {
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
-  return out;
-}
-}  // namespace
 
 std::string slurm_config_text(const std::vector<PoolRow>& pool, const std::vector<Host>& hosts) {
   uint64_t gpus = 0;
@@ -40,7 +34,7 @@ std::string slurm_config_text(const std::vector<PoolRow>& pool, const std::vecto
   std::ostringstream out;
   out << "# slurm.conf: the pool as cluster-wide licenses (fabric_mem in GiB), and a count-only\n"
       << "# GRES per node for its attach slots. job_submit/composer requests both for each job.\n"
-      << "Licenses=fabric_gpu:" << gpus << ",fabric_mem:" << mem_bytes / kGiB
+      << "Licenses=fabric_gpu:" << gpus << ",fabric_mem:" << gib_rounded_down(mem_bytes)
       << ",fabric_nvme:" << nvme << "\n"
       << "GresTypes=cgpu,cnvme\n"
       << "JobSubmitPlugins=composer\n"
