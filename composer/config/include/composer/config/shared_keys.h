@@ -13,6 +13,10 @@
 namespace composer::config {
 
 inline constexpr const char* kDefaultStateDir = "/var/lib/slurm-composer";
+// Where composerd listens without ListenAddress= and ListenPort=: what the SPANK plugin's
+// server= argument defaults to.
+inline constexpr const char* kDefaultListenAddress = "127.0.0.1";
+inline constexpr int kDefaultListenPort = 6830;
 
 struct StatePaths {
   std::string state_dir = kDefaultStateDir;

@@ -45,7 +45,7 @@
 namespace composer::server {
 
 inline constexpr const char* kDefaultConfigPath = config::kDefaultPath;
-inline constexpr int kDefaultPort = 6830;
+inline constexpr int kDefaultPort = config::kDefaultListenPort;
 
 // The Fabric* keys: how composerd reaches a real fabric manager. Unused by Fabric=sim.
 struct FabricConfig {
@@ -76,7 +76,7 @@ struct FabricSpec {
 
 struct Config {
   std::string path;  // where it was read from
-  std::string listen_address = "127.0.0.1";
+  std::string listen_address = config::kDefaultListenAddress;
   int listen_port = kDefaultPort;
   std::string state_dir = config::kDefaultStateDir;
   std::string database;  // default: <state_dir>/composer.db
