@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "composer/common/clock.h"
 #include "composer/db/store.h"
 
 namespace {
@@ -81,12 +82,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 int run(const Options& o) {
@@ -137,7 +132,7 @@ int run(const Options& o) {
       std::fprintf(stderr, "store_bench: %s\n", s.error().message.c_str());
       return 1;
     }
-    if (auto s = store.upsert_devices(devices, now_ms()); !s.ok()) {
+    if (auto s = store.upsert_devices(devices, composer::now_ms()); !s.ok()) {
       std::fprintf(stderr, "store_bench: %s\n", s.error().message.c_str());
       return 1;
     }
@@ -160,7 +155,8 @@ int run(const Options& o) {
           c.workload = "training";
           c.request.gpus = 1;
           c.state = CompositionState::kComposing;
-          auto created = store.create_composition(c, {"gpu-" + std::to_string(t)}, now_ms());
+          auto created =
+              store.create_composition(c, {"gpu-" + std::to_string(t)}, composer::now_ms());
           if (!created.ok()) {
             std::fprintf(stderr, "store_bench: %s\n", created.error().message.c_str());
             ++failures;
@@ -171,7 +167,8 @@ int run(const Options& o) {
               CompositionState::kComposing, CompositionState::kReady, CompositionState::kReleasing,
               CompositionState::kReleased};
           for (size_t k = 0; k + 1 < std::size(path_states); ++k) {
-            auto moved = store.transition(id, path_states[k], path_states[k + 1], "", now_ms());
+            auto moved =
+                store.transition(id, path_states[k], path_states[k + 1], "", composer::now_ms());
             if (!moved.ok()) {
               std::fprintf(stderr, "store_bench: %s\n", moved.error().message.c_str());
               ++failures;

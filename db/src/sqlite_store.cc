@@ -15,6 +15,7 @@
 
 #include "composer/common/clock.h"
 #include "composer/common/log.h"
+#include "composer/common/strings.h"
 #include "composer/db/group_writer.h"
 #include "composer/db/sqlite.h"
 #include "composer/db/store.h"
@@ -209,15 +210,6 @@ constexpr int kCompositionDeviceColumn = 17;
 
 // Device ids and zones are stored comma-separated (events, hosts), so neither may hold one.
 constexpr std::string_view kListSeparator = ",";
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty()) out += kListSeparator;
-    out += item;
-  }
-  return out;
-}
 
 // Into `out`, reusing the strings it already holds.
 void split_into(std::string_view text, std::vector<std::string>& out) {
@@ -425,7 +417,7 @@ void append_event(Connection& db, const Event& e) {
       .bind(9, e.workload)
       .bind(10, e.from_state)
       .bind(11, e.to_state)
-      .bind(12, join(e.devices))
+      .bind(12, join(e.devices, kListSeparator))
       .bind(13, e.detail)
       .bind(14, e.window)
       .run();
@@ -546,7 +538,7 @@ Status SqliteStore::upsert_hosts(const std::vector<Host>& hosts) {
       db.statement(kUpsertHost)
           ->bind(1, h.node)
           .bind(2, h.fabric_id)
-          .bind(3, join(h.zones))
+          .bind(3, join(h.zones, kListSeparator))
           .bind(4, h.gpu_slots)
           .bind(5, h.mem_slots)
           .bind(6, h.nvme_slots)

@@ -10,7 +10,7 @@ namespace composer::policies {
 namespace {
 
 std::array<uint64_t, 3> amounts(const JobQuery& job) {
-  return {job.gpus, (job.mem_bytes + kGiB - 1) / kGiB, job.nvme};
+  return {job.gpus, gib_rounded_up(job.mem_bytes), job.nvme};
 }
 
 }  // namespace

@@ -4,37 +4,12 @@
 #include <cctype>
 #include <map>
 
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 
 namespace composer::policies {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-bool iequals(std::string_view a, std::string_view b) { return lower(a) == lower(b); }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || s[i] == sep) {
-      out.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  return out;
-}
 
 struct Pair {
   std::string key;  // as written
@@ -195,8 +170,9 @@ class Parser {
 
   Expected<Policy> run(std::string_view text) {
     int line_no = 0;
-    for (auto raw : split(text, '\n')) {
+    for (const std::string& text_line : split(text, '\n')) {
       ++line_no;
+      const std::string_view raw = text_line;
       auto hash = raw.find('#');
       std::string_view line = trim(hash == std::string_view::npos ? raw : raw.substr(0, hash));
       if (line.empty()) continue;

@@ -76,7 +76,7 @@ Pool Pool::from_rows(const std::vector<PoolRow>& rows) {
         break;
     }
   }
-  p.mem_gib = mem_bytes / kGiB;
+  p.mem_gib = gib_rounded_down(mem_bytes);
   return p;
 }
 

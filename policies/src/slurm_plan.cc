@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/policies/evaluate.h"
 #include "composer/policies/schedule.h"
@@ -15,12 +16,6 @@ namespace composer::policies {
 namespace {
 
 constexpr std::string_view kBlockMarker = "_block_";
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 std::string hhmm(int minute) {
   char buf[8];
@@ -218,7 +213,7 @@ bool is_blocker_name(std::string_view name) {
 
 std::string job_licenses(const Plan& plan, std::string_view class_name, uint64_t gpus,
                          uint64_t mem_bytes, uint64_t nvme) {
-  const uint64_t want[3] = {gpus, (mem_bytes + kGiB - 1) / kGiB, nvme};
+  const uint64_t want[3] = {gpus, gib_rounded_up(mem_bytes), nvme};
   std::vector<LicenseCount> out;
   for (DeviceType t : kAllDeviceTypes) {
     const uint64_t n = want[type_index(t)];

@@ -3,7 +3,6 @@
 // and writes the changes back with Slurm's allocator. No network call: the pool is known from
 // composerd's snapshot file, cached until its mtime changes.
 #include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -17,6 +16,7 @@ extern "C" {
 #include <slurm/spank.h>  // slurm_info/slurm_error, exported by slurmctld
 }
 
+#include "composer/common/clock.h"
 #include "composer/slurm/snapshot_cache.h"
 #include "composer/slurm/submit.h"
 #include "composer/slurm/submit_config.h"
@@ -54,7 +54,6 @@ int job_modify(job_desc_msg_t* job_desc, struct job_record* job_ptr, uint32_t su
 
 namespace {
 
-using composer::ErrorCode;
 using composer::Expected;
 namespace cs = composer::slurm;
 
@@ -64,12 +63,6 @@ namespace cs = composer::slurm;
 std::mutex g_mutex;
 std::unique_ptr<cs::SnapshotCache> g_cache;
 cs::SubmitConfig g_config;
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string text(const char* s) { return s == nullptr ? std::string() : std::string(s); }
 
@@ -109,15 +102,31 @@ void copy_tres(const job_desc_msg_t* job, cs::SubmittedJob& in) {
   in.gres_prefix = kGresPrefix;
 }
 
-int slurm_code(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kInsufficient:
-      return ESLURM_INVALID_LICENSES;
-    case ErrorCode::kUnavailable:
-      return ESLURM_NOT_SUPPORTED;
-    default:
-      return ESLURM_INVALID_GRES;
+// The Slurm error code of each kind of refusal: the client prints its text after ours
+// ("sbatch: error: Batch job submission failed: <text>"), so it must not name another cause.
+// Every code is in slurm_errno.h from 22.05 to 26.05; slurm-plugin/README.md, "Refusals".
+int slurm_code(cs::Refusal refusal) {
+  switch (refusal) {
+    case cs::Refusal::kBadRequest:
+      return ESLURM_INVALID_TRES;  // Invalid Trackable RESource (TRES) specification
+    case cs::Refusal::kBadWorkload:
+      return SLURM_ERROR;  // Unspecified error: Slurm has no word for a workload class
+    case cs::Refusal::kLicenses:
+      return ESLURM_INVALID_LICENSES;  // Invalid license specification
+    case cs::Refusal::kGres:
+      return ESLURM_INVALID_GRES;  // Invalid generic resource (gres) specification
+    case cs::Refusal::kNodeCount:
+      return ESLURM_INVALID_NODE_COUNT;  // Node count specification invalid
+    case cs::Refusal::kPool:
+      return ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE;  // Requested node configuration is not ...
+    case cs::Refusal::kPolicy:
+      return ESLURM_ACCOUNTING_POLICY;  // Job violates accounting/QOS policy (...)
+    case cs::Refusal::kReservation:
+      return ESLURM_RESERVATION_ACCESS;  // Access denied to requested reservation
+    case cs::Refusal::kNoSnapshot:
+      return ESLURM_DISABLED;  // Requested operation is presently disabled
   }
+  return SLURM_ERROR;
 }
 
 int review(job_desc_msg_t* job, uint32_t submit_uid, char** err_msg) {
@@ -140,13 +149,14 @@ int review(job_desc_msg_t* job, uint32_t submit_uid, char** err_msg) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_cache) return SLURM_SUCCESS;
   cs::SnapshotCache::View view = g_cache->get();
-  Expected<cs::SubmitChanges> changes = cs::review_submission(in, view.snapshot.get(), view.problem,
-                                                              g_config.refuse_without_snapshot);
+  cs::Refusal refusal = cs::Refusal::kBadRequest;
+  Expected<cs::SubmitChanges> changes = cs::review_submission(
+      in, view.snapshot.get(), view.problem, g_config.refuse_without_snapshot, &refusal);
   if (!changes) {
     slurm_info("composer: %s: refused a job of uid %u: %s", __func__, submit_uid,
                changes.error().message.c_str());
     if (err_msg != nullptr) *err_msg = slurm_xstrdup(changes.error().message.c_str());
-    return slurm_code(changes.error().code);
+    return slurm_code(refusal);
   }
   if (!changes->composes) return SLURM_SUCCESS;
   if (!view.snapshot) {
@@ -175,7 +185,7 @@ extern "C" int init(void) {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_config = *config;
     g_cache = std::make_unique<cs::SnapshotCache>(g_config.snapshot_path,
-                                                  g_config.snapshot_max_age_s, now_ms);
+                                                  g_config.snapshot_max_age_s, composer::now_ms);
     slurm_info("composer: job_submit loaded: config %s, snapshot %s, without snapshot: %s",
                conf.c_str(), g_config.snapshot_path.c_str(),
                g_config.refuse_without_snapshot ? "refuse" : "accept");
@@ -229,14 +239,15 @@ extern "C" int job_modify(job_desc_msg_t* job_desc, struct job_record* /*job_ptr
     std::lock_guard<std::mutex> lock(g_mutex);
     if (!g_cache) return SLURM_SUCCESS;
     cs::SnapshotCache::View view = g_cache->get();
+    cs::Refusal refusal = cs::Refusal::kBadRequest;
     Expected<cs::SubmitChanges> changes =
-        cs::review_submission(in, view.snapshot.get(), view.problem, false);
+        cs::review_submission(in, view.snapshot.get(), view.problem, false, &refusal);
     if (!changes) {
       slurm_info("composer: %s: refused a change to job %s by uid %u: %s", __func__,
                  job_desc->job_id_str != nullptr ? job_desc->job_id_str : "?", submit_uid,
                  changes.error().message.c_str());
       if (err_msg != nullptr) *err_msg = slurm_xstrdup(changes.error().message.c_str());
-      return slurm_code(changes.error().code);
+      return slurm_code(refusal);
     }
     return SLURM_SUCCESS;
   } catch (const std::exception& e) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 namespace composer {
 namespace {
 
@@ -23,6 +25,26 @@ TEST(ParseSize, RefusesWithASentence) {
     EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
     EXPECT_FALSE(r.error().message.empty());
   }
+}
+
+TEST(ParseSize, ZeroIsNoneOnlyWhereAsked) {
+  EXPECT_EQ(*parse_size("0", ZeroSize::kNone), 0u);
+  EXPECT_EQ(*parse_size("0G", ZeroSize::kNone), 0u);
+  EXPECT_EQ(*parse_size("64G", ZeroSize::kNone), 64 * kGiB);
+  EXPECT_FALSE(parse_size("0"));
+  EXPECT_FALSE(parse_size("", ZeroSize::kNone));
+  EXPECT_FALSE(parse_size("-0", ZeroSize::kNone));
+}
+
+TEST(Gib, RequestsRoundUpPoolsDown) {
+  EXPECT_EQ(gib_rounded_up(0), 0u);
+  EXPECT_EQ(gib_rounded_up(1), 1u);
+  EXPECT_EQ(gib_rounded_up(1536 * kMiB), 2u);
+  EXPECT_EQ(gib_rounded_up(64 * kGiB), 64u);
+  EXPECT_EQ(gib_rounded_up(UINT64_MAX), UINT64_MAX / kGiB + 1);
+  EXPECT_EQ(gib_rounded_down(1536 * kMiB), 1u);
+  EXPECT_EQ(gib_rounded_down(64 * kGiB), 64u);
+  EXPECT_EQ(gib_rounded_down(kGiB - 1), 0u);
 }
 
 TEST(FormatSize, UsesLargestExactUnit) {

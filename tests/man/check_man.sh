@@ -205,15 +205,17 @@ fi
 
 config_cc=$source/composer/server/src/config.cc
 submit_cc=$source/slurm-plugin/core/src/submit_config.cc
+# The keys both read (composer/config): composerd's and the job_submit plugin's.
+shared_cc=$source/composer/config/src/shared_keys.cc
 # The keys the job_submit plugin's parser compares (it lower-cases them first).
-submit_keys=$(grep -oE 'key == "[a-z]+"' "$submit_cc" | sed -E 's/.*"(.*)"/\1/' | sort -u)
+submit_keys=$(grep -ohE 'key == "[a-z]+"' "$submit_cc" "$shared_cc" | sed -E 's/.*"(.*)"/\1/' | sort -u)
 [[ -n $submit_keys ]] || fail "$submit_cc: found no 'key == \"...\"' comparisons; has the parser changed?"
 
 if ! c_page=$(page composer.conf.5); then
   fail "composer.conf.5: no such page in $man"
 else
   c_items=$(items "$c_page")
-  conf_keys_found=$(grep -oE '"[a-z][a-z0-9_]*"' "$config_cc" | tr -d '"' | sort -u | "$conf_keys")
+  conf_keys_found=$(grep -ohE '"[a-z][a-z0-9_]*"' "$config_cc" "$shared_cc" | tr -d '"' | sort -u | "$conf_keys")
   [[ $(grep -c '^top ' <<<"$conf_keys_found") -ge 10 ]] ||
     fail "man_conf_keys found fewer than 10 composer.conf keys; has the parser changed?"
   n=0

@@ -39,6 +39,10 @@ TEST(Config, RefusesWithFileLineAndRule) {
            {"ListenPort=0\n", "line 1: ListenPort=0: expected a whole number from 1 to 65535"},
            {"ListenPort=80\nListenPort=81\n", "line 2: 'ListenPort' is set twice"},
            {"StateDir=relative\n", "expected an absolute path"},
+           // slurmctld reads it too, from another working directory.
+           {"SnapshotFile=snap.json\n",
+            "line 1: SnapshotFile=snap.json: expected an absolute path"},
+           {"StateDir=/a\nstatedir=/b\n", "line 2: 'statedir' is set twice"},
            {"Durable=maybe\n", "expected yes or no"},
            {"LogLevel=loud\n", "expected debug, info, warning or error"},
            {"Fabric=magic\n", "Fabric=magic"},
@@ -58,6 +62,38 @@ TEST(Config, RefusesWithFileLineAndRule) {
 TEST(Config, LeavesTheJobSubmitPluginsKeysToIt) {
   auto c = parse("JobSubmitSnapshotMissing=refuse\nJobSubmitSnapshotMaxAge=120\n");
   EXPECT_TRUE(c.ok()) << c.error();
+}
+
+// As slurm.conf: whitespace may stand around the '='; a value is still one word.
+TEST(Config, TakesSpacesAroundTheEqualsSign) {
+  auto c = parse("StateDir = /srv/x  # comment\nListenPort= 7000\nApiThreads =8\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->state_dir, "/srv/x");
+  EXPECT_EQ(c->listen_port, 7000);
+  EXPECT_EQ(c->api_threads, 8);
+  c = parse("ListenAddress= ListenPort=7000\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("line 1: 'ListenAddress' takes one value"), std::string::npos)
+      << c.error().message;
+  c = parse("ListenPort = 7000 8000\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("line 1: '8000' is not of the form Key=Value"),
+            std::string::npos)
+      << c.error().message;
+  c = parse("= 7000\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("line 1: '=' is not of the form Key=Value"), std::string::npos)
+      << c.error().message;
+}
+
+TEST(Config, SnapshotFileDefaultsToTheStateDir) {
+  auto c = parse("");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->state_dir, "/var/lib/slurm-composer");
+  EXPECT_EQ(c->snapshot, "/var/lib/slurm-composer/snapshot.json");
+  c = parse("SnapshotFile=/srv/snap.json\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->snapshot, "/srv/snap.json");
 }
 
 TEST(Config, NeedsNodesAndAPool) {

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "composer/common/units.h"
 
 namespace composer::slurm {
@@ -60,9 +64,27 @@ TEST(Options, BadMemoryExplainsTheSizeRule) {
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().message.rfind("--compose-mem=64X: ", 0), 0u);
   EXPECT_NE(s.error().message.find("K, M, G or T"), std::string::npos);
-  EXPECT_FALSE(apply("compose-mem", "0", &o));
   EXPECT_FALSE(apply("compose-mem", "-4G", &o));
   EXPECT_FALSE(apply("compose-mem", "2048T", &o));
+}
+
+// As Slurm's --gres=gpu:0: zero of a resource asks for none of it, alike for all three.
+TEST(Options, ZeroAsksForNothingOfEveryResource) {
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"compose-gpus", "0"},
+                                                        {"compose-mem", "0"},
+                                                        {"compose-mem", "0G"},
+                                                        {"compose-nvme", "0"}}) {
+    JobOptions o;
+    ASSERT_TRUE(apply(name, value, &o)) << name << "=" << value;
+    EXPECT_FALSE(o.composes()) << name << "=" << value;
+  }
+  JobOptions o;
+  ASSERT_TRUE(apply("compose-gpus", "2", &o));
+  ASSERT_TRUE(apply("compose-mem", "0", &o));
+  EXPECT_TRUE(o.composes());
+  EXPECT_EQ(o.request.gpus, 2u);
+  EXPECT_EQ(o.request.mem_bytes, 0u);
 }
 
 TEST(Options, BadNvmeAndWorkload) {

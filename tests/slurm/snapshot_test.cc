@@ -4,7 +4,10 @@
 
 #include <chrono>
 #include <filesystem>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <json/reader.h>
@@ -249,13 +252,50 @@ TEST(SubmitConfig, BadValuesNameFileLineAndKey) {
   tmp.write("composer.conf", "StateDir=/x\nJobSubmitSnapshotMissing=maybe\n");
   Expected<SubmitConfig> c = read_submit_config(tmp / "composer.conf");
   ASSERT_FALSE(c);
-  EXPECT_EQ(c.error().message, tmp / "composer.conf" +
-                                   ":2: JobSubmitSnapshotMissing=maybe: expected accept or refuse");
+  // The sentences of composerd's reader: file, line, key and rule.
+  EXPECT_EQ(
+      c.error().message,
+      tmp / "composer.conf" + " line 2: JobSubmitSnapshotMissing=maybe: expected accept or refuse");
   tmp.write("composer.conf", "SnapshotFile=relative.json\n");
   c = read_submit_config(tmp / "composer.conf");
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("SnapshotFile=relative.json: expected an absolute path"),
             std::string::npos);
+}
+
+// Strict about its own keys: composerd leaves every JobSubmit* key to this reader, so a typo
+// is refused here; and the keys both read are held to composerd's rules.
+TEST(SubmitConfig, RefusesWhatComposerdWouldAndUnknownJobSubmitKeys) {
+  for (const auto& [text, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"JobSubmitSnapshotMising=refuse\n",
+            "line 1: unknown key 'JobSubmitSnapshotMising' (the job_submit plugin's keys: "
+            "JobSubmitSnapshotMissing, JobSubmitSnapshotMaxAge)"},
+           {"JobSubmitSnapshotMaxAge=60\nJobSubmitSnapshotMaxAge=70\n",
+            "line 2: 'JobSubmitSnapshotMaxAge' is set twice"},
+           {"StateDir=/a\nstatedir=/b\n", "line 2: 'statedir' is set twice"},
+           {"StateDir=/a SnapshotFile=/b\n", "line 1: 'StateDir' takes one value"},
+           {"StateDir=relative\n", "line 1: StateDir=relative: expected an absolute path"},
+           {"JobSubmitSnapshotMaxAge=-1\n",
+            "line 1: JobSubmitSnapshotMaxAge=-1: expected a whole number from 0 to 31536000 "
+            "(seconds; 0 turns the age check off)"},
+           {"just words\n", "line 1: 'just' is not of the form Key=Value"},
+       }) {
+    Expected<SubmitConfig> c = parse_submit_config(text, "/etc/slurm/composer.conf");
+    ASSERT_FALSE(c) << text;
+    EXPECT_NE(c.error().message.find("/etc/slurm/composer.conf " + needle), std::string::npos)
+        << c.error().message;
+  }
+}
+
+// Lax about composerd's own keys: its whole example file reads, with composerd's defaults.
+TEST(SubmitConfig, ReadsComposerdsExampleFile) {
+  Expected<SubmitConfig> c =
+      read_submit_config(std::string(COMPOSER_SOURCE_DIR) + "/contrib/composer.conf.example");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->snapshot_path, "/var/lib/slurm-composer/snapshot.json");
+  c = parse_submit_config("NodeName=n[1-2] Zones=z1 Colour=red\nListenPort=http\n", "x.conf");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_FALSE(c->refuse_without_snapshot);
 }
 
 }  // namespace

@@ -408,5 +408,72 @@ TEST(Submit, RefusesJobsLongerThanTheStretchTheirAmountIsAllowed) {
   }
 }
 
+// Each refusal says what kind it is, for the glue's Slurm error code (slurm-plugin/README.md,
+// "Refusals"): a node range is not a GRES problem, an unknown class not a license problem.
+TEST(Submit, EveryRefusalSaysItsKind) {
+  auto kind = [](const SubmittedJob& j, const api::PoolSnapshot* s, bool refuse = false) {
+    Refusal r = Refusal::kNoSnapshot;
+    Expected<SubmitChanges> c = review_submission(j, s, "no snapshot", refuse, &r);
+    EXPECT_FALSE(c) << "accepted";
+    return r;
+  };
+  const api::PoolSnapshot s = pool();
+  const api::PoolSnapshot policy = policy_pool("");
+  SubmittedJob j = job({"compose_gpus=two"});
+  EXPECT_EQ(kind(j, &s), Refusal::kBadRequest);
+  j = job({"compose_gpus=1", "workload=bad class"});
+  EXPECT_EQ(kind(j, &s), Refusal::kBadWorkload);
+  j = job({"compose_gpus=two", "workload=bad class"});  // the first named: --compose-gpus
+  EXPECT_EQ(kind(j, &s), Refusal::kBadRequest);
+  EXPECT_EQ(kind(job({"compose_gpus=1", "workload=gaming"}), &s), Refusal::kBadWorkload);
+  EXPECT_EQ(kind(job({"workload=gaming"}), &s), Refusal::kBadWorkload);
+  j = job({"compose_gpus=1"});
+  j.licenses = "fabric_gpu:4";
+  EXPECT_EQ(kind(j, &s), Refusal::kLicenses);
+  j = job({"compose_gpus=1"});
+  j.licenses = "a:1|b:1";
+  EXPECT_EQ(kind(j, &s), Refusal::kLicenses);
+  j = job({"compose_gpus=1"});
+  j.tres_per_node = "gres/cgpu:1";
+  EXPECT_EQ(kind(j, &s), Refusal::kGres);
+  j = job({"compose_gpus=1"});
+  j.min_nodes = 2;
+  j.max_nodes = 4;
+  EXPECT_EQ(kind(j, &s), Refusal::kNodeCount);
+  EXPECT_EQ(kind(job({"compose_gpus=6"}), &s), Refusal::kPool);
+  EXPECT_EQ(kind(job({"compose_gpus=V100:1"}), &s), Refusal::kPool);
+  EXPECT_EQ(kind(job({"compose_mem=1T"}), &s), Refusal::kPool);
+  j = job({"compose_gpus=4", "workload=training"});
+  j.min_nodes = 2;
+  EXPECT_EQ(kind(j, &s), Refusal::kPolicy);
+  j = job({"compose_gpus=1"});
+  j.partition = "debug";  // no class rule matches, and no DefaultClass
+  EXPECT_EQ(kind(j, &policy), Refusal::kPolicy);
+  j = job({"compose_gpus=4", "workload=inference"});
+  j.time_limit_s = 3 * 3600;
+  const api::PoolSnapshot stretches = policy_pool();
+  EXPECT_EQ(kind(j, &stretches), Refusal::kPolicy);
+  j = job({"compose_gpus=1"});
+  j.reservation = "day_block_inference";
+  EXPECT_EQ(kind(j, &s), Refusal::kReservation);
+  EXPECT_EQ(kind(job({"compose_gpus=1"}), nullptr, true), Refusal::kNoSnapshot);
+}
+
+// --compose-gpus=0 and --compose-mem=0 alike ask for nothing: the job is left alone.
+TEST(Submit, ZeroOfEveryResourceComposesNothing) {
+  const api::PoolSnapshot s = pool();
+  for (const char* zero : {"compose_gpus=0", "compose_mem=0", "compose_mem=0G", "compose_nvme=0"}) {
+    Expected<SubmitChanges> c = review_submission(job({zero}), &s, "", true);
+    ASSERT_TRUE(c) << zero << ": " << c.error();
+    EXPECT_FALSE(c->composes) << zero;
+    EXPECT_EQ(c->licenses, "") << zero;
+  }
+  Expected<SubmitChanges> c =
+      review_submission(job({"compose_gpus=1", "compose_mem=0"}), &s, "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->licenses, "fabric_gpu:1");
+  EXPECT_EQ(c->admin_comment, "composer: gpus=1 nodes=1");
+}
+
 }  // namespace
 }  // namespace composer::slurm

@@ -1,9 +1,5 @@
 #include "composer/api/snapshot.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -16,6 +12,7 @@
 #include <json/writer.h>
 
 #include "composer/api/json_reader.h"
+#include "composer/common/files.h"
 
 namespace composer::api {
 namespace {
@@ -249,32 +246,10 @@ Status write_snapshot(const std::string& path, const PoolSnapshot& snapshot) {
   Json::StreamWriterBuilder builder;
   builder["indentation"] = "  ";
   const std::string text = Json::writeString(builder, to_json(snapshot)) + "\n";
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  auto fail = [&](const char* what) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return Status(Error{ErrorCode::kUnavailable,
-                        "snapshot " + path + ": " + what + ": " + std::strerror(err)});
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return fail("cannot create the temporary file");
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      return fail("cannot write");
-    }
-    done += static_cast<size_t>(n);
+  // 0644: slurmctld must be able to read the file.
+  if (Status s = write_file_atomically(path, text, 0644); !s) {
+    return Error{s.error().code, "snapshot " + path + ": " + s.error().message};
   }
-  // The umask may have narrowed the mode; slurmctld must be able to read the file.
-  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
-    ::close(fd);
-    return fail("cannot sync");
-  }
-  if (::close(fd) != 0) return fail("cannot close");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("cannot rename into place");
   return Status::Ok();
 }
 

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <ctime>
 
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 
 namespace composer::cli {
@@ -23,15 +24,6 @@ std::string one_line(std::string s) {
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';
   }
   return s;
-}
-
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& item : items) {
-    if (!out.empty()) out += ',';
-    out += item;
-  }
-  return out;
 }
 
 // The first `n` characters of `s` (UTF-8 sequences kept whole).
@@ -240,7 +232,7 @@ Table composition_table(const std::vector<Composition>& compositions) {
     std::vector<std::string> ids;
     for (const Device& d : c.devices) ids.push_back(d.id);
     t.add_row({std::to_string(c.id), std::to_string(c.job_id), c.node, c.user, c.account,
-               c.workload, std::string(to_string(c.state)), c.request.to_string(), joined(ids),
+               c.workload, std::string(to_string(c.state)), c.request.to_string(), join(ids),
                format_time(c.created_ms), c.last_error});
   }
   return t;
@@ -260,7 +252,7 @@ Table event_table(const std::vector<Event>& events) {
   for (const Event& e : events) {
     t.add_row({std::to_string(e.id), format_time(e.ts_ms), e.kind,
                e.job_id > 0 ? std::to_string(e.job_id) : "", e.node, e.user, e.from_state,
-               e.to_state, joined(e.devices), e.detail});
+               e.to_state, join(e.devices), e.detail});
   }
   return t;
 }

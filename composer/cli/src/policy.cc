@@ -1,8 +1,6 @@
 #include "policy.h"
 
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -16,14 +14,14 @@
 #include "composer/accounting/time_spec.h"
 #include "composer/api/codec.h"
 #include "composer/common/clock.h"
+#include "composer/common/files.h"
+#include "composer/common/subprocess.h"
 #include "composer/common/units.h"
 #include "composer/policies/parser.h"
 #include "composer/policies/slurm_plan.h"
 #include "composer/policies/validate.h"
 #include "composer/policies/zoneinfo.h"
 #include "composerctl.h"
-
-extern char** environ;
 
 namespace composer::cli {
 
@@ -58,46 +56,6 @@ std::vector<std::string> words(const std::string& line) {
   return out;
 }
 
-struct Ran {
-  int status = -1;
-  std::string output;
-};
-
-// Runs argv[0] from PATH with the caller's environment (SLURM_CONF included), no shell;
-// stdout and stderr together.
-Expected<Ran> run_program(const std::vector<std::string>& argv) {
-  int fds[2];
-  if (pipe(fds) != 0) {
-    return Error{ErrorCode::kInternal, std::string("pipe: ") + std::strerror(errno)};
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    return Error{ErrorCode::kUnavailable, "cannot run " + argv[0] + ": " + std::strerror(rc) +
-                                              " (is Slurm's " + argv[0] + " on PATH?)"};
-  }
-  Ran ran;
-  char buf[4096];
-  ssize_t n = 0;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) ran.output.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ran.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return ran;
-}
-
 std::string one_line(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   for (char& c : s) {
@@ -109,7 +67,11 @@ std::string one_line(std::string s) {
 Expected<std::string> scontrol(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {"scontrol"};
   argv.insert(argv.end(), args.begin(), args.end());
-  auto ran = run_program(argv);
+  // From PATH with the caller's environment (SLURM_CONF included), no shell.
+  auto ran = run_program({.argv = argv, .with_stderr = true});
+  if (!ran && ran.error().code == ErrorCode::kUnavailable) {
+    return Error{ran.error().code, ran.error().message + " (is Slurm's " + argv[0] + " on PATH?)"};
+  }
   if (!ran) return ran.error();
   if (ran->status != 0) {
     std::string cmd;
@@ -222,18 +184,8 @@ Status write_licenses(const std::string& path, const std::string& value) {
   if (!replaced) out += "Licenses=" + value + "\n";
   struct stat st {};
   const mode_t mode = stat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
-  const std::string tmp = path + ".composerctl.tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << out;
-    if (!f.flush()) {
-      return Error{ErrorCode::kUnavailable, "--slurm-conf: cannot write " + tmp};
-    }
-  }
-  chmod(tmp.c_str(), mode);
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    return Error{ErrorCode::kUnavailable,
-                 "--slurm-conf: cannot replace " + path + ": " + std::strerror(errno)};
+  if (Status s = write_file_atomically(path, out, mode); !s) {
+    return Error{s.error().code, "--slurm-conf: " + s.error().message};
   }
   return Status::Ok();
 }

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <utility>
 
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 
 namespace composer::cli {
@@ -11,12 +12,6 @@ namespace {
 
 constexpr const char* kGresTypes[] = {"cgpu", "cnvme"};
 constexpr char kJobSubmitPlugin[] = "composer";
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
-  return out;
-}
 
 std::string licenses(const SlurmConfig& c) {
   return "fabric_gpu:" + std::to_string(c.gpus) + ",fabric_mem:" + std::to_string(c.mem_gib) +
@@ -50,7 +45,7 @@ SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Hos
         break;
     }
   }
-  c.mem_gib = mem_bytes / kGiB;
+  c.mem_gib = gib_rounded_down(mem_bytes);
   std::map<std::pair<uint32_t, uint32_t>, std::vector<std::string>> by_slots;
   for (const auto& h : hosts) by_slots[{h.gpu_slots, h.nvme_slots}].push_back(h.node);
   for (auto& [slots, nodes] : by_slots) {

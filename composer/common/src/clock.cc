@@ -10,6 +10,8 @@ int64_t SystemClock::now_ms() const {
       .count();
 }
 
+int64_t now_ms() { return SystemClock::instance().now_ms(); }
+
 SystemClock& SystemClock::instance() {
   static SystemClock clock;
   return clock;

@@ -8,7 +8,7 @@ namespace {
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 }  // namespace
 
-Expected<uint64_t> parse_size(std::string_view text) {
+Expected<uint64_t> parse_size(std::string_view text, ZeroSize zero) {
   const std::string rule =
       "expected a whole number with an optional K, M, G or T suffix (a bare number is "
       "megabytes), for example 64G";
@@ -55,6 +55,7 @@ Expected<uint64_t> parse_size(std::string_view text) {
     }
   }
   if (number == 0) {
+    if (zero == ZeroSize::kNone) return uint64_t{0};
     return Error{ErrorCode::kInvalidArgument,
                  "size " + quoted(text) + " must be greater than zero"};
   }
@@ -64,6 +65,10 @@ Expected<uint64_t> parse_size(std::string_view text) {
   }
   return number * unit;
 }
+
+uint64_t gib_rounded_up(uint64_t bytes) { return bytes / kGiB + (bytes % kGiB != 0 ? 1 : 0); }
+
+uint64_t gib_rounded_down(uint64_t bytes) { return bytes / kGiB; }
 
 std::string format_size(uint64_t bytes) {
   if (bytes == 0) return "0";

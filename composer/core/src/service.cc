@@ -6,18 +6,10 @@
 #include <thread>
 
 #include "composer/common/log.h"
+#include "composer/common/strings.h"
 
 namespace composer {
 namespace {
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) {
-    if (!out.empty()) out += ',';
-    out += s;
-  }
-  return out;
-}
 
 std::vector<std::string> device_ids(const Composition& c) {
   std::vector<std::string> ids;

@@ -15,6 +15,8 @@
 #include "composer/common/log.h"
 #include "composer/http/http.h"
 #include "fabric_manager_http.h"
+#include "composer/common/strings.h"
+#include "composer/drivers/credentials.h"
 
 namespace composer::drivers {
 namespace {
@@ -31,12 +33,6 @@ std::string id_text(const Json::Value& v) {
   if (v.isString()) return v.asString();
   if (v.isIntegral()) return std::to_string(v.asInt64());
   return "";
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
 }
 
 // The public API documents device_state as a string without listing its values. These are

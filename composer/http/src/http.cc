@@ -11,6 +11,8 @@
 #include <thread>
 #include <utility>
 
+#include "composer/common/strings.h"
+
 namespace composer::http {
 namespace {
 
@@ -41,26 +43,6 @@ struct Received {
   std::vector<std::pair<std::string, std::string>> headers;
   bool too_large = false;
 };
-
-std::string_view trim(std::string_view v) {
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-  while (!v.empty() &&
-         (v.back() == '\r' || v.back() == '\n' || v.back() == ' ' || v.back() == '\t')) {
-    v.remove_suffix(1);
-  }
-  return v;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 size_t on_body(char* data, size_t size, size_t count, void* user) {
   auto* r = static_cast<Received*>(user);

@@ -1,119 +1,23 @@
 #include "composer/server/config.h"
 
-#include <algorithm>
-#include <cctype>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
-#include <sstream>
 
-#include "composer/common/names.h"
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
+#include "composer/config/conf_file.h"
+#include "composer/config/shared_keys.h"
 
 namespace composer::server {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
+using config::Pair;
 
-std::string trim(std::string_view s) {
-  size_t b = 0;
-  size_t e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
+Error invalid(const std::string& why) { return Error{ErrorCode::kInvalidArgument, why}; }
 
-std::vector<std::string> split(std::string_view s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) {
-      out.push_back(trim(cur));
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(trim(cur));
-  return out;
-}
-
-struct Pair {
-  std::string key;  // as written
-  std::string value;
-};
-
-// One line: whitespace-separated Key=Value pairs.
-Expected<std::vector<Pair>> split_pairs(std::string_view line) {
-  std::vector<Pair> pairs;
-  std::istringstream in{std::string(line)};
-  std::string word;
-  while (in >> word) {
-    auto eq = word.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Error{ErrorCode::kInvalidArgument, "'" + word + "' is not of the form Key=Value"};
-    }
-    pairs.push_back({word.substr(0, eq), word.substr(eq + 1)});
-  }
-  return pairs;
-}
-
-Expected<int64_t> parse_int(const std::string& key, const std::string& value, int64_t min,
-                            int64_t max) {
-  auto n = parse_count(value, static_cast<uint32_t>(std::min<int64_t>(max, UINT32_MAX)));
-  if (!n || *n < min) {
-    return Error{ErrorCode::kInvalidArgument,
-                 key + "=" + value + ": expected a whole number from " + std::to_string(min) +
-                     " to " + std::to_string(max)};
-  }
-  return static_cast<int64_t>(*n);
-}
-
-Expected<bool> parse_bool(const std::string& key, const std::string& value) {
-  const std::string v = lower(value);
-  if (v == "yes" || v == "true" || v == "1" || v == "on") return true;
-  if (v == "no" || v == "false" || v == "0" || v == "off") return false;
-  return Error{ErrorCode::kInvalidArgument, key + "=" + value + ": expected yes or no"};
-}
-
-// "500ms", "2s", "1m" or a bare number of seconds, within [min_ms, max_ms].
-Expected<int64_t> parse_duration(const std::string& key, const std::string& value, int64_t min_ms,
-                                 int64_t max_ms) {
-  size_t digits = 0;
-  while (digits < value.size() && std::isdigit(static_cast<unsigned char>(value[digits]))) {
-    ++digits;
-  }
-  const std::string unit = lower(value.substr(digits));
-  const int64_t scale = unit == "ms"                  ? 1
-                        : unit == "s" || unit.empty() ? 1000
-                        : unit == "m"                 ? 60000
-                                                      : 0;
-  int64_t ms = -1;
-  if (digits > 0 && digits <= 9 && scale > 0) ms = std::stoll(value.substr(0, digits)) * scale;
-  if (ms < min_ms || ms > max_ms) {
-    return Error{ErrorCode::kInvalidArgument,
-                 key + "=" + value + ": expected a duration such as 500ms, 10s or 2m, from " +
-                     std::to_string(min_ms) + "ms to " + std::to_string(max_ms / 1000) + "s"};
-  }
-  return ms;
-}
-
-Status check_name(const std::string& key, const std::string& value) {
-  if (value.empty()) return Error{ErrorCode::kInvalidArgument, key + " needs a value"};
-  if (!valid_name(value, value.size())) {
-    return Error{ErrorCode::kInvalidArgument,
-                 key + "=" + value + ": names may hold only letters, digits, '-', '_' and '.'"};
-  }
-  return Status::Ok();
-}
+// Comma-separated names ("root, slurm"), each part trimmed.
+std::vector<std::string> list(std::string_view s) { return split(s, ',', {.trim = true}); }
 
 // What a NodeName line gave, to check it against the fabric once the whole file is read
 // (Fabric= may come after the NodeName lines).
@@ -149,21 +53,21 @@ Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std
         return Error{ErrorCode::kInvalidArgument,
                      "FabricHost= can only be given on a NodeName line naming one node"};
       }
-      if (auto s = check_name("FabricHost", v); !s) return s;
+      if (auto s = config::name("FabricHost", v); !s) return s;
       fabric_host = v;
     } else if (k == "fabric") {
-      if (auto s = check_name("Fabric", v); !s) return s;
+      if (auto s = config::name("Fabric", v); !s) return s;
       info.fabric = v;
     } else if (k == "zones") {
       info.zones = true;
       proto.zones.clear();
-      for (const auto& z : split(v, ',')) {
-        if (auto s = check_name("Zones", z); !s) return s;
+      for (const auto& z : list(v)) {
+        if (auto s = config::name("Zones", z); !s) return s;
         proto.zones.push_back(z);
       }
     } else if (k == "gpuslots" || k == "memslots" || k == "nvmeslots") {
       info.slots = true;
-      auto n = parse_int(pairs[i].key, v, 0, 1024);
+      auto n = config::whole_number(pairs[i].key, v, 0, 1024);
       if (!n) return n.error();
       (k == "gpuslots"   ? proto.gpu_slots
        : k == "memslots" ? proto.mem_slots
@@ -193,7 +97,7 @@ Status parse_group_line(const std::vector<Pair>& pairs, Config& cfg, std::set<st
   SimConfig::Group g;
   g.name = pairs[0].value;
   info.name = g.name;
-  if (auto s = check_name("DeviceGroup", g.name); !s) return s;
+  if (auto s = config::name("DeviceGroup", g.name); !s) return s;
   if (!seen.insert(g.name).second) {
     return Error{ErrorCode::kInvalidArgument, "DeviceGroup '" + g.name + "' is declared twice"};
   }
@@ -203,7 +107,7 @@ Status parse_group_line(const std::vector<Pair>& pairs, Config& cfg, std::set<st
     const std::string k = lower(pairs[i].key);
     const std::string& v = pairs[i].value;
     if (k == "fabric") {
-      if (auto s = check_name("Fabric", v); !s) return s;
+      if (auto s = config::name("Fabric", v); !s) return s;
       info.fabric = v;
     } else if (k == "type") {
       auto t = parse_device_type(lower(v));
@@ -213,13 +117,13 @@ Status parse_group_line(const std::vector<Pair>& pairs, Config& cfg, std::set<st
       g.type = *t;
       have_type = true;
     } else if (k == "model") {
-      if (auto s = check_name("Model", v); !s) return s;
+      if (auto s = config::name("Model", v); !s) return s;
       g.model = v;
     } else if (k == "zone") {
-      if (auto s = check_name("Zone", v); !s) return s;
+      if (auto s = config::name("Zone", v); !s) return s;
       g.zone = v;
     } else if (k == "count") {
-      auto n = parse_int("Count", v, 1, 100000);
+      auto n = config::whole_number("Count", v, 1, 100000);
       if (!n) return n.error();
       g.count = static_cast<uint32_t>(*n);
       have_count = true;
@@ -260,14 +164,14 @@ Status parse_fabric_key(const std::string& key, const std::string& k, const std:
     return Status::Ok();
   };
   auto duration = [&](int64_t& field, int64_t min_ms, int64_t max_ms) -> Status {
-    auto ms = parse_duration(k, value, min_ms, max_ms);
+    auto ms = config::duration_ms(k, value, min_ms, max_ms);
     if (!ms) return ms.error();
     field = *ms;
     return Status::Ok();
   };
   if (key == "fabricname") {
     f.name = value;
-    return check_name(k, value);
+    return config::name(k, value);
   }
   if (key == "fabricurl") {
     const std::string v = lower(value);
@@ -301,7 +205,7 @@ Status parse_fabric_key(const std::string& key, const std::string& k, const std:
     return Status::Ok();
   }
   if (key == "fabricverifytls") {
-    auto b = parse_bool(k, value);
+    auto b = config::yes_no(k, value);
     if (!b) return b.error();
     f.verify_tls = *b;
     return Status::Ok();
@@ -319,7 +223,7 @@ Status parse_fabric_key(const std::string& key, const std::string& k, const std:
     return Status::Ok();
   }
   if (key == "fabricslots") {
-    auto n = parse_int(k, value, 1, 1024);
+    auto n = config::whole_number(k, value, 1, 1024);
     if (!n) return n.error();
     f.slots = static_cast<uint32_t>(*n);
     return Status::Ok();
@@ -335,7 +239,7 @@ constexpr const char* kFabricLineOptions =
 Status parse_fabric_line(const std::vector<Pair>& pairs, FabricSpec& spec,
                          std::set<std::string>& seen) {
   spec.name = pairs[0].value;
-  if (auto s = check_name("FabricName", spec.name); !s) return s;
+  if (auto s = config::name("FabricName", spec.name); !s) return s;
   if (!seen.insert(spec.name).second) {
     return Error{ErrorCode::kInvalidArgument, "FabricName=" + spec.name + " is declared twice"};
   }
@@ -595,7 +499,7 @@ Expected<std::vector<std::string>> expand_hostlist(std::string_view expr) {
   for (const auto& p : parts) {
     auto open = p.find('[');
     if (open == std::string::npos) {
-      if (auto s = check_name("NodeName", p); !s) return s.error();
+      if (auto s = config::name("NodeName", p); !s) return s.error();
       out.push_back(p);
       continue;
     }
@@ -604,7 +508,7 @@ Expected<std::vector<std::string>> expand_hostlist(std::string_view expr) {
       return Error{ErrorCode::kInvalidArgument, "'" + p + "': " + rule};
     }
     const std::string prefix = p.substr(0, open);
-    for (const auto& range : split(p.substr(open + 1, close - open - 1), ',')) {
+    for (const auto& range : list(p.substr(open + 1, close - open - 1))) {
       auto dash = range.find('-');
       const std::string lo_s = range.substr(0, dash);
       const std::string hi_s = dash == std::string::npos ? lo_s : range.substr(dash + 1);
@@ -632,164 +536,127 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
   std::vector<NodeLine> node_lines;
   std::vector<GroupLine> group_lines;
   std::set<std::string> fabric_names;
+  config::StatePaths state;
   int fabric_line = 0;                          // where Fabric= was set
   std::map<std::string, int> fabric_key_lines;  // Fabric* keys given, for sim's refusal
-  std::istringstream in{std::string(text)};
-  std::string raw;
-  int lineno = 0;
-  auto fail = [&](const std::string& why) {
-    return Error{ErrorCode::kInvalidArgument,
-                 path + " line " + std::to_string(lineno) + ": " + why};
-  };
-  while (std::getline(in, raw)) {
-    ++lineno;
-    std::string line = raw;
-    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-    line = trim(line);
-    if (line.empty()) continue;
-    auto pairs = split_pairs(line);
-    if (!pairs) return fail(pairs.error().message);
-    const std::string key = lower((*pairs)[0].key);
-    const std::string& value = (*pairs)[0].value;
-
+  Status read = config::read_lines(text, path, [&](const config::Line& line) -> Status {
+    const std::vector<Pair>& pairs = line.pairs;
+    const std::string& key = line.key;
+    const std::string& value = line.value();
     if (key == "nodename") {
       NodeLine info;
-      info.line = lineno;
-      if (auto s = parse_node_line(*pairs, cfg, nodes, info); !s) return fail(s.error().message);
+      info.line = line.number;
+      if (auto s = parse_node_line(pairs, cfg, nodes, info); !s) return s;
       node_lines.push_back(std::move(info));
-      continue;
+      return Status::Ok();
     }
     if (key == "devicegroup") {
       GroupLine info;
-      info.line = lineno;
-      if (auto s = parse_group_line(*pairs, cfg, groups, info); !s) {
-        return fail(s.error().message);
-      }
+      info.line = line.number;
+      if (auto s = parse_group_line(pairs, cfg, groups, info); !s) return s;
       group_lines.push_back(std::move(info));
-      continue;
+      return Status::Ok();
     }
-    if (key == "fabricname" && pairs->size() > 1) {
+    if (key == "fabricname" && pairs.size() > 1) {
       FabricSpec spec;
-      spec.line = lineno;
-      if (auto s = parse_fabric_line(*pairs, spec, fabric_names); !s) {
-        return fail(s.error().message);
-      }
+      spec.line = line.number;
+      if (auto s = parse_fabric_line(pairs, spec, fabric_names); !s) return s;
       cfg.fabrics.push_back(std::move(spec));
-      continue;
+      return Status::Ok();
     }
     // composer.conf is shared with the job_submit plugin: its JobSubmit* keys are its own.
-    if (key.rfind("jobsubmit", 0) == 0) continue;
-    if (pairs->size() > 1) {
-      return fail("'" + (*pairs)[0].key +
-                  "' takes one value; put other settings on their own line");
-    }
-    if (!seen_keys.insert(key).second) return fail("'" + (*pairs)[0].key + "' is set twice");
+    if (key.rfind("jobsubmit", 0) == 0) return Status::Ok();
+    bool shared = false;
+    if (auto s = config::read_shared_key(line, seen_keys, state, shared); !s || shared) return s;
+    if (auto s = config::single_setting(line, seen_keys); !s) return s;
 
-    const std::string& k = (*pairs)[0].key;
-    Status st;
+    const std::string& k = line.written_key();
     auto set_ms = [&](int64_t& field, int64_t min_s, int64_t max_s) {
-      auto n = parse_int(k, value, min_s, max_s);
+      auto n = config::whole_number(k, value, min_s, max_s);
       if (!n) return Status(n.error());
       field = *n * 1000;
       return Status::Ok();
     };
+    auto set_int = [&](int& field, int64_t min, int64_t max) {
+      auto n = config::whole_number(k, value, min, max);
+      if (!n) return Status(n.error());
+      field = static_cast<int>(*n);
+      return Status::Ok();
+    };
+    auto set_bool = [&](bool& field) {
+      auto b = config::yes_no(k, value);
+      if (!b) return Status(b.error());
+      field = *b;
+      return Status::Ok();
+    };
+    auto set_names = [&](std::vector<std::string>& field, const std::string& what) {
+      field = list(value);
+      for (const auto& n : field) {
+        if (auto s = config::name(what, n); !s) return s;
+      }
+      return Status::Ok();
+    };
     if (key == "listenaddress") {
-      if (value.empty()) st = Error{ErrorCode::kInvalidArgument, "ListenAddress needs a value"};
+      if (value.empty()) return invalid("ListenAddress needs a value");
       cfg.listen_address = value;
     } else if (key == "listenport") {
-      auto n = parse_int(k, value, 1, 65535);
-      if (n)
-        cfg.listen_port = static_cast<int>(*n);
-      else
-        st = n.error();
-    } else if (key == "statedir") {
-      if (value.empty() || value[0] != '/') {
-        st =
-            Error{ErrorCode::kInvalidArgument, "StateDir=" + value + ": expected an absolute path"};
-      }
-      cfg.state_dir = value;
+      return set_int(cfg.listen_port, 1, 65535);
     } else if (key == "database") {
       cfg.database = value;
-    } else if (key == "snapshotfile") {
-      cfg.snapshot = value;
     } else if (key == "logfile") {
       cfg.log_file = value;
     } else if (key == "loglevel") {
       if (!log::parse_level(lower(value), &cfg.log_level)) {
-        st = Error{ErrorCode::kInvalidArgument,
-                   "LogLevel=" + value + ": expected debug, info, warning or error"};
+        return invalid("LogLevel=" + value + ": expected debug, info, warning or error");
       }
     } else if (key == "adminusers") {
-      cfg.admin_users = split(value, ',');
-      for (const auto& u : cfg.admin_users) {
-        if (auto s = check_name("AdminUsers", u); !s) st = s;
-      }
+      return set_names(cfg.admin_users, "AdminUsers");
     } else if (key == "workloads") {
-      cfg.workloads = split(value, ',');
-      for (const auto& w : cfg.workloads) {
-        if (auto s = check_name("Workloads", w); !s) st = s;
-      }
+      return set_names(cfg.workloads, "Workloads");
     } else if (key == "mungesocket") {
       cfg.munge_socket = value;
     } else if (key == "apithreads") {
-      auto n = parse_int(k, value, 2, 4096);
-      if (n)
-        cfg.api_threads = static_cast<int>(*n);
-      else
-        st = n.error();
+      return set_int(cfg.api_threads, 2, 4096);
     } else if (key == "composetimeout") {
-      st = set_ms(cfg.compose_timeout_ms, 1, 3600);
+      return set_ms(cfg.compose_timeout_ms, 1, 3600);
     } else if (key == "releasetimeout") {
-      st = set_ms(cfg.release_timeout_ms, 1, 3600);
+      return set_ms(cfg.release_timeout_ms, 1, 3600);
     } else if (key == "reconcileinterval") {
-      st = set_ms(cfg.reconcile_interval_ms, 1, 3600);
+      return set_ms(cfg.reconcile_interval_ms, 1, 3600);
     } else if (key == "orphangrace") {
-      st = set_ms(cfg.orphan_grace_ms, 0, 86400);
+      return set_ms(cfg.orphan_grace_ms, 0, 86400);
     } else if (key == "stuckafter") {
-      st = set_ms(cfg.stuck_after_ms, 1, 86400);
+      return set_ms(cfg.stuck_after_ms, 1, 86400);
     } else if (key == "durable") {
-      auto b = parse_bool(k, value);
-      if (b)
-        cfg.durable = *b;
-      else
-        st = b.error();
+      return set_bool(cfg.durable);
     } else if (key == "slurmjobcheck") {
-      auto b = parse_bool(k, value);
-      if (b)
-        cfg.slurm_job_check = *b;
-      else
-        st = b.error();
+      return set_bool(cfg.slurm_job_check);
     } else if (key == "slurmconf") {
       cfg.slurm_conf = value;
     } else if (key == "fabric") {
-      fabric_line = lineno;
+      fabric_line = line.number;
       cfg.fabric = lower(value);
       if (cfg.fabric != "sim" && cfg.fabric != "redfish" && cfg.fabric != "liqid") {
-        st = Error{ErrorCode::kInvalidArgument,
-                   "Fabric=" + value + ": expected sim, redfish or liqid"};
+        return invalid("Fabric=" + value + ": expected sim, redfish or liqid");
       }
     } else if (key.starts_with("fabric") && key != "fabrichost") {
-      fabric_key_lines[k] = lineno;
-      st = parse_fabric_key(key, k, value, cfg.fabric_config);
-      if (!st && st.error().message.empty()) return fail("unknown key '" + k + "'");
+      fabric_key_lines[k] = line.number;
+      Status st = parse_fabric_key(key, k, value, cfg.fabric_config);
+      if (!st && st.error().message.empty()) return invalid("unknown key '" + k + "'");
+      return st;
     } else if (key == "simlatency") {
-      fabric_key_lines[k] = -lineno;  // sim only
-      auto n = parse_int(k, value, 0, 600000);
-      if (n)
-        cfg.sim.latency_ms = static_cast<int>(*n);
-      else
-        st = n.error();
+      fabric_key_lines[k] = -line.number;  // sim only
+      return set_int(cfg.sim.latency_ms, 0, 600000);
     } else {
-      return fail("unknown key '" + k + "'");
+      return invalid("unknown key '" + k + "'");
     }
-    if (!st) return fail(st.error().message);
-  }
+    return Status::Ok();
+  });
+  if (!read) return read.error();
+  cfg.state_dir = state.state_dir;
+  cfg.snapshot = state.snapshot();
   if (cfg.database.empty()) cfg.database = cfg.state_dir + "/composer.db";
-  if (cfg.snapshot.empty()) cfg.snapshot = cfg.state_dir + "/snapshot.json";
-  auto at = [&](int line, const std::string& why) {
-    return Error{ErrorCode::kInvalidArgument,
-                 path + (line > 0 ? " line " + std::to_string(line) : std::string()) + ": " + why};
-  };
+  auto at = [&](int line, const std::string& why) { return config::at(path, line, why); };
   Status checked =
       cfg.fabrics.empty()
           ? check_fabric(cfg, node_lines, group_lines, fabric_key_lines, at)
@@ -799,13 +666,9 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
 }
 
 Expected<Config> load_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return Error{ErrorCode::kNotFound, "cannot read " + path + ": " + std::strerror(errno)};
-  }
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return parse_config(buf.str(), path);
+  Expected<std::string> text = config::read_file(path);
+  if (!text) return text.error();
+  return parse_config(*text, path);
 }
 
 }  // namespace composer::server

@@ -21,8 +21,7 @@ int main(int argc, char** argv) {
   // 4 MiB per arena stays; see docs/BENCHMARKS.md for what it changes.
   mallopt(M_TRIM_THRESHOLD, 4 << 20);
   CLI::App app{"composerd: attaches pooled GPUs, CXL memory and NVMe to Slurm jobs"};
-  std::string config_path = composer::server::kDefaultConfigPath;
-  if (const char* env = std::getenv("COMPOSER_CONF")) config_path = env;
+  std::string config_path = composer::config::path_from_environment();
   bool check_only = false;
   bool version = false;
   app.add_option("-f,--config", config_path,

@@ -37,10 +37,6 @@ struct PolicyKeeper::Active {
 
 namespace {
 
-constexpr uint64_t kGiBytes = uint64_t{1} << 30;
-
-uint64_t gib_up(uint64_t bytes) { return (bytes + kGiBytes - 1) / kGiBytes; }
-
 std::string user_name(uint32_t uid) {
   struct passwd pw {};
   struct passwd* found = nullptr;
@@ -230,10 +226,10 @@ AdmissionCheck PolicyKeeper::admission_check() {
     std::array<uint64_t, 3> holds{};
     for (const Request& r : held(cls->class_name)) {
       holds[0] += r.gpus;
-      holds[1] += gib_up(r.mem_bytes);
+      holds[1] += gib_rounded_up(r.mem_bytes);
       holds[2] += r.nvme;
     }
-    const std::array<uint64_t, 3> asks = {in.request.gpus, gib_up(in.request.mem_bytes),
+    const std::array<uint64_t, 3> asks = {in.request.gpus, gib_rounded_up(in.request.mem_bytes),
                                           in.request.nvme};
     for (DeviceType t : kAllDeviceTypes) {
       const size_t i = pol::type_index(t);

@@ -50,7 +50,7 @@ Status add_window_caps(db::Store& store, const std::vector<Device>& inventory,
     if (d.type == DeviceType::kNvme) ++pool.nvme;
     if (d.type == DeviceType::kMem) mem_bytes += d.capacity_bytes;
   }
-  pool.mem_gib = mem_bytes / kGiB;
+  pool.mem_gib = gib_rounded_down(mem_bytes);
   const policies::Evaluator evaluator(std::move(*policy), pool);
   report.caps_policy_id = version->id;
   for (accounting::WindowUsage& row : report.by_window) {

@@ -15,6 +15,8 @@
 
 #include "composer/api/codec.h"
 #include "composer/api/json_reader.h"
+#include "composer/common/files.h"
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/slurm/host_devices.h"
 
@@ -23,12 +25,6 @@ namespace {
 
 Error io_error(const std::string& what, const std::string& path) {
   return Error{ErrorCode::kInternal, what + " " + path + ": " + std::strerror(errno)};
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
-  return out;
 }
 
 Status mkdirs(const std::string& dir) {
@@ -78,23 +74,7 @@ Status write_job_state(const std::string& state_dir, const JobState& state) {
   v["devices"] = devices;
   const std::string text = Json::writeString(Json::StreamWriterBuilder(), v) + "\n";
   const std::string path = state_path(state_dir, state.job_id);
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("cannot create", tmp);
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  if (!written || ::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
-    Error e = io_error("cannot write", tmp);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return e;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Error e = io_error("cannot rename into", path);
-    ::unlink(tmp.c_str());
-    return e;
-  }
-  return Status::Ok();
+  return write_file_atomically(path, text, 0644);
 }
 
 Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, uint32_t job_id) {

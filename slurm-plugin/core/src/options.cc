@@ -36,7 +36,8 @@ Status parse_gpus(std::string_view value, JobOptions* o) {
 }
 
 Status parse_mem(std::string_view value, JobOptions* o) {
-  Expected<uint64_t> bytes = parse_size(value);
+  // Zero asks for no memory, as --compose-gpus=0 for no GPU (and Slurm's --gres=gpu:0).
+  Expected<uint64_t> bytes = parse_size(value, ZeroSize::kNone);
   if (!bytes) {
     return Error{ErrorCode::kInvalidArgument, flag(kOptMem, value) + ": " + bytes.error().message};
   }

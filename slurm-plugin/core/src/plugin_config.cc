@@ -3,7 +3,7 @@
 #include <functional>
 #include <map>
 
-#include "composer/common/units.h"
+#include "composer/config/conf_file.h"
 
 namespace composer::slurm {
 namespace {
@@ -15,22 +15,28 @@ Error bad(const std::string& arg, const std::string& rule) {
   return Error{ErrorCode::kInvalidArgument, "plugstack argument '" + arg + "': " + rule};
 }
 
+// composer.conf's typed values (composer/config), their sentences ("KEY=VALUE: RULE") told as
+// a plugstack argument's.
+Error bad(const std::string& arg, const Error& typed) {
+  const std::string& m = typed.message;
+  return bad(arg, m.rfind(arg + ": ", 0) == 0 ? m.substr(arg.size() + 2) : m);
+}
+
 Setter number(uint32_t SpankConfig::*field, uint32_t min, uint32_t max) {
   return [=](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
-    Expected<uint32_t> n = parse_count(value, max);
-    if (!n || *n < min) {
-      return bad(arg, "expected a whole number from " + std::to_string(min) + " to " +
-                          std::to_string(max));
-    }
-    c->*field = *n;
+    const std::string key = arg.substr(0, arg.find('='));
+    Expected<int64_t> n = config::whole_number(key, value, min, max);
+    if (!n) return bad(arg, n.error());
+    c->*field = static_cast<uint32_t>(*n);
     return Status::Ok();
   };
 }
 
 Setter absolute_path(std::string SpankConfig::*field, bool may_be_empty) {
   return [=](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
-    if (value.empty() ? !may_be_empty : value[0] != '/') {
-      return bad(arg, "expected an absolute path");
+    const std::string key = arg.substr(0, arg.find('='));
+    if (!value.empty() || !may_be_empty) {
+      if (Status s = config::absolute_path(key, value); !s) return bad(arg, s.error());
     }
     std::string path = value;
     while (path.size() > 1 && path.back() == '/') path.pop_back();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/policies/classify.h"
 #include "composer/policies/evaluate.h"
@@ -15,25 +16,15 @@ Error refuse(ErrorCode code, const std::string& sentence) {
   return Error{code, "composer: " + sentence};
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = s.find(sep, start);
-    const std::string part = s.substr(start, end == std::string::npos ? end : end - start);
-    if (!part.empty()) out.push_back(part);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
+// The non-empty parts of a Slurm list ("a,,b" -> a b).
+std::vector<std::string> parts(const std::string& s, char sep) {
+  return split(s, sep, {.skip_empty = true});
 }
 
 std::string append(const std::string& list, const std::string& item) {
   if (item.empty()) return list;
   return list.empty() ? item : list + "," + item;
 }
-
-uint64_t mem_gib(uint64_t bytes) { return (bytes + kGiB - 1) / kGiB; }
 
 std::string on_nodes(uint32_t nodes) {
   return nodes == 1 ? "" : " on " + std::to_string(nodes) + " nodes";
@@ -48,8 +39,8 @@ std::string join_keys(const std::map<std::string, uint32_t>& m) {
 // License names ("fabric_gpu:2" -> "fabric_gpu") the user gave by hand.
 std::vector<std::string> license_names(const std::string& licenses) {
   std::vector<std::string> names;
-  for (const std::string& part : split(licenses, ',')) {
-    for (const std::string& alt : split(part, '|')) names.push_back(alt.substr(0, alt.find(':')));
+  for (const std::string& part : parts(licenses, ',')) {
+    for (const std::string& alt : parts(part, '|')) names.push_back(alt.substr(0, alt.find(':')));
   }
   return names;
 }
@@ -58,8 +49,8 @@ std::vector<std::string> license_names(const std::string& licenses) {
 // both).
 std::vector<std::string> split_tres(const std::string& tres) {
   std::vector<std::string> out;
-  for (const std::string& part : split(tres, ',')) {
-    for (std::string& entry : split(part, ';')) out.push_back(std::move(entry));
+  for (const std::string& part : parts(tres, ',')) {
+    for (std::string& entry : parts(part, ';')) out.push_back(std::move(entry));
   }
   return out;
 }
@@ -186,14 +177,32 @@ Status check_stretch(const api::WorkloadClass& cls, DeviceType t, uint64_t amoun
                     " or a time limit of at most " + policies::format_duration(fits->seconds));
 }
 
+// Whether the options the SPANK environment refuses are refused for --workload's value: the
+// resource options parse without it.
+bool workload_refused(const std::vector<std::string>& spank_env) {
+  const std::string workload = spank_env_name(kOptWorkload) + "=";
+  std::vector<std::string> others;
+  for (const std::string& entry : spank_env) {
+    if (entry.rfind(workload, 0) != 0) others.push_back(entry);
+  }
+  return options_from_spank_env(others).ok();
+}
+
 }  // namespace
 
 Expected<SubmitChanges> review_submission(const SubmittedJob& job,
                                           const api::PoolSnapshot* snapshot,
                                           const std::string& snapshot_problem,
-                                          bool refuse_without_snapshot) {
+                                          bool refuse_without_snapshot, Refusal* refusal) {
+  auto refused = [refusal](Refusal kind, Error e) {
+    if (refusal != nullptr) *refusal = kind;
+    return e;
+  };
   Expected<JobOptions> options = options_from_spank_env(job.spank_env);
-  if (!options) return refuse(ErrorCode::kInvalidArgument, options.error().message);
+  if (!options) {
+    return refused(workload_refused(job.spank_env) ? Refusal::kBadWorkload : Refusal::kBadRequest,
+                   refuse(ErrorCode::kInvalidArgument, options.error().message));
+  }
   SubmitChanges out;
   out.options = *options;
   out.licenses = job.licenses;
@@ -211,10 +220,11 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
   }
   for (const std::string& name : license_names(job.licenses)) {
     if (std::find(ours.begin(), ours.end(), name) != ours.end()) {
-      return refuse(ErrorCode::kInvalidArgument,
-                    "license '" + name +
-                        "' is managed by the composer plugin: ask with --compose-gpus, "
-                        "--compose-mem or --compose-nvme instead of -L");
+      return refused(Refusal::kLicenses,
+                     refuse(ErrorCode::kInvalidArgument,
+                            "license '" + name +
+                                "' is managed by the composer plugin: ask with --compose-gpus, "
+                                "--compose-mem or --compose-nvme instead of -L"));
     }
   }
   for (const std::string* tres :
@@ -222,21 +232,24 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
     for (const std::string& entry : split_tres(*tres)) {
       const std::string name = gres_name(entry);
       if (name == kGpuGres || name == kNvmeGres) {
-        return refuse(ErrorCode::kInvalidArgument,
-                      "GRES '" + name +
-                          "' is managed by the composer plugin: ask with --compose-gpus or "
-                          "--compose-nvme instead of --gres or --tres-per-*");
+        return refused(Refusal::kGres,
+                       refuse(ErrorCode::kInvalidArgument,
+                              "GRES '" + name +
+                                  "' is managed by the composer plugin: ask with --compose-gpus or "
+                                  "--compose-nvme instead of --gres or --tres-per-*"));
       }
     }
   }
   if (snapshot != nullptr && !job.reservation.empty()) {
-    for (const std::string& r : split(job.reservation, ',')) {
+    for (const std::string& r : parts(job.reservation, ',')) {
       const auto& b = snapshot->blocker_reservations;
       if (std::find(b.begin(), b.end(), r) != b.end()) {
-        return refuse(ErrorCode::kInsufficient,
-                      "reservation '" + r +
-                          "' only keeps pool capacity free during a policy window; no job may "
-                          "run in it");
+        return refused(
+            Refusal::kReservation,
+            refuse(ErrorCode::kInsufficient,
+                   "reservation '" + r +
+                       "' only keeps pool capacity free during a policy window; no job may "
+                       "run in it"));
       }
     }
   }
@@ -244,38 +257,46 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
     // A workload class alone asks for nothing; still refuse one that does not exist.
     if (snapshot != nullptr && !options->workload.empty() && !snapshot->workload_classes.empty() &&
         !snapshot->workload_class(options->workload)) {
-      return refuse(ErrorCode::kInsufficient,
-                    "--workload=" + options->workload + ": no such workload class");
+      return refused(Refusal::kBadWorkload,
+                     refuse(ErrorCode::kInsufficient,
+                            "--workload=" + options->workload + ": no such workload class"));
     }
     return out;
   }
   out.composes = true;
   if (job.licenses.find('|') != std::string::npos) {
-    return refuse(ErrorCode::kInvalidArgument,
-                  "composed jobs cannot use alternative licenses ('|' in -L " + job.licenses +
-                      "): the pool licenses must be added to every one of them");
+    return refused(
+        Refusal::kLicenses,
+        refuse(ErrorCode::kInvalidArgument,
+               "composed jobs cannot use alternative licenses ('|' in -L " + job.licenses +
+                   "): the pool licenses must be added to every one of them"));
   }
 
   if (job.min_nodes && *job.min_nodes > 1 && job.max_nodes && *job.max_nodes != *job.min_nodes) {
-    return refuse(ErrorCode::kInvalidArgument,
-                  "composed jobs need a fixed node count (the pool licenses are per job): use "
-                  "-N " +
-                      std::to_string(*job.min_nodes) + " instead of a range");
+    return refused(
+        Refusal::kNodeCount,
+        refuse(ErrorCode::kInvalidArgument,
+               "composed jobs need a fixed node count (the pool licenses are per job): use "
+               "-N " +
+                   std::to_string(*job.min_nodes) + " instead of a range"));
   }
   out.nodes = job.min_nodes && *job.min_nodes > 0 ? *job.min_nodes : 1;
 
   if (snapshot == nullptr) {
     if (refuse_without_snapshot) {
-      return refuse(ErrorCode::kUnavailable,
-                    "cannot check the request against the pool: " + snapshot_problem +
-                        " (JobSubmitSnapshotMissing=refuse); try again later");
+      return refused(Refusal::kNoSnapshot,
+                     refuse(ErrorCode::kUnavailable,
+                            "cannot check the request against the pool: " + snapshot_problem +
+                                " (JobSubmitSnapshotMissing=refuse); try again later"));
     }
   } else {
-    if (Status s = check_pool(*options, out.nodes, *snapshot); !s) return s.error();
+    if (Status s = check_pool(*options, out.nodes, *snapshot); !s) {
+      return refused(Refusal::kPool, s.error());
+    }
   }
 
   const Request& r = options->request;
-  const uint64_t gib = mem_gib(r.mem_bytes);
+  const uint64_t gib = gib_rounded_up(r.mem_bytes);
   const uint64_t amounts[] = {uint64_t{r.gpus} * out.nodes, gib * out.nodes,
                               uint64_t{r.nvme} * out.nodes};
   const api::WorkloadClass* cls = nullptr;
@@ -286,9 +307,10 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
       for (const api::WorkloadClass& c : snapshot->workload_classes) {
         known += (known.empty() ? "" : ", ") + c.name;
       }
-      return refuse(
-          ErrorCode::kInsufficient,
-          "--workload=" + options->workload + ": no such workload class (known: " + known + ")");
+      return refused(
+          Refusal::kBadWorkload,
+          refuse(ErrorCode::kInsufficient, "--workload=" + options->workload +
+                                               ": no such workload class (known: " + known + ")"));
     }
   }
   if (!options->workload.empty()) {
@@ -297,7 +319,9 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
   } else if (snapshot != nullptr && snapshot->policy_id > 0) {
     // No --workload: the class composerd will count the job against.
     Expected<policies::Classification> chosen = classify(job, *snapshot);
-    if (!chosen) return refuse(ErrorCode::kInvalidArgument, chosen.error().message);
+    if (!chosen) {
+      return refused(Refusal::kPolicy, refuse(ErrorCode::kInvalidArgument, chosen.error().message));
+    }
     out.workload = chosen->class_name;
     out.workload_reason = chosen->reason;
     out.spank_env_add.push_back(spank_env_name(kOptWorkload) + "=" + chosen->class_name);
@@ -311,14 +335,15 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
     const std::string type(to_string(kAllDeviceTypes[i]));
     if (auto max = cls->max.find(type); max != cls->max.end() && amounts[i] > max->second) {
       const char* unit[] = {" GPUs", " GiB of memory", " NVMe drives"};
-      return refuse(ErrorCode::kInsufficient,
-                    "workload class " + cls->name + " may never hold more than " +
-                        std::to_string(max->second) + unit[i] + ", the job asks for " +
-                        std::to_string(amounts[i]));
+      return refused(Refusal::kPolicy,
+                     refuse(ErrorCode::kInsufficient,
+                            "workload class " + cls->name + " may never hold more than " +
+                                std::to_string(max->second) + unit[i] + ", the job asks for " +
+                                std::to_string(amounts[i])));
     }
     if (job.time_limit_s) {
       if (Status st = check_stretch(*cls, kAllDeviceTypes[i], amounts[i], *job.time_limit_s); !st)
-        return st.error();
+        return refused(Refusal::kPolicy, st.error());
     }
     if (auto lic = cls->cap_licenses.find(type); lic != cls->cap_licenses.end()) {
       out.licenses = append(out.licenses, lic->second + ":" + std::to_string(amounts[i]));

@@ -1,93 +1,59 @@
 #include "composer/slurm/submit_config.h"
 
-#include <cctype>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
+#include <set>
 
-#include "composer/common/units.h"
+#include "composer/common/strings.h"
 
 namespace composer::slurm {
 namespace {
 
-std::string trim(const std::string& s) {
-  size_t b = 0;
-  size_t e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
+constexpr const char* kOwnKeys = "JobSubmitSnapshotMissing, JobSubmitSnapshotMaxAge";
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+Error invalid(const std::string& why) { return Error{ErrorCode::kInvalidArgument, why}; }
 
 }  // namespace
 
-std::string composer_conf_path() {
-  const char* env = std::getenv("COMPOSER_CONF");
-  return env != nullptr && env[0] != '\0' ? env : kDefaultComposerConf;
+std::string composer_conf_path() { return config::path_from_environment(); }
+
+Expected<SubmitConfig> parse_submit_config(std::string_view text, const std::string& path) {
+  SubmitConfig out;
+  config::StatePaths state;
+  std::set<std::string> seen;
+  Status read = config::read_lines(text, path, [&](const config::Line& line) -> Status {
+    const std::string& key = line.key;
+    bool shared = false;
+    if (Status s = config::read_shared_key(line, seen, state, shared); !s || shared) return s;
+    // composerd's own keys and object lines: its reader checks them.
+    if (key.rfind("jobsubmit", 0) != 0) return Status::Ok();
+    if (Status s = config::single_setting(line, seen); !s) return s;
+    const std::string& k = line.written_key();
+    const std::string& value = line.value();
+    if (key == "jobsubmitsnapshotmissing") {
+      const std::string v = lower(value);
+      if (v != "accept" && v != "refuse")
+        return invalid(k + "=" + value + ": expected accept or refuse");
+      out.refuse_without_snapshot = v == "refuse";
+    } else if (key == "jobsubmitsnapshotmaxage") {
+      Expected<int64_t> n = config::whole_number(k, value, 0, 365 * 24 * 3600);
+      if (!n) return invalid(n.error().message + " (seconds; 0 turns the age check off)");
+      out.snapshot_max_age_s = static_cast<uint32_t>(*n);
+    } else {
+      return invalid("unknown key '" + k + "' (the job_submit plugin's keys: " + kOwnKeys + ")");
+    }
+    return Status::Ok();
+  });
+  if (!read) return read.error();
+  out.snapshot_path = state.snapshot();
+  return out;
 }
 
 Expected<SubmitConfig> read_submit_config(const std::string& path) {
-  SubmitConfig config;
-  std::ifstream in(path);
-  if (!in) {
-    if (errno == ENOENT) return config;
-    return Error{ErrorCode::kUnavailable, "cannot read " + path + ": " + std::strerror(errno)};
+  Expected<std::string> text = config::read_file(path);
+  if (!text) {
+    if (text.error().code == ErrorCode::kNotFound) return SubmitConfig{};
+    return text.error();
   }
-  std::string state_dir;
-  std::string explicit_path;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-    line = trim(line);
-    if (line.empty()) continue;
-    const size_t eq = line.find('=');
-    const std::string at = path + ":" + std::to_string(number) + ": ";
-    if (eq == std::string::npos) {
-      return Error{ErrorCode::kInvalidArgument, at + "expected Key=Value, got '" + line + "'"};
-    }
-    const std::string key = lower(trim(line.substr(0, eq)));
-    const std::string value = trim(line.substr(eq + 1));
-    if (key == "statedir") {
-      state_dir = value;
-    } else if (key == "snapshotfile") {
-      explicit_path = value;
-    } else if (key == "jobsubmitsnapshotmissing") {
-      if (lower(value) == "accept") {
-        config.refuse_without_snapshot = false;
-      } else if (lower(value) == "refuse") {
-        config.refuse_without_snapshot = true;
-      } else {
-        return Error{ErrorCode::kInvalidArgument,
-                     at + "JobSubmitSnapshotMissing=" + value + ": expected accept or refuse"};
-      }
-    } else if (key == "jobsubmitsnapshotmaxage") {
-      Expected<uint32_t> n = parse_count(value, 365 * 24 * 3600);
-      if (!n) {
-        return Error{ErrorCode::kInvalidArgument, at + "JobSubmitSnapshotMaxAge=" + value +
-                                                      ": expected seconds as a whole number "
-                                                      "(0 turns the age check off)"};
-      }
-      config.snapshot_max_age_s = *n;
-    }
-  }
-  for (const std::string* p : {&state_dir, &explicit_path}) {
-    if (!p->empty() && (*p)[0] != '/') {
-      return Error{ErrorCode::kInvalidArgument,
-                   path + ": " + (p == &state_dir ? "StateDir=" : "SnapshotFile=") + *p +
-                       ": expected an absolute path"};
-    }
-  }
-  if (!explicit_path.empty()) {
-    config.snapshot_path = explicit_path;
-  } else if (!state_dir.empty()) {
-    config.snapshot_path = state_dir + "/snapshot.json";
-  }
-  return config;
+  return parse_submit_config(*text, path);
 }
 
 }  // namespace composer::slurm

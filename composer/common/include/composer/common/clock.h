@@ -19,6 +19,9 @@ class SystemClock final : public Clock {
   static SystemClock& instance();
 };
 
+// SystemClock's time, for code that is handed no Clock (command-line tools, plugin glue).
+int64_t now_ms();
+
 // For tests: time moves only when told to.
 class ManualClock final : public Clock {
  public:

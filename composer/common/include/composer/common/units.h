@@ -16,10 +16,22 @@ inline constexpr uint64_t kTiB = kGiB * 1024;
 // Largest memory request accepted anywhere: 1 PiB. Larger is a typo, not a job.
 inline constexpr uint64_t kMaxMemBytes = kTiB * 1024;
 
+// What a size of zero ("0", "0G") means to parse_size.
+enum class ZeroSize {
+  kRefused,  // not a size (composer.conf's Size=, policy caps)
+  kNone,     // nothing asked for (--compose-mem=0, as Slurm's --gres=gpu:0)
+};
+
 // "64G" -> bytes. Suffixes K, M, G, T (binary, case-insensitive, optional trailing B/iB);
 // a bare number means megabytes, as in Slurm's --mem. Refuses empty, negative, fractional
-// with no suffix, overflow and anything above kMaxMemBytes, with a sentence saying so.
-Expected<uint64_t> parse_size(std::string_view text);
+// with no suffix, overflow and anything above kMaxMemBytes, with a sentence saying so, and
+// zero unless `zero` is kNone.
+Expected<uint64_t> parse_size(std::string_view text, ZeroSize zero = ZeroSize::kRefused);
+
+// Memory as whole GiB, the unit of the memory licenses: a request rounds up (a job asking for
+// 1536M holds 2), a pool's total rounds down (it cannot lend a part of a GiB it does not hold).
+uint64_t gib_rounded_up(uint64_t bytes);
+uint64_t gib_rounded_down(uint64_t bytes);
 
 // 68719476736 -> "64G"; exact multiples use the largest unit, others fall back to "M"/bytes.
 std::string format_size(uint64_t bytes);

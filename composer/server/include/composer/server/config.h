@@ -26,7 +26,9 @@
 // two fabrics may use the same names (see composer/drivers/multi_fabric.h).
 //
 // Keys are case-insensitive, as in slurm.conf; '#' starts a comment. An unknown key or a bad
-// value refuses the whole file with a sentence naming the file, line, key and rule.
+// value refuses the whole file with a sentence naming the file, line, key and rule. The
+// grammar, the typed values and the keys shared with the job_submit plugin (StateDir,
+// SnapshotFile) are composer/config's, which the plugin reads the file with too.
 #pragma once
 
 #include <cstdint>
@@ -37,11 +39,13 @@
 #include "composer/common/error.h"
 #include "composer/common/log.h"
 #include "composer/drivers/sim_fabric.h"
+#include "composer/config/conf_file.h"
+#include "composer/config/shared_keys.h"
 
 namespace composer::server {
 
-inline constexpr const char* kDefaultConfigPath = "/etc/slurm/composer.conf";
-inline constexpr int kDefaultPort = 6830;
+inline constexpr const char* kDefaultConfigPath = config::kDefaultPath;
+inline constexpr int kDefaultPort = config::kDefaultListenPort;
 
 // The Fabric* keys: how composerd reaches a real fabric manager. Unused by Fabric=sim.
 struct FabricConfig {
@@ -72,9 +76,9 @@ struct FabricSpec {
 
 struct Config {
   std::string path;  // where it was read from
-  std::string listen_address = "127.0.0.1";
+  std::string listen_address = config::kDefaultListenAddress;
   int listen_port = kDefaultPort;
-  std::string state_dir = "/var/lib/slurm-composer";
+  std::string state_dir = config::kDefaultStateDir;
   std::string database;  // default: <state_dir>/composer.db
   std::string snapshot;  // default: <state_dir>/snapshot.json
   std::string log_file;  // empty: stderr

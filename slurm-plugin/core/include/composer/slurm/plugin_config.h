@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "composer/common/error.h"
+#include "composer/config/shared_keys.h"
 
 namespace composer::slurm {
 
@@ -23,7 +24,9 @@ enum class OnUnavailable {
 };
 
 struct SpankConfig {
-  std::string server = "http://127.0.0.1:6830";
+  // composerd's own default address (composer/config).
+  std::string server = std::string("http://") + config::kDefaultListenAddress + ":" +
+                       std::to_string(config::kDefaultListenPort);
   uint32_t connect_timeout_s = 5;
   uint32_t timeout_s = 120;  // per request; composerd bounds the fabric wait itself
   uint32_t retries = 3;

@@ -69,6 +69,21 @@ struct SubmitChanges {
   std::vector<std::string> spank_env_add;
 };
 
+// Why a job was refused, in Slurm's terms: the glue answers each with the Slurm error code
+// that names it (slurm-plugin/README.md, "Refusals"), so that the client's second line
+// ("Batch job submission failed: ...") does not name a wrong cause.
+enum class Refusal {
+  kBadRequest,   // a --compose-* value that does not parse (kInvalidArgument)
+  kBadWorkload,  // --workload: not a class name, or no such class (kInvalidArgument, kInsufficient)
+  kLicenses,     // -L names a pool or cap license, or offers alternatives ('|') to a composed job
+  kGres,         // --gres or --tres-per-* names a GRES of ours
+  kNodeCount,    // a node range (-N MIN-MAX) for a composed job
+  kPool,         // more than the pool holds or a host can attach; no GPU of that model
+  kPolicy,       // over a workload class's caps or their stretches; no class rule matches
+  kReservation,  // a blocker reservation
+  kNoSnapshot,   // no usable snapshot while JobSubmitSnapshotMissing=refuse (kUnavailable)
+};
+
 // `snapshot` null: no usable snapshot; `snapshot_problem` says why. With
 // refuse_without_snapshot the job is then refused (kUnavailable), else accepted after the
 // syntax checks. Refusals are kInvalidArgument (bad syntax, a license or GRES of ours given by
@@ -76,10 +91,11 @@ struct SubmitChanges {
 // (can never run: larger than the pool or a host's attach slots, unknown GPU model or workload
 // class, over a class's highest cap, more than the class's lowest cap for longer than the
 // longest stretch in which it may hold that much, a blocker reservation), each with a sentence
-// for the user starting with "composer: ".
+// for the user starting with "composer: ", and (when `refusal` is not null) its kind in
+// `*refusal`. A count or size of zero (--compose-gpus=0, --compose-mem=0) asks for nothing.
 Expected<SubmitChanges> review_submission(const SubmittedJob& job,
                                           const api::PoolSnapshot* snapshot,
                                           const std::string& snapshot_problem,
-                                          bool refuse_without_snapshot);
+                                          bool refuse_without_snapshot, Refusal* refusal = nullptr);
 
 }  // namespace composer::slurm

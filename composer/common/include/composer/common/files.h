@@ -1,0 +1,20 @@
+// Files written so that a reader sees the old content or the new, never half of either.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+
+#include "composer/common/error.h"
+
+namespace composer {
+
+// Replaces `path` with `text`: writes a temporary file beside it (PATH.tmp.PID; short and
+// interrupted writes are retried), gives it `mode` (whatever the umask), syncs it and renames
+// it over `path`. On failure the temporary file is removed and `path` is left as it was; the
+// kUnavailable error names the step and the system's reason ("cannot write /x.tmp.42: No space
+// left on device").
+Status write_file_atomically(const std::string& path, std::string_view text, mode_t mode = 0644);
+
+}  // namespace composer

@@ -1,0 +1,163 @@
+#include "composer/config/conf_file.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "composer/common/names.h"
+#include "composer/common/strings.h"
+#include "composer/common/units.h"
+
+namespace composer::config {
+namespace {
+
+Error invalid(const std::string& why) { return Error{ErrorCode::kInvalidArgument, why}; }
+
+bool space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+
+// One line: whitespace-separated Key=Value pairs. As in slurm.conf, whitespace may stand around
+// the '=' ("StateDir = /srv"); a value is one word, and a word holding '=' after "Key= " is
+// the next pair, not the value.
+Expected<std::vector<Pair>> split_pairs(std::string_view line) {
+  std::vector<Pair> pairs;
+  size_t i = 0;
+  const size_t n = line.size();
+  auto skip = [&](size_t at) {
+    while (at < n && space(line[at])) ++at;
+    return at;
+  };
+  auto word_end = [&](size_t at) {
+    while (at < n && !space(line[at])) ++at;
+    return at;
+  };
+  for (i = skip(i); i < n; i = skip(i)) {
+    const size_t start = i;
+    while (i < n && !space(line[i]) && line[i] != '=') ++i;
+    const size_t eq = skip(i);
+    if (i == start || eq == n || line[eq] != '=') {
+      return invalid("'" + std::string(line.substr(start, word_end(start) - start)) +
+                     "' is not of the form Key=Value");
+    }
+    Pair p{std::string(line.substr(start, i - start)), ""};
+    i = eq + 1;
+    if (i < n && space(line[i])) {
+      const size_t next = skip(i);
+      const std::string_view word = line.substr(next, word_end(next) - next);
+      if (word.find('=') == std::string_view::npos) i = next;
+    }
+    const size_t end = word_end(i);
+    p.value = std::string(line.substr(i, end - i));
+    i = end;
+    pairs.push_back(std::move(p));
+  }
+  return pairs;
+}
+
+}  // namespace
+
+std::string path_from_environment() {
+  const char* env = std::getenv("COMPOSER_CONF");
+  return env != nullptr && env[0] != '\0' ? env : kDefaultPath;
+}
+
+Error at(const std::string& path, int line, const std::string& why) {
+  return invalid(path + (line > 0 ? " line " + std::to_string(line) : std::string()) + ": " + why);
+}
+
+Status read_lines(std::string_view text, const std::string& path,
+                  const std::function<Status(const Line&)>& each) {
+  std::istringstream in{std::string(text)};
+  std::string raw;
+  Line line;
+  while (std::getline(in, raw)) {
+    ++line.number;
+    if (auto hash = raw.find('#'); hash != std::string::npos) raw.resize(hash);
+    if (trim(raw).empty()) continue;
+    auto pairs = split_pairs(raw);
+    if (!pairs) return at(path, line.number, pairs.error().message);
+    line.pairs = std::move(*pairs);
+    line.key = lower(line.pairs.front().key);
+    if (Status s = each(line); !s) return at(path, line.number, s.error().message);
+  }
+  return Status::Ok();
+}
+
+Expected<std::string> read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    const int err = errno;
+    return Error{err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kUnavailable,
+                 "cannot read " + path + ": " + std::strerror(err)};
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+Status single_setting(const Line& line, std::set<std::string>& seen) {
+  if (line.pairs.size() > 1) {
+    return invalid("'" + line.written_key() +
+                   "' takes one value; put other settings on their own line");
+  }
+  if (!seen.insert(line.key).second) return invalid("'" + line.written_key() + "' is set twice");
+  return Status::Ok();
+}
+
+Expected<int64_t> whole_number(const std::string& key, const std::string& value, int64_t min,
+                               int64_t max) {
+  auto n = parse_count(value, static_cast<uint32_t>(std::min<int64_t>(max, UINT32_MAX)));
+  if (!n || *n < min) {
+    return invalid(key + "=" + value + ": expected a whole number from " + std::to_string(min) +
+                   " to " + std::to_string(max));
+  }
+  return static_cast<int64_t>(*n);
+}
+
+Expected<bool> yes_no(const std::string& key, const std::string& value) {
+  const std::string v = lower(value);
+  if (v == "yes" || v == "true" || v == "1" || v == "on") return true;
+  if (v == "no" || v == "false" || v == "0" || v == "off") return false;
+  return invalid(key + "=" + value + ": expected yes or no");
+}
+
+Expected<int64_t> duration_ms(const std::string& key, const std::string& value, int64_t min_ms,
+                              int64_t max_ms) {
+  size_t digits = 0;
+  while (digits < value.size() && std::isdigit(static_cast<unsigned char>(value[digits]))) {
+    ++digits;
+  }
+  const std::string unit = lower(value.substr(digits));
+  const int64_t scale = unit == "ms"                  ? 1
+                        : unit == "s" || unit.empty() ? 1000
+                        : unit == "m"                 ? 60000
+                                                      : 0;
+  int64_t ms = -1;
+  if (digits > 0 && digits <= 9 && scale > 0) ms = std::stoll(value.substr(0, digits)) * scale;
+  if (ms < min_ms || ms > max_ms) {
+    return invalid(key + "=" + value + ": expected a duration such as 500ms, 10s or 2m, from " +
+                   std::to_string(min_ms) + "ms to " + std::to_string(max_ms / 1000) + "s");
+  }
+  return ms;
+}
+
+Status name(const std::string& key, const std::string& value) {
+  if (value.empty()) return invalid(key + " needs a value");
+  if (!valid_name(value, value.size())) {
+    return invalid(key + "=" + value + ": names may hold only letters, digits, '-', '_' and '.'");
+  }
+  return Status::Ok();
+}
+
+Status absolute_path(const std::string& key, const std::string& value) {
+  if (value.empty() || value[0] != '/') {
+    return invalid(key + "=" + value + ": expected an absolute path");
+  }
+  return Status::Ok();
+}
+
+}  // namespace composer::config
