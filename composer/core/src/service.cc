@@ -67,7 +67,7 @@ Status CompositionService::start() {
   if (!live) return live.error();
 
   std::lock_guard lock(mu_);
-  pool_.load(*hosts, *devices);
+  allocator_.load(*hosts, *devices);
   live_.clear();
   for (const auto& c : *live) {
     LiveEntry e{.id = c.id,
@@ -120,7 +120,7 @@ Expected<int> CompositionService::recover() {
 
 std::string CompositionService::fabric_host(const std::string& node) const {
   std::lock_guard lock(mu_);
-  const Host* h = pool_.host(node);
+  const Host* h = allocator_.host(node);
   return h != nullptr ? h->fabric_id : node;
 }
 
@@ -177,7 +177,7 @@ std::optional<CompositionService::LiveEntry> CompositionService::wait_idle(
 
 void CompositionService::forget(const Key& key, const std::vector<std::string>& free_devices) {
   std::lock_guard lock(mu_);
-  pool_.give_back(free_devices);
+  allocator_.give_back(free_devices);
   live_.erase(key);
   changed_.notify_all();
 }
@@ -224,11 +224,11 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
       admitted = std::move(*a);
     }
     window = admitted.window;
-    auto picked = pool_.allocate(in.node, in.request);
+    auto picked = allocator_.allocate(in.node, in.request);
     if (!picked) {
       return Error{picked.error().code, where(in.job_id, in.node) + ": " + picked.error().message};
     }
-    pool_.take(in.node, *picked, 0);
+    allocator_.take(in.node, *picked, 0);
     entry = LiveEntry{.id = 0,
                       .job_id = in.job_id,
                       .node = in.node,
@@ -260,7 +260,7 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
   entry.id = created->id;
   {
     std::lock_guard lock(mu_);
-    pool_.take(in.node, entry.devices, entry.id);
+    allocator_.take(in.node, entry.devices, entry.id);
     live_[key].id = entry.id;
   }
 
@@ -470,7 +470,7 @@ void CompositionService::drain_devices(const std::vector<std::string>& ids,
   for (const auto& id : ids) {
     (void)store_.set_drained(id, true, reason, "composerd", clock_.now_ms());
     std::lock_guard lock(mu_);
-    pool_.set_drained(id, true, reason);
+    allocator_.set_drained(id, true, reason);
   }
 }
 
@@ -484,7 +484,7 @@ Expected<Device> CompositionService::drain(const std::string& device_id, const s
   }
   {
     std::lock_guard lock(mu_);
-    pool_.set_drained(device_id, true, reason);
+    allocator_.set_drained(device_id, true, reason);
   }
   return store_.device(device_id);
 }
@@ -496,7 +496,7 @@ Expected<Device> CompositionService::resume(const std::string& device_id,
   }
   {
     std::lock_guard lock(mu_);
-    pool_.set_drained(device_id, false, "");
+    allocator_.set_drained(device_id, false, "");
   }
   return store_.device(device_id);
 }
@@ -505,30 +505,30 @@ Status CompositionService::mark_health(const std::string& device_id, Health heal
                                        const std::string& detail) {
   if (auto s = store_.set_health(device_id, health, detail, clock_.now_ms()); !s) return s;
   std::lock_guard lock(mu_);
-  pool_.set_health(device_id, health);
+  allocator_.set_health(device_id, health);
   return Status::Ok();
 }
 
 std::vector<PoolRow> CompositionService::pool_summary() const {
   std::lock_guard lock(mu_);
-  return pool_.summary();
+  return allocator_.summary();
 }
 
 std::vector<Host> CompositionService::hosts() const {
   std::lock_guard lock(mu_);
-  return pool_.hosts();
+  return allocator_.hosts();
 }
 
 std::optional<Device> CompositionService::pooled_device(const std::string& id) const {
   std::lock_guard lock(mu_);
-  const Device* d = pool_.device(id);
+  const Device* d = allocator_.device(id);
   if (d == nullptr) return std::nullopt;
   return *d;
 }
 
 Status CompositionService::check_possible(const std::string& node, const Request& request) const {
   std::lock_guard lock(mu_);
-  return pool_.check_possible(node, request);
+  return allocator_.check_possible(node, request);
 }
 
 std::vector<CompositionService::LiveEntry> CompositionService::live() const {

@@ -2,7 +2,7 @@
 //
 // Every fabric call is preceded by a durable record of the intent (the composition in state
 // composing or releasing, with its devices), so after a crash recover() can finish or roll
-// back whatever was under way. The in-memory Pool mirrors the store and is what allocation
+// back whatever was under way. The in-memory Allocator mirrors the store and is what allocation
 // reads; a mutex serialises allocation, while store commits and fabric calls run outside it.
 #pragma once
 
@@ -19,8 +19,8 @@
 
 #include "composer/common/clock.h"
 #include "composer/common/error.h"
+#include "composer/core/allocator.h"
 #include "composer/core/fabric.h"
-#include "composer/core/pool.h"
 #include "composer/db/store.h"
 #include "composer/model/model.h"
 
@@ -150,7 +150,7 @@ class CompositionService {
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  Pool pool_;
+  Allocator allocator_;
   std::map<Key, LiveEntry> live_;
 };
 

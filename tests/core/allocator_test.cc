@@ -1,4 +1,4 @@
-#include "composer/core/pool.h"
+#include "composer/core/allocator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -84,8 +84,8 @@ std::vector<std::string> ids_ok(const Expected<std::vector<std::string>>& got) {
   return got.ok() ? got.value() : std::vector<std::string>{};
 }
 
-TEST(PoolAllocate, UnknownNodeIsNotFound) {
-  Pool pool;
+TEST(AllocatorAllocate, UnknownNodeIsNotFound) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"})}, {gpu("g0", "z1")});
   auto got = pool.allocate("nx", gpus(1));
   ASSERT_FALSE(got.ok());
@@ -93,14 +93,14 @@ TEST(PoolAllocate, UnknownNodeIsNotFound) {
   EXPECT_EQ(got.error().message, "unknown node 'nx'");
 }
 
-TEST(PoolAllocate, EmptyRequestTakesNothing) {
-  Pool pool;
+TEST(AllocatorAllocate, EmptyRequestTakesNothing) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"})}, {gpu("g0", "z1")});
   EXPECT_TRUE(ids_ok(pool.allocate("n1", Request{})).empty());
 }
 
-TEST(PoolAllocate, ExhaustionIsInsufficientAndGiveBackRestores) {
-  Pool pool;
+TEST(AllocatorAllocate, ExhaustionIsInsufficientAndGiveBackRestores) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"}), make_host("n2", {"z1"})},
             {gpu("g0", "z1"), gpu("g1", "z1"), gpu("g2", "z1")});
   auto first = ids_ok(pool.allocate("n1", gpus(3)));
@@ -116,8 +116,8 @@ TEST(PoolAllocate, ExhaustionIsInsufficientAndGiveBackRestores) {
   EXPECT_THAT(ids_ok(pool.allocate("n2", gpus(1))), ElementsAre("g1"));
 }
 
-TEST(PoolAllocate, ShortageSentenceNamesModelCountAndZones) {
-  Pool pool;
+TEST(AllocatorAllocate, ShortageSentenceNamesModelCountAndZones) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1", "z2"})},
             {gpu("a0", "z1"), gpu("a1", "z2"), gpu("h0", "z1", "H100")});
   auto got = pool.allocate("n1", gpus(4, "A100-80G"));
@@ -127,16 +127,16 @@ TEST(PoolAllocate, ShortageSentenceNamesModelCountAndZones) {
             "node n1: asked for 4 GPUs of model A100-80G, only 2 are free in zones z1, z2");
 }
 
-TEST(PoolAllocate, NearestZoneFirst) {
-  Pool pool;
+TEST(AllocatorAllocate, NearestZoneFirst) {
+  Allocator pool;
   pool.load({make_host("n1", {"z2", "z1"})},
             {gpu("g-z1-0", "z1"), gpu("g-z1-1", "z1"), gpu("g-z2-0", "z2"), gpu("g-z2-1", "z2")});
   EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(2))), ElementsAre("g-z2-0", "g-z2-1"));
   EXPECT_THAT(ids_ok(pool.allocate("n1", drives(0))), ElementsAre());
 }
 
-TEST(PoolAllocate, UnreachableZonesAreNeverUsed) {
-  Pool pool;
+TEST(AllocatorAllocate, UnreachableZonesAreNeverUsed) {
+  Allocator pool;
   std::vector<Device> devices = {gpu("near-0", "z1"), gpu("near-1", "z1")};
   for (int i = 0; i < 8; ++i) devices.push_back(gpu("far-" + std::to_string(i), "z3"));
   devices.push_back(mem("far-mem", "z3", 512 * kGiB));
@@ -151,16 +151,16 @@ TEST(PoolAllocate, UnreachableZonesAreNeverUsed) {
   EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(2))), ElementsAre("near-0", "near-1"));
 }
 
-TEST(PoolAllocate, HostWithoutZonesSaysSo) {
-  Pool pool;
+TEST(AllocatorAllocate, HostWithoutZonesSaysSo) {
+  Allocator pool;
   pool.load({make_host("n1", {})}, {gpu("g0", "z1")});
   auto got = pool.allocate("n1", gpus(1));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().message, "node n1: asked for 1 GPU, but the node reaches no fabric zone");
 }
 
-TEST(PoolAllocate, GpusStayInOneZoneWhenAnyZoneCanServeThemAll) {
-  Pool pool;
+TEST(AllocatorAllocate, GpusStayInOneZoneWhenAnyZoneCanServeThemAll) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1", "z2"})}, {gpu("a0", "z1"), gpu("a1", "z1"), gpu("b0", "z2"),
                                               gpu("b1", "z2"), gpu("b2", "z2"), gpu("b3", "z2")});
   // z1 is nearer but holds only two: all three come from z2.
@@ -169,8 +169,8 @@ TEST(PoolAllocate, GpusStayInOneZoneWhenAnyZoneCanServeThemAll) {
   EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(2))), ElementsAre("a0", "a1"));
 }
 
-TEST(PoolAllocate, GpusSpillOverNearestZoneFirst) {
-  Pool pool;
+TEST(AllocatorAllocate, GpusSpillOverNearestZoneFirst) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1", "z2", "z3"})},
             {gpu("a0", "z1"), gpu("a1", "z1"), gpu("b0", "z2"), gpu("b1", "z2"), gpu("b2", "z2"),
              gpu("c0", "z3"), gpu("c1", "z3"), gpu("c2", "z3")});
@@ -178,8 +178,8 @@ TEST(PoolAllocate, GpusSpillOverNearestZoneFirst) {
               ElementsAre("a0", "a1", "b0", "b1", "b2", "c0"));
 }
 
-TEST(PoolAllocate, ModelFilterPicksOnlyThatModel) {
-  Pool pool;
+TEST(AllocatorAllocate, ModelFilterPicksOnlyThatModel) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1", "z2"})},
             {gpu("a0", "z1"), gpu("a1", "z1"), gpu("h0", "z1", "H100"), gpu("h1", "z2", "H100"),
              gpu("h2", "z2", "H100")});
@@ -193,8 +193,8 @@ TEST(PoolAllocate, ModelFilterPicksOnlyThatModel) {
   EXPECT_THAT(unknown.error().message, HasSubstr("V100"));
 }
 
-TEST(PoolAllocate, AnyModelPrefersOneModelWithinTheZone) {
-  Pool pool;
+TEST(AllocatorAllocate, AnyModelPrefersOneModelWithinTheZone) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"})},
             {gpu("a0", "z1", "A100-80G"), gpu("h0", "z1", "H100"), gpu("h1", "z1", "H100")});
   EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(2))), ElementsAre("h0", "h1"));
@@ -202,8 +202,8 @@ TEST(PoolAllocate, AnyModelPrefersOneModelWithinTheZone) {
   EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(3))), ElementsAre("a0", "h0", "h1"));
 }
 
-TEST(PoolAllocate, DrainedCriticalAndOwnedDevicesAreNeverPicked) {
-  Pool pool;
+TEST(AllocatorAllocate, DrainedCriticalAndOwnedDevicesAreNeverPicked) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"})},
             {gpu("g0", "z1"), gpu("g1", "z1"), gpu("g2", "z1"), gpu("g3", "z1"), gpu("g4", "z1")});
   pool.set_drained("g0", true, "fan noise");
@@ -222,8 +222,8 @@ TEST(PoolAllocate, DrainedCriticalAndOwnedDevicesAreNeverPicked) {
   EXPECT_EQ(pool.device("g0")->drain_reason, "");
 }
 
-TEST(PoolAllocate, DrainingAnAttachedDeviceKeepsItOutAfterRelease) {
-  Pool pool;
+TEST(AllocatorAllocate, DrainingAnAttachedDeviceKeepsItOutAfterRelease) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"})}, {gpu("g0", "z1"), gpu("g1", "z1")});
   pool.take("n1", {"g0"}, 1);
   pool.set_drained("g0", true, "replace");
@@ -233,8 +233,8 @@ TEST(PoolAllocate, DrainingAnAttachedDeviceKeepsItOutAfterRelease) {
   EXPECT_FALSE(pool.allocate("n1", gpus(2)).ok());
 }
 
-TEST(PoolAllocate, SlotsCountWhatTheNodeAlreadyHolds) {
-  Pool pool;
+TEST(AllocatorAllocate, SlotsCountWhatTheNodeAlreadyHolds) {
+  Allocator pool;
   std::vector<Device> devices;
   for (int i = 0; i < 8; ++i) devices.push_back(gpu("g" + std::to_string(i), "z1"));
   pool.load({make_host("n1", {"z1"}, 4), make_host("n2", {"z1"}, 4)}, devices);
@@ -252,8 +252,8 @@ TEST(PoolAllocate, SlotsCountWhatTheNodeAlreadyHolds) {
   EXPECT_TRUE(pool.allocate("n1", gpus(2)).ok());
 }
 
-TEST(PoolAllocate, ZeroSlotsMeansTheNodeCannotTakeThatType) {
-  Pool pool;
+TEST(AllocatorAllocate, ZeroSlotsMeansTheNodeCannotTakeThatType) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"}, 0, 0, 0)},
             {gpu("g0", "z1"), mem("m0", "z1", 64 * kGiB), nvme("d0", "z1")});
   auto g = pool.allocate("n1", gpus(1));
@@ -267,8 +267,8 @@ TEST(PoolAllocate, ZeroSlotsMeansTheNodeCannotTakeThatType) {
   EXPECT_EQ(d.error().message, "node n1 has no NVMe attach slots, asked for 1");
 }
 
-TEST(PoolAllocate, MemoryUsesOneBestFittingBlockWhenOneCovers) {
-  Pool pool;
+TEST(AllocatorAllocate, MemoryUsesOneBestFittingBlockWhenOneCovers) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"})}, {mem("m-a", "z1", 64 * kGiB), mem("m-b", "z1", 64 * kGiB),
                                         mem("m-c", "z1", 128 * kGiB), mem("m-d", "z1", 16 * kGiB)});
   EXPECT_THAT(ids_ok(pool.allocate("n1", memory(64 * kGiB))), ElementsAre("m-a"));
@@ -277,8 +277,8 @@ TEST(PoolAllocate, MemoryUsesOneBestFittingBlockWhenOneCovers) {
   EXPECT_THAT(ids_ok(pool.allocate("n1", memory(kGiB))), ElementsAre("m-d"));
 }
 
-TEST(PoolAllocate, MemoryUsesFewestBlocksAndFinishesWithTheSmallestThatFits) {
-  Pool pool;
+TEST(AllocatorAllocate, MemoryUsesFewestBlocksAndFinishesWithTheSmallestThatFits) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"})},
             {mem("m0", "z1", 64 * kGiB), mem("m1", "z1", 64 * kGiB), mem("m2", "z1", 16 * kGiB),
              mem("m3", "z1", 16 * kGiB), mem("m4", "z1", 128 * kGiB)});
@@ -293,8 +293,8 @@ TEST(PoolAllocate, MemoryUsesFewestBlocksAndFinishesWithTheSmallestThatFits) {
             "node n1: asked for 512G of memory, only 288G free in zone z1");
 }
 
-TEST(PoolAllocate, MemoryPrefersOneZoneThenSpillsNearestFirst) {
-  Pool pool;
+TEST(AllocatorAllocate, MemoryPrefersOneZoneThenSpillsNearestFirst) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1", "z2"})},
             {mem("a0", "z1", 32 * kGiB), mem("b0", "z2", 64 * kGiB), mem("b1", "z2", 64 * kGiB)});
   // z1 cannot cover 64G alone; z2 can.
@@ -304,8 +304,8 @@ TEST(PoolAllocate, MemoryPrefersOneZoneThenSpillsNearestFirst) {
   EXPECT_THAT(ids_ok(pool.allocate("n1", memory(160 * kGiB))), ElementsAre("b0", "b1", "a0"));
 }
 
-TEST(PoolAllocate, MemoryWidensZonesWhenSlotsAreShort) {
-  Pool pool;
+TEST(AllocatorAllocate, MemoryWidensZonesWhenSlotsAreShort) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1", "z2"}, 8, 2)},
             {mem("a0", "z1", 16 * kGiB), mem("a1", "z1", 16 * kGiB), mem("a2", "z1", 16 * kGiB),
              mem("a3", "z1", 16 * kGiB), mem("b0", "z2", 48 * kGiB)});
@@ -313,8 +313,8 @@ TEST(PoolAllocate, MemoryWidensZonesWhenSlotsAreShort) {
   EXPECT_THAT(ids_ok(pool.allocate("n1", memory(64 * kGiB))), ElementsAre("b0", "a0"));
 }
 
-TEST(PoolAllocate, MemorySlotShortageSaysHowManyBlocksItTakes) {
-  Pool pool;
+TEST(AllocatorAllocate, MemorySlotShortageSaysHowManyBlocksItTakes) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"}, 8, 1)},
             {mem("m0", "z1", 32 * kGiB), mem("m1", "z1", 32 * kGiB), mem("m2", "z1", 32 * kGiB)});
   auto got = pool.allocate("n1", memory(64 * kGiB));
@@ -325,8 +325,8 @@ TEST(PoolAllocate, MemorySlotShortageSaysHowManyBlocksItTakes) {
             "blocks of the free ones in zone z1");
 }
 
-TEST(PoolAllocate, NvmeNearestZoneFirst) {
-  Pool pool;
+TEST(AllocatorAllocate, NvmeNearestZoneFirst) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1", "z2"})},
             {nvme("d-z2-0", "z2"), nvme("d-z2-1", "z2"), nvme("d-z1-0", "z1")});
   EXPECT_THAT(ids_ok(pool.allocate("n1", drives(2))), ElementsAre("d-z1-0", "d-z2-0"));
@@ -336,8 +336,8 @@ TEST(PoolAllocate, NvmeNearestZoneFirst) {
             "node n1: asked for 4 NVMe drives, only 3 are free in zones z1, z2");
 }
 
-TEST(PoolAllocate, MixedRequestIsAllOrNothing) {
-  Pool pool;
+TEST(AllocatorAllocate, MixedRequestIsAllOrNothing) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"})},
             {gpu("g0", "z1"), gpu("g1", "z1"), mem("m0", "z1", 64 * kGiB), nvme("d0", "z1")});
   Request r = gpus(2);
@@ -352,7 +352,7 @@ TEST(PoolAllocate, MixedRequestIsAllOrNothing) {
   EXPECT_EQ(pool.device("g0")->state(), DeviceState::kFree);
 }
 
-TEST(PoolAllocate, SameStateGivesTheSameAnswerWhateverTheLoadOrder) {
+TEST(AllocatorAllocate, SameStateGivesTheSameAnswerWhateverTheLoadOrder) {
   std::vector<Device> devices;
   for (int z = 0; z < 3; ++z) {
     for (int i = 0; i < 5; ++i) {
@@ -363,8 +363,8 @@ TEST(PoolAllocate, SameStateGivesTheSameAnswerWhateverTheLoadOrder) {
     }
   }
   std::vector<Device> reversed(devices.rbegin(), devices.rend());
-  Pool a;
-  Pool b;
+  Allocator a;
+  Allocator b;
   a.load({make_host("n1", {"z2", "z0", "z1"}, 16, 16, 16)}, devices);
   b.load({make_host("n1", {"z2", "z0", "z1"}, 16, 16, 16)}, reversed);
   a.take("n1", {"g-z2-0", "m-z2-4"}, 1);
@@ -378,8 +378,8 @@ TEST(PoolAllocate, SameStateGivesTheSameAnswerWhateverTheLoadOrder) {
   EXPECT_EQ(from_a, ids_ok(a.allocate("n1", r)));
 }
 
-TEST(PoolTake, RoundTripUpdatesOwnerStateAndSummary) {
-  Pool pool;
+TEST(AllocatorTake, RoundTripUpdatesOwnerStateAndSummary) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"})}, {gpu("g0", "z1"), gpu("g1", "z1")});
   pool.take("n1", {"g0"}, 42);
   const Device* d = pool.device("g0");
@@ -402,8 +402,8 @@ TEST(PoolTake, RoundTripUpdatesOwnerStateAndSummary) {
   EXPECT_EQ(pool.device("nope"), nullptr);
 }
 
-TEST(PoolLoad, OwnedDevicesCountAgainstSlots) {
-  Pool pool;
+TEST(AllocatorLoad, OwnedDevicesCountAgainstSlots) {
+  Allocator pool;
   Device held = gpu("g0", "z1");
   held.composition_id = 5;
   held.node = "n1";
@@ -413,8 +413,8 @@ TEST(PoolLoad, OwnedDevicesCountAgainstSlots) {
   EXPECT_EQ(got.error().message, "node n1: 1 GPU attach slot, 1 in use, asked for 1");
 }
 
-TEST(PoolUpsert, DeviceKeepsDrainAndOwnerAndMovesZones) {
-  Pool pool;
+TEST(AllocatorUpsert, DeviceKeepsDrainAndOwnerAndMovesZones) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1", "z2"})}, {gpu("g0", "z1"), gpu("g1", "z1")});
   pool.take("n1", {"g0"}, 9);
   pool.set_drained("g1", true, "maintenance");
@@ -439,8 +439,8 @@ TEST(PoolUpsert, DeviceKeepsDrainAndOwnerAndMovesZones) {
   for (const PoolRow& row : pool.summary()) EXPECT_EQ(row.zone, "z2");
 }
 
-TEST(PoolUpsert, HostReplacesZonesAndSlots) {
-  Pool pool;
+TEST(AllocatorUpsert, HostReplacesZonesAndSlots) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"})}, {gpu("g0", "z1"), gpu("g1", "z2")});
   pool.upsert_host(make_host("n1", {"z2"}, 2));
   EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(1))), ElementsAre("g1"));
@@ -451,8 +451,8 @@ TEST(PoolUpsert, HostReplacesZonesAndSlots) {
   EXPECT_EQ(pool.host("n3"), nullptr);
 }
 
-TEST(PoolSummary, CountsAddUpPerTypeModelAndZone) {
-  Pool pool;
+TEST(AllocatorSummary, CountsAddUpPerTypeModelAndZone) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1", "z2"})},
             {gpu("g0", "z1"), gpu("g1", "z1"), gpu("g2", "z1"), gpu("g3", "z1"),
              gpu("h0", "z2", "H100"), mem("m0", "z1", 64 * kGiB), mem("m1", "z1", 32 * kGiB),
@@ -492,8 +492,8 @@ TEST(PoolSummary, CountsAddUpPerTypeModelAndZone) {
   }
 }
 
-TEST(PoolCheckPossible, RefusesWhatCanNeverBeServed) {
-  Pool pool;
+TEST(AllocatorCheckPossible, RefusesWhatCanNeverBeServed) {
+  Allocator pool;
   pool.load({make_host("n1", {"z1"}, 4, 2, 1)},
             {gpu("g0", "z1"), gpu("g1", "z1"), gpu("h0", "z1", "H100"), gpu("x0", "z9", "V100"),
              mem("m0", "z1", 32 * kGiB), mem("m1", "z1", 32 * kGiB), mem("m2", "z1", 32 * kGiB),
@@ -548,9 +548,9 @@ bool same_rows(const std::vector<PoolRow>& a, const std::vector<PoolRow>& b) {
                     [&](const PoolRow& x, const PoolRow& y) { return key(x) == key(y); });
 }
 
-// The indexes are kept in step change by change; a pool loaded afresh from the same devices
+// The indexes are kept in step change by change; an allocator loaded afresh from the same devices
 // builds them from scratch. Both must answer alike after any sequence of changes.
-TEST(PoolIndexes, MatchAFreshLoadAfterRandomChanges) {
+TEST(AllocatorIndexes, MatchAFreshLoadAfterRandomChanges) {
   std::vector<Host> hosts = {make_host("n1", {"z1", "z2"}, 6, 4, 3),
                              make_host("n2", {"z2", "z3"}, 6, 4, 3),
                              make_host("n3", {"z3", "z1"}, 6, 4, 3)};
@@ -565,7 +565,7 @@ TEST(PoolIndexes, MatchAFreshLoadAfterRandomChanges) {
     }
   }
   for (const Device& d : devices) ids.push_back(d.id);
-  Pool pool;
+  Allocator pool;
   pool.load(hosts, devices);
 
   uint32_t seed = 12345;
@@ -609,7 +609,7 @@ TEST(PoolIndexes, MatchAFreshLoadAfterRandomChanges) {
     if (step % 20 != 19) continue;
     std::vector<Device> now;
     for (const std::string& each : ids) now.push_back(*pool.device(each));
-    Pool fresh;
+    Allocator fresh;
     fresh.load(hosts, now);
     ASSERT_TRUE(same_rows(pool.summary(), fresh.summary())) << "step " << step;
     for (const Host& each : hosts) {
@@ -627,7 +627,7 @@ TEST(PoolIndexes, MatchAFreshLoadAfterRandomChanges) {
   }
 }
 
-TEST(PoolScale, HundredThousandDevicesAllocateQuickly) {
+TEST(AllocatorScale, HundredThousandDevicesAllocateQuickly) {
   constexpr int kZones = 50;
   constexpr int kPerZoneGpus = 1200;
   constexpr int kPerZoneMem = 500;
@@ -654,7 +654,7 @@ TEST(PoolScale, HundredThousandDevicesAllocateQuickly) {
                               {"z" + std::to_string(z), "z" + std::to_string((z + 1) % kZones)}));
   }
 
-  Pool pool;
+  Allocator pool;
   auto t0 = std::chrono::steady_clock::now();
   pool.load(hosts, devices);
   auto t1 = std::chrono::steady_clock::now();
