@@ -85,42 +85,42 @@ std::vector<std::string> ids_ok(const Expected<std::vector<std::string>>& got) {
 }
 
 TEST(AllocatorAllocate, UnknownNodeIsNotFound) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"})}, {gpu("g0", "z1")});
-  auto got = pool.allocate("nx", gpus(1));
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"})}, {gpu("g0", "z1")});
+  auto got = allocator.allocate("nx", gpus(1));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().code, ErrorCode::kNotFound);
   EXPECT_EQ(got.error().message, "unknown node 'nx'");
 }
 
 TEST(AllocatorAllocate, EmptyRequestTakesNothing) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"})}, {gpu("g0", "z1")});
-  EXPECT_TRUE(ids_ok(pool.allocate("n1", Request{})).empty());
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"})}, {gpu("g0", "z1")});
+  EXPECT_TRUE(ids_ok(allocator.allocate("n1", Request{})).empty());
 }
 
 TEST(AllocatorAllocate, ExhaustionIsInsufficientAndGiveBackRestores) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"}), make_host("n2", {"z1"})},
-            {gpu("g0", "z1"), gpu("g1", "z1"), gpu("g2", "z1")});
-  auto first = ids_ok(pool.allocate("n1", gpus(3)));
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"}), make_host("n2", {"z1"})},
+                 {gpu("g0", "z1"), gpu("g1", "z1"), gpu("g2", "z1")});
+  auto first = ids_ok(allocator.allocate("n1", gpus(3)));
   EXPECT_THAT(first, ElementsAre("g0", "g1", "g2"));
-  pool.take("n1", first, 7);
+  allocator.take("n1", first, 7);
 
-  auto none = pool.allocate("n2", gpus(1));
+  auto none = allocator.allocate("n2", gpus(1));
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().code, ErrorCode::kInsufficient);
   EXPECT_EQ(none.error().message, "node n2: asked for 1 GPU, none are free in zone z1");
 
-  pool.give_back({"g1"});
-  EXPECT_THAT(ids_ok(pool.allocate("n2", gpus(1))), ElementsAre("g1"));
+  allocator.give_back({"g1"});
+  EXPECT_THAT(ids_ok(allocator.allocate("n2", gpus(1))), ElementsAre("g1"));
 }
 
 TEST(AllocatorAllocate, ShortageSentenceNamesModelCountAndZones) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1", "z2"})},
-            {gpu("a0", "z1"), gpu("a1", "z2"), gpu("h0", "z1", "H100")});
-  auto got = pool.allocate("n1", gpus(4, "A100-80G"));
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1", "z2"})},
+                 {gpu("a0", "z1"), gpu("a1", "z2"), gpu("h0", "z1", "H100")});
+  auto got = allocator.allocate("n1", gpus(4, "A100-80G"));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().code, ErrorCode::kInsufficient);
   EXPECT_EQ(got.error().message,
@@ -128,196 +128,201 @@ TEST(AllocatorAllocate, ShortageSentenceNamesModelCountAndZones) {
 }
 
 TEST(AllocatorAllocate, NearestZoneFirst) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z2", "z1"})},
-            {gpu("g-z1-0", "z1"), gpu("g-z1-1", "z1"), gpu("g-z2-0", "z2"), gpu("g-z2-1", "z2")});
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(2))), ElementsAre("g-z2-0", "g-z2-1"));
-  EXPECT_THAT(ids_ok(pool.allocate("n1", drives(0))), ElementsAre());
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z2", "z1"})}, {gpu("g-z1-0", "z1"), gpu("g-z1-1", "z1"),
+                                                   gpu("g-z2-0", "z2"), gpu("g-z2-1", "z2")});
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(2))), ElementsAre("g-z2-0", "g-z2-1"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", drives(0))), ElementsAre());
 }
 
 TEST(AllocatorAllocate, UnreachableZonesAreNeverUsed) {
-  Allocator pool;
+  Allocator allocator;
   std::vector<Device> devices = {gpu("near-0", "z1"), gpu("near-1", "z1")};
   for (int i = 0; i < 8; ++i) devices.push_back(gpu("far-" + std::to_string(i), "z3"));
   devices.push_back(mem("far-mem", "z3", 512 * kGiB));
   devices.push_back(nvme("far-nvme", "z3"));
-  pool.load({make_host("n1", {"z1"})}, devices);
+  allocator.load({make_host("n1", {"z1"})}, devices);
 
-  auto got = pool.allocate("n1", gpus(3));
+  auto got = allocator.allocate("n1", gpus(3));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().message, "node n1: asked for 3 GPUs, only 2 are free in zone z1");
-  EXPECT_FALSE(pool.allocate("n1", memory(kGiB)).ok());
-  EXPECT_FALSE(pool.allocate("n1", drives(1)).ok());
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(2))), ElementsAre("near-0", "near-1"));
+  EXPECT_FALSE(allocator.allocate("n1", memory(kGiB)).ok());
+  EXPECT_FALSE(allocator.allocate("n1", drives(1)).ok());
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(2))), ElementsAre("near-0", "near-1"));
 }
 
 TEST(AllocatorAllocate, HostWithoutZonesSaysSo) {
-  Allocator pool;
-  pool.load({make_host("n1", {})}, {gpu("g0", "z1")});
-  auto got = pool.allocate("n1", gpus(1));
+  Allocator allocator;
+  allocator.load({make_host("n1", {})}, {gpu("g0", "z1")});
+  auto got = allocator.allocate("n1", gpus(1));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().message, "node n1: asked for 1 GPU, but the node reaches no fabric zone");
 }
 
 TEST(AllocatorAllocate, GpusStayInOneZoneWhenAnyZoneCanServeThemAll) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1", "z2"})}, {gpu("a0", "z1"), gpu("a1", "z1"), gpu("b0", "z2"),
-                                              gpu("b1", "z2"), gpu("b2", "z2"), gpu("b3", "z2")});
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1", "z2"})},
+                 {gpu("a0", "z1"), gpu("a1", "z1"), gpu("b0", "z2"), gpu("b1", "z2"),
+                  gpu("b2", "z2"), gpu("b3", "z2")});
   // z1 is nearer but holds only two: all three come from z2.
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(3))), ElementsAre("b0", "b1", "b2"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(3))), ElementsAre("b0", "b1", "b2"));
   // Two fit in the nearest zone.
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(2))), ElementsAre("a0", "a1"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(2))), ElementsAre("a0", "a1"));
 }
 
 TEST(AllocatorAllocate, GpusSpillOverNearestZoneFirst) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1", "z2", "z3"})},
-            {gpu("a0", "z1"), gpu("a1", "z1"), gpu("b0", "z2"), gpu("b1", "z2"), gpu("b2", "z2"),
-             gpu("c0", "z3"), gpu("c1", "z3"), gpu("c2", "z3")});
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(6))),
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1", "z2", "z3"})},
+                 {gpu("a0", "z1"), gpu("a1", "z1"), gpu("b0", "z2"), gpu("b1", "z2"),
+                  gpu("b2", "z2"), gpu("c0", "z3"), gpu("c1", "z3"), gpu("c2", "z3")});
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(6))),
               ElementsAre("a0", "a1", "b0", "b1", "b2", "c0"));
 }
 
 TEST(AllocatorAllocate, ModelFilterPicksOnlyThatModel) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1", "z2"})},
-            {gpu("a0", "z1"), gpu("a1", "z1"), gpu("h0", "z1", "H100"), gpu("h1", "z2", "H100"),
-             gpu("h2", "z2", "H100")});
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(2, "H100"))), ElementsAre("h1", "h2"));
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(3, "H100"))), ElementsAre("h0", "h1", "h2"));
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(1, "A100-80G"))), ElementsAre("a0"));
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1", "z2"})},
+                 {gpu("a0", "z1"), gpu("a1", "z1"), gpu("h0", "z1", "H100"),
+                  gpu("h1", "z2", "H100"), gpu("h2", "z2", "H100")});
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(2, "H100"))), ElementsAre("h1", "h2"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(3, "H100"))), ElementsAre("h0", "h1", "h2"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(1, "A100-80G"))), ElementsAre("a0"));
 
-  auto unknown = pool.allocate("n1", gpus(1, "V100"));
+  auto unknown = allocator.allocate("n1", gpus(1, "V100"));
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().code, ErrorCode::kInsufficient);
   EXPECT_THAT(unknown.error().message, HasSubstr("V100"));
 }
 
 TEST(AllocatorAllocate, AnyModelPrefersOneModelWithinTheZone) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"})},
-            {gpu("a0", "z1", "A100-80G"), gpu("h0", "z1", "H100"), gpu("h1", "z1", "H100")});
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(2))), ElementsAre("h0", "h1"));
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"})},
+                 {gpu("a0", "z1", "A100-80G"), gpu("h0", "z1", "H100"), gpu("h1", "z1", "H100")});
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(2))), ElementsAre("h0", "h1"));
   // No single model has three: mixed, in (model, id) order.
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(3))), ElementsAre("a0", "h0", "h1"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(3))), ElementsAre("a0", "h0", "h1"));
 }
 
 TEST(AllocatorAllocate, DrainedCriticalAndOwnedDevicesAreNeverPicked) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"})},
-            {gpu("g0", "z1"), gpu("g1", "z1"), gpu("g2", "z1"), gpu("g3", "z1"), gpu("g4", "z1")});
-  pool.set_drained("g0", true, "fan noise");
-  pool.set_health("g1", Health::kCritical);
-  pool.take("n1", {"g2"}, 3);
-  pool.set_health("g3", Health::kWarning);  // warning still serves
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"})}, {gpu("g0", "z1"), gpu("g1", "z1"), gpu("g2", "z1"),
+                                             gpu("g3", "z1"), gpu("g4", "z1")});
+  allocator.set_drained("g0", true, "fan noise");
+  allocator.set_health("g1", Health::kCritical);
+  allocator.take("n1", {"g2"}, 3);
+  allocator.set_health("g3", Health::kWarning);  // warning still serves
 
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(2))), ElementsAre("g3", "g4"));
-  auto three = pool.allocate("n1", gpus(3));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(2))), ElementsAre("g3", "g4"));
+  auto three = allocator.allocate("n1", gpus(3));
   ASSERT_FALSE(three.ok());
   EXPECT_EQ(three.error().message, "node n1: asked for 3 GPUs, only 2 are free in zone z1");
 
-  pool.set_drained("g0", false, "");
-  pool.set_health("g1", Health::kOk);
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(4))), ElementsAre("g0", "g1", "g3", "g4"));
-  EXPECT_EQ(pool.device("g0")->drain_reason, "");
+  allocator.set_drained("g0", false, "");
+  allocator.set_health("g1", Health::kOk);
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(4))), ElementsAre("g0", "g1", "g3", "g4"));
+  EXPECT_EQ(allocator.device("g0")->drain_reason, "");
 }
 
 TEST(AllocatorAllocate, DrainingAnAttachedDeviceKeepsItOutAfterRelease) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"})}, {gpu("g0", "z1"), gpu("g1", "z1")});
-  pool.take("n1", {"g0"}, 1);
-  pool.set_drained("g0", true, "replace");
-  EXPECT_EQ(pool.device("g0")->state(), DeviceState::kDrained);
-  pool.give_back({"g0"});
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(1))), ElementsAre("g1"));
-  EXPECT_FALSE(pool.allocate("n1", gpus(2)).ok());
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"})}, {gpu("g0", "z1"), gpu("g1", "z1")});
+  allocator.take("n1", {"g0"}, 1);
+  allocator.set_drained("g0", true, "replace");
+  EXPECT_EQ(allocator.device("g0")->state(), DeviceState::kDrained);
+  allocator.give_back({"g0"});
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(1))), ElementsAre("g1"));
+  EXPECT_FALSE(allocator.allocate("n1", gpus(2)).ok());
 }
 
 TEST(AllocatorAllocate, SlotsCountWhatTheNodeAlreadyHolds) {
-  Allocator pool;
+  Allocator allocator;
   std::vector<Device> devices;
   for (int i = 0; i < 8; ++i) devices.push_back(gpu("g" + std::to_string(i), "z1"));
-  pool.load({make_host("n1", {"z1"}, 4), make_host("n2", {"z1"}, 4)}, devices);
-  pool.take("n1", {"g0", "g1", "g2"}, 1);
+  allocator.load({make_host("n1", {"z1"}, 4), make_host("n2", {"z1"}, 4)}, devices);
+  allocator.take("n1", {"g0", "g1", "g2"}, 1);
 
-  auto got = pool.allocate("n1", gpus(2));
+  auto got = allocator.allocate("n1", gpus(2));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().code, ErrorCode::kInsufficient);
   EXPECT_EQ(got.error().message, "node n1: 4 GPU attach slots, 3 in use, asked for 2");
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(1))), ElementsAre("g3"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(1))), ElementsAre("g3"));
   // Another node's holdings do not use n1's slots.
-  EXPECT_THAT(ids_ok(pool.allocate("n2", gpus(4))), ElementsAre("g3", "g4", "g5", "g6"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n2", gpus(4))), ElementsAre("g3", "g4", "g5", "g6"));
 
-  pool.give_back({"g0"});
-  EXPECT_TRUE(pool.allocate("n1", gpus(2)).ok());
+  allocator.give_back({"g0"});
+  EXPECT_TRUE(allocator.allocate("n1", gpus(2)).ok());
 }
 
 TEST(AllocatorAllocate, ZeroSlotsMeansTheNodeCannotTakeThatType) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"}, 0, 0, 0)},
-            {gpu("g0", "z1"), mem("m0", "z1", 64 * kGiB), nvme("d0", "z1")});
-  auto g = pool.allocate("n1", gpus(1));
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"}, 0, 0, 0)},
+                 {gpu("g0", "z1"), mem("m0", "z1", 64 * kGiB), nvme("d0", "z1")});
+  auto g = allocator.allocate("n1", gpus(1));
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.error().message, "node n1 has no GPU attach slots, asked for 1");
-  auto m = pool.allocate("n1", memory(kGiB));
+  auto m = allocator.allocate("n1", memory(kGiB));
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.error().message, "node n1 has no memory attach slots, asked for 1G of memory");
-  auto d = pool.allocate("n1", drives(1));
+  auto d = allocator.allocate("n1", drives(1));
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.error().message, "node n1 has no NVMe attach slots, asked for 1");
 }
 
 TEST(AllocatorAllocate, MemoryUsesOneBestFittingBlockWhenOneCovers) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"})}, {mem("m-a", "z1", 64 * kGiB), mem("m-b", "z1", 64 * kGiB),
-                                        mem("m-c", "z1", 128 * kGiB), mem("m-d", "z1", 16 * kGiB)});
-  EXPECT_THAT(ids_ok(pool.allocate("n1", memory(64 * kGiB))), ElementsAre("m-a"));
-  EXPECT_THAT(ids_ok(pool.allocate("n1", memory(20 * kGiB))), ElementsAre("m-a"));
-  EXPECT_THAT(ids_ok(pool.allocate("n1", memory(100 * kGiB))), ElementsAre("m-c"));
-  EXPECT_THAT(ids_ok(pool.allocate("n1", memory(kGiB))), ElementsAre("m-d"));
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"})},
+                 {mem("m-a", "z1", 64 * kGiB), mem("m-b", "z1", 64 * kGiB),
+                  mem("m-c", "z1", 128 * kGiB), mem("m-d", "z1", 16 * kGiB)});
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", memory(64 * kGiB))), ElementsAre("m-a"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", memory(20 * kGiB))), ElementsAre("m-a"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", memory(100 * kGiB))), ElementsAre("m-c"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", memory(kGiB))), ElementsAre("m-d"));
 }
 
 TEST(AllocatorAllocate, MemoryUsesFewestBlocksAndFinishesWithTheSmallestThatFits) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"})},
-            {mem("m0", "z1", 64 * kGiB), mem("m1", "z1", 64 * kGiB), mem("m2", "z1", 16 * kGiB),
-             mem("m3", "z1", 16 * kGiB), mem("m4", "z1", 128 * kGiB)});
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"})}, {mem("m0", "z1", 64 * kGiB), mem("m1", "z1", 64 * kGiB),
+                                             mem("m2", "z1", 16 * kGiB), mem("m3", "z1", 16 * kGiB),
+                                             mem("m4", "z1", 128 * kGiB)});
   // 128 + 64 = 192 < 200, so three blocks; the third needs only 8G more, so a 16G one.
-  auto got = ids_ok(pool.allocate("n1", memory(200 * kGiB)));
+  auto got = ids_ok(allocator.allocate("n1", memory(200 * kGiB)));
   EXPECT_THAT(got, ElementsAre("m4", "m0", "m2"));
-  EXPECT_THAT(ids_ok(pool.allocate("n1", memory(256 * kGiB))), ElementsAre("m4", "m0", "m1"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", memory(256 * kGiB))), ElementsAre("m4", "m0", "m1"));
 
-  auto too_much = pool.allocate("n1", memory(512 * kGiB));
+  auto too_much = allocator.allocate("n1", memory(512 * kGiB));
   ASSERT_FALSE(too_much.ok());
   EXPECT_EQ(too_much.error().message,
             "node n1: asked for 512G of memory, only 288G free in zone z1");
 }
 
 TEST(AllocatorAllocate, MemoryPrefersOneZoneThenSpillsNearestFirst) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1", "z2"})},
-            {mem("a0", "z1", 32 * kGiB), mem("b0", "z2", 64 * kGiB), mem("b1", "z2", 64 * kGiB)});
+  Allocator allocator;
+  allocator.load(
+      {make_host("n1", {"z1", "z2"})},
+      {mem("a0", "z1", 32 * kGiB), mem("b0", "z2", 64 * kGiB), mem("b1", "z2", 64 * kGiB)});
   // z1 cannot cover 64G alone; z2 can.
-  EXPECT_THAT(ids_ok(pool.allocate("n1", memory(64 * kGiB))), ElementsAre("b0"));
-  EXPECT_THAT(ids_ok(pool.allocate("n1", memory(32 * kGiB))), ElementsAre("a0"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", memory(64 * kGiB))), ElementsAre("b0"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", memory(32 * kGiB))), ElementsAre("a0"));
   // 160G needs both zones.
-  EXPECT_THAT(ids_ok(pool.allocate("n1", memory(160 * kGiB))), ElementsAre("b0", "b1", "a0"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", memory(160 * kGiB))), ElementsAre("b0", "b1", "a0"));
 }
 
 TEST(AllocatorAllocate, MemoryWidensZonesWhenSlotsAreShort) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1", "z2"}, 8, 2)},
-            {mem("a0", "z1", 16 * kGiB), mem("a1", "z1", 16 * kGiB), mem("a2", "z1", 16 * kGiB),
-             mem("a3", "z1", 16 * kGiB), mem("b0", "z2", 48 * kGiB)});
+  Allocator allocator;
+  allocator.load(
+      {make_host("n1", {"z1", "z2"}, 8, 2)},
+      {mem("a0", "z1", 16 * kGiB), mem("a1", "z1", 16 * kGiB), mem("a2", "z1", 16 * kGiB),
+       mem("a3", "z1", 16 * kGiB), mem("b0", "z2", 48 * kGiB)});
   // z1 alone covers 64G but only with four blocks; two slots are left.
-  EXPECT_THAT(ids_ok(pool.allocate("n1", memory(64 * kGiB))), ElementsAre("b0", "a0"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", memory(64 * kGiB))), ElementsAre("b0", "a0"));
 }
 
 TEST(AllocatorAllocate, MemorySlotShortageSaysHowManyBlocksItTakes) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"}, 8, 1)},
-            {mem("m0", "z1", 32 * kGiB), mem("m1", "z1", 32 * kGiB), mem("m2", "z1", 32 * kGiB)});
-  auto got = pool.allocate("n1", memory(64 * kGiB));
+  Allocator allocator;
+  allocator.load(
+      {make_host("n1", {"z1"}, 8, 1)},
+      {mem("m0", "z1", 32 * kGiB), mem("m1", "z1", 32 * kGiB), mem("m2", "z1", 32 * kGiB)});
+  auto got = allocator.allocate("n1", memory(64 * kGiB));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().code, ErrorCode::kInsufficient);
   EXPECT_EQ(got.error().message,
@@ -326,30 +331,30 @@ TEST(AllocatorAllocate, MemorySlotShortageSaysHowManyBlocksItTakes) {
 }
 
 TEST(AllocatorAllocate, NvmeNearestZoneFirst) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1", "z2"})},
-            {nvme("d-z2-0", "z2"), nvme("d-z2-1", "z2"), nvme("d-z1-0", "z1")});
-  EXPECT_THAT(ids_ok(pool.allocate("n1", drives(2))), ElementsAre("d-z1-0", "d-z2-0"));
-  auto got = pool.allocate("n1", drives(4));
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1", "z2"})},
+                 {nvme("d-z2-0", "z2"), nvme("d-z2-1", "z2"), nvme("d-z1-0", "z1")});
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", drives(2))), ElementsAre("d-z1-0", "d-z2-0"));
+  auto got = allocator.allocate("n1", drives(4));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().message,
             "node n1: asked for 4 NVMe drives, only 3 are free in zones z1, z2");
 }
 
 TEST(AllocatorAllocate, MixedRequestIsAllOrNothing) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"})},
-            {gpu("g0", "z1"), gpu("g1", "z1"), mem("m0", "z1", 64 * kGiB), nvme("d0", "z1")});
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"})},
+                 {gpu("g0", "z1"), gpu("g1", "z1"), mem("m0", "z1", 64 * kGiB), nvme("d0", "z1")});
   Request r = gpus(2);
   r.mem_bytes = 32 * kGiB;
   r.nvme = 1;
-  EXPECT_THAT(ids_ok(pool.allocate("n1", r)), ElementsAre("g0", "g1", "m0", "d0"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", r)), ElementsAre("g0", "g1", "m0", "d0"));
   r.nvme = 2;
-  auto got = pool.allocate("n1", r);
+  auto got = allocator.allocate("n1", r);
   ASSERT_FALSE(got.ok());
   EXPECT_THAT(got.error().message, HasSubstr("NVMe"));
   // Nothing changed by the failed or the successful allocation.
-  EXPECT_EQ(pool.device("g0")->state(), DeviceState::kFree);
+  EXPECT_EQ(allocator.device("g0")->state(), DeviceState::kFree);
 }
 
 TEST(AllocatorAllocate, SameStateGivesTheSameAnswerWhateverTheLoadOrder) {
@@ -379,91 +384,91 @@ TEST(AllocatorAllocate, SameStateGivesTheSameAnswerWhateverTheLoadOrder) {
 }
 
 TEST(AllocatorTake, RoundTripUpdatesOwnerStateAndSummary) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"})}, {gpu("g0", "z1"), gpu("g1", "z1")});
-  pool.take("n1", {"g0"}, 42);
-  const Device* d = pool.device("g0");
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"})}, {gpu("g0", "z1"), gpu("g1", "z1")});
+  allocator.take("n1", {"g0"}, 42);
+  const Device* d = allocator.device("g0");
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(d->composition_id, 42);
   EXPECT_EQ(d->node, "n1");
   EXPECT_EQ(d->state(), DeviceState::kAttached);
-  EXPECT_EQ(pool.summary().at(0).attached, 1u);
-  EXPECT_EQ(pool.summary().at(0).free, 1u);
+  EXPECT_EQ(allocator.summary().at(0).attached, 1u);
+  EXPECT_EQ(allocator.summary().at(0).free, 1u);
 
-  pool.give_back({"g0"});
+  allocator.give_back({"g0"});
   EXPECT_FALSE(d->composition_id.has_value());
   EXPECT_EQ(d->node, "");
   EXPECT_EQ(d->state(), DeviceState::kFree);
-  EXPECT_EQ(pool.summary().at(0).free, 2u);
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(2))), ElementsAre("g0", "g1"));
+  EXPECT_EQ(allocator.summary().at(0).free, 2u);
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(2))), ElementsAre("g0", "g1"));
   // Unknown ids are ignored, not crashed on.
-  pool.take("n1", {"nope"}, 1);
-  pool.give_back({"nope"});
-  EXPECT_EQ(pool.device("nope"), nullptr);
+  allocator.take("n1", {"nope"}, 1);
+  allocator.give_back({"nope"});
+  EXPECT_EQ(allocator.device("nope"), nullptr);
 }
 
 TEST(AllocatorLoad, OwnedDevicesCountAgainstSlots) {
-  Allocator pool;
+  Allocator allocator;
   Device held = gpu("g0", "z1");
   held.composition_id = 5;
   held.node = "n1";
-  pool.load({make_host("n1", {"z1"}, 1)}, {held, gpu("g1", "z1")});
-  auto got = pool.allocate("n1", gpus(1));
+  allocator.load({make_host("n1", {"z1"}, 1)}, {held, gpu("g1", "z1")});
+  auto got = allocator.allocate("n1", gpus(1));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().message, "node n1: 1 GPU attach slot, 1 in use, asked for 1");
 }
 
 TEST(AllocatorUpsert, DeviceKeepsDrainAndOwnerAndMovesZones) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1", "z2"})}, {gpu("g0", "z1"), gpu("g1", "z1")});
-  pool.take("n1", {"g0"}, 9);
-  pool.set_drained("g1", true, "maintenance");
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1", "z2"})}, {gpu("g0", "z1"), gpu("g1", "z1")});
+  allocator.take("n1", {"g0"}, 9);
+  allocator.set_drained("g1", true, "maintenance");
 
   Device update = gpu("g0", "z2", "A100-40G");
   update.address = "0000:99:00.0";
-  pool.upsert_device(update);
+  allocator.upsert_device(update);
   Device update1 = gpu("g1", "z2");
-  pool.upsert_device(update1);
+  allocator.upsert_device(update1);
 
-  const Device* g0 = pool.device("g0");
+  const Device* g0 = allocator.device("g0");
   EXPECT_EQ(g0->zone, "z2");
   EXPECT_EQ(g0->model, "A100-40G");
   EXPECT_EQ(g0->address, "0000:99:00.0");
   EXPECT_EQ(g0->composition_id, 9);
-  EXPECT_TRUE(pool.device("g1")->drained);
-  EXPECT_EQ(pool.device("g1")->drain_reason, "maintenance");
+  EXPECT_TRUE(allocator.device("g1")->drained);
+  EXPECT_EQ(allocator.device("g1")->drain_reason, "maintenance");
 
-  pool.upsert_device(gpu("g2", "z2"));
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(1))), ElementsAre("g2"));
+  allocator.upsert_device(gpu("g2", "z2"));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(1))), ElementsAre("g2"));
   // The summary follows the move: nothing is left in z1.
-  for (const PoolRow& row : pool.summary()) EXPECT_EQ(row.zone, "z2");
+  for (const PoolRow& row : allocator.summary()) EXPECT_EQ(row.zone, "z2");
 }
 
 TEST(AllocatorUpsert, HostReplacesZonesAndSlots) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"})}, {gpu("g0", "z1"), gpu("g1", "z2")});
-  pool.upsert_host(make_host("n1", {"z2"}, 2));
-  EXPECT_THAT(ids_ok(pool.allocate("n1", gpus(1))), ElementsAre("g1"));
-  pool.upsert_host(make_host("n2", {"z1"}));
-  ASSERT_NE(pool.host("n2"), nullptr);
-  EXPECT_EQ(pool.hosts().size(), 2u);
-  EXPECT_EQ(pool.host("n1")->gpu_slots, 2u);
-  EXPECT_EQ(pool.host("n3"), nullptr);
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"})}, {gpu("g0", "z1"), gpu("g1", "z2")});
+  allocator.upsert_host(make_host("n1", {"z2"}, 2));
+  EXPECT_THAT(ids_ok(allocator.allocate("n1", gpus(1))), ElementsAre("g1"));
+  allocator.upsert_host(make_host("n2", {"z1"}));
+  ASSERT_NE(allocator.host("n2"), nullptr);
+  EXPECT_EQ(allocator.hosts().size(), 2u);
+  EXPECT_EQ(allocator.host("n1")->gpu_slots, 2u);
+  EXPECT_EQ(allocator.host("n3"), nullptr);
 }
 
 TEST(AllocatorSummary, CountsAddUpPerTypeModelAndZone) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1", "z2"})},
-            {gpu("g0", "z1"), gpu("g1", "z1"), gpu("g2", "z1"), gpu("g3", "z1"),
-             gpu("h0", "z2", "H100"), mem("m0", "z1", 64 * kGiB), mem("m1", "z1", 32 * kGiB),
-             mem("m2", "z1", 32 * kGiB), nvme("d0", "z2", 2 * kTiB)});
-  pool.take("n1", {"g0", "m0"}, 1);
-  pool.set_drained("g1", true, "x");
-  pool.set_health("g2", Health::kCritical);
-  pool.set_drained("g2", true, "both");  // failed wins over drained
-  pool.set_health("m1", Health::kCritical);
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1", "z2"})},
+                 {gpu("g0", "z1"), gpu("g1", "z1"), gpu("g2", "z1"), gpu("g3", "z1"),
+                  gpu("h0", "z2", "H100"), mem("m0", "z1", 64 * kGiB), mem("m1", "z1", 32 * kGiB),
+                  mem("m2", "z1", 32 * kGiB), nvme("d0", "z2", 2 * kTiB)});
+  allocator.take("n1", {"g0", "m0"}, 1);
+  allocator.set_drained("g1", true, "x");
+  allocator.set_health("g2", Health::kCritical);
+  allocator.set_drained("g2", true, "both");  // failed wins over drained
+  allocator.set_health("m1", Health::kCritical);
 
-  auto rows = pool.summary();
+  auto rows = allocator.summary();
   ASSERT_EQ(rows.size(), 4u);
   // Sorted by type, model, zone.
   EXPECT_EQ(rows[0].type, DeviceType::kGpu);
@@ -493,13 +498,13 @@ TEST(AllocatorSummary, CountsAddUpPerTypeModelAndZone) {
 }
 
 TEST(AllocatorCheckPossible, RefusesWhatCanNeverBeServed) {
-  Allocator pool;
-  pool.load({make_host("n1", {"z1"}, 4, 2, 1)},
-            {gpu("g0", "z1"), gpu("g1", "z1"), gpu("h0", "z1", "H100"), gpu("x0", "z9", "V100"),
-             mem("m0", "z1", 32 * kGiB), mem("m1", "z1", 32 * kGiB), mem("m2", "z1", 32 * kGiB),
-             nvme("d0", "z1")});
+  Allocator allocator;
+  allocator.load({make_host("n1", {"z1"}, 4, 2, 1)},
+                 {gpu("g0", "z1"), gpu("g1", "z1"), gpu("h0", "z1", "H100"),
+                  gpu("x0", "z9", "V100"), mem("m0", "z1", 32 * kGiB), mem("m1", "z1", 32 * kGiB),
+                  mem("m2", "z1", 32 * kGiB), nvme("d0", "z1")});
   auto expect_invalid = [&](const Request& r, const std::string& message) {
-    Status s = pool.check_possible("n1", r);
+    Status s = allocator.check_possible("n1", r);
     ASSERT_FALSE(s.ok()) << r.to_string();
     EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
     EXPECT_EQ(s.error().message, message);
@@ -518,25 +523,25 @@ TEST(AllocatorCheckPossible, RefusesWhatCanNeverBeServed) {
                  "from zone z1");
   expect_invalid(drives(2), "node n1 has 1 NVMe attach slot, so it can never take 2 NVMe drives");
 
-  pool.upsert_host(make_host("lonely", {}));
-  Status lonely = pool.check_possible("lonely", memory(kGiB));
+  allocator.upsert_host(make_host("lonely", {}));
+  Status lonely = allocator.check_possible("lonely", memory(kGiB));
   ASSERT_FALSE(lonely.ok());
   EXPECT_EQ(lonely.error().message,
             "node lonely reaches no fabric zone, so it can never take 1G of memory");
 
-  Status unknown = pool.check_possible("nx", gpus(1));
+  Status unknown = allocator.check_possible("nx", gpus(1));
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
 
   // Attached, drained and failed devices still count: they come back.
-  pool.take("n1", {"g0"}, 1);
-  pool.set_drained("g1", true, "x");
-  pool.set_health("m0", Health::kCritical);
+  allocator.take("n1", {"g0"}, 1);
+  allocator.set_drained("g1", true, "x");
+  allocator.set_health("m0", Health::kCritical);
   Request fine = gpus(2, "A100-80G");
   fine.mem_bytes = 64 * kGiB;
   fine.nvme = 1;
-  EXPECT_TRUE(pool.check_possible("n1", fine).ok());
-  EXPECT_TRUE(pool.check_possible("n1", Request{}).ok());
+  EXPECT_TRUE(allocator.check_possible("n1", fine).ok());
+  EXPECT_TRUE(allocator.check_possible("n1", Request{}).ok());
 }
 
 bool same_rows(const std::vector<PoolRow>& a, const std::vector<PoolRow>& b) {
@@ -565,8 +570,8 @@ TEST(AllocatorIndexes, MatchAFreshLoadAfterRandomChanges) {
     }
   }
   for (const Device& d : devices) ids.push_back(d.id);
-  Allocator pool;
-  pool.load(hosts, devices);
+  Allocator allocator;
+  allocator.load(hosts, devices);
 
   uint32_t seed = 12345;
   auto next = [&seed](uint32_t bound) {
@@ -582,39 +587,39 @@ TEST(AllocatorIndexes, MatchAFreshLoadAfterRandomChanges) {
     switch (next(6)) {
       case 0: {
         Request r = probes[next(static_cast<uint32_t>(probes.size()))];
-        auto got = pool.allocate(h.node, r);
-        if (got.ok()) pool.take(h.node, *got, composition++);
+        auto got = allocator.allocate(h.node, r);
+        if (got.ok()) allocator.take(h.node, *got, composition++);
         break;
       }
       case 1:
-        pool.give_back({id});
+        allocator.give_back({id});
         break;
       case 2:
-        pool.set_drained(id, next(2) == 0, "random");
+        allocator.set_drained(id, next(2) == 0, "random");
         break;
       case 3:
-        pool.set_health(id, static_cast<Health>(next(3)));
+        allocator.set_health(id, static_cast<Health>(next(3)));
         break;
       case 4: {
-        Device moved = *pool.device(id);
+        Device moved = *allocator.device(id);
         moved.zone = "z" + std::to_string(1 + next(3));
-        pool.upsert_device(moved);
+        allocator.upsert_device(moved);
         break;
       }
       default:
-        pool.give_back({id});
-        pool.take(h.node, {id}, composition++);
+        allocator.give_back({id});
+        allocator.take(h.node, {id}, composition++);
         break;
     }
     if (step % 20 != 19) continue;
     std::vector<Device> now;
-    for (const std::string& each : ids) now.push_back(*pool.device(each));
+    for (const std::string& each : ids) now.push_back(*allocator.device(each));
     Allocator fresh;
     fresh.load(hosts, now);
-    ASSERT_TRUE(same_rows(pool.summary(), fresh.summary())) << "step " << step;
+    ASSERT_TRUE(same_rows(allocator.summary(), fresh.summary())) << "step " << step;
     for (const Host& each : hosts) {
       for (const Request& r : probes) {
-        auto a = pool.allocate(each.node, r);
+        auto a = allocator.allocate(each.node, r);
         auto b = fresh.allocate(each.node, r);
         ASSERT_EQ(a.ok(), b.ok()) << "step " << step << " " << each.node << " " << r.to_string();
         if (a.ok()) {
@@ -654,9 +659,9 @@ TEST(AllocatorScale, HundredThousandDevicesAllocateQuickly) {
                               {"z" + std::to_string(z), "z" + std::to_string((z + 1) % kZones)}));
   }
 
-  Allocator pool;
+  Allocator allocator;
   auto t0 = std::chrono::steady_clock::now();
-  pool.load(hosts, devices);
+  allocator.load(hosts, devices);
   auto t1 = std::chrono::steady_clock::now();
 
   Request r = gpus(4);
@@ -665,22 +670,22 @@ TEST(AllocatorScale, HundredThousandDevicesAllocateQuickly) {
   std::set<std::string> handed_out;
   int64_t next_id = 1;
   for (const Host& h : hosts) {
-    auto got = pool.allocate(h.node, r);
+    auto got = allocator.allocate(h.node, r);
     ASSERT_TRUE(got.ok()) << h.node << ": " << got;
     ASSERT_EQ(got->size(), 4u + 2u + 1u) << h.node;  // 200G: a 128G block and a 96G one
     for (const std::string& id : *got) {
-      const Device* d = pool.device(id);
+      const Device* d = allocator.device(id);
       ASSERT_NE(d, nullptr);
       ASSERT_TRUE(d->allocatable()) << id;
       ASSERT_TRUE(h.zone_rank(d->zone).has_value()) << id << " is out of reach of " << h.node;
       ASSERT_TRUE(handed_out.insert(id).second) << id << " handed out twice";
     }
-    pool.take(h.node, *got, next_id++);
+    allocator.take(h.node, *got, next_id++);
   }
   auto t2 = std::chrono::steady_clock::now();
 
   uint32_t attached = 0;
-  for (const PoolRow& row : pool.summary()) attached += row.attached;
+  for (const PoolRow& row : allocator.summary()) attached += row.attached;
   EXPECT_EQ(attached, handed_out.size());
 
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
