@@ -26,7 +26,7 @@ namespace composer::server {
 namespace pol = composer::policies;
 
 struct PolicyKeeper::Active {
-  Active(PolicyVersion v, pol::Policy p, pol::Pool pool, int64_t now_s)
+  Active(PolicyVersion v, pol::Policy p, pol::PoolSize pool, int64_t now_s)
       : version(std::move(v)),
         evaluator(std::move(p), pool),
         plan(pol::compile_plan(evaluator.policy(), pool, now_s)) {}
@@ -87,7 +87,7 @@ Expected<std::shared_ptr<const PolicyKeeper::Active>> PolicyKeeper::compile(
     const PolicyVersion& version) const {
   auto parsed = pol::parse_policy(version.text, version.file, zones());
   if (!parsed) return parsed.error();
-  const pol::Pool pool = pol::Pool::from_rows(service_.pool_summary());
+  const pol::PoolSize pool = pol::PoolSize::from_rows(service_.pool_summary());
   const pol::Validation checked = pol::validate(*parsed, pool);
   if (!checked.ok()) return bad(checked.to_string());
   if (!workloads_.empty()) {
