@@ -94,28 +94,28 @@ void CompositionService::set_admission_check(AdmissionCheck check) {
 }
 
 Expected<int> CompositionService::recover() {
-  std::vector<int64_t> unsettled;
+  std::vector<int64_t> unfinished;
   {
     std::lock_guard lock(mu_);
     for (const auto& [key, e] : live_) {
-      if (e.state != CompositionState::kReady) unsettled.push_back(e.id);
+      if (e.state != CompositionState::kReady) unfinished.push_back(e.id);
     }
   }
   // One read of the fabric serves every composition left composing.
   std::optional<FabricInventory> inventory;
-  if (!unsettled.empty()) {
+  if (!unfinished.empty()) {
     if (auto inv = fabric_.inventory(); inv) inventory = std::move(inv).value();
   }
-  int settled = 0;
-  for (int64_t id : unsettled) {
-    if (auto s = settle(id, false, inventory ? &*inventory : nullptr); s) {
-      ++settled;
+  int resolved = 0;
+  for (int64_t id : unfinished) {
+    if (auto s = resolve_unfinished(id, false, inventory ? &*inventory : nullptr); s) {
+      ++resolved;
     } else {
       log::warning("recovery left a composition unsettled",
                    {{"composition", std::to_string(id)}, {"error", s.error().message}});
     }
   }
-  return settled;
+  return resolved;
 }
 
 std::string CompositionService::fabric_host(const std::string& node) const {
@@ -353,23 +353,23 @@ Expected<std::optional<Composition>> CompositionService::release(uint32_t job_id
     live_[key].state = CompositionState::kReleasing;
     live_[key].since_ms = clock_.now_ms();
   }
-  // composing (left by a crash) or releasing: settle finishes it, still marked busy so that
-  // neither a retried release nor the reconciler steps in between.
-  if (auto s = settle_entry(entry, key, false, nullptr); !s) return s.error();
+  // composing (left by a crash) or releasing: resolve_unfinished_entry finishes it, still marked
+  // busy so that neither a retried release nor the reconciler steps in between.
+  if (auto s = resolve_unfinished_entry(entry, key, false, nullptr); !s) return s.error();
   auto done = store_.composition(entry.id);
   if (!done) return done.error();
   return std::optional<Composition>{*std::move(done)};
 }
 
-Status CompositionService::settle(int64_t composition_id, bool give_up,
-                                  const FabricInventory* inventory) {
+Status CompositionService::resolve_unfinished(int64_t composition_id, bool give_up,
+                                              const FabricInventory* inventory) {
   LiveEntry entry;
   Key key;
   {
     std::lock_guard lock(mu_);
     auto it = std::find_if(live_.begin(), live_.end(),
                            [&](const auto& kv) { return kv.second.id == composition_id; });
-    if (it == live_.end()) return Status::Ok();  // already settled
+    if (it == live_.end()) return Status::Ok();  // already resolved
     if (it->second.busy) {
       return Error{ErrorCode::kConflict,
                    "composition " + std::to_string(composition_id) + " is being worked on"};
@@ -378,11 +378,12 @@ Status CompositionService::settle(int64_t composition_id, bool give_up,
     entry = it->second;
     key = it->first;
   }
-  return settle_entry(entry, key, give_up, inventory);
+  return resolve_unfinished_entry(entry, key, give_up, inventory);
 }
 
-Status CompositionService::settle_entry(const LiveEntry& entry, const Key& key, bool give_up,
-                                        const FabricInventory* inventory) {
+Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, const Key& key,
+                                                    bool give_up,
+                                                    const FabricInventory* inventory) {
   auto unbusy = [&] {
     std::lock_guard lock(mu_);
     if (auto it = live_.find(key); it != live_.end()) it->second.busy = false;
