@@ -304,7 +304,7 @@ std::vector<std::pair<std::string, std::string>> PolicyKeeper::windows_in_force(
   return out;
 }
 
-bool PolicyKeeper::describe(api::PoolSnapshot& snapshot) const {
+bool PolicyKeeper::fill_snapshot(api::PoolSnapshot& snapshot) const {
   auto a = active();
   if (!a) return false;
   snapshot.workload_classes.clear();
