@@ -38,7 +38,7 @@ std::string format_amount(DeviceType t, uint64_t amount) {
   return std::to_string(amount);
 }
 
-Evaluator::Evaluator(Policy policy, Pool pool)
+Evaluator::Evaluator(Policy policy, PoolSize pool)
     : policy_(std::move(policy)), pool_(pool), schedule_(policy_) {}
 
 std::string Evaluator::format_time(int64_t t) const {

@@ -48,7 +48,7 @@ std::string CapSpec::to_string(DeviceType type) const {
   return std::to_string(value);
 }
 
-uint64_t Pool::size(DeviceType t) const {
+uint64_t PoolSize::size(DeviceType t) const {
   switch (t) {
     case DeviceType::kGpu:
       return gpus;
@@ -60,8 +60,8 @@ uint64_t Pool::size(DeviceType t) const {
   return 0;
 }
 
-Pool Pool::from_rows(const std::vector<PoolRow>& rows) {
-  Pool p;
+PoolSize PoolSize::from_rows(const std::vector<PoolRow>& rows) {
+  PoolSize p;
   uint64_t mem_bytes = 0;
   for (const auto& r : rows) {
     switch (r.type) {

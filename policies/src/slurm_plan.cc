@@ -226,7 +226,7 @@ std::string job_licenses(const Plan& plan, std::string_view class_name, uint64_t
   return format_licenses(out);
 }
 
-Plan compile_plan(const Policy& policy, const Pool& pool, int64_t now_s) {
+Plan compile_plan(const Policy& policy, const PoolSize& pool, int64_t now_s) {
   Plan plan;
   plan.policy_file = policy.file;
   plan.time_zone = policy.time_zone.name();

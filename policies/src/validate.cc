@@ -46,7 +46,7 @@ std::string Validation::to_string() const {
   return out;
 }
 
-Validation validate(const Policy& policy, const Pool& pool) {
+Validation validate(const Policy& policy, const PoolSize& pool) {
   Validation v;
   const Evaluator eval(policy, pool);
 

@@ -30,7 +30,7 @@ inline int64_t local(const TimeZone& tz, int y, int mo, int d, int h = 0, int mi
   return tz.to_utc(CivilTime{y, mo, d, h, mi, 0});
 }
 
-inline constexpr Pool kPool{16, 1024, 8};
+inline constexpr PoolSize kPool{16, 1024, 8};
 
 // Training holds most GPUs Mon-Fri 08:00-20:00, inference the rest of the week.
 inline constexpr const char* kDayNight = R"(# day/night

@@ -244,7 +244,7 @@ TEST_F(PlanTest, DiffFixesDriftAndRemovesOnlyStaleBlockers) {
 TEST_F(PlanTest, ShrinkingLicensesGoLastAndKeepForeignOnes) {
   const SlurmState state =
       applied(compile_plan(policy_, kPool, berlin(2024, 3, 4, 10)), {{"matlab", 10}});
-  const Pool smaller{12, 1024, 8};
+  const PoolSize smaller{12, 1024, 8};
   const auto actions =
       diff_plan(compile_plan(policy_, smaller, berlin(2024, 3, 4, 10)), state, tz_);
   ASSERT_FALSE(actions.empty());

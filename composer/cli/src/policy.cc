@@ -276,7 +276,7 @@ int apply(const PolicyCommand& cmd, const client::Client& client, Format format,
                 Error{parsed.error().code, "the policy has errors:\n" + parsed.error().message});
   auto rows = client.pool();
   if (!rows) return fail(err, rows.error());
-  const pol::Pool pool = pol::Pool::from_rows(*rows);
+  const pol::PoolSize pool = pol::PoolSize::from_rows(*rows);
   const pol::Validation checked = pol::validate(*parsed, pool);
   if (!checked.ok())
     return fail(

@@ -19,7 +19,7 @@ ReconcileReport Reconciler::run_once() {
   for (const auto& e : service_.live()) {
     if (e.busy || e.state == CompositionState::kReady) continue;
     if (now - e.since_ms < options_.stuck_after_ms) continue;
-    if (auto s = service_.settle(e.id, true); s) {
+    if (auto s = service_.resolve_unfinished(e.id, true); s) {
       ++report.stuck_settled;
       log::warning("reconciler settled a stuck composition",
                    {{"composition", std::to_string(e.id)},

@@ -59,7 +59,7 @@ Status CompositionService::start() {
   if (!live) return live.error();
 
   std::lock_guard lock(mu_);
-  pool_.load(*hosts, *devices);
+  allocator_.load(*hosts, *devices);
   live_.clear();
   for (const auto& c : *live) {
     LiveEntry e{.id = c.id,
@@ -86,33 +86,33 @@ void CompositionService::set_admission_check(AdmissionCheck check) {
 }
 
 Expected<int> CompositionService::recover() {
-  std::vector<int64_t> unsettled;
+  std::vector<int64_t> unfinished;
   {
     std::lock_guard lock(mu_);
     for (const auto& [key, e] : live_) {
-      if (e.state != CompositionState::kReady) unsettled.push_back(e.id);
+      if (e.state != CompositionState::kReady) unfinished.push_back(e.id);
     }
   }
   // One read of the fabric serves every composition left composing.
   std::optional<FabricInventory> inventory;
-  if (!unsettled.empty()) {
+  if (!unfinished.empty()) {
     if (auto inv = fabric_.inventory(); inv) inventory = std::move(inv).value();
   }
-  int settled = 0;
-  for (int64_t id : unsettled) {
-    if (auto s = settle(id, false, inventory ? &*inventory : nullptr); s) {
-      ++settled;
+  int resolved = 0;
+  for (int64_t id : unfinished) {
+    if (auto s = resolve_unfinished(id, false, inventory ? &*inventory : nullptr); s) {
+      ++resolved;
     } else {
       log::warning("recovery left a composition unsettled",
                    {{"composition", std::to_string(id)}, {"error", s.error().message}});
     }
   }
-  return settled;
+  return resolved;
 }
 
 std::string CompositionService::fabric_host(const std::string& node) const {
   std::lock_guard lock(mu_);
-  const Host* h = pool_.host(node);
+  const Host* h = allocator_.host(node);
   return h != nullptr ? h->fabric_id : node;
 }
 
@@ -169,7 +169,7 @@ std::optional<CompositionService::LiveEntry> CompositionService::wait_idle(
 
 void CompositionService::forget(const Key& key, const std::vector<std::string>& free_devices) {
   std::lock_guard lock(mu_);
-  pool_.give_back(free_devices);
+  allocator_.give_back(free_devices);
   live_.erase(key);
   changed_.notify_all();
 }
@@ -216,11 +216,11 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
       admitted = std::move(*a);
     }
     window = admitted.window;
-    auto picked = pool_.allocate(in.node, in.request);
+    auto picked = allocator_.allocate(in.node, in.request);
     if (!picked) {
       return Error{picked.error().code, where(in.job_id, in.node) + ": " + picked.error().message};
     }
-    pool_.take(in.node, *picked, 0);
+    allocator_.take(in.node, *picked, 0);
     entry = LiveEntry{.id = 0,
                       .job_id = in.job_id,
                       .node = in.node,
@@ -252,7 +252,7 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
   entry.id = created->id;
   {
     std::lock_guard lock(mu_);
-    pool_.take(in.node, entry.devices, entry.id);
+    allocator_.take(in.node, entry.devices, entry.id);
     live_[key].id = entry.id;
   }
 
@@ -345,23 +345,23 @@ Expected<std::optional<Composition>> CompositionService::release(uint32_t job_id
     live_[key].state = CompositionState::kReleasing;
     live_[key].since_ms = clock_.now_ms();
   }
-  // composing (left by a crash) or releasing: settle finishes it, still marked busy so that
-  // neither a retried release nor the reconciler steps in between.
-  if (auto s = settle_entry(entry, key, false, nullptr); !s) return s.error();
+  // composing (left by a crash) or releasing: resolve_unfinished_entry finishes it, still marked
+  // busy so that neither a retried release nor the reconciler steps in between.
+  if (auto s = resolve_unfinished_entry(entry, key, false, nullptr); !s) return s.error();
   auto done = store_.composition(entry.id);
   if (!done) return done.error();
   return std::optional<Composition>{*std::move(done)};
 }
 
-Status CompositionService::settle(int64_t composition_id, bool give_up,
-                                  const FabricInventory* inventory) {
+Status CompositionService::resolve_unfinished(int64_t composition_id, bool give_up,
+                                              const FabricInventory* inventory) {
   LiveEntry entry;
   Key key;
   {
     std::lock_guard lock(mu_);
     auto it = std::find_if(live_.begin(), live_.end(),
                            [&](const auto& kv) { return kv.second.id == composition_id; });
-    if (it == live_.end()) return Status::Ok();  // already settled
+    if (it == live_.end()) return Status::Ok();  // already resolved
     if (it->second.busy) {
       return Error{ErrorCode::kConflict,
                    "composition " + std::to_string(composition_id) + " is being worked on"};
@@ -370,11 +370,12 @@ Status CompositionService::settle(int64_t composition_id, bool give_up,
     entry = it->second;
     key = it->first;
   }
-  return settle_entry(entry, key, give_up, inventory);
+  return resolve_unfinished_entry(entry, key, give_up, inventory);
 }
 
-Status CompositionService::settle_entry(const LiveEntry& entry, const Key& key, bool give_up,
-                                        const FabricInventory* inventory) {
+Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, const Key& key,
+                                                    bool give_up,
+                                                    const FabricInventory* inventory) {
   auto unbusy = [&] {
     std::lock_guard lock(mu_);
     if (auto it = live_.find(key); it != live_.end()) it->second.busy = false;
@@ -462,7 +463,7 @@ void CompositionService::drain_devices(const std::vector<std::string>& ids,
   for (const auto& id : ids) {
     (void)store_.set_drained(id, true, reason, "composerd", clock_.now_ms());
     std::lock_guard lock(mu_);
-    pool_.set_drained(id, true, reason);
+    allocator_.set_drained(id, true, reason);
   }
 }
 
@@ -476,7 +477,7 @@ Expected<Device> CompositionService::drain(const std::string& device_id, const s
   }
   {
     std::lock_guard lock(mu_);
-    pool_.set_drained(device_id, true, reason);
+    allocator_.set_drained(device_id, true, reason);
   }
   return store_.device(device_id);
 }
@@ -488,7 +489,7 @@ Expected<Device> CompositionService::resume(const std::string& device_id,
   }
   {
     std::lock_guard lock(mu_);
-    pool_.set_drained(device_id, false, "");
+    allocator_.set_drained(device_id, false, "");
   }
   return store_.device(device_id);
 }
@@ -497,30 +498,30 @@ Status CompositionService::mark_health(const std::string& device_id, Health heal
                                        const std::string& detail) {
   if (auto s = store_.set_health(device_id, health, detail, clock_.now_ms()); !s) return s;
   std::lock_guard lock(mu_);
-  pool_.set_health(device_id, health);
+  allocator_.set_health(device_id, health);
   return Status::Ok();
 }
 
 std::vector<PoolRow> CompositionService::pool_summary() const {
   std::lock_guard lock(mu_);
-  return pool_.summary();
+  return allocator_.summary();
 }
 
 std::vector<Host> CompositionService::hosts() const {
   std::lock_guard lock(mu_);
-  return pool_.hosts();
+  return allocator_.hosts();
 }
 
 std::optional<Device> CompositionService::pooled_device(const std::string& id) const {
   std::lock_guard lock(mu_);
-  const Device* d = pool_.device(id);
+  const Device* d = allocator_.device(id);
   if (d == nullptr) return std::nullopt;
   return *d;
 }
 
 Status CompositionService::check_possible(const std::string& node, const Request& request) const {
   std::lock_guard lock(mu_);
-  return pool_.check_possible(node, request);
+  return allocator_.check_possible(node, request);
 }
 
 std::vector<CompositionService::LiveEntry> CompositionService::live() const {

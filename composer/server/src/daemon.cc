@@ -173,7 +173,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
 void Daemon::publish_snapshot() {
   auto& in = *impl_;
   api::PoolSnapshot snap = api::make_snapshot(in.service->pool_summary(), in.service->hosts(), 0);
-  if (!in.policy->describe(snap)) {
+  if (!in.policy->fill_snapshot(snap)) {
     for (const auto& w : in.config.workloads) {
       api::WorkloadClass wc;
       wc.name = w;

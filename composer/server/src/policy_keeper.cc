@@ -26,7 +26,7 @@ namespace composer::server {
 namespace pol = composer::policies;
 
 struct PolicyKeeper::Active {
-  Active(PolicyVersion v, pol::Policy p, pol::Pool pool, int64_t now_s)
+  Active(PolicyVersion v, pol::Policy p, pol::PoolSize pool, int64_t now_s)
       : version(std::move(v)),
         evaluator(std::move(p), pool),
         plan(pol::compile_plan(evaluator.policy(), pool, now_s)) {}
@@ -83,7 +83,7 @@ Expected<std::shared_ptr<const PolicyKeeper::Active>> PolicyKeeper::compile(
     const PolicyVersion& version) const {
   auto parsed = pol::parse_policy(version.text, version.file, zones());
   if (!parsed) return parsed.error();
-  const pol::Pool pool = pol::Pool::from_rows(service_.pool_summary());
+  const pol::PoolSize pool = pol::PoolSize::from_rows(service_.pool_summary());
   const pol::Validation checked = pol::validate(*parsed, pool);
   if (!checked.ok()) return bad(checked.to_string());
   if (!workloads_.empty()) {
@@ -300,7 +300,7 @@ std::vector<std::pair<std::string, std::string>> PolicyKeeper::windows_in_force(
   return out;
 }
 
-bool PolicyKeeper::describe(api::PoolSnapshot& snapshot) const {
+bool PolicyKeeper::fill_snapshot(api::PoolSnapshot& snapshot) const {
   auto a = active();
   if (!a) return false;
   snapshot.workload_classes.clear();

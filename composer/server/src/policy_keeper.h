@@ -53,7 +53,7 @@ class PolicyKeeper {
   AdmissionCheck admission_check();
   // Fills the snapshot's workload classes (cap licenses, highest caps) and blocker
   // reservations from the policy in force; false (snapshot untouched) without one.
-  bool describe(api::PoolSnapshot& snapshot) const;
+  bool fill_snapshot(api::PoolSnapshot& snapshot) const;
 
   // The window in force now for each class of the policy in force, in the policy's class
   // order: (class, window), the window being "Default" when none of the class's windows is

@@ -43,7 +43,7 @@ Status add_window_caps(db::Store& store, const std::vector<Device>& inventory,
                  {{"version", std::to_string(version->id)}, {"cause", policy.error().message}});
     return Status::Ok();
   }
-  policies::Pool pool;
+  policies::PoolSize pool;
   uint64_t mem_bytes = 0;
   for (const Device& d : inventory) {
     if (d.type == DeviceType::kGpu) ++pool.gpus;

@@ -61,10 +61,10 @@ struct Admission {
 class Evaluator {
  public:
   // Keeps a copy of the policy; call validate() first, the evaluator trusts it.
-  Evaluator(Policy policy, Pool pool);
+  Evaluator(Policy policy, PoolSize pool);
 
   const Policy& policy() const { return policy_; }
-  const Pool& pool() const { return pool_; }
+  const PoolSize& pool() const { return pool_; }
   const Schedule& schedule() const { return schedule_; }
 
   // The caps of `class_name` in `window` (a window's name or kDefaultWindow).
@@ -87,7 +87,7 @@ class Evaluator {
   std::optional<Hold> first_hold(const JobQuery& job, int64_t start) const;
 
   Policy policy_;
-  Pool pool_;
+  PoolSize pool_;
   Schedule schedule_;
 };
 

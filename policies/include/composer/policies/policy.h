@@ -71,15 +71,15 @@ struct Limit {
   int line = 0;
 };
 
-// Pool sizes the shares refer to and the caps are checked against. Memory in whole GiB, the
-// unit of the fabric_mem license.
-struct Pool {
+// The pool's size per type: what the shares refer to and the caps are checked against.
+// Memory in whole GiB, the unit of the fabric_mem license.
+struct PoolSize {
   uint64_t gpus = 0;
   uint64_t mem_gib = 0;
   uint64_t nvme = 0;
   uint64_t size(DeviceType t) const;
   // Sums the rows' totals (memory: total_bytes, rounded down to GiB).
-  static Pool from_rows(const std::vector<PoolRow>& rows);
+  static PoolSize from_rows(const std::vector<PoolRow>& rows);
 };
 
 struct Policy {

@@ -75,7 +75,7 @@ std::string job_licenses(const Plan& plan, std::string_view class_name, uint64_t
 bool is_blocker_name(std::string_view reservation_name);
 
 // The policy must have passed validate().
-Plan compile_plan(const Policy& policy, const Pool& pool, int64_t now_s);
+Plan compile_plan(const Policy& policy, const PoolSize& pool, int64_t now_s);
 
 // What Slurm has now, as `scontrol show lic` / `scontrol show res` report it.
 struct ExistingReservation {

@@ -22,6 +22,6 @@ struct Validation {
 // different caps there; a class whose caps are 0 for every pooled type at all times (it can
 // never run). Warnings: a type a class can never get, a window no Limit line uses, a Default
 // limit that never applies, no DefaultClass.
-Validation validate(const Policy& policy, const Pool& pool);
+Validation validate(const Policy& policy, const PoolSize& pool);
 
 }  // namespace composer::policies

@@ -2,7 +2,7 @@
 //
 // Every fabric call is preceded by a durable record of the intent (the composition in state
 // composing or releasing, with its devices), so after a crash recover() can finish or roll
-// back whatever was under way. The in-memory Pool mirrors the store and is what allocation
+// back whatever was under way. The in-memory Allocator mirrors the store and is what allocation
 // reads; a mutex serialises allocation, while store commits and fabric calls run outside it.
 #pragma once
 
@@ -19,8 +19,8 @@
 
 #include "composer/common/clock.h"
 #include "composer/common/error.h"
+#include "composer/core/allocator.h"
 #include "composer/core/fabric.h"
-#include "composer/core/pool.h"
 #include "composer/db/store.h"
 #include "composer/model/model.h"
 
@@ -65,7 +65,7 @@ class CompositionService {
   // Installs the policy's compose-time check (set before serving; none by default).
   void set_admission_check(AdmissionCheck check);
   // Finishes or rolls back compositions left in composing/releasing by a previous run.
-  // Returns how many it settled.
+  // Returns how many it resolved.
   Expected<int> recover();
 
   // Idempotent: a retry for the same (job, node) and request answers the same composition.
@@ -99,10 +99,14 @@ class CompositionService {
   std::vector<LiveEntry> live() const;
   // The reconciler found a device's health changed, or the fabric lost an attachment.
   Status mark_health(const std::string& device_id, Health health, const std::string& detail);
-  // Settles a composition nobody is working on: composing -> finish or roll back,
-  // releasing -> retry the detach. Used by recover() and the reconciler's timeouts.
-  // `inventory`: the fabric's, if the caller has just read it; null: read when needed.
-  Status settle(int64_t composition_id, bool give_up, const FabricInventory* inventory = nullptr);
+  // Resolves an unfinished composition nobody is working on: composing -> finish (the fabric
+  // shows every device attached) or roll back; releasing -> retry the detach. `give_up` (the
+  // reconciler's timeout): composing rolls back without asking the fabric, and a detach that
+  // fails again marks the composition failed and drains its devices instead of waiting for a
+  // retry. Used by recover() and the reconciler's timeouts. `inventory`: the fabric's, if the
+  // caller has just read it; null: read when needed.
+  Status resolve_unfinished(int64_t composition_id, bool give_up,
+                            const FabricInventory* inventory = nullptr);
 
   // Fabric attach/detach operations that failed or timed out since start, for metrics.
   struct FabricErrors {
@@ -133,10 +137,10 @@ class CompositionService {
   void forget(const Key& key, const std::vector<std::string>& free_devices);
   Expected<Composition> fail_compose(const LiveEntry& entry, const std::string& host,
                                      const std::string& why);
-  // settle() for an entry the caller has already marked busy. `inventory`: the fabric's,
-  // already read (recover() reads it once for all); null: read here when needed.
-  Status settle_entry(const LiveEntry& entry, const Key& key, bool give_up,
-                      const FabricInventory* inventory);
+  // resolve_unfinished() for an entry the caller has already marked busy. `inventory`: the
+  // fabric's, already read (recover() reads it once for all); null: read here when needed.
+  Status resolve_unfinished_entry(const LiveEntry& entry, const Key& key, bool give_up,
+                                  const FabricInventory* inventory);
   // Drains devices the fabric may still hold, in the store and the pool, with one reason.
   void drain_devices(const std::vector<std::string>& ids, const std::string& reason);
 
@@ -150,7 +154,7 @@ class CompositionService {
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  Pool pool_;
+  Allocator allocator_;
   std::map<Key, LiveEntry> live_;
 };
 

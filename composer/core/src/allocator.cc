@@ -1,4 +1,4 @@
-// The pool and its allocator.
+// The allocator: the in-memory view of the device pool and the picking of devices from it.
 //
 // Every device lives in `devices`; everything allocate() reads comes from indexes that
 // account() keeps in step, so a request costs a few ordered-set look-ups per reachable zone
@@ -13,7 +13,7 @@
 //   held           node                -> devices the node holds per type (attach slots)
 // Every mutation removes the device from the indexes, changes it, and adds it back.
 
-#include "composer/core/pool.h"
+#include "composer/core/allocator.h"
 
 #include <algorithm>
 #include <array>
@@ -130,7 +130,7 @@ bool before(const MemSet& set, MemSet::const_iterator it, MemSet::const_iterator
 
 }  // namespace
 
-struct Pool::Impl {
+struct Allocator::Impl {
   std::map<std::string, Host, std::less<>> hosts;
   std::map<std::string, Device, std::less<>> devices;
 
@@ -556,16 +556,16 @@ struct Pool::Impl {
   }
 };
 
-Pool::Pool() : impl_(std::make_unique<Impl>()) {}
-Pool::~Pool() = default;
+Allocator::Allocator() : impl_(std::make_unique<Impl>()) {}
+Allocator::~Allocator() = default;
 
-void Pool::load(const std::vector<Host>& hosts, const std::vector<Device>& devices) {
+void Allocator::load(const std::vector<Host>& hosts, const std::vector<Device>& devices) {
   impl_->clear();
   for (const Host& h : hosts) impl_->hosts[h.node] = h;
   for (const Device& d : devices) {
     auto [it, inserted] = impl_->devices.try_emplace(d.id, d);
     if (!inserted) {
-      log::warning("pool: device listed twice, keeping the last", {{"device", d.id}});
+      log::warning("allocator: device listed twice, keeping the last", {{"device", d.id}});
       impl_->mutate(it->second, [&d](Device& dev) { dev = d; });
       continue;
     }
@@ -573,9 +573,9 @@ void Pool::load(const std::vector<Host>& hosts, const std::vector<Device>& devic
   }
 }
 
-void Pool::upsert_host(const Host& host) { impl_->hosts[host.node] = host; }
+void Allocator::upsert_host(const Host& host) { impl_->hosts[host.node] = host; }
 
-void Pool::upsert_device(const Device& device) {
+void Allocator::upsert_device(const Device& device) {
   auto it = impl_->devices.find(device.id);
   if (it == impl_->devices.end()) {
     auto [added, inserted] = impl_->devices.emplace(device.id, device);
@@ -593,25 +593,25 @@ void Pool::upsert_device(const Device& device) {
   });
 }
 
-const Host* Pool::host(std::string_view node) const {
+const Host* Allocator::host(std::string_view node) const {
   auto it = impl_->hosts.find(node);
   return it == impl_->hosts.end() ? nullptr : &it->second;
 }
 
-const Device* Pool::device(std::string_view id) const {
+const Device* Allocator::device(std::string_view id) const {
   auto it = impl_->devices.find(id);
   return it == impl_->devices.end() ? nullptr : &it->second;
 }
 
-std::vector<Host> Pool::hosts() const {
+std::vector<Host> Allocator::hosts() const {
   std::vector<Host> out;
   out.reserve(impl_->hosts.size());
   for (const auto& [node, h] : impl_->hosts) out.push_back(h);
   return out;
 }
 
-Expected<std::vector<std::string>> Pool::allocate(std::string_view node,
-                                                  const Request& request) const {
+Expected<std::vector<std::string>> Allocator::allocate(std::string_view node,
+                                                       const Request& request) const {
   const Host* h = host(node);
   if (h == nullptr) return Error{ErrorCode::kNotFound, "unknown node '" + std::string(node) + "'"};
   std::vector<std::string> out;
@@ -627,12 +627,12 @@ Expected<std::vector<std::string>> Pool::allocate(std::string_view node,
   return out;
 }
 
-void Pool::take(std::string_view node, const std::vector<std::string>& ids,
-                int64_t composition_id) {
+void Allocator::take(std::string_view node, const std::vector<std::string>& ids,
+                     int64_t composition_id) {
   for (const std::string& id : ids) {
     auto it = impl_->devices.find(id);
     if (it == impl_->devices.end()) {
-      log::warning("pool: take of an unknown device ignored", {{"device", id}});
+      log::warning("allocator: take of an unknown device ignored", {{"device", id}});
       continue;
     }
     impl_->mutate(it->second, [&](Device& d) {
@@ -642,11 +642,11 @@ void Pool::take(std::string_view node, const std::vector<std::string>& ids,
   }
 }
 
-void Pool::give_back(const std::vector<std::string>& ids) {
+void Allocator::give_back(const std::vector<std::string>& ids) {
   for (const std::string& id : ids) {
     auto it = impl_->devices.find(id);
     if (it == impl_->devices.end()) {
-      log::warning("pool: give_back of an unknown device ignored", {{"device", id}});
+      log::warning("allocator: give_back of an unknown device ignored", {{"device", id}});
       continue;
     }
     impl_->mutate(it->second, [](Device& d) {
@@ -656,10 +656,10 @@ void Pool::give_back(const std::vector<std::string>& ids) {
   }
 }
 
-void Pool::set_drained(std::string_view id, bool drained, std::string_view reason) {
+void Allocator::set_drained(std::string_view id, bool drained, std::string_view reason) {
   auto it = impl_->devices.find(id);
   if (it == impl_->devices.end()) {
-    log::warning("pool: drain of an unknown device ignored", {{"device", std::string(id)}});
+    log::warning("allocator: drain of an unknown device ignored", {{"device", std::string(id)}});
     return;
   }
   impl_->mutate(it->second, [&](Device& d) {
@@ -668,10 +668,10 @@ void Pool::set_drained(std::string_view id, bool drained, std::string_view reaso
   });
 }
 
-void Pool::set_health(std::string_view id, Health health) {
+void Allocator::set_health(std::string_view id, Health health) {
   auto it = impl_->devices.find(id);
   if (it == impl_->devices.end()) {
-    log::warning("pool: health of an unknown device ignored", {{"device", std::string(id)}});
+    log::warning("allocator: health of an unknown device ignored", {{"device", std::string(id)}});
     return;
   }
   impl_->mutate(it->second, [health](Device& d) { d.health = health; });
@@ -680,7 +680,7 @@ void Pool::set_health(std::string_view id, Health health) {
 // Counts every device the node reaches, drained and failed ones included: a drain is lifted
 // and a failed device replaced, so only missing hardware or too few slots make a request
 // impossible.
-Status Pool::check_possible(std::string_view node, const Request& request) const {
+Status Allocator::check_possible(std::string_view node, const Request& request) const {
   const Host* h = host(node);
   if (h == nullptr) return Error{ErrorCode::kNotFound, "unknown node '" + std::string(node) + "'"};
   if (Status s = impl_->check_count(*h, DeviceType::kGpu, request.gpus, request.gpu_model); !s) {
@@ -690,7 +690,7 @@ Status Pool::check_possible(std::string_view node, const Request& request) const
   return impl_->check_count(*h, DeviceType::kNvme, request.nvme, "");
 }
 
-std::vector<PoolRow> Pool::summary() const {
+std::vector<PoolRow> Allocator::summary() const {
   std::vector<PoolRow> out;
   out.reserve(impl_->rows.size());
   for (const auto& [key, row] : impl_->rows) out.push_back(row);

@@ -16,12 +16,12 @@
 
 namespace composer {
 
-class Pool {
+class Allocator {
  public:
-  Pool();
-  ~Pool();
-  Pool(const Pool&) = delete;
-  Pool& operator=(const Pool&) = delete;
+  Allocator();
+  ~Allocator();
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
 
   // Replaces everything. Devices carry their owner (composition_id, node) if attached.
   void load(const std::vector<Host>& hosts, const std::vector<Device>& devices);
