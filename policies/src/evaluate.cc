@@ -15,29 +15,6 @@ std::array<uint64_t, 3> amounts(const JobQuery& job) {
 
 }  // namespace
 
-std::string format_duration(int64_t seconds) {
-  if (seconds < 60) return std::to_string(seconds) + "s";
-  const int64_t minutes = (seconds + 59) / 60;
-  const int64_t d = minutes / 1440, h = minutes % 1440 / 60, m = minutes % 60;
-  std::string out;
-  if (d) out += std::to_string(d) + "d";
-  if (h) out += (out.empty() ? "" : " ") + std::to_string(h) + "h";
-  if (m) out += (out.empty() ? "" : " ") + std::to_string(m) + "m";
-  return out;
-}
-
-std::string format_amount(DeviceType t, uint64_t amount) {
-  switch (t) {
-    case DeviceType::kGpu:
-      return std::to_string(amount) + (amount == 1 ? " GPU" : " GPUs");
-    case DeviceType::kMem:
-      return std::to_string(amount) + " GiB of memory";
-    case DeviceType::kNvme:
-      return std::to_string(amount) + (amount == 1 ? " NVMe drive" : " NVMe drives");
-  }
-  return std::to_string(amount);
-}
-
 Evaluator::Evaluator(Policy policy, PoolSize pool)
     : policy_(std::move(policy)), pool_(pool), schedule_(policy_) {}
 

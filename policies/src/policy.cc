@@ -98,6 +98,35 @@ const Limit* Policy::find_limit(std::string_view class_name, std::string_view wi
   return nullptr;
 }
 
+std::string format_duration(int64_t seconds) {
+  if (seconds < 60) return std::to_string(seconds) + "s";
+  const int64_t minutes = (seconds + 59) / 60;
+  const int64_t d = minutes / 1440, h = minutes % 1440 / 60, m = minutes % 60;
+  std::string out;
+  if (d) out += std::to_string(d) + "d";
+  if (h) out += (out.empty() ? "" : " ") + std::to_string(h) + "h";
+  if (m) out += (out.empty() ? "" : " ") + std::to_string(m) + "m";
+  return out;
+}
+
+std::string format_amount(DeviceType t, uint64_t amount) {
+  switch (t) {
+    case DeviceType::kGpu:
+      return std::to_string(amount) + (amount == 1 ? " GPU" : " GPUs");
+    case DeviceType::kMem:
+      return std::to_string(amount) + " GiB of memory";
+    case DeviceType::kNvme:
+      return std::to_string(amount) + (amount == 1 ? " NVMe drive" : " NVMe drives");
+  }
+  return std::to_string(amount);
+}
+
+std::string pool_license_name(DeviceType t) { return "fabric_" + std::string(to_string(t)); }
+
+std::string cap_license_name(std::string_view class_name, DeviceType t) {
+  return std::string(class_name) + "_" + std::string(to_string(t)) + "_cap";
+}
+
 uint64_t resolve_cap(const CapSpec& cap, uint64_t pool_size) {
   if (cap.kind == CapSpec::Kind::kCount) return cap.value;
   // Split so that pool_size x share cannot overflow: value <= 10000.

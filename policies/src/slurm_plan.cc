@@ -88,8 +88,9 @@ std::vector<Piece> pieces_of(const std::vector<std::pair<int, int>>& runs) {
   for (auto [start, length] : runs)
     groups[{start % 1440, length}] |= static_cast<DaySet>(1u << (start / 1440));
   std::vector<Piece> out;
-  for (const auto& [key, days] : groups) {
-    DaySet rest = days;
+  for (const auto& group : groups) {
+    const std::pair<int, int>& key = group.first;
+    DaySet rest = group.second;
     auto add = [&](Recurrence r, DaySet d, std::string tag) {
       out.push_back(Piece{r, d, key.first, key.second, std::move(tag)});
     };
@@ -129,7 +130,7 @@ int64_t next_start(const TimeZone& tz, const Piece& p, int64_t now) {
 std::optional<int64_t> current_end(const TimeZone& tz, const Piece& p, int64_t now) {
   const LocalTime l = tz.to_local(now);
   const int64_t today = days_from_civil(l.civil.year, l.civil.month, l.civil.day);
-  const int64_t wall_now = today * 1440 + l.civil.hour * 60 + l.civil.minute;
+  const int64_t wall_now = today * 1440 + int64_t{l.civil.hour} * 60 + l.civil.minute;
   for (int64_t d = today - 7; d <= today; ++d) {
     if (!(p.days & (1u << weekday_from_days(d)))) continue;
     const int64_t start = d * 1440 + p.start_min;
@@ -199,12 +200,6 @@ std::string Plan::render() const {
   for (const auto& n : notes) out += "# note: " + n + "\n";
   for (const auto& w : warnings) out += "# WARNING: " + w + "\n";
   return out;
-}
-
-std::string pool_license_name(DeviceType t) { return "fabric_" + std::string(to_string(t)); }
-
-std::string cap_license_name(std::string_view class_name, DeviceType t) {
-  return std::string(class_name) + "_" + std::string(to_string(t)) + "_cap";
 }
 
 bool is_blocker_name(std::string_view name) {
@@ -352,7 +347,7 @@ Plan compile_plan(const Policy& policy, const PoolSize& pool, int64_t now_s) {
   int64_t t = now_s;
   for (int guard = 0; guard < 16; ++guard) {
     auto change = tz.next_transition(t);
-    if (!change || *change > now_s + 366 * 86400) break;
+    if (!change || *change > now_s + int64_t{366} * 86400) break;
     t = *change;
     const LocalTime before = tz.to_local(t - 1);
     const int delta_min = (tz.offset_at(t) - tz.offset_at(t - 1)) / 60;

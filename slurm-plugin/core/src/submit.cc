@@ -6,8 +6,6 @@
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/policies/classify.h"
-#include "composer/policies/evaluate.h"
-#include "composer/policies/slurm_plan.h"
 
 namespace composer::slurm {
 namespace {

@@ -91,9 +91,4 @@ class Evaluator {
   Schedule schedule_;
 };
 
-// "3d 4h", "90m", "45s"
-std::string format_duration(int64_t seconds);
-// "8 GPUs", "1 GPU", "512 GiB of memory", "2 NVMe drives"
-std::string format_amount(DeviceType t, uint64_t amount);
-
 }  // namespace composer::policies

@@ -98,6 +98,16 @@ struct Policy {
   const Limit* find_limit(std::string_view class_name, std::string_view window) const;
 };
 
+// Wording and Slurm names shared by composerd, composerctl and the job_submit plugin.
+// "3d 4h", "90m", "45s"
+std::string format_duration(int64_t seconds);
+// "8 GPUs", "1 GPU", "512 GiB of memory", "2 NVMe drives"
+std::string format_amount(DeviceType t, uint64_t amount);
+// "training_gpu_cap"
+std::string cap_license_name(std::string_view class_name, DeviceType t);
+// The pool license of a type: "fabric_gpu", "fabric_mem", "fabric_nvme".
+std::string pool_license_name(DeviceType t);
+
 // Share rounding: floor(pool x share), except that a share above zero of a non-empty pool
 // is never less than 1, so a class with a small share can still run something.
 uint64_t resolve_cap(const CapSpec& cap, uint64_t pool_size);

@@ -61,10 +61,6 @@ struct Plan {
   std::string render() const;
 };
 
-// "training_gpu_cap"
-std::string cap_license_name(std::string_view class_name, DeviceType t);
-// The pool license of a type: "fabric_gpu", "fabric_mem", "fabric_nvme".
-std::string pool_license_name(DeviceType t);
 // What job_submit adds to a job of `class_name` asking for these totals (memory in bytes,
 // rounded up to GiB): "fabric_gpu:4,training_gpu_cap:4". Cap licenses appear only where the
 // plan has one.
