@@ -43,8 +43,7 @@ fi
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOMPOSER_BUILD_TESTS=ON \
   -DCOMPOSER_WERROR=ON -DCOMPOSER_RELEASE_TESTS=$releases -DCOMPOSER_SANITIZER_TESTS=ON \
-  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-  -DCOMPOSER_CLANG_TIDY="${COMPOSER_CLANG_TIDY:-OFF}"
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 cmake --build "$build"
 cmake --build "$build" --target format-check
 

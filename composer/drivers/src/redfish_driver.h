@@ -183,7 +183,8 @@ struct RedfishFabric::Impl {
   // One request with the credential; answers any HTTP status. A session that expired is
   // opened again once.
   Expected<Reply> request(const std::string& method, const std::string& uri,
-                          const Json::Value* body = nullptr, std::vector<std::string> extra = {});
+                          const Json::Value* body = nullptr,
+                          const std::vector<std::string>& extra = {});
 
   Expected<Json::Value> get(const std::string& uri);
 

@@ -107,7 +107,7 @@ void RedfishFabric::Impl::logout() {
 
 Expected<Reply> RedfishFabric::Impl::request(const std::string& method, const std::string& uri,
                                              const Json::Value* body,
-                                             std::vector<std::string> extra) {
+                                             const std::vector<std::string>& extra) {
   for (int attempt = 0;; ++attempt) {
     http::HttpRequest req;
     req.method = method;

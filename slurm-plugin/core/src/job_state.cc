@@ -152,7 +152,7 @@ std::vector<std::pair<std::string, std::string>> task_environment(const JobState
   env.emplace_back("COMPOSER_GPUS", join(gpus));
   // NUMA nodes when every memory block has one; else the attached size (e.g. "64G").
   const bool all_numa =
-      mem_devices > 0 && numa.size() > 0 &&
+      mem_devices > 0 && !numa.empty() &&
       std::all_of(state.devices.begin(), state.devices.end(), [](const Device& d) {
         return d.type != DeviceType::kMem || !numa_node(d.address).empty();
       });

@@ -34,7 +34,7 @@
 
 namespace composer::accounting {
 
-inline constexpr int64_t kHourMs = 3600 * 1000;
+inline constexpr int64_t kHourMs = int64_t{3600} * 1000;
 // The longest range one report covers: a bit more than ten years of hourly buckets.
 inline constexpr int64_t kMaxRangeMs = int64_t{3660} * 24 * kHourMs;
 inline constexpr size_t kMaxTopJobs = 1000;
