@@ -11,7 +11,7 @@
 # CTLD_PORT and SLURMD_PORT, FABRIC and the pool:
 #   FABRIC=sim      (default) composerd's simulated fabric holding E2E_GPUS (8) A100 GPUs,
 #                   E2E_MEM_BLOCKS (4) 64G CXL memory blocks and E2E_NVME (4) NVMe drives;
-#   FABRIC=redfish  the fake Redfish composition service (tests/redfish, fake_redfish) on
+#   FABRIC=redfish  the fake Redfish composition service (tests/drivers/fake_redfish) on
 #                   loopback, this node mapped to its composed system node01: E2E_GPUS/2 GPUs
 #                   in each of its two zones plus the devices of the DMTF mockup it serves.
 # Slurm's licenses and GRES counts are taken from the pool composerd publishes, whatever the
@@ -37,7 +37,7 @@ FABRIC=${FABRIC:-sim}
 
 PLUGINS=$(realpath -m "${PLUGIN_DIR:-$BUILD_DIR/slurm-plugin}")
 COMPOSERD=$(realpath -m "${COMPOSERD:-$BUILD_DIR/composer/server/composerd}")
-FAKE_REDFISH=$(realpath -m "${FAKE_REDFISH:-$BUILD_DIR/tests/redfish/fake_redfish}")
+FAKE_REDFISH=$(realpath -m "${FAKE_REDFISH:-$BUILD_DIR/tests/drivers/fake_redfish/fake_redfish}")
 MUNGE_SOCKET=$E2E_DIR/munge/munge.socket
 SLURM_CONF=$E2E_DIR/etc/slurm.conf
 

@@ -9,12 +9,12 @@
 #include <sstream>
 #include <thread>
 
-#include "../integration/composerd_process.h"
-#include "../integration/raw_request.h"
 #include "composer/accounting/report.h"
 #include "composer/accounting/report_json.h"
 #include "composer/api/codec.h"
 #include "composer/common/units.h"
+#include "composerd_process.h"
+#include "raw_request.h"
 
 namespace composer::testing {
 namespace {
