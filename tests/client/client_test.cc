@@ -12,7 +12,7 @@
 #include "composer/common/units.h"
 #include "composer/test_support/munge_daemon.h"
 #include "composer/test_support/ports.h"
-#include "test_server.h"
+#include "composer/test_support/test_server.h"
 
 namespace composer::client {
 namespace {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "composer/test_support/ports.h"
-#include "test_server.h"
+#include "composer/test_support/test_server.h"
 
 namespace composer::http {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "composer/api/codec.h"
+#include "composer/test_support/test_server.h"
 #include "policy_keeper.h"
-#include "test_server.h"
 
 namespace composer::server {
 namespace {
