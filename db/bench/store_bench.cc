@@ -198,9 +198,9 @@ int run(const Options& o) {
         "largest_batch=%llu transactions_per_s=%.0f failures=%d\n",
         o.label.c_str(), static_cast<unsigned long long>(calls),
         static_cast<unsigned long long>(transactions),
-        transactions > 0 ? static_cast<double>(calls) / transactions : 0.0,
-        static_cast<unsigned long long>(after.largest_batch), transactions / seconds,
-        failures.load());
+        transactions > 0 ? static_cast<double>(calls) / static_cast<double>(transactions) : 0.0,
+        static_cast<unsigned long long>(after.largest_batch),
+        static_cast<double>(transactions) / seconds, failures.load());
     rc = failures.load() == 0 ? 0 : 1;
   }
   if (remove_dir) {

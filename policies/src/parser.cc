@@ -62,7 +62,7 @@ std::optional<int> parse_day(std::string_view s) {
 std::optional<DaySet> parse_days(std::string_view s) {
   if (iequals(s, "all")) return kAllDays;
   DaySet set = 0;
-  for (auto item : split(s, ',')) {
+  for (const auto& item : split(s, ',')) {
     auto dash = item.find('-');
     if (dash == std::string_view::npos) {
       auto d = parse_day(item);
@@ -354,7 +354,7 @@ class Parser {
     for (const auto& [key, out] : lists) {
       const Pair* p = find(pairs, key);
       if (!p) continue;
-      for (auto item : split(p->value, ',')) {
+      for (const auto& item : split(p->value, ',')) {
         if (!valid_slurm_word(item)) {
           problems_.add(n, p->key + "=" + p->value +
                                " is not a comma-separated list of Slurm names (letters, digits, "

@@ -20,7 +20,8 @@ int64_t floor_div(int64_t a, int64_t b) {
 bool is_leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
 
 int64_t civil_seconds(const CivilTime& t) {
-  return days_from_civil(t.year, t.month, t.day) * kDay + t.hour * 3600 + t.minute * 60 + t.second;
+  return days_from_civil(t.year, t.month, t.day) * kDay + int64_t{t.hour} * 3600 +
+         int64_t{t.minute} * 60 + t.second;
 }
 
 Error bad_tzif(const std::string& name, const std::string& what) {
@@ -57,8 +58,8 @@ struct Header {
   char version = 0;
   uint32_t isutcnt = 0, isstdcnt = 0, leapcnt = 0, timecnt = 0, typecnt = 0, charcnt = 0;
   size_t data_size(size_t time_size) const {
-    return timecnt * time_size + timecnt + typecnt * 6 + charcnt + leapcnt * (time_size + 4) +
-           isstdcnt + isutcnt;
+    return timecnt * time_size + timecnt + size_t{typecnt} * 6 + charcnt +
+           leapcnt * (time_size + 4) + isstdcnt + isutcnt;
   }
 };
 
@@ -205,7 +206,7 @@ int64_t rule_day(const RuleDate& d, int64_t year) {
   const int64_t next_month = d.a == 12 ? days_from_civil(static_cast<int>(year) + 1, 1, 1)
                                        : days_from_civil(static_cast<int>(year), d.a + 1, 1);
   const int want = (d.c + 6) % 7;  // POSIX counts from Sunday, we from Monday
-  int64_t day = first + (want - weekday_from_days(first) + 7) % 7 + 7 * (d.b - 1);
+  int64_t day = first + (want - weekday_from_days(first) + 7) % 7 + int64_t{7} * (d.b - 1);
   while (day >= next_month) day -= 7;
   return day;
 }
@@ -349,7 +350,7 @@ Expected<TimeZone> TimeZone::from_posix(std::string name, std::string_view tz) {
   return z;
 }
 
-Expected<TimeZone> TimeZone::from_tzif(std::string name, std::string_view bytes) {
+Expected<TimeZone> TimeZone::from_tzif(const std::string& name, std::string_view bytes) {
   Reader r(bytes);
   auto h1 = read_header(r, name);
   if (!h1) return h1.error();

@@ -172,10 +172,25 @@ int review(job_desc_msg_t* job, uint32_t submit_uid, char** err_msg) {
   return SLURM_SUCCESS;
 }
 
+// Runs one entry point's body; an exception stops here (logged, SLURM_ERROR, and for a job
+// a sentence that sends the user to slurmctld's log).
+template <class F>
+int guarded(const char* entry, char** err_msg, F&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    slurm_error("composer: %s: %s", entry, e.what());
+  } catch (...) {
+    slurm_error("composer: %s: unknown exception", entry);
+  }
+  if (err_msg != nullptr) *err_msg = slurm_xstrdup("composer: internal error, see slurmctld's log");
+  return SLURM_ERROR;
+}
+
 }  // namespace
 
 extern "C" int init(void) {
-  try {
+  return guarded(__func__, nullptr, [] {
     const std::string conf = cs::composer_conf_path();
     Expected<cs::SubmitConfig> config = cs::read_submit_config(conf);
     if (!config) {
@@ -190,12 +205,7 @@ extern "C" int init(void) {
                conf.c_str(), g_config.snapshot_path.c_str(),
                g_config.refuse_without_snapshot ? "refuse" : "accept");
     return SLURM_SUCCESS;
-  } catch (const std::exception& e) {
-    slurm_error("composer: %s: %s", __func__, e.what());
-  } catch (...) {
-    slurm_error("composer: %s: unknown exception", __func__);
-  }
-  return SLURM_ERROR;
+  });
 }
 
 extern "C" int fini(void) {
@@ -205,16 +215,10 @@ extern "C" int fini(void) {
 }
 
 extern "C" int job_submit(job_desc_msg_t* job_desc, uint32_t submit_uid, char** err_msg) {
-  try {
+  return guarded(__func__, err_msg, [&] {
     if (job_desc == nullptr) return SLURM_SUCCESS;
     return review(job_desc, submit_uid, err_msg);
-  } catch (const std::exception& e) {
-    slurm_error("composer: %s: %s", __func__, e.what());
-  } catch (...) {
-    slurm_error("composer: %s: unknown exception", __func__);
-  }
-  if (err_msg != nullptr) *err_msg = slurm_xstrdup("composer: internal error, see slurmctld's log");
-  return SLURM_ERROR;
+  });
 }
 
 // The job record is opaque in Slurm's public headers, so a modification cannot be compared
@@ -228,7 +232,7 @@ extern "C" int job_modify(job_desc_msg_t* job_desc, struct job_record* /*job_ptr
                           uint32_t submit_uid) {
   char** err_msg = nullptr;
 #endif
-  try {
+  return guarded(__func__, err_msg, [&] {
     if (job_desc == nullptr || submit_uid == 0) return SLURM_SUCCESS;
     cs::SubmittedJob in;
     copy_tres(job_desc, in);
@@ -250,10 +254,5 @@ extern "C" int job_modify(job_desc_msg_t* job_desc, struct job_record* /*job_ptr
       return slurm_code(refusal);
     }
     return SLURM_SUCCESS;
-  } catch (const std::exception& e) {
-    slurm_error("composer: %s: %s", __func__, e.what());
-  } catch (...) {
-    slurm_error("composer: %s: unknown exception", __func__);
-  }
-  return SLURM_ERROR;
+  });
 }

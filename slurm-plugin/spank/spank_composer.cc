@@ -119,24 +119,27 @@ extern "C" int slurm_spank_task_init(spank_t sp, int ac, char** av) {
   });
 }
 
-extern "C" int slurm_spank_job_prolog(spank_t sp, int ac, char** av) {
-  return guarded(__func__, [&] {
+namespace {
+
+// The job prolog and epilog (root, slurmd): one step of the core with a client of composerd.
+template <class Step>
+int job_script_hook(const char* hook, spank_t sp, int ac, char** av, Step step) {
+  return guarded(hook, [&] {
     if (spank_context() != S_CTX_JOB_SCRIPT) return 0;
     composer::Expected<cs::SpankConfig> config = load_config(ac, av);
     if (!config) return -1;
     cs::SpankJobContext ctx(sp);
     cs::ClientComposerApi api(*config);
-    return cs::job_prolog(ctx, api, *config) ? 0 : -1;
+    return step(ctx, api, *config) ? 0 : -1;
   });
 }
 
+}  // namespace
+
+extern "C" int slurm_spank_job_prolog(spank_t sp, int ac, char** av) {
+  return job_script_hook(__func__, sp, ac, av, cs::job_prolog);
+}
+
 extern "C" int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
-  return guarded(__func__, [&] {
-    if (spank_context() != S_CTX_JOB_SCRIPT) return 0;
-    composer::Expected<cs::SpankConfig> config = load_config(ac, av);
-    if (!config) return -1;
-    cs::SpankJobContext ctx(sp);
-    cs::ClientComposerApi api(*config);
-    return cs::job_epilog(ctx, api, *config) ? 0 : -1;
-  });
+  return job_script_hook(__func__, sp, ac, av, cs::job_epilog);
 }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "composer/accounting/time_spec.h"
 #include "composer/api/codec.h"
@@ -67,7 +68,7 @@ void add_output_options(CLI::App* app, Settings& s, Shape shape, const std::stri
 
 std::string env_or(const char* name, std::string fallback) {
   const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? std::string(value) : fallback;
+  return value != nullptr && *value != '\0' ? std::string(value) : std::move(fallback);
 }
 
 template <typename T>

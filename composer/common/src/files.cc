@@ -23,7 +23,7 @@ Status write_file_atomically(const std::string& path, std::string_view text, mod
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const Status s = fail("cannot write", tmp);
+      Status s = fail("cannot write", tmp);
       ::close(fd);
       return s;
     }
@@ -31,7 +31,7 @@ Status write_file_atomically(const std::string& path, std::string_view text, mod
   }
   // The umask may have narrowed the mode.
   if (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0) {
-    const Status s = fail("cannot sync", tmp);
+    Status s = fail("cannot sync", tmp);
     ::close(fd);
     return s;
   }

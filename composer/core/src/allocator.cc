@@ -262,7 +262,7 @@ struct Allocator::Impl {
     return used >= slots ? 0 : slots - used;
   }
 
-  Status slot_error(const Host& h, DeviceType t, std::string asked) const {
+  Status slot_error(const Host& h, DeviceType t, const std::string& asked) const {
     if (h.slots(t) == 0) {
       return insufficient("node " + h.node + " has no " + type_label(t) +
                           " attach slots, asked for " + asked);

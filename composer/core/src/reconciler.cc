@@ -1,13 +1,14 @@
 #include "composer/core/reconciler.h"
 
 #include <set>
+#include <utility>
 
 #include "composer/common/log.h"
 
 namespace composer {
 
 Reconciler::Reconciler(CompositionService& service, const Clock& clock, ReconcilerOptions options)
-    : service_(service), clock_(clock), options_(options) {}
+    : service_(service), clock_(clock), options_(std::move(options)) {}
 
 Reconciler::~Reconciler() { stop(); }
 

@@ -11,6 +11,12 @@
 namespace composer {
 namespace {
 
+// A fabric change that failed or timed out counts in `errors` (for metrics).
+Status counted(Status s, std::atomic<uint64_t>& errors) {
+  if (!s) errors.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
 std::vector<std::string> device_ids(const Composition& c) {
   std::vector<std::string> ids;
   ids.reserve(c.devices.size());
@@ -139,17 +145,15 @@ Status CompositionService::wait_operation(Expected<Operation> started, int64_t d
 Status CompositionService::attach_devices(const std::string& node,
                                           const std::vector<std::string>& ids, int64_t timeout_ms) {
   const int64_t deadline = clock_.now_ms() + timeout_ms;
-  Status s = wait_operation(fabric_.attach(fabric_host(node), ids), deadline, "attach");
-  if (!s) attach_errors_.fetch_add(1, std::memory_order_relaxed);
-  return s;
+  return counted(wait_operation(fabric_.attach(fabric_host(node), ids), deadline, "attach"),
+                 attach_errors_);
 }
 
 Status CompositionService::detach_devices(const std::string& node,
                                           const std::vector<std::string>& ids, int64_t timeout_ms) {
   const int64_t deadline = clock_.now_ms() + timeout_ms;
-  Status s = wait_operation(fabric_.detach(fabric_host(node), ids), deadline, "detach");
-  if (!s) detach_errors_.fetch_add(1, std::memory_order_relaxed);
-  return s;
+  return counted(wait_operation(fabric_.detach(fabric_host(node), ids), deadline, "detach"),
+                 detach_errors_);
 }
 
 std::optional<CompositionService::LiveEntry> CompositionService::wait_idle(

@@ -13,10 +13,10 @@
 
 #include "composer/api/codec.h"
 #include "composer/common/log.h"
-#include "composer/http/http.h"
-#include "fabric_manager_http.h"
 #include "composer/common/strings.h"
 #include "composer/drivers/credentials.h"
+#include "composer/http/http.h"
+#include "fabric_manager_http.h"
 
 namespace composer::drivers {
 namespace {

@@ -109,7 +109,7 @@ struct HttpClient::HandlePool {
 };
 
 HttpClient::HttpClient(HttpOptions options)
-    : options_(options), handles_(std::make_unique<HandlePool>()) {
+    : options_(std::move(options)), handles_(std::make_unique<HandlePool>()) {
   global_init();
 }
 

@@ -106,7 +106,10 @@ int main(int argc, char** argv) {
     (*daemon)->stop();
   });
   auto status = (*daemon)->run();
-  if (!signalled.exchange(true)) pthread_kill(waiter.native_handle(), SIGTERM);
+  // Wakes the waiter from sigwait (SIGTERM is blocked in every thread): nothing is terminated.
+  if (!signalled.exchange(true)) {
+    pthread_kill(waiter.native_handle(), SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
+  }
   waiter.join();
   if (!status) {
     composer::log::error("composerd failed", {{"cause", status.error().message}});

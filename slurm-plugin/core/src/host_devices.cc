@@ -88,9 +88,10 @@ Status HostDevices::wait_present(const std::vector<Device>& devices,
     }
     if (missing.empty()) return Status::Ok();
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Error{ErrorCode::kTimeout, "the host does not show " + missing + " after " +
-                                            std::to_string(timeout.count() / 1000.0).substr(0, 4) +
-                                            " s"};
+      return Error{ErrorCode::kTimeout,
+                   "the host does not show " + missing + " after " +
+                       std::to_string(static_cast<double>(timeout.count()) / 1000.0).substr(0, 4) +
+                       " s"};
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

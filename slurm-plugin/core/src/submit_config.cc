@@ -34,7 +34,7 @@ Expected<SubmitConfig> parse_submit_config(std::string_view text, const std::str
         return invalid(k + "=" + value + ": expected accept or refuse");
       out.refuse_without_snapshot = v == "refuse";
     } else if (key == "jobsubmitsnapshotmaxage") {
-      Expected<int64_t> n = config::whole_number(k, value, 0, 365 * 24 * 3600);
+      Expected<int64_t> n = config::whole_number(k, value, 0, int64_t{365} * 24 * 3600);
       if (!n) return invalid(n.error().message + " (seconds; 0 turns the age check off)");
       out.snapshot_max_age_s = static_cast<uint32_t>(*n);
     } else {

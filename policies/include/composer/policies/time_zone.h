@@ -48,7 +48,7 @@ class TimeZone {
   static TimeZone fixed(std::string name, int32_t offset_s);
   // Parses a TZif file (versions 1 to 4). From version 2 on, the 64-bit section and the POSIX
   // TZ footer (which gives the rule for instants after the last listed transition) are used.
-  static Expected<TimeZone> from_tzif(std::string name, std::string_view bytes);
+  static Expected<TimeZone> from_tzif(const std::string& name, std::string_view bytes);
   // A zone given only by a POSIX TZ string such as "CET-1CEST,M3.5.0,M10.5.0/3".
   static Expected<TimeZone> from_posix(std::string name, std::string_view tz);
 

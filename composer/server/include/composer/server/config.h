@@ -38,9 +38,9 @@
 
 #include "composer/common/error.h"
 #include "composer/common/log.h"
-#include "composer/drivers/sim_fabric.h"
 #include "composer/config/conf_file.h"
 #include "composer/config/shared_keys.h"
+#include "composer/drivers/sim_fabric.h"
 
 namespace composer::server {
 
