@@ -194,7 +194,7 @@ extern "C" int init(void) {
     const std::string conf = cs::composer_conf_path();
     Expected<cs::SubmitConfig> config = cs::read_submit_config(conf);
     if (!config) {
-      slurm_error("composer: %s: %s", __func__, config.error().message.c_str());
+      slurm_error("composer: init: %s", config.error().message.c_str());
       return SLURM_ERROR;
     }
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -247,7 +247,7 @@ extern "C" int job_modify(job_desc_msg_t* job_desc, struct job_record* /*job_ptr
     Expected<cs::SubmitChanges> changes =
         cs::review_submission(in, view.snapshot.get(), view.problem, false, &refusal);
     if (!changes) {
-      slurm_info("composer: %s: refused a change to job %s by uid %u: %s", __func__,
+      slurm_info("composer: job_modify: refused a change to job %s by uid %u: %s",
                  job_desc->job_id_str != nullptr ? job_desc->job_id_str : "?", submit_uid,
                  changes.error().message.c_str());
       if (err_msg != nullptr) *err_msg = slurm_xstrdup(changes.error().message.c_str());
