@@ -1,3 +1,4 @@
+#include "composer/common/strings.h"
 #include "redfish_driver.h"
 
 namespace composer::drivers {
@@ -48,10 +49,7 @@ Status RedfishFabric::Impl::discover_cxl(const Json::Value& root) {
 }
 
 std::string RedfishFabric::Impl::cxl_zone(const std::string& zone_uri) const {
-  std::string name = cxl_fabric_id;
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return name + "-" + last_segment(zone_uri);
+  return lower(cxl_fabric_id) + "-" + last_segment(zone_uri);
 }
 
 Expected<std::vector<CxlConnection>> RedfishFabric::Impl::cxl_connections() {

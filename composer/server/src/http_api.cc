@@ -5,6 +5,7 @@
 
 #include "composer/api/codec.h"
 #include "composer/common/names.h"
+#include "composer/common/strings.h"
 #include "metrics.h"
 #include "policy_routes.h"
 #include "report_routes.h"
@@ -61,9 +62,8 @@ class Handlers {
     if (!body->workload.empty() && !ctx_.workloads.empty() &&
         std::find(ctx_.workloads.begin(), ctx_.workloads.end(), body->workload) ==
             ctx_.workloads.end()) {
-      std::string list;
-      for (const auto& w : ctx_.workloads) list += (list.empty() ? "" : ", ") + w;
-      return bad("workload: unknown class '" + body->workload + "' (configured: " + list + ")");
+      return bad("workload: unknown class '" + body->workload +
+                 "' (configured: " + join(ctx_.workloads, ", ") + ")");
     }
     ComposeInput in{.job_id = job,
                     .node = node,

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "composer/common/log.h"
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/policies/classify.h"
 #include "composer/policies/evaluate.h"
@@ -89,8 +90,7 @@ Expected<std::shared_ptr<const PolicyKeeper::Active>> PolicyKeeper::compile(
   if (!workloads_.empty()) {
     for (const auto& c : parsed->classes) {
       if (std::find(workloads_.begin(), workloads_.end(), c.name) == workloads_.end()) {
-        std::string list;
-        for (const auto& w : workloads_) list += (list.empty() ? "" : ",") + w;
+        const std::string list = join(workloads_);
         return bad(version.file + " line " + std::to_string(c.line) + ": Class=" + c.name +
                    " is not one of composer.conf's Workloads=" + list +
                    "; add it there (and restart composerd) before applying this policy");

@@ -10,6 +10,7 @@
 
 #include "composer/api/codec.h"
 #include "composer/common/log.h"
+#include "composer/common/strings.h"
 
 namespace composer::server {
 namespace {
@@ -38,8 +39,7 @@ Status only_params(const std::multimap<std::string, std::string>& query,
                    const std::vector<std::string>& allowed) {
   for (const auto& [key, value] : query) {
     if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
-    std::string list;
-    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    const std::string list = join(allowed, ", ");
     return bad(
         "unknown query parameter '" + key + "'" +
         (list.empty() ? std::string(" (this endpoint takes none)") : " (allowed: " + list + ")"));
