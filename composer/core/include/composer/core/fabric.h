@@ -16,8 +16,20 @@ namespace composer {
 struct FabricInventory {
   std::vector<Host> hosts;
   std::vector<Device> devices;  // composition_id/node unset: the fabric knows no compositions
-  // device id -> fabric host id, for every device the fabric shows attached.
+  // device id -> fabric host id, for every device the fabric shows attached (composed into,
+  // or for CXL memory connected to) exactly one host, whoever attached it: composerd tells
+  // its own attachments from foreign ones by its ledger, never by the fabric's word.
   std::map<std::string, std::string> attached;
+  // Devices the fabric shows held in a way that is not one attachment to one host, so they
+  // are never handed out nor detached by composerd: a block shared by several systems
+  // (Redfish CompositionStatus.SharingEnabled), a reserved block, a device the fabric shows
+  // in use by something that is not a host. device id -> the holder in words, e.g.
+  // "shared by systems node1, node2" or "reserved by the fabric".
+  std::map<std::string, std::string> held;
+  // Resources the driver read but does not pool, each with its reason, e.g.
+  // "/redfish/v1/CompositionService/ResourceBlocks/Block7: a SAS drive; only NVMe drives are
+  // pooled". For `composerd --check --discover` and the start-up log.
+  std::vector<std::string> skipped;
 };
 
 enum class OperationState { kRunning, kDone, kFailed };
