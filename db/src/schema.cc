@@ -171,11 +171,61 @@ constexpr sqlite::Sql kMigration3{"device events by time (migration 3)", R"sql(
 CREATE INDEX events_device_by_ts ON events (ts_ms) WHERE kind IN ('drain', 'resume', 'health');
 )sql"};
 
+// Migration 4: what composerd itself attached. A fabric always holds devices composed by
+// others (other hosts, other tools, a previous installation); only a claim proves that
+// composerd attached a device to a host, so only a claimed device that no live composition
+// owns is an orphan the reconciler may take back. A claim is made with the composition's
+// device link (before the fabric is asked) and dropped when the composition is released (the
+// detach succeeded) or when composerd sees the fabric free the device. `holder` names who holds
+// a device outside composerd (foreign): such a device is never allocated nor detached.
+// Claims are made for what older versions composed and may still hold: live compositions,
+// and devices drained because a rollback's detach failed.
+constexpr sqlite::Sql kMigration4{"claims on attached devices, foreign holders (migration 4)",
+                                  R"sql(
+ALTER TABLE devices ADD COLUMN holder TEXT NOT NULL DEFAULT '';
+
+CREATE TABLE fabric_claims (
+  device_id   TEXT PRIMARY KEY NOT NULL REFERENCES devices (id),
+  fabric_host TEXT NOT NULL CHECK (fabric_host <> ''),
+  since_ms    INTEGER NOT NULL
+);
+
+CREATE TRIGGER composition_devices_claim AFTER INSERT ON composition_devices
+WHEN NEW.live = 1
+BEGIN
+  INSERT OR REPLACE INTO fabric_claims (device_id, fabric_host, since_ms)
+  SELECT NEW.device_id, COALESCE(NULLIF(h.fabric_id, ''), c.node), c.created_ms
+  FROM compositions c LEFT JOIN hosts h ON h.node = c.node WHERE c.id = NEW.composition_id;
+END;
+
+CREATE TRIGGER compositions_released_unclaim AFTER UPDATE OF state ON compositions
+WHEN NEW.state = 'released'
+BEGIN
+  DELETE FROM fabric_claims WHERE device_id IN
+    (SELECT device_id FROM composition_devices WHERE composition_id = NEW.id);
+END;
+
+INSERT OR REPLACE INTO fabric_claims (device_id, fabric_host, since_ms)
+SELECT cd.device_id, COALESCE(NULLIF(h.fabric_id, ''), c.node), c.updated_ms
+FROM composition_devices cd JOIN compositions c ON c.id = cd.composition_id
+LEFT JOIN hosts h ON h.node = c.node
+WHERE cd.live = 1;
+
+INSERT OR IGNORE INTO fabric_claims (device_id, fabric_host, since_ms)
+SELECT d.id, COALESCE(NULLIF(h.fabric_id, ''), c.node), c.updated_ms
+FROM devices d
+JOIN compositions c ON c.id = (SELECT MAX(composition_id) FROM composition_devices
+                               WHERE device_id = d.id)
+LEFT JOIN hosts h ON h.node = c.node
+WHERE d.drained = 1 AND d.drain_reason LIKE 'detach failed%';
+)sql"};
+
 struct Migration {
   int version;
   const sqlite::Sql* sql;
 };
-constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}};
+constexpr Migration kMigrations[] = {
+    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",

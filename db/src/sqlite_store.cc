@@ -33,10 +33,10 @@ using sqlite::Statement;
 // --- SQL ----------------------------------------------------------------------------------
 // Fragments shared by the statements below; each statement is still one named constant.
 
-// A device and its owner, if a live composition holds it. Columns 0..10 (see read_device).
+// A device and its owner, if a live composition holds it. Columns 0..11 (see read_device).
 #define DEVICE_COLUMNS                                                                \
   "d.id, d.type, d.model, d.capacity_bytes, d.zone, d.address, d.health, d.drained, " \
-  "d.drain_reason, owner.composition_id, owner_c.node"
+  "d.drain_reason, owner.composition_id, owner_c.node, d.holder"
 #define DEVICE_OWNER_JOIN                                                             \
   " LEFT JOIN composition_devices owner ON owner.device_id = d.id AND owner.live = 1" \
   " LEFT JOIN compositions owner_c ON owner_c.id = owner.composition_id"
@@ -45,7 +45,7 @@ using sqlite::Statement;
   " AND (?3 IS NULL OR owner_c.node = ?3)"                                                   \
   " AND (?4 IS NULL OR ?4 = CASE WHEN d.health = 'critical' THEN 'failed'"                   \
   " WHEN d.drained = 1 THEN 'drained' WHEN owner.composition_id IS NOT NULL THEN 'attached'" \
-  " ELSE 'free' END)"
+  " WHEN d.holder <> '' THEN 'foreign' ELSE 'free' END)"
 #define LIVE_STATES "('requested', 'composing', 'ready', 'releasing')"
 
 // Columns 0..16 (see read_composition), then the device columns from 17 (NULL when the
@@ -108,6 +108,12 @@ constexpr Sql kSelectDevicesOnNode{
 constexpr Sql kSetDrained{"changing drain state",
                           "UPDATE devices SET drained = ?2, drain_reason = ?3 WHERE id = ?1"};
 constexpr Sql kSetHealth{"changing health", "UPDATE devices SET health = ?2 WHERE id = ?1"};
+constexpr Sql kSetHolder{"changing a device's foreign holder",
+                         "UPDATE devices SET holder = ?2 WHERE id = ?1"};
+constexpr Sql kSelectClaims{"listing composerd's claims on attached devices",
+                            "SELECT device_id, fabric_host FROM fabric_claims ORDER BY device_id"};
+constexpr Sql kDeleteClaim{"dropping a claim on a detached device",
+                           "DELETE FROM fabric_claims WHERE device_id = ?1 AND fabric_host = ?2"};
 
 constexpr Sql kInsertComposition{
     "inserting composition",
@@ -286,6 +292,7 @@ Device read_device(const Statement& s, int first) {
   d.drain_reason = s.text(first + 8);
   d.composition_id = s.optional_int64(first + 9);
   if (d.composition_id) d.node = s.text(first + 10);
+  d.holder = s.text(first + 11);
   return d;
 }
 
@@ -479,6 +486,12 @@ class SqliteStore final : public Store {
                      std::string_view actor, int64_t now_ms) override;
   Status set_health(const std::string& device_id, Health health, std::string_view detail,
                     int64_t now_ms) override;
+  Status set_holders(const std::vector<std::pair<std::string, std::string>>& holders,
+                     std::string_view kind, std::string_view actor, std::string_view detail,
+                     int64_t now_ms) override;
+  Expected<std::map<std::string, std::string>> claims() override;
+  Status drop_claims(const std::vector<std::string>& device_ids,
+                     const std::string& fabric_host) override;
   Expected<std::vector<Event>> events(const EventFilter& filter) override;
   Status scan_events(int64_t since_ms, int64_t until_ms,
                      const std::function<bool(const Event&)>& visit) override;
@@ -826,6 +839,46 @@ Status SqliteStore::set_health(const std::string& device_id, Health health, std:
     db.statement(kSetHealth)->bind(1, device_id).bind(2, to_string(health)).run();
     append_event(db, device_event(db, *found, "health", to_string(found->health), to_string(health),
                                   "", detail, now_ms));
+  });
+}
+
+Status SqliteStore::set_holders(const std::vector<std::pair<std::string, std::string>>& holders,
+                                std::string_view kind, std::string_view actor,
+                                std::string_view detail, int64_t now_ms) {
+  if (holders.empty()) return Status::Ok();
+  return write_status([&](Connection& db) {
+    for (const auto& [id, holder] : holders) {
+      auto found = find_device(db, id);
+      if (!found) refuse(ErrorCode::kNotFound, "no device " + quoted(id));
+      if (found->holder == holder) continue;
+      const Device before = *found;
+      Device after = before;
+      after.holder = holder;
+      db.statement(kSetHolder)->bind(1, id).bind(2, holder).run();
+      std::string why(detail);
+      if (why.empty()) why = holder.empty() ? "the fabric freed it" : "held by " + holder;
+      append_event(db, device_event(db, before, kind, to_string(before.state()),
+                                    to_string(after.state()), actor, why, now_ms));
+    }
+  });
+}
+
+Expected<std::map<std::string, std::string>> SqliteStore::claims() {
+  return read<std::map<std::string, std::string>>([](Connection& db) {
+    std::map<std::string, std::string> out;
+    auto s = db.statement(kSelectClaims);
+    while (s->step()) out.emplace(s->text(0), s->text(1));
+    return out;
+  });
+}
+
+Status SqliteStore::drop_claims(const std::vector<std::string>& device_ids,
+                                const std::string& fabric_host) {
+  if (device_ids.empty()) return Status::Ok();
+  return write_status([&](Connection& db) {
+    for (const auto& id : device_ids) {
+      db.statement(kDeleteClaim)->bind(1, id).bind(2, fabric_host).run();
+    }
   });
 }
 

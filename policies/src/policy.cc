@@ -66,13 +66,13 @@ PoolSize PoolSize::from_rows(const std::vector<PoolRow>& rows) {
   for (const auto& r : rows) {
     switch (r.type) {
       case DeviceType::kGpu:
-        p.gpus += r.total;
+        p.gpus += schedulable(r);
         break;
       case DeviceType::kMem:
-        mem_bytes += r.total_bytes;
+        mem_bytes += r.schedulable_bytes;
         break;
       case DeviceType::kNvme:
-        p.nvme += r.total;
+        p.nvme += schedulable(r);
         break;
     }
   }

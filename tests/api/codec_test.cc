@@ -128,12 +128,32 @@ TEST(Codec, CompositionRoundTrips) {
 }
 
 TEST(Codec, PoolRowEventHealthAndBodiesRoundTrip) {
-  PoolRow row{DeviceType::kNvme, "P5620", "z3", 8, 5, 2, 1, 0, 8 * kTiB, 5 * kTiB};
+  PoolRow row{.type = DeviceType::kNvme,
+              .model = "P5620",
+              .zone = "z3",
+              .total = 9,
+              .free = 5,
+              .attached = 2,
+              .drained = 1,
+              .failed = 0,
+              .foreign = 1,
+              .total_bytes = 9 * kTiB,
+              .free_bytes = 5 * kTiB,
+              .schedulable_bytes = 7 * kTiB};
   auto row_back = from_json<PoolRow>(to_json(row));
   ASSERT_TRUE(row_back.ok()) << row_back.error();
   EXPECT_EQ(row_back->type, row.type);
-  EXPECT_EQ(row_back->total, 8u);
+  EXPECT_EQ(row_back->total, 9u);
+  EXPECT_EQ(row_back->foreign, 1u);
   EXPECT_EQ(row_back->free_bytes, 5 * kTiB);
+  EXPECT_EQ(row_back->schedulable_bytes, 7 * kTiB);
+  EXPECT_EQ(to_json(row)["schedulable"].asUInt(), 7u);
+  // A schedulable count that contradicts free and attached is refused.
+  Json::Value wrong = to_json(row);
+  wrong["schedulable"] = 9;
+  auto refused = from_json<PoolRow>(wrong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("schedulable"), std::string::npos) << refused.error();
 
   Event e;
   e.id = 7;
@@ -360,7 +380,7 @@ TEST(Codec, RefusesADeviceStateThatContradictsItsRecord) {
   auto device = from_json<Device>(d);
   ASSERT_FALSE(device.ok());
   EXPECT_EQ(device.error().message,
-            "state: 'free' contradicts health, drained and composition_id, which make it "
+            "state: 'free' contradicts health, drained, composition_id and holder, which make it "
             "'attached'");
 }
 

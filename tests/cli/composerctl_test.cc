@@ -65,9 +65,20 @@ class ComposerctlTest : public ::testing::Test {
       return httplib::Server::HandlerResponse::Unhandled;
     });
     server_.server.Get("/v1/pool", [](const httplib::Request&, httplib::Response& res) {
-      answer(res, api::pool_to_json({{DeviceType::kGpu, "A100-80G", "z1", 8, 6, 2, 0, 0, 0, 0},
-                                     {DeviceType::kNvme, "P5620", "z2", 4, 4, 0, 0, 0, 4 * 8 * kTiB,
-                                      4 * 8 * kTiB}}));
+      answer(res, api::pool_to_json({{.type = DeviceType::kGpu,
+                                      .model = "A100-80G",
+                                      .zone = "z1",
+                                      .total = 8,
+                                      .free = 6,
+                                      .attached = 2},
+                                     {.type = DeviceType::kNvme,
+                                      .model = "P5620",
+                                      .zone = "z2",
+                                      .total = 4,
+                                      .free = 4,
+                                      .total_bytes = 4 * 8 * kTiB,
+                                      .free_bytes = 4 * 8 * kTiB,
+                                      .schedulable_bytes = 4 * 8 * kTiB}}));
     });
     server_.server.Get("/v1/devices", [](const httplib::Request&, httplib::Response& res) {
       answer(res, api::devices_to_json({gpu("gpu-a-00", true), gpu("gpu-a-01", false)}));
@@ -124,19 +135,20 @@ TEST_F(ComposerctlTest, PoolPrintsAnAlignedTable) {
   Outcome o = run_ctl({"pool"});
   EXPECT_EQ(o.rc, 0) << o.err;
   EXPECT_EQ(o.err, "");
-  EXPECT_EQ(
-      o.out,
-      "TYPE  MODEL     ZONE  TOTAL  FREE  ATTACHED  DRAINED  FAILED  TOTAL_SIZE  FREE_SIZE\n"
-      "gpu   A100-80G  z1        8     6         2        0       0\n"
-      "nvme  P5620     z2        4     4         0        0       0         32T        32T\n");
+  EXPECT_EQ(o.out,
+            "TYPE  MODEL     ZONE  TOTAL  FREE  ATTACHED  DRAINED  FAILED  FOREIGN  TOTAL_SIZE  "
+            "FREE_SIZE\n"
+            "gpu   A100-80G  z1        8     6         2        0       0        0\n"
+            "nvme  P5620     z2        4     4         0        0       0        0         32T     "
+            "   32T\n");
 }
 
 TEST_F(ComposerctlTest, ParsableAndNoheaderMayFollowTheSubcommand) {
   Outcome o = run_ctl({"devices", "list", "--type", "gpu", "-P", "--noheader"});
   EXPECT_EQ(o.rc, 0) << o.err;
   EXPECT_EQ(o.out,
-            "gpu-a-00|gpu|A100-80G||z1|0000:41:00.0|ok|attached|node1|12|\n"
-            "gpu-a-01|gpu|A100-80G||z1|0000:41:00.0|ok|free|||\n");
+            "gpu-a-00|gpu|A100-80G||z1|0000:41:00.0|ok|attached|node1|12||\n"
+            "gpu-a-01|gpu|A100-80G||z1|0000:41:00.0|ok|free||||\n");
   EXPECT_EQ(requests(), (std::vector<std::string>{"GET /v1/devices?type=gpu"}));
 }
 
@@ -155,8 +167,8 @@ TEST_F(ComposerctlTest, DrainSendsTheReasonAndPrintsTheDevice) {
   Outcome o = run_ctl({"devices", "drain", "gpu-a-01", "--reason", "fan failure", "-P"});
   EXPECT_EQ(o.rc, 0) << o.err;
   EXPECT_EQ(o.out,
-            "ID|TYPE|MODEL|SIZE|ZONE|ADDRESS|HEALTH|STATE|NODE|COMPOSITION|REASON\n"
-            "gpu-a-01|gpu|A100-80G||z1|0000:41:00.0|ok|drained|||fan failure\n");
+            "ID|TYPE|MODEL|SIZE|ZONE|ADDRESS|HEALTH|STATE|NODE|COMPOSITION|HOLDER|REASON\n"
+            "gpu-a-01|gpu|A100-80G||z1|0000:41:00.0|ok|drained||||fan failure\n");
 }
 
 TEST_F(ComposerctlTest, ReleaseOfNothingSaysSo) {
@@ -240,7 +252,7 @@ TEST_F(ComposerctlTest, UsageErrorsExitTwoAndSendNothing) {
             "Run 'composerctl --help' for usage.\n");
   EXPECT_EQ(run_ctl({"pool", "-o", "type,colour"}).err,
             "composerctl: error: -o/--format: no field 'colour'; the fields are TYPE,MODEL,ZONE,"
-            "TOTAL,FREE,ATTACHED,DRAINED,FAILED,TOTAL_SIZE,FREE_SIZE (any case)\n"
+            "TOTAL,FREE,ATTACHED,DRAINED,FAILED,FOREIGN,TOTAL_SIZE,FREE_SIZE (any case)\n"
             "Run 'composerctl --help' for usage.\n");
 }
 

@@ -74,21 +74,35 @@ TEST(CliTable, KeepsEachRowOnOneLineAndEveryColumnPresent) {
 
 TEST(CliTable, EmptyTableIsItsHeader) {
   EXPECT_EQ(printed(device_table({}), Format::kParsable),
-            "ID|TYPE|MODEL|SIZE|ZONE|ADDRESS|HEALTH|STATE|NODE|COMPOSITION|REASON\n");
+            "ID|TYPE|MODEL|SIZE|ZONE|ADDRESS|HEALTH|STATE|NODE|COMPOSITION|HOLDER|REASON\n");
 }
 
 TEST(CliTables, PoolShowsSizesForMemoryAndNotForGpus) {
   std::vector<PoolRow> rows = {
-      {DeviceType::kGpu, "A100-80G", "z1", 8, 6, 2, 0, 0, 0, 0},
-      {DeviceType::kMem, "CXL-DDR5", "z1", 4, 3, 1, 0, 0, 1 * kTiB, 768 * kGiB},
+      {.type = DeviceType::kGpu,
+       .model = "A100-80G",
+       .zone = "z1",
+       .total = 8,
+       .free = 6,
+       .attached = 2},
+      {.type = DeviceType::kMem,
+       .model = "CXL-DDR5",
+       .zone = "z1",
+       .total = 4,
+       .free = 3,
+       .attached = 1,
+       .total_bytes = 1 * kTiB,
+       .free_bytes = 768 * kGiB,
+       .schedulable_bytes = 1 * kTiB},
   };
-  EXPECT_EQ(
-      printed(pool_table(rows), Format::kTable),
-      "TYPE  MODEL     ZONE  TOTAL  FREE  ATTACHED  DRAINED  FAILED  TOTAL_SIZE  FREE_SIZE\n"
-      "gpu   A100-80G  z1        8     6         2        0       0\n"
-      "mem   CXL-DDR5  z1        4     3         1        0       0          1T       768G\n");
+  EXPECT_EQ(printed(pool_table(rows), Format::kTable),
+            "TYPE  MODEL     ZONE  TOTAL  FREE  ATTACHED  DRAINED  FAILED  FOREIGN  TOTAL_SIZE  "
+            "FREE_SIZE\n"
+            "gpu   A100-80G  z1        8     6         2        0       0        0\n"
+            "mem   CXL-DDR5  z1        4     3         1        0       0        0          1T     "
+            "  768G\n");
   EXPECT_EQ(printed(pool_table(rows), Format::kParsable, false),
-            "gpu|A100-80G|z1|8|6|2|0|0||\nmem|CXL-DDR5|z1|4|3|1|0|0|1T|768G\n");
+            "gpu|A100-80G|z1|8|6|2|0|0|0||\nmem|CXL-DDR5|z1|4|3|1|0|0|0|1T|768G\n");
 }
 
 TEST(CliTables, DevicesShowOwnerAndDrainReason) {
@@ -109,8 +123,8 @@ TEST(CliTables, DevicesShowOwnerAndDrainReason) {
   m.drained = true;
   m.drain_reason = "ECC errors";
   EXPECT_EQ(printed(device_table({a, m}), Format::kParsable, false),
-            "gpu-a-00|gpu|A100-80G||z1|0000:41:00.0|ok|attached|node1|12|\n"
-            "mem-b-03|mem|CXL-DDR5|256G|z2|numa2|ok|drained|||ECC errors\n");
+            "gpu-a-00|gpu|A100-80G||z1|0000:41:00.0|ok|attached|node1|12||\n"
+            "mem-b-03|mem|CXL-DDR5|256G|z2|numa2|ok|drained||||ECC errors\n");
 }
 
 TEST_F(CliUtcTime, CompositionsShowRequestDevicesAndLocalTime) {
@@ -185,7 +199,7 @@ TEST(CliFields, UnknownFieldIsNamedWithTheAllowedOnes) {
   EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(s.error().message,
             "-o/--format: no field 'colour'; the fields are TYPE,MODEL,ZONE,TOTAL,FREE,ATTACHED,"
-            "DRAINED,FAILED,TOTAL_SIZE,FREE_SIZE (any case)");
+            "DRAINED,FAILED,FOREIGN,TOTAL_SIZE,FREE_SIZE (any case)");
   for (const char* bad : {"", "type,", "type%", "type%0", "type%x", "type%-", "type%5x"}) {
     EXPECT_FALSE(pool_table({}).select(bad).ok()) << bad;
   }

@@ -9,7 +9,7 @@
 namespace composer::cli {
 namespace {
 
-TEST(SlurmConfig, LicensesCountUsableDevicesAndGresFollowSlots) {
+TEST(SlurmConfig, LicensesCountSchedulableDevicesAndGresFollowSlots) {
   std::vector<PoolRow> pool = {
       {.type = DeviceType::kGpu,
        .model = "A100",
@@ -33,7 +33,8 @@ TEST(SlurmConfig, LicensesCountUsableDevicesAndGresFollowSlots) {
        .total = 4,
        .free = 4,
        .total_bytes = 4 * 64 * kGiB,
-       .free_bytes = 4 * 64 * kGiB},
+       .free_bytes = 4 * 64 * kGiB,
+       .schedulable_bytes = 4 * 64 * kGiB},
       {.type = DeviceType::kNvme,
        .model = "P5620",
        .zone = "z2",
@@ -47,8 +48,8 @@ TEST(SlurmConfig, LicensesCountUsableDevicesAndGresFollowSlots) {
       {.node = "big", .fabric_id = "h3", .zones = {"z2"}, .gpu_slots = 16, .nvme_slots = 4},
   };
   const std::string text = slurm_config_text(slurm_config(pool, hosts));
-  // 11 usable GPUs (one failed is left out, the drained one counts), 256 GiB, 2 drives.
-  EXPECT_NE(text.find("Licenses=fabric_gpu:11,fabric_mem:256,fabric_nvme:2\n"), std::string::npos)
+  // 10 schedulable GPUs (the failed and the drained one are left out), 256 GiB, 2 drives.
+  EXPECT_NE(text.find("Licenses=fabric_gpu:10,fabric_mem:256,fabric_nvme:2\n"), std::string::npos)
       << text;
   EXPECT_NE(text.find("GresTypes=cgpu,cnvme\n"), std::string::npos);
   EXPECT_NE(text.find("NodeName=n1,n2 Name=cgpu Count=8\n"), std::string::npos) << text;
@@ -64,7 +65,8 @@ TEST(SlurmConfig, ParsableRowsAndJsonCarryTheSameSettings) {
        .zone = "z1",
        .total = 2,
        .free = 2,
-       .total_bytes = 2 * 64 * kGiB}};
+       .total_bytes = 2 * 64 * kGiB,
+       .schedulable_bytes = 2 * 64 * kGiB}};
   std::vector<Host> hosts = {
       {.node = "n1", .fabric_id = "h1", .zones = {"z1"}, .gpu_slots = 4, .nvme_slots = 0}};
   const SlurmConfig config = slurm_config(pool, hosts);

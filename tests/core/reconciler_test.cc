@@ -17,16 +17,183 @@ class ReconcilerTest : public ServiceTest {
   }
 };
 
+// composerd attached it (the ledger claims it) and no live composition owns it any more:
+// a composition failed behind the service's back, then composerd restarted.
+void make_orphan(db::Store& store, uint32_t job, const std::string& device, int64_t now) {
+  auto live = store.live_composition(job, "n1");
+  ASSERT_TRUE(live.ok() && live->has_value());
+  ASSERT_TRUE(store
+                  .transition((*live)->id, CompositionState::kReady, CompositionState::kFailed,
+                              "lost track", now)
+                  .ok());
+  auto claims = store.claims();
+  ASSERT_TRUE(claims.ok());
+  ASSERT_EQ(claims->count(device), 1u);
+}
+
 TEST_F(ReconcilerTest, DetachesAnOrphanOnlyAfterTheGracePeriod) {
-  ASSERT_TRUE(fabric_->attach_behind_back("gpu-a-3", "host-1").ok());
+  auto c = service_->compose(job(4, "n1", Request{.gpus = 1}));
+  ASSERT_TRUE(c.ok());
+  const std::string id = c->devices[0].id;
+  make_orphan(*store_, 4, id, clock_.now_ms());
+  open();
+  EXPECT_EQ(service_->pooled_device(id)->state(), DeviceState::kFree) << "an orphan is not foreign";
   auto r = make();
   EXPECT_EQ(r.run_once().orphans_detached, 0);
   clock_.advance_ms(10000);
   EXPECT_EQ(r.run_once().orphans_detached, 0);
-  EXPECT_EQ(fabric_->inventory()->attached.count("gpu-a-3"), 1u);
+  EXPECT_EQ(fabric_->inventory()->attached.count(id), 1u);
   clock_.advance_ms(25000);
   EXPECT_EQ(r.run_once().orphans_detached, 1);
-  EXPECT_EQ(fabric_->inventory()->attached.count("gpu-a-3"), 0u);
+  EXPECT_EQ(fabric_->inventory()->attached.count(id), 0u);
+  EXPECT_EQ(store_->claims()->count(id), 0u) << "the claim ends with the detach";
+}
+
+TEST_F(ReconcilerTest, AForeignDeviceIsNeverAllocatedNorDetachedAndFreesWithTheFabric) {
+  ASSERT_TRUE(fabric_->attach_behind_back("gpu-a-3", "host-1").ok());
+  auto r = make();
+  r.run_once();
+  auto d = store_->device("gpu-a-3");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->state(), DeviceState::kForeign);
+  EXPECT_EQ(d->holder, "host host-1");
+  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
+  auto foreign = store_->devices({.state = DeviceState::kForeign});
+  ASSERT_TRUE(foreign.ok());
+  ASSERT_EQ(foreign->size(), 1u);
+  // Every other GPU can be had, never this one.
+  auto all = service_->compose(job(8, "n1", Request{.gpus = 8}));
+  EXPECT_FALSE(all.ok());
+  auto seven = service_->compose(job(9, "n1", Request{.gpus = 7}));
+  ASSERT_TRUE(seven.ok()) << seven.error();
+  for (const auto& dev : seven->devices) EXPECT_NE(dev.id, "gpu-a-3");
+  for (int round = 0; round < 20; ++round) {
+    clock_.advance_ms(60000);
+    EXPECT_EQ(r.run_once().orphans_detached, 0);
+  }
+  EXPECT_EQ(fabric_->inventory()->attached.at("gpu-a-3"), "host-1");
+  ASSERT_TRUE(service_->release(9, "n1").ok());
+  // The fabric frees it (its holder let it go): it is pooled again at the next round.
+  ASSERT_TRUE(fabric_->detach("host-1", {"gpu-a-3"}).ok());
+  r.run_once();
+  EXPECT_EQ(store_->device("gpu-a-3")->state(), DeviceState::kFree);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+  std::vector<std::string> kinds;
+  auto events = store_->events({});
+  ASSERT_TRUE(events.ok());
+  for (const auto& e : *events) {
+    if (e.devices == std::vector<std::string>{"gpu-a-3"}) kinds.push_back(e.kind);
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{"foreign", "foreign"}));
+}
+
+TEST_F(ReconcilerTest, WhatTheFabricHoldsAtStartIsForeignAndARestartWritesNothing) {
+  auto c = service_->compose(job(10, "n1", Request{.gpus = 2}));
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(fabric_->attach_behind_back("gpu-b-3", "host-2").ok());
+  // Count the writes a restart sends to the fabric.
+  struct Counting final : public test_support::ForwardingFabric {
+    using ForwardingFabric::ForwardingFabric;
+    Expected<Operation> attach(const std::string& h, const std::vector<std::string>& ids) override {
+      ++writes;
+      return to_.attach(h, ids);
+    }
+    Expected<Operation> detach(const std::string& h, const std::vector<std::string>& ids) override {
+      ++writes;
+      return to_.detach(h, ids);
+    }
+    int writes = 0;
+  } counting(*fabric_);
+  service_.reset();
+  CompositionService restarted(*store_, counting, clock_);
+  ASSERT_TRUE(restarted.start().ok());
+  ASSERT_TRUE(restarted.recover().ok());
+  EXPECT_EQ(restarted.pooled_device("gpu-b-3")->state(), DeviceState::kForeign);
+  Reconciler r(restarted, clock_, ReconcilerOptions{.orphan_grace_ms = 0});
+  for (int round = 0; round < 10; ++round) {
+    clock_.advance_ms(60000);
+    r.run_once();
+  }
+  EXPECT_EQ(counting.writes, 0);
+  EXPECT_EQ(restarted.pooled_device(c->devices[0].id)->state(), DeviceState::kAttached);
+  EXPECT_EQ(r.totals().lost_marked_failed, 0);
+}
+
+TEST_F(ReconcilerTest, AdoptDetachesAForeignDeviceAndPoolsIt) {
+  ASSERT_TRUE(fabric_->attach_behind_back("gpu-a-1", "host-1").ok());
+  auto r = make();
+  r.run_once();
+  auto not_foreign = service_->adopt("gpu-a-0", "uid 0");
+  ASSERT_FALSE(not_foreign.ok());
+  EXPECT_EQ(not_foreign.error().code, ErrorCode::kConflict);
+  EXPECT_NE(not_foreign.error().message.find("not foreign"), std::string::npos)
+      << not_foreign.error();
+  EXPECT_EQ(service_->adopt("no-such", "uid 0").error().code, ErrorCode::kNotFound);
+  auto adopted = service_->adopt("gpu-a-1", "uid 0");
+  ASSERT_TRUE(adopted.ok()) << adopted.error();
+  EXPECT_EQ(adopted->state(), DeviceState::kFree);
+  EXPECT_EQ(fabric_->inventory()->attached.count("gpu-a-1"), 0u);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+  r.run_once();
+  EXPECT_EQ(store_->device("gpu-a-1")->state(), DeviceState::kFree);
+  bool recorded = false;
+  auto events = store_->events({});
+  ASSERT_TRUE(events.ok());
+  for (const auto& e : *events) {
+    if (e.kind == "adopt") recorded = e.user == "uid 0" && e.devices[0] == "gpu-a-1";
+  }
+  EXPECT_TRUE(recorded);
+}
+
+TEST_F(ReconcilerTest, ReleaseForeignLeavesAnOrphanWhereItIsForGood) {
+  auto c = service_->compose(job(11, "n1", Request{.gpus = 1}));
+  ASSERT_TRUE(c.ok());
+  const std::string id = c->devices[0].id;
+  auto owned = service_->release_foreign(id, "uid 0");
+  ASSERT_FALSE(owned.ok());
+  EXPECT_NE(owned.error().message.find("release the job instead"), std::string::npos)
+      << owned.error();
+  make_orphan(*store_, 11, id, clock_.now_ms());
+  open();
+  auto released = service_->release_foreign(id, "uid 0");
+  ASSERT_TRUE(released.ok()) << released.error();
+  EXPECT_EQ(released->state(), DeviceState::kForeign);
+  EXPECT_EQ(store_->claims()->count(id), 0u);
+  auto r = make();
+  for (int round = 0; round < 5; ++round) {
+    clock_.advance_ms(60000);
+    EXPECT_EQ(r.run_once().orphans_detached, 0);
+  }
+  EXPECT_EQ(fabric_->inventory()->attached.at(id), "host-1");
+  EXPECT_EQ(service_->release_foreign(id, "uid 0").error().code, ErrorCode::kConflict);
+  EXPECT_EQ(service_->release_foreign("gpu-b-0", "uid 0").error().code, ErrorCode::kConflict)
+      << "a free device has no attachment to hand over";
+}
+
+TEST_F(ReconcilerTest, ASharedBlockIsForeignWithItsHolders) {
+  // The fabric shows gpu-b-2 shared by two systems (Redfish SharingEnabled).
+  class Sharing final : public test_support::ForwardingFabric {
+   public:
+    using ForwardingFabric::ForwardingFabric;
+    Expected<FabricInventory> inventory() override {
+      auto inv = to_.inventory();
+      if (inv) inv->held["gpu-b-2"] = "shared by systems host-1, host-2";
+      return inv;
+    }
+  } sharing(*fabric_);
+  service_.reset();
+  CompositionService service(*store_, sharing, clock_);
+  ASSERT_TRUE(service.start().ok());
+  EXPECT_EQ(service.pooled_device("gpu-b-2")->holder, "shared by systems host-1, host-2");
+  auto all = service.compose(job(12, "n2", Request{.gpus = 4}));
+  EXPECT_FALSE(all.ok()) << "n2 reaches only z2, whose four GPUs include the shared one";
+  auto three = service.compose(job(13, "n2", Request{.gpus = 3}));
+  ASSERT_TRUE(three.ok()) << three.error();
+  for (const auto& d : three->devices) EXPECT_NE(d.id, "gpu-b-2");
+  auto adopted = service.adopt("gpu-b-2", "uid 0");
+  ASSERT_FALSE(adopted.ok());
+  EXPECT_NE(adopted.error().message.find("shared by systems"), std::string::npos)
+      << adopted.error();
 }
 
 TEST_F(ReconcilerTest, LeavesDevicesOfHostsItDoesNotServeAlone) {
@@ -57,11 +224,11 @@ TEST_F(ReconcilerTest, LeavesDevicesOfHostsItDoesNotServeAlone) {
   service_.reset();
   CompositionService service(*store_, served, clock_);
   ASSERT_TRUE(service.start().ok());
-  // Not handed out: drained with the reason.
+  // Not handed out: foreign, with its holder.
   auto d = store_->device("gpu-a-0");
   ASSERT_TRUE(d.ok());
-  EXPECT_TRUE(d->drained);
-  EXPECT_NE(d->drain_reason.find("host-x"), std::string::npos) << d->drain_reason;
+  EXPECT_EQ(d->state(), DeviceState::kForeign);
+  EXPECT_NE(d->holder.find("host-x"), std::string::npos) << d->holder;
   // And never detached as an orphan.
   Reconciler r(service, clock_, ReconcilerOptions{.orphan_grace_ms = 0});
   r.run_once();

@@ -9,9 +9,9 @@ namespace {
 using SchemaTest = StoreTest;
 
 TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
-  EXPECT_EQ(store().schema_version(), 3);
+  EXPECT_EQ(store().schema_version(), 4);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 3);
+  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 4);
   EXPECT_EQ(raw->pragma("journal mode", "journal_mode"), "wal");
   EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations WHERE version = 1"), 1);
   for (const char* table : {"hosts", "devices", "compositions", "composition_devices", "events"}) {
@@ -26,6 +26,12 @@ TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
                       "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = "
                       "'events_device_by_ts'"),
             1);
+  // Migration 4: composerd's claims on what it attached, made with the device links.
+  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM sqlite_master WHERE name = 'fabric_claims'"), 1);
+  EXPECT_EQ(query_int(*raw,
+                      "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND "
+                      "name IN ('composition_devices_claim', 'compositions_released_unclaim')"),
+            2);
 }
 
 TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
@@ -36,9 +42,9 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
 
   reopen();
   reopen();  // a second reopen must not re-run a migration either
-  EXPECT_EQ(store().schema_version(), 3);
+  EXPECT_EQ(store().schema_version(), 4);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 3);
+  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 4);
 
   auto gpu1 = store().device("gpu-1");
   ASSERT_TRUE(gpu1.ok()) << gpu1.error();

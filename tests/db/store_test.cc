@@ -620,3 +620,61 @@ TEST_F(StoreTest, FailingCallDoesNotRollBackTheOthersInItsBatch) {
 
 }  // namespace
 }  // namespace composer::db::testing
+
+namespace composer::db::testing {
+namespace {
+
+TEST_F(StoreTest, ClaimsFollowTheLinksAndEndWithARelease) {
+  add_inventory();
+  auto released = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10);
+  auto failed = store().create_composition(make_composition(2, "node1"), {"gpu-1"}, 10);
+  ASSERT_TRUE(released.ok() && failed.ok());
+  auto claims = store().claims();
+  ASSERT_TRUE(claims.ok()) << claims.error();
+  const std::string host = store().hosts()->front().fabric_id;
+  EXPECT_EQ(*claims, (std::map<std::string, std::string>{{"gpu-0", host}, {"gpu-1", host}}));
+  using St = CompositionState;
+  ASSERT_TRUE(store().transition(released->id, St::kComposing, St::kReady, "", 20).ok());
+  ASSERT_TRUE(store().transition(released->id, St::kReady, St::kReleasing, "", 30).ok());
+  ASSERT_TRUE(store().transition(released->id, St::kReleasing, St::kReleased, "", 40).ok());
+  // A failed composition may have left its device on the fabric: the claim stays.
+  ASSERT_TRUE(store().transition(failed->id, St::kComposing, St::kFailed, "x", 40).ok());
+  EXPECT_EQ(*store().claims(), (std::map<std::string, std::string>{{"gpu-1", host}}));
+  // Only the claim on the named host is dropped.
+  ASSERT_TRUE(store().drop_claims({"gpu-1"}, "elsewhere").ok());
+  EXPECT_EQ(store().claims()->size(), 1u);
+  ASSERT_TRUE(store().drop_claims({"gpu-1"}, host).ok());
+  EXPECT_TRUE(store().claims()->empty());
+}
+
+TEST_F(StoreTest, HoldersMakeDevicesForeignWithOneEventEach) {
+  add_inventory();
+  const int64_t before = event_count();
+  ASSERT_TRUE(store()
+                  .set_holders({{"gpu-2", "host h9"}, {"gpu-3", "shared by systems a, b"}},
+                               "foreign", "composerd", "", 50)
+                  .ok());
+  auto foreign = store().devices({.state = DeviceState::kForeign});
+  ASSERT_TRUE(foreign.ok());
+  ASSERT_EQ(foreign->size(), 2u);
+  EXPECT_EQ((*foreign)[0].holder, "host h9");
+  EXPECT_EQ(event_count(), before + 2);
+  // Unchanged holders write nothing; an unknown device refuses the whole call.
+  ASSERT_TRUE(store().set_holders({{"gpu-2", "host h9"}}, "foreign", "composerd", "", 60).ok());
+  EXPECT_EQ(event_count(), before + 2);
+  auto unknown =
+      store().set_holders({{"gpu-2", ""}, {"nope", "x"}}, "foreign", "composerd", "", 70);
+  EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store().device("gpu-2")->holder, "host h9");
+  ASSERT_TRUE(store().set_holders({{"gpu-2", ""}}, "adopt", "uid 0", "adopted", 80).ok());
+  auto events = store().events({.since_ms = 80});
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].kind, "adopt");
+  EXPECT_EQ((*events)[0].from_state, "foreign");
+  EXPECT_EQ((*events)[0].to_state, "free");
+  EXPECT_EQ((*events)[0].user, "uid 0");
+}
+
+}  // namespace
+}  // namespace composer::db::testing

@@ -43,7 +43,7 @@ template <>
 Device decode<Device>(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a device",
                {"id", "type", "model", "capacity_bytes", "zone", "address", "health", "state",
-                "drained", "drain_reason", "composition_id", "node"});
+                "drained", "drain_reason", "composition_id", "node", "holder"});
   Device d;
   d.id = r.string("id");
   d.type = r.get("type", device_type);
@@ -53,10 +53,13 @@ Device decode<Device>(const Json::Value& v, const std::string& path) {
   d.address = r.string("address");
   d.health = as_enum(r.required("health"), r.path("health"), parse_health, "a health state",
                      {"ok", "warning", "critical"});
-  const DeviceState state = as_enum(r.required("state"), r.path("state"), parse_device_state,
-                                    "a device state", {"free", "attached", "drained", "failed"});
+  const DeviceState state =
+      as_enum(r.required("state"), r.path("state"), parse_device_state, "a device state",
+              {"free", "attached", "drained", "failed", "foreign"});
   d.drained = r.boolean("drained");
   d.drain_reason = r.string("drain_reason");
+  // Optional: devices recorded before foreign holders existed (the plugin's job state files).
+  r.get_if("holder", &d.holder, as_string);
   d.composition_id = r.get("composition_id", nullable_id);
   if (const Json::Value& node = r.required("node"); !node.isNull()) {
     d.node = as_string(node, r.path("node"));
@@ -64,7 +67,7 @@ Device decode<Device>(const Json::Value& v, const std::string& path) {
   if (d.state() != state) {
     refuse(r.path("state"),
            "'" + std::string(to_string(state)) +
-               "' contradicts health, drained and composition_id, which make it '" +
+               "' contradicts health, drained, composition_id and holder, which make it '" +
                std::string(to_string(d.state())) + "'");
   }
   return d;
@@ -116,7 +119,7 @@ template <>
 PoolRow decode<PoolRow>(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a pool row",
                {"type", "model", "zone", "total", "free", "attached", "drained", "failed",
-                "total_bytes", "free_bytes"});
+                "foreign", "total_bytes", "free_bytes", "schedulable", "schedulable_bytes"});
   PoolRow p;
   p.type = r.get("type", device_type);
   p.model = r.string("model");
@@ -126,8 +129,15 @@ PoolRow decode<PoolRow>(const Json::Value& v, const std::string& path) {
   p.attached = r.u32("attached");
   p.drained = r.u32("drained");
   p.failed = r.u32("failed");
+  p.foreign = r.u32("foreign");
   p.total_bytes = r.uint("total_bytes");
   p.free_bytes = r.uint("free_bytes");
+  p.schedulable_bytes = r.uint("schedulable_bytes");
+  if (const uint32_t stated = r.u32("schedulable"); stated != schedulable(p)) {
+    refuse(r.path("schedulable"), std::to_string(stated) +
+                                      " contradicts free and attached, which make it " +
+                                      std::to_string(schedulable(p)));
+  }
   return p;
 }
 
@@ -282,6 +292,7 @@ Json::Value to_json(const Device& d) {
   v["state"] = std::string(to_string(d.state()));
   v["drained"] = d.drained;
   v["drain_reason"] = d.drain_reason;
+  v["holder"] = d.holder;
   v["composition_id"] = nullable(d.composition_id);
   v["node"] = d.composition_id ? Json::Value(d.node) : Json::Value(Json::nullValue);
   return v;
@@ -328,8 +339,11 @@ Json::Value to_json(const PoolRow& p) {
   v["attached"] = p.attached;
   v["drained"] = p.drained;
   v["failed"] = p.failed;
+  v["foreign"] = p.foreign;
+  v["schedulable"] = schedulable(p);
   v["total_bytes"] = u64(p.total_bytes);
   v["free_bytes"] = u64(p.free_bytes);
+  v["schedulable_bytes"] = u64(p.schedulable_bytes);
   return v;
 }
 

@@ -131,9 +131,12 @@ PoolSnapshot make_snapshot(const std::vector<PoolRow>& rows, const std::vector<H
   s.generated_ms = now_ms;
   for (const PoolRow& r : rows) {
     SnapshotPool& p = s.pool(r.type);
-    const uint32_t usable = r.total >= r.failed ? r.total - r.failed : 0;
+    // What may come back counts (drained devices are resumed); what is failed or held
+    // outside composerd does not. Bytes by the same share, devices of a row being alike.
+    const uint32_t gone = r.failed + r.foreign;
+    const uint32_t usable = r.total >= gone ? r.total - gone : 0;
     p.total += usable;
-    p.total_bytes += r.total_bytes;
+    p.total_bytes += r.total == 0 ? 0 : r.total_bytes / r.total * usable;
     if (usable > 0 && r.total > 0) {
       // Rows group devices of one model and zone; their sizes are alike, so the mean is
       // the size of one device.

@@ -158,15 +158,16 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     add_output_options(command, s, shape, "Output options");
   };
 
-  auto* pool =
-      app.add_subcommand("pool", "Devices per type, model and zone: free, attached, drained");
+  auto* pool = app.add_subcommand(
+      "pool", "Devices per type, model and zone: free, attached, drained, failed, foreign");
   output_options(pool);
 
-  auto* devices = app.add_subcommand("devices", "List, drain or resume pooled devices");
+  auto* devices =
+      app.add_subcommand("devices", "List, drain, resume, adopt or release pooled devices");
   devices->require_subcommand(0, 1);
   std::string dev_type, dev_state, dev_zone, dev_node;
   devices->add_option("--type", dev_type, "gpu, mem or nvme");
-  devices->add_option("--state", dev_state, "free, attached, drained or failed");
+  devices->add_option("--state", dev_state, "free, attached, drained, failed or foreign");
   devices->add_option("--zone", dev_zone, "fabric zone");
   devices->add_option("--node", dev_node, "attached to this node");
   auto* devices_list = devices->add_subcommand("list", "List devices (the default)");
@@ -177,7 +178,18 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   auto* resume = devices->add_subcommand("resume", "Put a drained device back in service (admins)");
   std::string resume_id;
   resume->add_option("ID", resume_id, "device id")->required();
-  for (CLI::App* c : {devices, devices_list, drain, resume}) output_options(c);
+  auto* adopt = devices->add_subcommand(
+      "adopt", "Detach a foreign device from the host holding it and pool it (admins)");
+  std::string adopt_id;
+  adopt->add_option("ID", adopt_id, "device id")->required();
+  auto* release_foreign = devices->add_subcommand(
+      "release-foreign",
+      "Leave a device composerd attached, and no job owns, to its host: foreign (admins)");
+  std::string release_foreign_id;
+  release_foreign->add_option("ID", release_foreign_id, "device id")->required();
+  for (CLI::App* c : {devices, devices_list, drain, resume, adopt, release_foreign}) {
+    output_options(c);
+  }
 
   auto* comps =
       app.add_subcommand("compositions", "List, show or release the devices attached to jobs");
@@ -250,8 +262,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     if (!dev_type.empty())
       dq.type = enum_arg(dev_type, parse_device_type, "--type", "gpu, mem, nvme");
     if (!dev_state.empty()) {
-      dq.state =
-          enum_arg(dev_state, parse_device_state, "--state", "free, attached, drained, failed");
+      dq.state = enum_arg(dev_state, parse_device_state, "--state", std::string(kDeviceStateNames));
     }
     if (!dev_zone.empty()) dq.zone = dev_zone;
     if (!dev_node.empty()) dq.node = dev_node;
@@ -297,6 +308,10 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       auto one_json = [](const Device& d) { return api::to_json(d); };
       if (drain->parsed()) return p.print(c.drain(drain_id, drain_reason), one, one_json);
       if (resume->parsed()) return p.print(c.resume(resume_id), one, one_json);
+      if (adopt->parsed()) return p.print(c.adopt(adopt_id), one, one_json);
+      if (release_foreign->parsed()) {
+        return p.print(c.release_foreign(release_foreign_id), one, one_json);
+      }
       return p.print(c.devices(dq), device_table, api::devices_to_json);
     }
     if (comps->parsed()) {

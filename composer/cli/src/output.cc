@@ -182,6 +182,7 @@ Table pool_table(const std::vector<PoolRow>& rows) {
            {"ATTACHED", true},
            {"DRAINED", true},
            {"FAILED", true},
+           {"FOREIGN", true},
            {"TOTAL_SIZE", true},
            {"FREE_SIZE", true}});
   for (const PoolRow& r : rows) {
@@ -189,8 +190,8 @@ Table pool_table(const std::vector<PoolRow>& rows) {
     const bool sized = r.type != DeviceType::kGpu;
     t.add_row({std::string(to_string(r.type)), r.model, r.zone, std::to_string(r.total),
                std::to_string(r.free), std::to_string(r.attached), std::to_string(r.drained),
-               std::to_string(r.failed), sized ? format_size(r.total_bytes) : "",
-               sized ? format_size(r.free_bytes) : ""});
+               std::to_string(r.failed), std::to_string(r.foreign),
+               sized ? format_size(r.total_bytes) : "", sized ? format_size(r.free_bytes) : ""});
   }
   return t;
 }
@@ -206,12 +207,13 @@ Table device_table(const std::vector<Device>& devices) {
            {"STATE"},
            {"NODE"},
            {"COMPOSITION", true},
+           {"HOLDER"},
            {"REASON"}});
   for (const Device& d : devices) {
     t.add_row({d.id, std::string(to_string(d.type)), d.model,
                d.capacity_bytes > 0 ? format_size(d.capacity_bytes) : "", d.zone, d.address,
                std::string(to_string(d.health)), std::string(to_string(d.state())), d.node,
-               id_or_empty(d.composition_id), d.drain_reason});
+               id_or_empty(d.composition_id), d.holder, d.drain_reason});
   }
   return t;
 }

@@ -6,6 +6,7 @@
 
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
+#include "composer/policies/policy.h"
 
 namespace composer::cli {
 namespace {
@@ -29,23 +30,10 @@ std::string gres_conf(const char* name, uint32_t count) {
 
 SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Host>& hosts) {
   SlurmConfig c;
-  uint64_t mem_bytes = 0;
-  for (const auto& row : pool) {
-    const uint64_t usable = row.total - row.failed;
-    switch (row.type) {
-      case DeviceType::kGpu:
-        c.gpus += usable;
-        break;
-      case DeviceType::kNvme:
-        c.nvme += usable;
-        break;
-      case DeviceType::kMem:
-        // Failed blocks' share of the bytes, assuming equal blocks within a row.
-        mem_bytes += row.total == 0 ? 0 : row.total_bytes / row.total * usable;
-        break;
-    }
-  }
-  c.mem_gib = gib_rounded_down(mem_bytes);
+  const auto size = policies::PoolSize::from_rows(pool);
+  c.gpus = size.gpus;
+  c.nvme = size.nvme;
+  c.mem_gib = size.mem_gib;
   std::map<std::pair<uint32_t, uint32_t>, std::vector<std::string>> by_slots;
   for (const auto& h : hosts) by_slots[{h.gpu_slots, h.nvme_slots}].push_back(h.node);
   for (auto& [slots, nodes] : by_slots) {

@@ -221,12 +221,18 @@ Expected<Device> Client::drain(std::string_view id, std::string_view reason) con
                          [](const Json::Value& v) { return api::from_json<Device>(v); });
 }
 
-Expected<Device> Client::resume(std::string_view id) const {
+Expected<Device> Client::device_action(std::string_view id, std::string_view action) const {
   if (Status s = require_name(id, "device id"); !s) return s.error();
   Path p;
-  p.segment("v1").segment("devices").segment(id).segment("resume");
+  p.segment("v1").segment("devices").segment(id).segment(action);
   return decoded<Device>(call("POST", p, "{}", true), "POST " + p.plain,
                          [](const Json::Value& v) { return api::from_json<Device>(v); });
+}
+
+Expected<Device> Client::resume(std::string_view id) const { return device_action(id, "resume"); }
+Expected<Device> Client::adopt(std::string_view id) const { return device_action(id, "adopt"); }
+Expected<Device> Client::release_foreign(std::string_view id) const {
+  return device_action(id, "release-foreign");
 }
 
 Expected<api::HealthInfo> Client::health() const {

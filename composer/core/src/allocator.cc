@@ -172,9 +172,14 @@ struct Allocator::Impl {
       case DeviceState::kFree:
         bump(row.free, add);
         bump(row.free_bytes, cap, add);
+        bump(row.schedulable_bytes, cap, add);
         break;
       case DeviceState::kAttached:
         bump(row.attached, add);
+        bump(row.schedulable_bytes, cap, add);
+        break;
+      case DeviceState::kForeign:
+        bump(row.foreign, add);
         break;
       case DeviceState::kDrained:
         bump(row.drained, add);
@@ -675,6 +680,12 @@ void Allocator::set_health(std::string_view id, Health health) {
     return;
   }
   impl_->mutate(it->second, [health](Device& d) { d.health = health; });
+}
+
+void Allocator::set_holder(std::string_view id, std::string_view holder) {
+  auto it = impl_->devices.find(id);
+  if (it == impl_->devices.end() || it->second.holder == holder) return;
+  impl_->mutate(it->second, [holder](Device& d) { d.holder = std::string(holder); });
 }
 
 // Counts every device the node reaches, drained and failed ones included: a drain is lifted

@@ -33,6 +33,7 @@ ReconcileReport Reconciler::run_once() {
   }
 
   // 2. Records against the fabric's inventory.
+  service_.begin_holder_round();
   auto inventory = service_.fabric().inventory();
   if (!inventory) {
     ++report.errors;
@@ -50,15 +51,18 @@ ReconcileReport Reconciler::run_once() {
         owned[d] = host;
       }
     }
-    // Orphans: attached in the fabric to a host composerd serves, owned by nobody (or held
-    // for another host). Hosts composerd does not serve are someone else's business.
-    std::set<std::string> served;
-    for (const auto& [node, fabric_id] : host_of_node) served.insert(fabric_id);
+    // Foreign devices (held outside composerd) are marked and never touched. Orphans are
+    // composerd's own: claimed (the ledger shows composerd attached them there), attached,
+    // owned by no live composition; they are taken back after the grace period.
+    auto orphans = service_.note_holders(*inventory);
+    if (!orphans) {
+      ++report.errors;
+      log::warning("reconciler could not record the fabric's holders",
+                   {{"cause", orphans.error().message}});
+      orphans = std::map<std::string, std::string>{};
+    }
     std::set<std::string> still_orphaned;
-    for (const auto& [device, host] : inventory->attached) {
-      if (served.count(host) == 0) continue;
-      auto it = owned.find(device);
-      if (it != owned.end() && it->second == host) continue;
+    for (const auto& [device, host] : *orphans) {
       still_orphaned.insert(device);
       auto [seen, inserted] = orphan_seen_ms_.emplace(device, now);
       if (inserted || now - seen->second < options_.orphan_grace_ms) continue;
@@ -66,6 +70,9 @@ ReconcileReport Reconciler::run_once() {
       if (op && op->state != OperationState::kFailed) {
         ++report.orphans_detached;
         still_orphaned.erase(device);
+        // A detach still running keeps the claim: the next round drops it once the fabric
+        // shows the device free.
+        if (op->state == OperationState::kDone) (void)service_.unclaim({device}, host);
         log::warning("reconciler detached an orphaned device",
                      {{"device", device}, {"host", host}});
       } else {

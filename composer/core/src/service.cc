@@ -42,17 +42,8 @@ Status CompositionService::start() {
   }
   if (auto s = store_.upsert_hosts(inventory->hosts); !s) return s;
   if (auto s = store_.upsert_devices(inventory->devices, clock_.now_ms()); !s) return s;
-  // A device the fabric has given to a host composerd does not serve is not ours to hand
-  // out: keep it drained, with the reason, until an admin resumes it.
-  std::set<std::string> served;
-  for (const auto& h : inventory->hosts) served.insert(h.fabric_id);
-  for (const auto& [id, host] : inventory->attached) {
-    if (served.count(host) != 0) continue;
-    const std::string reason =
-        "attached by the fabric to " + host + ", which composerd does not serve";
-    if (auto s = store_.set_drained(id, true, reason, "composerd", clock_.now_ms()); !s) return s;
-    log::warning("device held by a host composerd does not serve; drained",
-                 {{"device", id}, {"host", host}});
+  for (const auto& why : inventory->skipped) {
+    log::info("fabric resource not pooled", {{"resource", why}});
   }
 
   auto hosts = store_.hosts();
@@ -64,25 +55,37 @@ Status CompositionService::start() {
   auto live = store_.compositions(filter);
   if (!live) return live.error();
 
-  std::lock_guard lock(mu_);
-  allocator_.load(*hosts, *devices);
-  live_.clear();
-  for (const auto& c : *live) {
-    LiveEntry e{.id = c.id,
-                .job_id = c.job_id,
-                .node = c.node,
-                .state = c.state,
-                .request = c.request,
-                .devices = device_ids(c),
-                .since_ms = c.updated_ms,
-                .busy = false,
-                .workload = c.workload};
-    live_.emplace(Key{c.job_id, c.node}, std::move(e));
+  {
+    std::lock_guard lock(mu_);
+    allocator_.load(*hosts, *devices);
+    live_.clear();
+    for (const auto& c : *live) {
+      LiveEntry e{.id = c.id,
+                  .job_id = c.job_id,
+                  .node = c.node,
+                  .state = c.state,
+                  .request = c.request,
+                  .devices = device_ids(c),
+                  .since_ms = c.updated_ms,
+                  .busy = false,
+                  .workload = c.workload};
+      live_.emplace(Key{c.job_id, c.node}, std::move(e));
+    }
   }
+  // What the fabric already holds outside composerd is foreign from the first request on.
+  auto orphans = note_holders(*inventory);
+  if (!orphans) return orphans.error();
+  uint32_t foreign = 0;
+  for (const auto& row : pool_summary()) foreign += row.foreign;
   log::info("pool loaded", {{"hosts", std::to_string(hosts->size())},
                             {"devices", std::to_string(devices->size())},
                             {"live_compositions", std::to_string(live->size())},
-                            {"fabric", std::string(fabric_.driver())}});
+                            {"fabric", std::string(fabric_.driver())},
+                            {"foreign", std::to_string(foreign)}});
+  if (devices->empty()) {
+    log::warning("the fabric shows no pooled device; every compose will be refused",
+                 {{"fabric", std::string(fabric_.driver())}});
+  }
   return Status::Ok();
 }
 
@@ -174,6 +177,7 @@ std::optional<CompositionService::LiveEntry> CompositionService::wait_idle(
 void CompositionService::forget(const Key& key, const std::vector<std::string>& free_devices) {
   std::lock_guard lock(mu_);
   allocator_.give_back(free_devices);
+  touched_.insert(free_devices.begin(), free_devices.end());
   live_.erase(key);
   changed_.notify_all();
 }
@@ -225,6 +229,7 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
       return Error{picked.error().code, where(in.job_id, in.node) + ": " + picked.error().message};
     }
     allocator_.take(in.node, *picked, 0);
+    touched_.insert(picked->begin(), picked->end());
     entry = LiveEntry{.id = 0,
                       .job_id = in.job_id,
                       .node = in.node,
@@ -293,12 +298,34 @@ Expected<Composition> CompositionService::fail_compose(const LiveEntry& entry,
   const Key key{entry.job_id, entry.node};
   // Undo whatever the fabric may have attached; a failed composition holds no devices.
   auto undone = detach_devices(entry.node, entry.devices, options_.release_timeout_ms);
+  std::vector<std::string> still_held;
+  if (!undone) {
+    // Only what the fabric still shows on this host may be held by this composition: a
+    // device that never got here (held elsewhere, or the attach never happened) is undone.
+    auto inventory = fabric_.inventory();
+    for (const auto& id : entry.devices) {
+      if (!inventory) {
+        still_held.push_back(id);
+        continue;
+      }
+      auto it = inventory->attached.find(id);
+      if (it != inventory->attached.end() && it->second == host) still_held.push_back(id);
+    }
+  }
   auto failed = store_.transition(entry.id, CompositionState::kComposing, CompositionState::kFailed,
                                   why, clock_.now_ms(), true);
-  if (!undone) {
-    // The fabric may still hold them: keep them out of the pool until an admin looks.
-    drain_devices(entry.devices, "detach failed while rolling back job " +
-                                     std::to_string(entry.job_id) + ": " + undone.error().message);
+  std::vector<std::string> undone_ids;
+  for (const auto& id : entry.devices) {
+    if (std::find(still_held.begin(), still_held.end(), id) == still_held.end()) {
+      undone_ids.push_back(id);
+    }
+  }
+  (void)store_.drop_claims(undone_ids, host);
+  if (!still_held.empty()) {
+    // The fabric may still hold them: keep them out of the pool until an admin looks; the
+    // claim stays, so the reconciler takes them back as orphans.
+    drain_devices(still_held, "detach failed while rolling back job " +
+                                  std::to_string(entry.job_id) + ": " + undone.error().message);
   }
   forget(key, entry.devices);
   log::error("compose failed", {{"job", std::to_string(entry.job_id)},
@@ -495,6 +522,161 @@ Expected<Device> CompositionService::resume(const std::string& device_id,
     std::lock_guard lock(mu_);
     allocator_.set_drained(device_id, false, "");
   }
+  return store_.device(device_id);
+}
+
+void CompositionService::begin_holder_round() {
+  std::lock_guard lock(mu_);
+  touched_.clear();
+}
+
+Expected<std::map<std::string, std::string>> CompositionService::note_holders(
+    const FabricInventory& inventory) {
+  auto claims = store_.claims();
+  if (!claims) return claims.error();
+  std::map<std::string, std::string> orphans;
+  std::vector<std::pair<std::string, std::string>> changes;
+  std::map<std::string, std::vector<std::string>> stale_claims;  // fabric host -> devices
+  {
+    std::lock_guard lock(mu_);
+    for (const Device& seen : inventory.devices) {
+      const Device* d = allocator_.device(seen.id);
+      if (d == nullptr || d->composition_id || touched_.count(seen.id) != 0) continue;
+      std::string holder;
+      auto claim = claims->find(seen.id);
+      if (auto held = inventory.held.find(seen.id); held != inventory.held.end()) {
+        holder = held->second;
+      } else if (auto at = inventory.attached.find(seen.id); at != inventory.attached.end()) {
+        if (claim != claims->end() && claim->second == at->second) {
+          orphans.emplace(seen.id, at->second);
+        } else {
+          holder = "host " + at->second;
+        }
+      } else if (claim != claims->end()) {
+        stale_claims[claim->second].push_back(seen.id);
+      }
+      if (holder != d->holder) changes.emplace_back(seen.id, std::move(holder));
+    }
+  }
+  for (const auto& [host, ids] : stale_claims) {
+    if (auto s = store_.drop_claims(ids, host); !s) return s.error();
+  }
+  if (changes.empty()) return orphans;
+  if (auto s = store_.set_holders(changes, "foreign", "composerd", "", clock_.now_ms()); !s) {
+    return s.error();
+  }
+  std::lock_guard lock(mu_);
+  for (const auto& [id, holder] : changes) {
+    allocator_.set_holder(id, holder);
+    if (holder.empty()) {
+      log::info("the fabric freed a foreign device", {{"device", id}});
+    } else {
+      log::warning("device held outside composerd; it is not pooled until the fabric frees it",
+                   {{"device", id}, {"holder", holder}});
+    }
+  }
+  return orphans;
+}
+
+Status CompositionService::unclaim(const std::vector<std::string>& device_ids,
+                                   const std::string& fabric_host) {
+  return store_.drop_claims(device_ids, fabric_host);
+}
+
+Expected<Device> CompositionService::adopt(const std::string& device_id, const std::string& actor) {
+  auto d = pooled_device(device_id);
+  if (!d) return Error{ErrorCode::kNotFound, "no device '" + device_id + "'"};
+  if (!d->foreign()) {
+    return Error{ErrorCode::kConflict,
+                 "device " + device_id + " is " + std::string(to_string(d->state())) +
+                     ", not foreign: only a device held outside composerd can be adopted"};
+  }
+  auto inventory = fabric_.inventory();
+  if (!inventory) {
+    return Error{inventory.error().code,
+                 "adopting " + device_id + ": reading the fabric: " + inventory.error().message};
+  }
+  if (auto held = inventory->held.find(device_id); held != inventory->held.end()) {
+    return Error{ErrorCode::kConflict,
+                 "device " + device_id + " is " + held->second +
+                     "; composerd adopts only a device composed into one host: free it on the "
+                     "fabric first"};
+  }
+  std::string detail = "adopted by " + actor;
+  if (auto at = inventory->attached.find(device_id); at != inventory->attached.end()) {
+    const int64_t deadline = clock_.now_ms() + options_.release_timeout_ms;
+    if (auto s =
+            counted(wait_operation(fabric_.detach(at->second, {device_id}), deadline, "detach"),
+                    detach_errors_);
+        !s) {
+      return Error{s.error().code, "adopting " + device_id + ": detaching it from host " +
+                                       at->second + ": " + s.error().message};
+    }
+    detail += "; detached from host " + at->second;
+  }
+  {
+    std::lock_guard lock(mu_);
+    touched_.insert(device_id);
+  }
+  if (auto s = store_.set_holders({{device_id, ""}}, "adopt", actor, detail, clock_.now_ms()); !s) {
+    return s.error();
+  }
+  {
+    std::lock_guard lock(mu_);
+    allocator_.set_holder(device_id, "");
+  }
+  log::warning("foreign device adopted into the pool", {{"device", device_id}, {"by", actor}});
+  return store_.device(device_id);
+}
+
+Expected<Device> CompositionService::release_foreign(const std::string& device_id,
+                                                     const std::string& actor) {
+  auto d = pooled_device(device_id);
+  if (!d) return Error{ErrorCode::kNotFound, "no device '" + device_id + "'"};
+  if (d->composition_id) {
+    return Error{ErrorCode::kConflict, "device " + device_id + " is in composition " +
+                                           std::to_string(*d->composition_id) + " on node " +
+                                           d->node + "; release the job instead"};
+  }
+  if (d->foreign()) {
+    return Error{ErrorCode::kConflict,
+                 "device " + device_id + " is already foreign (held by " + d->holder + ")"};
+  }
+  auto claims = store_.claims();
+  if (!claims) return claims.error();
+  auto inventory = fabric_.inventory();
+  if (!inventory) {
+    return Error{inventory.error().code,
+                 "releasing " + device_id + ": reading the fabric: " + inventory.error().message};
+  }
+  auto at = inventory->attached.find(device_id);
+  auto claim = claims->find(device_id);
+  if (at == inventory->attached.end() || claim == claims->end() || claim->second != at->second) {
+    return Error{ErrorCode::kConflict,
+                 "device " + device_id +
+                     " is not attached by composerd to any host, so there is nothing to hand "
+                     "over; release-foreign is for a device composerd attached that no job owns"};
+  }
+  const std::string host = at->second;
+  {
+    std::lock_guard lock(mu_);
+    touched_.insert(device_id);
+  }
+  if (auto s = store_.drop_claims({device_id}, host); !s) return s.error();
+  const std::string holder = "host " + host;
+  if (auto s = store_.set_holders(
+          {{device_id, holder}}, "release-foreign", actor,
+          "released by " + actor + ": composerd no longer claims it on " + "host " + host,
+          clock_.now_ms());
+      !s) {
+    return s.error();
+  }
+  {
+    std::lock_guard lock(mu_);
+    allocator_.set_holder(device_id, holder);
+  }
+  log::warning("device handed over to its host; composerd no longer claims it",
+               {{"device", device_id}, {"host", host}, {"by", actor}});
   return store_.device(device_id);
 }
 

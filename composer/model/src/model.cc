@@ -30,7 +30,8 @@ constexpr std::pair<DeviceState, std::string_view> kDeviceStates[] = {
     {DeviceState::kFree, "free"},
     {DeviceState::kAttached, "attached"},
     {DeviceState::kDrained, "drained"},
-    {DeviceState::kFailed, "failed"}};
+    {DeviceState::kFailed, "failed"},
+    {DeviceState::kForeign, "foreign"}};
 constexpr std::pair<CompositionState, std::string_view> kStates[] = {
     {CompositionState::kRequested, "requested"}, {CompositionState::kComposing, "composing"},
     {CompositionState::kReady, "ready"},         {CompositionState::kReleasing, "releasing"},
@@ -54,6 +55,7 @@ DeviceState Device::state() const {
   if (health == Health::kCritical) return DeviceState::kFailed;
   if (drained) return DeviceState::kDrained;
   if (composition_id) return DeviceState::kAttached;
+  if (!holder.empty()) return DeviceState::kForeign;
   return DeviceState::kFree;
 }
 

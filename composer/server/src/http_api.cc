@@ -147,8 +147,7 @@ class Handlers {
     auto type = call.choice<DeviceType>("type", parse_device_type, "gpu, mem, nvme");
     if (!type) return type.error();
     f.type = *type;
-    auto state =
-        call.choice<DeviceState>("state", parse_device_state, "free, attached, drained, failed");
+    auto state = call.choice<DeviceState>("state", parse_device_state, kDeviceStateNames);
     if (!state) return state.error();
     f.state = *state;
     f.zone = call.text("zone");
@@ -158,10 +157,11 @@ class Handlers {
     return api::devices_to_json(*list);
   }
 
-  Expected<Json::Value> drain(const Call& call, bool drained) {
+  enum class DeviceAction { kDrain, kResume, kAdopt, kReleaseForeign };
+  Expected<Json::Value> device_action(const Call& call, DeviceAction action) {
     const std::string id = call.match(1);
     std::string reason;
-    if (drained) {
+    if (action == DeviceAction::kDrain) {
       auto body = api::from_text<api::DrainBody>(call.body());
       if (!body) return body.error();
       reason = body->reason;
@@ -169,11 +169,23 @@ class Handlers {
       auto json = api::parse_json(call.body());
       if (!json) return json.error();
       if (!json->isObject() || !json->empty()) {
-        return bad("resume takes an empty object {} as its body");
+        return bad(std::string(call.match(2)) + " takes an empty object {} as its body");
       }
     }
     const std::string actor = "uid " + std::to_string(call.caller().uid);
-    auto d = drained ? ctx_.service.drain(id, reason, actor) : ctx_.service.resume(id, actor);
+    auto d = [&] {
+      switch (action) {
+        case DeviceAction::kDrain:
+          return ctx_.service.drain(id, reason, actor);
+        case DeviceAction::kResume:
+          return ctx_.service.resume(id, actor);
+        case DeviceAction::kAdopt:
+          return ctx_.service.adopt(id, actor);
+        case DeviceAction::kReleaseForeign:
+          break;
+      }
+      return ctx_.service.release_foreign(id, actor);
+    }();
     if (!d) return d.error();
     if (ctx_.pool_changed) ctx_.pool_changed();
     return api::to_json(*d);
@@ -227,10 +239,15 @@ void install_routes(httplib::Server& server, ApiContext& ctx) {
   routes.add("GET", "/v1/devices", user, {"type", "state", "zone", "node"},
              [h](const Call& c) { return h->devices(c); });
   routes.add("GET", "/v1/hosts", user, {}, [h](const Call& c) { return h->hosts(c); });
-  routes.add("POST", R"(/v1/devices/([^/]+)/drain)", admin, {},
-             [h](const Call& c) { return h->drain(c, true); });
-  routes.add("POST", R"(/v1/devices/([^/]+)/resume)", admin, {},
-             [h](const Call& c) { return h->drain(c, false); });
+  routes.add("POST", R"(/v1/devices/([^/]+)/(drain))", admin, {},
+             [h](const Call& c) { return h->device_action(c, Handlers::DeviceAction::kDrain); });
+  routes.add("POST", R"(/v1/devices/([^/]+)/(resume))", admin, {},
+             [h](const Call& c) { return h->device_action(c, Handlers::DeviceAction::kResume); });
+  routes.add("POST", R"(/v1/devices/([^/]+)/(adopt))", admin, {},
+             [h](const Call& c) { return h->device_action(c, Handlers::DeviceAction::kAdopt); });
+  routes.add("POST", R"(/v1/devices/([^/]+)/(release-foreign))", admin, {}, [h](const Call& c) {
+    return h->device_action(c, Handlers::DeviceAction::kReleaseForeign);
+  });
   routes.add("GET", "/v1/events", Access::admin("read this"),
              {"job", "since_ms", "until_ms", "limit"}, [h](const Call& c) { return h->events(c); });
   routes.add("GET", "/v1/health", Access::anyone(), {},

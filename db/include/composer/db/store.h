@@ -8,10 +8,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "composer/common/error.h"
@@ -105,6 +107,21 @@ class Store {
                              std::string_view actor, int64_t now_ms) = 0;
   virtual Status set_health(const std::string& device_id, Health health, std::string_view detail,
                             int64_t now_ms) = 0;
+
+  // Who holds each listed device outside composerd (id -> holder; empty: nobody). Each change
+  // appends an event of `kind` ("foreign" when the reconciler read it from the fabric,
+  // "adopt" and "release-foreign" for an admin's decision) with the actor and the detail (an
+  // empty detail says "held by HOLDER" or "the fabric freed it"). All or nothing.
+  virtual Status set_holders(const std::vector<std::pair<std::string, std::string>>& holders,
+                             std::string_view kind, std::string_view actor, std::string_view detail,
+                             int64_t now_ms) = 0;
+  // composerd's claims: device id -> the fabric host composerd attached it to. A claim is made
+  // with a composition's device link, before the fabric is asked, and dropped when the
+  // composition is released; drop_claims drops those on `fabric_host` after another detach
+  // succeeded or the fabric freed them. Only a claimed device is composerd's to take back.
+  virtual Expected<std::map<std::string, std::string>> claims() = 0;
+  virtual Status drop_claims(const std::vector<std::string>& device_ids,
+                             const std::string& fabric_host) = 0;
 
   virtual Expected<std::vector<Event>> events(const EventFilter& filter) = 0;
 

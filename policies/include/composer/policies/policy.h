@@ -78,7 +78,8 @@ struct PoolSize {
   uint64_t mem_gib = 0;
   uint64_t nvme = 0;
   uint64_t size(DeviceType t) const;
-  // Sums the rows' totals (memory: total_bytes, rounded down to GiB).
+  // Sums what the rows may schedule (model.h's schedulable(): not failed, drained or
+  // foreign; memory: schedulable_bytes, rounded down to GiB). The one pool total.
   static PoolSize from_rows(const std::vector<PoolRow>& rows);
 };
 

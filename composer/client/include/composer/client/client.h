@@ -93,6 +93,9 @@ class Client {
   // POST /v1/devices/{id}/drain and /resume.
   Expected<Device> drain(std::string_view id, std::string_view reason) const;
   Expected<Device> resume(std::string_view id) const;
+  // POST /v1/devices/{id}/adopt and /release-foreign (admins): docs/API.md.
+  Expected<Device> adopt(std::string_view id) const;
+  Expected<Device> release_foreign(std::string_view id) const;
   // GET /v1/health, without a credential.
   Expected<api::HealthInfo> health() const;
   Expected<std::vector<Event>> events(const EventQuery& query = {}) const;
@@ -113,6 +116,8 @@ class Client {
 
  private:
   struct Path;
+  // POST /v1/devices/{id}/{action} with an empty body.
+  Expected<Device> device_action(std::string_view id, std::string_view action) const;
   Expected<Json::Value> call(const std::string& method, const Path& path, const std::string& body,
                              bool authenticate) const;
 

@@ -37,8 +37,8 @@ class Allocator {
   // same state. All or nothing: GPUs (of request.gpu_model when set), memory blocks whose
   // capacities add up to at least mem_bytes, NVMe drives; only from zones the host reaches,
   // nearest zone first; a job's GPUs in one zone when any one zone can serve them all;
-  // never drained, critical or owned devices; within the host's attach slots (counting what
-  // the node already holds). Errors: kNotFound for an unknown node; kInsufficient with a
+  // never drained, critical, foreign or owned devices; within the host's attach slots (counting
+  // what the node already holds). Errors: kNotFound for an unknown node; kInsufficient with a
   // sentence naming the type, what was asked and what is free/allowed.
   Expected<std::vector<std::string>> allocate(std::string_view node, const Request& request) const;
 
@@ -47,6 +47,8 @@ class Allocator {
   void give_back(const std::vector<std::string>& ids);
   void set_drained(std::string_view id, bool drained, std::string_view reason);
   void set_health(std::string_view id, Health health);
+  // Who holds the device outside composerd (empty: nobody); a held device is never allocated.
+  void set_holder(std::string_view id, std::string_view holder);
 
   // Requests that could never be served, whatever is attached: larger than the whole
   // reachable pool of the node or than its attach slots, or an unknown GPU model.

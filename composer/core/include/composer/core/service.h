@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +78,13 @@ class CompositionService {
   Expected<Device> drain(const std::string& device_id, const std::string& reason,
                          const std::string& actor);
   Expected<Device> resume(const std::string& device_id, const std::string& actor);
+  // An admin's decisions about devices held outside composerd, each a ledger event with the
+  // actor. adopt: a foreign device composed into one host is detached from it now (the admin
+  // vouches that nothing there uses it) and joins the pool. release_foreign: composerd gives up
+  // its claim on a device it attached that no live composition owns (the reconciler would
+  // take it back); it stays where it is, foreign, until the fabric frees it.
+  Expected<Device> adopt(const std::string& device_id, const std::string& actor);
+  Expected<Device> release_foreign(const std::string& device_id, const std::string& actor);
 
   std::vector<PoolRow> pool_summary() const;
   std::vector<Host> hosts() const;
@@ -97,6 +105,18 @@ class CompositionService {
     std::string workload{};  // the class it counts against (AdmissionCheck)
   };
   std::vector<LiveEntry> live() const;
+  // Holders, read from the fabric by the reconciler. begin_holder_round() before reading the
+  // inventory, note_holders(inventory) after: a device the fabric shows attached to a host
+  // without composerd's claim, or held otherwise (shared, reserved), that no live composition
+  // owns, becomes foreign (store, pool, a "foreign" event); one the fabric no longer shows held
+  // stops being foreign, and a claim on a device the fabric shows free is dropped. Devices
+  // composed or released since begin_holder_round() are left for the next round (the
+  // inventory may predate the change). Returns composerd's orphans: claimed devices attached
+  // to the claim's host that no live composition owns (device -> fabric host).
+  void begin_holder_round();
+  Expected<std::map<std::string, std::string>> note_holders(const FabricInventory& inventory);
+  // After the reconciler detached an orphan: composerd's claim on it is done.
+  Status unclaim(const std::vector<std::string>& device_ids, const std::string& fabric_host);
   // The reconciler found a device's health changed, or the fabric lost an attachment.
   Status mark_health(const std::string& device_id, Health health, const std::string& detail);
   // Resolves an unfinished composition nobody is working on: composing -> finish (the fabric
@@ -156,6 +176,8 @@ class CompositionService {
   std::condition_variable changed_;
   Allocator allocator_;
   std::map<Key, LiveEntry> live_;
+  // Devices allocated or given back since begin_holder_round(): their holder waits a round.
+  std::set<std::string> touched_;
 };
 
 }  // namespace composer

@@ -22,8 +22,12 @@ std::string_view to_string(Health h);  // "ok", "warning", "critical"
 std::optional<Health> parse_health(std::string_view s);
 
 // What a device is doing, derived from its record (see Device::state()).
-enum class DeviceState { kFree, kAttached, kDrained, kFailed };
-std::string_view to_string(DeviceState s);  // "free", "attached", "drained", "failed"
+// Foreign: the fabric shows it composed into (or connected to, or shared by) something that no
+// composition of composerd's ledger explains; composerd never allocates nor detaches it.
+enum class DeviceState { kFree, kAttached, kDrained, kFailed, kForeign };
+// "free", "attached", "drained", "failed", "foreign"
+std::string_view to_string(DeviceState s);
+inline constexpr std::string_view kDeviceStateNames = "free, attached, drained, failed, foreign";
 std::optional<DeviceState> parse_device_state(std::string_view s);
 
 struct Device {
@@ -39,11 +43,18 @@ struct Device {
   // Owner, when the device sits in a live composition.
   std::optional<int64_t> composition_id;
   std::string node;  // node of that composition
+  // Who holds it outside composerd, in words (a fabric host, "shared by systems a, b"), when
+  // the fabric shows it held and no live composition of composerd's owns it; empty otherwise.
+  std::string holder;
 
-  // Failed wins over drained, drained over attached: an admin wants to see the worst.
+  // Failed wins over drained, drained over foreign, foreign over attached: an admin wants to
+  // see the worst.
   DeviceState state() const;
+  bool foreign() const { return !holder.empty() && !composition_id; }
   // Free and usable for a new composition.
-  bool allocatable() const { return !composition_id && !drained && health != Health::kCritical; }
+  bool allocatable() const {
+    return !composition_id && !drained && health != Health::kCritical && holder.empty();
+  }
 };
 
 // A compute host the fabric can attach devices to.
@@ -70,9 +81,17 @@ struct PoolRow {
   uint32_t attached = 0;
   uint32_t drained = 0;
   uint32_t failed = 0;
+  uint32_t foreign = 0;
   uint64_t total_bytes = 0;
   uint64_t free_bytes = 0;
+  // Of total_bytes, what Slurm may schedule (see schedulable()).
+  uint64_t schedulable_bytes = 0;
 };
+
+// The one rule for what Slurm may hand out of a pool row: the devices that are free or in a
+// composerd composition, i.e. healthy, not drained and not foreign. Every total that is
+// printed or published (licenses, snapshot, policy plans, reports) is this.
+inline uint32_t schedulable(const PoolRow& r) { return r.free + r.attached; }
 
 // What one job asks for on one node.
 struct Request {
