@@ -57,11 +57,12 @@ TEST(RedfishHostBlocks, ComputerSystemBlocksAreHostsWithTheirOwnZones) {
   const Host* n1 = find_host(*inv, "node01");
   ASSERT_NE(n1, nullptr);
   EXPECT_EQ(n1->node, "node01");
-  EXPECT_THAT(n1->zones, ElementsAre("1"));
+  // Its block's zone, then the union zone of the mockup's blocks in zones 1 and 2.
+  EXPECT_THAT(n1->zones, ElementsAre("1", "1+2"));
   EXPECT_EQ(n1->gpu_slots, 8u);
   const Host* n2 = find_host(*inv, "node02");
   ASSERT_NE(n2, nullptr);
-  EXPECT_THAT(n2->zones, ElementsAre("2"));
+  EXPECT_THAT(n2->zones, ElementsAre("2", "1+2"));
   // The mockup's ComputerSystem blocks are hosts too; the systems composed from them are not,
   // and what sits in those systems is attached to the block's host.
   const Host* b12 = find_host(*inv, "SystemBlock12");

@@ -269,8 +269,11 @@ TEST(RedfishRealServices, CxlConnectionsLinkedOnlyFromEndpointsCount) {
   auto inv = fabric->inventory();
   ASSERT_TRUE(inv.ok()) << inv;
   // Connection 14 (I4 to T4) is not in the Connections collection, only in the endpoints'
-  // Links.Connections: T4's memory is connected all the same.
-  EXPECT_THAT(inv->attached, Contains(Pair("cxl-T4", "CXL-System")));
+  // Links.Connections: T4's memory is connected all the same, to I4, an initiator the
+  // Endpoints collection does not list either, so held by it rather than free.
+  EXPECT_FALSE(inv->attached.contains("cxl-T4"));
+  ASSERT_TRUE(inv->held.contains("cxl-T4")) << ::testing::PrintToString(inv->held);
+  EXPECT_THAT(inv->held.at("cxl-T4"), HasSubstr("I4"));
   const uint64_t writes = fake->writes();
   auto op = fabric->attach("node01", {"cxl-T4"});
   ASSERT_FALSE(op.ok());
@@ -278,6 +281,34 @@ TEST(RedfishRealServices, CxlConnectionsLinkedOnlyFromEndpointsCount) {
   ASSERT_TRUE(fabric->detach("node01", {"cxl-T4"}).ok());
   EXPECT_EQ(fake->writes(), writes);
   EXPECT_THAT(fake->memory_connections(), Contains(Pair("I4", "T4")));
+}
+
+TEST(RedfishRealServices, ACxlConnectionThatHoldsMoreIsNeverTakenOverNorDeleted) {
+  FakeRedfishOptions fo = small();
+  fo.cxl = true;
+  fo.cxl_chunks = 3;
+  auto fake = harness::start_fake(fo);
+  ASSERT_TRUE(fake);
+  // Someone connected node01 to two chunks in one connection, and both hosts to a third.
+  ASSERT_TRUE(fake->connect_behind_back({"I-node01"}, {"TP1", "TP2"}).ok());
+  ASSERT_TRUE(fake->connect_behind_back({"I-node01", "I-node02"}, {"TP3"}).ok());
+  auto fabric = harness::connect_driver(harness::driver_options(*fake, 10));
+  ASSERT_TRUE(fabric);
+  auto inv = fabric->inventory();
+  ASSERT_TRUE(inv.ok()) << inv;
+  for (const char* id : {"cxl-TP1", "cxl-TP2", "cxl-TP3"}) {
+    EXPECT_FALSE(inv->attached.contains(id)) << id;
+    ASSERT_TRUE(inv->held.contains(id)) << id;
+    EXPECT_THAT(inv->held.at(id), HasSubstr("node01")) << id;
+  }
+  const uint64_t writes = fake->writes();
+  auto op = fabric->attach("node01", {"cxl-TP1"});
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(op.error().message, HasSubstr("holds more than this host and this chunk"));
+  ASSERT_TRUE(fabric->detach("node01", {"cxl-TP1", "cxl-TP3"}).ok());
+  EXPECT_EQ(fake->writes(), writes);
+  EXPECT_EQ(fake->memory_connections().size(), 2u + 3u);  // the mockup's three and these two
 }
 
 }  // namespace

@@ -794,7 +794,7 @@ struct FakeRedfish::Impl {
             ? static_cast<uint32_t>(std::atoi(req.get_param_value("$skip").c_str()))
             : 0;
     Json::Value part(Json::arrayValue);
-    const Json::Value& all = v["Members"];
+    const Json::Value all = v["Members"];
     for (uint32_t i = skip; i < all.size() && i < skip + o.page_size; ++i) part.append(all[i]);
     v["Members"] = part;
     if (skip + o.page_size < all.size()) {
@@ -908,7 +908,11 @@ struct FakeRedfish::Impl {
     {
       std::lock_guard<std::mutex> lock(mu);
       ++counts[req.method];
-      log.push_back(req.method + " " + req.path);
+      std::string line = req.method + " " + req.path;
+      for (const auto& [key, value] : req.params) {
+        line += (line.find('?') == std::string::npos ? "?" : "&") + key + "=" + value;
+      }
+      log.push_back(std::move(line));
       if (!o.root_redirect.empty() && req.method == "GET" && req.path == kRoot) {
         // The root moved: to its trailing-slash form here, or to another origin.
         const bool here = o.root_redirect == "/";
@@ -1359,6 +1363,39 @@ std::vector<std::pair<std::string, std::string>> FakeRedfish::memory_connections
                      last_segment(l["TargetEndpoints"][0]["@odata.id"].asString()));
   }
   return out;
+}
+
+Status FakeRedfish::connect_behind_back(const std::vector<std::string>& initiators,
+                                        const std::vector<std::string>& targets) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Json::Value body;
+  body["ConnectionType"] = "Memory";
+  for (const std::string& i : initiators) {
+    const std::string uri = std::string(kCxlEndpoints) + "/" + i;
+    if (!impl_->res.contains(uri)) {
+      return Error{ErrorCode::kNotFound, "fake redfish: no CXL endpoint '" + i + "'"};
+    }
+    body["Links"]["InitiatorEndpoints"].append(link(uri));
+  }
+  for (const std::string& t : targets) {
+    const std::string uri = std::string(kCxlEndpoints) + "/" + t;
+    auto e = impl_->res.find(uri);
+    if (e == impl_->res.end()) {
+      return Error{ErrorCode::kNotFound, "fake redfish: no CXL endpoint '" + t + "'"};
+    }
+    body["Links"]["TargetEndpoints"].append(link(uri));
+    for (const Json::Value& ent : e->second["ConnectedEntities"]) {
+      if (ent["EntityType"].asString() != "MemoryChunk") continue;
+      Json::Value info;
+      info["MemoryChunk"] = link(normalise(ent["EntityLink"]["@odata.id"].asString()));
+      body["MemoryChunkInfo"].append(info);
+    }
+  }
+  if (std::string why = impl_->check_connection(body); !why.empty()) {
+    return Error{ErrorCode::kConflict, "fake redfish: " + why};
+  }
+  impl_->connect(body);
+  return Status::Ok();
 }
 
 std::vector<std::string> FakeRedfish::request_log() const {

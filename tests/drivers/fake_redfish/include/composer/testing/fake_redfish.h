@@ -132,6 +132,11 @@ class FakeRedfish {
   std::vector<std::string> hosts() const;
   // Memory connections of the CXL fabric: (initiator endpoint Id, target endpoint Id) each.
   std::vector<std::pair<std::string, std::string>> memory_connections() const;
+  // A memory connection made by someone else: the initiator endpoints and the memory chunks of
+  // the target endpoints (by Id), all in one connection. kNotFound for an unknown endpoint,
+  // kConflict for a chunk already connected.
+  Status connect_behind_back(const std::vector<std::string>& initiators,
+                             const std::vector<std::string>& targets);
   // Sessions currently open, and requests served per method ("GET", "POST", ...).
   size_t open_sessions() const;
   // Every request served but the control ones, "METHOD /path?query" in order; and how many of
