@@ -122,9 +122,7 @@ class RedfishHarness final : public Harness {
   void fail_next_detach_part_way(const std::string& m) override { fail("RemoveResourceBlock", m); }
   bool restart() override {
     fabric_.reset();
-    drivers::RedfishOptions r = drivers::harness::driver_options(*fake_, 10);
-    r.task_wait_ms = 0;
-    fabric_ = drivers::harness::connect_driver(std::move(r));
+    fabric_ = drivers::harness::reconnect(*fake_, 10);
     return fabric_ != nullptr;
   }
   uint64_t writes() const override { return fake_->writes(); }
@@ -185,9 +183,7 @@ class RedfishCxlHarness final : public Harness {
   }
   bool restart() override {
     fabric_.reset();
-    drivers::RedfishOptions r = drivers::harness::driver_options(*fake_, 10);
-    r.task_wait_ms = 0;
-    fabric_ = drivers::harness::connect_driver(std::move(r));
+    fabric_ = drivers::harness::reconnect(*fake_, 10);
     return fabric_ != nullptr;
   }
   uint64_t writes() const override { return fake_->writes(); }

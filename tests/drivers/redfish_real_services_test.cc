@@ -32,19 +32,32 @@ FakeRedfishOptions small(FakeRedfishOptions o = {}) {
   return o;
 }
 
-const Device* find(const FabricInventory& inv, const std::string& id) {
-  for (const Device& d : inv.devices) {
-    if (d.id == id) return &d;
-  }
-  return nullptr;
+// The fake started with `fo`, a driver connected to it, and the driver's first inventory.
+struct Served {
+  std::unique_ptr<FakeRedfish> fake;
+  std::unique_ptr<RedfishFabric> fabric;
+  FabricInventory inv;
+  bool ok = false;
+};
+
+Served serve(const FakeRedfishOptions& fo, void (*tweak)(RedfishOptions*) = nullptr) {
+  Served s;
+  s.fake = harness::start_fake(fo);
+  if (!s.fake) return s;
+  RedfishOptions o = harness::driver_options(*s.fake, 10);
+  if (tweak != nullptr) tweak(&o);
+  s.fabric = harness::connect_driver(o);
+  if (!s.fabric) return s;
+  auto inv = s.fabric->inventory();
+  EXPECT_TRUE(inv.ok()) << inv;
+  if (!inv.ok()) return s;
+  s.inv = std::move(inv).value();
+  s.ok = true;
+  return s;
 }
 
-const Host* find_host(const FabricInventory& inv, const std::string& id) {
-  for (const Host& h : inv.hosts) {
-    if (h.fabric_id == id) return &h;
-  }
-  return nullptr;
-}
+using harness::find_device;
+using harness::find_host;
 
 bool skipped(const FabricInventory& inv, const std::string& part, const std::string& why) {
   return std::any_of(inv.skipped.begin(), inv.skipped.end(), [&](const std::string& s) {
@@ -55,12 +68,9 @@ bool skipped(const FabricInventory& inv, const std::string& part, const std::str
 TEST(RedfishRealServices, TheMockupsWholeReportWhatIsAlreadyHeld) {
   FakeRedfishOptions fo = small();
   fo.reserved = {"DriveBlock6"};
-  auto fake = harness::start_fake(fo);
-  ASSERT_TRUE(fake);
-  auto fabric = harness::connect_driver(harness::driver_options(*fake));
-  ASSERT_TRUE(fabric);
-  auto inv = fabric->inventory();
-  ASSERT_TRUE(inv.ok()) << inv;
+  Served s = serve(fo);
+  ASSERT_TRUE(s.ok);
+  const FabricInventory* inv = &s.inv;
   // Pre-composed: DriveBlock4 in ComposedSystem only, DriveBlock10 in the system composed
   // from SystemBlock12. Both are attached where the fabric shows them, whoever did it.
   EXPECT_THAT(inv->attached, Contains(Pair("DriveBlock4", "ComposedSystem")));
@@ -72,12 +82,12 @@ TEST(RedfishRealServices, TheMockupsWholeReportWhatIsAlreadyHeld) {
   EXPECT_THAT(inv->held.at("DriveBlock6"), HasSubstr("Reserved"));
   EXPECT_FALSE(inv->attached.contains("DriveBlock6"));
   // The SAS block and the network block: not pooled, each with its reason.
-  EXPECT_EQ(find(*inv, "DriveBlock7"), nullptr);
+  EXPECT_EQ(find_device(*inv, "DriveBlock7"), nullptr);
   EXPECT_TRUE(skipped(*inv, "DriveBlock7", "only NVMe drives are pooled"))
       << ::testing::PrintToString(inv->skipped);
   EXPECT_TRUE(skipped(*inv, "NetworkBlock8", "only GPU, memory and NVMe drive blocks"));
   // A block in zones 1 and 2 is in both: its zone is their union, which hosts of either reach.
-  const Device* d5 = find(*inv, "DriveBlock5");
+  const Device* d5 = find_device(*inv, "DriveBlock5");
   ASSERT_NE(d5, nullptr);
   EXPECT_EQ(d5->zone, "1+2");
   EXPECT_EQ(d5->type, DeviceType::kNvme);
@@ -90,12 +100,9 @@ TEST(RedfishRealServices, TheMockupsWholeReportWhatIsAlreadyHeld) {
 }
 
 TEST(RedfishRealServices, DrivesOtherThanNvmeAreSkippedWithTheirProtocol) {
-  auto fake = harness::start_fake(small());
-  ASSERT_TRUE(fake);
-  auto fabric = harness::connect_driver(harness::driver_options(*fake));
-  ASSERT_TRUE(fabric);
-  auto inv = fabric->inventory();
-  ASSERT_TRUE(inv.ok()) << inv;
+  Served s = serve(small());
+  ASSERT_TRUE(s.ok);
+  const FabricInventory* inv = &s.inv;
   for (const Device& d : inv->devices) {
     if (d.type == DeviceType::kNvme) {
       EXPECT_NE(d.id, "DriveBlock7");
@@ -107,15 +114,14 @@ TEST(RedfishRealServices, DrivesOtherThanNvmeAreSkippedWithTheirProtocol) {
 TEST(RedfishRealServices, FollowsNextLinkOnEveryCollection) {
   FakeRedfishOptions fo = small();
   fo.page_size = 2;
-  auto fake = harness::start_fake(fo);
-  ASSERT_TRUE(fake);
-  auto fabric = harness::connect_driver(harness::driver_options(*fake));
-  ASSERT_TRUE(fabric);
-  auto inv = fabric->inventory();
-  ASSERT_TRUE(inv.ok()) << inv;
-  for (const std::string& g : fake->generated("gpu")) EXPECT_NE(find(*inv, g), nullptr) << g;
-  EXPECT_NE(find(*inv, "DriveBlock10"), nullptr);  // far down the first collection
-  EXPECT_NE(find_host(*inv, "node02"), nullptr);   // on a later page of Systems
+  Served s = serve(fo);
+  ASSERT_TRUE(s.ok);
+  auto& fake = s.fake;
+  auto& fabric = s.fabric;
+  const FabricInventory* inv = &s.inv;
+  for (const std::string& g : fake->generated("gpu")) EXPECT_NE(find_device(*inv, g), nullptr) << g;
+  EXPECT_NE(find_device(*inv, "DriveBlock10"), nullptr);  // far down the first collection
+  EXPECT_NE(find_host(*inv, "node02"), nullptr);          // on a later page of Systems
   const std::vector<std::string> log = fake->request_log();
   EXPECT_TRUE(std::any_of(log.begin(), log.end(), [](const std::string& l) {
     return l.find("ResourceBlocks?$skip=") != std::string::npos;
@@ -127,12 +133,9 @@ TEST(RedfishRealServices, FollowsNextLinkOnEveryCollection) {
 TEST(RedfishRealServices, FollowsARedirectOfTheRootWithinTheServiceOnly) {
   FakeRedfishOptions fo = small();
   fo.root_redirect = "/";
-  auto fake = harness::start_fake(fo);
-  ASSERT_TRUE(fake);
-  auto fabric = harness::connect_driver(harness::driver_options(*fake));
-  ASSERT_TRUE(fabric);
-  auto inv = fabric->inventory();
-  ASSERT_TRUE(inv.ok()) << inv;
+  Served s = serve(fo);
+  ASSERT_TRUE(s.ok);
+  const FabricInventory* inv = &s.inv;
   EXPECT_NE(find_host(*inv, "node01"), nullptr);
 
   fo.root_redirect = "http://127.0.0.2:9";  // another origin
@@ -147,14 +150,9 @@ TEST(RedfishRealServices, FollowsARedirectOfTheRootWithinTheServiceOnly) {
 TEST(RedfishRealServices, ABrokenCapabilitiesLinkIsNoStartUpFailure) {
   FakeRedfishOptions fo = small();
   fo.broken_capabilities = true;
-  auto fake = harness::start_fake(fo);
-  ASSERT_TRUE(fake);
-  RedfishOptions o = harness::driver_options(*fake);
-  o.default_slots = 3;
-  auto fabric = harness::connect_driver(o);
-  ASSERT_TRUE(fabric);
-  auto inv = fabric->inventory();
-  ASSERT_TRUE(inv.ok()) << inv;
+  Served s = serve(fo, [](RedfishOptions* o) { o->default_slots = 3; });
+  ASSERT_TRUE(s.ok);
+  const FabricInventory* inv = &s.inv;
   const Host* h = find_host(*inv, "node01");
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(h->nvme_slots, 3u);  // the default, as MaxStorage could not be read
@@ -166,10 +164,10 @@ TEST(RedfishRealServices, ASuccessThatChangedNothingFailsTheCallAtOnce) {
     FakeRedfishOptions fo = small();
     fo.noop_actions = true;
     fo.patch_only = patch;
-    auto fake = harness::start_fake(fo);
-    ASSERT_TRUE(fake);
-    auto fabric = harness::connect_driver(harness::driver_options(*fake));
-    ASSERT_TRUE(fabric);
+    Served s = serve(fo);
+    ASSERT_TRUE(s.ok);
+    auto& fake = s.fake;
+    auto& fabric = s.fabric;
     auto op = fabric->attach("node01", {"gpu-z1-00"});
     ASSERT_FALSE(op.ok()) << "patch " << patch;
     EXPECT_EQ(op.error().code, ErrorCode::kFabric);
@@ -180,10 +178,10 @@ TEST(RedfishRealServices, ASuccessThatChangedNothingFailsTheCallAtOnce) {
 }
 
 TEST(RedfishRealServices, DetachingABlockOfAnotherSystemSendsNoWrite) {
-  auto fake = harness::start_fake(small());
-  ASSERT_TRUE(fake);
-  auto fabric = harness::connect_driver(harness::driver_options(*fake));
-  ASSERT_TRUE(fabric);
+  Served s = serve(small());
+  ASSERT_TRUE(s.ok);
+  auto& fake = s.fake;
+  auto& fabric = s.fabric;
   ASSERT_TRUE(fabric->attach("node01", {"gpu-z1-00"}).ok());
   const uint64_t writes = fake->writes();
   // gpu-z1-00 sits in node01, DriveBlock4 in the mockup's ComposedSystem: node02 holds neither.
@@ -204,10 +202,10 @@ TEST(RedfishRealServices, ErrorBodiesOfBothShapesReachTheErrorText) {
   for (bool old_style : {false, true}) {
     FakeRedfishOptions fo = small();
     fo.old_style_errors = old_style;
-    auto fake = harness::start_fake(fo);
-    ASSERT_TRUE(fake);
-    auto fabric = harness::connect_driver(harness::driver_options(*fake));
-    ASSERT_TRUE(fabric);
+    Served s = serve(fo);
+    ASSERT_TRUE(s.ok);
+    auto& fake = s.fake;
+    auto& fabric = s.fabric;
     FakeRedfishFault f;
     f.method = "POST";
     f.path = "AddResourceBlock";
@@ -240,14 +238,10 @@ TEST(RedfishRealServices, ALoginOtherThan201NamesTheStatusAndSuggestsBasic) {
 }
 
 TEST(RedfishRealServices, SharedHostNamesAreRefusedNotMerged) {
-  auto fake = harness::start_fake(small());
-  ASSERT_TRUE(fake);
-  RedfishOptions o = harness::driver_options(*fake);
-  o.use_host_name = true;
-  auto fabric = harness::connect_driver(o);
-  ASSERT_TRUE(fabric);
-  auto inv = fabric->inventory();
-  ASSERT_TRUE(inv.ok()) << inv;
+  Served s = serve(small(), [](RedfishOptions* o) { o->use_host_name = true; });
+  ASSERT_TRUE(s.ok);
+  auto& fabric = s.fabric;
+  const FabricInventory* inv = &s.inv;
   std::vector<std::string> nodes;
   for (const Host& h : inv->hosts) nodes.push_back(h.node);
   EXPECT_THAT(nodes, ::testing::Not(Contains("composed-system")));
@@ -262,12 +256,11 @@ TEST(RedfishRealServices, CxlConnectionsLinkedOnlyFromEndpointsCount) {
   FakeRedfishOptions fo = small();
   fo.cxl = true;
   fo.cxl_chunks = 2;
-  auto fake = harness::start_fake(fo);
-  ASSERT_TRUE(fake);
-  auto fabric = harness::connect_driver(harness::driver_options(*fake, 10));
-  ASSERT_TRUE(fabric);
-  auto inv = fabric->inventory();
-  ASSERT_TRUE(inv.ok()) << inv;
+  Served s = serve(fo);
+  ASSERT_TRUE(s.ok);
+  auto& fake = s.fake;
+  auto& fabric = s.fabric;
+  const FabricInventory* inv = &s.inv;
   // Connection 14 (I4 to T4) is not in the Connections collection, only in the endpoints'
   // Links.Connections: T4's memory is connected all the same, to I4, an initiator the
   // Endpoints collection does not list either, so held by it rather than free.
