@@ -41,14 +41,13 @@ struct SimConfig {
 // Attach and detach are all or nothing per call: an unknown host or device (kNotFound), or
 // for an attach a device attached to another host (kConflict), refuses the whole call at once
 // (detaching a device from a host it is not attached to changes nothing and succeeds), and an
-injected failure attaches or
-    detaches nothing.Injected failures are reported through the
-    // operation, as a real fabric reports a failed task: kFailed at once with no latency,
-    // otherwise kRunning until the latency has passed and then kFailed. A successful call changes
-    // the fabric's state at once; its operation reports kDone when the latency has passed.
-    //
-    // Thread-safe: every public method may be called from any thread.
-    class SimFabric final : public Fabric {
+// injected failure attaches or detaches nothing. Injected failures are reported through the
+// operation, as a real fabric reports a failed task: kFailed at once with no latency,
+// otherwise kRunning until the latency has passed and then kFailed. A successful call changes
+// the fabric's state at once; its operation reports kDone when the latency has passed.
+//
+// Thread-safe: every public method may be called from any thread.
+class SimFabric final : public Fabric {
  public:
   // Refuses a configuration with a sentence naming what is wrong: an empty or repeated
   // group name, a count of 0, a memory group with no size, an empty zone, a repeated node
