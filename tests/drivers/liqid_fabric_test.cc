@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "composer/drivers/liqid_fabric.h"
+#include "composer/drivers/multi_fabric.h"
 #include "composer/test_support/temp_dir.h"
 #include "composer/testing/fake_liqid.h"
 
@@ -381,10 +382,49 @@ TEST_F(LiqidDriver, OrphansAndHealthAreReported) {
   EXPECT_EQ(by_id.at("gpu0"), Health::kOk);
   EXPECT_EQ(by_id.at("gpu1"), Health::kCritical);
   EXPECT_EQ(by_id.at("gpu3"), Health::kWarning);
+  // Detaching it from another machine is done already: nothing is sent, it stays on node02.
+  const uint64_t writes = fake_->requests("POST") + fake_->requests("DELETE");
   auto op = f.detach("node01", {"gpu2"});
-  ASSERT_FALSE(op.ok());
-  EXPECT_EQ(op.error().code, ErrorCode::kConflict);
+  ASSERT_TRUE(op.ok()) << op;
+  EXPECT_EQ(fake_->requests("POST") + fake_->requests("DELETE"), writes);
+  EXPECT_EQ(fake_->machine_devices("node02"), std::vector<std::string>{"gpu2"});
   EXPECT_EQ(f.operation_status("liqid-999").error().code, ErrorCode::kNotFound);
+}
+
+TEST_F(LiqidDriver, DevicesOfMachinesNotServedAreHeldAndTheFreePoolIsSkipped) {
+  drivers::LiqidOptions o = options();
+  o.host_map = {{"node01", "node01"}};  // node02 is not served here
+  auto& f = connect(o);
+  ASSERT_TRUE(fake_->relate_behind_back("gpu3", "node02").ok());
+  ASSERT_TRUE(fake_->relate_behind_back("gpu1", "node01").ok());
+  auto inv = f.inventory();
+  ASSERT_TRUE(inv.ok()) << inv;
+  EXPECT_EQ(inv->attached.at("gpu1"), "node01");  // whoever related it
+  EXPECT_FALSE(inv->attached.contains("gpu3"));
+  ASSERT_TRUE(inv->held.contains("gpu3"));
+  EXPECT_THAT(inv->held.at("gpu3"), HasSubstr("machine 'node02'"));
+  ASSERT_EQ(inv->skipped.size(), 1u);
+  EXPECT_THAT(inv->skipped[0], HasSubstr("freegpu0"));
+  EXPECT_THAT(inv->skipped[0], HasSubstr("system free pool"));
+}
+
+// Several fabrics: what a member holds or skips comes through the router, qualified.
+TEST_F(LiqidDriver, AMultiFabricCarriesHeldAndSkippedOfItsMembers) {
+  drivers::LiqidOptions o = options();
+  o.host_map = {{"node01", "node01"}};
+  auto lq = drivers::LiqidFabric::create(o);
+  ASSERT_TRUE(lq.ok()) << lq;
+  ASSERT_TRUE(fake_->relate_behind_back("gpu3", "node02").ok());
+  std::vector<MultiFabric::Member> members;
+  members.push_back({"pod-lq", std::move(lq).value()});
+  auto multi = MultiFabric::create(std::move(members));
+  ASSERT_TRUE(multi.ok()) << multi;
+  auto inv = (*multi)->inventory();
+  ASSERT_TRUE(inv.ok()) << inv;
+  ASSERT_TRUE(inv->held.contains("pod-lq:gpu3")) << ::testing::PrintToString(inv->held);
+  EXPECT_THAT(inv->held.at("pod-lq:gpu3"), HasSubstr("node02"));
+  ASSERT_EQ(inv->skipped.size(), 1u);
+  EXPECT_THAT(inv->skipped[0], HasSubstr("pod-lq: device freegpu0"));
 }
 
 }  // namespace

@@ -85,7 +85,8 @@ TEST(RedfishFabric, InventoryMapsBlocksZonesAndComposedSystems) {
   const Host* n2 = find_host(*inv, "node02");
   ASSERT_NE(n2, nullptr);
   EXPECT_EQ(n2->node, "node02");
-  EXPECT_THAT(n2->zones, ElementsAre("2", "1"));
+  // Its compute block's zones, then the union zone of the mockup's blocks in both zones.
+  EXPECT_THAT(n2->zones, ElementsAre("2", "1", "1+2"));
   EXPECT_EQ(n2->nvme_slots, 8u);  // MaxStorage of the composition capabilities
   ASSERT_NE(find_host(*inv, "ComposedSystem"), nullptr);
   EXPECT_EQ(inv->attached.at("DriveBlock4"), "ComposedSystem");
@@ -324,10 +325,11 @@ TEST(RedfishFabric, FindsCompositionCapabilitiesOnTheSystemsCollectionOrOnEachZo
     ASSERT_TRUE(fabric);
     auto inv = fabric->inventory();
     ASSERT_TRUE(inv.ok()) << inv;
-    // ComposedSystem's own compute block sits in zone 1; zone 2 comes from the capabilities.
+    // ComposedSystem's own compute block sits in zone 1, and so it reaches zone 1 only (and
+    // the blocks in zones 1 and 2), whatever zones the capabilities compose in.
     const Host* h = find_host(*inv, "ComposedSystem");
     ASSERT_NE(h, nullptr);
-    EXPECT_THAT(h->zones, ElementsAre("1", "2")) << "capabilities on zones: " << on_zones;
+    EXPECT_THAT(h->zones, ElementsAre("1", "1+2")) << "capabilities on zones: " << on_zones;
     EXPECT_EQ(h->nvme_slots, 8u);  // MaxStorage of the capabilities object
     EXPECT_EQ(h->gpu_slots, 4u);   // no MaxProcessor limit: the default
   }
@@ -375,9 +377,21 @@ TEST(RedfishFabric, NamesHostsByMapOrHostName) {
   ASSERT_TRUE(fabric);
   inv = fabric->inventory();
   ASSERT_TRUE(inv.ok());
-  const Host* h = find_host(*inv, "ComposedSystem");
+  const Host* h = find_host(*inv, "node02");
   ASSERT_NE(h, nullptr);
-  EXPECT_EQ(h->node, "composed-system");
+  EXPECT_EQ(h->node, "node02");
+  // The mockup's two composed systems share HostName composed-system: neither is served, and
+  // a sentence names both; what is composed into them is held, not attached.
+  EXPECT_EQ(find_host(*inv, "ComposedSystem"), nullptr);
+  EXPECT_EQ(find_host(*inv, "ComposedSystem2"), nullptr);
+  bool named = false;
+  for (const std::string& why : inv->skipped) {
+    named = named || (why.find("'ComposedSystem' and 'ComposedSystem2'") != std::string::npos &&
+                      why.find("composed-system") != std::string::npos);
+  }
+  EXPECT_TRUE(named) << ::testing::PrintToString(inv->skipped);
+  EXPECT_FALSE(inv->attached.contains("DriveBlock4"));
+  EXPECT_THAT(inv->held.at("DriveBlock4"), HasSubstr("ComposedSystem"));
 }
 
 TEST(RedfishFabric, ReportsHealthChanges) {

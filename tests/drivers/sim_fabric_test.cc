@@ -175,10 +175,10 @@ TEST(SimFabric, AttachToAnotherHostConflictsAndChangesNothing) {
   // All or nothing: gpu-a-1 was not attached either.
   EXPECT_EQ(attached(*f), (std::map<std::string, std::string>{{"gpu-a-0", "fab-n1"}}));
 
+  // Detaching it from a host it is not attached to is done already: it stays on fab-n1.
   auto wrong_detach = f->detach("fab-n2", {"gpu-a-0"});
-  ASSERT_FALSE(wrong_detach.ok());
-  EXPECT_EQ(wrong_detach.error().code, ErrorCode::kConflict);
-  EXPECT_EQ(attached(*f).size(), 1u);
+  ASSERT_TRUE(wrong_detach.ok()) << wrong_detach;
+  EXPECT_EQ(attached(*f), (std::map<std::string, std::string>{{"gpu-a-0", "fab-n1"}}));
 }
 
 TEST(SimFabric, UnknownHostDeviceOrOperationIsNotFound) {

@@ -303,6 +303,9 @@ struct LiqidFabric::Impl {
     for (const auto& [name, d] : snap->devices) {
       if (d.group_id.empty()) {
         ++unpooled;
+        inv.skipped.push_back("device " + name +
+                              ": in the system free pool, in no group; put it in a group to "
+                              "pool it");
         continue;
       }
       Device dev;
@@ -316,8 +319,14 @@ struct LiqidFabric::Impl {
       }
       dev.zone = snap->groups.at(d.group_id)["group_name"].asString();
       dev.health = health_of(d.status["device_state"].asString());
+      // Assigned to a machine, whoever assigned it: attached to that host when it is served
+      // here, otherwise held by the machine.
       if (!d.machine_id.empty() && served_ids.contains(d.machine_id)) {
         inv.attached[name] = snap->machines.at(d.machine_id)["mach_name"].asString();
+      } else if (!d.machine_id.empty()) {
+        inv.held[name] = "assigned to machine '" +
+                         snap->machines.at(d.machine_id)["mach_name"].asString() +
+                         "', which is no host served here";
       }
       inv.devices.push_back(std::move(dev));
     }
@@ -409,6 +418,8 @@ struct LiqidFabric::Impl {
       }
       if (!seen.insert(id).second) continue;
       const LiqidDevice& d = it->second;
+      // Detaching a device from a machine it is not on is done already: it stays where it is.
+      if (!attach && d.machine_id != mach_id) continue;
       if (!d.machine_id.empty() && d.machine_id != mach_id) {
         return Error{ErrorCode::kConflict,
                      "liqid: device " + id + " is attached to machine '" +

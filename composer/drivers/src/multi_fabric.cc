@@ -90,6 +90,10 @@ Expected<FabricInventory> MultiFabric::inventory() {
     for (const auto& [device, host] : inv->attached) {
       out.attached.emplace(qualify(m.name, device), qualify(m.name, host));
     }
+    for (const auto& [device, holder] : inv->held) {
+      out.held.emplace(qualify(m.name, device), holder);
+    }
+    for (const std::string& why : inv->skipped) out.skipped.push_back(m.name + ": " + why);
   }
   return out;
 }

@@ -1,3 +1,4 @@
+#include "composer/common/strings.h"
 #include "redfish_driver.h"
 
 namespace composer::drivers {
@@ -212,11 +213,13 @@ Expected<Operation> RedfishFabric::Impl::change(const std::string& host,
     const bool in_host =
         std::find(current.begin(), current.end(), uri) != current.end() ||
         std::find(owners.begin(), owners.end(), trim_slash(host_uri)) != owners.end();
-    if (!in_host && !owners.empty() && !(*block)["CompositionStatus"]["SharingEnabled"].asBool()) {
-      return Error{ErrorCode::kConflict, "redfish: device " + last_segment(uri) +
-                                             " is composed into " +
-                                             describe_system(owners.front()) + ", cannot " +
-                                             (adding ? "attach it to " : "detach it from ") + host};
+    // Detaching what is not in this host is done already, wherever else it sits: a block in
+    // another system stays there.
+    if (adding && !in_host && !owners.empty() &&
+        !(*block)["CompositionStatus"]["SharingEnabled"].asBool()) {
+      return Error{ErrorCode::kConflict,
+                   "redfish: device " + last_segment(uri) + " is composed into " +
+                       describe_system(owners.front()) + ", cannot attach it to " + host};
     }
     if (in_host != adding) todo.push_back(uri);
   }
@@ -224,20 +227,54 @@ Expected<Operation> RedfishFabric::Impl::change(const std::string& host,
 
   const std::string target =
       action_target(system, adding ? "AddResourceBlock" : "RemoveResourceBlock");
-  if (target.empty()) return patch(host, host_uri, *sys, current, todo, adding);
+  if (target.empty()) {
+    auto op = patch(host, host_uri, *sys, current, todo, adding);
+    if (!op || op->state != OperationState::kDone || !op->id.empty()) return op;
+    return read_back(host, host_uri, todo, adding, "PATCH " + host_uri, {});
+  }
 
   const std::string undo_target =
       action_target(system, adding ? "RemoveResourceBlock" : "AddResourceBlock");
   std::vector<Step> steps;
+  bool tasks = false;
   for (const std::string& u : todo) {
     Json::Value body;
     body["ResourceBlock"]["@odata.id"] = u;
     auto r = request("POST", target, &body);
+    tasks = tasks || (r && r->status == 202);
     if (auto stop = take_step(host, "POST " + target, std::move(r), undo_target, u, &steps)) {
       return *stop;
     }
   }
-  return settle(std::move(steps), o.task_wait_ms);
+  auto op = settle(std::move(steps), o.task_wait_ms);
+  if (!op || op->state != OperationState::kDone || tasks) return op;
+  return read_back(host, host_uri, todo, adding, "POST " + target, undo_target);
+}
+
+Expected<Operation> RedfishFabric::Impl::read_back(const std::string& host,
+                                                   const std::string& host_uri,
+                                                   const std::vector<std::string>& todo,
+                                                   bool adding, const std::string& what,
+                                                   const std::string& undo_target) {
+  auto sys = request("GET", host_uri);
+  if (!sys) return sys.error();
+  const std::vector<std::string> now = links(sys->body["Links"]["ResourceBlocks"]);
+  std::vector<std::string> unchanged, changed;
+  for (const std::string& u : todo) {
+    const bool in = std::find(now.begin(), now.end(), u) != now.end();
+    (in == adding ? changed : unchanged).push_back(u);
+  }
+  if (unchanged.empty()) return Operation{"", OperationState::kDone, ""};
+  // Success answered, nothing done: undo what did change, so the call is all or nothing.
+  if (!undo_target.empty()) {
+    for (const std::string& u : changed) undo(undo_target, u);
+  }
+  std::vector<std::string> ids;
+  for (const std::string& u : unchanged) ids.push_back(last_segment(u));
+  return fabric_error(what + " answered success, but " + describe_system(host_uri) +
+                      (adding ? " does not list " : " still lists ") + join(ids, ", ") +
+                      " in Links.ResourceBlocks when read back; the service did not " +
+                      (adding ? "attach them to " : "detach them from ") + host);
 }
 
 std::string RedfishFabric::Impl::describe_system(const std::string& uri) {
@@ -254,19 +291,19 @@ Expected<Operation> RedfishFabric::Impl::host_block_change(const std::string& ho
   if (!system) return system.error();
   if (!system->empty()) return change(host, *system, r.blocks, adding);
   // No system yet, so nothing of this host to detach; a block in another system still
-  // refuses the call, as for every host.
+  // refuses an attach, as for every host.
+  if (!adding) return Operation{"", OperationState::kDone, ""};
   for (const std::string& uri : r.blocks) {
     auto block = get(uri);
     if (!block) return block.error();
     const std::vector<std::string> owners = links((*block)["Links"]["ComputerSystems"]);
     if (!owners.empty() && !(*block)["CompositionStatus"]["SharingEnabled"].asBool()) {
-      return Error{ErrorCode::kConflict, "redfish: device " + last_segment(uri) +
-                                             " is composed into " +
-                                             describe_system(owners.front()) + ", cannot " +
-                                             (adding ? "attach it to " : "detach it from ") + host};
+      return Error{ErrorCode::kConflict,
+                   "redfish: device " + last_segment(uri) + " is composed into " +
+                       describe_system(owners.front()) + ", cannot attach it to " + host};
     }
   }
-  if (!adding || r.blocks.empty()) return Operation{"", OperationState::kDone, ""};
+  if (r.blocks.empty()) return Operation{"", OperationState::kDone, ""};
   return compose(host, r);
 }
 
@@ -383,8 +420,9 @@ void RedfishFabric::Impl::undo(const std::string& target, const std::string& blo
       auto conns = cxl_connections();
       if (!conns) return conns.error();
       for (const CxlConnection& c : *conns) {
-        if (std::find(c.chunks.begin(), c.chunks.end(), block) != c.chunks.end() &&
-            std::find(c.initiators.begin(), c.initiators.end(), initiator) != c.initiators.end()) {
+        // Only the connection of exactly this initiator and this chunk: the one undone.
+        if (c.chunks == std::vector<std::string>{block} &&
+            c.initiators == std::vector<std::string>{initiator}) {
           return request("DELETE", c.uri);
         }
       }

@@ -29,9 +29,9 @@ Json::Value memory_connection(const std::string& initiator, const std::string& t
 Status RedfishFabric::Impl::discover_cxl(const Json::Value& root) {
   const std::string fabrics = trim_slash(odata_id(root["Fabrics"]));
   if (fabrics.empty()) return Status::Ok();
-  auto coll = get(fabrics);
+  auto coll = collection(fabrics);
   if (!coll) return coll.error();
-  for (const std::string& uri : members(*coll)) {
+  for (const std::string& uri : *coll) {
     auto f = get(uri);
     if (!f) return f.error();
     if ((*f)["FabricType"].asString() != "CXL") continue;
@@ -52,11 +52,17 @@ std::string RedfishFabric::Impl::cxl_zone(const std::string& zone_uri) const {
   return lower(cxl_fabric_id) + "-" + last_segment(zone_uri);
 }
 
-Expected<std::vector<CxlConnection>> RedfishFabric::Impl::cxl_connections() {
-  auto coll = get(cxl_connections_uri);
+Expected<std::vector<CxlConnection>> RedfishFabric::Impl::cxl_connections(
+    const std::set<std::string>& linked) {
+  auto coll = collection(cxl_connections_uri);
   if (!coll) return coll.error();
   std::vector<CxlConnection> out;
-  for (const std::string& uri : members(*coll)) {
+  // The collection, and the connections endpoints link that it does not list.
+  std::vector<std::string> uris = *coll;
+  for (const std::string& l : linked) {
+    if (std::find(uris.begin(), uris.end(), l) == uris.end()) uris.push_back(l);
+  }
+  for (const std::string& uri : uris) {
     auto c = get(uri);
     if (!c) {
       if (c.error().code == ErrorCode::kNotFound) continue;  // deleted meanwhile
@@ -78,14 +84,16 @@ Status RedfishFabric::Impl::cxl_inventory(
     FabricInventory* inv, std::map<std::string, CxlChunk>* chunks,
     std::map<std::string, std::vector<CxlInitiator>>* initiators,
     std::map<std::string, std::string>* endpoint_host) {
-  auto coll = get(cxl_endpoints_uri);
+  auto coll = collection(cxl_endpoints_uri);
   if (!coll) return coll.error();
   const std::string systems_prefix = systems_uri.empty() ? "" : systems_uri + "/";
   std::map<std::string, std::string> host_system;   // host id -> system URI, if any
   std::map<std::string, std::string> chunk_device;  // chunk URI -> device id
-  for (const std::string& uri : members(*coll)) {
+  std::set<std::string> linked;                     // connections the endpoints link
+  for (const std::string& uri : *coll) {
     auto e = get(uri);
     if (!e) return e.error();
+    for (const std::string& c : links((*e)["Links"]["Connections"])) linked.insert(path_of(c));
     std::vector<std::string> zones;
     for (const std::string& z : links((*e)["Links"]["Zones"])) zones.push_back(cxl_zone(z));
     if (zones.empty()) zones.push_back(cxl_zone("default"));
@@ -137,19 +145,39 @@ Status RedfishFabric::Impl::cxl_inventory(
       inv->devices.push_back(std::move(d));
     }
   }
-  auto conns = cxl_connections();
+  auto conns = cxl_connections(linked);
   if (!conns) return conns.error();
+  // Attached: in one connection whose initiators are all one host's, holding that chunk only
+  // (the connections this driver makes). Any other connection holds the chunk outside
+  // composerd: several hosts, several chunks, or no initiator at all.
+  std::map<std::string, std::set<std::string>> chunk_hosts;  // device id -> hosts
+  std::map<std::string, int> chunk_connections;
+  std::set<std::string> in_wider;  // devices in a connection that holds more
   for (const CxlConnection& c : *conns) {
-    std::string host;
+    std::set<std::string> hosts;
     for (const std::string& i : c.initiators) {
-      if (auto it = endpoint_host->find(i); it != endpoint_host->end()) host = it->second;
+      auto it = endpoint_host->find(i);
+      hosts.insert(it != endpoint_host->end() ? it->second : last_segment(i));
     }
-    if (host.empty() && !c.initiators.empty()) host = last_segment(c.initiators.front());
     for (const std::string& m : c.chunks) {
-      if (auto it = chunk_device.find(m); it != chunk_device.end() && !host.empty()) {
-        inv->attached[it->second] = host;
-      }
+      auto it = chunk_device.find(m);
+      if (it == chunk_device.end()) continue;
+      chunk_hosts[it->second].insert(hosts.begin(), hosts.end());
+      ++chunk_connections[it->second];
+      if (hosts.size() != 1 || c.chunks.size() != 1) in_wider.insert(it->second);
     }
+  }
+  for (const auto& [device, hosts] : chunk_hosts) {
+    if (hosts.size() == 1 && chunk_connections[device] == 1 && !in_wider.contains(device)) {
+      inv->attached[device] = *hosts.begin();
+      continue;
+    }
+    std::vector<std::string> names(hosts.begin(), hosts.end());
+    inv->held[device] = names.empty()
+                            ? "in a memory connection with no initiator endpoint"
+                            : "connected to " + join(names, ", ") +
+                                  " by a memory connection that composerd does not make (several "
+                                  "hosts, several chunks or several connections)";
   }
   // Hosts: merged with the composed system of the same Id, if the inventory has one.
   for (auto it = initiators->begin(); it != initiators->end();) {
@@ -192,7 +220,14 @@ Status RedfishFabric::Impl::cxl_inventory(
 
 Expected<Operation> RedfishFabric::Impl::cxl_change(const std::string& host, const Resolved& r,
                                                     bool adding) {
-  auto conns = cxl_connections();
+  // The connections the chunks' target endpoints link count as well as the collection's.
+  std::set<std::string> linked;
+  for (const auto& [id, chunk] : r.chunks) {
+    auto e = get(chunk.target);
+    if (!e) return e.error();
+    for (const std::string& c : links((*e)["Links"]["Connections"])) linked.insert(path_of(c));
+  }
+  auto conns = cxl_connections(linked);
   if (!conns) return conns.error();
   std::set<std::string> mine;
   for (const CxlInitiator& i : r.initiators) mine.insert(i.uri);
@@ -204,29 +239,45 @@ Expected<Operation> RedfishFabric::Impl::cxl_change(const std::string& host, con
   };
   std::vector<Todo> todo;
   for (const auto& [id, chunk] : r.chunks) {
-    std::string own, other;
+    // own: the one connection of exactly this host and this chunk; anything else that holds
+    // the chunk is not composerd's to take over or delete.
+    std::string own, other, wider;
     std::string own_initiator;
     for (const CxlConnection& c : *conns) {
       if (std::find(c.chunks.begin(), c.chunks.end(), chunk.uri) == c.chunks.end()) continue;
-      bool ours = false;
-      for (const std::string& i : c.initiators) {
-        if (mine.contains(i)) {
-          ours = true;
-          own_initiator = i;
+      bool ours = !c.initiators.empty();
+      for (const std::string& i : c.initiators) ours = ours && mine.contains(i);
+      if (ours && c.chunks.size() == 1 && own.empty()) {
+        own = c.uri;
+        own_initiator = c.initiators.front();
+      } else if (ours || c.initiators.empty()) {
+        wider = c.uri;
+      } else {
+        std::lock_guard<std::mutex> lock(index_mu);
+        for (const std::string& i : c.initiators) {
+          if (mine.contains(i)) continue;
+          auto it = cxl_endpoint_host.find(i);
+          other = it != cxl_endpoint_host.end() ? it->second : last_segment(i);
         }
       }
-      if (ours) {
-        own = c.uri;
-      } else if (!c.initiators.empty()) {
-        std::lock_guard<std::mutex> lock(index_mu);
-        auto it = cxl_endpoint_host.find(c.initiators.front());
-        other = it != cxl_endpoint_host.end() ? it->second : last_segment(c.initiators.front());
-      }
     }
-    if (own.empty() && !other.empty()) {
+    if (!adding && own.empty()) {
+      if (!other.empty() || !wider.empty()) {
+        log::info("redfish: CXL memory held outside this host left alone by a detach",
+                  {{"host", host}, {"memory", id}, {"held_by", other.empty() ? wider : other}});
+      }
+      continue;  // not attached to this host: nothing to detach
+    }
+    if (adding && !other.empty()) {
       return Error{ErrorCode::kConflict, "redfish: CXL memory " + id + " is connected to host " +
-                                             other + ", cannot " +
-                                             (adding ? "attach it to " : "detach it from ") + host};
+                                             other + ", cannot attach it to " + host};
+    }
+    if (adding && own.empty() && !wider.empty()) {
+      return Error{ErrorCode::kConflict,
+                   "redfish: CXL memory " + id + " is held by connection " + wider +
+                       ", which holds more than this host and this chunk; composerd neither "
+                       "takes it over nor deletes it, so cannot attach it to " +
+                       host};
     }
     if (adding && own.empty()) {
       std::string initiator;
@@ -245,7 +296,7 @@ Expected<Operation> RedfishFabric::Impl::cxl_change(const std::string& host, con
       }
       todo.push_back(Todo{id, chunk, "", initiator});
     }
-    if (!adding && !own.empty()) todo.push_back(Todo{id, chunk, own, own_initiator});
+    if (!adding) todo.push_back(Todo{id, chunk, own, own_initiator});
   }
   std::vector<Step> steps;
   for (const Todo& t : todo) {

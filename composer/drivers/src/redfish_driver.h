@@ -35,6 +35,10 @@ constexpr std::string_view kServiceRoot = "/redfish/v1";
 constexpr std::string_view kTaskPrefix = "tasks:";
 constexpr char kTaskSeparator = '|';
 constexpr char kStepSeparator = '>';  // within a step: monitor>undo action>block
+// Redirects of a GET followed within the service's origin, at most.
+constexpr int kMaxRedirects = 5;
+// Pages of one collection followed through Members@odata.nextLink, at most.
+constexpr int kMaxPages = 1000;
 
 Error fabric_error(std::string message);
 
@@ -50,6 +54,10 @@ std::vector<std::string> links(const Json::Value& v);
 // The members of a collection. Strict services put them in "Members"; some put them under
 // "Links" or spell the key in lower case.
 std::vector<std::string> members(const Json::Value& collection);
+
+// A device's zone from its block's zones: the one zone, or all of them joined by '+'
+// ("1+2"), or "default" when the block names none.
+std::string zone_of(const std::vector<std::string>& zones);
 
 Health health_of(const Json::Value& status);
 
@@ -166,6 +174,7 @@ struct RedfishFabric::Impl {
   std::map<std::string, std::string> cxl_endpoint_host;             // initiator URI -> host id
   std::map<std::string, HostBlock> host_blocks;                     // host id ->
   std::map<std::string, std::string> system_hosts;                  // system URI -> host id
+  std::set<std::string> reported_skips;  // skipped resources already logged
 
   // The first fabric of FabricType CXL under /redfish/v1/Fabrics, if any.
   std::string cxl_fabric_id;
@@ -188,6 +197,9 @@ struct RedfishFabric::Impl {
 
   Expected<Json::Value> get(const std::string& uri);
 
+  // The members of a collection, over every page its Members@odata.nextLink names.
+  Expected<std::vector<std::string>> collection(const std::string& uri);
+
   Status discover();
 
   // Finds the first fabric of FabricType CXL, if the service has Fabrics at all.
@@ -197,8 +209,9 @@ struct RedfishFabric::Impl {
   // that it never meets a resource zone of the same Id.
   std::string cxl_zone(const std::string& zone_uri) const;
 
-  // Every connection of ConnectionType Memory, as the service shows it now.
-  Expected<std::vector<CxlConnection>> cxl_connections();
+  // Every connection of ConnectionType Memory, as the service shows it now: the Connections
+  // collection's, and those of `linked` (what endpoints' Links.Connections name) beside it.
+  Expected<std::vector<CxlConnection>> cxl_connections(const std::set<std::string>& linked = {});
 
   // The CXL part of the inventory: memory chunks behind target endpoints become pooled memory
   // (id "cxl-<endpoint>", or "cxl-<endpoint>-<domain>-<chunk>" when the endpoint exposes
@@ -210,7 +223,9 @@ struct RedfishFabric::Impl {
 
   // The device a resource block is, if any. Sets *compute for Compute and ComputerSystem
   // blocks (the hosts' own blocks).
-  Expected<std::optional<Device>> read_block(const Json::Value& b, bool* compute);
+  // A block that is no device and no host block sets *skip to the reason.
+  Expected<std::optional<Device>> read_block(const Json::Value& b, bool* compute,
+                                             std::string* skip);
 
   // Whether a system can take resource blocks, and how.
   static std::string action_target(const Json::Value& system, const char* action);
@@ -218,6 +233,12 @@ struct RedfishFabric::Impl {
   std::optional<std::string> node_name(const Json::Value& system) const;
 
   Expected<FabricInventory> inventory();
+
+  // Under FabricNodeNames=hostname, hosts that share a HostName are all left out (with a
+  // sentence naming them in `skipped`): one Slurm node is never several fabric hosts.
+  void refuse_shared_names(FabricInventory* inv, std::map<std::string, std::string>* system_index,
+                           std::map<std::string, HostBlock>* host_block_index,
+                           std::map<std::string, std::vector<CxlInitiator>>* initiators) const;
 
   // The CompositionService part of the inventory: resource blocks and composed systems. A
   // ComputerSystem block is a host of its own, id the block's Id, whether or not a system is
@@ -273,6 +294,13 @@ struct RedfishFabric::Impl {
   // One change of a system's blocks: an action per block, or one PATCH of the whole list.
   Expected<Operation> change(const std::string& host, const std::string& host_uri,
                              const std::vector<std::string>& uris, bool adding);
+
+  // After a change the service answered at once (200 or 204, no task): reads the system back
+  // and fails the call when a block is not where the change put it, undoing (by undo_target,
+  // if any) the blocks that did move.
+  Expected<Operation> read_back(const std::string& host, const std::string& host_uri,
+                                const std::vector<std::string>& todo, bool adding,
+                                const std::string& what, const std::string& undo_target);
 
   // "system <Id>", with the host it belongs to when that host has another id.
   std::string describe_system(const std::string& uri);

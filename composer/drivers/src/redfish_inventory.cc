@@ -1,3 +1,4 @@
+#include "composer/common/strings.h"
 #include "redfish_driver.h"
 
 namespace composer::drivers {
@@ -40,6 +41,11 @@ std::vector<std::string> members(const Json::Value& collection) {
   return {};
 }
 
+std::string zone_of(const std::vector<std::string>& zones) {
+  if (zones.empty()) return "default";
+  return join(zones, "+");
+}
+
 Health health_of(const Json::Value& status) {
   const std::string h = status["Health"].asString();
   const std::string state = status["State"].asString();
@@ -61,8 +67,34 @@ std::string path_of(const std::string& uri) {
 
 }  // namespace redfish
 
+Expected<std::vector<std::string>> RedfishFabric::Impl::collection(const std::string& uri) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  std::string page = uri;
+  for (int n = 0; !page.empty(); ++n) {
+    if (n == kMaxPages) {
+      return fabric_error("the collection " + uri + " has more than " + std::to_string(kMaxPages) +
+                          " pages of Members@odata.nextLink");
+    }
+    if (!seen.insert(page).second) {
+      return fabric_error("the collection " + uri + " links its page " + page +
+                          " again through Members@odata.nextLink");
+    }
+    auto c = get(page);
+    if (!c) return c.error();
+    for (std::string& m : members(*c)) out.push_back(std::move(m));
+    page = path_of((*c)["Members@odata.nextLink"].asString());
+  }
+  return out;
+}
+
 Status RedfishFabric::Impl::discover() {
+  // The service root as DSP0266 spells it, else with the trailing slash some services insist
+  // on (both are the service root).
   auto root = get(std::string(kServiceRoot));
+  if (!root && root.error().code == ErrorCode::kNotFound) {
+    root = get(std::string(kServiceRoot) + "/");
+  }
   if (!root) return root.error();
   sessions_uri = trim_slash(odata_id((*root)["Links"]["Sessions"]));
   if (sessions_uri.empty()) sessions_uri = std::string(kServiceRoot) + "/SessionService/Sessions";
@@ -97,9 +129,9 @@ Status RedfishFabric::Impl::discover() {
   auto systems = get(systems_uri);
   if (!systems) return systems.error();
   capability_sets.push_back((*systems)["@Redfish.CollectionCapabilities"]);
-  auto zones = get(zones_uri);
+  auto zones = collection(zones_uri);
   if (!zones) return zones.error();
-  for (const std::string& z : members(*zones)) {
+  for (const std::string& z : *zones) {
     auto zone = get(z);
     if (!zone) return zone.error();
     if (zone->isMember("@Redfish.CollectionCapabilities")) {
@@ -126,7 +158,17 @@ Status RedfishFabric::Impl::discover() {
       const std::string object = odata_id(c["CapabilitiesObject"]);
       if (object.empty()) continue;
       auto cap = get(object);
-      if (!cap) return cap.error();
+      if (!cap) {
+        // Only the slot limits come from it: the defaults do as well as a start-up failure.
+        log::warning(
+            "redfish: the composition capabilities object does not load; the default "
+            "attach slots apply",
+            {{"url", o.base_url},
+             {"object", object},
+             {"error", cap.error().message},
+             {"slots", std::to_string(o.default_slots)}});
+        continue;
+      }
       const Json::Value& limits = (*cap)["@Redfish.ResourceBlockLimits"];
       auto limit = [&limits](const char* key, uint32_t* slot) {
         if (limits[key].isUInt() && *slot == 0) *slot = limits[key].asUInt();
@@ -144,17 +186,22 @@ Status RedfishFabric::Impl::discover() {
   return Status::Ok();
 }
 
-Expected<std::optional<Device>> RedfishFabric::Impl::read_block(const Json::Value& b,
-                                                                bool* compute) {
+Expected<std::optional<Device>> RedfishFabric::Impl::read_block(const Json::Value& b, bool* compute,
+                                                                std::string* skip) {
   std::set<std::string> types;
-  for (const Json::Value& t : b["ResourceBlockType"]) types.insert(t.asString());
+  std::vector<std::string> type_list;
+  for (const Json::Value& t : b["ResourceBlockType"]) {
+    types.insert(t.asString());
+    type_list.push_back(t.asString());
+  }
   *compute = types.contains("Compute") || types.contains("ComputerSystem");
   if (*compute) return std::optional<Device>{};
   Device d;
   d.id = b["Id"].asString();
   if (d.id.empty()) d.id = last_segment(odata_id(b));
-  const std::vector<std::string> zones = links(b["Links"]["Zones"]);
-  d.zone = zones.empty() ? "default" : last_segment(zones.front());
+  std::vector<std::string> zones;
+  for (const std::string& z : links(b["Links"]["Zones"])) zones.push_back(last_segment(z));
+  d.zone = zone_of(zones);
   d.health = health_of(b["Status"]);
   const std::string composition = b["CompositionStatus"]["CompositionState"].asString();
   if (composition == "Failed" || composition == "Unavailable") d.health = Health::kCritical;
@@ -169,6 +216,7 @@ Expected<std::optional<Device>> RedfishFabric::Impl::read_block(const Json::Valu
       d.health = worst(d.health, health_of((*proc)["Status"]));
       return std::optional<Device>(d);
     }
+    *skip = "a Processor block with no processor of ProcessorType GPU; only GPUs are pooled";
     return std::optional<Device>{};
   }
   if (types.contains("Memory")) {
@@ -181,23 +229,46 @@ Expected<std::optional<Device>> RedfishFabric::Impl::read_block(const Json::Valu
       if (d.model.empty()) d.model = (*mem)["MemoryDeviceType"].asString();
       d.health = worst(d.health, health_of((*mem)["Status"]));
     }
-    if (d.capacity_bytes == 0) return std::optional<Device>{};
+    if (d.capacity_bytes == 0) {
+      *skip = "a Memory block with no CapacityMiB; nothing to pool";
+      return std::optional<Device>{};
+    }
     if (d.model.empty()) d.model = "memory";
     return std::optional<Device>(d);
   }
   if (types.contains("Storage")) {
     d.type = DeviceType::kNvme;
-    for (const std::string& m : links(b["Drives"])) {
+    const std::vector<std::string> drives = links(b["Drives"]);
+    if (drives.empty()) {
+      *skip = std::string("a Storage block with no Drives") +
+              (b["SimpleStorage"].empty() ? "" : " (its SimpleStorage devices name no protocol)") +
+              "; only NVMe drives are pooled";
+      return std::optional<Device>{};
+    }
+    for (const std::string& m : drives) {
       auto drive = get(m);
       if (!drive) return drive.error();
+      // Drive.Protocol says what the host sees; a SAS or SATA drive is no NVMe device.
+      const std::string protocol = (*drive)["Protocol"].asString();
+      if (protocol != "NVMe") {
+        *skip = (protocol.empty() ? std::string("a drive with no Protocol")
+                                  : "a " + protocol + " drive") +
+                " (" + m + "); only NVMe drives are pooled";
+        return std::optional<Device>{};
+      }
       d.capacity_bytes += (*drive)["CapacityBytes"].asUInt64();
       if (d.model.empty()) d.model = (*drive)["Model"].asString();
-      if (d.model.empty()) d.model = (*drive)["Protocol"].asString();
+      if (d.model.empty()) d.model = protocol;
       d.health = worst(d.health, health_of((*drive)["Status"]));
     }
-    if (d.capacity_bytes == 0) return std::optional<Device>{};
+    if (d.capacity_bytes == 0) {
+      *skip = "a Storage block whose drives give no CapacityBytes; nothing to pool";
+      return std::optional<Device>{};
+    }
     return std::optional<Device>(d);
   }
+  *skip = "a " + (type_list.empty() ? std::string("untyped") : join(type_list, "+")) +
+          " block; only GPU, memory and NVMe drive blocks are pooled";
   return std::optional<Device>{};
 }
 
@@ -241,7 +312,23 @@ Expected<FabricInventory> RedfishFabric::Impl::inventory() {
       return s.error();
     }
   }
+  refuse_shared_names(&inv, &new_system_uris, &new_host_blocks, &new_initiators);
+  // What sits in a system or behind an initiator that is no host served here is held by it.
+  std::set<std::string> served;
+  for (const Host& h : inv.hosts) served.insert(h.fabric_id);
+  for (auto it = inv.attached.begin(); it != inv.attached.end();) {
+    if (served.contains(it->second)) {
+      ++it;
+      continue;
+    }
+    inv.held[it->first] =
+        "in use by " + it->second + " on the fabric, which is no host served here";
+    it = inv.attached.erase(it);
+  }
   std::lock_guard<std::mutex> lock(index_mu);
+  for (const std::string& why : inv.skipped) {
+    if (reported_skips.insert(why).second) log::info("redfish: not pooled", {{"reason", why}});
+  }
   block_uris = std::move(new_block_uris);
   system_uris = std::move(new_system_uris);
   cxl_chunks = std::move(new_chunks);
@@ -252,25 +339,56 @@ Expected<FabricInventory> RedfishFabric::Impl::inventory() {
   return inv;
 }
 
+void RedfishFabric::Impl::refuse_shared_names(
+    FabricInventory* inv, std::map<std::string, std::string>* system_index,
+    std::map<std::string, HostBlock>* host_block_index,
+    std::map<std::string, std::vector<CxlInitiator>>* initiators) const {
+  if (!o.use_host_name || !o.host_map.empty()) return;
+  std::map<std::string, std::vector<std::string>> by_node;  // node -> fabric host ids
+  for (const Host& h : inv->hosts) by_node[h.node].push_back(h.fabric_id);
+  std::set<std::string> refused;
+  for (const auto& [node, ids] : by_node) {
+    if (ids.size() < 2) continue;
+    std::vector<std::string> quoted;
+    for (const std::string& id : ids) quoted.push_back("'" + id + "'");
+    inv->skipped.push_back("hosts " + join(quoted, " and ") + " all have HostName '" + node +
+                           "' under FabricNodeNames=hostname; none of them is served, as one "
+                           "Slurm node cannot be several hosts: give them distinct HostNames or "
+                           "name them with FabricHostMap");
+    refused.insert(ids.begin(), ids.end());
+  }
+  if (refused.empty()) return;
+  std::erase_if(inv->hosts, [&refused](const Host& h) { return refused.contains(h.fabric_id); });
+  for (const std::string& id : refused) {
+    system_index->erase(id);
+    host_block_index->erase(id);
+    initiators->erase(id);
+  }
+}
+
 Status RedfishFabric::Impl::block_inventory(FabricInventory* out,
                                             std::map<std::string, std::string>* block_index,
                                             std::map<std::string, std::string>* system_index,
                                             std::map<std::string, HostBlock>* host_block_index,
                                             std::map<std::string, std::string>* system_host_index) {
   FabricInventory& inv = *out;
-  auto coll = get(blocks_uri);
+  auto coll = collection(blocks_uri);
   if (!coll) return coll.error();
   std::map<std::string, BlockInfo> blocks;  // block URI -> what it is
   std::vector<std::string> host_block_order;
-  std::vector<std::pair<std::string, std::string>> device_system;  // device id, system URI
+  // Pooled devices: id -> the systems they are composed into, and whether reserved.
+  std::vector<std::pair<std::string, std::vector<std::string>>> device_systems;
+  std::map<std::string, std::vector<std::string>> device_zones;  // of multi-zone devices
   std::map<std::string, std::string>& new_block_uris = *block_index;
   std::map<std::string, std::string>& system_host = *system_host_index;
-  for (const std::string& uri : members(*coll)) {
+  for (const std::string& uri : *coll) {
     auto b = get(uri);
     if (!b) return b.error();
     bool compute = false;
-    auto dev = read_block(*b, &compute);
+    std::string skip;
+    auto dev = read_block(*b, &compute, &skip);
     if (!dev) return dev.error();
+    if (!skip.empty()) inv.skipped.push_back(uri + ": " + skip);
     BlockInfo info;
     info.uri = uri;
     info.id = (*b)["Id"].asString();
@@ -288,14 +406,19 @@ Status RedfishFabric::Impl::block_inventory(FabricInventory* out,
     if (!dev->has_value()) continue;
     Device d = std::move(**dev);
     new_block_uris[d.id] = uri;
-    if (!info.composed_into.empty()) device_system.emplace_back(d.id, info.composed_into.front());
+    if ((*b)["CompositionStatus"]["Reserved"].asBool()) {
+      inv.held[d.id] = "reserved on the fabric (CompositionStatus.Reserved)";
+    } else if (!info.composed_into.empty()) {
+      device_systems.emplace_back(d.id, info.composed_into);
+    }
+    if (info.zones.size() > 1) device_zones[d.id] = info.zones;
     inv.devices.push_back(std::move(d));
   }
-  auto systems = get(systems_uri);
+  auto systems = collection(systems_uri);
   if (!systems) return systems.error();
   std::map<std::string, std::string>& new_system_uris = *system_index;
   std::map<std::string, Json::Value> composed_from;  // ComputerSystem block URI -> its system
-  for (const std::string& uri : members(*systems)) {
+  for (const std::string& uri : *systems) {
     auto s = get(uri);
     if (!s) return s.error();
     std::string from;
@@ -316,6 +439,8 @@ Status RedfishFabric::Impl::block_inventory(FabricInventory* out,
     Host h;
     h.node = *node;
     h.fabric_id = (*s)["Id"].asString();
+    // The zones of its compute blocks: a composed system reaches what its compute block
+    // reaches, not every zone the service composes in.
     for (const std::string& b : links((*s)["Links"]["ResourceBlocks"])) {
       auto it = blocks.find(b);
       if (it == blocks.end() || !it->second.compute) continue;
@@ -323,9 +448,8 @@ Status RedfishFabric::Impl::block_inventory(FabricInventory* out,
         if (std::find(h.zones.begin(), h.zones.end(), z) == h.zones.end()) h.zones.push_back(z);
       }
     }
-    for (const std::string& z : composition_zones) {
-      if (std::find(h.zones.begin(), h.zones.end(), z) == h.zones.end()) h.zones.push_back(z);
-    }
+    // A system that lists no compute block: the zones the service says it composes in.
+    if (h.zones.empty()) h.zones = composition_zones;
     h.gpu_slots = gpu_slots;
     h.mem_slots = mem_slots;
     h.nvme_slots = nvme_slots;
@@ -371,9 +495,33 @@ Status RedfishFabric::Impl::block_inventory(FabricInventory* out,
     (*host_block_index)[info.id] = HostBlock{uri, system, *node};
     inv.hosts.push_back(std::move(h));
   }
-  for (const auto& [device, system] : device_system) {
+  // A device in several zones is in all of them: its zone is their union ("1+2"), which
+  // every host reaching one of them reaches as well, after its own zones.
+  for (const auto& [device, zones] : device_zones) {
+    const std::string name = zone_of(zones);
+    for (Host& h : inv.hosts) {
+      bool reaches = false;
+      for (const std::string& z : zones) {
+        reaches = reaches || std::find(h.zones.begin(), h.zones.end(), z) != h.zones.end();
+      }
+      if (reaches && std::find(h.zones.begin(), h.zones.end(), name) == h.zones.end()) {
+        h.zones.push_back(name);
+      }
+    }
+  }
+  auto host_of = [&system_host](const std::string& system) {
     auto it = system_host.find(system);
-    inv.attached[device] = it != system_host.end() ? it->second : last_segment(system);
+    return it != system_host.end() ? it->second : last_segment(system);
+  };
+  for (const auto& [device, in] : device_systems) {
+    if (in.size() == 1) {
+      inv.attached[device] = host_of(in.front());
+      continue;
+    }
+    // Shared (CompositionStatus.SharingEnabled): held by all of them, attached to none.
+    std::vector<std::string> holders;
+    for (const std::string& system : in) holders.push_back(host_of(system));
+    inv.held[device] = "shared by systems " + join(holders, ", ");
   }
   return Status::Ok();
 }

@@ -13,22 +13,30 @@ std::string error_message(const std::string& body) {
   if (body.empty() || !parse_json(body, &v, &why) || !v.isObject()) return "";
   const Json::Value& e = v["error"];
   std::string out;
-  for (const Json::Value& info : e["@Message.ExtendedInfo"]) {
-    const std::string m = info["Message"].asString();
-    if (m.empty()) continue;
-    if (!out.empty()) out += "; ";
-    out += m;
-  }
-  if (out.empty()) out = e["message"].asString();
-  // A task's own messages (a failed task answers with the Task resource).
-  if (out.empty()) {
-    for (const Json::Value& info : v["Messages"]) {
+  if (e.isObject()) {
+    for (const Json::Value& info : e["@Message.ExtendedInfo"]) {
       const std::string m = info["Message"].asString();
       if (m.empty()) continue;
       if (!out.empty()) out += "; ";
       out += m;
     }
   }
+  auto messages = [&out](const Json::Value& list) {
+    for (const Json::Value& info : list) {
+      const std::string m = info["Message"].asString();
+      if (m.empty()) continue;
+      if (!out.empty()) out += "; ";
+      out += m;
+    }
+  };
+  // The messages of a body that is not an error object: annotated on the body itself.
+  if (out.empty()) messages(v["@Message.ExtendedInfo"]);
+  if (out.empty() && e.isObject()) out = e["message"].asString();
+  if (out.empty() && e.isString()) out = e.asString();
+  // The older shape of some services: {"Status": 400, "Message": "..."} at the top.
+  if (out.empty() && v["Message"].isString()) out = v["Message"].asString();
+  // A task's own messages (a failed task answers with the Task resource).
+  if (out.empty()) messages(v["Messages"]);
   return out;
 }
 
@@ -58,12 +66,17 @@ Status RedfishFabric::Impl::login() {
   req.body = api::to_text(body);
   auto r = http.send(req);
   if (!r) return Error{r.error().code, "redfish: session login: " + r.error().message};
-  if (r->status != 200 && r->status != 201) {
+  if (r->status != 201) {
+    // A service creates a session with 201 Created (DSP0266); anything else (a redirect, 200
+    // without a session, 404, 405) is a service whose session login does not work this way.
     std::string m = error_message(r->body);
-    return Error{
-        r->status == 401 || r->status == 403 ? ErrorCode::kUnauthenticated : ErrorCode::kFabric,
-        "redfish: session login at " + sessions_uri + " answered " + std::to_string(r->status) +
-            (m.empty() ? "" : ": " + m)};
+    const bool refused = r->status == 401 || r->status == 403;
+    return Error{refused ? ErrorCode::kUnauthenticated : ErrorCode::kFabric,
+                 "redfish: session login at " + sessions_uri + " answered " +
+                     std::to_string(r->status) + (m.empty() ? "" : ": " + m) +
+                     (refused ? ""
+                              : "; a session login is answered 201 Created, so this service "
+                                "may not offer sessions: set FabricAuth=basic")};
   }
   const std::string t = r->header("X-Auth-Token");
   if (t.empty()) {
@@ -105,9 +118,11 @@ void RedfishFabric::Impl::logout() {
   session_uri.clear();
 }
 
-Expected<Reply> RedfishFabric::Impl::request(const std::string& method, const std::string& uri,
+Expected<Reply> RedfishFabric::Impl::request(const std::string& method, const std::string& asked,
                                              const Json::Value* body,
                                              const std::vector<std::string>& extra) {
+  std::string uri = asked;
+  int redirects = 0;
   for (int attempt = 0;; ++attempt) {
     http::HttpRequest req;
     req.method = method;
@@ -125,6 +140,29 @@ Expected<Reply> RedfishFabric::Impl::request(const std::string& method, const st
         !sessions_uri.empty()) {
       log::info("redfish: session refused, logging in again", {{"url", o.base_url}});
       if (Status s = login(); !s) return s.error();
+      continue;
+    }
+    if (method == "GET" &&
+        (r->status == 301 || r->status == 302 || r->status == 307 || r->status == 308)) {
+      // Followed within the service only: credentials never go to another origin.
+      const std::string to = r->header("Location");
+      if (to.empty()) {
+        return fabric_error("GET " + uri + " answered " + std::to_string(r->status) +
+                            " without a Location to go to");
+      }
+      const bool absolute = to.starts_with("http://") || to.starts_with("https://");
+      if ((absolute && to != o.base_url && !to.starts_with(o.base_url + "/")) ||
+          (!absolute && !to.starts_with("/"))) {
+        return fabric_error("GET " + uri + " was redirected to " + to +
+                            ", outside the service at " + o.base_url +
+                            "; redirects are followed only within the service's own origin");
+      }
+      if (++redirects > kMaxRedirects) {
+        return fabric_error("GET " + asked + " was redirected more than " +
+                            std::to_string(kMaxRedirects) + " times (last to " + to + ")");
+      }
+      uri = path_of(to);
+      --attempt;  // a redirect is no second attempt of the session
       continue;
     }
     Reply out;

@@ -99,11 +99,11 @@ struct SimFabric::Impl {
       if (!index.contains(id)) {
         return Error{ErrorCode::kNotFound, "sim fabric: unknown device '" + id + "'"};
       }
+      // Detaching a device attached to another host is done already for this one: it stays.
       auto it = attached.find(id);
-      if (it != attached.end() && it->second != fabric_host) {
-        return Error{ErrorCode::kConflict,
-                     "sim fabric: device " + id + " is attached to " + it->second + ", cannot " +
-                         (attaching ? "attach it to " : "detach it from ") + fabric_host};
+      if (attaching && it != attached.end() && it->second != fabric_host) {
+        return Error{ErrorCode::kConflict, "sim fabric: device " + id + " is attached to " +
+                                               it->second + ", cannot attach it to " + fabric_host};
       }
     }
     return Status::Ok();
@@ -198,7 +198,10 @@ Expected<Operation> SimFabric::detach(const std::string& fabric_host,
   if (Impl::take_failure(impl_->detach_failures, &message)) {
     return impl_->start_op(true, message);
   }
-  for (const std::string& id : device_ids) impl_->attached.erase(id);
+  for (const std::string& id : device_ids) {
+    auto it = impl_->attached.find(id);
+    if (it != impl_->attached.end() && it->second == fabric_host) impl_->attached.erase(it);
+  }
   return impl_->start_op(false, "");
 }
 

@@ -75,6 +75,7 @@ struct FakeLiqid::Impl {
   int next_digest = 1;
   std::deque<FakeLiqidFault> faults;
   std::map<std::string, uint64_t> counts;
+  uint64_t writes = 0;  // requests but GETs and the digest calls
   std::mt19937_64 rng{std::random_device{}()};
 
   void build() {
@@ -236,6 +237,7 @@ struct FakeLiqid::Impl {
     {
       std::lock_guard<std::mutex> lock(mu);
       ++counts[req.method];
+      if (req.method != "GET" && !path.starts_with("digest")) ++writes;
       if (!path.starts_with("digest")) fault = take_fault(req.method, path);
     }
     if (fault) {
@@ -502,6 +504,11 @@ void FakeLiqid::revoke_digests() {
 size_t FakeLiqid::digests() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->digests.size();
+}
+
+uint64_t FakeLiqid::writes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->writes;
 }
 
 uint64_t FakeLiqid::requests(const std::string& method) const {

@@ -68,8 +68,14 @@ std::string normalise(std::string path) {
 
 std::string last_segment(const std::string& uri) { return uri.substr(uri.rfind('/') + 1); }
 
-Json::Value error_body(const std::string& id, const std::string& message) {
+Json::Value error_body(const std::string& id, const std::string& message, int status,
+                       bool old_style) {
   Json::Value e;
+  if (old_style) {
+    e["Status"] = status;
+    e["Message"] = message;
+    return e;
+  }
   e["error"]["code"] = "Base.1.16." + id;
   e["error"]["message"] = "See @Message.ExtendedInfo for more information.";
   Json::Value info;
@@ -121,6 +127,7 @@ struct FakeRedfish::Impl {
   uint64_t next_task = 1;
   std::deque<FakeRedfishFault> faults;
   std::map<std::string, uint64_t> counts;
+  std::vector<std::string> log;  // "METHOD /path" of every request but the control ones
   std::map<std::string, std::vector<std::string>> generated;
   uint64_t next_connection = 100;
   uint64_t next_system = 1;
@@ -196,18 +203,8 @@ struct FakeRedfish::Impl {
     }
     add_member(kSystems, std::string(kSystems) + "/CXL-System");
     res[kRoot]["Fabrics"] = link(kFabrics);
-    // The mockup links a connection its collection does not list: list every one it has.
-    std::set<std::string> listed;
-    for (const Json::Value& m : res[kCxlConnections]["Members"]) {
-      listed.insert(m["@odata.id"].asString());
-    }
-    std::vector<std::string> extra;
-    for (const auto& [uri, v] : res) {
-      if (uri.starts_with(std::string(kCxlConnections) + "/") && !listed.contains(uri)) {
-        extra.push_back(uri);
-      }
-    }
-    for (const std::string& uri : extra) add_member(kCxlConnections, uri);
+    // Served as the mockup has it: connection 14 is linked from its endpoints only, not
+    // listed in the Connections collection.
     return Status::Ok();
   }
 
@@ -303,8 +300,8 @@ struct FakeRedfish::Impl {
     for (const Json::Value& info : body["MemoryChunkInfo"]) {
       const std::string chunk = normalise(info["MemoryChunk"]["@odata.id"].asString());
       if (!res.contains(chunk)) return "the memory chunk " + chunk + " does not exist";
-      for (const Json::Value& m : res.at(kCxlConnections)["Members"]) {
-        auto c = res.find(m["@odata.id"].asString());
+      for (const std::string& uri : connection_uris()) {
+        auto c = res.find(uri);
         if (c == res.end()) continue;
         for (const Json::Value& other : c->second["MemoryChunkInfo"]) {
           if (normalise(other["MemoryChunk"]["@odata.id"].asString()) == chunk) {
@@ -315,6 +312,18 @@ struct FakeRedfish::Impl {
       }
     }
     return "";
+  }
+
+  // Every memory connection, listed in the collection or not.
+  std::vector<std::string> connection_uris() const {
+    std::vector<std::string> out;
+    const std::string prefix = std::string(kCxlConnections) + "/";
+    for (const auto& [uri, v] : res) {
+      if (uri.starts_with(prefix) && uri.find('/', prefix.size()) == std::string::npos) {
+        out.push_back(uri);
+      }
+    }
+    return out;
   }
 
   std::string connect(const Json::Value& body) {
@@ -775,7 +784,23 @@ struct FakeRedfish::Impl {
   }
 
   void fail(httplib::Response& r, int status, const std::string& id, const std::string& msg) {
-    send(r, status, error_body(id, msg));
+    send(r, status, error_body(id, msg, status, o.old_style_errors));
+  }
+
+  // One page of a collection: page_size members from $skip on, and the next page's link.
+  Json::Value page(const std::string& uri, Json::Value v, const httplib::Request& req) const {
+    const uint32_t skip =
+        req.has_param("$skip")
+            ? static_cast<uint32_t>(std::atoi(req.get_param_value("$skip").c_str()))
+            : 0;
+    Json::Value part(Json::arrayValue);
+    const Json::Value all = v["Members"];
+    for (uint32_t i = skip; i < all.size() && i < skip + o.page_size; ++i) part.append(all[i]);
+    v["Members"] = part;
+    if (skip + o.page_size < all.size()) {
+      v["Members@odata.nextLink"] = uri + "?$skip=" + std::to_string(skip + o.page_size);
+    }
+    return shaped(uri, v);
   }
 
   // Serves a collection the way the mode wants.
@@ -833,6 +858,10 @@ struct FakeRedfish::Impl {
       tasks[t.uri] = t;
       return;
     }
+    if (o.noop_actions) {  // success answered, nothing changed
+      r.status = 204;
+      return;
+    }
     apply(system, add, remove);
     if (o.sloppy) {
       r.status = 204;
@@ -879,6 +908,18 @@ struct FakeRedfish::Impl {
     {
       std::lock_guard<std::mutex> lock(mu);
       ++counts[req.method];
+      std::string line = req.method + " " + req.path;
+      for (const auto& [key, value] : req.params) {
+        line += (line.find('?') == std::string::npos ? "?" : "&") + key + "=" + value;
+      }
+      log.push_back(std::move(line));
+      if (!o.root_redirect.empty() && req.method == "GET" && req.path == kRoot) {
+        // The root moved: to its trailing-slash form here, or to another origin.
+        const bool here = o.root_redirect == "/";
+        r.status = here ? 308 : 302;
+        r.set_header("Location", here ? std::string(kRoot) + "/" : o.root_redirect + kRoot + "/");
+        return;
+      }
       if (path != kSessions) fault = take_fault(req.method, path, false);
     }
     if (fault && fault->kind == FakeRedfishFault::Kind::kDelay) {
@@ -937,6 +978,10 @@ struct FakeRedfish::Impl {
         return fail(r, 404, "ResourceMissingAtURI",
                     "The resource at the URI " + path + " was not found.");
       r.set_header("ETag", etag(path));
+      if (o.page_size > 0 && it->second["Members"].isArray() &&
+          it->second["Members"].size() > o.page_size) {
+        return send(r, 200, page(path, it->second, req));
+      }
       return send(r, 200, shaped(path, it->second));
     }
     if (req.method == "POST" && (path.ends_with("/Actions/ComputerSystem.AddResourceBlock") ||
@@ -1052,6 +1097,16 @@ struct FakeRedfish::Impl {
   }
 
   void login(const httplib::Request& req, httplib::Response& r) {
+    if (o.login_status != 0 && o.login_status != 201) {
+      // A service without sessions this way: no token, only its answer.
+      if (o.login_status < 400) {
+        Json::Value v;
+        v["Name"] = "Session Service";
+        return send(r, o.login_status, v);
+      }
+      return fail(r, o.login_status, "OperationNotAllowed",
+                  "POST is not allowed on " + std::string(kSessions) + ".");
+    }
     Json::Value body;
     if (!parse(req.body, &body) || body["UserName"].asString() != o.username ||
         body["Password"].asString() != o.password) {
@@ -1191,6 +1246,17 @@ Expected<std::unique_ptr<FakeRedfish>> FakeRedfish::start(FakeRedfishOptions opt
   }
   impl->generate();
   if (impl->o.cxl) impl->generate_cxl();
+  if (impl->o.broken_capabilities) {
+    // Still advertised by the Systems collection, but no longer there.
+    impl->res.erase(std::string(kSystems) + "/Capabilities");
+  }
+  for (const std::string& id : impl->o.reserved) {
+    auto it = impl->res.find(std::string(kBlocks) + "/" + id);
+    if (it == impl->res.end()) {
+      return Error{ErrorCode::kNotFound, "fake redfish: no resource block '" + id + "' to reserve"};
+    }
+    it->second["CompositionStatus"]["Reserved"] = true;
+  }
   if (impl->o.cxl && impl->o.cxl_only) impl->res[kRoot].removeMember("CompositionService");
   Impl* p = impl.get();
   auto handler = [p](const httplib::Request& req, httplib::Response& r) { p->handle(req, r); };
@@ -1289,16 +1355,62 @@ std::vector<std::pair<std::string, std::string>> FakeRedfish::memory_connections
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->settle_tasks();
   std::vector<std::pair<std::string, std::string>> out;
-  auto coll = impl_->res.find(kCxlConnections);
-  if (coll == impl_->res.end()) return out;
-  for (const Json::Value& m : coll->second["Members"]) {
-    auto c = impl_->res.find(m["@odata.id"].asString());
+  for (const std::string& uri : impl_->connection_uris()) {
+    auto c = impl_->res.find(uri);
     if (c == impl_->res.end()) continue;
     const Json::Value& l = c->second["Links"];
     out.emplace_back(last_segment(l["InitiatorEndpoints"][0]["@odata.id"].asString()),
                      last_segment(l["TargetEndpoints"][0]["@odata.id"].asString()));
   }
   return out;
+}
+
+Status FakeRedfish::connect_behind_back(const std::vector<std::string>& initiators,
+                                        const std::vector<std::string>& targets) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Json::Value body;
+  body["ConnectionType"] = "Memory";
+  for (const std::string& i : initiators) {
+    const std::string uri = std::string(kCxlEndpoints) + "/" + i;
+    if (!impl_->res.contains(uri)) {
+      return Error{ErrorCode::kNotFound, "fake redfish: no CXL endpoint '" + i + "'"};
+    }
+    body["Links"]["InitiatorEndpoints"].append(link(uri));
+  }
+  for (const std::string& t : targets) {
+    const std::string uri = std::string(kCxlEndpoints) + "/" + t;
+    auto e = impl_->res.find(uri);
+    if (e == impl_->res.end()) {
+      return Error{ErrorCode::kNotFound, "fake redfish: no CXL endpoint '" + t + "'"};
+    }
+    body["Links"]["TargetEndpoints"].append(link(uri));
+    for (const Json::Value& ent : e->second["ConnectedEntities"]) {
+      if (ent["EntityType"].asString() != "MemoryChunk") continue;
+      Json::Value info;
+      info["MemoryChunk"] = link(normalise(ent["EntityLink"]["@odata.id"].asString()));
+      body["MemoryChunkInfo"].append(info);
+    }
+  }
+  if (std::string why = impl_->check_connection(body); !why.empty()) {
+    return Error{ErrorCode::kConflict, "fake redfish: " + why};
+  }
+  impl_->connect(body);
+  return Status::Ok();
+}
+
+std::vector<std::string> FakeRedfish::request_log() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->log;
+}
+
+uint64_t FakeRedfish::writes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  uint64_t n = 0;
+  for (const std::string& line : impl_->log) {
+    if (line.starts_with("GET ") || line.find("/SessionService/") != std::string::npos) continue;
+    ++n;
+  }
+  return n;
 }
 
 size_t FakeRedfish::open_sessions() const {

@@ -1,7 +1,11 @@
 // fake_redfish: the fake Redfish composition service as a process, for shell tests.
 //   fake_redfish [--port N] [--port-file FILE] [--sloppy] [--patch-only] [--task-ms N]
 //                [--gpus-per-zone N] [--hosts N] [--username U] [--password P]
-//                [--cxl] [--cxl-chunks N] [--host-blocks]
+//                [--cxl] [--cxl-chunks N] [--host-blocks] [--mockups DIR]
+//                [--page-size N] [--root-redirect /|URL] [--broken-capabilities]
+//                [--noop-actions] [--old-style-errors] [--login-status N] [--reserve BLOCK]...
+// The mockups are served whole (pre-composed, shared, multi-zone and SAS blocks as they are);
+// the other flags are the options of FakeRedfishOptions of the same names.
 // Prints "listening on http://127.0.0.1:PORT" and serves until SIGTERM or SIGINT.
 #include <csignal>
 #include <cstdlib>
@@ -49,6 +53,23 @@ int main(int argc, char** argv) {
     } else if (a == "--cxl-chunks") {
       value(&n);
       o.cxl_chunks = static_cast<uint32_t>(n);
+    } else if (a == "--page-size") {
+      value(&n);
+      o.page_size = static_cast<uint32_t>(n);
+    } else if (a == "--login-status") {
+      value(&o.login_status);
+    } else if (a == "--broken-capabilities") {
+      o.broken_capabilities = true;
+    } else if (a == "--noop-actions") {
+      o.noop_actions = true;
+    } else if (a == "--old-style-errors") {
+      o.old_style_errors = true;
+    } else if ((a == "--root-redirect" || a == "--reserve") && i + 1 < argc) {
+      if (a == "--reserve") {
+        o.reserved.push_back(argv[++i]);
+      } else {
+        o.root_redirect = argv[++i];
+      }
     } else if (a == "--cxl") {
       o.cxl = true;
     } else if (a == "--host-blocks") {
@@ -68,7 +89,9 @@ int main(int argc, char** argv) {
       std::cerr << "fake_redfish: unknown or incomplete argument '" << a
                 << "'; allowed: --port N, --port-file FILE, --sloppy, --patch-only, --task-ms N, "
                    "--gpus-per-zone N, --hosts N, --username U, --password P, --mockups DIR, "
-                   "--cxl, --cxl-chunks N, --host-blocks\n";
+                   "--cxl, --cxl-chunks N, --host-blocks, --page-size N, --root-redirect /|URL, "
+                   "--broken-capabilities, --noop-actions, --old-style-errors, "
+                   "--login-status N, --reserve BLOCK\n";
       return 2;
     }
   }

@@ -11,6 +11,18 @@
 // drives (status/storage, device/info/ssd); a device's Liqid name ("gpu0") is its id. Which
 // group and machine hold a device comes from predevice.
 //
+// What is already held: a device the Director shows assigned to a machine is attached to that
+// machine's host, whoever assigned it (composerd tells its own from others' by its ledger); one
+// assigned to a machine that is not served here (host_map) is held by that machine. Devices in
+// the system free pool are listed in `skipped`. Detaching a device from a machine it is not on
+// succeeds without a request, wherever it sits.
+//
+// Assumed, as the Liqid SDK (3.2.0) documents no more: device_state is a string whose values
+// are not listed, so the states taken as healthy (active, ok, available, online, idle,
+// attached, connected), degraded (degraded, warning, busy) and critical (any other) are this
+// driver's reading; capacities are "capacity(MB)" of the status objects (CapacityMB in the
+// SDK), taken as MiB; a device with no group in predevice is in the system free pool.
+//
 // Attach and detach run inside one fabric edit per call: fabric/edit, then relate/<type>
 // (POST to attach, DELETE to detach) for every device, then fabric/reprogram. Any error after
 // the edit began cancels it (fabric/edit/cancel), which reverts every pending change, so a

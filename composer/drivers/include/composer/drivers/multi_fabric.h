@@ -4,10 +4,11 @@
 // Every name a member fabric gives is qualified with the member's name and a colon, so that
 // two fabrics may use the same ids without meeting: device "GPU-1" of fabric "pod-a" is
 // "pod-a:GPU-1", its zone "z1" is "pod-a:z1" and host "node7" is "pod-a:node7"; operation ids
-// likewise. The allocator only gives a host devices of the zones it reaches, and a host only
-// reaches its own fabric's zones, so a composition never spans two fabrics. Slurm node names
-// are not qualified; one node is served by one fabric, and inventory() refuses two fabrics
-// that both claim a node.
+// likewise. A member's held devices come qualified too (their holders' words unchanged), its
+// skipped resources prefixed with "pod-a: ". The allocator only gives a host devices of the zones
+// it reaches, and a host only reaches its own fabric's zones, so a composition never spans two
+// fabrics. Slurm node names are not qualified; one node is served by one fabric, and inventory()
+// refuses two fabrics that both claim a node.
 //
 // inventory() and health() read every member and fail, naming the member, when one does:
 // the reconciler then skips its round instead of taking a fabric that did not answer for one

@@ -1,8 +1,13 @@
 // The redfish driver: a DMTF Redfish CompositionService as a composer fabric.
 //
 // Resource blocks are the devices: a Processor block whose processor is a GPU is a GPU, a
-// Memory block is pooled memory, a Storage block (drives) is an NVMe device; the block's Id
-// is the device id. Resource zones are the composer zones. Composed systems are the hosts;
+// Memory block is pooled memory, a Storage block whose drives all have Protocol NVMe is an NVMe
+// device; the block's Id is the device id. Any other block (SAS or SATA drives, SimpleStorage,
+// network, untyped) is listed in the inventory's `skipped` with its reason. Resource zones
+// are the composer zones; a block in several zones is in all of them: its zone is their union
+// ("1+2"), which every host reaching one of them reaches too. Composed systems are the hosts,
+// reaching the zones of their compute blocks (the capabilities' zones only for a system that
+// lists no compute block);
 // attaching adds resource blocks to a host's composed system (the AddResourceBlock action or
 // a PATCH of Links.ResourceBlocks, whichever the system advertises), detaching removes them.
 // Answers of 202 are followed through their task monitor.
@@ -21,6 +26,21 @@
 // blocks and keeps the system even when only the compute block is left in it: deleting a
 // composed system may power the node off under its running jobs.
 //
+// What is already held: a block composed into one system is attached to that system's host,
+// whoever composed it; a block shared by several systems (CompositionStatus.SharingEnabled)
+// or Reserved is held, as is anything in a system that is not a served host. Detaching a
+// block from a host that does not hold it succeeds without a request, wherever the block
+// sits. After a change the service answered at once (200 or 204, no task), the system is read
+// back; a block not where the change put it fails the call (and what did move is undone).
+//
+// Shapes of real services: the service root with or without its trailing slash; redirects of
+// a GET (301, 302, 307, 308) followed within the service's origin (5 at most), a redirect to
+// another origin refused; Members@odata.nextLink followed on every collection; error bodies
+// with @Message.ExtendedInfo, error.message, or the older {"Status", "Message"}; a session
+// login answered with anything but 201 refused with the status and a hint to FabricAuth=basic;
+// a composition capabilities object that does not load is a warning, with the default slots.
+// With use_host_name, hosts that share a HostName are all left out (in `skipped`, named).
+//
 // HTTP/1.0 services that close every connection and end bodies by closing are served as any
 // other: each answer is read to the end of its connection when it carries no Content-Length.
 //
@@ -34,8 +54,12 @@
 // HostName, Id) and merged with the composed system of the same Id. Attaching POSTs a
 // Connection of ConnectionType Memory to the fabric's Connections, linking the host's
 // initiator endpoint that shares a zone with the chunk's target endpoint, the target endpoint
-// and the chunk; detaching DELETEs that connection. A service with only a CXL fabric (no
-// CompositionService) is accepted.
+// and the chunk; detaching DELETEs that connection, and only a connection of exactly that
+// host's initiators and that one chunk. The connections are the Connections collection's and
+// those the endpoints' Links.Connections name. A chunk in one such connection is attached to
+// the host; in any other (several hosts or chunks, an initiator that is no served host) it is
+// held, never taken over by an attach nor deleted by a detach. A service with only a CXL
+// fabric (no CompositionService) is accepted.
 #pragma once
 
 #include <map>

@@ -38,8 +38,9 @@ struct SimConfig {
 // one counter over the groups in order (bus 0x41 upwards, carrying into the domain past
 // 0xff); memory blocks get "numa:N", N from 2 upwards, one NUMA node per block.
 //
-// Attach and detach are all or nothing per call: an unknown host or device (kNotFound) or a
-// device attached to another host (kConflict) refuses the whole call at once, and an
+// Attach and detach are all or nothing per call: an unknown host or device (kNotFound), or
+// for an attach a device attached to another host (kConflict), refuses the whole call at once
+// (detaching a device from a host it is not attached to changes nothing and succeeds), and an
 // injected failure attaches or detaches nothing. Injected failures are reported through the
 // operation, as a real fabric reports a failed task: kFailed at once with no latency,
 // otherwise kRunning until the latency has passed and then kFailed. A successful call changes

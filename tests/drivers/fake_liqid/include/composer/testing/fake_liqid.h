@@ -77,6 +77,8 @@ class FakeLiqid {
   // Digests (API keys) that exist; requests served per method.
   size_t digests() const;
   uint64_t requests(const std::string& method) const;
+  // Requests that would change the Director: any method but GET, the digest calls aside.
+  uint64_t writes() const;
   // Relates a device to a machine at once, as an admin in the Director would (an orphan).
   Status relate_behind_back(const std::string& device, const std::string& machine);
 

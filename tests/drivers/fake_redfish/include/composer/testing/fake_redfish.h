@@ -1,5 +1,6 @@
 // A fake Redfish composition service for tests: a real HTTP server on loopback that serves the
-// DMTF public-composability mockup plus generated resource blocks (GPUs, memory, NVMe drives in
+// DMTF public-composability mockup whole (its pre-composed, shared, multi-zone and SAS blocks
+// as they are) plus generated resource blocks (GPUs, memory, NVMe drives in
 // two zones, and composed systems "node01".. to attach them to), keeps state (attach and
 // detach change what it serves), authenticates (sessions and basic auth) and injects faults.
 #pragma once
@@ -63,6 +64,25 @@ struct FakeRedfishOptions {
   uint32_t cxl_chunks = 4;
   // With cxl: a service with only the CXL fabric (the root links no CompositionService).
   bool cxl_only = false;
+  // Shapes of real services, each off by default:
+  // > 0: every collection longer than this is served in pages of page_size members, each
+  // naming the next through Members@odata.nextLink (".../Collection?$skip=N").
+  uint32_t page_size = 0;
+  // "/": GET /redfish/v1 answers 308 to /redfish/v1/ (the root is served there too); a URL
+  // (http://host:port): GET /redfish/v1 answers 302 to <URL>/redfish/v1/, another origin.
+  std::string root_redirect;
+  // The Systems collection advertises its CapabilitiesObject, which answers 404.
+  bool broken_capabilities = false;
+  // AddResourceBlock/RemoveResourceBlock actions and PATCHes answer 204 and change nothing.
+  bool noop_actions = false;
+  // Error bodies in the older {"Status": N, "Message": "..."} shape instead of
+  // {"error": {..., "@Message.ExtendedInfo": [...]}}.
+  bool old_style_errors = false;
+  // != 0 and != 201: the session login answers this status without a session (200 with a
+  // body, or an error such as 405); basic authentication still works.
+  int login_status = 0;
+  // Resource blocks (by Id) served with CompositionStatus.Reserved true.
+  std::vector<std::string> reserved;
   int port = 0;  // 0: any free port on 127.0.0.1
 };
 
@@ -112,8 +132,17 @@ class FakeRedfish {
   std::vector<std::string> hosts() const;
   // Memory connections of the CXL fabric: (initiator endpoint Id, target endpoint Id) each.
   std::vector<std::pair<std::string, std::string>> memory_connections() const;
+  // A memory connection made by someone else: the initiator endpoints and the memory chunks of
+  // the target endpoints (by Id), all in one connection. kNotFound for an unknown endpoint,
+  // kConflict for a chunk already connected.
+  Status connect_behind_back(const std::vector<std::string>& initiators,
+                             const std::vector<std::string>& targets);
   // Sessions currently open, and requests served per method ("GET", "POST", ...).
   size_t open_sessions() const;
+  // Every request served but the control ones, "METHOD /path?query" in order; and how many of
+  // them would change the service (any method but GET, outside the SessionService).
+  std::vector<std::string> request_log() const;
+  uint64_t writes() const;
   uint64_t requests(const std::string& method) const;
 
   // The same over HTTP, for shell tests (no authentication, loopback only):

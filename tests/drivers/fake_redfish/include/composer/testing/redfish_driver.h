@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "composer/drivers/redfish_fabric.h"
@@ -35,6 +36,28 @@ inline std::unique_ptr<RedfishFabric> connect_driver(RedfishOptions o) {
   auto f = RedfishFabric::create(std::move(o));
   EXPECT_TRUE(f.ok()) << f;
   return f.ok() ? std::move(f).value() : nullptr;
+}
+
+// A device or a host of an inventory by id; nullptr if it has none.
+inline const Device* find_device(const FabricInventory& inv, const std::string& id) {
+  for (const Device& d : inv.devices) {
+    if (d.id == id) return &d;
+  }
+  return nullptr;
+}
+inline const Host* find_host(const FabricInventory& inv, const std::string& fabric_id) {
+  for (const Host& h : inv.hosts) {
+    if (h.fabric_id == fabric_id) return &h;
+  }
+  return nullptr;
+}
+
+// Restarting composerd against the same fake: a new driver instance, running tasks handed
+// back to the caller.
+inline std::unique_ptr<RedfishFabric> reconnect(const testing::FakeRedfish& fake, long poll_ms) {
+  RedfishOptions o = driver_options(fake, poll_ms);
+  o.task_wait_ms = 0;
+  return connect_driver(std::move(o));
 }
 
 // The Redfish Status.Health word the fake takes for a composer health.
