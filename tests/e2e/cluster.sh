@@ -106,26 +106,14 @@ CONF
 # The DMTF mockup the fake serves, less the device blocks already composed into the mockup's
 # own systems: this cluster is about the node composerd serves, and those blocks belong to
 # hosts it leaves alone. The mockup's free blocks stay in the pool.
-write_mockups() {
-  local from to=$E2E_DIR/mockups blocks
+# The mockups are served whole, as a real service holds them: composed systems, blocks
+# already composed into them, shared blocks. composerd must leave all of that alone.
+mockups_dir() {
+  local from
   from=$(realpath -m "${COMPOSER_REDFISH_MOCKUPS:-$SRC/../shared/data/redfish}")
   [[ -d $from/public-composability ]] ||
     die "Redfish mockups not found at $from (set COMPOSER_REDFISH_MOCKUPS)"
-  mkdir -p "$to"
-  cp -r "$from/public-composability" "$to/"
-  blocks=$to/public-composability/CompositionService/ResourceBlocks
-  local keep=() uri id
-  while read -r uri; do
-    id=${uri##*/}
-    if jq -e '(.Links.ComputerSystems // []) == [] or (.ResourceBlockType | index("Compute"))' \
-      "$blocks/$id/index.json" >/dev/null; then
-      keep+=("$uri")
-    fi
-  done < <(jq -r '.Members[]."@odata.id"' "$blocks/index.json")
-  jq --args '.Members = [$ARGS.positional[] | {"@odata.id": .}] |
-    ."Members@odata.count" = ($ARGS.positional | length)' "${keep[@]}" \
-    <"$blocks/index.json" >"$blocks/index.json.new"
-  mv "$blocks/index.json.new" "$blocks/index.json"
+  echo "$from"
 }
 
 # The fake Redfish service, and composer.conf's fabric lines pointing at it. It serves
@@ -133,7 +121,8 @@ write_mockups() {
 # fake publishes none, so FabricSlots lets one host hold the whole pool, as with sim.
 start_fake_redfish() {
   [[ -x $FAKE_REDFISH ]] || die "fake_redfish not built: $FAKE_REDFISH"
-  write_mockups
+  local mockups
+  mockups=$(mockups_dir) || exit 1
   local port_file=$E2E_DIR/run/fake_redfish.port cred=$E2E_DIR/etc/fabric.cred
   local password="e2e-$RANDOM$RANDOM"
   (
@@ -141,7 +130,7 @@ start_fake_redfish() {
     printf 'username=composer\npassword=%s\n' "$password" >"$cred"
   )
   rm -f "$port_file"
-  setsid "$FAKE_REDFISH" --mockups "$E2E_DIR/mockups" --port-file "$port_file" --hosts 1 --gpus-per-zone $((E2E_GPUS / 2)) \
+  setsid "$FAKE_REDFISH" --mockups "$mockups" --port-file "$port_file" --hosts 1 --gpus-per-zone $((E2E_GPUS / 2)) \
     --task-ms 20 --username composer --password "$password" \
     >>"$E2E_DIR/log/fake_redfish.log" 2>&1 &
   echo $! >"$E2E_DIR/run/fake_redfish.pid"

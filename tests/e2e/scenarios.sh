@@ -42,9 +42,10 @@ is_device_of_type() {  # is_device_of_type TYPE ID: composerd knows ID as a devi
 # How many devices of TYPE the pool holds, as composerd publishes it to the submit plugin.
 pool_total() { jq -er --arg t "$1" '.pools[$t].total' "$E2E_DIR/composer/snapshot.json"; }
 event_kinds() { api /v1/events "job=$1" | jq -r '[.events[].kind] | join(" ")'; }
-pool_adds_up() {  # every row: free + attached + drained + failed == total, nothing attached
-  api /v1/pool | jq -e 'all(.pool[]; .attached == 0 and .free + .drained + .failed == .total)' \
-    >/dev/null
+pool_adds_up() {  # every row: free + attached + drained + failed + foreign == total, nothing attached
+  api /v1/pool |
+    jq -e 'all(.pool[]; .attached == 0 and .free + .drained + .failed + .foreign == .total)' \
+      >/dev/null
 }
 
 job_field() { scontrol show job "$1" -o 2>/dev/null | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2-; }
@@ -286,6 +287,32 @@ scenario_composerd_down_at_prolog_drains_and_requeues_held() {
   wait_until 15 nothing_attached || fail "$(attached) devices attached afterwards"
 }
 
+# What the fabric held before composerd came (the Redfish mockups' pre-composed and shared
+# blocks) is foreign: never given to a job, never detached, whatever ran before this check.
+scenario_foreign_devices_are_never_touched() {
+  local foreign expected=0 used
+  foreign=$(api /v1/devices "state=foreign" | jq -r '.devices[] | "\(.id) \(.holder)"') ||
+    fail "cannot list foreign devices" || return 1
+  [[ $FABRIC == redfish ]] && expected=1
+  if ((expected)); then
+    [[ -n $foreign ]] || fail "the mockups' composed blocks are not foreign" || return 1
+  else
+    [[ -z $foreign ]] || fail "the sim fabric shows foreign devices: $foreign" || return 1
+  fi
+  while read -r id holder; do
+    [[ -n $id ]] || continue
+    [[ -n $holder ]] || fail "foreign device $id has no holder" || return 1
+    used=$(api /v1/compositions "limit=0" |
+      jq -r --arg id "$id" '[.compositions[] | select(any(.devices[]; .id == $id)) | .id] | join(",")')
+    [[ -z $used ]] || fail "foreign device $id was given to compositions $used" || return 1
+  done <<<"$foreign"
+  # The licenses Slurm schedules leave them out.
+  local total lic
+  total=$(pool_total gpu) || return 1
+  lic=$(scontrol show license fabric_gpu -o | grep -o 'Total=[0-9]*' | cut -d= -f2)
+  [[ $lic == "$total" ]] || fail "fabric_gpu Total=$lic, the pool schedules $total" || return 1
+}
+
 ALL_SCENARIOS=(
   scenario_batch_job_sees_its_devices
   scenario_srun_job_sees_its_devices
@@ -299,4 +326,5 @@ ALL_SCENARIOS=(
   scenario_array_of_50_leaks_nothing
   scenario_refused_compose_fails_the_job_not_the_node
   scenario_composerd_down_at_prolog_drains_and_requeues_held
+  scenario_foreign_devices_are_never_touched
 )
