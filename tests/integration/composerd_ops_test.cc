@@ -214,5 +214,23 @@ TEST(ComposerdOpsTest, SighupAppliesLogLevelAndRefusesABrokenConfigWithoutStoppi
   EXPECT_TRUE(d.client(2000).health().ok());
 }
 
+TEST(ComposerdOpsTest, ComposerctlBackupCopiesTheDatabaseOfARunningComposerd) {
+  ComposerdProcess d;
+  exercise(d);
+  const std::string copy = d.state_dir() + "/../backup.db";
+  const std::string cmd = std::string(COMPOSERCTL_PATH) + " backup " + copy + " --database " +
+                          d.state_dir() + "/composer.db";
+  const auto r = run_command(cmd);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("copied to " + copy), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(copy));
+  EXPECT_TRUE(d.client(2000).health().ok());
+  const auto again = run_command(cmd);
+  EXPECT_EQ(again.code, 1) << again.out;
+  EXPECT_NE(again.out.find(copy + " exists; composerctl backup writes a new file only"),
+            std::string::npos)
+      << again.out;
+}
+
 }  // namespace
 }  // namespace composer::testing
