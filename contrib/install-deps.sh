@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages slurm-composer builds, tests and demos with. Idempotent: when
 # everything is present it changes nothing and needs no network.
+# prometheus brings promtool (alert rule tests), python3-prometheus-client and python3-yaml the
+# independent /metrics parser of tests/integration/check_scrape.py.
 # Usage: contrib/install-deps.sh [--list]   (--list prints the packages and installs nothing)
 set -euo pipefail
 
@@ -12,6 +14,7 @@ packages=(
   munge libmunge-dev
   slurmctld slurmd slurm-client libslurm-dev
   curl procps iproute2 tzdata bc jq openssl hostname libxml2-dev
+  prometheus python3-prometheus-client python3-yaml
 )
 
 if [[ ${1:-} == --list ]]; then

@@ -7,6 +7,8 @@
 
 #include <map>
 #include <memory>
+#include <random>
+#include <set>
 #include <string>
 
 #include "composer/accounting/chart.h"
@@ -146,6 +148,159 @@ TEST_F(ChartTest, NamesFromTheLedgerAreEscaped) {
   bool found = false;
   for (auto& bar : doc.select("//s:rect[@class='bar']")) found |= bar["data-class"] == "<b>&\"x'";
   EXPECT_TRUE(found);
+}
+
+TEST_F(ChartTest, EachClassHasOneColourInEveryPanel) {
+  // The GPUs are used by training and inference, the memory by training only, the NVMe by
+  // inference only: a class keeps its colour whichever classes a panel shows.
+  XmlDoc doc(report_svg(example()));
+  ASSERT_NE(doc.doc, nullptr);
+  std::map<std::string, std::set<std::string>> fills;   // class -> fills
+  std::map<std::string, std::set<std::string>> panels;  // class -> types drawn in
+  for (auto& bar : doc.select("//s:rect[@class='bar']")) {
+    fills[bar["data-class"]].insert(bar["fill"]);
+    panels[bar["data-class"]].insert(bar["data-type"]);
+  }
+  for (auto& swatch : doc.select("//s:rect[@class='legend']")) {
+    fills[swatch["data-class"]].insert(swatch["fill"]);
+  }
+  ASSERT_EQ(fills.size(), 2u);
+  EXPECT_EQ(panels["training"], (std::set<std::string>{"gpu", "mem"}));
+  EXPECT_EQ(panels["inference"], (std::set<std::string>{"gpu", "nvme"}));
+  EXPECT_EQ(fills["training"].size(), 1u);
+  EXPECT_EQ(fills["inference"].size(), 1u);
+  EXPECT_NE(*fills["training"].begin(), *fills["inference"].begin());
+
+  // Another report with other classes: training keeps its colour, and "(none)" gets its own.
+  std::mt19937_64 rng(7);
+  auto l = testing::random_ledger(rng, 60);
+  auto r = build_report(l.inventory, l.events,
+                        {.start_ms = kT0, .end_ms = kT0 + 100 * kH, .now_ms = kT0 + 200 * kH});
+  ASSERT_TRUE(r.ok());
+  XmlDoc other(report_svg(*r));
+  std::map<std::string, std::set<std::string>> other_fills;
+  for (auto& bar : other.select("//s:rect[@class='bar']")) {
+    other_fills[bar["data-class"]].insert(bar["fill"]);
+  }
+  ASSERT_EQ(other_fills.size(), 3u);
+  EXPECT_EQ(other_fills["training"], fills["training"]);
+  std::set<std::string> distinct;
+  for (auto& [cls, f] : other_fills) {
+    EXPECT_EQ(f.size(), 1u) << cls;
+    distinct.insert(*f.begin());
+  }
+  EXPECT_EQ(distinct.size(), 3u);
+}
+
+TEST_F(ChartTest, HeatMapsHaveAColourScaleThatSaysWhatGreyMeans) {
+  const Report r = example();
+  XmlDoc doc(report_svg(r));
+  ASSERT_NE(doc.doc, nullptr);
+  for (const HeatMap& h : r.heat_maps) {
+    const std::string g = "/s:svg/s:g[@class='heat'][@data-type='" + h.type + "']";
+    auto steps = doc.select(g + "/s:rect[@class='scale-step']");
+    ASSERT_EQ(steps.size(), 5u);
+    EXPECT_EQ(steps.front()["data-share"], "0.00");
+    EXPECT_EQ(steps.back()["data-share"], "1.00");
+    // The scale's shades are the cells' shades: a cell with share 0 has the 0% colour.
+    auto grey = doc.select(g + "/s:rect[@class='scale-unknown']");
+    ASSERT_EQ(grey.size(), 1u);
+    auto unknown = doc.select(g + "/s:rect[@class='cell'][@data-share='']");
+    ASSERT_FALSE(unknown.empty());  // an 8-hour report leaves most of the week unknown
+    for (auto& cell : unknown) EXPECT_EQ(cell["fill"], grey[0]["fill"]);
+    for (auto& cell : doc.select(g + "/s:rect[@class='cell'][@data-share='0.0000']")) {
+      EXPECT_EQ(cell["fill"], steps.front()["fill"]);
+    }
+    EXPECT_EQ(doc.select(g + "/s:text[@class='scale-note'][contains(., 'Grey: no device was "
+                             "available')]")
+                  .size(),
+              1u);
+  }
+}
+
+TEST_F(ChartTest, EveryPanelHasAxisTitlesWithUnits) {
+  Report r = example();
+  r.time_zone = "Europe/Berlin";
+  XmlDoc doc(report_svg(r));
+  ASSERT_NE(doc.doc, nullptr);
+  EXPECT_EQ(doc.select("/s:svg/s:g[@class='usage']/s:text[@class='axis-title'][@data-axis='x']"
+                       "[.='time (Europe/Berlin)']")
+                .size(),
+            3u);
+  EXPECT_EQ(doc.select("/s:svg/s:g[@class='usage']/s:text[@class='axis-title'][@data-axis='y']"
+                       "[contains(., 'devices attached')]")
+                .size(),
+            3u);
+  EXPECT_EQ(doc.select("/s:svg/s:g[@class='heat']/s:text[@class='axis-title'][@data-axis='x']"
+                       "[.='hour of day (Europe/Berlin)']")
+                .size(),
+            3u);
+  EXPECT_EQ(doc.select("/s:svg/s:g[@class='heat']/s:text[@class='axis-title'][@data-axis='y']"
+                       "[.='weekday']")
+                .size(),
+            3u);
+}
+
+// Ticks of one usage panel: (ms, label) in order.
+std::vector<std::pair<int64_t, std::string>> ticks(const XmlDoc& doc, const std::string& type) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  const std::string g = "/s:svg/s:g[@class='usage'][@data-type='" + type + "']";
+  auto lines = doc.select(g + "/s:line[@class='tick']");
+  for (auto& line : lines) {
+    const std::string ms = line["data-ms"];
+    xmlXPathContextPtr ctx = xmlXPathNewContext(doc.doc);
+    xmlXPathRegisterNs(ctx, BAD_CAST "s", BAD_CAST "http://www.w3.org/2000/svg");
+    const std::string xpath = g + "/s:text[@class='tick-label'][@data-ms='" + ms + "']";
+    xmlXPathObjectPtr found = xmlXPathEvalExpression(BAD_CAST xpath.c_str(), ctx);
+    EXPECT_EQ(found->nodesetval != nullptr ? found->nodesetval->nodeNr : 0, 1) << xpath;
+    std::string label;
+    if (found->nodesetval != nullptr && found->nodesetval->nodeNr == 1) {
+      xmlChar* text = xmlNodeGetContent(found->nodesetval->nodeTab[0]);
+      label = reinterpret_cast<char*>(text);
+      xmlFree(text);
+    }
+    xmlXPathFreeObject(found);
+    xmlXPathFreeContext(ctx);
+    out.emplace_back(std::stoll(ms), label);
+  }
+  return out;
+}
+
+TEST_F(ChartTest, TimeAxisHasRoundTicksWithOneLabelEach) {
+  // 8 hours: a tick every 2 hours (at most 8 labels), each at a whole hour.
+  XmlDoc doc(report_svg(example()));
+  ASSERT_NE(doc.doc, nullptr);
+  auto t = ticks(doc, "gpu");
+  ASSERT_GE(t.size(), 3u);
+  EXPECT_LE(t.size(), 8u);
+  EXPECT_EQ(
+      doc.select("/s:svg/s:g[@class='usage'][@data-type='gpu']/s:text[@class='tick-label']").size(),
+      t.size());
+  std::set<std::string> labels;
+  for (size_t i = 0; i < t.size(); ++i) {
+    EXPECT_EQ(t[i].first % kH, 0);
+    EXPECT_GE(t[i].first, kT0 + 2 * kH);
+    EXPECT_LT(t[i].first, kT0 + 10 * kH);
+    if (i > 0) {
+      EXPECT_EQ(t[i].first - t[i - 1].first, t[1].first - t[0].first);
+    }
+    labels.insert(t[i].second);
+  }
+  EXPECT_EQ(labels.size(), t.size());  // no two ticks share a label
+  EXPECT_EQ(t[0].second, "01-01 02:00") << "kT0 is 2024-01-01 00:00 UTC";
+
+  // A week: one tick a day at midnight, labelled by weekday and date.
+  std::mt19937_64 rng(3);
+  auto l = testing::random_ledger(rng, 40);
+  auto r = build_report(l.inventory, l.events,
+                        {.start_ms = kT0, .end_ms = kT0 + 7 * 24 * kH, .now_ms = kT0 + 300 * kH});
+  ASSERT_TRUE(r.ok());
+  XmlDoc week(report_svg(*r));
+  auto w = ticks(week, "gpu");
+  ASSERT_EQ(w.size(), 7u);
+  for (auto& [ms, label] : w) EXPECT_EQ(ms % (24 * kH), 0);
+  EXPECT_EQ(w[0].second, "Mon 01-01");
+  EXPECT_EQ(w[6].second, "Sun 01-07");
 }
 
 }  // namespace

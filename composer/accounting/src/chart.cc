@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -65,8 +66,77 @@ std::string label_time(int64_t ms) {
 
 std::string class_name(const std::string& c) { return c.empty() ? "(none)" : c; }
 
+// One colour per workload class for the whole document, stable across reports: a class's
+// colour is the palette entry its name hashes to (FNV-1a), and when two classes of one report
+// hash to the same entry, the one later in name order takes the next free entry.
+using Colours = std::map<std::string, std::string>;
+Colours class_colours(const Report& report) {
+  std::set<std::string> classes;
+  for (const Series& s : report.series) {
+    for (const SeriesPoint& p : s.points) {
+      for (const auto& [cls, ms] : p.attached_ms_by_class) classes.insert(cls);
+    }
+  }
+  constexpr size_t n = std::size(kPalette);
+  std::vector<bool> taken(n, false);
+  Colours out;
+  for (const std::string& cls : classes) {
+    uint32_t hash = 2166136261u;
+    for (unsigned char c : cls) hash = (hash ^ c) * 16777619u;
+    size_t slot = hash % n;
+    for (size_t tries = 0; tries < n && taken[slot]; ++tries) slot = (slot + 1) % n;
+    taken[slot] = true;
+    out[cls] = kPalette[slot];
+  }
+  return out;
+}
+
+// Tick times for [start, end): round local times (whole hours, or local midnights for steps
+// of a day or more), the smallest step that gives at most kMaxTicks labels.
+constexpr int kMaxTicks = 8;
+std::vector<int64_t> time_ticks(int64_t start, int64_t end) {
+  constexpr int64_t kHour = int64_t{3600} * 1000;
+  constexpr int64_t kSteps[] = {kHour,       2 * kHour,   3 * kHour,    6 * kHour,
+                                12 * kHour,  24 * kHour,  48 * kHour,   168 * kHour,
+                                336 * kHour, 720 * kHour, 2160 * kHour, 8760 * kHour};
+  const std::time_t t = static_cast<std::time_t>(start / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  const int64_t offset = static_cast<int64_t>(tm.tm_gmtoff) * 1000;
+  std::vector<int64_t> out;
+  for (int64_t step : kSteps) {
+    out.clear();
+    const int64_t local = start + offset;
+    for (int64_t tick = (local + step - 1) / step * step; tick - offset < end; tick += step) {
+      out.push_back(tick - offset);
+      if (out.size() > kMaxTicks) break;
+    }
+    if (out.size() <= kMaxTicks) return out;
+  }
+  return out;
+}
+
+std::string tick_label(int64_t ms, bool whole_days) {
+  const std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, whole_days ? "%a %m-%d" : "%m-%d %H:%M", &tm);
+  return buf;
+}
+
+// The white-to-blue shade of a heat map cell for a share attached.
+std::string heat_fill(double share) {
+  const int shade = static_cast<int>(255 - share * 200);
+  char fill[16];
+  std::snprintf(fill, sizeof fill, "#%02x%02x%02x", shade, shade, 255);
+  return fill;
+}
+constexpr const char* kUnknownFill = "#cccccc";
+
 // Pool use over time for one type; returns the panel's height.
-int usage_panel(std::ostringstream& out, const Series& series, int top) {
+int usage_panel(std::ostringstream& out, const Series& series, const Colours& colours,
+                const std::string& time_zone, int top) {
   std::set<std::string> class_set;
   double peak = 0;
   for (const auto& p : series.points) {
@@ -114,9 +184,8 @@ int usage_panel(std::ostringstream& out, const Series& series, int top) {
           << escape(classes[c]) << "\" data-start-ms=\"" << p.start_ms << "\" data-devices=\""
           << fixed(devices) << "\" x=\"" << fixed(x, 2) << "\" y=\"" << fixed(y, 2) << "\" width=\""
           << fixed(std::max(bar - 0.5, 0.5), 2) << "\" height=\"" << fixed(h, 2) << "\" fill=\""
-          << kPalette[c % std::size(kPalette)] << "\"><title>" << escape(class_name(classes[c]))
-          << " from " << label_time(p.start_ms) << ": " << fixed(devices, 2)
-          << " devices</title></rect>\n";
+          << colours.at(classes[c]) << "\"><title>" << escape(class_name(classes[c])) << " from "
+          << label_time(p.start_ms) << ": " << fixed(devices, 2) << " devices</title></rect>\n";
     }
     const double avail = static_cast<double>(p.available_ms) / static_cast<double>(p.length_ms);
     line += fixed(x, 2) + "," + fixed(base - avail * scale, 2) + " " + fixed(x + bar, 2) + "," +
@@ -129,32 +198,49 @@ int usage_panel(std::ostringstream& out, const Series& series, int top) {
   }
   out << "<line x1=\"" << kLeft << "\" y1=\"" << base << "\" x2=\"" << kLeft + plot_width
       << "\" y2=\"" << base << "\" stroke=\"#333\"/>\n";
+  // Time ticks, one label each, and the axis titles with their units.
   if (n > 0) {
-    out << "<text x=\"" << kLeft << "\" y=\"" << base + 16 << "\" font-size=\"11\">"
-        << label_time(series.points.front().start_ms) << "</text>\n";
-    const SeriesPoint& last = series.points.back();
-    out << "<text x=\"" << kLeft + plot_width << "\" y=\"" << base + 16
-        << "\" font-size=\"11\" text-anchor=\"end\">" << label_time(last.start_ms + last.length_ms)
-        << "</text>\n";
+    const int64_t t0 = series.points.front().start_ms;
+    const int64_t t1 = series.points.back().start_ms + series.points.back().length_ms;
+    const auto ticks = time_ticks(t0, t1);
+    const bool whole_days = ticks.size() >= 2 && ticks[1] - ticks[0] >= int64_t{24} * 3600 * 1000;
+    for (int64_t tick : ticks) {
+      const double x = kLeft + static_cast<double>(plot_width) * static_cast<double>(tick - t0) /
+                                   static_cast<double>(t1 - t0);
+      out << "<line class=\"tick\" data-ms=\"" << tick << "\" x1=\"" << fixed(x, 1) << "\" y1=\""
+          << base << "\" x2=\"" << fixed(x, 1) << "\" y2=\"" << base + 4
+          << "\" stroke=\"#333\"/>\n";
+      out << "<text class=\"tick-label\" data-ms=\"" << tick << "\" x=\"" << fixed(x, 1)
+          << "\" y=\"" << base + 16 << "\" font-size=\"11\" text-anchor=\"middle\">"
+          << tick_label(tick, whole_days) << "</text>\n";
+    }
   }
+  out << "<text class=\"axis-title\" data-axis=\"x\" x=\"" << kLeft + plot_width / 2 << "\" y=\""
+      << base + 32 << "\" font-size=\"12\" text-anchor=\"middle\">time (" << escape(time_zone)
+      << ")</text>\n";
+  out << "<text class=\"axis-title\" data-axis=\"y\" x=\"16\" y=\"" << base - kPlotHeight / 2
+      << "\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 16 "
+      << base - kPlotHeight / 2 << ")\">devices attached (average per interval)</text>\n";
   // Legend.
   int ly = top + 40;
   for (size_t c = 0; c < classes.size(); ++c, ly += 18) {
     out << "<rect x=\"" << kWidth - kRight + 12 << "\" y=\"" << ly - 10
-        << "\" width=\"12\" height=\"12\" fill=\"" << kPalette[c % std::size(kPalette)]
-        << "\"/><text x=\"" << kWidth - kRight + 30 << "\" y=\"" << ly << "\" font-size=\"12\">"
-        << escape(class_name(classes[c])) << "</text>\n";
+        << "\" width=\"12\" height=\"12\" class=\"legend\" data-class=\"" << escape(classes[c])
+        << "\" fill=\"" << colours.at(classes[c]) << "\"/><text x=\"" << kWidth - kRight + 30
+        << "\" y=\"" << ly << "\" font-size=\"12\">" << escape(class_name(classes[c]))
+        << "</text>\n";
   }
   out << "<line x1=\"" << kWidth - kRight + 12 << "\" y1=\"" << ly - 4 << "\" x2=\""
       << kWidth - kRight + 24 << "\" y2=\"" << ly - 4
       << "\" stroke=\"#333\" stroke-dasharray=\"4 3\"/><text x=\"" << kWidth - kRight + 30
       << "\" y=\"" << ly << "\" font-size=\"12\">available</text>\n";
   out << "</g>\n";
-  return 30 + kPlotHeight + 40;
+  return 30 + kPlotHeight + 54;
 }
 
 // Share attached by weekday and hour for one type; returns the panel's height.
-int heat_panel(std::ostringstream& out, const HeatMap& heat, int top) {
+int heat_panel(std::ostringstream& out, const HeatMap& heat, const std::string& time_zone,
+               int top) {
   out << "<g class=\"heat\" data-type=\"" << escape(heat.type) << "\">\n";
   out << "<text x=\"" << kLeft << "\" y=\"" << top + 18
       << "\" font-size=\"15\" font-weight=\"bold\">" << escape(heat.type)
@@ -175,10 +261,7 @@ int heat_panel(std::ostringstream& out, const HeatMap& heat, int top) {
       const double share =
           known ? static_cast<double>(heat.attached_ms[d][h]) / static_cast<double>(avail) : 0;
       // White (idle) to dark blue (all attached); grey where nothing was available.
-      const int shade = static_cast<int>(255 - share * 200);
-      char fill[16];
-      std::snprintf(fill, sizeof fill, "#%02x%02x%02x", known ? shade : 0xcc, known ? shade : 0xcc,
-                    known ? 255 : 0xcc);
+      const std::string fill = known ? heat_fill(share) : kUnknownFill;
       out << "<rect class=\"cell\" data-type=\"" << escape(heat.type) << "\" data-weekday=\"" << d
           << "\" data-hour=\"" << h << "\" data-share=\"" << (known ? fixed(share) : "")
           << "\" x=\"" << kLeft + h * kCellWidth << "\" y=\"" << y << "\" width=\""
@@ -188,19 +271,46 @@ int heat_panel(std::ostringstream& out, const HeatMap& heat, int top) {
           << "</title></rect>\n";
     }
   }
+  const int grid_bottom = grid_top + 7 * kCellHeight;
+  out << "<text class=\"axis-title\" data-axis=\"x\" x=\"" << kLeft + 12 * kCellWidth << "\" y=\""
+      << grid_bottom + 30 << "\" font-size=\"12\" text-anchor=\"middle\">hour of day ("
+      << escape(time_zone) << ")</text>\n";
+  out << "<text class=\"axis-title\" data-axis=\"y\" x=\"16\" y=\"" << grid_top + 70
+      << "\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 16 " << grid_top + 70
+      << ")\">weekday</text>\n";
+  // The colour scale: what each shade means, and grey.
+  const int sx = kLeft + 24 * kCellWidth + 24;
+  out << "<text x=\"" << sx << "\" y=\"" << grid_top + 8
+      << "\" font-size=\"12\">share attached</text>\n";
+  for (int i = 0; i <= 4; ++i) {
+    const double share = i / 4.0;
+    const int y = grid_top + 16 + i * 18;
+    out << "<rect class=\"scale-step\" data-share=\"" << fixed(share, 2) << "\" x=\"" << sx
+        << "\" y=\"" << y << "\" width=\"16\" height=\"14\" stroke=\"#999\" fill=\""
+        << heat_fill(share) << "\"/><text x=\"" << sx + 22 << "\" y=\"" << y + 11
+        << "\" font-size=\"11\">" << i * 25 << "%</text>\n";
+  }
+  out << "<rect class=\"scale-unknown\" x=\"" << sx << "\" y=\"" << grid_top + 16 + 5 * 18 + 4
+      << "\" width=\"16\" height=\"14\" stroke=\"#999\" fill=\"" << kUnknownFill << "\"/><text x=\""
+      << sx + 22 << "\" y=\"" << grid_top + 16 + 5 * 18 + 15
+      << "\" font-size=\"11\">no device available</text>\n";
+  out << "<text class=\"scale-note\" x=\"" << kLeft << "\" y=\"" << grid_bottom + 46
+      << "\" font-size=\"11\">Grey: no device was available in that hour (outside the report's "
+         "range, none pooled yet, or every device drained or failed).</text>\n";
   out << "</g>\n";
-  return 30 + 7 * kCellHeight + 40;
+  return 30 + 7 * kCellHeight + 60;
 }
 
 }  // namespace
 
 std::string report_svg(const Report& report) {
   std::ostringstream body;
+  const Colours colours = class_colours(report);
   int y = 40;
   for (const Series& s : report.series) {
-    y += usage_panel(body, s, y);
+    y += usage_panel(body, s, colours, report.time_zone, y);
     for (const HeatMap& h : report.heat_maps) {
-      if (h.type == s.type) y += heat_panel(body, h, y);
+      if (h.type == s.type) y += heat_panel(body, h, report.time_zone, y);
     }
   }
   std::ostringstream out;

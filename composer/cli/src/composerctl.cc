@@ -13,6 +13,7 @@
 #include "composer/client/client.h"
 #include "composer/common/clock.h"
 #include "composer/common/units.h"
+#include "composer/db/store.h"
 #include "output.h"
 #include "policy.h"
 #include "report.h"
@@ -229,6 +230,16 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       "slurm-config",
       "The slurm.conf and gres.conf lines (Licenses, GresTypes, Gres) for the pool");
   output_options(config_cmd);
+  auto* backup_cmd = app.add_subcommand(
+      "backup", "A consistent copy of composerd's database, while it runs (on its host)");
+  std::string backup_file;
+  std::string backup_database = "/var/lib/slurm-composer/composer.db";
+  backup_cmd->add_option("FILE", backup_file, "the new file (an existing one is not overwritten)")
+      ->required();
+  backup_cmd
+      ->add_option("--database", backup_database,
+                   "composerd's database (StateDir/composer.db; default " + backup_database + ")")
+      ->type_name("PATH");
   auto policy = add_policy_command(app);
   for (CLI::App* c : policy_commands(*policy)) output_options(c);
   output_options(policy_apply_command(*policy), Shape::kJson);
@@ -245,6 +256,16 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       return app.exit(e, out, err);
     err << kProgram << ": error: " << e.what() << "\nRun '" << kProgram << " --help' for usage.\n";
     return kExitUsage;
+  }
+
+  if (backup_cmd->parsed()) {
+    // Local: SQLite's online backup of the file composerd writes; composerd is not asked.
+    if (Status s_backup = db::backup(backup_database, backup_file); !s_backup) {
+      err << kProgram << ": error: " << s_backup.error().message << "\n";
+      return kExitFailed;
+    }
+    out << "composerctl: " << backup_database << " copied to " << backup_file << "\n";
+    return kExitOk;
   }
 
   try {

@@ -65,14 +65,17 @@ bool parse_level(std::string_view name, Level* out) {
 }
 
 bool set_file(const std::string& path) {
-  std::lock_guard lock(g_mutex);
-  if (g_file != nullptr) {
-    std::fclose(g_file);
-    g_file = nullptr;
+  // Opened before the old file is closed: a path that cannot be opened changes nothing, and
+  // the same path again reopens it (after logrotate moved it away).
+  FILE* opened = nullptr;
+  if (!path.empty()) {
+    opened = std::fopen(path.c_str(), "ae");
+    if (opened == nullptr) return false;
   }
-  if (path.empty()) return true;
-  g_file = std::fopen(path.c_str(), "ae");
-  return g_file != nullptr;
+  std::lock_guard lock(g_mutex);
+  if (g_file != nullptr) std::fclose(g_file);
+  g_file = opened;
+  return true;
 }
 
 void write(Level l, std::string_view msg, std::initializer_list<Field> fields) {

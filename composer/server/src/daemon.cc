@@ -34,6 +34,7 @@ struct Daemon::Impl {
   Config config;
   const Clock& clock;
   std::unique_ptr<db::Store> store;
+  FabricMeters fabric_meters;  // outlives the fabric, whose calls it times
   std::unique_ptr<Fabric> fabric;
   std::unique_ptr<CompositionService> service;
   std::unique_ptr<Reconciler> reconciler;
@@ -79,7 +80,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
   }
   impl->store = std::move(store).value();
 
-  auto fabric = make_fabric(config);
+  auto fabric = make_fabric(config, &impl->fabric_meters);
   if (!fabric) return fabric.error();
   impl->fabric = std::move(fabric).value();
 
@@ -110,8 +111,14 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
     };
   }
   impl->reconciler = std::make_unique<Reconciler>(*impl->service, clock, ropts);
-  impl->metrics = std::make_unique<Metrics>(*impl->service, impl->reconciler.get(),
-                                            COMPOSER_VERSION, config.fabric, clock);
+  impl->metrics =
+      std::make_unique<Metrics>(*impl->service, impl->reconciler.get(),
+                                MetricsOptions{.version = COMPOSER_VERSION,
+                                               .fabric = config.fabric,
+                                               .compose_timeout_ms = config.compose_timeout_ms,
+                                               .release_timeout_ms = config.release_timeout_ms,
+                                               .fabrics = &impl->fabric_meters},
+                                clock);
   impl->metrics->set_policy_windows(
       [keeper = impl->policy.get()] { return keeper->windows_in_force(); });
 

@@ -1,5 +1,6 @@
 #include "composer/server/fabric_setup.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "composer/drivers/multi_fabric.h"
 #include "composer/drivers/redfish_fabric.h"
 #include "composer/drivers/sim_fabric.h"
+#include "metrics.h"
 
 namespace composer::server {
 namespace {
@@ -81,14 +83,28 @@ Expected<std::unique_ptr<Fabric>> make_driver(const DriverSpec& d) {
 
 }  // namespace
 
-Expected<std::unique_ptr<Fabric>> make_fabric(const Config& c) {
-  if (c.fabrics.empty()) return make_driver(specs(c).front());
+Expected<std::unique_ptr<Fabric>> make_fabric(const Config& c, FabricMeters* meters) {
+  // One call's bound: a request, or a redfish task waited for within the call.
+  auto with_meter = [meters](std::unique_ptr<Fabric> driver, const std::string& name,
+                             const FabricConfig& f) {
+    if (meters == nullptr) return driver;
+    const std::string kind(driver->driver());
+    const double bound = static_cast<double>(std::max(f.request_timeout_ms, f.task_wait_ms)) / 1000;
+    FabricMeter& meter = meters->add(name.empty() ? kind : name, kind, bound);
+    return metered(std::move(driver), meter);
+  };
+  if (c.fabrics.empty()) {
+    auto driver = make_driver(specs(c).front());
+    if (!driver) return driver.error();
+    return with_meter(std::move(driver).value(), c.fabric_config.name, c.fabric_config);
+  }
   std::vector<MultiFabric::Member> members;
   const auto all = specs(c);
   for (size_t i = 0; i < all.size(); ++i) {
     auto driver = make_driver(all[i]);
     if (!driver) return driver.error();
-    members.push_back({c.fabrics[i].name, std::move(driver).value()});
+    members.push_back({c.fabrics[i].name, with_meter(std::move(driver).value(), c.fabrics[i].name,
+                                                     c.fabrics[i].config)});
   }
   auto multi = MultiFabric::create(std::move(members));
   if (!multi) return multi.error();

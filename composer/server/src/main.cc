@@ -1,5 +1,6 @@
 // composerd: the slurm-composer daemon. Runs in the foreground (systemd Type=simple); stops
-// cleanly on SIGTERM or SIGINT.
+// cleanly on SIGTERM or SIGINT; on SIGHUP reopens its log file and re-reads LogLevel and
+// LogFile (every other setting takes effect at the next start).
 #include <malloc.h>
 #include <signal.h>
 #include <CLI/CLI.hpp>
@@ -13,6 +14,38 @@
 #include "composer/server/config.h"
 #include "composer/server/daemon.h"
 #include "composer/server/fabric_setup.h"
+
+namespace {
+
+// SIGHUP: composer.conf read again; what can change while composerd runs is applied, the log
+// file reopened (logrotate's postrotate), and the rest left as it was started. Returns the log
+// file in use afterwards ("" for stderr).
+std::string reload(const std::string& config_path, const std::string& log_file) {
+  auto config = composer::server::load_config(config_path);
+  if (!config) {
+    // The log file is reopened all the same, so a rotation never leaves composerd writing to a
+    // file that was moved away.
+    if (!log_file.empty()) composer::log::set_file(log_file);
+    composer::log::error("SIGHUP: composer.conf not reloaded; the settings in force stay",
+                         {{"config", config_path}, {"cause", config.error().message}});
+    return log_file;
+  }
+  if (!composer::log::set_file(config->log_file)) {
+    if (!log_file.empty()) composer::log::set_file(log_file);
+    composer::log::error("SIGHUP: cannot open LogFile; logging stays where it was",
+                         {{"log_file", config->log_file}});
+    return log_file;
+  }
+  composer::log::set_level(config->log_level);
+  composer::log::info(
+      "SIGHUP: log file reopened and LogLevel applied; other settings take effect at the next "
+      "start",
+      {{"config", config_path},
+       {"log_file", config->log_file.empty() ? "stderr" : config->log_file}});
+  return config->log_file;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // glibc hands a thread arena's free memory back to the kernel as soon as 128 KiB of it sit
@@ -88,6 +121,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -100,7 +134,10 @@ int main(int argc, char** argv) {
   std::atomic<bool> signalled{false};
   std::thread waiter([&] {
     int sig = 0;
-    sigwait(&signals, &sig);
+    std::string log_file = config->log_file;
+    while (sigwait(&signals, &sig) == 0 && sig == SIGHUP && !signalled.load()) {
+      log_file = reload(config_path, log_file);
+    }
     if (signalled.exchange(true)) return;  // woken by main to exit
     composer::log::info("signal received, shutting down", {{"signal", std::to_string(sig)}});
     (*daemon)->stop();

@@ -1,7 +1,19 @@
 #include "metrics.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "composer/model/model.h"
@@ -26,12 +38,6 @@ std::string label_value(std::string_view v) {
   return out;
 }
 
-std::string number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 void family(std::string& out, const char* name, const char* type, const char* help) {
   out += "# HELP ";
   out += name;
@@ -48,16 +54,97 @@ void sample(std::string& out, std::string_view name, const std::string& labels, 
   out += name;
   if (!labels.empty()) out += "{" + labels + "}";
   out += ' ';
-  out += number(value);
+  out += Metrics::number(value);
   out += '\n';
+}
+
+// The process_* families every Prometheus client library exports, from /proc/self (Linux).
+// A file that cannot be read leaves its samples out rather than writing a wrong value.
+void render_process(std::string& out) {
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat;
+  std::getline(stat_file, stat);  // one line
+  // Fields after the command name in parentheses (which may hold spaces): state is field 3.
+  std::vector<std::string> f;
+  if (const size_t paren = stat.rfind(')'); paren != std::string::npos) {
+    std::istringstream in(stat.substr(paren + 1));
+    for (std::string t; in >> t;) f.push_back(t);
+  }
+  auto field = [&](size_t n) { return std::strtod(f[n - 3].c_str(), nullptr); };
+  double boot_time = -1;
+  std::ifstream proc_stat("/proc/stat");
+  for (std::string line; std::getline(proc_stat, line);) {
+    if (line.rfind("btime ", 0) == 0) boot_time = std::strtod(line.c_str() + 6, nullptr);
+  }
+  const bool have_stat = f.size() >= 22;
+
+  family(out, "process_cpu_seconds_total", "counter", "User and system CPU time spent in seconds.");
+  if (have_stat) sample(out, "process_cpu_seconds_total", "", (field(14) + field(15)) / ticks);
+  family(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+  if (have_stat) sample(out, "process_resident_memory_bytes", "", field(24) * page);
+  family(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+  if (have_stat) sample(out, "process_virtual_memory_bytes", "", field(23));
+  family(out, "process_start_time_seconds", "gauge",
+         "Start time of the process since unix epoch in seconds.");
+  if (have_stat && boot_time >= 0) {
+    sample(out, "process_start_time_seconds", "", boot_time + field(22) / ticks);
+  }
+  family(out, "process_open_fds", "gauge", "Number of open file descriptors.");
+  std::error_code ec;
+  double fds = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    ++fds;
+  }
+  if (!ec) sample(out, "process_open_fds", "", fds);
+  family(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
+  if (rlimit r{}; getrlimit(RLIMIT_NOFILE, &r) == 0) {
+    sample(out, "process_max_fds", "",
+           r.rlim_cur == RLIM_INFINITY ? INFINITY : static_cast<double>(r.rlim_cur));
+  }
 }
 
 }  // namespace
 
+std::string Metrics::number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (v == 0) return "0";
+  // The fewest significant digits that read back as `v`, then Go's choice between the
+  // exponent form and the plain one (exponent below -4 or from 6 up: exponent form).
+  char buf[64];
+  int digits = 1;
+  for (; digits < 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*e", digits - 1, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  std::snprintf(buf, sizeof buf, "%.*e", digits - 1, v);
+  const int exponent = std::atoi(std::strchr(buf, 'e') + 1);
+  if (exponent < -4 || exponent >= 6) return buf;
+  std::snprintf(buf, sizeof buf, "%.*f", std::max(digits - 1 - exponent, 0), v);
+  return buf;
+}
+
+std::vector<double> Histogram::bounds_up_to(double max_seconds) {
+  static constexpr double kUsual[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,  1,    2.5, 5,
+                                      10,    30,   60,    120,  300, 600,  1200, 1800, 3600};
+  std::vector<double> out;
+  for (double b : kUsual) {
+    if (b < max_seconds) out.push_back(b);
+  }
+  if (max_seconds > 0) out.push_back(max_seconds);
+  return out;
+}
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size(), 0) {}
+
 void Histogram::observe(double seconds) {
   std::lock_guard lock(mu_);
-  for (size_t i = 0; i < kBuckets.size(); ++i) {
-    if (seconds <= kBuckets[i]) ++counts_[i];
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    if (seconds <= bounds_[i]) ++counts_[i];
   }
   ++count_;
   sum_ += seconds;
@@ -66,8 +153,8 @@ void Histogram::observe(double seconds) {
 void Histogram::render(std::string& out, const std::string& name, const std::string& labels) const {
   std::lock_guard lock(mu_);
   const std::string sep = labels.empty() ? "" : ",";
-  for (size_t i = 0; i < kBuckets.size(); ++i) {
-    sample(out, name + "_bucket", labels + sep + "le=\"" + number(kBuckets[i]) + "\"",
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    sample(out, name + "_bucket", labels + sep + "le=\"" + Metrics::number(bounds_[i]) + "\"",
            static_cast<double>(counts_[i]));
   }
   sample(out, name + "_bucket", labels + sep + "le=\"+Inf\"", static_cast<double>(count_));
@@ -75,14 +162,130 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
   sample(out, name + "_count", labels, static_cast<double>(count_));
 }
 
-Metrics::Metrics(CompositionService& service, const Reconciler* reconciler, std::string version,
-                 std::string fabric, const Clock& clock)
+FabricMeter::FabricMeter(std::string name, std::string driver, double timeout_seconds)
+    : name_(std::move(name)), driver_(std::move(driver)) {
+  for (size_t i = 0; i < kOperations.size(); ++i) {
+    durations_.push_back(std::make_unique<Histogram>(Histogram::bounds_up_to(timeout_seconds)));
+  }
+}
+
+size_t FabricMeter::index(std::string_view operation) const {
+  for (size_t i = 0; i < kOperations.size(); ++i) {
+    if (kOperations[i] == operation) return i;
+  }
+  return 0;
+}
+
+void FabricMeter::observe(std::string_view operation, double seconds, bool ok) {
+  const size_t i = index(operation);
+  durations_[i]->observe(seconds);
+  if (!ok) errors_[i].fetch_add(1, std::memory_order_relaxed);
+  if (operation == "inventory" || operation == "health") up_.store(ok ? 1 : 0);
+}
+
+void FabricMeter::render_up(std::string& out) const {
+  sample(out, "composer_fabric_up",
+         "fabric=\"" + label_value(name_) + "\",driver=\"" + label_value(driver_) + "\"",
+         up_.load());
+}
+
+void FabricMeter::render_durations(std::string& out) const {
+  for (size_t i = 0; i < kOperations.size(); ++i) {
+    durations_[i]->render(
+        out, "composer_fabric_request_duration_seconds",
+        "fabric=\"" + label_value(name_) + "\",operation=\"" + std::string(kOperations[i]) + "\"");
+  }
+}
+
+void FabricMeter::render_errors(std::string& out) const {
+  for (size_t i = 0; i < kOperations.size(); ++i) {
+    sample(
+        out, "composer_fabric_request_errors_total",
+        "fabric=\"" + label_value(name_) + "\",operation=\"" + std::string(kOperations[i]) + "\"",
+        static_cast<double>(errors_[i].load(std::memory_order_relaxed)));
+  }
+}
+
+FabricMeter& FabricMeters::add(std::string name, std::string driver, double timeout_seconds) {
+  meters_.push_back(
+      std::make_unique<FabricMeter>(std::move(name), std::move(driver), timeout_seconds));
+  return *meters_.back();
+}
+
+void FabricMeters::render(std::string& out) const {
+  family(out, "composer_fabric_up", "gauge",
+         "1 when the fabric manager answered composerd's last inventory or health read, 0 when "
+         "it failed (or before its first answer).");
+  for (const auto& m : meters_) m->render_up(out);
+  family(out, "composer_fabric_request_duration_seconds", "histogram",
+         "Calls to the fabric manager by fabric and driver operation, from call to answer.");
+  for (const auto& m : meters_) m->render_durations(out);
+  family(out, "composer_fabric_request_errors_total", "counter",
+         "Calls to the fabric manager that failed, by fabric and driver operation.");
+  for (const auto& m : meters_) m->render_errors(out);
+}
+
+namespace {
+
+// Runs one driver call and records how long it took and whether it failed (an error, or an
+// operation the fabric reports failed).
+template <typename F>
+auto timed(FabricMeter& meter, std::string_view operation, F&& call) {
+  const auto start = std::chrono::steady_clock::now();
+  auto result = call();
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  bool ok = result.ok();
+  if constexpr (std::is_same_v<decltype(result), Expected<Operation>>) {
+    ok = ok && result->state != OperationState::kFailed;
+  }
+  meter.observe(operation, took.count(), ok);
+  return result;
+}
+
+// Times every call of the driver it wraps.
+class MeteredFabric final : public Fabric {
+ public:
+  MeteredFabric(std::unique_ptr<Fabric> inner, FabricMeter& meter)
+      : inner_(std::move(inner)), meter_(meter) {}
+  std::string_view driver() const override { return inner_->driver(); }
+  Expected<FabricInventory> inventory() override {
+    return timed(meter_, "inventory", [&] { return inner_->inventory(); });
+  }
+  Expected<Operation> attach(const std::string& host,
+                             const std::vector<std::string>& ids) override {
+    return timed(meter_, "attach", [&] { return inner_->attach(host, ids); });
+  }
+  Expected<Operation> detach(const std::string& host,
+                             const std::vector<std::string>& ids) override {
+    return timed(meter_, "detach", [&] { return inner_->detach(host, ids); });
+  }
+  Expected<Operation> operation_status(const std::string& id) override {
+    return timed(meter_, "operation_status", [&] { return inner_->operation_status(id); });
+  }
+  Expected<std::vector<std::pair<std::string, Health>>> health() override {
+    return timed(meter_, "health", [&] { return inner_->health(); });
+  }
+
+ private:
+  std::unique_ptr<Fabric> inner_;
+  FabricMeter& meter_;
+};
+
+}  // namespace
+
+std::unique_ptr<Fabric> metered(std::unique_ptr<Fabric> fabric, FabricMeter& meter) {
+  return std::make_unique<MeteredFabric>(std::move(fabric), meter);
+}
+
+Metrics::Metrics(CompositionService& service, const Reconciler* reconciler, MetricsOptions options,
+                 const Clock& clock)
     : service_(service),
       reconciler_(reconciler),
-      version_(std::move(version)),
-      fabric_(std::move(fabric)),
+      options_(std::move(options)),
       clock_(clock),
-      started_ms_(clock.now_ms()) {}
+      started_ms_(clock.now_ms()),
+      compose_(Histogram::bounds_up_to(static_cast<double>(options_.compose_timeout_ms) / 1000)),
+      release_(Histogram::bounds_up_to(static_cast<double>(options_.release_timeout_ms) / 1000)) {}
 
 std::string Metrics::route_of(std::string_view path) {
   std::vector<std::string_view> parts;
@@ -141,7 +344,9 @@ std::string Metrics::render() const {
   std::string out;
   family(out, "composer_build_info", "gauge", "composerd's version and fabric driver.");
   sample(out, "composer_build_info",
-         "version=\"" + label_value(version_) + "\",fabric=\"" + label_value(fabric_) + "\"", 1);
+         "version=\"" + label_value(options_.version) + "\",fabric=\"" +
+             label_value(options_.fabric) + "\"",
+         1);
   family(out, "composer_uptime_seconds", "gauge", "Seconds since composerd started.");
   sample(out, "composer_uptime_seconds", "",
          static_cast<double>(clock_.now_ms() - started_ms_) / 1000.0);
@@ -149,8 +354,6 @@ std::string Metrics::render() const {
   // Devices by type, model, zone and state: every state is written, zeros included, so a
   // graph shows 0 rather than a gap.
   family(out, "composer_devices", "gauge", "Pooled devices by type, model, zone and state.");
-  family(out, "composer_pool_bytes", "gauge",
-         "Capacity of pooled memory and NVMe by type, model and zone: total and free.");
   std::string bytes;
   for (const PoolRow& r : service_.pool_summary()) {
     const std::string base = "type=\"" + std::string(to_string(r.type)) + "\",model=\"" +
@@ -167,6 +370,8 @@ std::string Metrics::render() const {
              static_cast<double>(r.free_bytes));
     }
   }
+  family(out, "composer_pool_bytes", "gauge",
+         "Capacity of pooled memory and NVMe by type, model and zone: total and free.");
   out += bytes;
 
   family(out, "composer_compositions", "gauge", "Live compositions by state.");
@@ -206,6 +411,8 @@ std::string Metrics::render() const {
   sample(out, "composer_fabric_errors_total", "operation=\"detach\"",
          static_cast<double>(fabric.detach));
 
+  if (options_.fabrics != nullptr) options_.fabrics->render(out);
+
   if (reconciler_ != nullptr) {
     family(out, "composer_reconciler_actions_total", "counter",
            "What the reconciler did since composerd started, by action.");
@@ -233,6 +440,8 @@ std::string Metrics::render() const {
              "class=\"" + label_value(cls) + "\",window=\"" + label_value(window) + "\"", 1);
     }
   }
+
+  render_process(out);
 
   family(out, "composer_api_requests_total", "counter",
          "Answered API requests by route, method and HTTP status.");

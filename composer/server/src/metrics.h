@@ -1,6 +1,9 @@
 // composerd's Prometheus metrics (text exposition format 0.0.4) on GET /metrics, without
 // authentication, like /v1/health. Counters and histograms live here and are fed by the HTTP
-// layer; gauges are read from the service and the reconciler when scraped.
+// layer and by the fabric meters (every fabric driver call, timed per fabric); gauges are read
+// from the service, the reconciler and /proc/self when scraped. Every family is written as
+// one block (HELP, TYPE, then its samples) and numbers as Prometheus prints them: "0.005",
+// "30", "1e+06", "+Inf". docs/METRICS.md lists the families.
 #pragma once
 
 #include <array>
@@ -8,38 +11,96 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "composer/core/fabric.h"
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
 
 namespace composer::server {
 
-// A Prometheus histogram of seconds with fixed buckets.
+// A Prometheus histogram of seconds with fixed bucket bounds.
 class Histogram {
  public:
-  static constexpr std::array<double, 12> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                                      0.5,   1,    2.5,   5,    10,  30};
+  // The usual bounds (5 ms .. 30 s, then 1, 2, 5, 10, 20, 30 and 60 minutes) below
+  // `max_seconds`, then `max_seconds` itself: the last finite bucket is the timeout the
+  // observed calls run under, so a call that ran into it is told from one that nearly did.
+  static std::vector<double> bounds_up_to(double max_seconds);
+
+  explicit Histogram(std::vector<double> bounds);
   void observe(double seconds);
   // "# TYPE" line not included: the caller writes the family header once.
   void render(std::string& out, const std::string& name, const std::string& labels) const;
+  const std::vector<double>& bounds() const { return bounds_; }
 
  private:
+  const std::vector<double> bounds_;
   mutable std::mutex mu_;
-  std::array<uint64_t, kBuckets.size()> counts_{};
+  std::vector<uint64_t> counts_;
   uint64_t count_ = 0;
   double sum_ = 0;
+};
+
+// Every call composerd makes to one fabric manager: its latency by operation, its failures,
+// and whether the last inventory or health read answered (composer_fabric_up).
+class FabricMeter {
+ public:
+  static constexpr std::array<std::string_view, 5> kOperations = {"inventory", "attach", "detach",
+                                                                  "operation_status", "health"};
+
+  FabricMeter(std::string name, std::string driver, double timeout_seconds);
+  const std::string& name() const { return name_; }
+  const std::string& driver() const { return driver_; }
+  // `operation`: one of kOperations.
+  void observe(std::string_view operation, double seconds, bool ok);
+  void render_up(std::string& out) const;
+  void render_durations(std::string& out) const;
+  void render_errors(std::string& out) const;
+
+ private:
+  size_t index(std::string_view operation) const;
+  std::string name_;
+  std::string driver_;
+  std::atomic<int> up_{0};  // 0 until the first inventory read answers
+  std::vector<std::unique_ptr<Histogram>> durations_;
+  std::array<std::atomic<uint64_t>, kOperations.size()> errors_{};
+};
+
+// The meters of every fabric composerd runs, in the order they were added; make_fabric()
+// adds one per driver and wraps the driver in metered().
+class FabricMeters {
+ public:
+  // `timeout_seconds`: the longest one call of this driver may take (the last finite bucket
+  // of its latency histograms).
+  FabricMeter& add(std::string name, std::string driver, double timeout_seconds);
+  void render(std::string& out) const;
+
+ private:
+  std::vector<std::unique_ptr<FabricMeter>> meters_;  // fixed once composerd has started
+};
+
+// `fabric` with every call timed into `meter` (which must outlive it); the driver's answers
+// are passed on unchanged.
+std::unique_ptr<Fabric> metered(std::unique_ptr<Fabric> fabric, FabricMeter& meter);
+
+struct MetricsOptions {
+  std::string version;
+  std::string fabric;  // Fabric= (the driver) for composer_build_info
+  int64_t compose_timeout_ms = 60000;
+  int64_t release_timeout_ms = 60000;
+  const FabricMeters* fabrics = nullptr;  // null: no per-fabric families
 };
 
 class Metrics {
  public:
   // `reconciler` may be null (its counters are then left out).
-  Metrics(CompositionService& service, const Reconciler* reconciler, std::string version,
-          std::string fabric, const Clock& clock);
+  Metrics(CompositionService& service, const Reconciler* reconciler, MetricsOptions options,
+          const Clock& clock);
 
   // One answered API request; `path` is reduced to its route ("/v1/compositions/{job}/{node}")
   // so job ids and node names do not become label values.
@@ -59,11 +120,14 @@ class Metrics {
   // "/v1/compositions/4711/node1" -> "/v1/compositions/{job}/{node}"; unknown paths -> "other".
   static std::string route_of(std::string_view path);
 
+  // A sample value or bucket bound as Prometheus writes it (Go's shortest 'g' form):
+  // 0.005 -> "0.005", 30 -> "30", 1e6 -> "1e+06", infinity -> "+Inf".
+  static std::string number(double v);
+
  private:
   CompositionService& service_;
   const Reconciler* reconciler_;
-  std::string version_;
-  std::string fabric_;
+  MetricsOptions options_;
   const Clock& clock_;
   int64_t started_ms_;
   PolicyWindows policy_windows_;

@@ -144,4 +144,11 @@ class Store {
   virtual WriteStats write_stats() const = 0;
 };
 
+// A consistent copy of the composerd database at `database` into the new file `file`
+// (SQLite's online backup API: composerd may keep writing meanwhile; the copy is one moment
+// of it), mode 0600. Refuses an existing `file` (kConflict), a `database` that cannot be
+// opened (kUnavailable) or holds no composerd schema (kInvalidArgument); a failed copy
+// leaves no file behind. composerctl backup; restore in docs/ADMIN.md.
+Status backup(const std::string& database, const std::string& file);
+
 }  // namespace composer::db

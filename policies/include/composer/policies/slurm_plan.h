@@ -1,6 +1,6 @@
-// Compiling a policy into Slurm's own objects (DESIGN.md, "Policies compile to Slurm";
-// SLURM-NOTES.md, "Per-class caps by time of day"), and diffing that plan against what Slurm
-// has now. Pure: the caller reads Slurm's state and runs the commands.
+// Compiling a policy into Slurm's own objects (cap licenses and recurring blocker
+// reservations; docs/ARCHITECTURE.md, policies/README.md), and diffing that plan against what
+// Slurm has now. Pure: the caller reads Slurm's state and runs the commands.
 //
 // - Pool licenses fabric_gpu, fabric_mem (GiB), fabric_nvme, sized to the pool.
 // - Per class and capped type a cap license <class>_<type>_cap sized to the class's highest

@@ -15,7 +15,8 @@ using Field = std::pair<std::string_view, std::string>;
 
 void set_level(Level level);
 Level level();
-// Empty path: stderr. Returns false (and keeps stderr) if the file cannot be opened.
+// Empty path: stderr. The same path again reopens the file (a rotated log). Returns false, and
+// keeps writing where it wrote before, if the file cannot be opened.
 bool set_file(const std::string& path);
 // Parses "debug", "info", "warning", "error".
 bool parse_level(std::string_view name, Level* out);

@@ -9,11 +9,15 @@
 
 namespace composer::server {
 
+class FabricMeters;
+
 // Fabric=sim: the simulated fabric from the NodeName and DeviceGroup lines. Fabric=redfish or
 // liqid: the driver, connected and authenticated (it reads the credentials file). FabricName
 // lines: a MultiFabric over one driver per line. Errors start with "Fabric=<driver> (<name>):"
 // or "FabricName=<name> (Driver=<driver>):" and never carry the credentials.
-Expected<std::unique_ptr<Fabric>> make_fabric(const Config& config);
+// `meters`: when set, one meter per driver (named by its FabricName, else by the driver) and
+// every driver call timed into it (composer_fabric_* metrics).
+Expected<std::unique_ptr<Fabric>> make_fabric(const Config& config, FabricMeters* meters = nullptr);
 
 // What composerd --check can verify without the network: the credentials file of every real
 // driver exists, is private and names a user. Ok for simulated fabrics.
