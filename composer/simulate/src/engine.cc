@@ -268,7 +268,8 @@ class Engine {
       return false;
     }
     if (s.parts.size() > hosts_.size()) {
-      never(s, what + ": the cluster has only " + std::to_string(hosts_.size()) + " nodes");
+      never(s, what + ": the cluster has only " + std::to_string(hosts_.size()) +
+                   (hosts_.size() == 1 ? " node" : " nodes"));
       return false;
     }
     auto memo = possible_.find(s.shape);
