@@ -28,14 +28,22 @@ namespace composer::simulate {
 namespace {
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+constexpr int64_t kBackfillInterval = 30;    // s, Slurm's bf_interval default
 constexpr int64_t kStuckAfterS = 8 * 86400;  // longer than the policy's weekly horizon
 
 using Shape = std::vector<std::pair<uint32_t, uint64_t>>;  // (gpus, mem) per node
+
+struct DevInfo {
+  DeviceType type = DeviceType::kGpu;
+  size_t zone = 0;
+  uint64_t bytes = 0;
+};
 
 struct Placement {
   std::string node;
   size_t host = 0;
   std::vector<std::string> ids;
+  std::vector<const DevInfo*> info;  // of ids, looked up once
 };
 
 struct SimJob {
@@ -48,12 +56,6 @@ struct SimJob {
   int64_t start_s = -1;
   std::vector<Placement> placed;
   uint64_t got_mem = 0;  // bytes of the blocks taken
-};
-
-struct DevInfo {
-  DeviceType type = DeviceType::kGpu;
-  size_t zone = 0;
-  uint64_t bytes = 0;
 };
 
 int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
@@ -128,6 +130,14 @@ class Engine {
           std::max<uint64_t>(max_node_mem_, std::min<uint64_t>(mem, largest * h.mem_slots));
       hosts_.push_back(std::move(s));
     }
+    std::map<size_t, uint32_t> reach;
+    for (const HostState& h : hosts_) {
+      for (size_t z : h.zones) ++reach[z];
+    }
+    for (HostState& h : hosts_) {
+      h.private_zones =
+          std::all_of(h.zones.begin(), h.zones.end(), [&](size_t z) { return reach[z] == 1; });
+    }
   }
 
   Expected<Result> run(std::vector<JobOutcome>* outcomes) {
@@ -189,6 +199,7 @@ class Engine {
     std::vector<size_t> zones;
     uint32_t gpus_held = 0;
     uint32_t mem_held = 0;
+    bool private_zones = false;  // no other host reaches any of its zones
   };
 
   // ---- jobs ----
@@ -330,22 +341,25 @@ class Engine {
 
   // ---- the pool ----
 
-  void take(size_t h, const std::vector<std::string>& ids, int64_t owner, bool add) {
-    HostState& hs = hosts_[h];
+  void take(Placement& p, int64_t owner, bool add) {
+    HostState& hs = hosts_[p.host];
     if (add) {
-      alloc_.take(hs.host->node, ids, owner);
+      alloc_.take(hs.host->node, p.ids, owner);
     } else {
-      alloc_.give_back(ids);
+      alloc_.give_back(p.ids);
     }
-    for (const std::string& id : ids) {
-      const DevInfo& d = devs_.at(id);
-      if (d.type == DeviceType::kGpu) {
-        add ? --zone_gpus_[d.zone] : ++zone_gpus_[d.zone];
+    if (p.info.size() != p.ids.size()) {
+      p.info.clear();
+      for (const std::string& id : p.ids) p.info.push_back(&devs_.at(id));
+    }
+    for (const DevInfo* d : p.info) {
+      if (d->type == DeviceType::kGpu) {
+        add ? --zone_gpus_[d->zone] : ++zone_gpus_[d->zone];
         add ? --free_gpus_ : ++free_gpus_;
         add ? ++hs.gpus_held : --hs.gpus_held;
-      } else if (d.type == DeviceType::kMem) {
-        add ? zone_mem_[d.zone] -= d.bytes : zone_mem_[d.zone] += d.bytes;
-        add ? free_mem_ -= d.bytes : free_mem_ += d.bytes;
+      } else if (d->type == DeviceType::kMem) {
+        add ? zone_mem_[d->zone] -= d->bytes : zone_mem_[d->zone] += d->bytes;
+        add ? free_mem_ -= d->bytes : free_mem_ += d->bytes;
         add ? ++hs.mem_held : --hs.mem_held;
       }
     }
@@ -365,11 +379,11 @@ class Engine {
     return gpus >= r.gpus && mem >= r.mem_bytes;
   }
 
-  // Places every part of the job on distinct nodes (first fit in file order), taking the
-  // devices; all or nothing.
-  bool place(SimJob& s, int64_t owner) {
-    if (s.job->gpus > free_gpus_ || job_mem(s) > free_mem_) return false;
-    std::vector<Placement> done;
+  // First fit for every part on distinct nodes, changing nothing: the allocator's answer per
+  // node. Exact when each chosen node's zones are its own (fixed servers): taking devices
+  // there changes nothing another node could get. nullopt: a later part's answer would depend
+  // on the devices an earlier one takes.
+  std::optional<bool> plan(const SimJob& s, std::vector<Placement>* out) {
     std::vector<bool> used(hosts_.size(), false);
     for (const Request& r : s.parts) {
       bool ok = false;
@@ -377,13 +391,42 @@ class Engine {
         if (used[h] || !may_fit(hosts_[h], r)) continue;
         auto ids = alloc_.allocate(hosts_[h].host->node, r);
         if (!ids) continue;
-        take(h, *ids, owner, true);
+        if (s.parts.size() > 1 && !hosts_[h].private_zones) return std::nullopt;
+        if (out != nullptr) out->push_back({hosts_[h].host->node, h, std::move(*ids), {}});
         used[h] = true;
-        done.push_back({hosts_[h].host->node, h, std::move(*ids)});
+        ok = true;
+      }
+      if (!ok) return false;
+    }
+    return true;
+  }
+
+  // Places every part of the job on distinct nodes (first fit in file order), taking the
+  // devices; all or nothing.
+  bool place(SimJob& s, int64_t owner) {
+    if (s.job->gpus > free_gpus_ || job_mem(s) > free_mem_) return false;
+    std::vector<Placement> done;
+    if (auto exact = plan(s, &done)) {
+      if (!*exact) return false;
+      for (Placement& p : done) take(p, owner, true);
+      s.placed = std::move(done);
+      return true;
+    }
+    done.clear();
+    std::vector<bool> used(hosts_.size(), false);
+    for (const Request& r : s.parts) {
+      bool ok = false;
+      for (size_t h = 0; h < hosts_.size() && !ok; ++h) {
+        if (used[h] || !may_fit(hosts_[h], r)) continue;
+        auto ids = alloc_.allocate(hosts_[h].host->node, r);
+        if (!ids) continue;
+        done.push_back({hosts_[h].host->node, h, std::move(*ids), {}});
+        take(done.back(), owner, true);
+        used[h] = true;
         ok = true;
       }
       if (!ok) {
-        for (const Placement& p : done) take(p.host, p.ids, owner, false);
+        for (Placement& p : done) take(p, owner, false);
         return false;
       }
     }
@@ -392,15 +435,23 @@ class Engine {
   }
 
   void release(SimJob& s) {
-    for (const Placement& p : s.placed) take(p.host, p.ids, 0, false);
+    for (Placement& p : s.placed) take(p, 0, false);
   }
 
-  // A trial placement, undone at once.
+  void retake(size_t i) {
+    for (Placement& p : jobs_[i].placed) take(p, static_cast<int64_t>(i) + 1, true);
+  }
+
+  // Whether the job could be placed now, changing nothing: the plan where it is exact, else
+  // a trial placement undone at once.
   bool placeable(SimJob& s) {
-    if (!place(s, -1)) return false;
-    release(s);
-    s.placed.clear();
-    return true;
+    if (s.job->gpus > free_gpus_ || job_mem(s) > free_mem_) return false;
+    if (auto exact = plan(s, nullptr)) return *exact;
+    std::vector<Placement> kept = std::move(s.placed);
+    const bool ok = place(s, -1);
+    if (ok) release(s);
+    s.placed = std::move(kept);
+    return ok;
   }
 
   // ---- time ----
@@ -454,9 +505,8 @@ class Engine {
     s.start_s = t;
     s.got_mem = 0;
     for (const Placement& p : s.placed) {
-      for (const std::string& id : p.ids) {
-        const DevInfo& d = devs_.at(id);
-        if (d.type == DeviceType::kMem) s.got_mem += d.bytes;
+      for (const DevInfo* d : p.info) {
+        if (d->type == DeviceType::kMem) s.got_mem += d->bytes;
       }
     }
     ++result_.started;
@@ -518,17 +568,14 @@ class Engine {
       extra_gpus_ = free_gpus_ - s.job->gpus;
       extra_mem_ = free_mem_ - job_mem(s);
     }
-    for (auto r = released.rbegin(); r != released.rend(); ++r) {
-      for (const Placement& p : jobs_[*r].placed) {
-        take(p.host, p.ids, static_cast<int64_t>(*r) + 1, true);
-      }
-    }
+    for (auto r = released.rbegin(); r != released.rend(); ++r) retake(*r);
     std::optional<int64_t> earliest;
     if (!policy_allows(s, std::max(t, shadow_ == kNever ? t : shadow_), &earliest) && earliest) {
       shadow_ = shadow_ == kNever ? *earliest : std::max(shadow_, *earliest);
     }
     shadow_job_ = top;
     shadow_valid_ = true;
+    shadow_at_ = t;
   }
 
   void pass(int64_t t) {
@@ -569,7 +616,12 @@ class Engine {
       } else {
         if (!failed.contains(s.shape) && !placeable(s)) failed.insert(s.shape);
         blocked = true;
-        if (!shadow_valid_ || shadow_job_ != i) reserve(i, t);
+        // Recomputed for a new top job, once its time has come, and after ends at most every
+        // kBackfillInterval (Slurm's bf_interval): an end only brings the reservation forward.
+        if (shadow_job_ != i || shadow_ <= t ||
+            (!shadow_valid_ && t - shadow_at_ >= kBackfillInterval)) {
+          reserve(i, t);
+        }
       }
       if (!started) waiting.push_back(i);
     }
@@ -656,7 +708,8 @@ class Engine {
   bool strand_gpus_ = false;
   bool strand_mem_ = false;
   bool shadow_valid_ = false;
-  size_t shadow_job_ = 0;
+  size_t shadow_job_ = std::numeric_limits<size_t>::max();
+  int64_t shadow_at_ = 0;
   int64_t shadow_ = kNever;
   uint64_t extra_gpus_ = 0;
   uint64_t extra_mem_ = 0;
