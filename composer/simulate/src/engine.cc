@@ -7,6 +7,7 @@
 // nothing changes, so busy and stranded device time is integrated over those intervals.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -141,6 +142,7 @@ class Engine {
   }
 
   Expected<Result> run(std::vector<JobOutcome>* outcomes) {
+    keep_placements_ = outcomes != nullptr;
     if (evaluator_) {
       const policies::Validation v = policies::validate(evaluator_->policy(), evaluator_->pool());
       if (!v.ok()) {
@@ -529,6 +531,10 @@ class Engine {
     class_busy_[s.cls_index].first -= s.job->gpus;
     class_busy_[s.cls_index].second -= s.got_mem;
     expected_.erase({s.start_s + s.job->limit_s, i});
+    if (!keep_placements_) {
+      // Only the outcomes need them: a long trace keeps no device ids of ended jobs.
+      std::vector<Placement>().swap(s.placed);
+    }
     result_.last_end_s = std::max(result_.last_end_s, now_);
     shadow_valid_ = false;
     last_progress_ = now_;
@@ -540,10 +546,49 @@ class Engine {
   // licenses Slurm would hold for them).
   bool policy_allows(const SimJob& s, int64_t t, std::optional<int64_t>* earliest) {
     if (!evaluator_) return true;
-    auto a = evaluator_->admit(query(s, class_usage_[s.cls_index], t));
-    if (!a) return false;
-    if (earliest != nullptr) *earliest = a->earliest_s;
-    return a->admitted;
+    const policies::JobQuery q = query(s, class_usage_[s.cls_index], t);
+    if (earliest != nullptr) {
+      auto a = evaluator_->admit(q);
+      if (!a) return false;
+      *earliest = a->earliest_s;
+      return a->admitted;
+    }
+    // Only whether it fits now: the caps in force over each stretch of its run, as admit()
+    // checks them, without admit()'s search for the earliest start. The stretches of the next
+    // eight days are read once per class and time; the policy repeats weekly, so a longer run
+    // meets no cap beyond them.
+    const uint64_t want[3] = {q.gpus, gib_rounded_up(q.mem_bytes), q.nvme};
+    const int64_t end = t + q.time_limit_s;
+    for (const Stretch& st : stretches(s.cls_index, t)) {
+      if (st.from >= end) break;
+      for (size_t i = 0; i < 3; ++i) {
+        if (want[i] > st.caps[i]) return false;
+      }
+    }
+    return true;
+  }
+
+  struct Stretch {
+    int64_t from = 0;
+    std::array<uint64_t, 3> caps{};
+  };
+
+  const std::vector<Stretch>& stretches(size_t cls, int64_t t) {
+    auto& cached = stretch_cache_[cls];
+    if (cached.first == t && !cached.second.empty()) return cached.second;
+    cached.first = t;
+    cached.second.clear();
+    const int64_t horizon = t + 8 * 86400;
+    for (int64_t at = t; at < horizon;) {
+      auto in_force = evaluator_->caps_in_force(at, class_names_[cls]);
+      if (!in_force) {
+        cached.second.push_back({at, {0, 0, 0}});
+        break;
+      }
+      cached.second.push_back({at, in_force->caps.value});
+      at = in_force->until_s.value_or(horizon);
+    }
+    return cached.second;
   }
 
   // When the top job could start if every running job ran to its time limit, and what it
@@ -702,9 +747,11 @@ class Engine {
   std::vector<std::pair<uint64_t, uint64_t>> class_usage_;  // GPUs, GiB (licenses)
   std::vector<std::pair<uint64_t, uint64_t>> class_busy_;   // GPUs, bytes (allocated)
   std::map<std::string, size_t> never_index_;
+  std::map<size_t, std::pair<int64_t, std::vector<Stretch>>> stretch_cache_;
   int64_t now_ = 0;
   int64_t step_ = 86400;
   int64_t last_progress_ = 0;
+  bool keep_placements_ = false;
   bool strand_gpus_ = false;
   bool strand_mem_ = false;
   bool shadow_valid_ = false;
