@@ -230,26 +230,24 @@ SimulateArgs& add_simulate_command(CLI::App& app, SimulateArgs& args) {
       "simulate",
       "Replay a job trace on a cluster file, offline: utilisation, stranded GPUs and memory, "
       "waits");
-  auto common = [&args](CLI::App* c) {
-    c->add_option("--trace", args.trace,
-                  "the jobs: the normalised CSV or a sacct -P export (docs/CAPACITY.md)")
-        ->type_name("FILE");
-    c->add_option("--policy", args.policy,
-                  "a policy file (windows, classes, caps) the jobs run under")
-        ->type_name("FILE");
-    c->add_option("--start", args.start,
-                  "the wall clock of a CSV trace's second 0, as sacct -S reads a time "
-                  "(default: the first row's submitted=, else 1970-01-01)")
-        ->type_name("TIME");
-    c->add_flag("--csv", args.csv, "comma-separated values with a header line");
-    c->add_flag("--classes", args.classes,
-                "print the waits per workload class instead of the scenario figures");
-    c->add_option("--svg", args.svg,
-                  "also write charts (use over time by class, weekday x hour heat map) to this "
-                  "SVG file (compare: one per scenario, OUT.1.svg, OUT.2.svg, ...)")
-        ->type_name("OUT");
-  };
-  common(args.command);
+  CLI::App* c = args.command;
+  c->add_option("--trace", args.trace,
+                "the jobs: the normalised CSV or a sacct -P export (docs/CAPACITY.md)")
+      ->type_name("FILE");
+  c->add_option("--policy", args.policy,
+                "a policy file (windows, classes, caps) the jobs run under")
+      ->type_name("FILE");
+  c->add_option("--start", args.start,
+                "the wall clock of a CSV trace's second 0, as sacct -S reads a time "
+                "(default: the first row's submitted=, else 1970-01-01)")
+      ->type_name("TIME");
+  c->add_flag("--csv", args.csv, "comma-separated values with a header line");
+  c->add_flag("--classes", args.classes,
+              "print the waits per workload class instead of the scenario figures");
+  c->add_option("--svg", args.svg,
+                "also write charts (use over time by class, weekday x hour heat map) to this "
+                "SVG file (compare: one per scenario, OUT.1.svg, OUT.2.svg, ...)")
+      ->type_name("OUT");
   args.command
       ->add_option("--cluster", args.cluster,
                    "the cluster: composer.conf's NodeName and DeviceGroup lines, "
@@ -257,7 +255,8 @@ SimulateArgs& add_simulate_command(CLI::App& app, SimulateArgs& args) {
       ->type_name("FILE");
   args.compare = args.command->add_subcommand(
       "compare", "Several cluster files on the same trace, side by side, with ratios to the first");
-  common(args.compare);
+  // The options of `simulate` may also follow `compare`.
+  args.compare->fallthrough();
   args.compare
       ->add_option("SCENARIO", args.scenarios,
                    "CLUSTER[:POLICY]: a cluster file, with its own policy file if given "
