@@ -381,11 +381,13 @@ class Engine {
     return gpus >= r.gpus && mem >= r.mem_bytes;
   }
 
-  // First fit for every part on distinct nodes, changing nothing: the allocator's answer per
-  // node. Exact when each chosen node's zones are its own (fixed servers): taking devices
-  // there changes nothing another node could get. nullopt: a later part's answer would depend
-  // on the devices an earlier one takes.
-  std::optional<bool> plan(const SimJob& s, std::vector<Placement>* out) {
+  // First fit of every part on distinct nodes in file order, by the allocator's answer per
+  // node. Without an owner it changes nothing, which is exact while each chosen node's zones
+  // are its own (fixed servers: taking devices there changes nothing another node could get),
+  // and answers nullopt once a later part would depend on what an earlier one takes. With an
+  // owner it takes each part's devices as it goes, and gives them back if a part finds none.
+  std::optional<bool> first_fit(const SimJob& s, std::vector<Placement>& out,
+                                std::optional<int64_t> owner) {
     std::vector<bool> used(hosts_.size(), false);
     for (const Request& r : s.parts) {
       bool ok = false;
@@ -393,44 +395,33 @@ class Engine {
         if (used[h] || !may_fit(hosts_[h], r)) continue;
         auto ids = alloc_.allocate(hosts_[h].host->node, r);
         if (!ids) continue;
-        if (s.parts.size() > 1 && !hosts_[h].private_zones) return std::nullopt;
-        if (out != nullptr) out->push_back({hosts_[h].host->node, h, std::move(*ids), {}});
-        used[h] = true;
-        ok = true;
-      }
-      if (!ok) return false;
-    }
-    return true;
-  }
-
-  // Places every part of the job on distinct nodes (first fit in file order), taking the
-  // devices; all or nothing.
-  bool place(SimJob& s, int64_t owner) {
-    if (s.job->gpus > free_gpus_ || job_mem(s) > free_mem_) return false;
-    std::vector<Placement> done;
-    if (auto exact = plan(s, &done)) {
-      if (!*exact) return false;
-      for (Placement& p : done) take(p, owner, true);
-      s.placed = std::move(done);
-      return true;
-    }
-    done.clear();
-    std::vector<bool> used(hosts_.size(), false);
-    for (const Request& r : s.parts) {
-      bool ok = false;
-      for (size_t h = 0; h < hosts_.size() && !ok; ++h) {
-        if (used[h] || !may_fit(hosts_[h], r)) continue;
-        auto ids = alloc_.allocate(hosts_[h].host->node, r);
-        if (!ids) continue;
-        done.push_back({hosts_[h].host->node, h, std::move(*ids), {}});
-        take(done.back(), owner, true);
+        if (!owner && s.parts.size() > 1 && !hosts_[h].private_zones) return std::nullopt;
+        out.push_back({hosts_[h].host->node, h, std::move(*ids), {}});
+        if (owner) take(out.back(), *owner, true);
         used[h] = true;
         ok = true;
       }
       if (!ok) {
-        for (Placement& p : done) take(p, owner, false);
+        if (owner) {
+          for (Placement& p : out) take(p, *owner, false);
+        }
+        out.clear();
         return false;
       }
+    }
+    return true;
+  }
+
+  // Places every part of the job on distinct nodes, taking the devices; all or nothing.
+  bool place(SimJob& s, int64_t owner) {
+    if (s.job->gpus > free_gpus_ || job_mem(s) > free_mem_) return false;
+    std::vector<Placement> done;
+    if (auto exact = first_fit(s, done, std::nullopt)) {
+      if (!*exact) return false;
+      for (Placement& p : done) take(p, owner, true);
+    } else {
+      done.clear();
+      if (!*first_fit(s, done, owner)) return false;
     }
     s.placed = std::move(done);
     return true;
@@ -444,11 +435,13 @@ class Engine {
     for (Placement& p : jobs_[i].placed) take(p, static_cast<int64_t>(i) + 1, true);
   }
 
-  // Whether the job could be placed now, changing nothing: the plan where it is exact, else
+  // Whether the job could be placed now, changing nothing: first fit without taking where that
+  // is exact, else
   // a trial placement undone at once.
   bool placeable(SimJob& s) {
     if (s.job->gpus > free_gpus_ || job_mem(s) > free_mem_) return false;
-    if (auto exact = plan(s, nullptr)) return *exact;
+    std::vector<Placement> planned;
+    if (auto exact = first_fit(s, planned, std::nullopt)) return *exact;
     std::vector<Placement> kept = std::move(s.placed);
     const bool ok = place(s, -1);
     if (ok) release(s);
