@@ -354,8 +354,9 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
     print_json(out, v);
     return kExitOk;
   }
-  Table table =
-      args.classes ? class_table(results, format) : scenario_table(results, format, ratios);
+  // Whole seconds in --csv, as with -P.
+  const Format cells = args.csv ? Format::kParsable : format;
+  Table table = args.classes ? class_table(results, cells) : scenario_table(results, cells, ratios);
   if (args.csv) {
     if (!output.fields.empty()) (void)table.select(output.fields);  // checked above
     print_csv(out, table, output.header);
