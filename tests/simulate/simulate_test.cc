@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -422,6 +424,33 @@ TEST(SimulateChart, SvgCarriesTheSeries) {
   EXPECT_NE(svg.find("data-class=\"training\""), std::string::npos);
   EXPECT_NE(svg.find("data-class=\"inference\""), std::string::npos);
   EXPECT_NE(svg.find("class=\"cell\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace composer::simulate
+
+namespace composer::simulate {
+namespace {
+
+// The example files of contrib/simulate/ (docs/CAPACITY.md's comparison) stay valid: the same
+// hardware in both clusters, and the day/night policy fits the composable pool.
+TEST(SimulateExamples, ContribClustersAndPolicy) {
+  const std::string dir = COMPOSER_SOURCE_DIR "/contrib/simulate/";
+  auto fixed = load_cluster(dir + "fixed.conf");
+  ASSERT_TRUE(fixed) << fixed.error().message;
+  auto composable = load_cluster(dir + "composable.conf");
+  ASSERT_TRUE(composable) << composable.error().message;
+  EXPECT_EQ(fixed->gpus, 512u);
+  EXPECT_EQ(composable->gpus, fixed->gpus);
+  EXPECT_EQ(composable->mem_bytes, fixed->mem_bytes);
+  EXPECT_EQ(fixed->fixed_servers, 64u);
+  std::ifstream in(dir + "daynight.policy");
+  std::stringstream text;
+  text << in.rdbuf();
+  const policies::Policy p = policy(text.str());
+  const Trace t = csv("0,3600,64,,,training,0,0,\n0,3600,8,,,inference,0,0,\n");
+  const Outcome r = simulate(*composable, t, &p);
+  EXPECT_EQ(r.result.started, 2u);
 }
 
 }  // namespace
