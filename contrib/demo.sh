@@ -75,4 +75,14 @@ say "The pool after: everything free again"
 ctl pool
 say "The ledger for job $train (composerctl events --job $train)"
 ctl events --job "$train"
+# Offline capacity planning (no composerd, no Slurm): the Philly trace on 64 fixed 8-GPU
+# servers against the same GPUs and memory in four pooled zones (docs/CAPACITY.md).
+trace=${COMPOSER_TRACES:-$root/../shared/data/traces}/philly_subset_training.csv
+if [[ -f $trace ]]; then
+  say "composerctl simulate compare: the Philly trace, fixed servers against composable pools"
+  "$build/composer/cli/composerctl" simulate compare --trace "$trace" \
+    "$root/contrib/simulate/fixed.conf" "$root/contrib/simulate/composable.conf"
+else
+  say "No trace at $trace (set COMPOSER_TRACES): skipping the capacity-planning comparison"
+fi
 say "Done. Logs: $E2E_DIR/log"

@@ -17,6 +17,7 @@
 #include "output.h"
 #include "policy.h"
 #include "report.h"
+#include "simulate.h"
 #include "slurm_config.h"
 
 namespace composer::cli {
@@ -246,6 +247,10 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   ReportArgs report_args;
   add_report_command(app, report_args);
   output_options(report_args.command);
+  SimulateArgs simulate_args;
+  add_simulate_command(app, simulate_args);
+  output_options(simulate_args.command);
+  output_options(simulate_args.compare);
   // After the commands, which would inherit it.
   app.footer("Run 'composerctl COMMAND --help' for the options of a command.");
 
@@ -269,6 +274,14 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   }
 
   try {
+    // Offline: no composerd to reach.
+    if (simulate_args.command->parsed()) {
+      if (s.parsable && s.json) throw UsageError{"-P/--parsable and --json exclude each other"};
+      if (!s.fields.empty() && s.json) {
+        throw UsageError{"-o/--format chooses the fields of a table; --json prints whole objects"};
+      }
+      return run_simulate(simulate_args, s.output(), out, err);
+    }
     client::ClientOptions options;
     options.url =
         s.server.empty() ? env_or("COMPOSER_SERVER", client::kDefaultServerUrl) : s.server;

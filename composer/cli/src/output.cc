@@ -163,6 +163,33 @@ std::string format_time(int64_t ms) {
   return buffer;
 }
 
+namespace {
+
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void print_csv(std::ostream& out, const Table& table, bool header) {
+  if (header) {
+    for (size_t i = 0; i < table.columns().size(); ++i) {
+      out << (i == 0 ? "" : ",") << csv_field(table.columns()[i].header);
+    }
+    out << '\n';
+  }
+  for (const auto& row : table.rows()) {
+    for (size_t i = 0; i < row.size(); ++i) out << (i == 0 ? "" : ",") << csv_field(row[i]);
+    out << '\n';
+  }
+}
+
 std::string format_elapsed(int64_t seconds) {
   if (seconds < 0) seconds = 0;
   const int64_t days = seconds / 86400;

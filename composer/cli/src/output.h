@@ -65,6 +65,10 @@ class Table {
 // (nothing printed) for a field it does not have.
 Status print_table(std::ostream& out, Table table, const OutputOptions& options);
 
+// `table` (after -o's field selection, already checked) as RFC 4180 comma-separated values:
+// a field with a comma, quote or line break is quoted, quotes doubled.
+void print_csv(std::ostream& out, const Table& table, bool header);
+
 // Indented JSON followed by a newline.
 void print_json(std::ostream& out, const Json::Value& value);
 

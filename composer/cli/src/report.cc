@@ -168,17 +168,6 @@ Section section_of(const Report& r, const std::string& name) {
   return s;
 }
 
-// RFC 4180: a field with a comma, quote or line break is quoted, quotes doubled.
-std::string csv_field(const std::string& v) {
-  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
-  std::string out = "\"";
-  for (char c : v) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
 int usage_error(std::ostream& err, const std::string& message) {
   err << "composerctl: error: " << message << "\nRun 'composerctl report --help' for usage.\n";
   return kExitUsage;
@@ -281,16 +270,7 @@ int run_report(const ReportArgs& args, const client::Client& client, const Outpu
   for (const auto& row : s.rows) table.add_row(row);
   if (args.csv) {
     if (!output.fields.empty()) (void)table.select(output.fields);  // checked above
-    if (output.header) {
-      for (size_t i = 0; i < table.columns().size(); ++i) {
-        out << (i == 0 ? "" : ",") << csv_field(table.columns()[i].header);
-      }
-      out << '\n';
-    }
-    for (const auto& row : table.rows()) {
-      for (size_t i = 0; i < row.size(); ++i) out << (i == 0 ? "" : ",") << csv_field(row[i]);
-      out << '\n';
-    }
+    print_csv(out, table, output.header);
     return kExitOk;
   }
   if (Status printed = print_table(out, std::move(table), output); !printed) {

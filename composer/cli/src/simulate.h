@@ -1,0 +1,37 @@
+// composerctl simulate: offline capacity planning. Replays a job trace (the normalised CSV or
+// a sacct export) on one cluster file, or on several side by side (`simulate compare`, with
+// ratios to the first), through composer/simulate. Needs no composerd and no Slurm.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "output.h"
+
+namespace composer::cli {
+
+struct SimulateArgs {
+  CLI::App* command = nullptr;
+  CLI::App* compare = nullptr;
+  std::string trace;
+  std::string cluster;
+  std::string policy;
+  std::string start;                   // wall clock of the CSV's second 0 (a Slurm time)
+  std::vector<std::string> scenarios;  // compare: CLUSTER[:POLICY]...
+  bool csv = false;
+  bool classes = false;
+  std::string svg;
+};
+
+// Registers `simulate` and `simulate compare` on `app`.
+SimulateArgs& add_simulate_command(CLI::App& app, SimulateArgs& args);
+
+// Runs the simulation and prints it. kExitOk, kExitFailed (a file that cannot be read or
+// parsed), kExitUsage (a bad argument).
+int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ostream& out,
+                 std::ostream& err);
+
+}  // namespace composer::cli

@@ -1,0 +1,121 @@
+// composerctl simulate and simulate compare, run in-process on files written here: the
+// figures a script reads (-P, --csv, --json), the ratios to the first scenario, and the
+// sentences of bad input and of jobs a cluster can never run.
+
+#include <gtest/gtest.h>
+#include <json/reader.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "composer/test_support/temp_dir.h"
+#include "composerctl.h"
+
+namespace composer::cli {
+namespace {
+
+struct Ran {
+  int rc = 0;
+  std::string out;
+  std::string err;
+};
+
+Ran ctl(const std::vector<std::string>& args) {
+  std::vector<const char*> argv{"composerctl"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  Ran r;
+  r.rc = run(static_cast<int>(argv.size()), argv.data(), out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+class SimulateCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write("trace.csv",
+          "submit_time_s,duration_s,gpus,mem_gb,cpus,type,wait_s,censored,extra\n"
+          "0,100,3,,,training,0,0,\n0,100,3,,,training,0,0,\n0,50,2,,,training,0,0,\n");
+    write("fixed.conf", "FixedNode=n[1-2] Gpus=4\n");
+    write("pool.conf",
+          "Fabric=sim\nNodeName=n[1-2] Zones=z GpuSlots=8\n"
+          "DeviceGroup=g Type=gpu Model=A100 Zone=z Count=8\n");
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir.file(name)) << text;
+    return dir.file(name);
+  }
+  std::string f(const std::string& name) const { return dir.file(name); }
+  test_support::TempDir dir{"simulate-cli"};
+};
+
+TEST_F(SimulateCli, OneScenarioParsable) {
+  const Ran r = ctl({"simulate", "--trace", f("trace.csv"), "--cluster", f("fixed.conf"), "-P",
+                     "-o", "GPUS,RAN,GPU_UTIL,STRANDED_GPU_H,WAIT_MAX,MAKESPAN"});
+  ASSERT_EQ(r.rc, kExitOk) << r.err;
+  EXPECT_EQ(r.out, "GPUS|RAN|GPU_UTIL|STRANDED_GPU_H|WAIT_MAX|MAKESPAN\n8|3|58.3%|0.1|100|150\n");
+}
+
+TEST_F(SimulateCli, CompareGivesRatiosToTheFirst) {
+  const Ran r = ctl({"simulate", "compare", "--trace", f("trace.csv"), f("fixed.conf"),
+                     f("pool.conf"), "--csv", "-o", "MAKESPAN,MAKESPAN_RATIO,WAIT_MEAN_RATIO"});
+  ASSERT_EQ(r.rc, kExitOk) << r.err;
+  EXPECT_EQ(r.out, "MAKESPAN,MAKESPAN_RATIO,WAIT_MEAN_RATIO\n150,1.00,1.00\n100,0.67,0.00\n");
+
+  const Ran j = ctl({"simulate", "compare", "--trace", f("trace.csv"), f("fixed.conf"),
+                     f("pool.conf"), "--json"});
+  ASSERT_EQ(j.rc, kExitOk) << j.err;
+  Json::Value v;
+  std::istringstream in(j.out);
+  ASSERT_TRUE(Json::parseFromStream(Json::CharReaderBuilder(), in, &v, nullptr));
+  ASSERT_EQ(v["scenarios"].size(), 2u);
+  EXPECT_EQ(v["scenarios"][0]["stranded_gpu_hours"].asDouble(), 200.0 / 3600);
+  EXPECT_EQ(v["scenarios"][1]["stranded_gpu_hours"].asDouble(), 0.0);
+  EXPECT_EQ(v["scenarios"][1]["ratio_to_first"]["makespan_ratio"].asDouble(), 100.0 / 150);
+  EXPECT_EQ(v["scenarios"][0]["trace_rules"]["no_memory"].asUInt64(), 3u);
+}
+
+TEST_F(SimulateCli, JobsACLusterCanNeverRunAreNamed) {
+  write("big.csv",
+        "submit_time_s,duration_s,gpus,mem_gb,cpus,type,wait_s,censored,extra\n"
+        "0,100,16,,,,0,0,\n0,100,2,,,,0,0,\n");
+  const Ran r = ctl({"simulate", "--trace", f("big.csv"), "--cluster", f("fixed.conf"), "-P", "-o",
+                     "JOBS,RAN,NEVER"});
+  ASSERT_EQ(r.rc, kExitOk) << r.err;
+  EXPECT_EQ(r.out, "JOBS|RAN|NEVER\n2|1|1\n");
+  EXPECT_EQ(r.err, "composerctl: cluster " + f("fixed.conf") +
+                       " can never run 1 job of the trace: 16 GPUs on 4 nodes: the cluster has "
+                       "only 8 GPUs\n");
+}
+
+TEST_F(SimulateCli, BadInputIsRefusedWithASentence) {
+  write("bad.csv",
+        "submit_time_s,duration_s,gpus,mem_gb,cpus,type,wait_s,censored,extra\n0,x,1,,,,0,0,\n");
+  Ran r = ctl({"simulate", "--trace", f("bad.csv"), "--cluster", f("fixed.conf")});
+  EXPECT_EQ(r.rc, kExitFailed);
+  EXPECT_EQ(r.err, "composerctl: error: " + f("bad.csv") +
+                       " line 2: duration_s='x': expected whole seconds from 0\n");
+  EXPECT_EQ(r.out, "");
+
+  r = ctl({"simulate", "--cluster", f("fixed.conf")});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_NE(r.err.find("--trace FILE is required"), std::string::npos);
+
+  r = ctl({"simulate", "--trace", f("trace.csv"), "--cluster", f("fixed.conf"), "--csv", "-P"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_NE(r.err.find("--csv cannot be combined with -P or --json"), std::string::npos);
+
+  r = ctl({"simulate", "compare", "--trace", f("trace.csv"), f("fixed.conf") + ":"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_NE(r.err.find("expected CLUSTER or CLUSTER:POLICY"), std::string::npos);
+
+  r = ctl({"simulate", "--trace", f("trace.csv"), "--cluster", f("missing.conf")});
+  EXPECT_EQ(r.rc, kExitFailed);
+  EXPECT_NE(r.err.find("cannot read " + f("missing.conf")), std::string::npos);
+}
+
+}  // namespace
+}  // namespace composer::cli
