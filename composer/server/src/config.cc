@@ -185,6 +185,14 @@ Status parse_fabric_key(const std::string& key, const std::string& k, const std:
       return Error{ErrorCode::kInvalidArgument,
                    k + " must not carry credentials; put them in the credentials file"};
     }
+    // Nor one with a query string or a fragment (?token=...): shown up to the '?' only.
+    if (const size_t query = value.find_first_of("?#"); query != std::string::npos) {
+      return Error{ErrorCode::kInvalidArgument,
+                   k + "=" + value.substr(0, query) +
+                       "?<redacted>: a URL with a query string or fragment is refused (it may "
+                       "carry a token; put credentials in the credentials file); expected "
+                       "http(s)://HOST[:PORT] only"};
+    }
     if (authority.empty() || authority.find('/') != std::string::npos) {
       return Error{
           ErrorCode::kInvalidArgument,
