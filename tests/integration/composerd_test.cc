@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "composer/api/codec.h"
 #include "composer/common/units.h"
 #include "composerd_process.h"
 #include "raw_request.h"
@@ -154,6 +155,52 @@ TEST_F(ComposerdTest, BadInputIsRefusedWith4xxAndChangesNothing) {
   auto live = daemon_->client().compositions(client::CompositionQuery{.job = 5});
   ASSERT_TRUE(live.ok());
   EXPECT_TRUE(live->empty());
+}
+
+// What the HTTP layer refuses before any route runs keeps its status and says what it was,
+// with the code of docs/API.md's table; nothing changes.
+TEST_F(ComposerdTest, HttpLayerRefusalsSayWhatTheyAre) {
+  const auto before = free_by_type();
+  const auto url = daemon_->url();
+  httplib::Client cli("127.0.0.1", std::stoi(url.substr(url.rfind(':') + 1)));
+  struct Case {
+    httplib::Request request;
+    int status;
+    std::string message;
+  };
+  auto request = [](std::string method, std::string path, httplib::Headers headers = {}) {
+    httplib::Request r;
+    r.method = std::move(method);
+    r.path = std::move(path);
+    r.headers = std::move(headers);
+    return r;
+  };
+  // A body larger than composerd reads: skipped, not parsed.
+  httplib::Request big = request("PUT", "/v1/compositions/5/n1");
+  big.body = std::string(2000000, ' ');
+  const std::vector<Case> cases = {
+      {big, 413, "request body larger than 1048576 bytes"},
+      {request("GET", "/v1/pool?" + std::string(9000, 'a')), 414,
+       "request line longer than 8192 bytes"},
+      {request("GET", "/v1/health", {{"Range", "bytes=z-q"}}), 416, "unreadable Range header"},
+      {request("BREW", "/v1/pool"), 400, "malformed HTTP request"},
+      {request("GET", "/v1/nothing-here"), 404, "no such endpoint: GET /v1/nothing-here"},
+  };
+  for (const auto& k : cases) {
+    auto a = cli.send(k.request);
+    ASSERT_TRUE(a) << k.request.method << " " << k.request.path.substr(0, 40) << ": "
+                   << httplib::to_string(a.error());
+    EXPECT_EQ(a->status, k.status) << k.request.path.substr(0, 40) << " -> " << a->body;
+    auto json = api::parse_json(a->body);
+    ASSERT_TRUE(json.ok()) << a->body;
+    const std::string code = k.status == 404 ? "not_found" : "invalid_argument";
+    EXPECT_EQ((*json)["error"]["code"].asString(), code) << a->body;
+    EXPECT_NE((*json)["error"]["message"].asString().find(k.message), std::string::npos) << a->body;
+    if (k.status != 404) {
+      EXPECT_EQ(a->body.find("no such endpoint"), std::string::npos) << a->body;
+    }
+  }
+  EXPECT_EQ(free_by_type(), before);
 }
 
 // Every route family (compositions and events, reports, policy) reads its query through one

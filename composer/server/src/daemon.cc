@@ -22,6 +22,7 @@
 #include "composer/server/slurm_jobs.h"
 #include "metrics.h"
 #include "policy_keeper.h"
+#include "route.h"
 
 #ifndef COMPOSER_VERSION
 #define COMPOSER_VERSION "0.0.0"
@@ -149,7 +150,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
   // loop, a prolog helper) then pays a new TCP connection and a thread hand-off every fifth
   // request. Keep connections for as long as they are in use.
   in.http.set_keep_alive_max_count(100000);
-  in.http.set_payload_max_length(1 << 20);
+  in.http.set_payload_max_length(kMaxBodyBytes);
   // Counted just before the answer goes out, so that a client's next request sees it (the
   // logger runs after the answer is written, in newer cpp-httplib releases).
   in.http.set_post_routing_handler([&in](const httplib::Request& req, httplib::Response& res) {

@@ -66,6 +66,28 @@ Expected<Caller> admit(const Authenticator& auth, const Access& access,
   return caller;
 }
 
+// What the HTTP layer refused before any route ran, by the status it chose (docs/API.md).
+Error http_layer_error(const httplib::Request& req, int status) {
+  switch (status) {
+    case 404:
+      return Error{ErrorCode::kNotFound,
+                   "no such endpoint: " + req.method + " " + req.path + " (see docs/API.md)"};
+    case 413:
+      return bad("request body larger than " + std::to_string(kMaxBodyBytes) +
+                 " bytes, the most composerd reads");
+    case 414:
+      return bad("request line longer than " + std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) +
+                 " bytes, the most composerd reads");
+    case 416:
+      return bad("unreadable Range header; composerd answers whole bodies only (send no Range)");
+    case 400:
+      return bad("malformed HTTP request: expected an HTTP/1.1 request line and headers");
+    default:
+      return Error{status >= 500 ? ErrorCode::kInternal : ErrorCode::kInvalidArgument,
+                   "the HTTP layer refused the request with status " + std::to_string(status)};
+  }
+}
+
 }  // namespace
 
 Error bad(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
@@ -137,14 +159,11 @@ Expected<int64_t> Call::required_time_ms(const std::string& name) const {
 }
 
 Routes::Routes(httplib::Server& server, const Authenticator& auth) : server_(server), auth_(auth) {
-  // Anything else is a JSON 404/405 with a sentence, not httplib's empty page.
+  // Anything else is JSON with a sentence, not httplib's empty page.
   server_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    const ErrorCode code = res.status == 404 ? ErrorCode::kNotFound : ErrorCode::kInvalidArgument;
     const int status = res.status;
-    send_json(res, status,
-              api::to_json(Error{code, "no such endpoint: " + req.method + " " + req.path +
-                                           " (see docs/API.md)"}));
+    send_json(res, status, api::to_json(http_layer_error(req, status)));
   });
   server_.set_exception_handler(
       [](const httplib::Request& req, httplib::Response& res, const std::exception_ptr& ep) {

@@ -32,6 +32,8 @@ namespace composer::server {
 inline constexpr uint64_t kMaxJobId = 4294967294U;         // Slurm's largest job id
 inline constexpr uint64_t kMaxListLimit = 4294967295U;     // `limit` of a listing; 0: no limit
 inline constexpr uint64_t kMaxTimeMs = uint64_t{1} << 52;  // a time in ms since the epoch
+// The largest request body composerd reads; a larger one answers 413.
+inline constexpr size_t kMaxBodyBytes = size_t{1} << 20;
 
 // The caller's input is wrong: 400 with this sentence.
 Error bad(std::string message);
@@ -102,7 +104,8 @@ using Handler = std::function<Expected<Json::Value>(const Call&)>;
 using TextHandler = std::function<std::string(const Call&)>;
 
 // Installs routes on a server, each through the pipeline; answers unknown paths with a JSON
-// 404/405 and an exception with a JSON 500.
+// 404, what the HTTP layer refuses (400, 413, 414, 416) with invalid_argument and a sentence
+// under the status it chose, and an exception with a JSON 500.
 class Routes {
  public:
   Routes(httplib::Server& server, const Authenticator& auth);
