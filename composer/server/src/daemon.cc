@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -29,6 +30,30 @@
 #endif
 
 namespace composer::server {
+namespace {
+
+// SQLite opens a file it may not write read-only without a word and fails at the first write
+// ("attempt to write a readonly database"): refuse it first, naming the file. The directory
+// must take the journal beside it too.
+Status writable_database(const std::string& path) {
+  std::error_code ec;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (std::filesystem::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) {
+    return Error{ErrorCode::kUnavailable,
+                 "the database " + path + " is read-only for composerd (" + std::strerror(errno) +
+                     "); it writes every composition there: give it write access or point "
+                     "Database= at a writable file"};
+  }
+  if (!dir.empty() && ::access(dir.c_str(), W_OK) != 0) {
+    return Error{ErrorCode::kUnavailable, "the directory " + dir.string() + " of the database " +
+                                              path + " is read-only for composerd (" +
+                                              std::strerror(errno) +
+                                              "); SQLite keeps its journal beside the database"};
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 struct Daemon::Impl {
   explicit Impl(const Clock& c) : clock(c) {}
@@ -71,6 +96,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
   if (!admins) return admins.error();
   impl->auth = std::make_unique<Authenticator>(config.munge_socket, *admins);
 
+  if (auto s = writable_database(config.database); !s) return s.error();
   db::StoreOptions opts;
   opts.durable = config.durable;
   auto store = db::Store::open(config.database, opts);
@@ -88,7 +114,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
   sopts.compose_timeout_ms = config.compose_timeout_ms;
   sopts.release_timeout_ms = config.release_timeout_ms;
   impl->service = std::make_unique<CompositionService>(*impl->store, *impl->fabric, clock, sopts);
-  if (auto s = impl->service->start(); !s) return s.error();
+  if (auto s = impl->service->start(); !s) {
+    return Error{s.error().code, "the database " + config.database + ": " + s.error().message};
+  }
   auto recovered = impl->service->recover();
   if (!recovered) return recovered.error();
   if (*recovered > 0) {

@@ -1,0 +1,60 @@
+// What composerd does with the files it keeps: the modes it gives what it creates, the
+// directories it leaves as they are, the state it refuses, and what survives a restart.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "composerd_process.h"
+
+namespace composer::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Run as nobody (root writes a read-only file): composerd names the database it cannot write
+// and leaves it as it was.
+TEST(ComposerdState, RefusesAReadOnlyDatabaseNamingIt) {
+  struct passwd* nobody = ::getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no user nobody on this machine";
+  if (run_command("runuser -u nobody -- true").code != 0) GTEST_SKIP() << "no runuser";
+  test_support::TempDir dir("composer-readonly");
+  auto munge = test_support::MungeDaemon::start();
+  ASSERT_TRUE(munge.ok()) << munge.error();
+  for (auto p = std::filesystem::path((*munge)->socket_path()).parent_path();
+       p != p.root_path() && p.string().find("composer") != std::string::npos;
+       p = p.parent_path()) {
+    std::filesystem::permissions(p, std::filesystem::perms::others_exec,
+                                 std::filesystem::perm_options::add);
+  }
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  const std::string state = dir.file("state");
+  const std::string db = state + "/composer.db";
+  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+  { std::ofstream(db) << ""; }
+  ASSERT_EQ(::chmod(db.c_str(), 0400), 0);
+  ASSERT_EQ(::chown(state.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+  ASSERT_EQ(::chown(db.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+  const std::string conf = dir.file("composer.conf");
+  std::ofstream(conf) << "ListenAddress=127.0.0.1\nListenPort=" << test_support::free_port()
+                      << "\nStateDir=" << state << "\nMungeSocket=" << (*munge)->socket_path()
+                      << "\nDurable=no\n"
+                      << default_pool_lines();
+  auto r = run_command("runuser -u nobody -- " + std::string(COMPOSERD_PATH) + " -f " + conf);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("the database " + db + " is read-only for composerd"));
+  EXPECT_EQ(std::filesystem::file_size(db), 0u);
+  EXPECT_EQ(mode_of(db), 0400u);
+}
+
+}  // namespace
+}  // namespace composer::testing
