@@ -1,6 +1,7 @@
 // What composerd does with the files it keeps: the modes it gives what it creates, the
 // directories it leaves as they are, the state it refuses, and what survives a restart.
 #include <gmock/gmock.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -19,6 +20,55 @@ mode_t mode_of(const std::string& path) {
   struct stat st {};
   EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
   return st.st_mode & 07777;
+}
+
+gid_t group_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_gid;
+}
+
+TEST(ComposerdState, CreatesItsStateDirAndDatabasePrivate) {
+  ComposerdProcess composerd;
+  EXPECT_EQ(mode_of(composerd.state_dir()), 0700u);
+  EXPECT_EQ(mode_of(composerd.state_dir() + "/composer.db"), 0600u);
+}
+
+TEST(ComposerdState, StateGroupMayReadStateDirAndDatabase) {
+  struct group* nogroup = ::getgrnam("nogroup");
+  if (nogroup == nullptr) GTEST_SKIP() << "no group nogroup on this machine";
+  const gid_t gid = nogroup->gr_gid;
+  ComposerdProcess composerd("StateGroup=nogroup\n");
+  EXPECT_EQ(mode_of(composerd.state_dir()), 0750u);
+  EXPECT_EQ(group_of(composerd.state_dir()), gid);
+  EXPECT_EQ(mode_of(composerd.state_dir() + "/composer.db"), 0640u);
+  EXPECT_EQ(group_of(composerd.state_dir() + "/composer.db"), gid);
+}
+
+TEST(ComposerdState, LeavesTheModeOfAStateDirItDidNotCreate) {
+  ComposerdProcess composerd;
+  EXPECT_EQ(composerd.stop(), 0);
+  ASSERT_EQ(::chmod(composerd.state_dir().c_str(), 0711), 0);
+  composerd.start();
+  EXPECT_EQ(mode_of(composerd.state_dir()), 0711u);
+  EXPECT_EQ(composerd.stop(), 0);
+  EXPECT_EQ(mode_of(composerd.state_dir()), 0711u);
+}
+
+TEST(ComposerdState, RefusesAStateDirEveryUserMayWrite) {
+  ComposerdProcess composerd;
+  EXPECT_EQ(composerd.stop(), 0);
+  for (mode_t mode : {01777, 0777, 0703}) {
+    ASSERT_EQ(::chmod(composerd.state_dir().c_str(), mode), 0);
+    try {
+      composerd.start();
+      ADD_FAILURE() << "composerd started on a StateDir of mode " << std::oct << mode;
+    } catch (const std::runtime_error& e) {
+      EXPECT_THAT(e.what(),
+                  HasSubstr("StateDir " + composerd.state_dir() + " may be written by every user"));
+    }
+    EXPECT_EQ(mode_of(composerd.state_dir()), mode) << "the mode is left as it was";
+  }
 }
 
 // Run as nobody (root writes a read-only file): composerd names the database it cannot write

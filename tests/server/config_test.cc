@@ -52,6 +52,7 @@ TEST(Config, RefusesWithFileLineAndRule) {
            {"DeviceGroup=g Type=fpga Model=X Zone=z1 Count=2\n", "expected gpu, mem or nvme"},
            {"NodeName=n01 Zones=z1\n", "node 'n01' is declared twice"},
            {"just words\n", "is not of the form Key=Value"},
+           {"StateGroup=a,b\n", "line 1: StateGroup=a,b: names may hold only"},
        }) {
     auto c = parse(k.text);
     ASSERT_FALSE(c.ok()) << k.text;

@@ -611,6 +611,9 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
       return set_int(cfg.listen_port, 1, 65535);
     } else if (key == "database") {
       cfg.database = value;
+    } else if (key == "stategroup") {
+      if (auto s = config::name(k, value); !s) return s;
+      cfg.state_group = value;
     } else if (key == "logfile") {
       cfg.log_file = value;
     } else if (key == "loglevel") {

@@ -1,11 +1,14 @@
 #include "composer/server/daemon.h"
 
+#include <fcntl.h>
+#include <grp.h>
 #include <httplib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -31,6 +34,87 @@
 
 namespace composer::server {
 namespace {
+
+// How composerd creates what it owns: only its user may enter StateDir and read the database
+// (0700, 0600), or its user and StateGroup= (0750, 0640).
+struct StateOwner {
+  mode_t dir_mode = 0700;
+  mode_t file_mode = 0600;
+  gid_t gid = static_cast<gid_t>(-1);  // -1: the process's group
+};
+
+Expected<StateOwner> state_owner(const Config& c) {
+  StateOwner o;
+  if (c.state_group.empty()) return o;
+  struct group gr {};
+  struct group* found = nullptr;
+  std::string buf(16384, '\0');
+  if (getgrnam_r(c.state_group.c_str(), &gr, buf.data(), buf.size(), &found) != 0 ||
+      found == nullptr) {
+    return Error{ErrorCode::kInvalidArgument, "StateGroup=" + c.state_group + ": no such group"};
+  }
+  o.dir_mode = 0750;
+  o.file_mode = 0640;
+  o.gid = found->gr_gid;
+  return o;
+}
+
+// A StateDir that others may write lets any local user replace the ledger: refused. One that
+// exists keeps its owner and mode (composerd changes nothing it did not create); a missing one
+// is created (with its missing parents) with the mode composerd chooses.
+Status prepare_state_dir(const std::string& dir, const StateOwner& o) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return Error{ErrorCode::kInvalidArgument, "StateDir " + dir + " is not a directory"};
+    }
+    if ((st.st_mode & S_IWOTH) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return Error{ErrorCode::kInvalidArgument,
+                   "StateDir " + dir + " may be written by every user (mode " + mode +
+                       "): any of them could replace the ledger; give composerd a directory of "
+                       "its own (composerd creates a missing one 0700)"};
+    }
+    return Status::Ok();
+  }
+  if (errno != ENOENT) {
+    return Error{ErrorCode::kUnavailable,
+                 "cannot use StateDir " + dir + ": " + std::strerror(errno)};
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(dir).parent_path(), ec);
+  if (ec || ::mkdir(dir.c_str(), o.dir_mode) != 0) {
+    return Error{ErrorCode::kUnavailable, "cannot create StateDir " + dir + ": " +
+                                              (ec ? ec.message() : std::strerror(errno))};
+  }
+  // Ours: the mode is exactly the chosen one, whatever the umask.
+  if (::chown(dir.c_str(), static_cast<uid_t>(-1), o.gid) != 0 ||
+      ::chmod(dir.c_str(), o.dir_mode) != 0) {
+    return Error{ErrorCode::kUnavailable,
+                 "cannot set the mode of StateDir " + dir + ": " + std::strerror(errno)};
+  }
+  return Status::Ok();
+}
+
+// Creates `path` empty with the owner's file mode when it does not exist (SQLite gives its
+// journal files the database's mode); an existing file is left as it is.
+Status create_private_file(const std::string& path, const StateOwner& o) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, o.file_mode);
+  if (fd < 0) {
+    if (errno == EEXIST) return Status::Ok();
+    return Error{ErrorCode::kUnavailable, "cannot create " + path + ": " + std::strerror(errno)};
+  }
+  const bool ok =
+      ::fchown(fd, static_cast<uid_t>(-1), o.gid) == 0 && ::fchmod(fd, o.file_mode) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok) {
+    return Error{ErrorCode::kUnavailable,
+                 "cannot set the mode of " + path + ": " + std::strerror(err)};
+  }
+  return Status::Ok();
+}
 
 // SQLite opens a file it may not write read-only without a word and fails at the first write
 // ("attempt to write a readonly database"): refuse it first, naming the file. The directory
@@ -84,13 +168,10 @@ Daemon::~Daemon() {
 Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clock& clock) {
   auto impl = std::make_unique<Impl>(clock);
   impl->config = config;
-  std::error_code ec;
-  std::filesystem::create_directories(config.state_dir, ec);
-  if (ec) {
-    return Error{ErrorCode::kUnavailable,
-                 "cannot create StateDir " + config.state_dir + ": " + ec.message()};
-  }
-  ::chmod(config.state_dir.c_str(), 0755);
+  auto owner = state_owner(config);
+  if (!owner) return owner.error();
+  if (auto s = prepare_state_dir(config.state_dir, *owner); !s) return s.error();
+  if (auto s = create_private_file(config.database, *owner); !s) return s.error();
 
   auto admins = resolve_admins(config.admin_users);
   if (!admins) return admins.error();

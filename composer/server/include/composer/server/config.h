@@ -79,6 +79,9 @@ struct Config {
   std::string listen_address = config::kDefaultListenAddress;
   int listen_port = kDefaultPort;
   std::string state_dir = config::kDefaultStateDir;
+  // StateGroup=: a group that may read StateDir and the database (0750, 0640); empty: only
+  // composerd's user (0700, 0600).
+  std::string state_group;
   std::string database;  // default: <state_dir>/composer.db
   std::string snapshot;  // default: <state_dir>/snapshot.json
   std::string log_file;  // empty: stderr
