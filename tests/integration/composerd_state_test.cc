@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "composerd_process.h"
 
@@ -69,6 +70,52 @@ TEST(ComposerdState, RefusesAStateDirEveryUserMayWrite) {
     }
     EXPECT_EQ(mode_of(composerd.state_dir()), mode) << "the mode is left as it was";
   }
+}
+
+// composerd --check refuses what a start refuses, with the same sentence naming file and line,
+// and neither creates anything.
+TEST(ComposerdState, CheckRefusesWhatAStartRefuses) {
+  test_support::TempDir dir("composer-check");
+  const std::string state = dir.file("state");
+  const std::string conf = dir.file("composer.conf");
+  const std::string head =
+      "ListenAddress=127.0.0.1\nListenPort=" + std::to_string(test_support::free_port()) +
+      "\nStateDir=" + state + "\nDurable=no\n";
+  struct Case {
+    std::string lines;
+    std::string sentence;
+  };
+  const std::vector<Case> cases = {
+      {"SnapshotFile=" + state + "/composer.db\n",
+       conf + " line 5: SnapshotFile " + state + "/composer.db is the same file as Database"},
+      {"AdminUsers=root,no-such-user-here\n",
+       conf + " line 5: AdminUsers: no such user 'no-such-user-here'"},
+      {"LogFile=" + dir.file("missing/composerd.log") + "\n",
+       conf + " line 5: LogFile=" + dir.file("missing/composerd.log") + ": the directory"},
+      {"MungeSocket=" + dir.file("munge.socket") + "\n",
+       conf + " line 5: MungeSocket=" + dir.file("munge.socket") + ": No such file"},
+      {"ListenAddress=not-an-address!\n", "ListenAddress"},  // given twice: line 5
+      {"Database=composer.db\n", conf + " line 5: Database=composer.db: expected an absolute"},
+      {"NodeName=n3 FabricHost=sim-host-2 Zones=z2\n",
+       conf + " line 7: NodeName=n2: fabric host 'sim-host-2' is already the fabric host of n3 "
+              "(line 5)"},
+  };
+  for (const auto& k : cases) {
+    // The pool after the case's line, so that the line numbers stay put.
+    std::ofstream(conf) << head << k.lines << default_pool_lines();
+    for (const std::string flags : {" --check", ""}) {
+      auto r = run_command(std::string(COMPOSERD_PATH) + " -f " + conf + flags);
+      EXPECT_EQ(r.code, 1) << flags << ": " << r.out;
+      EXPECT_THAT(r.out, HasSubstr(k.sentence)) << flags;
+      EXPECT_FALSE(std::filesystem::exists(state)) << flags << " created StateDir: " << r.out;
+    }
+  }
+  // The listen address on its own line.
+  std::ofstream(conf) << "ListenAddress=not-an-address!\nStateDir=" << state << "\n"
+                      << default_pool_lines();
+  auto r = run_command(std::string(COMPOSERD_PATH) + " -f " + conf + " --check");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.out, HasSubstr(conf + " line 1: ListenAddress=not-an-address!: expected an IPv4"));
 }
 
 // Run as nobody (root writes a read-only file): composerd names the database it cannot write

@@ -1,5 +1,9 @@
 #include "composer/server/config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cctype>
 #include <functional>
 #include <map>
 #include <set>
@@ -15,6 +19,25 @@ namespace {
 using config::Pair;
 
 Error invalid(const std::string& why) { return Error{ErrorCode::kInvalidArgument, why}; }
+
+// A numeric IPv4 or IPv6 address, or a host name of letters, digits, '-' and '.' (labels of 1
+// to 63 characters, not starting or ending with '-'), as getaddrinfo takes it.
+bool listen_address(const std::string& v) {
+  unsigned char buf[sizeof(in6_addr)];
+  if (::inet_pton(AF_INET, v.c_str(), buf) == 1 || ::inet_pton(AF_INET6, v.c_str(), buf) == 1) {
+    return true;
+  }
+  if (v.size() > 253) return false;
+  for (const std::string& label : split(v, '.')) {
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+      return false;
+    }
+    for (char c : label) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') return false;
+    }
+  }
+  return true;
+}
 
 // Comma-separated names ("root, slurm"), each part trimmed.
 std::vector<std::string> list(std::string_view s) { return split(s, ',', {.trim = true}); }
@@ -575,8 +598,12 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     // composer.conf is shared with the job_submit plugin: its JobSubmit* keys are its own.
     if (key.rfind("jobsubmit", 0) == 0) return Status::Ok();
     bool shared = false;
-    if (auto s = config::read_shared_key(line, seen_keys, state, shared); !s || shared) return s;
+    if (auto s = config::read_shared_key(line, seen_keys, state, shared); !s || shared) {
+      if (s) cfg.lines[key] = line.number;
+      return s;
+    }
     if (auto s = config::single_setting(line, seen_keys); !s) return s;
+    cfg.lines[key] = line.number;
 
     const std::string& k = line.written_key();
     auto set_ms = [&](int64_t& field, int64_t min_s, int64_t max_s) {
@@ -606,15 +633,23 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     };
     if (key == "listenaddress") {
       if (value.empty()) return invalid("ListenAddress needs a value");
+      if (!listen_address(value)) {
+        return invalid(k + "=" + value +
+                       ": expected an IPv4 or IPv6 address (127.0.0.1, ::1, 0.0.0.0) or a host "
+                       "name (letters, digits, '-' and '.')");
+      }
       cfg.listen_address = value;
     } else if (key == "listenport") {
       return set_int(cfg.listen_port, 1, 65535);
     } else if (key == "database") {
+      // composerd's working directory is nobody's business: never a file relative to it.
+      if (auto s = config::absolute_path(k, value); !s) return s;
       cfg.database = value;
     } else if (key == "stategroup") {
       if (auto s = config::name(k, value); !s) return s;
       cfg.state_group = value;
     } else if (key == "logfile") {
+      if (auto s = config::absolute_path(k, value); !s) return s;
       cfg.log_file = value;
     } else if (key == "loglevel") {
       if (!log::parse_level(lower(value), &cfg.log_level)) {
@@ -625,6 +660,7 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     } else if (key == "workloads") {
       return set_names(cfg.workloads, "Workloads");
     } else if (key == "mungesocket") {
+      if (auto s = config::absolute_path(k, value); !s) return s;
       cfg.munge_socket = value;
     } else if (key == "apithreads") {
       return set_int(cfg.api_threads, 2, 4096);
@@ -664,6 +700,12 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     return Status::Ok();
   });
   if (!read) return read.error();
+  if (state.state_dir.find_first_not_of('/') == std::string::npos) {
+    return config::at(path, cfg.lines["statedir"],
+                      "StateDir=" + state.state_dir +
+                          ": the root directory cannot be composerd's own; give a directory "
+                          "such as /var/lib/slurm-composer");
+  }
   cfg.state_dir = state.state_dir;
   cfg.snapshot = state.snapshot();
   if (cfg.database.empty()) cfg.database = cfg.state_dir + "/composer.db";
@@ -673,6 +715,23 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
           ? check_fabric(cfg, node_lines, group_lines, fabric_key_lines, at)
           : check_fabrics(cfg, node_lines, group_lines, fabric_key_lines, fabric_line, at);
   if (!checked) return checked.error();
+  // One fabric host per node on a fabric: a second NodeName line naming the same one would
+  // let two nodes receive each other's devices (a real fabric's host map refuses it above).
+  std::map<std::pair<std::string, std::string>, std::pair<std::string, int>> fabric_hosts;
+  for (const NodeLine& n : node_lines) {
+    for (size_t i = 0; i < n.host_count; ++i) {
+      const Host& h = cfg.sim.hosts[n.first_host + i];
+      auto [it, fresh] =
+          fabric_hosts.emplace(std::pair(n.fabric, h.fabric_id), std::pair(h.node, n.line));
+      if (!fresh) {
+        return config::at(path, n.line,
+                          "NodeName=" + h.node + ": fabric host '" + h.fabric_id +
+                              "' is already the fabric host of " + it->second.first + " (line " +
+                              std::to_string(it->second.second) +
+                              "); each node needs a fabric host of its own");
+      }
+    }
+  }
   return cfg;
 }
 

@@ -1,8 +1,10 @@
 #include "composer/server/daemon.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <httplib.h>
+#include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +18,8 @@
 #include "composer/api/snapshot.h"
 #include "composer/common/clock.h"
 #include "composer/common/log.h"
+#include "composer/common/strings.h"
+#include "composer/config/conf_file.h"
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
@@ -137,7 +141,97 @@ Status writable_database(const std::string& path) {
   return Status::Ok();
 }
 
+// The files composerd writes, each with the key that names it: no two may be the same file
+// (a snapshot renamed over the database destroys the ledger).
+std::vector<std::pair<std::string, std::string>> own_files(const Config& c) {
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"composer.conf", c.path},         {"StateDir", c.state_dir},
+      {"Database", c.database},          {"Database", c.database + "-wal"},
+      {"Database", c.database + "-shm"}, {"Database", c.database + "-journal"},
+      {"SnapshotFile", c.snapshot},
+  };
+  if (!c.log_file.empty()) files.emplace_back("LogFile", c.log_file);
+  return files;
+}
+
+// The line a file's key was given on (0: its default).
+int line_of_file(const Config& c, const std::string& key) {
+  return key == "composer.conf" ? 0 : c.line_of(lower(key));
+}
+
+Status distinct_files(const Config& c) {
+  const auto files = own_files(c);
+  std::vector<std::string> resolved;
+  for (const auto& [key, path] : files) {
+    std::error_code ec;
+    auto p = std::filesystem::weakly_canonical(path, ec);
+    resolved.push_back(ec ? path : p.string());
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (resolved[i] != resolved[j] || files[i].first == files[j].first) continue;
+      const auto& [key, path] = files[i];
+      const auto& [other, other_path] = files[j];
+      const int line = line_of_file(c, key) > 0 ? line_of_file(c, key) : line_of_file(c, other);
+      return config::at(c.path, line,
+                        key + " " + path + " is the same file as " + other + " " + other_path +
+                            ": composerd writes each of them; give each a path of its own");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status check_config(const Config& c) {
+  auto at = [&](const std::string& key, const std::string& why) {
+    return config::at(c.path, c.line_of(key), why);
+  };
+  if (auto admins = resolve_admins(c.admin_users); !admins) {
+    return at("adminusers", admins.error().message);
+  }
+  if (auto owner = state_owner(c); !owner) return at("stategroup", owner.error().message);
+  if (auto s = distinct_files(c); !s) return s;
+  struct stat st {};
+  if (::stat(c.state_dir.c_str(), &st) == 0) {
+    if (auto s = prepare_state_dir(c.state_dir, StateOwner{}); !s) {
+      return at("statedir", s.error().message);
+    }
+  }
+  if (!c.munge_socket.empty()) {
+    if (::stat(c.munge_socket.c_str(), &st) != 0) {
+      return at("mungesocket", "MungeSocket=" + c.munge_socket + ": " + std::strerror(errno) +
+                                   "; expected the socket munged listens on");
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+      return at("mungesocket", "MungeSocket=" + c.munge_socket +
+                                   " is not a socket; expected the socket munged listens on");
+    }
+  }
+  if (!c.log_file.empty()) {
+    const auto dir = std::filesystem::path(c.log_file).parent_path();
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      return at("logfile", "LogFile=" + c.log_file + ": the directory " + dir.string() +
+                               " does not exist; composerd creates the file, not its directory");
+    }
+  }
+  unsigned char addr[sizeof(in6_addr)];
+  if (::inet_pton(AF_INET, c.listen_address.c_str(), addr) != 1 &&
+      ::inet_pton(AF_INET6, c.listen_address.c_str(), addr) != 1) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(c.listen_address.c_str(), nullptr, &hints, &found);
+    if (found != nullptr) ::freeaddrinfo(found);
+    if (rc != 0) {
+      return at("listenaddress", "ListenAddress=" + c.listen_address + ": " + gai_strerror(rc));
+    }
+  }
+  return check_fabric_files(c);
+}
 
 struct Daemon::Impl {
   explicit Impl(const Clock& c) : clock(c) {}
@@ -166,6 +260,7 @@ Daemon::~Daemon() {
 }
 
 Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clock& clock) {
+  if (auto s = check_config(config); !s) return s.error();
   auto impl = std::make_unique<Impl>(clock);
   impl->config = config;
   auto owner = state_owner(config);

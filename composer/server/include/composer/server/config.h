@@ -105,6 +105,15 @@ struct Config {
   SimConfig sim;  // hosts (NodeName lines) and, for the sim fabric, DeviceGroup lines
   // FabricName lines, in file order; empty when the file uses Fabric= and the Fabric* keys.
   std::vector<FabricSpec> fabrics;
+  // The line each setting was given on, by its lower-case key ("adminusers"); absent: the
+  // default.
+  std::map<std::string, int> lines;
+
+  // The line `key` (lower-case) was set on, 0 when it was not given.
+  int line_of(const std::string& key) const {
+    auto it = lines.find(key);
+    return it == lines.end() ? 0 : it->second;
+  }
 };
 
 Expected<Config> parse_config(std::string_view text, const std::string& path);
