@@ -6,16 +6,25 @@
 #include <pwd.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "composerd_process.h"
+#include "raw_request.h"
 
 namespace composer::testing {
 namespace {
 
 using ::testing::HasSubstr;
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 mode_t mode_of(const std::string& path) {
   struct stat st {};
@@ -116,6 +125,66 @@ TEST(ComposerdState, CheckRefusesWhatAStartRefuses) {
   auto r = run_command(std::string(COMPOSERD_PATH) + " -f " + conf + " --check");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.out, HasSubstr(conf + " line 1: ListenAddress=not-an-address!: expected an IPv4"));
+}
+
+api::ComposeBody body(Request r) {
+  return api::ComposeBody{.uid = 1000, .user = "alice", .account = "physics", .request = r};
+}
+
+// The simulated fabric is a fabric: what it attached stays attached when composerd restarts,
+// and the reconciler finds nothing to repair, round after round.
+TEST(ComposerdState, ARestartChangesNothingOnTheSimFabric) {
+  ComposerdProcess composerd("ReconcileInterval=1\n");
+  auto composed =
+      composerd.client().compose(7, "n1", body(Request{.gpus = 2, .mem_bytes = 64ull << 30}));
+  ASSERT_TRUE(composed.ok()) << composed.error();
+  ASSERT_EQ(composed->state, CompositionState::kReady);
+  EXPECT_TRUE(std::filesystem::exists(composerd.state_dir() + "/composer.db.sim"));
+  EXPECT_EQ(composerd.stop(), 0);
+  composerd.start();
+  auto c = composerd.client();
+  const int64_t restarted_ms = wall_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // three reconcile rounds
+  for (int round = 0; round < 2; ++round) {
+    auto shown = c.show(7, "n1");
+    ASSERT_TRUE(shown.ok()) << shown.error();
+    EXPECT_EQ(shown->state, CompositionState::kReady) << composerd.log();
+    ASSERT_EQ(shown->devices.size(), 3u);
+    auto devices = c.devices();
+    ASSERT_TRUE(devices.ok()) << devices.error();
+    size_t attached = 0;
+    for (const Device& d : *devices) {
+      EXPECT_NE(d.state(), DeviceState::kFailed) << d.id << "\n" << composerd.log();
+      attached += d.state() == DeviceState::kAttached ? 1 : 0;
+    }
+    EXPECT_EQ(attached, 3u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  }
+  auto events = c.events(client::EventQuery{.since_ms = restarted_ms});
+  ASSERT_TRUE(events.ok()) << events.error();
+  for (const Event& e : *events)
+    ADD_FAILURE() << "after the restart: " << e.kind << " " << e.detail;
+  ASSERT_TRUE(c.release(7, "n1").ok());
+  EXPECT_EQ(composerd.stop(), 0);
+  EXPECT_EQ(std::filesystem::file_size(composerd.state_dir() + "/composer.db.sim"), 0u)
+      << "the release detached everything";
+}
+
+// SimFailAttaches= makes the first attach calls fail, as a fabric that refuses them would.
+TEST(ComposerdState, SimFaultsComeFromComposerConf) {
+  ComposerdProcess composerd("SimFailAttaches=1\n");
+  // Raw, as the client would retry a 502.
+  const int port = std::stoi(composerd.url().substr(composerd.url().rfind(':') + 1));
+  auto first =
+      raw_request("127.0.0.1", port, composerd.munge_socket(), "PUT", "/v1/compositions/8/n1",
+                  R"({"uid":1000,"user":"alice","request":{"gpus":1}})");
+  EXPECT_EQ(first.status, 502) << first.body;
+  EXPECT_THAT(first.body, HasSubstr("fabric attach failed: injected attach failure"));
+  auto c = composerd.client();
+  auto second = c.compose(9, "n1", body(Request{.gpus = 1}));
+  ASSERT_TRUE(second.ok()) << second.error();
+  EXPECT_EQ(second->state, CompositionState::kReady);
+  ASSERT_TRUE(c.release(9, "n1").ok());
 }
 
 // Run as nobody (root writes a read-only file): composerd names the database it cannot write

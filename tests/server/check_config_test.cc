@@ -75,6 +75,9 @@ TEST_F(CheckConfig, TwoOfComposerdsFilesAreNeverOne) {
       "line 3: SnapshotFile " + dir_.file("./x.db-wal") +
           " is the same file as "
           "Database");
+  // The simulated fabric's state file is the database's.
+  expect_refused("Database=" + db + "\nLogFile=" + db + ".sim\n",
+                 "line 3: LogFile " + db + ".sim is the same file as Database");
 }
 
 TEST_F(CheckConfig, AStateDirEveryUserMayWrite) {

@@ -495,6 +495,8 @@ Status check_fabrics(Config& cfg, const std::vector<NodeLine>& nodes,
       return at(line > 0 ? line : spec.line, why);
     };
     spec.sim.latency_ms = cfg.sim.latency_ms;
+    spec.sim.fail_attaches = cfg.sim.fail_attaches;
+    spec.sim.fail_detaches = cfg.sim.fail_detaches;
     Status st = spec.driver == "sim"
                     ? check_sim(node_lines[&spec], spec.sim.groups.size(), name, at_spec)
                     : check_real(spec.driver, spec.config, node_lines[&spec], spec.sim.hosts, name,
@@ -694,6 +696,12 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     } else if (key == "simlatency") {
       fabric_key_lines[k] = -line.number;  // sim only
       return set_int(cfg.sim.latency_ms, 0, 600000);
+    } else if (key == "simfailattaches" || key == "simfaildetaches") {
+      fabric_key_lines[k] = -line.number;  // sim only
+      auto n = config::whole_number(k, value, 0, 1000000);
+      if (!n) return n.error();
+      (key == "simfailattaches" ? cfg.sim.fail_attaches : cfg.sim.fail_detaches) =
+          static_cast<uint32_t>(*n);
     } else {
       return invalid("unknown key '" + k + "'");
     }
@@ -732,7 +740,17 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
       }
     }
   }
+  // A simulated fabric keeps its attachments beside the database, as a real one keeps them
+  // in its fabric manager.
+  if (cfg.fabric == "sim") cfg.sim.state_file = sim_state_file(cfg.database, "");
+  for (FabricSpec& spec : cfg.fabrics) {
+    if (spec.driver == "sim") spec.sim.state_file = sim_state_file(cfg.database, spec.name);
+  }
   return cfg;
+}
+
+std::string sim_state_file(const std::string& database, const std::string& fabric_name) {
+  return database + (fabric_name.empty() ? ".sim" : ".sim-" + fabric_name);
 }
 
 Expected<Config> load_config(const std::string& path) {

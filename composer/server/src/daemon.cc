@@ -148,8 +148,13 @@ std::vector<std::pair<std::string, std::string>> own_files(const Config& c) {
       {"composer.conf", c.path},         {"StateDir", c.state_dir},
       {"Database", c.database},          {"Database", c.database + "-wal"},
       {"Database", c.database + "-shm"}, {"Database", c.database + "-journal"},
-      {"SnapshotFile", c.snapshot},
   };
+  // The simulated fabrics' attachments, beside the database.
+  if (!c.sim.state_file.empty()) files.emplace_back("Database", c.sim.state_file);
+  for (const FabricSpec& f : c.fabrics) {
+    if (!f.sim.state_file.empty()) files.emplace_back("Database", f.sim.state_file);
+  }
+  files.emplace_back("SnapshotFile", c.snapshot);
   if (!c.log_file.empty()) files.emplace_back("LogFile", c.log_file);
   return files;
 }

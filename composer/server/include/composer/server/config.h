@@ -116,6 +116,10 @@ struct Config {
   }
 };
 
+// Where a simulated fabric keeps its attachments: DATABASE.sim, or DATABASE.sim-NAME for the
+// fabric of a FabricName line (SimConfig::state_file).
+std::string sim_state_file(const std::string& database, const std::string& fabric_name);
+
 Expected<Config> parse_config(std::string_view text, const std::string& path);
 Expected<Config> load_config(const std::string& path);
 
