@@ -41,7 +41,7 @@ Status only_params(const std::multimap<std::string, std::string>& query,
     if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
     const std::string list = join(allowed, ", ");
     return bad(
-        "unknown query parameter '" + key + "'" +
+        "unknown query parameter '" + printable(key) + "'" +
         (list.empty() ? std::string(" (this endpoint takes none)") : " (allowed: " + list + ")"));
   }
   return Status::Ok();
@@ -70,8 +70,8 @@ Expected<Caller> admit(const Authenticator& auth, const Access& access,
 Error http_layer_error(const httplib::Request& req, int status) {
   switch (status) {
     case 404:
-      return Error{ErrorCode::kNotFound,
-                   "no such endpoint: " + req.method + " " + req.path + " (see docs/API.md)"};
+      return Error{ErrorCode::kNotFound, "no such endpoint: " + printable(req.method) + " " +
+                                             printable(req.path) + " (see docs/API.md)"};
     case 413:
       return bad("request body larger than " + std::to_string(kMaxBodyBytes) +
                  " bytes, the most composerd reads");
@@ -100,7 +100,7 @@ Expected<uint64_t> whole_number(std::string_view name, std::string_view text, ui
   const auto [end, ec] = digits ? std::from_chars(text.data(), text.data() + text.size(), n)
                                 : std::from_chars_result{text.data(), std::errc::invalid_argument};
   if (ec != std::errc() || end != text.data() + text.size() || n < min || n > max) {
-    return bad(std::string(name) + ": '" + std::string(text) + "' is not a whole number from " +
+    return bad(std::string(name) + ": '" + printable(text) + "' is not a whole number from " +
                std::to_string(min) + " to " + std::to_string(max));
   }
   return n;
@@ -145,7 +145,7 @@ Expected<std::optional<int64_t>> Call::time_ms(const std::string& name) const {
   if (!v) return std::optional<int64_t>{};
   auto n = whole_number(name, *v, 0, kMaxTimeMs);
   if (!n) {
-    return bad(name + ": '" + *v + "' is not a time in milliseconds since the epoch (" +
+    return bad(name + ": '" + printable(*v) + "' is not a time in milliseconds since the epoch (" +
                "a whole number from 0 to " + std::to_string(kMaxTimeMs) + ")");
   }
   return std::optional<int64_t>{static_cast<int64_t>(*n)};

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "composer/common/error.h"
+#include "composer/common/strings.h"
 #include "composer/server/auth.h"
 
 namespace httplib {
@@ -88,7 +89,9 @@ class Call {
     auto v = text(name);
     if (!v) return std::optional<T>{};
     std::optional<T> parsed = parse(*v);
-    if (!parsed) return bad(name + ": '" + *v + "' is not one of " + std::string(allowed));
+    if (!parsed) {
+      return bad(name + ": '" + printable(*v) + "' is not one of " + std::string(allowed));
+    }
     return parsed;
   }
 
