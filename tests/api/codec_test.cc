@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 
 namespace composer::api {
@@ -419,6 +420,75 @@ TEST(ParseJson, RefusesMalformedTextWithLineAndColumn) {
   EXPECT_FALSE(r.ok());
   r = parse_json("7");
   EXPECT_FALSE(r.ok());
+}
+
+TEST(ParseJson, RefusesNumbersJsonDoesNotWrite) {
+  for (const std::string n :
+       {"01", "00", "-01", "-00", "1.", ".5", "+1", "1e", "1.e5", "1e+", "1-2", "--1"}) {
+    auto r = parse_json(R"({"gpus":)" + n + "}");
+    ASSERT_FALSE(r.ok()) << n;
+    EXPECT_EQ(r.error().message, "malformed JSON at line 1, column 9: '" + n +
+                                     "' is not a JSON number (digits without leading zeros, an "
+                                     "optional fraction and exponent)");
+  }
+  EXPECT_EQ(refusal<ComposeBody>(R"({"uid":00,"user":"a","request":{}})"),
+            "malformed JSON at line 1, column 8: '00' is not a JSON number (digits without "
+            "leading zeros, an optional fraction and exponent)");
+  for (const std::string n : {"0", "-0", "10", "1.5", "0.25", "1e5", "1E+5", "2.5e-3", "-7"}) {
+    EXPECT_TRUE(parse_json("[" + n + "]").ok()) << n;
+  }
+  // Digits inside strings are not numbers.
+  EXPECT_TRUE(parse_json(R"({"user":"007","x":["+1", ".5"]})").ok());
+}
+
+TEST(ParseJson, RefusesNestingBeyondTheLimit) {
+  std::string deep = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  EXPECT_TRUE(parse_json(deep).ok());
+  for (size_t depth : {size_t{kMaxJsonDepth + 1}, size_t{5000}, size_t{100000}}) {
+    auto r = parse_json(std::string(depth, '[') + std::string(depth, ']'));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(r.error().message, "malformed JSON at line 1, column " +
+                                     std::to_string(kMaxJsonDepth + 1) + ": nested deeper than " +
+                                     std::to_string(kMaxJsonDepth) + " levels");
+  }
+  auto objects = parse_json(R"({"a":)" + std::string(100, '{') + std::string(101, '}'));
+  ASSERT_FALSE(objects.ok());
+  EXPECT_NE(objects.error().message.find("nested deeper than"), std::string::npos);
+}
+
+TEST(ParseJson, RefusesTextThatIsNotUtf8AndRawControlCharacters) {
+  auto r = parse_json("{\"user\":\"al\xffice\"}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "malformed JSON: the text is not valid UTF-8");
+  r = parse_json("{\"user\":\"al\rice\"}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message,
+            "malformed JSON at line 1, column 12: a raw control character in a string (JSON "
+            "writes it \\u00XX)");
+  EXPECT_TRUE(parse_json("{\"user\":\"jürgen\",\n\t\"a\":1}\r\n").ok());
+}
+
+// Names and reasons end up in answers, logs and reports: text only, and the refusal shows
+// what it refuses escaped.
+TEST(Codec, RefusesControlCharactersInNamesAndReasons) {
+  EXPECT_EQ(refusal<ComposeBody>(R"({"uid":1,"user":"al\u0000ice","request":{}})"),
+            "user: expected text (UTF-8 without control characters), got \"al\\x00ice\"");
+  EXPECT_EQ(refusal<ComposeBody>(R"({"uid":1,"user":"a","account":"x\ry","request":{}})"),
+            "account: expected text (UTF-8 without control characters), got \"x\\ry\"");
+  EXPECT_EQ(refusal<ComposeBody>(R"({"uid":1,"user":"a","workload":"\u001b[2J","request":{}})"),
+            "workload: expected text (UTF-8 without control characters), got \"\\x1b[2J\"");
+  EXPECT_EQ(refusal<DrainBody>(R"({"reason":"fan\nfailed"})"),
+            "reason: expected text (UTF-8 without control characters), got \"fan\\nfailed\"");
+  // \udc80 is a lone surrogate: jsoncpp makes it bytes that are not UTF-8.
+  const std::string lone = refusal<ComposeBody>(R"({"uid":1,"user":"a\udc80","request":{}})");
+  EXPECT_TRUE(valid_utf8(lone)) << lone;
+  const std::string field =
+      refusal<ComposeBody>(R"({"uid":1,"user":"a","\u0007x":1,"request":{}})");
+  EXPECT_EQ(field.rfind("\\x07x: unknown field", 0), 0u) << field;
+  auto good = from_text<ComposeBody>(R"({"uid":1,"user":"Zoë","account":"é-1","request":{}})");
+  ASSERT_TRUE(good.ok()) << good.error();
+  EXPECT_EQ(good->user, "Zoë");
 }
 
 TEST(ParseJson, CompactWriterKeepsUtf8AndOneLine) {

@@ -42,3 +42,38 @@ TEST(Strings, JoinIsSplitsInverse) {
 
 }  // namespace
 }  // namespace composer
+
+namespace composer {
+namespace {
+
+TEST(Text, IsValidUtf8WithoutControlCharacters) {
+  EXPECT_TRUE(valid_utf8("", false));
+  EXPECT_TRUE(valid_utf8("alice", false));
+  EXPECT_TRUE(valid_utf8("Zoë, 東京, 🚀", false));
+  for (const std::string& control :
+       {std::string("a\0b", 3), std::string("a\rb"), std::string("tab\there"), std::string("\x7f"),
+        std::string("\xc2\x85")}) {  // U+0085, a C1 control character
+    EXPECT_TRUE(valid_utf8(control)) << printable(control);
+    EXPECT_FALSE(valid_utf8(control, false)) << printable(control);
+  }
+  for (const std::string& bad : {std::string("\xff"),                 // never UTF-8
+                                 std::string("\xc3"),                 // cut short
+                                 std::string("\xc0\xaf"),             // overlong '/'
+                                 std::string("\xed\xa0\x80"),         // a surrogate
+                                 std::string("\xf4\x90\x80\x80")}) {  // past U+10FFFF
+    EXPECT_FALSE(valid_utf8(bad)) << printable(bad);
+  }
+}
+
+TEST(Text, PrintableNeverShowsARawByte) {
+  EXPECT_EQ(printable("plain Zoë"), "plain Zoë");
+  EXPECT_EQ(printable("a\r\nb\tc"), "a\\r\\nb\\tc");
+  EXPECT_EQ(printable(std::string("nul\0!", 5)), "nul\\x00!");
+  EXPECT_EQ(printable("\xff\xc3(\x1b[31m"), "\\xff\\xc3(\\x1b[31m");
+  EXPECT_EQ(printable("back\\slash"), "back\\\\slash");
+  EXPECT_EQ(printable("\xc2\x85"), "\\xc2\\x85");
+  EXPECT_TRUE(valid_utf8(printable(std::string("\0\x01\xfe", 3)), false));
+}
+
+}  // namespace
+}  // namespace composer

@@ -57,7 +57,14 @@ TEST(RedfishCredentials, NamesTheBadLineButNeverItsContent) {
   const std::string other = write(dir, "user=admin\n", 0600);
   s = load_fabric_credentials(other, "redfish", &user, &pass);
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.error().message, HasSubstr("unknown key 'user'"));
+  EXPECT_THAT(s.error().message, HasSubstr("line 1 has a key other than username and password"));
+
+  // A password typed where the key goes: the sentence names the line, not the key.
+  const std::string secret = write(dir, "username=admin\nhunter2=x\n", 0600);
+  s = load_fabric_credentials(secret, "redfish", &user, &pass);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message, HasSubstr(secret + " line 2"));
+  EXPECT_THAT(s.error().message, Not(HasSubstr("hunter2")));
 }
 
 TEST(RedfishCredentials, RefusesAMissingFileAndAFileWithoutUsername) {

@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <atomic>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -11,6 +14,7 @@
 
 #include "composer/common/clock.h"
 #include "composer/common/units.h"
+#include "composer/test_support/temp_dir.h"
 
 namespace composer {
 namespace {
@@ -235,6 +239,68 @@ TEST(SimFabric, InjectedAttachFailureAttachesNothing) {
   ASSERT_TRUE(op.ok());
   EXPECT_EQ(op->state, OperationState::kDone);
   EXPECT_EQ(attached(*f).size(), 2u);
+}
+
+TEST(SimFabric, FailuresFromTheConfigurationFailTheFirstCalls) {
+  SimConfig c = small_config();
+  c.fail_attaches = 1;
+  c.fail_detaches = 1;
+  auto f = make(c);
+  EXPECT_EQ(f->attach("fab-n1", {"gpu-a-0"})->state, OperationState::kFailed);
+  EXPECT_TRUE(attached(*f).empty());
+  EXPECT_EQ(f->attach("fab-n1", {"gpu-a-0"})->state, OperationState::kDone);
+  EXPECT_EQ(f->detach("fab-n1", {"gpu-a-0"})->state, OperationState::kFailed);
+  EXPECT_EQ(attached(*f).size(), 1u);
+  EXPECT_EQ(f->detach("fab-n1", {"gpu-a-0"})->state, OperationState::kDone);
+  EXPECT_TRUE(attached(*f).empty());
+}
+
+// A fabric with a state file remembers what is attached across its owner's restarts, as a
+// real fabric manager does.
+TEST(SimFabric, StateFileKeepsAttachmentsAcrossRestarts) {
+  test_support::TempDir dir("composer-sim");
+  SimConfig c = small_config();
+  c.state_file = dir.file("fabric.sim");
+  {
+    auto f = make(c);
+    ASSERT_TRUE(f->attach("fab-n1", {"gpu-a-0", "gpu-a-1"}).ok());
+    ASSERT_TRUE(f->attach("fab-n2", {"mem-0"}).ok());
+    ASSERT_TRUE(f->detach("fab-n1", {"gpu-a-1"}).ok());
+    ASSERT_TRUE(f->attach_behind_back("nvme-0", "fab-n2").ok());
+    ASSERT_TRUE(f->lose_attachment("mem-0").ok());
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(c.state_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto again = make(c);
+  const std::map<std::string, std::string> want = {{"gpu-a-0", "fab-n1"}, {"nvme-0", "fab-n2"}};
+  EXPECT_EQ(attached(*again), want);
+  // A device or host the configuration no longer has is dropped.
+  SimConfig fewer = c;
+  fewer.hosts = {host("n1", "fab-n1")};
+  EXPECT_EQ(attached(*make(fewer)), (std::map<std::string, std::string>{{"gpu-a-0", "fab-n1"}}));
+}
+
+TEST(SimFabric, AChangeTheStateFileCannotRecordIsUndone) {
+  test_support::TempDir dir("composer-sim");
+  SimConfig c = small_config();
+  c.state_file = dir.file("gone/fabric.sim");  // its directory does not exist
+  auto f = make(c);
+  auto op = f->attach("fab-n1", {"gpu-a-0"});
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.error().code, ErrorCode::kUnavailable);
+  EXPECT_THAT(op.error().message, HasSubstr(dir.file("gone/fabric.sim")));
+  EXPECT_TRUE(attached(*f).empty());
+}
+
+TEST(SimFabric, AMalformedStateFileIsRefusedNamingTheLine) {
+  test_support::TempDir dir("composer-sim");
+  SimConfig c = small_config();
+  c.state_file = dir.file("fabric.sim");
+  std::ofstream(c.state_file) << "gpu-a-0 fab-n1\ngpu-a-1\n";
+  auto f = SimFabric::create(c);
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(f.error().message, HasSubstr(c.state_file + " line 2: expected DEVICE HOST"));
 }
 
 TEST(SimFabric, InjectedFailureWithLatencyFailsAfterTheWait) {

@@ -7,6 +7,8 @@
 #include <set>
 #include <thread>
 
+#include "composer/api/codec.h"
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composerd_process.h"
 #include "raw_request.h"
@@ -154,6 +156,104 @@ TEST_F(ComposerdTest, BadInputIsRefusedWith4xxAndChangesNothing) {
   auto live = daemon_->client().compositions(client::CompositionQuery{.job = 5});
   ASSERT_TRUE(live.ok());
   EXPECT_TRUE(live->empty());
+}
+
+// Input that is not plain JSON or not text is refused with 400 and a sentence that shows it
+// escaped; nothing is stored and every answer stays UTF-8.
+TEST_F(ComposerdTest, RefusesInputThatIsNotPlainJsonOrText) {
+  const auto before = free_by_type();
+  const std::string deep = std::string(5000, '[') + std::string(5000, ']');
+  struct Case {
+    std::string method, path, body, needle;
+  };
+  const std::vector<Case> cases = {
+      {"PUT", "/v1/compositions/6/n1", R"({"uid":1,"user":"a","request":)" + deep + "}",
+       "nested deeper than 64 levels"},
+      {"PUT", "/v1/compositions/6/n1", R"({"uid":1,"user":"a","request":{"gpus":01}})",
+       "'01' is not a JSON number"},
+      {"PUT", "/v1/compositions/6/n1", R"({"uid":00,"user":"a","request":{"gpus":1}})",
+       "'00' is not a JSON number"},
+      {"PUT", "/v1/compositions/6/n1", R"({"uid":1,"user":"a\u0000b","request":{"gpus":1}})",
+       R"(user: expected text (UTF-8 without control characters), got \"a\\x00b\")"},
+      {"PUT", "/v1/compositions/6/n1",
+       "{\"uid\":1,\"user\":\"a\",\"account\":\"\xff\xfe\",\"request\":{\"gpus\":1}}",
+       "the text is not valid UTF-8"},
+      {"PUT", "/v1/compositions/6/n1",
+       R"({"uid":1,"user":"a","account":"x\r\nuser=root","request":{"gpus":1}})",
+       R"(got \"x\\r\\nuser=root\")"},
+      {"POST", "/v1/devices/gpu-a-0/drain", R"({"reason":"bad\u001b[2J"})",
+       "reason: expected text"},
+      {"GET", "/v1/devices?type=%ff%00", "", R"(type: '\\xff\\x00' is not one of)"},
+  };
+  for (const auto& k : cases) {
+    auto a = raw(k.method, k.path, k.body);
+    EXPECT_EQ(a.status, 400) << k.body.substr(0, 80) << " -> " << a.body;
+    EXPECT_TRUE(valid_utf8(a.body)) << printable(a.body);
+    auto json = api::parse_json(a.body);
+    ASSERT_TRUE(json.ok()) << printable(a.body);
+    EXPECT_EQ((*json)["error"]["code"].asString(), "invalid_argument");
+    EXPECT_NE(a.body.find(k.needle), std::string::npos) << a.body;
+  }
+  EXPECT_EQ(free_by_type(), before);
+  auto live = daemon_->client().compositions(client::CompositionQuery{.job = 6});
+  ASSERT_TRUE(live.ok());
+  EXPECT_TRUE(live->empty());
+  auto gpu = daemon_->client().devices();
+  ASSERT_TRUE(gpu.ok());
+  for (const Device& d : *gpu) EXPECT_FALSE(d.drained) << d.id;
+  // The log shows what it echoes escaped: no raw control character in any line.
+  const std::string log = daemon_->log();
+  for (char c : log) {
+    if (c != '\n') {
+      EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20) << "a raw control byte";
+    }
+  }
+}
+
+// What the HTTP layer refuses before any route runs keeps its status and says what it was,
+// with the code of docs/API.md's table; nothing changes.
+TEST_F(ComposerdTest, HttpLayerRefusalsSayWhatTheyAre) {
+  const auto before = free_by_type();
+  const auto url = daemon_->url();
+  httplib::Client cli("127.0.0.1", std::stoi(url.substr(url.rfind(':') + 1)));
+  struct Case {
+    httplib::Request request;
+    int status;
+    std::string message;
+  };
+  auto request = [](std::string method, std::string path, httplib::Headers headers = {}) {
+    httplib::Request r;
+    r.method = std::move(method);
+    r.path = std::move(path);
+    r.headers = std::move(headers);
+    return r;
+  };
+  // A body larger than composerd reads: skipped, not parsed.
+  httplib::Request big = request("PUT", "/v1/compositions/5/n1");
+  big.body = std::string(2000000, ' ');
+  const std::vector<Case> cases = {
+      {big, 413, "request body larger than 1048576 bytes"},
+      {request("GET", "/v1/pool?" + std::string(9000, 'a')), 414,
+       "request line longer than 8192 bytes"},
+      {request("GET", "/v1/health", {{"Range", "bytes=z-q"}}), 416, "unreadable Range header"},
+      {request("BREW", "/v1/pool"), 400, "malformed HTTP request"},
+      {request("GET", "/v1/nothing-here"), 404, "no such endpoint: GET /v1/nothing-here"},
+  };
+  for (const auto& k : cases) {
+    auto a = cli.send(k.request);
+    ASSERT_TRUE(a) << k.request.method << " " << k.request.path.substr(0, 40) << ": "
+                   << httplib::to_string(a.error());
+    EXPECT_EQ(a->status, k.status) << k.request.path.substr(0, 40) << " -> " << a->body;
+    auto json = api::parse_json(a->body);
+    ASSERT_TRUE(json.ok()) << a->body;
+    const std::string code = k.status == 404 ? "not_found" : "invalid_argument";
+    EXPECT_EQ((*json)["error"]["code"].asString(), code) << a->body;
+    EXPECT_NE((*json)["error"]["message"].asString().find(k.message), std::string::npos) << a->body;
+    if (k.status != 404) {
+      EXPECT_EQ(a->body.find("no such endpoint"), std::string::npos) << a->body;
+    }
+  }
+  EXPECT_EQ(free_by_type(), before);
 }
 
 // Every route family (compositions and events, reports, policy) reads its query through one

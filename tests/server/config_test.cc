@@ -52,11 +52,61 @@ TEST(Config, RefusesWithFileLineAndRule) {
            {"DeviceGroup=g Type=fpga Model=X Zone=z1 Count=2\n", "expected gpu, mem or nvme"},
            {"NodeName=n01 Zones=z1\n", "node 'n01' is declared twice"},
            {"just words\n", "is not of the form Key=Value"},
+           // What composerd would only find out when it starts, or never.
+           {"ListenAddress=not-an-address!\n",
+            "line 1: ListenAddress=not-an-address!: expected an IPv4 or IPv6 address"},
+           {"MungeSocket=munge.socket\n", "line 1: MungeSocket=munge.socket: expected an absolute"},
+           {"Database=sim\n", "line 1: Database=sim: expected an absolute path"},
+           {"LogFile=composerd.log\n", "line 1: LogFile=composerd.log: expected an absolute"},
+           {"StateDir=/\n", "line 1: StateDir=/: the root directory cannot be composerd's own"},
+           {"ListenPort=7\nStateDir=//\n", "line 2: StateDir=//: the root directory"},
+           {"NodeName=m1 FabricHost=h1 Zones=z1\nNodeName=m2 FabricHost=h1 Zones=z1\n",
+            "line 2: NodeName=m2: fabric host 'h1' is already the fabric host of m1 (line 1)"},
+           {"NodeName=m1 Zones=z1\nNodeName=m2 FabricHost=m1 Zones=z1\n",
+            "line 2: NodeName=m2: fabric host 'm1' is already the fabric host of m1"},
+           {"SimFailAttaches=-1\n", "line 1: SimFailAttaches=-1: expected a whole number"},
+           {"StateGroup=a,b\n", "line 1: StateGroup=a,b: names may hold only"},
        }) {
     auto c = parse(k.text);
     ASSERT_FALSE(c.ok()) << k.text;
     EXPECT_NE(c.error().message.find(k.needle), std::string::npos) << c.error().message;
   }
+}
+
+TEST(Config, TakesListenAddressesAndHostNames) {
+  for (const std::string a :
+       {"127.0.0.1", "0.0.0.0", "::1", "::", "fe80::1", "localhost", "head-node.example.org"}) {
+    auto c = parse("ListenAddress=" + a + "\n");
+    ASSERT_TRUE(c.ok()) << a << ": " << c.error();
+    EXPECT_EQ(c->listen_address, a);
+  }
+  for (const std::string a : {"-x", "a..b", "[::1]", "x_y", "host:80"}) {
+    EXPECT_FALSE(parse("ListenAddress=" + a + "\n").ok()) << a;
+  }
+}
+
+// The simulated fabric keeps its attachments beside the database; its faults come from here.
+TEST(Config, TheSimFabricsStateFileAndFaults) {
+  auto c = parse("Database=/srv/c.db\nSimLatency=400\nSimFailAttaches=2\nSimFailDetaches=1\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->sim.state_file, "/srv/c.db.sim");
+  EXPECT_EQ(c->sim.latency_ms, 400);
+  EXPECT_EQ(c->sim.fail_attaches, 2u);
+  EXPECT_EQ(c->sim.fail_detaches, 1u);
+  c = parse_config(
+      "StateDir=/srv\nSimFailAttaches=3\nFabricName=pod Driver=sim\n"
+      "NodeName=n1 Zones=z1\nDeviceGroup=g Type=gpu Model=A Zone=z1 Count=1\n",
+      "c.conf");
+  ASSERT_TRUE(c.ok()) << c.error();
+  ASSERT_EQ(c->fabrics.size(), 1u);
+  EXPECT_EQ(c->fabrics[0].sim.state_file, "/srv/composer.db.sim-pod");
+  EXPECT_EQ(c->fabrics[0].sim.fail_attaches, 3u);
+  c = parse_config(
+      "Fabric=redfish\nFabricUrl=https://fm\nFabricCredentials=/c\nSimFailDetaches=1\n", "c.conf");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("line 4: SimFailDetaches applies to Fabric=sim only"),
+            std::string::npos)
+      << c.error().message;
 }
 
 TEST(Config, LeavesTheJobSubmitPluginsKeysToIt) {

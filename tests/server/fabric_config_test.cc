@@ -111,6 +111,22 @@ TEST(FabricConfig, BadValuesNameTheRule) {
   expect_refused(std::string(kRedfish) + "FabricCaFile=ca.pem\n", 4, "expected an absolute path");
 }
 
+TEST(FabricConfig, AUrlWithAQueryStringIsRefusedWithoutIt) {
+  const std::string base = "Fabric=redfish\nFabricCredentials=/c\n";
+  // ('#' starts a comment: a fragment never reaches the value.)
+  for (const std::string url :
+       {"https://fm:8443?token=s3cret", "https://fm:8443/redfish?token=s3cret", "https://fm?"}) {
+    expect_refused(base + "FabricUrl=" + url + "\n", 3, "?<redacted>: a URL with a query string");
+    auto c = parse(base + "FabricUrl=" + url + "\n");
+    ASSERT_FALSE(c.ok());
+    EXPECT_THAT(c.error().message, Not(HasSubstr("s3cret")));
+  }
+  auto line = parse("FabricName=pod-a Driver=redfish Url=https://fm?token=s3cret Credentials=/c\n");
+  ASSERT_FALSE(line.ok());
+  EXPECT_THAT(line.error().message, HasSubstr("Url=https://fm?<redacted>"));
+  EXPECT_THAT(line.error().message, Not(HasSubstr("s3cret")));
+}
+
 TEST(FabricConfig, CredentialsInTheUrlAreRefusedWithoutRepeatingThem) {
   auto c = parse("Fabric=liqid\nFabricUrl=https://admin:Hunter2@fm\n");
   ASSERT_FALSE(c.ok());

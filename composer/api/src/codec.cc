@@ -6,9 +6,12 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <utility>
 
 #include "composer/api/json_reader.h"
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 
 namespace composer::api {
@@ -184,10 +187,10 @@ ComposeBody decode<ComposeBody>(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a compose body", {"uid", "user", "account", "workload", "request"});
   ComposeBody b;
   b.uid = r.u32("uid");
-  b.user = r.string("user");
+  b.user = r.get("user", as_text);
   if (b.user.empty()) refuse(r.path("user"), "must name the job's user, not be empty");
-  r.get_if("account", &b.account, as_string);
-  r.get_if("workload", &b.workload, as_string);
+  r.get_if("account", &b.account, as_text);
+  r.get_if("workload", &b.workload, as_text);
   b.request = r.get("request", decode<Request>);
   return b;
 }
@@ -207,7 +210,7 @@ template <>
 DrainBody decode<DrainBody>(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a drain body", {"reason"});
   DrainBody b;
-  b.reason = r.string("reason");
+  b.reason = r.get("reason", as_text);
   if (b.reason.empty()) {
     refuse(r.path("reason"), "must say why the device is drained, not be empty");
   }
@@ -242,6 +245,80 @@ Json::Value encode_list(const std::vector<T>& items, const char* key, F encode_o
   return out;
 }
 
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?: a JSON number, as RFC 8259 writes it.
+bool json_number(std::string_view n) {
+  size_t i = 0;
+  const auto digits = [&] {
+    const size_t from = i;
+    while (i < n.size() && n[i] >= '0' && n[i] <= '9') ++i;
+    return i - from;
+  };
+  if (i < n.size() && n[i] == '-') ++i;
+  if (i < n.size() && n[i] == '0') {
+    ++i;
+  } else if (digits() == 0) {
+    return false;
+  }
+  if (i < n.size() && n[i] == '.') {
+    ++i;
+    if (digits() == 0) return false;
+  }
+  if (i < n.size() && (n[i] == 'e' || n[i] == 'E')) {
+    ++i;
+    if (i < n.size() && (n[i] == '+' || n[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == n.size();
+}
+
+// What jsoncpp's strict mode lets through and JSON does not, or what no document of the API
+// needs: a number that is not a plain JSON number ("01", "-00", "1.", "+1"), a raw control
+// character in a string, nesting deeper than kMaxJsonDepth.
+std::optional<std::string> beyond_json(std::string_view t) {
+  int line = 1;
+  size_t line_start = 0;
+  int depth = 0;
+  const auto at = [&](size_t i) {
+    return "malformed JSON at line " + std::to_string(line) + ", column " +
+           std::to_string(i - line_start + 1) + ": ";
+  };
+  for (size_t i = 0; i < t.size(); ++i) {
+    const char c = t[i];
+    if (c == '\n') {
+      ++line;
+      line_start = i + 1;
+    } else if (c == '"') {
+      for (++i; i < t.size() && t[i] != '"'; ++i) {
+        if (t[i] == '\\') {
+          ++i;
+        } else if (static_cast<unsigned char>(t[i]) < 0x20) {
+          return at(i) + "a raw control character in a string (JSON writes it \\u00XX)";
+        }
+      }
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        return at(i) + "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    } else if (c == '-' || c == '+' || c == '.' || (c >= '0' && c <= '9')) {
+      size_t j = i;
+      while (j < t.size() && ((t[j] >= '0' && t[j] <= '9') || t[j] == '-' || t[j] == '+' ||
+                              t[j] == '.' || t[j] == 'e' || t[j] == 'E')) {
+        ++j;
+      }
+      const std::string_view number = t.substr(i, j - i);
+      if (!json_number(number)) {
+        return at(i) + "'" + printable(number.substr(0, 40)) +
+               "' is not a JSON number (digits without leading zeros, an optional fraction and "
+               "exponent)";
+      }
+      i = j - 1;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Expected<Json::Value> parse_json(std::string_view text) {
@@ -249,13 +326,22 @@ Expected<Json::Value> parse_json(std::string_view text) {
   if (first == std::string_view::npos) {
     return Error{ErrorCode::kInvalidArgument, "empty body: expected a JSON object"};
   }
+  if (!valid_utf8(text)) {
+    return Error{ErrorCode::kInvalidArgument, "malformed JSON: the text is not valid UTF-8"};
+  }
+  if (auto why = beyond_json(text)) return Error{ErrorCode::kInvalidArgument, *why};
   Json::CharReaderBuilder builder;
   Json::CharReaderBuilder::strictMode(&builder.settings_);
   builder["rejectDupKeys"] = true;
+  builder["stackLimit"] = kMaxJsonDepth + 1;
   std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
   Json::Value value;
   std::string errors;
-  if (reader->parse(text.data(), text.data() + text.size(), &value, &errors)) return value;
+  try {
+    if (reader->parse(text.data(), text.data() + text.size(), &value, &errors)) return value;
+  } catch (const Json::Exception& e) {  // its stack limit, which beyond_json() keeps it from
+    return Error{ErrorCode::kInvalidArgument, std::string("malformed JSON: ") + e.what()};
+  }
   // jsoncpp writes "* Line 1, Column 8\n  Missing '}' ...\n" per problem; the first is the cause.
   std::string where, what;
   const size_t nl = errors.find('\n');

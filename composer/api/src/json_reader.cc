@@ -1,6 +1,7 @@
 #include "composer/api/json_reader.h"
 
 #include "composer/api/codec.h"
+#include "composer/common/strings.h"
 
 namespace composer::api {
 
@@ -36,12 +37,13 @@ std::string json_list(std::initializer_list<std::string_view> names) {
 
 namespace {
 
-// The offending value as it appeared, shortened so a huge value cannot flood a log line.
+// The offending value as it appeared, shortened so a huge value cannot flood a log line,
+// never with a raw byte that is not UTF-8 (to_text escapes control characters).
 std::string shown(const Json::Value& v) {
   std::string text = to_text(v);
   constexpr size_t kMax = 48;
   if (text.size() > kMax) text = text.substr(0, kMax) + "...";
-  return text;
+  return valid_utf8(text) ? text : printable(text);
 }
 
 bool is_integer(const Json::Value& v) {
@@ -78,6 +80,15 @@ std::string as_string(const Json::Value& v, const std::string& path) {
 std::string as_nonempty_string(const Json::Value& v, const std::string& path) {
   std::string s = as_string(v, path);
   if (s.empty()) refuse(path, "must not be empty");
+  return s;
+}
+
+std::string as_text(const Json::Value& v, const std::string& path) {
+  std::string s = as_string(v, path);
+  if (!valid_utf8(s, false)) {
+    refuse(path, "expected text (UTF-8 without control characters), got \"" +
+                     printable(s.substr(0, 48)) + "\"");
+  }
   return s;
 }
 
@@ -135,8 +146,8 @@ JsonObject::JsonObject(const Json::Value& value, std::string path, std::string_v
     bool known = false;
     for (std::string_view f : fields) known = known || f == name;
     if (!known) {
-      refuse(json_path(path_, name), "unknown field; " + std::string(what) +
-                                         " has only these fields: " + json_list(fields));
+      refuse(json_path(path_, printable(name)), "unknown field; " + std::string(what) +
+                                                    " has only these fields: " + json_list(fields));
     }
   }
 }

@@ -6,6 +6,8 @@
 #include <ctime>
 #include <mutex>
 
+#include "composer/common/strings.h"
+
 namespace composer::log {
 namespace {
 std::atomic<Level> g_level{Level::kInfo};
@@ -26,26 +28,23 @@ constexpr std::string_view level_name(Level l) {
   return "info";
 }
 
-// logfmt: quote values with spaces, quotes or '=', escape quotes and newlines.
+// logfmt: quote values with spaces, quotes, '=' or anything printable() escapes; a value
+// never carries a raw control character or a byte that is not UTF-8 (a '\r' in a user name
+// cannot forge a line).
 void append_value(std::string& out, std::string_view v) {
-  bool quote = v.empty();
+  const std::string shown = printable(v);
+  bool quote = v.empty() || shown != v;
   for (char c : v) {
-    if (c == ' ' || c == '"' || c == '=' || c == '\n' || c == '\t') quote = true;
+    if (c == ' ' || c == '"' || c == '=') quote = true;
   }
   if (!quote) {
     out.append(v);
     return;
   }
   out.push_back('"');
-  for (char c : v) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (c == '\n') {
-      out.append("\\n");
-    } else {
-      out.push_back(c);
-    }
+  for (char c : shown) {
+    if (c == '"') out.push_back('\\');
+    out.push_back(c);
   }
   out.push_back('"');
 }

@@ -1,6 +1,7 @@
 #include "composer/common/strings.h"
 
 #include <cctype>
+#include <cstdint>
 
 namespace composer {
 
@@ -45,6 +46,89 @@ std::string join(const std::vector<std::string>& items, std::string_view sep) {
   for (const std::string& item : items) {
     if (!out.empty()) out += sep;
     out += item;
+  }
+  return out;
+}
+
+namespace {
+
+// The length of the valid UTF-8 sequence at s[i] and its code point; 0 when the bytes there
+// are not one.
+size_t utf8_at(std::string_view s, size_t i, uint32_t* cp) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  size_t n = 0;
+  uint32_t v = 0;
+  uint32_t min = 0;
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  } else if ((c & 0xe0) == 0xc0) {
+    n = 2, v = c & 0x1f, min = 0x80;
+  } else if ((c & 0xf0) == 0xe0) {
+    n = 3, v = c & 0x0f, min = 0x800;
+  } else if ((c & 0xf8) == 0xf0) {
+    n = 4, v = c & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xc0) != 0x80) return 0;
+    v = (v << 6) | (b(k) & 0x3f);
+  }
+  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+  *cp = v;
+  return n;
+}
+
+bool control(uint32_t cp) { return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f); }
+
+}  // namespace
+
+bool valid_utf8(std::string_view s, bool controls) {
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t n = utf8_at(s, i, &cp);
+    if (n == 0 || (!controls && control(cp))) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t n = utf8_at(s, i, &cp);
+    if (n > 0 && !control(cp) && cp != '\\') {
+      out.append(s.substr(i, n));
+      i += n;
+      continue;
+    }
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      // A C1 control character is two bytes; each is shown.
+      static constexpr char kHex[] = "0123456789abcdef";
+      for (size_t k = 0; k < (n > 0 ? n : 1); ++k) {
+        const auto byte = static_cast<unsigned char>(s[i + k]);
+        out += "\\x";
+        out += kHex[byte >> 4];
+        out += kHex[byte & 0xf];
+      }
+      i += n > 0 ? n : 1;
+      continue;
+    }
+    i += 1;
   }
   return out;
 }

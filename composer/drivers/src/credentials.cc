@@ -61,9 +61,11 @@ Status load_fabric_credentials(const std::string& path, const std::string& drive
     } else if (key == "password") {
       *password = value;
     } else {
-      return Error{ErrorCode::kInvalidArgument, file + path + " line " + std::to_string(number) +
-                                                    " has an unknown key '" + key +
-                                                    "'; allowed keys are username and password"};
+      // Not even the key: a line written "<password>=" would show the password.
+      return Error{ErrorCode::kInvalidArgument,
+                   file + path + " line " + std::to_string(number) +
+                       " has a key other than username and password; allowed keys are "
+                       "username and password"};
     }
   }
   if (username->empty()) {

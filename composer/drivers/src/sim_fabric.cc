@@ -1,11 +1,16 @@
 #include "composer/drivers/sim_fabric.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <unordered_map>
+
+#include "composer/common/files.h"
 
 namespace composer {
 namespace {
@@ -61,6 +66,48 @@ struct SimFabric::Impl {
   std::deque<std::string> op_order;
 
   Impl(const Clock& c, int latency) : clock(c), latency_ms(latency) {}
+
+  std::string state_file;
+
+  // Records `attached` in the state file; on failure puts back `before` and says why.
+  Status persist(const std::map<std::string, std::string>& before) {
+    if (state_file.empty()) return Status::Ok();
+    std::string text;
+    for (const auto& [device, host] : attached) text += device + " " + host + "\n";
+    if (Status s = write_file_atomically(state_file, text, 0600); !s) {
+      attached = before;
+      return Error{ErrorCode::kUnavailable,
+                   "sim fabric: cannot record its attachments: " + s.error().message};
+    }
+    return Status::Ok();
+  }
+
+  // Reads the state file, when there is one, into `attached`.
+  Status load() {
+    if (state_file.empty()) return Status::Ok();
+    std::ifstream in(state_file);
+    if (!in) {
+      if (errno == ENOENT) return Status::Ok();  // a fabric nothing was ever attached on
+      return bad_config("cannot read its state file " + state_file + ": " + std::strerror(errno));
+    }
+    std::string line;
+    int number = 0;
+    while (std::getline(in, line)) {
+      ++number;
+      const size_t space = line.find(' ');
+      if (space == 0 || space == std::string::npos || space + 1 == line.size() ||
+          line.find(' ', space + 1) != std::string::npos) {
+        return bad_config("state file " + state_file + " line " + std::to_string(number) +
+                          ": expected DEVICE HOST");
+      }
+      std::string device = line.substr(0, space);
+      std::string host = line.substr(space + 1);
+      if (index.contains(device) && fabric_hosts.contains(host)) {
+        attached[std::move(device)] = std::move(host);
+      }
+    }
+    return Status::Ok();
+  }
 
   Operation describe(const std::string& id, const Op& op) const {
     Operation out;
@@ -166,6 +213,10 @@ Expected<std::unique_ptr<SimFabric>> SimFabric::create(SimConfig config, const C
       impl->devices.push_back(std::move(d));
     }
   }
+  impl->state_file = std::move(config.state_file);
+  if (Status s = impl->load(); !s) return s.error();
+  impl->attach_failures = {config.fail_attaches, "injected attach failure"};
+  impl->detach_failures = {config.fail_detaches, "injected detach failure"};
   return std::unique_ptr<SimFabric>(new SimFabric(std::move(impl)));
 }
 
@@ -186,7 +237,9 @@ Expected<Operation> SimFabric::attach(const std::string& fabric_host,
   if (Impl::take_failure(impl_->attach_failures, &message)) {
     return impl_->start_op(true, message);
   }
+  const auto before = impl_->attached;
   for (const std::string& id : device_ids) impl_->attached[id] = fabric_host;
+  if (Status s = impl_->persist(before); !s) return s.error();
   return impl_->start_op(false, "");
 }
 
@@ -198,10 +251,12 @@ Expected<Operation> SimFabric::detach(const std::string& fabric_host,
   if (Impl::take_failure(impl_->detach_failures, &message)) {
     return impl_->start_op(true, message);
   }
+  const auto before = impl_->attached;
   for (const std::string& id : device_ids) {
     auto it = impl_->attached.find(id);
     if (it != impl_->attached.end() && it->second == fabric_host) impl_->attached.erase(it);
   }
+  if (Status s = impl_->persist(before); !s) return s.error();
   return impl_->start_op(false, "");
 }
 
@@ -249,8 +304,9 @@ Status SimFabric::lose_attachment(const std::string& device_id) {
   if (!impl_->index.contains(device_id)) {
     return Error{ErrorCode::kNotFound, "sim fabric: unknown device '" + device_id + "'"};
   }
+  const auto before = impl_->attached;
   impl_->attached.erase(device_id);
-  return Status::Ok();
+  return impl_->persist(before);
 }
 
 Status SimFabric::attach_behind_back(const std::string& device_id, const std::string& fabric_host) {
@@ -261,8 +317,9 @@ Status SimFabric::attach_behind_back(const std::string& device_id, const std::st
   if (!impl_->fabric_hosts.contains(fabric_host)) {
     return Error{ErrorCode::kNotFound, "sim fabric: unknown host '" + fabric_host + "'"};
   }
+  const auto before = impl_->attached;
   impl_->attached[device_id] = fabric_host;
-  return Status::Ok();
+  return impl_->persist(before);
 }
 
 }  // namespace composer

@@ -7,6 +7,7 @@
 #include <memory>
 #include <semaphore>
 
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 
 namespace composer::server {
@@ -64,8 +65,8 @@ Expected<Caller> Authenticator::authenticate(std::string_view authorization,
   const std::string_view got(static_cast<const char*>(payload),
                              payload ? static_cast<size_t>(len) : 0);
   if (got != expected) {
-    return Error{ErrorCode::kUnauthenticated, "munge credential was made for '" + std::string(got) +
-                                                  "', not for '" + expected + "'"};
+    return Error{ErrorCode::kUnauthenticated, "munge credential was made for '" + printable(got) +
+                                                  "', not for '" + printable(expected) + "'"};
   }
   return Caller{.uid = uid, .gid = gid, .admin = uid == 0 || admins_.count(uid) > 0};
 }

@@ -1,5 +1,9 @@
 #include "composer/server/config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cctype>
 #include <functional>
 #include <map>
 #include <set>
@@ -15,6 +19,25 @@ namespace {
 using config::Pair;
 
 Error invalid(const std::string& why) { return Error{ErrorCode::kInvalidArgument, why}; }
+
+// A numeric IPv4 or IPv6 address, or a host name of letters, digits, '-' and '.' (labels of 1
+// to 63 characters, not starting or ending with '-'), as getaddrinfo takes it.
+bool listen_address(const std::string& v) {
+  unsigned char buf[sizeof(in6_addr)];
+  if (::inet_pton(AF_INET, v.c_str(), buf) == 1 || ::inet_pton(AF_INET6, v.c_str(), buf) == 1) {
+    return true;
+  }
+  if (v.size() > 253) return false;
+  for (const std::string& label : split(v, '.')) {
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+      return false;
+    }
+    for (char c : label) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') return false;
+    }
+  }
+  return true;
+}
 
 // Comma-separated names ("root, slurm"), each part trimmed.
 std::vector<std::string> list(std::string_view s) { return split(s, ',', {.trim = true}); }
@@ -184,6 +207,14 @@ Status parse_fabric_key(const std::string& key, const std::string& k, const std:
     if (authority.find('@') != std::string::npos) {
       return Error{ErrorCode::kInvalidArgument,
                    k + " must not carry credentials; put them in the credentials file"};
+    }
+    // Nor one with a query string or a fragment (?token=...): shown up to the '?' only.
+    if (const size_t query = value.find_first_of("?#"); query != std::string::npos) {
+      return Error{ErrorCode::kInvalidArgument,
+                   k + "=" + value.substr(0, query) +
+                       "?<redacted>: a URL with a query string or fragment is refused (it may "
+                       "carry a token; put credentials in the credentials file); expected "
+                       "http(s)://HOST[:PORT] only"};
     }
     if (authority.empty() || authority.find('/') != std::string::npos) {
       return Error{
@@ -464,6 +495,8 @@ Status check_fabrics(Config& cfg, const std::vector<NodeLine>& nodes,
       return at(line > 0 ? line : spec.line, why);
     };
     spec.sim.latency_ms = cfg.sim.latency_ms;
+    spec.sim.fail_attaches = cfg.sim.fail_attaches;
+    spec.sim.fail_detaches = cfg.sim.fail_detaches;
     Status st = spec.driver == "sim"
                     ? check_sim(node_lines[&spec], spec.sim.groups.size(), name, at_spec)
                     : check_real(spec.driver, spec.config, node_lines[&spec], spec.sim.hosts, name,
@@ -567,8 +600,12 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     // composer.conf is shared with the job_submit plugin: its JobSubmit* keys are its own.
     if (key.rfind("jobsubmit", 0) == 0) return Status::Ok();
     bool shared = false;
-    if (auto s = config::read_shared_key(line, seen_keys, state, shared); !s || shared) return s;
+    if (auto s = config::read_shared_key(line, seen_keys, state, shared); !s || shared) {
+      if (s) cfg.lines[key] = line.number;
+      return s;
+    }
     if (auto s = config::single_setting(line, seen_keys); !s) return s;
+    cfg.lines[key] = line.number;
 
     const std::string& k = line.written_key();
     auto set_ms = [&](int64_t& field, int64_t min_s, int64_t max_s) {
@@ -598,12 +635,23 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     };
     if (key == "listenaddress") {
       if (value.empty()) return invalid("ListenAddress needs a value");
+      if (!listen_address(value)) {
+        return invalid(k + "=" + value +
+                       ": expected an IPv4 or IPv6 address (127.0.0.1, ::1, 0.0.0.0) or a host "
+                       "name (letters, digits, '-' and '.')");
+      }
       cfg.listen_address = value;
     } else if (key == "listenport") {
       return set_int(cfg.listen_port, 1, 65535);
     } else if (key == "database") {
+      // composerd's working directory is nobody's business: never a file relative to it.
+      if (auto s = config::absolute_path(k, value); !s) return s;
       cfg.database = value;
+    } else if (key == "stategroup") {
+      if (auto s = config::name(k, value); !s) return s;
+      cfg.state_group = value;
     } else if (key == "logfile") {
+      if (auto s = config::absolute_path(k, value); !s) return s;
       cfg.log_file = value;
     } else if (key == "loglevel") {
       if (!log::parse_level(lower(value), &cfg.log_level)) {
@@ -614,6 +662,7 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     } else if (key == "workloads") {
       return set_names(cfg.workloads, "Workloads");
     } else if (key == "mungesocket") {
+      if (auto s = config::absolute_path(k, value); !s) return s;
       cfg.munge_socket = value;
     } else if (key == "apithreads") {
       return set_int(cfg.api_threads, 2, 4096);
@@ -647,12 +696,24 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     } else if (key == "simlatency") {
       fabric_key_lines[k] = -line.number;  // sim only
       return set_int(cfg.sim.latency_ms, 0, 600000);
+    } else if (key == "simfailattaches" || key == "simfaildetaches") {
+      fabric_key_lines[k] = -line.number;  // sim only
+      auto n = config::whole_number(k, value, 0, 1000000);
+      if (!n) return n.error();
+      (key == "simfailattaches" ? cfg.sim.fail_attaches : cfg.sim.fail_detaches) =
+          static_cast<uint32_t>(*n);
     } else {
       return invalid("unknown key '" + k + "'");
     }
     return Status::Ok();
   });
   if (!read) return read.error();
+  if (state.state_dir.find_first_not_of('/') == std::string::npos) {
+    return config::at(path, cfg.lines["statedir"],
+                      "StateDir=" + state.state_dir +
+                          ": the root directory cannot be composerd's own; give a directory "
+                          "such as /var/lib/slurm-composer");
+  }
   cfg.state_dir = state.state_dir;
   cfg.snapshot = state.snapshot();
   if (cfg.database.empty()) cfg.database = cfg.state_dir + "/composer.db";
@@ -662,7 +723,34 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
           ? check_fabric(cfg, node_lines, group_lines, fabric_key_lines, at)
           : check_fabrics(cfg, node_lines, group_lines, fabric_key_lines, fabric_line, at);
   if (!checked) return checked.error();
+  // One fabric host per node on a fabric: a second NodeName line naming the same one would
+  // let two nodes receive each other's devices (a real fabric's host map refuses it above).
+  std::map<std::pair<std::string, std::string>, std::pair<std::string, int>> fabric_hosts;
+  for (const NodeLine& n : node_lines) {
+    for (size_t i = 0; i < n.host_count; ++i) {
+      const Host& h = cfg.sim.hosts[n.first_host + i];
+      auto [it, fresh] =
+          fabric_hosts.emplace(std::pair(n.fabric, h.fabric_id), std::pair(h.node, n.line));
+      if (!fresh) {
+        return config::at(path, n.line,
+                          "NodeName=" + h.node + ": fabric host '" + h.fabric_id +
+                              "' is already the fabric host of " + it->second.first + " (line " +
+                              std::to_string(it->second.second) +
+                              "); each node needs a fabric host of its own");
+      }
+    }
+  }
+  // A simulated fabric keeps its attachments beside the database, as a real one keeps them
+  // in its fabric manager.
+  if (cfg.fabric == "sim") cfg.sim.state_file = sim_state_file(cfg.database, "");
+  for (FabricSpec& spec : cfg.fabrics) {
+    if (spec.driver == "sim") spec.sim.state_file = sim_state_file(cfg.database, spec.name);
+  }
   return cfg;
+}
+
+std::string sim_state_file(const std::string& database, const std::string& fabric_name) {
+  return database + (fabric_name.empty() ? ".sim" : ".sim-" + fabric_name);
 }
 
 Expected<Config> load_config(const std::string& path) {

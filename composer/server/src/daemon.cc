@@ -1,10 +1,16 @@
 #include "composer/server/daemon.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <httplib.h>
+#include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -12,6 +18,8 @@
 #include "composer/api/snapshot.h"
 #include "composer/common/clock.h"
 #include "composer/common/log.h"
+#include "composer/common/strings.h"
+#include "composer/config/conf_file.h"
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
@@ -22,12 +30,213 @@
 #include "composer/server/slurm_jobs.h"
 #include "metrics.h"
 #include "policy_keeper.h"
+#include "route.h"
 
 #ifndef COMPOSER_VERSION
 #define COMPOSER_VERSION "0.0.0"
 #endif
 
 namespace composer::server {
+namespace {
+
+// How composerd creates what it owns: only its user may enter StateDir and read the database
+// (0700, 0600), or its user and StateGroup= (0750, 0640).
+struct StateOwner {
+  mode_t dir_mode = 0700;
+  mode_t file_mode = 0600;
+  gid_t gid = static_cast<gid_t>(-1);  // -1: the process's group
+};
+
+Expected<StateOwner> state_owner(const Config& c) {
+  StateOwner o;
+  if (c.state_group.empty()) return o;
+  struct group gr {};
+  struct group* found = nullptr;
+  std::string buf(16384, '\0');
+  if (getgrnam_r(c.state_group.c_str(), &gr, buf.data(), buf.size(), &found) != 0 ||
+      found == nullptr) {
+    return Error{ErrorCode::kInvalidArgument, "StateGroup=" + c.state_group + ": no such group"};
+  }
+  o.dir_mode = 0750;
+  o.file_mode = 0640;
+  o.gid = found->gr_gid;
+  return o;
+}
+
+// A StateDir that others may write lets any local user replace the ledger: refused. One that
+// exists keeps its owner and mode (composerd changes nothing it did not create); a missing one
+// is created (with its missing parents) with the mode composerd chooses.
+Status prepare_state_dir(const std::string& dir, const StateOwner& o) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return Error{ErrorCode::kInvalidArgument, "StateDir " + dir + " is not a directory"};
+    }
+    if ((st.st_mode & S_IWOTH) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return Error{ErrorCode::kInvalidArgument,
+                   "StateDir " + dir + " may be written by every user (mode " + mode +
+                       "): any of them could replace the ledger; give composerd a directory of "
+                       "its own (composerd creates a missing one 0700)"};
+    }
+    return Status::Ok();
+  }
+  if (errno != ENOENT) {
+    return Error{ErrorCode::kUnavailable,
+                 "cannot use StateDir " + dir + ": " + std::strerror(errno)};
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(dir).parent_path(), ec);
+  if (ec || ::mkdir(dir.c_str(), o.dir_mode) != 0) {
+    return Error{ErrorCode::kUnavailable, "cannot create StateDir " + dir + ": " +
+                                              (ec ? ec.message() : std::strerror(errno))};
+  }
+  // Ours: the mode is exactly the chosen one, whatever the umask.
+  if (::chown(dir.c_str(), static_cast<uid_t>(-1), o.gid) != 0 ||
+      ::chmod(dir.c_str(), o.dir_mode) != 0) {
+    return Error{ErrorCode::kUnavailable,
+                 "cannot set the mode of StateDir " + dir + ": " + std::strerror(errno)};
+  }
+  return Status::Ok();
+}
+
+// Creates `path` empty with the owner's file mode when it does not exist (SQLite gives its
+// journal files the database's mode); an existing file is left as it is.
+Status create_private_file(const std::string& path, const StateOwner& o) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, o.file_mode);
+  if (fd < 0) {
+    if (errno == EEXIST) return Status::Ok();
+    return Error{ErrorCode::kUnavailable, "cannot create " + path + ": " + std::strerror(errno)};
+  }
+  const bool ok =
+      ::fchown(fd, static_cast<uid_t>(-1), o.gid) == 0 && ::fchmod(fd, o.file_mode) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok) {
+    return Error{ErrorCode::kUnavailable,
+                 "cannot set the mode of " + path + ": " + std::strerror(err)};
+  }
+  return Status::Ok();
+}
+
+// SQLite opens a file it may not write read-only without a word and fails at the first write
+// ("attempt to write a readonly database"): refuse it first, naming the file. The directory
+// must take the journal beside it too.
+Status writable_database(const std::string& path) {
+  std::error_code ec;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (std::filesystem::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) {
+    return Error{ErrorCode::kUnavailable,
+                 "the database " + path + " is read-only for composerd (" + std::strerror(errno) +
+                     "); it writes every composition there: give it write access or point "
+                     "Database= at a writable file"};
+  }
+  if (!dir.empty() && ::access(dir.c_str(), W_OK) != 0) {
+    return Error{ErrorCode::kUnavailable, "the directory " + dir.string() + " of the database " +
+                                              path + " is read-only for composerd (" +
+                                              std::strerror(errno) +
+                                              "); SQLite keeps its journal beside the database"};
+  }
+  return Status::Ok();
+}
+
+// The files composerd writes, each with the key that names it: no two may be the same file
+// (a snapshot renamed over the database destroys the ledger).
+std::vector<std::pair<std::string, std::string>> own_files(const Config& c) {
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"composer.conf", c.path},         {"StateDir", c.state_dir},
+      {"Database", c.database},          {"Database", c.database + "-wal"},
+      {"Database", c.database + "-shm"}, {"Database", c.database + "-journal"},
+  };
+  // The simulated fabrics' attachments, beside the database.
+  if (!c.sim.state_file.empty()) files.emplace_back("Database", c.sim.state_file);
+  for (const FabricSpec& f : c.fabrics) {
+    if (!f.sim.state_file.empty()) files.emplace_back("Database", f.sim.state_file);
+  }
+  files.emplace_back("SnapshotFile", c.snapshot);
+  if (!c.log_file.empty()) files.emplace_back("LogFile", c.log_file);
+  return files;
+}
+
+// The line a file's key was given on (0: its default).
+int line_of_file(const Config& c, const std::string& key) {
+  return key == "composer.conf" ? 0 : c.line_of(lower(key));
+}
+
+Status distinct_files(const Config& c) {
+  const auto files = own_files(c);
+  std::vector<std::string> resolved;
+  for (const auto& [key, path] : files) {
+    std::error_code ec;
+    auto p = std::filesystem::weakly_canonical(path, ec);
+    resolved.push_back(ec ? path : p.string());
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (resolved[i] != resolved[j] || files[i].first == files[j].first) continue;
+      const auto& [key, path] = files[i];
+      const auto& [other, other_path] = files[j];
+      const int line = line_of_file(c, key) > 0 ? line_of_file(c, key) : line_of_file(c, other);
+      return config::at(c.path, line,
+                        key + " " + path + " is the same file as " + other + " " + other_path +
+                            ": composerd writes each of them; give each a path of its own");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status check_config(const Config& c) {
+  auto at = [&](const std::string& key, const std::string& why) {
+    return config::at(c.path, c.line_of(key), why);
+  };
+  if (auto admins = resolve_admins(c.admin_users); !admins) {
+    return at("adminusers", admins.error().message);
+  }
+  if (auto owner = state_owner(c); !owner) return at("stategroup", owner.error().message);
+  if (auto s = distinct_files(c); !s) return s;
+  struct stat st {};
+  if (::stat(c.state_dir.c_str(), &st) == 0) {
+    if (auto s = prepare_state_dir(c.state_dir, StateOwner{}); !s) {
+      return at("statedir", s.error().message);
+    }
+  }
+  if (!c.munge_socket.empty()) {
+    if (::stat(c.munge_socket.c_str(), &st) != 0) {
+      return at("mungesocket", "MungeSocket=" + c.munge_socket + ": " + std::strerror(errno) +
+                                   "; expected the socket munged listens on");
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+      return at("mungesocket", "MungeSocket=" + c.munge_socket +
+                                   " is not a socket; expected the socket munged listens on");
+    }
+  }
+  if (!c.log_file.empty()) {
+    const auto dir = std::filesystem::path(c.log_file).parent_path();
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      return at("logfile", "LogFile=" + c.log_file + ": the directory " + dir.string() +
+                               " does not exist; composerd creates the file, not its directory");
+    }
+  }
+  unsigned char addr[sizeof(in6_addr)];
+  if (::inet_pton(AF_INET, c.listen_address.c_str(), addr) != 1 &&
+      ::inet_pton(AF_INET6, c.listen_address.c_str(), addr) != 1) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(c.listen_address.c_str(), nullptr, &hints, &found);
+    if (found != nullptr) ::freeaddrinfo(found);
+    if (rc != 0) {
+      return at("listenaddress", "ListenAddress=" + c.listen_address + ": " + gai_strerror(rc));
+    }
+  }
+  return check_fabric_files(c);
+}
 
 struct Daemon::Impl {
   explicit Impl(const Clock& c) : clock(c) {}
@@ -57,20 +266,19 @@ Daemon::~Daemon() {
 }
 
 Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clock& clock) {
+  if (auto s = check_config(config); !s) return s.error();
   auto impl = std::make_unique<Impl>(clock);
   impl->config = config;
-  std::error_code ec;
-  std::filesystem::create_directories(config.state_dir, ec);
-  if (ec) {
-    return Error{ErrorCode::kUnavailable,
-                 "cannot create StateDir " + config.state_dir + ": " + ec.message()};
-  }
-  ::chmod(config.state_dir.c_str(), 0755);
+  auto owner = state_owner(config);
+  if (!owner) return owner.error();
+  if (auto s = prepare_state_dir(config.state_dir, *owner); !s) return s.error();
+  if (auto s = create_private_file(config.database, *owner); !s) return s.error();
 
   auto admins = resolve_admins(config.admin_users);
   if (!admins) return admins.error();
   impl->auth = std::make_unique<Authenticator>(config.munge_socket, *admins);
 
+  if (auto s = writable_database(config.database); !s) return s.error();
   db::StoreOptions opts;
   opts.durable = config.durable;
   auto store = db::Store::open(config.database, opts);
@@ -88,7 +296,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
   sopts.compose_timeout_ms = config.compose_timeout_ms;
   sopts.release_timeout_ms = config.release_timeout_ms;
   impl->service = std::make_unique<CompositionService>(*impl->store, *impl->fabric, clock, sopts);
-  if (auto s = impl->service->start(); !s) return s.error();
+  if (auto s = impl->service->start(); !s) {
+    return Error{s.error().code, "the database " + config.database + ": " + s.error().message};
+  }
   auto recovered = impl->service->recover();
   if (!recovered) return recovered.error();
   if (*recovered > 0) {
@@ -156,7 +366,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
   // loop, a prolog helper) then pays a new TCP connection and a thread hand-off every fifth
   // request. Keep connections for as long as they are in use.
   in.http.set_keep_alive_max_count(100000);
-  in.http.set_payload_max_length(1 << 20);
+  in.http.set_payload_max_length(kMaxBodyBytes);
   // Counted just before the answer goes out, so that a client's next request sees it (the
   // logger runs after the answer is written, in newer cpp-httplib releases).
   in.http.set_post_routing_handler([&in](const httplib::Request& req, httplib::Response& res) {

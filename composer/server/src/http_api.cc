@@ -17,7 +17,8 @@ namespace {
 Status check_node(const std::string& node) {
   if (node.empty() || node.size() > 255) return bad("node name must have 1 to 255 characters");
   if (!valid_name(node)) {
-    return bad("node name '" + node + "' holds a character other than letters, digits, -, _, .");
+    return bad("node name '" + printable(node) +
+               "' holds a character other than letters, digits, -, _, .");
   }
   return Status::Ok();
 }
@@ -160,6 +161,10 @@ class Handlers {
   enum class DeviceAction { kDrain, kResume, kAdopt, kReleaseForeign };
   Expected<Json::Value> device_action(const Call& call, DeviceAction action) {
     const std::string id = call.match(1);
+    if (!valid_utf8(id, false)) {
+      return bad("device id '" + printable(id) +
+                 "' is not text (UTF-8 without control characters)");
+    }
     std::string reason;
     if (action == DeviceAction::kDrain) {
       auto body = api::from_text<api::DrainBody>(call.body());

@@ -73,9 +73,11 @@ int main(int argc, char** argv) {
     std::cerr << "composerd: error: " << config.error().message << "\n";
     return 1;
   }
+  // What a start checks before it changes anything, --check or not.
+  const composer::Status checked = composer::server::check_config(*config);
   if (check_only) {
-    if (auto s = composer::server::check_fabric_files(*config); !s) {
-      std::cerr << "composerd: error: " << s.error().message << "\n";
+    if (!checked) {
+      std::cerr << "composerd: error: " << checked.error().message << "\n";
       return 1;
     }
     if (!config->fabrics.empty()) {
@@ -112,7 +114,14 @@ int main(int argc, char** argv) {
   }
   composer::log::set_level(config->log_level);
   if (!config->log_file.empty() && !composer::log::set_file(config->log_file)) {
-    std::cerr << "composerd: error: cannot open LogFile " << config->log_file << "\n";
+    std::cerr << "composerd: error: "
+              << (checked ? "cannot open LogFile " + config->log_file : checked.error().message)
+              << "\n";
+    return 1;
+  }
+  if (!checked) {
+    composer::log::error("composerd cannot start", {{"cause", checked.error().message}});
+    std::cerr << "composerd: error: " << checked.error().message << "\n";
     return 1;
   }
 

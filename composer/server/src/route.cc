@@ -41,7 +41,7 @@ Status only_params(const std::multimap<std::string, std::string>& query,
     if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
     const std::string list = join(allowed, ", ");
     return bad(
-        "unknown query parameter '" + key + "'" +
+        "unknown query parameter '" + printable(key) + "'" +
         (list.empty() ? std::string(" (this endpoint takes none)") : " (allowed: " + list + ")"));
   }
   return Status::Ok();
@@ -66,6 +66,28 @@ Expected<Caller> admit(const Authenticator& auth, const Access& access,
   return caller;
 }
 
+// What the HTTP layer refused before any route ran, by the status it chose (docs/API.md).
+Error http_layer_error(const httplib::Request& req, int status) {
+  switch (status) {
+    case 404:
+      return Error{ErrorCode::kNotFound, "no such endpoint: " + printable(req.method) + " " +
+                                             printable(req.path) + " (see docs/API.md)"};
+    case 413:
+      return bad("request body larger than " + std::to_string(kMaxBodyBytes) +
+                 " bytes, the most composerd reads");
+    case 414:
+      return bad("request line longer than " + std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) +
+                 " bytes, the most composerd reads");
+    case 416:
+      return bad("unreadable Range header; composerd answers whole bodies only (send no Range)");
+    case 400:
+      return bad("malformed HTTP request: expected an HTTP/1.1 request line and headers");
+    default:
+      return Error{status >= 500 ? ErrorCode::kInternal : ErrorCode::kInvalidArgument,
+                   "the HTTP layer refused the request with status " + std::to_string(status)};
+  }
+}
+
 }  // namespace
 
 Error bad(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
@@ -78,7 +100,7 @@ Expected<uint64_t> whole_number(std::string_view name, std::string_view text, ui
   const auto [end, ec] = digits ? std::from_chars(text.data(), text.data() + text.size(), n)
                                 : std::from_chars_result{text.data(), std::errc::invalid_argument};
   if (ec != std::errc() || end != text.data() + text.size() || n < min || n > max) {
-    return bad(std::string(name) + ": '" + std::string(text) + "' is not a whole number from " +
+    return bad(std::string(name) + ": '" + printable(text) + "' is not a whole number from " +
                std::to_string(min) + " to " + std::to_string(max));
   }
   return n;
@@ -123,7 +145,7 @@ Expected<std::optional<int64_t>> Call::time_ms(const std::string& name) const {
   if (!v) return std::optional<int64_t>{};
   auto n = whole_number(name, *v, 0, kMaxTimeMs);
   if (!n) {
-    return bad(name + ": '" + *v + "' is not a time in milliseconds since the epoch (" +
+    return bad(name + ": '" + printable(*v) + "' is not a time in milliseconds since the epoch (" +
                "a whole number from 0 to " + std::to_string(kMaxTimeMs) + ")");
   }
   return std::optional<int64_t>{static_cast<int64_t>(*n)};
@@ -137,14 +159,11 @@ Expected<int64_t> Call::required_time_ms(const std::string& name) const {
 }
 
 Routes::Routes(httplib::Server& server, const Authenticator& auth) : server_(server), auth_(auth) {
-  // Anything else is a JSON 404/405 with a sentence, not httplib's empty page.
+  // Anything else is JSON with a sentence, not httplib's empty page.
   server_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    const ErrorCode code = res.status == 404 ? ErrorCode::kNotFound : ErrorCode::kInvalidArgument;
     const int status = res.status;
-    send_json(res, status,
-              api::to_json(Error{code, "no such endpoint: " + req.method + " " + req.path +
-                                           " (see docs/API.md)"}));
+    send_json(res, status, api::to_json(http_layer_error(req, status)));
   });
   server_.set_exception_handler(
       [](const httplib::Request& req, httplib::Response& res, const std::exception_ptr& ep) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "composer/common/error.h"
+#include "composer/common/strings.h"
 #include "composer/server/auth.h"
 
 namespace httplib {
@@ -32,6 +33,8 @@ namespace composer::server {
 inline constexpr uint64_t kMaxJobId = 4294967294U;         // Slurm's largest job id
 inline constexpr uint64_t kMaxListLimit = 4294967295U;     // `limit` of a listing; 0: no limit
 inline constexpr uint64_t kMaxTimeMs = uint64_t{1} << 52;  // a time in ms since the epoch
+// The largest request body composerd reads; a larger one answers 413.
+inline constexpr size_t kMaxBodyBytes = size_t{1} << 20;
 
 // The caller's input is wrong: 400 with this sentence.
 Error bad(std::string message);
@@ -86,7 +89,9 @@ class Call {
     auto v = text(name);
     if (!v) return std::optional<T>{};
     std::optional<T> parsed = parse(*v);
-    if (!parsed) return bad(name + ": '" + *v + "' is not one of " + std::string(allowed));
+    if (!parsed) {
+      return bad(name + ": '" + printable(*v) + "' is not one of " + std::string(allowed));
+    }
     return parsed;
   }
 
@@ -102,7 +107,8 @@ using Handler = std::function<Expected<Json::Value>(const Call&)>;
 using TextHandler = std::function<std::string(const Call&)>;
 
 // Installs routes on a server, each through the pipeline; answers unknown paths with a JSON
-// 404/405 and an exception with a JSON 500.
+// 404, what the HTTP layer refuses (400, 413, 414, 416) with invalid_argument and a sentence
+// under the status it chose, and an exception with a JSON 500.
 class Routes {
  public:
   Routes(httplib::Server& server, const Authenticator& auth);

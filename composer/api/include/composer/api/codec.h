@@ -20,8 +20,13 @@
 
 namespace composer::api {
 
+// How deep a document may nest its arrays and objects; none of the project's needs ten.
+inline constexpr int kMaxJsonDepth = 64;
+
 // Parses one JSON document (an object or an array). Malformed text, trailing garbage,
-// duplicate keys and comments are refused with a sentence naming line and column.
+// duplicate keys, comments, text that is not UTF-8, a raw control character in a string, a
+// number JSON does not write ("01", "-00", "1.", "+1") and nesting deeper than kMaxJsonDepth
+// are refused (kInvalidArgument) with a sentence naming line and column.
 Expected<Json::Value> parse_json(std::string_view text);
 // Compact single-line text, UTF-8 kept as is.
 std::string to_text(const Json::Value& value);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "composer/common/error.h"
+#include "composer/common/strings.h"
 
 namespace composer::api {
 
@@ -64,6 +65,9 @@ std::string json_kind(const Json::Value& value);
 // alike ("2.5 is not a whole number from 0 to 1024").
 std::string as_string(const Json::Value& value, const std::string& path);
 std::string as_nonempty_string(const Json::Value& value, const std::string& path);
+// A string that is text (valid_utf8 without control characters): a name, an account, a
+// reason that ends up in answers, logs and reports.
+std::string as_text(const Json::Value& value, const std::string& path);
 bool as_bool(const Json::Value& value, const std::string& path);
 uint64_t as_uint(const Json::Value& value, const std::string& path, uint64_t max);
 uint64_t as_u64(const Json::Value& value, const std::string& path);  // 0 to 2^64-1
@@ -158,8 +162,8 @@ E as_enum(const Json::Value& value, const std::string& path,
   const std::string s = as_string(value, path);
   std::optional<E> e = parse(s);
   if (!e)
-    refuse(path,
-           "'" + s + "' is not " + std::string(what) + "; expected one of " + json_list(names));
+    refuse(path, "'" + printable(s) + "' is not " + std::string(what) + "; expected one of " +
+                     json_list(names));
   return *e;
 }
 

@@ -1,4 +1,5 @@
-// The string helpers every component uses: ASCII case folding, trimming, splitting and joining.
+// The string helpers every component uses: ASCII case folding, trimming, splitting and joining,
+// and what of outside input is text and how it is shown.
 // composer.conf keys, HTTP header names and policy words are ASCII; nothing here is
 // locale-dependent.
 #pragma once
@@ -24,5 +25,13 @@ struct SplitOptions {
 std::vector<std::string> split(std::string_view s, char sep, SplitOptions options = {});
 // a b c -> "a,b,c" with sep ",".
 std::string join(const std::vector<std::string>& items, std::string_view sep = ",");
+
+// Whether `s` is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF);
+// with `controls` false, also without a control character (U+0000 to U+001F, U+007F to
+// U+009F): what the API takes as a name or a reason.
+bool valid_utf8(std::string_view s, bool controls = true);
+// `s` as a message or a log line may show it: text as is, '\' as "\\", \n \r \t, and every
+// other control character or byte that is not valid UTF-8 as \xNN; never a raw byte.
+std::string printable(std::string_view s);
 
 }  // namespace composer

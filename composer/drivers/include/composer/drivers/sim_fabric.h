@@ -32,6 +32,14 @@ struct SimConfig {
   std::vector<Group> groups;
   // How long attach and detach stay running; 0 completes them within the call.
   int latency_ms = 0;
+  // Where the fabric keeps what is attached, so that it survives a restart of its owner as a
+  // real fabric's state does: read at create(), rewritten atomically (0600) after every
+  // change. Empty: in memory only.
+  std::string state_file;
+  // Faults from the start (composer.conf's SimFailAttaches=, SimFailDetaches=): the first n
+  // attach (detach) calls fail, as fail_next_attaches(n) would make them.
+  uint32_t fail_attaches = 0;
+  uint32_t fail_detaches = 0;
 };
 
 // Addresses are deterministic: GPUs and NVMe drives get PCI addresses "DDDD:BB:00.0" from
@@ -46,12 +54,17 @@ struct SimConfig {
 // otherwise kRunning until the latency has passed and then kFailed. A successful call changes
 // the fabric's state at once; its operation reports kDone when the latency has passed.
 //
+// With a state file, a change the file cannot record is undone and answered kUnavailable
+// naming the file; the file lists one "DEVICE HOST" line per attached device, and at create()
+// a line naming a device or host the configuration no longer has is dropped.
+//
 // Thread-safe: every public method may be called from any thread.
 class SimFabric final : public Fabric {
  public:
   // Refuses a configuration with a sentence naming what is wrong: an empty or repeated
   // group name, a count of 0, a memory group with no size, an empty zone, a repeated node
-  // or fabric id, or a negative latency.
+  // or fabric id, a negative latency, or a state file that cannot be read or has a malformed
+  // line (named by its number).
   static Expected<std::unique_ptr<SimFabric>> create(SimConfig config,
                                                      const Clock& clock = SystemClock::instance());
   ~SimFabric() override;

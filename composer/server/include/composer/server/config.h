@@ -79,6 +79,9 @@ struct Config {
   std::string listen_address = config::kDefaultListenAddress;
   int listen_port = kDefaultPort;
   std::string state_dir = config::kDefaultStateDir;
+  // StateGroup=: a group that may read StateDir and the database (0750, 0640); empty: only
+  // composerd's user (0700, 0600).
+  std::string state_group;
   std::string database;  // default: <state_dir>/composer.db
   std::string snapshot;  // default: <state_dir>/snapshot.json
   std::string log_file;  // empty: stderr
@@ -102,7 +105,20 @@ struct Config {
   SimConfig sim;  // hosts (NodeName lines) and, for the sim fabric, DeviceGroup lines
   // FabricName lines, in file order; empty when the file uses Fabric= and the Fabric* keys.
   std::vector<FabricSpec> fabrics;
+  // The line each setting was given on, by its lower-case key ("adminusers"); absent: the
+  // default.
+  std::map<std::string, int> lines;
+
+  // The line `key` (lower-case) was set on, 0 when it was not given.
+  int line_of(const std::string& key) const {
+    auto it = lines.find(key);
+    return it == lines.end() ? 0 : it->second;
+  }
 };
+
+// Where a simulated fabric keeps its attachments: DATABASE.sim, or DATABASE.sim-NAME for the
+// fabric of a FabricName line (SimConfig::state_file).
+std::string sim_state_file(const std::string& database, const std::string& fabric_name);
 
 Expected<Config> parse_config(std::string_view text, const std::string& path);
 Expected<Config> load_config(const std::string& path);

@@ -13,6 +13,15 @@
 
 namespace composer::server {
 
+// Every check Daemon::create makes before it changes anything, without binding the listen
+// address or contacting a fabric manager (composerd --check): AdminUsers and StateGroup
+// name existing users and a group; composerd's files (composer.conf, StateDir, Database,
+// SnapshotFile, LogFile) are distinct; an existing StateDir is a directory others cannot
+// write; MungeSocket is a socket; LogFile's directory exists; ListenAddress resolves; the
+// credentials file of every real fabric is readable and private. Each refusal names the file
+// and the line of the key ("PATH line N: ..."; "PATH: ..." for a default).
+Status check_config(const Config& config);
+
 class Daemon {
  public:
   // Every part tells time by `clock` (the service, the reconciler, the policy, the routes);
