@@ -352,11 +352,11 @@ TEST_F(ComposerctlTest, HealthExitsOneUnlessOk) {
   });
   Outcome o = run_ctl({"health", "-P", "--noheader"});
   EXPECT_EQ(o.rc, 0) << o.err;
-  EXPECT_EQ(o.out, "ok|sim|0.1.0|00:01:01\n");
+  EXPECT_EQ(o.out, "ok|sim|0.1.0|00:01:01|\n");
   status = "degraded";
   o = run_ctl({"health", "-P", "--noheader"});
   EXPECT_EQ(o.rc, 1);
-  EXPECT_EQ(o.out, "degraded|sim|0.1.0|00:01:01\n");
+  EXPECT_EQ(o.out, "degraded|sim|0.1.0|00:01:01|\n");
 }
 
 TEST_F(ComposerctlTest, ListFiltersBecomeQueryParameters) {

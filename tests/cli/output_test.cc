@@ -160,7 +160,7 @@ TEST_F(CliUtcTime, EventsAndHealth) {
             "ID|TIME|KIND|JOBID|NODE|USER|FROM|TO|DEVICES|DETAIL\n"
             "3|2024-05-01T12:00:00|drain||||||gpu-a-00|fan\n");
   EXPECT_EQ(printed(health_table({"ok", "sim", "0.1.0", 90061}), Format::kTable),
-            "STATUS  FABRIC  VERSION      UPTIME\n"
+            "STATUS  FABRIC  VERSION      UPTIME  WARNINGS\n"
             "ok      sim     0.1.0    1-01:01:01\n");
 }
 

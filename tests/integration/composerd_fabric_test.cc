@@ -102,6 +102,55 @@ TEST(ComposerdOnRedfish, ComposesAndReleasesThroughTheFakeService) {
   EXPECT_EQ((*fake)->open_sessions(), 0u) << "composerd logs out when it stops";
 }
 
+// The mockups served whole hold blocks composed into their own systems and shared ones:
+// composerd shows them foreign with their holder, never hands them out, and --discover lists
+// them, and what the driver skipped, without changing the fabric.
+TEST(ComposerdOnRedfish, WhatTheMockupsHoldIsForeignAndDiscoverShowsIt) {
+  FakeRedfishOptions o;
+  o.hosts = 1;
+  o.task_ms = 0;
+  auto fake = FakeRedfish::start(o);
+  ASSERT_TRUE(fake.ok()) << fake;
+  test_support::TempDir dir("composer-redfish-foreign");
+  const std::string cred = write_credentials(dir, o.username, o.password);
+  ComposerdProcess composerd("Fabric=redfish\nFabricUrl=" + (*fake)->base_url() +
+                                 "\nFabricCredentials=" + cred + "\nFabricTimeout=5s\n",
+                             "");
+  auto c = composerd.client();
+  auto foreign = c.devices(client::DeviceQuery{.state = DeviceState::kForeign});
+  ASSERT_TRUE(foreign.ok()) << foreign.error();
+  ASSERT_FALSE(foreign->empty()) << "the mockups' composed blocks are foreign";
+  for (const Device& d : *foreign) EXPECT_FALSE(d.holder.empty()) << d.id;
+
+  const uint64_t writes = (*fake)->writes();
+  auto r =
+      run_command(std::string(COMPOSERD_PATH) + " --check --discover -f " + composerd.conf_path());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("hosts ("));
+  EXPECT_THAT(r.out, HasSubstr("skipped ("));
+  for (const Device& d : *foreign) EXPECT_THAT(r.out, HasSubstr(d.id)) << r.out;
+  EXPECT_EQ((*fake)->writes(), writes) << "--discover changes nothing on the fabric";
+  EXPECT_THAT(
+      run_command(std::string(COMPOSERD_PATH) + " --discover -f " + composerd.conf_path()).out,
+      HasSubstr("--check"));
+
+  // Every free GPU can be composed; no foreign device is among them.
+  auto pool = c.pool();
+  ASSERT_TRUE(pool.ok()) << pool.error();
+  uint32_t free_gpus = 0;
+  for (const PoolRow& row : *pool) {
+    if (row.type == DeviceType::kGpu) free_gpus += row.free;
+  }
+  ASSERT_GT(free_gpus, 0u);
+  auto composed = c.compose(31, "node01", body(Request{.gpus = 1}));
+  ASSERT_TRUE(composed.ok()) << composed.error() << composerd.log();
+  for (const Device& d : composed->devices) {
+    for (const Device& f : *foreign) EXPECT_NE(d.id, f.id);
+  }
+  ASSERT_TRUE(c.release(31, composed->node).ok());
+  EXPECT_EQ(composerd.stop(), 0);
+}
+
 TEST(ComposerdOnLiqid, ComposesAndReleasesThroughTheFakeDirector) {
   FakeLiqidOptions o;
   o.machines_per_group = 2;

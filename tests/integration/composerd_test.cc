@@ -324,6 +324,11 @@ TEST_F(ComposerdTest, UsersReadOnlyTheirOwnJobsAndCannotChangeThePool) {
   auto drain = ctl("devices drain gpu-a-0 --reason test", "nobody");
   EXPECT_NE(drain.code, 0);
   EXPECT_NE(drain.out.find("may not"), std::string::npos) << drain.out;
+  for (const char* cmd : {"devices adopt gpu-a-0", "devices release-foreign gpu-a-0"}) {
+    auto refused = ctl(cmd, "nobody");
+    EXPECT_NE(refused.code, 0) << cmd;
+    EXPECT_NE(refused.out.find("may not"), std::string::npos) << cmd << ": " << refused.out;
+  }
   auto release = ctl("compositions release 201 n1", "nobody");
   EXPECT_NE(release.code, 0);
   EXPECT_TRUE(c.show(201, "n1").ok());
@@ -352,6 +357,13 @@ TEST_F(ComposerdTest, ComposerctlDrainsAndResumesAndPrintsThreeFormats) {
   EXPECT_NE(unknown.out.find("composerctl: error: no device 'nosuch'\n"), std::string::npos)
       << unknown.out;
   EXPECT_EQ(unknown.out.find("store:"), std::string::npos) << unknown.out;
+  // Adopt is for foreign devices only; release-foreign for what composerd attached.
+  auto adopt = ctl("devices adopt gpu-b-7");
+  EXPECT_EQ(adopt.code, 1);
+  EXPECT_NE(adopt.out.find("gpu-b-7 is free, not foreign"), std::string::npos) << adopt.out;
+  auto handed = ctl("devices release-foreign gpu-b-7");
+  EXPECT_EQ(handed.code, 1);
+  EXPECT_NE(handed.out.find("not attached by composerd"), std::string::npos) << handed.out;
 }
 
 TEST_F(ComposerdTest, SlurmConfigMatchesThePool) {

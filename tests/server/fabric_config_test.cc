@@ -7,6 +7,7 @@
 #include <string>
 
 #include "composer/server/config.h"
+#include "composer/server/fabric_setup.h"
 
 namespace composer::server {
 namespace {
@@ -305,6 +306,47 @@ TEST(SeveralFabrics, TheOneFabricKeysDoNotMixWithFabricNameLines) {
                  1, "Fabric=a on a NodeName line names one of several fabrics");
   expect_refused("NodeName=n1 Zones=z1\nDeviceGroup=g Fabric=a Type=gpu Model=A Zone=z1 Count=1\n",
                  2, "Fabric=a on a DeviceGroup line names one of several fabrics");
+}
+
+}  // namespace
+}  // namespace composer::server
+
+namespace composer::server {
+namespace {
+
+TEST(DescribeInventory, ListsHostsDevicesHoldersAndSkippedResources) {
+  FabricInventory inv;
+  inv.hosts.push_back(Host{.node = "n1",
+                           .fabric_id = "sys-1",
+                           .zones = {"z1", "z2"},
+                           .gpu_slots = 4,
+                           .mem_slots = 2,
+                           .nvme_slots = 1});
+  inv.devices.push_back(
+      Device{.id = "g0", .type = DeviceType::kGpu, .model = "A100", .zone = "z1"});
+  inv.devices.push_back(
+      Device{.id = "g1", .type = DeviceType::kGpu, .model = "A100", .zone = "z1"});
+  inv.devices.push_back(Device{.id = "m0",
+                               .type = DeviceType::kMem,
+                               .model = "CXL",
+                               .capacity_bytes = 64ull << 30,
+                               .zone = "z2"});
+  inv.attached["g1"] = "sys-9";
+  inv.held["m0"] = "shared by systems sys-1, sys-2";
+  inv.skipped.push_back("Block7: a SAS drive; only NVMe drives are pooled");
+  const std::string text = describe_inventory(inv);
+  EXPECT_NE(text.find("  n1  fabric host sys-1  zones z1,z2  slots gpu 4 mem 2 nvme 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  gpu  A100  zone z1  2, attached 1, held 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  mem  CXL  zone z2  1 (64G), attached 0, held 1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  g1  attached to sys-9\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  m0  shared by systems sys-1, sys-2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("skipped (1):\n  Block7: a SAS drive"), std::string::npos) << text;
+  EXPECT_EQ(text.find("warning"), std::string::npos) << text;
+  EXPECT_NE(describe_inventory(FabricInventory{}).find("warning: the fabric shows no device"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -197,12 +197,13 @@ ComposeBody decode<ComposeBody>(const Json::Value& v, const std::string& path) {
 
 template <>
 HealthInfo decode<HealthInfo>(const Json::Value& v, const std::string& path) {
-  JsonObject r(v, path, "a health answer", {"status", "fabric", "version", "uptime_s"});
+  JsonObject r(v, path, "a health answer", {"status", "fabric", "version", "uptime_s", "warnings"});
   HealthInfo h;
   h.status = r.string("status");
   h.fabric = r.string("fabric");
   h.version = r.string("version");
   h.uptime_s = r.id("uptime_s");
+  r.get_if("warnings", &h.warnings, as_strings);
   return h;
 }
 
@@ -484,6 +485,9 @@ Json::Value to_json(const HealthInfo& h) {
   v["fabric"] = h.fabric;
   v["version"] = h.version;
   v["uptime_s"] = i64(h.uptime_s);
+  Json::Value warnings(Json::arrayValue);
+  for (const auto& w : h.warnings) warnings.append(w);
+  v["warnings"] = std::move(warnings);
   return v;
 }
 

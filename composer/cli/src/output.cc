@@ -287,8 +287,9 @@ Table event_table(const std::vector<Event>& events) {
 }
 
 Table health_table(const api::HealthInfo& health) {
-  Table t({{"STATUS"}, {"FABRIC"}, {"VERSION"}, {"UPTIME", true}});
-  t.add_row({health.status, health.fabric, health.version, format_elapsed(health.uptime_s)});
+  Table t({{"STATUS"}, {"FABRIC"}, {"VERSION"}, {"UPTIME", true}, {"WARNINGS"}});
+  t.add_row({health.status, health.fabric, health.version, format_elapsed(health.uptime_s),
+             join(health.warnings, "; ")});
   return t;
 }
 

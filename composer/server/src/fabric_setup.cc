@@ -1,10 +1,15 @@
 #include "composer/server/fabric_setup.h"
 
 #include <algorithm>
+#include <map>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "composer/common/strings.h"
+#include "composer/common/units.h"
 #include "composer/drivers/credentials.h"
 #include "composer/drivers/liqid_fabric.h"
 #include "composer/drivers/multi_fabric.h"
@@ -109,6 +114,53 @@ Expected<std::unique_ptr<Fabric>> make_fabric(const Config& c, FabricMeters* met
   auto multi = MultiFabric::create(std::move(members));
   if (!multi) return multi.error();
   return std::unique_ptr<Fabric>(std::move(multi).value());
+}
+
+std::string describe_inventory(const FabricInventory& inv) {
+  std::ostringstream out;
+  out << "hosts (" << inv.hosts.size() << "):\n";
+  for (const Host& h : inv.hosts) {
+    out << "  " << h.node << "  fabric host " << h.fabric_id << "  zones "
+        << (h.zones.empty() ? std::string("(none)") : join(h.zones)) << "  slots gpu "
+        << h.gpu_slots << " mem " << h.mem_slots << " nvme " << h.nvme_slots << "\n";
+  }
+  // Per type, model and zone: how many, how many the fabric shows held, the bytes.
+  struct Row {
+    uint32_t count = 0, attached = 0, held = 0;
+    uint64_t bytes = 0;
+  };
+  std::map<std::tuple<DeviceType, std::string, std::string>, Row> rows;
+  for (const Device& d : inv.devices) {
+    Row& r = rows[{d.type, d.model, d.zone}];
+    ++r.count;
+    r.bytes += d.capacity_bytes;
+    if (inv.attached.count(d.id) != 0) ++r.attached;
+    if (inv.held.count(d.id) != 0) ++r.held;
+  }
+  out << "devices (" << inv.devices.size() << "):\n";
+  for (const auto& [key, r] : rows) {
+    const auto& [type, model, zone] = key;
+    out << "  " << to_string(type) << "  " << (model.empty() ? "-" : model) << "  zone " << zone
+        << "  " << r.count;
+    if (r.bytes > 0) out << " (" << format_size(r.bytes) << ")";
+    out << ", attached " << r.attached << ", held " << r.held << "\n";
+  }
+  if (!inv.attached.empty() || !inv.held.empty()) {
+    out << "attached or held on the fabric (composerd's own or foreign: its ledger decides at "
+           "start):\n";
+    for (const auto& [id, host] : inv.attached)
+      out << "  " << id << "  attached to " << host << "\n";
+    for (const auto& [id, holder] : inv.held) out << "  " << id << "  " << holder << "\n";
+  }
+  if (!inv.skipped.empty()) {
+    out << "skipped (" << inv.skipped.size() << "):\n";
+    for (const auto& why : inv.skipped) out << "  " << why << "\n";
+  }
+  if (inv.devices.empty()) {
+    out << "warning: the fabric shows no device composerd can pool; every compose would be "
+           "refused\n";
+  }
+  return out.str();
 }
 
 Status check_fabric_files(const Config& c) {

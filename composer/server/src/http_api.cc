@@ -220,6 +220,12 @@ class Handlers {
                       .fabric = ctx_.fabric,
                       .version = ctx_.version,
                       .uptime_s = (ctx_.clock.now_ms() - ctx_.started_ms) / 1000};
+    if (ctx_.service.pool_summary().empty()) {
+      h.status = "warning";
+      h.warnings.push_back(
+          "the fabric shows no pooled device: every compose is refused (composerd --check "
+          "--discover shows what the fabric holds and what was skipped)");
+    }
     return api::to_json(h);
   }
 

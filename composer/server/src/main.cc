@@ -56,11 +56,16 @@ int main(int argc, char** argv) {
   CLI::App app{"composerd: attaches pooled GPUs, CXL memory and NVMe to Slurm jobs"};
   std::string config_path = composer::config::path_from_environment();
   bool check_only = false;
+  bool discover = false;
   bool version = false;
   app.add_option("-f,--config", config_path,
                  "configuration file (default: $COMPOSER_CONF or " +
                      std::string(composer::server::kDefaultConfigPath) + ")");
-  app.add_flag("--check", check_only, "validate the configuration and exit");
+  auto* check_flag = app.add_flag("--check", check_only, "validate the configuration and exit");
+  app.add_flag("--discover", discover,
+               "with --check: read every fabric's inventory (nothing is changed) and print what "
+               "was found and what was skipped")
+      ->needs(check_flag);
   app.add_flag("-V,--version", version, "print the version and exit");
   CLI11_PARSE(app, argc, argv);
   if (version) {
@@ -79,6 +84,24 @@ int main(int argc, char** argv) {
     if (!checked) {
       std::cerr << "composerd: error: " << checked.error().message << "\n";
       return 1;
+    }
+    if (discover) {
+      // Read only: inventory() never changes the fabric; the ledger is not opened.
+      auto fabric = composer::server::make_fabric(*config);
+      if (!fabric) {
+        std::cerr << "composerd: error: " << fabric.error().message << "\n";
+        return 1;
+      }
+      auto inventory = (*fabric)->inventory();
+      if (!inventory) {
+        std::cerr << "composerd: error: reading the fabric's inventory: "
+                  << inventory.error().message << "\n";
+        return 1;
+      }
+      std::cout << "composerd: " << config_path << " is valid; fabric " << (*fabric)->driver()
+                << " answered:\n"
+                << composer::server::describe_inventory(*inventory);
+      return 0;
     }
     if (!config->fabrics.empty()) {
       std::cout << "composerd: " << config_path << " is valid (" << config->fabrics.size()

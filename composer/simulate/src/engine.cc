@@ -29,8 +29,8 @@ namespace composer::simulate {
 namespace {
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-constexpr int64_t kBackfillInterval = 30;    // s, Slurm's bf_interval default
-constexpr int64_t kStuckAfterS = 8 * 86400;  // longer than the policy's weekly horizon
+constexpr int64_t kBackfillInterval = 30;             // s, Slurm's bf_interval default
+constexpr int64_t kStuckAfterS = int64_t{8} * 86400;  // longer than the policy's weekly horizon
 
 using Shape = std::vector<std::pair<uint32_t, uint64_t>>;  // (gpus, mem) per node
 
@@ -164,9 +164,9 @@ class Engine {
     result_.first_submit_s = trace_.jobs.front().submit_s;
     now_ = result_.first_submit_s;
     last_progress_ = now_;
-    step_ = options_.series_step_s > 0                       ? options_.series_step_s
-            : trace_.jobs.back().submit_s - now_ < 7 * 86400 ? 3600
-                                                             : 86400;
+    step_ = options_.series_step_s > 0                                ? options_.series_step_s
+            : trace_.jobs.back().submit_s - now_ < int64_t{7} * 86400 ? 3600
+                                                                      : 86400;
     size_t next = 0;
     while (true) {
       int64_t t = kNever;
@@ -571,7 +571,7 @@ class Engine {
     if (cached.first == t && !cached.second.empty()) return cached.second;
     cached.first = t;
     cached.second.clear();
-    const int64_t horizon = t + 8 * 86400;
+    const int64_t horizon = t + int64_t{8} * 86400;
     for (int64_t at = t; at < horizon;) {
       auto in_force = evaluator_->caps_in_force(at, class_names_[cls]);
       if (!in_force) {
@@ -764,7 +764,7 @@ double Result::gpu_utilisation() const {
 }
 
 double Result::mem_utilisation() const {
-  const double mib = static_cast<double>(mem_bytes / kMiB);
+  const double mib = static_cast<double>(mem_bytes) / static_cast<double>(kMiB);
   if (mib == 0 || makespan_s <= 0) return 0;
   return static_cast<double>(mem_mib_s) / (mib * static_cast<double>(makespan_s));
 }

@@ -23,9 +23,11 @@ struct ComposeBody {
 };
 
 // GET /v1/health.
+// status "ok", or "warning" with the sentences in `warnings` (an empty pool, say).
 struct HealthInfo {
   std::string status, fabric, version;
   int64_t uptime_s = 0;
+  std::vector<std::string> warnings{};
 
   bool operator==(const HealthInfo&) const = default;
 };

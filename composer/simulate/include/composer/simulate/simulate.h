@@ -165,9 +165,11 @@ struct Result {
 
   double gpu_utilisation() const;  // gpu_s / (gpus x makespan)
   double mem_utilisation() const;
-  double gpu_hours() const { return gpu_s / 3600.0; }
-  double stranded_gpu_hours() const { return stranded_gpu_s / 3600.0; }
-  double stranded_mem_gib_hours() const { return stranded_mem_mib_s / 1024.0 / 3600.0; }
+  double gpu_hours() const { return static_cast<double>(gpu_s) / 3600.0; }
+  double stranded_gpu_hours() const { return static_cast<double>(stranded_gpu_s) / 3600.0; }
+  double stranded_mem_gib_hours() const {
+    return static_cast<double>(stranded_mem_mib_s) / 1024.0 / 3600.0;
+  }
 };
 
 // One job as the scheduler saw it (for tests and --jobs output).
