@@ -154,9 +154,14 @@ Status CompositionService::attach_devices(const std::string& node,
 
 Status CompositionService::detach_devices(const std::string& node,
                                           const std::vector<std::string>& ids, int64_t timeout_ms) {
+  return detach_from_host(fabric_host(node), ids, timeout_ms);
+}
+
+Status CompositionService::detach_from_host(const std::string& host,
+                                            const std::vector<std::string>& ids,
+                                            int64_t timeout_ms) {
   const int64_t deadline = clock_.now_ms() + timeout_ms;
-  return counted(wait_operation(fabric_.detach(fabric_host(node), ids), deadline, "detach"),
-                 detach_errors_);
+  return counted(wait_operation(fabric_.detach(host, ids), deadline, "detach"), detach_errors_);
 }
 
 std::optional<CompositionService::LiveEntry> CompositionService::wait_idle(
@@ -604,11 +609,7 @@ Expected<Device> CompositionService::adopt(const std::string& device_id, const s
   }
   std::string detail = "adopted by " + actor;
   if (auto at = inventory->attached.find(device_id); at != inventory->attached.end()) {
-    const int64_t deadline = clock_.now_ms() + options_.release_timeout_ms;
-    if (auto s =
-            counted(wait_operation(fabric_.detach(at->second, {device_id}), deadline, "detach"),
-                    detach_errors_);
-        !s) {
+    if (auto s = detach_from_host(at->second, {device_id}, options_.release_timeout_ms); !s) {
       return Error{s.error().code, "adopting " + device_id + ": detaching it from host " +
                                        at->second + ": " + s.error().message};
     }
@@ -666,8 +667,7 @@ Expected<Device> CompositionService::release_foreign(const std::string& device_i
   const std::string holder = "host " + host;
   if (auto s = store_.set_holders(
           {{device_id, holder}}, "release-foreign", actor,
-          "released by " + actor + ": composerd no longer claims it on " + "host " + host,
-          clock_.now_ms());
+          "released by " + actor + ": composerd no longer claims it on " + holder, clock_.now_ms());
       !s) {
     return s.error();
   }

@@ -150,6 +150,9 @@ class CompositionService {
                         int64_t timeout_ms);
   Status detach_devices(const std::string& node, const std::vector<std::string>& ids,
                         int64_t timeout_ms);
+  // The same by the fabric's name for the host (a host composerd may not serve).
+  Status detach_from_host(const std::string& host, const std::vector<std::string>& ids,
+                          int64_t timeout_ms);
   std::string fabric_host(const std::string& node) const;
   // Waits (bounded) while the entry for `key` is busy; returns it or nullopt. Needs mu_.
   std::optional<LiveEntry> wait_idle(std::unique_lock<std::mutex>& lock, const Key& key,
