@@ -299,18 +299,27 @@ scenario_foreign_devices_are_never_touched() {
   else
     [[ -z $foreign ]] || fail "the sim fabric shows foreign devices: $foreign" || return 1
   fi
+  local compositions
+  compositions=$(api /v1/compositions "limit=0") || fail "cannot list compositions" || return 1
   while read -r id holder; do
     [[ -n $id ]] || continue
     [[ -n $holder ]] || fail "foreign device $id has no holder" || return 1
-    used=$(api /v1/compositions "limit=0" |
-      jq -r --arg id "$id" '[.compositions[] | select(any(.devices[]; .id == $id)) | .id] | join(",")')
+    used=$(jq -r --arg id "$id" \
+      '[.compositions[] | select(any(.devices[]; .id == $id)) | .id] | join(",")' <<<"$compositions")
     [[ -z $used ]] || fail "foreign device $id was given to compositions $used" || return 1
   done <<<"$foreign"
-  # The licenses Slurm schedules leave them out.
-  local total lic
-  total=$(pool_total gpu) || return 1
-  lic=$(scontrol show license fabric_gpu -o | grep -o 'Total=[0-9]*' | cut -d= -f2)
-  [[ $lic == "$total" ]] || fail "fabric_gpu Total=$lic, the pool schedules $total" || return 1
+  # The licenses Slurm schedules leave them out: each count is the pool's rows without their
+  # failed and foreign devices, summed here from composerd's own pool rows.
+  local type expected lic pool
+  pool=$(api /v1/pool) || fail "cannot read the pool" || return 1
+  for type in gpu nvme; do
+    expected=$(jq -r --arg t "$type" \
+      '[.pool[] | select(.type == $t) | .total - .failed - .foreign] | add // 0' <<<"$pool")
+    lic=$(scontrol show license "fabric_$type" -o | grep -o 'Total=[0-9]*' | cut -d= -f2)
+    [[ $lic == "$expected" ]] ||
+      fail "fabric_$type Total=$lic; the pool without failed and foreign devices is $expected" ||
+      return 1
+  done
 }
 
 ALL_SCENARIOS=(
