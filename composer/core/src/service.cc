@@ -179,6 +179,18 @@ std::optional<CompositionService::LiveEntry> CompositionService::wait_idle(
   }
 }
 
+void CompositionService::keep_unsettled(const Key& key, std::string_view what, const Error& cause) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = live_.find(key); it != live_.end()) it->second.busy = false;
+    changed_.notify_all();
+  }
+  log::error(what, {{"job", std::to_string(key.first)},
+                    {"node", key.second},
+                    {"cause", cause.message},
+                    {"next", "kept live; a release or the reconciler settles it"}});
+}
+
 void CompositionService::forget(const Key& key, const std::vector<std::string>& free_devices) {
   std::lock_guard lock(mu_);
   allocator_.give_back(free_devices);
@@ -319,6 +331,13 @@ Expected<Composition> CompositionService::fail_compose(const LiveEntry& entry,
   }
   auto failed = store_.transition(entry.id, CompositionState::kComposing, CompositionState::kFailed,
                                   why, clock_.now_ms(), true);
+  if (!failed) {
+    // The store still says composing, with its device links: memory must say the same. The
+    // entry stays live and holds its devices; a release or the reconciler rolls it back
+    // again (the detach is idempotent) once the store takes the write.
+    keep_unsettled(key, "compose failed, and recording it failed", failed.error());
+    return failed.error();
+  }
   std::vector<std::string> undone_ids;
   for (const auto& id : entry.devices) {
     if (std::find(still_held.begin(), still_held.end(), id) == still_held.end()) {
@@ -337,7 +356,6 @@ Expected<Composition> CompositionService::fail_compose(const LiveEntry& entry,
                                 {"node", entry.node},
                                 {"host", host},
                                 {"cause", why}});
-  if (!failed) return failed.error();
   return Error{ErrorCode::kFabric, where(entry.job_id, entry.node) + ": " + why};
 }
 
@@ -456,8 +474,10 @@ Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, cons
       log::info("composition finished after restart", {{"composition", std::to_string(entry.id)}});
       return Status::Ok();
     }
-    (void)fail_compose(entry, fabric_host(entry.node),
-                       give_up ? "timed out while composing" : "rolled back after restart");
+    auto failed = fail_compose(entry, fabric_host(entry.node),
+                               give_up ? "timed out while composing" : "rolled back after restart");
+    std::lock_guard lock(mu_);
+    if (live_.contains(key)) return failed.error();  // not recorded: still composing
     return Status::Ok();
   }
   // releasing: detach (idempotent) and record released.
@@ -474,11 +494,15 @@ Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, cons
     const std::string why = "timed out while releasing: " + detached.error().message;
     auto failed = store_.transition(entry.id, CompositionState::kReleasing,
                                     CompositionState::kFailed, why, clock_.now_ms());
+    if (!failed) {
+      // Still releasing in the store: stay releasing here, and try again next round.
+      keep_unsettled(key, "release gave up, and recording it failed", failed.error());
+      return failed.error();
+    }
     drain_devices(entry.devices, "detach failed: " + detached.error().message);
     forget(key, entry.devices);
     log::error("release gave up; devices drained",
                {{"composition", std::to_string(entry.id)}, {"cause", why}});
-    if (!failed) return failed.error();
     return Status::Ok();
   }
   auto released = store_.transition(entry.id, CompositionState::kReleasing,

@@ -158,6 +158,9 @@ class CompositionService {
   std::optional<LiveEntry> wait_idle(std::unique_lock<std::mutex>& lock, const Key& key,
                                      int64_t timeout_ms);
   void forget(const Key& key, const std::vector<std::string>& free_devices);
+  // A write that would settle the entry failed: it stays live as the store still has it
+  // (not busy, same state, its devices held), and the failure is logged.
+  void keep_unsettled(const Key& key, std::string_view what, const Error& cause);
   Expected<Composition> fail_compose(const LiveEntry& entry, const std::string& host,
                                      const std::string& why);
   // resolve_unfinished() for an entry the caller has already marked busy. `inventory`: the
