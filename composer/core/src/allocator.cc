@@ -168,6 +168,26 @@ struct Allocator::Impl {
     row.zone = d.zone;
     bump(row.total, add);
     bump(row.total_bytes, cap, add);
+    account_state(row, d, add);
+    if (row.total == 0) rows.erase(row_key);
+
+    Totals& totals = zone_totals[tz];
+    bump(totals.count, add);
+    bump(totals.bytes, cap, add);
+    if (totals.count == 0) zone_totals.erase(tz);
+
+    if (d.type == DeviceType::kMem) {
+      auto& sizes = mem_sizes[d.zone];
+      bump(sizes[cap], add);
+      if (sizes[cap] == 0) sizes.erase(cap);
+      if (sizes.empty()) mem_sizes.erase(d.zone);
+    }
+  }
+
+  // The part of account() that depends on the device's state (free, attached, drained, ...,
+  // who holds it), not on what it is: its row's state counts, the free indexes, `held`.
+  void account_state(PoolRow& row, const Device& d, bool add) {
+    const uint64_t cap = d.capacity_bytes;
     switch (d.state()) {
       case DeviceState::kFree:
         bump(row.free, add);
@@ -188,21 +208,9 @@ struct Allocator::Impl {
         bump(row.failed, add);
         break;
     }
-    if (row.total == 0) rows.erase(row_key);
-
-    Totals& totals = zone_totals[tz];
-    bump(totals.count, add);
-    bump(totals.bytes, cap, add);
-    if (totals.count == 0) zone_totals.erase(tz);
-
-    if (d.type == DeviceType::kMem) {
-      auto& sizes = mem_sizes[d.zone];
-      bump(sizes[cap], add);
-      if (sizes[cap] == 0) sizes.erase(cap);
-      if (sizes.empty()) mem_sizes.erase(d.zone);
-    }
 
     if (d.allocatable()) {
+      const TypeZone tz{d.type, d.zone};
       auto& set = free_by_zone[tz];
       if (add) {
         set.emplace(d.model, d.id);
@@ -211,10 +219,12 @@ struct Allocator::Impl {
         if (set.empty()) free_by_zone.erase(tz);
       }
       auto model_key = std::make_tuple(d.type, d.zone, d.model);
-      bump(free_models[model_key], add);
-      if (free_models[model_key] == 0) free_models.erase(model_key);
-      bump(free_bytes[tz], cap, add);
-      if (!add && free_bytes[tz] == 0 && !free_by_zone.contains(tz)) free_bytes.erase(tz);
+      uint32_t& models = free_models[model_key];
+      bump(models, add);
+      if (models == 0) free_models.erase(model_key);
+      uint64_t& bytes = free_bytes[tz];
+      bump(bytes, cap, add);
+      if (!add && bytes == 0 && !free_by_zone.contains(tz)) free_bytes.erase(tz);
       if (d.type == DeviceType::kMem) {
         auto& mem = free_mem[d.zone];
         if (add) {
@@ -239,6 +249,21 @@ struct Allocator::Impl {
     account(d, false);
     change(d);
     account(d, true);
+  }
+
+  // mutate() for a change of state only (`change` leaves type, model, zone and capacity as
+  // they are): the totals stay as they are, and the row is found once. Taking and giving back
+  // devices is the allocator's commonest change (docs/BENCHMARKS.md, "Capacity planning").
+  template <typename F>
+  void mutate_state(Device& d, F&& change) {
+    auto row = rows.find(std::make_tuple(d.type, d.model, d.zone));
+    if (row == rows.end()) {  // not accounted (cannot happen): take the long way
+      mutate(d, std::forward<F>(change));
+      return;
+    }
+    account_state(row->second, d, false);
+    change(d);
+    account_state(row->second, d, true);
   }
 
   uint32_t held_count(std::string_view node, DeviceType t) const {
@@ -640,7 +665,7 @@ void Allocator::take(std::string_view node, const std::vector<std::string>& ids,
       log::warning("allocator: take of an unknown device ignored", {{"device", id}});
       continue;
     }
-    impl_->mutate(it->second, [&](Device& d) {
+    impl_->mutate_state(it->second, [&](Device& d) {
       d.composition_id = composition_id;
       d.node = std::string(node);
     });
@@ -654,7 +679,7 @@ void Allocator::give_back(const std::vector<std::string>& ids) {
       log::warning("allocator: give_back of an unknown device ignored", {{"device", id}});
       continue;
     }
-    impl_->mutate(it->second, [](Device& d) {
+    impl_->mutate_state(it->second, [](Device& d) {
       d.composition_id.reset();
       d.node.clear();
     });
@@ -667,7 +692,7 @@ void Allocator::set_drained(std::string_view id, bool drained, std::string_view 
     log::warning("allocator: drain of an unknown device ignored", {{"device", std::string(id)}});
     return;
   }
-  impl_->mutate(it->second, [&](Device& d) {
+  impl_->mutate_state(it->second, [&](Device& d) {
     d.drained = drained;
     d.drain_reason = drained ? std::string(reason) : std::string();
   });
@@ -679,13 +704,13 @@ void Allocator::set_health(std::string_view id, Health health) {
     log::warning("allocator: health of an unknown device ignored", {{"device", std::string(id)}});
     return;
   }
-  impl_->mutate(it->second, [health](Device& d) { d.health = health; });
+  impl_->mutate_state(it->second, [health](Device& d) { d.health = health; });
 }
 
 void Allocator::set_holder(std::string_view id, std::string_view holder) {
   auto it = impl_->devices.find(id);
   if (it == impl_->devices.end() || it->second.holder == holder) return;
-  impl_->mutate(it->second, [holder](Device& d) { d.holder = std::string(holder); });
+  impl_->mutate_state(it->second, [holder](Device& d) { d.holder = std::string(holder); });
 }
 
 // Counts every device the node reaches, drained and failed ones included: a drain is lifted

@@ -344,12 +344,22 @@ class Engine {
   // ---- the pool ----
 
   void take(Placement& p, int64_t owner, bool add) {
-    HostState& hs = hosts_[p.host];
+    take_devices(p, owner, add);
+    count(p, add);
+  }
+
+  // The allocator's half of take().
+  void take_devices(Placement& p, int64_t owner, bool add) {
     if (add) {
-      alloc_.take(hs.host->node, p.ids, owner);
+      alloc_.take(hosts_[p.host].host->node, p.ids, owner);
     } else {
       alloc_.give_back(p.ids);
     }
+  }
+
+  // The engine's own counters' half of take(): what may_fit() and the free totals read.
+  void count(Placement& p, bool add) {
+    HostState& hs = hosts_[p.host];
     if (p.info.size() != p.ids.size()) {
       p.info.clear();
       for (const std::string& id : p.ids) p.info.push_back(&devs_.at(id));
@@ -429,10 +439,6 @@ class Engine {
 
   void release(SimJob& s) {
     for (Placement& p : s.placed) take(p, 0, false);
-  }
-
-  void retake(size_t i) {
-    for (Placement& p : jobs_[i].placed) take(p, static_cast<int64_t>(i) + 1, true);
   }
 
   // Whether the job could be placed now, changing nothing: first fit without taking where that
@@ -592,21 +598,52 @@ class Engine {
     shadow_ = kNever;
     extra_gpus_ = std::numeric_limits<uint64_t>::max();
     extra_mem_ = std::numeric_limits<uint64_t>::max();
+    // A released job is counted free at once, but its devices go back to the allocator only
+    // once the top job could use them: on a host that may fit one of its parts (may_fit() is
+    // what allocate() needs), or at once where other hosts share the zones. Until then the
+    // allocator's answer cannot have changed, so placeable() is not asked again; the answer
+    // is the same as releasing everything, for far fewer allocator changes.
+    using Part = std::pair<size_t, size_t>;  // (job, placement)
     std::vector<size_t> released;
+    std::vector<Part> counted_only;
+    std::vector<Part> given_back;
     int64_t at = t;
     bool ok = placeable(s);
     for (auto it = expected_.begin(); !ok && it != expected_.end(); ++it) {
-      release(jobs_[it->second]);
-      released.push_back(it->second);
+      const size_t j = it->second;
+      for (size_t k = 0; k < jobs_[j].placed.size(); ++k) {
+        count(jobs_[j].placed[k], false);
+        counted_only.emplace_back(j, k);
+      }
+      released.push_back(j);
       at = std::max(t, it->first);
-      if (s.job->gpus <= free_gpus_ && job_mem(s) <= free_mem_) ok = placeable(s);
+      if (s.job->gpus > free_gpus_ || job_mem(s) > free_mem_) continue;
+      bool changed = false;
+      std::erase_if(counted_only, [&](const Part& part) {
+        Placement& p = jobs_[part.first].placed[part.second];
+        const HostState& hs = hosts_[p.host];
+        const bool usable =
+            !hs.private_zones || std::any_of(s.parts.begin(), s.parts.end(),
+                                             [&](const Request& r) { return may_fit(hs, r); });
+        if (!usable) return false;
+        take_devices(p, 0, false);
+        given_back.push_back(part);
+        changed = true;
+        return true;
+      });
+      if (changed) ok = placeable(s);
     }
     if (ok) {
       shadow_ = at;
       extra_gpus_ = free_gpus_ - s.job->gpus;
       extra_mem_ = free_mem_ - job_mem(s);
     }
-    for (auto r = released.rbegin(); r != released.rend(); ++r) retake(*r);
+    for (auto r = given_back.rbegin(); r != given_back.rend(); ++r) {
+      take_devices(jobs_[r->first].placed[r->second], static_cast<int64_t>(r->first) + 1, true);
+    }
+    for (size_t j : released) {
+      for (Placement& p : jobs_[j].placed) count(p, true);
+    }
     std::optional<int64_t> earliest;
     if (!policy_allows(s, std::max(t, shadow_ == kNever ? t : shadow_), &earliest) && earliest) {
       shadow_ = shadow_ == kNever ? *earliest : std::max(shadow_, *earliest);
