@@ -340,8 +340,8 @@ TEST(SimulateTrace, SacctBadInput) {
             "energy, vmem, pages, gres/..., license/..., fs/..., bb/..., ic/...)");
   EXPECT_EQ(bad("1|2024-03-04T10:00:00|2024-03-04T10:00:00|2024-03-04T10:10:00|00:10:00|"
                 "soon|cpu=1|||p|a|q||COMPLETED\n"),
-            "s.txt line 2: Timelimit='soon': expected [DAYS-]HH:MM:SS, MM:SS or minutes, as "
-            "sacct prints a time, or UNLIMITED");
+            "s.txt line 2: Timelimit='soon': not a duration; use minutes, MM:SS, HH:MM:SS, D-HH, "
+            "D-HH:MM or D-HH:MM:SS (numbers of at most 6 digits), or UNLIMITED");
   EXPECT_EQ(bad("1|2024-13-04T10:00:00|2024-03-04T10:00:00|2024-03-04T10:10:00|00:10:00|"
                 "00:20:00|cpu=1|||p|a|q||COMPLETED\n")
                 .substr(0, 38),
@@ -352,18 +352,6 @@ TEST(SimulateTrace, SacctBadInput) {
             "s.txt line 1: the header line lacks Start; export with sacct -a -P -o "
             "JobID,Submit,Start,End,Elapsed,Timelimit,ReqTRES,AllocTRES,Partition,Account,QOS,"
             "AdminComment,State");
-}
-
-TEST(SimulateTrace, SlurmDurations) {
-  EXPECT_EQ(*parse_slurm_duration("1-02:03:04"), 93784);
-  EXPECT_EQ(*parse_slurm_duration("02:03:04"), 7384);
-  EXPECT_EQ(*parse_slurm_duration("03:04"), 184);
-  EXPECT_EQ(*parse_slurm_duration("5"), 300);
-  EXPECT_EQ(*parse_slurm_duration("2-12"), 2 * 86400 + 12 * 3600);
-  EXPECT_FALSE(parse_slurm_duration("UNLIMITED")->has_value());
-  EXPECT_FALSE(parse_slurm_duration("Partition_Limit")->has_value());
-  EXPECT_FALSE(parse_slurm_duration("1:2:3:4"));
-  EXPECT_FALSE(parse_slurm_duration("-5"));
 }
 
 TEST(SimulateCluster, FixedAndComposableLines) {

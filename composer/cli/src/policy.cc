@@ -198,42 +198,16 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-// Slurm's time limit forms: "M", "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S".
+// Slurm's time limit forms (accounting::parse_slurm_duration); a limit is needed here.
 int64_t time_limit_arg(const std::string& text) {
-  const std::string rule =
-      "--time-limit: '" + text +
-      "' is not a time limit; use minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS";
-  std::string rest = text;
-  int64_t days = 0;
-  std::vector<int64_t> parts;
-  auto number = [&](const std::string& s) {
-    if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) {
-      throw Usage{rule};
-    }
-    return std::stoll(s);
-  };
-  const auto dash = rest.find('-');
-  if (dash != std::string::npos) {
-    days = number(rest.substr(0, dash));
-    rest = rest.substr(dash + 1);
+  auto s = accounting::parse_slurm_duration(text);
+  if (!s || !*s) {
+    throw Usage{"--time-limit: '" + text +
+                "' is not a time limit; use minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
+                "D-HH:MM:SS"};
   }
-  std::stringstream in(rest);
-  std::string p;
-  while (std::getline(in, p, ':')) parts.push_back(number(p));
-  if (parts.empty() || parts.size() > 3) throw Usage{rule};
-  int64_t s = 0;
-  if (dash != std::string::npos) {
-    s = days * 86400 + parts[0] * 3600 + (parts.size() > 1 ? parts[1] * 60 : 0) +
-        (parts.size() > 2 ? parts[2] : 0);
-  } else if (parts.size() == 1) {
-    s = parts[0] * 60;
-  } else if (parts.size() == 2) {
-    s = parts[0] * 60 + parts[1];
-  } else {
-    s = parts[0] * 3600 + parts[1] * 60 + parts[2];
-  }
-  if (s <= 0) throw Usage{"--time-limit: '" + text + "' must be longer than zero"};
-  return s;
+  if (**s <= 0) throw Usage{"--time-limit: '" + text + "' must be longer than zero"};
+  return **s;
 }
 
 uint64_t count_arg(const std::string& text, std::string_view flag) {

@@ -65,45 +65,6 @@ std::optional<uint32_t> gpu_count(std::string_view s, TraceCounts& counts) {
 
 }  // namespace
 
-Expected<std::optional<int64_t>> parse_slurm_duration(std::string_view text) {
-  const std::string t = lower(trim(text));
-  if (t.empty() || t == "unlimited" || t == "partition_limit" || t == "unknown" || t == "invalid" ||
-      t == "none") {
-    return std::optional<int64_t>{};
-  }
-  const Error rule{ErrorCode::kInvalidArgument,
-                   "expected [DAYS-]HH:MM:SS, MM:SS or minutes, as sacct prints a time, or "
-                   "UNLIMITED"};
-  int64_t days = 0;
-  std::string_view rest = t;
-  if (auto dash = rest.find('-'); dash != std::string_view::npos) {
-    auto d = whole(rest.substr(0, dash));
-    if (!d || *d < 0) return rule;
-    days = *d;
-    rest = rest.substr(dash + 1);
-  }
-  std::vector<int64_t> parts;
-  for (const std::string& p : split(rest, ':')) {
-    auto n = whole(p);
-    if (!n || *n < 0 || p.empty()) return rule;
-    parts.push_back(*n);
-  }
-  int64_t s = 0;
-  if (parts.size() == 3) {
-    s = parts[0] * 3600 + parts[1] * 60 + parts[2];
-  } else if (parts.size() == 2) {
-    // "MM:SS", or "DAYS-HH:MM"?  sacct prints DAYS-HH:MM:SS; a day form with two parts is
-    // Slurm's input form DAYS-HH:MM.
-    s = days > 0 || t.find('-') != std::string::npos ? parts[0] * 3600 + parts[1] * 60
-                                                     : parts[0] * 60 + parts[1];
-  } else if (parts.size() == 1) {
-    s = t.find('-') != std::string::npos ? parts[0] * 3600 : parts[0] * 60;
-  } else {
-    return rule;
-  }
-  return std::optional<int64_t>{days * 86400 + s};
-}
-
 Expected<Trace> parse_csv_trace(std::string_view text, const std::string& path, int64_t epoch_s) {
   Trace t;
   t.name = path;
@@ -312,9 +273,9 @@ Expected<Trace> parse_sacct_trace(std::string_view text, const std::string& path
     auto end = time_of("End");
     if (!end) return end.error();
     j.submit_s = **submit;
-    auto elapsed = parse_slurm_duration(get("Elapsed"));
+    auto elapsed = accounting::parse_slurm_duration(get("Elapsed"));
     if (!elapsed) return bad(path, n, "Elapsed", get("Elapsed"), elapsed.error().message);
-    auto limit = parse_slurm_duration(get("Timelimit"));
+    auto limit = accounting::parse_slurm_duration(get("Timelimit"));
     if (!limit) return bad(path, n, "Timelimit", get("Timelimit"), limit.error().message);
     const std::string state = lower(get("State"));
     if (!*start) {

@@ -93,10 +93,6 @@ Expected<Trace> parse_sacct_trace(std::string_view text, const std::string& path
 // empty: then the first row's extra submitted= (minus its submit_time_s), else 1970-01-01.
 Expected<Trace> load_trace(const std::string& path, const std::string& epoch);
 
-// "1-02:03:04", "02:03:04", "03:04", "5" (minutes), as sacct prints Elapsed and Timelimit;
-// nullopt for UNLIMITED, Partition_Limit, empty or Unknown.
-Expected<std::optional<int64_t>> parse_slurm_duration(std::string_view text);
-
 // ---- The simulation -------------------------------------------------------------------------
 
 struct Options {
