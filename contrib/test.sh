@@ -6,8 +6,9 @@
 #   suite and the packages installed into a clean chroot; and the sanitizer level,
 #   the unit tests again in an AddressSanitizer and UndefinedBehaviorSanitizer build.
 # Usage: contrib/test.sh [--full] [ctest arguments...]   e.g. contrib/test.sh -L unit
-#   --full  also every e2e suite on each release, and this machine's release (bookworm, 22.05)
-#           packages built and installed the same way (long)
+#   --full  also every e2e suite on each release, this machine's release (bookworm, 22.05)
+#           packages built and installed the same way, and the kill -9 campaign at 40 rounds
+#           of 64 clients instead of 4 of 12 (long)
 # Environment: COMPOSER_RELEASES=off skips the release matrix (it needs Debian's archive the
 # first time; its chroots are cached in /var/cache/slurm-composer/chroots).
 set -euo pipefail
@@ -16,6 +17,8 @@ build=${BUILD_DIR:-$root/build}
 
 if [[ ${1:-} == --full ]]; then
   export COMPOSER_RELEASE_FULL=1
+  # The kill -9 campaign (tests/integration/composerd_crash_test.cc) at full length.
+  export COMPOSER_CRASH_ROUNDS=${COMPOSER_CRASH_ROUNDS:-40} COMPOSER_CRASH_CLIENTS=${COMPOSER_CRASH_CLIENTS:-64}
   shift
 fi
 releases=ON
