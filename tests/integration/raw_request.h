@@ -26,15 +26,13 @@ struct RawAnswer {
   std::string body;
 };
 
-inline RawAnswer raw_request(const std::string& host, int port, const std::string& socket,
-                             const std::string& method, const std::string& path,
-                             const std::string& body = "", bool with_credential = true) {
+// With the Authorization header given (none when empty), e.g. a credential another user made.
+inline RawAnswer raw_request_authorized(const std::string& host, int port,
+                                        const std::string& method, const std::string& path,
+                                        const std::string& body, const std::string& authorization) {
   httplib::Client cli(host, port);
   httplib::Headers headers;
-  const std::string bare = path.substr(0, path.find('?'));
-  if (with_credential) {
-    headers.emplace("Authorization", "Munge " + munge_credential(socket, method + " " + bare));
-  }
+  if (!authorization.empty()) headers.emplace("Authorization", authorization);
   auto answer = [](const httplib::Result& r) {
     return r ? RawAnswer{r->status, r->body} : RawAnswer{};
   };
@@ -42,6 +40,15 @@ inline RawAnswer raw_request(const std::string& host, int port, const std::strin
   if (method == "POST") return answer(cli.Post(path, headers, body, "application/json"));
   if (method == "DELETE") return answer(cli.Delete(path, headers));
   return answer(cli.Get(path, headers));
+}
+
+inline RawAnswer raw_request(const std::string& host, int port, const std::string& socket,
+                             const std::string& method, const std::string& path,
+                             const std::string& body = "", bool with_credential = true) {
+  const std::string bare = path.substr(0, path.find('?'));
+  return raw_request_authorized(
+      host, port, method, path, body,
+      with_credential ? "Munge " + munge_credential(socket, method + " " + bare) : "");
 }
 
 }  // namespace composer::testing

@@ -1,0 +1,150 @@
+// Who may call what, for every route docs/API.md lists: each row of its "Endpoints" table is
+// sent to the real composerd without a credential, as an unprivileged user (a munge
+// credential made by `nobody`) and as root, and the answer must match the table's "who":
+//   anyone ...       no credential needed: never 401
+//   any ...          any authenticated user: 401 without a credential, never 401/403 with one
+//   admin, owner     401 without; 403 or 404 for a user who does not own the job, 200 for one
+//                    who does; never 401/403 for root
+//   admin            401 without; 403 for a user; never 401/403 for root
+// A route the table adds with another "who" fails here until the matrix knows the word, so
+// the documentation and the server cannot drift apart.
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "composer/common/strings.h"
+#include "composerd_process.h"
+#include "raw_request.h"
+
+namespace composer::testing {
+namespace {
+
+struct Row {
+  std::string method, path, who;
+};
+
+std::vector<Row> documented_routes() {
+  std::ifstream in(std::string(COMPOSER_SOURCE_DIR) + "/docs/API.md");
+  std::string line;
+  bool in_table = false;
+  std::vector<Row> rows;
+  const std::regex row(R"(^\| `(GET|PUT|POST|DELETE) ([^`]+)` \| ([^|]+) \|)");
+  while (std::getline(in, line)) {
+    if (line.starts_with("## Endpoints")) in_table = true;
+    if (!in_table) continue;
+    if (line.starts_with("## ") && !line.starts_with("## Endpoints")) break;
+    std::smatch m;
+    if (std::regex_search(line, m, row)) {
+      rows.push_back({m[1], std::string(trim(m[2].str())), std::string(trim(m[3].str()))});
+    }
+  }
+  return rows;
+}
+
+// The path with its placeholders filled and its query template dropped.
+std::string concrete(std::string path) {
+  path = path.substr(0, path.find('?'));
+  const std::vector<std::pair<std::string, std::string>> values = {
+      {"{job}", "777"}, {"{node}", "n1"}, {"{id}", "gpu-a-0"}, {"{domain}", "z1"}};
+  for (const auto& [from, to] : values) {
+    for (auto at = path.find(from); at != std::string::npos; at = path.find(from)) {
+      path.replace(at, from.size(), to);
+    }
+  }
+  return path;
+}
+
+// A body each route can parse (or refuse for its content, which is not what is tested).
+std::string body_for(const Row& r) {
+  if (r.path.starts_with("/v1/compositions/")) {
+    return R"({"uid":1000,"user":"alice","account":"physics","workload":"training",)"
+           R"("request":{"gpus":1,"gpu_model":"","mem_bytes":0,"nvme":0}})";
+  }
+  if (r.path.ends_with("/drain")) return R"({"reason":"access matrix"})";
+  return r.method == "GET" || r.method == "DELETE" ? "" : "{}";
+}
+
+// A munge credential `user` makes for this request (what composerctl run by them would send).
+std::string credential_of(const std::string& user, const std::string& socket,
+                          const std::string& method, const std::string& path) {
+  auto r = run_command("runuser -u " + user + " -- munge -S " + socket + " -s '" + method + " " +
+                       path + "'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  return "Munge " + std::string(trim(r.out));
+}
+
+TEST(ComposerdAccess, EveryDocumentedRouteAnswersAsItsWhoColumnSays) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to make a credential as another user";
+  const std::vector<Row> routes = documented_routes();
+  ASSERT_GE(routes.size(), 15u) << "docs/API.md's Endpoints table was not found";
+  ComposerdProcess d;
+  // A job that alice (uid 1000) owns, for the owner rule.
+  auto c = d.client();
+  ASSERT_TRUE(c.compose(777, "n1",
+                        api::ComposeBody{.uid = 1000,
+                                         .user = "alice",
+                                         .account = "physics",
+                                         .workload = "training",
+                                         .request = Request{.gpus = 1}})
+                  .ok());
+  ASSERT_TRUE(c.compose(778, "n1",
+                        api::ComposeBody{.uid = 65534,
+                                         .user = "nobody",
+                                         .account = "physics",
+                                         .workload = "training",
+                                         .request = Request{.gpus = 1}})
+                  .ok());
+  const std::string host = "127.0.0.1";
+  const int port = std::stoi(d.url().substr(d.url().rfind(':') + 1));
+
+  for (const Row& r : routes) {
+    SCOPED_TRACE(r.method + " " + r.path + " (" + r.who + ")");
+    const std::string path = concrete(r.path);
+    const std::string body = body_for(r);
+    const bool public_route = r.who.starts_with("anyone");
+    const bool any_user = !public_route && r.who.starts_with("any");
+    const bool admin_only = r.who == "admin" || r.who == "admin, owner";
+    ASSERT_TRUE(public_route || any_user || admin_only)
+        << "the access matrix does not know the who '" << r.who << "'";
+
+    auto anonymous = raw_request_authorized(host, port, r.method, path, body, "");
+    ASSERT_NE(anonymous.status, 0) << "no answer";
+    if (public_route) {
+      EXPECT_NE(anonymous.status, 401) << anonymous.body;
+    } else {
+      EXPECT_EQ(anonymous.status, 401) << anonymous.body;
+    }
+
+    auto user = raw_request_authorized(host, port, r.method, path, body,
+                                       credential_of("nobody", d.munge_socket(), r.method, path));
+    if (r.who == "admin, owner") {
+      // Another user's job is refused, or not shown at all (as Slurm's PrivateData hides it).
+      EXPECT_TRUE(user.status == 403 || user.status == 404) << user.status << " " << user.body;
+      // The user's own job is answered.
+      std::string own = path;
+      own.replace(own.find("/777/"), 5, "/778/");
+      auto mine = raw_request_authorized(host, port, r.method, own, body,
+                                         credential_of("nobody", d.munge_socket(), r.method, own));
+      EXPECT_EQ(mine.status, 200) << mine.body;
+    } else if (admin_only) {
+      EXPECT_EQ(user.status, 403) << user.body;
+    } else {
+      EXPECT_NE(user.status, 401) << user.body;
+      EXPECT_NE(user.status, 403) << user.body;
+    }
+
+    auto root = raw_request(host, port, d.munge_socket(), r.method, path, body);
+    EXPECT_NE(root.status, 401) << root.body;
+    EXPECT_NE(root.status, 403) << root.body;
+    EXPECT_LT(root.status, 500) << root.body;
+  }
+}
+
+}  // namespace
+}  // namespace composer::testing
