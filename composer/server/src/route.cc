@@ -171,7 +171,10 @@ HttpResponse Router::answer(HttpRequest& req) const {
 
 HttpResponse Router::refusal(int status, const std::string& sentence) {
   HttpResponse res;
-  const Error e{status >= 500 ? ErrorCode::kInternal : ErrorCode::kInvalidArgument, sentence};
+  const ErrorCode code = status == 503   ? ErrorCode::kUnavailable
+                         : status >= 500 ? ErrorCode::kInternal
+                                         : ErrorCode::kInvalidArgument;
+  const Error e{code, sentence};
   send_json(res, status, api::to_json(e));
   return res;
 }

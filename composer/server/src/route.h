@@ -102,8 +102,8 @@ using TextHandler = std::function<std::string(const Call&)>;
 
 // The routes of a server, in the order added: the first whose method and pattern (the whole
 // percent-decoded path) match answers. An unknown path answers a JSON 404, an exception a JSON
-// 500; what the HTTP layer refuses (400, 413, 414, 415, 416, 431, 503) answers
-// invalid_argument (internal for 5xx) with its sentence under the status it chose.
+// 500; what the HTTP layer refuses (400, 413, 414, 415, 416, 431) answers invalid_argument
+// with its sentence under the status it chose (503, no room for a connection: unavailable).
 class Router {
  public:
   using Run = std::function<void(const HttpRequest&, HttpResponse&)>;
