@@ -446,5 +446,48 @@ TEST_F(FrontDoorTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_EQ(free_gpus(), before);
 }
 
+// With every connection busy reading a request (none idle to shed), one more is answered 503
+// with a sentence naming the cap, and served again once a place is free.
+TEST(FrontDoorCap, ANewConnectionPastTheCapIsToldWhyWhenNoneIsIdle) {
+  ComposerdProcess daemon("ApiMaxConnections=16\nApiMaxConnectionsPerPeer=16\n");
+  const auto url = daemon.url();
+  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  // 16 half-sent requests; an idle connection the client library kept from the start-up check
+  // is shed to make room for them.
+  std::vector<int> partial;
+  for (int i = 0; i < 16; ++i) {
+    const int fd = connect_to(port);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(send_all(fd, "GET /v1/health HTTP/1.1\r\nX-Partial: "));
+    partial.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int extra = connect_to(port);
+  ASSERT_GE(extra, 0);
+  send_all(extra, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n");
+  const auto got = answers_in(read_until_close(extra, std::chrono::milliseconds(5000)));
+  ::close(extra);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, 503);
+  auto json = api::parse_json(got[0].body);
+  ASSERT_TRUE(json.ok()) << got[0].body;
+  EXPECT_EQ((*json)["error"]["code"].asString(), "unavailable");
+  EXPECT_NE((*json)["error"]["message"].asString().find(
+                "too many connections: 16 open and none idle (ApiMaxConnections=16)"),
+            std::string::npos)
+      << got[0].body;
+  // One goes: the next client is served.
+  ::close(partial.back());
+  partial.pop_back();
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    served = daemon.client(5000).health().ok();
+  }
+  EXPECT_TRUE(served);
+  for (int fd : partial) ::close(fd);
+  EXPECT_TRUE(daemon.client(5000).pool().ok());
+}
+
 }  // namespace
 }  // namespace composer::testing
