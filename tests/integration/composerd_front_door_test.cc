@@ -172,10 +172,7 @@ class FrontDoorTest : public ::testing::Test {
     daemon_ = nullptr;
   }
 
-  static int port() {
-    const auto url = daemon_->url();
-    return std::stoi(url.substr(url.rfind(':') + 1));
-  }
+  static int port() { return daemon_->port(); }
 
   // A normal authenticated request is answered, and promptly.
   static void served_promptly(const std::string& during) {
@@ -450,8 +447,7 @@ TEST_F(FrontDoorTest, PipelinedRequestsAreAnsweredInOrder) {
 // with a sentence naming the cap, and served again once a place is free.
 TEST(FrontDoorCap, ANewConnectionPastTheCapIsToldWhyWhenNoneIsIdle) {
   ComposerdProcess daemon("ApiMaxConnections=16\nApiMaxConnectionsPerPeer=16\n");
-  const auto url = daemon.url();
-  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  const int port = daemon.port();
   // 16 half-sent requests; an idle connection the client library kept from the start-up check
   // is shed to make room for them.
   std::vector<int> partial;
