@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git ccache debhelper systemd
   clang-format clang-tidy
-  libsqlite3-dev sqlite3 libjsoncpp-dev libcurl4-openssl-dev libssl-dev libcpp-httplib-dev libcli11-dev
+  libsqlite3-dev sqlite3 libjsoncpp-dev libcurl4-openssl-dev libssl-dev libboost-dev libcpp-httplib-dev libcli11-dev
   libgtest-dev libgmock-dev
   munge libmunge-dev
   slurmctld slurmd slurm-client libslurm-dev

@@ -114,6 +114,7 @@ class ComposerdProcess {
   }
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
   std::string conf_path() const { return dir_.file("composer.conf"); }
   std::string log_path() const { return dir_.file("composerd.log"); }
   std::string state_dir() const { return dir_.file("state"); }

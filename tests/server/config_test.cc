@@ -38,6 +38,14 @@ TEST(Config, RefusesWithFileLineAndRule) {
            {"Colour=blue\n", "c.conf line 1: unknown key 'Colour'"},
            {"ListenPort=0\n", "line 1: ListenPort=0: expected a whole number from 1 to 65535"},
            {"ListenPort=80\nListenPort=81\n", "line 2: 'ListenPort' is set twice"},
+           {"ApiMaxHeaderBytes=1024\n",
+            "line 1: ApiMaxHeaderBytes=1024: expected a whole number from 16384 to 1048576"},
+           {"ApiMaxBodyBytes=1G\n", "line 1: ApiMaxBodyBytes=1G: expected a whole number"},
+           {"ApiRequestTimeout=0\n",
+            "line 1: ApiRequestTimeout=0: expected a whole number from 1 to 3600"},
+           {"ApiMaxConnections=100\nApiMaxConnectionsPerPeer=101\n",
+            "line 2: ApiMaxConnectionsPerPeer=101 is more than ApiMaxConnections=100: one peer "
+            "cannot hold more connections than composerd keeps in all"},
            {"StateDir=relative\n", "expected an absolute path"},
            // slurmctld reads it too, from another working directory.
            {"SnapshotFile=snap.json\n",
@@ -121,6 +129,14 @@ TEST(Config, TakesSpacesAroundTheEqualsSign) {
   EXPECT_EQ(c->state_dir, "/srv/x");
   EXPECT_EQ(c->listen_port, 7000);
   EXPECT_EQ(c->api_threads, 8);
+  // The front door's limits: defaults, and a peer's share following ApiMaxConnections.
+  c = parse("ApiMaxConnections=100\nApiIdleTimeout=5\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->api_max_connections, 100);
+  EXPECT_EQ(c->api_max_connections_per_peer, 50);
+  EXPECT_EQ(c->api_idle_timeout_ms, 5000);
+  EXPECT_EQ(c->api_max_body_bytes, 1 << 20);
+  EXPECT_EQ(c->api_max_header_bytes, 32768);
   c = parse("ListenAddress= ListenPort=7000\n");
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.error().message.find("line 1: 'ListenAddress' takes one value"), std::string::npos)

@@ -5,11 +5,12 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "composer/api/codec.h"
-#include "composer/test_support/test_server.h"
 #include "policy_keeper.h"
 
 namespace composer::server {
@@ -17,7 +18,7 @@ namespace {
 
 class RouteTest : public ::testing::Test {
  protected:
-  RouteTest() : auth_("/nonexistent/munge.socket", {}), routes_(server_.server, auth_) {
+  RouteTest() : auth_("/nonexistent/munge.socket", {}), routes_(router_, auth_) {
     // Echoes what the handler read, so that each case shows what the pipeline handed over.
     routes_.add("GET", "/typed", Access::anyone(), {"n", "t", "job", "c", "s", "req"},
                 [](const Call& call) -> Expected<Json::Value> {
@@ -60,10 +61,20 @@ class RouteTest : public ::testing::Test {
                      [](const Call&) { return std::string("hello\n"); });
     routes_.add("GET", "/throws", Access::anyone(), {},
                 [](const Call&) -> Expected<Json::Value> { throw std::runtime_error("boom"); });
+    // The routes behind composerd's own front door, on any free loopback port.
+    door_ = std::make_unique<FrontDoor>(
+        FrontDoorLimits{}, [this](HttpRequest& req) { return router_.answer(req); },
+        &Router::refusal, [](const HttpRequest&, const HttpResponse&) {});
+    if (auto s = door_->bind("127.0.0.1", 0); !s) throw std::runtime_error(s.error().message);
+    thread_ = std::thread([this] { door_->run(); });
+  }
+  ~RouteTest() override {
+    door_->stop();
+    thread_.join();
   }
 
   httplib::Result get(const std::string& path) {
-    httplib::Client cli("127.0.0.1", server_.port());
+    httplib::Client cli("127.0.0.1", door_->port());
     return cli.Get(path);
   }
 
@@ -77,9 +88,11 @@ class RouteTest : public ::testing::Test {
     return (*json)["error"]["message"].asString();
   }
 
-  testing::TestServer server_;
   Authenticator auth_;
+  Router router_;
   Routes routes_;
+  std::unique_ptr<FrontDoor> door_;
+  std::thread thread_;
 };
 
 TEST_F(RouteTest, HandsTheHandlerTypedParameters) {
@@ -130,7 +143,7 @@ TEST_F(RouteTest, OneWordingForEveryBadNumber) {
 }
 
 TEST_F(RouteTest, OnlyTheQueryStringCounts) {
-  httplib::Client cli("127.0.0.1", server_.port());
+  httplib::Client cli("127.0.0.1", door_->port());
   auto r = cli.Post("/none", "color=red", "application/x-www-form-urlencoded");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;

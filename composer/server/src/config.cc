@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <algorithm>
 
 #include <cctype>
 #include <functional>
@@ -666,6 +667,20 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
       cfg.munge_socket = value;
     } else if (key == "apithreads") {
       return set_int(cfg.api_threads, 2, 4096);
+    } else if (key == "apimaxconnections") {
+      return set_int(cfg.api_max_connections, 16, 1000000);
+    } else if (key == "apimaxconnectionsperpeer") {
+      return set_int(cfg.api_max_connections_per_peer, 1, 1000000);
+    } else if (key == "apimaxheaderbytes") {
+      return set_int(cfg.api_max_header_bytes, 16384, 1 << 20);
+    } else if (key == "apimaxheaders") {
+      return set_int(cfg.api_max_headers, 16, 10000);
+    } else if (key == "apimaxbodybytes") {
+      return set_int(cfg.api_max_body_bytes, 65536, 1 << 28);
+    } else if (key == "apirequesttimeout") {
+      return set_ms(cfg.api_request_timeout_ms, 1, 3600);
+    } else if (key == "apiidletimeout") {
+      return set_ms(cfg.api_idle_timeout_ms, 1, 86400);
     } else if (key == "composetimeout") {
       return set_ms(cfg.compose_timeout_ms, 1, 3600);
     } else if (key == "releasetimeout") {
@@ -718,6 +733,15 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
   cfg.snapshot = state.snapshot();
   if (cfg.database.empty()) cfg.database = cfg.state_dir + "/composer.db";
   auto at = [&](int line, const std::string& why) { return config::at(path, line, why); };
+  // Unless given, one peer may hold half of ApiMaxConnections.
+  if (cfg.line_of("apimaxconnectionsperpeer") == 0) {
+    cfg.api_max_connections_per_peer = std::max(1, cfg.api_max_connections / 2);
+  } else if (cfg.api_max_connections_per_peer > cfg.api_max_connections) {
+    return at(cfg.line_of("apimaxconnectionsperpeer"),
+              "ApiMaxConnectionsPerPeer=" + std::to_string(cfg.api_max_connections_per_peer) +
+                  " is more than ApiMaxConnections=" + std::to_string(cfg.api_max_connections) +
+                  ": one peer cannot hold more connections than composerd keeps in all");
+  }
   Status checked =
       cfg.fabrics.empty()
           ? check_fabric(cfg, node_lines, group_lines, fabric_key_lines, at)

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <httplib.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -28,6 +27,7 @@
 #include "composer/server/fabric_setup.h"
 #include "composer/server/http_api.h"
 #include "composer/server/slurm_jobs.h"
+#include "front_door.h"
 #include "metrics.h"
 #include "policy_keeper.h"
 #include "route.h"
@@ -251,11 +251,11 @@ struct Daemon::Impl {
   std::unique_ptr<ApiContext> api;
   std::unique_ptr<PolicyKeeper> policy;
   std::unique_ptr<Metrics> metrics;
-  httplib::Server http;
+  Router router;
+  std::unique_ptr<FrontDoor> http;
   std::mutex snapshot_mu;
   std::string last_snapshot;  // content without the timestamp, to skip identical writes
   std::atomic<bool> stopping{false};
-  int listen_fd = -1;
 };
 
 Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -347,42 +347,30 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
       .metrics = in.metrics.get(),
       .policy = in.policy.get(),
   });
-  install_routes(in.http, *in.api);
-  const int threads = config.api_threads;
-  in.http.new_task_queue = [threads] {
-    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  install_routes(in.router, *in.api);
+  const FrontDoorLimits limits{
+      .header_bytes = static_cast<size_t>(config.api_max_header_bytes),
+      .header_fields = static_cast<size_t>(config.api_max_headers),
+      .body_bytes = static_cast<size_t>(config.api_max_body_bytes),
+      .request_timeout_ms = config.api_request_timeout_ms,
+      .idle_timeout_ms = config.api_idle_timeout_ms,
+      .max_connections = static_cast<size_t>(config.api_max_connections),
+      .max_connections_per_peer = static_cast<size_t>(config.api_max_connections_per_peer),
+      .workers = static_cast<size_t>(config.api_threads),
   };
-  in.http.set_read_timeout(30, 0);
-  in.http.set_write_timeout(30, 0);
-  // httplib listens with a backlog of 5; a job array's prologs connect by the hundred at
-  // once. Remember the socket so run() can listen on it again with a real backlog.
-  in.http.set_socket_options([&in](int fd) {
-    httplib::default_socket_options(fd);
-    in.listen_fd = fd;
-  });
-  in.http.set_tcp_nodelay(true);      // headers and body go out in two writes: no Nagle delay
-  in.http.set_keep_alive_timeout(2);  // bounds how long SIGTERM waits for idle connections
-  // httplib closes a connection after 5 requests by default: a busy client (composerctl in a
-  // loop, a prolog helper) then pays a new TCP connection and a thread hand-off every fifth
-  // request. Keep connections for as long as they are in use.
-  in.http.set_keep_alive_max_count(100000);
-  in.http.set_payload_max_length(kMaxBodyBytes);
-  // Counted just before the answer goes out, so that a client's next request sees it (the
-  // logger runs after the answer is written, in newer cpp-httplib releases).
-  in.http.set_post_routing_handler([&in](const httplib::Request& req, httplib::Response& res) {
-    in.metrics->count_request(req.method, req.path, res.status);
-  });
-  in.http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    if (res.status >= 500) {
-      log::error(
-          "api",
-          {{"method", req.method}, {"path", req.path}, {"status", std::to_string(res.status)}});
-    } else {
-      log::debug(
-          "api",
+  // Counted just before the answer goes out, so that a client's next request sees it.
+  auto answered = [&in](const HttpRequest& req, const HttpResponse& res) {
+    if (!req.method.empty()) in.metrics->count_request(req.method, req.path, res.status);
+    const auto level = res.status >= 500 ? log::Level::kError : log::Level::kDebug;
+    if (log::level() <= level) {
+      log::write(
+          level, "api",
           {{"method", req.method}, {"path", req.path}, {"status", std::to_string(res.status)}});
     }
-  });
+  };
+  in.http = std::make_unique<FrontDoor>(
+      limits, [&in](HttpRequest& req) { return in.router.answer(req); }, &Router::refusal,
+      std::move(answered));
   daemon->publish_snapshot();
   return daemon;
 }
@@ -413,14 +401,8 @@ void Daemon::publish_snapshot() {
 
 Status Daemon::run() {
   auto& in = *impl_;
-  if (!in.http.bind_to_port(in.config.listen_address, in.config.listen_port)) {
-    return Error{ErrorCode::kUnavailable, "cannot listen on " + in.config.listen_address + ":" +
-                                              std::to_string(in.config.listen_port) + ": " +
-                                              std::strerror(errno)};
-  }
-  if (in.listen_fd >= 0 && ::listen(in.listen_fd, SOMAXCONN) != 0) {
-    log::warning("cannot raise the listen backlog", {{"cause", std::strerror(errno)}});
-  }
+  if (in.stopping.load()) return Status::Ok();
+  if (auto s = in.http->bind(in.config.listen_address, in.config.listen_port); !s) return s;
   in.reconciler->start();
   // Republish the snapshot with each reconciler pass's view, so its age shows liveness.
   std::thread publisher([this] {
@@ -437,18 +419,17 @@ Status Daemon::run() {
                                     {"port", std::to_string(in.config.listen_port)},
                                     {"fabric", in.config.fabric},
                                     {"database", in.config.database}});
-  const bool ok = in.http.listen_after_bind();
-  const bool asked = in.stopping.exchange(true);  // by stop(), not httplib giving up
+  in.http->run();
+  in.stopping = true;
   publisher.join();
   in.reconciler->stop();
   log::info("composerd stopped");
-  if (!ok && !asked) return Error{ErrorCode::kInternal, "the HTTP server stopped"};
   return Status::Ok();
 }
 
 void Daemon::stop() {
   impl_->stopping = true;
-  impl_->http.stop();
+  if (impl_->http) impl_->http->stop();
 }
 
 }  // namespace composer::server

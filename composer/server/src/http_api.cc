@@ -235,8 +235,8 @@ class Handlers {
 
 }  // namespace
 
-void install_routes(httplib::Server& server, ApiContext& ctx) {
-  Routes routes(server, ctx.auth);
+void install_routes(Router& router, ApiContext& ctx) {
+  Routes routes(router, ctx.auth);
   auto h = std::make_shared<Handlers>(ctx);
   const auto user = Access::user();
   const auto admin = Access::admin("change the pool");

@@ -1,7 +1,5 @@
 #include "route.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <charconv>
 #include <exception>
@@ -15,23 +13,28 @@
 namespace composer::server {
 namespace {
 
-void send_json(httplib::Response& res, int status, const Json::Value& body) {
+void send_json(HttpResponse& res, int status, const Json::Value& body) {
   res.status = status;
-  res.set_content(api::to_text(body), "application/json");
+  res.body = api::to_text(body);
+  res.content_type = "application/json";
 }
 
-void send_error(httplib::Response& res, const Error& e) {
+void send_error(HttpResponse& res, const Error& e) {
   send_json(res, api::http_status(e.code), api::to_json(e));
 }
 
-// The query string's parameters, percent-decoded. Only the query string counts: httplib
-// also files form-encoded bodies under its params.
-std::multimap<std::string, std::string> query_of(const httplib::Request& req) {
-  httplib::Params query;
-  if (const auto q = req.target.find('?'); q != std::string::npos) {
-    httplib::detail::parse_query_text(req.target.substr(q + 1), query);
+// The query string's parameters, percent-decoded ('+' is a space); a parameter without '='
+// has an empty value. Only the query string counts, never a form-encoded body.
+std::multimap<std::string, std::string> query_of(const HttpRequest& req) {
+  std::multimap<std::string, std::string> query;
+  for (const std::string& pair : split(req.query, '&')) {
+    if (pair.empty()) continue;
+    const auto eq = pair.find('=');
+    const std::string_view text(pair);
+    query.emplace(percent_decode(text.substr(0, eq), true),
+                  eq == std::string::npos ? "" : percent_decode(text.substr(eq + 1), true));
   }
-  return {query.begin(), query.end()};
+  return query;
 }
 
 // Refuses a query parameter the route does not take: a typo must not widen a listing.
@@ -48,10 +51,9 @@ Status only_params(const std::multimap<std::string, std::string>& query,
 }
 
 // Authenticates and checks the caller may use the route; an empty Caller when anyone may.
-Expected<Caller> admit(const Authenticator& auth, const Access& access,
-                       const httplib::Request& req) {
+Expected<Caller> admit(const Authenticator& auth, const Access& access, const HttpRequest& req) {
   if (!access.authenticated()) return Caller{};
-  auto caller = auth.authenticate(req.get_header_value("Authorization"), req.method, req.path);
+  auto caller = auth.authenticate(req.header("Authorization"), req.method, req.path);
   if (!caller) {
     log::warning("request refused",
                  {{"method", req.method}, {"path", req.path}, {"cause", caller.error().message}});
@@ -64,28 +66,6 @@ Expected<Caller> admit(const Authenticator& auth, const Access& access,
                                                    access.may()};
   }
   return caller;
-}
-
-// What the HTTP layer refused before any route ran, by the status it chose (docs/API.md).
-Error http_layer_error(const httplib::Request& req, int status) {
-  switch (status) {
-    case 404:
-      return Error{ErrorCode::kNotFound, "no such endpoint: " + printable(req.method) + " " +
-                                             printable(req.path) + " (see docs/API.md)"};
-    case 413:
-      return bad("request body larger than " + std::to_string(kMaxBodyBytes) +
-                 " bytes, the most composerd reads");
-    case 414:
-      return bad("request line longer than " + std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) +
-                 " bytes, the most composerd reads");
-    case 416:
-      return bad("unreadable Range header; composerd answers whole bodies only (send no Range)");
-    case 400:
-      return bad("malformed HTTP request: expected an HTTP/1.1 request line and headers");
-    default:
-      return Error{status >= 500 ? ErrorCode::kInternal : ErrorCode::kInvalidArgument,
-                   "the HTTP layer refused the request with status " + std::to_string(status)};
-  }
 }
 
 }  // namespace
@@ -110,11 +90,10 @@ Access Access::anyone() { return Access(Who::kAnyone, ""); }
 Access Access::user() { return Access(Who::kUser, ""); }
 Access Access::admin(std::string may) { return Access(Who::kAdmin, std::move(may)); }
 
-Call::Call(const httplib::Request& req, Caller caller,
-           std::multimap<std::string, std::string> query)
+Call::Call(const HttpRequest& req, Caller caller, std::multimap<std::string, std::string> query)
     : req_(req), caller_(caller), query_(std::move(query)) {}
 
-std::string Call::match(size_t i) const { return req_.matches[static_cast<int>(i)]; }
+std::string Call::match(size_t i) const { return i < req_.matches.size() ? req_.matches[i] : ""; }
 
 const std::string& Call::body() const { return req_.body; }
 
@@ -158,31 +137,54 @@ Expected<int64_t> Call::required_time_ms(const std::string& name) const {
   return **t;
 }
 
-Routes::Routes(httplib::Server& server, const Authenticator& auth) : server_(server), auth_(auth) {
-  // Anything else is JSON with a sentence, not httplib's empty page.
-  server_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    const int status = res.status;
-    send_json(res, status, api::to_json(http_layer_error(req, status)));
-  });
-  server_.set_exception_handler(
-      [](const httplib::Request& req, httplib::Response& res, const std::exception_ptr& ep) {
-        std::string what = "unknown exception";
-        try {
-          if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        log::error("request failed", {{"method", req.method}, {"path", req.path}, {"cause", what}});
-        send_error(res, Error{ErrorCode::kInternal, "internal error: " + what});
-      });
+void Router::add(std::string_view method, const std::string& pattern, Run run) {
+  static constexpr std::string_view kMethods[] = {"GET", "PUT", "POST", "DELETE"};
+  if (std::find(std::begin(kMethods), std::end(kMethods), method) == std::end(kMethods)) {
+    throw std::invalid_argument("Router::add: no method " + std::string(method));
+  }
+  routes_.push_back(Route{std::string(method), std::regex(pattern), std::move(run)});
 }
+
+HttpResponse Router::answer(HttpRequest& req) const {
+  HttpResponse res;
+  for (const Route& route : routes_) {
+    std::smatch m;
+    if (route.method != req.method || !std::regex_match(req.path, m, route.pattern)) continue;
+    req.matches.assign(m.begin(), m.end());
+    try {
+      route.run(req, res);
+    } catch (const std::exception& e) {
+      log::error("request failed",
+                 {{"method", req.method}, {"path", req.path}, {"cause", e.what()}});
+      send_error(res, Error{ErrorCode::kInternal, std::string("internal error: ") + e.what()});
+    } catch (...) {
+      log::error("request failed",
+                 {{"method", req.method}, {"path", req.path}, {"cause", "unknown exception"}});
+      send_error(res, Error{ErrorCode::kInternal, "internal error: unknown exception"});
+    }
+    return res;
+  }
+  send_error(res, Error{ErrorCode::kNotFound, "no such endpoint: " + printable(req.method) + " " +
+                                                  printable(req.path) + " (see docs/API.md)"});
+  return res;
+}
+
+HttpResponse Router::refusal(int status, const std::string& sentence) {
+  HttpResponse res;
+  const ErrorCode code = status == 503   ? ErrorCode::kUnavailable
+                         : status >= 500 ? ErrorCode::kInternal
+                                         : ErrorCode::kInvalidArgument;
+  const Error e{code, sentence};
+  send_json(res, status, api::to_json(e));
+  return res;
+}
+
+Routes::Routes(Router& router, const Authenticator& auth) : router_(router), auth_(auth) {}
 
 void Routes::add(std::string_view method, const std::string& pattern, Access access,
                  std::initializer_list<std::string_view> params, Handler handler) {
   install(method, pattern, std::move(access), params,
-          [handler = std::move(handler)](const Call& call, httplib::Response& res) {
+          [handler = std::move(handler)](const Call& call, HttpResponse& res) {
             auto body = handler(call);
             if (!body) return send_error(res, body.error());
             send_json(res, 200, *body);
@@ -194,9 +196,10 @@ void Routes::add_text(const std::string& pattern, Access access,
                       TextHandler handler) {
   install("GET", pattern, std::move(access), params,
           [type = std::move(content_type), handler = std::move(handler)](const Call& call,
-                                                                         httplib::Response& res) {
+                                                                         HttpResponse& res) {
             res.status = 200;
-            res.set_content(handler(call), type);
+            res.body = handler(call);
+            res.content_type = type;
           });
 }
 
@@ -204,24 +207,14 @@ void Routes::install(std::string_view method, const std::string& pattern, Access
                      std::initializer_list<std::string_view> params, Sender send) {
   auto run = [&auth = auth_, access = std::move(access),
               allowed = std::vector<std::string>(params.begin(), params.end()),
-              send = std::move(send)](const httplib::Request& req, httplib::Response& res) {
+              send = std::move(send)](const HttpRequest& req, HttpResponse& res) {
     auto caller = admit(auth, access, req);
     if (!caller) return send_error(res, caller.error());
     auto query = query_of(req);
     if (auto s = only_params(query, allowed); !s) return send_error(res, s.error());
     send(Call(req, *caller, std::move(query)), res);
   };
-  if (method == "GET") {
-    server_.Get(pattern, std::move(run));
-  } else if (method == "PUT") {
-    server_.Put(pattern, std::move(run));
-  } else if (method == "POST") {
-    server_.Post(pattern, std::move(run));
-  } else if (method == "DELETE") {
-    server_.Delete(pattern, std::move(run));
-  } else {
-    throw std::invalid_argument("Routes::install: no method " + std::string(method));
-  }
+  router_.add(method, pattern, std::move(run));
 }
 
 }  // namespace composer::server

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <regex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,12 +21,7 @@
 #include "composer/common/error.h"
 #include "composer/common/strings.h"
 #include "composer/server/auth.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
+#include "front_door.h"
 
 namespace composer::server {
 
@@ -33,8 +29,6 @@ namespace composer::server {
 inline constexpr uint64_t kMaxJobId = 4294967294U;         // Slurm's largest job id
 inline constexpr uint64_t kMaxListLimit = 4294967295U;     // `limit` of a listing; 0: no limit
 inline constexpr uint64_t kMaxTimeMs = uint64_t{1} << 52;  // a time in ms since the epoch
-// The largest request body composerd reads; a larger one answers 413.
-inline constexpr size_t kMaxBodyBytes = size_t{1} << 20;
 
 // The caller's input is wrong: 400 with this sentence.
 Error bad(std::string message);
@@ -65,7 +59,7 @@ class Access {
 // One authenticated request with its checked query: what a handler reads.
 class Call {
  public:
-  Call(const httplib::Request& req, Caller caller, std::multimap<std::string, std::string> query);
+  Call(const HttpRequest& req, Caller caller, std::multimap<std::string, std::string> query);
 
   const Caller& caller() const { return caller_; }
   // The `i`th capture of the route's path pattern.
@@ -96,7 +90,7 @@ class Call {
   }
 
  private:
-  const httplib::Request& req_;
+  const HttpRequest& req_;
   Caller caller_;
   std::multimap<std::string, std::string> query_;
 };
@@ -106,12 +100,31 @@ using Handler = std::function<Expected<Json::Value>(const Call&)>;
 // A route that answers text of a content type (GET /metrics).
 using TextHandler = std::function<std::string(const Call&)>;
 
-// Installs routes on a server, each through the pipeline; answers unknown paths with a JSON
-// 404, what the HTTP layer refuses (400, 413, 414, 416) with invalid_argument and a sentence
-// under the status it chose, and an exception with a JSON 500.
+// The routes of a server, in the order added: the first whose method and pattern (the whole
+// percent-decoded path) match answers. An unknown path answers a JSON 404, an exception a JSON
+// 500; what the HTTP layer refuses (400, 413, 414, 415, 416, 431) answers invalid_argument
+// with its sentence under the status it chose (503, no room for a connection: unavailable).
+class Router {
+ public:
+  using Run = std::function<void(const HttpRequest&, HttpResponse&)>;
+  void add(std::string_view method, const std::string& pattern, Run run);
+  // Runs on a worker thread; routes are not added once the server runs.
+  HttpResponse answer(HttpRequest& req) const;
+  static HttpResponse refusal(int status, const std::string& sentence);
+
+ private:
+  struct Route {
+    std::string method;
+    std::regex pattern;
+    Run run;
+  };
+  std::vector<Route> routes_;
+};
+
+// Installs routes on a router, each through the pipeline.
 class Routes {
  public:
-  Routes(httplib::Server& server, const Authenticator& auth);
+  Routes(Router& router, const Authenticator& auth);
 
   // `method` is GET, PUT, POST or DELETE; `pattern` a regular expression for the path;
   // `params` the query parameters the route takes (others are refused).
@@ -123,11 +136,11 @@ class Routes {
                 TextHandler handler);
 
  private:
-  using Sender = std::function<void(const Call&, httplib::Response&)>;
+  using Sender = std::function<void(const Call&, HttpResponse&)>;
   void install(std::string_view method, const std::string& pattern, Access access,
                std::initializer_list<std::string_view> params, Sender send);
 
-  httplib::Server& server_;
+  Router& router_;
   const Authenticator& auth_;
 };
 

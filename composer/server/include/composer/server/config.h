@@ -90,6 +90,14 @@ struct Config {
   std::vector<std::string> workloads{"training", "inference"};
   std::string munge_socket;  // empty: munge's default
   int api_threads = 64;
+  // The front door's limits (front_door.h): one client cannot use them to starve the others.
+  int api_max_connections = 2048;           // open connections in all
+  int api_max_connections_per_peer = 1024;  // from one client address
+  int api_max_header_bytes = 32768;         // request line and header fields
+  int api_max_headers = 100;                // header fields
+  int api_max_body_bytes = 1 << 20;         // a body, whatever its transfer encoding
+  int64_t api_request_timeout_ms = 30000;   // reading one request, writing one answer
+  int64_t api_idle_timeout_ms = 60000;      // a keep-alive connection between requests
   int64_t compose_timeout_ms = 60000;
   int64_t release_timeout_ms = 60000;
   int64_t reconcile_interval_ms = 10000;

@@ -1,4 +1,4 @@
-// composerd's HTTP routes (docs/API.md) on an httplib::Server: every route family installed
+// composerd's HTTP routes (docs/API.md) on the front door's Router: every route family installed
 // from here, each through the one request pipeline (src/route.h).
 #pragma once
 
@@ -10,13 +10,10 @@
 #include "composer/core/service.h"
 #include "composer/server/auth.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace composer::server {
 
 class Metrics;
+class Router;
 class PolicyKeeper;
 
 struct ApiContext {
@@ -35,6 +32,6 @@ struct ApiContext {
   PolicyKeeper* policy = nullptr;
 };
 
-void install_routes(httplib::Server& server, ApiContext& ctx);
+void install_routes(Router& router, ApiContext& ctx);
 
 }  // namespace composer::server

@@ -1,0 +1,592 @@
+#include "front_door.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "composer/common/log.h"
+#include "composer/common/strings.h"
+
+namespace composer::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+// What a refused connection may still send before composerd closes it: its answer stays
+// readable for a client that is still writing its body (a close with unread data resets it).
+constexpr size_t kDrainBytes = size_t{4} << 20;
+constexpr auto kDrainTime = std::chrono::seconds(2);
+// Connections being told "too many connections" at once; beyond, they are closed unanswered.
+constexpr size_t kMaxRefusing = 64;
+
+// The handlers' threads: requests wait here in arrival order, at most one per connection.
+class WorkerPool {
+ public:
+  explicit WorkerPool(size_t n) {
+    for (size_t i = 0; i < n; ++i) threads_.emplace_back([this] { loop(); });
+  }
+  ~WorkerPool() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  void submit(std::function<void()> job) {
+    {
+      std::lock_guard lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [this] { return done_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool done_ = false;
+  std::vector<std::thread> threads_;
+};
+
+bool known_method(std::string_view m) {
+  static constexpr std::string_view kMethods[] = {"GET",     "HEAD",  "POST",  "PUT",    "DELETE",
+                                                  "OPTIONS", "PATCH", "TRACE", "CONNECT"};
+  return std::find(std::begin(kMethods), std::end(kMethods), m) != std::end(kMethods);
+}
+
+// Beast's string_view is Boost's (1.74) or Boost.Core's (1.80 and later): copied as a view.
+std::string_view view(beast::string_view v) { return {v.data(), v.size()}; }
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// A Range header composerd can read: "bytes=" and ranges of digits. composerd ignores a
+// readable one (it answers whole bodies, as HTTP allows) and refuses the rest.
+bool readable_range(std::string_view v) {
+  const std::string_view unit = "bytes=";
+  if (v.substr(0, unit.size()) != unit) return false;
+  v.remove_prefix(unit.size());
+  for (const std::string& part : split(v, ',')) {
+    const std::string_view r = trim(part);
+    const auto dash = r.find('-');
+    if (dash == std::string::npos || r.size() == 1) return false;
+    const bool digits =
+        std::all_of(r.begin(), r.end(), [](char c) { return c == '-' || (c >= '0' && c <= '9'); });
+    if (!digits || r.find('-', dash + 1) != std::string::npos) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string percent_decode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '%' && i + 2 < text.size()) {
+      const int hi = hex_digit(text[i + 1]);
+      const int lo = hex_digit(text[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(plus_is_space && c == '+' ? ' ' : c);
+  }
+  return out;
+}
+
+std::string HttpRequest::header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (iequals(k, name)) return v;
+  }
+  return "";
+}
+
+class Connection;
+
+struct FrontDoor::Impl {
+  Impl(FrontDoorLimits l, Answer a, Refusal r, Answered d)
+      : limits(l), answer(std::move(a)), refusal(std::move(r)), answered(std::move(d)) {}
+
+  FrontDoorLimits limits;
+  Answer answer;
+  Refusal refusal;
+  Answered answered;
+  std::atomic<bool> stopping{false};
+  // The io thread's alone: every open connection, the idle ones oldest first, counts per peer.
+  // Declared before the io context, whose pending handlers may hold the last connections.
+  std::unordered_set<Connection*> open;
+  std::list<Connection*> idle;
+  std::unordered_map<std::string, size_t> per_peer;
+  size_t refusing = 0;
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  asio::steady_timer retry{io};  // accepting again after the process ran out of descriptors
+  std::unique_ptr<WorkerPool> workers;
+
+  void accept();
+  void admit(tcp::socket socket);
+  bool shed_idle(const std::string* peer);
+  void refuse(tcp::socket socket, const std::string& sentence);
+  void close_all();
+};
+
+// One client connection; lives on the io thread but while a worker handles its request.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(FrontDoor::Impl& door, tcp::socket socket, std::string peer)
+      : door_(door), stream_(std::move(socket)), peer_(std::move(peer)) {}
+  ~Connection() { release(); }
+
+  const std::string& peer() const { return peer_; }
+
+  void start() { wait_request(); }
+
+  // Closes the connection now (shed, or composerd stopping); its pending operation ends.
+  void close() {
+    release();
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+  bool busy() const { return busy_; }
+
+ private:
+  // Gives the connection's place back: counted once, whichever comes first.
+  void release() {
+    if (released_) return;
+    released_ = true;
+    leave_idle();
+    door_.open.erase(this);
+    if (auto it = door_.per_peer.find(peer_); it != door_.per_peer.end() && --it->second == 0) {
+      door_.per_peer.erase(it);
+    }
+  }
+  void enter_idle() {
+    if (!in_idle_) idle_pos_ = door_.idle.insert(door_.idle.end(), this);
+    in_idle_ = true;
+  }
+  void leave_idle() {
+    if (in_idle_) door_.idle.erase(idle_pos_);
+    in_idle_ = false;
+  }
+
+  // Idle until the next request's first byte (a pipelined one may be in the buffer already).
+  void wait_request() {
+    if (door_.stopping.load() || released_) return close();
+    if (buffer_.size() > 0) return read_header();
+    enter_idle();
+    stream_.expires_after(std::chrono::milliseconds(door_.limits.idle_timeout_ms));
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->leave_idle();
+                              if (ec) return self->close();
+                              self->buffer_.commit(n);
+                              self->read_header();
+                            });
+  }
+
+  void read_header() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(door_.limits.header_bytes));
+    parser_->body_limit(door_.limits.body_bytes);
+    stream_.expires_after(std::chrono::milliseconds(door_.limits.request_timeout_ms));
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  // The request line ends before the most composerd reads: the header block is too large.
+  bool request_line_too_long() const {
+    const asio::const_buffer data = buffer_.data();
+    const std::string_view text(static_cast<const char*>(data.data()),
+                                std::min(data.size(), kMaxRequestLine + 2));
+    return text.find("\r\n") == std::string_view::npos && data.size() > kMaxRequestLine;
+  }
+
+  void on_header(beast::error_code ec) {
+    const auto& limits = door_.limits;
+    if (ec == http::error::header_limit) {
+      if (request_line_too_long()) return refuse(414, line_sentence());
+      return refuse(431, "request header block larger than " + std::to_string(limits.header_bytes) +
+                             " bytes, the most composerd reads (ApiMaxHeaderBytes)");
+    }
+    if (ec == http::error::body_limit) return refuse(413, body_sentence());
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted || ec == asio::error::eof ||
+        ec == asio::error::connection_reset) {
+      return close();
+    }
+    if (ec) return refuse(400, malformed());
+    const auto& req = parser_->get();
+    const std::string method(req.method_string());
+    if (!known_method(method) || (req.version() != 10 && req.version() != 11)) {
+      return refuse(400, malformed());
+    }
+    if (req.target().size() > kMaxRequestLine) return refuse(414, line_sentence());
+    const size_t fields = static_cast<size_t>(std::distance(req.begin(), req.end()));
+    if (fields > limits.header_fields) {
+      return refuse(431, "request has " + std::to_string(fields) + " header fields, more than " +
+                             std::to_string(limits.header_fields) +
+                             ", the most composerd reads (ApiMaxHeaders)");
+    }
+    if (auto it = req.find(http::field::content_encoding); it != req.end()) {
+      const std::string coding = lower(trim(view(it->value())));
+      if (coding != "identity") {
+        return refuse(415, "Content-Encoding: " + printable(view(it->value())) +
+                               " is not accepted: composerd reads request bodies as sent and "
+                               "never decompresses them; send the body uncompressed");
+      }
+    }
+    if (auto it = req.find(http::field::transfer_encoding); it != req.end()) {
+      if (lower(trim(view(it->value()))) != "chunked") {
+        return refuse(400, "Transfer-Encoding: " + printable(view(it->value())) +
+                               " is not accepted: composerd reads bodies sent with "
+                               "Content-Length or chunked, never compressed");
+      }
+    }
+    if (auto it = req.find(http::field::range); it != req.end()) {
+      if (!readable_range(view(it->value()))) {
+        return refuse(416,
+                      "unreadable Range header; composerd answers whole bodies only (send no "
+                      "Range)");
+      }
+    }
+    if (parser_->is_done()) return handle();
+    if (auto it = req.find(http::field::expect); it != req.end()) {
+      if (lower(view(it->value())) != "100-continue") {
+        return refuse(417, "Expect: " + printable(view(it->value())) +
+                               " is not understood; composerd knows only 100-continue");
+      }
+      auto cont = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
+      return asio::async_write(stream_, asio::buffer(*cont),
+                               [self = shared_from_this(), cont](beast::error_code e, size_t) {
+                                 if (e) return self->close();
+                                 self->read_body();
+                               });
+    }
+    read_body();
+  }
+
+  void read_body() {
+    http::async_read(
+        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+          if (ec == http::error::body_limit) {
+            return self->refuse(413, self->body_sentence());
+          }
+          if (ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+              ec == http::error::end_of_stream || ec == asio::error::eof ||
+              ec == asio::error::connection_reset || ec == http::error::partial_message) {
+            return self->close();
+          }
+          if (ec) return self->refuse(400, self->malformed());
+          self->handle();
+        });
+  }
+
+  std::string body_sentence() const {
+    return "request body larger than " + std::to_string(door_.limits.body_bytes) +
+           " bytes, the most composerd reads";
+  }
+  static std::string line_sentence() {
+    return "request line longer than " + std::to_string(kMaxRequestLine) +
+           " bytes, the most composerd reads";
+  }
+  static std::string malformed() {
+    return "malformed HTTP request: expected an HTTP/1.1 request line and headers";
+  }
+
+  // A complete request: to a worker; the io thread goes on with the others.
+  void handle() {
+    stream_.expires_never();
+    busy_ = true;
+    auto msg = parser_->release();
+    parser_.reset();
+    auto req = std::make_shared<HttpRequest>();
+    req->method = std::string(msg.method_string());
+    req->target = std::string(msg.target());
+    const auto q = req->target.find('?');
+    req->path = percent_decode(std::string_view(req->target).substr(0, q), false);
+    if (q != std::string::npos) req->query = req->target.substr(q + 1);
+    for (const auto& f : msg) {
+      req->headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    }
+    req->body = std::move(msg.body());
+    req->peer = peer_;
+    const bool keep = msg.keep_alive();
+    const auto executor = stream_.get_executor();
+    // Counted as the io loop's work until the answer is posted back: run() waits for it.
+    auto work = asio::make_work_guard(door_.io);
+    door_.workers->submit([self = shared_from_this(), req, keep, executor, &door = door_,
+                           work = std::move(work)]() mutable {
+      HttpResponse res;
+      const bool head = req->method == "HEAD";
+      if (head) req->method = "GET";
+      try {
+        res = door.answer(*req);
+      } catch (const std::exception& e) {
+        res = door.refusal(500, std::string("internal error: ") + e.what());
+      }
+      if (head) req->method = "HEAD";
+      door.answered(*req, res);
+      asio::post(executor, [self = std::move(self), res = std::move(res), keep, head]() mutable {
+        self->write(std::move(res), keep && !self->door_.stopping.load(), head);
+      });
+    });
+  }
+
+  void write(HttpResponse res, bool keep, bool head) {
+    busy_ = false;
+    if (released_) return;  // shed or stopped while the worker ran
+    auto msg = std::make_shared<http::response<http::string_body>>();
+    msg->version(11);
+    msg->result(static_cast<unsigned>(res.status));
+    msg->set(http::field::content_type, res.content_type);
+    msg->keep_alive(keep);
+    msg->content_length(res.body.size());
+    if (!head) msg->body() = std::move(res.body);
+    stream_.expires_after(std::chrono::milliseconds(door_.limits.request_timeout_ms));
+    http::async_write(stream_, *msg,
+                      [self = shared_from_this(), msg, keep](beast::error_code ec, size_t) {
+                        if (ec) return self->close();
+                        if (!keep) return self->linger();
+                        self->wait_request();
+                      });
+  }
+
+  // What the HTTP layer refuses: answered, then the connection is closed.
+  void refuse(int status, const std::string& sentence) {
+    parser_.reset();
+    HttpResponse res = door_.refusal(status, sentence);
+    HttpRequest none;
+    door_.answered(none, res);
+    log::debug("api refused",
+               {{"peer", peer_}, {"status", std::to_string(status)}, {"cause", sentence}});
+    write(std::move(res), false, false);
+  }
+
+  // Half-closes, reads and drops what the client still sends (bounded), then closes.
+  void linger() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) return close();
+    buffer_.clear();
+    stream_.expires_after(kDrainTime);
+    drain();
+  }
+  void drain() {
+    stream_.async_read_some(buffer_.prepare(65536),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > kDrainBytes) return self->close();
+                              self->drain();
+                            });
+  }
+
+  FrontDoor::Impl& door_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::string peer_;
+  std::list<Connection*>::iterator idle_pos_;
+  bool in_idle_ = false;
+  bool busy_ = false;
+  bool released_ = false;
+  size_t drained_ = 0;
+};
+
+// Closes the oldest idle connection (of `peer`, when given); false when there is none.
+bool FrontDoor::Impl::shed_idle(const std::string* peer) {
+  for (Connection* c : idle) {
+    if (peer != nullptr && c->peer() != *peer) continue;
+    log::debug("api connection shed", {{"peer", c->peer()}, {"cause", "oldest idle"}});
+    c->close();
+    return true;
+  }
+  return false;
+}
+
+void FrontDoor::Impl::refuse(tcp::socket socket, const std::string& sentence) {
+  log::warning("api connection refused", {{"cause", sentence}});
+  if (refusing >= kMaxRefusing) return;  // the socket closes as it goes
+  ++refusing;
+  const HttpResponse res = refusal(503, sentence);
+  auto text = std::make_shared<std::string>(
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " + res.content_type +
+      "\r\nContent-Length: " + std::to_string(res.body.size()) + "\r\nConnection: close\r\n\r\n" +
+      res.body);
+  auto sock = std::make_shared<beast::tcp_stream>(std::move(socket));
+  sock->expires_after(std::chrono::seconds(1));
+  sock->async_write_some(asio::buffer(*text), [this, sock, text](beast::error_code, size_t) {
+    --refusing;
+    beast::error_code ec;
+    sock->socket().shutdown(tcp::socket::shutdown_both, ec);
+  });
+}
+
+void FrontDoor::Impl::admit(tcp::socket socket) {
+  beast::error_code ec;
+  const auto remote = socket.remote_endpoint(ec);
+  if (ec) return;
+  socket.set_option(tcp::no_delay(true), ec);  // header and body go out at once
+  std::string peer = remote.address().to_string();
+  if (open.size() >= limits.max_connections && !shed_idle(nullptr)) {
+    return refuse(std::move(socket), "too many connections: " + std::to_string(open.size()) +
+                                         " open and none idle (ApiMaxConnections=" +
+                                         std::to_string(limits.max_connections) + ")");
+  }
+  if (per_peer[peer] >= limits.max_connections_per_peer && !shed_idle(&peer)) {
+    return refuse(std::move(socket), "too many connections from " + peer + ": " +
+                                         std::to_string(per_peer[peer]) +
+                                         " open and none idle (ApiMaxConnectionsPerPeer=" +
+                                         std::to_string(limits.max_connections_per_peer) + ")");
+  }
+  auto conn = std::make_shared<Connection>(*this, std::move(socket), peer);
+  open.insert(conn.get());
+  ++per_peer[peer];
+  conn->start();
+}
+
+void FrontDoor::Impl::accept() {
+  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (stopping.load() || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // Out of descriptors (EMFILE, ENFILE) or memory: free the oldest idle connection and
+      // try again shortly; the kernel's backlog holds the waiting clients meanwhile.
+      log::warning("api cannot accept a connection", {{"cause", ec.message()}});
+      shed_idle(nullptr);
+      retry.expires_after(std::chrono::milliseconds(50));
+      retry.async_wait([this](beast::error_code e) {
+        if (!e) accept();
+      });
+      return;
+    }
+    admit(std::move(socket));
+    accept();
+  });
+}
+
+void FrontDoor::Impl::close_all() {
+  beast::error_code ec;
+  acceptor.close(ec);
+  retry.cancel();
+  std::vector<Connection*> now(open.begin(), open.end());
+  for (Connection* c : now) {
+    if (!c->busy()) c->close();  // a busy one closes after its answer
+  }
+}
+
+FrontDoor::FrontDoor(FrontDoorLimits limits, Answer answer, Refusal refusal, Answered answered)
+    : impl_(std::make_unique<Impl>(limits, std::move(answer), std::move(refusal),
+                                   std::move(answered))) {}
+
+FrontDoor::~FrontDoor() {
+  stop();
+  impl_->io.restart();
+  impl_->io.run();  // what closing left pending, then the connections are gone
+}
+
+Status FrontDoor::bind(const std::string& address, int port) {
+  auto& in = *impl_;
+  auto fail = [&](const beast::error_code& ec) {
+    return Error{ErrorCode::kUnavailable,
+                 "cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message()};
+  };
+  beast::error_code ec;
+  tcp::resolver resolver(in.io);
+  auto found = resolver.resolve(address, std::to_string(port),
+                                tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec) return fail(ec);
+  for (const auto& entry : found) {
+    in.acceptor.open(entry.endpoint().protocol(), ec);
+    if (ec) continue;
+    in.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    in.acceptor.bind(entry.endpoint(), ec);
+    if (!ec) in.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec) break;
+    beast::error_code ignored;
+    in.acceptor.close(ignored);
+  }
+  if (ec) return fail(ec);
+  // Room for every connection allowed, beside the database's and the fabric's descriptors.
+  rlimit nofile{};
+  const rlim_t want = static_cast<rlim_t>(in.limits.max_connections + 256);
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < want) {
+    nofile.rlim_cur = std::min(want, nofile.rlim_max);
+    if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur < want) {
+      log::warning("fewer file descriptors than ApiMaxConnections needs",
+                   {{"limit", std::to_string(nofile.rlim_cur)}, {"wanted", std::to_string(want)}});
+    }
+  }
+  return Status::Ok();
+}
+
+int FrontDoor::port() const {
+  beast::error_code ec;
+  return impl_->acceptor.local_endpoint(ec).port();
+}
+
+void FrontDoor::run() {
+  auto& in = *impl_;
+  if (in.stopping.load()) return;
+  in.workers = std::make_unique<WorkerPool>(in.limits.workers);
+  in.accept();
+  in.io.run();
+  in.workers.reset();  // every answer was written: the io loop ran out of work
+}
+
+void FrontDoor::stop() {
+  auto& in = *impl_;
+  if (in.stopping.exchange(true)) return;
+  asio::post(in.io, [&in] { in.close_all(); });
+}
+
+}  // namespace composer::server
