@@ -14,6 +14,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -84,22 +85,18 @@ TEST(ComposerdAccess, EveryDocumentedRouteAnswersAsItsWhoColumnSays) {
   const std::vector<Row> routes = documented_routes();
   ASSERT_GE(routes.size(), 15u) << "docs/API.md's Endpoints table was not found";
   ComposerdProcess d;
-  // A job that alice (uid 1000) owns, for the owner rule.
+  // Job 777 is alice's (uid 1000), job 778 nobody's (uid 65534), for the owner rule.
   auto c = d.client();
-  ASSERT_TRUE(c.compose(777, "n1",
-                        api::ComposeBody{.uid = 1000,
-                                         .user = "alice",
-                                         .account = "physics",
-                                         .workload = "training",
-                                         .request = Request{.gpus = 1}})
-                  .ok());
-  ASSERT_TRUE(c.compose(778, "n1",
-                        api::ComposeBody{.uid = 65534,
-                                         .user = "nobody",
-                                         .account = "physics",
-                                         .workload = "training",
-                                         .request = Request{.gpus = 1}})
-                  .ok());
+  for (const auto& [job, uid, user] :
+       {std::tuple{777u, 1000u, "alice"}, {778u, 65534u, "nobody"}}) {
+    ASSERT_TRUE(c.compose(job, "n1",
+                          api::ComposeBody{.uid = uid,
+                                           .user = user,
+                                           .account = "physics",
+                                           .workload = "training",
+                                           .request = Request{.gpus = 1}})
+                    .ok());
+  }
   const std::string host = "127.0.0.1";
   const int port = std::stoi(d.url().substr(d.url().rfind(':') + 1));
 
