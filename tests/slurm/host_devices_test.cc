@@ -141,6 +141,26 @@ TEST_F(HostSideTest, WithoutUuidsJobsGetDisjointIndicesInPciBusOrder) {
   EXPECT_EQ(task_env(202, "CUDA_VISIBLE_DEVICES"), "3,4");
 }
 
+TEST_F(HostSideTest, AFunctionAnotherJobsStateFileHoldsIsNeverACandidate) {
+  // Job 700's prolog found its GPU at 0000:41:00.0 while this job's rescan ran: the function
+  // is new to this job as well, with the same ids, but it is job 700's.
+  host.attach(gpu_function("0000:41:00.0", "", false));
+  host.attach(gpu_function("0000:42:00.0", "", false));
+  JobState other;
+  other.job_id = 700;
+  other.node = "node1";
+  other.composition_id = 7;
+  Device held = gpu("gpu-f-9", "");
+  held.address = "0000:41:00.0";
+  other.devices = {held};
+  ASSERT_TRUE(write_job_state(config.state_dir, other));
+  api.devices = {gpu("gpu-f-0", "")};
+  FakeJob a = job(701, 1);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  EXPECT_EQ(state(701)->devices[0].address, "0000:42:00.0");
+  EXPECT_EQ(task_env(701, "CUDA_VISIBLE_DEVICES"), "2");
+}
+
 TEST_F(HostSideTest, NeverGuessesBetweenItsOwnAndAnotherJobsNewGpus) {
   // Two jobs' GPUs, with nothing but their ids, appear at the same rescan: four new functions
   // for two devices. The prolog cannot tell which are its own, so it fails instead.
