@@ -220,12 +220,21 @@ LEFT JOIN hosts h ON h.node = c.node
 WHERE d.drained = 1 AND d.drain_reason LIKE 'detach failed%';
 )sql"};
 
+// Migration 5: what the host can recognise a device by (model.h, DeviceIdentity), as the
+// fabric's inventory reports it; empty until the next inventory of an upgraded composerd.
+constexpr sqlite::Sql kMigration5{"device identities (migration 5)", R"sql(
+ALTER TABLE devices ADD COLUMN pci_vendor TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN pci_device TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN serial TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN uuid TEXT NOT NULL DEFAULT '';
+)sql"};
+
 struct Migration {
   int version;
   const sqlite::Sql* sql;
 };
 constexpr Migration kMigrations[] = {
-    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}};
+    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}, {5, &kMigration5}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",

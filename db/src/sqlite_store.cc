@@ -33,10 +33,11 @@ using sqlite::Statement;
 // --- SQL ----------------------------------------------------------------------------------
 // Fragments shared by the statements below; each statement is still one named constant.
 
-// A device and its owner, if a live composition holds it. Columns 0..11 (see read_device).
+// A device and its owner, if a live composition holds it. Columns 0..15 (see read_device).
 #define DEVICE_COLUMNS                                                                \
   "d.id, d.type, d.model, d.capacity_bytes, d.zone, d.address, d.health, d.drained, " \
-  "d.drain_reason, owner.composition_id, owner_c.node, d.holder"
+  "d.drain_reason, owner.composition_id, owner_c.node, d.holder, d.pci_vendor, "      \
+  "d.pci_device, d.serial, d.uuid"
 #define DEVICE_OWNER_JOIN                                                             \
   " LEFT JOIN composition_devices owner ON owner.device_id = d.id AND owner.live = 1" \
   " LEFT JOIN compositions owner_c ON owner_c.id = owner.composition_id"
@@ -85,11 +86,12 @@ constexpr Sql kSelectHosts{"listing hosts",
 // Drain state is not in the upsert: the inventory never changes it.
 constexpr Sql kUpsertDevice{
     "saving device",
-    "INSERT INTO devices (id, type, model, capacity_bytes, zone, address, health) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+    "INSERT INTO devices (id, type, model, capacity_bytes, zone, address, health, pci_vendor, "
+    "pci_device, serial, uuid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
     "ON CONFLICT (id) DO UPDATE SET type = excluded.type, model = excluded.model, "
     "capacity_bytes = excluded.capacity_bytes, zone = excluded.zone, "
-    "address = excluded.address, health = excluded.health"};
+    "address = excluded.address, health = excluded.health, pci_vendor = excluded.pci_vendor, "
+    "pci_device = excluded.pci_device, serial = excluded.serial, uuid = excluded.uuid"};
 constexpr Sql kSelectDevice{"reading device",
                             "SELECT " DEVICE_COLUMNS " FROM devices d" DEVICE_OWNER_JOIN
                             " WHERE d.id = ?1"};
@@ -293,6 +295,10 @@ Device read_device(const Statement& s, int first) {
   d.composition_id = s.optional_int64(first + 9);
   if (d.composition_id) d.node = s.text(first + 10);
   d.holder = s.text(first + 11);
+  d.identity.pci_vendor = s.text(first + 12);
+  d.identity.pci_device = s.text(first + 13);
+  d.identity.serial = s.text(first + 14);
+  d.identity.uuid = s.text(first + 15);
   return d;
 }
 
@@ -585,6 +591,10 @@ Status SqliteStore::upsert_devices(const std::vector<Device>& devices, int64_t n
           .bind(5, d.zone)
           .bind(6, d.address)
           .bind(7, to_string(d.health))
+          .bind(8, d.identity.pci_vendor)
+          .bind(9, d.identity.pci_device)
+          .bind(10, d.identity.serial)
+          .bind(11, d.identity.uuid)
           .run();
       if (known && known->health != d.health) {
         append_event(

@@ -17,6 +17,7 @@ Device attached_gpu() {
   d.model = "A100-80G";
   d.zone = "z1";
   d.address = "0000:41:00.0";
+  d.identity = {"0x10de", "0x20b5", "1652221000123", "GPU-5f2c1a0e-0000-4000-8000-000000000001"};
   d.composition_id = 12;
   d.node = "node1";
   return d;
@@ -62,6 +63,7 @@ void expect_same(const Device& a, const Device& b) {
   EXPECT_EQ(a.capacity_bytes, b.capacity_bytes);
   EXPECT_EQ(a.zone, b.zone);
   EXPECT_EQ(a.address, b.address);
+  EXPECT_EQ(a.identity, b.identity);
   EXPECT_EQ(a.health, b.health);
   EXPECT_EQ(a.drained, b.drained);
   EXPECT_EQ(a.drain_reason, b.drain_reason);
@@ -106,6 +108,39 @@ TEST(Codec, DeviceEncodingFollowsTheApiDocument) {
   EXPECT_TRUE(free["composition_id"].isNull());
   EXPECT_TRUE(free["node"].isNull());
   EXPECT_EQ(free["capacity_bytes"].asUInt64(), 256 * kGiB);
+  EXPECT_EQ(attached["identity"]["pci_vendor"].asString(), "0x10de");
+  EXPECT_EQ(attached["identity"]["uuid"].asString(), "GPU-5f2c1a0e-0000-4000-8000-000000000001");
+  EXPECT_EQ(free["identity"]["serial"].asString(), "");
+}
+
+TEST(Codec, DeviceIdentityIsOptionalAndItsPciIdsAreChecked) {
+  // Devices of older answers and job state files have none.
+  Json::Value d = to_json(attached_gpu());
+  d.removeMember("identity");
+  auto old = from_json<Device>(d);
+  ASSERT_TRUE(old.ok()) << old.error();
+  EXPECT_TRUE(old->identity.empty());
+  // Ids are kept in one form, whatever case or padding the writer used.
+  d["identity"]["pci_vendor"] = "0x10DE";
+  d["identity"]["pci_device"] = "20b5";
+  auto padded = from_json<Device>(d);
+  ASSERT_TRUE(padded.ok()) << padded.error();
+  EXPECT_EQ(padded->identity.pci_vendor, "0x10de");
+  EXPECT_EQ(padded->identity.pci_device, "0x20b5");
+  EXPECT_EQ(padded->identity.serial, "");
+  d["identity"]["pci_device"] = "0x20b5f";
+  auto bad = from_json<Device>(d, "devices[0]");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message,
+            "devices[0].identity.pci_device: '0x20b5f' is not a PCI id; expected 1 to 4 hex "
+            "digits, e.g. 0x10de");
+  d["identity"] = Json::Value(Json::objectValue);
+  d["identity"]["mac"] = "x";
+  bad = from_json<Device>(d);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message,
+            "identity.mac: unknown field; a device identity has only these fields: pci_vendor, "
+            "pci_device, serial, uuid");
 }
 
 TEST(Codec, CompositionRoundTrips) {

@@ -55,6 +55,27 @@ TEST_F(StoreTest, UpsertAddsThenUpdatesHostsAndDevices) {
   EXPECT_EQ(mem->state(), DeviceState::kFree);
 }
 
+TEST_F(StoreTest, UpsertKeepsWhatTheFabricSaysTheDeviceIs) {
+  add_inventory();
+  Device gpu = make_device("gpu-0", DeviceType::kGpu, "z1");
+  gpu.identity = {"0x10de", "0x20b5", "1652221000123", "GPU-5f2c1a0e-0000-4000-8000-000000000001"};
+  ASSERT_TRUE(store().upsert_devices({gpu}, 1).ok());
+  auto created = store().create_composition(make_composition(7, "node1"), {"gpu-0"}, 200);
+  ASSERT_TRUE(created.ok()) << created.error();
+  auto live = store().live_composition(7, "node1");
+  ASSERT_TRUE(live.ok()) << live.error();
+  ASSERT_TRUE(live->has_value());
+  ASSERT_EQ((*live)->devices.size(), 1u);
+  EXPECT_EQ((*live)->devices[0].identity, gpu.identity);
+  // A later inventory that knows less says so.
+  gpu.identity.uuid.clear();
+  ASSERT_TRUE(store().upsert_devices({gpu}, 2).ok());
+  auto back = store().device("gpu-0");
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(back->identity.uuid, "");
+  EXPECT_EQ(back->identity.serial, "1652221000123");
+}
+
 TEST_F(StoreTest, UpsertKeepsDrainStateAndOwner) {
   add_inventory();
   ASSERT_TRUE(store().set_drained("gpu-1", true, "bad fan", "root", 10).ok());

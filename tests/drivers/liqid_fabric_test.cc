@@ -86,6 +86,14 @@ TEST_F(LiqidDriver, InventoryMapsMachinesGroupsAndDevices) {
   EXPECT_EQ(by_id.at("nvme0").type, DeviceType::kNvme);
   EXPECT_EQ(by_id.at("nvme0").model, "P5620");
   EXPECT_GT(by_id.at("nvme0").capacity_bytes, 3'000'000'000'000ull);
+  // Identities from the status records (vid, did) and device infos (serial_num).
+  EXPECT_EQ(by_id.at("gpu2").identity.pci_vendor, "0x10de");
+  EXPECT_EQ(by_id.at("gpu2").identity.pci_device, "0x20b5");
+  EXPECT_EQ(by_id.at("gpu2").identity.serial.rfind("LQD", 0), 0u);
+  EXPECT_NE(by_id.at("gpu2").identity.serial, by_id.at("gpu1").identity.serial);
+  EXPECT_EQ(by_id.at("nvme0").identity.pci_device, "0xa824");
+  EXPECT_EQ(by_id.at("mem0").identity.pci_device, "");
+  EXPECT_EQ(by_id.at("gpu2").address, "");
   EXPECT_THAT(inv->attached, IsEmpty());
 }
 

@@ -65,10 +65,22 @@ TEST(RedfishFabric, InventoryMapsBlocksZonesAndComposedSystems) {
   EXPECT_EQ(gpu->type, DeviceType::kGpu);
   EXPECT_EQ(gpu->model, "H100-80G");
   EXPECT_EQ(gpu->zone, "2");
+  // What the host will recognise it by: the Processor's serial and UUID, the ids of function
+  // 0 of its PCIeDevice (upper case on the wire, one form in the model). No host address.
+  EXPECT_EQ(gpu->identity.serial, "FRG200000003");
+  EXPECT_EQ(gpu->identity.uuid, "GPU-f00dcafe-0002-4000-8000-000000000003");
+  EXPECT_EQ(gpu->identity.pci_vendor, "0x10de");
+  EXPECT_EQ(gpu->identity.pci_device, "0x2331");
+  EXPECT_EQ(gpu->address, "");
+  const Device* nvme = find(*inv, "nvme-z2-00");
+  ASSERT_NE(nvme, nullptr);
+  EXPECT_EQ(nvme->identity,
+            (DeviceIdentity{"0x8086", "0x0b60", "FRN200000000", ""}));  // Links.PCIeFunctions
   // The mockup's own offload block: a GPU with the processor's model.
   const Device* mock_gpu = find(*inv, "OffloadBlock9");
   ASSERT_NE(mock_gpu, nullptr);
   EXPECT_EQ(mock_gpu->model, "Contoso Workstation VID2000");
+  EXPECT_TRUE(mock_gpu->identity.empty());  // the mockup names none
   const Device* mem = find(*inv, "mem-z1-00");
   ASSERT_NE(mem, nullptr);
   EXPECT_EQ(mem->type, DeviceType::kMem);

@@ -127,6 +127,39 @@ TEST(SimFabric, AddressesArePciForGpusAndNvmeAndNumaForMemory) {
   EXPECT_EQ(inv->devices[7].address, "0000:46:00.0");
 }
 
+TEST(SimFabric, IdentitiesAreSyntheticDeterministicAndDistinct) {
+  auto a = SimFabric::create(small_config());
+  auto b = SimFabric::create(small_config());
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto ia = (*a)->inventory();
+  auto ib = (*b)->inventory();
+  ASSERT_TRUE(ia.ok() && ib.ok());
+  std::set<std::string> serials, uuids;
+  for (size_t i = 0; i < ia->devices.size(); ++i) {
+    const Device& d = ia->devices[i];
+    EXPECT_EQ(d.identity, ib->devices[i].identity) << d.id;  // the same on every run
+    EXPECT_EQ(d.identity.serial.rfind("SIM", 0), 0u) << d.id;
+    EXPECT_TRUE(serials.insert(d.identity.serial).second) << d.id;
+    switch (d.type) {
+      case DeviceType::kGpu:
+        EXPECT_EQ(d.identity.pci_vendor, "0x10de");
+        EXPECT_EQ(d.identity.pci_device, "0x20b5");
+        EXPECT_EQ(d.identity.uuid.size(), 40u) << d.identity.uuid;
+        EXPECT_EQ(d.identity.uuid.rfind("GPU-", 0), 0u);
+        EXPECT_TRUE(uuids.insert(d.identity.uuid).second) << d.id;
+        break;
+      case DeviceType::kNvme:
+        EXPECT_EQ(d.identity.pci_vendor, "0x144d");
+        EXPECT_EQ(d.identity.uuid, "");
+        break;
+      case DeviceType::kMem:
+        EXPECT_EQ(d.identity.pci_vendor, "");
+        break;
+    }
+  }
+  EXPECT_FALSE(uuids.empty());
+}
+
 TEST(SimFabric, PciAddressesStayUniqueAcrossBusWrap) {
   SimConfig c;
   c.groups = {group("g", DeviceType::kGpu, 60000), group("d", DeviceType::kNvme, 40000, kTiB)};

@@ -81,7 +81,11 @@ TEST_F(ComposerdTest, ComposeShowReleaseThroughTheClient) {
   for (const auto& d : composed->devices) {
     if (d.type == DeviceType::kGpu) {
       EXPECT_EQ(d.zone, "z1") << "n1's nearest zone";
+      // What the node's prolog finds it by, from the fabric's inventory through the store.
+      EXPECT_EQ(d.identity.pci_vendor, "0x10de") << d.id;
+      EXPECT_EQ(d.identity.uuid.rfind("GPU-", 0), 0u) << d.id;
     }
+    EXPECT_EQ(d.identity.serial.rfind("SIM", 0), 0u) << d.id;
   }
   EXPECT_EQ(free_by_type()["gpu"], 14u);
 

@@ -62,3 +62,22 @@ TEST(Request, PrintsAsTheAdminCommentForm) {
 
 }  // namespace
 }  // namespace composer
+
+namespace composer {
+namespace {
+
+TEST(DeviceIdentity, PciIdsHaveOneForm) {
+  EXPECT_EQ(normal_pci_id("0x10DE"), "0x10de");
+  EXPECT_EQ(normal_pci_id("10de"), "0x10de");
+  EXPECT_EQ(normal_pci_id("0X1af4"), "0x1af4");
+  EXPECT_EQ(normal_pci_id("b60"), "0x0b60");
+  EXPECT_EQ(normal_pci_id(""), std::nullopt);
+  EXPECT_EQ(normal_pci_id("0x"), std::nullopt);
+  EXPECT_EQ(normal_pci_id("0x10de0"), std::nullopt);
+  EXPECT_EQ(normal_pci_id("nvidia"), std::nullopt);
+  EXPECT_TRUE(DeviceIdentity{}.empty());
+  EXPECT_FALSE((DeviceIdentity{"", "", "S1", ""}).empty());
+}
+
+}  // namespace
+}  // namespace composer

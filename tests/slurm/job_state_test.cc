@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "composer/api/codec.h"
 #include "composer/common/units.h"
 #include "fakes.h"
@@ -69,6 +71,52 @@ TEST(JobState, ReadsFilesOfTheEarlierForm) {
   EXPECT_EQ(d.node, "node1");
 }
 
+TEST(JobState, ReadsFilesOfThePreviousVersion) {
+  // Written before devices carried their identity and the drives' paths were recorded.
+  TempDir tmp;
+  tmp.write("state/job-4711.json", R"({"job_id": 4711, "node": "node1", "composition_id": 12,
+    "cuda_visible_devices": "0", "error": "",
+    "devices": [{"id": "nvme-07", "type": "nvme", "model": "P5620", "capacity_bytes": 0,
+                 "zone": "z1", "address": "0000:81:00.0", "health": "ok", "state": "attached",
+                 "drained": false, "drain_reason": "", "holder": "", "composition_id": 12,
+                 "node": "node1"}]})");
+  Expected<std::optional<JobState>> s = read_job_state(tmp / "state", 4711);
+  ASSERT_TRUE(s) << s.error();
+  ASSERT_TRUE(s->has_value());
+  EXPECT_TRUE((*s)->devices[0].identity.empty());
+  EXPECT_FALSE((*s)->nvme_paths.has_value());
+  // Its job is told what that version told it: the drives' ids.
+  for (const auto& [name, value] : task_environment(**s)) {
+    if (name == "COMPOSER_NVME") {
+      EXPECT_EQ(value, "nvme-07");
+    }
+  }
+  // Its addresses are another job's devices for a prolog of job 4712.
+  EXPECT_EQ(addresses_of_other_jobs(tmp / "state", 4712), std::set<std::string>{"0000:81:00.0"});
+  EXPECT_TRUE(addresses_of_other_jobs(tmp / "state", 4711).empty());
+}
+
+TEST(JobState, KeepsTheDrivesPathsAndIdentities) {
+  TempDir tmp;
+  JobState s = example();
+  s.devices[0].identity = {"0x10de", "0x20b5", "", "GPU-1"};
+  s.nvme_paths = std::vector<std::string>{"/dev/nvme3n1"};
+  ASSERT_TRUE(write_job_state(tmp / "state", s));
+  Expected<std::optional<JobState>> back = read_job_state(tmp / "state", 4711);
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ((*back)->nvme_paths, s.nvme_paths);
+  EXPECT_EQ((*back)->devices[0].identity, s.devices[0].identity);
+  EXPECT_EQ(api::devices_to_json((*back)->devices), api::devices_to_json(s.devices));
+  for (const auto& [name, value] : task_environment(**back)) {
+    if (name == "COMPOSER_NVME") {
+      EXPECT_EQ(value, "/dev/nvme3n1");
+    }
+    if (name == "COMPOSER_MEM_NUMA") {
+      EXPECT_EQ(value, "2");
+    }
+  }
+}
+
 TEST(JobState, RefusesWhatDoesNotFollowTheFormat) {
   TempDir tmp;
   const std::string file = tmp / "state/job-4711.json";
@@ -76,7 +124,7 @@ TEST(JobState, RefusesWhatDoesNotFollowTheFormat) {
       {R"({"job_id": 4711, "node": "node1", "composition_id": 12, "cuda_visible_devices": "",
            "error": "", "devices": [], "colour": "red"})",
        "colour: unknown field; a job state has only these fields: job_id, node, composition_id, "
-       "cuda_visible_devices, error, devices"},
+       "cuda_visible_devices, error, devices, nvme_paths"},
       {R"({"job_id": 4711, "node": "node1", "composition_id": 12, "cuda_visible_devices": "",
            "error": "", "devices": [{"id": "x", "type": "fpga", "model": "", "address": "",
            "capacity_bytes": 0}]})",

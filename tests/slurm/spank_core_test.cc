@@ -192,14 +192,15 @@ TEST_F(SpankCoreTest, TaskExportsTheDevices) {
   EXPECT_EQ(task.env["COMPOSER_NVME"], "nvme-07");
 }
 
-TEST_F(SpankCoreTest, MemoryWithoutNumaNodeExportsItsSize) {
+TEST_F(SpankCoreTest, MemoryWithoutNumaNodeExportsNoNode) {
   config.host_check = HostCheck::kOff;
   api.devices = {device("mem-00", DeviceType::kMem, "", 32 * kGiB),
                  device("mem-01", DeviceType::kMem, "", 32 * kGiB)};
   ASSERT_TRUE(job_prolog(job, api, config));
   FakeJob task;
   ASSERT_TRUE(task_init(task, config));
-  EXPECT_EQ(task.env["COMPOSER_MEM_NUMA"], "64G");
+  // NUMA node ids only: a size is no node a job could bind to.
+  EXPECT_EQ(task.env["COMPOSER_MEM_NUMA"], "");
   EXPECT_EQ(task.env.count("CUDA_VISIBLE_DEVICES"), 0u);
   EXPECT_EQ(task.env["COMPOSER_GPUS"], "");
 }

@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "composer/test_support/fake_host.h"
 #include "composer/test_support/munge_daemon.h"
 #include "composer/test_support/ports.h"
 #include "composer/test_support/temp_dir.h"
@@ -83,6 +85,68 @@ TEST(MungeDaemon, MissingBinaryIsReportedNotHung) {
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.error().message.find("exited before its socket answered"), std::string::npos)
       << d.error().message;
+}
+
+}  // namespace
+}  // namespace composer::test_support
+
+namespace composer::test_support {
+namespace {
+
+std::string first_line(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Waits up to 2 s for `done`, as a caller waiting for the kernel would.
+template <typename F>
+bool eventually(F done) {
+  for (int i = 0; i < 400 && !done(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return done();
+}
+
+TEST(FakeHost, FunctionsAppearAtARescanAndGoAtRemoveAsTheKernelDoes) {
+  TempDir tmp;
+  FakeHost host(tmp.path());
+  namespace fs = std::filesystem;
+  const fs::path devices = fs::path(host.sysfs_root()) / "bus/pci/devices";
+  host.add_present({.address = "0000:01:00.0", .gpu_uuid = "GPU-local"});
+  host.attach({.address = "0000:41:00.0", .gpu_uuid = "GPU-attached"});
+  host.attach({.address = "0000:81:00.0",
+               .vendor = "0x144d",
+               .device = "0xa824",
+               .class_code = "0x010802",
+               .serial = "S64XNA0R123456"});
+  EXPECT_TRUE(fs::is_symlink(devices / "0000:01:00.0"));
+  EXPECT_EQ(fs::read_symlink(devices / "0000:01:00.0"), "../../../devices/pci0000:00/0000:01:00.0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_FALSE(fs::exists(devices / "0000:41:00.0"));  // not before a rescan
+  std::ofstream(devices.parent_path() / "rescan") << "1\n";
+  ASSERT_TRUE(eventually([&] { return fs::exists(devices / "0000:81:00.0/nvme"); }));
+  EXPECT_EQ(first_line(devices / "0000:41:00.0/vendor"), "0x10de");
+  EXPECT_EQ(first_line(devices / "0000:41:00.0/class"), "0x030200");
+  EXPECT_EQ(host.rescans(), 1);
+  const std::string info =
+      std::ifstream(host.proc_root() + "/driver/nvidia/gpus/0000:41:00.0/information").good()
+          ? "present"
+          : "missing";
+  EXPECT_EQ(info, "present");
+  EXPECT_TRUE(fs::exists(host.dev_root() + "/nvidia1"));  // minor 0 is the local GPU's
+  const std::string ctrl = host.nvme_controller("0000:81:00.0");
+  EXPECT_EQ(ctrl, "nvme0");
+  EXPECT_EQ(first_line(devices / "0000:81:00.0/nvme/nvme0/serial"), "S64XNA0R123456");
+  EXPECT_TRUE(fs::exists(devices / "0000:81:00.0/nvme/nvme0/nvme0n1"));
+  EXPECT_TRUE(fs::exists(host.dev_root() + "/nvme0n1"));
+  // Hot-unplug: the function, its driver's entries and its device nodes go.
+  std::ofstream(devices / "0000:41:00.0/remove") << "1\n";
+  ASSERT_TRUE(eventually([&] { return !fs::exists(devices / "0000:41:00.0"); }));
+  EXPECT_FALSE(fs::exists(host.proc_root() + "/driver/nvidia/gpus/0000:41:00.0"));
+  EXPECT_FALSE(fs::exists(host.dev_root() + "/nvidia1"));
+  EXPECT_TRUE(fs::exists(host.dev_root() + "/nvidia0"));
+  EXPECT_EQ(host.removed(), std::vector<std::string>{"0000:41:00.0"});
 }
 
 }  // namespace

@@ -42,11 +42,31 @@ DeviceType device_type(const Json::Value& v, const std::string& path) {
 template <typename T>
 T decode(const Json::Value& v, const std::string& path);
 
+std::string pci_id(const Json::Value& v, const std::string& path) {
+  const std::string s = as_string(v, path);
+  if (s.empty()) return s;
+  std::optional<std::string> id = normal_pci_id(s);
+  if (!id) {
+    refuse(path, "'" + printable(s) + "' is not a PCI id; expected 1 to 4 hex digits, e.g. 0x10de");
+  }
+  return *id;
+}
+
+DeviceIdentity as_identity(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a device identity", {"pci_vendor", "pci_device", "serial", "uuid"});
+  DeviceIdentity id;
+  r.get_if("pci_vendor", &id.pci_vendor, pci_id);
+  r.get_if("pci_device", &id.pci_device, pci_id);
+  r.get_if("serial", &id.serial, as_string);
+  r.get_if("uuid", &id.uuid, as_string);
+  return id;
+}
+
 template <>
 Device decode<Device>(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a device",
                {"id", "type", "model", "capacity_bytes", "zone", "address", "health", "state",
-                "drained", "drain_reason", "composition_id", "node", "holder"});
+                "drained", "drain_reason", "composition_id", "node", "holder", "identity"});
   Device d;
   d.id = r.string("id");
   d.type = r.get("type", device_type);
@@ -54,6 +74,8 @@ Device decode<Device>(const Json::Value& v, const std::string& path) {
   d.capacity_bytes = r.uint("capacity_bytes");
   d.zone = r.string("zone");
   d.address = r.string("address");
+  // Optional: answers of older composerd versions and the plugin's older job state files.
+  r.get_if("identity", &d.identity, as_identity);
   d.health = as_enum(r.required("health"), r.path("health"), parse_health, "a health state",
                      {"ok", "warning", "critical"});
   const DeviceState state =
@@ -375,6 +397,12 @@ Json::Value to_json(const Device& d) {
   v["capacity_bytes"] = u64(d.capacity_bytes);
   v["zone"] = d.zone;
   v["address"] = d.address;
+  Json::Value identity(Json::objectValue);
+  identity["pci_vendor"] = d.identity.pci_vendor;
+  identity["pci_device"] = d.identity.pci_device;
+  identity["serial"] = d.identity.serial;
+  identity["uuid"] = d.identity.uuid;
+  v["identity"] = std::move(identity);
   v["health"] = std::string(to_string(d.health));
   v["state"] = std::string(to_string(d.state()));
   v["drained"] = d.drained;

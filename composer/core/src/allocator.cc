@@ -619,6 +619,7 @@ void Allocator::upsert_device(const Device& device) {
     d.capacity_bytes = device.capacity_bytes;
     d.zone = device.zone;
     d.address = device.address;
+    d.identity = device.identity;
     d.health = device.health;
   });
 }

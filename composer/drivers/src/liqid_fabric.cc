@@ -88,12 +88,30 @@ struct LiqidDevice {
   std::string machine_id;
 };
 
+// What the host can recognise a device by: the PCI vendor and device ids of its status record
+// ("vid", "did"), else of its device info ("pci_vendor", "pci_device"), and the info's
+// "serial_num". The Director does not know the host's PCI address of a device.
+DeviceIdentity identity_of(const Json::Value& status, const Json::Value& info) {
+  DeviceIdentity id;
+  auto pci = [](std::string* out, const Json::Value& first, const Json::Value& second) {
+    for (const Json::Value* v : {&first, &second}) {
+      if (!out->empty() || !v->isString()) continue;
+      if (std::optional<std::string> n = normal_pci_id(v->asString())) *out = *n;
+    }
+  };
+  pci(&id.pci_vendor, status["vid"], info["pci_vendor"]);
+  pci(&id.pci_device, status["did"], info["pci_device"]);
+  if (info["serial_num"].isString()) id.serial = info["serial_num"].asString();
+  return id;
+}
+
 // What the Director shows at one moment.
 struct Snapshot {
   std::map<std::string, Json::Value> machines;  // mach_id -> Machine
   std::map<std::string, Json::Value> groups;    // grp_id -> Group
   std::map<std::string, LiqidDevice> devices;   // name -> device
   std::map<std::string, std::string> models;    // name -> model, when infos were read
+  std::map<std::string, Json::Value> infos;     // name -> device info, when infos were read
 
   const Json::Value* machine_named(const std::string& name) const {
     for (const auto& [id, m] : machines) {
@@ -265,6 +283,7 @@ struct LiqidFabric::Impl {
         std::string model = i["model"].asString();
         if (model.empty()) model = i["vendor"].asString();
         if (!i["name"].asString().empty() && !model.empty()) s.models[i["name"].asString()] = model;
+        if (!i["name"].asString().empty()) s.infos[i["name"].asString()] = i;
       }
     }
     // Where each device sits. The machine and group ids are matched against the machines and
@@ -319,6 +338,7 @@ struct LiqidFabric::Impl {
       }
       dev.zone = snap->groups.at(d.group_id)["group_name"].asString();
       dev.health = health_of(d.status["device_state"].asString());
+      dev.identity = identity_of(d.status, snap->infos[name]);
       // Assigned to a machine, whoever assigned it: attached to that host when it is served
       // here, otherwise held by the machine.
       if (!d.machine_id.empty() && served_ids.contains(d.machine_id)) {

@@ -221,6 +221,12 @@ struct RedfishFabric::Impl {
                        std::map<std::string, std::vector<CxlInitiator>>* initiators,
                        std::map<std::string, std::string>* endpoint_host);
 
+  // What the host can recognise a Processor or Drive by: its SerialNumber and UUID, else those
+  // of the PCIeDevice its Links.PCIeDevice names; VendorId and DeviceId of the first PCIe
+  // function its Links.PCIeFunctions (else that PCIeDevice's PCIeFunctions) names. Redfish has
+  // no property for the host's PCI address of a device, so Device::address stays empty.
+  void read_identity(const Json::Value& resource, DeviceIdentity* id);
+
   // The device a resource block is, if any. Sets *compute for Compute and ComputerSystem
   // blocks (the hosts' own blocks).
   // A block that is no device and no host block sets *skip to the reason.

@@ -186,6 +186,49 @@ Status RedfishFabric::Impl::discover() {
   return Status::Ok();
 }
 
+void RedfishFabric::Impl::read_identity(const Json::Value& r, DeviceIdentity* id) {
+  auto take = [](std::string* field, const Json::Value& v) {
+    if (field->empty() && v.isString()) *field = v.asString();
+  };
+  auto pci = [](std::string* field, const Json::Value& v) {
+    if (!field->empty() || !v.isString()) return;
+    if (std::optional<std::string> n = normal_pci_id(v.asString())) *field = *n;
+  };
+  // A linked resource that does not load costs only what it would have told.
+  auto load = [this](const std::string& uri) -> std::optional<Json::Value> {
+    auto v = get(uri);
+    if (v) return std::move(*v);
+    std::lock_guard<std::mutex> lock(index_mu);
+    if (reported_skips.insert("identity:" + uri).second) {
+      log::warning("redfish: a resource that identifies a device does not load",
+                   {{"uri", uri}, {"error", v.error().message}});
+    }
+    return std::nullopt;
+  };
+  take(&id->serial, r["SerialNumber"]);
+  take(&id->uuid, r["UUID"]);
+  std::vector<std::string> functions = links(r["Links"]["PCIeFunctions"]);
+  for (const std::string& dev : links(r["Links"]["PCIeDevice"])) {
+    std::optional<Json::Value> d = load(dev);
+    if (!d) continue;
+    take(&id->serial, (*d)["SerialNumber"]);
+    take(&id->uuid, (*d)["UUID"]);
+    if (functions.empty()) {
+      if (const std::string c = odata_id((*d)["PCIeFunctions"]); !c.empty()) {
+        if (auto m = collection(trim_slash(c))) functions = std::move(*m);
+      }
+    }
+  }
+  // The first function that names its ids: a GPU or drive is function 0 of its device.
+  for (const std::string& f : functions) {
+    if (!id->pci_vendor.empty()) break;
+    std::optional<Json::Value> fn = load(f);
+    if (!fn) continue;
+    pci(&id->pci_vendor, (*fn)["VendorId"]);
+    pci(&id->pci_device, (*fn)["DeviceId"]);
+  }
+}
+
 Expected<std::optional<Device>> RedfishFabric::Impl::read_block(const Json::Value& b, bool* compute,
                                                                 std::string* skip) {
   std::set<std::string> types;
@@ -214,6 +257,7 @@ Expected<std::optional<Device>> RedfishFabric::Impl::read_block(const Json::Valu
       d.model = (*proc)["Model"].asString();
       if (d.model.empty()) d.model = (*proc)["Name"].asString();
       d.health = worst(d.health, health_of((*proc)["Status"]));
+      read_identity(*proc, &d.identity);
       return std::optional<Device>(d);
     }
     *skip = "a Processor block with no processor of ProcessorType GPU; only GPUs are pooled";
@@ -228,6 +272,7 @@ Expected<std::optional<Device>> RedfishFabric::Impl::read_block(const Json::Valu
       if (d.model.empty()) d.model = (*mem)["Model"].asString();
       if (d.model.empty()) d.model = (*mem)["MemoryDeviceType"].asString();
       d.health = worst(d.health, health_of((*mem)["Status"]));
+      if (d.identity.serial.empty()) d.identity.serial = (*mem)["SerialNumber"].asString();
     }
     if (d.capacity_bytes == 0) {
       *skip = "a Memory block with no CapacityMiB; nothing to pool";
@@ -260,6 +305,7 @@ Expected<std::optional<Device>> RedfishFabric::Impl::read_block(const Json::Valu
       if (d.model.empty()) d.model = (*drive)["Model"].asString();
       if (d.model.empty()) d.model = protocol;
       d.health = worst(d.health, health_of((*drive)["Status"]));
+      if (d.identity.empty()) read_identity(*drive, &d.identity);
     }
     if (d.capacity_bytes == 0) {
       *skip = "a Storage block whose drives give no CapacityBytes; nothing to pool";

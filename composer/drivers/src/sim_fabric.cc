@@ -26,6 +26,37 @@ std::string pci_address(uint32_t counter) {
   return buf;
 }
 
+// 64-bit FNV-1a: a stable hash for the synthetic GPU UUIDs (the same on every run and build).
+uint64_t fnv1a(std::string_view s, uint64_t h = 0xcbf29ce484222325ULL) {
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+// What a host would recognise the device by (sim_fabric.h).
+DeviceIdentity sim_identity(const Device& d) {
+  DeviceIdentity id;
+  id.serial = "SIM" + std::to_string(fnv1a(d.id) % 10000000000ULL);
+  if (d.type == DeviceType::kGpu) {
+    id.pci_vendor = "0x10de";
+    id.pci_device = "0x20b5";
+    const uint64_t a = fnv1a(d.id);
+    const uint64_t b = fnv1a("uuid", a);
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "GPU-%08x-%04x-4%03x-8%03x-%012llx",
+                  static_cast<unsigned>(a >> 32), static_cast<unsigned>((a >> 16) & 0xffff),
+                  static_cast<unsigned>(a & 0xfff), static_cast<unsigned>((b >> 48) & 0xfff),
+                  static_cast<unsigned long long>(b & 0xffffffffffffULL));
+    id.uuid = buf;
+  } else if (d.type == DeviceType::kNvme) {
+    id.pci_vendor = "0x144d";
+    id.pci_device = "0xa824";
+  }
+  return id;
+}
+
 std::string device_id(const std::string& group, uint32_t index, uint32_t count) {
   const size_t width = std::to_string(count - 1).size();
   std::string n = std::to_string(index);
@@ -208,6 +239,7 @@ Expected<std::unique_ptr<SimFabric>> SimFabric::create(SimConfig config, const C
       d.zone = g.zone;
       d.address =
           g.type == DeviceType::kMem ? "numa:" + std::to_string(numa++) : pci_address(pci++);
+      d.identity = sim_identity(d);
       // Distinct group names give distinct ids: the suffix after the last '-' is all digits.
       impl->index.emplace(d.id, impl->devices.size());
       impl->devices.push_back(std::move(d));

@@ -51,6 +51,19 @@ std::optional<CompositionState> parse_composition_state(std::string_view s) {
   return value_of(kStates, s);
 }
 
+std::optional<std::string> normal_pci_id(std::string_view s) {
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s.remove_prefix(2);
+  if (s.empty() || s.size() > 4) return std::nullopt;
+  std::string out = "0x";
+  out.append(4 - s.size(), '0');
+  for (char c : s) {
+    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
+    out += c;
+  }
+  return out;
+}
+
 DeviceState Device::state() const {
   if (health == Health::kCritical) return DeviceState::kFailed;
   if (drained) return DeviceState::kDrained;

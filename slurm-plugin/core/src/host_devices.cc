@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <system_error>
 #include <thread>
+
+#include "composer/common/strings.h"
 
 namespace composer::slurm {
 namespace fs = std::filesystem;
@@ -74,22 +78,211 @@ std::string HostDevices::sysfs_path(const Device& d) const {
 
 Status HostDevices::rescan() const { return write_one(sysfs_ + "/bus/pci/rescan"); }
 
-Status HostDevices::wait_present(const std::vector<Device>& devices,
-                                 std::chrono::milliseconds timeout) const {
+std::set<std::string> HostDevices::pci_addresses() const {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(sysfs_ + "/bus/pci/devices", ec)) {
+    out.insert(entry.path().filename().string());
+  }
+  return out;
+}
+
+std::string HostDevices::gpu_uuid(const std::string& address) const {
+  std::ifstream in(proc_ + "/driver/nvidia/gpus/" + address + "/information");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("GPU UUID:", 0) == 0) return std::string(trim(line.substr(9)));
+  }
+  return "";
+}
+
+std::vector<std::string> HostDevices::nvme_namespaces(const std::string& address) const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  const fs::path dir = fs::path(sysfs_) / "bus/pci/devices" / address / "nvme";
+  for (const auto& ctrl : fs::directory_iterator(dir, ec)) {
+    const std::string c = ctrl.path().filename().string();
+    std::error_code ns_ec;
+    for (const auto& ns : fs::directory_iterator(ctrl.path(), ns_ec)) {
+      const std::string n = ns.path().filename().string();
+      if (n.rfind(c + "n", 0) == 0 && n.size() > c.size() + 1) out.push_back(dev_ + "/" + n);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+// What the host shows of one PCI function, for matching.
+struct Seen {
+  std::string address;
+  std::string vendor;
+  std::string device;
+  std::string uuid;    // NVIDIA driver's
+  std::string serial;  // NVMe controller's
+};
+
+bool same_ids(const DeviceIdentity& id, const Seen& f) {
+  return (id.pci_vendor.empty() || id.pci_vendor == f.vendor) &&
+         (id.pci_device.empty() || id.pci_device == f.device);
+}
+
+// The UUID or serial decides when both sides have it: true (it is), false (it is not), or
+// nullopt (nothing to compare).
+std::optional<bool> strong_match(const Device& d, const Seen& f) {
+  auto bare = [](std::string_view u) {
+    std::string l = lower(trim(u));
+    return l.rfind("gpu-", 0) == 0 ? l.substr(4) : l;
+  };
+  if (!d.identity.uuid.empty() && !f.uuid.empty()) return bare(d.identity.uuid) == bare(f.uuid);
+  if (!d.identity.serial.empty() && !f.serial.empty()) {
+    return trim(d.identity.serial) == trim(f.serial);
+  }
+  return std::nullopt;
+}
+
+// "0x10de:0x20b5", "any" for an id the fabric did not report.
+std::string pci_of(const Device& d) {
+  return (d.identity.pci_vendor.empty() ? "any" : d.identity.pci_vendor) + ":" +
+         (d.identity.pci_device.empty() ? "any" : d.identity.pci_device);
+}
+
+std::string looked_for(const Device& d) {
+  std::vector<std::string> what;
+  if (!d.address.empty()) what.push_back("address " + d.address);
+  if (!d.identity.pci_vendor.empty() || !d.identity.pci_device.empty()) {
+    what.push_back("PCI " + pci_of(d));
+  }
+  if (!d.identity.uuid.empty()) what.push_back("UUID " + d.identity.uuid);
+  if (!d.identity.serial.empty()) what.push_back("serial " + d.identity.serial);
+  return what.empty() ? "nothing the fabric reported" : join(what, ", ");
+}
+
+}  // namespace
+
+Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& devices,
+                                                  const std::set<std::string>& before,
+                                                  const std::set<std::string>& taken,
+                                                  std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    std::string missing;
-    for (const Device& d : devices) {
-      const std::string path = sysfs_path(d);
+  // Functions appear one after another (hot-plug is asynchronous): a match by ids alone is
+  // taken only when two looks in a row saw the same new functions.
+  std::map<std::string, std::vector<std::string>> fresh_before;
+  bool last_look = false;
+  for (int look = 0;; ++look) {
+    std::vector<Seen> seen;
+    for (const std::string& a : pci_addresses()) {
+      const fs::path dir = fs::path(sysfs_) / "bus/pci/devices" / a;
+      Seen f{a, normal_pci_id(first_line(dir / "vendor")).value_or(""),
+             normal_pci_id(first_line(dir / "device")).value_or(""), gpu_uuid(a), ""};
       std::error_code ec;
-      if (!path.empty() && !fs::exists(path, ec)) {
-        missing += (missing.empty() ? "" : ", ") + d.id + " (" + path + ")";
+      for (const auto& ctrl : fs::directory_iterator(dir / "nvme", ec)) {
+        f.serial = std::string(trim(first_line(ctrl.path() / "serial")));
+        break;
+      }
+      seen.push_back(std::move(f));
+    }
+    std::vector<Device> out = devices;
+    std::set<std::string> claimed;
+    std::vector<std::string> missing;
+    // Devices with an address, then those found by UUID or serial, then by ids alone: the
+    // weakest rule only runs on what no stronger one explains.
+    std::vector<size_t> weak;
+    for (size_t i = 0; i < out.size(); ++i) {
+      Device& d = out[i];
+      if (!d.address.empty()) {
+        const std::string path = sysfs_path(d);
+        std::error_code ec;
+        if (path.empty() || !fs::exists(path, ec)) {
+          missing.push_back(d.id + " (" + (path.empty() ? d.address : path) + ")");
+          continue;
+        }
+        if (d.type != DeviceType::kMem) {
+          auto f = std::find_if(seen.begin(), seen.end(),
+                                [&](const Seen& s) { return s.address == d.address; });
+          if (f != seen.end() && !same_ids(d.identity, *f)) {
+            missing.push_back(d.id + " (" + d.address + " is PCI " + f->vendor + ":" + f->device +
+                              ", not the PCI " + pci_of(d) + " the fabric reported)");
+            continue;
+          }
+          claimed.insert(d.address);
+        }
+        continue;
+      }
+      if (d.type == DeviceType::kMem) continue;
+      std::vector<const Seen*> strong;
+      bool comparable = false;
+      for (const Seen& f : seen) {
+        if (taken.contains(f.address) || !same_ids(d.identity, f)) continue;
+        std::optional<bool> m = strong_match(d, f);
+        comparable = comparable || m.has_value();
+        if (m.value_or(false)) strong.push_back(&f);
+      }
+      if (strong.size() == 1 && !claimed.contains(strong[0]->address)) {
+        d.address = strong[0]->address;
+        claimed.insert(d.address);
+      } else if (strong.size() > 1) {
+        missing.push_back(d.id + " (" + std::to_string(strong.size()) +
+                          " functions of the host match " + looked_for(d) + ")");
+      } else if (!comparable && (d.identity.pci_vendor.size() + d.identity.pci_device.size()) > 0) {
+        weak.push_back(i);
+      } else {
+        missing.push_back(d.id + " (" + looked_for(d) + ")");
       }
     }
-    if (missing.empty()) return Status::Ok();
-    if (std::chrono::steady_clock::now() >= deadline) {
+    // By ids alone: the new functions with those ids must be exactly the devices sought.
+    std::set<size_t> done;
+    bool pending = false;  // a match by ids waits for a second look
+    for (size_t i : weak) {
+      if (done.contains(i)) continue;
+      std::vector<size_t> group;
+      for (size_t j : weak) {
+        if (out[j].identity.pci_vendor == out[i].identity.pci_vendor &&
+            out[j].identity.pci_device == out[i].identity.pci_device) {
+          group.push_back(j);
+        }
+      }
+      std::vector<std::string> fresh;
+      for (const Seen& f : seen) {
+        if (!before.contains(f.address) && !taken.contains(f.address) &&
+            !claimed.contains(f.address) && same_ids(out[i].identity, f)) {
+          fresh.push_back(f.address);
+        }
+      }
+      for (size_t j : group) done.insert(j);
+      const std::string ids = out[i].identity.pci_vendor + ":" + out[i].identity.pci_device;
+      std::sort(fresh.begin(), fresh.end());
+      const bool steady = fresh_before[ids] == fresh;
+      fresh_before[ids] = fresh;
+      if (fresh.size() == group.size() && !steady) {
+        pending = true;
+        continue;
+      }
+      if (fresh.size() == group.size()) {
+        for (size_t k = 0; k < group.size(); ++k) out[group[k]].address = fresh[k];
+        claimed.insert(fresh.begin(), fresh.end());
+        continue;
+      }
+      for (size_t j : group) {
+        missing.push_back(
+            out[j].id + " (" + looked_for(out[j]) + "; " + std::to_string(fresh.size()) +
+            " new function" + (fresh.size() == 1 ? "" : "s") + " with these ids for " +
+            std::to_string(group.size()) + " device" + (group.size() == 1 ? "" : "s") +
+            ", and no UUID or serial to tell them apart)");
+      }
+    }
+    if (missing.empty() && !pending) return out;
+    if (std::chrono::steady_clock::now() >= deadline && look > 0) {
+      // One more look may settle a pending match; new functions that keep changing do not.
+      if (missing.empty() && !last_look) {
+        last_look = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      if (missing.empty()) missing.push_back("the new PCI functions, which kept changing");
       return Error{ErrorCode::kTimeout,
-                   "the host does not show " + missing + " after " +
+                   "the host does not show " + join(missing, ", ") + " after " +
                        std::to_string(static_cast<double>(timeout.count()) / 1000.0).substr(0, 4) +
                        " s"};
     }
@@ -111,14 +304,14 @@ std::vector<Holder> HostDevices::holders(const std::vector<Device>& devices) con
     Pattern p{&d, d.address, {}, {}};
     if (d.type == DeviceType::kGpu) {
       if (int minor = nvidia_minor(proc_, d.address); minor >= 0) {
-        p.exact.push_back("/dev/nvidia" + std::to_string(minor));
+        p.exact.push_back(dev_ + "/nvidia" + std::to_string(minor));
       }
     } else {
       std::error_code ec;
       for (const auto& entry : fs::directory_iterator(sysfs_path(d) + "/nvme", ec)) {
         const std::string ctrl = entry.path().filename().string();
-        p.exact.push_back("/dev/" + ctrl);
-        p.prefix.push_back("/dev/" + ctrl + "n");
+        p.exact.push_back(dev_ + "/" + ctrl);
+        p.prefix.push_back(dev_ + "/" + ctrl + "n");
       }
     }
     patterns.push_back(std::move(p));
@@ -162,6 +355,13 @@ Status HostDevices::remove(const std::vector<Device>& devices) const {
 }
 
 std::string HostDevices::cuda_visible_devices(const std::vector<Device>& gpus) const {
+  std::vector<std::string> uuids;
+  for (const Device& g : gpus) {
+    if (std::string u = g.address.empty() ? "" : gpu_uuid(g.address); !u.empty()) {
+      uuids.push_back(u);
+    }
+  }
+  if (!gpus.empty() && uuids.size() == gpus.size()) return join(uuids);
   std::vector<std::string> all;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(sysfs_ + "/bus/pci/devices", ec)) {

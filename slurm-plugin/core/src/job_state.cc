@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -17,7 +18,6 @@
 #include "composer/api/json_reader.h"
 #include "composer/common/files.h"
 #include "composer/common/strings.h"
-#include "composer/common/units.h"
 #include "composer/slurm/host_devices.h"
 
 namespace composer::slurm {
@@ -69,6 +69,11 @@ Status write_job_state(const std::string& state_dir, const JobState& state) {
   v["composition_id"] = Json::Int64(state.composition_id);
   v["cuda_visible_devices"] = state.cuda_visible_devices;
   v["error"] = state.error;
+  if (state.nvme_paths) {
+    Json::Value paths(Json::arrayValue);
+    for (const std::string& p : *state.nvme_paths) paths.append(p);
+    v["nvme_paths"] = paths;
+  }
   Json::Value devices(Json::arrayValue);
   for (const Device& d : state.devices) devices.append(api::to_json(d));
   v["devices"] = devices;
@@ -91,15 +96,17 @@ Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, u
   if (!json) return Error{ErrorCode::kInternal, context + ": " + json.error().message};
   Expected<JobState> state = api::read_json(
       [&] {
-        api::JsonObject r(
-            *json, "", "a job state",
-            {"job_id", "node", "composition_id", "cuda_visible_devices", "error", "devices"});
+        api::JsonObject r(*json, "", "a job state",
+                          {"job_id", "node", "composition_id", "cuda_visible_devices", "error",
+                           "devices", "nvme_paths"});
         JobState s;
         s.job_id = r.u32("job_id");
         s.node = r.string("node");
         s.composition_id = r.id("composition_id");
         s.cuda_visible_devices = r.string("cuda_visible_devices");
         s.error = r.string("error");
+        // Optional: files of the earlier version have none.
+        if (r.has("nvme_paths")) s.nvme_paths = r.strings("nvme_paths");
         s.devices = r.array("devices", [&](const Json::Value& d, const std::string& at) {
           return api::as_device(upgraded_device(d, s), at);
         });
@@ -121,12 +128,35 @@ Status remove_job_state(const std::string& state_dir, uint32_t job_id) {
   return Status::Ok();
 }
 
+std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint32_t job_id) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(state_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("job-") || !name.ends_with(".json")) continue;
+    uint32_t other = 0;
+    try {
+      size_t used = 0;
+      const unsigned long n = std::stoul(name.substr(4, name.size() - 9), &used);
+      if (used != name.size() - 9 || n > UINT32_MAX) continue;
+      other = static_cast<uint32_t>(n);
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (other == job_id) continue;
+    Expected<std::optional<JobState>> s = read_job_state(state_dir, other);
+    if (!s || !s->has_value()) continue;
+    for (const Device& d : (*s)->devices) {
+      if (!d.address.empty() && d.type != DeviceType::kMem) out.insert(d.address);
+    }
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> task_environment(const JobState& state) {
   std::vector<std::string> gpus;
   std::vector<std::string> nvme;
   std::vector<std::string> numa;
-  uint64_t mem_bytes = 0;
-  size_t mem_devices = 0;
   for (const Device& d : state.devices) {
     switch (d.type) {
       case DeviceType::kGpu:
@@ -136,8 +166,6 @@ std::vector<std::pair<std::string, std::string>> task_environment(const JobState
         nvme.push_back(d.id);
         break;
       case DeviceType::kMem: {
-        ++mem_devices;
-        mem_bytes += d.capacity_bytes;
         const std::string n = numa_node(d.address);
         if (!n.empty() && std::find(numa.begin(), numa.end(), n) == numa.end()) numa.push_back(n);
         break;
@@ -150,15 +178,8 @@ std::vector<std::pair<std::string, std::string>> task_environment(const JobState
     env.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
   }
   env.emplace_back("COMPOSER_GPUS", join(gpus));
-  // NUMA nodes when every memory block has one; else the attached size (e.g. "64G").
-  const bool all_numa =
-      mem_devices > 0 && !numa.empty() &&
-      std::all_of(state.devices.begin(), state.devices.end(), [](const Device& d) {
-        return d.type != DeviceType::kMem || !numa_node(d.address).empty();
-      });
-  env.emplace_back("COMPOSER_MEM_NUMA",
-                   all_numa ? join(numa) : (mem_bytes > 0 ? format_size(mem_bytes) : ""));
-  env.emplace_back("COMPOSER_NVME", join(nvme));
+  env.emplace_back("COMPOSER_MEM_NUMA", join(numa));
+  env.emplace_back("COMPOSER_NVME", state.nvme_paths ? join(*state.nvme_paths) : join(nvme));
   return env;
 }
 

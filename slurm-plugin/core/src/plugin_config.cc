@@ -64,6 +64,7 @@ const std::map<std::string, Setter>& setters() {
       {"munge_socket", absolute_path(&SpankConfig::munge_socket, true)},
       {"sysfs_root", absolute_path(&SpankConfig::sysfs_root, false)},
       {"proc_root", absolute_path(&SpankConfig::proc_root, false)},
+      {"dev_root", absolute_path(&SpankConfig::dev_root, false)},
       {"host_check",
        [](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
          if (value == "wait") {

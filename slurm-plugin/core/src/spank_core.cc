@@ -1,6 +1,7 @@
 #include "composer/slurm/spank_core.h"
 
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "composer/slurm/host_devices.h"
@@ -26,6 +27,16 @@ std::string device_list(const std::vector<Device>& devices) {
     if (!d.address.empty()) out += "@" + d.address;
   }
   return out.empty() ? "no devices" : out;
+}
+
+// "pid 321 holds gpu-00 (/dev/nvidia0), ..."
+std::string holder_list(const std::vector<Holder>& holders) {
+  std::string who;
+  for (const Holder& h : holders) {
+    who += (who.empty() ? "" : ", ") + std::string("pid ") + std::to_string(h.pid) + " holds " +
+           h.device_id + " (" + h.target + ")";
+  }
+  return who;
 }
 
 }  // namespace
@@ -104,11 +115,21 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   state.composition_id = composition->id;
   state.devices = composition->devices;
 
-  HostDevices host(config.sysfs_root, config.proc_root);
+  HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
   if (config.host_check != HostCheck::kOff && !state.devices.empty()) {
+    // What the host shows before the rescan: a function that was there already is no device
+    // the fabric just attached, unless its UUID or serial says it is.
+    const std::set<std::string> before = host.pci_addresses();
     Status s = host.rescan();
     if (s && config.host_check == HostCheck::kWait) {
-      s = host.wait_present(state.devices, std::chrono::seconds(config.host_wait_s));
+      Expected<std::vector<Device>> found =
+          host.locate(state.devices, before, addresses_of_other_jobs(config.state_dir, *job_id),
+                      std::chrono::seconds(config.host_wait_s));
+      if (found) {
+        state.devices = std::move(*found);
+      } else {
+        s = found.error();
+      }
     }
     if (!s) {
       ctx.error("composer: prolog: " + at + ": composerd attached " + device_list(state.devices) +
@@ -119,10 +140,20 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     }
   }
   std::vector<Device> gpus;
+  std::vector<std::string> nvme_paths;
   for (const Device& d : state.devices) {
     if (d.type == DeviceType::kGpu) gpus.push_back(d);
+    if (d.type == DeviceType::kNvme) {
+      std::vector<std::string> ns = d.address.empty() || config.host_check == HostCheck::kOff
+                                        ? std::vector<std::string>{}
+                                        : host.nvme_namespaces(d.address);
+      // A drive the host shows no namespace of is named by its id, as before it was found.
+      if (ns.empty()) ns.push_back(d.id);
+      nvme_paths.insert(nvme_paths.end(), ns.begin(), ns.end());
+    }
   }
   state.cuda_visible_devices = host.cuda_visible_devices(gpus);
+  state.nvme_paths = std::move(nvme_paths);
   if (Status s = write_job_state(config.state_dir, state); !s) {
     ctx.error("composer: prolog: " + at + ": cannot write the state file: " + s.error().message);
     return s;
@@ -192,23 +223,22 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
 
   if (have_state && config.host_check != HostCheck::kOff) {
     const std::vector<Device>& devices = (*state)->devices;
-    HostDevices host(config.sysfs_root, config.proc_root);
+    HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(config.busy_wait_s);
     std::vector<Holder> holders = host.holders(devices);
+    if (!holders.empty() && config.busy_wait_s > 0) {
+      ctx.info("composer: epilog: " + at + ": waiting up to " + std::to_string(config.busy_wait_s) +
+               " s before releasing: " + holder_list(holders));
+    }
     while (!holders.empty() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       holders = host.holders(devices);
     }
     if (!holders.empty()) {
-      std::string who;
-      for (const Holder& h : holders) {
-        who += (who.empty() ? "" : ", ") + std::string("pid ") + std::to_string(h.pid) + " holds " +
-               h.device_id + " (" + h.target + ")";
-      }
       const Error e{ErrorCode::kConflict,
                     "composer: epilog: " + at + ": devices still in use after " +
-                        std::to_string(config.busy_wait_s) + " s: " + who +
+                        std::to_string(config.busy_wait_s) + " s: " + holder_list(holders) +
                         "; keeping the composition attached, the node needs attention"};
       ctx.error(e.message);
       return e;

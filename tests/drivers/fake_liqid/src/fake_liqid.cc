@@ -152,6 +152,7 @@ struct FakeLiqid::Impl {
     v["index"] = d.index;
     v["type"] = d.type;
     v["vid"] = d.type == "gpu" ? "0x10de" : "0x144d";
+    if (d.type != "mem") v["did"] = d.type == "gpu" ? "0x20b5" : "0xa824";
     if (d.type != "gpu") v["capacity(MB)"] = static_cast<Json::Int64>(d.capacity_mb);
     return v;
   }
@@ -160,6 +161,9 @@ struct FakeLiqid::Impl {
     v["name"] = d.name;
     v["model"] = d.model;
     v["vendor"] = d.type == "gpu" ? "NVIDIA" : "Samsung";
+    char serial[24];
+    std::snprintf(serial, sizeof serial, "LQD%07d", d.index);
+    v["serial_num"] = serial;
     v["device_type"] = d.type;
     v["device_state"] = d.state;
     v["index"] = d.index;

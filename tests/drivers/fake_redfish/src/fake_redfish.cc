@@ -416,17 +416,56 @@ struct FakeRedfish::Impl {
     add_member(kBlocks, uri);
   }
 
+  // The members every resource has.
+  static Json::Value resource(const std::string& uri, const std::string& type,
+                              const std::string& id, const std::string& name) {
+    Json::Value v;
+    v["@odata.id"] = uri;
+    v["@odata.type"] = type;
+    v["Id"] = id;
+    v["Name"] = name;
+    return v;
+  }
+
+  // A PCIe device with one function under a generated block, as a real service shows the GPU or
+  // drive the block holds: <block>/PCIeDevices/0 (SerialNumber, PCIeFunctions) and its
+  // function 0 (VendorId, DeviceId, ClassCode). Returns the device's URI.
+  std::string add_pcie_device(const std::string& block, const std::string& serial,
+                              const std::string& vendor, const std::string& device,
+                              const std::string& class_code) {
+    const std::string dev = std::string(kBlocks) + "/" + block + "/PCIeDevices/0";
+    const std::string fns = dev + "/PCIeFunctions";
+    const std::string fn = fns + "/0";
+    Json::Value d = resource(dev, "#PCIeDevice.v1_21_0.PCIeDevice", "0", block);
+    d["SerialNumber"] = serial;
+    d["PCIeFunctions"] = link(fns);
+    d["Status"]["State"] = "Enabled";
+    d["Status"]["Health"] = "OK";
+    res[dev] = d;
+    Json::Value c;
+    c["@odata.id"] = fns;
+    c["@odata.type"] = "#PCIeFunctionCollection.PCIeFunctionCollection";
+    c["Name"] = "PCIe Functions";
+    res[fns] = c;
+    add_member(fns, fn);
+    Json::Value f = resource(fn, "#PCIeFunction.v1_7_0.PCIeFunction", "0", block + " function 0");
+    f["FunctionId"] = 0;
+    f["FunctionType"] = "Physical";
+    f["VendorId"] = vendor;
+    f["DeviceId"] = device;
+    f["ClassCode"] = class_code;
+    f["Links"]["PCIeDevice"] = link(dev);
+    res[fn] = f;
+    return dev;
+  }
+
   // A compute node as a ComputerSystem resource block, with the system it holds; no system is
   // composed from it yet.
   void add_host_block(const std::string& id, int zone) {
     add_block(id, "ComputerSystem", {zone}, "", Json::Value());
     const std::string uri = std::string(kBlocks) + "/" + id;
     const std::string own = uri + "/Systems/1";
-    Json::Value s;
-    s["@odata.id"] = own;
-    s["@odata.type"] = "#ComputerSystem.v1_27_0.ComputerSystem";
-    s["Id"] = "1";
-    s["Name"] = id;
+    Json::Value s = resource(own, "#ComputerSystem.v1_27_0.ComputerSystem", "1", id);
     s["SystemType"] = "Physical";
     s["HostName"] = id + ".cluster";  // not the block's Id, so tests can tell which names
     s["PowerState"] = "On";
@@ -447,6 +486,14 @@ struct FakeRedfish::Impl {
         p["ProcessorType"] = "GPU";
         p["Manufacturer"] = "NVIDIA";
         p["Model"] = z == 1 ? "A100-80G" : "H100-80G";
+        char serial[32];
+        char uuid[64];
+        std::snprintf(serial, sizeof serial, "FRG%d%08u", z, i);
+        std::snprintf(uuid, sizeof uuid, "GPU-f00dcafe-%04d-4000-8000-%012u", z, i);
+        p["SerialNumber"] = serial;
+        p["UUID"] = uuid;
+        p["Links"]["PCIeDevice"] =
+            link(add_pcie_device(name, serial, "0x10DE", z == 1 ? "0x20B5" : "0x2331", "0x030200"));
         add_block(name, "Processor", {z}, "Processors", p);
         generated["gpu"].push_back(name);
       }
@@ -467,6 +514,11 @@ struct FakeRedfish::Impl {
         d["Protocol"] = "NVMe";
         d["Model"] = "P5620";
         d["CapacityBytes"] = Json::UInt64(3840) * 1000 * 1000 * 1000;
+        char serial[32];
+        std::snprintf(serial, sizeof serial, "FRN%d%08u", z, i);
+        d["SerialNumber"] = serial;
+        const std::string dev = add_pcie_device(name, serial, "0x8086", "0x0b60", "0x010802");
+        d["Links"]["PCIeFunctions"].append(link(dev + "/PCIeFunctions/0"));
         add_block(name, "Storage", {z}, "Drives", d);
         generated["nvme"].push_back(name);
       }

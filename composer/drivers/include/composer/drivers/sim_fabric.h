@@ -45,6 +45,10 @@ struct SimConfig {
 // Addresses are deterministic: GPUs and NVMe drives get PCI addresses "DDDD:BB:00.0" from
 // one counter over the groups in order (bus 0x41 upwards, carrying into the domain past
 // 0xff); memory blocks get "numa:N", N from 2 upwards, one NUMA node per block.
+// Identities are synthetic and deterministic too: every device has serial "SIM" and 1 to 10
+// digits from a hash of its id; GPUs are PCI 0x10de:0x20b5 with a UUID
+// "GPU-xxxxxxxx-xxxx-4xxx-8xxx-xxxxxxxxxxxx" from that hash, NVMe drives 0x144d:0xa824; memory
+// blocks have no PCI ids.
 //
 // Attach and detach are all or nothing per call: an unknown host or device (kNotFound), or
 // for an attach a device attached to another host (kConflict), refuses the whole call at once

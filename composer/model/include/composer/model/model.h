@@ -30,6 +30,24 @@ std::string_view to_string(DeviceState s);
 inline constexpr std::string_view kDeviceStateNames = "free, attached, drained, failed, foreign";
 std::optional<DeviceState> parse_device_state(std::string_view s);
 
+// What the host can recognise a device by, as the fabric reports it; an empty field is one the
+// fabric does not know. The node prolog matches these against the PCI functions that appear
+// after a rescan (slurm-plugin/README.md, "Host side").
+struct DeviceIdentity {
+  std::string pci_vendor;  // PCI vendor id, "0x" and 4 lower-case hex digits: "0x10de"
+  std::string pci_device;  // PCI device id, same form: "0x20b5"
+  std::string serial;      // the device's serial number
+  std::string uuid;        // a GPU's UUID as its driver reports it: "GPU-5f2c..."
+
+  bool empty() const {
+    return pci_vendor.empty() && pci_device.empty() && serial.empty() && uuid.empty();
+  }
+  bool operator==(const DeviceIdentity&) const = default;
+};
+// A PCI vendor or device id in the form DeviceIdentity holds: "0x10DE", "10de" and "0x10de"
+// all give "0x10de". nullopt for anything that is not 1 to 4 hex digits after an optional "0x".
+std::optional<std::string> normal_pci_id(std::string_view s);
+
 struct Device {
   std::string id;  // the fabric's id; unique across the pool
   DeviceType type = DeviceType::kGpu;
@@ -37,6 +55,7 @@ struct Device {
   uint64_t capacity_bytes = 0;  // memory block or drive size; 0 for GPUs
   std::string zone;             // fabric zone the device sits in
   std::string address;          // how the host sees it: PCI address, or NUMA node for memory
+  DeviceIdentity identity;      // what the host can recognise it by
   Health health = Health::kOk;
   bool drained = false;
   std::string drain_reason;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,8 @@ struct Holder {
 
 class HostDevices {
  public:
-  HostDevices(std::string sysfs_root, std::string proc_root)
-      : sysfs_(std::move(sysfs_root)), proc_(std::move(proc_root)) {}
+  HostDevices(std::string sysfs_root, std::string proc_root, std::string dev_root = "/dev")
+      : sysfs_(std::move(sysfs_root)), proc_(std::move(proc_root)), dev_(std::move(dev_root)) {}
 
   // Where the kernel shows the device: <sysfs>/bus/pci/devices/<address> for GPUs and NVMe,
   // <sysfs>/devices/system/node/node<N> for memory. Empty when the device has no address.
@@ -34,16 +35,39 @@ class HostDevices {
 
   // Writes "1" to <sysfs>/bus/pci/rescan.
   Status rescan() const;
-  // Polls until every device with an address is visible, at most `timeout`.
-  // kTimeout names the devices still missing.
-  Status wait_present(const std::vector<Device>& devices, std::chrono::milliseconds timeout) const;
+  // The PCI functions the host shows now (<sysfs>/bus/pci/devices): the snapshot the prolog
+  // takes before its rescan.
+  std::set<std::string> pci_addresses() const;
+
+  // Finds each device on the host, polling until all are found or `timeout` has passed, and
+  // answers them with `address` set to where the host shows them:
+  //   - a device with an address: the PCI function (memory: the NUMA node) at that address;
+  //     a function whose vendor or device id differs from the identity's is not it;
+  //   - a GPU or drive without one, among the functions the host shows that are not `taken`
+  //     (held by other jobs): the one whose UUID (GPUs: "GPU UUID:" of
+  //     <proc>/driver/nvidia/gpus/<address>/information) or serial (drives:
+  //     nvme/<ctrl>/serial) equals the identity's; else, when the identity has no UUID or
+  //     serial the host can compare, among the functions that are not in `before` and have
+  //     the identity's vendor and device ids, provided they are exactly as many as the devices
+  //     sought with those ids (anything else could be another job's device);
+  //   - memory without a NUMA node: nothing to find, answered as it is.
+  // kTimeout: one sentence naming each device not found and what it was looked for by.
+  Expected<std::vector<Device>> locate(const std::vector<Device>& devices,
+                                       const std::set<std::string>& before,
+                                       const std::set<std::string>& taken,
+                                       std::chrono::milliseconds timeout) const;
+
+  // The NVIDIA driver's UUID of the GPU at `address` ("GPU-..."), "" when it shows none.
+  std::string gpu_uuid(const std::string& address) const;
+  // The block devices of a drive's namespaces, <dev>/nvme<X>n<Y>, sorted; empty if none.
+  std::vector<std::string> nvme_namespaces(const std::string& address) const;
 
   // Processes with an open file on a device. The rule (documented in README.md): a file
   // descriptor under <proc>/<pid>/fd whose link target
   //   - contains the device's PCI address (its sysfs files, e.g. resource0 or config),
-  //   - is /dev/nvidia<minor> for a GPU, the minor read from
+  //   - is <dev>/nvidia<minor> for a GPU, the minor read from
   //     <proc>/driver/nvidia/gpus/<address>/information ("Device Minor:"),
-  //   - is /dev/<ctrl> or starts with /dev/<ctrl>n for an NVMe drive, <ctrl> listed in
+  //   - is <dev>/<ctrl> or starts with <dev>/<ctrl>n for an NVMe drive, <ctrl> listed in
   //     <sysfs>/bus/pci/devices/<address>/nvme/.
   // Memory is not checked: the kernel refuses to offline memory that is in use.
   std::vector<Holder> holders(const std::vector<Device>& devices) const;
@@ -52,15 +76,18 @@ class HostDevices {
   // host still shows. Devices already gone are skipped.
   Status remove(const std::vector<Device>& devices) const;
 
-  // CUDA_VISIBLE_DEVICES for `gpus` under CUDA_DEVICE_ORDER=PCI_BUS_ID: the position of each
-  // among all NVIDIA GPUs the host shows (vendor 0x10de, class 0x03xxxx), sorted by PCI
-  // address. When a GPU is not visible in sysfs: 0..n-1 (a node whose only GPUs are the
-  // composed ones numbers them so).
+  // CUDA_VISIBLE_DEVICES for `gpus`: their UUIDs as the NVIDIA driver shows them (gpu_uuid)
+  // when it shows one for every GPU, which CUDA accepts and which no other GPU of the host can
+  // be taken for; else, under CUDA_DEVICE_ORDER=PCI_BUS_ID, the position of each among all
+  // NVIDIA GPUs the host shows (vendor 0x10de, class 0x03xxxx), sorted by PCI address. When a
+  // GPU is not visible in sysfs (host_check=rescan or off): 0..n-1 (a node whose only GPUs
+  // are the composed ones numbers them so).
   std::string cuda_visible_devices(const std::vector<Device>& gpus) const;
 
  private:
   std::string sysfs_;
   std::string proc_;
+  std::string dev_;
 };
 
 }  // namespace composer::slurm

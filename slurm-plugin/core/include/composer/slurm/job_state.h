@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,8 +19,13 @@ struct JobState {
   uint32_t job_id = 0;
   std::string node;
   int64_t composition_id = 0;
-  std::vector<Device> devices;       // as composerd answered them (the API's Device form)
+  // As composerd answered them (the API's Device form), with `address` set to where the
+  // prolog found each on the host (HostDevices::locate).
+  std::vector<Device> devices;
   std::string cuda_visible_devices;  // decided by the prolog, which can read sysfs
+  // The drives' block devices (/dev/nvme0n1, ...), found by the prolog. Files of the earlier
+  // version have none: their jobs are told the drives' ids, as that version told them.
+  std::optional<std::vector<std::string>> nvme_paths;
   // Set when the job must not run (its request could not be served and that is not the
   // node's fault): the task hooks fail the job's steps with this sentence.
   std::string error;
@@ -36,9 +42,14 @@ Status write_job_state(const std::string& state_dir, const JobState& state);
 Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, uint32_t job_id);
 Status remove_job_state(const std::string& state_dir, uint32_t job_id);
 
+// The host addresses the state files of other jobs than `job_id` in state_dir hold: devices
+// the prolog must never hand to this job. A file that does not read is skipped.
+std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint32_t job_id);
+
 // The variables a task of the job sees, in a fixed order:
 //   CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER (only with GPUs), COMPOSER_GPUS,
-//   COMPOSER_MEM_NUMA, COMPOSER_NVME.
+//   COMPOSER_MEM_NUMA (NUMA node ids only; empty when the fabric gave none),
+//   COMPOSER_NVME (nvme_paths).
 std::vector<std::pair<std::string, std::string>> task_environment(const JobState& state);
 
 }  // namespace composer::slurm

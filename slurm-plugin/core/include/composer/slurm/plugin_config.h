@@ -12,7 +12,7 @@
 namespace composer::slurm {
 
 enum class HostCheck {
-  kWait,    // rescan the PCI bus, then wait until every attached device is visible
+  kWait,    // rescan the PCI bus, then find every attached device on the host (HostDevices::locate)
   kRescan,  // rescan only (trees where nothing makes devices appear, e.g. test clusters)
   kOff,     // touch nothing on the host (no rescan, no wait, no busy check, no removal)
 };
@@ -35,6 +35,7 @@ struct SpankConfig {
   std::string munge_socket;  // empty: munge's default socket
   std::string sysfs_root = "/sys";
   std::string proc_root = "/proc";
+  std::string dev_root = "/dev";  // where the device nodes of GPUs and drives are
   HostCheck host_check = HostCheck::kWait;
   uint32_t host_wait_s = 30;
   uint32_t busy_wait_s = 10;

@@ -27,6 +27,9 @@ struct FakeLiqidOptions {
   uint32_t gpus_per_group = 4;
   uint32_t memory_per_group = 1;
   uint32_t drives_per_group = 1;
+  // Every device's status record carries the PCI vendor id ("vid": 0x10de for GPUs, 0x144d
+  // otherwise) and, for GPUs and drives, the PCI device id ("did": 0x20b5, 0xa824); its device
+  // info carries "serial_num" ("LQD" and its index in 7 digits).
   // GPUs in the system free pool, in no group: "freegpu<N>".
   uint32_t free_gpus = 1;
   std::string username = "admin";

@@ -21,7 +21,12 @@ struct FakeRedfishOptions {
   // else the path the build was configured with.
   std::string mockups;
   // Generated blocks per zone (zones "1" and "2"): GPUs (A100-80G in zone 1, H100-80G in
-  // zone 2), 64 GiB memory blocks and 3.84 TB NVMe drives.
+  // zone 2), 64 GiB memory blocks and 3.84 TB NVMe drives. Each GPU and drive identifies itself
+  // as a real one does: the Processor's SerialNumber ("FRG<zone><8 digits of its index>") and
+  // UUID ("GPU-f00dcafe-000<zone>-4000-8000-<12 digits of its index>") and Links.PCIeDevice, the
+  // Drive's SerialNumber ("FRN...") and Links.PCIeFunctions; the PCIe device
+  // <block>/PCIeDevices/0 has function 0 with VendorId and DeviceId (0x10DE:0x20B5 for A100,
+  // 0x10DE:0x2331 for H100, 0x8086:0x0b60 for the drives).
   uint32_t gpus_per_zone = 16;
   uint32_t memory_per_zone = 2;
   uint32_t drives_per_zone = 2;

@@ -1,0 +1,275 @@
+// The plugin's host side against a fake host that behaves like the kernel (test_support's
+// FakeHost): devices found by what the fabric reported, jobs given only their own devices, a
+// device that never appears, and a real process holding a drive through the real /proc.
+#include "composer/slurm/host_devices.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "composer/common/strings.h"
+#include "composer/slurm/job_state.h"
+#include "composer/slurm/spank_core.h"
+#include "composer/test_support/fake_host.h"
+#include "fakes.h"
+#include "temp_dir.h"
+
+extern char** environ;
+
+namespace composer::slurm {
+namespace {
+
+using test_support::FakeHost;
+using test_support::FakePciFunction;
+using testing::FakeComposer;
+using testing::FakeJob;
+using testing::TempDir;
+
+// A GPU as the Redfish or Liqid driver reports it: no address, an identity.
+Device gpu(const std::string& id, const std::string& uuid, const std::string& serial = "") {
+  Device d;
+  d.id = id;
+  d.type = DeviceType::kGpu;
+  d.identity = {"0x10de", "0x20b5", serial, uuid};
+  return d;
+}
+
+FakePciFunction gpu_function(const std::string& address, const std::string& uuid,
+                             bool driver = true) {
+  FakePciFunction f;
+  f.address = address;
+  f.gpu_uuid = uuid;
+  f.nvidia_driver = driver;
+  return f;
+}
+
+class HostSideTest : public ::testing::Test {
+ protected:
+  HostSideTest() : host(tmp.path() / "host") {
+    config.state_dir = tmp / "state";
+    config.sysfs_root = host.sysfs_root();
+    config.proc_root = host.proc_root();
+    config.dev_root = host.dev_root();
+    config.host_wait_s = 2;
+    config.busy_wait_s = 0;
+    // The node's own GPU, which no composed job may get.
+    host.add_present(gpu_function("0000:01:00.0", "GPU-local-0000"));
+  }
+
+  FakeJob job(uint32_t id, uint32_t gpus) {
+    FakeJob j;
+    j.id = id;
+    j.options = {{"compose-gpus", std::to_string(gpus)}};
+    return j;
+  }
+
+  std::optional<JobState> state(uint32_t id) {
+    Expected<std::optional<JobState>> s = read_job_state(config.state_dir, id);
+    EXPECT_TRUE(s) << s.error();
+    return s ? *s : std::nullopt;
+  }
+
+  std::string task_env(uint32_t id, const std::string& name) {
+    FakeJob task;
+    task.id = id;
+    EXPECT_TRUE(task_init(task, config));
+    return task.env[name];
+  }
+
+  TempDir tmp;
+  FakeHost host;
+  SpankConfig config;
+  FakeComposer api;
+};
+
+TEST_F(HostSideTest, TwoJobsOnOneNodeGetTheirOwnGpusByUuid) {
+  api.devices = {gpu("gpu-a-2", "GPU-aaaa-0002"), gpu("gpu-a-5", "GPU-aaaa-0005")};
+  // The fabric attaches them; the host numbers them in another order than the fabric.
+  host.attach(gpu_function("0000:42:00.0", "GPU-aaaa-0005"));
+  host.attach(gpu_function("0000:41:00.0", "GPU-aaaa-0002"), std::chrono::milliseconds(300));
+  FakeJob a = job(101, 2);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  api.devices = {gpu("gpu-a-0", "GPU-aaaa-0000"), gpu("gpu-a-1", "GPU-aaaa-0001")};
+  host.attach(gpu_function("0000:43:00.0", "GPU-aaaa-0000"));
+  host.attach(gpu_function("0000:44:00.0", "GPU-aaaa-0001"));
+  FakeJob b = job(102, 2);
+  ASSERT_TRUE(job_prolog(b, api, config)) << join(b.errors, "\n");
+  EXPECT_EQ(host.rescans(), 2);
+
+  EXPECT_EQ(task_env(101, "CUDA_VISIBLE_DEVICES"), "GPU-aaaa-0002,GPU-aaaa-0005");
+  EXPECT_EQ(task_env(102, "CUDA_VISIBLE_DEVICES"), "GPU-aaaa-0000,GPU-aaaa-0001");
+  EXPECT_EQ(task_env(101, "COMPOSER_GPUS"), "gpu-a-2,gpu-a-5");
+  EXPECT_EQ(task_env(101, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+  // Each state file records where the host shows each device, for the epilog.
+  EXPECT_EQ(state(101)->devices[0].address, "0000:41:00.0");
+  EXPECT_EQ(state(101)->devices[1].address, "0000:42:00.0");
+  EXPECT_EQ(state(102)->devices[0].address, "0000:43:00.0");
+  EXPECT_EQ(state(102)->devices[1].address, "0000:44:00.0");
+
+  // The epilog removes only the job's own functions from the host.
+  FakeJob end_a = job(101, 2);
+  ASSERT_TRUE(job_epilog(end_a, api, config));
+  for (int i = 0; i < 200 && host.removed().size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::vector<std::string> removed = host.removed();
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, (std::vector<std::string>{"0000:41:00.0", "0000:42:00.0"}));
+  EXPECT_TRUE(std::filesystem::exists(config.sysfs_root + "/bus/pci/devices/0000:43:00.0"));
+}
+
+TEST_F(HostSideTest, WithoutUuidsJobsGetDisjointIndicesInPciBusOrder) {
+  // No nvidia driver bound, no serial the host can read: the GPUs are told apart only by
+  // being the new functions with the fabric's ids.
+  api.devices = {gpu("gpu-b-0", ""), gpu("gpu-b-1", "")};
+  host.attach(gpu_function("0000:41:00.0", "", false));
+  host.attach(gpu_function("0000:42:00.0", "", false));
+  FakeJob a = job(201, 2);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  host.attach(gpu_function("0000:81:00.0", "", false));
+  host.attach(gpu_function("0000:82:00.0", "", false));
+  FakeJob b = job(202, 2);
+  ASSERT_TRUE(job_prolog(b, api, config)) << join(b.errors, "\n");
+  // Index 0 is the node's own GPU (0000:01:00.0).
+  EXPECT_EQ(task_env(201, "CUDA_VISIBLE_DEVICES"), "1,2");
+  EXPECT_EQ(task_env(202, "CUDA_VISIBLE_DEVICES"), "3,4");
+}
+
+TEST_F(HostSideTest, AFunctionAnotherJobsStateFileHoldsIsNeverACandidate) {
+  // Job 700's prolog found its GPU at 0000:41:00.0 while this job's rescan ran: the function
+  // is new to this job as well, with the same ids, but it is job 700's.
+  host.attach(gpu_function("0000:41:00.0", "", false));
+  host.attach(gpu_function("0000:42:00.0", "", false));
+  JobState other;
+  other.job_id = 700;
+  other.node = "node1";
+  other.composition_id = 7;
+  Device held = gpu("gpu-f-9", "");
+  held.address = "0000:41:00.0";
+  other.devices = {held};
+  ASSERT_TRUE(write_job_state(config.state_dir, other));
+  api.devices = {gpu("gpu-f-0", "")};
+  FakeJob a = job(701, 1);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  EXPECT_EQ(state(701)->devices[0].address, "0000:42:00.0");
+  EXPECT_EQ(task_env(701, "CUDA_VISIBLE_DEVICES"), "2");
+}
+
+TEST_F(HostSideTest, NeverGuessesBetweenItsOwnAndAnotherJobsNewGpus) {
+  // Two jobs' GPUs, with nothing but their ids, appear at the same rescan: four new functions
+  // for two devices. The prolog cannot tell which are its own, so it fails instead.
+  api.devices = {gpu("gpu-c-0", ""), gpu("gpu-c-1", "")};
+  for (const char* a : {"0000:41:00.0", "0000:42:00.0", "0000:43:00.0", "0000:44:00.0"}) {
+    host.attach(gpu_function(a, "", false));
+  }
+  config.host_wait_s = 1;
+  FakeJob a = job(301, 2);
+  Status s = job_prolog(a, api, config);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kTimeout);
+  ASSERT_EQ(a.errors.size(), 1u);
+  EXPECT_NE(a.errors[0].find("gpu-c-0 (PCI 0x10de:0x20b5; 4 new functions with these ids for 2 "
+                             "devices, and no UUID or serial to tell them apart)"),
+            std::string::npos)
+      << a.errors[0];
+  EXPECT_EQ(state(301)->cuda_visible_devices, "");
+}
+
+TEST_F(HostSideTest, ADeviceThatNeverAppearsFailsTheCompositionWithOneLine) {
+  api.devices = {gpu("gpu-d-0", "GPU-dddd-0000"), gpu("gpu-d-1", "GPU-dddd-0001")};
+  host.attach(gpu_function("0000:41:00.0", "GPU-dddd-0000"));  // only one of them comes
+  config.host_wait_s = 1;
+  FakeJob a = job(401, 2);
+  Status s = job_prolog(a, api, config);
+  ASSERT_FALSE(s);
+  ASSERT_EQ(a.errors.size(), 1u);
+  EXPECT_NE(a.errors[0].find("job 401 on node node1: composerd attached gpu-d-0,gpu-d-1 but the "
+                             "host cannot use them: the host does not show gpu-d-1 (PCI "
+                             "0x10de:0x20b5, UUID GPU-dddd-0001) after 1.00 s"),
+            std::string::npos)
+      << a.errors[0];
+  EXPECT_EQ(a.errors[0].find("gpu-d-0 ("), std::string::npos) << "gpu-d-0 was found";
+  // The state file keeps the composition, so the epilog releases it through composerd.
+  ASSERT_TRUE(state(401));
+  FakeJob end = job(401, 2);
+  ASSERT_TRUE(job_epilog(end, api, config));
+  ASSERT_EQ(api.released.size(), 1u);
+  EXPECT_EQ(api.released[0].first, 401u);
+}
+
+TEST_F(HostSideTest, AnAddressWithOtherIdsIsNotTheDevice) {
+  Device d = gpu("gpu-e-0", "");
+  d.address = "0000:01:00.0";  // the local GPU's address, but that one is another model
+  d.identity.pci_device = "0x2331";
+  api.devices = {d};
+  config.host_wait_s = 0;
+  FakeJob a = job(501, 1);
+  ASSERT_FALSE(job_prolog(a, api, config));
+  ASSERT_EQ(a.errors.size(), 1u);
+  EXPECT_NE(a.errors[0].find("gpu-e-0 (0000:01:00.0 is PCI 0x10de:0x20b5, not the PCI "
+                             "0x10de:0x2331 the fabric reported)"),
+            std::string::npos)
+      << a.errors[0];
+}
+
+TEST_F(HostSideTest, DrivesAreFoundBySerialAndHeldByARealProcessDelayRelease) {
+  Device drive;
+  drive.id = "nvme-z1-01";
+  drive.type = DeviceType::kNvme;
+  drive.identity = {"0x8086", "0x0b60", "FRN100000001", ""};
+  api.devices = {drive};
+  FakePciFunction other;  // another drive of the same model that appears too: not this one
+  other.address = "0000:85:00.0";
+  other.vendor = "0x8086";
+  other.device = "0x0b60";
+  other.class_code = "0x010802";
+  other.serial = "FRN100000009";
+  FakePciFunction mine = other;
+  mine.address = "0000:86:00.0";
+  mine.serial = "FRN100000001";
+  host.attach(other);
+  host.attach(mine);
+  FakeJob a = job(601, 0);
+  a.options = {{"compose-nvme", "1"}};
+  config.proc_root = "/proc";  // the busy check reads the real processes
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  ASSERT_EQ(state(601)->devices[0].address, "0000:86:00.0");
+  const std::string ctrl = host.nvme_controller("0000:86:00.0");
+  ASSERT_FALSE(ctrl.empty());
+  const std::string node = host.dev_root() + "/" + ctrl + "n1";
+  EXPECT_EQ(task_env(601, "COMPOSER_NVME"), node);
+  EXPECT_EQ(task_env(601, "COMPOSER_MEM_NUMA"), "");
+
+  // A real process of the job still has the namespace open for a while.
+  const std::string script = "exec 3<'" + node + "'; exec sleep 0.7";
+  const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  // Until the shell has opened it.
+  const std::string fd = "/proc/" + std::to_string(pid) + "/fd/3";
+  for (int i = 0; i < 400 && !std::filesystem::is_symlink(fd); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(std::filesystem::is_symlink(fd));
+  config.busy_wait_s = 10;
+  FakeJob end = job(601, 0);
+  end.options = a.options;
+  ASSERT_TRUE(job_epilog(end, api, config)) << join(end.errors, "\n");
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_FALSE(end.infos.empty());
+  EXPECT_NE(end.infos[0].find("job 601 on node node1: waiting up to 10 s before releasing: pid " +
+                              std::to_string(pid) + " holds nvme-z1-01 (" + node + ")"),
+            std::string::npos)
+      << end.infos[0];
+  EXPECT_EQ(api.released.size(), 1u);
+}
+
+}  // namespace
+}  // namespace composer::slurm

@@ -1,0 +1,94 @@
+// A fake compute host for tests of the plugin's host side: sysfs, /proc/driver/nvidia and /dev
+// under a test root, laid out as the kernel lays them out, and a thread that does what the
+// kernel does when root writes to them:
+//   <root>/sys/devices/pci<DDDD>:<BB>/<address>/   vendor, device, class, subsystem_vendor,
+//       subsystem_device, revision, numa_node, remove, config (64 bytes), resource0; for a
+//       drive nvme/nvme<N>/{serial,model} and nvme/nvme<N>/nvme<N>n1/
+//   <root>/sys/bus/pci/devices/<address> -> ../../../devices/pci<DDDD>:<BB>/<address>
+//   <root>/sys/bus/pci/rescan        writing "1": every function the fabric attached appears
+//   <root>/sys/devices/system/node/node<N>/
+//   <root>/proc/driver/nvidia/gpus/<address>/information  (Model, GPU UUID, Bus Location,
+//       Device Minor) for NVIDIA GPUs
+//   <root>/dev/nvidia<minor>, <root>/dev/nvme<N>, <root>/dev/nvme<N>n1  (plain files)
+// Writing "1" to a function's `remove` makes it disappear with its /proc and /dev entries, as
+// the kernel's hot-unplug does. Processes are not faked: tests that need a holder start a
+// real one (the plugin reads the real /proc for file descriptors).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace composer::test_support {
+
+// One PCI function as the host shows it.
+struct FakePciFunction {
+  std::string address;  // "0000:41:00.0"
+  std::string vendor = "0x10de";
+  std::string device = "0x20b5";
+  std::string class_code = "0x030200";  // 3D controller; "0x010802" for an NVMe drive
+  std::string subsystem_vendor = "0x10de";
+  std::string subsystem_device = "0x1533";
+  int numa_node = -1;
+  // NVIDIA GPUs (vendor 0x10de, class 0x03xxxx): the driver's view, unless nvidia_driver is
+  // false (a GPU the nvidia driver has not bound).
+  std::string gpu_uuid;   // "GPU-..."; written to the information file
+  int nvidia_minor = -1;  // -1: the next free minor
+  bool nvidia_driver = true;
+  // NVMe drives (class 0x0108xx): the controller's serial; its number is the next free one.
+  std::string serial;
+};
+
+class FakeHost {
+ public:
+  // Lays out an empty host (no PCI functions, NUMA nodes 0 and 1) under `root` and starts
+  // the thread that acts on rescan and remove.
+  explicit FakeHost(std::filesystem::path root);
+  ~FakeHost();
+  FakeHost(const FakeHost&) = delete;
+  FakeHost& operator=(const FakeHost&) = delete;
+
+  std::string sysfs_root() const { return (root_ / "sys").string(); }
+  std::string proc_root() const { return (root_ / "proc").string(); }
+  std::string dev_root() const { return (root_ / "dev").string(); }
+
+  // A function the host shows from the start (a local GPU, a boot drive).
+  void add_present(FakePciFunction f);
+  // A function the fabric attached: it appears at the next rescan, after `delay`.
+  void attach(FakePciFunction f, std::chrono::milliseconds delay = std::chrono::milliseconds(0));
+  // CXL memory or any NUMA node: <sys>/devices/system/node/node<N>/ appears at once.
+  void add_numa_node(int node);
+
+  // Rescans the host has seen, and functions removed through `remove`.
+  int rescans() const { return rescans_.load(); }
+  std::vector<std::string> removed() const;
+  // The /dev paths and the NVMe controller name of a function the host shows ("" if none).
+  std::string nvme_controller(const std::string& address) const;
+
+ private:
+  struct Pending {
+    FakePciFunction f;
+    std::chrono::milliseconds delay;
+  };
+  void materialise(FakePciFunction f);
+  void unplug(const std::string& address);
+  void watch();
+
+  std::filesystem::path root_;
+  mutable std::mutex mu_;
+  std::vector<Pending> pending_;
+  std::vector<std::pair<std::chrono::steady_clock::time_point, FakePciFunction>> arriving_;
+  std::vector<std::string> present_;
+  std::vector<std::string> removed_;
+  int next_minor_ = 0;
+  int next_nvme_ = 0;
+  std::atomic<int> rescans_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace composer::test_support

@@ -1,0 +1,175 @@
+#include "composer/test_support/fake_host.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+namespace composer::test_support {
+namespace fs = std::filesystem;
+namespace {
+
+void put(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  return text.str();
+}
+
+bool says_one(const fs::path& path) {
+  const std::string s = slurp(path);
+  return !s.empty() && s[0] == '1';
+}
+
+bool is_nvidia_gpu(const FakePciFunction& f) {
+  return f.vendor == "0x10de" && f.class_code.rfind("0x03", 0) == 0;
+}
+bool is_nvme(const FakePciFunction& f) { return f.class_code.rfind("0x0108", 0) == 0; }
+
+// "pci0000:40" for "0000:41:00.0": the host bridge above it, as on a real host.
+std::string bridge(const std::string& address) {
+  return "pci" + address.substr(0, 5) + address.substr(5, 1) + "0";
+}
+
+}  // namespace
+
+FakeHost::FakeHost(fs::path root) : root_(std::move(root)) {
+  fs::create_directories(root_ / "sys/bus/pci/devices");
+  fs::create_directories(root_ / "sys/devices");
+  fs::create_directories(root_ / "proc/driver/nvidia/gpus");
+  fs::create_directories(root_ / "dev");
+  put(root_ / "sys/bus/pci/rescan", "");
+  add_numa_node(0);
+  add_numa_node(1);
+  thread_ = std::thread([this] { watch(); });
+}
+
+FakeHost::~FakeHost() {
+  stop_ = true;
+  thread_.join();
+}
+
+void FakeHost::add_numa_node(int node) {
+  fs::create_directories(root_ / "sys/devices/system/node" / ("node" + std::to_string(node)));
+}
+
+void FakeHost::add_present(FakePciFunction f) {
+  std::lock_guard lock(mu_);
+  materialise(std::move(f));
+}
+
+void FakeHost::attach(FakePciFunction f, std::chrono::milliseconds delay) {
+  std::lock_guard lock(mu_);
+  pending_.push_back(Pending{std::move(f), delay});
+}
+
+std::vector<std::string> FakeHost::removed() const {
+  std::lock_guard lock(mu_);
+  return removed_;
+}
+
+std::string FakeHost::nvme_controller(const std::string& address) const {
+  std::error_code ec;
+  for (const auto& e :
+       fs::directory_iterator(root_ / "sys/bus/pci/devices" / address / "nvme", ec)) {
+    return e.path().filename().string();
+  }
+  return "";
+}
+
+// Under mu_.
+void FakeHost::materialise(FakePciFunction f) {
+  const fs::path dir = root_ / "sys/devices" / bridge(f.address) / f.address;
+  fs::create_directories(dir);
+  put(dir / "vendor", f.vendor + "\n");
+  put(dir / "device", f.device + "\n");
+  put(dir / "class", f.class_code + "\n");
+  put(dir / "subsystem_vendor", f.subsystem_vendor + "\n");
+  put(dir / "subsystem_device", f.subsystem_device + "\n");
+  put(dir / "revision", "0xa1\n");
+  put(dir / "numa_node", std::to_string(f.numa_node) + "\n");
+  put(dir / "config", std::string(64, '\0'));
+  put(dir / "resource0", "");
+  put(dir / "remove", "");
+  std::error_code ec;
+  fs::create_directory_symlink("../../../devices/" + bridge(f.address) + "/" + f.address,
+                               root_ / "sys/bus/pci/devices" / f.address, ec);
+  if (is_nvidia_gpu(f) && f.nvidia_driver) {
+    const int minor = f.nvidia_minor >= 0 ? f.nvidia_minor : next_minor_++;
+    next_minor_ = std::max(next_minor_, minor + 1);
+    put(root_ / "proc/driver/nvidia/gpus" / f.address / "information",
+        "Model: \t\t NVIDIA A100 80GB PCIe\nIRQ:   \t\t 180\nGPU UUID: \t " + f.gpu_uuid +
+            "\nVideo BIOS: \t 92.00.25.00.08\nBus Type: \t PCIe\nDMA Size: \t 47 bits\n"
+            "DMA Mask: \t 0x7fffffffffff\nBus Location: \t " +
+            f.address + "\nDevice Minor: \t " + std::to_string(minor) + "\nGPU Excluded:\t No\n");
+    put(root_ / "dev" / ("nvidia" + std::to_string(minor)), "");
+  }
+  if (is_nvme(f)) {
+    const std::string ctrl = "nvme" + std::to_string(next_nvme_++);
+    put(dir / "nvme" / ctrl / "serial", f.serial + "\n");
+    put(dir / "nvme" / ctrl / "model", "FAKE NVME\n");
+    fs::create_directories(dir / "nvme" / ctrl / (ctrl + "n1"));
+    put(root_ / "dev" / ctrl, "");
+    put(root_ / "dev" / (ctrl + "n1"), "");
+  }
+  present_.push_back(f.address);
+}
+
+// Under mu_.
+void FakeHost::unplug(const std::string& address) {
+  std::error_code ec;
+  const fs::path dir = root_ / "sys/devices" / bridge(address) / address;
+  for (const auto& e : fs::directory_iterator(dir / "nvme", ec)) {
+    const std::string ctrl = e.path().filename().string();
+    fs::remove(root_ / "dev" / ctrl, ec);
+    fs::remove(root_ / "dev" / (ctrl + "n1"), ec);
+  }
+  const fs::path info = root_ / "proc/driver/nvidia/gpus" / address;
+  const std::string text = slurp(info / "information");
+  if (size_t at = text.find("Device Minor:"); at != std::string::npos) {
+    std::istringstream rest(text.substr(at + 13));
+    int minor = -1;
+    if (rest >> minor) fs::remove(root_ / "dev" / ("nvidia" + std::to_string(minor)), ec);
+  }
+  fs::remove_all(info, ec);
+  fs::remove(root_ / "sys/bus/pci/devices" / address, ec);
+  fs::remove_all(dir, ec);
+  std::erase(present_, address);
+  removed_.push_back(address);
+}
+
+void FakeHost::watch() {
+  const fs::path rescan = root_ / "sys/bus/pci/rescan";
+  while (!stop_) {
+    {
+      std::lock_guard lock(mu_);
+      const auto now = std::chrono::steady_clock::now();
+      if (says_one(rescan)) {
+        put(rescan, "");
+        ++rescans_;
+        for (Pending& p : pending_) arriving_.emplace_back(now + p.delay, std::move(p.f));
+        pending_.clear();
+      }
+      for (auto it = arriving_.begin(); it != arriving_.end();) {
+        if (it->first > now) {
+          ++it;
+          continue;
+        }
+        materialise(std::move(it->second));
+        it = arriving_.erase(it);
+      }
+      const std::vector<std::string> shown = present_;
+      for (const std::string& address : shown) {
+        if (says_one(root_ / "sys/bus/pci/devices" / address / "remove")) unplug(address);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace composer::test_support
