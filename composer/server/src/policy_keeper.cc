@@ -287,6 +287,13 @@ void add_stretches(const pol::Evaluator& ev, const std::vector<int>& owners,
 
 }  // namespace
 
+std::optional<PolicyKeeper::PlanInForce> PolicyKeeper::plan_at(int64_t now_s) const {
+  auto a = active();
+  if (!a) return std::nullopt;
+  return PlanInForce{pol::compile_plan(a->evaluator.policy(), a->evaluator.pool(), now_s),
+                     a->evaluator.policy().time_zone};
+}
+
 std::vector<std::pair<std::string, std::string>> PolicyKeeper::windows_in_force() const {
   std::vector<std::pair<std::string, std::string>> out;
   auto a = active();

@@ -19,6 +19,7 @@
 #include "composer/common/error.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
+#include "composer/policies/slurm_plan.h"
 #include "composer/server/auth.h"
 
 namespace composer::server {
@@ -59,6 +60,15 @@ class PolicyKeeper {
   // order: (class, window), the window being "Default" when none of the class's windows is
   // open. Empty without a policy. For the composer_policy_window metric.
   std::vector<std::pair<std::string, std::string>> windows_in_force() const;
+
+  // The policy in force compiled into Slurm's objects for `now_s` (cap licenses, blockers,
+  // a one-off blocker when `now_s` lies in a blocked period), against the pool it was applied
+  // with; nullopt without a policy. What slurm_sync.h keeps Slurm in step with.
+  struct PlanInForce {
+    policies::Plan plan;
+    policies::TimeZone time_zone;  // the policy's: the blockers' start times are in it
+  };
+  std::optional<PlanInForce> plan_at(int64_t now_s) const;
 
   // The clock the keeper tells time by: the daemon's.
   const Clock& clock() const { return clock_; }
