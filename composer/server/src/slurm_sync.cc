@@ -202,6 +202,7 @@ SyncReport SlurmSync::round(bool apply) {
     return report;
   }
   for (const auto* a : done) {
+    if (a->action.kind != pol::ActionKind::kRemove) known_.insert(a->action.object);
     log::info("slurm: " + std::string(pol::to_string(a->action.kind)) + " " + a->action.object,
               {{"change", a->action.detail}});
   }

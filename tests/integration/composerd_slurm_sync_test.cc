@@ -1,0 +1,132 @@
+// SlurmSync=yes in a real composerd against a stand-in scontrol with state
+// (fake_scontrol/scontrol): the hold reservation follows drains and resumes within a round,
+// is updated in place and never deleted, comes back after a deletion by hand (and the log says
+// so), and a plan Slurm refuses is undone whole.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "composerd_process.h"
+
+namespace composer::testing {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A directory for the stand-in, set in the environment before composerd starts.
+std::string fake_slurm_dir(const test_support::TempDir& dir) {
+  const std::string slurm = dir.file("slurm");
+  std::filesystem::create_directories(slurm);
+  std::ofstream(slurm + "/licenses")
+      << "LicenseName=fabric_gpu Total=16 Used=0 Free=16 Reserved=0 Remote=no\n"
+         "LicenseName=fabric_mem Total=1024 Used=0 Free=1024 Reserved=0 Remote=no\n"
+         "LicenseName=fabric_nvme Total=4 Used=0 Free=4 Reserved=0 Remote=no\n"
+         "LicenseName=matlab Total=5 Used=0 Free=5 Reserved=0 Remote=no\n";
+  setenv("FAKE_SLURM", slurm.c_str(), 1);
+  return slurm;
+}
+
+class SlurmSyncTest : public ::testing::Test {
+ protected:
+  SlurmSyncTest()
+      : slurm_(fake_slurm_dir(files_)),
+        daemon_("SlurmSync=yes\nSlurmScontrol=" + std::string(FAKE_SCONTROL_DIR) +
+                "/scontrol\nReconcileInterval=1\n") {}
+
+  std::string reservations() const { return slurp(slurm_ + "/reservations"); }
+  std::string calls() const { return slurp(slurm_ + "/calls"); }
+
+  // Waits up to 5 s (five rounds) for the reservations to contain `text`.
+  bool eventually(const std::string& text) const {
+    for (int i = 0; i < 100; ++i) {
+      if (reservations().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  test_support::TempDir files_{"composer-sync"};
+  std::string slurm_;
+  ComposerdProcess daemon_;
+};
+
+TEST_F(SlurmSyncTest, TheHoldFollowsDrainsAndResumesInPlace) {
+  // The whole pool is schedulable: nothing to hold back, nothing created.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(calls(), "");
+  auto c = daemon_.client();
+  ASSERT_TRUE(c.drain("gpu-a-0", "fan").ok());
+  ASSERT_TRUE(c.drain("gpu-a-1", "fan").ok());
+  ASSERT_TRUE(eventually("ReservationName=hold_fabric_gpu")) << calls() << daemon_.log();
+  EXPECT_TRUE(eventually("Licenses=fabric_gpu:2 ")) << reservations();
+  EXPECT_NE(reservations().find("Flags=ANY_NODES"), std::string::npos);
+  EXPECT_NE(reservations().find("Users=root"), std::string::npos);
+  EXPECT_NE(daemon_.log().find("plan applied whole"), std::string::npos);
+
+  ASSERT_TRUE(c.resume("gpu-a-0").ok());
+  EXPECT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << reservations();
+  ASSERT_TRUE(c.resume("gpu-a-1").ok());
+  EXPECT_TRUE(eventually("Licenses=fabric_gpu:0 ")) << reservations();
+  EXPECT_EQ(calls().find("delete"), std::string::npos) << calls();
+  // Licenses composerd does not manage are never touched.
+  EXPECT_EQ(calls().find("matlab"), std::string::npos) << calls();
+}
+
+TEST_F(SlurmSyncTest, AHoldDeletedByHandIsBackWithinARound) {
+  ASSERT_TRUE(daemon_.client().drain("gpu-b-3", "fan").ok());
+  ASSERT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << calls();
+  std::ofstream(slurm_ + "/reservations").close();  // scontrol delete, by hand
+  ASSERT_TRUE(eventually("ReservationName=hold_fabric_gpu")) << calls();
+  EXPECT_NE(daemon_.log().find("deleted outside composerd"), std::string::npos) << daemon_.log();
+}
+
+TEST_F(SlurmSyncTest, APlanSlurmRefusesPartWayIsUndoneWhole) {
+  // Two holds to create in one round; Slurm refuses the second.
+  std::ofstream(slurm_ + "/fail") << "Licenses=fabric_nvme";
+  auto c = daemon_.client();
+  ASSERT_TRUE(c.drain("nvme-b-0", "worn").ok());
+  ASSERT_TRUE(c.drain("gpu-a-0", "fan").ok());
+  for (int i = 0; i < 100 && daemon_.log().find("changes made were undone") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(daemon_.log().find("plan not applied, the changes made were undone"), std::string::npos)
+      << daemon_.log();
+  // Whatever ran before the refusal was deleted again: nothing half-applied stays.
+  const std::string ran = calls();
+  if (ran.find("create reservation ReservationName=hold_fabric_gpu") != std::string::npos) {
+    EXPECT_NE(ran.find("delete ReservationName=hold_fabric_gpu"), std::string::npos) << ran;
+  }
+  EXPECT_EQ(reservations().find("hold_fabric_nvme"), std::string::npos) << reservations();
+  // Once Slurm accepts it, the next round applies the plan whole.
+  std::filesystem::remove(slurm_ + "/fail");
+  EXPECT_TRUE(eventually("Licenses=fabric_nvme:1 ")) << calls();
+  EXPECT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << calls();
+}
+
+TEST(SlurmSyncConfig, CheckRefusesAnScontrolThatIsNotExecutable) {
+  test_support::TempDir dir{"composer-sync-check"};
+  const std::string conf = dir.file("composer.conf");
+  std::ofstream(conf) << "StateDir=" << dir.file("state") << "\nSlurmSync=yes\n"
+                      << "SlurmScontrol=" << dir.file("nowhere/scontrol") << "\n"
+                      << default_pool_lines();
+  auto r = run_command(std::string(COMPOSERD_PATH) + " --check -f " + conf + " 2>&1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("line 3: SlurmScontrol=" + dir.file("nowhere/scontrol") +
+                       " is not an executable file"),
+            std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace composer::testing
