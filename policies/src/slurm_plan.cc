@@ -702,10 +702,13 @@ SyncPlan sync_plan(const std::vector<LicenseCount>& wanted,
   };
 
   // Every license a blocker names must exist in Slurm, or creating it fails.
+  // So must every cap license, or Slurm refuses every job job_submit adds it to.
   std::set<std::string> missing;
   for (const auto& b : blockers)
     for (const auto& l : b.licenses)
       if (!totals.count(l.name)) missing.insert(l.name);
+  for (const auto& w : wanted)
+    if (w.name.ends_with("_cap") && !totals.count(w.name)) missing.insert(w.name);
   for (const auto& name : missing) {
     uint64_t count = 0;
     for (const auto& w : wanted)

@@ -114,6 +114,94 @@ TEST_F(SlurmSyncTest, APlanSlurmRefusesPartWayIsUndoneWhole) {
   EXPECT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << calls();
 }
 
+// Weekdays 08:00-20:00 UTC training may hold 12 GPUs, otherwise 2.
+constexpr char kDayNight[] =
+    "TimeZone=UTC\n"
+    "Window=day Days=Mon-Fri Start=08:00 End=20:00\n"
+    "Class=training\n"
+    "Class=inference\n"
+    "Limit=training Window=day Gpus=12\n"
+    "Limit=training Window=Default Gpus=2\n"
+    "Limit=inference Window=day Gpus=4\n"
+    "Limit=inference Window=Default Gpus=14\n";
+
+// composerctl policy apply goes through composerd: the dry run shows the diff and changes
+// nothing, a policy Slurm lacks a license for is refused whole, a real apply runs the planned
+// commands at once and stores the policy, the same policy again changes nothing, and a blocker
+// deleted by hand comes back within a round.
+TEST_F(SlurmSyncTest, PolicyApplyGoesThroughComposerdAndTheBlockersAreKept) {
+  const std::string file = files_.file("day.policy");
+  std::ofstream(file) << kDayNight;
+  auto ctl = [&](const std::string& args) {
+    return run_command(std::string(COMPOSERCTL_PATH) + " --server " + daemon_.url() +
+                       " --munge-socket " + daemon_.munge_socket() + " " + args + " 2>&1");
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // a round with no policy
+  ASSERT_EQ(calls(), "");
+
+  // slurm.conf lacks the cap licenses: refused, nothing stored, nothing run.
+  auto refused = ctl("policy apply " + file);
+  EXPECT_EQ(refused.code, 1) << refused.out;
+  EXPECT_NE(refused.out.find("Slurm has no license training_gpu_cap: add training_gpu_cap:12"),
+            std::string::npos)
+      << refused.out;
+  EXPECT_NE(refused.out.find("nothing was changed"), std::string::npos) << refused.out;
+  EXPECT_FALSE(daemon_.client().policy().ok());
+  EXPECT_EQ(calls(), "");
+
+  // The site gives each cap license the pool's size once; the holds bring it to the plan.
+  std::ofstream(slurm_ + "/licenses", std::ios::app)
+      << "LicenseName=training_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n"
+         "LicenseName=inference_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n";
+  auto dry = ctl("policy apply --dry-run " + file);
+  EXPECT_EQ(dry.code, 0) << dry.out;
+  EXPECT_NE(dry.out.find("create  day_block_inference"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("create  hold_training_gpu_cap  hold back 4 of training_gpu_cap"),
+            std::string::npos)
+      << dry.out;
+  EXPECT_NE(dry.out.find("Dry run: nothing was changed."), std::string::npos) << dry.out;
+  EXPECT_EQ(calls(), "");
+  EXPECT_FALSE(daemon_.client().policy().ok());
+
+  auto applied = ctl("policy apply " + file);
+  EXPECT_EQ(applied.code, 0) << applied.out;
+  EXPECT_NE(applied.out.find("Slurm: applied"), std::string::npos) << applied.out;
+  EXPECT_NE(applied.out.find("composerd stored the policy as version 1"), std::string::npos)
+      << applied.out;
+  const std::string ran = calls();
+  EXPECT_NE(ran.find("create reservation ReservationName=day_block_inference"), std::string::npos)
+      << ran;
+  EXPECT_NE(ran.find("create reservation ReservationName=hold_inference_gpu_cap StartTime=now "
+                     "Duration=infinite Flags=ANY_NODES Licenses=inference_gpu_cap:2 Users=root"),
+            std::string::npos)
+      << ran;
+  EXPECT_EQ(ran.find("delete"), std::string::npos) << ran;
+  EXPECT_EQ(ran.find("reconfigure"), std::string::npos) << ran;
+  auto stored = daemon_.client().policy();
+  ASSERT_TRUE(stored.ok()) << stored.error();
+  EXPECT_EQ(stored->text, kDayNight);
+
+  // Rounds and the same policy again change nothing.
+  std::filesystem::remove(slurm_ + "/calls");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto again = ctl("policy apply " + file);
+  EXPECT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("Changes to Slurm: none."), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("composerd already has this policy (version 1)"), std::string::npos)
+      << again.out;
+  EXPECT_EQ(calls(), "");
+
+  // A blocker deleted by hand is back within a round, and the log says so.
+  std::string kept;
+  std::istringstream lines(reservations());
+  for (std::string l; std::getline(lines, l);) {
+    if (l.find("ReservationName=day_block_inference ") == std::string::npos) kept += l + "\n";
+  }
+  std::ofstream(slurm_ + "/reservations") << kept;
+  EXPECT_TRUE(eventually("ReservationName=day_block_inference ")) << calls();
+  EXPECT_NE(daemon_.log().find("deleted outside composerd"), std::string::npos);
+}
+
 TEST(SlurmSyncConfig, CheckRefusesAnScontrolThatIsNotExecutable) {
   test_support::TempDir dir{"composer-sync-check"};
   const std::string conf = dir.file("composer.conf");
