@@ -227,6 +227,32 @@ TEST_F(PolicyTest, ComposeIsRefusedAboveTheClassCapAndRecordsClassAndWindow) {
   }
 }
 
+// A refusal at compose time is in the ledger (kind "refused", with the reason), so
+// `composerctl events --job` shows why nothing was composed.
+TEST_F(PolicyTest, ARefusedComposeIsALedgerEventOfTheJob) {
+  apply(kAlways);
+  auto c = client();
+  auto over = c.compose(28, "n1", body(5, "training"));
+  ASSERT_FALSE(over.ok());
+  auto none = c.compose(29, "n1", body(40, "inference"));  // more than the pool: the allocator
+  ASSERT_FALSE(none.ok());
+  auto events = c.events({.job = 28});
+  ASSERT_TRUE(events.ok()) << events.error();
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].kind, "refused");
+  EXPECT_EQ((*events)[0].user, "alice");
+  EXPECT_EQ((*events)[0].workload, "training");
+  EXPECT_NE((*events)[0].detail.find("may hold at most 4 GPUs"), std::string::npos)
+      << (*events)[0].detail;
+  auto shown = ctl("events --job 29 -P");
+  EXPECT_EQ(shown.code, 0) << shown.out;
+  EXPECT_NE(shown.out.find("refused"), std::string::npos) << shown.out;
+  // Nothing else changed: no composition, nothing attached.
+  auto comps = c.compositions({});
+  ASSERT_TRUE(comps.ok());
+  EXPECT_TRUE(comps->empty());
+}
+
 TEST_F(PolicyTest, TheStoredPolicyIsEnforcedAfterARestart) {
   apply(kAlways);
   ASSERT_TRUE(client().compose(21, "n1", body(4, "training")).ok());

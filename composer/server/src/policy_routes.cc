@@ -50,7 +50,6 @@ void install_policy_routes(Routes& routes, PolicyKeeper& keeper, std::function<v
         }
         auto applied = keeper.apply(*body, call.caller(), &plan);
         if (!applied) return applied.error();
-        if (applied->changed && changed) changed();
         if (slurm == nullptr) {
           applied->slurm =
               "SlurmSync=no: composerd does not change Slurm; set SlurmSync=yes in composer.conf "
@@ -75,6 +74,9 @@ void install_policy_routes(Routes& routes, PolicyKeeper& keeper, std::function<v
                            : r.plan.changes() ? "applied"
                                               : "nothing to change";
         }
+        // After the round, so that the round this request ran is the one that shows the
+        // changes (the snapshot's publication also wakes the background round).
+        if (applied->changed && changed) changed();
         return api::to_json(*applied);
       });
   routes.add("GET", "/v1/policy", user, {}, [&keeper](const Call&) -> Expected<Json::Value> {

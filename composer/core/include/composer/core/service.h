@@ -158,6 +158,8 @@ class CompositionService {
   std::optional<LiveEntry> wait_idle(std::unique_lock<std::mutex>& lock, const Key& key,
                                      int64_t timeout_ms);
   void forget(const Key& key, const std::vector<std::string>& free_devices);
+  // Records a refused compose as a ledger event of kind "refused" and returns `why`.
+  Error refuse(const ComposeInput& in, Error why);
   Expected<Composition> fail_compose(const LiveEntry& entry, const std::string& host,
                                      const std::string& why);
   // resolve_unfinished() for an entry the caller has already marked busy. `inventory`: the
