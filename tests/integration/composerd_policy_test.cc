@@ -13,6 +13,7 @@
 #include "composer/api/snapshot.h"
 #include "composer/common/units.h"
 #include "composerd_process.h"
+#include "day_night_policy.h"
 #include "raw_request.h"
 
 namespace composer::testing {
@@ -28,17 +29,6 @@ constexpr char kAlways[] =
     "DefaultClass=inference\n"
     "Limit=training Window=always Gpus=4\n"
     "Limit=inference Window=always Gpus=2 Mem=128G\n";
-
-// Weekdays 08:00-20:00 UTC training may hold 12 GPUs, otherwise 2.
-constexpr char kDayNight[] =
-    "TimeZone=UTC\n"
-    "Window=day Days=Mon-Fri Start=08:00 End=20:00\n"
-    "Class=training\n"
-    "Class=inference\n"
-    "Limit=training Window=day Gpus=12\n"
-    "Limit=training Window=Default Gpus=2\n"
-    "Limit=inference Window=day Gpus=4\n"
-    "Limit=inference Window=Default Gpus=14\n";
 
 constexpr int64_t kMonday2100 = 1796072400;  // 2026-11-30T21:00:00Z, a Monday
 constexpr int64_t kTuesday0800 = 1796112000;

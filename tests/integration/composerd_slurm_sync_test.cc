@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "composerd_process.h"
+#include "day_night_policy.h"
 
 namespace composer::testing {
 namespace {
@@ -113,17 +114,6 @@ TEST_F(SlurmSyncTest, APlanSlurmRefusesPartWayIsUndoneWhole) {
   EXPECT_TRUE(eventually("Licenses=fabric_nvme:1 ")) << calls();
   EXPECT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << calls();
 }
-
-// Weekdays 08:00-20:00 UTC training may hold 12 GPUs, otherwise 2.
-constexpr char kDayNight[] =
-    "TimeZone=UTC\n"
-    "Window=day Days=Mon-Fri Start=08:00 End=20:00\n"
-    "Class=training\n"
-    "Class=inference\n"
-    "Limit=training Window=day Gpus=12\n"
-    "Limit=training Window=Default Gpus=2\n"
-    "Limit=inference Window=day Gpus=4\n"
-    "Limit=inference Window=Default Gpus=14\n";
 
 // composerctl policy apply goes through composerd: the dry run shows the diff and changes
 // nothing, a policy Slurm lacks a license for is refused whole, a real apply runs the planned
