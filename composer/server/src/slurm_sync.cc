@@ -153,8 +153,10 @@ SyncReport SlurmSync::round(bool apply) {
   }
   known_ = std::move(now_known);
   if (!apply) return report;
-  for (const auto& w : plan.warnings) {
-    if (w != last_error_) log::warning("slurm: " + w);
+  // Logged when they change, not every round.
+  if (const std::string warnings = join(plan.warnings, "\n"); warnings != last_warnings_) {
+    for (const auto& w : plan.warnings) log::warning("slurm: " + w);
+    last_warnings_ = warnings;
   }
   if (!plan.problems.empty()) {
     report.error = join(plan.problems, "; ");

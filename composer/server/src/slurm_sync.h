@@ -75,6 +75,7 @@ class SlurmSync {
   std::mutex round_mu_;
   std::set<std::string> known_;  // reservations composerd manages that Slurm had last round
   std::string last_error_;       // logged once until it changes
+  std::string last_warnings_;    // the same for the plan's warnings
   std::mutex mu_;
   std::condition_variable wake_;
   bool poked_ = false;
