@@ -56,6 +56,15 @@ class SlurmSyncTest : public ::testing::Test {
     return false;
   }
 
+  // Waits up to 5 s for composerd's log to contain `text` (it logs after scontrol returns).
+  bool logged(const std::string& text) const {
+    for (int i = 0; i < 100; ++i) {
+      if (daemon_.log().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
   test_support::TempDir files_{"composer-sync"};
   std::string slurm_;
   ComposerdProcess daemon_;
@@ -72,7 +81,7 @@ TEST_F(SlurmSyncTest, TheHoldFollowsDrainsAndResumesInPlace) {
   EXPECT_TRUE(eventually("Licenses=fabric_gpu:2 ")) << reservations();
   EXPECT_NE(reservations().find("Flags=ANY_NODES"), std::string::npos);
   EXPECT_NE(reservations().find("Users=root"), std::string::npos);
-  EXPECT_NE(daemon_.log().find("plan applied whole"), std::string::npos);
+  EXPECT_TRUE(logged("plan applied whole")) << daemon_.log();
 
   ASSERT_TRUE(c.resume("gpu-a-0").ok());
   EXPECT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << reservations();
@@ -88,7 +97,7 @@ TEST_F(SlurmSyncTest, AHoldDeletedByHandIsBackWithinARound) {
   ASSERT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << calls();
   std::ofstream(slurm_ + "/reservations").close();  // scontrol delete, by hand
   ASSERT_TRUE(eventually("ReservationName=hold_fabric_gpu")) << calls();
-  EXPECT_NE(daemon_.log().find("deleted outside composerd"), std::string::npos) << daemon_.log();
+  EXPECT_TRUE(logged("deleted outside composerd")) << daemon_.log();
 }
 
 TEST_F(SlurmSyncTest, APlanSlurmRefusesPartWayIsUndoneWhole) {
@@ -189,7 +198,7 @@ TEST_F(SlurmSyncTest, PolicyApplyGoesThroughComposerdAndTheBlockersAreKept) {
   }
   std::ofstream(slurm_ + "/reservations") << kept;
   EXPECT_TRUE(eventually("ReservationName=day_block_inference ")) << calls();
-  EXPECT_NE(daemon_.log().find("deleted outside composerd"), std::string::npos);
+  EXPECT_TRUE(logged("deleted outside composerd")) << daemon_.log();
 }
 
 TEST(SlurmSyncConfig, CheckRefusesAnScontrolThatIsNotExecutable) {
