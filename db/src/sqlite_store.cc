@@ -498,6 +498,7 @@ class SqliteStore final : public Store {
   Expected<std::map<std::string, std::string>> claims() override;
   Status drop_claims(const std::vector<std::string>& device_ids,
                      const std::string& fabric_host) override;
+  Status add_event(const Event& event) override;
   Expected<std::vector<Event>> events(const EventFilter& filter) override;
   Status scan_events(int64_t since_ms, int64_t until_ms,
                      const std::function<bool(const Event&)>& visit) override;
@@ -838,6 +839,10 @@ Status SqliteStore::set_drained(const std::string& device_id, bool drained, std:
                  device_event(db, before, drained ? "drain" : "resume", to_string(before.state()),
                               to_string(after.state()), actor, reason, now_ms));
   });
+}
+
+Status SqliteStore::add_event(const Event& event) {
+  return write_status([&](Connection& db) { append_event(db, event); });
 }
 
 Status SqliteStore::set_health(const std::string& device_id, Health health, std::string_view detail,

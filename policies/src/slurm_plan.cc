@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "composer/common/error.h"
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/policies/evaluate.h"
@@ -572,6 +573,259 @@ std::string render_actions(const std::vector<Action>& actions) {
     if (!a.command.empty()) out += ": " + a.command;
     out += "\n";
   }
+  return out;
+}
+
+// --- run-time sync ------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view kHoldPrefix = "hold_";
+
+// "Key=Value" of one `scontrol -o` line; "" when absent.
+std::string field(const std::vector<std::string>& words, std::string_view key) {
+  for (const auto& w : words) {
+    if (w.size() > key.size() && w.compare(0, key.size(), key) == 0 && w[key.size()] == '=') {
+      return w.substr(key.size() + 1);
+    }
+  }
+  return "";
+}
+
+Expected<uint64_t> slurm_count(const std::string& text, const std::string& line) {
+  auto n = parse_count(text, 1u << 30);
+  if (!n)
+    return Error{ErrorCode::kInvalidArgument,
+                 "scontrol printed '" + text + "' where a count belongs: " + line};
+  return uint64_t{*n};
+}
+
+Expected<std::vector<LicenseCount>> license_list(const std::string& text, const std::string& line) {
+  std::vector<LicenseCount> out;
+  if (text.empty() || text == "(null)") return out;
+  for (const auto& part : split(text, ',', {.trim = true, .skip_empty = true})) {
+    const auto colon = part.find(':');
+    LicenseCount l;
+    l.name = part.substr(0, colon);
+    l.count = 1;
+    if (colon != std::string::npos) {
+      auto n = slurm_count(part.substr(colon + 1), line);
+      if (!n) return n.error();
+      l.count = *n;
+    }
+    out.push_back(l);
+  }
+  return out;
+}
+
+// Slurm's "[days-]hours:minutes:seconds" in whole minutes; -1 for UNLIMITED or anything else.
+int64_t duration_minutes(const std::string& text) {
+  long long days = 0, h = 0, m = 0, sec = 0;
+  std::string rest = text;
+  if (auto dash = rest.find('-'); dash != std::string::npos) {
+    if (std::sscanf(rest.c_str(), "%lld", &days) != 1) return -1;
+    rest = rest.substr(dash + 1);
+  }
+  if (std::sscanf(rest.c_str(), "%lld:%lld:%lld", &h, &m, &sec) != 3) return -1;
+  return days * 1440 + h * 60 + m + (sec >= 30 ? 1 : 0);
+}
+
+bool grows(const std::vector<LicenseCount>& from, const std::vector<LicenseCount>& to) {
+  const auto have = as_map(from);
+  for (const auto& l : to) {
+    auto it = have.find(l.name);
+    if (it == have.end() || l.count > it->second) return true;
+  }
+  return false;
+}
+
+std::string hold_fields(const std::string& license, uint64_t count) {
+  return "ReservationName=" + hold_name(license) +
+         " StartTime=now Duration=infinite Flags=ANY_NODES Licenses=" + license + ":" +
+         std::to_string(count) + " Users=root";
+}
+
+}  // namespace
+
+std::string hold_name(std::string_view license) {
+  return std::string(kHoldPrefix) + std::string(license);
+}
+
+bool is_hold_name(std::string_view name) {
+  return name.size() > kHoldPrefix.size() && name.substr(0, kHoldPrefix.size()) == kHoldPrefix &&
+         managed_license(std::string(name.substr(kHoldPrefix.size())));
+}
+
+Expected<SlurmState> parse_slurm_state(std::string_view licenses_text,
+                                       std::string_view reservations_text) {
+  SlurmState state;
+  for (const auto& line : split(licenses_text, '\n', {.trim = true, .skip_empty = true})) {
+    const auto w = split(line, ' ', {.trim = true, .skip_empty = true});
+    const std::string name = field(w, "LicenseName");
+    if (name.empty()) continue;  // "No licenses configured"
+    auto total = slurm_count(field(w, "Total"), line);
+    if (!total) return total.error();
+    state.licenses.push_back({name, *total});
+  }
+  for (const auto& line : split(reservations_text, '\n', {.trim = true, .skip_empty = true})) {
+    const auto w = split(line, ' ', {.trim = true, .skip_empty = true});
+    ExistingReservation r;
+    r.name = field(w, "ReservationName");
+    if (r.name.empty()) continue;  // "No reservations in the system"
+    r.start_local = field(w, "StartTime");
+    r.duration_min = duration_minutes(field(w, "Duration"));
+    r.flags = split(field(w, "Flags"), ',', {.trim = true, .skip_empty = true});
+    auto lic = license_list(field(w, "Licenses"), line);
+    if (!lic) return lic.error();
+    r.licenses = std::move(*lic);
+    r.users = field(w, "Users");
+    state.reservations.push_back(std::move(r));
+  }
+  return state;
+}
+
+bool SyncPlan::changes() const {
+  for (const auto& a : actions)
+    if (a.action.kind != ActionKind::kLeave) return true;
+  return false;
+}
+
+SyncPlan sync_plan(const std::vector<LicenseCount>& wanted,
+                   const std::vector<BlockerReservation>& blockers, const SlurmState& now,
+                   const TimeZone& tz) {
+  SyncPlan out;
+  const auto totals = as_map(now.licenses);
+  auto existing = [&](const std::string& name) -> const ExistingReservation* {
+    for (const auto& e : now.reservations)
+      if (e.name == name) return &e;
+    return nullptr;
+  };
+
+  // Every license a blocker names must exist in Slurm, or creating it fails.
+  // So must every cap license, or Slurm refuses every job job_submit adds it to.
+  std::set<std::string> missing;
+  for (const auto& b : blockers)
+    for (const auto& l : b.licenses)
+      if (!totals.count(l.name)) missing.insert(l.name);
+  for (const auto& w : wanted)
+    if (w.name.ends_with("_cap") && !totals.count(w.name)) missing.insert(w.name);
+  for (const auto& name : missing) {
+    uint64_t count = 0;
+    for (const auto& w : wanted)
+      if (w.name == name) count = w.count;
+    out.problems.push_back("Slurm has no license " + name + ": add " + name + ":" +
+                           std::to_string(count) +
+                           " to slurm.conf's Licenses= (composerctl slurm-config prints the "
+                           "line) and run 'scontrol reconfigure'");
+  }
+
+  std::vector<SyncAction> loosen, tighten;
+  std::set<std::string> held;
+  for (const auto& w : wanted) {
+    auto total = totals.find(w.name);
+    if (total == totals.end()) {
+      if (!missing.count(w.name) && w.count > 0) {
+        out.warnings.push_back("Slurm has no license " + w.name +
+                               ", so jobs cannot ask for it; add " + w.name + ":" +
+                               std::to_string(w.count) + " to slurm.conf's Licenses=");
+      }
+      continue;
+    }
+    if (total->second < w.count) {
+      out.warnings.push_back("slurm.conf's Licenses= has " + w.name + ":" +
+                             std::to_string(total->second) + " but " + std::to_string(w.count) +
+                             " can be served; raise it to hand out the rest (composerctl "
+                             "slurm-config)");
+    }
+    const uint64_t hold = total->second > w.count ? total->second - w.count : 0;
+    const std::string name = hold_name(w.name);
+    held.insert(name);
+    const std::vector<LicenseCount> lic = {{w.name, hold}};
+    const ExistingReservation* have = existing(name);
+    if (!have) {
+      if (hold == 0) continue;  // nothing to hold back: no reservation needed yet
+      tighten.push_back({{ActionKind::kCreate, name,
+                          "hold back " + std::to_string(hold) + " of " + w.name + " (Slurm has " +
+                              std::to_string(total->second) + ", " +
+                              std::to_string(w.count) + " may be handed out)",
+                          "scontrol create reservation " + hold_fields(w.name, hold)},
+                         "scontrol delete ReservationName=" + name,
+                         true});
+      continue;
+    }
+    std::string fields, changes;
+    if (as_map(have->licenses) != as_map(lic)) {
+      changes = "Licenses " + format_licenses(have->licenses) + " -> " + format_licenses(lic);
+      fields += " Licenses=" + format_licenses(lic);
+    }
+    if (have->users != "root") {
+      changes += std::string(changes.empty() ? "" : "; ") + "Users " + have->users + " -> root";
+      fields += " Users=root";
+    }
+    if (fields.empty()) {
+      loosen.push_back({{ActionKind::kLeave, name, "unchanged", ""}, "", false});
+      continue;
+    }
+    SyncAction a{
+        {ActionKind::kUpdate, name, changes, "scontrol update ReservationName=" + name + fields},
+        "scontrol update ReservationName=" + name + " Licenses=" + format_licenses(have->licenses) +
+            " Users=" + have->users,
+        grows(have->licenses, lic)};
+    (a.tightens ? tighten : loosen).push_back(std::move(a));
+  }
+  // A hold of a license no longer managed holds nothing back any more.
+  for (const auto& e : now.reservations) {
+    if (!is_hold_name(e.name) || held.count(e.name)) continue;
+    bool empty = true;
+    for (const auto& l : e.licenses) empty = empty && l.count == 0;
+    if (empty) continue;
+    std::vector<LicenseCount> zero;
+    for (const auto& l : e.licenses) zero.push_back({l.name, 0});
+    loosen.push_back(
+        {{ActionKind::kUpdate, e.name,
+          "Licenses " + format_licenses(e.licenses) + " -> " + format_licenses(zero) +
+              " (no longer managed)",
+          "scontrol update ReservationName=" + e.name + " Licenses=" + format_licenses(zero)},
+         "scontrol update ReservationName=" + e.name + " Licenses=" + format_licenses(e.licenses),
+         false});
+  }
+
+  // The blockers, as diff_plan brings them to the plan (without slurm.conf's licenses).
+  Plan plan;
+  plan.reservations = blockers;
+  for (auto& a : diff_plan(plan, now, tz)) {
+    if (a.object == "Licenses") continue;
+    const ExistingReservation* have = existing(a.object);
+    SyncAction s{a, "", false};
+    const BlockerReservation* want = nullptr;
+    for (const auto& b : blockers)
+      if (b.name == a.object) want = &b;
+    switch (a.kind) {
+      case ActionKind::kCreate:
+        s.undo = "scontrol delete ReservationName=" + a.object;
+        s.tightens = true;
+        break;
+      case ActionKind::kUpdate:
+        s.undo = "scontrol update ReservationName=" + a.object +
+                 (have->duration_min > 0 ? " Duration=" + std::to_string(have->duration_min) : "") +
+                 " Licenses=" + format_licenses(have->licenses) + " Users=" + have->users;
+        s.tightens = want == nullptr || grows(have->licenses, want->licenses) ||
+                     want->duration_min > have->duration_min ||
+                     a.detail.find("start ") != std::string::npos;
+        break;
+      case ActionKind::kRemove:
+        s.undo = "scontrol create reservation ReservationName=" + have->name +
+                 " StartTime=" + have->start_local +
+                 " Duration=" + std::to_string(have->duration_min) + " Flags=" + join(have->flags) +
+                 " Licenses=" + format_licenses(have->licenses) + " Users=" + have->users;
+        break;
+      default:
+        break;
+    }
+    (s.tightens ? tighten : loosen).push_back(std::move(s));
+  }
+  out.actions = std::move(loosen);
+  out.actions.insert(out.actions.end(), tighten.begin(), tighten.end());
   return out;
 }
 

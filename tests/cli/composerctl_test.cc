@@ -291,7 +291,14 @@ TEST_F(ComposerctlTest, SlurmConfigHonoursParsableAndJson) {
             "slurm.conf||JobSubmitPlugins=composer\n"
             "slurm.conf|node1|Gres=cgpu:4,cnvme:2\n"
             "gres.conf|node1|Name=cgpu Count=4\n"
-            "gres.conf|node1|Name=cnvme Count=2\n");
+            "gres.conf|node1|Name=cnvme Count=2\n"
+            "slurm.conf||PrologFlags=Alloc\n"
+            "slurm.conf||SchedulerParameters=bf_licenses\n"
+            "slurm.conf||AccountingStorageTRES=license/fabric_gpu,license/fabric_mem,"
+            "license/fabric_nvme,gres/cgpu,gres/cnvme\n"
+            "composerd||reservations hold_fabric_gpu, hold_fabric_mem, hold_fabric_nvme (what "
+            "the pool cannot serve) and the policy's blocker and cap holds (composerctl policy "
+            "apply)\n");
   o = run_ctl({"slurm-config", "--json"});
   EXPECT_EQ(o.rc, 0) << o.err;
   auto json = api::parse_json(o.out);

@@ -79,15 +79,29 @@ TEST(SlurmConfig, ParsableRowsAndJsonCarryTheSameSettings) {
             "slurm.conf||JobSubmitPlugins=composer\n"
             "slurm.conf|n1|Gres=cgpu:4,cnvme:0\n"
             "gres.conf|n1|Name=cgpu Count=4\n"
-            "gres.conf|n1|Name=cnvme Count=0\n");
+            "gres.conf|n1|Name=cnvme Count=0\n"
+            "slurm.conf||PrologFlags=Alloc\n"
+            "slurm.conf||SchedulerParameters=bf_licenses\n"
+            "slurm.conf||AccountingStorageTRES=license/fabric_gpu,license/fabric_mem,"
+            "license/fabric_nvme,gres/cgpu,gres/cnvme\n"
+            "composerd||reservations hold_fabric_gpu, hold_fabric_mem, hold_fabric_nvme (what "
+            "the pool cannot serve) and the policy's blocker and cap holds (composerctl policy "
+            "apply)\n");
   const Json::Value json = slurm_config_to_json(config);
   EXPECT_EQ(json["licenses"]["fabric_mem"].asUInt64(), 128u);
   EXPECT_EQ(json["gres_types"][1].asString(), "cnvme");
   EXPECT_EQ(json["job_submit_plugins"][0].asString(), "composer");
   EXPECT_EQ(json["nodes"][0]["cgpu"].asUInt(), 4u);
   EXPECT_EQ(json["nodes"][0]["cnvme"].asUInt(), 0u);
+  EXPECT_EQ(json["scheduler_parameters"].asString(), "bf_licenses");
+  EXPECT_EQ(json["prolog_flags"].asString(), "Alloc");
+  EXPECT_NE(json["managed_by_composerd"].asString().find("hold_fabric_gpu"), std::string::npos);
   // The text is built from the same settings.
   EXPECT_NE(slurm_config_text(config).find("NodeName=n1 Name=cgpu Count=4\n"), std::string::npos);
+  EXPECT_NE(slurm_config_text(config).find("\nSchedulerParameters=bf_licenses\n"),
+            std::string::npos);
+  EXPECT_NE(slurm_config_text(config).find("composerd manages at run time (SlurmSync=yes)"),
+            std::string::npos);
 }
 
 }  // namespace

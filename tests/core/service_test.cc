@@ -67,7 +67,8 @@ TEST_F(ServiceTest, ExhaustionIsRefusedAndChangesNothing) {
   ASSERT_FALSE(more.ok());
   EXPECT_EQ(more.error().code, ErrorCode::kInsufficient);
   EXPECT_NE(more.error().message.find("job 2"), std::string::npos) << more.error().message;
-  EXPECT_TRUE(kinds(2).empty());
+  // The ledger keeps only the refusal: no composition, no device moved.
+  EXPECT_EQ(kinds(2), std::vector<std::string>{"refused"});
   EXPECT_EQ(free_of(DeviceType::kGpu), 4u);
 }
 
@@ -78,7 +79,8 @@ TEST_F(ServiceTest, EmptyRequestAndUnknownNodeAreRefused) {
   auto unknown = service_->compose(job(3, "nope", Request{.gpus = 1}));
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
-  EXPECT_TRUE(kinds(3).empty());
+  // The empty request is a caller's error, not a refusal; the unknown node is refused.
+  EXPECT_EQ(kinds(3), std::vector<std::string>{"refused"});
 }
 
 TEST_F(ServiceTest, FabricFailureRollsBackAndFreesTheDevices) {

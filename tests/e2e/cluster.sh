@@ -15,7 +15,9 @@
 #                   loopback, this node mapped to its composed system node01: E2E_GPUS/2 GPUs
 #                   in each of its two zones plus the devices of the DMTF mockup it serves.
 # Slurm's licenses and GRES counts are taken from the pool composerd publishes, whatever the
-# fabric. Must run as root (slurmd does).
+# fabric. E2E_SLURM_SYNC=yes turns on composerd's SlurmSync (hold and blocker reservations kept
+# in step by composerd) and gives slurm.conf a cap license per class sized to the pool, as
+# composerctl slurm-config prints them. Must run as root (slurmd does).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -32,6 +34,7 @@ CTLD_PORT=${CTLD_PORT:-16817}
 SLURMD_PORT=${SLURMD_PORT:-16818}
 NODE=$(hostname -s)
 FABRIC=${FABRIC:-sim}
+E2E_SLURM_SYNC=${E2E_SLURM_SYNC:-no}
 [[ $FABRIC == sim || $FABRIC == redfish ]] ||
   { echo "cluster: FABRIC=$FABRIC: allowed are sim and redfish" >&2; exit 2; }
 
@@ -86,6 +89,9 @@ ReleaseTimeout=20
 ReconcileInterval=5
 Durable=no
 CONF
+  if [[ $E2E_SLURM_SYNC == yes ]]; then
+    printf 'SlurmSync=yes\nSlurmConf=%s\n' "$SLURM_CONF" >>"$E2E_DIR/etc/composer.conf"
+  fi
   if [[ $FABRIC == sim ]]; then
     cat >>"$E2E_DIR/etc/composer.conf" <<CONF
 Fabric=sim
@@ -159,6 +165,12 @@ write_slurm_configs() {
   ((gpus > 0 && mem_gib > 0 && nvme > 0)) ||
     die "the pool lacks a device type (gpus=$gpus mem=${mem_gib}G nvme=$nvme): $snapshot"
   mem_mb=$(($(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) / 2))
+  local caps="" class
+  if [[ $E2E_SLURM_SYNC == yes ]]; then
+    for class in training inference; do
+      caps+=",${class}_gpu_cap:$gpus,${class}_mem_cap:$mem_gib,${class}_nvme_cap:$nvme"
+    done
+  fi
 
   cat >"$E2E_DIR/etc/gres.conf" <<CONF
 AutoDetect=off
@@ -204,7 +216,7 @@ MinJobAge=600
 MaxArraySize=1001
 SlurmdParameters=config_overrides
 DefMemPerCPU=100
-Licenses=fabric_gpu:$gpus,fabric_mem:$mem_gib,fabric_nvme:$nvme
+Licenses=fabric_gpu:$gpus,fabric_mem:$mem_gib,fabric_nvme:$nvme$caps
 GresTypes=cgpu,cnvme
 NodeName=$NODE CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cnvme:$nvme State=UNKNOWN
 PartitionName=main Nodes=$NODE Default=YES MaxTime=INFINITE State=UP

@@ -25,6 +25,7 @@ export BUILD_DIR
 COMPOSERCTL=${COMPOSERCTL:-$BUILD_DIR/composer/cli/composerctl}
 [[ -x $COMPOSERCTL ]] || { echo "classify e2e: composerctl not built: $COMPOSERCTL" >&2; exit 1; }
 export E2E_DIR=${E2E_DIR:-$(mktemp -d /tmp/composer-e2e-classify.XXXXXX)}
+export E2E_SLURM_SYNC=yes
 trap '"$CLUSTER" stop' EXIT
 trap 'exit 143' TERM INT
 "$CLUSTER" start || exit 1
@@ -57,10 +58,11 @@ Limit=inference Window=low Gpus=1
 CONF
 
 apply_policy() {
-  # The partition the policy maps; the apply's reconfigure loads it with the licenses.
+  # The partition the policy maps: the site's slurm.conf, not composerctl's business.
   echo "PartitionName=infer Nodes=$NODE MaxTime=INFINITE State=UP" >>"$SLURM_CONF"
+  scontrol reconfigure || fail "scontrol reconfigure" || return 1
   local out
-  out=$(ctl policy apply --slurm-conf "$SLURM_CONF" "$POLICY" 2>&1) || fail "apply: $out" || return 1
+  out=$(ctl policy apply "$POLICY" 2>&1) || fail "apply: $out" || return 1
   wait_until 20 scontrol -o show partition infer >/dev/null ||
     fail "partition infer missing after the apply: $(sinfo)" || return 1
   wait_until 10 jq -e '.policy_id > 0 and .default_class == "training" and

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Time-of-day policies end to end on the throw-away cluster of cluster.sh: composerctl compiles
-# a policy into Slurm licenses and a blocker reservation, and Slurm itself enforces it.
+# Time-of-day policies end to end on the throw-away cluster of cluster.sh (E2E_SLURM_SYNC=yes):
+# composerctl sends a policy to composerd, which compiles it into hold and blocker reservations
+# on Slurm's cap licenses and keeps them in step; Slurm itself enforces it.
 #
 # The policy has one window, "low", a minute long and two to three minutes ahead of now, in
 # which training may hold 1 GPU; the rest of the time (Default) it may hold 4. The scenario:
-#   - applying shows the plan, writes Licenses= into slurm.conf and creates the blocker;
+#   - applying shows the plan, holds the cap license at 4 and creates the blocker;
 #   - job_submit adds the cap license, refuses more than a class may ever hold and refuses
 #     the blocker as --reservation;
 #   - three 2-GPU training jobs: exactly two run (the cap is 4), the third pends on licenses;
 #   - a 2-GPU job whose 4-minute limit would reach into "low" waits and starts within seconds
 #     of "low" ending;
 #   - applying the same policy again changes nothing;
-#   - raising the cap while that job runs (licenses and the blocker updated in place) kills
-#     nothing.
+#   - raising the cap while that job runs (the hold and the blocker updated in place) kills
+#     nothing;
+#   - the pool rules Slurm: 2 of 8 GPUs drained, a job for 8 pends on Licenses and never
+#     starts; resumed, it starts; a blocker deleted by hand is back within a reconcile round.
 # Usage: BUILD_DIR=<build> tests/e2e/policy_scenarios.sh. About four to five minutes.
 # Exits 77 (skipped) when not root.
 set -uo pipefail
@@ -28,6 +31,7 @@ export BUILD_DIR
 COMPOSERCTL=${COMPOSERCTL:-$BUILD_DIR/composer/cli/composerctl}
 [[ -x $COMPOSERCTL ]] || { echo "policy e2e: composerctl not built: $COMPOSERCTL" >&2; exit 1; }
 export E2E_DIR=${E2E_DIR:-$(mktemp -d /tmp/composer-e2e-policy.XXXXXX)}
+export E2E_SLURM_SYNC=yes
 trap '"$CLUSTER" stop' EXIT
 trap 'exit 143' TERM INT
 "$CLUSTER" start || exit 1
@@ -40,7 +44,13 @@ hhmm() { date -u -d "@$1" +%H:%M; }
 running_jobs() { squeue -h -t RUNNING -o %i | wc -l; }
 attached_gpus() { api /v1/devices "state=attached&type=gpu" | jq '.devices | length'; }
 gpus_attached_are() { [[ $(attached_gpus) == "$1" ]]; }
-license_total() { scontrol -o show licenses "$1" | grep -o 'Total=[0-9]*' | cut -d= -f2; }
+# What Slurm may hand out of a license: its total less composerd's hold reservation.
+license_total() {
+  local total held
+  total=$(scontrol -o show licenses "$1" | grep -o 'Total=[0-9]*' | cut -d= -f2)
+  held=$(scontrol -o show reservation "hold_$1" 2>/dev/null | grep -o "Licenses=$1:[0-9]*" | cut -d: -f2)
+  echo $((total - ${held:-0}))
+}
 reservation_line() { scontrol -o show reservation "$1" 2>/dev/null | sed 's/ State=[A-Z]*//'; }
 train_job() {  # train_job TIME_LIMIT SLEEP: a 2-GPU training job; prints its id
   sbatch --parsable -o "$OUT/%j.out" -t "$1" --compose-gpus=2 --workload=training \
@@ -74,9 +84,9 @@ apply_policy() {
   grep -q "create  *low_block_training" <<<"$out" || fail "dry run shows no blocker: $out" || return 1
   [[ -z $(scontrol -o show reservation 2>/dev/null | grep low_block) ]] ||
     fail "the dry run created a reservation" || return 1
-  out=$(ctl policy apply "$POLICY" 2>&1) && { fail "apply without --slurm-conf went ahead: $out"; return 1; }
-  grep -q "Licenses=.*training_gpu_cap:4" <<<"$out" || fail "no Licenses= line to set: $out" || return 1
-  out=$(ctl policy apply --slurm-conf "$SLURM_CONF" "$POLICY" 2>&1) || fail "apply: $out" || return 1
+  grep -q "create  *hold_training_gpu_cap  hold back 4 of training_gpu_cap" <<<"$out" ||
+    fail "dry run shows no hold: $out" || return 1
+  out=$(ctl policy apply "$POLICY" 2>&1) || fail "apply: $out" || return 1
   echo "$out" | sed 's/^/    /'
   [[ $(license_total training_gpu_cap) == 4 ]] ||
     fail "training_gpu_cap: $(scontrol -o show licenses)" || return 1
@@ -133,8 +143,8 @@ long_job_waits_for_the_window() {
 same_policy_changes_nothing() {
   local before after out
   before=$(reservation_line low_block_training; scontrol -o show licenses)
-  out=$(ctl policy apply --slurm-conf "$SLURM_CONF" "$POLICY" 2>&1) || fail "apply: $out" || return 1
-  grep -q "Slurm already matches the policy" <<<"$out" || fail "second apply: $out" || return 1
+  out=$(ctl policy apply "$POLICY" 2>&1) || fail "apply: $out" || return 1
+  grep -q "Changes to Slurm: none." <<<"$out" || fail "second apply: $out" || return 1
   grep -q "composerd already has this policy (version 1)" <<<"$out" || fail "second apply: $out" ||
     return 1
   after=$(reservation_line low_block_training; scontrol -o show licenses)
@@ -145,9 +155,11 @@ policy_change_kills_nothing() {
   state_is "$J4" RUNNING || fail "job $J4 is not running" || return 1
   write_policy 6
   local out
-  out=$(ctl policy apply --slurm-conf "$SLURM_CONF" "$POLICY" 2>&1) || fail "apply: $out" || return 1
+  out=$(ctl policy apply "$POLICY" 2>&1) || fail "apply: $out" || return 1
   echo "$out" | sed 's/^/    /'
   grep -q "update  *low_block_training" <<<"$out" || fail "blocker not updated in place: $out" ||
+    return 1
+  grep -q "update  *hold_training_gpu_cap" <<<"$out" || fail "hold not updated in place: $out" ||
     return 1
   [[ $(license_total training_gpu_cap) == 6 ]] || fail "cap license: $(scontrol -o show lic)" ||
     return 1
@@ -159,8 +171,40 @@ policy_change_kills_nothing() {
   [[ $(job_state "$J4") == COMPLETED ]] || fail "job $J4 ended $(job_state "$J4")"
 }
 
+# 8 GPUs asked for as inference (no cap below the pool for it in this policy).
+drained_gpus_hold_jobs_on_licenses() {
+  local ids j
+  ids=$(api /v1/devices "type=gpu" | jq -r '.devices[].id' | head -2)
+  for id in $ids; do post "/v1/devices/$id/drain" '{"reason":"e2e"}' || return 1; done
+  wait_until 15 bash -c "scontrol -o show reservation hold_fabric_gpu | grep -q 'Licenses=fabric_gpu:2 '" ||
+    fail "no hold of 2 GPUs: $(scontrol -o show reservation)" || return 1
+  j=$(sbatch --parsable -o "$OUT/%j.out" -t 2 --compose-gpus=8 --workload=inference \
+    --wrap 'echo ran') || return 1
+  sleep 8
+  [[ $(job_state "$j") == PENDING && $(job_field "$j" Reason) == Licenses ]] ||
+    fail "job $j is $(job_state "$j") ($(job_field "$j" Reason)), expected pending on Licenses" ||
+    return 1
+  for id in $ids; do post "/v1/devices/$id/resume" '{}' || return 1; done
+  wait_until 30 state_is "$j" RUNNING || wait_until 30 finished "$j" ||
+    fail "job $j never started after the resume: $(squeue)" || return 1
+  wait_until 60 finished "$j" || fail "job $j did not finish" || return 1
+  [[ $(job_state "$j") == COMPLETED ]] || fail "job $j ended $(job_state "$j")" || return 1
+  scontrol -o show reservation hold_fabric_gpu | grep -q 'Licenses=fabric_gpu:0 ' ||
+    fail "the hold was not brought to 0 in place: $(scontrol -o show reservation)"
+}
+
+deleted_blocker_comes_back() {
+  scontrol delete ReservationName=low_block_training || fail "cannot delete the blocker" || return 1
+  # One reconcile interval (5 s) and a little.
+  wait_until 8 bash -c "scontrol -o show reservation low_block_training >/dev/null 2>&1" ||
+    fail "the blocker is not back: $(scontrol -o show reservation)" || return 1
+  grep -q "deleted outside composerd" "$E2E_DIR/log/composerd.log" ||
+    fail "no log line about the deleted blocker"
+}
+
 for s in apply_policy submit_refusals caps_hold_exactly long_job_waits_for_the_window \
-  same_policy_changes_nothing policy_change_kills_nothing; do
+  same_policy_changes_nothing policy_change_kills_nothing drained_gpus_hold_jobs_on_licenses \
+  deleted_blocker_comes_back; do
   step "$s"
   start=$SECONDS
   if "$s"; then echo "  ok ($((SECONDS - start)) s)"; else failed=1; break; fi

@@ -13,6 +13,7 @@
 #include "composer/api/snapshot.h"
 #include "composer/common/units.h"
 #include "composerd_process.h"
+#include "day_night_policy.h"
 #include "raw_request.h"
 
 namespace composer::testing {
@@ -28,17 +29,6 @@ constexpr char kAlways[] =
     "DefaultClass=inference\n"
     "Limit=training Window=always Gpus=4\n"
     "Limit=inference Window=always Gpus=2 Mem=128G\n";
-
-// Weekdays 08:00-20:00 UTC training may hold 12 GPUs, otherwise 2.
-constexpr char kDayNight[] =
-    "TimeZone=UTC\n"
-    "Window=day Days=Mon-Fri Start=08:00 End=20:00\n"
-    "Class=training\n"
-    "Class=inference\n"
-    "Limit=training Window=day Gpus=12\n"
-    "Limit=training Window=Default Gpus=2\n"
-    "Limit=inference Window=day Gpus=4\n"
-    "Limit=inference Window=Default Gpus=14\n";
 
 constexpr int64_t kMonday2100 = 1796072400;  // 2026-11-30T21:00:00Z, a Monday
 constexpr int64_t kTuesday0800 = 1796112000;
@@ -227,6 +217,32 @@ TEST_F(PolicyTest, ComposeIsRefusedAboveTheClassCapAndRecordsClassAndWindow) {
   }
 }
 
+// A refusal at compose time is in the ledger (kind "refused", with the reason), so
+// `composerctl events --job` shows why nothing was composed.
+TEST_F(PolicyTest, ARefusedComposeIsALedgerEventOfTheJob) {
+  apply(kAlways);
+  auto c = client();
+  auto over = c.compose(28, "n1", body(5, "training"));
+  ASSERT_FALSE(over.ok());
+  auto none = c.compose(29, "n1", body(40, "inference"));  // more than the pool: the allocator
+  ASSERT_FALSE(none.ok());
+  auto events = c.events({.job = 28});
+  ASSERT_TRUE(events.ok()) << events.error();
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].kind, "refused");
+  EXPECT_EQ((*events)[0].user, "alice");
+  EXPECT_EQ((*events)[0].workload, "training");
+  EXPECT_NE((*events)[0].detail.find("may hold at most 4 GPUs"), std::string::npos)
+      << (*events)[0].detail;
+  auto shown = ctl("events --job 29 -P");
+  EXPECT_EQ(shown.code, 0) << shown.out;
+  EXPECT_NE(shown.out.find("refused"), std::string::npos) << shown.out;
+  // Nothing else changed: no composition, nothing attached.
+  auto comps = c.compositions({});
+  ASSERT_TRUE(comps.ok());
+  EXPECT_TRUE(comps->empty());
+}
+
 TEST_F(PolicyTest, TheStoredPolicyIsEnforcedAfterARestart) {
   apply(kAlways);
   ASSERT_TRUE(client().compose(21, "n1", body(4, "training")).ok());
@@ -356,108 +372,6 @@ TEST_F(PolicyTest, ExplainSaysWhetherWhenAndWhichLimitHolds) {
   auto nobody_class = client().explain_policy({.workload = "batch", .time_limit_s = 60});
   ASSERT_FALSE(nobody_class.ok());
   EXPECT_EQ(nobody_class.error().code, ErrorCode::kInvalidArgument);
-}
-
-// composerctl policy apply against a stand-in scontrol: the dry run changes nothing, licenses
-// that must grow stop the apply unless --slurm-conf names the file to edit, a real apply runs
-// the planned commands and stores the policy, and the same policy again changes nothing.
-TEST_F(PolicyTest, ApplyDiffsAgainstSlurmAndAppliesOnlyWhatDiffers) {
-  const std::string slurm = files_.file("slurm");
-  std::filesystem::create_directories(slurm);
-  std::ofstream(slurm + "/licenses")
-      << "LicenseName=fabric_gpu Total=16 Used=0 Free=16 Reserved=0 Remote=no\n"
-         "LicenseName=matlab Total=5 Used=0 Free=5 Reserved=0 Remote=no\n";
-  const std::string conf = write_file("slurm.conf",
-                                      "ClusterName=x\nLicenses=fabric_gpu:16,matlab:5\n"
-                                      "PartitionName=main Nodes=n1\n");
-  const std::string file = write_file("day.policy", kDayNight);
-  const std::string env = "FAKE_SLURM=" + slurm + " PATH=" + std::string(FAKE_SCONTROL_DIR) +
-                          ":/usr/sbin:/usr/bin:/bin";
-  auto calls = [&] {
-    std::ifstream in(slurm + "/calls");
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  };
-
-  auto dry = ctl("policy apply --dry-run " + file, env);
-  EXPECT_EQ(dry.code, 0) << dry.out;
-  EXPECT_NE(dry.out.find("create"), std::string::npos) << dry.out;
-  EXPECT_NE(dry.out.find("day_block_inference"), std::string::npos) << dry.out;
-  EXPECT_NE(dry.out.find("Dry run: nothing was changed."), std::string::npos) << dry.out;
-  EXPECT_EQ(calls(), "");
-  EXPECT_FALSE(client().policy().ok());
-
-  auto without_conf = ctl("policy apply " + file, env);
-  EXPECT_EQ(without_conf.code, 1) << without_conf.out;
-  EXPECT_NE(without_conf.out.find("Licenses=matlab:5,fabric_gpu:16,"), std::string::npos)
-      << without_conf.out;
-  EXPECT_EQ(calls(), "");
-  EXPECT_FALSE(client().policy().ok());
-
-  auto applied = ctl("policy apply --slurm-conf " + conf + " " + file, env);
-  EXPECT_EQ(applied.code, 0) << applied.out;
-  const std::string ran = calls();
-  EXPECT_EQ(ran.rfind("reconfigure\n", 0), 0u) << ran;  // licenses grow: first
-  EXPECT_NE(ran.find("create reservation ReservationName=day_block_inference"), std::string::npos)
-      << ran;
-  EXPECT_EQ(ran.find("delete"), std::string::npos) << ran;
-  std::ifstream conf_in(conf);
-  std::stringstream conf_text;
-  conf_text << conf_in.rdbuf();
-  EXPECT_NE(conf_text.str().find("ClusterName=x\nLicenses=matlab:5,fabric_gpu:16,"),
-            std::string::npos)
-      << conf_text.str();
-  EXPECT_NE(conf_text.str().find("training_gpu_cap:12"), std::string::npos) << conf_text.str();
-  auto stored = client().policy();
-  ASSERT_TRUE(stored.ok()) << stored.error();
-  EXPECT_EQ(stored->text, kDayNight);
-
-  // Make the stand-in report what the apply created; then nothing differs.
-  std::smatch m;
-  const std::string line = conf_text.str();
-  ASSERT_TRUE(std::regex_search(line, m, std::regex("Licenses=([^\n]*)")));
-  std::ofstream lic(slurm + "/licenses");
-  std::stringstream parts(m[1].str());
-  std::string part;
-  while (std::getline(parts, part, ',')) {
-    const auto colon = part.find(':');
-    lic << "LicenseName=" << part.substr(0, colon) << " Total=" << part.substr(colon + 1)
-        << " Used=0 Free=0 Reserved=0 Remote=no\n";
-  }
-  lic.close();
-  std::ofstream res(slurm + "/reservations");
-  std::stringstream created(ran);
-  std::string cmd;
-  while (std::getline(created, cmd)) {
-    if (cmd.rfind("create reservation ", 0) != 0) continue;
-    std::string fields = cmd.substr(std::strlen("create reservation "));
-    // scontrol shows Duration as [days-]HH:MM:SS and a start of "now" as a date.
-    std::smatch d;
-    ASSERT_TRUE(std::regex_search(fields, d, std::regex("Duration=(\\d+)")));
-    const long minutes = std::stol(d[1].str());
-    char shown[32];
-    std::snprintf(shown, sizeof shown, "%ld-%02ld:%02ld:00", minutes / 1440, minutes % 1440 / 60,
-                  minutes % 60);
-    fields =
-        std::regex_replace(fields, std::regex("Duration=\\d+"), std::string("Duration=") + shown);
-    const std::time_t now = std::time(nullptr);
-    std::tm utc{};
-    gmtime_r(&now, &utc);
-    char started[32];
-    std::strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%S", &utc);
-    fields = std::regex_replace(fields, std::regex("StartTime=now"),
-                                std::string("StartTime=") + started);
-    res << fields << " Nodes= NodeCnt=0 State=INACTIVE\n";
-  }
-  res.close();
-  std::filesystem::remove(slurm + "/calls");
-  auto again = ctl("policy apply --slurm-conf " + conf + " " + file, env);
-  EXPECT_EQ(again.code, 0) << again.out;
-  EXPECT_NE(again.out.find("Slurm already matches the policy"), std::string::npos) << again.out;
-  EXPECT_NE(again.out.find("composerd already has this policy (version 1)"), std::string::npos)
-      << again.out;
-  EXPECT_EQ(calls(), "");
 }
 
 }  // namespace

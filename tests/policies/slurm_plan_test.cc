@@ -253,5 +253,151 @@ TEST_F(PlanTest, ShrinkingLicensesGoLastAndKeepForeignOnes) {
   EXPECT_THAT(actions.back().detail, HasSubstr("set Licenses=matlab:10,fabric_gpu:12,"));
 }
 
+// --- the run-time sync: holds and blockers against what scontrol shows ---------------------------
+
+const SyncAction* action_for(const SyncPlan& p, std::string_view object) {
+  for (const auto& a : p.actions)
+    if (a.action.object == object) return &a;
+  return nullptr;
+}
+
+TEST(SyncParse, ReadsScontrolOneLineOutput) {
+  auto state = parse_slurm_state(
+      "LicenseName=fabric_gpu Total=8 Used=2 Free=4 Reserved=2 Remote=no\n"
+      "LicenseName=matlab Total=10 Used=0 Free=10 Reserved=0 Remote=no\n",
+      "ReservationName=hold_fabric_gpu StartTime=2026-12-01T21:00:00 "
+      "EndTime=2027-12-01T21:00:00 Duration=365-00:00:00 Nodes=(null) NodeCnt=0 CoreCnt=0 "
+      "Features=(null) PartitionName=(null) Flags=ANY_NODES TRES=(null) Users=root "
+      "Groups=(null) Accounts=(null) Licenses=fabric_gpu:2 State=ACTIVE BurstBuffer=(null) "
+      "Watts=n/a MaxStartDelay=(null)\n");
+  ASSERT_TRUE(state) << state.error().message;
+  EXPECT_EQ(state->licenses, (std::vector<LicenseCount>{{"fabric_gpu", 8}, {"matlab", 10}}));
+  ASSERT_EQ(state->reservations.size(), 1u);
+  EXPECT_EQ(state->reservations[0].name, "hold_fabric_gpu");
+  EXPECT_EQ(state->reservations[0].duration_min, 365 * 1440);
+  EXPECT_EQ(state->reservations[0].licenses, (std::vector<LicenseCount>{{"fabric_gpu", 2}}));
+  EXPECT_EQ(state->reservations[0].users, "root");
+
+  auto none = parse_slurm_state("No licenses configured\n", "No reservations in the system\n");
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->licenses.empty());
+  EXPECT_TRUE(none->reservations.empty());
+
+  auto broken = parse_slurm_state("LicenseName=fabric_gpu Total=eight Used=0\n", "");
+  ASSERT_FALSE(broken);
+  EXPECT_THAT(broken.error().message, HasSubstr("'eight'"));
+}
+
+TEST(SyncPlanTest, HoldsBackWhatThePoolCannotServe) {
+  SlurmState slurm{{{"fabric_gpu", 8}, {"fabric_mem", 512}}, {}};
+  // Two of 8 GPUs drained: Slurm may hand out 6.
+  const SyncPlan p =
+      sync_plan({{"fabric_gpu", 6}, {"fabric_mem", 512}}, {}, slurm, TimeZone::utc());
+  EXPECT_TRUE(p.problems.empty());
+  ASSERT_TRUE(p.changes());
+  const SyncAction* hold = action_for(p, "hold_fabric_gpu");
+  ASSERT_NE(hold, nullptr);
+  EXPECT_EQ(hold->action.kind, ActionKind::kCreate);
+  EXPECT_EQ(hold->action.command,
+            "scontrol create reservation ReservationName=hold_fabric_gpu StartTime=now "
+            "Duration=infinite Flags=ANY_NODES Licenses=fabric_gpu:2 Users=root");
+  EXPECT_EQ(hold->undo, "scontrol delete ReservationName=hold_fabric_gpu");
+  EXPECT_TRUE(hold->tightens);
+  // Memory is all schedulable: no hold is needed, none is made.
+  EXPECT_EQ(action_for(p, "hold_fabric_mem"), nullptr);
+}
+
+TEST(SyncPlanTest, AHoldIsUpdatedInPlaceEvenToZeroAndNeverDeleted) {
+  SlurmState slurm{
+      {{"fabric_gpu", 8}},
+      {{"hold_fabric_gpu", "2026-12-01T21:00:00", -1, {"ANY_NODES"}, {{"fabric_gpu", 2}}, "root"}}};
+  // Resumed: everything schedulable again.
+  SyncPlan p = sync_plan({{"fabric_gpu", 8}}, {}, slurm, TimeZone::utc());
+  ASSERT_EQ(p.actions.size(), 1u);
+  EXPECT_EQ(p.actions[0].action.kind, ActionKind::kUpdate);
+  EXPECT_EQ(p.actions[0].action.command,
+            "scontrol update ReservationName=hold_fabric_gpu Licenses=fabric_gpu:0");
+  EXPECT_EQ(p.actions[0].undo,
+            "scontrol update ReservationName=hold_fabric_gpu Licenses=fabric_gpu:2 Users=root");
+  EXPECT_FALSE(p.actions[0].tightens);
+  // A device failed: one more held back, in place.
+  p = sync_plan({{"fabric_gpu", 5}}, {}, slurm, TimeZone::utc());
+  ASSERT_EQ(p.actions.size(), 1u);
+  EXPECT_EQ(p.actions[0].action.command,
+            "scontrol update ReservationName=hold_fabric_gpu Licenses=fabric_gpu:3");
+  EXPECT_TRUE(p.actions[0].tightens);
+  // Already right: left alone.
+  p = sync_plan({{"fabric_gpu", 6}}, {}, slurm, TimeZone::utc());
+  EXPECT_FALSE(p.changes());
+  for (const auto& a : p.actions) EXPECT_NE(a.action.kind, ActionKind::kRemove);
+}
+
+TEST(SyncPlanTest, SlurmWithFewerLicensesThanThePoolIsAWarningNotAHold) {
+  SlurmState slurm{{{"fabric_gpu", 4}}, {}};
+  const SyncPlan p = sync_plan({{"fabric_gpu", 6}}, {}, slurm, TimeZone::utc());
+  EXPECT_FALSE(p.changes());
+  EXPECT_TRUE(p.problems.empty());
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_THAT(p.warnings[0], HasSubstr("fabric_gpu:4 but 6 can be served"));
+}
+
+TEST_F(PlanTest, SyncCreatesTheBlockersAndCapHoldsAndRepairsDrift) {
+  const Plan plan = compile_plan(policy_, kPool, berlin(2024, 3, 4, 10));
+  // slurm.conf gives every cap license the pool's size; the holds bring them to the highest cap.
+  SlurmState slurm = applied(plan);
+  for (auto& l : slurm.licenses)
+    if (l.name.ends_with("_cap")) l.count = l.name.find("_mem_") != std::string::npos ? 1024 : 16;
+  SyncPlan p = sync_plan(plan.licenses, plan.reservations, slurm, tz_);
+  EXPECT_TRUE(p.problems.empty());
+  const SyncAction* cap = action_for(p, "hold_training_gpu_cap");
+  ASSERT_NE(cap, nullptr);
+  EXPECT_THAT(cap->action.command, HasSubstr("Licenses=training_gpu_cap:4 "));
+  for (const auto& r : plan.reservations) {
+    const SyncAction* a = action_for(p, r.name);
+    ASSERT_NE(a, nullptr) << r.name;
+    EXPECT_EQ(a->action.kind, ActionKind::kLeave) << r.name;
+  }
+  // A blocker deleted by hand comes back, created (it is gone: nothing to update).
+  std::erase_if(slurm.reservations,
+                [](const ExistingReservation& e) { return e.name == "day_block_inference"; });
+  p = sync_plan(plan.licenses, plan.reservations, slurm, tz_);
+  const SyncAction* back = action_for(p, "day_block_inference");
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ(back->action.kind, ActionKind::kCreate);
+  EXPECT_EQ(back->undo, "scontrol delete ReservationName=day_block_inference");
+}
+
+TEST_F(PlanTest, SyncRefusesTheWholePlanWhenSlurmLacksACapLicense) {
+  const Plan plan = compile_plan(policy_, kPool, berlin(2024, 3, 4, 10));
+  SlurmState slurm{{{"fabric_gpu", 16}, {"fabric_mem", 1024}, {"fabric_nvme", 8}}, {}};
+  const SyncPlan p = sync_plan(plan.licenses, plan.reservations, slurm, tz_);
+  ASSERT_FALSE(p.problems.empty());
+  EXPECT_THAT(p.problems[0],
+              AllOf(HasSubstr("Slurm has no license inference_gpu_cap: add inference_gpu_cap:12"),
+                    HasSubstr("composerctl slurm-config")));
+}
+
+TEST_F(PlanTest, SyncLoosensBeforeItTightens) {
+  const Plan plan = compile_plan(policy_, kPool, berlin(2024, 3, 4, 10));
+  SlurmState slurm = applied(plan);
+  // The pool shrank (a hold must grow) while a blocker holds more than the policy wants.
+  for (auto& r : slurm.reservations)
+    if (r.name == "day_block_inference") r.licenses[0].count += 2;
+  slurm.reservations.push_back(
+      {"hold_fabric_gpu", "2024-03-04T09:00:00", -1, {"ANY_NODES"}, {{"fabric_gpu", 0}}, "root"});
+  std::vector<LicenseCount> wanted = plan.licenses;
+  wanted[0] = {"fabric_gpu", 12};
+  const SyncPlan p = sync_plan(wanted, plan.reservations, slurm, tz_);
+  size_t blocker = 0, hold = 0;
+  for (size_t i = 0; i < p.actions.size(); ++i) {
+    if (p.actions[i].action.object == "day_block_inference") blocker = i;
+    if (p.actions[i].action.object == "hold_fabric_gpu") hold = i;
+  }
+  EXPECT_EQ(p.actions[blocker].action.kind, ActionKind::kUpdate);
+  EXPECT_FALSE(p.actions[blocker].tightens);
+  EXPECT_TRUE(p.actions[hold].tightens);
+  EXPECT_LT(blocker, hold);
+}
+
 }  // namespace
 }  // namespace composer::policies

@@ -27,6 +27,14 @@ TEST(Config, DefaultsAndSettings) {
   EXPECT_EQ(c->sim.hosts[1].zones, (std::vector<std::string>{"z1", "z2"}));
   ASSERT_EQ(c->sim.groups.size(), 2u);
   EXPECT_EQ(c->sim.groups[1].size_bytes, 64ull << 30);
+  EXPECT_FALSE(c->slurm_sync);
+  EXPECT_EQ(c->slurm_scontrol, "scontrol");
+  auto sync =
+      parse("SlurmSync=yes\nSlurmScontrol=/opt/slurm/bin/scontrol\nSlurmConf=/etc/s.conf\n");
+  ASSERT_TRUE(sync.ok()) << sync.error();
+  EXPECT_TRUE(sync->slurm_sync);
+  EXPECT_EQ(sync->slurm_scontrol, "/opt/slurm/bin/scontrol");
+  EXPECT_EQ(sync->slurm_conf, "/etc/s.conf");
 }
 
 TEST(Config, RefusesWithFileLineAndRule) {
@@ -52,6 +60,9 @@ TEST(Config, RefusesWithFileLineAndRule) {
             "line 1: SnapshotFile=snap.json: expected an absolute path"},
            {"StateDir=/a\nstatedir=/b\n", "line 2: 'statedir' is set twice"},
            {"Durable=maybe\n", "expected yes or no"},
+           {"SlurmSync=maybe\n", "line 1: SlurmSync=maybe: expected yes or no"},
+           {"SlurmScontrol=\n",
+            "line 1: SlurmScontrol=: expected the path of Slurm's scontrol (or a name on PATH)"},
            {"LogLevel=loud\n", "expected debug, info, warning or error"},
            {"Fabric=magic\n", "Fabric=magic"},
            {"NodeName=x[3-1] Zones=z1\n", "node[01-04,07]"},

@@ -65,6 +65,10 @@ Json::Value to_json(const PolicyApplied& a) {
   Json::Value w(Json::arrayValue);
   for (const auto& s : a.warnings) w.append(s);
   v["warnings"] = std::move(w);
+  Json::Value actions(Json::arrayValue);
+  for (const auto& s : a.slurm_actions) actions.append(s);
+  v["slurm_actions"] = std::move(actions);
+  v["slurm"] = a.slurm;
   return v;
 }
 
@@ -118,11 +122,14 @@ Expected<PolicyBody> policy_body_from_json(const Json::Value& v) {
 
 Expected<PolicyApplied> policy_applied_from_json(const Json::Value& v) {
   return read_json([&] {
-    JsonObject r(v, "", "a policy answer", {"changed", "policy", "warnings"});
+    JsonObject r(v, "", "a policy answer",
+                 {"changed", "policy", "warnings", "slurm_actions", "slurm"});
     PolicyApplied a;
     a.changed = r.boolean("changed");
     a.policy = r.get("policy", decode_version);
     a.warnings = r.strings("warnings");
+    if (v.isMember("slurm_actions")) a.slurm_actions = r.strings("slurm_actions");
+    r.get_if("slurm", &a.slurm, as_string);
     return a;
   });
 }

@@ -1,6 +1,5 @@
 #include "policy.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -14,18 +13,11 @@
 #include "composer/accounting/time_spec.h"
 #include "composer/api/codec.h"
 #include "composer/common/clock.h"
-#include "composer/common/files.h"
-#include "composer/common/subprocess.h"
 #include "composer/common/units.h"
-#include "composer/policies/parser.h"
-#include "composer/policies/slurm_plan.h"
-#include "composer/policies/validate.h"
-#include "composer/policies/zoneinfo.h"
 #include "composerctl.h"
 
 namespace composer::cli {
 
-namespace pol = composer::policies;
 
 struct PolicyCommand {
   CLI::App* policy = nullptr;
@@ -35,7 +27,6 @@ struct PolicyCommand {
   CLI::App* explain = nullptr;
   std::string file;
   bool dry_run = false;
-  std::string slurm_conf;
   std::string limit;
   std::string workload, partition, qos, account, gpus, mem, nvme, time_limit, start;
 };
@@ -47,148 +38,6 @@ constexpr char kProgram[] = "composerctl";
 struct Usage {
   std::string message;
 };
-
-std::vector<std::string> words(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> out;
-  std::string w;
-  while (in >> w) out.push_back(w);
-  return out;
-}
-
-std::string one_line(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  for (char& c : s) {
-    if (c == '\n') c = ' ';
-  }
-  return s;
-}
-
-Expected<std::string> scontrol(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"scontrol"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  // From PATH with the caller's environment (SLURM_CONF included), no shell.
-  auto ran = run_program({.argv = argv, .with_stderr = true});
-  if (!ran && ran.error().code == ErrorCode::kUnavailable) {
-    return Error{ran.error().code, ran.error().message + " (is Slurm's " + argv[0] + " on PATH?)"};
-  }
-  if (!ran) return ran.error();
-  if (ran->status != 0) {
-    std::string cmd;
-    for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
-    return Error{ErrorCode::kUnavailable, "'" + cmd + "' failed (exit " +
-                                              std::to_string(ran->status) +
-                                              "): " + one_line(ran->output)};
-  }
-  return ran->output;
-}
-
-// "Key=Value" fields of one `scontrol -o` line.
-std::string field(const std::vector<std::string>& line, std::string_view key) {
-  for (const auto& w : line) {
-    if (w.size() > key.size() && w.compare(0, key.size(), key) == 0 && w[key.size()] == '=') {
-      return w.substr(key.size() + 1);
-    }
-  }
-  return "";
-}
-
-std::vector<pol::LicenseCount> license_list(const std::string& text) {
-  std::vector<pol::LicenseCount> out;
-  if (text.empty() || text == "(null)") return out;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, ',')) {
-    const auto colon = part.find(':');
-    pol::LicenseCount l;
-    l.name = part.substr(0, colon);
-    l.count = colon == std::string::npos ? 1 : std::stoull(part.substr(colon + 1));
-    out.push_back(l);
-  }
-  return out;
-}
-
-// Slurm's "[days-]hours:minutes:seconds" in whole minutes.
-int64_t duration_minutes(const std::string& text) {
-  int64_t days = 0, h = 0, m = 0, s = 0;
-  std::string rest = text;
-  if (auto dash = rest.find('-'); dash != std::string::npos) {
-    days = std::stoll(rest.substr(0, dash));
-    rest = rest.substr(dash + 1);
-  }
-  if (std::sscanf(rest.c_str(), "%ld:%ld:%ld", &h, &m, &s) != 3) return -1;
-  return days * 1440 + h * 60 + m + (s >= 30 ? 1 : 0);
-}
-
-Expected<pol::SlurmState> read_slurm_state() {
-  pol::SlurmState state;
-  auto lic = scontrol({"-o", "show", "licenses"});
-  if (!lic) return lic.error();
-  std::istringstream lines(*lic);
-  std::string line;
-  while (std::getline(lines, line)) {
-    auto w = words(line);
-    const std::string name = field(w, "LicenseName");
-    if (name.empty()) continue;
-    state.licenses.push_back({name, std::stoull(field(w, "Total"))});
-  }
-  auto res = scontrol({"-o", "show", "reservations"});
-  if (!res) return res.error();
-  std::istringstream rl(*res);
-  while (std::getline(rl, line)) {
-    auto w = words(line);
-    pol::ExistingReservation r;
-    r.name = field(w, "ReservationName");
-    if (r.name.empty()) continue;
-    r.start_local = field(w, "StartTime");
-    r.duration_min = duration_minutes(field(w, "Duration"));
-    std::stringstream flags(field(w, "Flags"));
-    std::string f;
-    while (std::getline(flags, f, ',')) r.flags.push_back(f);
-    r.licenses = license_list(field(w, "Licenses"));
-    r.users = field(w, "Users");
-    state.reservations.push_back(std::move(r));
-  }
-  return state;
-}
-
-// The Licenses= value the configure action asks for ("..., set Licenses=X in slurm.conf").
-std::string licenses_line(const pol::Action& a) {
-  const std::string key = "set Licenses=";
-  const auto at = a.detail.find(key);
-  if (at == std::string::npos) return "";
-  const auto end = a.detail.find(' ', at + key.size());
-  return a.detail.substr(at + key.size(), end - at - key.size());
-}
-
-// Rewrites the Licenses= line of slurm.conf (or adds one), through a temporary file renamed
-// over the original so slurmctld never reads half a file.
-Status write_licenses(const std::string& path, const std::string& value) {
-  std::ifstream in(path);
-  if (!in) {
-    return Error{ErrorCode::kNotFound,
-                 "--slurm-conf: cannot read " + path + ": " + std::strerror(errno)};
-  }
-  std::string out, line;
-  bool replaced = false;
-  while (std::getline(in, line)) {
-    size_t b = 0;
-    while (b < line.size() && (line[b] == ' ' || line[b] == '\t')) ++b;
-    if (strncasecmp(line.c_str() + b, "Licenses=", 9) == 0) {
-      if (!replaced) out += "Licenses=" + value + "\n";
-      replaced = true;
-      continue;
-    }
-    out += line + "\n";
-  }
-  if (!replaced) out += "Licenses=" + value + "\n";
-  struct stat st {};
-  const mode_t mode = stat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
-  if (Status s = write_file_atomically(path, out, mode); !s) {
-    return Error{s.error().code, "--slurm-conf: " + s.error().message};
-  }
-  return Status::Ok();
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -239,101 +88,36 @@ int fail(std::ostream& err, const Error& e) {
   return kExitFailed;
 }
 
+// composerd checks the policy, stores it and brings Slurm to it (SlurmSync=yes); composerctl
+// only sends the file and shows the answer.
 int apply(const PolicyCommand& cmd, const client::Client& client, Format format, std::ostream& out,
           std::ostream& err) {
   const std::string text = read_file(cmd.file);
   const std::string name = cmd.file.substr(cmd.file.rfind('/') + 1);
-  auto parsed =
-      pol::parse_policy(text, name, [](std::string_view z) { return pol::load_time_zone(z); });
-  if (!parsed)
-    return fail(err,
-                Error{parsed.error().code, "the policy has errors:\n" + parsed.error().message});
-  auto rows = client.pool();
-  if (!rows) return fail(err, rows.error());
-  const pol::PoolSize pool = pol::PoolSize::from_rows(*rows);
-  const pol::Validation checked = pol::validate(*parsed, pool);
-  if (!checked.ok())
-    return fail(
-        err, Error{ErrorCode::kInvalidArgument, "the policy has errors:\n" + checked.to_string()});
-  // composerd has the last word (it also checks the classes against composer.conf).
-  auto trial = client.put_policy({.file = name, .text = text, .dry_run = true});
-  if (!trial) return fail(err, trial.error());
-
-  const pol::Plan plan = pol::compile_plan(*parsed, pool, SystemClock::instance().now_ms() / 1000);
-  auto state = read_slurm_state();
-  if (!state) return fail(err, state.error());
-  const auto actions = pol::diff_plan(plan, *state, parsed->time_zone);
-
-  bool slurm_changes = false;
-  const pol::Action* configure = nullptr;
-  for (const auto& a : actions) {
-    if (a.kind != pol::ActionKind::kLeave) slurm_changes = true;
-    if (a.kind == pol::ActionKind::kConfigure) configure = &a;
-  }
-  if (format != Format::kJson) {
-    out << "Policy " << name << " (time zone " << plan.time_zone << "), pool: " << pool.gpus
-        << " GPUs, " << pool.mem_gib << " GiB of memory, " << pool.nvme << " NVMe drives\n";
-    if (slurm_changes) {
-      out << "Changes to Slurm:\n" << pol::render_actions(actions);
-    } else {
-      out << "Slurm already matches the policy: nothing to change.\n";
-    }
-    std::vector<std::string> warnings = checked.warnings;
-    warnings.insert(warnings.end(), plan.warnings.begin(), plan.warnings.end());
-    for (const auto& w : warnings) out << "warning: " << w << '\n';
-    for (const auto& n : plan.notes) out << "note: " << n << '\n';
-    if (trial->policy.id > 0) {
-      out << "composerd already has this policy (version " << trial->policy.id << ").\n";
-    }
-  }
-  if (cmd.dry_run) {
-    if (format == Format::kJson)
-      print_json(out, api::to_json(*trial));
-    else
-      out << "Dry run: nothing was changed.\n";
+  auto answer = client.put_policy({.file = name, .text = text, .dry_run = cmd.dry_run});
+  if (!answer) return fail(err, answer.error());
+  if (format == Format::kJson) {
+    print_json(out, api::to_json(*answer));
     return kExitOk;
   }
-  if (configure != nullptr) {
-    const std::string value = licenses_line(*configure);
-    if (cmd.slurm_conf.empty()) {
-      err << kProgram << ": error: Slurm's licenses must change first, and they live in "
-          << "slurm.conf: set\n  Licenses=" << value
-          << "\nthere, run 'scontrol reconfigure', and apply again (or give --slurm-conf FILE "
-             "to let composerctl do it). Nothing was changed.\n";
-      return kExitFailed;
-    }
-    if (value.empty())
-      return fail(err, Error{ErrorCode::kInternal, "the plan has no Licenses= line"});
-  }
-  for (const auto& a : actions) {
-    if (a.kind == pol::ActionKind::kLeave) continue;
-    if (a.kind == pol::ActionKind::kConfigure) {
-      if (Status s = write_licenses(cmd.slurm_conf, licenses_line(a)); !s)
-        return fail(err, s.error());
-      out << "wrote Licenses=" << licenses_line(a) << " to " << cmd.slurm_conf << '\n';
-    }
-    auto argv = words(a.command);
-    if (argv.empty() || argv[0] != "scontrol") {
-      return fail(err, Error{ErrorCode::kInternal, "unexpected command in the plan: " + a.command});
-    }
-    argv.erase(argv.begin());
-    auto ran = scontrol(argv);
-    if (!ran) {
-      return fail(err, Error{ran.error().code, ran.error().message +
-                                                   "; Slurm may be part-way: run 'composerctl "
-                                                   "policy apply --dry-run' to see what is left"});
-    }
-    out << "done: " << a.command << '\n';
-  }
-  auto stored = client.put_policy({.file = name, .text = text, .dry_run = false});
-  if (!stored) return fail(err, stored.error());
-  if (format == Format::kJson) {
-    print_json(out, api::to_json(*stored));
-  } else if (stored->changed) {
-    out << "composerd stored the policy as version " << stored->policy.id << " ("
-        << stored->policy.sha256.substr(0, 12) << ").\n";
+  if (answer->slurm_actions.empty()) {
+    out << "Changes to Slurm: none.\n";
   } else {
-    out << "composerd already has this policy (version " << stored->policy.id << ").\n";
+    out << (cmd.dry_run ? "Changes to Slurm (not made):\n" : "Changes to Slurm:\n");
+    for (const auto& a : answer->slurm_actions) out << "  " << a << '\n';
+  }
+  if (!answer->slurm.empty()) out << "Slurm: " << answer->slurm << '\n';
+  for (const auto& w : answer->warnings) out << "warning: " << w << '\n';
+  if (cmd.dry_run) {
+    if (answer->policy.id > 0) {
+      out << "composerd already has this policy (version " << answer->policy.id << ").\n";
+    }
+    out << "Dry run: nothing was changed.\n";
+  } else if (answer->changed) {
+    out << "composerd stored the policy as version " << answer->policy.id << " ("
+        << answer->policy.sha256.substr(0, 12) << ").\n";
+  } else {
+    out << "composerd already has this policy (version " << answer->policy.id << ").\n";
   }
   return kExitOk;
 }
@@ -345,12 +129,11 @@ std::shared_ptr<PolicyCommand> add_policy_command(CLI::App& app) {
   cmd->policy = app.add_subcommand("policy", "Time-of-day policies: apply, show, history, explain");
   cmd->policy->require_subcommand(1);
   cmd->apply = cmd->policy->add_subcommand(
-      "apply", "Check a policy file, show what changes in Slurm, apply it and store it (admins)");
+      "apply",
+      "Send a policy file to composerd, which checks it, stores it and brings Slurm to it; "
+      "shows the changes (admins)");
   cmd->apply->add_option("FILE", cmd->file, "the policy file (policies/README.md)")->required();
-  cmd->apply->add_flag("--dry-run", cmd->dry_run, "show the changes and change nothing");
-  cmd->apply->add_option("--slurm-conf", cmd->slurm_conf,
-                         "rewrite the Licenses= line of this slurm.conf and run 'scontrol "
-                         "reconfigure' when the licenses must change");
+  cmd->apply->add_flag("--dry-run", cmd->dry_run, "show the changes to Slurm and change nothing");
   cmd->show = cmd->policy->add_subcommand("show", "The policy in force and its text");
   cmd->history = cmd->policy->add_subcommand("history", "Every applied version, newest first");
   cmd->history->add_option("--limit", cmd->limit, "at most this many");

@@ -1,5 +1,6 @@
 #include "slurm_config.h"
 
+#include <cstring>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -18,6 +19,15 @@ std::string licenses(const SlurmConfig& c) {
   return "fabric_gpu:" + std::to_string(c.gpus) + ",fabric_mem:" + std::to_string(c.mem_gib) +
          ",fabric_nvme:" + std::to_string(c.nvme);
 }
+constexpr char kPrologFlags[] = "PrologFlags=Alloc";
+constexpr char kSchedulerParameters[] = "SchedulerParameters=bf_licenses";
+constexpr char kTres[] =
+    "AccountingStorageTRES=license/fabric_gpu,license/fabric_mem,license/fabric_nvme,"
+    "gres/cgpu,gres/cnvme";
+// What composerd keeps in step at run time (SlurmSync=yes), never written to slurm.conf.
+constexpr char kManaged[] =
+    "reservations hold_fabric_gpu, hold_fabric_mem, hold_fabric_nvme (what the pool cannot "
+    "serve) and the policy's blocker and cap holds (composerctl policy apply)";
 std::string gres_types() { return std::string(kGresTypes[0]) + "," + kGresTypes[1]; }
 std::string node_gres(const SlurmConfig::Nodes& n) {
   return "Gres=cgpu:" + std::to_string(n.gpu_slots) + ",cnvme:" + std::to_string(n.nvme_slots);
@@ -49,6 +59,12 @@ std::string slurm_config_text(const SlurmConfig& c) {
       << "Licenses=" << licenses(c) << "\n"
       << "GresTypes=" << gres_types() << "\n"
       << "JobSubmitPlugins=" << kJobSubmitPlugin << "\n"
+      << "# the prolog composes at allocation; backfill plans big license requests:\n"
+      << kPrologFlags << "\n"
+      << kSchedulerParameters << "\n"
+      << "# with slurmdbd, to see licenses and GRES in sacct:\n"
+      << "#" << kTres << "\n"
+      << "# composerd manages at run time (SlurmSync=yes), not in slurm.conf: " << kManaged << ".\n"
       << "# add to the NodeName lines:\n";
   for (const auto& n : c.nodes) {
     out << "#   NodeName=" << join(n.names) << " ... " << node_gres(n) << "\n";
@@ -71,6 +87,10 @@ Table slurm_config_table(const SlurmConfig& c) {
     t.add_row({"gres.conf", join(n.names), gres_conf("cgpu", n.gpu_slots)});
     t.add_row({"gres.conf", join(n.names), gres_conf("cnvme", n.nvme_slots)});
   }
+  t.add_row({"slurm.conf", "", kPrologFlags});
+  t.add_row({"slurm.conf", "", kSchedulerParameters});
+  t.add_row({"slurm.conf", "", kTres});
+  t.add_row({"composerd", "", kManaged});
   return t;
 }
 
@@ -83,6 +103,11 @@ Json::Value slurm_config_to_json(const SlurmConfig& c) {
   for (const char* g : kGresTypes) v["gres_types"].append(g);
   v["job_submit_plugins"] = Json::Value(Json::arrayValue);
   v["job_submit_plugins"].append(kJobSubmitPlugin);
+  v["prolog_flags"] = std::string(kPrologFlags).substr(std::strlen("PrologFlags="));
+  v["scheduler_parameters"] =
+      std::string(kSchedulerParameters).substr(std::strlen("SchedulerParameters="));
+  v["accounting_storage_tres"] = std::string(kTres).substr(std::strlen("AccountingStorageTRES="));
+  v["managed_by_composerd"] = kManaged;
   v["nodes"] = Json::Value(Json::arrayValue);
   for (const auto& n : c.nodes) {
     Json::Value group(Json::objectValue);

@@ -29,13 +29,17 @@ struct SlurmConfig {
 
 SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Host>& hosts);
 
-// The lines to paste: slurm.conf's Licenses=, GresTypes=, JobSubmitPlugins= and the nodes'
-// Gres= (as comments, to add to their NodeName lines), then gres.conf.
+// The lines to paste once: slurm.conf's Licenses=, GresTypes=, JobSubmitPlugins=, PrologFlags=,
+// SchedulerParameters=, AccountingStorageTRES= (commented: it needs slurmdbd) and the nodes'
+// Gres= (as comments, to add to their NodeName lines), then gres.conf; and what composerd
+// manages at run time instead (SlurmSync=yes: the hold and blocker reservations).
 std::string slurm_config_text(const SlurmConfig& config);
 // One setting a row (-P): FILE, NODES (empty for a cluster-wide one), SETTING.
 Table slurm_config_table(const SlurmConfig& config);
 // {"licenses": {"fabric_gpu": N, "fabric_mem": GiB, "fabric_nvme": N}, "gres_types": [...],
-//  "job_submit_plugins": [...], "nodes": [{"nodes": [...], "cgpu": N, "cnvme": N}, ...]}
+//  "job_submit_plugins": [...], "prolog_flags", "scheduler_parameters",
+//  "accounting_storage_tres", "managed_by_composerd" (text),
+//  "nodes": [{"nodes": [...], "cgpu": N, "cnvme": N}, ...]}
 Json::Value slurm_config_to_json(const SlurmConfig& config);
 
 }  // namespace composer::cli

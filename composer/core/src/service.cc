@@ -199,6 +199,24 @@ void CompositionService::forget(const Key& key, const std::vector<std::string>& 
   changed_.notify_all();
 }
 
+Error CompositionService::refuse(const ComposeInput& in, Error why) {
+  // The ledger keeps the refusal, so `events --job` and reports show why nothing was composed.
+  Event e;
+  e.ts_ms = clock_.now_ms();
+  e.kind = "refused";
+  e.job_id = in.job_id;
+  e.node = in.node;
+  e.uid = in.uid;
+  e.user = in.user;
+  e.account = in.account;
+  e.workload = in.workload;
+  e.detail = why.message;
+  if (auto s = store_.add_event(e); !s) {
+    log::warning("cannot record a refusal in the ledger", {{"cause", s.error().message}});
+  }
+  return why;
+}
+
 Expected<Composition> CompositionService::compose(const ComposeInput& in) {
   if (in.request.empty()) {
     return Error{ErrorCode::kInvalidArgument,
@@ -237,13 +255,19 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
         return out;
       };
       auto a = admission_(in, held);
-      if (!a) return Error{a.error().code, where(in.job_id, in.node) + ": " + a.error().message};
+      if (!a) {
+        lock.unlock();
+        return refuse(in,
+                      Error{a.error().code, where(in.job_id, in.node) + ": " + a.error().message});
+      }
       admitted = std::move(*a);
     }
     window = admitted.window;
     auto picked = allocator_.allocate(in.node, in.request);
     if (!picked) {
-      return Error{picked.error().code, where(in.job_id, in.node) + ": " + picked.error().message};
+      lock.unlock();
+      return refuse(in, Error{picked.error().code,
+                              where(in.job_id, in.node) + ": " + picked.error().message});
     }
     allocator_.take(in.node, *picked, 0);
     touched_.insert(picked->begin(), picked->end());

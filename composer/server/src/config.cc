@@ -697,6 +697,14 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
       return set_bool(cfg.slurm_job_check);
     } else if (key == "slurmconf") {
       cfg.slurm_conf = value;
+    } else if (key == "slurmsync") {
+      return set_bool(cfg.slurm_sync);
+    } else if (key == "slurmscontrol") {
+      if (value.empty() || value.find_first_of(" \t") != std::string::npos) {
+        return invalid("SlurmScontrol=" + value +
+                       ": expected the path of Slurm's scontrol (or a name on PATH), no spaces");
+      }
+      cfg.slurm_scontrol = value;
     } else if (key == "fabric") {
       fabric_line = line.number;
       cfg.fabric = lower(value);

@@ -31,6 +31,7 @@
 #include "metrics.h"
 #include "policy_keeper.h"
 #include "route.h"
+#include "slurm_sync.h"
 
 #ifndef COMPOSER_VERSION
 #define COMPOSER_VERSION "0.0.0"
@@ -235,6 +236,7 @@ Status check_config(const Config& c) {
       return at("listenaddress", "ListenAddress=" + c.listen_address + ": " + gai_strerror(rc));
     }
   }
+  if (auto s = check_slurm_sync(c); !s) return s;
   return check_fabric_files(c);
 }
 
@@ -250,6 +252,7 @@ struct Daemon::Impl {
   std::unique_ptr<Authenticator> auth;
   std::unique_ptr<ApiContext> api;
   std::unique_ptr<PolicyKeeper> policy;
+  std::unique_ptr<SlurmSync> slurm;  // SlurmSync=yes
   std::unique_ptr<Metrics> metrics;
   Router router;
   std::unique_ptr<FrontDoor> http;
@@ -310,6 +313,13 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
       std::make_unique<PolicyKeeper>(*impl->store, *impl->service, clock, config.workloads);
   if (auto s = impl->policy->load(); !s) return s.error();
   impl->service->set_admission_check(impl->policy->admission_check());
+  if (config.slurm_sync) {
+    impl->slurm =
+        std::make_unique<SlurmSync>(*impl->service, *impl->policy, clock,
+                                    SlurmSyncOptions{.scontrol = config.slurm_scontrol,
+                                                     .slurm_conf = config.slurm_conf,
+                                                     .interval_ms = config.reconcile_interval_ms});
+  }
 
   ReconcilerOptions ropts;
   ropts.interval_ms = config.reconcile_interval_ms;
@@ -343,9 +353,14 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
       .version = COMPOSER_VERSION,
       .started_ms = clock.now_ms(),
       .clock = clock,
-      .pool_changed = [self] { self->publish_snapshot(); },
+      .pool_changed =
+          [self] {
+            self->publish_snapshot();
+            if (self->impl_->slurm) self->impl_->slurm->poke();
+          },
       .metrics = in.metrics.get(),
       .policy = in.policy.get(),
+      .slurm = in.slurm.get(),
   });
   install_routes(in.router, *in.api);
   const FrontDoorLimits limits{
@@ -404,6 +419,7 @@ Status Daemon::run() {
   if (in.stopping.load()) return Status::Ok();
   if (auto s = in.http->bind(in.config.listen_address, in.config.listen_port); !s) return s;
   in.reconciler->start();
+  if (in.slurm) in.slurm->start();
   // Republish the snapshot with each reconciler pass's view, so its age shows liveness.
   std::thread publisher([this] {
     auto& i = *impl_;
@@ -422,6 +438,7 @@ Status Daemon::run() {
   in.http->run();
   in.stopping = true;
   publisher.join();
+  if (in.slurm) in.slurm->stop();
   in.reconciler->stop();
   log::info("composerd stopped");
   return Status::Ok();

@@ -264,7 +264,8 @@ void install_routes(Router& router, ApiContext& ctx) {
   routes.add("GET", "/v1/health", Access::anyone(), {},
              [h](const Call& c) { return h->health(c); });
   install_report_routes(routes, ctx.service.store(), ctx.clock);
-  if (ctx.policy != nullptr) install_policy_routes(routes, *ctx.policy, ctx.pool_changed);
+  if (ctx.policy != nullptr)
+    install_policy_routes(routes, *ctx.policy, ctx.pool_changed, ctx.slurm);
   if (ctx.metrics != nullptr) {
     Metrics* metrics = ctx.metrics;
     routes.add_text("/metrics", Access::anyone(), {}, "text/plain; version=0.0.4; charset=utf-8",

@@ -120,8 +120,8 @@ Status PolicyKeeper::load() {
   return Status::Ok();
 }
 
-Expected<api::PolicyApplied> PolicyKeeper::apply(const api::PolicyBody& body,
-                                                 const Caller& caller) {
+Expected<api::PolicyApplied> PolicyKeeper::apply(const api::PolicyBody& body, const Caller& caller,
+                                                 std::optional<PlanInForce>* plan) {
   if (body.text.empty()) return bad("text: the policy file is empty");
   PolicyVersion version;
   version.uid = caller.uid;
@@ -131,6 +131,9 @@ Expected<api::PolicyApplied> PolicyKeeper::apply(const api::PolicyBody& body,
   version.sha256 = sha256_hex(body.text);
   auto compiled = compile(version);
   if (!compiled) return compiled.error();
+  if (plan != nullptr) {
+    *plan = PlanInForce{(*compiled)->plan, (*compiled)->evaluator.policy().time_zone};
+  }
   api::PolicyApplied answer;
   answer.warnings =
       pol::validate((*compiled)->evaluator.policy(), (*compiled)->evaluator.pool()).warnings;
@@ -286,6 +289,13 @@ void add_stretches(const pol::Evaluator& ev, const std::vector<int>& owners,
 }
 
 }  // namespace
+
+std::optional<PolicyKeeper::PlanInForce> PolicyKeeper::plan_at(int64_t now_s) const {
+  auto a = active();
+  if (!a) return std::nullopt;
+  return PlanInForce{pol::compile_plan(a->evaluator.policy(), a->evaluator.pool(), now_s),
+                     a->evaluator.policy().time_zone};
+}
 
 std::vector<std::pair<std::string, std::string>> PolicyKeeper::windows_in_force() const {
   std::vector<std::pair<std::string, std::string>> out;

@@ -19,6 +19,7 @@
 #include "composer/common/error.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
+#include "composer/policies/slurm_plan.h"
 #include "composer/server/auth.h"
 
 namespace composer::server {
@@ -37,7 +38,14 @@ class PolicyKeeper {
 
   // Validates `body` against the pool and stores it as a new version, unless it is the text in
   // force (then nothing changes) or a dry run. Errors name every problem of the file.
-  Expected<api::PolicyApplied> apply(const api::PolicyBody& body, const Caller& caller);
+  // A policy compiled into Slurm's objects (plan_at()).
+  struct PlanInForce {
+    policies::Plan plan;
+    policies::TimeZone time_zone;  // the policy's: the blockers' start times are in it
+  };
+  // `compiled`, when given, receives the checked policy's plan for now (for the Slurm diff).
+  Expected<api::PolicyApplied> apply(const api::PolicyBody& body, const Caller& caller,
+                                     std::optional<PlanInForce>* compiled = nullptr);
   Expected<std::optional<PolicyVersion>> current() const;
   Expected<std::vector<PolicyVersion>> history(size_t limit) const;
   // A hypothetical job: totals over all its nodes.
@@ -59,6 +67,11 @@ class PolicyKeeper {
   // order: (class, window), the window being "Default" when none of the class's windows is
   // open. Empty without a policy. For the composer_policy_window metric.
   std::vector<std::pair<std::string, std::string>> windows_in_force() const;
+
+  // The policy in force compiled into Slurm's objects for `now_s` (cap licenses, blockers,
+  // a one-off blocker when `now_s` lies in a blocked period), against the pool it was applied
+  // with; nullopt without a policy. What slurm_sync.h keeps Slurm in step with.
+  std::optional<PlanInForce> plan_at(int64_t now_s) const;
 
   // The clock the keeper tells time by: the daemon's.
   const Clock& clock() const { return clock_; }

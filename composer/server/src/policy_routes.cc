@@ -3,24 +3,82 @@
 #include <utility>
 
 #include "composer/api/codec.h"
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "route.h"
+#include "slurm_sync.h"
 
 namespace composer::server {
 
-void install_policy_routes(Routes& routes, PolicyKeeper& keeper, std::function<void()> changed) {
+namespace {
+
+void show_actions(const policies::SyncPlan& plan, api::PolicyApplied& answer) {
+  for (const auto& a : plan.actions) {
+    if (a.action.kind == policies::ActionKind::kLeave) continue;
+    std::string line = policies::render_actions({a.action});
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    answer.slurm_actions.push_back(std::move(line));
+  }
+  for (const auto& w : plan.warnings) answer.warnings.push_back("Slurm: " + w);
+}
+
+}  // namespace
+
+void install_policy_routes(Routes& routes, PolicyKeeper& keeper, std::function<void()> changed,
+                           SlurmSync* slurm) {
   const auto user = Access::user();
-  routes.add("PUT", "/v1/policy", Access::admin("change the policy"), {},
-             [&keeper, changed = std::move(changed)](const Call& call) -> Expected<Json::Value> {
-               auto json = api::parse_json(call.body());
-               if (!json) return json.error();
-               auto body = api::policy_body_from_json(*json);
-               if (!body) return body.error();
-               auto applied = keeper.apply(*body, call.caller());
-               if (!applied) return applied.error();
-               if (applied->changed && changed) changed();
-               return api::to_json(*applied);
-             });
+  routes.add(
+      "PUT", "/v1/policy", Access::admin("change the policy"), {},
+      [&keeper, changed = std::move(changed), slurm](const Call& call) -> Expected<Json::Value> {
+        auto json = api::parse_json(call.body());
+        if (!json) return json.error();
+        auto body = api::policy_body_from_json(*json);
+        if (!body) return body.error();
+        std::optional<PolicyKeeper::PlanInForce> plan;
+        if (slurm != nullptr && !body->dry_run) {
+          // A policy Slurm cannot take (a cap license slurm.conf lacks) is refused whole.
+          api::PolicyBody trial = *body;
+          trial.dry_run = true;
+          auto checked = keeper.apply(trial, call.caller(), &plan);
+          if (!checked) return checked.error();
+          auto diff = slurm->preview(plan);
+          if (diff && !diff->problems.empty()) {
+            return Error{ErrorCode::kInvalidArgument,
+                         "Slurm cannot take this policy: " + join(diff->problems, "; ") +
+                             "; nothing was changed"};
+          }
+        }
+        auto applied = keeper.apply(*body, call.caller(), &plan);
+        if (!applied) return applied.error();
+        if (slurm == nullptr) {
+          applied->slurm =
+              "SlurmSync=no: composerd does not change Slurm; set SlurmSync=yes in composer.conf "
+              "to have it keep the blockers and holds in step";
+        } else if (body->dry_run) {
+          auto diff = slurm->preview(plan);
+          if (!diff) {
+            applied->slurm = "cannot show the changes: " + diff.error().message;
+          } else {
+            show_actions(*diff, *applied);
+            applied->slurm = !diff->problems.empty()
+                                 ? "would not be applied: " + join(diff->problems, "; ")
+                             : diff->changes() ? "dry run: nothing was changed"
+                                               : "nothing to change";
+          }
+        } else {
+          const SyncReport r = slurm->round(true);
+          show_actions(r.plan, *applied);
+          applied->slurm = !r.error.empty() ? std::string(r.rolled_back ? "not applied (undone): "
+                                                                        : "not applied: ") +
+                                                  r.error + "; composerd tries again every round"
+                           : r.plan.changes() ? "applied"
+                                              : "nothing to change";
+        }
+        // After the round, so that the round this request ran is the one that shows the
+        // changes (the snapshot's publication also wakes the background round).
+        if (applied->changed && changed) changed();
+        return api::to_json(*applied);
+      });
   routes.add("GET", "/v1/policy", user, {}, [&keeper](const Call&) -> Expected<Json::Value> {
     auto current = keeper.current();
     if (!current) return current.error();

@@ -11,7 +11,11 @@ class Routes;
 
 // PUT /v1/policy (admins), GET /v1/policy, GET /v1/policy/history, GET /v1/policy/explain
 // (anyone authenticated; `start_ms` defaults to the keeper's clock). `changed` runs after a
-// new version is stored.
-void install_policy_routes(Routes& routes, PolicyKeeper& keeper, std::function<void()> changed);
+// new version is stored. With `slurm` (SlurmSync=yes) PUT also shows the changes to Slurm: a
+// dry run the diff against what scontrol shows (nothing changes), a real apply the round it
+// ran at once.
+class SlurmSync;
+void install_policy_routes(Routes& routes, PolicyKeeper& keeper, std::function<void()> changed,
+                           SlurmSync* slurm = nullptr);
 
 }  // namespace composer::server

@@ -123,6 +123,8 @@ class Store {
   virtual Status drop_claims(const std::vector<std::string>& device_ids,
                              const std::string& fabric_host) = 0;
 
+  // Appends an event that changes no state (a refused compose: kind "refused"); id is ignored.
+  virtual Status add_event(const Event& event) = 0;
   virtual Expected<std::vector<Event>> events(const EventFilter& filter) = 0;
 
   // Streams, in ledger order (ts_ms, id), the events a report over [since_ms, until_ms) needs,

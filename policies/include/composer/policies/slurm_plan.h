@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "composer/common/error.h"
 #include "composer/policies/policy.h"
 
 namespace composer::policies {
@@ -106,5 +107,47 @@ struct Action {
 std::vector<Action> diff_plan(const Plan& plan, const SlurmState& now, const TimeZone& tz);
 // One line per action: "update  day_block_inference  Licenses 8 -> 6: scontrol update ...".
 std::string render_actions(const std::vector<Action>& actions);
+
+// --- what composerd keeps in step at run time -----------------------------------------------
+//
+// Slurm's license totals are static (slurm.conf); what Slurm may hand out changes with the
+// pool (drains, failures, foreign devices) and the policy. composerd holds the difference
+// back with one license-only "hold" reservation per managed license, which nobody can run in
+// (Users=root, StartTime=now, Duration=infinite): hold = configured total - wanted. A hold is
+// updated in place, never deleted (a gap would let jobs slip in); at 0 it stays, empty.
+
+// "hold_fabric_gpu" for fabric_gpu.
+std::string hold_name(std::string_view license);
+bool is_hold_name(std::string_view reservation_name);
+
+// `scontrol -o show licenses` / `scontrol -o show reservations` as text. kInvalidArgument
+// with the line that does not parse.
+Expected<SlurmState> parse_slurm_state(std::string_view licenses_text,
+                                       std::string_view reservations_text);
+
+struct SyncAction {
+  Action action;
+  // What puts the reservation back as it was, if a later action of the same round fails.
+  std::string undo;
+  // Tightens (reserves more): run after the ones that loosen, so that the reservations never
+  // add up to more than a license's total on the way.
+  bool tightens = false;
+};
+
+struct SyncPlan {
+  std::vector<SyncAction> actions;  // in the order to run them; kLeave for what matches
+  // Why the plan cannot be applied at all (a license Slurm lacks); non-empty: apply nothing.
+  std::vector<std::string> problems;
+  std::vector<std::string> warnings;  // applied anyway (Slurm has fewer than the pool serves)
+  bool changes() const;
+};
+
+// `wanted`: what Slurm may hand out of each managed license now (pool licenses sized to the
+// schedulable pool; the policy's cap licenses to their highest cap); `blockers`: the policy's
+// blocker reservations (none without a policy). Reservations of a blocker's or hold's name
+// that are not wanted are removed; everything else in Slurm is left alone.
+SyncPlan sync_plan(const std::vector<LicenseCount>& wanted,
+                   const std::vector<BlockerReservation>& blockers, const SlurmState& now,
+                   const TimeZone& tz);
 
 }  // namespace composer::policies

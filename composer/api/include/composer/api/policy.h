@@ -30,6 +30,11 @@ struct PolicyApplied {
   bool changed = false;
   PolicyVersion policy;
   std::vector<std::string> warnings;
+  // What composerd does (did) to Slurm for this policy, one line per change
+  // ("create  day_block_inference  ...: scontrol create reservation ..."), and how it went:
+  // "applied", "nothing to change", "not applied: ..." or, with SlurmSync=no, why not.
+  std::vector<std::string> slurm_actions;
+  std::string slurm;
 };
 
 // GET /v1/policy/explain: what holds a hypothetical job (policies/evaluate.h).

@@ -161,6 +161,8 @@ class CompositionService {
   // A write that would settle the entry failed: it stays live as the store still has it
   // (not busy, same state, its devices held), and the failure is logged.
   void keep_unsettled(const Key& key, std::string_view what, const Error& cause);
+  // Records a refused compose as a ledger event of kind "refused" and returns `why`.
+  Error refuse(const ComposeInput& in, Error why);
   Expected<Composition> fail_compose(const LiveEntry& entry, const std::string& host,
                                      const std::string& why);
   // resolve_unfinished() for an entry the caller has already marked busy. `inventory`: the

@@ -106,7 +106,11 @@ struct Config {
   bool durable = true;  // synchronous=FULL on the ledger
   // Release the devices of jobs squeue no longer lists (after OrphanGrace).
   bool slurm_job_check = false;
-  std::string slurm_conf;  // SLURM_CONF for squeue; empty: squeue's default
+  std::string slurm_conf;  // SLURM_CONF for squeue and scontrol; empty: their default
+  // SlurmSync=yes: composerd keeps Slurm's hold and blocker reservations in step with the
+  // pool and the policy (slurm_sync.h), with this scontrol (SlurmScontrol=; PATH's without /).
+  bool slurm_sync = false;
+  std::string slurm_scontrol = "scontrol";
   // The driver: sim, redfish or liqid; with FabricName lines, "NAME=DRIVER,..." of them.
   std::string fabric = "sim";
   FabricConfig fabric_config;

@@ -15,6 +15,7 @@ namespace composer::server {
 class Metrics;
 class Router;
 class PolicyKeeper;
+class SlurmSync;
 
 struct ApiContext {
   CompositionService& service;
@@ -30,6 +31,8 @@ struct ApiContext {
   Metrics* metrics = nullptr;
   // Serves /v1/policy when set (policy_keeper.h).
   PolicyKeeper* policy = nullptr;
+  // With SlurmSync=yes: applies a policy to Slurm and shows its plan (slurm_sync.h).
+  SlurmSync* slurm = nullptr;
 };
 
 void install_routes(Router& router, ApiContext& ctx);

@@ -1,0 +1,230 @@
+#include "slurm_sync.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <utility>
+
+#include "composer/common/log.h"
+#include "composer/common/strings.h"
+#include "composer/common/subprocess.h"
+#include "composer/config/conf_file.h"
+
+namespace composer::server {
+
+namespace pol = composer::policies;
+
+namespace {
+
+std::string one_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  for (char& c : s)
+    if (c == '\n') c = ' ';
+  return s;
+}
+
+}  // namespace
+
+SlurmSync::SlurmSync(CompositionService& service, const PolicyKeeper& keeper, const Clock& clock,
+                     SlurmSyncOptions options)
+    : service_(service), keeper_(keeper), clock_(clock), options_(std::move(options)) {}
+
+SlurmSync::~SlurmSync() { stop(); }
+
+void SlurmSync::start() {
+  std::lock_guard lock(mu_);
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void SlurmSync::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void SlurmSync::poke() {
+  {
+    std::lock_guard lock(mu_);
+    poked_ = true;
+  }
+  wake_.notify_all();
+}
+
+void SlurmSync::loop() {
+  for (;;) {
+    round(true);
+    std::unique_lock lock(mu_);
+    wake_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms),
+                   [this] { return stopping_ || poked_; });
+    if (stopping_) return;
+    poked_ = false;
+  }
+}
+
+Expected<std::string> SlurmSync::scontrol(const std::vector<std::string>& args) const {
+  RunOptions run{
+      .argv = {options_.scontrol}, .with_stderr = true, .timeout_ms = options_.timeout_ms};
+  run.argv.insert(run.argv.end(), args.begin(), args.end());
+  // Never composerd's own SLURM_CONF: the configured one, else scontrol's default.
+  run.env.push_back(options_.slurm_conf.empty() ? "SLURM_CONF"
+                                                : "SLURM_CONF=" + options_.slurm_conf);
+  auto ran = run_program(run);
+  if (!ran) return ran.error();
+  if (ran->status != 0) {
+    return Error{ErrorCode::kUnavailable, "'scontrol " + join(args, " ") + "' failed (exit " +
+                                              std::to_string(ran->status) +
+                                              "): " + one_line(ran->output)};
+  }
+  return ran->output;
+}
+
+Expected<pol::SlurmState> SlurmSync::read_state() const {
+  auto lic = scontrol({"-o", "show", "licenses"});
+  if (!lic) return lic.error();
+  auto res = scontrol({"-o", "show", "reservations"});
+  if (!res) return res.error();
+  return pol::parse_slurm_state(*lic, *res);
+}
+
+pol::SyncPlan SlurmSync::compute(const std::optional<PolicyKeeper::PlanInForce>& plan,
+                                 const pol::SlurmState& state) const {
+  // Pool licenses: what the pool can serve now, for every type the pool has devices of.
+  const auto rows = service_.pool_summary();
+  const pol::PoolSize pool = pol::PoolSize::from_rows(rows);
+  std::vector<pol::LicenseCount> wanted;
+  for (DeviceType t : kAllDeviceTypes) {
+    bool any = false;
+    for (const auto& r : rows) any = any || (r.type == t && r.total > 0);
+    if (any) wanted.push_back({pol::pool_license_name(t), pool.size(t)});
+  }
+  if (!plan) return pol::sync_plan(wanted, {}, state, pol::TimeZone::utc());
+  for (const auto& l : plan->plan.licenses) {
+    bool pool_license = false;
+    for (DeviceType t : kAllDeviceTypes) {
+      pool_license = pool_license || l.name == pol::pool_license_name(t);
+    }
+    if (!pool_license) wanted.push_back(l);  // a cap license, sized to the class's highest cap
+  }
+  return pol::sync_plan(wanted, plan->plan.reservations, state, plan->time_zone);
+}
+
+Expected<pol::SyncPlan> SlurmSync::preview(const std::optional<PolicyKeeper::PlanInForce>& plan) {
+  std::lock_guard lock(round_mu_);
+  auto state = read_state();
+  if (!state) return state.error();
+  return compute(plan, *state);
+}
+
+SyncReport SlurmSync::round(bool apply) {
+  std::lock_guard lock(round_mu_);
+  SyncReport report;
+  auto state = read_state();
+  if (!state) {
+    report.error = "cannot read Slurm's licenses and reservations: " + state.error().message;
+    if (report.error != last_error_) {
+      log::error("slurm: cannot read Slurm's state; nothing changed this round",
+                 {{"cause", state.error().message}});
+      last_error_ = report.error;
+    }
+    return report;
+  }
+  report.plan = compute(keeper_.plan_at(clock_.now_ms() / 1000), *state);
+  const pol::SyncPlan& plan = report.plan;
+  // Drift: a reservation composerd keeps that Slurm had last round and has no more.
+  std::set<std::string> now_known;
+  for (const auto& r : state->reservations) {
+    if (pol::is_hold_name(r.name) || pol::is_blocker_name(r.name)) now_known.insert(r.name);
+  }
+  for (const auto& a : plan.actions) {
+    if (a.action.kind == pol::ActionKind::kCreate && known_.count(a.action.object)) {
+      log::warning(
+          "slurm: a reservation composerd keeps was deleted outside composerd; "
+          "creating it again",
+          {{"reservation", a.action.object}});
+    } else if (a.action.kind == pol::ActionKind::kUpdate && known_.count(a.action.object)) {
+      log::info("slurm: a reservation differs from what composerd keeps; updating it in place",
+                {{"reservation", a.action.object}, {"change", a.action.detail}});
+    }
+  }
+  known_ = std::move(now_known);
+  if (!apply) return report;
+  // Logged when they change, not every round.
+  if (const std::string warnings = join(plan.warnings, "\n"); warnings != last_warnings_) {
+    for (const auto& w : plan.warnings) log::warning("slurm: " + w);
+    last_warnings_ = warnings;
+  }
+  if (!plan.problems.empty()) {
+    report.error = join(plan.problems, "; ");
+    if (report.error != last_error_) {
+      log::error("slurm: plan not applied, nothing changed", {{"cause", report.error}});
+      last_error_ = report.error;
+    }
+    return report;
+  }
+  if (!plan.changes()) {
+    report.applied = true;
+    if (!last_error_.empty()) log::info("slurm: Slurm matches the pool and the policy again");
+    last_error_.clear();
+    return report;
+  }
+  std::vector<const pol::SyncAction*> done;
+  for (const auto& a : plan.actions) {
+    if (a.action.kind == pol::ActionKind::kLeave) continue;
+    auto argv = split(a.action.command, ' ', {.skip_empty = true});
+    argv.erase(argv.begin());  // "scontrol"
+    auto ran = scontrol(argv);
+    if (ran) {
+      done.push_back(&a);
+      continue;
+    }
+    report.error = ran.error().message;
+    bool undone = true;
+    for (auto it = done.rbegin(); it != done.rend(); ++it) {
+      auto back = split((*it)->undo, ' ', {.skip_empty = true});
+      if (back.empty()) continue;
+      back.erase(back.begin());
+      if (auto u = scontrol(back); !u) {
+        undone = false;
+        log::error("slurm: could not undo a change",
+                   {{"reservation", (*it)->action.object}, {"cause", u.error().message}});
+      }
+    }
+    report.rolled_back = undone;
+    log::error(undone ? "slurm: plan not applied, the changes made were undone"
+                      : "slurm: plan applied in part; the next round tries again",
+               {{"failed", a.action.command},
+                {"cause", report.error},
+                {"undone", std::to_string(done.size())}});
+    last_error_ = report.error;
+    return report;
+  }
+  for (const auto* a : done) {
+    if (a->action.kind != pol::ActionKind::kRemove) known_.insert(a->action.object);
+    log::info("slurm: " + std::string(pol::to_string(a->action.kind)) + " " + a->action.object,
+              {{"change", a->action.detail}});
+  }
+  log::info("slurm: plan applied whole", {{"changes", std::to_string(done.size())}});
+  report.applied = true;
+  last_error_.clear();
+  return report;
+}
+
+Status check_slurm_sync(const Config& c) {
+  if (!c.slurm_sync) return Status::Ok();
+  const std::string& p = c.slurm_scontrol;
+  if (p.find('/') == std::string::npos) return Status::Ok();  // found on PATH when it runs
+  if (::access(p.c_str(), X_OK) != 0) {
+    return config::at(c.path, c.line_of("slurmscontrol"),
+                      "SlurmScontrol=" + p +
+                          " is not an executable file; give the path of "
+                          "Slurm's scontrol, or leave it out to use the one on PATH");
+  }
+  return Status::Ok();
+}
+
+}  // namespace composer::server

@@ -1,0 +1,89 @@
+// composerd keeps Slurm's run-time objects in step with the pool and the policy
+// (docs/ADMIN.md "Slurm follows the pool"): every reconcile round, at start, and right after
+// a policy change or a pool change (drain, fail, foreign), it reads `scontrol -o show
+// licenses` and `show reservations`, computes what Slurm should have (policies::sync_plan:
+// one hold reservation per managed license, sized to what the pool cannot serve, and the
+// policy's blocker reservations) and applies the difference with scontrol. The plan of a
+// round is applied whole or not at all: a license Slurm lacks refuses it before anything
+// runs, and when a command fails the ones already run are undone; the log says which.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "composer/common/clock.h"
+#include "composer/common/error.h"
+#include "composer/core/service.h"
+#include "composer/policies/slurm_plan.h"
+#include "composer/server/config.h"
+#include "policy_keeper.h"
+
+namespace composer::server {
+
+struct SlurmSyncOptions {
+  std::string scontrol = "scontrol";  // SlurmScontrol=; looked up on PATH without a '/'
+  std::string slurm_conf;             // SlurmConf=: SLURM_CONF for scontrol; empty: its default
+  int64_t interval_ms = 10000;        // ReconcileInterval=
+  int timeout_ms = 10000;             // per scontrol call
+};
+
+// What one round found and did.
+struct SyncReport {
+  policies::SyncPlan plan;
+  bool applied = false;      // every change ran (or there was none)
+  bool rolled_back = false;  // a command failed and the earlier ones were undone
+  std::string error;         // why not applied: Slurm unreadable, a problem, a failed command
+};
+
+class SlurmSync {
+ public:
+  SlurmSync(CompositionService& service, const PolicyKeeper& keeper, const Clock& clock,
+            SlurmSyncOptions options);
+  ~SlurmSync();
+  SlurmSync(const SlurmSync&) = delete;
+  SlurmSync& operator=(const SlurmSync&) = delete;
+
+  // Runs a first round now, then one per interval and one soon after each poke().
+  void start();
+  void stop();
+  // A policy or pool change: run a round now rather than at the end of the interval.
+  void poke();
+
+  // One round (thread-safe; rounds never overlap). `apply` false: read and compute only.
+  SyncReport round(bool apply = true);
+  // What a round would do with `plan` in force instead of the keeper's (policy apply
+  // --dry-run); nullopt: without a policy.
+  Expected<policies::SyncPlan> preview(const std::optional<PolicyKeeper::PlanInForce>& plan);
+
+ private:
+  Expected<std::string> scontrol(const std::vector<std::string>& args) const;
+  Expected<policies::SlurmState> read_state() const;
+  policies::SyncPlan compute(const std::optional<PolicyKeeper::PlanInForce>& plan,
+                             const policies::SlurmState& state) const;
+  void loop();
+
+  CompositionService& service_;
+  const PolicyKeeper& keeper_;
+  const Clock& clock_;
+  SlurmSyncOptions options_;
+  std::mutex round_mu_;
+  std::set<std::string> known_;  // reservations composerd manages that Slurm had last round
+  std::string last_error_;       // logged once until it changes
+  std::string last_warnings_;    // the same for the plan's warnings
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool poked_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// composerd --check: SlurmScontrol names an executable file (when SlurmSync=yes).
+Status check_slurm_sync(const Config& config);
+
+}  // namespace composer::server

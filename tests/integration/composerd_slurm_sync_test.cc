@@ -1,0 +1,219 @@
+// SlurmSync=yes in a real composerd against a stand-in scontrol with state
+// (fake_scontrol/scontrol): the hold reservation follows drains and resumes within a round,
+// is updated in place and never deleted, comes back after a deletion by hand (and the log says
+// so), and a plan Slurm refuses is undone whole.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "composerd_process.h"
+#include "day_night_policy.h"
+
+namespace composer::testing {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A directory for the stand-in, set in the environment before composerd starts.
+std::string fake_slurm_dir(const test_support::TempDir& dir) {
+  const std::string slurm = dir.file("slurm");
+  std::filesystem::create_directories(slurm);
+  std::ofstream(slurm + "/licenses")
+      << "LicenseName=fabric_gpu Total=16 Used=0 Free=16 Reserved=0 Remote=no\n"
+         "LicenseName=fabric_mem Total=1024 Used=0 Free=1024 Reserved=0 Remote=no\n"
+         "LicenseName=fabric_nvme Total=4 Used=0 Free=4 Reserved=0 Remote=no\n"
+         "LicenseName=matlab Total=5 Used=0 Free=5 Reserved=0 Remote=no\n";
+  setenv("FAKE_SLURM", slurm.c_str(), 1);
+  return slurm;
+}
+
+class SlurmSyncTest : public ::testing::Test {
+ protected:
+  SlurmSyncTest()
+      : slurm_(fake_slurm_dir(files_)),
+        daemon_("SlurmSync=yes\nSlurmScontrol=" + std::string(FAKE_SCONTROL_DIR) +
+                "/scontrol\nReconcileInterval=1\n") {}
+
+  std::string reservations() const { return slurp(slurm_ + "/reservations"); }
+  std::string calls() const { return slurp(slurm_ + "/calls"); }
+
+  // Waits up to 5 s (five rounds) for the reservations to contain `text`.
+  bool eventually(const std::string& text) const {
+    for (int i = 0; i < 100; ++i) {
+      if (reservations().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  // Waits up to 5 s for composerd's log to contain `text` (it logs after scontrol returns).
+  bool logged(const std::string& text) const {
+    for (int i = 0; i < 100; ++i) {
+      if (daemon_.log().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  test_support::TempDir files_{"composer-sync"};
+  std::string slurm_;
+  ComposerdProcess daemon_;
+};
+
+TEST_F(SlurmSyncTest, TheHoldFollowsDrainsAndResumesInPlace) {
+  // The whole pool is schedulable: nothing to hold back, nothing created.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(calls(), "");
+  auto c = daemon_.client();
+  ASSERT_TRUE(c.drain("gpu-a-0", "fan").ok());
+  ASSERT_TRUE(c.drain("gpu-a-1", "fan").ok());
+  ASSERT_TRUE(eventually("ReservationName=hold_fabric_gpu")) << calls() << daemon_.log();
+  EXPECT_TRUE(eventually("Licenses=fabric_gpu:2 ")) << reservations();
+  EXPECT_NE(reservations().find("Flags=ANY_NODES"), std::string::npos);
+  EXPECT_NE(reservations().find("Users=root"), std::string::npos);
+  EXPECT_TRUE(logged("plan applied whole")) << daemon_.log();
+
+  ASSERT_TRUE(c.resume("gpu-a-0").ok());
+  EXPECT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << reservations();
+  ASSERT_TRUE(c.resume("gpu-a-1").ok());
+  EXPECT_TRUE(eventually("Licenses=fabric_gpu:0 ")) << reservations();
+  EXPECT_EQ(calls().find("delete"), std::string::npos) << calls();
+  // Licenses composerd does not manage are never touched.
+  EXPECT_EQ(calls().find("matlab"), std::string::npos) << calls();
+}
+
+TEST_F(SlurmSyncTest, AHoldDeletedByHandIsBackWithinARound) {
+  ASSERT_TRUE(daemon_.client().drain("gpu-b-3", "fan").ok());
+  ASSERT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << calls();
+  std::ofstream(slurm_ + "/reservations").close();  // scontrol delete, by hand
+  ASSERT_TRUE(eventually("ReservationName=hold_fabric_gpu")) << calls();
+  EXPECT_TRUE(logged("deleted outside composerd")) << daemon_.log();
+}
+
+TEST_F(SlurmSyncTest, APlanSlurmRefusesPartWayIsUndoneWhole) {
+  // Two holds to create in one round; Slurm refuses the second.
+  std::ofstream(slurm_ + "/fail") << "Licenses=fabric_nvme";
+  auto c = daemon_.client();
+  ASSERT_TRUE(c.drain("nvme-b-0", "worn").ok());
+  ASSERT_TRUE(c.drain("gpu-a-0", "fan").ok());
+  for (int i = 0; i < 100 && daemon_.log().find("changes made were undone") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(daemon_.log().find("plan not applied, the changes made were undone"), std::string::npos)
+      << daemon_.log();
+  // Whatever ran before the refusal was deleted again: nothing half-applied stays.
+  const std::string ran = calls();
+  if (ran.find("create reservation ReservationName=hold_fabric_gpu") != std::string::npos) {
+    EXPECT_NE(ran.find("delete ReservationName=hold_fabric_gpu"), std::string::npos) << ran;
+  }
+  EXPECT_EQ(reservations().find("hold_fabric_nvme"), std::string::npos) << reservations();
+  // Once Slurm accepts it, the next round applies the plan whole.
+  std::filesystem::remove(slurm_ + "/fail");
+  EXPECT_TRUE(eventually("Licenses=fabric_nvme:1 ")) << calls();
+  EXPECT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << calls();
+}
+
+// composerctl policy apply goes through composerd: the dry run shows the diff and changes
+// nothing, a policy Slurm lacks a license for is refused whole, a real apply runs the planned
+// commands at once and stores the policy, the same policy again changes nothing, and a blocker
+// deleted by hand comes back within a round.
+TEST_F(SlurmSyncTest, PolicyApplyGoesThroughComposerdAndTheBlockersAreKept) {
+  const std::string file = files_.file("day.policy");
+  std::ofstream(file) << kDayNight;
+  auto ctl = [&](const std::string& args) {
+    return run_command(std::string(COMPOSERCTL_PATH) + " --server " + daemon_.url() +
+                       " --munge-socket " + daemon_.munge_socket() + " " + args + " 2>&1");
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // a round with no policy
+  ASSERT_EQ(calls(), "");
+
+  // slurm.conf lacks the cap licenses: refused, nothing stored, nothing run.
+  auto refused = ctl("policy apply " + file);
+  EXPECT_EQ(refused.code, 1) << refused.out;
+  EXPECT_NE(refused.out.find("Slurm has no license training_gpu_cap: add training_gpu_cap:12"),
+            std::string::npos)
+      << refused.out;
+  EXPECT_NE(refused.out.find("nothing was changed"), std::string::npos) << refused.out;
+  EXPECT_FALSE(daemon_.client().policy().ok());
+  EXPECT_EQ(calls(), "");
+
+  // The site gives each cap license the pool's size once; the holds bring it to the plan.
+  std::ofstream(slurm_ + "/licenses", std::ios::app)
+      << "LicenseName=training_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n"
+         "LicenseName=inference_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n";
+  auto dry = ctl("policy apply --dry-run " + file);
+  EXPECT_EQ(dry.code, 0) << dry.out;
+  EXPECT_NE(dry.out.find("create  day_block_inference"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("create  hold_training_gpu_cap  hold back 4 of training_gpu_cap"),
+            std::string::npos)
+      << dry.out;
+  EXPECT_NE(dry.out.find("Dry run: nothing was changed."), std::string::npos) << dry.out;
+  EXPECT_EQ(calls(), "");
+  EXPECT_FALSE(daemon_.client().policy().ok());
+
+  auto applied = ctl("policy apply " + file);
+  EXPECT_EQ(applied.code, 0) << applied.out;
+  EXPECT_NE(applied.out.find("Slurm: applied"), std::string::npos) << applied.out;
+  EXPECT_NE(applied.out.find("composerd stored the policy as version 1"), std::string::npos)
+      << applied.out;
+  const std::string ran = calls();
+  EXPECT_NE(ran.find("create reservation ReservationName=day_block_inference"), std::string::npos)
+      << ran;
+  EXPECT_NE(ran.find("create reservation ReservationName=hold_inference_gpu_cap StartTime=now "
+                     "Duration=infinite Flags=ANY_NODES Licenses=inference_gpu_cap:2 Users=root"),
+            std::string::npos)
+      << ran;
+  EXPECT_EQ(ran.find("delete"), std::string::npos) << ran;
+  EXPECT_EQ(ran.find("reconfigure"), std::string::npos) << ran;
+  auto stored = daemon_.client().policy();
+  ASSERT_TRUE(stored.ok()) << stored.error();
+  EXPECT_EQ(stored->text, kDayNight);
+
+  // Rounds and the same policy again change nothing.
+  std::filesystem::remove(slurm_ + "/calls");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto again = ctl("policy apply " + file);
+  EXPECT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("Changes to Slurm: none."), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("composerd already has this policy (version 1)"), std::string::npos)
+      << again.out;
+  EXPECT_EQ(calls(), "");
+
+  // A blocker deleted by hand is back within a round, and the log says so.
+  std::string kept;
+  std::istringstream lines(reservations());
+  for (std::string l; std::getline(lines, l);) {
+    if (l.find("ReservationName=day_block_inference ") == std::string::npos) kept += l + "\n";
+  }
+  std::ofstream(slurm_ + "/reservations") << kept;
+  EXPECT_TRUE(eventually("ReservationName=day_block_inference ")) << calls();
+  EXPECT_TRUE(logged("deleted outside composerd")) << daemon_.log();
+}
+
+TEST(SlurmSyncConfig, CheckRefusesAnScontrolThatIsNotExecutable) {
+  test_support::TempDir dir{"composer-sync-check"};
+  const std::string conf = dir.file("composer.conf");
+  std::ofstream(conf) << "StateDir=" << dir.file("state") << "\nSlurmSync=yes\n"
+                      << "SlurmScontrol=" << dir.file("nowhere/scontrol") << "\n"
+                      << default_pool_lines();
+  auto r = run_command(std::string(COMPOSERD_PATH) + " --check -f " + conf + " 2>&1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("line 3: SlurmScontrol=" + dir.file("nowhere/scontrol") +
+                       " is not an executable file"),
+            std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace composer::testing
