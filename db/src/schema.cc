@@ -220,12 +220,18 @@ LEFT JOIN hosts h ON h.node = c.node
 WHERE d.drained = 1 AND d.drain_reason LIKE 'detach failed%';
 )sql"};
 
+// The failure domains a device sits in, "level:name" comma-separated in the order the
+// fabric or composer.conf gives them; '' for none. Facts of the inventory, like the zone.
+constexpr sqlite::Sql kMigration5{"failure domains of devices (migration 5)", R"sql(
+ALTER TABLE devices ADD COLUMN domains TEXT NOT NULL DEFAULT '';
+)sql"};
+
 struct Migration {
   int version;
   const sqlite::Sql* sql;
 };
 constexpr Migration kMigrations[] = {
-    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}};
+    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}, {5, &kMigration5}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",

@@ -33,10 +33,10 @@ using sqlite::Statement;
 // --- SQL ----------------------------------------------------------------------------------
 // Fragments shared by the statements below; each statement is still one named constant.
 
-// A device and its owner, if a live composition holds it. Columns 0..11 (see read_device).
+// A device and its owner, if a live composition holds it. Columns 0..12 (see read_device).
 #define DEVICE_COLUMNS                                                                \
   "d.id, d.type, d.model, d.capacity_bytes, d.zone, d.address, d.health, d.drained, " \
-  "d.drain_reason, owner.composition_id, owner_c.node, d.holder"
+  "d.drain_reason, owner.composition_id, owner_c.node, d.holder, d.domains"
 #define DEVICE_OWNER_JOIN                                                             \
   " LEFT JOIN composition_devices owner ON owner.device_id = d.id AND owner.live = 1" \
   " LEFT JOIN compositions owner_c ON owner_c.id = owner.composition_id"
@@ -85,11 +85,11 @@ constexpr Sql kSelectHosts{"listing hosts",
 // Drain state is not in the upsert: the inventory never changes it.
 constexpr Sql kUpsertDevice{
     "saving device",
-    "INSERT INTO devices (id, type, model, capacity_bytes, zone, address, health) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+    "INSERT INTO devices (id, type, model, capacity_bytes, zone, address, health, domains) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
     "ON CONFLICT (id) DO UPDATE SET type = excluded.type, model = excluded.model, "
     "capacity_bytes = excluded.capacity_bytes, zone = excluded.zone, "
-    "address = excluded.address, health = excluded.health"};
+    "address = excluded.address, health = excluded.health, domains = excluded.domains"};
 constexpr Sql kSelectDevice{"reading device",
                             "SELECT " DEVICE_COLUMNS " FROM devices d" DEVICE_OWNER_JOIN
                             " WHERE d.id = ?1"};
@@ -236,6 +236,13 @@ std::vector<std::string> split(std::string_view text) {
   return out;
 }
 
+// "level:name,level:name" (see migration 5).
+std::string domain_list(const std::vector<FailureDomain>& domains) {
+  std::vector<std::string> items;
+  for (const FailureDomain& d : domains) items.push_back(to_string(d));
+  return join(items, kListSeparator);
+}
+
 // A name stored in a comma-separated list: not empty, no comma, no whitespace or control.
 bool valid_list_item(std::string_view s) {
   if (s.empty()) return false;
@@ -293,6 +300,14 @@ Device read_device(const Statement& s, int first) {
   d.composition_id = s.optional_int64(first + 9);
   if (d.composition_id) d.node = s.text(first + 10);
   d.holder = s.text(first + 11);
+  for (const std::string& item : split(s.text_view(first + 12))) {
+    auto domain = parse_failure_domain(item);
+    if (!domain) {
+      fail(ErrorCode::kInternal,
+           "device " + d.id + ": malformed failure domain " + quoted(item) + " in the database");
+    }
+    d.domains.push_back(std::move(*domain));
+  }
   return d;
 }
 
@@ -567,6 +582,14 @@ Status SqliteStore::upsert_devices(const std::vector<Device>& devices, int64_t n
                    "store: device id " + quoted(d.id) +
                        " is not valid: it must be non-empty, without commas or spaces");
     }
+    for (const FailureDomain& domain : d.domains) {
+      if (!valid_list_item(to_string(domain)) || !parse_failure_domain(to_string(domain))) {
+        return Error(ErrorCode::kInvalidArgument,
+                     "store: device " + d.id + ": failure domain " + quoted(to_string(domain)) +
+                         " is not valid: level and name must be non-empty, without commas or "
+                         "spaces, and the level without ':'");
+      }
+    }
     if (d.capacity_bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return Error(ErrorCode::kInvalidArgument,
                    "store: device " + d.id + ": capacity " + std::to_string(d.capacity_bytes) +
@@ -585,6 +608,7 @@ Status SqliteStore::upsert_devices(const std::vector<Device>& devices, int64_t n
           .bind(5, d.zone)
           .bind(6, d.address)
           .bind(7, to_string(d.health))
+          .bind(8, domain_list(d.domains))
           .run();
       if (known && known->health != d.health) {
         append_event(

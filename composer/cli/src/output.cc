@@ -6,6 +6,8 @@
 #include <cctype>
 #include <charconv>
 #include <ctime>
+#include <map>
+#include <tuple>
 
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
@@ -235,14 +237,102 @@ Table device_table(const std::vector<Device>& devices) {
            {"NODE"},
            {"COMPOSITION", true},
            {"HOLDER"},
-           {"REASON"}});
+           {"REASON"},
+           {"DOMAINS"}});
   for (const Device& d : devices) {
     t.add_row({d.id, std::string(to_string(d.type)), d.model,
                d.capacity_bytes > 0 ? format_size(d.capacity_bytes) : "", d.zone, d.address,
                std::string(to_string(d.health)), std::string(to_string(d.state())), d.node,
-               id_or_empty(d.composition_id), d.holder, d.drain_reason});
+               id_or_empty(d.composition_id), d.holder, d.drain_reason, domain_names(d.domains)});
   }
   return t;
+}
+
+std::string domain_names(const std::vector<FailureDomain>& domains) {
+  std::vector<std::string> names;
+  for (const FailureDomain& d : domains) names.push_back(to_string(d));
+  return join(names, ",");
+}
+
+std::vector<DomainRow> domain_rows(const std::vector<Device>& devices) {
+  std::map<std::tuple<std::string, std::string, DeviceType>, DomainRow> rows;
+  auto count = [&rows](const std::string& level, const std::string& name, const Device& d) {
+    DomainRow& r = rows[std::make_tuple(level, name, d.type)];
+    r.level = level;
+    r.name = name;
+    r.type = d.type;
+    ++r.total;
+    r.total_bytes += d.capacity_bytes;
+    switch (d.state()) {
+      case DeviceState::kFree:
+        ++r.free;
+        r.free_bytes += d.capacity_bytes;
+        break;
+      case DeviceState::kAttached:
+        ++r.attached;
+        break;
+      case DeviceState::kDrained:
+        ++r.drained;
+        break;
+      case DeviceState::kFailed:
+        ++r.failed;
+        break;
+      case DeviceState::kForeign:
+        ++r.foreign;
+        break;
+    }
+  };
+  for (const Device& d : devices) {
+    if (d.domains.empty()) count("", kNoDomain, d);
+    for (const FailureDomain& dom : d.domains) count(dom.level, dom.name, d);
+  }
+  std::vector<DomainRow> out;
+  for (auto& [key, row] : rows) out.push_back(std::move(row));
+  return out;
+}
+
+Table domain_table(const std::vector<DomainRow>& rows) {
+  Table t({{"LEVEL"},
+           {"DOMAIN"},
+           {"TYPE"},
+           {"TOTAL", true},
+           {"FREE", true},
+           {"ATTACHED", true},
+           {"DRAINED", true},
+           {"FAILED", true},
+           {"FOREIGN", true},
+           {"TOTAL_SIZE", true},
+           {"FREE_SIZE", true}});
+  for (const DomainRow& r : rows) {
+    const bool sized = r.type != DeviceType::kGpu;
+    t.add_row({r.level, r.name, std::string(to_string(r.type)), std::to_string(r.total),
+               std::to_string(r.free), std::to_string(r.attached), std::to_string(r.drained),
+               std::to_string(r.failed), std::to_string(r.foreign),
+               sized ? format_size(r.total_bytes) : "", sized ? format_size(r.free_bytes) : ""});
+  }
+  return t;
+}
+
+Json::Value domain_rows_to_json(const std::vector<DomainRow>& rows) {
+  Json::Value list(Json::arrayValue);
+  for (const DomainRow& r : rows) {
+    Json::Value v(Json::objectValue);
+    v["level"] = r.level;
+    v["domain"] = r.name;
+    v["type"] = std::string(to_string(r.type));
+    v["total"] = r.total;
+    v["free"] = r.free;
+    v["attached"] = r.attached;
+    v["drained"] = r.drained;
+    v["failed"] = r.failed;
+    v["foreign"] = r.foreign;
+    v["total_bytes"] = Json::UInt64(r.total_bytes);
+    v["free_bytes"] = Json::UInt64(r.free_bytes);
+    list.append(std::move(v));
+  }
+  Json::Value out(Json::objectValue);
+  out["domains"] = std::move(list);
+  return out;
 }
 
 Table composition_table(const std::vector<Composition>& compositions) {
