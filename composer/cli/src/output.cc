@@ -9,6 +9,7 @@
 #include <map>
 #include <tuple>
 
+#include "composer/api/codec.h"
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 
@@ -202,27 +203,36 @@ std::string format_elapsed(int64_t seconds) {
   return days > 0 ? std::to_string(days) + "-" + buffer : std::string(buffer);
 }
 
-Table pool_table(const std::vector<PoolRow>& rows) {
-  Table t({{"TYPE"},
-           {"MODEL"},
-           {"ZONE"},
-           {"TOTAL", true},
-           {"FREE", true},
-           {"ATTACHED", true},
-           {"DRAINED", true},
-           {"FAILED", true},
-           {"FOREIGN", true},
-           {"TOTAL_SIZE", true},
-           {"FREE_SIZE", true}});
-  for (const PoolRow& r : rows) {
+namespace {
+// A pool table: the columns saying what is counted (`keys`, one cell each per row), then the
+// counts and sizes of the row.
+Table counts_table(std::vector<Column> keys,
+                   const std::vector<std::pair<std::vector<std::string>, const PoolRow*>>& rows) {
+  for (const char* name :
+       {"TOTAL", "FREE", "ATTACHED", "DRAINED", "FAILED", "FOREIGN", "TOTAL_SIZE", "FREE_SIZE"}) {
+    keys.push_back({name, true});
+  }
+  Table t(std::move(keys));
+  for (const auto& [cells, row] : rows) {
+    const PoolRow& r = *row;
     // GPUs have no size; an empty cell says so better than a 0.
     const bool sized = r.type != DeviceType::kGpu;
-    t.add_row({std::string(to_string(r.type)), r.model, r.zone, std::to_string(r.total),
-               std::to_string(r.free), std::to_string(r.attached), std::to_string(r.drained),
-               std::to_string(r.failed), std::to_string(r.foreign),
-               sized ? format_size(r.total_bytes) : "", sized ? format_size(r.free_bytes) : ""});
+    std::vector<std::string> all = cells;
+    all.insert(all.end(),
+               {std::to_string(r.total), std::to_string(r.free), std::to_string(r.attached),
+                std::to_string(r.drained), std::to_string(r.failed), std::to_string(r.foreign),
+                sized ? format_size(r.total_bytes) : "", sized ? format_size(r.free_bytes) : ""});
+    t.add_row(std::move(all));
   }
   return t;
+}
+}  // namespace
+
+Table pool_table(const std::vector<PoolRow>& rows) {
+  std::vector<std::pair<std::vector<std::string>, const PoolRow*>> keyed;
+  for (const PoolRow& r : rows)
+    keyed.push_back({{std::string(to_string(r.type)), r.model, r.zone}, &r});
+  return counts_table({{"TYPE"}, {"MODEL"}, {"ZONE"}}, keyed);
 }
 
 Table device_table(const std::vector<Device>& devices) {
@@ -260,25 +270,28 @@ std::vector<DomainRow> domain_rows(const std::vector<Device>& devices) {
     DomainRow& r = rows[std::make_tuple(level, name, d.type)];
     r.level = level;
     r.name = name;
-    r.type = d.type;
-    ++r.total;
-    r.total_bytes += d.capacity_bytes;
+    PoolRow& c = r.counts;
+    c.type = d.type;
+    ++c.total;
+    c.total_bytes += d.capacity_bytes;
     switch (d.state()) {
       case DeviceState::kFree:
-        ++r.free;
-        r.free_bytes += d.capacity_bytes;
+        ++c.free;
+        c.free_bytes += d.capacity_bytes;
+        c.schedulable_bytes += d.capacity_bytes;
         break;
       case DeviceState::kAttached:
-        ++r.attached;
+        ++c.attached;
+        c.schedulable_bytes += d.capacity_bytes;
         break;
       case DeviceState::kDrained:
-        ++r.drained;
+        ++c.drained;
         break;
       case DeviceState::kFailed:
-        ++r.failed;
+        ++c.failed;
         break;
       case DeviceState::kForeign:
-        ++r.foreign;
+        ++c.foreign;
         break;
     }
   };
@@ -292,42 +305,22 @@ std::vector<DomainRow> domain_rows(const std::vector<Device>& devices) {
 }
 
 Table domain_table(const std::vector<DomainRow>& rows) {
-  Table t({{"LEVEL"},
-           {"DOMAIN"},
-           {"TYPE"},
-           {"TOTAL", true},
-           {"FREE", true},
-           {"ATTACHED", true},
-           {"DRAINED", true},
-           {"FAILED", true},
-           {"FOREIGN", true},
-           {"TOTAL_SIZE", true},
-           {"FREE_SIZE", true}});
+  std::vector<std::pair<std::vector<std::string>, const PoolRow*>> keyed;
   for (const DomainRow& r : rows) {
-    const bool sized = r.type != DeviceType::kGpu;
-    t.add_row({r.level, r.name, std::string(to_string(r.type)), std::to_string(r.total),
-               std::to_string(r.free), std::to_string(r.attached), std::to_string(r.drained),
-               std::to_string(r.failed), std::to_string(r.foreign),
-               sized ? format_size(r.total_bytes) : "", sized ? format_size(r.free_bytes) : ""});
+    keyed.push_back({{r.level, r.name, std::string(to_string(r.counts.type))}, &r.counts});
   }
-  return t;
+  return counts_table({{"LEVEL"}, {"DOMAIN"}, {"TYPE"}}, keyed);
 }
 
 Json::Value domain_rows_to_json(const std::vector<DomainRow>& rows) {
   Json::Value list(Json::arrayValue);
   for (const DomainRow& r : rows) {
-    Json::Value v(Json::objectValue);
+    // The pool row's object, keyed by the domain instead of model and zone.
+    Json::Value v = api::to_json(r.counts);
+    v.removeMember("model");
+    v.removeMember("zone");
     v["level"] = r.level;
     v["domain"] = r.name;
-    v["type"] = std::string(to_string(r.type));
-    v["total"] = r.total;
-    v["free"] = r.free;
-    v["attached"] = r.attached;
-    v["drained"] = r.drained;
-    v["failed"] = r.failed;
-    v["foreign"] = r.foreign;
-    v["total_bytes"] = Json::UInt64(r.total_bytes);
-    v["free_bytes"] = Json::UInt64(r.free_bytes);
     list.append(std::move(v));
   }
   Json::Value out(Json::objectValue);

@@ -93,20 +93,12 @@ inline constexpr const char* kNoDomain = "(none)";
 struct DomainRow {
   std::string level;
   std::string name;
-  DeviceType type = DeviceType::kGpu;
-  uint32_t total = 0;
-  uint32_t free = 0;
-  uint32_t attached = 0;
-  uint32_t drained = 0;
-  uint32_t failed = 0;
-  uint32_t foreign = 0;
-  uint64_t total_bytes = 0;
-  uint64_t free_bytes = 0;
+  PoolRow counts;  // type and counts; model and zone empty
 };
 // Sorted by level, domain, type.
 std::vector<DomainRow> domain_rows(const std::vector<Device>& devices);
 Table domain_table(const std::vector<DomainRow>& rows);
-// {"domains": [{"level", "domain", "type", "total", ..., "free_bytes"}]}
+// {"domains": [{"level", "domain", and the fields of a pool row but model and zone}]}
 Json::Value domain_rows_to_json(const std::vector<DomainRow>& rows);
 
 }  // namespace composer::cli
