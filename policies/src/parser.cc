@@ -500,13 +500,15 @@ class Parser {
     std::vector<std::string> class_names, window_names;
     for (const auto& c : policy_.classes) class_names.push_back(c.name);
     for (const auto& w : policy_.windows) window_names.push_back(w.name);
+    // A Limit or Placement line names a class of the file.
+    auto check_class = [&](int line, const std::string& key, const std::string& name) {
+      if (policy_.find_class(name)) return;
+      problems_.add(line, key + "=" + name + " names no class: define it with Class=" + name +
+                              " (classes defined: " + join_names(class_names) + ")");
+    };
     for (size_t i = 0; i < policy_.limits.size(); ++i) {
       const Limit& l = policy_.limits[i];
-      if (!policy_.find_class(l.class_name)) {
-        problems_.add(l.line, "Limit=" + l.class_name +
-                                  " names no class: define it with Class=" + l.class_name +
-                                  " (classes defined: " + join_names(class_names) + ")");
-      }
+      check_class(l.line, "Limit", l.class_name);
       if (l.window != kDefaultWindow && !policy_.find_window(l.window)) {
         problems_.add(l.line, "Window=" + l.window +
                                   " on this Limit line names no window: define "
@@ -528,11 +530,7 @@ class Parser {
     }
     for (size_t i = 0; i < policy_.placements.size(); ++i) {
       const Placement& p = policy_.placements[i];
-      if (!policy_.find_class(p.class_name)) {
-        problems_.add(p.line, "Placement=" + p.class_name +
-                                  " names no class: define it with Class=" + p.class_name +
-                                  " (classes defined: " + join_names(class_names) + ")");
-      }
+      check_class(p.line, "Placement", p.class_name);
       for (size_t j = 0; j < i; ++j) {
         if (policy_.placements[j].class_name == p.class_name) {
           problems_.add(p.line, "Placement=" + p.class_name + " is given twice (first on line " +
