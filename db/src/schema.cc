@@ -229,12 +229,19 @@ ALTER TABLE devices ADD COLUMN serial TEXT NOT NULL DEFAULT '';
 ALTER TABLE devices ADD COLUMN uuid TEXT NOT NULL DEFAULT '';
 )sql"};
 
+// Migration 6: the failure domains a device sits in, "level:name" comma-separated in the order the
+// fabric or composer.conf gives them; '' for none. Facts of the inventory, like the zone.
+constexpr sqlite::Sql kMigration6{"failure domains of devices (migration 6)", R"sql(
+ALTER TABLE devices ADD COLUMN domains TEXT NOT NULL DEFAULT '';
+)sql"};
+
 struct Migration {
   int version;
   const sqlite::Sql* sql;
 };
 constexpr Migration kMigrations[] = {
-    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}, {5, &kMigration5}};
+    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3},
+    {4, &kMigration4}, {5, &kMigration5}, {6, &kMigration6}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",

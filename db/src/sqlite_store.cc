@@ -33,11 +33,11 @@ using sqlite::Statement;
 // --- SQL ----------------------------------------------------------------------------------
 // Fragments shared by the statements below; each statement is still one named constant.
 
-// A device and its owner, if a live composition holds it. Columns 0..15 (see read_device).
+// A device and its owner, if a live composition holds it. Columns 0..16 (see read_device).
 #define DEVICE_COLUMNS                                                                \
   "d.id, d.type, d.model, d.capacity_bytes, d.zone, d.address, d.health, d.drained, " \
-  "d.drain_reason, owner.composition_id, owner_c.node, d.holder, d.pci_vendor, "      \
-  "d.pci_device, d.serial, d.uuid"
+  "d.drain_reason, owner.composition_id, owner_c.node, d.holder, d.domains, "         \
+  "d.pci_vendor, d.pci_device, d.serial, d.uuid"
 #define DEVICE_OWNER_JOIN                                                             \
   " LEFT JOIN composition_devices owner ON owner.device_id = d.id AND owner.live = 1" \
   " LEFT JOIN compositions owner_c ON owner_c.id = owner.composition_id"
@@ -86,12 +86,14 @@ constexpr Sql kSelectHosts{"listing hosts",
 // Drain state is not in the upsert: the inventory never changes it.
 constexpr Sql kUpsertDevice{
     "saving device",
-    "INSERT INTO devices (id, type, model, capacity_bytes, zone, address, health, pci_vendor, "
-    "pci_device, serial, uuid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+    "INSERT INTO devices (id, type, model, capacity_bytes, zone, address, health, domains, "
+    "pci_vendor, pci_device, serial, uuid) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
     "ON CONFLICT (id) DO UPDATE SET type = excluded.type, model = excluded.model, "
     "capacity_bytes = excluded.capacity_bytes, zone = excluded.zone, "
-    "address = excluded.address, health = excluded.health, pci_vendor = excluded.pci_vendor, "
-    "pci_device = excluded.pci_device, serial = excluded.serial, uuid = excluded.uuid"};
+    "address = excluded.address, health = excluded.health, domains = excluded.domains, "
+    "pci_vendor = excluded.pci_vendor, pci_device = excluded.pci_device, "
+    "serial = excluded.serial, uuid = excluded.uuid"};
 constexpr Sql kSelectDevice{"reading device",
                             "SELECT " DEVICE_COLUMNS " FROM devices d" DEVICE_OWNER_JOIN
                             " WHERE d.id = ?1"};
@@ -238,6 +240,13 @@ std::vector<std::string> split(std::string_view text) {
   return out;
 }
 
+// "level:name,level:name" (see migration 6).
+std::string domain_list(const std::vector<FailureDomain>& domains) {
+  std::vector<std::string> items;
+  for (const FailureDomain& d : domains) items.push_back(to_string(d));
+  return join(items, kListSeparator);
+}
+
 // A name stored in a comma-separated list: not empty, no comma, no whitespace or control.
 bool valid_list_item(std::string_view s) {
   if (s.empty()) return false;
@@ -295,10 +304,18 @@ Device read_device(const Statement& s, int first) {
   d.composition_id = s.optional_int64(first + 9);
   if (d.composition_id) d.node = s.text(first + 10);
   d.holder = s.text(first + 11);
-  d.identity.pci_vendor = s.text(first + 12);
-  d.identity.pci_device = s.text(first + 13);
-  d.identity.serial = s.text(first + 14);
-  d.identity.uuid = s.text(first + 15);
+  for (const std::string& item : split(s.text_view(first + 12))) {
+    auto domain = parse_failure_domain(item);
+    if (!domain) {
+      fail(ErrorCode::kInternal,
+           "device " + d.id + ": malformed failure domain " + quoted(item) + " in the database");
+    }
+    d.domains.push_back(std::move(*domain));
+  }
+  d.identity.pci_vendor = s.text(first + 13);
+  d.identity.pci_device = s.text(first + 14);
+  d.identity.serial = s.text(first + 15);
+  d.identity.uuid = s.text(first + 16);
   return d;
 }
 
@@ -574,6 +591,14 @@ Status SqliteStore::upsert_devices(const std::vector<Device>& devices, int64_t n
                    "store: device id " + quoted(d.id) +
                        " is not valid: it must be non-empty, without commas or spaces");
     }
+    for (const FailureDomain& domain : d.domains) {
+      if (!valid_list_item(to_string(domain)) || !parse_failure_domain(to_string(domain))) {
+        return Error(ErrorCode::kInvalidArgument,
+                     "store: device " + d.id + ": failure domain " + quoted(to_string(domain)) +
+                         " is not valid: level and name must be non-empty, without commas or "
+                         "spaces, and the level without ':'");
+      }
+    }
     if (d.capacity_bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return Error(ErrorCode::kInvalidArgument,
                    "store: device " + d.id + ": capacity " + std::to_string(d.capacity_bytes) +
@@ -592,10 +617,11 @@ Status SqliteStore::upsert_devices(const std::vector<Device>& devices, int64_t n
           .bind(5, d.zone)
           .bind(6, d.address)
           .bind(7, to_string(d.health))
-          .bind(8, d.identity.pci_vendor)
-          .bind(9, d.identity.pci_device)
-          .bind(10, d.identity.serial)
-          .bind(11, d.identity.uuid)
+          .bind(8, domain_list(d.domains))
+          .bind(9, d.identity.pci_vendor)
+          .bind(10, d.identity.pci_device)
+          .bind(11, d.identity.serial)
+          .bind(12, d.identity.uuid)
           .run();
       if (known && known->health != d.health) {
         append_event(

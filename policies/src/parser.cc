@@ -223,10 +223,12 @@ class Parser {
       default_class(n, pairs);
     } else if (kind == "limit") {
       limit(n, pairs);
+    } else if (kind == "placement") {
+      placement(n, pairs);
     } else {
       problems_.add(n, "unknown key " + pairs.front().key +
                            " at the start of a line: a line starts with TimeZone=, Window=, "
-                           "Class=, DefaultClass= or Limit=");
+                           "Class=, DefaultClass=, Limit= or Placement=");
     }
   }
 
@@ -413,17 +415,100 @@ class Parser {
     policy_.limits.push_back(std::move(l));
   }
 
+  // Placement=CLASS Rule=pack|spread|avoid-shared [Level=LEVEL] [Count=N] [Type=TYPE]
+  void placement(int n, const std::vector<Pair>& pairs) {
+    using Kind = PlacementRule::Kind;
+    if (!only_keys(n, pairs, {"rule", "level", "count", "type"})) return;
+    Placement p;
+    p.class_name = pairs[0].value;
+    p.line = n;
+    const std::string head = "Placement=" + p.class_name;
+    const Pair* rule = find(pairs, "rule");
+    const Pair* level = find(pairs, "level");
+    const Pair* count = find(pairs, "count");
+    const Pair* type = find(pairs, "type");
+    if (!rule) {
+      problems_.add(n, head + " needs Rule=pack, Rule=spread or Rule=avoid-shared");
+      return;
+    }
+    const std::string r = lower(rule->value);
+    if (r == "pack") {
+      p.rule.kind = Kind::kPack;
+    } else if (r == "spread") {
+      p.rule.kind = Kind::kSpread;
+    } else if (r == "avoid-shared") {
+      p.rule.kind = Kind::kAvoidShared;
+    } else {
+      problems_.add(n, rule->key + "=" + rule->value +
+                           " is not a placement rule: use pack, spread or avoid-shared");
+      return;
+    }
+    if (p.rule.kind == Kind::kPack && (level || count || type)) {
+      problems_.add(n, head +
+                           " Rule=pack takes no Level=, Count= or Type=: pack places a job "
+                           "in as few domains as its zones allow");
+      return;
+    }
+    if (p.rule.kind != Kind::kPack) {
+      if (!level) {
+        problems_.add(n, head + " Rule=" + r +
+                             " needs Level=<a level of composer.conf's "
+                             "DomainLevels=>");
+        return;
+      }
+      if (!valid_slurm_word(level->value)) {
+        problems_.add(n, level->key + "=" + level->value +
+                             " is not a level name (letters, digits, '_', '-', '.')");
+        return;
+      }
+      p.rule.level = level->value;
+    }
+    if (p.rule.kind == Kind::kAvoidShared && (count || type)) {
+      problems_.add(n, head +
+                           " Rule=avoid-shared takes no Count= or Type=: it keeps the class "
+                           "apart from the others in every domain of its level");
+      return;
+    }
+    if (p.rule.kind == Kind::kSpread) {
+      std::optional<uint32_t> c;
+      if (count) {
+        if (auto v = parse_count(count->value, 64)) c = *v;
+      }
+      if (!count || !c || *c < 2) {
+        problems_.add(n, head +
+                             " Rule=spread needs Count=N, the domains a job's devices spread "
+                             "over: a whole number from 2 to 64" +
+                             (count ? " (got " + count->value + ")" : ""));
+        return;
+      }
+      p.rule.count = *c;
+      if (type) {
+        auto t = parse_device_type(lower(type->value));
+        if (!t) {
+          problems_.add(n, type->key + "=" + type->value +
+                               " is not a device type: use gpu, mem "
+                               "or nvme");
+          return;
+        }
+        p.rule.type = *t;
+      }
+    }
+    policy_.placements.push_back(std::move(p));
+  }
+
   void check_references() {
     std::vector<std::string> class_names, window_names;
     for (const auto& c : policy_.classes) class_names.push_back(c.name);
     for (const auto& w : policy_.windows) window_names.push_back(w.name);
+    // A Limit or Placement line names a class of the file.
+    auto check_class = [&](int line, const std::string& key, const std::string& name) {
+      if (policy_.find_class(name)) return;
+      problems_.add(line, key + "=" + name + " names no class: define it with Class=" + name +
+                              " (classes defined: " + join_names(class_names) + ")");
+    };
     for (size_t i = 0; i < policy_.limits.size(); ++i) {
       const Limit& l = policy_.limits[i];
-      if (!policy_.find_class(l.class_name)) {
-        problems_.add(l.line, "Limit=" + l.class_name +
-                                  " names no class: define it with Class=" + l.class_name +
-                                  " (classes defined: " + join_names(class_names) + ")");
-      }
+      check_class(l.line, "Limit", l.class_name);
       if (l.window != kDefaultWindow && !policy_.find_window(l.window)) {
         problems_.add(l.line, "Window=" + l.window +
                                   " on this Limit line names no window: define "
@@ -439,6 +524,18 @@ class Parser {
           problems_.add(l.line, "Limit=" + l.class_name + " Window=" + l.window +
                                     " is given twice (first on line " + std::to_string(o.line) +
                                     "): one Limit line per class and window");
+          break;
+        }
+      }
+    }
+    for (size_t i = 0; i < policy_.placements.size(); ++i) {
+      const Placement& p = policy_.placements[i];
+      check_class(p.line, "Placement", p.class_name);
+      for (size_t j = 0; j < i; ++j) {
+        if (policy_.placements[j].class_name == p.class_name) {
+          problems_.add(p.line, "Placement=" + p.class_name + " is given twice (first on line " +
+                                    std::to_string(policy_.placements[j].line) +
+                                    "): one placement rule per class");
           break;
         }
       }

@@ -135,4 +135,17 @@ uint64_t resolve_cap(const CapSpec& cap, uint64_t pool_size) {
   return v;
 }
 
+std::string PlacementRule::to_string() const {
+  switch (kind) {
+    case Kind::kPack:
+      return "pack";
+    case Kind::kSpread:
+      return "spread " + level + " " + std::to_string(count) +
+             (type ? " " + std::string(composer::to_string(*type)) : "");
+    case Kind::kAvoidShared:
+      return "avoid-shared " + level;
+  }
+  return "?";
+}
+
 }  // namespace composer::policies

@@ -1,5 +1,6 @@
 #include "composer/policies/validate.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -147,6 +148,52 @@ Validation validate(const Policy& policy, const PoolSize& pool) {
     v.warnings.push_back(policy.file +
                          ": no DefaultClass: a job without --workload whose partition, QOS and "
                          "account match no class is refused");
+  }
+  return v;
+}
+
+Validation validate_placement(const Policy& policy, const std::vector<std::string>& levels,
+                              const std::map<std::string, std::set<std::string>>& domains) {
+  using Kind = PlacementRule::Kind;
+  Validation v;
+  for (const Placement& p : policy.placements) {
+    const PlacementRule& r = p.rule;
+    if (r.kind == Kind::kPack) continue;
+    const std::string head =
+        at(policy, p.line) + "Placement=" + p.class_name + " (" + r.to_string() + "): ";
+    if (std::find(levels.begin(), levels.end(), r.level) == levels.end()) {
+      std::string declared;
+      for (const std::string& l : levels) declared += (declared.empty() ? "" : ", ") + l;
+      v.errors.push_back(head + "level " + r.level +
+                         " is not declared by composer.conf's DomainLevels= (declared: " +
+                         (declared.empty() ? "none" : declared) + ")");
+      continue;
+    }
+    if (r.kind != Kind::kSpread) continue;
+    auto it = domains.find(r.level);
+    const size_t have = it == domains.end() ? 0 : it->second.size();
+    if (have < r.count) {
+      v.errors.push_back(head + "the pool has " + std::to_string(have) + " " + r.level + " " +
+                         (have == 1 ? "domain" : "domains") + ", so a spread over " +
+                         std::to_string(r.count) + " can never be met");
+      continue;
+    }
+    for (const Limit& l : policy.limits) {
+      if (l.class_name != p.class_name) continue;
+      for (DeviceType t : {DeviceType::kGpu, DeviceType::kNvme}) {
+        if (r.type && *r.type != t) continue;
+        const auto& cap = l.caps[type_index(t)];
+        if (!cap || cap->kind != CapSpec::Kind::kCount || cap->value == 0 ||
+            cap->value >= r.count) {
+          continue;
+        }
+        v.errors.push_back(head + "Limit=" + l.class_name + " Window=" + l.window + " (line " +
+                           std::to_string(l.line) + ") caps the class at " +
+                           format_amount(t, cap->value) + ", fewer than the " +
+                           std::to_string(r.count) + " domains a job's " + type_noun(t) +
+                           " must spread over");
+      }
+    }
   }
   return v;
 }

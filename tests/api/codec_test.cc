@@ -69,6 +69,7 @@ void expect_same(const Device& a, const Device& b) {
   EXPECT_EQ(a.drain_reason, b.drain_reason);
   EXPECT_EQ(a.composition_id, b.composition_id);
   EXPECT_EQ(a.node, b.node);
+  EXPECT_EQ(a.domains, b.domains);
 }
 
 // Decodes `text` as T and returns the refusal's message, failing the test if it was accepted.
@@ -141,6 +142,38 @@ TEST(Codec, DeviceIdentityIsOptionalAndItsPciIdsAreChecked) {
   EXPECT_EQ(bad.error().message,
             "identity.mac: unknown field; a device identity has only these fields: pci_vendor, "
             "pci_device, serial, uuid");
+}
+
+TEST(Codec, DeviceDomainsAreAnObjectOfLevelToNameAndOptional) {
+  Device d = attached_gpu();
+  d.domains = {{"enclosure", "enc1"}, {"power", "pod-a:pdu-1"}};
+  Json::Value v = to_json(d);
+  EXPECT_EQ(v["domains"]["enclosure"].asString(), "enc1");
+  EXPECT_EQ(v["domains"]["power"].asString(), "pod-a:pdu-1");
+  auto back = from_json<Device>(v);
+  ASSERT_TRUE(back.ok()) << back.error();
+  expect_same(d, *back);
+  EXPECT_TRUE(to_json(drained_memory())["domains"].isObject());
+  EXPECT_EQ(to_json(drained_memory())["domains"].size(), 0u);
+
+  // A device written before domains existed is in none.
+  v.removeMember("domains");
+  back = from_json<Device>(v);
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_TRUE(back->domains.empty());
+
+  v["domains"] = Json::Value(Json::arrayValue);
+  auto refused = from_json<Device>(v);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("domains: expected an object of level: domain name"),
+            std::string::npos)
+      << refused.error().message;
+  v["domains"] = Json::Value(Json::objectValue);
+  v["domains"]["power"] = "";
+  refused = from_json<Device>(v);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("domains.power"), std::string::npos)
+      << refused.error().message;
 }
 
 TEST(Codec, CompositionRoundTrips) {

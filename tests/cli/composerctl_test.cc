@@ -34,6 +34,7 @@ Device gpu(const std::string& id, bool attached) {
   if (attached) {
     d.composition_id = 12;
     d.node = "node1";
+    d.domains = {{"enclosure", "enc1"}, {"power", "pdu-a"}};
   }
   return d;
 }
@@ -143,12 +144,36 @@ TEST_F(ComposerctlTest, PoolPrintsAnAlignedTable) {
             "   32T\n");
 }
 
+TEST_F(ComposerctlTest, PoolByDomainCountsEachDeviceInEachOfItsDomains) {
+  Outcome o = run_ctl({"pool", "--by", "domain", "-P"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out,
+            "LEVEL|DOMAIN|TYPE|TOTAL|FREE|ATTACHED|DRAINED|FAILED|FOREIGN|TOTAL_SIZE|FREE_SIZE\n"
+            "|(none)|gpu|1|1|0|0|0|0||\n"
+            "enclosure|enc1|gpu|1|0|1|0|0|0||\n"
+            "power|pdu-a|gpu|1|0|1|0|0|0||\n");
+  EXPECT_EQ(requests(), (std::vector<std::string>{"GET /v1/devices"}));
+
+  o = run_ctl({"pool", "--by", "domain", "--json"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  auto back = api::parse_json(o.out);
+  ASSERT_TRUE(back.ok()) << back.error();
+  ASSERT_EQ((*back)["domains"].size(), 3u);
+  EXPECT_EQ((*back)["domains"][1]["domain"].asString(), "enc1");
+  EXPECT_EQ((*back)["domains"][1]["attached"].asUInt(), 1u);
+
+  o = run_ctl({"pool", "--by", "rack"});
+  EXPECT_EQ(o.rc, 2);
+  EXPECT_NE(o.err.find("--by: 'rack' is not one of zone, domain"), std::string::npos) << o.err;
+}
+
 TEST_F(ComposerctlTest, ParsableAndNoheaderMayFollowTheSubcommand) {
   Outcome o = run_ctl({"devices", "list", "--type", "gpu", "-P", "--noheader"});
   EXPECT_EQ(o.rc, 0) << o.err;
   EXPECT_EQ(o.out,
-            "gpu-a-00|gpu|A100-80G||z1|0000:41:00.0|ok|attached|node1|12||\n"
-            "gpu-a-01|gpu|A100-80G||z1|0000:41:00.0|ok|free||||\n");
+            "gpu-a-00|gpu|A100-80G||z1|0000:41:00.0|ok|attached|node1|12|||"
+            "enclosure:enc1,power:pdu-a\n"
+            "gpu-a-01|gpu|A100-80G||z1|0000:41:00.0|ok|free|||||\n");
   EXPECT_EQ(requests(), (std::vector<std::string>{"GET /v1/devices?type=gpu"}));
 }
 
@@ -167,8 +192,8 @@ TEST_F(ComposerctlTest, DrainSendsTheReasonAndPrintsTheDevice) {
   Outcome o = run_ctl({"devices", "drain", "gpu-a-01", "--reason", "fan failure", "-P"});
   EXPECT_EQ(o.rc, 0) << o.err;
   EXPECT_EQ(o.out,
-            "ID|TYPE|MODEL|SIZE|ZONE|ADDRESS|HEALTH|STATE|NODE|COMPOSITION|HOLDER|REASON\n"
-            "gpu-a-01|gpu|A100-80G||z1|0000:41:00.0|ok|drained||||fan failure\n");
+            "ID|TYPE|MODEL|SIZE|ZONE|ADDRESS|HEALTH|STATE|NODE|COMPOSITION|HOLDER|REASON|DOMAINS\n"
+            "gpu-a-01|gpu|A100-80G||z1|0000:41:00.0|ok|drained||||fan failure|\n");
 }
 
 TEST_F(ComposerctlTest, ReleaseOfNothingSaysSo) {

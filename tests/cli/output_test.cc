@@ -73,8 +73,9 @@ TEST(CliTable, KeepsEachRowOnOneLineAndEveryColumnPresent) {
 }
 
 TEST(CliTable, EmptyTableIsItsHeader) {
-  EXPECT_EQ(printed(device_table({}), Format::kParsable),
-            "ID|TYPE|MODEL|SIZE|ZONE|ADDRESS|HEALTH|STATE|NODE|COMPOSITION|HOLDER|REASON\n");
+  EXPECT_EQ(
+      printed(device_table({}), Format::kParsable),
+      "ID|TYPE|MODEL|SIZE|ZONE|ADDRESS|HEALTH|STATE|NODE|COMPOSITION|HOLDER|REASON|DOMAINS\n");
 }
 
 TEST(CliTables, PoolShowsSizesForMemoryAndNotForGpus) {
@@ -122,9 +123,11 @@ TEST(CliTables, DevicesShowOwnerAndDrainReason) {
   m.address = "numa2";
   m.drained = true;
   m.drain_reason = "ECC errors";
+  m.domains = {{"appliance", "mem-b"}, {"power", "pdu-2"}};
   EXPECT_EQ(printed(device_table({a, m}), Format::kParsable, false),
-            "gpu-a-00|gpu|A100-80G||z1|0000:41:00.0|ok|attached|node1|12||\n"
-            "mem-b-03|mem|CXL-DDR5|256G|z2|numa2|ok|drained||||ECC errors\n");
+            "gpu-a-00|gpu|A100-80G||z1|0000:41:00.0|ok|attached|node1|12|||\n"
+            "mem-b-03|mem|CXL-DDR5|256G|z2|numa2|ok|drained||||ECC errors|"
+            "appliance:mem-b,power:pdu-2\n");
 }
 
 TEST_F(CliUtcTime, CompositionsShowRequestDevicesAndLocalTime) {

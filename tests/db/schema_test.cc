@@ -9,9 +9,9 @@ namespace {
 using SchemaTest = StoreTest;
 
 TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
-  EXPECT_EQ(store().schema_version(), 5);
+  EXPECT_EQ(store().schema_version(), 6);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 5);
+  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 6);
   EXPECT_EQ(raw->pragma("journal mode", "journal_mode"), "wal");
   EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations WHERE version = 1"), 1);
   for (const char* table : {"hosts", "devices", "compositions", "composition_devices", "events"}) {
@@ -47,9 +47,9 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
 
   reopen();
   reopen();  // a second reopen must not re-run a migration either
-  EXPECT_EQ(store().schema_version(), 5);
+  EXPECT_EQ(store().schema_version(), 6);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 5);
+  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 6);
 
   auto gpu1 = store().device("gpu-1");
   ASSERT_TRUE(gpu1.ok()) << gpu1.error();

@@ -104,6 +104,44 @@ TEST_F(StoreTest, UpsertKeepsDrainStateAndOwner) {
   EXPECT_EQ(d1->drain_reason, "bad fan");
 }
 
+TEST_F(StoreTest, FailureDomainsAreStoredReadBackAndReplacedByTheInventory) {
+  add_inventory();
+  Device mem = make_device("mem-0", DeviceType::kMem);
+  mem.domains = {{"appliance", "pod-a:mem-a"}, {"power", "pdu-1"}};
+  ASSERT_TRUE(store().upsert_devices({mem}, 10).ok());
+  auto created = store().create_composition(make_composition(3, "node1"), {"mem-0"}, 20);
+  ASSERT_TRUE(created.ok()) << created.error();
+
+  auto read = store().device("mem-0");
+  ASSERT_TRUE(read.ok()) << read.error();
+  EXPECT_THAT(read->domains, ElementsAre(FailureDomain{"appliance", "pod-a:mem-a"},
+                                         FailureDomain{"power", "pdu-1"}));
+  // A composition's devices carry them too.
+  auto live = store().live_composition(3, "node1");
+  ASSERT_TRUE(live.ok() && live->has_value());
+  ASSERT_EQ((*live)->devices.size(), 1u);
+  EXPECT_EQ((*live)->devices[0].domains, read->domains);
+  // Devices without domains read back none.
+  auto gpu = store().device("gpu-0");
+  ASSERT_TRUE(gpu.ok());
+  EXPECT_TRUE(gpu->domains.empty());
+
+  // The inventory is the word: a later report replaces them.
+  mem.domains = {{"power", "pdu-2"}};
+  ASSERT_TRUE(store().upsert_devices({mem}, 30).ok());
+  read = store().device("mem-0");
+  ASSERT_TRUE(read.ok());
+  EXPECT_THAT(read->domains, ElementsAre(FailureDomain{"power", "pdu-2"}));
+
+  // A domain that cannot be stored in the list refuses the whole call.
+  Device bad = make_device("gpu-1");
+  bad.domains = {{"power", "pdu 3"}};
+  auto s = store().upsert_devices({make_device("gpu-0"), bad}, 40);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(s.error().message, HasSubstr("'power:pdu 3'"));
+}
+
 TEST_F(StoreTest, InventoryHealthChangeIsRecorded) {
   add_inventory();
   Device bad = make_device("gpu-2");

@@ -17,6 +17,7 @@ using composer::testing::FakeRedfish;
 using composer::testing::FakeRedfishFault;
 using composer::testing::FakeRedfishOptions;
 using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::Pair;
@@ -75,8 +76,13 @@ TEST(RedfishCxl, MemoryChunksBehindTargetEndpointsArePooledMemory) {
   ASSERT_NE(t2, nullptr);
   EXPECT_EQ(t2->capacity_bytes, uint64_t{4096} << 20);
   EXPECT_EQ(t2->zone, "cxl-2");
+  // Failure domains: the chassis each chunk sits under, and the chassis containing that.
+  EXPECT_THAT(t2->domains, ElementsAre(FailureDomain{"blade", "PooledCXLType2"}));
+  EXPECT_THAT(t3->domains, ElementsAre(FailureDomain{"module", "PooledCXLType3"}));
   // T5 is in no connection: free.
   ASSERT_NE(find(*inv, "cxl-T5"), nullptr);
+  EXPECT_THAT(find(*inv, "cxl-T5")->domains, ElementsAre(FailureDomain{"blade", "CXL-Chassis"},
+                                                         FailureDomain{"module", "CXLType3"}));
   EXPECT_FALSE(inv->attached.contains("cxl-T5"));
   // Generated pool memory.
   const Device* tp1 = find(*inv, "cxl-TP1");

@@ -89,6 +89,9 @@ TEST(RedfishFabric, InventoryMapsBlocksZonesAndComposedSystems) {
   ASSERT_NE(drive, nullptr);
   EXPECT_EQ(drive->type, DeviceType::kNvme);
   EXPECT_EQ(drive->capacity_bytes, 274877906944u);
+  // Failure domains: the block's Links.Chassis (a Module) and the chassis containing it.
+  EXPECT_THAT(drive->domains, ElementsAre(FailureDomain{"enclosure", "ComposableEnclosure"},
+                                          FailureDomain{"module", "ComposableModule3"}));
   // Compute blocks and the network block are not pooled devices.
   EXPECT_EQ(find(*inv, "ComputeBlock1"), nullptr);
   EXPECT_EQ(find(*inv, "NetworkBlock8"), nullptr);

@@ -94,6 +94,26 @@ TEST(SimFabric, InventoryFollowsTheConfiguration) {
   EXPECT_TRUE(inv->attached.empty());
 }
 
+TEST(SimFabric, DevicesCarryTheirGroupsFailureDomains) {
+  SimConfig c = small_config();
+  c.groups[0].domains = {{"enclosure", "enc1"}, {"power", "pdu-a"}};
+  auto f = make(c);
+  ASSERT_NE(f, nullptr);
+  auto inv = f->inventory();
+  ASSERT_TRUE(inv.ok()) << inv;
+  for (const Device& d : inv->devices) {
+    if (d.id.starts_with("gpu-a-")) {
+      EXPECT_EQ(d.domains, c.groups[0].domains) << d.id;
+      ASSERT_NE(d.domain("power"), nullptr);
+      EXPECT_EQ(d.domain("power")->name, "pdu-a");
+      EXPECT_TRUE(d.in(FailureDomain{"enclosure", "enc1"}));
+    } else {
+      EXPECT_TRUE(d.domains.empty()) << d.id;
+      EXPECT_EQ(d.domain("power"), nullptr);
+    }
+  }
+}
+
 TEST(SimFabric, HostWithoutFabricIdUsesTheNodeName) {
   SimConfig c = small_config();
   c.hosts = {host("n7")};

@@ -57,6 +57,20 @@ TEST(PolicyParser, KeysAreCaseInsensitiveAndCommentsIgnored) {
   EXPECT_EQ(p.limits[0].caps[type_index(DeviceType::kMem)], (CapSpec{CapSpec::Kind::kCount, 64}));
 }
 
+TEST(PolicyParser, PlacementLinesGiveEachClassItsRule) {
+  const Policy p = parse_ok(
+      "Class=train\nClass=crit\nClass=inf\n"
+      "Placement=train Rule=spread Level=appliance Count=2 Type=mem\n"
+      "placement=crit rule=Avoid-Shared level=enclosure\n"
+      "Placement=inf Rule=pack\n");
+  ASSERT_EQ(p.placements.size(), 3u);
+  EXPECT_EQ(p.placements[0].class_name, "train");
+  EXPECT_EQ(p.placements[0].rule.to_string(), "spread appliance 2 mem");
+  EXPECT_EQ(p.placements[0].line, 4);
+  EXPECT_EQ(p.placements[1].rule.to_string(), "avoid-shared enclosure");
+  EXPECT_EQ(p.placements[2].rule.kind, PlacementRule::Kind::kPack);
+}
+
 TEST(PolicyParser, WithoutTimeZoneLineUsesUtc) {
   const Policy p = parse_ok("Class=a\n");
   EXPECT_EQ(p.time_zone.name(), "UTC");
@@ -80,7 +94,33 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadLine{"Frobnicate=1\n",
                 "site.policy line 3: unknown key Frobnicate at the start of a line: a line starts "
-                "with TimeZone=, Window=, Class=, DefaultClass= or Limit="},
+                "with TimeZone=, Window=, Class=, DefaultClass=, Limit= or Placement="},
+        BadLine{"Placement=a\n",
+                "line 3: Placement=a needs Rule=pack, Rule=spread or "
+                "Rule=avoid-shared"},
+        BadLine{"Placement=a Rule=scatter\n",
+                "line 3: Rule=scatter is not a placement rule: use pack, spread or avoid-shared"},
+        BadLine{"Placement=a Rule=pack Level=enclosure\n",
+                "line 3: Placement=a Rule=pack takes no Level=, Count= or Type="},
+        BadLine{"Placement=a Rule=spread Count=2\n",
+                "line 3: Placement=a Rule=spread needs Level=<a level of composer.conf's "
+                "DomainLevels=>"},
+        BadLine{"Placement=a Rule=spread Level=appliance\n",
+                "line 3: Placement=a Rule=spread needs Count=N, the domains a job's devices "
+                "spread over: a whole number from 2 to 64"},
+        BadLine{"Placement=a Rule=spread Level=appliance Count=1\n",
+                "a whole number from 2 to 64 (got 1)"},
+        BadLine{"Placement=a Rule=spread Level=appliance Count=2 Type=fpga\n",
+                "line 3: Type=fpga is not a device type: use gpu, mem or nvme"},
+        BadLine{"Placement=a Rule=avoid-shared Level=enclosure Count=2\n",
+                "line 3: Placement=a Rule=avoid-shared takes no Count= or Type="},
+        BadLine{"Placement=zz Rule=pack\n",
+                "line 3: Placement=zz names no class: define it with Class=zz"},
+        BadLine{"Placement=a Rule=pack\nPlacement=a Rule=avoid-shared Level=x\n",
+                "line 4: Placement=a is given twice (first on line 3)"},
+        BadLine{"Placement=a Rule=pack Colour=red\n",
+                "line 3: unknown key Colour on a Placement line: allowed keys are rule, level, "
+                "count, type"},
         BadLine{"Window=x Start 08:00\n", "line 3: 'Start' is not Key=Value"},
         BadLine{"Window=x Start=8:00 End=20:00\n",
                 "line 3: Start=8:00 is not a time of day: write HH:MM from 00:00 to 23:59"},

@@ -93,5 +93,36 @@ TEST(Validation, WarningsForLikelyMistakes) {
               ElementsAre(HasSubstr("p.conf line 1: no Limit line names Window=w")));
 }
 
+TEST(Validation, PlacementRulesAgainstTheDomainsAndCaps) {
+  const std::vector<std::string> levels = {"enclosure", "appliance"};
+  const std::map<std::string, std::set<std::string>> domains = {
+      {"enclosure", {"enc1", "enc2", "enc3"}}, {"appliance", {"app-a", "app-b"}}};
+  Validation v =
+      validate_placement(parse_ok("Class=a\nClass=b\nClass=c\n"
+                                  "Placement=a Rule=spread Level=appliance Count=2 Type=mem\n"
+                                  "Placement=b Rule=avoid-shared Level=enclosure\n"
+                                  "Placement=c Rule=pack\n",
+                                  "p.conf"),
+                         levels, domains);
+  EXPECT_TRUE(v.ok()) << v.to_string();
+
+  v = validate_placement(parse_ok("Class=a\nClass=b\nClass=c\n"
+                                  "Placement=a Rule=spread Level=appliance Count=3\n"
+                                  "Placement=b Rule=avoid-shared Level=rack\n"
+                                  "Placement=c Rule=spread Level=enclosure Count=3\n"
+                                  "Limit=c Window=Default Gpus=2\n",
+                                  "p.conf"),
+                         levels, domains);
+  EXPECT_THAT(
+      v.errors,
+      ElementsAre("p.conf line 4: Placement=a (spread appliance 3): the pool has 2 appliance "
+                  "domains, so a spread over 3 can never be met",
+                  "p.conf line 5: Placement=b (avoid-shared rack): level rack is not declared by "
+                  "composer.conf's DomainLevels= (declared: enclosure, appliance)",
+                  "p.conf line 6: Placement=c (spread enclosure 3): Limit=c Window=Default (line "
+                  "7) caps the class at 2 GPUs, fewer than the 3 domains a job's GPUs must "
+                  "spread over"));
+}
+
 }  // namespace
 }  // namespace composer::policies

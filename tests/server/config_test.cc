@@ -92,6 +92,68 @@ TEST(Config, RefusesWithFileLineAndRule) {
   }
 }
 
+TEST(Config, FailureDomainsOfDeviceGroups) {
+  auto c = parse_config(
+      "DomainLevels=enclosure,power,appliance\n"
+      "NodeName=n1 Zones=z1 GpuSlots=4 MemSlots=4\n"
+      "DeviceGroup=g Type=gpu Model=A Zone=z1 Count=2 Domains=power:pdu-a,enclosure:enc1\n"
+      "DeviceGroup=m Type=mem Model=M Zone=z1 Count=2 Size=64G domains=appliance:mem-a\n"
+      "DeviceGroup=plain Type=gpu Model=A Zone=z1 Count=1\n",
+      "c.conf");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->domain_levels, (std::vector<std::string>{"enclosure", "power", "appliance"}));
+  ASSERT_EQ(c->sim.groups.size(), 3u);
+  // Sorted by level name, whatever order the line gives.
+  EXPECT_EQ(c->sim.groups[0].domains,
+            (std::vector<FailureDomain>{{"enclosure", "enc1"}, {"power", "pdu-a"}}));
+  EXPECT_EQ(c->sim.groups[1].domains, (std::vector<FailureDomain>{{"appliance", "mem-a"}}));
+  EXPECT_TRUE(c->sim.groups[2].domains.empty());
+
+  // DomainLevels= may come after the lines that use its levels.
+  c = parse_config(
+      "NodeName=n1 Zones=z1 GpuSlots=4\n"
+      "DeviceGroup=g Type=gpu Model=A Zone=z1 Count=2 Domains=power:pdu-a\n"
+      "DomainLevels=power\n",
+      "c.conf");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->sim.groups[0].domains, (std::vector<FailureDomain>{{"power", "pdu-a"}}));
+}
+
+TEST(Config, RefusesFailureDomainsItCannotPlace) {
+  struct Case {
+    std::string text;
+    std::string needle;
+  };
+  const std::string node = "NodeName=n1 Zones=z1 GpuSlots=4\n";
+  for (const auto& k : std::vector<Case>{
+           {node + "DeviceGroup=g Type=gpu Model=A Zone=z1 Count=1 Domains=rack:r1\n",
+            "c.conf line 2: DeviceGroup=g: Domains= names level 'rack', but no DomainLevels= "
+            "line declares any level; add e.g. DomainLevels=rack"},
+           {"DomainLevels=enclosure,power\n" + node +
+                "DeviceGroup=g Type=gpu Model=A Zone=z1 Count=1 Domains=rack:r1\n",
+            "c.conf line 3: DeviceGroup=g: Domains= names level 'rack', which DomainLevels= does "
+            "not declare (declared: enclosure, power)"},
+           {"DomainLevels=power\n" + node +
+                "DeviceGroup=g Type=gpu Model=A Zone=z1 Count=1 Domains=pdu-a\n",
+            "line 3: Domains=pdu-a: 'pdu-a' is not LEVEL:NAME"},
+           {"DomainLevels=power\n" + node +
+                "DeviceGroup=g Type=gpu Model=A Zone=z1 Count=1 Domains=power:a,power:b\n",
+            "line 3: Domains=power:a,power:b: level 'power' is given twice"},
+           {"DomainLevels=power\n" + node +
+                "DeviceGroup=g Type=gpu Model=A Zone=z1 Count=1 Domains=power:a/b\n",
+            "line 3: Domains name=a/b: names may hold only"},
+           {"DomainLevels=power,power\n",
+            "line 1: DomainLevels=power,power: level 'power' is "
+            "given twice"},
+           {"DomainLevels=po/wer\n", "line 1: DomainLevels=po/wer: names may hold only"},
+           {"DomainLevels=a\nDomainLevels=b\n", "line 2: 'DomainLevels' is set twice"},
+       }) {
+    auto c = parse_config(k.text, "c.conf");
+    ASSERT_FALSE(c.ok()) << k.text;
+    EXPECT_NE(c.error().message.find(k.needle), std::string::npos) << c.error().message;
+  }
+}
+
 TEST(Config, TakesListenAddressesAndHostNames) {
   for (const std::string a :
        {"127.0.0.1", "0.0.0.0", "::1", "::", "fe80::1", "localhost", "head-node.example.org"}) {

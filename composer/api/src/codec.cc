@@ -66,7 +66,8 @@ template <>
 Device decode<Device>(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a device",
                {"id", "type", "model", "capacity_bytes", "zone", "address", "health", "state",
-                "drained", "drain_reason", "composition_id", "node", "holder", "identity"});
+                "drained", "drain_reason", "composition_id", "node", "holder", "identity",
+                "domains"});
   Device d;
   d.id = r.string("id");
   d.type = r.get("type", device_type);
@@ -85,6 +86,18 @@ Device decode<Device>(const Json::Value& v, const std::string& path) {
   d.drain_reason = r.string("drain_reason");
   // Optional: devices recorded before foreign holders existed (the plugin's job state files).
   r.get_if("holder", &d.holder, as_string);
+  // Optional too: {"LEVEL": "NAME", ...}, none when absent.
+  if (const Json::Value* domains = r.optional("domains")) {
+    const std::string at = r.path("domains");
+    if (!domains->isObject()) refuse(at, "expected an object of level: domain name");
+    for (const std::string& level : domains->getMemberNames()) {
+      const std::string name = as_string((*domains)[level], at + "." + level);
+      if (level.empty() || name.empty() || level.find(':') != std::string::npos) {
+        refuse(at + "." + level, "expected a level without ':' and a non-empty domain name");
+      }
+      d.domains.push_back(FailureDomain{level, name});
+    }
+  }
   d.composition_id = r.get("composition_id", nullable_id);
   if (const Json::Value& node = r.required("node"); !node.isNull()) {
     d.node = as_string(node, r.path("node"));
@@ -408,6 +421,9 @@ Json::Value to_json(const Device& d) {
   v["drained"] = d.drained;
   v["drain_reason"] = d.drain_reason;
   v["holder"] = d.holder;
+  Json::Value domains(Json::objectValue);
+  for (const FailureDomain& dom : d.domains) domains[dom.level] = dom.name;
+  v["domains"] = std::move(domains);
   v["composition_id"] = nullable(d.composition_id);
   v["node"] = d.composition_id ? Json::Value(d.node) : Json::Value(Json::nullValue);
   return v;

@@ -162,6 +162,10 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
 
   auto* pool = app.add_subcommand(
       "pool", "Devices per type, model and zone: free, attached, drained, failed, foreign");
+  std::string pool_by = "zone";
+  pool->add_option("--by", pool_by,
+                   "zone (type, model and zone; the default) or domain (failure domain and type)")
+      ->type_name("zone|domain");
   output_options(pool);
 
   auto* devices =
@@ -322,7 +326,10 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     }
     // The fields -o names, checked against the command's columns before anything is sent.
     std::optional<Table> shape;
-    if (pool->parsed()) shape = pool_table({});
+    if (pool_by != "zone" && pool_by != "domain") {
+      throw UsageError{"--by: '" + pool_by + "' is not one of zone, domain"};
+    }
+    if (pool->parsed()) shape = pool_by == "domain" ? domain_table({}) : pool_table({});
     if (devices->parsed()) shape = device_table({});
     if (comps->parsed()) shape = composition_table({});
     if (health->parsed()) shape = health_table({});
@@ -334,6 +341,12 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
 
     const client::Client c(options);
     const Printer p(s, out, err);
+    if (pool->parsed() && pool_by == "domain") {
+      auto rows = c.devices({});
+      if (!rows) return p.fail(rows.error());
+      return p.print(Expected<std::vector<DomainRow>>(domain_rows(*rows)), domain_table,
+                     domain_rows_to_json);
+    }
     if (pool->parsed()) {
       return p.print(c.pool(), pool_table, api::pool_to_json);
     }

@@ -6,7 +6,10 @@
 #include <cctype>
 #include <charconv>
 #include <ctime>
+#include <map>
+#include <tuple>
 
+#include "composer/api/codec.h"
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 
@@ -200,27 +203,36 @@ std::string format_elapsed(int64_t seconds) {
   return days > 0 ? std::to_string(days) + "-" + buffer : std::string(buffer);
 }
 
-Table pool_table(const std::vector<PoolRow>& rows) {
-  Table t({{"TYPE"},
-           {"MODEL"},
-           {"ZONE"},
-           {"TOTAL", true},
-           {"FREE", true},
-           {"ATTACHED", true},
-           {"DRAINED", true},
-           {"FAILED", true},
-           {"FOREIGN", true},
-           {"TOTAL_SIZE", true},
-           {"FREE_SIZE", true}});
-  for (const PoolRow& r : rows) {
+namespace {
+// A pool table: the columns saying what is counted (`keys`, one cell each per row), then the
+// counts and sizes of the row.
+Table counts_table(std::vector<Column> keys,
+                   const std::vector<std::pair<std::vector<std::string>, const PoolRow*>>& rows) {
+  for (const char* name :
+       {"TOTAL", "FREE", "ATTACHED", "DRAINED", "FAILED", "FOREIGN", "TOTAL_SIZE", "FREE_SIZE"}) {
+    keys.push_back({name, true});
+  }
+  Table t(std::move(keys));
+  for (const auto& [cells, row] : rows) {
+    const PoolRow& r = *row;
     // GPUs have no size; an empty cell says so better than a 0.
     const bool sized = r.type != DeviceType::kGpu;
-    t.add_row({std::string(to_string(r.type)), r.model, r.zone, std::to_string(r.total),
-               std::to_string(r.free), std::to_string(r.attached), std::to_string(r.drained),
-               std::to_string(r.failed), std::to_string(r.foreign),
-               sized ? format_size(r.total_bytes) : "", sized ? format_size(r.free_bytes) : ""});
+    std::vector<std::string> all = cells;
+    all.insert(all.end(),
+               {std::to_string(r.total), std::to_string(r.free), std::to_string(r.attached),
+                std::to_string(r.drained), std::to_string(r.failed), std::to_string(r.foreign),
+                sized ? format_size(r.total_bytes) : "", sized ? format_size(r.free_bytes) : ""});
+    t.add_row(std::move(all));
   }
   return t;
+}
+}  // namespace
+
+Table pool_table(const std::vector<PoolRow>& rows) {
+  std::vector<std::pair<std::vector<std::string>, const PoolRow*>> keyed;
+  for (const PoolRow& r : rows)
+    keyed.push_back({{std::string(to_string(r.type)), r.model, r.zone}, &r});
+  return counts_table({{"TYPE"}, {"MODEL"}, {"ZONE"}}, keyed);
 }
 
 Table device_table(const std::vector<Device>& devices) {
@@ -235,14 +247,85 @@ Table device_table(const std::vector<Device>& devices) {
            {"NODE"},
            {"COMPOSITION", true},
            {"HOLDER"},
-           {"REASON"}});
+           {"REASON"},
+           {"DOMAINS"}});
   for (const Device& d : devices) {
     t.add_row({d.id, std::string(to_string(d.type)), d.model,
                d.capacity_bytes > 0 ? format_size(d.capacity_bytes) : "", d.zone, d.address,
                std::string(to_string(d.health)), std::string(to_string(d.state())), d.node,
-               id_or_empty(d.composition_id), d.holder, d.drain_reason});
+               id_or_empty(d.composition_id), d.holder, d.drain_reason, domain_names(d.domains)});
   }
   return t;
+}
+
+std::string domain_names(const std::vector<FailureDomain>& domains) {
+  std::vector<std::string> names;
+  for (const FailureDomain& d : domains) names.push_back(to_string(d));
+  return join(names, ",");
+}
+
+std::vector<DomainRow> domain_rows(const std::vector<Device>& devices) {
+  std::map<std::tuple<std::string, std::string, DeviceType>, DomainRow> rows;
+  auto count = [&rows](const std::string& level, const std::string& name, const Device& d) {
+    DomainRow& r = rows[std::make_tuple(level, name, d.type)];
+    r.level = level;
+    r.name = name;
+    PoolRow& c = r.counts;
+    c.type = d.type;
+    ++c.total;
+    c.total_bytes += d.capacity_bytes;
+    switch (d.state()) {
+      case DeviceState::kFree:
+        ++c.free;
+        c.free_bytes += d.capacity_bytes;
+        c.schedulable_bytes += d.capacity_bytes;
+        break;
+      case DeviceState::kAttached:
+        ++c.attached;
+        c.schedulable_bytes += d.capacity_bytes;
+        break;
+      case DeviceState::kDrained:
+        ++c.drained;
+        break;
+      case DeviceState::kFailed:
+        ++c.failed;
+        break;
+      case DeviceState::kForeign:
+        ++c.foreign;
+        break;
+    }
+  };
+  for (const Device& d : devices) {
+    if (d.domains.empty()) count("", kNoDomain, d);
+    for (const FailureDomain& dom : d.domains) count(dom.level, dom.name, d);
+  }
+  std::vector<DomainRow> out;
+  for (auto& [key, row] : rows) out.push_back(std::move(row));
+  return out;
+}
+
+Table domain_table(const std::vector<DomainRow>& rows) {
+  std::vector<std::pair<std::vector<std::string>, const PoolRow*>> keyed;
+  for (const DomainRow& r : rows) {
+    keyed.push_back({{r.level, r.name, std::string(to_string(r.counts.type))}, &r.counts});
+  }
+  return counts_table({{"LEVEL"}, {"DOMAIN"}, {"TYPE"}}, keyed);
+}
+
+Json::Value domain_rows_to_json(const std::vector<DomainRow>& rows) {
+  Json::Value list(Json::arrayValue);
+  for (const DomainRow& r : rows) {
+    // The pool row's object, keyed by the domain instead of model and zone.
+    Json::Value v = api::to_json(r.counts);
+    v.removeMember("model");
+    v.removeMember("zone");
+    v["level"] = r.level;
+    v["domain"] = r.name;
+    list.append(std::move(v));
+  }
+  Json::Value out(Json::objectValue);
+  out["domains"] = std::move(list);
+  return out;
 }
 
 Table composition_table(const std::vector<Composition>& compositions) {

@@ -83,4 +83,22 @@ Table composition_table(const std::vector<Composition>& compositions);
 Table event_table(const std::vector<Event>& events);
 Table health_table(const api::HealthInfo& health);
 
+// "appliance:mem-a,power:pdu-1"; empty for none.
+std::string domain_names(const std::vector<FailureDomain>& domains);
+
+// `pool --by domain`: one row per failure domain and device type, counted from the device
+// list; a device in several domains counts in each. Devices in no domain count in one row of
+// level "" and domain kNoDomain.
+inline constexpr const char* kNoDomain = "(none)";
+struct DomainRow {
+  std::string level;
+  std::string name;
+  PoolRow counts;  // type and counts; model and zone empty
+};
+// Sorted by level, domain, type.
+std::vector<DomainRow> domain_rows(const std::vector<Device>& devices);
+Table domain_table(const std::vector<DomainRow>& rows);
+// {"domains": [{"level", "domain", and the fields of a pool row but model and zone}]}
+Json::Value domain_rows_to_json(const std::vector<DomainRow>& rows);
+
 }  // namespace composer::cli

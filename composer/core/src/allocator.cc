@@ -142,8 +142,12 @@ struct Allocator::Impl {
   std::map<std::string, std::map<uint64_t, uint32_t>, std::less<>> mem_sizes;
   std::map<std::tuple<DeviceType, std::string, std::string>, PoolRow> rows;
   std::map<std::string, std::array<uint32_t, 3>, std::less<>> held;
+  // Placement: the rule of each class, and the class of each owned device (take()).
+  std::map<std::string, policies::PlacementRule, std::less<>> rules;
+  std::map<std::string, std::string, std::less<>> owner_class;
 
   void clear() {
+    owner_class.clear();
     hosts.clear();
     devices.clear();
     free_by_zone.clear();
@@ -540,6 +544,102 @@ struct Allocator::Impl {
     return Status::Ok();
   }
 
+  // One free device that may serve a spread: its zone rank and its domain at the level.
+  struct Candidate {
+    size_t rank = 0;
+    std::string model;
+    std::string id;
+    uint64_t size = 0;
+    std::string domain;
+  };
+
+  // The spread rule over the free devices of this (filtered) pool: the first device of each
+  // of the first N domains (nearest zone, then domain name; for memory the largest block
+  // first), then the rest in the order pack would take them.
+  Status pick_spread(const Host& h, DeviceType t, uint64_t amount, const std::string& model,
+                     const policies::PlacementRule& r, const std::string& rule_text,
+                     std::vector<std::string>& out) const {
+    const bool mem = t == DeviceType::kMem;
+    const std::string asked =
+        mem ? format_size(amount) + " of memory" : asked_units(t, amount, model);
+    const uint32_t left = slots_left(h, t);
+    if (!mem && amount > left) return slot_error(h, t, std::to_string(amount));
+    if (mem && left < r.count) {
+      return insufficient("node " + h.node + ": " + rule_text + " needs " +
+                          plural(r.count, "memory attach slot", "memory attach slots") + " for " +
+                          asked + ", " + std::to_string(left) + " left");
+    }
+    if (!mem && amount < r.count) {
+      return insufficient("node " + h.node + ": " + rule_text + " spreads over " +
+                          std::to_string(r.count) + " " + r.level +
+                          " domains, but the job asks for " + asked);
+    }
+    std::vector<Candidate> all;
+    for (size_t rank = 0; rank < h.zones.size(); ++rank) {
+      auto it = free_by_zone.find(TypeZone{t, h.zones[rank]});
+      if (it == free_by_zone.end()) continue;
+      for (const auto& [m, id] : it->second) {
+        if (!model.empty() && m != model) continue;
+        const Device& d = devices.find(id)->second;
+        const FailureDomain* dom = d.domain(r.level);
+        if (dom == nullptr) continue;
+        all.push_back(Candidate{rank, m, id, d.capacity_bytes, dom->name});
+      }
+    }
+    auto order = [mem](const Candidate& a, const Candidate& b) {
+      if (mem && a.size != b.size) return a.size > b.size;
+      return std::tie(a.rank, a.model, a.id) < std::tie(b.rank, b.model, b.id);
+    };
+    std::stable_sort(all.begin(), all.end(), order);
+    // The best candidate of each domain, the domains in the order of their best.
+    std::vector<const Candidate*> firsts;
+    std::set<std::string> seen;
+    for (const Candidate& c : all) {
+      if (seen.insert(c.domain).second) firsts.push_back(&c);
+    }
+    std::stable_sort(firsts.begin(), firsts.end(),
+                     [&order](const Candidate* a, const Candidate* b) {
+                       if (order(*a, *b) != order(*b, *a)) return order(*a, *b);
+                       return a->domain < b->domain;
+                     });
+    if (firsts.size() < r.count) {
+      return insufficient("node " + h.node + ": asked for " + asked + ", but " + rule_text +
+                          " needs free " + type_label(t) + " in " + std::to_string(r.count) + " " +
+                          r.level + " domains and only " + std::to_string(firsts.size()) +
+                          " reachable from the node " + (firsts.size() == 1 ? "has" : "have") +
+                          " any");
+    }
+    std::vector<std::string> picks;
+    std::set<std::string> taken;
+    uint64_t covered = 0;
+    for (size_t i = 0; i < r.count; ++i) {
+      picks.push_back(firsts[i]->id);
+      taken.insert(firsts[i]->id);
+      covered += mem ? firsts[i]->size : 1;
+    }
+    for (const Candidate& c : all) {
+      if (covered >= amount) break;
+      if (taken.contains(c.id)) continue;
+      picks.push_back(c.id);
+      covered += mem ? c.size : 1;
+    }
+    if (covered < amount) {
+      return insufficient("node " + h.node + ": asked for " + asked + ", but under " + rule_text +
+                          " only " + (mem ? format_size(covered) : std::to_string(covered)) +
+                          (mem            ? ""
+                           : covered == 1 ? " is"
+                                          : " are") +
+                          " free in " + r.level + " domains reachable from the node");
+    }
+    if (mem && picks.size() > left) {
+      return insufficient("node " + h.node + ": " + rule_text + " takes " +
+                          plural(picks.size(), "block", "blocks") + " for " + asked + ", " +
+                          std::to_string(left) + " memory attach slots left");
+    }
+    out.insert(out.end(), picks.begin(), picks.end());
+    return Status::Ok();
+  }
+
   Status check_mem(const Host& h, uint64_t need) const {
     if (need == 0) return Status::Ok();
     const std::string asked = format_size(need) + " of memory";
@@ -621,6 +721,7 @@ void Allocator::upsert_device(const Device& device) {
     d.address = device.address;
     d.identity = device.identity;
     d.health = device.health;
+    d.domains = device.domains;
   });
 }
 
@@ -641,25 +742,112 @@ std::vector<Host> Allocator::hosts() const {
   return out;
 }
 
+namespace {
+std::string rule_sentence(const policies::PlacementRule& r, std::string_view workload) {
+  return "placement rule '" + r.to_string() + "' of class " + std::string(workload);
+}
+}  // namespace
+
+const policies::PlacementRule& Allocator::placement(std::string_view workload) const {
+  static const policies::PlacementRule kPack;
+  auto it = impl_->rules.find(workload);
+  return it == impl_->rules.end() ? kPack : it->second;
+}
+
+void Allocator::set_placement(std::map<std::string, policies::PlacementRule, std::less<>> rules) {
+  impl_->rules = std::move(rules);
+}
+
 Expected<std::vector<std::string>> Allocator::allocate(std::string_view node,
-                                                       const Request& request) const {
+                                                       const Request& request,
+                                                       std::string_view workload) const {
+  using Kind = policies::PlacementRule::Kind;
   const Host* h = host(node);
   if (h == nullptr) return Error{ErrorCode::kNotFound, "unknown node '" + std::string(node) + "'"};
+  const policies::PlacementRule& rule = placement(workload);
+  // The avoid-shared rules of the other classes: their domains are theirs while they hold them.
+  std::vector<std::pair<std::string, std::string>> guarded;  // (level, class)
+  for (const auto& [cls, r] : impl_->rules) {
+    if (r.kind == Kind::kAvoidShared && cls != workload) guarded.emplace_back(r.level, cls);
+  }
+  const Impl* pool = impl_.get();
+  Impl filtered;
+  std::string guard_note;
+  if (rule.kind != Kind::kPack || !guarded.empty()) {
+    // Which classes hold devices in each domain now.
+    std::map<FailureDomain, std::set<std::string>> used;
+    for (const auto& [id, d] : impl_->devices) {
+      if (!d.composition_id) continue;
+      auto owner = impl_->owner_class.find(id);
+      const std::string cls = owner == impl_->owner_class.end() ? "" : owner->second;
+      for (const FailureDomain& dom : d.domains) used[dom].insert(cls);
+    }
+    auto holds = [&used](const FailureDomain& dom, auto&& pred) {
+      auto it = used.find(dom);
+      if (it == used.end()) return false;
+      return std::any_of(it->second.begin(), it->second.end(), pred);
+    };
+    filtered.hosts.emplace(h->node, *h);
+    if (auto it = impl_->held.find(h->node); it != impl_->held.end()) {
+      filtered.held.emplace(it->first, it->second);
+    }
+    bool left_out = false;
+    for (const auto& [id, d] : impl_->devices) {
+      if (!d.allocatable() || !h->zone_rank(d.zone)) continue;
+      bool ok = true;
+      for (const auto& [level, cls] : guarded) {
+        const FailureDomain* dom = d.domain(level);
+        if (dom != nullptr &&
+            holds(*dom, [&cls](const std::string& holder) { return holder == cls; })) {
+          ok = false;
+          left_out = true;
+        }
+      }
+      if (rule.kind == Kind::kAvoidShared) {
+        const FailureDomain* dom = d.domain(rule.level);
+        ok = ok && dom != nullptr &&
+             !holds(*dom, [workload](const std::string& holder) { return holder != workload; });
+      }
+      if (!ok) continue;
+      Device& copy = filtered.devices.emplace(id, d).first->second;
+      filtered.account(copy, true);
+    }
+    pool = &filtered;
+    if (left_out) guard_note = " (domains that avoid-shared classes hold are left out)";
+  }
+  const std::string rule_text = rule_sentence(rule, workload);
+  auto wrap = [&](Status s) -> Error {
+    std::string message = s.error().message;
+    if (rule.kind != Kind::kPack) message += ", under " + rule_text;
+    return Error{s.error().code, message + guard_note};
+  };
+  auto spread = [&rule](DeviceType t) {
+    return rule.kind == Kind::kSpread && (!rule.type || *rule.type == t);
+  };
   std::vector<std::string> out;
   if (request.gpus > 0) {
-    if (Status s = impl_->pick_gpus(*h, request, out); !s) return s.error();
+    Status s = spread(DeviceType::kGpu) ? pool->pick_spread(*h, DeviceType::kGpu, request.gpus,
+                                                            request.gpu_model, rule, rule_text, out)
+                                        : pool->pick_gpus(*h, request, out);
+    if (!s) return wrap(s);
   }
   if (request.mem_bytes > 0) {
-    if (Status s = impl_->pick_mem(*h, request, out); !s) return s.error();
+    Status s = spread(DeviceType::kMem) ? pool->pick_spread(*h, DeviceType::kMem, request.mem_bytes,
+                                                            "", rule, rule_text, out)
+                                        : pool->pick_mem(*h, request, out);
+    if (!s) return wrap(s);
   }
   if (request.nvme > 0) {
-    if (Status s = impl_->pick_nvme(*h, request, out); !s) return s.error();
+    Status s = spread(DeviceType::kNvme) ? pool->pick_spread(*h, DeviceType::kNvme, request.nvme,
+                                                             "", rule, rule_text, out)
+                                         : pool->pick_nvme(*h, request, out);
+    if (!s) return wrap(s);
   }
   return out;
 }
 
 void Allocator::take(std::string_view node, const std::vector<std::string>& ids,
-                     int64_t composition_id) {
+                     int64_t composition_id, std::string_view workload) {
   for (const std::string& id : ids) {
     auto it = impl_->devices.find(id);
     if (it == impl_->devices.end()) {
@@ -670,6 +858,7 @@ void Allocator::take(std::string_view node, const std::vector<std::string>& ids,
       d.composition_id = composition_id;
       d.node = std::string(node);
     });
+    impl_->owner_class.insert_or_assign(id, std::string(workload));
   }
 }
 
@@ -684,6 +873,7 @@ void Allocator::give_back(const std::vector<std::string>& ids) {
       d.composition_id.reset();
       d.node.clear();
     });
+    impl_->owner_class.erase(id);
   }
 }
 
@@ -717,9 +907,59 @@ void Allocator::set_holder(std::string_view id, std::string_view holder) {
 // Counts every device the node reaches, drained and failed ones included: a drain is lifted
 // and a failed device replaced, so only missing hardware or too few slots make a request
 // impossible.
-Status Allocator::check_possible(std::string_view node, const Request& request) const {
+Status Allocator::check_possible(std::string_view node, const Request& request,
+                                 std::string_view workload) const {
+  using Kind = policies::PlacementRule::Kind;
   const Host* h = host(node);
   if (h == nullptr) return Error{ErrorCode::kNotFound, "unknown node '" + std::string(node) + "'"};
+  const policies::PlacementRule& rule = placement(workload);
+  if (rule.kind != Kind::kPack) {
+    const std::string rule_text = rule_sentence(rule, workload);
+    for (DeviceType t : kAllDeviceTypes) {
+      const uint64_t n = t == DeviceType::kGpu    ? request.gpus
+                         : t == DeviceType::kNvme ? request.nvme
+                                                  : (request.mem_bytes > 0 ? 1 : 0);
+      if (n == 0) continue;
+      // Every device of the type the node reaches in a domain of the level, whatever its state.
+      std::set<std::string> domains;
+      uint64_t count = 0;
+      for (const auto& [id, d] : impl_->devices) {
+        if (d.type != t || !h->zone_rank(d.zone)) continue;
+        if (t == DeviceType::kGpu && !request.gpu_model.empty() && d.model != request.gpu_model) {
+          continue;
+        }
+        const FailureDomain* dom = d.domain(rule.level);
+        if (dom == nullptr) continue;
+        domains.insert(dom->name);
+        ++count;
+      }
+      const std::string what = type_label(t);
+      if (count == 0) {
+        return impossible("node " + h->node + " reaches no " + what + " in a " + rule.level +
+                          " domain, which " + rule_text + " needs");
+      }
+      const bool spread = rule.kind == Kind::kSpread && (!rule.type || *rule.type == t);
+      if (!spread) continue;
+      if (t != DeviceType::kMem && n < rule.count) {
+        return impossible(rule_text + " spreads a job's " + what + " over " +
+                          std::to_string(rule.count) + " " + rule.level +
+                          " domains, so a job asking for " + asked_units(t, n, "") +
+                          " can never be placed");
+      }
+      if (t == DeviceType::kMem && h->mem_slots < rule.count) {
+        return impossible("node " + h->node + " has " +
+                          plural(h->mem_slots, "memory attach slot", "memory attach slots") +
+                          ", but " + rule_text + " takes a block from each of " +
+                          std::to_string(rule.count) + " " + rule.level + " domains");
+      }
+      if (domains.size() < rule.count) {
+        return impossible("node " + h->node + " reaches " + what + " in only " +
+                          std::to_string(domains.size()) + " " + rule.level + " " +
+                          (domains.size() == 1 ? "domain" : "domains") + ", fewer than the " +
+                          std::to_string(rule.count) + " that " + rule_text + " needs");
+      }
+    }
+  }
   if (Status s = impl_->check_count(*h, DeviceType::kGpu, request.gpus, request.gpu_model); !s) {
     return s;
   }

@@ -69,6 +69,8 @@ Status CompositionService::start() {
                   .since_ms = c.updated_ms,
                   .busy = false,
                   .workload = c.workload};
+      // The class of what each live composition holds, for the avoid-shared rules.
+      allocator_.take(c.node, e.devices, c.id, c.workload);
       live_.emplace(Key{c.job_id, c.node}, std::move(e));
     }
   }
@@ -263,13 +265,13 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
       admitted = std::move(*a);
     }
     window = admitted.window;
-    auto picked = allocator_.allocate(in.node, in.request);
+    auto picked = allocator_.allocate(in.node, in.request, admitted.workload);
     if (!picked) {
       lock.unlock();
       return refuse(in, Error{picked.error().code,
                               where(in.job_id, in.node) + ": " + picked.error().message});
     }
-    allocator_.take(in.node, *picked, 0);
+    allocator_.take(in.node, *picked, 0, admitted.workload);
     touched_.insert(picked->begin(), picked->end());
     entry = LiveEntry{.id = 0,
                       .job_id = in.job_id,
@@ -302,7 +304,7 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
   entry.id = created->id;
   {
     std::lock_guard lock(mu_);
-    allocator_.take(in.node, entry.devices, entry.id);
+    allocator_.take(in.node, entry.devices, entry.id, entry.workload);
     live_[key].id = entry.id;
   }
 
@@ -751,6 +753,12 @@ std::optional<Device> CompositionService::pooled_device(const std::string& id) c
   const Device* d = allocator_.device(id);
   if (d == nullptr) return std::nullopt;
   return *d;
+}
+
+void CompositionService::set_placement(
+    std::map<std::string, policies::PlacementRule, std::less<>> rules) {
+  std::lock_guard lock(mu_);
+  allocator_.set_placement(std::move(rules));
 }
 
 Status CompositionService::check_possible(const std::string& node, const Request& request) const {

@@ -85,6 +85,8 @@ Expected<FabricInventory> MultiFabric::inventory() {
     for (Device& d : inv->devices) {
       d.id = qualify(m.name, d.id);
       d.zone = qualify(m.name, d.zone);
+      // Two fabrics are two sets of hardware: their domains never coincide by name.
+      for (FailureDomain& dom : d.domains) dom.name = qualify(m.name, dom.name);
       out.devices.push_back(std::move(d));
     }
     for (const auto& [device, host] : inv->attached) {

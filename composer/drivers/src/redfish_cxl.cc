@@ -139,6 +139,11 @@ Status RedfishFabric::Impl::cxl_inventory(
       const std::string range = (*chunk)["AddressRangeType"].asString();
       d.model = range.empty() ? "CXL" : "CXL " + range;
       d.zone = zones.front();
+      // .../Chassis/<chassis>/MemoryDomains/...: the chassis is the memory's appliance.
+      if (const size_t at = m.find("/Chassis/"); at != std::string::npos) {
+        const size_t end = m.find('/', at + 9);
+        d.domains = chassis_domains({m.substr(0, end)});
+      }
       d.health = worst(health_of((*chunk)["Status"]), health_of((*e)["Status"]));
       chunk_device[m] = d.id;
       (*chunks)[d.id] = CxlChunk{m, uri, zones};

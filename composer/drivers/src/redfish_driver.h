@@ -233,6 +233,20 @@ struct RedfishFabric::Impl {
   Expected<std::optional<Device>> read_block(const Json::Value& b, bool* compute,
                                              std::string* skip);
 
+  // The failure domains of a device in `chassis` (a block's Links.Chassis, or the chassis a
+  // CXL memory chunk sits under): that chassis and each one up its Links.ContainedBy chain,
+  // one domain per chassis at level lower(ChassisType) ("module", "enclosure", "rack"), named
+  // by the chassis Id; the nearest chassis wins a level two of them share. A chassis that
+  // cannot be read, or has no ChassisType, ends its chain there; at most 8 chassis deep.
+  // Read through chassis_seen, which inventory() empties first.
+  std::vector<FailureDomain> chassis_domains(const std::vector<std::string>& chassis);
+  struct ChassisInfo {
+    std::string level;  // empty: unreadable or untyped
+    std::string name;
+    std::string contained_by;
+  };
+  std::map<std::string, ChassisInfo> chassis_seen;
+
   // Whether a system can take resource blocks, and how.
   static std::string action_target(const Json::Value& system, const char* action);
 

@@ -337,8 +337,42 @@ std::optional<std::string> RedfishFabric::Impl::node_name(const Json::Value& sys
   return id;
 }
 
+std::vector<FailureDomain> RedfishFabric::Impl::chassis_domains(
+    const std::vector<std::string>& chassis) {
+  std::vector<FailureDomain> out;
+  for (const std::string& first : chassis) {
+    std::string uri = first;
+    for (int depth = 0; depth < 8 && !uri.empty(); ++depth) {
+      auto seen = chassis_seen.find(uri);
+      if (seen == chassis_seen.end()) {
+        ChassisInfo info;
+        if (auto c = get(uri)) {
+          info.level = lower((*c)["ChassisType"].asString());
+          info.name = (*c)["Id"].asString();
+          if (info.name.empty()) info.name = last_segment(uri);
+          info.contained_by = trim_slash(odata_id((*c)["Links"]["ContainedBy"]));
+        } else {
+          log::warning("redfish: chassis unreadable; its failure domains are left out",
+                       {{"chassis", uri}, {"error", c.error().message}});
+        }
+        seen = chassis_seen.emplace(uri, std::move(info)).first;
+      }
+      const ChassisInfo& info = seen->second;
+      if (info.level.empty()) break;
+      const bool known = std::any_of(out.begin(), out.end(), [&info](const FailureDomain& d) {
+        return d.level == info.level;
+      });
+      if (!known) out.push_back(FailureDomain{info.level, info.name});
+      uri = info.contained_by;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 Expected<FabricInventory> RedfishFabric::Impl::inventory() {
   FabricInventory inv;
+  chassis_seen.clear();
   std::map<std::string, std::string> new_block_uris;
   std::map<std::string, std::string> new_system_uris;
   std::map<std::string, HostBlock> new_host_blocks;
@@ -451,6 +485,7 @@ Status RedfishFabric::Impl::block_inventory(FabricInventory* out,
     blocks[uri] = info;
     if (!dev->has_value()) continue;
     Device d = std::move(**dev);
+    d.domains = chassis_domains(links((*b)["Links"]["Chassis"]));
     new_block_uris[d.id] = uri;
     if ((*b)["CompositionStatus"]["Reserved"].asBool()) {
       inv.held[d.id] = "reserved on the fabric (CompositionStatus.Reserved)";

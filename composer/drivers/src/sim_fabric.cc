@@ -237,6 +237,7 @@ Expected<std::unique_ptr<SimFabric>> SimFabric::create(SimConfig config, const C
       d.model = g.model;
       d.capacity_bytes = g.type == DeviceType::kGpu ? 0 : g.size_bytes;
       d.zone = g.zone;
+      d.domains = g.domains;
       d.address =
           g.type == DeviceType::kMem ? "numa:" + std::to_string(numa++) : pci_address(pci++);
       d.identity = sim_identity(d);

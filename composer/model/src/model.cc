@@ -72,6 +72,21 @@ DeviceState Device::state() const {
   return DeviceState::kFree;
 }
 
+std::string to_string(const FailureDomain& d) { return d.level + ":" + d.name; }
+
+std::optional<FailureDomain> parse_failure_domain(std::string_view s) {
+  const size_t colon = s.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == s.size()) return std::nullopt;
+  return FailureDomain{std::string(s.substr(0, colon)), std::string(s.substr(colon + 1))};
+}
+
+const FailureDomain* Device::domain(std::string_view level) const {
+  for (const FailureDomain& d : domains) {
+    if (d.level == level) return &d;
+  }
+  return nullptr;
+}
+
 uint32_t Host::slots(DeviceType t) const {
   switch (t) {
     case DeviceType::kGpu:

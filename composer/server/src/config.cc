@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <algorithm>
 
+#include <algorithm>
 #include <cctype>
 #include <functional>
 #include <map>
@@ -61,6 +62,49 @@ struct GroupLine {
   std::string name;
   std::string fabric;  // Fabric=: one of the FabricName lines
 };
+
+// Domains=LEVEL:NAME,...: one domain per level; the levels are checked against DomainLevels=
+// once the whole file is read (check_domains).
+Expected<std::vector<FailureDomain>> parse_domains(const std::string& k, const std::string& v) {
+  std::vector<FailureDomain> out;
+  for (const std::string& item : list(v)) {
+    auto d = parse_failure_domain(item);
+    if (!d) {
+      return invalid(k + "=" + v + ": '" + item +
+                     "' is not LEVEL:NAME; expected e.g. Domains=enclosure:enc1,power:pdu-a");
+    }
+    if (auto s = config::name(k + " level", d->level); !s) return s.error();
+    if (auto s = config::name(k + " name", d->name); !s) return s.error();
+    for (const FailureDomain& seen : out) {
+      if (seen.level == d->level) {
+        return invalid(k + "=" + v + ": level '" + d->level +
+                       "' is given twice; a device sits in one domain per level");
+      }
+    }
+    out.push_back(std::move(*d));
+  }
+  if (out.empty()) return invalid(k + " needs a value, e.g. Domains=enclosure:enc1");
+  return out;
+}
+
+// Every level a Domains= option names must be one of DomainLevels=; the domains are then
+// sorted by level (Device::domains).
+Status check_domains(std::vector<FailureDomain>& domains, const std::vector<std::string>& levels,
+                     const std::string& what) {
+  for (const FailureDomain& d : domains) {
+    if (std::find(levels.begin(), levels.end(), d.level) != levels.end()) continue;
+    if (levels.empty()) {
+      return invalid(
+          what + ": Domains= names level '" + d.level +
+          "', but no DomainLevels= line declares any level; add e.g. DomainLevels=" + d.level);
+    }
+    return invalid(what + ": Domains= names level '" + d.level +
+                   "', which DomainLevels= does not declare (declared: " + join(levels, ", ") +
+                   ")");
+  }
+  std::sort(domains.begin(), domains.end());
+  return Status::Ok();
+}
 
 Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std::string>& seen,
                        NodeLine& info) {
@@ -155,10 +199,14 @@ Status parse_group_line(const std::vector<Pair>& pairs, Config& cfg, std::set<st
       auto sz = parse_size(v);
       if (!sz) return Error{ErrorCode::kInvalidArgument, "Size=" + v + ": " + sz.error().message};
       g.size_bytes = *sz;
+    } else if (k == "domains") {
+      auto domains = parse_domains(pairs[i].key, v);
+      if (!domains) return domains.error();
+      g.domains = std::move(*domains);
     } else {
       return Error{ErrorCode::kInvalidArgument,
                    "unknown DeviceGroup option '" + pairs[i].key +
-                       "' (allowed: Fabric, Type, Model, Zone, Count, Size)"};
+                       "' (allowed: Fabric, Type, Model, Zone, Count, Size, Domains)"};
     }
   }
   if (!have_type || !have_count || g.zone.empty() || g.model.empty()) {
@@ -662,6 +710,17 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
       return set_names(cfg.admin_users, "AdminUsers");
     } else if (key == "workloads") {
       return set_names(cfg.workloads, "Workloads");
+    } else if (key == "domainlevels") {
+      if (auto st = set_names(cfg.domain_levels, k); !st) return st;
+      std::set<std::string> levels;
+      for (const auto& level : cfg.domain_levels) {
+        if (!levels.insert(level).second) {
+          return invalid(k + "=" + value + ": level '" + level + "' is given twice");
+        }
+      }
+      if (cfg.domain_levels.empty()) {
+        return invalid(k + " needs a value, e.g. DomainLevels=enclosure,power");
+      }
     } else if (key == "mungesocket") {
       if (auto s = config::absolute_path(k, value); !s) return s;
       cfg.munge_socket = value;
@@ -750,6 +809,21 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
                   " is more than ApiMaxConnections=" + std::to_string(cfg.api_max_connections) +
                   ": one peer cannot hold more connections than composerd keeps in all");
   }
+  // Before the groups go to their fabrics (check_fabrics copies them). Group names are unique
+  // in the file, so a group's line is found by its name.
+  auto check_group_domains = [&](std::vector<SimConfig::Group>& groups_read) -> Status {
+    for (SimConfig::Group& g : groups_read) {
+      int line = 0;
+      for (const GroupLine& gl : group_lines) {
+        if (gl.name == g.name) line = gl.line;
+      }
+      if (Status s = check_domains(g.domains, cfg.domain_levels, "DeviceGroup=" + g.name); !s) {
+        return at(line, s.error().message);
+      }
+    }
+    return Status::Ok();
+  };
+  if (Status s = check_group_domains(cfg.sim.groups); !s) return s.error();
   Status checked =
       cfg.fabrics.empty()
           ? check_fabric(cfg, node_lines, group_lines, fabric_key_lines, at)

@@ -311,6 +311,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
 
   impl->policy =
       std::make_unique<PolicyKeeper>(*impl->store, *impl->service, clock, config.workloads);
+  impl->policy->set_domain_levels(config.domain_levels);
   if (auto s = impl->policy->load(); !s) return s.error();
   impl->service->set_admission_check(impl->policy->admission_check());
   if (config.slurm_sync) {

@@ -69,6 +69,15 @@ std::string sha256_hex(std::string_view data) {
   return out;
 }
 
+namespace {
+// The Placement lines of a policy, by class.
+std::map<std::string, pol::PlacementRule, std::less<>> placement_rules(const pol::Policy& p) {
+  std::map<std::string, pol::PlacementRule, std::less<>> out;
+  for (const pol::Placement& line : p.placements) out.emplace(line.class_name, line.rule);
+  return out;
+}
+}  // namespace
+
 PolicyKeeper::PolicyKeeper(db::Store& store, CompositionService& service, const Clock& clock,
                            std::vector<std::string> workloads)
     : store_(store), service_(service), clock_(clock), workloads_(std::move(workloads)) {}
@@ -87,6 +96,16 @@ Expected<std::shared_ptr<const PolicyKeeper::Active>> PolicyKeeper::compile(
   const pol::PoolSize pool = pol::PoolSize::from_rows(service_.pool_summary());
   const pol::Validation checked = pol::validate(*parsed, pool);
   if (!checked.ok()) return bad(checked.to_string());
+  if (!parsed->placements.empty()) {
+    auto devices = store_.devices();
+    if (!devices) return devices.error();
+    std::map<std::string, std::set<std::string>> domains;
+    for (const Device& d : *devices) {
+      for (const FailureDomain& dom : d.domains) domains[dom.level].insert(dom.name);
+    }
+    const pol::Validation placed = pol::validate_placement(*parsed, domain_levels_, domains);
+    if (!placed.ok()) return bad(placed.to_string());
+  }
   if (!workloads_.empty()) {
     for (const auto& c : parsed->classes) {
       if (std::find(workloads_.begin(), workloads_.end(), c.name) == workloads_.end()) {
@@ -113,6 +132,7 @@ Status PolicyKeeper::load() {
                 {"cause", compiled.error().message}});
     return Status::Ok();
   }
+  service_.set_placement(placement_rules((*compiled)->evaluator.policy()));
   std::lock_guard lock(mu_);
   active_ = std::move(*compiled);
   log::info("policy loaded",
@@ -157,6 +177,7 @@ Expected<api::PolicyApplied> PolicyKeeper::apply(const api::PolicyBody& body, co
   auto active =
       std::make_shared<const Active>(*added, (*compiled)->evaluator.policy(),
                                      (*compiled)->evaluator.pool(), clock_.now_ms() / 1000);
+  service_.set_placement(placement_rules(active->evaluator.policy()));
   {
     std::lock_guard lock(mu_);
     active_ = std::move(active);

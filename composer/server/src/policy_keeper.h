@@ -31,6 +31,9 @@ class PolicyKeeper {
                std::vector<std::string> workloads);
   ~PolicyKeeper();
 
+  // composer.conf's DomainLevels=: the levels Placement lines may name. Before load().
+  void set_domain_levels(std::vector<std::string> levels) { domain_levels_ = std::move(levels); }
+
   // Loads the newest stored version. A stored text that no longer compiles (a time zone
   // removed from tzdata, a pool that shrank below a cap) is logged and not enforced here;
   // Slurm keeps enforcing what was applied to it.
@@ -85,6 +88,7 @@ class PolicyKeeper {
   CompositionService& service_;
   const Clock& clock_;
   std::vector<std::string> workloads_;
+  std::vector<std::string> domain_levels_;
   mutable std::mutex mu_;
   std::mutex apply_mu_;  // one apply at a time: compare with the newest, then append
   std::shared_ptr<const Active> active_;

@@ -83,6 +83,30 @@ struct PoolSize {
   static PoolSize from_rows(const std::vector<PoolRow>& rows);
 };
 
+// How a workload class's jobs are placed over failure domains (Placement lines):
+//   pack                 as few domains as the zones allow: the allocator's zone preference
+//                        (the default)
+//   spread LEVEL N       a job's devices of each type asked (of `type` only, when set) over at
+//                        least N domains of LEVEL; devices in no domain of LEVEL are not used
+//   avoid-shared LEVEL   the class's jobs never share a domain of LEVEL with another class's
+//                        job, either way round; devices in no domain of LEVEL are not used
+struct PlacementRule {
+  enum class Kind { kPack, kSpread, kAvoidShared };
+  Kind kind = Kind::kPack;
+  std::string level;
+  uint32_t count = 0;              // spread: at least this many domains
+  std::optional<DeviceType> type;  // spread: only this type; nullopt: each type asked
+  bool operator==(const PlacementRule&) const = default;
+  // "pack", "spread appliance 2", "spread appliance 2 mem", "avoid-shared enclosure".
+  std::string to_string() const;
+};
+
+struct Placement {
+  std::string class_name;
+  PlacementRule rule;
+  int line = 0;
+};
+
 struct Policy {
   std::string file;  // the name used in messages
   TimeZone time_zone;
@@ -92,6 +116,7 @@ struct Policy {
   std::string default_class;  // empty: jobs that match no class are refused
   int default_class_line = 0;
   std::vector<Limit> limits;
+  std::vector<Placement> placements;  // one per class at most; a class without one packs
 
   const Window* find_window(std::string_view name) const;
   const WorkloadClass* find_class(std::string_view name) const;

@@ -13,6 +13,7 @@
 
 #include "composer/common/error.h"
 #include "composer/model/model.h"
+#include "composer/policies/policy.h"
 
 namespace composer {
 
@@ -40,10 +41,23 @@ class Allocator {
   // never drained, critical, foreign or owned devices; within the host's attach slots (counting
   // what the node already holds). Errors: kNotFound for an unknown node; kInsufficient with a
   // sentence naming the type, what was asked and what is free/allowed.
-  Expected<std::vector<std::string>> allocate(std::string_view node, const Request& request) const;
+  //
+  // Under placement rules (set_placement), `workload` names the job's class: its rule, and
+  // the avoid-shared rules of the other classes, choose among the devices first (see
+  // policies::PlacementRule), still all or nothing and deterministically; a request the rules
+  // leave short is kInsufficient with the sentence naming the rule, and never placed against
+  // it. A class without a rule packs.
+  Expected<std::vector<std::string>> allocate(std::string_view node, const Request& request,
+                                              std::string_view workload = {}) const;
 
-  // Marks devices owned by composition `composition_id` on `node` / free again.
-  void take(std::string_view node, const std::vector<std::string>& ids, int64_t composition_id);
+  // The placement rule of each class; replaces the ones before. Empty: every class packs.
+  void set_placement(std::map<std::string, policies::PlacementRule, std::less<>> rules);
+  const policies::PlacementRule& placement(std::string_view workload) const;
+
+  // Marks devices owned by composition `composition_id` on `node` (of class `workload`, for
+  // the avoid-shared rules) / free again.
+  void take(std::string_view node, const std::vector<std::string>& ids, int64_t composition_id,
+            std::string_view workload = {});
   void give_back(const std::vector<std::string>& ids);
   void set_drained(std::string_view id, bool drained, std::string_view reason);
   void set_health(std::string_view id, Health health);
@@ -53,7 +67,11 @@ class Allocator {
   // Requests that could never be served, whatever is attached: larger than the whole
   // reachable pool of the node or than its attach slots, or an unknown GPU model.
   // kInvalidArgument with the sentence; Ok otherwise.
-  Status check_possible(std::string_view node, const Request& request) const;
+  // Under the placement rule of `workload`: a spread over more domains than the request has
+  // devices (or memory attach slots), or than the node reaches; fewer devices in a domain of
+  // the rule's level than asked. The sentence names the rule.
+  Status check_possible(std::string_view node, const Request& request,
+                        std::string_view workload = {}) const;
 
   // Sorted by type, model, zone.
   std::vector<PoolRow> summary() const;

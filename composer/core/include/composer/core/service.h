@@ -87,6 +87,9 @@ class CompositionService {
   Expected<Device> release_foreign(const std::string& device_id, const std::string& actor);
 
   std::vector<PoolRow> pool_summary() const;
+  // The placement rule of each workload class (the policy's Placement lines), for every
+  // composition from now on; empty: every class packs (Allocator::set_placement).
+  void set_placement(std::map<std::string, policies::PlacementRule, std::less<>> rules);
   std::vector<Host> hosts() const;
   // The pool's current view of one device.
   std::optional<Device> pooled_device(const std::string& id) const;

@@ -28,6 +28,9 @@ struct SimConfig {
     std::string zone;
     uint32_t count = 0;
     uint64_t size_bytes = 0;  // per memory block or drive; 0 for GPUs
+    // Failure domains every device of the group sits in (composer.conf's Domains=), sorted
+    // by level name.
+    std::vector<FailureDomain> domains;
   };
   std::vector<Group> groups;
   // How long attach and detach stay running; 0 completes them within the call.

@@ -47,6 +47,19 @@ struct DeviceIdentity {
 // A PCI vendor or device id in the form DeviceIdentity holds: "0x10DE", "10de" and "0x10de"
 // all give "0x10de". nullopt for anything that is not 1 to 4 hex digits after an optional "0x".
 std::optional<std::string> normal_pci_id(std::string_view s);
+// A failure domain: what one failure takes down together (an enclosure, a switch, a memory
+// appliance, a power feed). `level` is one of the levels composer.conf declares
+// (DomainLevels=); `name` is unique within its level. Spelled "level:name" ("appliance:mem-a").
+struct FailureDomain {
+  std::string level;
+  std::string name;
+  auto operator<=>(const FailureDomain&) const = default;
+  bool operator==(const FailureDomain&) const = default;
+};
+std::string to_string(const FailureDomain& d);  // "appliance:mem-a"
+// "LEVEL:NAME", split at the first ':' (a name may hold one: "pod-a:mem-a"); nullopt when
+// either part is empty.
+std::optional<FailureDomain> parse_failure_domain(std::string_view s);
 
 struct Device {
   std::string id;  // the fabric's id; unique across the pool
@@ -65,6 +78,15 @@ struct Device {
   // Who holds it outside composerd, in words (a fabric host, "shared by systems a, b"), when
   // the fabric shows it held and no live composition of composerd's owns it; empty otherwise.
   std::string holder;
+  // The failure domains it sits in, at most one per level, sorted by level name; empty when
+  // neither composer.conf nor the fabric says.
+  std::vector<FailureDomain> domains;
+
+  // The device's domain at `level`, or nullptr.
+  const FailureDomain* domain(std::string_view level) const;
+  bool in(const FailureDomain& d) const {
+    return domain(d.level) && domain(d.level)->name == d.name;
+  }
 
   // Failed wins over drained, drained over foreign, foreign over attached: an admin wants to
   // see the worst.

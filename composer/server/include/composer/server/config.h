@@ -88,6 +88,9 @@ struct Config {
   log::Level log_level = log::Level::kInfo;
   std::vector<std::string> admin_users{"root"};
   std::vector<std::string> workloads{"training", "inference"};
+  // DomainLevels=: the failure-domain levels (enclosure, switch, appliance, power, ...) that
+  // Domains= options and placement rules may name, in the order they are shown.
+  std::vector<std::string> domain_levels;
   std::string munge_socket;  // empty: munge's default
   int api_threads = 64;
   // The front door's limits (front_door.h): one client cannot use them to starve the others.
