@@ -239,9 +239,8 @@ struct Migration {
   int version;
   const sqlite::Sql* sql;
 };
-constexpr Migration kMigrations[] = {
-    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3},
-    {4, &kMigration4}, {5, &kMigration5}, {6, &kMigration6}};
+constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3},
+                                     {4, &kMigration4}, {5, &kMigration5}, {6, &kMigration6}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",

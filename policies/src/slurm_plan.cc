@@ -746,8 +746,8 @@ SyncPlan sync_plan(const std::vector<LicenseCount>& wanted,
       if (hold == 0) continue;  // nothing to hold back: no reservation needed yet
       tighten.push_back({{ActionKind::kCreate, name,
                           "hold back " + std::to_string(hold) + " of " + w.name + " (Slurm has " +
-                              std::to_string(total->second) + ", " +
-                              std::to_string(w.count) + " may be handed out)",
+                              std::to_string(total->second) + ", " + std::to_string(w.count) +
+                              " may be handed out)",
                           "scontrol create reservation " + hold_fields(w.name, hold)},
                          "scontrol delete ReservationName=" + name,
                          true});

@@ -64,10 +64,10 @@ DeviceIdentity as_identity(const Json::Value& v, const std::string& path) {
 
 template <>
 Device decode<Device>(const Json::Value& v, const std::string& path) {
-  JsonObject r(v, path, "a device",
-               {"id", "type", "model", "capacity_bytes", "zone", "address", "health", "state",
-                "drained", "drain_reason", "composition_id", "node", "holder", "identity",
-                "domains"});
+  JsonObject r(
+      v, path, "a device",
+      {"id", "type", "model", "capacity_bytes", "zone", "address", "health", "state", "drained",
+       "drain_reason", "composition_id", "node", "holder", "identity", "domains"});
   Device d;
   d.id = r.string("id");
   d.type = r.get("type", device_type);

@@ -18,7 +18,6 @@
 
 namespace composer::cli {
 
-
 struct PolicyCommand {
   CLI::App* policy = nullptr;
   CLI::App* apply = nullptr;
