@@ -43,7 +43,7 @@ template <typename T>
 T decode(const Json::Value& v, const std::string& path);
 
 std::string pci_id(const Json::Value& v, const std::string& path) {
-  const std::string s = as_string(v, path);
+  std::string s = as_string(v, path);
   if (s.empty()) return s;
   std::optional<std::string> id = normal_pci_id(s);
   if (!id) {

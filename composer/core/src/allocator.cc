@@ -795,8 +795,9 @@ Expected<std::vector<std::string>> Allocator::allocate(std::string_view node,
     for (const auto& [id, d] : impl_->devices) {
       if (!d.allocatable() || !h->zone_rank(d.zone)) continue;
       bool ok = true;
-      for (const auto& [level, cls] : guarded) {
-        const FailureDomain* dom = d.domain(level);
+      for (const auto& guard : guarded) {
+        const std::string& cls = guard.second;
+        const FailureDomain* dom = d.domain(guard.first);
         if (dom != nullptr &&
             holds(*dom, [&cls](const std::string& holder) { return holder == cls; })) {
           ok = false;
@@ -816,7 +817,7 @@ Expected<std::vector<std::string>> Allocator::allocate(std::string_view node,
     if (left_out) guard_note = " (domains that avoid-shared classes hold are left out)";
   }
   const std::string rule_text = rule_sentence(rule, workload);
-  auto wrap = [&](Status s) -> Error {
+  auto wrap = [&](const Status& s) -> Error {
     std::string message = s.error().message;
     if (rule.kind != Kind::kPack) message += ", under " + rule_text;
     return Error{s.error().code, message + guard_note};

@@ -53,8 +53,10 @@ std::optional<std::string> normal_pci_id(std::string_view s);
 struct FailureDomain {
   std::string level;
   std::string name;
-  auto operator<=>(const FailureDomain&) const = default;
   bool operator==(const FailureDomain&) const = default;
+  bool operator<(const FailureDomain& o) const {
+    return level != o.level ? level < o.level : name < o.name;
+  }
 };
 std::string to_string(const FailureDomain& d);  // "appliance:mem-a"
 // "LEVEL:NAME", split at the first ':' (a name may hold one: "pod-a:mem-a"); nullopt when
