@@ -8,8 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -246,8 +249,11 @@ TEST_F(HostSideTest, DrivesAreFoundBySerialAndHeldByARealProcessDelayRelease) {
   EXPECT_EQ(task_env(601, "COMPOSER_NVME"), node);
   EXPECT_EQ(task_env(601, "COMPOSER_MEM_NUMA"), "");
 
-  // A real process of the job still has the namespace open for a while.
-  const std::string script = "exec 3<'" + node + "'; exec sleep 0.7";
+  // A real process of the job still has the namespace open, until the test lets it go: two
+  // seconds into the epilog, so the epilog has seen it busy however loaded the machine is.
+  const std::string stop = tmp / "let-go";
+  const std::string script =
+      "exec 3<'" + node + "'; while [ ! -e '" + stop + "' ]; do sleep 0.05; done";
   const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
   pid_t pid = 0;
   ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
@@ -260,9 +266,15 @@ TEST_F(HostSideTest, DrivesAreFoundBySerialAndHeldByARealProcessDelayRelease) {
   config.busy_wait_s = 10;
   FakeJob end = job(601, 0);
   end.options = a.options;
-  ASSERT_TRUE(job_epilog(end, api, config)) << join(end.errors, "\n");
+  std::thread releaser([&stop] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    std::ofstream{stop} << "go\n";
+  });
+  const bool ended = job_epilog(end, api, config);
+  releaser.join();
   int status = 0;
   waitpid(pid, &status, 0);
+  ASSERT_TRUE(ended) << join(end.errors, "\n");
   ASSERT_FALSE(end.infos.empty());
   EXPECT_NE(end.infos[0].find("job 601 on node node1: waiting up to 10 s before releasing: pid " +
                               std::to_string(pid) + " holds nvme-z1-01 (" + node + ")"),
