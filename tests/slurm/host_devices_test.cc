@@ -270,7 +270,7 @@ TEST_F(HostSideTest, DrivesAreFoundBySerialAndHeldByARealProcessDelayRelease) {
     std::this_thread::sleep_for(std::chrono::seconds(2));
     std::ofstream{stop} << "go\n";
   });
-  const bool ended = job_epilog(end, api, config);
+  const auto ended = job_epilog(end, api, config);
   releaser.join();
   int status = 0;
   waitpid(pid, &status, 0);
