@@ -257,12 +257,16 @@ TEST_F(HostSideTest, DrivesAreFoundBySerialAndHeldByARealProcessDelayRelease) {
   const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
   pid_t pid = 0;
   ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
-  // Until the shell has opened it.
+  // Until the shell has opened it: its fd 3 may at first be one it inherited from this test.
   const std::string fd = "/proc/" + std::to_string(pid) + "/fd/3";
-  for (int i = 0; i < 400 && !std::filesystem::is_symlink(fd); ++i) {
+  const auto opened = [&fd, &node] {
+    std::error_code ec;
+    return std::filesystem::read_symlink(fd, ec) == node;
+  };
+  for (int i = 0; i < 2000 && !opened(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_TRUE(std::filesystem::is_symlink(fd));
+  ASSERT_TRUE(opened()) << fd;
   config.busy_wait_s = 10;
   FakeJob end = job(601, 0);
   end.options = a.options;

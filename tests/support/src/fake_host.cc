@@ -82,23 +82,33 @@ std::string FakeHost::nvme_controller(const std::string& address) const {
   return "";
 }
 
-// Under mu_.
+// Under mu_. A function appears whole to whoever looks: its directory is written aside and
+// renamed into place, its driver's entries follow, and its link in bus/pci/devices comes last,
+// so a reader that finds the link finds everything behind it.
 void FakeHost::materialise(FakePciFunction f) {
+  const fs::path staged = root_ / "staging" / f.address;
+  fs::remove_all(staged);
+  put(staged / "vendor", f.vendor + "\n");
+  put(staged / "device", f.device + "\n");
+  put(staged / "class", f.class_code + "\n");
+  put(staged / "subsystem_vendor", f.subsystem_vendor + "\n");
+  put(staged / "subsystem_device", f.subsystem_device + "\n");
+  put(staged / "revision", "0xa1\n");
+  put(staged / "numa_node", std::to_string(f.numa_node) + "\n");
+  put(staged / "config", std::string(64, '\0'));
+  put(staged / "resource0", "");
+  put(staged / "remove", "");
+  std::string ctrl;
+  if (is_nvme(f)) {
+    ctrl = "nvme" + std::to_string(next_nvme_++);
+    put(staged / "nvme" / ctrl / "serial", f.serial + "\n");
+    put(staged / "nvme" / ctrl / "model", "FAKE NVME\n");
+    fs::create_directories(staged / "nvme" / ctrl / (ctrl + "n1"));
+  }
   const fs::path dir = root_ / "sys/devices" / bridge(f.address) / f.address;
-  fs::create_directories(dir);
-  put(dir / "vendor", f.vendor + "\n");
-  put(dir / "device", f.device + "\n");
-  put(dir / "class", f.class_code + "\n");
-  put(dir / "subsystem_vendor", f.subsystem_vendor + "\n");
-  put(dir / "subsystem_device", f.subsystem_device + "\n");
-  put(dir / "revision", "0xa1\n");
-  put(dir / "numa_node", std::to_string(f.numa_node) + "\n");
-  put(dir / "config", std::string(64, '\0'));
-  put(dir / "resource0", "");
-  put(dir / "remove", "");
-  std::error_code ec;
-  fs::create_directory_symlink("../../../devices/" + bridge(f.address) + "/" + f.address,
-                               root_ / "sys/bus/pci/devices" / f.address, ec);
+  fs::remove_all(dir);  // a function seen at this address before is gone for good
+  fs::create_directories(dir.parent_path());
+  fs::rename(staged, dir);
   if (is_nvidia_gpu(f) && f.nvidia_driver) {
     const int minor = f.nvidia_minor >= 0 ? f.nvidia_minor : next_minor_++;
     next_minor_ = std::max(next_minor_, minor + 1);
@@ -109,14 +119,13 @@ void FakeHost::materialise(FakePciFunction f) {
             f.address + "\nDevice Minor: \t " + std::to_string(minor) + "\nGPU Excluded:\t No\n");
     put(root_ / "dev" / ("nvidia" + std::to_string(minor)), "");
   }
-  if (is_nvme(f)) {
-    const std::string ctrl = "nvme" + std::to_string(next_nvme_++);
-    put(dir / "nvme" / ctrl / "serial", f.serial + "\n");
-    put(dir / "nvme" / ctrl / "model", "FAKE NVME\n");
-    fs::create_directories(dir / "nvme" / ctrl / (ctrl + "n1"));
+  if (!ctrl.empty()) {
     put(root_ / "dev" / ctrl, "");
     put(root_ / "dev" / (ctrl + "n1"), "");
   }
+  std::error_code ec;
+  fs::create_directory_symlink("../../../devices/" + bridge(f.address) + "/" + f.address,
+                               root_ / "sys/bus/pci/devices" / f.address, ec);
   present_.push_back(f.address);
 }
 

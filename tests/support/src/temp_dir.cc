@@ -20,7 +20,10 @@ TempDir::TempDir(std::string_view prefix) {
     throw std::runtime_error("cannot make a temporary directory from " + pattern + ": " +
                              std::strerror(errno));
   }
-  path_ = buffer.data();
+  // Canonical, as the kernel names it in /proc/PID/fd and /proc/self/mounts.
+  std::error_code ec;
+  path_ = std::filesystem::canonical(buffer.data(), ec);
+  if (ec) path_ = buffer.data();
 }
 
 TempDir::~TempDir() {
