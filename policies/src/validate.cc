@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 
+#include "composer/common/strings.h"
 #include "composer/policies/evaluate.h"
 #include "composer/policies/schedule.h"
 
@@ -162,11 +163,9 @@ Validation validate_placement(const Policy& policy, const std::vector<std::strin
     const std::string head =
         at(policy, p.line) + "Placement=" + p.class_name + " (" + r.to_string() + "): ";
     if (std::find(levels.begin(), levels.end(), r.level) == levels.end()) {
-      std::string declared;
-      for (const std::string& l : levels) declared += (declared.empty() ? "" : ", ") + l;
       v.errors.push_back(head + "level " + r.level +
                          " is not declared by composer.conf's DomainLevels= (declared: " +
-                         (declared.empty() ? "none" : declared) + ")");
+                         (levels.empty() ? "none" : join(levels, ", ")) + ")");
       continue;
     }
     if (r.kind != Kind::kSpread) continue;

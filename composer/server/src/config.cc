@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <algorithm>
 
 #include <algorithm>
 #include <cctype>

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "composer/common/strings.h"
+#include "composer/common/units.h"
 
 namespace composer::slurm {
 namespace fs = std::filesystem;
@@ -34,20 +35,26 @@ Status write_one(const fs::path& path) {
   return Status::Ok();
 }
 
-// The nvidia driver's minor number for a GPU, or -1.
-int nvidia_minor(const std::string& proc_root, const std::string& address) {
+// The value of one "Key: value" line of the NVIDIA driver's
+// <proc>/driver/nvidia/gpus/<address>/information, trimmed; "" when it shows none.
+std::string nvidia_information(const std::string& proc_root, const std::string& address,
+                               std::string_view key) {
   std::ifstream in(proc_root + "/driver/nvidia/gpus/" + address + "/information");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("Device Minor:", 0) == 0) {
-      try {
-        return std::stoi(line.substr(13));
-      } catch (const std::exception&) {
-        return -1;
-      }
+    if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 &&
+        line[key.size()] == ':') {
+      return std::string(trim(std::string_view(line).substr(key.size() + 1)));
     }
   }
-  return -1;
+  return "";
+}
+
+// The nvidia driver's minor number for a GPU, or -1.
+int nvidia_minor(const std::string& proc_root, const std::string& address) {
+  const Expected<uint32_t> minor =
+      parse_count(nvidia_information(proc_root, address, "Device Minor"), 1u << 20);
+  return minor ? static_cast<int>(*minor) : -1;
 }
 
 }  // namespace
@@ -88,12 +95,7 @@ std::set<std::string> HostDevices::pci_addresses() const {
 }
 
 std::string HostDevices::gpu_uuid(const std::string& address) const {
-  std::ifstream in(proc_ + "/driver/nvidia/gpus/" + address + "/information");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("GPU UUID:", 0) == 0) return std::string(trim(line.substr(9)));
-  }
-  return "";
+  return nvidia_information(proc_, address, "GPU UUID");
 }
 
 std::vector<std::string> HostDevices::nvme_namespaces(const std::string& address) const {

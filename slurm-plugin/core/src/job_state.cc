@@ -18,6 +18,7 @@
 #include "composer/api/json_reader.h"
 #include "composer/common/files.h"
 #include "composer/common/strings.h"
+#include "composer/common/units.h"
 #include "composer/slurm/host_devices.h"
 
 namespace composer::slurm {
@@ -134,17 +135,9 @@ std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint
   for (const auto& entry : std::filesystem::directory_iterator(state_dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (!name.starts_with("job-") || !name.ends_with(".json")) continue;
-    uint32_t other = 0;
-    try {
-      size_t used = 0;
-      const unsigned long n = std::stoul(name.substr(4, name.size() - 9), &used);
-      if (used != name.size() - 9 || n > UINT32_MAX) continue;
-      other = static_cast<uint32_t>(n);
-    } catch (const std::exception&) {
-      continue;
-    }
-    if (other == job_id) continue;
-    Expected<std::optional<JobState>> s = read_job_state(state_dir, other);
+    const Expected<uint32_t> other = parse_count(name.substr(4, name.size() - 9), UINT32_MAX);
+    if (!other || *other == job_id) continue;
+    Expected<std::optional<JobState>> s = read_job_state(state_dir, *other);
     if (!s || !s->has_value()) continue;
     for (const Device& d : (*s)->devices) {
       if (!d.address.empty() && d.type != DeviceType::kMem) out.insert(d.address);
