@@ -20,13 +20,18 @@ Expected<std::set<uint32_t>> parse_job_ids(const std::string& text) {
   return ids;
 }
 
+Expected<RunResult> run_slurm_command(std::vector<std::string> argv, const std::string& slurm_conf,
+                                      int timeout_ms, bool with_stderr) {
+  RunOptions run{.argv = std::move(argv), .with_stderr = with_stderr, .timeout_ms = timeout_ms};
+  // Never composerd's own SLURM_CONF: the configured one, else the command's default.
+  run.env.push_back(slurm_conf.empty() ? "SLURM_CONF" : "SLURM_CONF=" + slurm_conf);
+  return run_program(run);
+}
+
 Expected<std::set<uint32_t>> slurm_active_jobs(const std::string& squeue,
                                                const std::string& slurm_conf, int timeout_ms) {
-  RunOptions run{.argv = {squeue, "--noheader", "--format=%A", "--states=R,S,CG,CF"},
-                 .timeout_ms = timeout_ms};
-  // Never composerd's own SLURM_CONF: the configured one, else squeue's default.
-  run.env.push_back(slurm_conf.empty() ? "SLURM_CONF" : "SLURM_CONF=" + slurm_conf);
-  Expected<RunResult> ran = run_program(run);
+  Expected<RunResult> ran = run_slurm_command(
+      {squeue, "--noheader", "--format=%A", "--states=R,S,CG,CF"}, slurm_conf, timeout_ms);
   if (!ran) return ran.error();
   if (ran->status != 0) {
     return Error{ErrorCode::kUnavailable, squeue + " failed (is slurmctld up?)"};

@@ -7,23 +7,12 @@
 
 #include "composer/common/log.h"
 #include "composer/common/strings.h"
-#include "composer/common/subprocess.h"
 #include "composer/config/conf_file.h"
+#include "composer/server/slurm_jobs.h"
 
 namespace composer::server {
 
 namespace pol = composer::policies;
-
-namespace {
-
-std::string one_line(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  for (char& c : s)
-    if (c == '\n') c = ' ';
-  return s;
-}
-
-}  // namespace
 
 SlurmSync::SlurmSync(CompositionService& service, const PolicyKeeper& keeper, const Clock& clock,
                      SlurmSyncOptions options)
@@ -67,18 +56,15 @@ void SlurmSync::loop() {
 }
 
 Expected<std::string> SlurmSync::scontrol(const std::vector<std::string>& args) const {
-  RunOptions run{
-      .argv = {options_.scontrol}, .with_stderr = true, .timeout_ms = options_.timeout_ms};
-  run.argv.insert(run.argv.end(), args.begin(), args.end());
-  // Never composerd's own SLURM_CONF: the configured one, else scontrol's default.
-  run.env.push_back(options_.slurm_conf.empty() ? "SLURM_CONF"
-                                                : "SLURM_CONF=" + options_.slurm_conf);
-  auto ran = run_program(run);
+  std::vector<std::string> argv = {options_.scontrol};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto ran = run_slurm_command(std::move(argv), options_.slurm_conf, options_.timeout_ms, true);
   if (!ran) return ran.error();
   if (ran->status != 0) {
+    const std::string said =
+        join(split(ran->output, '\n', {.trim = true, .skip_empty = true}), " ");
     return Error{ErrorCode::kUnavailable, "'scontrol " + join(args, " ") + "' failed (exit " +
-                                              std::to_string(ran->status) +
-                                              "): " + one_line(ran->output)};
+                                              std::to_string(ran->status) + "): " + said};
   }
   return ran->output;
 }
