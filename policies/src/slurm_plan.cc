@@ -618,16 +618,12 @@ Expected<std::vector<LicenseCount>> license_list(const std::string& text, const 
   return out;
 }
 
-// Slurm's "[days-]hours:minutes:seconds" in whole minutes; -1 for UNLIMITED or anything else.
+// A reservation's Duration as scontrol prints it, to the nearest whole minute; -1 for
+// UNLIMITED or anything that is not a duration.
 int64_t duration_minutes(const std::string& text) {
-  long long days = 0, h = 0, m = 0, sec = 0;
-  std::string rest = text;
-  if (auto dash = rest.find('-'); dash != std::string::npos) {
-    if (std::sscanf(rest.c_str(), "%lld", &days) != 1) return -1;
-    rest = rest.substr(dash + 1);
-  }
-  if (std::sscanf(rest.c_str(), "%lld:%lld:%lld", &h, &m, &sec) != 3) return -1;
-  return days * 1440 + h * 60 + m + (sec >= 30 ? 1 : 0);
+  const Expected<std::optional<int64_t>> s = parse_slurm_duration(text);
+  if (!s || !*s) return -1;
+  return (**s + 30) / 60;
 }
 
 bool grows(const std::vector<LicenseCount>& from, const std::vector<LicenseCount>& to) {

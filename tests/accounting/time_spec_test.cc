@@ -142,30 +142,5 @@ TEST_F(TimeSpecTest, RefusesWhatIsNotATime) {
   }
 }
 
-TEST(SlurmDuration, EveryFormSlurmPrintsAndReads) {
-  EXPECT_EQ(*parse_slurm_duration("1-02:03:04"), 93784);
-  EXPECT_EQ(*parse_slurm_duration("02:03:04"), 7384);
-  EXPECT_EQ(*parse_slurm_duration("03:04"), 184);
-  EXPECT_EQ(*parse_slurm_duration("5"), 300);
-  EXPECT_EQ(*parse_slurm_duration("2-12"), 2 * 86400 + 12 * 3600);
-  EXPECT_EQ(*parse_slurm_duration("2-12:30"), 2 * 86400 + 12 * 3600 + 30 * 60);
-  EXPECT_EQ(*parse_slurm_duration(" 90 "), 5400);
-  EXPECT_EQ(*parse_slurm_duration("999999"), 999999 * 60);
-  for (const char* none : {"UNLIMITED", "Partition_Limit", "", "Unknown", "INVALID", "None"}) {
-    auto d = parse_slurm_duration(none);
-    ASSERT_TRUE(d.ok()) << none;
-    EXPECT_FALSE(d->has_value()) << none;
-  }
-  for (const char* bad : {"1:2:3:4", "-5", "5-", "1-2-3", "1::2", "1000000", "+5", "5m", "1.5",
-                          "0x10", "1-1:2:3:4"}) {
-    auto d = parse_slurm_duration(bad);
-    EXPECT_FALSE(d.ok()) << "'" << bad << "' was read as " << (d.ok() ? d->value_or(-1) : 0);
-    if (!d.ok()) {
-      EXPECT_EQ(d.error().code, ErrorCode::kInvalidArgument);
-      EXPECT_NE(d.error().message.find("D-HH:MM:SS"), std::string::npos) << d.error().message;
-    }
-  }
-}
-
 }  // namespace
 }  // namespace composer::accounting

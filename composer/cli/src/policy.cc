@@ -46,9 +46,9 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-// Slurm's time limit forms (accounting::parse_slurm_duration); a limit is needed here.
+// Slurm's time limit forms (parse_slurm_duration, common/units.h); a limit is needed here.
 int64_t time_limit_arg(const std::string& text) {
-  auto s = accounting::parse_slurm_duration(text);
+  auto s = parse_slurm_duration(text);
   if (!s || !*s) {
     throw Usage{"--time-limit: '" + text +
                 "' is not a time limit; use minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "

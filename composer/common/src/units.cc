@@ -2,6 +2,9 @@
 
 #include <cctype>
 #include <charconv>
+#include <vector>
+
+#include "composer/common/strings.h"
 
 namespace composer {
 namespace {
@@ -98,6 +101,54 @@ Expected<uint32_t> parse_count(std::string_view text, uint32_t max) {
                  "count " + quoted(text) + " is above the maximum of " + std::to_string(max)};
   }
   return static_cast<uint32_t>(value);
+}
+
+Expected<std::optional<int64_t>> parse_slurm_duration(std::string_view text) {
+  const std::string t = lower(trim(text));
+  if (t.empty() || t == "unlimited" || t == "infinite" || t == "partition_limit" ||
+      t == "unknown" || t == "invalid" || t == "none") {
+    return std::optional<int64_t>{};
+  }
+  const Error rule{ErrorCode::kInvalidArgument,
+                   "not a duration; use minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS "
+                   "(numbers of at most 6 digits), or UNLIMITED"};
+  auto number = [](std::string_view s) -> std::optional<int64_t> {
+    if (s.empty() || s.size() > 6) return std::nullopt;
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+    return v;
+  };
+  std::string_view rest = t;
+  int64_t days = 0;
+  const bool has_days = rest.find('-') != std::string_view::npos;
+  if (has_days) {
+    const auto dash = rest.find('-');
+    auto d = number(rest.substr(0, dash));
+    if (!d) return rule;
+    days = *d;
+    rest = rest.substr(dash + 1);
+  }
+  std::vector<int64_t> parts;
+  for (const std::string& p : split(rest, ':')) {
+    auto n = number(p);
+    if (!n) return rule;
+    parts.push_back(*n);
+  }
+  if (parts.empty() || parts.size() > 3) return rule;
+  int64_t s = 0;
+  if (has_days) {
+    // Slurm's day forms count from hours: D-HH, D-HH:MM, D-HH:MM:SS.
+    s = parts[0] * 3600 + (parts.size() > 1 ? parts[1] * 60 : 0) +
+        (parts.size() > 2 ? parts[2] : 0);
+  } else if (parts.size() == 1) {
+    s = parts[0] * 60;
+  } else if (parts.size() == 2) {
+    s = parts[0] * 60 + parts[1];
+  } else {
+    s = parts[0] * 3600 + parts[1] * 60 + parts[2];
+  }
+  return std::optional<int64_t>{days * 86400 + s};
 }
 
 }  // namespace composer

@@ -273,9 +273,9 @@ Expected<Trace> parse_sacct_trace(std::string_view text, const std::string& path
     auto end = time_of("End");
     if (!end) return end.error();
     j.submit_s = **submit;
-    auto elapsed = accounting::parse_slurm_duration(get("Elapsed"));
+    auto elapsed = parse_slurm_duration(get("Elapsed"));
     if (!elapsed) return bad(path, n, "Elapsed", get("Elapsed"), elapsed.error().message);
-    auto limit = accounting::parse_slurm_duration(get("Timelimit"));
+    auto limit = parse_slurm_duration(get("Timelimit"));
     if (!limit) return bad(path, n, "Timelimit", get("Timelimit"), limit.error().message);
     const std::string state = lower(get("State"));
     if (!*start) {

@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string_view>
 
 #include "composer/common/error.h"
@@ -30,12 +29,5 @@ enum class TimeDirection { kPast, kFuture };
 // including dates that do not exist (2024-02-30, 25:00).
 Expected<int64_t> parse_slurm_time(std::string_view text, int64_t now_ms,
                                    TimeDirection direction = TimeDirection::kPast);
-
-// A duration in the forms Slurm prints and reads for a time limit or an elapsed time, in
-// seconds: "M", "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S" (each number at most 6 digits; case
-// and surrounding blanks do not matter). No limit ("UNLIMITED", "Partition_Limit", and what
-// sacct prints for none: "UNKNOWN", "INVALID", "NONE", or nothing) is nullopt. Anything else is
-// kInvalidArgument with the allowed forms.
-Expected<std::optional<int64_t>> parse_slurm_duration(std::string_view text);
 
 }  // namespace composer::accounting

@@ -1,7 +1,9 @@
-// Sizes as users write them (Slurm style: 512G, 64M, 2T) and as tables print them.
+// Sizes as users write them (Slurm style: 512G, 64M, 2T) and as tables print them, counts, and
+// durations as Slurm prints and reads them.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -38,5 +40,12 @@ std::string format_size(uint64_t bytes);
 
 // Strict unsigned integer: digits only, no sign, no spaces, fits in uint32_t.
 Expected<uint32_t> parse_count(std::string_view text, uint32_t max);
+
+// A duration in the forms Slurm prints and reads for a time limit or an elapsed time, in
+// seconds: "M", "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S" (each number at most 6 digits; case
+// and surrounding blanks do not matter). No limit ("UNLIMITED", "INFINITE", "Partition_Limit", and
+// what sacct prints for none: "UNKNOWN", "INVALID", "NONE", or nothing) is nullopt. Anything else
+// is kInvalidArgument with the allowed forms.
+Expected<std::optional<int64_t>> parse_slurm_duration(std::string_view text);
 
 }  // namespace composer
