@@ -270,30 +270,8 @@ std::vector<DomainRow> domain_rows(const std::vector<Device>& devices) {
     DomainRow& r = rows[std::make_tuple(level, name, d.type)];
     r.level = level;
     r.name = name;
-    PoolRow& c = r.counts;
-    c.type = d.type;
-    ++c.total;
-    c.total_bytes += d.capacity_bytes;
-    switch (d.state()) {
-      case DeviceState::kFree:
-        ++c.free;
-        c.free_bytes += d.capacity_bytes;
-        c.schedulable_bytes += d.capacity_bytes;
-        break;
-      case DeviceState::kAttached:
-        ++c.attached;
-        c.schedulable_bytes += d.capacity_bytes;
-        break;
-      case DeviceState::kDrained:
-        ++c.drained;
-        break;
-      case DeviceState::kFailed:
-        ++c.failed;
-        break;
-      case DeviceState::kForeign:
-        ++c.foreign;
-        break;
-    }
+    r.counts.type = d.type;
+    count_device(r.counts, d);
   };
   for (const Device& d : devices) {
     if (d.domains.empty()) count("", kNoDomain, d);

@@ -170,9 +170,8 @@ struct Allocator::Impl {
     row.type = d.type;
     row.model = d.model;
     row.zone = d.zone;
-    bump(row.total, add);
-    bump(row.total_bytes, cap, add);
-    account_state(row, d, add);
+    count_device(row, d, add);
+    account_indexes(d, add);
     if (row.total == 0) rows.erase(row_key);
 
     Totals& totals = zone_totals[tz];
@@ -188,31 +187,10 @@ struct Allocator::Impl {
     }
   }
 
-  // The part of account() that depends on the device's state (free, attached, drained, ...,
-  // who holds it), not on what it is: its row's state counts, the free indexes, `held`.
-  void account_state(PoolRow& row, const Device& d, bool add) {
+  // The indexes that depend on the device's state (free, attached, drained, ..., who holds
+  // it), not on what it is: the free indexes and `held`.
+  void account_indexes(const Device& d, bool add) {
     const uint64_t cap = d.capacity_bytes;
-    switch (d.state()) {
-      case DeviceState::kFree:
-        bump(row.free, add);
-        bump(row.free_bytes, cap, add);
-        bump(row.schedulable_bytes, cap, add);
-        break;
-      case DeviceState::kAttached:
-        bump(row.attached, add);
-        bump(row.schedulable_bytes, cap, add);
-        break;
-      case DeviceState::kForeign:
-        bump(row.foreign, add);
-        break;
-      case DeviceState::kDrained:
-        bump(row.drained, add);
-        break;
-      case DeviceState::kFailed:
-        bump(row.failed, add);
-        break;
-    }
-
     if (d.allocatable()) {
       const TypeZone tz{d.type, d.zone};
       auto& set = free_by_zone[tz];
@@ -265,9 +243,11 @@ struct Allocator::Impl {
       mutate(d, std::forward<F>(change));
       return;
     }
-    account_state(row->second, d, false);
+    count_state(row->second, d, false);
+    account_indexes(d, false);
     change(d);
-    account_state(row->second, d, true);
+    count_state(row->second, d, true);
+    account_indexes(d, true);
   }
 
   uint32_t held_count(std::string_view node, DeviceType t) const {
@@ -792,8 +772,19 @@ Expected<std::vector<std::string>> Allocator::allocate(std::string_view node,
       filtered.held.emplace(it->first, it->second);
     }
     bool left_out = false;
-    for (const auto& [id, d] : impl_->devices) {
-      if (!d.allocatable() || !h->zone_rank(d.zone)) continue;
+    // The free devices of the node's zones, from the index (not a scan of the whole pool).
+    std::vector<const Device*> reachable;
+    for (const std::string& zone : h->zones) {
+      for (DeviceType t : kAllDeviceTypes) {
+        auto free = impl_->free_by_zone.find(TypeZone{t, zone});
+        if (free == impl_->free_by_zone.end()) continue;
+        for (const auto& model_id : free->second) {
+          reachable.push_back(&impl_->devices.find(model_id.second)->second);
+        }
+      }
+    }
+    for (const Device* device : reachable) {
+      const Device& d = *device;
       bool ok = true;
       for (const auto& guard : guarded) {
         const std::string& cls = guard.second;
@@ -810,8 +801,8 @@ Expected<std::vector<std::string>> Allocator::allocate(std::string_view node,
              !holds(*dom, [workload](const std::string& holder) { return holder != workload; });
       }
       if (!ok) continue;
-      Device& copy = filtered.devices.emplace(id, d).first->second;
-      filtered.account(copy, true);
+      auto [copy, inserted] = filtered.devices.emplace(d.id, d);
+      if (inserted) filtered.account(copy->second, true);
     }
     pool = &filtered;
     if (left_out) guard_note = " (domains that avoid-shared classes hold are left out)";

@@ -80,6 +80,53 @@ std::optional<FailureDomain> parse_failure_domain(std::string_view s) {
   return FailureDomain{std::string(s.substr(0, colon)), std::string(s.substr(colon + 1))};
 }
 
+namespace {
+void bump(uint32_t& counter, bool add) {
+  if (add) {
+    ++counter;
+  } else if (counter > 0) {
+    --counter;
+  }
+}
+void bump(uint64_t& counter, uint64_t amount, bool add) {
+  if (add) {
+    counter += amount;
+  } else {
+    counter -= std::min(counter, amount);
+  }
+}
+}  // namespace
+
+void count_state(PoolRow& row, const Device& d, bool add) {
+  const uint64_t cap = d.capacity_bytes;
+  switch (d.state()) {
+    case DeviceState::kFree:
+      bump(row.free, add);
+      bump(row.free_bytes, cap, add);
+      bump(row.schedulable_bytes, cap, add);
+      break;
+    case DeviceState::kAttached:
+      bump(row.attached, add);
+      bump(row.schedulable_bytes, cap, add);
+      break;
+    case DeviceState::kForeign:
+      bump(row.foreign, add);
+      break;
+    case DeviceState::kDrained:
+      bump(row.drained, add);
+      break;
+    case DeviceState::kFailed:
+      bump(row.failed, add);
+      break;
+  }
+}
+
+void count_device(PoolRow& row, const Device& d, bool add) {
+  bump(row.total, add);
+  bump(row.total_bytes, d.capacity_bytes, add);
+  count_state(row, d, add);
+}
+
 const FailureDomain* Device::domain(std::string_view level) const {
   for (const FailureDomain& d : domains) {
     if (d.level == level) return &d;

@@ -136,6 +136,13 @@ struct PoolRow {
 // printed or published (licenses, snapshot, policy plans, reports) is this.
 inline uint32_t schedulable(const PoolRow& r) { return r.free + r.attached; }
 
+// Counts `d` into `row` by its state (`add`), or takes it out again (no count goes below
+// zero): its free, attached, drained, failed or foreign count, and the free and schedulable
+// bytes. The one way the allocator's pool rows and `pool --by domain` count a device's state.
+void count_state(PoolRow& row, const Device& d, bool add = true);
+// count_state() and the row's total and total_bytes.
+void count_device(PoolRow& row, const Device& d, bool add = true);
+
 // What one job asks for on one node.
 struct Request {
   uint32_t gpus = 0;
