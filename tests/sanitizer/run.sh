@@ -19,7 +19,7 @@ mapfile -t targets < <(
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S "$SRC" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g" \
+cmake -S "$SRC" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" \
   -DCOMPOSER_SANITIZE=address,undefined -DCOMPOSER_WERROR=ON -DCOMPOSER_BUILD_TESTS=ON \
   "${launcher[@]}" >/dev/null
 echo "sanitizer: building ${#targets[@]} targets: ${targets[*]}"
