@@ -505,8 +505,9 @@ class SqliteStore final : public Store {
   Expected<std::optional<Composition>> live_composition(uint32_t job_id,
                                                         std::string_view node) override;
   Expected<std::vector<Composition>> compositions(const CompositionFilter& filter) override;
-  Status set_drained(const std::string& device_id, bool drained, std::string_view reason,
-                     std::string_view actor, int64_t now_ms) override;
+  using Store::set_drained;
+  Status set_drained(const std::vector<std::string>& device_ids, bool drained,
+                     std::string_view reason, std::string_view actor, int64_t now_ms) override;
   Status set_health(const std::string& device_id, Health health, std::string_view detail,
                     int64_t now_ms) override;
   Status set_holders(const std::vector<std::pair<std::string, std::string>>& holders,
@@ -846,24 +847,26 @@ Expected<std::vector<Composition>> SqliteStore::compositions(const CompositionFi
   });
 }
 
-Status SqliteStore::set_drained(const std::string& device_id, bool drained, std::string_view reason,
-                                std::string_view actor, int64_t now_ms) {
+Status SqliteStore::set_drained(const std::vector<std::string>& device_ids, bool drained,
+                                std::string_view reason, std::string_view actor, int64_t now_ms) {
   return write_status([&](Connection& db) {
-    auto found = find_device(db, device_id);
-    if (!found) refuse(ErrorCode::kNotFound, "no device " + quoted(device_id));
-    const Device before = *found;
-    Device after = before;
-    after.drained = drained;
-    after.drain_reason = drained ? std::string(reason) : std::string();
-    if (after.drained == before.drained && after.drain_reason == before.drain_reason) return;
-    db.statement(kSetDrained)
-        ->bind(1, device_id)
-        .bind(2, drained ? 1 : 0)
-        .bind(3, after.drain_reason)
-        .run();
-    append_event(db,
-                 device_event(db, before, drained ? "drain" : "resume", to_string(before.state()),
-                              to_string(after.state()), actor, reason, now_ms));
+    for (const std::string& device_id : device_ids) {
+      auto found = find_device(db, device_id);
+      if (!found) refuse(ErrorCode::kNotFound, "no device " + quoted(device_id));
+      const Device before = *found;
+      Device after = before;
+      after.drained = drained;
+      after.drain_reason = drained ? std::string(reason) : std::string();
+      if (after.drained == before.drained && after.drain_reason == before.drain_reason) continue;
+      db.statement(kSetDrained)
+          ->bind(1, device_id)
+          .bind(2, drained ? 1 : 0)
+          .bind(3, after.drain_reason)
+          .run();
+      append_event(db,
+                   device_event(db, before, drained ? "drain" : "resume", to_string(before.state()),
+                                to_string(after.state()), actor, reason, now_ms));
+    }
   });
 }
 

@@ -461,6 +461,21 @@ TEST_F(StoreTest, DrainResumeAndHealthAreRecorded) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
   EXPECT_THAT(unknown.error().message, HasSubstr("'gpu-99'"));
+  // Several at once are all or none: an unknown one among them changes nothing.
+  const int64_t events_before = event_count();
+  auto some_unknown = store().set_drained(std::vector<std::string>{"gpu-1", "gpu-99", "gpu-2"},
+                                          true, "domain", "root", 41);
+  ASSERT_FALSE(some_unknown.ok());
+  EXPECT_THAT(some_unknown.error().message, HasSubstr("'gpu-99'"));
+  EXPECT_FALSE(store().device("gpu-1")->drained);
+  EXPECT_EQ(event_count(), events_before);
+  ASSERT_TRUE(
+      store()
+          .set_drained(std::vector<std::string>{"gpu-1", "gpu-2"}, true, "domain", "root", 42)
+          .ok());
+  EXPECT_EQ(store().device("gpu-1")->drain_reason, "domain");
+  EXPECT_EQ(store().device("gpu-2")->drain_reason, "domain");
+  EXPECT_EQ(event_count(), events_before + 2);
   EXPECT_EQ(store().set_health("gpu-99", Health::kOk, "", 40).error().code, ErrorCode::kNotFound);
   EXPECT_EQ(store().device("gpu-99").error().code, ErrorCode::kNotFound);
   EXPECT_EQ(store().composition(12345).error().code, ErrorCode::kNotFound);

@@ -79,5 +79,126 @@ TEST(ComposerdDomains, DevicesCarryTheirDomainsAndSpreadPlacesOverBothEnclosures
       << waits.error().message;
 }
 
+CommandResult ctl(const ComposerdProcess& daemon, const std::string& args) {
+  return run_command(std::string(COMPOSERCTL_PATH) + " --server " + daemon.url() +
+                     " --munge-socket " + daemon.munge_socket() + " " + args);
+}
+
+// A planned maintenance of one enclosure: what it would hit, the drain of the whole domain
+// at once, running jobs left to finish, and the word when it is empty.
+TEST(ComposerdDomains, ADomainDrainTakesNothingFromRunningJobsAndSaysWhenItIsEmpty) {
+  ComposerdProcess daemon("Workloads=training,inference\n", pool());
+  auto c = daemon.client();
+  // Packing: job 31 (training) takes enc-a's two GPUs, job 32 (inference) one of enc-b's.
+  auto training = c.compose(31, "n1", body(2, "training"));
+  ASSERT_TRUE(training.ok()) << training.error();
+  auto inference = c.compose(32, "n1", body(1, "inference"));
+  ASSERT_TRUE(inference.ok()) << inference.error();
+  const std::string enc = training->devices[0].domain("enclosure")->name;
+  ASSERT_EQ(training->devices[1].domain("enclosure")->name, enc);
+  const std::string other = enc == "enc-a" ? "enc-b" : "enc-a";
+  ASSERT_EQ(inference->devices[0].domain("enclosure")->name, other);
+
+  // What a failure of the power feed both enclosures share would hit: both jobs, all of
+  // each class's running capacity.
+  auto power = ctl(daemon, "blast-radius pdu-1 --json");
+  ASSERT_EQ(power.code, 0) << power.out;
+  auto pj = api::parse_json(power.out);
+  ASSERT_TRUE(pj.ok()) << power.out;
+  EXPECT_EQ((*pj)["target"].asString(), "power:pdu-1");
+  EXPECT_EQ((*pj)["devices"]["total"].asUInt(), 4u);
+  EXPECT_EQ((*pj)["devices"]["attached"].asUInt(), 3u);
+  ASSERT_EQ((*pj)["compositions"].size(), 2u);
+  ASSERT_EQ((*pj)["classes"].size(), 2u);
+  for (const auto& cls : (*pj)["classes"]) {
+    EXPECT_EQ(cls["share"].asDouble(), 1.0) << cls["workload"].asString();
+  }
+
+  // The dry run of the enclosure's drain: job 31 alone, training's whole share, and nothing
+  // changes.
+  auto dry = ctl(daemon, "devices drain --domain enclosure:" + enc + " --dry-run");
+  ASSERT_EQ(dry.code, 0) << dry.out;
+  EXPECT_NE(dry.out.find("enclosure:" + enc +
+                         ": failure domain of 2 devices (2 attached, 0 free, "
+                         "0 drained, 0 failed, 0 foreign)"),
+            std::string::npos)
+      << dry.out;
+  EXPECT_NE(dry.out.find("WORKLOAD   JOBS_HIT  JOBS  DEVICES_HIT  DEVICES  SHARE\n"
+                         "inference         0     1            0        1     0%\n"
+                         "training          1     1            2        2   100%\n"),
+            std::string::npos)
+      << dry.out;
+  EXPECT_NE(dry.out.find("users: alice\nnodes: n1\n"), std::string::npos) << dry.out;
+  auto untouched = c.devices({});
+  ASSERT_TRUE(untouched.ok());
+  for (const Device& d : *untouched) EXPECT_FALSE(d.drained) << d.id;
+
+  // Bad targets change nothing and say what there is.
+  auto unknown = ctl(daemon, "devices drain --domain enclosure:enc-z --reason fans");
+  EXPECT_EQ(unknown.code, 1) << unknown.out;
+  EXPECT_NE(unknown.out.find("no device is in failure domain enclosure:enc-z; the pool's domains: "
+                             "enclosure:enc-a, enclosure:enc-b, power:pdu-1"),
+            std::string::npos)
+      << unknown.out;
+  auto both = ctl(daemon, "devices drain gpu-1 --domain enclosure:enc-a --reason fans");
+  EXPECT_EQ(both.code, 2) << both.out;
+  EXPECT_NE(both.out.find("devices drain: give a device ID or --domain, not both"),
+            std::string::npos)
+      << both.out;
+  auto nowhere = ctl(daemon, "blast-radius enc-q");
+  EXPECT_EQ(nowhere.code, 1) << nowhere.out;
+  EXPECT_NE(nowhere.out.find("'enc-q' is neither a device nor a failure domain"), std::string::npos)
+      << nowhere.out;
+
+  // The drain: both GPUs at once, job 31 keeps them until it ends.
+  auto drained = ctl(daemon, "devices drain --domain enclosure:" + enc + " --reason 'fan swap'");
+  ASSERT_EQ(drained.code, 0) << drained.out;
+  EXPECT_NE(drained.out.find("enclosure:" + enc +
+                             ": drained; 1 running job keeps its devices until it ends (jobs 31)"),
+            std::string::npos)
+      << drained.out;
+  auto after = c.devices({});
+  ASSERT_TRUE(after.ok());
+  for (const Device& d : *after) {
+    EXPECT_EQ(d.drained, d.domain("enclosure")->name == enc) << d.id;
+    if (d.drained) {
+      EXPECT_EQ(d.drain_reason, "fan swap");
+      EXPECT_TRUE(d.composition_id.has_value()) << d.id << " was taken from job 31";
+    }
+  }
+  // No new composition lands there: one GPU is free, in the other enclosure.
+  EXPECT_FALSE(c.compose(33, "n1", body(2, "inference")).ok());
+
+  // Job 31 ends: the log and blast-radius say the enclosure is empty.
+  ASSERT_TRUE(c.release(31, "n1").ok());
+  auto empty = ctl(daemon, "blast-radius enclosure:" + enc);
+  ASSERT_EQ(empty.code, 0) << empty.out;
+  EXPECT_NE(empty.out.find("no live composition uses it; drained and empty: ready for "
+                           "maintenance"),
+            std::string::npos)
+      << empty.out;
+  EXPECT_NE(daemon.log().find("failure domain drained and empty: no composition uses it"),
+            std::string::npos)
+      << daemon.log();
+  EXPECT_NE(daemon.log().find("enclosure:" + enc), std::string::npos);
+
+  // Every drain is in the ledger, one event per device, with the admin's reason.
+  auto events = c.events({});
+  ASSERT_TRUE(events.ok()) << events.error();
+  int drains = 0;
+  for (const Event& e : *events) {
+    if (e.kind == "drain") {
+      ++drains;
+      EXPECT_EQ(e.detail, "fan swap");
+    }
+  }
+  EXPECT_EQ(drains, 2);
+
+  // Resumed as a whole, the enclosure serves again.
+  auto resumed = ctl(daemon, "devices resume --domain enclosure:" + enc + " -P");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_TRUE(c.compose(34, "n1", body(2, "inference")).ok());
+}
+
 }  // namespace
 }  // namespace composer::testing

@@ -5,13 +5,16 @@
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
+#include "blast_radius.h"
 #include "composer/accounting/time_spec.h"
 #include "composer/api/codec.h"
 #include "composer/client/client.h"
 #include "composer/common/clock.h"
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/db/store.h"
 #include "output.h"
@@ -135,6 +138,41 @@ class Printer {
   std::ostream& err_;
 };
 
+// The blast radius of `target` from the pool's devices and live compositions now.
+Expected<BlastRadius> blast_of(const client::Client& c, const std::string& target) {
+  auto devices = c.devices({});
+  if (!devices) return devices.error();
+  client::CompositionQuery live;
+  live.live = true;
+  auto compositions = c.compositions(live);
+  if (!compositions) return compositions.error();
+  return blast_radius(target, *devices, *compositions);
+}
+
+int print_blast(const client::Client& c, const std::string& target, const Settings& s,
+                std::ostream& out, std::ostream& err) {
+  const Printer p(s, out, err);
+  auto radius = blast_of(c, target);
+  if (radius && s.format() == Format::kTable) {
+    out << blast_text(*radius, s.output());
+    return kExitOk;
+  }
+  return p.print(radius, blast_table, blast_to_json);
+}
+
+// After a domain drain: whether it is empty already, else what still uses it.
+std::string drained_summary(const BlastRadius& r) {
+  if (r.hits.empty()) return r.target + ": drained and empty: ready for maintenance\n";
+  std::set<uint32_t> jobs;
+  for (const BlastHit& h : r.hits) jobs.insert(h.job_id);
+  std::vector<std::string> ids;
+  for (uint32_t j : jobs) ids.push_back(std::to_string(j));
+  return r.target + ": drained; " + std::to_string(jobs.size()) +
+         (jobs.size() == 1 ? " running job keeps" : " running jobs keep") +
+         " its devices until it ends (jobs " + join(ids, ", ") +
+         "); composerd logs when the domain is empty, and blast-radius " + r.target + " says so\n";
+}
+
 }  // namespace
 
 int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -177,13 +215,22 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   devices->add_option("--zone", dev_zone, "fabric zone");
   devices->add_option("--node", dev_node, "attached to this node");
   auto* devices_list = devices->add_subcommand("list", "List devices (the default)");
-  auto* drain = devices->add_subcommand("drain", "Take a device out of service (admins)");
-  std::string drain_id, drain_reason;
-  drain->add_option("ID", drain_id, "device id")->required();
-  drain->add_option("--reason", drain_reason, "why, shown in the device list")->required();
-  auto* resume = devices->add_subcommand("resume", "Put a drained device back in service (admins)");
-  std::string resume_id;
-  resume->add_option("ID", resume_id, "device id")->required();
+  auto* drain = devices->add_subcommand(
+      "drain", "Take a device, or a whole failure domain, out of service (admins)");
+  std::string drain_id, drain_reason, drain_domain;
+  bool drain_dry_run = false;
+  drain->add_option("ID", drain_id, "device id");
+  drain->add_option("--domain", drain_domain, "every device of this failure domain")
+      ->type_name("LEVEL:NAME");
+  drain->add_option("--reason", drain_reason, "why, shown in the device list");
+  drain->add_flag("--dry-run", drain_dry_run,
+                  "change nothing; show what the drain would take from running jobs");
+  auto* resume = devices->add_subcommand(
+      "resume", "Put a drained device, or a whole failure domain, back in service (admins)");
+  std::string resume_id, resume_domain;
+  resume->add_option("ID", resume_id, "device id");
+  resume->add_option("--domain", resume_domain, "every device of this failure domain")
+      ->type_name("LEVEL:NAME");
   auto* adopt = devices->add_subcommand(
       "adopt", "Detach a foreign device from the host holding it and pool it (admins)");
   std::string adopt_id;
@@ -218,6 +265,14 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   release->add_option("JOB", one_job, "Slurm job id")->required();
   release->add_option("NODE", one_node, "node name")->required();
   for (CLI::App* c : {comps, comps_list, show, release}) output_options(c);
+
+  auto* blast = app.add_subcommand(
+      "blast-radius",
+      "What a failure of a device or failure domain would hit now: jobs, users, nodes, classes");
+  std::string blast_target;
+  blast->add_option("TARGET", blast_target, "device id, or failure domain as LEVEL:NAME")
+      ->required();
+  output_options(blast);
 
   auto* health =
       app.add_subcommand("health", "composerd's status; exits 1 unless the status is ok");
@@ -324,6 +379,27 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     if (!s.fields.empty() && s.json) {
       throw UsageError{"-o/--format chooses the fields of a table; --json prints whole objects"};
     }
+    // A device or a domain, never both or neither.
+    const auto one_target = [](const std::string& id, const std::string& domain,
+                               const std::string& command) {
+      if (id.empty() == domain.empty()) {
+        throw UsageError{"devices " + command +
+                         (id.empty() ? ": needs a device ID or --domain LEVEL:NAME"
+                                     : ": give a device ID or --domain, not both")};
+      }
+      if (!domain.empty() && !parse_failure_domain(domain)) {
+        throw UsageError{"--domain: '" + domain +
+                         "' is not LEVEL:NAME (e.g. appliance:mem-a; composerctl pool --by "
+                         "domain lists them)"};
+      }
+    };
+    if (drain->parsed()) {
+      one_target(drain_id, drain_domain, "drain");
+      if (drain_reason.empty() && !drain_dry_run) {
+        throw UsageError{"devices drain: --reason is required (why, shown in the device list)"};
+      }
+    }
+    if (resume->parsed()) one_target(resume_id, resume_domain, "resume");
     // The fields -o names, checked against the command's columns before anything is sent.
     std::optional<Table> shape;
     if (pool_by != "zone" && pool_by != "domain") {
@@ -334,6 +410,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     if (comps->parsed()) shape = composition_table({});
     if (health->parsed()) shape = health_table({});
     if (events->parsed()) shape = event_table({});
+    if (blast->parsed() || (drain->parsed() && drain_dry_run)) shape = blast_table({});
     if (config_cmd->parsed()) shape = slurm_config_table({});
     if (shape && !s.fields.empty()) {
       if (Status fits = shape->select(s.fields); !fits) throw UsageError{fits.error().message};
@@ -353,7 +430,23 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     if (devices->parsed()) {
       auto one = [](const Device& d) { return device_table({d}); };
       auto one_json = [](const Device& d) { return api::to_json(d); };
+      if (drain->parsed() && drain_dry_run) {
+        return print_blast(c, drain_id.empty() ? drain_domain : drain_id, s, out, err);
+      }
+      if (drain->parsed() && !drain_domain.empty()) {
+        const int rc =
+            p.print(c.drain_domain(drain_domain, drain_reason), device_table, api::devices_to_json);
+        if (rc != kExitOk || s.format() != Format::kTable) return rc;
+        // What still runs on it: the drain takes nothing from running jobs.
+        auto radius = blast_of(c, drain_domain);
+        if (!radius) return p.fail(radius.error());
+        out << "\n" << drained_summary(*radius);
+        return kExitOk;
+      }
       if (drain->parsed()) return p.print(c.drain(drain_id, drain_reason), one, one_json);
+      if (resume->parsed() && !resume_domain.empty()) {
+        return p.print(c.resume_domain(resume_domain), device_table, api::devices_to_json);
+      }
       if (resume->parsed()) return p.print(c.resume(resume_id), one, one_json);
       if (adopt->parsed()) return p.print(c.adopt(adopt_id), one, one_json);
       if (release_foreign->parsed()) {
@@ -409,6 +502,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     if (events->parsed()) {
       return p.print(c.events(eq), event_table, api::events_to_json);
     }
+    if (blast->parsed()) return print_blast(c, blast_target, s, out, err);
     if (policy_chosen(*policy)) return run_policy(*policy, c, s.output(), out, err);
     err << kProgram << ": error: no command given\nRun '" << kProgram << " --help' for usage.\n";
     return kExitUsage;

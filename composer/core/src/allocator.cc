@@ -715,6 +715,20 @@ const Device* Allocator::device(std::string_view id) const {
   return it == impl_->devices.end() ? nullptr : &it->second;
 }
 
+std::vector<std::string> Allocator::in_domain(const FailureDomain& domain) const {
+  std::vector<std::string> out;
+  for (const auto& [id, d] : impl_->devices) {
+    if (d.in(domain)) out.push_back(id);
+  }
+  return out;
+}
+
+std::set<FailureDomain> Allocator::domains() const {
+  std::set<FailureDomain> out;
+  for (const auto& [id, d] : impl_->devices) out.insert(d.domains.begin(), d.domains.end());
+  return out;
+}
+
 std::vector<Host> Allocator::hosts() const {
   std::vector<Host> out;
   out.reserve(impl_->hosts.size());

@@ -194,11 +194,33 @@ void CompositionService::keep_unsettled(const Key& key, std::string_view what, c
 }
 
 void CompositionService::forget(const Key& key, const std::vector<std::string>& free_devices) {
-  std::lock_guard lock(mu_);
-  allocator_.give_back(free_devices);
-  touched_.insert(free_devices.begin(), free_devices.end());
-  live_.erase(key);
-  changed_.notify_all();
+  std::vector<std::pair<FailureDomain, size_t>> emptied;
+  {
+    std::lock_guard lock(mu_);
+    allocator_.give_back(free_devices);
+    touched_.insert(free_devices.begin(), free_devices.end());
+    live_.erase(key);
+    changed_.notify_all();
+    // A drained domain whose last composition this was is ready for its maintenance.
+    std::set<FailureDomain> seen;
+    for (const std::string& id : free_devices) {
+      const Device* d = allocator_.device(id);
+      if (d == nullptr || !d->drained) continue;
+      for (const FailureDomain& dom : d->domains) {
+        if (!seen.insert(dom).second) continue;
+        const std::vector<std::string> ids = allocator_.in_domain(dom);
+        const bool empty = std::all_of(ids.begin(), ids.end(), [&](const std::string& other) {
+          const Device* o = allocator_.device(other);
+          return o->drained && !o->composition_id;
+        });
+        if (empty) emptied.emplace_back(dom, ids.size());
+      }
+    }
+  }
+  for (const auto& [dom, n] : emptied) {
+    log::info("failure domain drained and empty: no composition uses it",
+              {{"domain", to_string(dom)}, {"devices", std::to_string(n)}});
+  }
 }
 
 Error CompositionService::refuse(const ComposeInput& in, Error why) {
@@ -546,11 +568,53 @@ Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, cons
 
 void CompositionService::drain_devices(const std::vector<std::string>& ids,
                                        const std::string& reason) {
+  // One by one: a device the store cannot mark is still kept out of the pool.
   for (const auto& id : ids) {
     (void)store_.set_drained(id, true, reason, "composerd", clock_.now_ms());
     std::lock_guard lock(mu_);
     allocator_.set_drained(id, true, reason);
   }
+}
+
+Expected<std::vector<Device>> CompositionService::set_domain_drained(const FailureDomain& domain,
+                                                                     bool drained,
+                                                                     const std::string& reason,
+                                                                     const std::string& actor) {
+  if (drained && reason.empty()) {
+    return Error{ErrorCode::kInvalidArgument, "drain needs a reason, as scontrol's does"};
+  }
+  std::vector<std::string> ids;
+  std::set<FailureDomain> known;
+  {
+    std::lock_guard lock(mu_);
+    ids = allocator_.in_domain(domain);
+    if (ids.empty()) known = allocator_.domains();
+  }
+  if (ids.empty()) {
+    std::vector<std::string> names;
+    for (const FailureDomain& d : known) names.push_back(to_string(d));
+    return Error{ErrorCode::kNotFound,
+                 "no device is in failure domain " + to_string(domain) +
+                     (names.empty() ? "; the pool has no failure domains"
+                                    : "; the pool's domains: " + join(names, ", "))};
+  }
+  // All of the domain or nothing, in one transaction.
+  if (auto s = store_.set_drained(ids, drained, drained ? reason : "", actor, clock_.now_ms());
+      !s) {
+    return s.error();
+  }
+  {
+    std::lock_guard lock(mu_);
+    for (const std::string& id : ids) allocator_.set_drained(id, drained, drained ? reason : "");
+  }
+  std::vector<Device> out;
+  out.reserve(ids.size());
+  for (const std::string& id : ids) {
+    auto d = store_.device(id);
+    if (!d) return d.error();
+    out.push_back(std::move(*d));
+  }
+  return out;
 }
 
 Expected<Device> CompositionService::drain(const std::string& device_id, const std::string& reason,

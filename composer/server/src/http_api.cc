@@ -158,6 +158,39 @@ class Handlers {
     return api::devices_to_json(*list);
   }
 
+  // A drain's body is {"reason": ...}; every other action takes {} or nothing. The reason.
+  static Expected<std::string> action_body(const Call& call, bool drain) {
+    if (drain) {
+      auto body = api::from_text<api::DrainBody>(call.body());
+      if (!body) return body.error();
+      return body->reason;
+    }
+    if (!call.body().empty()) {
+      auto json = api::parse_json(call.body());
+      if (!json) return json.error();
+      if (!json->isObject() || !json->empty()) {
+        return bad(std::string(call.match(2)) + " takes an empty object {} as its body");
+      }
+    }
+    return std::string();
+  }
+
+  Expected<Json::Value> domain_action(const Call& call, bool drain) {
+    const std::string name = call.match(1);
+    const std::optional<FailureDomain> domain = parse_failure_domain(name);
+    if (!valid_utf8(name, false) || !domain) {
+      return bad("failure domain '" + printable(name) +
+                 "' is not LEVEL:NAME (e.g. appliance:mem-a)");
+    }
+    auto body = action_body(call, drain);
+    if (!body) return body.error();
+    const std::string actor = "uid " + std::to_string(call.caller().uid);
+    auto devices = ctx_.service.set_domain_drained(*domain, drain, *body, actor);
+    if (!devices) return devices.error();
+    if (ctx_.pool_changed) ctx_.pool_changed();
+    return api::devices_to_json(*devices);
+  }
+
   enum class DeviceAction { kDrain, kResume, kAdopt, kReleaseForeign };
   Expected<Json::Value> device_action(const Call& call, DeviceAction action) {
     const std::string id = call.match(1);
@@ -165,18 +198,9 @@ class Handlers {
       return bad("device id '" + printable(id) +
                  "' is not text (UTF-8 without control characters)");
     }
-    std::string reason;
-    if (action == DeviceAction::kDrain) {
-      auto body = api::from_text<api::DrainBody>(call.body());
-      if (!body) return body.error();
-      reason = body->reason;
-    } else if (!call.body().empty()) {
-      auto json = api::parse_json(call.body());
-      if (!json) return json.error();
-      if (!json->isObject() || !json->empty()) {
-        return bad(std::string(call.match(2)) + " takes an empty object {} as its body");
-      }
-    }
+    auto body = action_body(call, action == DeviceAction::kDrain);
+    if (!body) return body.error();
+    const std::string& reason = *body;
     const std::string actor = "uid " + std::to_string(call.caller().uid);
     auto d = [&] {
       switch (action) {
@@ -254,6 +278,10 @@ void install_routes(Router& router, ApiContext& ctx) {
              [h](const Call& c) { return h->device_action(c, Handlers::DeviceAction::kDrain); });
   routes.add("POST", R"(/v1/devices/([^/]+)/(resume))", admin, {},
              [h](const Call& c) { return h->device_action(c, Handlers::DeviceAction::kResume); });
+  routes.add("POST", R"(/v1/domains/([^/]+)/(drain))", admin, {},
+             [h](const Call& c) { return h->domain_action(c, true); });
+  routes.add("POST", R"(/v1/domains/([^/]+)/(resume))", admin, {},
+             [h](const Call& c) { return h->domain_action(c, false); });
   routes.add("POST", R"(/v1/devices/([^/]+)/(adopt))", admin, {},
              [h](const Call& c) { return h->device_action(c, Handlers::DeviceAction::kAdopt); });
   routes.add("POST", R"(/v1/devices/([^/]+)/(release-foreign))", admin, {}, [h](const Call& c) {

@@ -101,10 +101,15 @@ class Store {
   // With devices filled.
   virtual Expected<std::vector<Composition>> compositions(const CompositionFilter& filter) = 0;
 
-  // Drain/resume (event "drain"/"resume" with actor and reason) and health changes (event
-  // "health"). kNotFound for an unknown device.
-  virtual Status set_drained(const std::string& device_id, bool drained, std::string_view reason,
-                             std::string_view actor, int64_t now_ms) = 0;
+  // Drain/resume (event "drain"/"resume" with actor and reason, one per device that changes)
+  // and health changes (event "health"). Several devices change in one transaction, all or
+  // none: kNotFound for an unknown device, and nothing changed.
+  virtual Status set_drained(const std::vector<std::string>& device_ids, bool drained,
+                             std::string_view reason, std::string_view actor, int64_t now_ms) = 0;
+  Status set_drained(const std::string& device_id, bool drained, std::string_view reason,
+                     std::string_view actor, int64_t now_ms) {
+    return set_drained(std::vector<std::string>{device_id}, drained, reason, actor, now_ms);
+  }
   virtual Status set_health(const std::string& device_id, Health health, std::string_view detail,
                             int64_t now_ms) = 0;
 

@@ -93,6 +93,11 @@ class Client {
   // POST /v1/devices/{id}/drain and /resume.
   Expected<Device> drain(std::string_view id, std::string_view reason) const;
   Expected<Device> resume(std::string_view id) const;
+  // POST /v1/domains/{LEVEL:NAME}/drain and /resume (admins): every device of the failure
+  // domain at once; the devices as they are now.
+  Expected<std::vector<Device>> drain_domain(std::string_view domain,
+                                             std::string_view reason) const;
+  Expected<std::vector<Device>> resume_domain(std::string_view domain) const;
   // POST /v1/devices/{id}/adopt and /release-foreign (admins): docs/API.md.
   Expected<Device> adopt(std::string_view id) const;
   Expected<Device> release_foreign(std::string_view id) const;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -33,6 +34,9 @@ class Allocator {
   const Host* host(std::string_view node) const;
   const Device* device(std::string_view id) const;
   std::vector<Host> hosts() const;
+  // The ids of the devices in `domain`, sorted; and every domain some device is in.
+  std::vector<std::string> in_domain(const FailureDomain& domain) const;
+  std::set<FailureDomain> domains() const;
 
   // Picks devices for `request` on `node` without changing anything. Deterministic for the
   // same state. All or nothing: GPUs (of request.gpu_model when set), memory blocks whose

@@ -78,6 +78,12 @@ class CompositionService {
   Expected<Device> drain(const std::string& device_id, const std::string& reason,
                          const std::string& actor);
   Expected<Device> resume(const std::string& device_id, const std::string& actor);
+  // Drains (or resumes) every device of a failure domain at once, all or none, for a planned
+  // maintenance: live compositions keep their devices until they end; the log says when the
+  // domain's last one has. kNotFound (naming the pool's domains) when no device is in it.
+  Expected<std::vector<Device>> set_domain_drained(const FailureDomain& domain, bool drained,
+                                                   const std::string& reason,
+                                                   const std::string& actor);
   // An admin's decisions about devices held outside composerd, each a ledger event with the
   // actor. adopt: a foreign device composed into one host is detached from it now (the admin
   // vouches that nothing there uses it) and joins the pool. release_foreign: composerd gives up
