@@ -148,4 +148,42 @@ std::string PlacementRule::to_string() const {
   return "?";
 }
 
+std::string rule_sentence(const PlacementRule& rule, std::string_view class_name) {
+  return "placement rule '" + rule.to_string() + "' of class " + std::string(class_name);
+}
+
+std::string placement_never(const PlacementRule& rule, std::string_view class_name, DeviceType t,
+                            uint64_t asked, size_t domains, uint32_t mem_slots,
+                            const PlacementPlace& place) {
+  using Kind = PlacementRule::Kind;
+  if (rule.kind == Kind::kPack || asked == 0) return "";
+  const std::string rule_text = rule_sentence(rule, class_name);
+  const std::string what = t == DeviceType::kGpu   ? "GPU"
+                           : t == DeviceType::kMem ? "memory"
+                                                   : "NVMe";
+  if (domains == 0) {
+    return place.reaches + " no " + what + " in any " + rule.level + " domain, which " + rule_text +
+           " needs";
+  }
+  const bool spread = rule.kind == Kind::kSpread && (!rule.type || *rule.type == t);
+  if (!spread) return "";
+  if (t != DeviceType::kMem && asked < rule.count) {
+    return rule_text + " spreads a job's " + what + " over " + std::to_string(rule.count) + " " +
+           rule.level + " domains, so a job asking for " + format_amount(t, asked) +
+           " can never be placed";
+  }
+  if (t == DeviceType::kMem && mem_slots < rule.count) {
+    return place.has + " " + std::to_string(mem_slots) +
+           (mem_slots == 1 ? " memory attach slot" : " memory attach slots") + ", but " +
+           rule_text + " takes a block from each of " + std::to_string(rule.count) + " " +
+           rule.level + " domains";
+  }
+  if (domains < rule.count) {
+    return place.reaches + " " + what + " in only " + std::to_string(domains) + " " + rule.level +
+           (domains == 1 ? " domain" : " domains") + ", fewer than the " +
+           std::to_string(rule.count) + " that " + rule_text + " needs";
+  }
+  return "";
+}
+
 }  // namespace composer::policies

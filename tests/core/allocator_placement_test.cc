@@ -180,7 +180,7 @@ TEST_F(Placement, AvoidSharedNeedsDevicesInADomainOfTheLevel) {
   Status s = alloc.check_possible("n1", gpus(1), "critical");
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.error().message,
-              HasSubstr("node n1 reaches no GPU in a rack domain, which placement rule "
+              HasSubstr("node n1 reaches no GPU in any rack domain, which placement rule "
                         "'avoid-shared rack' of class critical needs"));
 }
 

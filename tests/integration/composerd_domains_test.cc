@@ -5,6 +5,7 @@
 #include <set>
 
 #include "composer/api/codec.h"
+#include "composer/api/snapshot.h"
 #include "composerd_process.h"
 
 namespace composer::testing {
@@ -63,6 +64,17 @@ TEST(ComposerdDomains, DevicesCarryTheirDomainsAndSpreadPlacesOverBothEnclosures
 
   auto applied = c.put_policy({.file = "site.policy", .text = kSpread});
   ASSERT_TRUE(applied.ok()) << applied.error();
+  // The snapshot job_submit reads carries the rule and the pool's domains, so a job the rule
+  // can never place is refused at submission.
+  auto snap = api::read_snapshot(daemon.state_dir() + "/snapshot.json");
+  ASSERT_TRUE(snap.ok()) << snap.error();
+  const api::WorkloadClass* training = snap->workload_class("training");
+  ASSERT_NE(training, nullptr);
+  EXPECT_EQ(training->placement, "spread");
+  EXPECT_EQ(training->placement_level, "enclosure");
+  EXPECT_EQ(training->placement_count, 2u);
+  EXPECT_EQ(snap->gpu.domains, (std::map<std::string, uint32_t>{{"enclosure", 2}, {"power", 1}}));
+  EXPECT_TRUE(snap->mem.domains.empty());
   auto composed = c.compose(21, "n1", body(2, "training"));
   ASSERT_TRUE(composed.ok()) << composed.error();
   std::set<std::string> enclosures;

@@ -123,6 +123,11 @@ TEST(Snapshot, CarriesClassificationRulesAndCapStretches) {
   c.accounts = {"ml"};
   c.min = {{"gpu", 2}};
   c.stretches = {{"gpu", {{4, 43200}, {6, 3600}}}};
+  c.placement = "spread";
+  c.placement_level = "appliance";
+  c.placement_count = 2;
+  c.placement_type = "mem";
+  s.mem.domains = {{"appliance", 2}, {"power", 1}};
   TempDir tmp;
   ASSERT_TRUE(api::write_snapshot(tmp / "snapshot.json", s));
   Expected<api::PoolSnapshot> back = api::read_snapshot(tmp / "snapshot.json");
@@ -137,6 +142,8 @@ TEST(Snapshot, CarriesClassificationRulesAndCapStretches) {
   EXPECT_TRUE(old->default_class.empty());
   EXPECT_TRUE(old->workload_classes[0].partitions.empty());
   EXPECT_TRUE(old->workload_classes[0].stretches.empty());
+  EXPECT_TRUE(old->workload_classes[0].placement.empty());
+  EXPECT_TRUE(old->mem.domains.empty());
 }
 
 TEST(Snapshot, RefusesMalformedRulesAndStretches) {
@@ -160,6 +167,12 @@ TEST(Snapshot, RefusesMalformedRulesAndStretches) {
       {R"({"version":1,"workload_classes":[{"name":"t","stretches":{"gpu":[{"cap":4,"seconds":5},{"cap":2,"seconds":9}]}}]})",
        "snapshot: workload_classes[0].stretches.gpu[1].cap: must be larger than the cap before "
        "it (ascending order)"},
+      {R"({"version":1,"workload_classes":[{"name":"t","placement":{"rule":"scatter","level":"rack"}}]})",
+       "snapshot: workload_classes[0].placement.rule: expected spread or avoid-shared"},
+      {R"({"version":1,"workload_classes":[{"name":"t","placement":{"rule":"spread","level":"rack","type":"fpga"}}]})",
+       "snapshot: workload_classes[0].placement.type: expected gpu, mem or nvme"},
+      {R"({"version":1,"pools":{"gpu":{"domains":{"rack":-1}}}})",
+       "snapshot: pools.gpu.domains.rack: -1 is not a whole number from 0 to 4294967295"},
   };
   for (const auto& [text, message] : cases) {
     Expected<api::PoolSnapshot> s = api::snapshot_from_json(parse(text));

@@ -330,6 +330,53 @@ TEST(Submit, ClassRulesApplyTheClassCaps) {
             "for 6");
 }
 
+TEST(Submit, RefusesWhatAPlacementRuleCanNeverMeet) {
+  api::PoolSnapshot s = policy_pool();
+  api::WorkloadClass& training = s.workload_classes[0];
+  training.placement = "spread";
+  training.placement_level = "enclosure";
+  training.placement_count = 2;
+  s.gpu.domains = {{"enclosure", 2}};
+  s.mem.domains = {{"enclosure", 2}};
+  s.mem.max_node_slots = 4;
+  // One GPU cannot sit in two enclosures.
+  Expected<SubmitChanges> c = review({"compose_gpus=1"}, {.account = "ml"}, s);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(c.error().message,
+            "composer: placement rule 'spread enclosure 2' of class training spreads a job's GPU "
+            "over 2 enclosure domains, so a job asking for 1 GPU can never be placed");
+  EXPECT_TRUE(review({"compose_gpus=2"}, {.account = "ml"}, s));
+  // The pool's drives sit in one enclosure only.
+  s.nvme.domains = {{"enclosure", 1}};
+  c = review({"compose_gpus=2", "compose_nvme=2"}, {.account = "ml"}, s);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message,
+            "composer: the pool holds NVMe in only 1 enclosure domain, fewer than the 2 that "
+            "placement rule 'spread enclosure 2' of class training needs");
+  // Memory takes a block from each enclosure: the nodes' attach slots must allow it.
+  s.mem.max_node_slots = 1;
+  c = review({"compose_mem=64G"}, {.account = "ml"}, s);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message,
+            "composer: no node has more than 1 memory attach slot, but placement rule 'spread "
+            "enclosure 2' of class training takes a block from each of 2 enclosure domains");
+  // Another class, or a rule of another type, is not concerned.
+  EXPECT_TRUE(review({"compose_gpus=1"}, {.partition = "infer"}, s));
+  training.placement_type = "mem";
+  EXPECT_TRUE(review({"compose_gpus=1"}, {.account = "ml"}, s));
+  // avoid-shared needs the level to exist for the type asked.
+  training.placement = "avoid-shared";
+  training.placement_count = 0;
+  training.placement_type.clear();
+  s.gpu.domains.clear();
+  c = review({"compose_gpus=1"}, {.account = "ml"}, s);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message,
+            "composer: the pool holds no GPU in any enclosure domain, which placement rule "
+            "'avoid-shared enclosure' of class training needs");
+}
+
 TEST(Submit, UnclassifiedComposedJobsAreRefusedWithoutDefaultClass) {
   const api::PoolSnapshot s = policy_pool("");
   Expected<SubmitChanges> c = review({"compose_gpus=1"}, {.partition = "debug"}, s);

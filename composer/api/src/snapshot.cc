@@ -44,6 +44,11 @@ SnapshotPool read_pool(const Json::Value& v, const std::string& path) {
     const JsonObject models = JsonObject::map(*m, r.path("models"), "a map of models to counts");
     for (const std::string& name : models.names()) p.models[name] = models.u32(name);
   }
+  if (const Json::Value* m = r.optional("domains")) {
+    const JsonObject levels =
+        JsonObject::map(*m, r.path("domains"), "a map of failure-domain levels to counts");
+    for (const std::string& level : levels.names()) p.domains[level] = levels.u32(level);
+  }
   return p;
 }
 
@@ -79,6 +84,19 @@ WorkloadClass read_class(const Json::Value& v, const std::string& path) {
   r.get_if("stretches", &c.stretches, [](const Json::Value& m, const std::string& at) {
     return read_type_map<std::vector<CapStretch>>(m, at, read_stretches);
   });
+  if (const Json::Value* p = r.optional("placement")) {
+    JsonObject rule(*p, r.path("placement"), "a placement rule", {"rule", "level"}, kLater);
+    c.placement = rule.get("rule", as_nonempty_string);
+    if (c.placement != "spread" && c.placement != "avoid-shared") {
+      refuse(rule.path("rule"), "expected spread or avoid-shared");
+    }
+    c.placement_level = rule.get("level", as_nonempty_string);
+    rule.get_if("count", &c.placement_count, as_u32);
+    rule.get_if("type", &c.placement_type, as_nonempty_string);
+    if (!c.placement_type.empty() && !parse_device_type(c.placement_type)) {
+      refuse(rule.path("type"), "expected gpu, mem or nvme");
+    }
+  }
   return c;
 }
 
@@ -91,6 +109,9 @@ Json::Value pool_to_json(const SnapshotPool& p) {
   Json::Value models(Json::objectValue);
   for (const auto& [name, n] : p.models) models[name] = n;
   v["models"] = models;
+  Json::Value domains(Json::objectValue);
+  for (const auto& [level, n] : p.domains) domains[level] = n;
+  v["domains"] = domains;
   return v;
 }
 
@@ -188,6 +209,14 @@ Json::Value to_json(const PoolSnapshot& s) {
       stretches[type] = a;
     }
     jc["stretches"] = stretches;
+    if (!c.placement.empty()) {
+      Json::Value rule(Json::objectValue);
+      rule["rule"] = c.placement;
+      rule["level"] = c.placement_level;
+      if (c.placement_count > 0) rule["count"] = c.placement_count;
+      if (!c.placement_type.empty()) rule["type"] = c.placement_type;
+      jc["placement"] = rule;
+    }
     classes.append(jc);
   }
   v["workload_classes"] = classes;

@@ -723,9 +723,9 @@ std::vector<std::string> Allocator::in_domain(const FailureDomain& domain) const
   return out;
 }
 
-std::set<FailureDomain> Allocator::domains() const {
-  std::set<FailureDomain> out;
-  for (const auto& [id, d] : impl_->devices) out.insert(d.domains.begin(), d.domains.end());
+std::map<DeviceType, std::set<FailureDomain>> Allocator::domains() const {
+  std::map<DeviceType, std::set<FailureDomain>> out;
+  for (const auto& [id, d] : impl_->devices) out[d.type].insert(d.domains.begin(), d.domains.end());
   return out;
 }
 
@@ -736,11 +736,7 @@ std::vector<Host> Allocator::hosts() const {
   return out;
 }
 
-namespace {
-std::string rule_sentence(const policies::PlacementRule& r, std::string_view workload) {
-  return "placement rule '" + r.to_string() + "' of class " + std::string(workload);
-}
-}  // namespace
+namespace {}  // namespace
 
 const policies::PlacementRule& Allocator::placement(std::string_view workload) const {
   static const policies::PlacementRule kPack;
@@ -821,7 +817,7 @@ Expected<std::vector<std::string>> Allocator::allocate(std::string_view node,
     pool = &filtered;
     if (left_out) guard_note = " (domains that avoid-shared classes hold are left out)";
   }
-  const std::string rule_text = rule_sentence(rule, workload);
+  const std::string rule_text = policies::rule_sentence(rule, workload);
   auto wrap = [&](const Status& s) -> Error {
     std::string message = s.error().message;
     if (rule.kind != Kind::kPack) message += ", under " + rule_text;
@@ -920,7 +916,6 @@ Status Allocator::check_possible(std::string_view node, const Request& request,
   if (h == nullptr) return Error{ErrorCode::kNotFound, "unknown node '" + std::string(node) + "'"};
   const policies::PlacementRule& rule = placement(workload);
   if (rule.kind != Kind::kPack) {
-    const std::string rule_text = rule_sentence(rule, workload);
     for (DeviceType t : kAllDeviceTypes) {
       const uint64_t n = t == DeviceType::kGpu    ? request.gpus
                          : t == DeviceType::kNvme ? request.nvme
@@ -928,7 +923,6 @@ Status Allocator::check_possible(std::string_view node, const Request& request,
       if (n == 0) continue;
       // Every device of the type the node reaches in a domain of the level, whatever its state.
       std::set<std::string> domains;
-      uint64_t count = 0;
       for (const auto& [id, d] : impl_->devices) {
         if (d.type != t || !h->zone_rank(d.zone)) continue;
         if (t == DeviceType::kGpu && !request.gpu_model.empty() && d.model != request.gpu_model) {
@@ -937,33 +931,11 @@ Status Allocator::check_possible(std::string_view node, const Request& request,
         const FailureDomain* dom = d.domain(rule.level);
         if (dom == nullptr) continue;
         domains.insert(dom->name);
-        ++count;
       }
-      const std::string what = type_label(t);
-      if (count == 0) {
-        return impossible("node " + h->node + " reaches no " + what + " in a " + rule.level +
-                          " domain, which " + rule_text + " needs");
-      }
-      const bool spread = rule.kind == Kind::kSpread && (!rule.type || *rule.type == t);
-      if (!spread) continue;
-      if (t != DeviceType::kMem && n < rule.count) {
-        return impossible(rule_text + " spreads a job's " + what + " over " +
-                          std::to_string(rule.count) + " " + rule.level +
-                          " domains, so a job asking for " + asked_units(t, n, "") +
-                          " can never be placed");
-      }
-      if (t == DeviceType::kMem && h->mem_slots < rule.count) {
-        return impossible("node " + h->node + " has " +
-                          plural(h->mem_slots, "memory attach slot", "memory attach slots") +
-                          ", but " + rule_text + " takes a block from each of " +
-                          std::to_string(rule.count) + " " + rule.level + " domains");
-      }
-      if (domains.size() < rule.count) {
-        return impossible("node " + h->node + " reaches " + what + " in only " +
-                          std::to_string(domains.size()) + " " + rule.level + " " +
-                          (domains.size() == 1 ? "domain" : "domains") + ", fewer than the " +
-                          std::to_string(rule.count) + " that " + rule_text + " needs");
-      }
+      const std::string never =
+          policies::placement_never(rule, workload, t, n, domains.size(), h->mem_slots,
+                                    {"node " + h->node + " reaches", "node " + h->node + " has"});
+      if (!never.empty()) return impossible(never);
     }
   }
   if (Status s = impl_->check_count(*h, DeviceType::kGpu, request.gpus, request.gpu_model); !s) {

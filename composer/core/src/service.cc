@@ -588,7 +588,10 @@ Expected<std::vector<Device>> CompositionService::set_domain_drained(const Failu
   {
     std::lock_guard lock(mu_);
     ids = allocator_.in_domain(domain);
-    if (ids.empty()) known = allocator_.domains();
+    if (ids.empty()) {
+      for (const auto& [type, of_type] : allocator_.domains())
+        known.insert(of_type.begin(), of_type.end());
+    }
   }
   if (ids.empty()) {
     std::vector<std::string> names;
@@ -800,6 +803,11 @@ Status CompositionService::mark_health(const std::string& device_id, Health heal
   std::lock_guard lock(mu_);
   allocator_.set_health(device_id, health);
   return Status::Ok();
+}
+
+std::map<DeviceType, std::set<FailureDomain>> CompositionService::failure_domains() const {
+  std::lock_guard lock(mu_);
+  return allocator_.domains();
 }
 
 std::vector<PoolRow> CompositionService::pool_summary() const {

@@ -394,6 +394,10 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
 void Daemon::publish_snapshot() {
   auto& in = *impl_;
   api::PoolSnapshot snap = api::make_snapshot(in.service->pool_summary(), in.service->hosts(), 0);
+  // What job_submit needs to refuse a placement rule a job can never meet.
+  for (const auto& [type, domains] : in.service->failure_domains()) {
+    for (const FailureDomain& d : domains) ++snap.pool(type).domains[d.level];
+  }
   if (!in.policy->fill_snapshot(snap)) {
     for (const auto& w : in.config.workloads) {
       api::WorkloadClass wc;

@@ -356,6 +356,13 @@ bool PolicyKeeper::fill_snapshot(api::PoolSnapshot& snapshot) const {
         add_stretches(a->evaluator, owners, c.name, t, wc);
       }
     }
+    for (const pol::Placement& p : policy.placements) {
+      if (p.class_name != c.name || p.rule.kind == pol::PlacementRule::Kind::kPack) continue;
+      wc.placement = p.rule.kind == pol::PlacementRule::Kind::kSpread ? "spread" : "avoid-shared";
+      wc.placement_level = p.rule.level;
+      wc.placement_count = p.rule.count;
+      if (p.rule.type) wc.placement_type = std::string(to_string(*p.rule.type));
+    }
     snapshot.workload_classes.push_back(std::move(wc));
   }
   for (const auto& r : a->plan.reservations) {

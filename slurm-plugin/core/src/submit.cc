@@ -128,6 +128,19 @@ Status check_pool(const JobOptions& o, uint32_t nodes, const api::PoolSnapshot& 
   return Status::Ok();
 }
 
+// The class's placement rule as the snapshot spells it.
+policies::PlacementRule placement_rule(const api::WorkloadClass& c) {
+  using Kind = policies::PlacementRule::Kind;
+  policies::PlacementRule rule;
+  rule.kind = c.placement == "spread"         ? Kind::kSpread
+              : c.placement == "avoid-shared" ? Kind::kAvoidShared
+                                              : Kind::kPack;
+  rule.level = c.placement_level;
+  rule.count = c.placement_count;
+  rule.type = parse_device_type(c.placement_type);
+  return rule;
+}
+
 // The policy's rules as composerd applies them (policies::classify), for a job without
 // --workload.
 Expected<policies::Classification> classify(const SubmittedJob& job, const api::PoolSnapshot& s) {
@@ -324,6 +337,23 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
     out.workload_reason = chosen->reason;
     out.spank_env_add.push_back(spank_env_name(kOptWorkload) + "=" + chosen->class_name);
     cls = snapshot->workload_class(chosen->class_name);
+  }
+  if (cls != nullptr && !cls->placement.empty()) {
+    // A rule the job's request can never meet anywhere in the pool: refused now, not queued.
+    const policies::PlacementRule rule = placement_rule(*cls);
+    for (DeviceType t : kAllDeviceTypes) {
+      const uint64_t n = t == DeviceType::kGpu    ? r.gpus
+                         : t == DeviceType::kNvme ? r.nvme
+                                                  : (r.mem_bytes > 0 ? 1 : 0);
+      const auto& levels = snapshot->pool(t).domains;
+      const auto at = levels.find(rule.level);
+      const std::string never = policies::placement_never(
+          rule, cls->name, t, n, at == levels.end() ? 0 : at->second, snapshot->mem.max_node_slots,
+          {"the pool holds", "no node has more than"});
+      if (!never.empty()) {
+        return refused(Refusal::kPolicy, refuse(ErrorCode::kInvalidArgument, never));
+      }
+    }
   }
   for (size_t i = 0; i < 3; ++i) {
     if (amounts[i] == 0) continue;

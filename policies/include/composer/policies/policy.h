@@ -101,6 +101,24 @@ struct PlacementRule {
   std::string to_string() const;
 };
 
+// "placement rule 'spread enclosure 2' of class training": how every refusal names a rule.
+std::string rule_sentence(const PlacementRule& rule, std::string_view class_name);
+
+// Where a request would be placed, for the sentences below: "node n1 reaches" and "node n1
+// has" for one node; "the pool holds" and "no node has more than" for the whole pool.
+struct PlacementPlace {
+  std::string reaches;
+  std::string has;
+};
+// Why a job asking `asked` devices of type `t` per node (memory: any amount takes a block per
+// domain, so the attach slots count, not the bytes) can never be placed under `rule` of class
+// `class_name`, where the place has `domains` domains of the rule's level holding that type
+// (whatever their state) and `mem_slots` memory attach slots; empty when it can be. The one
+// rule for composerd's compose-time check and job_submit's refusal.
+std::string placement_never(const PlacementRule& rule, std::string_view class_name, DeviceType t,
+                            uint64_t asked, size_t domains, uint32_t mem_slots,
+                            const PlacementPlace& place);
+
 struct Placement {
   std::string class_name;
   PlacementRule rule;

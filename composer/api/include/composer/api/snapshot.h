@@ -41,6 +41,8 @@ struct SnapshotPool {
   uint64_t largest_bytes = 0;              // biggest single device (memory blocks)
   std::map<std::string, uint32_t> models;  // model -> devices (GPUs; optional for others)
   uint32_t max_node_slots = 0;             // the most devices of this type any one host may attach
+  // Per failure-domain level: how many domains of it hold devices of this type.
+  std::map<std::string, uint32_t> domains;
 
   bool operator==(const SnapshotPool&) const = default;
 };
@@ -70,6 +72,12 @@ struct WorkloadClass {
   // asking for more than `min` whose time limit is longer than the stretch of the smallest cap
   // that holds its amount can never start.
   std::map<std::string, std::vector<CapStretch>> stretches;
+  // The class's placement rule (the policy's Placement line), by its parts: "spread" or
+  // "avoid-shared"; empty for pack, the default.
+  std::string placement;
+  std::string placement_level;
+  uint32_t placement_count = 0;  // spread: at least this many domains
+  std::string placement_type;    // spread: only this type ("gpu", "mem", "nvme"); empty: each
 
   bool operator==(const WorkloadClass&) const = default;
 };

@@ -34,9 +34,10 @@ class Allocator {
   const Host* host(std::string_view node) const;
   const Device* device(std::string_view id) const;
   std::vector<Host> hosts() const;
-  // The ids of the devices in `domain`, sorted; and every domain some device is in.
+  // The ids of the devices in `domain`, sorted; and, per type, every domain some device of
+  // the type is in, whatever its state.
   std::vector<std::string> in_domain(const FailureDomain& domain) const;
-  std::set<FailureDomain> domains() const;
+  std::map<DeviceType, std::set<FailureDomain>> domains() const;
 
   // Picks devices for `request` on `node` without changing anything. Deterministic for the
   // same state. All or nothing: GPUs (of request.gpu_model when set), memory blocks whose

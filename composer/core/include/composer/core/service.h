@@ -93,6 +93,8 @@ class CompositionService {
   Expected<Device> release_foreign(const std::string& device_id, const std::string& actor);
 
   std::vector<PoolRow> pool_summary() const;
+  // Per type, every failure domain some device of the type is in, whatever its state.
+  std::map<DeviceType, std::set<FailureDomain>> failure_domains() const;
   // The placement rule of each workload class (the policy's Placement lines), for every
   // composition from now on; empty: every class packs (Allocator::set_placement).
   void set_placement(std::map<std::string, policies::PlacementRule, std::less<>> rules);
