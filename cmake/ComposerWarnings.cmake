@@ -14,9 +14,11 @@ target_compile_options(composer_warnings INTERFACE
 # Hardened build, as for any daemon or plugin that runs as root. A packager's own fortify level
 # (dpkg-buildflags) is kept: defining it twice with another value is a warning.
 target_compile_options(composer_warnings INTERFACE -fstack-protector-strong -D_GLIBCXX_ASSERTIONS)
+# Fortify needs the optimiser: not in an unoptimised build (DEB_BUILD_OPTIONS=noopt, -O0).
 string(TOUPPER "${CMAKE_BUILD_TYPE}" _composer_build_type)
-if(NOT COMPOSER_SANITIZE AND
-   NOT "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_composer_build_type}}" MATCHES "_FORTIFY_SOURCE")
+set(_composer_flags "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_composer_build_type}}")
+if(NOT COMPOSER_SANITIZE AND NOT _composer_flags MATCHES "_FORTIFY_SOURCE" AND
+   _composer_flags MATCHES "-O([1-9sgz]|fast)" AND NOT _composer_flags MATCHES "-O0")
   target_compile_options(composer_warnings INTERFACE -D_FORTIFY_SOURCE=2)
 endif()
 target_link_options(composer_warnings INTERFACE -Wl,-z,relro,-z,now)
