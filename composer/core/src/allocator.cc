@@ -24,6 +24,7 @@
 
 #include "composer/common/log.h"
 #include "composer/common/units.h"
+#include "composer/model/tally.h"
 
 namespace composer {
 namespace {
@@ -52,21 +53,6 @@ struct Totals {
 };
 
 size_t type_index(DeviceType t) { return static_cast<size_t>(t); }
-
-void bump(uint32_t& counter, bool add) {
-  if (add) {
-    ++counter;
-  } else if (counter > 0) {
-    --counter;
-  }
-}
-void bump(uint64_t& counter, uint64_t amount, bool add) {
-  if (add) {
-    counter += amount;
-  } else {
-    counter -= std::min(counter, amount);
-  }
-}
 
 std::string plural(uint64_t n, std::string_view one, std::string_view many) {
   return std::to_string(n) + " " + std::string(n == 1 ? one : many);

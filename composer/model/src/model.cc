@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "composer/common/units.h"
+#include "composer/model/tally.h"
 
 namespace composer {
 namespace {
@@ -80,7 +81,6 @@ std::optional<FailureDomain> parse_failure_domain(std::string_view s) {
   return FailureDomain{std::string(s.substr(0, colon)), std::string(s.substr(colon + 1))};
 }
 
-namespace {
 void bump(uint32_t& counter, bool add) {
   if (add) {
     ++counter;
@@ -95,7 +95,6 @@ void bump(uint64_t& counter, uint64_t amount, bool add) {
     counter -= std::min(counter, amount);
   }
 }
-}  // namespace
 
 void count_state(PoolRow& row, const Device& d, bool add) {
   const uint64_t cap = d.capacity_bytes;
