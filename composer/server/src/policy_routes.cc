@@ -1,5 +1,6 @@
 #include "policy_routes.h"
 
+#include <optional>
 #include <utility>
 
 #include "composer/api/codec.h"
@@ -48,7 +49,20 @@ void install_policy_routes(Routes& routes, PolicyKeeper& keeper, std::function<v
                              "; nothing was changed"};
           }
         }
-        auto applied = keeper.apply(*body, call.caller(), &plan);
+        Expected<api::PolicyApplied> applied =
+            Error{ErrorCode::kInternal, "the policy was not stored"};
+        std::optional<SyncReport> report;
+        if (slurm != nullptr && !body->dry_run) {
+          // Stored under the round's lock: no background round (every ReconcileInterval)
+          // comes between, so this request's round is the one that makes the changes.
+          report = slurm->round(true, [&]() -> Status {
+            applied = keeper.apply(*body, call.caller(), &plan);
+            if (!applied) return applied.error();
+            return Status::Ok();
+          });
+        } else {
+          applied = keeper.apply(*body, call.caller(), &plan);
+        }
         if (!applied) return applied.error();
         if (slurm == nullptr) {
           applied->slurm =
@@ -66,7 +80,7 @@ void install_policy_routes(Routes& routes, PolicyKeeper& keeper, std::function<v
                                                : "nothing to change";
           }
         } else {
-          const SyncReport r = slurm->round(true);
+          const SyncReport& r = *report;
           show_actions(r.plan, *applied);
           applied->slurm = !r.error.empty() ? std::string(r.rolled_back ? "not applied (undone): "
                                                                         : "not applied: ") +

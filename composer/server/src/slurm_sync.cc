@@ -106,9 +106,15 @@ Expected<pol::SyncPlan> SlurmSync::preview(const std::optional<PolicyKeeper::Pla
   return compute(plan, *state);
 }
 
-SyncReport SlurmSync::round(bool apply) {
+SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
   std::lock_guard lock(round_mu_);
   SyncReport report;
+  if (first) {
+    if (Status s = first(); !s) {
+      report.error = s.error().message;
+      return report;
+    }
+  }
   auto state = read_state();
   if (!state) {
     report.error = "cannot read Slurm's licenses and reservations: " + state.error().message;

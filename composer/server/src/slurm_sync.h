@@ -10,6 +10,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -56,7 +57,10 @@ class SlurmSync {
   void poke();
 
   // One round (thread-safe; rounds never overlap). `apply` false: read and compute only.
-  SyncReport round(bool apply = true);
+  // `first`, when given, runs under the round's lock before Slurm is read (a policy being
+  // stored), so no other round comes between it and this one; when it fails, nothing else
+  // runs and the report's error is its message.
+  SyncReport round(bool apply = true, const std::function<Status()>& first = {});
   // What a round would do with `plan` in force instead of the keeper's (policy apply
   // --dry-run); nullopt: without a policy.
   Expected<policies::SyncPlan> preview(const std::optional<PolicyKeeper::PlanInForce>& plan);
