@@ -431,18 +431,13 @@ class Parser {
       problems_.add(n, head + " needs Rule=pack, Rule=spread or Rule=avoid-shared");
       return;
     }
-    const std::string r = lower(rule->value);
-    if (r == "pack") {
-      p.rule.kind = Kind::kPack;
-    } else if (r == "spread") {
-      p.rule.kind = Kind::kSpread;
-    } else if (r == "avoid-shared") {
-      p.rule.kind = Kind::kAvoidShared;
-    } else {
+    const std::optional<Kind> kind = parse_placement_kind(rule->value);
+    if (!kind) {
       problems_.add(n, rule->key + "=" + rule->value +
                            " is not a placement rule: use pack, spread or avoid-shared");
       return;
     }
+    p.rule.kind = *kind;
     if (p.rule.kind == Kind::kPack && (level || count || type)) {
       problems_.add(n, head +
                            " Rule=pack takes no Level=, Count= or Type=: pack places a job "
@@ -451,7 +446,7 @@ class Parser {
     }
     if (p.rule.kind != Kind::kPack) {
       if (!level) {
-        problems_.add(n, head + " Rule=" + r +
+        problems_.add(n, head + " Rule=" + std::string(to_string(p.rule.kind)) +
                              " needs Level=<a level of composer.conf's "
                              "DomainLevels=>");
         return;

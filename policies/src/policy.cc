@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 
 namespace composer::policies {
@@ -135,15 +136,36 @@ uint64_t resolve_cap(const CapSpec& cap, uint64_t pool_size) {
   return v;
 }
 
+std::string_view to_string(PlacementRule::Kind kind) {
+  switch (kind) {
+    case PlacementRule::Kind::kPack:
+      return "pack";
+    case PlacementRule::Kind::kSpread:
+      return "spread";
+    case PlacementRule::Kind::kAvoidShared:
+      return "avoid-shared";
+  }
+  return "?";
+}
+
+std::optional<PlacementRule::Kind> parse_placement_kind(std::string_view s) {
+  for (auto kind : {PlacementRule::Kind::kPack, PlacementRule::Kind::kSpread,
+                    PlacementRule::Kind::kAvoidShared}) {
+    if (iequals(s, to_string(kind))) return kind;
+  }
+  return std::nullopt;
+}
+
 std::string PlacementRule::to_string() const {
+  const std::string name(policies::to_string(kind));
   switch (kind) {
     case Kind::kPack:
-      return "pack";
+      return name;
     case Kind::kSpread:
-      return "spread " + level + " " + std::to_string(count) +
+      return name + " " + level + " " + std::to_string(count) +
              (type ? " " + std::string(composer::to_string(*type)) : "");
     case Kind::kAvoidShared:
-      return "avoid-shared " + level;
+      return name + " " + level;
   }
   return "?";
 }

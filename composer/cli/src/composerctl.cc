@@ -168,8 +168,9 @@ std::string drained_summary(const BlastRadius& r) {
   std::vector<std::string> ids;
   for (uint32_t j : jobs) ids.push_back(std::to_string(j));
   return r.target + ": drained; " + std::to_string(jobs.size()) +
-         (jobs.size() == 1 ? " running job keeps" : " running jobs keep") +
-         " its devices until it ends (jobs " + join(ids, ", ") +
+         (jobs.size() == 1 ? " running job keeps its devices until it ends"
+                           : " running jobs keep their devices until they end") +
+         " (jobs " + join(ids, ", ") +
          "); composerd logs when the domain is empty, and blast-radius " + r.target + " says so\n";
 }
 

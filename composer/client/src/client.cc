@@ -231,23 +231,25 @@ Expected<Device> Client::device_action(std::string_view id, std::string_view act
 
 Expected<Device> Client::resume(std::string_view id) const { return device_action(id, "resume"); }
 
-Expected<std::vector<Device>> Client::drain_domain(std::string_view domain,
-                                                   std::string_view reason) const {
+Expected<std::vector<Device>> Client::domain_action(std::string_view domain,
+                                                    std::string_view action,
+                                                    const std::string& body) const {
   if (Status s = require_name(domain, "failure domain"); !s) return s.error();
-  if (Status s = require_name(reason, "drain reason"); !s) return s.error();
   Path p;
-  p.segment("v1").segment("domains").segment(domain).segment("drain");
-  const std::string body = api::to_text(api::to_json(api::DrainBody{std::string(reason)}));
+  p.segment("v1").segment("domains").segment(domain).segment(action);
   return decoded<std::vector<Device>>(call("POST", p, body, true), "POST " + p.plain,
                                       api::devices_from_json);
 }
 
+Expected<std::vector<Device>> Client::drain_domain(std::string_view domain,
+                                                   std::string_view reason) const {
+  if (Status s = require_name(reason, "drain reason"); !s) return s.error();
+  return domain_action(domain, "drain",
+                       api::to_text(api::to_json(api::DrainBody{std::string(reason)})));
+}
+
 Expected<std::vector<Device>> Client::resume_domain(std::string_view domain) const {
-  if (Status s = require_name(domain, "failure domain"); !s) return s.error();
-  Path p;
-  p.segment("v1").segment("domains").segment(domain).segment("resume");
-  return decoded<std::vector<Device>>(call("POST", p, "{}", true), "POST " + p.plain,
-                                      api::devices_from_json);
+  return domain_action(domain, "resume", "{}");
 }
 Expected<Device> Client::adopt(std::string_view id) const { return device_action(id, "adopt"); }
 Expected<Device> Client::release_foreign(std::string_view id) const {

@@ -722,8 +722,6 @@ std::vector<Host> Allocator::hosts() const {
   return out;
 }
 
-namespace {}  // namespace
-
 const policies::PlacementRule& Allocator::placement(std::string_view workload) const {
   static const policies::PlacementRule kPack;
   auto it = impl_->rules.find(workload);

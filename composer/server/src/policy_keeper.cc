@@ -358,7 +358,7 @@ bool PolicyKeeper::fill_snapshot(api::PoolSnapshot& snapshot) const {
     }
     for (const pol::Placement& p : policy.placements) {
       if (p.class_name != c.name || p.rule.kind == pol::PlacementRule::Kind::kPack) continue;
-      wc.placement = p.rule.kind == pol::PlacementRule::Kind::kSpread ? "spread" : "avoid-shared";
+      wc.placement = std::string(pol::to_string(p.rule.kind));
       wc.placement_level = p.rule.level;
       wc.placement_count = p.rule.count;
       if (p.rule.type) wc.placement_type = std::string(to_string(*p.rule.type));

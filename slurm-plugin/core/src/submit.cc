@@ -130,11 +130,8 @@ Status check_pool(const JobOptions& o, uint32_t nodes, const api::PoolSnapshot& 
 
 // The class's placement rule as the snapshot spells it.
 policies::PlacementRule placement_rule(const api::WorkloadClass& c) {
-  using Kind = policies::PlacementRule::Kind;
   policies::PlacementRule rule;
-  rule.kind = c.placement == "spread"         ? Kind::kSpread
-              : c.placement == "avoid-shared" ? Kind::kAvoidShared
-                                              : Kind::kPack;
+  rule.kind = policies::parse_placement_kind(c.placement).value_or(rule.kind);
   rule.level = c.placement_level;
   rule.count = c.placement_count;
   rule.type = parse_device_type(c.placement_type);

@@ -100,6 +100,10 @@ struct PlacementRule {
   // "pack", "spread appliance 2", "spread appliance 2 mem", "avoid-shared enclosure".
   std::string to_string() const;
 };
+// A rule's kind as the policy file (Rule=) and the snapshot spell it: "pack", "spread",
+// "avoid-shared"; parse_placement_kind reads them in any case, nullopt for anything else.
+std::string_view to_string(PlacementRule::Kind kind);
+std::optional<PlacementRule::Kind> parse_placement_kind(std::string_view s);
 
 // "placement rule 'spread enclosure 2' of class training": how every refusal names a rule.
 std::string rule_sentence(const PlacementRule& rule, std::string_view class_name);

@@ -123,6 +123,8 @@ class Client {
   struct Path;
   // POST /v1/devices/{id}/{action} with an empty body.
   Expected<Device> device_action(std::string_view id, std::string_view action) const;
+  Expected<std::vector<Device>> domain_action(std::string_view domain, std::string_view action,
+                                              const std::string& body) const;
   Expected<Json::Value> call(const std::string& method, const Path& path, const std::string& body,
                              bool authenticate) const;
 
