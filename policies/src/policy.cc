@@ -157,7 +157,7 @@ std::optional<PlacementRule::Kind> parse_placement_kind(std::string_view s) {
 }
 
 std::string PlacementRule::to_string() const {
-  const std::string name(policies::to_string(kind));
+  std::string name(policies::to_string(kind));
   switch (kind) {
     case Kind::kPack:
       return name;
