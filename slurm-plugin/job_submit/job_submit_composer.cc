@@ -117,6 +117,8 @@ int slurm_code(cs::Refusal refusal) {
       return ESLURM_INVALID_GRES;  // Invalid generic resource (gres) specification
     case cs::Refusal::kNodeCount:
       return ESLURM_INVALID_NODE_COUNT;  // Node count specification invalid
+    case cs::Refusal::kHetJob:
+      return ESLURM_NOT_SUPPORTED;  // Requested operation not supported on this system
     case cs::Refusal::kPool:
       return ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE;  // Requested node configuration is not ...
     case cs::Refusal::kPolicy:
@@ -136,6 +138,11 @@ int review(job_desc_msg_t* job, uint32_t submit_uid, char** err_msg) {
   }
   if (job->min_nodes != NO_VAL && job->min_nodes != 0) in.min_nodes = job->min_nodes;
   if (job->max_nodes != NO_VAL && job->max_nodes != 0) in.max_nodes = job->max_nodes;
+  if (job->num_tasks != NO_VAL && job->num_tasks != 0) in.num_tasks = job->num_tasks;
+  if (job->ntasks_per_node != NO_VAL16 && job->ntasks_per_node != 0) {
+    in.ntasks_per_node = job->ntasks_per_node;
+  }
+  if (job->het_job_offset != NO_VAL) in.het_job_offset = job->het_job_offset;
   copy_tres(job, in);
   in.admin_comment = text(job->admin_comment);
   in.reservation = text(job->reservation);
@@ -162,13 +169,17 @@ int review(job_desc_msg_t* job, uint32_t submit_uid, char** err_msg) {
   if (!view.snapshot) {
     slurm_verbose("composer: %s: accepted without pool checks: %s", __func__, view.problem.c_str());
   }
+  // Pinned to the count the licenses are priced on: Slurm may not add nodes (-w without -N).
+  job->min_nodes = changes->nodes;
+  job->max_nodes = changes->nodes;
   replace(&job->licenses, changes->licenses);
   replace(&job->tres_per_node, changes->tres_per_node);
   replace(&job->admin_comment, changes->admin_comment);
   append_spank_env(job, changes->spank_env_add);
-  slurm_verbose("composer: %s: uid %u: licenses=%s tres_per_node=%s workload=%s (%s)", __func__,
-                submit_uid, changes->licenses.c_str(), changes->tres_per_node.c_str(),
-                changes->workload.c_str(), changes->workload_reason.c_str());
+  slurm_verbose("composer: %s: uid %u: nodes=%u licenses=%s tres_per_node=%s workload=%s (%s)",
+                __func__, submit_uid, changes->nodes, changes->licenses.c_str(),
+                changes->tres_per_node.c_str(), changes->workload.c_str(),
+                changes->workload_reason.c_str());
   return SLURM_SUCCESS;
 }
 

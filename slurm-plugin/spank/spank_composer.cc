@@ -1,6 +1,8 @@
 // spank_composer.so: the SPANK entry points. Each hook only picks the work for its context;
 // the work itself is in the Slurm-free core (composer/slurm/spank_core.h). No exception leaves
 // this file: every hook catches, logs with slurm_error and returns an error code.
+#include <unistd.h>  // environ
+
 #include <exception>
 #include <string>
 #include <vector>
@@ -104,6 +106,22 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
         slurm_error("composer: cannot register --%s: %s", o.name, spank_strerror(err));
         return -1;
       }
+    }
+    return 0;
+  });
+}
+
+// srun inside a job: a step that asks for a composition of its own is refused before it starts.
+extern "C" int slurm_spank_init_post_opt(spank_t /*sp*/, int ac, char** av) {
+  return guarded(__func__, [&] {
+    if (spank_context() != S_CTX_LOCAL) return 0;
+    if (!load_config(ac, av)) return -1;
+    std::vector<std::string> environment;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment.emplace_back(*e);
+    composer::Status s = cs::check_step_options(g_options, environment);
+    if (!s) {
+      slurm_error("%s", s.error().message.c_str());
+      return -1;
     }
     return 0;
   });

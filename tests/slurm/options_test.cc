@@ -132,5 +132,45 @@ TEST(Options, SpankEnvIsValidatedAgain) {
   EXPECT_EQ(o.error().message.rfind("--compose-nvme=999: ", 0), 0u);
 }
 
+JobOptions options_of(std::vector<std::pair<std::string_view, std::string_view>> given) {
+  JobOptions o;
+  for (const auto& [name, value] : given) EXPECT_TRUE(apply_option(name, value, &o));
+  return o;
+}
+
+// What srun sees inside a batch job that asked for --compose-gpus=2 --workload=training: the
+// job's options exported with Slurm's SLURM_SPANK prefix (observed on Slurm 22.05).
+const std::vector<std::string> kInsideJob = {
+    "PATH=/usr/bin", "SLURM_JOB_ID=12", "SLURM_SPANK__SLURM_SPANK_OPTION_composer_compose_gpus=2",
+    "SLURM_SPANK__SLURM_SPANK_OPTION_composer_workload=training"};
+
+TEST(Options, AStepMayRepeatItsJobsOptionsOrGiveNone) {
+  EXPECT_TRUE(check_step_options(JobOptions{}, kInsideJob));
+  EXPECT_TRUE(
+      check_step_options(options_of({{kOptGpus, "2"}, {kOptWorkload, "training"}}), kInsideJob));
+  // In salloc's shell the job's options are exported without the SLURM_SPANK prefix.
+  EXPECT_TRUE(
+      check_step_options(options_of({{kOptGpus, "1"}}),
+                         {"SLURM_JOB_ID=8", "_SLURM_SPANK_OPTION_composer_compose_gpus=1"}));
+  // srun outside a job asks for a job of its own.
+  EXPECT_TRUE(check_step_options(options_of({{kOptGpus, "4"}}), {"PATH=/usr/bin"}));
+}
+
+TEST(Options, AStepCannotChangeItsJobsComposition) {
+  Status s =
+      check_step_options(options_of({{kOptGpus, "1"}, {kOptWorkload, "training"}}), kInsideJob);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message,
+            "composer: --compose-gpus=1 --workload=training on a step of job 12: a job step "
+            "cannot change what its job's nodes attach (the job asked for --compose-gpus=2 "
+            "--workload=training); give --compose-* and --workload to sbatch or salloc");
+  s = check_step_options(options_of({{kOptMem, "64G"}}), {"SLURM_JOB_ID=7"});
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message,
+            "composer: --compose-mem=64G on a step of job 7: a job step cannot change what its "
+            "job's nodes attach (the job asked for nothing); give --compose-* and --workload to "
+            "sbatch or salloc");
+}
+
 }  // namespace
 }  // namespace composer::slurm

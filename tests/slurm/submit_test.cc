@@ -93,6 +93,77 @@ Error refused(SubmittedJob j, const api::PoolSnapshot* s = nullptr) {
   return c ? Error{} : c.error();
 }
 
+// The node count is priced as Slurm's clients send it (observed from sbatch on Slurm 22.05),
+// and the job is pinned to it.
+TEST(Submit, PricesTheNodeCountTheJobWillGet) {
+  const api::PoolSnapshot s = pool();
+  auto priced = [&s](SubmittedJob j) -> uint32_t {
+    Expected<SubmitChanges> c = review_submission(j, &s, "", false);
+    EXPECT_TRUE(c) << c.error();
+    return c ? c->nodes : 0;
+  };
+  SubmittedJob j = job({"compose_gpus=1"});
+  EXPECT_EQ(priced(j), 1u);  // nothing given: one node
+  j.min_nodes = 3;           // -N 3
+  j.max_nodes = 3;
+  EXPECT_EQ(priced(j), 3u);
+  j = job({"compose_gpus=1"});
+  j.num_tasks = 64;  // -n 64 --ntasks-per-node=8
+  j.ntasks_per_node = 8;
+  EXPECT_EQ(priced(j), 8u);
+  j.num_tasks = 60;  // rounded up
+  EXPECT_EQ(priced(j), 8u);
+  j.min_nodes = 2;  // -w a,b -n 60 --ntasks-per-node=8: still 8
+  EXPECT_EQ(priced(j), 8u);
+  j = job({"compose_gpus=1"});
+  j.num_tasks = 2;  // --ntasks-per-node=2 alone
+  j.ntasks_per_node = 2;
+  EXPECT_EQ(priced(j), 1u);
+  j = job({"compose_gpus=1"});
+  j.min_nodes = 2;  // -w a,b: a minimum only
+  EXPECT_EQ(priced(j), 2u);
+  j.num_tasks = 2;  // -w a,b -n 2
+  EXPECT_EQ(priced(j), 2u);
+  j = job({"compose_gpus=1"});
+  j.num_tasks = 1;  // -n 1
+  EXPECT_EQ(priced(j), 1u);
+  j = job({"compose_gpus=1"});
+  j.min_nodes = 3;  // -N 3 -n 64: Slurm places the tasks on the 3 nodes
+  j.max_nodes = 3;
+  j.num_tasks = 64;
+  EXPECT_EQ(priced(j), 3u);
+}
+
+TEST(Submit, RefusesANodeCountThatIsNotFixed) {
+  SubmittedJob j = job({"compose_gpus=1"});
+  j.min_nodes = 1;
+  j.max_nodes = 4;
+  EXPECT_EQ(refused(j).message,
+            "composer: -N 1-4: a composed job needs a fixed node count, since what every node "
+            "attaches is priced per job; use -N 4 (or -N 1)");
+  j = job({"compose_gpus=1"});
+  j.num_tasks = 4;
+  EXPECT_EQ(refused(j).message,
+            "composer: -n 4 without -N may run on 1 to 4 nodes, and what every node attaches is "
+            "priced per job: give the node count with -N (e.g. -N 1 -n 4) or --ntasks-per-node");
+  j.min_nodes = 2;  // -w a,b -n 4
+  EXPECT_EQ(refused(j).message,
+            "composer: -n 4 without -N may run on 2 to 4 nodes, and what every node attaches is "
+            "priced per job: give the node count with -N (e.g. -N 2 -n 4) or --ntasks-per-node");
+  j = job({"compose_gpus=1"});
+  j.het_job_offset = 1;
+  EXPECT_EQ(refused(j).message,
+            "composer: --compose-* in a heterogeneous job (component 1): composed jobs must be "
+            "homogeneous; submit each component as its own job (with --dependency if one must "
+            "wait for another)");
+  // A job that composes nothing keeps whatever shape it has.
+  j = job({"workload=training"});
+  j.num_tasks = 4;
+  j.het_job_offset = 0;
+  const api::PoolSnapshot s = pool();
+  EXPECT_TRUE(review_submission(j, &s, "", false));
+}
+
 TEST(Submit, RefusesMoreThanThePoolHolds) {
   SubmittedJob j = job({"compose_gpus=3"});
   j.min_nodes = 3;
@@ -487,6 +558,12 @@ TEST(Submit, EveryRefusalSaysItsKind) {
   j.min_nodes = 2;
   j.max_nodes = 4;
   EXPECT_EQ(kind(j, &s), Refusal::kNodeCount);
+  j = job({"compose_gpus=1"});
+  j.num_tasks = 4;
+  EXPECT_EQ(kind(j, &s), Refusal::kNodeCount);
+  j = job({"compose_gpus=1"});
+  j.het_job_offset = 0;
+  EXPECT_EQ(kind(j, &s), Refusal::kHetJob);
   EXPECT_EQ(kind(job({"compose_gpus=6"}), &s), Refusal::kPool);
   EXPECT_EQ(kind(job({"compose_gpus=V100:1"}), &s), Refusal::kPool);
   EXPECT_EQ(kind(job({"compose_mem=1T"}), &s), Refusal::kPool);

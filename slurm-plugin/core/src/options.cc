@@ -117,4 +117,35 @@ std::string describe(const JobOptions& o) {
   return out.empty() ? "nothing" : out;
 }
 
+Status check_step_options(const JobOptions& step, const std::vector<std::string>& environment) {
+  constexpr std::string_view kJobId = "SLURM_JOB_ID=";
+  constexpr std::string_view kExported = "SLURM_SPANK_";
+  std::string job_id;
+  std::vector<std::string> job_env;
+  for (const std::string& entry : environment) {
+    if (entry.starts_with(kJobId)) job_id = entry.substr(kJobId.size());
+    if (entry.starts_with(kExported)) job_env.push_back(entry.substr(kExported.size()));
+    if (entry.starts_with(spank_env_name(""))) job_env.push_back(entry);
+  }
+  // srun asks for a job of its own, or the step asks for nothing of its own.
+  if (job_id.empty() || step == JobOptions{}) return {};
+  Expected<JobOptions> job = options_from_spank_env(job_env);
+  if (job && *job == step) return {};
+  // describe()'s words as the flags a user types: "--compose-gpus=2 --workload=training".
+  auto flags = [](const JobOptions& o) {
+    std::string out = describe(o);
+    if (out == "nothing") return out;
+    out.insert(0, "--");
+    for (size_t at = out.find(' '); at != std::string::npos; at = out.find(' ', at + 3)) {
+      out.insert(at + 1, "--");
+    }
+    return out;
+  };
+  return Error{ErrorCode::kInvalidArgument,
+               "composer: " + flags(step) + " on a step of job " + job_id +
+                   ": a job step cannot change what its job's nodes attach (the job asked for " +
+                   (job ? flags(*job) : std::string("what cannot be read back")) +
+                   "); give --compose-* and --workload to sbatch or salloc"};
+}
+
 }  // namespace composer::slurm

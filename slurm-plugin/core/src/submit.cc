@@ -196,6 +196,38 @@ bool workload_refused(const std::vector<std::string>& spank_env) {
   return options_from_spank_env(others).ok();
 }
 
+// The node count a composed job is priced on, which the glue then pins: every node of the
+// job attaches what the options ask, and the licenses are per job, so the count must be known
+// now. Slurm's clients send: -N 3 as 3-3, -N 1-4 as 1-4, -w a,b as a minimum of 2 without a
+// maximum (Slurm may add nodes), -n 64 --ntasks-per-node=8 as tasks and tasks per node without
+// nodes, -n 4 as tasks alone (1 to 4 nodes), nothing as nothing (one node).
+Expected<uint32_t> priced_nodes(const SubmittedJob& job) {
+  const uint32_t min = job.min_nodes.value_or(1);
+  if (job.max_nodes && *job.max_nodes != min) {
+    return refuse(ErrorCode::kInvalidArgument,
+                  "-N " + std::to_string(min) + "-" + std::to_string(*job.max_nodes) +
+                      ": a composed job needs a fixed node count, since what every node attaches "
+                      "is priced per job; use -N " +
+                      std::to_string(*job.max_nodes) + " (or -N " + std::to_string(min) + ")");
+  }
+  if (job.max_nodes) return min;  // -N N
+  const uint32_t tasks = job.num_tasks.value_or(0);
+  if (job.ntasks_per_node && *job.ntasks_per_node > 0) {
+    const uint32_t per = *job.ntasks_per_node;
+    return std::max(min, (tasks + per - 1) / per);
+  }
+  if (tasks > min) {
+    return refuse(ErrorCode::kInvalidArgument,
+                  "-n " + std::to_string(tasks) + " without -N may run on " + std::to_string(min) +
+                      " to " + std::to_string(tasks) +
+                      " nodes, and what every node attaches is priced per job: give the node "
+                      "count with -N (e.g. -N " +
+                      std::to_string(min) + " -n " + std::to_string(tasks) +
+                      ") or --ntasks-per-node");
+  }
+  return min;
+}
+
 }  // namespace
 
 Expected<SubmitChanges> review_submission(const SubmittedJob& job,
@@ -280,15 +312,17 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
                    "): the pool licenses must be added to every one of them"));
   }
 
-  if (job.min_nodes && *job.min_nodes > 1 && job.max_nodes && *job.max_nodes != *job.min_nodes) {
-    return refused(
-        Refusal::kNodeCount,
-        refuse(ErrorCode::kInvalidArgument,
-               "composed jobs need a fixed node count (the pool licenses are per job): use "
-               "-N " +
-                   std::to_string(*job.min_nodes) + " instead of a range"));
+  if (job.het_job_offset) {
+    return refused(Refusal::kHetJob,
+                   refuse(ErrorCode::kInvalidArgument,
+                          "--compose-* in a heterogeneous job (component " +
+                              std::to_string(*job.het_job_offset) +
+                              "): composed jobs must be homogeneous; submit each component as "
+                              "its own job (with --dependency if one must wait for another)"));
   }
-  out.nodes = job.min_nodes && *job.min_nodes > 0 ? *job.min_nodes : 1;
+  Expected<uint32_t> nodes = priced_nodes(job);
+  if (!nodes) return refused(Refusal::kNodeCount, nodes.error());
+  out.nodes = *nodes;
 
   if (snapshot == nullptr) {
     if (refuse_without_snapshot) {

@@ -52,4 +52,11 @@ Expected<JobOptions> options_from_spank_env(const std::vector<std::string>& entr
 // "compose-gpus=A100:2 compose-mem=64G workload=training": for log lines.
 std::string describe(const JobOptions& options);
 
+// A job step (srun inside an existing job: SLURM_JOB_ID in its environment) cannot change what
+// its job's nodes attach, which was settled when the job started. `step` is what srun's options
+// came to; `environment` is srun's ("NAME=VALUE"), where the job's own options are: in a batch
+// job "SLURM_SPANK_" + spank_env_name(option), in salloc's shell spank_env_name(option) itself
+// (both seen on Slurm 22.05). Refused, with a sentence, when they differ.
+Status check_step_options(const JobOptions& step, const std::vector<std::string>& environment);
+
 }  // namespace composer::slurm

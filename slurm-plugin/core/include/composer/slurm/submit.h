@@ -35,6 +35,9 @@ struct SubmittedJob {
   std::vector<std::string> spank_env;
   std::optional<uint32_t> min_nodes;
   std::optional<uint32_t> max_nodes;
+  std::optional<uint32_t> num_tasks;        // -n (sbatch also fills it from --ntasks-per-node)
+  std::optional<uint32_t> ntasks_per_node;  // --ntasks-per-node
+  std::optional<uint32_t> het_job_offset;   // set for every component of a heterogeneous job
   std::string licenses;
   std::string tres_per_node;
   // The other TRES requests, only checked: a GRES of ours may not hide in them either.
@@ -57,6 +60,8 @@ struct SubmittedJob {
 struct SubmitChanges {
   bool composes = false;
   JobOptions options;
+  // The node count the licenses are priced on. The glue pins the job to it (min_nodes =
+  // max_nodes = nodes), so that Slurm never gives the job more nodes than it was priced for.
   uint32_t nodes = 1;
   std::string licenses;
   std::string tres_per_node;
@@ -77,7 +82,8 @@ enum class Refusal {
   kBadWorkload,  // --workload: not a class name, or no such class (kInvalidArgument, kInsufficient)
   kLicenses,     // -L names a pool or cap license, or offers alternatives ('|') to a composed job
   kGres,         // --gres or --tres-per-* names a GRES of ours
-  kNodeCount,    // a node range (-N MIN-MAX) for a composed job
+  kNodeCount,    // a composed job whose node count is not fixed (-N MIN-MAX, -n without -N)
+  kHetJob,       // a composed heterogeneous job
   kPool,         // more than the pool holds or a host can attach; no GPU of that model
   kPolicy,       // over a workload class's caps or their stretches; no class rule matches
   kReservation,  // a blocker reservation
