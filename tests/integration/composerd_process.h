@@ -63,6 +63,8 @@ class ComposerdProcess {
     // Defaults for tests, unless the caller sets them (a key may appear only once).
     if (extra_.find("LogLevel=") == std::string::npos) out << "LogLevel=debug\n";
     if (extra_.find("Durable=") == std::string::npos) out << "Durable=no\n";
+    // No Slurm runs beside these daemons: squeue would only fail every round.
+    if (extra_.find("SlurmJobCheck=") == std::string::npos) out << "SlurmJobCheck=no\n";
     out << extra_ << pool_;
   }
 

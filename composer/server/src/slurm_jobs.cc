@@ -31,7 +31,7 @@ Expected<RunResult> run_slurm_command(std::vector<std::string> argv, const std::
 Expected<std::set<uint32_t>> slurm_active_jobs(const std::string& squeue,
                                                const std::string& slurm_conf, int timeout_ms) {
   Expected<RunResult> ran = run_slurm_command(
-      {squeue, "--noheader", "--format=%A", "--states=R,S,CG,CF"}, slurm_conf, timeout_ms);
+      {squeue, "--all", "--noheader", "--format=%A", "--states=R,S,CG,CF"}, slurm_conf, timeout_ms);
   if (!ran) return ran.error();
   if (ran->status != 0) {
     return Error{ErrorCode::kUnavailable, squeue + " failed (is slurmctld up?)"};

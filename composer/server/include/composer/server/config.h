@@ -108,7 +108,7 @@ struct Config {
   int64_t stuck_after_ms = 180000;
   bool durable = true;  // synchronous=FULL on the ledger
   // Release the devices of jobs squeue no longer lists (after OrphanGrace).
-  bool slurm_job_check = false;
+  bool slurm_job_check = true;
   std::string slurm_conf;  // SLURM_CONF for squeue and scontrol; empty: their default
   // SlurmSync=yes: composerd keeps Slurm's hold and blocker reservations in step with the
   // pool and the policy (slurm_sync.h), with this scontrol (SlurmScontrol=; PATH's without /).
