@@ -271,10 +271,14 @@ write_slurm_configs() {
     done
   } >"$E2E_DIR/etc/gres.conf"
 
-  local ctld=$CTLD_HOST slurmd_files=slurmd
+  local ctld=$CTLD_HOST slurmd_files=slurmd auth_extra=""
   if [[ $MULTI == yes ]]; then
     ctld="$CTLD_HOST($HOST_ADDR)"  # the name slurmctld checks, the address the nodes use
     slurmd_files=slurmd-%n          # slurmd expands %n to its node name (-N)
+    # A requeued job waits cred_expire + 1 s before it may start again (its old launch
+    # credential is revoked on its node until then; started sooner there, Slurm kills it:
+    # "Job credential revoked"): 30 s instead of 120 keeps the requeue scenario short.
+    auth_extra=,cred_expire=30
   fi
   cat >"$SLURM_CONF" <<CONF
 ClusterName=composer-e2e
@@ -285,7 +289,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$MUNGE_SOCKET
+AuthInfo=socket=$MUNGE_SOCKET$auth_extra
 StateSaveLocation=$E2E_DIR/state
 SlurmdSpoolDir=$E2E_DIR/spool/slurmd-%n
 SlurmctldPidFile=$E2E_DIR/run/slurmctld.pid
