@@ -33,7 +33,7 @@ attached_to_job() {  # JOB [NODE]: device ids composerd holds for JOB on NODE, c
     jq -r 'select(.state=="ready") | [.devices[].id] | join(",")'
 }
 # Composerd holds devices for JOB [on NODE] (a function, so that wait_until asks again).
-has_devices() { [[ -n $(attached_to_job "$1" "${2:-$NODE}") ]]; }
+has_devices() { [[ -n $(attached_to_job "$1" "${2:-$NODE}" 2>/dev/null) ]]; }  # quiet: 404 until it exists
 # JOB TYPE [NODE]: the ids of JOB's devices of TYPE (gpu, mem, nvme) on NODE, comma-separated,
 # in attach order.
 attached_to_job_of_type() {
