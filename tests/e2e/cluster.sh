@@ -36,7 +36,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
-BUILD_DIR=$(cd "${BUILD_DIR:-$SRC/build}" && pwd)
+# Not needed to exist for stop and env: start says which binary is missing.
+BUILD_DIR=$(realpath -m "${BUILD_DIR:-$SRC/build}")
 E2E_DIR=$(realpath -m "${E2E_DIR:-/tmp/composer-e2e}")
 # The folder is wiped at start: only ever one of ours.
 [[ $(basename "$E2E_DIR") == composer-e2e* ]] || { echo "cluster: E2E_DIR must be named composer-e2e*" >&2; exit 2; }

@@ -159,6 +159,11 @@ scenario_node_failure() {
       fi
     fi
   fi
+  # The victim ran no epilog: its state file of the job stays (the plugin has no later
+  # moment to remove it); said, not failed.
+  if [[ -e $(state_file "$j" "$victim") ]]; then
+    echo "  note: $victim keeps job $j's state file ($(state_file "$j" "$victim")): it ran no epilog"
+  fi
   # Whatever happened: the victim back, idle (ReturnToService=2 brings it back when its
   # slurmd registers; resume only if it did not), for the scenarios after this one.
   "$CLUSTER" start-slurmd "$victim" || problem+="${problem:+; }slurmd of $victim did not start again"
