@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# A throw-away single-node Slurm cluster with slurm-composer on this machine.
+# A throw-away Slurm cluster with slurm-composer on this machine: one node by default, or
+# several, each in a network namespace of its own.
 #
 #   cluster.sh start   install slurm+munge if missing, generate configs, start munged,
-#                      composerd, slurmctld and slurmd; wait until the node is idle
-#   cluster.sh stop    stop everything this script started, by PID
+#                      composerd, slurmctld and slurmd; wait until the nodes are idle
+#   cluster.sh stop    stop everything this script started, by PID (also after a start that
+#                      failed half-way, and twice)
 #   cluster.sh env     print the variables a shell needs to use the cluster
+#   cluster.sh start-slurmd NODE | stop-slurmd NODE   one node's slurmd (E2E_NODES>1)
 #
 # Environment: BUILD_DIR (default build; PLUGIN_DIR, COMPOSERD and FAKE_REDFISH override the
 # paths inside it), E2E_DIR (default /tmp/composer-e2e), the ports E2E_PORT (composerd),
@@ -18,11 +21,23 @@
 # fabric. E2E_SLURM_SYNC=yes turns on composerd's SlurmSync (hold and blocker reservations kept
 # in step by composerd) and gives slurm.conf a cap license per class sized to the pool, as
 # composerctl slurm-config prints them. Must run as root (slurmd does).
+#
+# E2E_NODES=N (default 1: the host itself is the one node, composerd on 127.0.0.1), N>=2:
+# compute nodes cn1..cnN, each slurmd in a network namespace of its own (ce2e<S>-cnI) on a
+# private bridge cbr<S> (S: E2E_SUBNET, default 231, so that suites running side by side do
+# not clash): the host (slurmctld, composerd, slurmdbd) is 10.S.0.1, node I is 10.S.0.(10+I).
+# Each node has its own plugin state directory and fake sysfs, bind-mounted in its own mount
+# namespace over $E2E_DIR/plugin-state and $E2E_DIR/sys (the host's copies are those of
+# $E2E_DIR/nodes/cnI). Sim fabric only.
+# E2E_ACCOUNTING=yes adds slurmdbd (port E2E_DBD_PORT, default 26819) on a MariaDB of our own
+# (data under $E2E_DIR/db, TCP on 127.0.0.1:E2E_DB_PORT, default 26820), installing
+# mariadb-server and slurmdbd if missing.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
-BUILD_DIR=$(cd "${BUILD_DIR:-$SRC/build}" && pwd)
+# Not needed to exist for stop and env: start says which binary is missing.
+BUILD_DIR=$(realpath -m "${BUILD_DIR:-$SRC/build}")
 E2E_DIR=$(realpath -m "${E2E_DIR:-/tmp/composer-e2e}")
 # The folder is wiped at start: only ever one of ours.
 [[ $(basename "$E2E_DIR") == composer-e2e* ]] || { echo "cluster: E2E_DIR must be named composer-e2e*" >&2; exit 2; }
@@ -32,17 +47,51 @@ E2E_NVME=${E2E_NVME:-4}
 E2E_PORT=${E2E_PORT:-16830}
 CTLD_PORT=${CTLD_PORT:-16817}
 SLURMD_PORT=${SLURMD_PORT:-16818}
-NODE=$(hostname -s)
+CTLD_HOST=$(hostname -s)
 FABRIC=${FABRIC:-sim}
 E2E_SLURM_SYNC=${E2E_SLURM_SYNC:-no}
+E2E_NODES=${E2E_NODES:-1}
+E2E_SUBNET=${E2E_SUBNET:-231}
+E2E_ACCOUNTING=${E2E_ACCOUNTING:-no}
+E2E_DBD_PORT=${E2E_DBD_PORT:-26819}
+E2E_DB_PORT=${E2E_DB_PORT:-26820}
 [[ $FABRIC == sim || $FABRIC == redfish ]] ||
   { echo "cluster: FABRIC=$FABRIC: allowed are sim and redfish" >&2; exit 2; }
+[[ $E2E_NODES =~ ^[1-9][0-9]?$ ]] ||
+  { echo "cluster: E2E_NODES=$E2E_NODES: expected a node count from 1 to 99" >&2; exit 2; }
+if ! [[ $E2E_SUBNET =~ ^[0-9]+$ ]] || ((E2E_SUBNET < 1 || E2E_SUBNET > 254)); then
+  echo "cluster: E2E_SUBNET=$E2E_SUBNET: expected 1 to 254 (the X of 10.X.0.0/24)" >&2
+  exit 2
+fi
+[[ $E2E_ACCOUNTING == yes || $E2E_ACCOUNTING == no ]] ||
+  { echo "cluster: E2E_ACCOUNTING=$E2E_ACCOUNTING: expected yes or no" >&2; exit 2; }
+if ((E2E_NODES > 1)) && [[ $FABRIC != sim ]]; then
+  echo "cluster: E2E_NODES=$E2E_NODES needs FABRIC=sim: the fake Redfish service maps one" \
+    "composed system to this host only" >&2
+  exit 2
+fi
+# The nodes: this host alone, or cn1..cnN behind the bridge. NODE is the first of them.
+if ((E2E_NODES > 1)); then
+  MULTI=yes
+  NODES=()
+  for ((n = 1; n <= E2E_NODES; n++)); do NODES+=("cn$n"); done
+  BRIDGE=cbr$E2E_SUBNET
+  HOST_ADDR=10.$E2E_SUBNET.0.1
+  LISTEN_ADDR=$HOST_ADDR  # composerd, where the nodes' prologs reach it
+else
+  MULTI=no
+  NODES=("$CTLD_HOST")
+  LISTEN_ADDR=127.0.0.1
+fi
+NODE=${NODES[0]}
+E2E_URL=http://$LISTEN_ADDR:$E2E_PORT
 
 PLUGINS=$(realpath -m "${PLUGIN_DIR:-$BUILD_DIR/slurm-plugin}")
 COMPOSERD=$(realpath -m "${COMPOSERD:-$BUILD_DIR/composer/server/composerd}")
 FAKE_REDFISH=$(realpath -m "${FAKE_REDFISH:-$BUILD_DIR/tests/drivers/fake_redfish/fake_redfish}")
 MUNGE_SOCKET=$E2E_DIR/munge/munge.socket
 SLURM_CONF=$E2E_DIR/etc/slurm.conf
+DB_SOCKET=$E2E_DIR/db/mysqld.sock
 
 log() { echo "cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -56,12 +105,37 @@ install_packages() {
     log "installing slurm and munge (missing: ${missing[*]})"
     DEBIAN_FRONTEND=noninteractive apt-get install -y slurmctld slurmd slurm-client munge >/dev/null
   fi
+  [[ $E2E_ACCOUNTING == yes ]] || return 0
+  missing=()
+  for bin in slurmdbd mariadbd mariadb-install-db mariadb; do
+    command -v "$bin" >/dev/null 2>&1 || [[ -x /usr/sbin/$bin ]] || missing+=("$bin")
+  done
+  ((${#missing[@]})) || return 0
+  # The packages' postinst may start the system's own MariaDB (and slurmdbd) where
+  # policy-rc.d lets it: those are stopped again, by their pid files, when the install
+  # started them. Ours never depends on them (--no-defaults, its own socket, port and data).
+  local pidfile before=()
+  for pidfile in "${SYSTEM_PID_FILES[@]}"; do
+    if pid_file_alive "$pidfile"; then before+=("$pidfile"); fi
+  done
+  log "installing mariadb-server and slurmdbd (missing: ${missing[*]})"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-server slurmdbd >/dev/null
+  for pidfile in "${SYSTEM_PID_FILES[@]}"; do
+    [[ " ${before[*]} " == *" $pidfile "* ]] && continue
+    if pid_file_alive "$pidfile"; then
+      log "the install started $(ps -o comm= -p "$(cat "$pidfile")"): stopping it"
+      kill -TERM "$(cat "$pidfile")" || true
+    fi
+  done
 }
+SYSTEM_PID_FILES=(/run/mysqld/mysqld.pid /run/slurmdbd.pid)
+pid_file_alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
-  local limit=$1 what=$2
+wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: by the clock (a try may take seconds)
+  local limit=$1 what=$2 deadline
   shift 2
-  for ((i = 0; i < limit * 10; i++)); do
+  deadline=$((SECONDS + limit))
+  while ((SECONDS < deadline)); do
     if "$@" >/dev/null 2>&1; then return 0; fi
     sleep 0.1
   done
@@ -71,12 +145,19 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
 write_configs() {  # the folder and every file but slurm.conf and gres.conf (they need the pool)
   rm -rf "$E2E_DIR"
   mkdir -p "$E2E_DIR"/{etc,munge,state,spool,log,run,composer,plugin-state,sys/bus/pci/devices}
-  mkdir -p "$E2E_DIR/spool/slurmd-$NODE"
   chmod 755 "$E2E_DIR" "$E2E_DIR/munge"
   : >"$E2E_DIR/sys/bus/pci/rescan"
+  local n
+  for n in "${NODES[@]}"; do
+    mkdir -p "$E2E_DIR/spool/slurmd-$n"
+    if [[ $MULTI == yes ]]; then  # what each node's slurmd sees as plugin-state and sys
+      mkdir -p "$E2E_DIR/nodes/$n"/{plugin-state,sys/bus/pci/devices}
+      : >"$E2E_DIR/nodes/$n/sys/bus/pci/rescan"
+    fi
+  done
 
   cat >"$E2E_DIR/etc/composer.conf" <<CONF
-ListenAddress=127.0.0.1
+ListenAddress=$LISTEN_ADDR
 ListenPort=$E2E_PORT
 StateDir=$E2E_DIR/composer
 LogFile=$E2E_DIR/log/composerd.log
@@ -92,20 +173,30 @@ CONF
   if [[ $E2E_SLURM_SYNC == yes ]]; then
     printf 'SlurmSync=yes\nSlurmConf=%s\n' "$SLURM_CONF" >>"$E2E_DIR/etc/composer.conf"
   fi
+  if [[ $MULTI == yes ]]; then
+    # A node whose slurmd dies runs no epilog: composerd's reconciler asks Slurm (squeue)
+    # which jobs still run and releases the compositions of the others after OrphanGrace
+    # (60 s by default, 10 here so that the node failure scenario stays short).
+    [[ $E2E_SLURM_SYNC == yes ]] || printf 'SlurmConf=%s\n' "$SLURM_CONF" >>"$E2E_DIR/etc/composer.conf"
+    printf 'SlurmJobCheck=yes\nOrphanGrace=10\n' >>"$E2E_DIR/etc/composer.conf"
+  fi
   if [[ $FABRIC == sim ]]; then
-    cat >>"$E2E_DIR/etc/composer.conf" <<CONF
-Fabric=sim
-SimLatency=20
-NodeName=$NODE Zones=z1 GpuSlots=$E2E_GPUS MemSlots=$E2E_MEM_BLOCKS NvmeSlots=$E2E_NVME
+    {
+      printf 'Fabric=sim\nSimLatency=20\n'
+      for n in "${NODES[@]}"; do
+        echo "NodeName=$n Zones=z1 GpuSlots=$E2E_GPUS MemSlots=$E2E_MEM_BLOCKS NvmeSlots=$E2E_NVME"
+      done
+      cat <<CONF
 DeviceGroup=gpu-a Type=gpu Model=A100-80G Zone=z1 Count=$E2E_GPUS
 DeviceGroup=cxl-a Type=mem Model=CXL-DDR5 Zone=z1 Count=$E2E_MEM_BLOCKS Size=64G
 DeviceGroup=nvme-a Type=nvme Model=P5620 Zone=z1 Count=$E2E_NVME Size=1T
 CONF
+    } >>"$E2E_DIR/etc/composer.conf"
   fi
   # The redfish lines need the fake's port: start_fake_redfish appends them.
 
   cat >"$E2E_DIR/etc/plugstack.conf" <<CONF
-required $PLUGINS/spank_composer.so server=http://127.0.0.1:$E2E_PORT timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET sysfs_root=$E2E_DIR/sys proc_root=/proc host_check=rescan busy_wait=5
+required $PLUGINS/spank_composer.so server=$E2E_URL timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET sysfs_root=$E2E_DIR/sys proc_root=/proc host_check=rescan busy_wait=5
 CONF
 }
 
@@ -172,28 +263,40 @@ write_slurm_configs() {
     done
   fi
 
-  cat >"$E2E_DIR/etc/gres.conf" <<CONF
-AutoDetect=off
-NodeName=$NODE Name=cgpu Count=$gpus
-NodeName=$NODE Name=cnvme Count=$nvme
-CONF
+  local n
+  {
+    echo "AutoDetect=off"
+    for n in "${NODES[@]}"; do
+      echo "NodeName=$n Name=cgpu Count=$gpus"
+      echo "NodeName=$n Name=cnvme Count=$nvme"
+    done
+  } >"$E2E_DIR/etc/gres.conf"
 
+  local ctld=$CTLD_HOST slurmd_files=slurmd auth_extra=""
+  if [[ $MULTI == yes ]]; then
+    ctld="$CTLD_HOST($HOST_ADDR)"  # the name slurmctld checks, the address the nodes use
+    slurmd_files=slurmd-%n          # slurmd expands %n to its node name (-N)
+    # A requeued job waits cred_expire + 1 s before it may start again (its old launch
+    # credential is revoked on its node until then; started sooner there, Slurm kills it:
+    # "Job credential revoked"): 30 s instead of 120 keeps the requeue scenario short.
+    auth_extra=,cred_expire=30
+  fi
   cat >"$SLURM_CONF" <<CONF
 ClusterName=composer-e2e
-SlurmctldHost=$NODE
+SlurmctldHost=$ctld
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$MUNGE_SOCKET
+AuthInfo=socket=$MUNGE_SOCKET$auth_extra
 StateSaveLocation=$E2E_DIR/state
 SlurmdSpoolDir=$E2E_DIR/spool/slurmd-%n
 SlurmctldPidFile=$E2E_DIR/run/slurmctld.pid
-SlurmdPidFile=$E2E_DIR/run/slurmd.pid
+SlurmdPidFile=$E2E_DIR/run/$slurmd_files.pid
 SlurmctldLogFile=$E2E_DIR/log/slurmctld.log
-SlurmdLogFile=$E2E_DIR/log/slurmd.log
+SlurmdLogFile=$E2E_DIR/log/$slurmd_files.log
 SlurmctldDebug=verbose
 SlurmdDebug=verbose
 PluginDir=$PLUGINS:/usr/lib/x86_64-linux-gnu/slurm-wlm
@@ -208,7 +311,7 @@ SchedulerType=sched/backfill
 SchedulerParameters=bf_licenses,bf_interval=2,sched_min_interval=100000
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+$(accounting_lines)
 MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
@@ -218,8 +321,40 @@ SlurmdParameters=config_overrides
 DefMemPerCPU=100
 Licenses=fabric_gpu:$gpus,fabric_mem:$mem_gib,fabric_nvme:$nvme$caps
 GresTypes=cgpu,cnvme
+CONF
+  if [[ $MULTI == no ]]; then
+    cat >>"$SLURM_CONF" <<CONF
 NodeName=$NODE CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cnvme:$nvme State=UNKNOWN
 PartitionName=main Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+CONF
+    return 0
+  fi
+  # A node that stops answering is DOWN after SlurmdTimeout (slurmctld pings every third of
+  # it), and its jobs end NODE_FAIL: 10 s keeps the node failure scenario short (the default
+  # is 300). ReturnToService=2 (above) lets such a node back, idle, as soon as its slurmd
+  # registers again, with no scontrol update.
+  echo "SlurmdTimeout=10" >>"$SLURM_CONF"
+  local i
+  for ((i = 1; i <= E2E_NODES; i++)); do
+    echo "NodeName=cn$i NodeAddr=$(node_addr "$i") CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cnvme:$nvme State=UNKNOWN"
+  done >>"$SLURM_CONF"
+  echo "PartitionName=main Nodes=cn[1-$E2E_NODES] Default=YES MaxTime=INFINITE State=UP" >>"$SLURM_CONF"
+}
+
+# slurm.conf's accounting lines. With munge, AccountingStoragePass names the munge socket
+# that slurmctld and the clients (sacct, sacctmgr) use towards slurmdbd: AuthInfo does not
+# count there, and without it they look for the system's /run/munge socket.
+accounting_lines() {
+  if [[ $E2E_ACCOUNTING != yes ]]; then
+    echo "AccountingStorageType=accounting_storage/none"
+    return 0
+  fi
+  cat <<CONF
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=$(dbd_addr)
+AccountingStoragePort=$E2E_DBD_PORT
+AccountingStoragePass=$MUNGE_SOCKET
+AccountingStorageTRES=gres/cgpu,gres/cnvme,license/fabric_gpu,license/fabric_mem,license/fabric_nvme
 CONF
 }
 
@@ -236,32 +371,222 @@ start_composerd() {
   [[ -x $COMPOSERD ]] || die "composerd not built: $COMPOSERD"
   setsid "$COMPOSERD" -f "$E2E_DIR/etc/composer.conf" >>"$E2E_DIR/log/composerd.out" 2>&1 &
   echo $! >"$E2E_DIR/run/composerd.pid"
-  wait_for 20 "composerd on port $E2E_PORT" curl -fsS "http://127.0.0.1:$E2E_PORT/v1/health"
+  wait_for 20 "composerd on $LISTEN_ADDR:$E2E_PORT" curl -fsS "$E2E_URL/v1/health"
   wait_for 10 "the pool snapshot" test -s "$E2E_DIR/composer/snapshot.json"
 }
 
 stop_composerd() { stop_pid composerd; }
+
+# --- Several nodes: a bridge, one network namespace per node --------------------------------
+node_addr() { echo "10.$E2E_SUBNET.0.$((10 + $1))"; }  # node_addr I
+node_netns() { echo "ce2e$E2E_SUBNET-$1"; }             # node_netns cnI
+node_index() {                                          # node_index cnI: I, or fails
+if [[ $MULTI == yes && $1 =~ ^cn([1-9][0-9]?)$ ]] && ((BASH_REMATCH[1] <= E2E_NODES)); then
+    echo "${BASH_REMATCH[1]}"
+  else
+    die "no node '$1' in this cluster (nodes: ${NODES[*]})"
+  fi
+}
+
+# What start creates is written down before it is created (run/bridge, run/netns), so that
+# stop removes exactly that, after a start that failed half-way too. Names already taken
+# (another cluster on the same E2E_SUBNET, or one that was never stopped) are refused, not
+# taken over.
+start_network() {
+  ip link show "$BRIDGE" >/dev/null 2>&1 &&
+    die "bridge $BRIDGE exists: another cluster uses E2E_SUBNET=$E2E_SUBNET (stop it, pick another E2E_SUBNET, or remove a stale one: ip link del $BRIDGE)"
+  local i ns veth
+  for ((i = 1; i <= E2E_NODES; i++)); do
+    ns=$(node_netns "cn$i")
+    ! ip netns list | grep -qw -- "$ns" ||
+      die "network namespace $ns exists: another cluster uses E2E_SUBNET=$E2E_SUBNET (or remove a stale one: ip netns del $ns)"
+  done
+  echo "$BRIDGE" >"$E2E_DIR/run/bridge"
+  ip link add "$BRIDGE" type bridge
+  ip addr add "$HOST_ADDR/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  for ((i = 1; i <= E2E_NODES; i++)); do
+    ns=$(node_netns "cn$i") veth=cve$E2E_SUBNET-$i
+    echo "$ns $veth" >>"$E2E_DIR/run/netns"
+    ip netns add "$ns"
+    ip link add "$veth" type veth peer name eth0 netns "$ns"
+    ip link set "$veth" master "$BRIDGE" up
+    ip -n "$ns" addr add "$(node_addr "$i")/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+  done
+}
+
+# What is left in each node's namespace once its slurmd is stopped: job steps outlive a
+# killed slurmd (slurmstepd and the job's processes). TERM, then KILL.
+stop_network_processes() {
+  local ns veth pids i
+  [[ -f $E2E_DIR/run/netns ]] || return 0
+  while read -r ns veth; do
+    ip netns list | grep -qw -- "$ns" || continue
+    pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
+    [[ -n ${pids// /} ]] || continue
+    log "stopping what is left in $ns: $pids"
+    # shellcheck disable=SC2086  # one pid a word
+    kill -TERM $pids 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+      [[ -z $(ip netns pids "$ns" 2>/dev/null) ]] && break
+      sleep 0.1
+    done
+    pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    [[ -z ${pids// /} ]] || kill -KILL $pids 2>/dev/null || true
+  done <"$E2E_DIR/run/netns"
+}
+
+# The namespaces, their veths and the bridge.
+stop_network() {
+  local ns veth
+  if [[ -f $E2E_DIR/run/netns ]]; then
+    while read -r ns veth; do
+      ip netns del "$ns" 2>/dev/null || true
+      ip link del "$veth" 2>/dev/null || true
+    done <"$E2E_DIR/run/netns"
+    rm -f "$E2E_DIR/run/netns"
+  fi
+  if [[ -f $E2E_DIR/run/bridge ]]; then
+    ip link del "$(cat "$E2E_DIR/run/bridge")" 2>/dev/null || true
+    rm -f "$E2E_DIR/run/bridge"
+  fi
+}
+
+# One node's slurmd in its namespace, with a mount namespace of its own (unshare, private:
+# nothing propagates back to the host): the bind mounts give this node its own plugin state
+# and sysfs, seen by slurmd and what it starts only, and they vanish with the last of them.
+# nsenter joins the network namespace alone: "ip netns exec" would also mount a fresh /sys,
+# without /sys/fs/cgroup, and slurmd 22.05 then refuses to start ("No filesystem mounted on
+# /sys/fs/cgroup", "Unable to initialize cgroup plugin").
+start_slurmd() {  # start_slurmd cnI
+  local n=$1
+  node_index "$n" >/dev/null || exit 1
+  # shellcheck disable=SC2016  # the inner shell expands its own arguments
+  nsenter --net="/run/netns/$(node_netns "$n")" unshare --mount --propagation private bash -c '
+    set -e
+    mount --bind "$1/plugin-state" "$2/plugin-state"
+    mount --bind "$1/sys" "$2/sys"
+    exec /usr/sbin/slurmd -f "$3" -N "$4"' \
+    slurmd "$E2E_DIR/nodes/$n" "$E2E_DIR" "$SLURM_CONF" "$n" ||
+    die "slurmd of $n did not start (see $E2E_DIR/log/slurmd-$n.log)"
+  wait_for 10 "the pid file of $n's slurmd" test -s "$E2E_DIR/run/slurmd-$n.pid"
+}
+
+stop_slurmd() { node_index "$1" >/dev/null || exit 1; stop_pid "slurmd-$1"; }
+
+nodes_idle() {  # every node idle
+  local idle
+  idle=$(SLURM_CONF=$SLURM_CONF sinfo -h -N -t idle -o %N | sort -u | wc -l)
+  ((idle == ${#NODES[@]}))
+}
 
 start_slurm() {
   for so in spank_composer.so job_submit_composer.so; do
     [[ -f $PLUGINS/$so ]] || die "plugin not built: $PLUGINS/$so"
   done
   COMPOSER_CONF=$E2E_DIR/etc/composer.conf /usr/sbin/slurmctld -f "$SLURM_CONF"
-  /usr/sbin/slurmd -f "$SLURM_CONF"
-  wait_for 30 "node $NODE to be idle" bash -c \
-    "SLURM_CONF='$SLURM_CONF' sinfo -h -n '$NODE' -o %T | grep -qx idle"
+  if [[ $MULTI == no ]]; then
+    /usr/sbin/slurmd -f "$SLURM_CONF"
+    wait_for 30 "node $NODE to be idle" bash -c \
+      "SLURM_CONF='$SLURM_CONF' sinfo -h -n '$NODE' -o %T | grep -qx idle"
+    return 0
+  fi
+  local n
+  for n in "${NODES[@]}"; do start_slurmd "$n"; done
+  wait_for 60 "nodes ${NODES[*]} to be idle" nodes_idle
 }
 
-stop_pid() {  # stop_pid NAME: TERM, then KILL, the process whose pid file we wrote
-  local file=$E2E_DIR/run/$1.pid pid
+# --- Accounting: our own MariaDB and slurmdbd -------------------------------------------------
+dbd_addr() { if [[ $MULTI == yes ]]; then echo "$HOST_ADDR"; else echo 127.0.0.1; fi; }
+db_root() { mariadb --no-defaults -S "$DB_SOCKET" -u root "$@"; }
+
+# MariaDB on a data directory of its own: --no-defaults, so that nothing of the system's
+# my.cnf (nor its socket, port or data) counts; TCP on loopback, for slurmdbd, on our port.
+start_mariadb() {
+  local db=$E2E_DIR/db
+  mkdir -p "$db"
+  mariadb-install-db --no-defaults --datadir="$db/data" --user=root --skip-test-db \
+    --auth-root-authentication-method=socket >>"$E2E_DIR/log/mariadb-install.log" 2>&1 ||
+    die "mariadb-install-db failed (see $E2E_DIR/log/mariadb-install.log)"
+  # slurmdbd's recommended InnoDB sizes, so that it does not warn.
+  setsid "$(command -v mariadbd || echo /usr/sbin/mariadbd)" --no-defaults --user=root \
+    --datadir="$db/data" --socket="$DB_SOCKET" --bind-address=127.0.0.1 --port="$E2E_DB_PORT" \
+    --pid-file="$E2E_DIR/run/mariadbd.pid" --log-error="$E2E_DIR/log/mariadbd.log" \
+    --skip-name-resolve --innodb-buffer-pool-size=128M --innodb-log-file-size=64M \
+    --innodb-lock-wait-timeout=900 >>"$E2E_DIR/log/mariadbd.out" 2>&1 &
+  wait_for 30 "mariadbd on 127.0.0.1:$E2E_DB_PORT" db_root -e 'SELECT 1'
+  wait_for 5 "mariadbd's pid file" test -s "$E2E_DIR/run/mariadbd.pid"
+}
+
+start_slurmdbd() {
+  local password="e2e-$RANDOM$RANDOM"
+  db_root -e "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$password';
+    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" || die "cannot create slurmdbd's database user"
+  # slurmdbd reads slurmdbd.conf beside slurm.conf (SLURM_CONF); it holds the database
+  # password, so slurmdbd refuses it unless it is SlurmUser's alone.
+  (
+    umask 077
+    cat >"$E2E_DIR/etc/slurmdbd.conf" <<CONF
+AuthType=auth/munge
+AuthInfo=socket=$MUNGE_SOCKET
+DbdHost=$CTLD_HOST
+DbdAddr=$(dbd_addr)
+DbdPort=$E2E_DBD_PORT
+SlurmUser=root
+DebugLevel=verbose
+LogFile=$E2E_DIR/log/slurmdbd.log
+PidFile=$E2E_DIR/run/slurmdbd.pid
+PluginDir=/usr/lib/x86_64-linux-gnu/slurm-wlm
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$E2E_DB_PORT
+StorageUser=slurm
+StoragePass=$password
+StorageLoc=slurm_acct_db
+CONF
+  )
+  chown root:root "$E2E_DIR/etc/slurmdbd.conf"
+  SLURM_CONF=$SLURM_CONF /usr/sbin/slurmdbd || die "slurmdbd did not start (see $E2E_DIR/log/slurmdbd.log)"
+  wait_for 60 "slurmdbd on port $E2E_DBD_PORT" env SLURM_CONF="$SLURM_CONF" sacctmgr -n list cluster
+  if ! SLURM_CONF=$SLURM_CONF sacctmgr -n -P list cluster format=cluster | grep -qx composer-e2e; then
+    SLURM_CONF=$SLURM_CONF sacctmgr -i add cluster composer-e2e >/dev/null ||
+      die "sacctmgr could not add cluster composer-e2e"
+  fi
+}
+
+stop_pid() {  # stop_pid NAME [SECONDS]: TERM, then KILL, the process whose pid file we wrote
+  local file=$E2E_DIR/run/$1.pid pid limit=${2:-10}
   [[ -f $file ]] || return 0
   pid=$(cat "$file")
   if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
     kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    for ((i = 0; i < limit * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$file"
+}
+
+stop_all() {
+  # Order: no new jobs (each node's slurmd, then what is left in its namespace: job steps
+  # outlive a killed slurmd), then the controller and its accounting, their prologs' server,
+  # authentication, and last the network.
+  local file
+  for file in "$E2E_DIR"/run/slurmd.pid "$E2E_DIR"/run/slurmd-*.pid; do
+    [[ -f $file ]] || continue
+    stop_pid "$(basename "$file" .pid)" &  # the nodes side by side: each takes seconds
+  done
+  wait
+  stop_network_processes
+  stop_pid slurmctld
+  stop_pid slurmdbd
+  stop_pid mariadbd 30  # it flushes InnoDB first
+  stop_composerd
+  stop_pid fake_redfish
+  stop_pid munged
+  stop_network
 }
 
 case ${1:-} in
@@ -270,28 +595,29 @@ case ${1:-} in
     install_packages
     "$0" stop || true
     write_configs
+    if [[ $MULTI == yes ]]; then start_network; fi
     start_munged
     if [[ $FABRIC == redfish ]]; then start_fake_redfish; fi
     start_composerd
     write_slurm_configs
+    if [[ $E2E_ACCOUNTING == yes ]]; then
+      start_mariadb
+      start_slurmdbd
+    fi
     start_slurm
-    log "up: SLURM_CONF=$SLURM_CONF, composerd on 127.0.0.1:$E2E_PORT (Fabric=$FABRIC), logs in $E2E_DIR/log"
+    log "up: SLURM_CONF=$SLURM_CONF, nodes ${NODES[*]}, composerd on $LISTEN_ADDR:$E2E_PORT (Fabric=$FABRIC), accounting $E2E_ACCOUNTING, logs in $E2E_DIR/log"
     ;;
-  stop)
-    # Order: no new jobs, then their prologs' server, then authentication.
-    stop_pid slurmd
-    stop_pid slurmctld
-    stop_composerd
-    stop_pid fake_redfish
-    stop_pid munged
-    ;;
+  stop) stop_all ;;
   start-composerd) start_composerd ;;
   stop-composerd) stop_composerd ;;
+  start-slurmd) start_slurmd "${2:?usage: $0 start-slurmd NODE}" ;;
+  stop-slurmd) stop_slurmd "${2:?usage: $0 stop-slurmd NODE}" ;;
   env)
     echo "export SLURM_CONF=$SLURM_CONF E2E_DIR=$E2E_DIR E2E_PORT=$E2E_PORT MUNGE_SOCKET=$MUNGE_SOCKET NODE=$NODE FABRIC=$FABRIC"
+    echo "export E2E_URL=$E2E_URL E2E_NODES=$E2E_NODES E2E_NODE_NAMES='${NODES[*]}' E2E_ACCOUNTING=$E2E_ACCOUNTING"
     ;;
   *)
-    echo "usage: $0 start|stop|env|start-composerd|stop-composerd" >&2
+    echo "usage: $0 start|stop|env|start-composerd|stop-composerd|start-slurmd NODE|stop-slurmd NODE" >&2
     exit 2
     ;;
 esac

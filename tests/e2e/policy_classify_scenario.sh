@@ -33,7 +33,7 @@ eval "$("$CLUSTER" env)"
 # shellcheck source=scenarios.sh
 source "$HERE/scenarios.sh"  # helpers: api, job_state, job_field, wait_until, fail, ...
 
-ctl() { "$COMPOSERCTL" --server "http://127.0.0.1:$E2E_PORT" --munge-socket "$MUNGE_SOCKET" "$@"; }
+ctl() { "$COMPOSERCTL" --server "$E2E_URL" --munge-socket "$MUNGE_SOCKET" "$@"; }
 hhmm() { date -u -d "@$1" +%H:%M; }
 step() { echo "classify e2e: $*"; }
 admin_comment() { scontrol -o show job "$1" | grep -o 'AdminComment=.* [A-Z][A-Za-z]*=' | head -1; }

@@ -39,7 +39,7 @@ eval "$("$CLUSTER" env)"
 # shellcheck source=scenarios.sh
 source "$HERE/scenarios.sh"  # helpers: api, job_state, job_field, wait_until, fail, ...
 
-ctl() { "$COMPOSERCTL" --server "http://127.0.0.1:$E2E_PORT" --munge-socket "$MUNGE_SOCKET" "$@"; }
+ctl() { "$COMPOSERCTL" --server "$E2E_URL" --munge-socket "$MUNGE_SOCKET" "$@"; }
 hhmm() { date -u -d "@$1" +%H:%M; }
 running_jobs() { squeue -h -t RUNNING -o %i | wc -l; }
 attached_gpus() { api /v1/devices "state=attached&type=gpu" | jq '.devices | length'; }

@@ -2,6 +2,9 @@
 # Starts the cluster, runs the scenarios (all, or those named as arguments, e.g.
 # "batch_job_sees_its_devices"), stops the cluster whatever happens.
 # Usage: BUILD_DIR=<build> tests/e2e/run.sh [scenario...]. Exits 77 (skipped) when not root.
+# E2E_SCENARIOS names the file of scenarios (default scenarios.sh beside this script; it sets
+# ALL_SCENARIOS), E2E_DIR_TAG what the temp folder's name gets after composer-e2e (the
+# multi-node suite, run_multinode.sh, sets both).
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CLUSTER=$HERE/cluster.sh
@@ -9,13 +12,15 @@ if [[ $(id -u) != 0 ]]; then
   echo "e2e: skipped: needs root (slurmd and the job prolog run as root)" >&2
   exit 77
 fi
-export E2E_DIR=${E2E_DIR:-$(mktemp -d /tmp/composer-e2e.XXXXXX)}
+SCENARIOS=${E2E_SCENARIOS:-$HERE/scenarios.sh}
+[[ -f $SCENARIOS ]] || { echo "e2e: no scenario file $SCENARIOS" >&2; exit 2; }
+export E2E_DIR=${E2E_DIR:-$(mktemp -d "/tmp/composer-e2e${E2E_DIR_TAG:-}.XXXXXX")}
 trap '"$CLUSTER" stop' EXIT
 trap 'exit 143' TERM INT
 "$CLUSTER" start || exit 1
 eval "$("$CLUSTER" env)"
 # shellcheck source=scenarios.sh
-source "$HERE/scenarios.sh"
+source "$SCENARIOS"
 
 selected=("${ALL_SCENARIOS[@]}")
 if (($#)); then selected=("${@/#/scenario_}"); fi

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end scenarios on the cluster cluster.sh starts. Run by run.sh; each scenario is a
 # function that returns non-zero (after saying why) when the product misbehaves.
-# Needs: SLURM_CONF, E2E_DIR, E2E_PORT, MUNGE_SOCKET, NODE (cluster.sh env). Fabric-neutral:
-# pool sizes come from the snapshot composerd publishes, device kinds from composerd's API.
+# Needs: SLURM_CONF, E2E_DIR, E2E_PORT, MUNGE_SOCKET, NODE (cluster.sh env; E2E_URL, where
+# composerd listens, defaults to loopback). Fabric-neutral: pool sizes come from the snapshot
+# composerd publishes, device kinds from composerd's API. The helpers take a node where it
+# matters (default NODE, the first node); multinode_scenarios.sh uses them on cn1..cnN.
 
 OUT=$E2E_DIR/out
 mkdir -p "$OUT"
@@ -17,21 +19,25 @@ fi
 
 fail() { echo "  FAIL: $*" >&2; return 1; }
 
+E2E_URL=${E2E_URL:-http://127.0.0.1:$E2E_PORT}
+
 # GET on composerd's API with a munge credential for "GET <path>".
 api() {
   local path=$1 query=${2:-}
   curl -fsS -H "Authorization: Munge $(munge -S "$MUNGE_SOCKET" -s "GET $path")" \
-    "http://127.0.0.1:$E2E_PORT$path${query:+?$query}"
+    "$E2E_URL$path${query:+?$query}"
 }
 attached() { api /v1/devices "state=attached" | jq '.devices | length'; }
-attached_to_job() {  # device ids composerd holds for job $1 on this node, comma-separated
-  api "/v1/compositions/$1/$NODE" | jq -r 'select(.state=="ready") | [.devices[].id] | join(",")'
+attached_to_job() {  # JOB [NODE]: device ids composerd holds for JOB on NODE, comma-separated
+  api "/v1/compositions/$1/${2:-$NODE}" |
+    jq -r 'select(.state=="ready") | [.devices[].id] | join(",")'
 }
-# Composerd holds devices for job $1 (a function, so that wait_until asks again each time).
-has_devices() { [[ -n $(attached_to_job "$1") ]]; }
-# The ids of job $1's devices of type $2 (gpu, mem, nvme), comma-separated, in attach order.
+# Composerd holds devices for JOB [on NODE] (a function, so that wait_until asks again).
+has_devices() { [[ -n $(attached_to_job "$1" "${2:-$NODE}" 2>/dev/null) ]]; }  # quiet: 404 until it exists
+# JOB TYPE [NODE]: the ids of JOB's devices of TYPE (gpu, mem, nvme) on NODE, comma-separated,
+# in attach order.
 attached_to_job_of_type() {
-  api "/v1/compositions/$1/$NODE" |
+  api "/v1/compositions/$1/${3:-$NODE}" |
     jq -r --arg t "$2" 'select(.state=="ready") | [.devices[] | select(.type==$t) | .id] | join(",")'
 }
 count_ids() { [[ -z $1 ]] && echo 0 || tr ',' '\n' <<<"$1" | wc -l; }
@@ -48,7 +54,10 @@ pool_adds_up() {  # every row: free + attached + drained + failed + foreign == t
       >/dev/null
 }
 
-job_field() { scontrol show job "$1" -o 2>/dev/null | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2-; }
+# JOB FIELD: the field's value, the whole field name only (NodeList, not ReqNodeList).
+job_field() {
+  scontrol show job "$1" -o 2>/dev/null | grep -oE "(^| )$2=[^ ]*" | head -1 | sed 's/^ //' | cut -d= -f2-
+}
 job_state() { job_field "$1" JobState; }
 wait_until() {  # wait_until SECONDS COMMAND...: polls every 0.2 s
   local limit=$1
@@ -240,7 +249,7 @@ scenario_array_of_50_leaks_nothing() {
 post() {  # post PATH BODY: POST with a munge credential
   curl -fsS -X POST -H 'Content-Type: application/json' \
     -H "Authorization: Munge $(munge -S "$MUNGE_SOCKET" -s "POST $1")" \
-    --data "$2" "http://127.0.0.1:$E2E_PORT$1" >/dev/null
+    --data "$2" "$E2E_URL$1" >/dev/null
 }
 
 scenario_refused_compose_fails_the_job_not_the_node() {
