@@ -1,5 +1,8 @@
 #include "composer/common/subprocess.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -52,6 +55,18 @@ TEST(Subprocess, ASignalIsReportedAsShellsDo) {
   Expected<RunResult> r = run_program({.argv = {"sh", "-c", "kill -9 $$"}});
   ASSERT_TRUE(r) << r.error();
   EXPECT_EQ(r->status, 128 + 9);
+}
+
+// An fd opened without close-on-exec (as the HTTP library opens its sockets) stays ours.
+TEST(Subprocess, TheProgramGetsNoOtherDescriptorOfOurs) {
+  const int fd = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC
+  ASSERT_GE(fd, 3);
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  Expected<RunResult> r = run_program({.argv = {"sh", "-c", "test -e " + path + " && echo open"}});
+  ::close(fd);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->output, "");
+  EXPECT_NE(r->status, 0);
 }
 
 }  // namespace

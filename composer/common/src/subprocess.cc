@@ -57,6 +57,10 @@ Expected<RunResult> run_program(const RunOptions& options) {
   } else {
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
   }
+  // Nothing else of ours reaches the program: composerd's listening socket and its clients'
+  // connections are not all opened close-on-exec (the HTTP library's are not), and a squeue
+  // holding them would keep the port bound after composerd exits.
+  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
   std::vector<std::string> env = environment(options.env);
   std::vector<std::string> args = options.argv;
   std::vector<char*> envp = pointers(env);
