@@ -44,6 +44,7 @@ class FakeJob : public JobContext {
 class FakeComposer : public ComposerApi {
  public:
   std::optional<Error> compose_error;
+  int compose_failures = -1;  // calls answered with compose_error before one succeeds; -1: all
   std::optional<Error> release_error;
   std::vector<Device> devices;
   std::vector<ComposeCall> composed;
@@ -51,7 +52,7 @@ class FakeComposer : public ComposerApi {
 
   Expected<Composition> compose(const ComposeCall& call) override {
     composed.push_back(call);
-    if (compose_error) return *compose_error;
+    if (compose_error && (compose_failures < 0 || compose_failures-- > 0)) return *compose_error;
     Composition c;
     c.id = 12;
     c.job_id = call.job_id;

@@ -30,6 +30,7 @@ class SpankCoreTest : public ::testing::Test {
     config.proc_root = tmp / "proc";
     config.host_wait_s = 1;
     config.busy_wait_s = 0;
+    config.free_wait_s = 0;
     config.retries = 3;
     tmp.write("sys/bus/pci/rescan", "");
     job.options = {{"compose-gpus", "2"}, {"compose-mem", "64G"}, {"workload", "training"}};
@@ -165,9 +166,33 @@ TEST_F(SpankCoreTest, UnavailableCanFailTheJobInstead) {
 
 TEST_F(SpankCoreTest, InsufficientPoolFailsTheJobNotTheNode) {
   api.compose_error = Error{ErrorCode::kInsufficient, "gpu: asked 2, 1 free"};
+  config.free_wait_s = 1;
   ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_GT(api.composed.size(), 1u);  // asked again within free_wait
   EXPECT_NE(state()->error.find("gpu: asked 2, 1 free"), std::string::npos);
   EXPECT_FALSE(task_init(job, config));
+}
+
+// Slurm gives a finished job's licenses to the next job before that job's epilog has released
+// its devices: the prolog asks again while the release is under way.
+TEST_F(SpankCoreTest, AShortfallIsAskedAgainUntilTheDevicesAreFree) {
+  show_devices();
+  api.compose_error = Error{ErrorCode::kInsufficient, "gpu: asked 2, 1 free"};
+  api.compose_failures = 2;
+  config.free_wait_s = 10;
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_EQ(api.composed.size(), 3u);
+  ASSERT_TRUE(state());
+  EXPECT_EQ(state()->error, "");
+  EXPECT_EQ(state()->devices.size(), 3u);
+  ASSERT_FALSE(job.infos.empty());
+  EXPECT_NE(job.infos[0].find("asking again for up to 10 s"), std::string::npos) << job.infos[0];
+  // Other refusals are not asked again.
+  api.composed.clear();
+  api.compose_error = Error{ErrorCode::kInvalidArgument, "no"};
+  api.compose_failures = -1;
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_EQ(api.composed.size(), 1u);
 }
 
 TEST_F(SpankCoreTest, BadOptionValueFailsTheJobNotTheNode) {

@@ -80,6 +80,7 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"host_wait", number(&SpankConfig::host_wait_s, 0, 3600)},
       {"busy_wait", number(&SpankConfig::busy_wait_s, 0, 3600)},
+      {"free_wait", number(&SpankConfig::free_wait_s, 0, 3600)},
       {"on_unavailable",
        [](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
          if (value == "drain") {

@@ -10,6 +10,8 @@
 namespace composer::slurm {
 namespace {
 
+constexpr std::chrono::milliseconds kFreePoll{250};
+
 std::string where(uint32_t job_id, const std::string& node) {
   return "job " + std::to_string(job_id) + " on node " + node;
 }
@@ -93,6 +95,20 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   call.request = options->request;
 
   Expected<Composition> composition = api.compose(call);
+  // A shortfall is asked again, every kFreePoll, for up to free_wait: the devices are most
+  // often those of a job whose licenses Slurm already gave back while its epilog releases them.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(config.free_wait_s);
+  bool waited = false;
+  while (!composition && composition.error().code == ErrorCode::kInsufficient &&
+         std::chrono::steady_clock::now() + kFreePoll <= give_up) {
+    if (!waited) {
+      ctx.info("composer: prolog: " + at + ": " + composition.error().message +
+               "; asking again for up to " + std::to_string(config.free_wait_s) + " s");
+      waited = true;
+    }
+    std::this_thread::sleep_for(kFreePoll);
+    composition = api.compose(call);
+  }
   if (!composition) {
     const Error& e = composition.error();
     const std::string cause = "compose " + describe(*options) + " failed (" +

@@ -39,6 +39,10 @@ struct SpankConfig {
   HostCheck host_check = HostCheck::kWait;
   uint32_t host_wait_s = 30;
   uint32_t busy_wait_s = 10;
+  // How long the prolog asks again while composerd answers insufficient_resources: Slurm hands
+  // a finished job's licenses to the next job before that job's epilog has released its
+  // devices, so a shortfall at start is most often a release still under way.
+  uint32_t free_wait_s = 30;
   OnUnavailable on_unavailable = OnUnavailable::kDrain;
 };
 
