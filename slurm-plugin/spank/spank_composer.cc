@@ -34,6 +34,10 @@ namespace {
 // syntax is refused before the job reaches slurmctld.
 cs::JobOptions g_options;
 
+// srun's environment as it started, before srun exports its own options into it (it does, as
+// _SLURM_SPANK_OPTION_composer_*, before init_post_opt): what the job asked for is read here.
+std::vector<std::string> g_start_environment;
+
 int option_callback(int val, const char* optarg, int /*remote*/) {
   try {
     const std::string_view name = cs::kAllOptions[val];
@@ -101,6 +105,11 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
     if (!load_config(ac, av)) return -1;
     const spank_context_t ctx = spank_context();
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR) return 0;
+    if (ctx == S_CTX_LOCAL) {
+      for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+        g_start_environment.emplace_back(*e);
+      }
+    }
     for (struct spank_option& o : g_spank_options) {
       if (spank_err_t err = spank_option_register(sp, &o); err != ESPANK_SUCCESS) {
         slurm_error("composer: cannot register --%s: %s", o.name, spank_strerror(err));
@@ -116,9 +125,7 @@ extern "C" int slurm_spank_init_post_opt(spank_t /*sp*/, int ac, char** av) {
   return guarded(__func__, [&] {
     if (spank_context() != S_CTX_LOCAL) return 0;
     if (!load_config(ac, av)) return -1;
-    std::vector<std::string> environment;
-    for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment.emplace_back(*e);
-    composer::Status s = cs::check_step_options(g_options, environment);
+    composer::Status s = cs::check_step_options(g_options, g_start_environment);
     if (!s) {
       slurm_error("%s", s.error().message.c_str());
       return -1;

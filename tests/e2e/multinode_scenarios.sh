@@ -175,12 +175,14 @@ scenario_node_failure() {
   [[ -z $problem ]] || fail "$problem"
 }
 
+# 200 tasks of one GPU each over three nodes and a pool of 8: tasks start on one node while
+# another's epilog still releases the GPU Slurm already counted free (the prolog's free_wait).
 scenario_array() {
-  local j tasks=60
+  local j tasks=200
   # shellcheck disable=SC2016  # the job's shell expands them
   j=$(sbatch --parsable --array=0-$((tasks - 1)) -N 1 -o "$OUT/array-%A_%a.out" --compose-gpus=1 \
     --wrap 'echo "NODE=$SLURMD_NODENAME GPUS=$COMPOSER_GPUS"; sleep 1') || return 1
-  wait_until 240 bash -c "[[ -z \$(squeue -h -j $j) ]]" || fail "array $j still queued" || return 1
+  wait_until 400 bash -c "[[ -z \$(squeue -h -j $j) ]]" || fail "array $j still queued" || return 1
   local states
   states=$(scontrol show job "$j" -o | grep -o 'JobState=[A-Z_]*' | sort | uniq -c | tr -s ' ')
   [[ $states == " $tasks JobState=COMPLETED" ]] || fail "array $j states: $states" || return 1
@@ -241,19 +243,60 @@ scenario_requeue() {
   [[ -z $problem ]] || fail "$problem"
 }
 
-# scenario_array is left out of the default list because of a product race it exposes (run
-# it by name: run_multinode.sh array). Slurm hands a job's licenses back when the job
-# completes, before its epilog has released the devices; a task started in that window on
-# another node asks composerd for a GPU that is still attached, is refused
-# (insufficient_resources: "none are free in zone z1"), and the plugin fails the job. Seen in
-# 1 of 7 runs of the array here: slurmctld "_job_complete: JobId=3_31(35) done" at .762,
-# "Started JobId=3_38(42) in main on cn1" at .769, cn1's prolog "compose compose-gpus=1
-# failed (insufficient_resources)" at .798, cn2's epilog "job 35 on node cn2: released" at
-# .835. Back in the list once the plugin or composerd closes that window.
+# Node counts as job_submit prices them: a shape whose count is known is priced on it and
+# pinned there (NumNodes=N-N); one whose count is not fixed, and a heterogeneous job, are
+# refused with a sentence; a step cannot change its job's composition.
+scenario_shapes() {
+  local j err n
+  err=$(sbatch -N 1-3 --compose-gpus=1 --wrap true 2>&1) && fail "-N 1-3 was accepted" && return 1
+  grep -qF -- "-N 1-3: a composed job needs a fixed node count" <<<"$err" ||
+    fail "-N 1-3 refused without the sentence: $err" || return 1
+  err=$(sbatch -n 4 --compose-gpus=1 --wrap true 2>&1) && fail "-n 4 without -N was accepted" && return 1
+  grep -qF -- "-n 4 without -N may run on 1 to 4 nodes" <<<"$err" ||
+    fail "-n 4 refused without the sentence: $err" || return 1
+  err=$(sbatch --compose-gpus=1 -n 1 : -n 1 --wrap true 2>&1) &&
+    fail "a composed heterogeneous job was accepted" && return 1
+  grep -qF "in a heterogeneous job" <<<"$err" || fail "heterogeneous job refused without the sentence: $err" ||
+    return 1
+
+  # -n 6 --ntasks-per-node=2: three nodes, one GPU each; the step asking for two is refused.
+  # shellcheck disable=SC2016  # the job's shell expands them
+  j=$(sbatch --parsable -n 6 --ntasks-per-node=2 -o "$OUT/%j.out" --compose-gpus=1 \
+    --wrap 'srun --compose-gpus=2 true; echo "step rc=$?"; srun -l bash -c "echo \$SLURMD_NODENAME \$COMPOSER_GPUS"; sleep 3') ||
+    return 1
+  [[ $(job_field "$j" Licenses) == fabric_gpu:3 && $(job_field "$j" NumNodes) == 3-3 ]] ||
+    cancel_and_fail "$j" "job $j (-n 6 --ntasks-per-node=2): licenses $(job_field "$j" Licenses), nodes $(job_field "$j" NumNodes); expected fabric_gpu:3 on 3-3" ||
+    return 1
+  wait_until 60 finished "$j" || cancel_and_fail "$j" "job $j did not finish" || return 1
+  [[ $(job_state "$j") == COMPLETED ]] || fail "job $j ended $(job_state "$j")" || return 1
+  grep -qF "a job step cannot change what its job's nodes attach" "$OUT/$j.out" ||
+    fail "srun --compose-gpus=2 in job $j was not refused with the sentence: $(cat "$OUT/$j.out")" ||
+    return 1
+  grep -qx "step rc=0" "$OUT/$j.out" && fail "the refused step of job $j exited 0" && return 1
+  for n in "${MN_NODES[@]}"; do
+    [[ $(grep -cE "^[0-9]+: $n [^ ]+$" "$OUT/$j.out") == 2 ]] ||
+      fail "job $j: expected two tasks with a GPU on $n: $(cat "$OUT/$j.out")" || return 1
+  done
+  [[ $(event_nodes "$j" ready) == "${MN_NODES[*]}" ]] ||
+    fail "job $j composed on '$(event_nodes "$j" ready)', expected ${MN_NODES[*]}" || return 1
+
+  # -w cn1,cn2: sbatch sends a minimum of 2 nodes only; the job is priced and pinned on 2.
+  j=$(sbatch --parsable -H -w "${MN_NODES[0]},${MN_NODES[1]}" -o /dev/null --compose-gpus=1 --wrap true) ||
+    return 1
+  [[ $(job_field "$j" Licenses) == fabric_gpu:2 && $(job_field "$j" NumNodes) == 2-2 ]] ||
+    cancel_and_fail "$j" "job $j (-w two nodes): licenses $(job_field "$j" Licenses), nodes $(job_field "$j" NumNodes); expected fabric_gpu:2 on 2-2" ||
+    return 1
+  scancel "$j"
+  wait_until 15 nothing_attached || fail "$(attached) devices attached after the shapes" || return 1
+  pool_adds_up || fail "pool does not add up: $(api /v1/pool)"
+}
+
 # shellcheck disable=SC2034  # run.sh reads it
 ALL_SCENARIOS=(
   scenario_three_node_job
   scenario_accounting
+  scenario_shapes
   scenario_node_failure
+  scenario_array
   scenario_requeue
 )

@@ -54,7 +54,8 @@ std::string describe(const JobOptions& options);
 
 // A job step (srun inside an existing job: SLURM_JOB_ID in its environment) cannot change what
 // its job's nodes attach, which was settled when the job started. `step` is what srun's options
-// came to; `environment` is srun's ("NAME=VALUE"), where the job's own options are: in a batch
+// came to; `environment` is srun's as it started ("NAME=VALUE"; srun later adds its own options
+// under the names salloc uses), where the job's own options are: in a batch
 // job "SLURM_SPANK_" + spank_env_name(option), in salloc's shell spank_env_name(option) itself
 // (both seen on Slurm 22.05). Refused, with a sentence, when they differ.
 Status check_step_options(const JobOptions& step, const std::vector<std::string>& environment);
