@@ -80,7 +80,7 @@ say "The ledger for job $train (composerctl events --job $train)"
 ctl events --job "$train"
 say "Accounting: sacct -j $train,$infer (the pool's licenses are TRES: AccountingStorageTRES)"
 sleep 2  # slurmctld sends the job's end to slurmdbd
-sacct -j "$train,$infer" -X -o JobID,JobName,NNodes,NodeList,State,AllocTRES%70,AdminComment%50
+sacct -j "$train,$infer" -X -o JobID,JobName,NNodes,NodeList,State,AllocTRES%100,AdminComment%60
 # Offline capacity planning (no composerd, no Slurm): the Philly trace on 64 fixed 8-GPU
 # servers against the same GPUs and memory in four pooled zones (docs/CAPACITY.md).
 trace=${COMPOSER_TRACES:-$root/../shared/data/traces}/philly_subset_training.csv
