@@ -4,10 +4,19 @@
 #     interleaved in rounds in one run so that both see the same machine;
 #  2. the job start delay a composition adds with a zero-latency sim fabric: the time from
 #     sbatch returning to the job's first line, for composed and plain jobs, side by side.
-# Usage: contrib/bench/slurm_bench.sh [SUBMISSIONS (500)] [START_JOBS (20)]
+#  3. with --nodes 3: on a cluster of three nodes (each slurmd in a network namespace), the
+#     start delay of composed and plain jobs on one node and on three, and how many calls to
+#     composerd each composed job cost (the ledger's requests and releases per job).
+# Usage: contrib/bench/slurm_bench.sh [--nodes 3] [SUBMISSIONS (500)] [START_JOBS (20)]
 # Needs a build (BUILD_DIR, default build) and root. Results: docs/BENCHMARKS.md.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+nodes=1
+if [[ ${1:-} == --nodes ]]; then
+  nodes=$2
+  shift 2
+  export E2E_NODES=$nodes E2E_SUBNET=${E2E_SUBNET:-233}
+fi
 n=${1:-500}
 starts=${2:-20}
 export BUILD_DIR=${BUILD_DIR:-$root/build} E2E_DIR=${E2E_DIR:-/tmp/composer-e2e-bench}
@@ -40,6 +49,44 @@ submit_round() {  # submit_round COUNT -> prints seconds
   echo "$t1 - $t0" | bc -l
 }
 
+# Start delay: one job at a time, so the figure is the path of one job, not queueing.
+jobdir=$E2E_DIR/bench-jobs
+mkdir -p "$jobdir"
+measure() {  # measure LABEL SBATCH-ARGS... -> prints the median delay in ms
+  local label=$1
+  shift
+  local delays=()
+  for ((i = 0; i < starts; i++)); do
+    local out=$jobdir/$label-$i.t t0 t1
+    rm -f "$out"
+    t0=$(date +%s.%N)
+    sbatch -o /dev/null "$@" --wrap "date +%s.%N > $out" >/dev/null
+    for ((w = 0; w < 600; w++)); do [[ -s $out ]] && break; sleep 0.02; done
+    t1=$(cat "$out")
+    delays+=("$(echo "($t1 - $t0) * 1000" | bc -l)")
+    while [[ -n $(squeue -h) ]]; do sleep 0.05; done
+  done
+  printf '%s\n' "${delays[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.0f\n", a[int((NR+1)/2)]}'
+}
+
+if ((nodes > 1)); then
+  printf 'job start delay (sbatch return to first line), median of %d jobs each, %d-node cluster:\n' \
+    "$starts" "$nodes"
+  for shape in 1 "$nodes"; do
+    plain=$(measure "plain$shape" -N "$shape")
+    composed=$(measure "composed$shape" -N "$shape" --compose-gpus=2)
+    printf '  -N %d: plain %d ms, composed (2 GPUs per node) %d ms, added %d ms\n' \
+      "$shape" "$plain" "$composed" $((composed - plain))
+  done
+  # Calls per composed job: every node's prolog asks composerd once, every epilog once.
+  calls=$(curl -fsS -H "Authorization: Munge $(munge -S "$MUNGE_SOCKET" -s "GET /v1/events")" \
+    "$E2E_URL/v1/events" |
+    jq -r '[.events[] | select(.kind == "requested" or .kind == "releasing")] | group_by(.job_id) |
+      map(length) | group_by(.) | map("\(length) jobs with \(.[0]) calls") | join(", ")')
+  echo "calls to composerd per composed job (compose + release, from the ledger): $calls"
+  exit 0
+fi
+
 rounds=10
 per=$((n / rounds))
 with=0
@@ -62,25 +109,6 @@ printf '  with job_submit/composer:    %.1f submissions/s\n' "$rate_with"
 printf '  without:                     %.1f submissions/s\n' "$rate_without"
 printf '  ratio with/without:          %.3f\n' "$(echo "$rate_with / $rate_without" | bc -l)"
 
-# Start delay: one job at a time, so the figure is the path of one job, not queueing.
-jobdir=$E2E_DIR/bench-jobs
-mkdir -p "$jobdir"
-measure() {  # measure LABEL SBATCH-ARGS... -> prints the median delay in ms
-  local label=$1
-  shift
-  local delays=()
-  for ((i = 0; i < starts; i++)); do
-    local out=$jobdir/$label-$i.t t0 t1
-    rm -f "$out"
-    t0=$(date +%s.%N)
-    sbatch -o /dev/null "$@" --wrap "date +%s.%N > $out" >/dev/null
-    for ((w = 0; w < 600; w++)); do [[ -s $out ]] && break; sleep 0.02; done
-    t1=$(cat "$out")
-    delays+=("$(echo "($t1 - $t0) * 1000" | bc -l)")
-    while [[ -n $(squeue -h) ]]; do sleep 0.05; done
-  done
-  printf '%s\n' "${delays[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.0f\n", a[int((NR+1)/2)]}'
-}
 plain=$(measure plain)
 composed=$(measure composed --compose-gpus=2 --compose-mem=64G)
 printf 'job start delay (sbatch return to first line), median of %d jobs each:\n' "$starts"
