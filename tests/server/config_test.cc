@@ -242,11 +242,11 @@ TEST(Config, NeedsNodesAndAPool) {
 }
 
 TEST(Hostlist, ExpandsRangesKeepingWidth) {
-  auto h = expand_hostlist("gpu[08-10,12],login1");
+  auto h = config::expand_hostlist("gpu[08-10,12],login1");
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(*h, (std::vector<std::string>{"gpu08", "gpu09", "gpu10", "gpu12", "login1"}));
-  EXPECT_FALSE(expand_hostlist("a[1-").ok());
-  EXPECT_FALSE(expand_hostlist("a[x]").ok());
+  EXPECT_FALSE(config::expand_hostlist("a[1-").ok());
+  EXPECT_FALSE(config::expand_hostlist("a[x]").ok());
 }
 
 }  // namespace

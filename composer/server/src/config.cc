@@ -108,7 +108,7 @@ Status check_domains(std::vector<FailureDomain>& domains, const std::vector<std:
 Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std::string>& seen,
                        NodeLine& info) {
   info.expr = pairs[0].value;
-  auto names = expand_hostlist(pairs[0].value);
+  auto names = config::expand_hostlist(pairs[0].value);
   if (!names) return Error{ErrorCode::kInvalidArgument, "NodeName: " + names.error().message};
   Host proto;
   std::string fabric_host;
@@ -558,55 +558,6 @@ Status check_fabrics(Config& cfg, const std::vector<NodeLine>& nodes,
 }
 
 }  // namespace
-
-Expected<std::vector<std::string>> expand_hostlist(std::string_view expr) {
-  std::vector<std::string> out;
-  // Split on commas outside brackets.
-  std::vector<std::string> parts;
-  std::string cur;
-  int depth = 0;
-  for (char c : expr) {
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (c == ',' && depth == 0) {
-      parts.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  parts.push_back(cur);
-  const std::string rule = "expected names like node1 or node[01-04,07]";
-  for (const auto& p : parts) {
-    auto open = p.find('[');
-    if (open == std::string::npos) {
-      if (auto s = config::name("NodeName", p); !s) return s.error();
-      out.push_back(p);
-      continue;
-    }
-    auto close = p.find(']', open);
-    if (close == std::string::npos || close != p.size() - 1 || open == 0) {
-      return Error{ErrorCode::kInvalidArgument, "'" + p + "': " + rule};
-    }
-    const std::string prefix = p.substr(0, open);
-    for (const auto& range : list(p.substr(open + 1, close - open - 1))) {
-      auto dash = range.find('-');
-      const std::string lo_s = range.substr(0, dash);
-      const std::string hi_s = dash == std::string::npos ? lo_s : range.substr(dash + 1);
-      auto lo = parse_count(lo_s, 1000000);
-      auto hi = parse_count(hi_s, 1000000);
-      if (!lo || !hi || *hi < *lo || *hi - *lo > 100000) {
-        return Error{ErrorCode::kInvalidArgument, "'" + p + "': " + rule};
-      }
-      for (uint32_t i = *lo; i <= *hi; ++i) {
-        std::string num = std::to_string(i);
-        if (num.size() < lo_s.size()) num.insert(0, lo_s.size() - num.size(), '0');
-        out.push_back(prefix + num);
-      }
-    }
-  }
-  return out;
-}
 
 Expected<Config> parse_config(std::string_view text, const std::string& path) {
   Config cfg;

@@ -21,7 +21,7 @@ Error invalid(std::string why) { return Error{ErrorCode::kInvalidArgument, std::
 // "FixedNode=gpu[01-04] Gpus=8 GpuModel=V100 Memory=1T MemBlock=4G": one host per name, each
 // with a private zone "fixed:<name>" holding its devices.
 Status parse_fixed_line(const config::Line& line, Cluster& c, std::set<std::string>& names) {
-  auto expanded = server::expand_hostlist(line.value());
+  auto expanded = config::expand_hostlist(line.value());
   if (!expanded) return invalid("FixedNode: " + expanded.error().message);
   uint32_t gpus = 0;
   std::string model = "GPU";

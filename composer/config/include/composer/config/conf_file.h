@@ -64,6 +64,10 @@ Expected<int64_t> duration_ms(const std::string& key, const std::string& value, 
                               int64_t max_ms);
 // A name as Slurm's (composer/common/names.h); "KEY needs a value" when empty.
 Status name(const std::string& key, const std::string& value);
+
+// Slurm's host list: "node[01-03],gpu7" -> node01 node02 node03 gpu7 (zero padding kept).
+// Refuses malformed ranges with a sentence.
+Expected<std::vector<std::string>> expand_hostlist(std::string_view expr);
 // An absolute path.
 Status absolute_path(const std::string& key, const std::string& value);
 

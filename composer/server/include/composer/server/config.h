@@ -138,7 +138,4 @@ std::string sim_state_file(const std::string& database, const std::string& fabri
 Expected<Config> parse_config(std::string_view text, const std::string& path);
 Expected<Config> load_config(const std::string& path);
 
-// "node[01-03],gpu7" -> node01 node02 node03 gpu7. Refuses malformed ranges with a sentence.
-Expected<std::vector<std::string>> expand_hostlist(std::string_view expr);
-
 }  // namespace composer::server
