@@ -29,4 +29,8 @@ Expected<bool> ClientComposerApi::release(uint32_t job_id, const std::string& no
   return released->has_value();
 }
 
+Expected<Composition> ClientComposerApi::show(uint32_t job_id, const std::string& node) {
+  return client_.show(job_id, node);
+}
+
 }  // namespace composer::slurm

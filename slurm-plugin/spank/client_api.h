@@ -15,6 +15,7 @@ class ClientComposerApi : public ComposerApi {
 
   Expected<Composition> compose(const ComposeCall& call) override;
   Expected<bool> release(uint32_t job_id, const std::string& node) override;
+  Expected<Composition> show(uint32_t job_id, const std::string& node) override;
 
  private:
   client::Client client_;

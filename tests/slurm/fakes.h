@@ -62,6 +62,20 @@ class FakeComposer : public ComposerApi {
     c.devices = devices;
     return c;
   }
+  // show(): the composition compose() would answer, unless show_error is set.
+  std::optional<Error> show_error;
+  std::vector<std::pair<uint32_t, std::string>> shown;
+  Expected<Composition> show(uint32_t job_id, const std::string& node) override {
+    shown.emplace_back(job_id, node);
+    if (show_error) return *show_error;
+    Composition c;
+    c.id = 12;
+    c.job_id = job_id;
+    c.node = node;
+    c.state = CompositionState::kReady;
+    c.devices = devices;
+    return c;
+  }
   Expected<bool> release(uint32_t job_id, const std::string& node) override {
     released.emplace_back(job_id, node);
     if (release_error) return *release_error;

@@ -195,6 +195,24 @@ TEST_F(SpankCoreTest, AShortfallIsAskedAgainUntilTheDevicesAreFree) {
   EXPECT_EQ(api.composed.size(), 1u);
 }
 
+// compose=controller: PrologSlurmctld composed; the prolog reads the composition and does the
+// host side only, and a missing one fails the job, not the node.
+TEST_F(SpankCoreTest, UnderControllerComposeThePrologOnlyReadsTheComposition) {
+  show_devices();
+  config.compose_on = ComposeOn::kController;
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_TRUE(api.composed.empty());
+  ASSERT_EQ(api.shown.size(), 1u);
+  ASSERT_TRUE(state());
+  EXPECT_EQ(state()->devices.size(), 3u);
+  EXPECT_EQ(state()->error, "");
+  api.show_error = Error{ErrorCode::kNotFound, "no composition"};
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_NE(state()->error.find("PrologSlurmctld=composer-slurmctld"), std::string::npos)
+      << state()->error;
+  EXPECT_TRUE(api.composed.empty());
+}
+
 TEST_F(SpankCoreTest, BadOptionValueFailsTheJobNotTheNode) {
   job.options["compose-gpus"] = "lots";
   ASSERT_TRUE(job_prolog(job, api, config));

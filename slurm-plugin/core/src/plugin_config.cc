@@ -1,8 +1,10 @@
 #include "composer/slurm/plugin_config.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
+#include "composer/common/strings.h"
 #include "composer/config/conf_file.h"
 
 namespace composer::slurm {
@@ -81,6 +83,19 @@ const std::map<std::string, Setter>& setters() {
       {"host_wait", number(&SpankConfig::host_wait_s, 0, 3600)},
       {"busy_wait", number(&SpankConfig::busy_wait_s, 0, 3600)},
       {"free_wait", number(&SpankConfig::free_wait_s, 0, 3600)},
+      {"compose",
+       [](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
+         if (value == "node") {
+           c->compose_on = ComposeOn::kNode;
+         } else if (value == "controller") {
+           c->compose_on = ComposeOn::kController;
+         } else {
+           return bad(arg,
+                      "expected node (each node's prolog composes) or controller "
+                      "(PrologSlurmctld=composer-slurmctld composes)");
+         }
+         return Status::Ok();
+       }},
       {"on_unavailable",
        [](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
          if (value == "drain") {
@@ -119,6 +134,25 @@ Expected<SpankConfig> parse_plugstack_args(const std::vector<std::string>& args)
     if (Status s = it->second(arg, arg.substr(eq + 1), &config); !s) return s.error();
   }
   return config;
+}
+
+Expected<SpankConfig> parse_plugstack_file(std::string_view text, const std::string& path) {
+  int number = 0;
+  for (std::string line : split(text, '\n')) {
+    ++number;
+    std::replace(line.begin(), line.end(), '\t', ' ');
+    std::vector<std::string> words = split(line, ' ', {.trim = true, .skip_empty = true});
+    if (words.empty() || words[0].starts_with("#") || words.size() < 2) continue;
+    if (!words[1].ends_with("spank_composer.so")) continue;
+    Expected<SpankConfig> config =
+        parse_plugstack_args(std::vector<std::string>(words.begin() + 2, words.end()));
+    if (!config) {
+      return Error{config.error().code,
+                   path + " line " + std::to_string(number) + ": " + config.error().message};
+    }
+    return config;
+  }
+  return Error{ErrorCode::kNotFound, path + ": no spank_composer.so line"};
 }
 
 }  // namespace composer::slurm

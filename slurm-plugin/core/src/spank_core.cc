@@ -53,6 +53,65 @@ Expected<JobOptions> read_job_options(JobContext& ctx) {
   return options;
 }
 
+namespace {
+
+// The host side of a composition the prolog got: find the devices on the host, record what
+// the tasks export.
+Status host_side(JobContext& ctx, const SpankConfig& config, uint32_t job_id, const std::string& at,
+                 JobState& state, const Composition& composition) {
+  state.composition_id = composition.id;
+  state.devices = composition.devices;
+
+  HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
+  if (config.host_check != HostCheck::kOff && !state.devices.empty()) {
+    // What the host shows before the rescan: a function that was there already is no device
+    // the fabric just attached, unless its UUID or serial says it is.
+    const std::set<std::string> before = host.pci_addresses();
+    Status s = host.rescan();
+    if (s && config.host_check == HostCheck::kWait) {
+      Expected<std::vector<Device>> found =
+          host.locate(state.devices, before, addresses_of_other_jobs(config.state_dir, job_id),
+                      std::chrono::seconds(config.host_wait_s));
+      if (found) {
+        state.devices = std::move(*found);
+      } else {
+        s = found.error();
+      }
+    }
+    if (!s) {
+      ctx.error("composer: prolog: " + at + ": composerd attached " + device_list(state.devices) +
+                " but the host cannot use them: " + s.error().message);
+      // The epilog still runs and releases the composition.
+      (void)write_job_state(config.state_dir, state);
+      return s;
+    }
+  }
+  std::vector<Device> gpus;
+  std::vector<std::string> nvme_paths;
+  for (const Device& d : state.devices) {
+    if (d.type == DeviceType::kGpu) gpus.push_back(d);
+    if (d.type == DeviceType::kNvme) {
+      std::vector<std::string> ns = d.address.empty() || config.host_check == HostCheck::kOff
+                                        ? std::vector<std::string>{}
+                                        : host.nvme_namespaces(d.address);
+      // A drive the host shows no namespace of is named by its id, as before it was found.
+      if (ns.empty()) ns.push_back(d.id);
+      nvme_paths.insert(nvme_paths.end(), ns.begin(), ns.end());
+    }
+  }
+  state.cuda_visible_devices = host.cuda_visible_devices(gpus);
+  state.nvme_paths = std::move(nvme_paths);
+  if (Status s = write_job_state(config.state_dir, state); !s) {
+    ctx.error("composer: prolog: " + at + ": cannot write the state file: " + s.error().message);
+    return s;
+  }
+  ctx.info("composer: prolog: " + at + ": attached " + device_list(state.devices) +
+           " (composition " + std::to_string(state.composition_id) + ")");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
   Expected<uint32_t> job_id = ctx.job_id();
   if (!job_id) {
@@ -94,6 +153,26 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   call.workload = options->workload;
   call.request = options->request;
 
+  if (config.compose_on == ComposeOn::kController) {
+    // PrologSlurmctld composed every node of the job before it launched: only the host side.
+    Expected<Composition> composed = api.show(*job_id, node);
+    if (!composed) {
+      const Error& e = composed.error();
+      if (e.code == ErrorCode::kNotFound) {
+        return fail_job(
+            "composerd holds no composition for it (compose=controller: is "
+            "PrologSlurmctld=composer-slurmctld set in slurm.conf?)");
+      }
+      ctx.error("composer: prolog: " + at + ": reading the composition failed (" +
+                std::string(to_string(e.code)) + "): " + e.message);
+      return e.code == ErrorCode::kUnavailable || node_fault(e.code) ? e : fail_job(e.message);
+    }
+    if (composed->state != CompositionState::kReady) {
+      return fail_job("its composition is " + std::string(to_string(composed->state)) +
+                      ", not ready");
+    }
+    return host_side(ctx, config, *job_id, at, state, *composed);
+  }
   Expected<Composition> composition = api.compose(call);
   // A shortfall is asked again, every kFreePoll, for up to free_wait: the devices are most
   // often those of a job whose licenses Slurm already gave back while its epilog releases them.
@@ -128,55 +207,7 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     }
     return fail_job(cause);
   }
-  state.composition_id = composition->id;
-  state.devices = composition->devices;
-
-  HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
-  if (config.host_check != HostCheck::kOff && !state.devices.empty()) {
-    // What the host shows before the rescan: a function that was there already is no device
-    // the fabric just attached, unless its UUID or serial says it is.
-    const std::set<std::string> before = host.pci_addresses();
-    Status s = host.rescan();
-    if (s && config.host_check == HostCheck::kWait) {
-      Expected<std::vector<Device>> found =
-          host.locate(state.devices, before, addresses_of_other_jobs(config.state_dir, *job_id),
-                      std::chrono::seconds(config.host_wait_s));
-      if (found) {
-        state.devices = std::move(*found);
-      } else {
-        s = found.error();
-      }
-    }
-    if (!s) {
-      ctx.error("composer: prolog: " + at + ": composerd attached " + device_list(state.devices) +
-                " but the host cannot use them: " + s.error().message);
-      // The epilog still runs and releases the composition.
-      (void)write_job_state(config.state_dir, state);
-      return s;
-    }
-  }
-  std::vector<Device> gpus;
-  std::vector<std::string> nvme_paths;
-  for (const Device& d : state.devices) {
-    if (d.type == DeviceType::kGpu) gpus.push_back(d);
-    if (d.type == DeviceType::kNvme) {
-      std::vector<std::string> ns = d.address.empty() || config.host_check == HostCheck::kOff
-                                        ? std::vector<std::string>{}
-                                        : host.nvme_namespaces(d.address);
-      // A drive the host shows no namespace of is named by its id, as before it was found.
-      if (ns.empty()) ns.push_back(d.id);
-      nvme_paths.insert(nvme_paths.end(), ns.begin(), ns.end());
-    }
-  }
-  state.cuda_visible_devices = host.cuda_visible_devices(gpus);
-  state.nvme_paths = std::move(nvme_paths);
-  if (Status s = write_job_state(config.state_dir, state); !s) {
-    ctx.error("composer: prolog: " + at + ": cannot write the state file: " + s.error().message);
-    return s;
-  }
-  ctx.info("composer: prolog: " + at + ": attached " + device_list(state.devices) +
-           " (composition " + std::to_string(state.composition_id) + ")");
-  return Status::Ok();
+  return host_side(ctx, config, *job_id, at, state, *composition);
 }
 
 Status task_init(JobContext& ctx, const SpankConfig& config) {

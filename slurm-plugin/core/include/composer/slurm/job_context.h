@@ -51,6 +51,8 @@ class ComposerApi {
   virtual Expected<Composition> compose(const ComposeCall& call) = 0;
   // True when a composition was released, false when there was none.
   virtual Expected<bool> release(uint32_t job_id, const std::string& node) = 0;
+  // The job's composition on the node (kNotFound when it has none): with compose=controller.
+  virtual Expected<Composition> show(uint32_t job_id, const std::string& node) = 0;
 };
 
 }  // namespace composer::slurm

@@ -23,6 +23,12 @@ enum class OnUnavailable {
   kFailJob,  // let the prolog succeed and fail the job's steps with the reason
 };
 
+// Where a job's devices are composed.
+enum class ComposeOn {
+  kNode,        // the slurmd prolog of each node composes that node
+  kController,  // PrologSlurmctld (composer-slurmctld) composes every node; the prolog reads
+};
+
 struct SpankConfig {
   // composerd's own default address (composer/config).
   std::string server = std::string("http://") + config::kDefaultListenAddress + ":" +
@@ -44,9 +50,14 @@ struct SpankConfig {
   // devices, so a shortfall at start is most often a release still under way.
   uint32_t free_wait_s = 30;
   OnUnavailable on_unavailable = OnUnavailable::kDrain;
+  ComposeOn compose_on = ComposeOn::kNode;
 };
 
 // Parses "key=value" arguments as SPANK hands them over (argv of the plugstack.conf line).
 Expected<SpankConfig> parse_plugstack_args(const std::vector<std::string>& args);
+
+// The arguments of the spank_composer.so line in a plugstack.conf file's text (`path` names
+// it in the sentences), for programs that share the plugin's settings (composer-slurmctld).
+Expected<SpankConfig> parse_plugstack_file(std::string_view text, const std::string& path);
 
 }  // namespace composer::slurm
