@@ -54,8 +54,8 @@ int run() {
     return 1;
   }
   cs::ClientComposerApi api(*config);
-  composer::Status s =
-      cs::controller_prolog(*job, api, [](const std::string& line) { say(LOG_INFO, line); });
+  composer::Status s = cs::controller_prolog(*job, api, config->free_wait_s,
+                                             [](const std::string& line) { say(LOG_INFO, line); });
   return s ? 0 : 1;
 }
 

@@ -53,6 +53,11 @@ E2E_SLURM_SYNC=${E2E_SLURM_SYNC:-no}
 E2E_NODES=${E2E_NODES:-1}
 E2E_SUBNET=${E2E_SUBNET:-231}
 E2E_ACCOUNTING=${E2E_ACCOUNTING:-no}
+# Where jobs are composed: node (each node's prolog) or controller (PrologSlurmctld runs
+# composer-slurmctld; the prologs do the host side only).
+E2E_COMPOSE=${E2E_COMPOSE:-node}
+[[ $E2E_COMPOSE == node || $E2E_COMPOSE == controller ]] ||
+  { echo "cluster: E2E_COMPOSE=$E2E_COMPOSE: allowed are node and controller" >&2; exit 2; }
 E2E_DBD_PORT=${E2E_DBD_PORT:-26819}
 E2E_DB_PORT=${E2E_DB_PORT:-26820}
 [[ $FABRIC == sim || $FABRIC == redfish ]] ||
@@ -196,8 +201,18 @@ CONF
   # The redfish lines need the fake's port: start_fake_redfish appends them.
 
   cat >"$E2E_DIR/etc/plugstack.conf" <<CONF
-required $PLUGINS/spank_composer.so server=$E2E_URL timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET sysfs_root=$E2E_DIR/sys proc_root=/proc host_check=rescan busy_wait=5
+required $PLUGINS/spank_composer.so server=$E2E_URL timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET sysfs_root=$E2E_DIR/sys proc_root=/proc host_check=rescan busy_wait=5 compose=$E2E_COMPOSE
 CONF
+  if [[ $E2E_COMPOSE == controller ]]; then
+    # slurmctld gives its scripts an environment of its own: the wrapper names the plugstack
+    # file composer-slurmctld reads its settings from.
+    local ctld_prog
+    ctld_prog=$(realpath -m "${COMPOSER_SLURMCTLD:-$BUILD_DIR/slurm-plugin/composer-slurmctld}")
+    [[ -x $ctld_prog ]] || die "composer-slurmctld not built: $ctld_prog"
+    printf '#!/bin/sh\nCOMPOSER_PLUGSTACK=%s exec %s\n' "$E2E_DIR/etc/plugstack.conf" "$ctld_prog" \
+      >"$E2E_DIR/etc/prolog-slurmctld"
+    chmod 755 "$E2E_DIR/etc/prolog-slurmctld"
+  fi
 }
 
 # The DMTF mockup the fake serves, less the device blocks already composed into the mockup's
@@ -303,6 +318,7 @@ PluginDir=$PLUGINS:/usr/lib/x86_64-linux-gnu/slurm-wlm
 PlugStackConfig=$E2E_DIR/etc/plugstack.conf
 JobSubmitPlugins=composer
 PrologFlags=Alloc
+$([[ $E2E_COMPOSE == controller ]] && echo "PrologSlurmctld=$E2E_DIR/etc/prolog-slurmctld")
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -614,7 +630,7 @@ case ${1:-} in
   stop-slurmd) stop_slurmd "${2:?usage: $0 stop-slurmd NODE}" ;;
   env)
     echo "export SLURM_CONF=$SLURM_CONF E2E_DIR=$E2E_DIR E2E_PORT=$E2E_PORT MUNGE_SOCKET=$MUNGE_SOCKET NODE=$NODE FABRIC=$FABRIC"
-    echo "export E2E_URL=$E2E_URL E2E_NODES=$E2E_NODES E2E_NODE_NAMES='${NODES[*]}' E2E_ACCOUNTING=$E2E_ACCOUNTING"
+    echo "export E2E_URL=$E2E_URL E2E_NODES=$E2E_NODES E2E_NODE_NAMES='${NODES[*]}' E2E_ACCOUNTING=$E2E_ACCOUNTING E2E_COMPOSE=$E2E_COMPOSE"
     ;;
   *)
     echo "usage: $0 start|stop|env|start-composerd|stop-composerd|start-slurmd NODE|stop-slurmd NODE" >&2

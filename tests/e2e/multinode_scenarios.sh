@@ -292,6 +292,40 @@ scenario_shapes() {
   pool_adds_up || fail "pool does not add up: $(api /v1/pool)"
 }
 
+# compose=controller only: composerd away when a job starts. PrologSlurmctld fails, Slurm
+# requeues the batch job and drains no node; once composerd is back the job runs, composed on
+# each of its nodes.
+scenario_composerd_away_requeues_without_draining() {
+  local j problem="" n
+  "$CLUSTER" stop-composerd
+  # shellcheck disable=SC2016  # the job's shell expands them
+  j=$(sbatch --parsable -N 2 -o "$OUT/%j.out" --compose-gpus=1 \
+    --wrap 'srun -l bash -c "echo \$SLURMD_NODENAME \$COMPOSER_GPUS"') || {
+    "$CLUSTER" start-composerd
+    return 1
+  }
+  if ! wait_until 60 bash -c "scontrol show job $j -o | grep 'JobState=PENDING' | grep -q 'Restarts=[1-9]'"; then
+    problem="job $j was not requeued while composerd was away: $(job_state "$j") $(job_field "$j" Reason)"
+  fi
+  for n in "${MN_NODES[@]}"; do
+    [[ $(node_state "$n") == drain* || $(node_state "$n") == down* ]] &&
+      problem+="${problem:+; }node $n is $(node_state "$n") ($(sinfo -h -R -n "$n"))"
+  done
+  grep -q "JobId=$j PrologSlurmctld exit status 1" "$E2E_DIR/log/slurmctld.log" ||
+    problem+="${problem:+; }slurmctld.log has no failed PrologSlurmctld for job $j"
+  "$CLUSTER" start-composerd
+  [[ -z $problem ]] || cancel_and_fail "$j" "$problem" || return 1
+  # Requeued jobs wait out cred_expire (30 s here) before they run again.
+  wait_until 150 finished "$j" || cancel_and_fail "$j" "job $j did not run once composerd was back ($(job_state "$j"), $(job_field "$j" Reason))" ||
+    return 1
+  [[ $(job_state "$j") == COMPLETED ]] || fail "job $j ended $(job_state "$j")" || return 1
+  [[ $(grep -cE "^[0-9]+: cn[0-9]+ gpu-" "$OUT/$j.out") == 2 ]] ||
+    fail "job $j's two tasks did not both see a GPU: $(cat "$OUT/$j.out")" || return 1
+  [[ $(wc -w <<<"$(event_nodes "$j" ready)") == 2 ]] ||
+    fail "job $j composed on '$(event_nodes "$j" ready)', expected two nodes" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices attached after job $j"
+}
+
 # shellcheck disable=SC2034  # run.sh reads it
 ALL_SCENARIOS=(
   scenario_three_node_job
@@ -301,3 +335,6 @@ ALL_SCENARIOS=(
   scenario_array
   scenario_requeue
 )
+if [[ ${E2E_COMPOSE:-node} == controller ]]; then
+  ALL_SCENARIOS+=(scenario_composerd_away_requeues_without_draining)
+fi

@@ -60,7 +60,7 @@ TEST(ControllerProlog, ComposesEveryNodeOfTheJob) {
   Expected<ControllerJob> job = controller_job(prolog_env());
   ASSERT_TRUE(job);
   std::vector<std::string> log;
-  ASSERT_TRUE(controller_prolog(*job, api, [&log](const std::string& l) { log.push_back(l); }));
+  ASSERT_TRUE(controller_prolog(*job, api, 0, [&log](const std::string& l) { log.push_back(l); }));
   ASSERT_EQ(api.composed.size(), 3u);
   EXPECT_EQ(api.composed[2].node, "cn3");
   EXPECT_EQ(api.composed[0].job_id, 41u);
@@ -77,7 +77,7 @@ TEST(ControllerProlog, AFailedNodeReleasesWhatWasComposedAndNamesTheNode) {
   api.compose_failures = -1;
   Expected<ControllerJob> job = controller_job(prolog_env());
   ASSERT_TRUE(job);
-  Status s = controller_prolog(*job, api, [](const std::string&) {});
+  Status s = controller_prolog(*job, api, 0, [](const std::string&) {});
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().code, ErrorCode::kUnavailable);
   EXPECT_EQ(s.error().message,
@@ -86,12 +86,27 @@ TEST(ControllerProlog, AFailedNodeReleasesWhatWasComposedAndNamesTheNode) {
   EXPECT_TRUE(api.released.empty());
 }
 
+TEST(ControllerProlog, AShortfallIsAskedAgainWhileAReleaseIsUnderWay) {
+  FakeComposer api;
+  api.compose_error = Error{ErrorCode::kInsufficient, "gpu: asked 2, none free in zone z1"};
+  api.compose_failures = 2;
+  Expected<ControllerJob> job = controller_job(prolog_env());
+  ASSERT_TRUE(job);
+  std::vector<std::string> log;
+  ASSERT_TRUE(controller_prolog(*job, api, 5, [&log](const std::string& l) { log.push_back(l); }));
+  EXPECT_EQ(api.composed.size(), 5u);  // cn1 three times, then cn2 and cn3
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log[0],
+            "composer: prolog_slurmctld: job 41 on node cn1: gpu: asked 2, none free in zone z1; "
+            "asking again for up to 5 s");
+}
+
 TEST(ControllerProlog, AJobThatAsksForNothingIsLeftAlone) {
   FakeComposer api;
   Expected<ControllerJob> job =
       controller_job({"SLURM_JOB_ID=5", "SLURM_JOB_UID=0", "SLURM_JOB_NODELIST=cn1"});
   ASSERT_TRUE(job);
-  EXPECT_TRUE(controller_prolog(*job, api, [](const std::string&) {}));
+  EXPECT_TRUE(controller_prolog(*job, api, 0, [](const std::string&) {}));
   EXPECT_TRUE(api.composed.empty());
 }
 

@@ -52,7 +52,10 @@ class FakeComposer : public ComposerApi {
 
   Expected<Composition> compose(const ComposeCall& call) override {
     composed.push_back(call);
-    if (compose_error && (compose_failures < 0 || compose_failures-- > 0)) return *compose_error;
+    if (compose_error && compose_failures != 0) {
+      if (compose_failures > 0) --compose_failures;
+      return *compose_error;
+    }
     Composition c;
     c.id = 12;
     c.job_id = call.job_id;

@@ -4,6 +4,7 @@
 
 #include "composer/common/units.h"
 #include "composer/config/conf_file.h"
+#include "composer/slurm/spank_core.h"
 
 namespace composer::slurm {
 namespace {
@@ -52,7 +53,7 @@ Expected<ControllerJob> controller_job(const std::vector<std::string>& environme
   return job;
 }
 
-Status controller_prolog(const ControllerJob& job, ComposerApi& api,
+Status controller_prolog(const ControllerJob& job, ComposerApi& api, uint32_t free_wait_s,
                          const std::function<void(const std::string&)>& log) {
   if (!job.options.composes()) return Status::Ok();
   std::vector<std::string> composed;
@@ -65,7 +66,10 @@ Status controller_prolog(const ControllerJob& job, ComposerApi& api,
     call.account = job.account;
     call.workload = job.options.workload;
     call.request = job.options.request;
-    Expected<Composition> c = api.compose(call);
+    Expected<Composition> c = compose_waiting(api, call, free_wait_s, [&](const std::string& l) {
+      log("composer: prolog_slurmctld: job " + std::to_string(job.job_id) + " on node " + node +
+          ": " + l);
+    });
     if (!c) {
       const std::string why = "job " + std::to_string(job.job_id) + " on node " + node +
                               ": compose " + describe(job.options) + " failed (" +

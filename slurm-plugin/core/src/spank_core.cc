@@ -112,6 +112,25 @@ Status host_side(JobContext& ctx, const SpankConfig& config, uint32_t job_id, co
 
 }  // namespace
 
+Expected<Composition> compose_waiting(ComposerApi& api, const ComposeCall& call,
+                                      uint32_t free_wait_s,
+                                      const std::function<void(const std::string&)>& log) {
+  Expected<Composition> composition = api.compose(call);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(free_wait_s);
+  bool waited = false;
+  while (!composition && composition.error().code == ErrorCode::kInsufficient &&
+         std::chrono::steady_clock::now() + kFreePoll <= give_up) {
+    if (!waited) {
+      log(composition.error().message + "; asking again for up to " + std::to_string(free_wait_s) +
+          " s");
+      waited = true;
+    }
+    std::this_thread::sleep_for(kFreePoll);
+    composition = api.compose(call);
+  }
+  return composition;
+}
+
 Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
   Expected<uint32_t> job_id = ctx.job_id();
   if (!job_id) {
@@ -173,21 +192,9 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     }
     return host_side(ctx, config, *job_id, at, state, *composed);
   }
-  Expected<Composition> composition = api.compose(call);
-  // A shortfall is asked again, every kFreePoll, for up to free_wait: the devices are most
-  // often those of a job whose licenses Slurm already gave back while its epilog releases them.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(config.free_wait_s);
-  bool waited = false;
-  while (!composition && composition.error().code == ErrorCode::kInsufficient &&
-         std::chrono::steady_clock::now() + kFreePoll <= give_up) {
-    if (!waited) {
-      ctx.info("composer: prolog: " + at + ": " + composition.error().message +
-               "; asking again for up to " + std::to_string(config.free_wait_s) + " s");
-      waited = true;
-    }
-    std::this_thread::sleep_for(kFreePoll);
-    composition = api.compose(call);
-  }
+  Expected<Composition> composition = compose_waiting(
+      api, call, config.free_wait_s,
+      [&](const std::string& line) { ctx.info("composer: prolog: " + at + ": " + line); });
   if (!composition) {
     const Error& e = composition.error();
     const std::string cause = "compose " + describe(*options) + " failed (" +

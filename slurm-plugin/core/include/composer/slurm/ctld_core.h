@@ -30,9 +30,10 @@ struct ControllerJob {
 // on Slurm 22.05). A missing or bad field is refused with a sentence naming it.
 Expected<ControllerJob> controller_job(const std::vector<std::string>& environment);
 
-// Composes the job on every node, one node after the other. When a node fails, releases what
-// this call composed and returns the failure, naming the node. `log` gets one line per step.
-Status controller_prolog(const ControllerJob& job, ComposerApi& api,
+// Composes the job on every node, one node after the other, each asked again for up to
+// free_wait_s while the pool is short (compose_waiting). When a node fails, releases what this
+// call composed and returns the failure, naming the node. `log` gets one line per step.
+Status controller_prolog(const ControllerJob& job, ComposerApi& api, uint32_t free_wait_s,
                          const std::function<void(const std::string&)>& log);
 
 }  // namespace composer::slurm

@@ -2,6 +2,9 @@
 // the function for the context and hand over a JobContext and a ComposerApi.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "composer/common/error.h"
 #include "composer/slurm/job_context.h"
 #include "composer/slurm/options.h"
@@ -19,6 +22,14 @@ Expected<JobOptions> read_job_options(JobContext& ctx);
 // other reason is recorded in the state file and fails the job's steps instead. Logs one line
 // naming the job, the node and the cause for every failure.
 Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
+
+// api.compose, asked again every 0.25 s for up to free_wait_s while composerd answers
+// insufficient_resources: Slurm gives a finished job's licenses to the next job before that
+// job's epilog has released its devices, so a shortfall at a start is most often a release
+// under way. `log` gets one line when it starts waiting.
+Expected<Composition> compose_waiting(ComposerApi& api, const ComposeCall& call,
+                                      uint32_t free_wait_s,
+                                      const std::function<void(const std::string&)>& log);
 
 // Task start (remote context, the job's user). Exports the device variables from the state
 // file; fails the step when the prolog recorded that the job cannot get its devices.
