@@ -225,7 +225,7 @@ scenario_requeue() {
   # cred_expire + 1 s, 30 s in this cluster's AuthInfo). scontrol update starttime=now is no
   # shortcut here: on the same node Slurm kills the job at once ("Job credential revoked").
   local problem="" t0=$SECONDS
-  if ! wait_until 60 state_is "$j" RUNNING; then
+  if ! wait_until 120 state_is "$j" RUNNING; then
     problem="requeued job $j did not run again ($(job_state "$j"), $(job_field "$j" Reason))"
   else
     second=$(job_field "$j" NodeList)
