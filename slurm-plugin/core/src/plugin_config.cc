@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "composer/common/strings.h"
 #include "composer/config/conf_file.h"
@@ -47,6 +49,22 @@ Setter absolute_path(std::string SpankConfig::*field, bool may_be_empty) {
   };
 }
 
+// One of a few words, each naming a value of the field's enum; `rule` is the sentence for any
+// other word ("expected drain or fail_job").
+template <class E>
+Setter one_of(E SpankConfig::*field, std::vector<std::pair<std::string, E>> words,
+              std::string rule) {
+  return [=](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
+    for (const auto& [word, e] : words) {
+      if (value == word) {
+        c->*field = e;
+        return Status::Ok();
+      }
+    }
+    return bad(arg, rule);
+  };
+}
+
 const std::map<std::string, Setter>& setters() {
   static const std::map<std::string, Setter> table = {
       {"server",
@@ -68,45 +86,21 @@ const std::map<std::string, Setter>& setters() {
       {"proc_root", absolute_path(&SpankConfig::proc_root, false)},
       {"dev_root", absolute_path(&SpankConfig::dev_root, false)},
       {"host_check",
-       [](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
-         if (value == "wait") {
-           c->host_check = HostCheck::kWait;
-         } else if (value == "rescan") {
-           c->host_check = HostCheck::kRescan;
-         } else if (value == "off") {
-           c->host_check = HostCheck::kOff;
-         } else {
-           return bad(arg, "expected wait, rescan or off");
-         }
-         return Status::Ok();
-       }},
+       one_of(
+           &SpankConfig::host_check,
+           {{"wait", HostCheck::kWait}, {"rescan", HostCheck::kRescan}, {"off", HostCheck::kOff}},
+           "expected wait, rescan or off")},
       {"host_wait", number(&SpankConfig::host_wait_s, 0, 3600)},
       {"busy_wait", number(&SpankConfig::busy_wait_s, 0, 3600)},
       {"free_wait", number(&SpankConfig::free_wait_s, 0, 3600)},
-      {"compose",
-       [](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
-         if (value == "node") {
-           c->compose_on = ComposeOn::kNode;
-         } else if (value == "controller") {
-           c->compose_on = ComposeOn::kController;
-         } else {
-           return bad(arg,
-                      "expected node (each node's prolog composes) or controller "
-                      "(PrologSlurmctld=composer-slurmctld composes)");
-         }
-         return Status::Ok();
-       }},
+      {"compose", one_of(&SpankConfig::compose_on,
+                         {{"node", ComposeOn::kNode}, {"controller", ComposeOn::kController}},
+                         "expected node (each node's prolog composes) or controller "
+                         "(PrologSlurmctld=composer-slurmctld composes)")},
       {"on_unavailable",
-       [](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
-         if (value == "drain") {
-           c->on_unavailable = OnUnavailable::kDrain;
-         } else if (value == "fail_job") {
-           c->on_unavailable = OnUnavailable::kFailJob;
-         } else {
-           return bad(arg, "expected drain or fail_job");
-         }
-         return Status::Ok();
-       }},
+       one_of(&SpankConfig::on_unavailable,
+              {{"drain", OnUnavailable::kDrain}, {"fail_job", OnUnavailable::kFailJob}},
+              "expected drain or fail_job")},
   };
   return table;
 }
