@@ -52,8 +52,8 @@ Setter absolute_path(std::string SpankConfig::*field, bool may_be_empty) {
 // One of a few words, each naming a value of the field's enum; `rule` is the sentence for any
 // other word ("expected drain or fail_job").
 template <class E>
-Setter one_of(E SpankConfig::*field, std::vector<std::pair<std::string, E>> words,
-              std::string rule) {
+Setter one_of(E SpankConfig::*field, const std::vector<std::pair<std::string, E>>& words,
+              const std::string& rule) {
   return [=](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
     for (const auto& [word, e] : words) {
       if (value == word) {
