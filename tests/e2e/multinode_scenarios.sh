@@ -313,6 +313,16 @@ scenario_composerd_away_requeues_without_draining() {
   done
   grep -q "JobId=$j PrologSlurmctld exit status 1" "$E2E_DIR/log/slurmctld.log" ||
     problem+="${problem:+; }slurmctld.log has no failed PrologSlurmctld for job $j"
+  # An interactive job cannot wait in the queue: Slurm refuses it, and drains nothing either.
+  local err
+  if err=$(timeout 60 salloc -N 1 --compose-gpus=1 true 2>&1); then
+    problem+="${problem:+; }salloc ran while composerd was away"
+  elif ! grep -q "PrologSlurmctld failed" <<<"$err"; then
+    problem+="${problem:+; }salloc refused without naming PrologSlurmctld: $err"
+  fi
+  for n in "${MN_NODES[@]}"; do
+    [[ $(node_state "$n") == drain* ]] && problem+="${problem:+; }node $n drained after salloc"
+  done
   "$CLUSTER" start-composerd
   [[ -z $problem ]] || cancel_and_fail "$j" "$problem" || return 1
   # Requeued jobs wait out cred_expire (30 s here) before they run again.
