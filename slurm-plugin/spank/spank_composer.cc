@@ -121,10 +121,9 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
 }
 
 // srun inside a job: a step that asks for a composition of its own is refused before it starts.
-extern "C" int slurm_spank_init_post_opt(spank_t /*sp*/, int ac, char** av) {
+extern "C" int slurm_spank_init_post_opt(spank_t /*sp*/, int /*ac*/, char** /*av*/) {
   return guarded(__func__, [&] {
     if (spank_context() != S_CTX_LOCAL) return 0;
-    if (!load_config(ac, av)) return -1;
     composer::Status s = cs::check_step_options(g_options, g_start_environment);
     if (!s) {
       slurm_error("%s", s.error().message.c_str());

@@ -56,13 +56,8 @@ class FakeComposer : public ComposerApi {
       if (compose_failures > 0) --compose_failures;
       return *compose_error;
     }
-    Composition c;
-    c.id = 12;
-    c.job_id = call.job_id;
-    c.node = call.node;
+    Composition c = ready(call.job_id, call.node);
     c.request = call.request;
-    c.state = CompositionState::kReady;
-    c.devices = devices;
     return c;
   }
   // show(): the composition compose() would answer, unless show_error is set.
@@ -71,6 +66,17 @@ class FakeComposer : public ComposerApi {
   Expected<Composition> show(uint32_t job_id, const std::string& node) override {
     shown.emplace_back(job_id, node);
     if (show_error) return *show_error;
+    return ready(job_id, node);
+  }
+  Expected<bool> release(uint32_t job_id, const std::string& node) override {
+    released.emplace_back(job_id, node);
+    if (release_error) return *release_error;
+    return true;
+  }
+
+ private:
+  // The composition both compose() and show() answer: ready, with `devices`.
+  Composition ready(uint32_t job_id, const std::string& node) const {
     Composition c;
     c.id = 12;
     c.job_id = job_id;
@@ -78,11 +84,6 @@ class FakeComposer : public ComposerApi {
     c.state = CompositionState::kReady;
     c.devices = devices;
     return c;
-  }
-  Expected<bool> release(uint32_t job_id, const std::string& node) override {
-    released.emplace_back(job_id, node);
-    if (release_error) return *release_error;
-    return true;
   }
 };
 

@@ -71,9 +71,8 @@ Status controller_prolog(const ControllerJob& job, ComposerApi& api, uint32_t fr
           ": " + l);
     });
     if (!c) {
-      const std::string why = "job " + std::to_string(job.job_id) + " on node " + node +
-                              ": compose " + describe(job.options) + " failed (" +
-                              std::string(to_string(c.error().code)) + "): " + c.error().message;
+      const std::string why = "job " + std::to_string(job.job_id) + " on node " + node + ": " +
+                              compose_failure(job.options, c.error());
       log("composer: prolog_slurmctld: " + why);
       for (const std::string& done : composed) {
         Expected<bool> released = api.release(job.job_id, done);

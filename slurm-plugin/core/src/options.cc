@@ -120,12 +120,13 @@ std::string describe(const JobOptions& o) {
 Status check_step_options(const JobOptions& step, const std::vector<std::string>& environment) {
   constexpr std::string_view kJobId = "SLURM_JOB_ID=";
   constexpr std::string_view kExported = "SLURM_SPANK_";
+  const std::string salloc_name = spank_env_name("");
   std::string job_id;
   std::vector<std::string> job_env;
   for (const std::string& entry : environment) {
     if (entry.starts_with(kJobId)) job_id = entry.substr(kJobId.size());
     if (entry.starts_with(kExported)) job_env.push_back(entry.substr(kExported.size()));
-    if (entry.starts_with(spank_env_name(""))) job_env.push_back(entry);
+    if (entry.starts_with(salloc_name)) job_env.push_back(entry);
   }
   // srun asks for a job of its own, or the step asks for nothing of its own.
   if (job_id.empty() || step == JobOptions{}) return {};

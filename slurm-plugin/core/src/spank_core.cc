@@ -112,6 +112,11 @@ Status host_side(JobContext& ctx, const SpankConfig& config, uint32_t job_id, co
 
 }  // namespace
 
+std::string compose_failure(const JobOptions& options, const Error& e) {
+  return "compose " + describe(options) + " failed (" + std::string(to_string(e.code)) +
+         "): " + e.message;
+}
+
 Expected<Composition> compose_waiting(ComposerApi& api, const ComposeCall& call,
                                       uint32_t free_wait_s,
                                       const std::function<void(const std::string&)>& log) {
@@ -158,20 +163,6 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   if (!options) return fail_job("bad option: " + options.error().message);
   if (!options->composes()) return Status::Ok();
 
-  Expected<uint32_t> uid = ctx.uid();
-  if (!uid) {
-    ctx.error("composer: prolog: " + at + ": cannot get the job's uid: " + uid.error().message);
-    return uid.error();
-  }
-  ComposeCall call;
-  call.job_id = *job_id;
-  call.node = node;
-  call.uid = *uid;
-  call.user = ctx.getenv("SLURM_JOB_USER").value_or("");
-  call.account = ctx.getenv("SLURM_JOB_ACCOUNT").value_or("");
-  call.workload = options->workload;
-  call.request = options->request;
-
   if (config.compose_on == ComposeOn::kController) {
     // PrologSlurmctld composed every node of the job before it launched: only the host side.
     Expected<Composition> composed = api.show(*job_id, node);
@@ -192,13 +183,27 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     }
     return host_side(ctx, config, *job_id, at, state, *composed);
   }
+
+  Expected<uint32_t> uid = ctx.uid();
+  if (!uid) {
+    ctx.error("composer: prolog: " + at + ": cannot get the job's uid: " + uid.error().message);
+    return uid.error();
+  }
+  ComposeCall call;
+  call.job_id = *job_id;
+  call.node = node;
+  call.uid = *uid;
+  call.user = ctx.getenv("SLURM_JOB_USER").value_or("");
+  call.account = ctx.getenv("SLURM_JOB_ACCOUNT").value_or("");
+  call.workload = options->workload;
+  call.request = options->request;
+
   Expected<Composition> composition = compose_waiting(
       api, call, config.free_wait_s,
       [&](const std::string& line) { ctx.info("composer: prolog: " + at + ": " + line); });
   if (!composition) {
     const Error& e = composition.error();
-    const std::string cause = "compose " + describe(*options) + " failed (" +
-                              std::string(to_string(e.code)) + "): " + e.message;
+    const std::string cause = compose_failure(*options, e);
     if (e.code == ErrorCode::kUnavailable) {
       if (config.on_unavailable == OnUnavailable::kFailJob) {
         return fail_job(cause + " (composerd unreachable after " + std::to_string(config.retries) +

@@ -31,6 +31,10 @@ Expected<Composition> compose_waiting(ComposerApi& api, const ComposeCall& call,
                                       uint32_t free_wait_s,
                                       const std::function<void(const std::string&)>& log);
 
+// "compose compose-gpus=2 failed (unavailable): ...": how a failed compose is told, by the
+// prolog and by composer-slurmctld alike.
+std::string compose_failure(const JobOptions& options, const Error& e);
+
 // Task start (remote context, the job's user). Exports the device variables from the state
 // file; fails the step when the prolog recorded that the job cannot get its devices.
 Status task_init(JobContext& ctx, const SpankConfig& config);
