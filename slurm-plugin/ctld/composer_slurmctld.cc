@@ -1,13 +1,15 @@
-// composer-slurmctld: Slurm's PrologSlurmctld for compose=controller. slurmctld runs it (as
-// SlurmUser, with no arguments) before a job launches; it composes every node of the job with
-// one process on the controller's host. It exits non-zero when a node cannot be composed,
-// after releasing what it composed: Slurm then requeues a batch job and refuses salloc/srun,
-// and no node drains. Its settings are the spank_composer.so line of plugstack.conf
-// ($COMPOSER_PLUGSTACK, else the installed plugstack.conf.d/composer.conf). Lines go to
-// stderr and to syslog (slurmctld keeps no output of its scripts).
+// composer-slurmctld: Slurm's PrologSlurmctld and EpilogSlurmctld for compose=controller.
+// slurmctld runs it (as SlurmUser, with no arguments) before a job launches: it composes all
+// of the job's nodes with one call to composerd, and exits non-zero when that fails (Slurm
+// then requeues a batch job and refuses salloc/srun; no node drains). At the job's end it
+// waits for the node epilogs to clear the host side, then releases the job with one call.
+// Its settings are the spank_composer.so line of plugstack.conf ($COMPOSER_PLUGSTACK, else
+// the installed plugstack.conf.d/composer.conf). Lines go to stderr and to syslog (slurmctld
+// keeps no output of its scripts).
 #include <syslog.h>
 #include <unistd.h>  // environ
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -15,6 +17,8 @@
 #include <vector>
 
 #include "../spank/client_api.h"
+#include "composer/common/strings.h"
+#include "composer/common/subprocess.h"
 #include "composer/config/conf_file.h"
 #include "composer/slurm/ctld_core.h"
 #include "composer/slurm/plugin_config.h"
@@ -23,6 +27,48 @@ namespace cs = composer::slurm;
 
 namespace {
 
+constexpr int kSlurmTimeoutMs = 30000;
+
+// What a Slurm command printed, or why it could not answer.
+composer::Expected<std::string> slurm_answer(const std::vector<std::string>& argv) {
+  composer::Expected<composer::RunResult> r = composer::run_program(
+      {.argv = argv, .env = {}, .with_stderr = true, .timeout_ms = kSlurmTimeoutMs});
+  if (!r) return r.error();
+  if (r->status != 0) {
+    return composer::Error{composer::ErrorCode::kUnavailable,
+                           argv[0] + " exited " + std::to_string(r->status) + ": " +
+                               std::string(composer::trim(r->output))};
+  }
+  return r->output;
+}
+
+// Asks squeue and sinfo (EpilogSlurmctld runs while slurmctld answers them).
+cs::SlurmProbe slurm_probe(uint32_t job_id) {
+  cs::SlurmProbe probe;
+  probe.completing = [job_id]() -> composer::Expected<std::vector<std::string>> {
+    composer::Expected<std::string> out =
+        slurm_answer({"squeue", "-h", "-t", "all", "-j", std::to_string(job_id), "-o", "%N"});
+    if (!out) return out.error();
+    const std::string list(composer::trim(*out));
+    if (list.empty()) return std::vector<std::string>{};
+    return composer::config::expand_hostlist(list);
+  };
+  probe.drained =
+      [](const std::vector<std::string>& nodes) -> composer::Expected<std::vector<std::string>> {
+    composer::Expected<std::string> out =
+        slurm_answer({"sinfo", "-h", "-N", "-n", composer::join(nodes, ","), "-o", "%N|%T"});
+    if (!out) return out.error();
+    std::vector<std::string> drained;
+    for (const std::string& line : composer::split(*out, '\n')) {
+      const std::vector<std::string> f = composer::split(line, '|');
+      if (f.size() != 2 || f[1].find("drain") == std::string::npos) continue;
+      if (std::find(drained.begin(), drained.end(), f[0]) == drained.end()) drained.push_back(f[0]);
+    }
+    return drained;
+  };
+  return probe;
+}
+
 void say(int priority, const std::string& line) {
   std::cerr << line << "\n";
   syslog(priority, "%s", line.c_str());
@@ -30,33 +76,35 @@ void say(int priority, const std::string& line) {
 
 int run() {
   const char* context = std::getenv("SLURM_SCRIPT_CONTEXT");
-  if (context != nullptr && std::string(context) != "prolog_slurmctld") {
-    // As EpilogSlurmctld: each node's epilog releases its node once the host side is clear.
-    return 0;
-  }
+  const bool epilog = context != nullptr && std::string(context) == "epilog_slurmctld";
+  const std::string at = epilog ? "composer: epilog_slurmctld: " : "composer: prolog_slurmctld: ";
   const char* from = std::getenv("COMPOSER_PLUGSTACK");
   const std::string path = from != nullptr && *from != '\0' ? from : COMPOSER_PLUGSTACK_FILE;
   composer::Expected<std::string> text = composer::config::read_file(path);
   if (!text) {
-    say(LOG_ERR, "composer: prolog_slurmctld: " + text.error().message);
+    say(LOG_ERR, at + text.error().message);
     return 1;
   }
   composer::Expected<cs::SpankConfig> config = cs::parse_plugstack_file(*text, path);
   if (!config) {
-    say(LOG_ERR, "composer: prolog_slurmctld: " + config.error().message);
+    say(LOG_ERR, at + config.error().message);
     return 1;
   }
   std::vector<std::string> environment;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment.emplace_back(*e);
   composer::Expected<cs::ControllerJob> job = cs::controller_job(environment);
   if (!job) {
-    say(LOG_ERR, "composer: prolog_slurmctld: " + job.error().message);
+    say(LOG_ERR, at + job.error().message);
     return 1;
   }
   cs::ClientComposerApi api(*config);
-  composer::Status s = cs::controller_prolog(*job, api, config->free_wait_s,
-                                             [](const std::string& line) { say(LOG_INFO, line); });
-  return s ? 0 : 1;
+  auto log = [](const std::string& line) { say(LOG_INFO, line); };
+  if (epilog) {
+    // Never fails the epilog: what an ended job still holds, the reconciler releases.
+    (void)cs::controller_epilog(*job, api, slurm_probe(job->job_id), config->epilog_wait_s, log);
+    return 0;
+  }
+  return cs::controller_prolog(*job, api, config->free_wait_s, log) ? 0 : 1;
 }
 
 }  // namespace
@@ -66,9 +114,9 @@ int main() {
   try {
     return run();
   } catch (const std::exception& e) {
-    say(LOG_ERR, std::string("composer: prolog_slurmctld: ") + e.what());
+    say(LOG_ERR, std::string("composer-slurmctld: ") + e.what());
   } catch (...) {
-    say(LOG_ERR, "composer: prolog_slurmctld: unknown exception");
+    say(LOG_ERR, "composer-slurmctld: unknown exception");
   }
   return 1;
 }

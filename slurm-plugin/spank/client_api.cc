@@ -13,14 +13,35 @@ client::ClientOptions client_options(const SpankConfig& config) {
   return o;
 }
 
-Expected<Composition> ClientComposerApi::compose(const ComposeCall& call) {
+namespace {
+
+api::ComposeBody compose_body(const ComposeCall& call) {
   api::ComposeBody body;
   body.uid = call.uid;
   body.user = call.user;
   body.account = call.account;
   body.workload = call.workload;
   body.request = call.request;
-  return client_.compose(call.job_id, call.node, body);
+  return body;
+}
+
+}  // namespace
+
+Expected<Composition> ClientComposerApi::compose(const ComposeCall& call) {
+  return client_.compose(call.job_id, call.node, compose_body(call));
+}
+
+Expected<std::vector<Composition>> ClientComposerApi::compose_job(
+    const ComposeCall& call, const std::vector<std::string>& nodes) {
+  api::ComposeBody body = compose_body(call);
+  body.nodes = nodes;
+  return client_.compose_job(call.job_id, body);
+}
+
+Expected<size_t> ClientComposerApi::release_job(uint32_t job_id) {
+  Expected<std::vector<Composition>> released = client_.release_job(job_id);
+  if (!released) return released.error();
+  return released->size();
 }
 
 Expected<bool> ClientComposerApi::release(uint32_t job_id, const std::string& node) {

@@ -16,6 +16,9 @@ class ClientComposerApi : public ComposerApi {
   Expected<Composition> compose(const ComposeCall& call) override;
   Expected<bool> release(uint32_t job_id, const std::string& node) override;
   Expected<Composition> show(uint32_t job_id, const std::string& node) override;
+  Expected<std::vector<Composition>> compose_job(const ComposeCall& call,
+                                                 const std::vector<std::string>& nodes) override;
+  Expected<size_t> release_job(uint32_t job_id) override;
 
  private:
   client::Client client_;

@@ -61,6 +61,45 @@ TEST_F(ServiceTest, SecondReleaseIsANoOpSuccess) {
   EXPECT_FALSE(never->has_value());
 }
 
+TEST_F(ServiceTest, AJobIsComposedOnAllItsNodesAtOnceAndReleasedWithOneCall) {
+  auto c = service_->compose_job(job(20, "", Request{.gpus = 2}), {"n1", "n2"});
+  ASSERT_TRUE(c.ok()) << c.error();
+  ASSERT_EQ(c->size(), 2u);
+  EXPECT_EQ((*c)[0].node, "n1");
+  EXPECT_EQ((*c)[1].node, "n2");
+  EXPECT_EQ(free_of(DeviceType::kGpu), 4u);
+  // A retry answers the same compositions.
+  auto again = service_->compose_job(job(20, "", Request{.gpus = 2}), {"n1", "n2"});
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ((*again)[1].id, (*c)[1].id);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 4u);
+
+  auto r = service_->release_job(20);
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_EQ(r->size(), 2u);
+  for (const auto& done : *r) EXPECT_EQ(done.state, CompositionState::kReleased);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+  auto repeated = service_->release_job(20);
+  ASSERT_TRUE(repeated.ok()) << repeated.error();
+  EXPECT_TRUE(repeated->empty());
+}
+
+TEST_F(ServiceTest, AJobOneNodeCannotServeGetsNothingAnywhere) {
+  ASSERT_TRUE(service_->compose(job(21, "n2", Request{.gpus = 3})).ok());  // z2 keeps one GPU
+  auto c = service_->compose_job(job(22, "", Request{.gpus = 2}), {"n1", "n2"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().code, ErrorCode::kInsufficient);
+  EXPECT_NE(c.error().message.find("job 22 on node n2"), std::string::npos) << c.error();
+  // n1's share was released again: only job 21 holds GPUs.
+  EXPECT_EQ(free_of(DeviceType::kGpu), 5u);
+  auto inv = fabric_->inventory();
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->attached.size(), 3u);
+  auto nothing = service_->compose_job(job(23, "", Request{.gpus = 1}), {});
+  ASSERT_FALSE(nothing.ok());
+  EXPECT_EQ(nothing.error().code, ErrorCode::kInvalidArgument);
+}
+
 TEST_F(ServiceTest, ExhaustionIsRefusedAndChangesNothing) {
   ASSERT_TRUE(service_->compose(job(1, "n2", Request{.gpus = 4})).ok());
   auto more = service_->compose(job(2, "n2", Request{.gpus = 1}));  // n2 reaches z2 only

@@ -32,6 +32,7 @@
 # E2E_ACCOUNTING=yes adds slurmdbd (port E2E_DBD_PORT, default 26819) on a MariaDB of our own
 # (data under $E2E_DIR/db, TCP on 127.0.0.1:E2E_DB_PORT, default 26820), installing
 # mariadb-server and slurmdbd if missing.
+# E2E_SLURM_EXTRA: lines added to slurm.conf as they are (a scenario's Epilog, say).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -205,12 +206,13 @@ required $PLUGINS/spank_composer.so server=$E2E_URL timeout=30 connect_timeout=2
 CONF
   if [[ $E2E_COMPOSE == controller ]]; then
     # slurmctld gives its scripts an environment of its own: the wrapper names the plugstack
-    # file composer-slurmctld reads its settings from.
+    # file composer-slurmctld reads its settings from, and the slurm.conf its epilog's squeue
+    # and sinfo read. PrologSlurmctld and EpilogSlurmctld are the one wrapper.
     local ctld_prog
     ctld_prog=$(realpath -m "${COMPOSER_SLURMCTLD:-$BUILD_DIR/slurm-plugin/composer-slurmctld}")
     [[ -x $ctld_prog ]] || die "composer-slurmctld not built: $ctld_prog"
-    printf '#!/bin/sh\nCOMPOSER_PLUGSTACK=%s exec %s\n' "$E2E_DIR/etc/plugstack.conf" "$ctld_prog" \
-      >"$E2E_DIR/etc/prolog-slurmctld"
+    printf '#!/bin/sh\nCOMPOSER_PLUGSTACK=%s SLURM_CONF=%s exec %s\n' "$E2E_DIR/etc/plugstack.conf" \
+      "$SLURM_CONF" "$ctld_prog" >"$E2E_DIR/etc/prolog-slurmctld"
     chmod 755 "$E2E_DIR/etc/prolog-slurmctld"
   fi
 }
@@ -318,7 +320,8 @@ PluginDir=$PLUGINS:/usr/lib/x86_64-linux-gnu/slurm-wlm
 PlugStackConfig=$E2E_DIR/etc/plugstack.conf
 JobSubmitPlugins=composer
 PrologFlags=Alloc
-$([[ $E2E_COMPOSE == controller ]] && echo "PrologSlurmctld=$E2E_DIR/etc/prolog-slurmctld")
+$([[ $E2E_COMPOSE == controller ]] && printf 'PrologSlurmctld=%s\nEpilogSlurmctld=%s\n' \
+  "$E2E_DIR/etc/prolog-slurmctld" "$E2E_DIR/etc/prolog-slurmctld")
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -337,6 +340,7 @@ SlurmdParameters=config_overrides
 DefMemPerCPU=100
 Licenses=fabric_gpu:$gpus,fabric_mem:$mem_gib,fabric_nvme:$nvme$caps
 GresTypes=cgpu,cnvme
+${E2E_SLURM_EXTRA:-}
 CONF
   if [[ $MULTI == no ]]; then
     cat >>"$SLURM_CONF" <<CONF

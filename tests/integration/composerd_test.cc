@@ -121,6 +121,57 @@ TEST_F(ComposerdTest, ComposeShowReleaseThroughTheClient) {
   EXPECT_EQ(events->at(2).workload, "training");
 }
 
+TEST_F(ComposerdTest, AJobsNodesAreComposedAndReleasedWithOneCallEach) {
+  auto c = daemon_->client();
+  api::ComposeBody job = body(Request{.gpus = 2});
+  job.nodes = {"n1", "n2"};
+  auto composed = c.compose_job(111, job);
+  ASSERT_TRUE(composed.ok()) << composed.error();
+  ASSERT_EQ(composed->size(), 2u);
+  EXPECT_EQ((*composed)[0].node, "n1");
+  EXPECT_EQ((*composed)[1].node, "n2");
+  EXPECT_EQ(free_by_type()["gpu"], 12u);
+  auto shown = c.show(111, "n2");
+  ASSERT_TRUE(shown.ok()) << shown.error();
+  EXPECT_EQ(shown->id, (*composed)[1].id);
+
+  // One node the pool cannot serve: the job gets nothing, on any node.
+  api::ComposeBody big = body(Request{.gpus = 9});
+  big.nodes = {"n1", "n2"};
+  auto refused = c.compose_job(112, big);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInsufficient) << refused.error();
+  EXPECT_EQ(free_by_type()["gpu"], 12u);
+
+  auto released = c.release_job(111);
+  ASSERT_TRUE(released.ok()) << released.error();
+  EXPECT_EQ(released->size(), 2u);
+  EXPECT_EQ(free_by_type()["gpu"], 16u);
+  auto twice = c.release_job(111);
+  ASSERT_TRUE(twice.ok()) << twice.error();
+  EXPECT_TRUE(twice->empty());
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"uid":1,"user":"a","request":{"gpus":1}})", "nodes: name the job's nodes"},
+      {R"({"uid":1,"user":"a","request":{"gpus":1},"nodes":[]})", "nodes: name the job's nodes"},
+      {R"({"uid":1,"user":"a","request":{"gpus":1},"nodes":["n1","n1"]})", "named twice"},
+      {R"({"uid":1,"user":"a","request":{"gpus":1},"nodes":["n1","a b"]})", "nodes: node name"},
+      {R"({"uid":1,"user":"a","request":{"gpus":1},"nodes":"n1"})", "nodes"},
+  };
+  for (const auto& [text, needle] : bad) {
+    auto a = raw("PUT", "/v1/compositions/113", text);
+    EXPECT_EQ(a.status, 400) << text << " -> " << a.body;
+    EXPECT_NE(a.body.find(needle), std::string::npos) << a.body;
+  }
+  auto per_node = raw("PUT", "/v1/compositions/113/n1",
+                      R"({"uid":1,"user":"a","request":{"gpus":1},"nodes":["n1"]})");
+  EXPECT_EQ(per_node.status, 400) << per_node.body;
+  EXPECT_NE(per_node.body.find("PUT /v1/compositions/113"), std::string::npos) << per_node.body;
+  EXPECT_EQ(raw("PUT", "/v1/compositions/x", R"({"uid":1,"user":"a","request":{"gpus":1}})").status,
+            400);
+  EXPECT_EQ(free_by_type()["gpu"], 16u);
+}
+
 TEST_F(ComposerdTest, BadInputIsRefusedWith4xxAndChangesNothing) {
   const auto before = free_by_type();
   struct Case {

@@ -1,5 +1,8 @@
 #include "composer/slurm/ctld_core.h"
 
+#include <algorithm>
+#include <optional>
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -54,26 +57,31 @@ TEST(ControllerJob, NamesWhatIsMissingOrBad) {
   EXPECT_EQ(job.error().message.rfind("--compose-gpus=lots: ", 0), 0u) << job.error();
 }
 
-TEST(ControllerProlog, ComposesEveryNodeOfTheJob) {
+TEST(ControllerProlog, ComposesEveryNodeOfTheJobWithOneCall) {
   FakeComposer api;
   api.devices = {device("gpu-00", DeviceType::kGpu, "")};
   Expected<ControllerJob> job = controller_job(prolog_env());
   ASSERT_TRUE(job);
   std::vector<std::string> log;
   ASSERT_TRUE(controller_prolog(*job, api, 0, [&log](const std::string& l) { log.push_back(l); }));
-  ASSERT_EQ(api.composed.size(), 3u);
-  EXPECT_EQ(api.composed[2].node, "cn3");
-  EXPECT_EQ(api.composed[0].job_id, 41u);
-  EXPECT_EQ(api.composed[0].uid, 1000u);
-  EXPECT_EQ(api.composed[0].workload, "training");
-  EXPECT_EQ(api.composed[0].request.gpus, 2u);
+  EXPECT_TRUE(api.composed.empty());
+  ASSERT_EQ(api.composed_jobs.size(), 1u);
+  const auto& [call, nodes] = api.composed_jobs[0];
+  EXPECT_EQ(nodes, (std::vector<std::string>{"cn1", "cn2", "cn3"}));
+  EXPECT_EQ(call.job_id, 41u);
+  EXPECT_EQ(call.uid, 1000u);
+  EXPECT_EQ(call.workload, "training");
+  EXPECT_EQ(call.request.gpus, 2u);
   EXPECT_TRUE(api.released.empty());
-  EXPECT_EQ(log.size(), 3u);
+  EXPECT_EQ(log,
+            (std::vector<std::string>{
+                "composer: prolog_slurmctld: job 41: 3 node(s) ready (cn1 12, cn2 12, cn3 12)"}));
 }
 
-TEST(ControllerProlog, AFailedNodeReleasesWhatWasComposedAndNamesTheNode) {
+TEST(ControllerProlog, AFailureIsToldWithComposerdsSentence) {
   FakeComposer api;
-  api.compose_error = Error{ErrorCode::kUnavailable, "composerd at http://ctl:6830: refused"};
+  api.compose_error =
+      Error{ErrorCode::kUnavailable, "job 41 on node cn2: composerd at http://ctl:6830: refused"};
   api.compose_failures = -1;
   Expected<ControllerJob> job = controller_job(prolog_env());
   ASSERT_TRUE(job);
@@ -81,24 +89,115 @@ TEST(ControllerProlog, AFailedNodeReleasesWhatWasComposedAndNamesTheNode) {
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().code, ErrorCode::kUnavailable);
   EXPECT_EQ(s.error().message,
-            "job 41 on node cn1: compose compose-gpus=2 workload=training failed (unavailable): "
-            "composerd at http://ctl:6830: refused");
+            "job 41: compose compose-gpus=2 workload=training failed (unavailable): "
+            "job 41 on node cn2: composerd at http://ctl:6830: refused");
   EXPECT_TRUE(api.released.empty());
+  EXPECT_TRUE(api.released_jobs.empty());
 }
 
 TEST(ControllerProlog, AShortfallIsAskedAgainWhileAReleaseIsUnderWay) {
   FakeComposer api;
-  api.compose_error = Error{ErrorCode::kInsufficient, "gpu: asked 2, none free in zone z1"};
+  api.compose_error =
+      Error{ErrorCode::kInsufficient, "job 41 on node cn1: gpu: asked 2, none free in zone z1"};
   api.compose_failures = 2;
   Expected<ControllerJob> job = controller_job(prolog_env());
   ASSERT_TRUE(job);
   std::vector<std::string> log;
   ASSERT_TRUE(controller_prolog(*job, api, 5, [&log](const std::string& l) { log.push_back(l); }));
-  EXPECT_EQ(api.composed.size(), 5u);  // cn1 three times, then cn2 and cn3
+  EXPECT_EQ(api.composed_jobs.size(), 3u);  // two shortfalls, then the whole job
   ASSERT_FALSE(log.empty());
   EXPECT_EQ(log[0],
-            "composer: prolog_slurmctld: job 41 on node cn1: gpu: asked 2, none free in zone z1; "
-            "asking again for up to 5 s");
+            "composer: prolog_slurmctld: job 41: job 41 on node cn1: gpu: asked 2, none free in "
+            "zone z1; asking again for up to 5 s");
+}
+
+Expected<ControllerJob> epilog_job() {
+  std::vector<std::string> env = prolog_env();
+  env[0] = "SLURM_SCRIPT_CONTEXT=epilog_slurmctld";
+  return controller_job(env);
+}
+
+// Slurm as EpilogSlurmctld sees it: `completing` answers in turn (the last one from then on).
+struct FakeSlurm {
+  std::vector<std::vector<std::string>> completing{{}};
+  std::vector<std::string> drained;
+  std::optional<Error> error;
+  size_t asked = 0;
+  SlurmProbe probe() {
+    return SlurmProbe{
+        .completing = [this]() -> Expected<std::vector<std::string>> {
+          if (error) return *error;
+          return completing[std::min(asked++, completing.size() - 1)];
+        },
+        .drained = [this](const std::vector<std::string>&) -> Expected<std::vector<std::string>> {
+          return drained;
+        }};
+  }
+};
+
+TEST(ControllerEpilog, WaitsForTheNodeEpilogsThenReleasesTheJobWithOneCall) {
+  FakeComposer api;
+  api.release_job_count = 3;
+  Expected<ControllerJob> job = epilog_job();
+  ASSERT_TRUE(job);
+  FakeSlurm slurm;
+  slurm.completing = {{"cn1", "cn3"}, {"cn3"}, {}};
+  std::vector<std::string> log;
+  ASSERT_TRUE(controller_epilog(*job, api, slurm.probe(), 10,
+                                [&log](const std::string& l) { log.push_back(l); }));
+  EXPECT_EQ(slurm.asked, 3u);
+  EXPECT_EQ(api.released_jobs, (std::vector<uint32_t>{41}));
+  EXPECT_TRUE(api.released.empty());
+  EXPECT_EQ(
+      log,
+      (std::vector<std::string>{"composer: epilog_slurmctld: job 41: 3 composition(s) released"}));
+}
+
+TEST(ControllerEpilog, ADrainedNodeKeepsItsComposition) {
+  FakeComposer api;
+  Expected<ControllerJob> job = epilog_job();
+  ASSERT_TRUE(job);
+  FakeSlurm slurm;
+  slurm.drained = {"cn2"};
+  std::vector<std::string> log;
+  ASSERT_TRUE(controller_epilog(*job, api, slurm.probe(), 10,
+                                [&log](const std::string& l) { log.push_back(l); }));
+  EXPECT_TRUE(api.released_jobs.empty());
+  EXPECT_EQ(api.released,
+            (std::vector<std::pair<uint32_t, std::string>>{{41, "cn1"}, {41, "cn3"}}));
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log[0],
+            "composer: epilog_slurmctld: job 41: keeping the compositions of drained node(s) cn2 "
+            "(an epilog that found its devices in use drains its node)");
+}
+
+TEST(ControllerEpilog, ReleasesNothingWhenTheNodesDoNotFinishOrSlurmCannotTell) {
+  FakeComposer api;
+  Expected<ControllerJob> job = epilog_job();
+  ASSERT_TRUE(job);
+  FakeSlurm slurm;
+  slurm.completing = {{"cn2"}};
+  std::vector<std::string> log;
+  Status s = controller_epilog(*job, api, slurm.probe(), 0,
+                               [&log](const std::string& l) { log.push_back(l); });
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kTimeout);
+  EXPECT_EQ(log, (std::vector<std::string>{
+                     "composer: epilog_slurmctld: job 41: node epilogs still running after 0 s on "
+                     "cn2; composerd's reconciler releases the job once Slurm has ended it"}));
+  slurm.error = Error{ErrorCode::kUnavailable, "squeue exited 1: slurmctld not responding"};
+  EXPECT_FALSE(controller_epilog(*job, api, slurm.probe(), 10, [](const std::string&) {}));
+  api.release_error = Error{ErrorCode::kUnavailable, "composerd at http://ctl:6830: refused"};
+  slurm.error.reset();
+  slurm.completing = {{}};
+  log.clear();
+  EXPECT_FALSE(controller_epilog(*job, api, slurm.probe(), 10,
+                                 [&log](const std::string& l) { log.push_back(l); }));
+  EXPECT_EQ(log, (std::vector<std::string>{
+                     "composer: epilog_slurmctld: job 41: composerd at http://ctl:6830: refused; "
+                     "composerd's reconciler releases the job once Slurm has ended it"}));
+  EXPECT_TRUE(api.released.empty());
+  EXPECT_EQ(api.released_jobs.size(), 1u);
 }
 
 TEST(ControllerProlog, AJobThatAsksForNothingIsLeftAlone) {

@@ -73,6 +73,29 @@ class FakeComposer : public ComposerApi {
     if (release_error) return *release_error;
     return true;
   }
+  // compose_job() answers like compose() for the whole job, one ready composition per node.
+  std::vector<std::pair<ComposeCall, std::vector<std::string>>> composed_jobs;
+  Expected<std::vector<Composition>> compose_job(const ComposeCall& call,
+                                                 const std::vector<std::string>& nodes) override {
+    composed_jobs.emplace_back(call, nodes);
+    if (compose_error && compose_failures != 0) {
+      if (compose_failures > 0) --compose_failures;
+      return *compose_error;
+    }
+    std::vector<Composition> out;
+    for (const std::string& node : nodes) {
+      out.push_back(ready(call.job_id, node));
+      out.back().request = call.request;
+    }
+    return out;
+  }
+  std::vector<uint32_t> released_jobs;
+  size_t release_job_count = 1;  // what release_job() answers
+  Expected<size_t> release_job(uint32_t job_id) override {
+    released_jobs.push_back(job_id);
+    if (release_error) return *release_error;
+    return release_job_count;
+  }
 
  private:
   // The composition both compose() and show() answer: ready, with `devices`.

@@ -219,7 +219,8 @@ Event decode<Event>(const Json::Value& v, const std::string& path) {
 
 template <>
 ComposeBody decode<ComposeBody>(const Json::Value& v, const std::string& path) {
-  JsonObject r(v, path, "a compose body", {"uid", "user", "account", "workload", "request"});
+  JsonObject r(v, path, "a compose body",
+               {"uid", "user", "account", "workload", "request", "nodes"});
   ComposeBody b;
   b.uid = r.u32("uid");
   b.user = r.get("user", as_text);
@@ -227,6 +228,7 @@ ComposeBody decode<ComposeBody>(const Json::Value& v, const std::string& path) {
   r.get_if("account", &b.account, as_text);
   r.get_if("workload", &b.workload, as_text);
   b.request = r.get("request", decode<Request>);
+  r.get_if("nodes", &b.nodes, as_strings);
   return b;
 }
 
@@ -520,6 +522,11 @@ Json::Value to_json(const ComposeBody& b) {
   v["account"] = b.account;
   v["workload"] = b.workload;
   v["request"] = to_json(b.request);
+  if (!b.nodes.empty()) {
+    Json::Value nodes(Json::arrayValue);
+    for (const std::string& n : b.nodes) nodes.append(n);
+    v["nodes"] = std::move(nodes);
+  }
   return v;
 }
 

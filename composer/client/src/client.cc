@@ -155,6 +155,24 @@ Expected<std::optional<Composition>> Client::release(uint32_t job_id, std::strin
                                              api::release_from_json);
 }
 
+Expected<std::vector<Composition>> Client::compose_job(uint32_t job_id,
+                                                       const api::ComposeBody& body) const {
+  for (const std::string& node : body.nodes) {
+    if (Status s = require_name(node, "node"); !s) return s.error();
+  }
+  Path p;
+  p.segment("v1").segment("compositions").segment(std::to_string(job_id));
+  return decoded<std::vector<Composition>>(call("PUT", p, api::to_text(api::to_json(body)), true),
+                                           "PUT " + p.plain, api::compositions_from_json);
+}
+
+Expected<std::vector<Composition>> Client::release_job(uint32_t job_id) const {
+  Path p;
+  p.segment("v1").segment("compositions").segment(std::to_string(job_id));
+  return decoded<std::vector<Composition>>(call("DELETE", p, "", true), "DELETE " + p.plain,
+                                           api::compositions_from_json);
+}
+
 Expected<Composition> Client::show(uint32_t job_id, std::string_view node) const {
   if (Status s = require_name(node, "node"); !s) return s.error();
   Path p;

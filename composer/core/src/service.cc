@@ -1,8 +1,12 @@
 #include "composer/core/service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
+#include <functional>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "composer/common/log.h"
@@ -26,6 +30,37 @@ std::vector<std::string> device_ids(const Composition& c) {
 
 std::string where(uint32_t job_id, const std::string& node) {
   return "job " + std::to_string(job_id) + " on node " + node;
+}
+
+// Runs work(i) for every i below n, at most `width` at once (this thread among them); returns
+// when all ran, rethrowing here the first exception a run threw. A thread that cannot be
+// started leaves its share to the ones that did.
+void run_parallel(size_t n, size_t width, const std::function<void(size_t)>& work) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr thrown;
+  auto drain = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      try {
+        work(i);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!thrown) thrown = std::current_exception();
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (size_t w = 1; w < std::min(n, width); ++w) {
+      try {
+        helpers.emplace_back(drain);
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
+    drain();
+  }
+  if (thrown) std::rethrow_exception(thrown);
 }
 
 }  // namespace
@@ -239,6 +274,59 @@ Error CompositionService::refuse(const ComposeInput& in, Error why) {
     log::warning("cannot record a refusal in the ledger", {{"cause", s.error().message}});
   }
   return why;
+}
+
+Expected<std::vector<Composition>> CompositionService::compose_job(
+    const ComposeInput& input, const std::vector<std::string>& nodes) {
+  if (nodes.empty()) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "job " + std::to_string(input.job_id) + ": no node to compose"};
+  }
+  std::vector<std::optional<Expected<Composition>>> got(nodes.size());
+  run_parallel(nodes.size(), kJobFanOut, [&](size_t i) {
+    ComposeInput one = input;
+    one.node = nodes[i];
+    got[i] = compose(one);
+  });
+  const auto failed =
+      std::find_if(got.begin(), got.end(), [](const auto& r) { return !static_cast<bool>(*r); });
+  if (failed == got.end()) {
+    std::vector<Composition> out;
+    out.reserve(got.size());
+    for (auto& r : got) out.push_back(std::move(**r));
+    return out;
+  }
+  Error why = (*failed)->error();
+  run_parallel(nodes.size(), kJobFanOut, [&](size_t i) {
+    if (!*got[i]) return;
+    if (auto undone = release(input.job_id, nodes[i]); !undone) {
+      log::warning("a node of a job that could not be composed whole stays composed",
+                   {{"job", std::to_string(input.job_id)},
+                    {"node", nodes[i]},
+                    {"cause", undone.error().message}});
+    }
+  });
+  return why;
+}
+
+Expected<std::vector<Composition>> CompositionService::release_job(uint32_t job_id) {
+  std::vector<std::string> nodes;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = live_.lower_bound(Key{job_id, ""});
+         it != live_.end() && it->first.first == job_id; ++it) {
+      nodes.push_back(it->first.second);
+    }
+  }
+  std::vector<std::optional<Expected<std::optional<Composition>>>> got(nodes.size());
+  run_parallel(nodes.size(), kJobFanOut, [&](size_t i) { got[i] = release(job_id, nodes[i]); });
+  std::vector<Composition> out;
+  for (auto& r : got) {
+    Expected<std::optional<Composition>>& released = *r;
+    if (!released) return released.error();
+    if (*released) out.push_back(std::move(**released));
+  }
+  return out;
 }
 
 Expected<Composition> CompositionService::compose(const ComposeInput& in) {

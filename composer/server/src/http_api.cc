@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
+#include <string_view>
+#include <utility>
 
 #include "composer/api/codec.h"
 #include "composer/common/names.h"
@@ -36,6 +39,9 @@ auto timed(Metrics* metrics, void (Metrics::*observe)(double, std::string_view),
   return out;
 }
 
+// The most nodes one PUT /v1/compositions/{job} composes (Slurm's own jobs stay far below).
+constexpr size_t kMaxJobNodes = 65536;
+
 struct JobNode {
   uint32_t job = 0;
   std::string node;
@@ -58,25 +64,51 @@ class Handlers {
     auto target = job_and_node(call);
     if (!target) return target.error();
     const auto& [job, node] = *target;
-    auto body = api::from_text<api::ComposeBody>(call.body());
-    if (!body) return body.error();
-    if (!body->workload.empty() && !ctx_.workloads.empty() &&
-        std::find(ctx_.workloads.begin(), ctx_.workloads.end(), body->workload) ==
-            ctx_.workloads.end()) {
-      return bad("workload: unknown class '" + body->workload +
-                 "' (configured: " + join(ctx_.workloads, ", ") + ")");
+    auto in = compose_input(call, job);
+    if (!in) return in.error();
+    if (!in->second.empty()) {
+      return bad("nodes: this path names the node (" + node +
+                 "); a job's nodes together go to PUT /v1/compositions/" + std::to_string(job));
     }
-    ComposeInput in{.job_id = job,
-                    .node = node,
-                    .uid = body->uid,
-                    .user = body->user,
-                    .account = body->account,
-                    .workload = body->workload,
-                    .request = body->request};
-    auto c =
-        timed(ctx_.metrics, &Metrics::observe_compose, [&] { return ctx_.service.compose(in); });
+    in->first.node = node;
+    auto c = timed(ctx_.metrics, &Metrics::observe_compose,
+                   [&] { return ctx_.service.compose(in->first); });
     if (!c) return c.error();
     return api::to_json(*c);
+  }
+
+  // PUT /v1/compositions/{job}: every node of the body's `nodes` at once, all or nothing.
+  Expected<Json::Value> compose_job(const Call& call) {
+    auto job = whole_number("job id", call.match(1), 1, kMaxJobId);
+    if (!job) return job.error();
+    auto in = compose_input(call, static_cast<uint32_t>(*job));
+    if (!in) return in.error();
+    const std::vector<std::string>& nodes = in->second;
+    if (nodes.empty()) return bad("nodes: name the job's nodes, at least one");
+    if (nodes.size() > kMaxJobNodes) {
+      return bad("nodes: " + std::to_string(nodes.size()) + " nodes, at most " +
+                 std::to_string(kMaxJobNodes) + " in one call");
+    }
+    std::set<std::string_view> seen;
+    for (const std::string& node : nodes) {
+      if (auto s = check_node(node); !s)
+        return Error{s.error().code, "nodes: " + s.error().message};
+      if (!seen.insert(node).second) return bad("nodes: '" + node + "' is named twice");
+    }
+    auto c = timed(ctx_.metrics, &Metrics::observe_compose,
+                   [&] { return ctx_.service.compose_job(in->first, nodes); });
+    if (!c) return c.error();
+    return api::compositions_to_json(*c);
+  }
+
+  // DELETE /v1/compositions/{job}: every live composition of the job.
+  Expected<Json::Value> release_job(const Call& call) {
+    auto job = whole_number("job id", call.match(1), 1, kMaxJobId);
+    if (!job) return job.error();
+    auto r = timed(ctx_.metrics, &Metrics::observe_release,
+                   [&] { return ctx_.service.release_job(static_cast<uint32_t>(*job)); });
+    if (!r) return r.error();
+    return api::compositions_to_json(*r);
   }
 
   Expected<Json::Value> show(const Call& call) {
@@ -254,6 +286,27 @@ class Handlers {
   }
 
  private:
+  // A compose body read and checked: the input (node not set) and the body's nodes.
+  Expected<std::pair<ComposeInput, std::vector<std::string>>> compose_input(const Call& call,
+                                                                            uint32_t job) const {
+    auto body = api::from_text<api::ComposeBody>(call.body());
+    if (!body) return body.error();
+    if (!body->workload.empty() && !ctx_.workloads.empty() &&
+        std::find(ctx_.workloads.begin(), ctx_.workloads.end(), body->workload) ==
+            ctx_.workloads.end()) {
+      return bad("workload: unknown class '" + body->workload +
+                 "' (configured: " + join(ctx_.workloads, ", ") + ")");
+    }
+    ComposeInput in{.job_id = job,
+                    .node = "",
+                    .uid = body->uid,
+                    .user = body->user,
+                    .account = body->account,
+                    .workload = body->workload,
+                    .request = body->request};
+    return std::pair{std::move(in), std::move(body->nodes)};
+  }
+
   ApiContext& ctx_;
 };
 
@@ -268,6 +321,9 @@ void install_routes(Router& router, ApiContext& ctx) {
   routes.add("PUT", comp, admin, {}, [h](const Call& c) { return h->compose(c); });
   routes.add("GET", comp, user, {}, [h](const Call& c) { return h->show(c); });
   routes.add("DELETE", comp, admin, {}, [h](const Call& c) { return h->release(c); });
+  const std::string job = R"(/v1/compositions/([^/]+))";
+  routes.add("PUT", job, admin, {}, [h](const Call& c) { return h->compose_job(c); });
+  routes.add("DELETE", job, admin, {}, [h](const Call& c) { return h->release_job(c); });
   routes.add("GET", "/v1/compositions", user, {"job", "user", "state", "node", "live", "limit"},
              [h](const Call& c) { return h->list_compositions(c); });
   routes.add("GET", "/v1/pool", user, {}, [h](const Call& c) { return h->pool(c); });

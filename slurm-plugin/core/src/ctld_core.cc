@@ -1,7 +1,11 @@
 #include "composer/slurm/ctld_core.h"
 
+#include <algorithm>
+#include <chrono>
 #include <string_view>
+#include <thread>
 
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/config/conf_file.h"
 #include "composer/slurm/spank_core.h"
@@ -10,6 +14,8 @@ namespace composer::slurm {
 namespace {
 
 Error bad(const std::string& why) { return Error{ErrorCode::kInvalidArgument, why}; }
+
+constexpr std::chrono::milliseconds kEpilogPoll{250};
 
 }  // namespace
 
@@ -56,38 +62,71 @@ Expected<ControllerJob> controller_job(const std::vector<std::string>& environme
 Status controller_prolog(const ControllerJob& job, ComposerApi& api, uint32_t free_wait_s,
                          const std::function<void(const std::string&)>& log) {
   if (!job.options.composes()) return Status::Ok();
-  std::vector<std::string> composed;
-  for (const std::string& node : job.nodes) {
-    ComposeCall call;
-    call.job_id = job.job_id;
-    call.node = node;
-    call.uid = job.uid;
-    call.user = job.user;
-    call.account = job.account;
-    call.workload = job.options.workload;
-    call.request = job.options.request;
-    Expected<Composition> c = compose_waiting(api, call, free_wait_s, [&](const std::string& l) {
-      log("composer: prolog_slurmctld: job " + std::to_string(job.job_id) + " on node " + node +
-          ": " + l);
-    });
-    if (!c) {
-      const std::string why = "job " + std::to_string(job.job_id) + " on node " + node + ": " +
-                              compose_failure(job.options, c.error());
-      log("composer: prolog_slurmctld: " + why);
-      for (const std::string& done : composed) {
-        Expected<bool> released = api.release(job.job_id, done);
-        log("composer: prolog_slurmctld: job " + std::to_string(job.job_id) + " on node " + done +
-            (released
-                 ? ": released"
-                 : ": release failed, composerd's reconciler will: " + released.error().message));
-      }
-      return Error{c.error().code, why};
-    }
-    composed.push_back(node);
-    log("composer: prolog_slurmctld: job " + std::to_string(job.job_id) + " on node " + node +
-        ": composition " + std::to_string(c->id) + " ready");
+  const std::string at = "composer: prolog_slurmctld: job " + std::to_string(job.job_id) + ": ";
+  ComposeCall call;
+  call.job_id = job.job_id;
+  call.uid = job.uid;
+  call.user = job.user;
+  call.account = job.account;
+  call.workload = job.options.workload;
+  call.request = job.options.request;
+  Expected<std::vector<Composition>> composed = compose_job_waiting(
+      api, call, job.nodes, free_wait_s, [&](const std::string& l) { log(at + l); });
+  if (!composed) {
+    const std::string why =
+        "job " + std::to_string(job.job_id) + ": " + compose_failure(job.options, composed.error());
+    log("composer: prolog_slurmctld: " + why);
+    return Error{composed.error().code, why};
   }
+  std::string ids;
+  for (const Composition& c : *composed) {
+    ids += (ids.empty() ? "" : ", ") + c.node + " " + std::to_string(c.id);
+  }
+  log(at + std::to_string(composed->size()) + " node(s) ready (" + ids + ")");
   return Status::Ok();
+}
+
+Status controller_epilog(const ControllerJob& job, ComposerApi& api, const SlurmProbe& slurm,
+                         uint32_t wait_s, const std::function<void(const std::string&)>& log) {
+  if (!job.options.composes()) return Status::Ok();
+  const std::string at = "composer: epilog_slurmctld: job " + std::to_string(job.job_id) + ": ";
+  auto give_up = [&](const Error& e) {
+    log(at + e.message + "; composerd's reconciler releases the job once Slurm has ended it");
+    return e;
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+  for (;;) {
+    Expected<std::vector<std::string>> left = slurm.completing();
+    if (!left) return give_up(left.error());
+    if (left->empty()) break;
+    if (std::chrono::steady_clock::now() + kEpilogPoll > until) {
+      return give_up(Error{ErrorCode::kTimeout, "node epilogs still running after " +
+                                                    std::to_string(wait_s) + " s on " +
+                                                    join(*left, ",")});
+    }
+    std::this_thread::sleep_for(kEpilogPoll);
+  }
+  Expected<std::vector<std::string>> drained = slurm.drained(job.nodes);
+  if (!drained) return give_up(drained.error());
+  if (drained->empty()) {
+    Expected<size_t> released = api.release_job(job.job_id);
+    if (!released) return give_up(released.error());
+    log(at + std::to_string(*released) + " composition(s) released");
+    return Status::Ok();
+  }
+  log(at + "keeping the compositions of drained node(s) " + join(*drained, ",") +
+      " (an epilog that found its devices in use drains its node)");
+  Status out = Status::Ok();
+  for (const std::string& node : job.nodes) {
+    if (std::find(drained->begin(), drained->end(), node) != drained->end()) continue;
+    Expected<bool> released = api.release(job.job_id, node);
+    if (!released) {
+      out = give_up(released.error());
+    } else if (*released) {
+      log(at + node + " released");
+    }
+  }
+  return out;
 }
 
 }  // namespace composer::slurm

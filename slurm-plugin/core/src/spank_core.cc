@@ -110,6 +110,26 @@ Status host_side(JobContext& ctx, const SpankConfig& config, uint32_t job_id, co
   return Status::Ok();
 }
 
+// attempt(), asked again every kFreePoll for up to free_wait_s while it answers kInsufficient.
+template <typename Attempt>
+auto asking_while_short(const Attempt& attempt, uint32_t free_wait_s,
+                        const std::function<void(const std::string&)>& log) {
+  auto answer = attempt();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(free_wait_s);
+  bool waited = false;
+  while (!answer && answer.error().code == ErrorCode::kInsufficient &&
+         std::chrono::steady_clock::now() + kFreePoll <= give_up) {
+    if (!waited) {
+      log(answer.error().message + "; asking again for up to " + std::to_string(free_wait_s) +
+          " s");
+      waited = true;
+    }
+    std::this_thread::sleep_for(kFreePoll);
+    answer = attempt();
+  }
+  return answer;
+}
+
 }  // namespace
 
 std::string compose_failure(const JobOptions& options, const Error& e) {
@@ -120,20 +140,13 @@ std::string compose_failure(const JobOptions& options, const Error& e) {
 Expected<Composition> compose_waiting(ComposerApi& api, const ComposeCall& call,
                                       uint32_t free_wait_s,
                                       const std::function<void(const std::string&)>& log) {
-  Expected<Composition> composition = api.compose(call);
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(free_wait_s);
-  bool waited = false;
-  while (!composition && composition.error().code == ErrorCode::kInsufficient &&
-         std::chrono::steady_clock::now() + kFreePoll <= give_up) {
-    if (!waited) {
-      log(composition.error().message + "; asking again for up to " + std::to_string(free_wait_s) +
-          " s");
-      waited = true;
-    }
-    std::this_thread::sleep_for(kFreePoll);
-    composition = api.compose(call);
-  }
-  return composition;
+  return asking_while_short([&] { return api.compose(call); }, free_wait_s, log);
+}
+
+Expected<std::vector<Composition>> compose_job_waiting(
+    ComposerApi& api, const ComposeCall& call, const std::vector<std::string>& nodes,
+    uint32_t free_wait_s, const std::function<void(const std::string&)>& log) {
+  return asking_while_short([&] { return api.compose_job(call, nodes); }, free_wait_s, log);
 }
 
 Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
@@ -308,6 +321,14 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     }
   }
 
+  if (config.compose_on == ComposeOn::kController) {
+    // composer-slurmctld, as EpilogSlurmctld, releases the job once every node's epilog is done.
+    if (Status s = remove_job_state(config.state_dir, *job_id); !s) {
+      ctx.error("composer: epilog: " + at + ": " + s.error().message);
+    }
+    ctx.info("composer: epilog: " + at + ": host side cleared");
+    return Status::Ok();
+  }
   Expected<bool> released = api.release(*job_id, node);
   if (!released) {
     ctx.error("composer: epilog: " + at + ": release failed (" +

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "composer/common/error.h"
 #include "composer/model/model.h"
@@ -13,11 +14,14 @@ namespace composer::api {
 // slots; a larger number is a typo, not a job.
 inline constexpr uint32_t kMaxDevicesPerNode = 1024;
 
-// PUT /v1/compositions/{job}/{node}: who the job belongs to and what it asks for per node.
+// PUT /v1/compositions/{job}/{node} and PUT /v1/compositions/{job}: who the job belongs to
+// and what it asks for per node; `nodes` (only in the second, and there required) the job's
+// nodes, each composed with `request`.
 struct ComposeBody {
   uint32_t uid = 0;
   std::string user, account, workload;
   Request request;
+  std::vector<std::string> nodes{};
 
   bool operator==(const ComposeBody&) const = default;
 };

@@ -83,6 +83,11 @@ class Client {
                                 const api::ComposeBody& body) const;
   // DELETE /v1/compositions/{job}/{node}; nullopt when there was nothing to release.
   Expected<std::optional<Composition>> release(uint32_t job_id, std::string_view node) const;
+  // PUT /v1/compositions/{job}: the job on every node of `body.nodes` at once, all or nothing.
+  Expected<std::vector<Composition>> compose_job(uint32_t job_id,
+                                                 const api::ComposeBody& body) const;
+  // DELETE /v1/compositions/{job}: every live composition of the job; those released.
+  Expected<std::vector<Composition>> release_job(uint32_t job_id) const;
   // GET /v1/compositions/{job}/{node}.
   Expected<Composition> show(uint32_t job_id, std::string_view node) const;
   Expected<std::vector<Composition>> compositions(const CompositionQuery& query = {}) const;

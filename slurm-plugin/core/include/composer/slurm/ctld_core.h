@@ -30,10 +30,27 @@ struct ControllerJob {
 // on Slurm 22.05). A missing or bad field is refused with a sentence naming it.
 Expected<ControllerJob> controller_job(const std::vector<std::string>& environment);
 
-// Composes the job on every node, one node after the other, each asked again for up to
-// free_wait_s while the pool is short (compose_waiting). When a node fails, releases what this
-// call composed and returns the failure, naming the node. `log` gets one line per step.
+// Composes the job on all of its nodes with one call (composerd composes them at once, all or
+// nothing), asked again for up to free_wait_s while the pool is short (compose_job_waiting).
+// The failure names the node that could not be composed. `log` gets one line per step.
 Status controller_prolog(const ControllerJob& job, ComposerApi& api, uint32_t free_wait_s,
                          const std::function<void(const std::string&)>& log);
+
+// What EpilogSlurmctld asks Slurm. EpilogSlurmctld starts when the job ends, beside the node
+// epilogs (Slurm 22.05: 43 ms before them), and the job stays COMPLETING until it ends.
+struct SlurmProbe {
+  // The job's nodes whose epilog has not finished (squeue's %N of a completing job).
+  std::function<Expected<std::vector<std::string>>()> completing;
+  // Which of `nodes` are drained or draining (an epilog that failed drains its node).
+  std::function<Expected<std::vector<std::string>>(const std::vector<std::string>& nodes)> drained;
+};
+
+// EpilogSlurmctld: waits (up to wait_s) until every node's epilog has cleared the host side,
+// then releases the job's compositions with one call. A node whose epilog drained it (devices
+// still in use) keeps its composition, the others are released one by one; when Slurm cannot
+// be asked or the wait runs out, nothing is released here (composerd's reconciler releases
+// what an ended job still holds). The failure is for the log only.
+Status controller_epilog(const ControllerJob& job, ComposerApi& api, const SlurmProbe& slurm,
+                         uint32_t wait_s, const std::function<void(const std::string&)>& log);
 
 }  // namespace composer::slurm

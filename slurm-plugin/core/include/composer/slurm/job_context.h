@@ -53,6 +53,11 @@ class ComposerApi {
   virtual Expected<bool> release(uint32_t job_id, const std::string& node) = 0;
   // The job's composition on the node (kNotFound when it has none): with compose=controller.
   virtual Expected<Composition> show(uint32_t job_id, const std::string& node) = 0;
+  // compose=controller: the job on all of `nodes` at once (call.node unused), all or nothing;
+  // and the release of every composition of the job, answering how many there were.
+  virtual Expected<std::vector<Composition>> compose_job(const ComposeCall& call,
+                                                         const std::vector<std::string>& nodes) = 0;
+  virtual Expected<size_t> release_job(uint32_t job_id) = 0;
 };
 
 }  // namespace composer::slurm

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "composer/common/error.h"
 #include "composer/slurm/job_context.h"
@@ -30,6 +31,10 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
 Expected<Composition> compose_waiting(ComposerApi& api, const ComposeCall& call,
                                       uint32_t free_wait_s,
                                       const std::function<void(const std::string&)>& log);
+// The same for api.compose_job: the job on all of `nodes` at once.
+Expected<std::vector<Composition>> compose_job_waiting(
+    ComposerApi& api, const ComposeCall& call, const std::vector<std::string>& nodes,
+    uint32_t free_wait_s, const std::function<void(const std::string&)>& log);
 
 // "compose compose-gpus=2 failed (unavailable): ...": how a failed compose is told, by the
 // prolog and by composer-slurmctld alike.
