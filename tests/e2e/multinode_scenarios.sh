@@ -140,17 +140,25 @@ scenario_node_failure() {
   else
     echo "  job $j NODE_FAIL $((SECONDS - t0)) s after the kill"
     t0=$SECONDS
-    # The surviving node's epilog releases its composition; the victim runs none, so
-    # composerd's reconciler does (SlurmJobCheck): within ReconcileInterval (5) + OrphanGrace
-    # (10) + a round: about 15 s idle; 45 s allowed for a loaded machine.
+    # compose=node: the surviving node's epilog releases its composition; the victim runs
+    # none, so composerd's reconciler does (SlurmJobCheck): within ReconcileInterval (5) +
+    # OrphanGrace (10) + a round: about 15 s idle; 45 s allowed for a loaded machine.
+    # compose=controller: at NODE_FAIL the victim is no longer a completing node of the job,
+    # so EpilogSlurmctld releases the whole job once the survivor's epilog is done.
+    local by_reconciler="reconciler released the devices of a job Slurm no longer runs\" job=$j node=$victim"
+    local released_by=$by_reconciler not_by="no such line"
+    if [[ ${E2E_COMPOSE:-node} == controller ]]; then
+      released_by="msg=released job=$j node=$victim " not_by=$by_reconciler
+    fi
     if ! wait_until 45 no_live_composition "$j"; then
       problem="job $j still has live compositions $((SECONDS - t0)) s after NODE_FAIL: $(api /v1/compositions "job=$j&live=1" | jq -c '[.compositions[] | {node, state}]'); composerd: $(grep "job=$j " "$E2E_DIR/log/composerd.log" | tail -4)"
     else
       released_after=$((SECONDS - t0))
       echo "  job $j's compositions released $released_after s after NODE_FAIL"
-      if ! grep -q "reconciler released the devices of a job Slurm no longer runs\" job=$j node=$victim" \
-        "$E2E_DIR/log/composerd.log"; then
-        problem="no reconciler release of job $j on $victim in composerd.log: $(grep "job=$j " "$E2E_DIR/log/composerd.log" | tail -4)"
+      if ! grep -qF "$released_by" "$E2E_DIR/log/composerd.log"; then
+        problem="no '$released_by' in composerd.log: $(grep "job=$j " "$E2E_DIR/log/composerd.log" | tail -4)"
+      elif grep -qF "$not_by" "$E2E_DIR/log/composerd.log"; then
+        problem="'$not_by' in composerd.log: EpilogSlurmctld should have released job $j"
       elif [[ $(event_nodes "$j" released) != "$(printf '%s\n' "${nodes[@]}" | sort | paste -sd' ')" ]]; then
         problem="ledger of job $j: released on '$(event_nodes "$j" released)', expected '${nodes[*]}'"
       elif ! wait_until 15 nothing_attached; then

@@ -5,7 +5,10 @@
 //   any ...          any authenticated user: 401 without a credential, never 401/403 with one
 //   admin, owner     401 without; 403 or 404 for a user who does not own the job, 200 for one
 //                    who does; never 401/403 for root
-//   admin            401 without; 403 for a user; never 401/403 for root
+//   admin            401 without; 403 for a user and for a ComposeUsers member; never 401/403
+//                    for root
+//   composers        401 without; 403 for a user; never 401/403 for a ComposeUsers member
+//                    (daemon here) or for root
 // A route the table adds with another "who" fails here until the matrix knows the word, so
 // the documentation and the server cannot drift apart.
 #include <unistd.h>
@@ -84,7 +87,7 @@ TEST(ComposerdAccess, EveryDocumentedRouteAnswersAsItsWhoColumnSays) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root, to make a credential as another user";
   const std::vector<Row> routes = documented_routes();
   ASSERT_GE(routes.size(), 15u) << "docs/API.md's Endpoints table was not found";
-  ComposerdProcess d;
+  ComposerdProcess d("ComposeUsers=daemon\n");
   // Job 777 is alice's (uid 1000), job 778 nobody's (uid 65534), for the owner rule.
   auto c = d.client();
   for (const auto& [job, uid, user] :
@@ -107,7 +110,8 @@ TEST(ComposerdAccess, EveryDocumentedRouteAnswersAsItsWhoColumnSays) {
     const bool public_route = r.who.starts_with("anyone");
     const bool any_user = !public_route && r.who.starts_with("any");
     const bool admin_only = r.who == "admin" || r.who == "admin, owner";
-    ASSERT_TRUE(public_route || any_user || admin_only)
+    const bool composers = r.who == "composers";
+    ASSERT_TRUE(public_route || any_user || admin_only || composers)
         << "the access matrix does not know the who '" << r.who << "'";
 
     auto anonymous = raw_request_authorized(host, port, r.method, path, body, "");
@@ -129,11 +133,21 @@ TEST(ComposerdAccess, EveryDocumentedRouteAnswersAsItsWhoColumnSays) {
       auto mine = raw_request_authorized(host, port, r.method, own, body,
                                          credential_of("nobody", d.munge_socket(), r.method, own));
       EXPECT_EQ(mine.status, 200) << mine.body;
-    } else if (admin_only) {
+    } else if (admin_only || composers) {
       EXPECT_EQ(user.status, 403) << user.body;
     } else {
       EXPECT_NE(user.status, 401) << user.body;
       EXPECT_NE(user.status, 403) << user.body;
+    }
+
+    auto member = raw_request_authorized(host, port, r.method, path, body,
+                                         credential_of("daemon", d.munge_socket(), r.method, path));
+    if (composers) {
+      EXPECT_NE(member.status, 401) << member.body;
+      EXPECT_NE(member.status, 403) << member.body;
+      EXPECT_LT(member.status, 500) << member.body;
+    } else if (r.who == "admin") {
+      EXPECT_EQ(member.status, 403) << member.body;
     }
 
     auto root = raw_request(host, port, d.munge_socket(), r.method, path, body);

@@ -21,8 +21,11 @@ struct FreeDeleter {
 constexpr std::string_view kScheme = "Munge ";
 }  // namespace
 
-Authenticator::Authenticator(std::string munge_socket, std::set<uint32_t> admin_uids)
-    : socket_(std::move(munge_socket)), admins_(std::move(admin_uids)) {}
+Authenticator::Authenticator(std::string munge_socket, std::set<uint32_t> admin_uids,
+                             std::set<uint32_t> compose_uids)
+    : socket_(std::move(munge_socket)),
+      admins_(std::move(admin_uids)),
+      composers_(std::move(compose_uids)) {}
 
 Expected<Caller> Authenticator::authenticate(std::string_view authorization,
                                              std::string_view method, std::string_view path) const {
@@ -68,10 +71,13 @@ Expected<Caller> Authenticator::authenticate(std::string_view authorization,
     return Error{ErrorCode::kUnauthenticated, "munge credential was made for '" + printable(got) +
                                                   "', not for '" + printable(expected) + "'"};
   }
-  return Caller{.uid = uid, .gid = gid, .admin = uid == 0 || admins_.count(uid) > 0};
+  const bool admin = uid == 0 || admins_.count(uid) > 0;
+  return Caller{
+      .uid = uid, .gid = gid, .admin = admin, .composer = admin || composers_.count(uid) > 0};
 }
 
-Expected<std::set<uint32_t>> resolve_admins(const std::vector<std::string>& names) {
+Expected<std::set<uint32_t>> resolve_users(const std::vector<std::string>& names,
+                                           std::string_view key) {
   std::set<uint32_t> uids{0};
   for (const auto& name : names) {
     if (auto n = parse_count(name, UINT32_MAX - 1); n) {
@@ -82,7 +88,7 @@ Expected<std::set<uint32_t>> resolve_admins(const std::vector<std::string>& name
     struct passwd* found = nullptr;
     std::string buf(16384, '\0');
     if (getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
-      return Error{ErrorCode::kInvalidArgument, "AdminUsers: no such user '" + name + "'"};
+      return Error{ErrorCode::kInvalidArgument, std::string(key) + ": no such user '" + name + "'"};
     }
     uids.insert(found->pw_uid);
   }

@@ -658,6 +658,8 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
       }
     } else if (key == "adminusers") {
       return set_names(cfg.admin_users, "AdminUsers");
+    } else if (key == "composeusers") {
+      return set_names(cfg.compose_users, "ComposeUsers");
     } else if (key == "workloads") {
       return set_names(cfg.workloads, "Workloads");
     } else if (key == "domainlevels") {

@@ -193,8 +193,11 @@ Status check_config(const Config& c) {
   auto at = [&](const std::string& key, const std::string& why) {
     return config::at(c.path, c.line_of(key), why);
   };
-  if (auto admins = resolve_admins(c.admin_users); !admins) {
+  if (auto admins = resolve_users(c.admin_users); !admins) {
     return at("adminusers", admins.error().message);
+  }
+  if (auto composers = resolve_users(c.compose_users, "ComposeUsers"); !composers) {
+    return at("composeusers", composers.error().message);
   }
   if (auto owner = state_owner(c); !owner) return at("stategroup", owner.error().message);
   if (auto s = distinct_files(c); !s) return s;
@@ -277,9 +280,11 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
   if (auto s = prepare_state_dir(config.state_dir, *owner); !s) return s.error();
   if (auto s = create_private_file(config.database, *owner); !s) return s.error();
 
-  auto admins = resolve_admins(config.admin_users);
+  auto admins = resolve_users(config.admin_users);
   if (!admins) return admins.error();
-  impl->auth = std::make_unique<Authenticator>(config.munge_socket, *admins);
+  auto composers = resolve_users(config.compose_users, "ComposeUsers");
+  if (!composers) return composers.error();
+  impl->auth = std::make_unique<Authenticator>(config.munge_socket, *admins, *composers);
 
   if (auto s = writable_database(config.database); !s) return s.error();
   db::StoreOptions opts;

@@ -318,12 +318,13 @@ void install_routes(Router& router, ApiContext& ctx) {
   const auto user = Access::user();
   const auto admin = Access::admin("change the pool");
   const std::string comp = R"(/v1/compositions/(\d+)/([^/]+))";
-  routes.add("PUT", comp, admin, {}, [h](const Call& c) { return h->compose(c); });
+  const auto composer = Access::composer();
+  routes.add("PUT", comp, composer, {}, [h](const Call& c) { return h->compose(c); });
   routes.add("GET", comp, user, {}, [h](const Call& c) { return h->show(c); });
-  routes.add("DELETE", comp, admin, {}, [h](const Call& c) { return h->release(c); });
+  routes.add("DELETE", comp, composer, {}, [h](const Call& c) { return h->release(c); });
   const std::string job = R"(/v1/compositions/([^/]+))";
-  routes.add("PUT", job, admin, {}, [h](const Call& c) { return h->compose_job(c); });
-  routes.add("DELETE", job, admin, {}, [h](const Call& c) { return h->release_job(c); });
+  routes.add("PUT", job, composer, {}, [h](const Call& c) { return h->compose_job(c); });
+  routes.add("DELETE", job, composer, {}, [h](const Call& c) { return h->release_job(c); });
   routes.add("GET", "/v1/compositions", user, {"job", "user", "state", "node", "live", "limit"},
              [h](const Call& c) { return h->list_compositions(c); });
   routes.add("GET", "/v1/pool", user, {}, [h](const Call& c) { return h->pool(c); });

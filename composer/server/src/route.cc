@@ -65,6 +65,12 @@ Expected<Caller> admit(const Authenticator& auth, const Access& access, const Ht
                                                    "may " +
                                                    access.may()};
   }
+  if (access.composer_only() && !caller->composer) {
+    return Error{ErrorCode::kPermissionDenied,
+                 "uid " + std::to_string(caller->uid) +
+                     " may not do this: only root, AdminUsers and ComposeUsers may compose and "
+                     "release jobs"};
+  }
   return caller;
 }
 
@@ -89,6 +95,7 @@ Expected<uint64_t> whole_number(std::string_view name, std::string_view text, ui
 Access Access::anyone() { return Access(Who::kAnyone, ""); }
 Access Access::user() { return Access(Who::kUser, ""); }
 Access Access::admin(std::string may) { return Access(Who::kAdmin, std::move(may)); }
+Access Access::composer() { return Access(Who::kComposer, "compose and release jobs"); }
 
 Call::Call(const HttpRequest& req, Caller caller, std::multimap<std::string, std::string> query)
     : req_(req), caller_(caller), query_(std::move(query)) {}

@@ -44,13 +44,16 @@ class Access {
   static Access user();    // any caller with a valid credential
   // Root and AdminUsers only; others are told "only root and AdminUsers may <may>".
   static Access admin(std::string may);
+  // Root, AdminUsers and ComposeUsers (compose and release jobs).
+  static Access composer();
 
   bool authenticated() const { return who_ != Who::kAnyone; }
   bool admin_only() const { return who_ == Who::kAdmin; }
+  bool composer_only() const { return who_ == Who::kComposer; }
   const std::string& may() const { return may_; }
 
  private:
-  enum class Who { kAnyone, kUser, kAdmin };
+  enum class Who { kAnyone, kUser, kComposer, kAdmin };
   Access(Who who, std::string may) : who_(who), may_(std::move(may)) {}
   Who who_;
   std::string may_;

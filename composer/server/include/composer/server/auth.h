@@ -16,11 +16,13 @@ struct Caller {
   uint32_t uid = 0;
   uint32_t gid = 0;
   bool admin = false;
+  bool composer = false;  // may compose and release jobs: admins and ComposeUsers
 };
 
 class Authenticator {
  public:
-  Authenticator(std::string munge_socket, std::set<uint32_t> admin_uids);
+  Authenticator(std::string munge_socket, std::set<uint32_t> admin_uids,
+                std::set<uint32_t> compose_uids = {});
 
   // The credential must decode, must not be a replay, and its payload must be
   // "METHOD PATH" of this very request. kUnauthenticated with the reason otherwise.
@@ -30,10 +32,12 @@ class Authenticator {
  private:
   std::string socket_;
   std::set<uint32_t> admins_;
+  std::set<uint32_t> composers_;
   mutable std::counting_semaphore<> decode_slots_{16};  // munge_decode calls in flight
 };
 
-// AdminUsers names (or numeric uids) to uids; root is always an admin.
-Expected<std::set<uint32_t>> resolve_admins(const std::vector<std::string>& names);
+// AdminUsers (or ComposeUsers, `key`) names or numeric uids to uids; root is always among them.
+Expected<std::set<uint32_t>> resolve_users(const std::vector<std::string>& names,
+                                           std::string_view key = "AdminUsers");
 
 }  // namespace composer::server

@@ -3,7 +3,8 @@
 //   ListenAddress=127.0.0.1
 //   ListenPort=6830
 //   StateDir=/var/lib/slurm-composer
-//   AdminUsers=root,slurm
+//   AdminUsers=root
+//   ComposeUsers=slurm
 //   Workloads=training,inference
 //   Fabric=sim
 //   NodeName=node[01-04] Zones=z1,z2 GpuSlots=8 MemSlots=16 NvmeSlots=4
@@ -87,6 +88,9 @@ struct Config {
   std::string log_file;  // empty: stderr
   log::Level log_level = log::Level::kInfo;
   std::vector<std::string> admin_users{"root"};
+  // ComposeUsers=: who may compose and release jobs (PUT and DELETE /v1/compositions) beside
+  // root and AdminUsers: slurmd's prologs run as root, composer-slurmctld as SlurmUser.
+  std::vector<std::string> compose_users{};
   std::vector<std::string> workloads{"training", "inference"};
   // DomainLevels=: the failure-domain levels (enclosure, switch, appliance, power, ...) that
   // Domains= options and placement rules may name, in the order they are shown.
