@@ -78,12 +78,12 @@ if ((nodes > 1)); then
     printf '  -N %d: plain %d ms, composed (2 GPUs per node) %d ms, added %d ms\n' \
       "$shape" "$plain" "$composed" $((composed - plain))
   done
-  # Calls per composed job: every node's prolog asks composerd once, every epilog once.
-  calls=$(curl -fsS -H "Authorization: Munge $(munge -S "$MUNGE_SOCKET" -s "GET /v1/events")" \
-    "$E2E_URL/v1/events" |
-    jq -r '[.events[] | select(.kind == "requested" or .kind == "releasing")] | group_by(.job_id) |
-      map(length) | group_by(.) | map("\(length) jobs with \(.[0]) calls") | join(", ")')
-  echo "calls to composerd per composed job (compose + release, from the ledger): $calls"
+  # Calls per composed job, from composerd's request counters: compose=node asks once from
+  # every node's prolog and once from every epilog, compose=controller once per job for each.
+  calls=$(curl -fsS "$E2E_URL/metrics" |
+    awk -v jobs=$((2 * starts)) '/^composer_api_requests_total\{/ && /route="\/v1\/compositions\/\{job\}/ &&
+      (/method="PUT"/ || /method="DELETE"/) { n += $NF } END { printf "%.1f\n", n / jobs }')
+  echo "calls to composerd per composed job (compose + release, /metrics): $calls"
   exit 0
 fi
 

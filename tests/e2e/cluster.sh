@@ -358,7 +358,11 @@ CONF
   for ((i = 1; i <= E2E_NODES; i++)); do
     echo "NodeName=cn$i NodeAddr=$(node_addr "$i") CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cnvme:$nvme State=UNKNOWN"
   done >>"$SLURM_CONF"
-  echo "PartitionName=main Nodes=cn[1-$E2E_NODES] Default=YES MaxTime=INFINITE State=UP" >>"$SLURM_CONF"
+  {
+    echo "PartitionName=main Nodes=cn[1-$E2E_NODES] Default=YES MaxTime=INFINITE State=UP"
+    # Jobs that plain squeue does not list, for composerd's SlurmJobCheck (squeue --all).
+    echo "PartitionName=hidden Nodes=cn[1-$E2E_NODES] Hidden=YES MaxTime=INFINITE State=UP"
+  } >>"$SLURM_CONF"
 }
 
 # slurm.conf's accounting lines. With munge, AccountingStoragePass names the munge socket

@@ -344,6 +344,39 @@ scenario_composerd_away_requeues_without_draining() {
   wait_until 15 nothing_attached || fail "$(attached) devices attached after job $j"
 }
 
+# A job in a hidden partition (Hidden=YES: plain squeue does not list it) keeps its devices
+# while it runs: composerd's SlurmJobCheck asks squeue with --all.
+scenario_hidden_partition() {
+  local j node
+  j=$(sbatch --parsable -N 1 -p hidden -o "$OUT/%j.out" --compose-gpus=1 --wrap 'sleep 120') ||
+    return 1
+  wait_until 30 state_is "$j" RUNNING ||
+    cancel_and_fail "$j" "job $j in the hidden partition did not start ($(job_state "$j"))" || return 1
+  if squeue -h -o %i | grep -qx "$j"; then
+    cancel_and_fail "$j" "plain squeue lists job $j: the partition is not hidden"
+    return 1
+  fi
+  node=$(job_nodes "$j")
+  wait_until 15 has_devices "$j" "$node" ||
+    cancel_and_fail "$j" "composerd holds nothing for job $j on $node" || return 1
+  # Rounds of ReconcileInterval=5 past OrphanGrace=10: a running job the check did not see
+  # would have been released by now.
+  sleep 25
+  if [[ $(live_compositions "$j") != 1 ]] ||
+    grep -qF "reconciler released the devices of a job Slurm no longer runs\" job=$j " \
+      "$E2E_DIR/log/composerd.log"; then
+    cancel_and_fail "$j" "job $j, running in a hidden partition, lost its composition: $(grep "job=$j " "$E2E_DIR/log/composerd.log" | tail -3)"
+    return 1
+  fi
+  echo "  job $j in the hidden partition kept its composition for 25 s of reconcile rounds"
+  scancel "$j"
+  wait_until 30 finished "$j" || fail "job $j did not end after scancel ($(job_state "$j"))" ||
+    return 1
+  wait_until 30 no_live_composition "$j" ||
+    fail "job $j still has $(live_compositions "$j") live compositions after it ended" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices attached after job $j"
+}
+
 # shellcheck disable=SC2034  # run.sh reads it
 ALL_SCENARIOS=(
   scenario_three_node_job
@@ -352,6 +385,7 @@ ALL_SCENARIOS=(
   scenario_node_failure
   scenario_array
   scenario_requeue
+  scenario_hidden_partition
 )
 if [[ ${E2E_COMPOSE:-node} == controller ]]; then
   ALL_SCENARIOS+=(scenario_composerd_away_requeues_without_draining)

@@ -304,6 +304,7 @@ std::string Metrics::route_of(std::string_view path) {
   const std::string_view top = parts[1];
   if (top == "compositions") {
     if (parts.size() == 2) return "/v1/compositions";
+    if (parts.size() == 3) return "/v1/compositions/{job}";
     if (parts.size() == 4) return "/v1/compositions/{job}/{node}";
   } else if (top == "devices") {
     if (parts.size() == 2) return "/v1/devices";
