@@ -344,16 +344,22 @@ scenario_composerd_away_requeues_without_draining() {
   wait_until 15 nothing_attached || fail "$(attached) devices attached after job $j"
 }
 
-# A job in a hidden partition (Hidden=YES: plain squeue does not list it) keeps its devices
-# while it runs: composerd's SlurmJobCheck asks squeue with --all.
+# A job in a hidden partition keeps its devices while it runs: composerd's SlurmJobCheck asks
+# squeue with --all. Hidden=YES hides the job from an unprivileged user's plain squeue (as the
+# packaged composerd's user, composer), not from root's: here composerd runs as root, so the
+# scenario shows with nobody's squeue that --all is what finds the job.
 scenario_hidden_partition() {
   local j node
   j=$(sbatch --parsable -N 1 -p hidden -o "$OUT/%j.out" --compose-gpus=1 --wrap 'sleep 120') ||
     return 1
   wait_until 30 state_is "$j" RUNNING ||
     cancel_and_fail "$j" "job $j in the hidden partition did not start ($(job_state "$j"))" || return 1
-  if squeue -h -o %i | grep -qx "$j"; then
-    cancel_and_fail "$j" "plain squeue lists job $j: the partition is not hidden"
+  if runuser -u nobody -- squeue -h -o %i | grep -qx "$j"; then
+    cancel_and_fail "$j" "an unprivileged plain squeue lists job $j: the partition is not hidden"
+    return 1
+  fi
+  if ! runuser -u nobody -- squeue --all -h -o %i | grep -qx "$j"; then
+    cancel_and_fail "$j" "an unprivileged squeue --all does not list job $j"
     return 1
   fi
   node=$(job_nodes "$j")
