@@ -97,6 +97,7 @@ int run() {
     say(LOG_ERR, at + job.error().message);
     return 1;
   }
+  if (!config->controller_server.empty()) config->server = config->controller_server;
   cs::ClientComposerApi api(*config);
   auto log = [](const std::string& line) { say(LOG_INFO, line); };
   if (epilog) {

@@ -378,9 +378,10 @@ TEST_F(ClientTest, RefusesEmptyNamesAndBadUrlsWithoutSending) {
   auto p = bad.pool();
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_EQ(p.error().message,
-            "server URL '127.0.0.1:6830' must start with http:// or https://, for example "
-            "http://127.0.0.1:6830");
+  EXPECT_EQ(
+      p.error().message,
+      "server URL '127.0.0.1:6830' must start with http://, https:// or unix:/PATH, for example "
+      "http://127.0.0.1:6830");
   EXPECT_TRUE(fake_->seen().empty());
 }
 

@@ -165,6 +165,7 @@ write_configs() {  # the folder and every file but slurm.conf and gres.conf (the
   cat >"$E2E_DIR/etc/composer.conf" <<CONF
 ListenAddress=$LISTEN_ADDR
 ListenPort=$E2E_PORT
+$([[ $E2E_COMPOSE == controller ]] && echo "ListenSocket=$E2E_DIR/run/composerd.sock")
 StateDir=$E2E_DIR/composer
 LogFile=$E2E_DIR/log/composerd.log
 LogLevel=info
@@ -202,7 +203,7 @@ CONF
   # The redfish lines need the fake's port: start_fake_redfish appends them.
 
   cat >"$E2E_DIR/etc/plugstack.conf" <<CONF
-required $PLUGINS/spank_composer.so server=$E2E_URL timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET sysfs_root=$E2E_DIR/sys proc_root=/proc host_check=rescan busy_wait=5 compose=$E2E_COMPOSE
+required $PLUGINS/spank_composer.so server=$E2E_URL timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET sysfs_root=$E2E_DIR/sys proc_root=/proc host_check=rescan busy_wait=5 compose=$E2E_COMPOSE$([[ $E2E_COMPOSE == controller ]] && echo " controller_server=unix:$E2E_DIR/run/composerd.sock")
 CONF
   if [[ $E2E_COMPOSE == controller ]]; then
     # slurmctld gives its scripts an environment of its own: the wrapper names the plugstack

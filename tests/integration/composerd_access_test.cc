@@ -13,6 +13,7 @@
 // the documentation and the server cannot drift apart.
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -155,6 +156,68 @@ TEST(ComposerdAccess, EveryDocumentedRouteAnswersAsItsWhoColumnSays) {
     EXPECT_NE(root.status, 403) << root.body;
     EXPECT_LT(root.status, 500) << root.body;
   }
+}
+
+// ListenSocket: the kernel tells composerd who calls. Root composes with no munge credential
+// (the client is pointed at no munge socket at all); nobody reads but may not compose; a file
+// that is not a socket at the path keeps composerd from starting, with the path in the sentence.
+TEST(ComposerdAccess, TheUnixSocketKnowsItsCallerFromTheKernel) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to call as another user";
+  test_support::TempDir dir("composer-sock");
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+  const std::string sock = dir.file("composerd.sock");
+  ComposerdProcess d("ListenSocket=" + sock + "\n");
+
+  client::ClientOptions o;
+  o.url = "unix:" + sock;
+  o.retries = 0;
+  o.munge_socket = dir.file("no-munged-here");
+  client::Client local(o);
+  auto composed = local.compose(
+      901, "n1",
+      api::ComposeBody{
+          .uid = 0, .user = "root", .account = "", .workload = "", .request = Request{.gpus = 1}});
+  ASSERT_TRUE(composed.ok()) << composed.error();
+  auto released = local.release_job(901);
+  ASSERT_TRUE(released.ok()) << released.error();
+  EXPECT_EQ(released->size(), 1u);
+  // Over TCP the same client settings fail: there the credential is needed.
+  o.url = d.url();
+  EXPECT_FALSE(client::Client(o).pool().ok());
+
+  auto as_nobody = [&](const std::string& method, const std::string& path) {
+    return run_command("runuser -u nobody -- curl -sS --unix-socket " + sock + " -X " + method +
+                       " -H 'Content-Type: application/json' -d '" +
+                       R"({"uid":65534,"user":"nobody","request":{"gpus":1}})" +
+                       "' -w ' %{http_code}' http://localhost" + path);
+  };
+  auto put = as_nobody("PUT", "/v1/compositions/902/n1");
+  EXPECT_NE(put.out.find("only root, AdminUsers and ComposeUsers may compose"), std::string::npos)
+      << put.out;
+  EXPECT_TRUE(put.out.ends_with(" 403")) << put.out;
+  auto pool = run_command("runuser -u nobody -- curl -sS --unix-socket " + sock +
+                          " -w ' %{http_code}' http://localhost/v1/pool");
+  EXPECT_TRUE(pool.out.ends_with(" 200")) << pool.out;
+  d.stop();
+
+  test_support::TempDir other("composer-sock-file");
+  const std::string conf = other.file("composer.conf");
+  const std::string not_socket = other.file("plain-file");
+  std::ofstream(not_socket) << "keep me\n";
+  std::ofstream(conf) << "ListenPort=" << test_support::free_port()
+                      << "\nStateDir=" << other.file("s")
+                      << "\nDurable=no\nSlurmJobCheck=no\nListenSocket=" << not_socket << "\n"
+                      << default_pool_lines();
+  auto r = run_command(std::string(COMPOSERD_PATH) + " -f " + conf + " 2>&1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("cannot listen on " + not_socket + ": the path exists and is not a socket"),
+            std::string::npos)
+      << r.out;
+  std::ifstream kept(not_socket);
+  std::string line;
+  std::getline(kept, line);
+  EXPECT_EQ(line, "keep me");
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ http::HttpOptions http_options(const ClientOptions& o) {
   h.timeout_ms = o.timeout_ms;
   h.retries = o.retries;
   h.backoff_ms = o.backoff_ms;
+  if (o.url.starts_with(kUnixScheme)) h.unix_socket = o.url.substr(kUnixScheme.size());
   return h;
 }
 
@@ -83,10 +84,16 @@ Client::~Client() = default;
 Expected<Json::Value> Client::call(const std::string& method, const Path& path,
                                    const std::string& body, bool authenticate) const {
   std::string_view base = options_.url;
-  if (!(base.starts_with("http://") || base.starts_with("https://"))) {
+  // On composerd's Unix socket the kernel tells composerd who calls: no credential.
+  const bool local = base.starts_with(kUnixScheme) && base.size() > kUnixScheme.size();
+  if (local) {
+    base = "http://localhost";
+    authenticate = false;
+  } else if (!(base.starts_with("http://") || base.starts_with("https://"))) {
     return Error{ErrorCode::kInvalidArgument,
                  "server URL '" + options_.url +
-                     "' must start with http:// or https://, for example " + kDefaultServerUrl};
+                     "' must start with http://, https:// or unix:/PATH, for example " +
+                     kDefaultServerUrl};
   }
   while (base.ends_with('/')) base.remove_suffix(1);
   const std::string what = method + " " + path.plain;

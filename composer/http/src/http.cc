@@ -190,6 +190,7 @@ Attempt perform(CURL* h, const HttpOptions& o, const HttpRequest& req,
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &received);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
   if (!o.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, o.ca_file.c_str());
+  if (!o.unix_socket.empty()) curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, o.unix_socket.c_str());
   if (!o.verify_tls) {
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);

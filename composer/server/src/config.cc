@@ -658,6 +658,13 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
       }
     } else if (key == "adminusers") {
       return set_names(cfg.admin_users, "AdminUsers");
+    } else if (key == "listensocket") {
+      if (value.empty() || value.front() != '/') {
+        return invalid("ListenSocket=" + value +
+                       ": expected an absolute path, e.g. "
+                       "/run/composer/composerd.sock");
+      }
+      cfg.listen_socket = value;
     } else if (key == "composeusers") {
       return set_names(cfg.compose_users, "ComposeUsers");
     } else if (key == "workloads") {

@@ -428,6 +428,9 @@ Status Daemon::run() {
   auto& in = *impl_;
   if (in.stopping.load()) return Status::Ok();
   if (auto s = in.http->bind(in.config.listen_address, in.config.listen_port); !s) return s;
+  if (!in.config.listen_socket.empty()) {
+    if (auto s = in.http->bind_local(in.config.listen_socket); !s) return s;
+  }
   in.reconciler->start();
   if (in.slurm) in.slurm->start();
   // Republish the snapshot with each reconciler pass's view, so its age shows liveness.

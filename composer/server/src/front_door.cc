@@ -1,11 +1,18 @@
 #include "front_door.h"
 
+#include <arpa/inet.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -36,6 +43,9 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
+// TCP and the Unix socket alike: one kind of connection for both.
+using stream = asio::generic::stream_protocol;
+using stream_acceptor = asio::basic_socket_acceptor<stream>;
 
 namespace {
 
@@ -122,6 +132,22 @@ bool readable_range(std::string_view v) {
   return true;
 }
 
+// The client's address of a TCP connection, as text.
+std::string address_of(const stream::endpoint& remote) {
+  char text[INET6_ADDRSTRLEN] = {};
+  const sockaddr* sa = remote.data();
+  const void* addr = nullptr;
+  if (sa->sa_family == AF_INET) {
+    addr = &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr;
+  } else if (sa->sa_family == AF_INET6) {
+    addr = &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr;
+  }
+  if (addr == nullptr || ::inet_ntop(sa->sa_family, addr, text, sizeof text) == nullptr) {
+    return "unknown";
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string percent_decode(std::string_view text, bool plus_is_space) {
@@ -168,22 +194,23 @@ struct FrontDoor::Impl {
   std::unordered_map<std::string, size_t> per_peer;
   size_t refusing = 0;
   asio::io_context io{1};
-  tcp::acceptor acceptor{io};
-  asio::steady_timer retry{io};  // accepting again after the process ran out of descriptors
+  stream_acceptor acceptor{io};
+  stream_acceptor local_acceptor{io};  // ListenSocket, when set
   std::unique_ptr<WorkerPool> workers;
 
-  void accept();
-  void admit(tcp::socket socket);
+  void accept(stream_acceptor& from, bool local);
+  void admit(stream::socket socket, bool local);
   bool shed_idle(const std::string* peer);
-  void refuse(tcp::socket socket, const std::string& sentence);
+  void refuse(stream::socket socket, const std::string& sentence);
   void close_all();
 };
 
 // One client connection; lives on the io thread but while a worker handles its request.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(FrontDoor::Impl& door, tcp::socket socket, std::string peer)
-      : door_(door), stream_(std::move(socket)), peer_(std::move(peer)) {}
+  Connection(FrontDoor::Impl& door, stream::socket socket, std::string peer,
+             std::optional<LocalPeer> local)
+      : door_(door), stream_(std::move(socket)), peer_(std::move(peer)), local_(local) {}
   ~Connection() { release(); }
 
   const std::string& peer() const { return peer_; }
@@ -194,7 +221,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close() {
     release();
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().shutdown(stream::socket::shutdown_both, ec);
     stream_.socket().close(ec);
   }
   bool busy() const { return busy_; }
@@ -361,6 +388,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     req->body = std::move(msg.body());
     req->peer = peer_;
+    req->local = local_;
     const bool keep = msg.keep_alive();
     const auto executor = stream_.get_executor();
     // Counted as the io loop's work until the answer is posted back: run() waits for it.
@@ -416,7 +444,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Half-closes, reads and drops what the client still sends (bounded), then closes.
   void linger() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.socket().shutdown(stream::socket::shutdown_send, ec);
     if (ec) return close();
     buffer_.clear();
     stream_.expires_after(kDrainTime);
@@ -432,10 +460,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   FrontDoor::Impl& door_;
-  beast::tcp_stream stream_;
+  beast::basic_stream<stream> stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string peer_;
+  std::optional<LocalPeer> local_;
   std::list<Connection*>::iterator idle_pos_;
   bool in_idle_ = false;
   bool busy_ = false;
@@ -454,7 +483,7 @@ bool FrontDoor::Impl::shed_idle(const std::string* peer) {
   return false;
 }
 
-void FrontDoor::Impl::refuse(tcp::socket socket, const std::string& sentence) {
+void FrontDoor::Impl::refuse(stream::socket socket, const std::string& sentence) {
   log::warning("api connection refused", {{"cause", sentence}});
   if (refusing >= kMaxRefusing) return;  // the socket closes as it goes
   ++refusing;
@@ -463,21 +492,32 @@ void FrontDoor::Impl::refuse(tcp::socket socket, const std::string& sentence) {
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " + res.content_type +
       "\r\nContent-Length: " + std::to_string(res.body.size()) + "\r\nConnection: close\r\n\r\n" +
       res.body);
-  auto sock = std::make_shared<beast::tcp_stream>(std::move(socket));
+  auto sock = std::make_shared<beast::basic_stream<stream>>(std::move(socket));
   sock->expires_after(std::chrono::seconds(1));
   sock->async_write_some(asio::buffer(*text), [this, sock, text](beast::error_code, size_t) {
     --refusing;
     beast::error_code ec;
-    sock->socket().shutdown(tcp::socket::shutdown_both, ec);
+    sock->socket().shutdown(stream::socket::shutdown_both, ec);
   });
 }
 
-void FrontDoor::Impl::admit(tcp::socket socket) {
+void FrontDoor::Impl::admit(stream::socket socket, bool local) {
   beast::error_code ec;
-  const auto remote = socket.remote_endpoint(ec);
-  if (ec) return;
-  socket.set_option(tcp::no_delay(true), ec);  // header and body go out at once
-  std::string peer = remote.address().to_string();
+  std::string peer;
+  std::optional<LocalPeer> who;
+  if (local) {
+    // The kernel's word for who connected: the uid every request on it runs as.
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return;
+    who = LocalPeer{.uid = cred.uid, .gid = cred.gid};
+    peer = "local uid " + std::to_string(cred.uid);
+  } else {
+    const auto remote = socket.remote_endpoint(ec);
+    if (ec) return;
+    socket.set_option(tcp::no_delay(true), ec);  // header and body go out at once
+    peer = address_of(remote);
+  }
   if (open.size() >= limits.max_connections && !shed_idle(nullptr)) {
     return refuse(std::move(socket), "too many connections: " + std::to_string(open.size()) +
                                          " open and none idle (ApiMaxConnections=" +
@@ -489,35 +529,35 @@ void FrontDoor::Impl::admit(tcp::socket socket) {
                                          " open and none idle (ApiMaxConnectionsPerPeer=" +
                                          std::to_string(limits.max_connections_per_peer) + ")");
   }
-  auto conn = std::make_shared<Connection>(*this, std::move(socket), peer);
+  auto conn = std::make_shared<Connection>(*this, std::move(socket), peer, who);
   open.insert(conn.get());
   ++per_peer[peer];
   conn->start();
 }
 
-void FrontDoor::Impl::accept() {
-  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+void FrontDoor::Impl::accept(stream_acceptor& from, bool local) {
+  from.async_accept([this, &from, local](beast::error_code ec, stream::socket socket) {
     if (stopping.load() || ec == asio::error::operation_aborted) return;
     if (ec) {
       // Out of descriptors (EMFILE, ENFILE) or memory: free the oldest idle connection and
       // try again shortly; the kernel's backlog holds the waiting clients meanwhile.
       log::warning("api cannot accept a connection", {{"cause", ec.message()}});
       shed_idle(nullptr);
-      retry.expires_after(std::chrono::milliseconds(50));
-      retry.async_wait([this](beast::error_code e) {
-        if (!e) accept();
+      auto again = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(50));
+      again->async_wait([this, again, &from, local](beast::error_code e) {
+        if (!e && !stopping.load()) accept(from, local);
       });
       return;
     }
-    admit(std::move(socket));
-    accept();
+    admit(std::move(socket), local);
+    accept(from, local);
   });
 }
 
 void FrontDoor::Impl::close_all() {
   beast::error_code ec;
   acceptor.close(ec);
-  retry.cancel();
+  local_acceptor.close(ec);
   std::vector<Connection*> now(open.begin(), open.end());
   for (Connection* c : now) {
     if (!c->busy()) c->close();  // a busy one closes after its answer
@@ -546,10 +586,11 @@ Status FrontDoor::bind(const std::string& address, int port) {
                                 tcp::resolver::passive | tcp::resolver::numeric_service, ec);
   if (ec) return fail(ec);
   for (const auto& entry : found) {
-    in.acceptor.open(entry.endpoint().protocol(), ec);
+    const stream::endpoint at(entry.endpoint());
+    in.acceptor.open(at.protocol(), ec);
     if (ec) continue;
     in.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-    in.acceptor.bind(entry.endpoint(), ec);
+    in.acceptor.bind(at, ec);
     if (!ec) in.acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (!ec) break;
     beast::error_code ignored;
@@ -569,16 +610,55 @@ Status FrontDoor::bind(const std::string& address, int port) {
   return Status::Ok();
 }
 
+Status FrontDoor::bind_local(const std::string& path) {
+  auto& in = *impl_;
+  auto fail = [&](const std::string& why) {
+    return Error{ErrorCode::kUnavailable, "cannot listen on " + path + ": " + why};
+  };
+  if (path.empty() || path.front() != '/' || path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return fail("a Unix socket path is absolute and shorter than " +
+                std::to_string(sizeof(sockaddr_un::sun_path)) + " characters");
+  }
+  // A socket left by an earlier composerd is replaced; anything else at the path is not.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return fail("the path exists and is not a socket");
+    if (::unlink(path.c_str()) != 0) return fail(std::strerror(errno));
+  }
+  beast::error_code ec;
+  const stream::endpoint at{asio::local::stream_protocol::endpoint(path)};
+  in.local_acceptor.open(at.protocol(), ec);
+  if (!ec) in.local_acceptor.bind(at, ec);
+  // Anyone on the host may connect: the uid the kernel reports decides what they may do.
+  if (!ec && ::chmod(path.c_str(), 0666) != 0) ec.assign(errno, beast::system_category());
+  if (!ec) in.local_acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    beast::error_code ignored;
+    in.local_acceptor.close(ignored);
+    return fail(ec.message());
+  }
+  return Status::Ok();
+}
+
 int FrontDoor::port() const {
   beast::error_code ec;
-  return impl_->acceptor.local_endpoint(ec).port();
+  const stream::endpoint at = impl_->acceptor.local_endpoint(ec);
+  if (ec) return 0;
+  if (at.data()->sa_family == AF_INET) {
+    return ntohs(reinterpret_cast<const sockaddr_in*>(at.data())->sin_port);
+  }
+  if (at.data()->sa_family == AF_INET6) {
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(at.data())->sin6_port);
+  }
+  return 0;
 }
 
 void FrontDoor::run() {
   auto& in = *impl_;
   if (in.stopping.load()) return;
   in.workers = std::make_unique<WorkerPool>(in.limits.workers);
-  in.accept();
+  in.accept(in.acceptor, false);
+  if (in.local_acceptor.is_open()) in.accept(in.local_acceptor, true);
   in.io.run();
   in.workers.reset();  // every answer was written: the io loop ran out of work
 }

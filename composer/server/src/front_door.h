@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,12 @@ struct FrontDoorLimits {
   size_t workers = 64;                     // ApiThreads: requests handled at once
 };
 
+// Who is at the other end of a Unix socket connection, as the kernel says (SO_PEERCRED).
+struct LocalPeer {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+};
+
 // One request as the routes see it.
 struct HttpRequest {
   std::string method;  // as sent (GET, PUT, ...); HEAD is answered as GET without the body
@@ -41,7 +48,8 @@ struct HttpRequest {
   std::string query;   // the text after '?', as sent
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
-  std::string peer;                  // the client's address
+  std::string peer;                  // the client's address ("local uid N" on the Unix socket)
+  std::optional<LocalPeer> local;    // set for a request that came through the Unix socket
   std::vector<std::string> matches;  // the route pattern's captures, 0: the whole path
 
   // The first header named `name` (any case), "" when absent.
@@ -73,6 +81,9 @@ class FrontDoor {
 
   // Binds and listens (backlog SOMAXCONN); the sentence names the address on failure.
   Status bind(const std::string& address, int port);
+  // Also listens on a Unix socket at `path` (mode 0666, an old socket there replaced): its
+  // requests carry the caller's uid from the kernel, no credential (HttpRequest::local).
+  Status bind_local(const std::string& path);
   // The port bound (after bind()).
   int port() const;
   // Serves until stop(): answers what is in progress, then returns.

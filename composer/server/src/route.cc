@@ -53,7 +53,9 @@ Status only_params(const std::multimap<std::string, std::string>& query,
 // Authenticates and checks the caller may use the route; an empty Caller when anyone may.
 Expected<Caller> admit(const Authenticator& auth, const Access& access, const HttpRequest& req) {
   if (!access.authenticated()) return Caller{};
-  auto caller = auth.authenticate(req.header("Authorization"), req.method, req.path);
+  Expected<Caller> caller =
+      req.local ? Expected<Caller>(auth.local(req.local->uid, req.local->gid))
+                : auth.authenticate(req.header("Authorization"), req.method, req.path);
   if (!caller) {
     log::warning("request refused",
                  {{"method", req.method}, {"path", req.path}, {"cause", caller.error().message}});

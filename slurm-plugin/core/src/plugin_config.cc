@@ -65,17 +65,22 @@ Setter one_of(E SpankConfig::*field, const std::vector<std::pair<std::string, E>
   };
 }
 
+// A composerd URL: http://, https:// or unix:/PATH (its ListenSocket).
+Setter url(std::string SpankConfig::*field) {
+  return [field](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
+    if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0 &&
+        value.rfind("unix:/", 0) != 0) {
+      return bad(arg, "expected a URL starting with http://, https:// or unix:/");
+    }
+    c->*field = value;
+    return Status::Ok();
+  };
+}
+
 const std::map<std::string, Setter>& setters() {
   static const std::map<std::string, Setter> table = {
-      {"server",
-       [](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
-         if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0 &&
-             value.rfind("unix:", 0) != 0) {
-           return bad(arg, "expected a URL starting with http://, https:// or unix:");
-         }
-         c->server = value;
-         return Status::Ok();
-       }},
+      {"server", url(&SpankConfig::server)},
+      {"controller_server", url(&SpankConfig::controller_server)},
       {"connect_timeout", number(&SpankConfig::connect_timeout_s, 1, 300)},
       {"timeout", number(&SpankConfig::timeout_s, 1, 3600)},
       {"retries", number(&SpankConfig::retries, 0, 20)},

@@ -1,7 +1,8 @@
 // Typed calls to composerd's HTTP API (docs/API.md), for the SPANK plugin and composerctl.
 //
 // Every call except health() carries a fresh munge credential whose payload is
-// "METHOD PATH". Error answers become an Error with the server's code and message; transport
+// "METHOD PATH", except on composerd's Unix socket (url unix:/PATH), where the kernel names
+// the caller. Error answers become an Error with the server's code and message; transport
 // failures come from HttpClient (kUnavailable, kTimeout). A Client may be shared by threads.
 #pragma once
 
@@ -24,6 +25,9 @@
 namespace composer::client {
 
 inline constexpr char kDefaultServerUrl[] = "http://127.0.0.1:6830";
+// "unix:/run/composer/composerd.sock": composerd's ListenSocket on this host; calls carry no
+// munge credential there (composerd reads the caller's uid from the kernel).
+inline constexpr std::string_view kUnixScheme = "unix:";
 
 struct ClientOptions {
   std::string url = kDefaultServerUrl;

@@ -28,6 +28,9 @@ struct HttpOptions {
   // server's certificate and host name are checked at all.
   std::string ca_file;
   bool verify_tls = true;
+  // Connect to this Unix socket instead of the URL's host and port (which still name the
+  // request's Host).
+  std::string unix_socket;
 };
 
 struct HttpRequest {

@@ -26,6 +26,8 @@ class Authenticator {
 
   // The credential must decode, must not be a replay, and its payload must be
   // "METHOD PATH" of this very request. kUnauthenticated with the reason otherwise.
+  // A caller on the Unix socket, whose uid and gid the kernel gave: no credential to check.
+  Caller local(uint32_t uid, uint32_t gid) const;
   Expected<Caller> authenticate(std::string_view authorization, std::string_view method,
                                 std::string_view path) const;
 

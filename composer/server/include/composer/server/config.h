@@ -91,6 +91,9 @@ struct Config {
   // ComposeUsers=: who may compose and release jobs (PUT and DELETE /v1/compositions) beside
   // root and AdminUsers: slurmd's prologs run as root, composer-slurmctld as SlurmUser.
   std::vector<std::string> compose_users{};
+  // ListenSocket=: a Unix socket on this host beside the TCP port, for local callers
+  // (composer-slurmctld, composerctl); the kernel tells who calls (SO_PEERCRED). Empty: none.
+  std::string listen_socket;
   std::vector<std::string> workloads{"training", "inference"};
   // DomainLevels=: the failure-domain levels (enclosure, switch, appliance, power, ...) that
   // Domains= options and placement rules may name, in the order they are shown.

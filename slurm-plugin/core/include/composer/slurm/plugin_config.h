@@ -49,6 +49,9 @@ struct SpankConfig {
   // a finished job's licenses to the next job before that job's epilog has released its
   // devices, so a shortfall at start is most often a release still under way.
   uint32_t free_wait_s = 30;
+  // composer-slurmctld's composerd when not `server` (e.g. unix:/run/composer/composerd.sock,
+  // composerd's ListenSocket on the controller: no munge round trip).
+  std::string controller_server;
   // compose=controller: how long EpilogSlurmctld waits for the job's node epilogs to finish
   // before it releases the job's compositions.
   uint32_t epilog_wait_s = 300;
