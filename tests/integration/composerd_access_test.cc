@@ -199,6 +199,12 @@ TEST(ComposerdAccess, TheUnixSocketKnowsItsCallerFromTheKernel) {
   auto pool = run_command("runuser -u nobody -- curl -sS --unix-socket " + sock +
                           " -w ' %{http_code}' http://localhost/v1/pool");
   EXPECT_TRUE(pool.out.ends_with(" 200")) << pool.out;
+  // composerctl on the host, as nobody, with no munge socket to reach.
+  auto ctl = run_command("runuser -u nobody -- " + std::string(COMPOSERCTL_PATH) +
+                         " --server unix:" + sock + " --munge-socket " +
+                         dir.file("no-munged-here") + " pool 2>&1");
+  EXPECT_EQ(ctl.code, 0) << ctl.out;
+  EXPECT_NE(ctl.out.find("A100"), std::string::npos) << ctl.out;
   d.stop();
 
   test_support::TempDir other("composer-sock-file");

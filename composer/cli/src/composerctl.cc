@@ -347,9 +347,11 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
         s.server.empty() ? env_or("COMPOSER_SERVER", client::kDefaultServerUrl) : s.server;
     options.munge_socket =
         s.munge_socket.empty() ? env_or("COMPOSER_MUNGE_SOCKET", "") : s.munge_socket;
-    if (!(options.url.starts_with("http://") || options.url.starts_with("https://"))) {
+    if (!(options.url.starts_with("http://") || options.url.starts_with("https://") ||
+          options.url.starts_with("unix:/"))) {
       throw UsageError{"--server: '" + options.url +
-                       "' is not a URL; expected http://HOST:PORT or https://HOST:PORT"};
+                       "' is not a URL; expected http://HOST:PORT, https://HOST:PORT or "
+                       "unix:/PATH (composerd's ListenSocket)"};
     }
     // Validate every argument before anything is sent.
     client::DeviceQuery dq;
