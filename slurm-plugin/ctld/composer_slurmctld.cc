@@ -42,12 +42,13 @@ composer::Expected<std::string> slurm_answer(const std::vector<std::string>& arg
   return r->output;
 }
 
-// Asks squeue and sinfo (EpilogSlurmctld runs while slurmctld answers them).
+// Asks squeue and sinfo (EpilogSlurmctld runs while slurmctld answers them), hidden
+// partitions included.
 cs::SlurmProbe slurm_probe(uint32_t job_id) {
   cs::SlurmProbe probe;
   probe.completing = [job_id]() -> composer::Expected<std::vector<std::string>> {
-    composer::Expected<std::string> out =
-        slurm_answer({"squeue", "-h", "-t", "all", "-j", std::to_string(job_id), "-o", "%N"});
+    composer::Expected<std::string> out = slurm_answer(
+        {"squeue", "--all", "-h", "-t", "all", "-j", std::to_string(job_id), "-o", "%N"});
     if (!out) return out.error();
     const std::string list(composer::trim(*out));
     if (list.empty()) return std::vector<std::string>{};
@@ -55,8 +56,8 @@ cs::SlurmProbe slurm_probe(uint32_t job_id) {
   };
   probe.drained =
       [](const std::vector<std::string>& nodes) -> composer::Expected<std::vector<std::string>> {
-    composer::Expected<std::string> out =
-        slurm_answer({"sinfo", "-h", "-N", "-n", composer::join(nodes, ","), "-o", "%N|%T"});
+    composer::Expected<std::string> out = slurm_answer(
+        {"sinfo", "--all", "-h", "-N", "-n", composer::join(nodes, ","), "-o", "%N|%T"});
     if (!out) return out.error();
     std::vector<std::string> drained;
     for (const std::string& line : composer::split(*out, '\n')) {
