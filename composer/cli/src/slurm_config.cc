@@ -64,6 +64,9 @@ std::string slurm_config_text(const SlurmConfig& c) {
       << kSchedulerParameters << "\n"
       << "# with slurmdbd, to see licenses and GRES in sacct:\n"
       << "#" << kTres << "\n"
+      << "# with compose=controller on the plugstack line (one compose and one release per job):\n"
+      << "#PrologSlurmctld=/usr/sbin/composer-slurmctld\n"
+      << "#EpilogSlurmctld=/usr/sbin/composer-slurmctld\n"
       << "# composerd manages at run time (SlurmSync=yes), not in slurm.conf: " << kManaged << ".\n"
       << "# add to the NodeName lines:\n";
   for (const auto& n : c.nodes) {
