@@ -206,6 +206,7 @@ TEST(ComposerdAccess, TheUnixSocketKnowsItsCallerFromTheKernel) {
   EXPECT_EQ(ctl.code, 0) << ctl.out;
   EXPECT_NE(ctl.out.find("A100"), std::string::npos) << ctl.out;
   d.stop();
+  EXPECT_FALSE(std::filesystem::exists(sock)) << "composerd left its socket behind";
 
   test_support::TempDir other("composer-sock-file");
   const std::string conf = other.file("composer.conf");

@@ -446,6 +446,7 @@ Status Daemon::run() {
   });
   log::info("composerd listening", {{"address", in.config.listen_address},
                                     {"port", std::to_string(in.config.listen_port)},
+                                    {"socket", in.config.listen_socket},
                                     {"fabric", in.config.fabric},
                                     {"database", in.config.database}});
   in.http->run();

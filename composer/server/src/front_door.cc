@@ -196,6 +196,7 @@ struct FrontDoor::Impl {
   asio::io_context io{1};
   stream_acceptor acceptor{io};
   stream_acceptor local_acceptor{io};  // ListenSocket, when set
+  std::string local_path;              // its path, removed again at stop
   std::unique_ptr<WorkerPool> workers;
 
   void accept(stream_acceptor& from, bool local);
@@ -558,6 +559,10 @@ void FrontDoor::Impl::close_all() {
   beast::error_code ec;
   acceptor.close(ec);
   local_acceptor.close(ec);
+  struct stat st {};
+  if (!local_path.empty() && ::lstat(local_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+    ::unlink(local_path.c_str());
+  }
   std::vector<Connection*> now(open.begin(), open.end());
   for (Connection* c : now) {
     if (!c->busy()) c->close();  // a busy one closes after its answer
@@ -637,6 +642,7 @@ Status FrontDoor::bind_local(const std::string& path) {
     in.local_acceptor.close(ignored);
     return fail(ec.message());
   }
+  in.local_path = path;
   return Status::Ok();
 }
 

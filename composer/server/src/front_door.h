@@ -81,8 +81,9 @@ class FrontDoor {
 
   // Binds and listens (backlog SOMAXCONN); the sentence names the address on failure.
   Status bind(const std::string& address, int port);
-  // Also listens on a Unix socket at `path` (mode 0666, an old socket there replaced): its
-  // requests carry the caller's uid from the kernel, no credential (HttpRequest::local).
+  // Also listens on a Unix socket at `path` (mode 0666, an old socket there replaced, removed
+  // at stop): its requests carry the caller's uid from the kernel, no credential
+  // (HttpRequest::local).
   Status bind_local(const std::string& path);
   // The port bound (after bind()).
   int port() const;
