@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "../spank/client_api.h"
 #include "composer/common/strings.h"
 #include "composer/common/subprocess.h"
 #include "composer/config/conf_file.h"
+#include "composer/slurm/client_api.h"
 #include "composer/slurm/ctld_core.h"
 #include "composer/slurm/plugin_config.h"
 

@@ -11,7 +11,7 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
-#include "client_api.h"
+#include "composer/slurm/client_api.h"
 #include "composer/slurm/options.h"
 #include "composer/slurm/plugin_config.h"
 #include "composer/slurm/spank_core.h"

@@ -1,4 +1,4 @@
-#include "client_api.h"
+#include "composer/slurm/client_api.h"
 
 namespace composer::slurm {
 
