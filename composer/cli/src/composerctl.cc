@@ -347,8 +347,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
         s.server.empty() ? env_or("COMPOSER_SERVER", client::kDefaultServerUrl) : s.server;
     options.munge_socket =
         s.munge_socket.empty() ? env_or("COMPOSER_MUNGE_SOCKET", "") : s.munge_socket;
-    if (!(options.url.starts_with("http://") || options.url.starts_with("https://") ||
-          options.url.starts_with("unix:/"))) {
+    if (!client::supported_server_url(options.url)) {
       throw UsageError{"--server: '" + options.url +
                        "' is not a URL; expected http://HOST:PORT, https://HOST:PORT or "
                        "unix:/PATH (composerd's ListenSocket)"};

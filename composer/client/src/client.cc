@@ -76,6 +76,11 @@ struct Client::Path {
   }
 };
 
+bool supported_server_url(std::string_view url) {
+  return url.starts_with("http://") || url.starts_with("https://") ||
+         (url.starts_with(kUnixScheme) && url.substr(kUnixScheme.size()).starts_with('/'));
+}
+
 Client::Client(ClientOptions options)
     : options_(std::move(options)), http_(http_options(options_)) {}
 
@@ -84,16 +89,16 @@ Client::~Client() = default;
 Expected<Json::Value> Client::call(const std::string& method, const Path& path,
                                    const std::string& body, bool authenticate) const {
   std::string_view base = options_.url;
-  // On composerd's Unix socket the kernel tells composerd who calls: no credential.
-  const bool local = base.starts_with(kUnixScheme) && base.size() > kUnixScheme.size();
-  if (local) {
-    base = "http://localhost";
-    authenticate = false;
-  } else if (!(base.starts_with("http://") || base.starts_with("https://"))) {
+  if (!supported_server_url(base)) {
     return Error{ErrorCode::kInvalidArgument,
                  "server URL '" + options_.url +
                      "' must start with http://, https:// or unix:/PATH, for example " +
                      kDefaultServerUrl};
+  }
+  // On composerd's Unix socket the kernel tells composerd who calls: no credential.
+  if (base.starts_with(kUnixScheme)) {
+    base = "http://localhost";
+    authenticate = false;
   }
   while (base.ends_with('/')) base.remove_suffix(1);
   const std::string what = method + " " + path.plain;

@@ -61,17 +61,14 @@ Expected<Caller> admit(const Authenticator& auth, const Access& access, const Ht
                  {{"method", req.method}, {"path", req.path}, {"cause", caller.error().message}});
     return caller.error();
   }
-  if (access.admin_only() && !caller->admin) {
-    return Error{ErrorCode::kPermissionDenied, "uid " + std::to_string(caller->uid) +
-                                                   " may not do this: only root and AdminUsers "
-                                                   "may " +
-                                                   access.may()};
-  }
-  if (access.composer_only() && !caller->composer) {
-    return Error{ErrorCode::kPermissionDenied,
-                 "uid " + std::to_string(caller->uid) +
-                     " may not do this: only root, AdminUsers and ComposeUsers may compose and "
-                     "release jobs"};
+  const bool denied =
+      (access.admin_only() && !caller->admin) || (access.composer_only() && !caller->composer);
+  if (denied) {
+    return Error{
+        ErrorCode::kPermissionDenied,
+        "uid " + std::to_string(caller->uid) + " may not do this: only root" +
+            (access.composer_only() ? ", AdminUsers and ComposeUsers" : " and AdminUsers") +
+            " may " + access.may()};
   }
   return caller;
 }

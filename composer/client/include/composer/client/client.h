@@ -28,6 +28,8 @@ inline constexpr char kDefaultServerUrl[] = "http://127.0.0.1:6830";
 // "unix:/run/composer/composerd.sock": composerd's ListenSocket on this host; calls carry no
 // munge credential there (composerd reads the caller's uid from the kernel).
 inline constexpr std::string_view kUnixScheme = "unix:";
+// Whether `url` is one a Client can use: http://, https:// or unix:/PATH.
+bool supported_server_url(std::string_view url);
 
 struct ClientOptions {
   std::string url = kDefaultServerUrl;
