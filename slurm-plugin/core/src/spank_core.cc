@@ -323,14 +323,8 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
 
   if (config.compose_on == ComposeOn::kController) {
     // composer-slurmctld, as EpilogSlurmctld, releases the job once every node's epilog is done.
-    if (Status s = remove_job_state(config.state_dir, *job_id); !s) {
-      ctx.error("composer: epilog: " + at + ": " + s.error().message);
-    }
     ctx.info("composer: epilog: " + at + ": host side cleared");
-    return Status::Ok();
-  }
-  Expected<bool> released = api.release(*job_id, node);
-  if (!released) {
+  } else if (Expected<bool> released = api.release(*job_id, node); !released) {
     ctx.error("composer: epilog: " + at + ": release failed (" +
               std::string(to_string(released.error().code)) + "): " + released.error().message +
               "; composerd's reconciler will release it");
