@@ -3,8 +3,8 @@
 # (three compute nodes, each slurmd in a network namespace of its own, slurmdbd on a MariaDB of
 # its own) with composerd on the simulated fabric, and runs the story: a 2-node training job
 # and an inference job ask for composed GPUs and CXL memory, Slurm queues them against the
-# pool's licenses, the prolog composes on each node, the jobs see their devices, the epilog
-# releases, and the ledger and sacct show it all. Everything it starts is stopped by PID on
+# pool's licenses, PrologSlurmctld composes all of a job's nodes at once, the jobs see their
+# devices, EpilogSlurmctld releases, and the ledger and sacct show it all. Everything it starts is stopped by PID on
 # exit, even on failure (tests/e2e/cluster.sh).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,7 +12,8 @@ build=${BUILD_DIR:-$root/build}
 
 "$root/contrib/install-deps.sh"
 cmake -S "$root" -B "$build" -G Ninja >/dev/null
-cmake --build "$build" --target composerd composerctl spank_composer job_submit_composer
+cmake --build "$build" --target composerd composerctl spank_composer job_submit_composer \
+  composer-slurmctld
 
 export BUILD_DIR=$build E2E_DIR=${DEMO_DIR:-/tmp/composer-e2e-demo}
 export E2E_PORT=${DEMO_PORT:-16930} CTLD_PORT=16917 SLURMD_PORT=16918

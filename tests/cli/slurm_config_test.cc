@@ -98,6 +98,9 @@ TEST(SlurmConfig, ParsableRowsAndJsonCarryTheSameSettings) {
   EXPECT_NE(json["managed_by_composerd"].asString().find("hold_fabric_gpu"), std::string::npos);
   // The text is built from the same settings.
   EXPECT_NE(slurm_config_text(config).find("NodeName=n1 Name=cgpu Count=4\n"), std::string::npos);
+  EXPECT_NE(slurm_config_text(config).find("\nPrologSlurmctld=/usr/sbin/composer-slurmctld\n"
+                                           "EpilogSlurmctld=/usr/sbin/composer-slurmctld\n"),
+            std::string::npos);
   EXPECT_NE(slurm_config_text(config).find("\nSchedulerParameters=bf_licenses\n"),
             std::string::npos);
   EXPECT_NE(slurm_config_text(config).find("composerd manages at run time (SlurmSync=yes)"),

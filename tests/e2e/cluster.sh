@@ -54,9 +54,9 @@ E2E_SLURM_SYNC=${E2E_SLURM_SYNC:-no}
 E2E_NODES=${E2E_NODES:-1}
 E2E_SUBNET=${E2E_SUBNET:-231}
 E2E_ACCOUNTING=${E2E_ACCOUNTING:-no}
-# Where jobs are composed: node (each node's prolog) or controller (PrologSlurmctld runs
-# composer-slurmctld; the prologs do the host side only).
-E2E_COMPOSE=${E2E_COMPOSE:-node}
+# Where jobs are composed: controller (the plugin's default: PrologSlurmctld runs
+# composer-slurmctld; the prologs do the host side only) or node (each node's prolog).
+E2E_COMPOSE=${E2E_COMPOSE:-controller}
 [[ $E2E_COMPOSE == node || $E2E_COMPOSE == controller ]] ||
   { echo "cluster: E2E_COMPOSE=$E2E_COMPOSE: allowed are node and controller" >&2; exit 2; }
 E2E_DBD_PORT=${E2E_DBD_PORT:-26819}
@@ -208,12 +208,14 @@ CONF
   if [[ $E2E_COMPOSE == controller ]]; then
     # slurmctld gives its scripts an environment of its own: the wrapper names the plugstack
     # file composer-slurmctld reads its settings from, and the slurm.conf its epilog's squeue
-    # and sinfo read. PrologSlurmctld and EpilogSlurmctld are the one wrapper.
+    # and sinfo read. PrologSlurmctld and EpilogSlurmctld are the one wrapper. Its stderr goes
+    # to log/composer-slurmctld.log (the harness runs no syslog).
     local ctld_prog
     ctld_prog=$(realpath -m "${COMPOSER_SLURMCTLD:-$BUILD_DIR/slurm-plugin/composer-slurmctld}")
     [[ -x $ctld_prog ]] || die "composer-slurmctld not built: $ctld_prog"
-    printf '#!/bin/sh\nCOMPOSER_PLUGSTACK=%s SLURM_CONF=%s exec %s\n' "$E2E_DIR/etc/plugstack.conf" \
-      "$SLURM_CONF" "$ctld_prog" >"$E2E_DIR/etc/prolog-slurmctld"
+    printf '#!/bin/sh\nCOMPOSER_PLUGSTACK=%s SLURM_CONF=%s exec %s 2>>%s\n' \
+      "$E2E_DIR/etc/plugstack.conf" "$SLURM_CONF" "$ctld_prog" \
+      "$E2E_DIR/log/composer-slurmctld.log" >"$E2E_DIR/etc/prolog-slurmctld"
     chmod 755 "$E2E_DIR/etc/prolog-slurmctld"
   fi
 }
@@ -290,14 +292,13 @@ write_slurm_configs() {
     done
   } >"$E2E_DIR/etc/gres.conf"
 
-  local ctld=$CTLD_HOST slurmd_files=slurmd auth_extra=""
+  # A requeued job waits cred_expire + 1 s before it may start again (its old launch
+  # credential is revoked on its node until then; started sooner there, Slurm kills it:
+  # "Job credential revoked"): 30 s instead of 120 keeps the requeue scenarios short.
+  local ctld=$CTLD_HOST slurmd_files=slurmd auth_extra=,cred_expire=30
   if [[ $MULTI == yes ]]; then
     ctld="$CTLD_HOST($HOST_ADDR)"  # the name slurmctld checks, the address the nodes use
     slurmd_files=slurmd-%n          # slurmd expands %n to its node name (-N)
-    # A requeued job waits cred_expire + 1 s before it may start again (its old launch
-    # credential is revoked on its node until then; started sooner there, Slurm kills it:
-    # "Job credential revoked"): 30 s instead of 120 keeps the requeue scenario short.
-    auth_extra=,cred_expire=30
   fi
   cat >"$SLURM_CONF" <<CONF
 ClusterName=composer-e2e

@@ -16,22 +16,13 @@ events_of_kind() {  # events_of_kind JOB KIND [NODE]
   api /v1/events "job=$1" |
     jq --arg k "$2" --arg n "${3:-}" '[.events[] | select(.kind == $k and ($n == "" or .node == $n))] | length'
 }
-# The nodes with an event of KIND for JOB, sorted, space-separated.
-event_nodes() {  # event_nodes JOB KIND
-  api /v1/events "job=$1" | jq -r --arg k "$2" '[.events[] | select(.kind == $k) | .node] | unique | join(" ")'
-}
 live_compositions() {  # live_compositions [JOB]: how many compositions are live (of JOB)
   api /v1/compositions "live=1&limit=0${1:+&job=$1}" | jq '.compositions | length'
 }
 no_live_composition() { [[ $(live_compositions "${1:-}") == 0 ]]; }
 job_nodes() { scontrol show hostnames "$(job_field "$1" NodeList)"; }
-node_state() { sinfo -h -n "$1" -o %T; }
 node_is_idle() { [[ $(node_state "$1") == idle ]]; }
 state_file() { echo "$E2E_DIR/nodes/$2/plugin-state/job-$1.json"; }  # state_file JOB NODE
-cancel_and_fail() {  # cancel_and_fail JOB SENTENCE: a job left running would hold its GPUs
-  scancel "$1" 2>/dev/null
-  fail "$2"
-}
 
 THREE_NODE_JOB=
 scenario_three_node_job() {
@@ -147,7 +138,7 @@ scenario_node_failure() {
     # so EpilogSlurmctld releases the whole job once the survivor's epilog is done.
     local by_reconciler="reconciler released the devices of a job Slurm no longer runs\" job=$j node=$victim"
     local released_by=$by_reconciler not_by="no such line"
-    if [[ ${E2E_COMPOSE:-node} == controller ]]; then
+    if [[ ${E2E_COMPOSE:-controller} == controller ]]; then
       released_by="msg=released job=$j node=$victim " not_by=$by_reconciler
     fi
     if ! wait_until 45 no_live_composition "$j"; then
@@ -168,11 +159,10 @@ scenario_node_failure() {
       fi
     fi
   fi
-  # The victim ran no epilog: its state file of the job stays (the plugin has no later
-  # moment to remove it); said, not failed.
-  if [[ -e $(state_file "$j" "$victim") ]]; then
-    echo "  note: $victim keeps job $j's state file ($(state_file "$j" "$victim")): it ran no epilog"
-  fi
+  # The victim ran no epilog: its state file of the job stays for now.
+  local stale had_stale=no
+  stale=$(state_file "$j" "$victim")
+  [[ -e $stale ]] && had_stale=yes
   # Whatever happened: the victim back, idle (ReturnToService=2 brings it back when its
   # slurmd registers; resume only if it did not), for the scenarios after this one.
   "$CLUSTER" start-slurmd "$victim" || problem+="${problem:+; }slurmd of $victim did not start again"
@@ -181,7 +171,23 @@ scenario_node_failure() {
     wait_until 30 node_is_idle "$victim" ||
       problem+="${problem:+; }$victim is $(node_state "$victim") after its slurmd restarted"
   fi
-  [[ -z $problem ]] || fail "$problem"
+  [[ -z $problem ]] || { fail "$problem"; return 1; }
+  [[ $had_stale == yes ]] ||
+    fail "$victim has no state file of job $j after its slurmd was killed under it" || return 1
+  # The next composed job's prolog there removes it: composerd released the composition.
+  local next
+  next=$(sbatch --parsable -w "$victim" -o /dev/null --compose-gpus=1 --wrap true) || return 1
+  wait_until 60 finished "$next" ||
+    cancel_and_fail "$next" "job $next on $victim did not run ($(job_state "$next"))" || return 1
+  [[ $(job_state "$next") == COMPLETED ]] || fail "job $next on $victim ended $(job_state "$next")" ||
+    return 1
+  [[ ! -e $stale ]] || fail "$stale is still there after job $next ran on $victim" || return 1
+  grep -qF "job $next on node $victim: removed the state file of job $j, whose composition on this node composerd released" \
+    "$E2E_DIR/log/slurmd-$victim.log" ||
+    fail "slurmd-$victim.log does not say that job $next's prolog removed job $j's state file" ||
+    return 1
+  echo "  job $next's prolog on $victim removed the state file job $j left there"
+  wait_until 15 nothing_attached || fail "$(attached) devices attached after job $next"
 }
 
 # 200 tasks of one GPU each over three nodes and a pool of 8: tasks start on one node while
@@ -300,50 +306,6 @@ scenario_shapes() {
   pool_adds_up || fail "pool does not add up: $(api /v1/pool)"
 }
 
-# compose=controller only: composerd away when a job starts. PrologSlurmctld fails, Slurm
-# requeues the batch job and drains no node; once composerd is back the job runs, composed on
-# each of its nodes.
-scenario_composerd_away_requeues_without_draining() {
-  local j problem="" n
-  "$CLUSTER" stop-composerd
-  # shellcheck disable=SC2016  # the job's shell expands them
-  j=$(sbatch --parsable -N 2 -o "$OUT/%j.out" --compose-gpus=1 \
-    --wrap 'srun -l bash -c "echo \$SLURMD_NODENAME \$COMPOSER_GPUS"') || {
-    "$CLUSTER" start-composerd
-    return 1
-  }
-  if ! wait_until 60 bash -c "scontrol show job $j -o | grep 'JobState=PENDING' | grep -q 'Restarts=[1-9]'"; then
-    problem="job $j was not requeued while composerd was away: $(job_state "$j") $(job_field "$j" Reason)"
-  fi
-  for n in "${MN_NODES[@]}"; do
-    [[ $(node_state "$n") == drain* || $(node_state "$n") == down* ]] &&
-      problem+="${problem:+; }node $n is $(node_state "$n") ($(sinfo -h -R -n "$n"))"
-  done
-  grep -q "JobId=$j PrologSlurmctld exit status 1" "$E2E_DIR/log/slurmctld.log" ||
-    problem+="${problem:+; }slurmctld.log has no failed PrologSlurmctld for job $j"
-  # An interactive job cannot wait in the queue: Slurm refuses it, and drains nothing either.
-  local err
-  if err=$(timeout 60 salloc -N 1 --compose-gpus=1 true 2>&1); then
-    problem+="${problem:+; }salloc ran while composerd was away"
-  elif ! grep -q "PrologSlurmctld failed" <<<"$err"; then
-    problem+="${problem:+; }salloc refused without naming PrologSlurmctld: $err"
-  fi
-  for n in "${MN_NODES[@]}"; do
-    [[ $(node_state "$n") == drain* ]] && problem+="${problem:+; }node $n drained after salloc"
-  done
-  "$CLUSTER" start-composerd
-  [[ -z $problem ]] || cancel_and_fail "$j" "$problem" || return 1
-  # Requeued jobs wait out cred_expire (30 s here) before they run again.
-  wait_until 150 finished "$j" || cancel_and_fail "$j" "job $j did not run once composerd was back ($(job_state "$j"), $(job_field "$j" Reason))" ||
-    return 1
-  [[ $(job_state "$j") == COMPLETED ]] || fail "job $j ended $(job_state "$j")" || return 1
-  [[ $(grep -cE "^[0-9]+: cn[0-9]+ gpu-" "$OUT/$j.out") == 2 ]] ||
-    fail "job $j's two tasks did not both see a GPU: $(cat "$OUT/$j.out")" || return 1
-  [[ $(wc -w <<<"$(event_nodes "$j" ready)") == 2 ]] ||
-    fail "job $j composed on '$(event_nodes "$j" ready)', expected two nodes" || return 1
-  wait_until 15 nothing_attached || fail "$(attached) devices attached after job $j"
-}
-
 # A job in a hidden partition keeps its devices while it runs: composerd's SlurmJobCheck asks
 # squeue with --all. Hidden=YES hides the job from an unprivileged user's plain squeue (as the
 # packaged composerd's user, composer), not from root's: here composerd runs as root, so the
@@ -393,6 +355,6 @@ ALL_SCENARIOS=(
   scenario_requeue
   scenario_hidden_partition
 )
-if [[ ${E2E_COMPOSE:-node} == controller ]]; then
+if [[ ${E2E_COMPOSE:-controller} == controller ]]; then
   ALL_SCENARIOS+=(scenario_composerd_away_requeues_without_draining)
 fi

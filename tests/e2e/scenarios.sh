@@ -72,6 +72,20 @@ state_is() { [[ $(job_state "$1") == "$2" ]]; }
 finished() { [[ $(job_state "$1") =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)$ ]]; }
 nothing_attached() { [[ $(attached) == 0 ]]; }
 queued_jobs() { squeue -h | wc -l; }
+node_state() { sinfo -h -n "$1" -o %T; }
+# The nodes with an event of KIND for JOB, sorted, space-separated.
+event_nodes() {  # event_nodes JOB KIND
+  api /v1/events "job=$1" | jq -r --arg k "$2" '[.events[] | select(.kind == $k) | .node] | unique | join(" ")'
+}
+cancel_and_fail() {  # cancel_and_fail JOB SENTENCE: a job left running would hold its GPUs
+  scancel "$1" 2>/dev/null
+  fail "$2"
+}
+# Where jobs are composed (cluster.sh's E2E_COMPOSE): controller, the plugin's default, or node.
+COMPOSE=${E2E_COMPOSE:-controller}
+read -r -a ALL_NODES <<<"${E2E_NODE_NAMES:-$NODE}"
+# A line composer-slurmctld wrote (its stderr, log/composer-slurmctld.log in this harness).
+ctld_said() { grep -qE -- "$1" "$E2E_DIR/log/composer-slurmctld.log" 2>/dev/null; }
 
 scenario_batch_job_sees_its_devices() {
   local j
@@ -270,6 +284,33 @@ scenario_refused_compose_fails_the_job_not_the_node() {
   wait_until 15 nothing_attached || fail "$(attached) devices attached afterwards"
 }
 
+# compose=controller: composerd refuses the job at PrologSlurmctld (every GPU drained after
+# the snapshot, so the job passes submit). Slurm requeues it and drains no node; the job never
+# runs without its devices, and runs once the pool can serve it.
+scenario_refused_compose_requeues_the_job() {
+  local id j problem=""
+  for id in $(device_ids gpu); do post "/v1/devices/$id/drain" '{"reason":"e2e"}' || return 1; done
+  j=$(sbatch --parsable -o "$OUT/%j.out" --compose-gpus=1 --wrap 'echo ran') || return 1
+  # composer-slurmctld asks again for free_wait (30 s) before it gives up.
+  wait_until 90 bash -c "scontrol show job $j -o | grep 'JobState=PENDING' | grep -q 'Restarts=[1-9]'" ||
+    problem="job $j was not requeued after the refusal: $(job_state "$j") $(job_field "$j" Reason)"
+  [[ $(node_state "$NODE") != drain* ]] ||
+    problem+="${problem:+; }node $NODE drained for a refused request: $(sinfo -h -R)"
+  ! grep -q '^ran' "$OUT/$j.out" 2>/dev/null ||
+    problem+="${problem:+; }job $j ran without its devices"
+  ctld_said "composer: prolog_slurmctld: job $j: compose compose-gpus=1 failed \(insufficient_resources\)" ||
+    problem+="${problem:+; }composer-slurmctld did not say why job $j was refused"
+  for id in $(device_ids gpu); do post "/v1/devices/$id/resume" '{}'; done
+  [[ -z $problem ]] || cancel_and_fail "$j" "$problem" || return 1
+  # Requeued jobs wait out cred_expire (30 s here) before they run again.
+  wait_until 150 finished "$j" ||
+    cancel_and_fail "$j" "job $j did not run once the GPUs were back ($(job_state "$j"), $(job_field "$j" Reason))" ||
+    return 1
+  [[ $(job_state "$j") == COMPLETED ]] && grep -q '^ran' "$OUT/$j.out" ||
+    fail "job $j ended $(job_state "$j") once the GPUs were back" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices attached afterwards"
+}
+
 # Last: it drains the node on purpose, then brings everything back.
 scenario_composerd_down_at_prolog_drains_and_requeues_held() {
   "$CLUSTER" stop-composerd
@@ -293,11 +334,55 @@ scenario_composerd_down_at_prolog_drains_and_requeues_held() {
   # An admin brings the node back and releases the job: it runs with its devices.
   scontrol update nodename="$NODE" state=resume
   scontrol release "$j"
-  # Slurm delays a requeued job until its old launch credential expires (CredExpire, 120 s).
+  # Slurm delays a requeued job until its old launch credential expires (cred_expire, 30 s here).
   scontrol update jobid="$j" starttime=now
   wait_until 60 finished "$j" || fail "job $j did not run after release" || return 1
   [[ $(job_state "$j") == COMPLETED ]] || fail "job $j ended $(job_state "$j")" || return 1
   wait_until 15 nothing_attached || fail "$(attached) devices attached afterwards"
+}
+
+# compose=controller only: composerd away when a job starts. PrologSlurmctld fails, Slurm
+# requeues the batch job and drains no node; once composerd is back the job runs, composed on
+# each of its nodes (two where the cluster has them).
+scenario_composerd_away_requeues_without_draining() {
+  local j problem="" n nodes=$((${#ALL_NODES[@]} > 1 ? 2 : 1))
+  "$CLUSTER" stop-composerd
+  # shellcheck disable=SC2016  # the job's shell expands them
+  j=$(sbatch --parsable -N "$nodes" -o "$OUT/%j.out" --compose-gpus=1 \
+    --wrap 'srun -l bash -c "echo \$SLURMD_NODENAME \$COMPOSER_GPUS"') || {
+    "$CLUSTER" start-composerd
+    return 1
+  }
+  if ! wait_until 60 bash -c "scontrol show job $j -o | grep 'JobState=PENDING' | grep -q 'Restarts=[1-9]'"; then
+    problem="job $j was not requeued while composerd was away: $(job_state "$j") $(job_field "$j" Reason)"
+  fi
+  for n in "${ALL_NODES[@]}"; do
+    [[ $(node_state "$n") == drain* || $(node_state "$n") == down* ]] &&
+      problem+="${problem:+; }node $n is $(node_state "$n") ($(sinfo -h -R -n "$n"))"
+  done
+  ctld_said "composer: prolog_slurmctld: job $j: compose compose-gpus=1 failed \(unavailable\)" ||
+    problem+="${problem:+; }composer-slurmctld did not say that composerd was away for job $j"
+  # An interactive job cannot wait in the queue: Slurm refuses it, and drains nothing either.
+  local err
+  if err=$(timeout 60 salloc -N 1 --compose-gpus=1 true 2>&1); then
+    problem+="${problem:+; }salloc ran while composerd was away"
+  elif ! grep -q "PrologSlurmctld failed" <<<"$err"; then
+    problem+="${problem:+; }salloc refused without naming PrologSlurmctld: $err"
+  fi
+  for n in "${ALL_NODES[@]}"; do
+    [[ $(node_state "$n") == drain* ]] && problem+="${problem:+; }node $n drained after salloc"
+  done
+  "$CLUSTER" start-composerd
+  [[ -z $problem ]] || cancel_and_fail "$j" "$problem" || return 1
+  # Requeued jobs wait out cred_expire (30 s here) before they run again.
+  wait_until 150 finished "$j" || cancel_and_fail "$j" "job $j did not run once composerd was back ($(job_state "$j"), $(job_field "$j" Reason))" ||
+    return 1
+  [[ $(job_state "$j") == COMPLETED ]] || fail "job $j ended $(job_state "$j")" || return 1
+  [[ $(grep -cE "^[0-9]+: [^ ]+ [a-z]+-" "$OUT/$j.out") == "$nodes" ]] ||
+    fail "job $j's $nodes task(s) did not each see a GPU: $(cat "$OUT/$j.out")" || return 1
+  [[ $(wc -w <<<"$(event_nodes "$j" ready)") == "$nodes" ]] ||
+    fail "job $j composed on '$(event_nodes "$j" ready)', expected $nodes node(s)" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices attached after job $j"
 }
 
 # What the fabric held before composerd came (the Redfish mockups' pre-composed and shared
@@ -350,3 +435,7 @@ ALL_SCENARIOS=(
   scenario_composerd_down_at_prolog_drains_and_requeues_held
   scenario_foreign_devices_are_never_touched
 )
+if [[ $COMPOSE == controller ]]; then
+  ALL_SCENARIOS=("${ALL_SCENARIOS[@]/scenario_refused_compose_fails_the_job_not_the_node/scenario_refused_compose_requeues_the_job}")
+  ALL_SCENARIOS=("${ALL_SCENARIOS[@]/scenario_composerd_down_at_prolog_drains_and_requeues_held/scenario_composerd_away_requeues_without_draining}")
+fi

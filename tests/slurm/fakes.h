@@ -3,6 +3,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,13 +61,21 @@ class FakeComposer : public ComposerApi {
     c.request = call.request;
     return c;
   }
-  // show(): the composition compose() would answer, unless show_error is set.
+  // show(): the composition compose() would answer, unless show_error is set; in the state
+  // show_states names for its job, or not found for a job in unknown_jobs.
   std::optional<Error> show_error;
+  std::map<uint32_t, CompositionState> show_states;
+  std::set<uint32_t> unknown_jobs;
   std::vector<std::pair<uint32_t, std::string>> shown;
   Expected<Composition> show(uint32_t job_id, const std::string& node) override {
     shown.emplace_back(job_id, node);
     if (show_error) return *show_error;
-    return ready(job_id, node);
+    if (unknown_jobs.contains(job_id)) {
+      return Error{ErrorCode::kNotFound, "no composition for job " + std::to_string(job_id)};
+    }
+    Composition c = ready(job_id, node);
+    if (auto it = show_states.find(job_id); it != show_states.end()) c.state = it->second;
+    return c;
   }
   Expected<bool> release(uint32_t job_id, const std::string& node) override {
     released.emplace_back(job_id, node);

@@ -61,6 +61,7 @@ class HostSideTest : public ::testing::Test {
     config.dev_root = host.dev_root();
     config.host_wait_s = 2;
     config.busy_wait_s = 0;
+    config.compose_on = ComposeOn::kNode;  // the prolog composes and the epilog releases
     // The node's own GPU, which no composed job may get.
     host.add_present(gpu_function("0000:01:00.0", "GPU-local-0000"));
   }

@@ -12,6 +12,10 @@ TEST(PlugstackArgs, DefaultsWithoutArguments) {
   EXPECT_EQ(c->proc_root, "/proc");
   EXPECT_EQ(c->host_check, HostCheck::kWait);
   EXPECT_EQ(c->on_unavailable, OnUnavailable::kDrain);
+  EXPECT_EQ(c->compose_on, ComposeOn::kController);
+  Expected<SpankConfig> node = parse_plugstack_args({"compose=node"});
+  ASSERT_TRUE(node) << node.error();
+  EXPECT_EQ(node->compose_on, ComposeOn::kNode);
 }
 
 TEST(PlugstackArgs, ParsesEveryArgument) {

@@ -32,6 +32,7 @@ class SpankCoreTest : public ::testing::Test {
     config.busy_wait_s = 0;
     config.free_wait_s = 0;
     config.retries = 3;
+    config.compose_on = ComposeOn::kNode;  // the prolog composes; a test says controller
     tmp.write("sys/bus/pci/rescan", "");
     job.options = {{"compose-gpus", "2"}, {"compose-mem", "64G"}, {"workload", "training"}};
     job.env = {{"SLURM_JOB_USER", "alice"}, {"SLURM_JOB_ACCOUNT", "physics"}};
@@ -211,6 +212,48 @@ TEST_F(SpankCoreTest, UnderControllerComposeThePrologOnlyReadsTheComposition) {
   EXPECT_NE(state()->error.find("PrologSlurmctld=composer-slurmctld"), std::string::npos)
       << state()->error;
   EXPECT_TRUE(api.composed.empty());
+}
+
+// A node that died under a job ran no epilog for it: the next composed job's prolog removes
+// that job's state file once composerd no longer holds its composition, and keeps the files
+// of jobs still composed here, of jobs composerd cannot answer for and of jobs without devices.
+TEST_F(SpankCoreTest, PrologRemovesTheStateFilesOfJobsComposerdNoLongerHolds) {
+  show_devices();
+  auto leave_state = [&](uint32_t id, std::vector<Device> devices) {
+    JobState s;
+    s.job_id = id;
+    s.node = "node1";
+    s.devices = std::move(devices);
+    ASSERT_TRUE(write_job_state(config.state_dir, s));
+  };
+  const Device old_gpu = device("gpu-00", DeviceType::kGpu, "0000:41:00.0");
+  leave_state(100, {old_gpu});  // released: the node died under it
+  leave_state(101, {old_gpu});  // composerd has no record at all
+  leave_state(102, {device("gpu-07", DeviceType::kGpu, "0000:47:00.0")});  // still running
+  leave_state(103, {});  // refused at its prolog: holds no address
+  api.show_states[100] = CompositionState::kReleased;
+  api.unknown_jobs.insert(101);
+  ASSERT_TRUE(job_prolog(job, api, config));
+  auto has_state = [&](uint32_t id) { return fs::exists(state_path(config.state_dir, id)); };
+  EXPECT_FALSE(has_state(100));
+  EXPECT_FALSE(has_state(101));
+  EXPECT_TRUE(has_state(102));
+  EXPECT_TRUE(has_state(103));
+  ASSERT_TRUE(state());
+  EXPECT_EQ(state()->error, "");
+  bool said = false;
+  for (const std::string& line : job.infos) {
+    said = said || line.find(
+                       "removed the state file of job 100, whose composition on this "
+                       "node composerd released") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+
+  // composerd away: nothing is removed.
+  leave_state(100, {old_gpu});
+  api.show_error = Error{ErrorCode::kUnavailable, "composerd down"};
+  (void)job_prolog(job, api, config);
+  EXPECT_TRUE(has_state(100));
 }
 
 TEST_F(SpankCoreTest, BadOptionValueFailsTheJobNotTheNode) {

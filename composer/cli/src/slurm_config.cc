@@ -64,9 +64,10 @@ std::string slurm_config_text(const SlurmConfig& c) {
       << kSchedulerParameters << "\n"
       << "# with slurmdbd, to see licenses and GRES in sacct:\n"
       << "#" << kTres << "\n"
-      << "# with compose=controller on the plugstack line (one compose and one release per job):\n"
-      << "#PrologSlurmctld=/usr/sbin/composer-slurmctld\n"
-      << "#EpilogSlurmctld=/usr/sbin/composer-slurmctld\n"
+      << "# composer-slurmctld composes each job before it launches and releases it at the end\n"
+      << "# (the plugin's default, compose=controller; with compose=node leave both out):\n"
+      << "PrologSlurmctld=/usr/sbin/composer-slurmctld\n"
+      << "EpilogSlurmctld=/usr/sbin/composer-slurmctld\n"
       << "# composerd manages at run time (SlurmSync=yes), not in slurm.conf: " << kManaged << ".\n"
       << "# add to the NodeName lines:\n";
   for (const auto& n : c.nodes) {

@@ -129,15 +129,23 @@ Status remove_job_state(const std::string& state_dir, uint32_t job_id) {
   return Status::Ok();
 }
 
-std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint32_t job_id) {
-  std::set<std::string> out;
+std::vector<uint32_t> other_jobs(const std::string& state_dir, uint32_t job_id) {
+  std::vector<uint32_t> out;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(state_dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (!name.starts_with("job-") || !name.ends_with(".json")) continue;
     const Expected<uint32_t> other = parse_count(name.substr(4, name.size() - 9), UINT32_MAX);
-    if (!other || *other == job_id) continue;
-    Expected<std::optional<JobState>> s = read_job_state(state_dir, *other);
+    if (other && *other != job_id) out.push_back(*other);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint32_t job_id) {
+  std::set<std::string> out;
+  for (uint32_t other : other_jobs(state_dir, job_id)) {
+    Expected<std::optional<JobState>> s = read_job_state(state_dir, other);
     if (!s || !s->has_value()) continue;
     for (const Device& d : (*s)->devices) {
       if (!d.address.empty() && d.type != DeviceType::kMem) out.insert(d.address);

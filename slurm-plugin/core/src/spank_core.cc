@@ -149,6 +149,33 @@ Expected<std::vector<Composition>> compose_job_waiting(
   return asking_while_short([&] { return api.compose_job(call, nodes); }, free_wait_s, log);
 }
 
+namespace {
+
+// A node that died under a job runs no epilog for it, so that job's state file outlives it
+// and would keep its devices' addresses from every later job (addresses_of_other_jobs). The
+// files with devices of jobs whose composition on this node composerd no longer holds are
+// removed: the devices went back to the pool with it. A file composerd cannot answer for
+// stays, and so does one without devices (it keeps nothing from anyone).
+void remove_stale_states(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
+                         uint32_t job_id, const std::string& node, const std::string& at) {
+  for (uint32_t other : other_jobs(config.state_dir, job_id)) {
+    Expected<std::optional<JobState>> file = read_job_state(config.state_dir, other);
+    if (!file || !file->has_value() || (*file)->devices.empty()) continue;
+    Expected<Composition> held = api.show(other, node);
+    if (!held && held.error().code != ErrorCode::kNotFound) continue;
+    if (held && is_live(held->state)) continue;
+    if (Status s = remove_job_state(config.state_dir, other); !s) {
+      ctx.error("composer: prolog: " + at + ": " + s.error().message);
+      continue;
+    }
+    ctx.info("composer: prolog: " + at + ": removed the state file of job " +
+             std::to_string(other) + ", whose composition on this node composerd " +
+             (held ? "released" : "does not hold") + " (the node ran no epilog for it)");
+  }
+}
+
+}  // namespace
+
 Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
   Expected<uint32_t> job_id = ctx.job_id();
   if (!job_id) {
@@ -175,6 +202,7 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   Expected<JobOptions> options = read_job_options(ctx);
   if (!options) return fail_job("bad option: " + options.error().message);
   if (!options->composes()) return Status::Ok();
+  remove_stale_states(ctx, api, config, *job_id, node, at);
 
   if (config.compose_on == ComposeOn::kController) {
     // PrologSlurmctld composed every node of the job before it launched: only the host side.

@@ -42,6 +42,9 @@ Status write_job_state(const std::string& state_dir, const JobState& state);
 Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, uint32_t job_id);
 Status remove_job_state(const std::string& state_dir, uint32_t job_id);
 
+// The jobs other than `job_id` that have a state file in state_dir, in ascending order.
+std::vector<uint32_t> other_jobs(const std::string& state_dir, uint32_t job_id);
+
 // The host addresses the state files of other jobs than `job_id` in state_dir hold: devices
 // the prolog must never hand to this job. A file that does not read is skipped.
 std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint32_t job_id);

@@ -56,7 +56,7 @@ struct SpankConfig {
   // before it releases the job's compositions.
   uint32_t epilog_wait_s = 300;
   OnUnavailable on_unavailable = OnUnavailable::kDrain;
-  ComposeOn compose_on = ComposeOn::kNode;
+  ComposeOn compose_on = ComposeOn::kController;
 };
 
 // Parses "key=value" arguments as SPANK hands them over (argv of the plugstack.conf line).
