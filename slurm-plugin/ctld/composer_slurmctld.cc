@@ -48,11 +48,9 @@ cs::SlurmProbe slurm_probe(uint32_t job_id) {
   cs::SlurmProbe probe;
   probe.completing = [job_id]() -> composer::Expected<std::vector<std::string>> {
     composer::Expected<std::string> out = slurm_answer(
-        {"squeue", "--all", "-h", "-t", "all", "-j", std::to_string(job_id), "-o", "%N"});
+        {"squeue", "--all", "-h", "-t", "all", "-j", std::to_string(job_id), "-o", "%A|%N"});
     if (!out) return out.error();
-    const std::string list(composer::trim(*out));
-    if (list.empty()) return std::vector<std::string>{};
-    return composer::config::expand_hostlist(list);
+    return cs::completing_nodes(*out, job_id);
   };
   probe.drained =
       [](const std::vector<std::string>& nodes) -> composer::Expected<std::vector<std::string>> {

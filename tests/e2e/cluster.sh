@@ -177,16 +177,12 @@ ReleaseTimeout=20
 ReconcileInterval=5
 Durable=no
 CONF
-  if [[ $E2E_SLURM_SYNC == yes ]]; then
-    printf 'SlurmSync=yes\nSlurmConf=%s\n' "$SLURM_CONF" >>"$E2E_DIR/etc/composer.conf"
-  fi
-  if [[ $MULTI == yes ]]; then
-    # A node whose slurmd dies runs no epilog: composerd's reconciler asks Slurm (squeue)
-    # which jobs still run and releases the compositions of the others after OrphanGrace
-    # (60 s by default, 10 here so that the node failure scenario stays short).
-    [[ $E2E_SLURM_SYNC == yes ]] || printf 'SlurmConf=%s\n' "$SLURM_CONF" >>"$E2E_DIR/etc/composer.conf"
-    printf 'SlurmJobCheck=yes\nOrphanGrace=10\n' >>"$E2E_DIR/etc/composer.conf"
-  fi
+  [[ $E2E_SLURM_SYNC == yes ]] && printf 'SlurmSync=yes\n' >>"$E2E_DIR/etc/composer.conf"
+  # A node whose slurmd dies runs no epilog: composerd's reconciler asks Slurm (squeue) which
+  # jobs still run and releases the compositions of the others after OrphanGrace (60 s by
+  # default, 10 here so that the node failure scenario stays short). The scenarios check that
+  # it has nothing to do where the epilogs do their work.
+  printf 'SlurmConf=%s\nSlurmJobCheck=yes\nOrphanGrace=10\n' "$SLURM_CONF" >>"$E2E_DIR/etc/composer.conf"
   if [[ $FABRIC == sim ]]; then
     {
       printf 'Fabric=sim\nSimLatency=20\n'

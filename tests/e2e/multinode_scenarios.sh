@@ -193,7 +193,8 @@ scenario_node_failure() {
 # 200 tasks of one GPU each over three nodes and a pool of 8: tasks start on one node while
 # another's epilog still releases the GPU Slurm already counted free (the prolog's free_wait).
 scenario_array() {
-  local j tasks=200
+  local j tasks=200 reconciled
+  reconciled=$(reconciler_releases)
   # shellcheck disable=SC2016  # the job's shell expands them
   j=$(sbatch --parsable --array=0-$((tasks - 1)) -N 1 -o "$OUT/array-%A_%a.out" --compose-gpus=1 \
     --wrap 'echo "NODE=$SLURMD_NODENAME GPUS=$COMPOSER_GPUS"; sleep 1') || return 1
@@ -208,6 +209,9 @@ scenario_array() {
   spread=$(grep -ho '^NODE=cn[0-9]*' "$OUT"/array-"$j"_*.out | sort | uniq -c | tr -s ' ' | paste -sd,)
   echo "  tasks per node:$spread"
   wait_until 15 nothing_attached || fail "$(attached) devices leaked by array $j" || return 1
+  [[ $(reconciler_releases) == "$reconciled" ]] ||
+    fail "composerd's reconciler, not the epilogs, released tasks of array $j: $(grep -F "reconciler released" "$E2E_DIR/log/composerd.log" | tail -3)" ||
+    return 1
   no_live_composition || fail "$(live_compositions) compositions still live after array $j" ||
     return 1
   pool_adds_up || fail "pool does not add up: $(api /v1/pool)" || return 1

@@ -84,6 +84,11 @@ cancel_and_fail() {  # cancel_and_fail JOB SENTENCE: a job left running would ho
 # Where jobs are composed (cluster.sh's E2E_COMPOSE): controller, the plugin's default, or node.
 COMPOSE=${E2E_COMPOSE:-controller}
 read -r -a ALL_NODES <<<"${E2E_NODE_NAMES:-$NODE}"
+# How often composerd's reconciler has released the devices of an ended job so far: where
+# the epilogs do their work it never has to.
+reconciler_releases() {
+  grep -cF "reconciler released the devices of a job Slurm no longer runs" "$E2E_DIR/log/composerd.log"
+}
 # A line composer-slurmctld wrote (its stderr, log/composer-slurmctld.log in this harness).
 ctld_said() { grep -qE -- "$1" "$E2E_DIR/log/composer-slurmctld.log" 2>/dev/null; }
 
@@ -245,7 +250,8 @@ scenario_exhausted_pool_queues_on_licenses() {
 }
 
 scenario_array_of_50_leaks_nothing() {
-  local j
+  local j reconciled
+  reconciled=$(reconciler_releases)
   j=$(sbatch --parsable --array=1-50 -o "$OUT/array-%A_%a.out" --compose-gpus=1 \
     --wrap 'echo "GPUS=$COMPOSER_GPUS"; sleep 1') || return 1
   wait_until 400 bash -c "[[ -z \$(squeue -h -j $j) ]]" || fail "array $j still queued" || return 1
@@ -257,6 +263,9 @@ scenario_array_of_50_leaks_nothing() {
   states=$(scontrol show job "$j" -o | grep -o 'JobState=[A-Z_]*' | sort | uniq -c | tr -s ' ')
   [[ $states == " 50 JobState=COMPLETED" ]] || fail "array states: $states" || return 1
   wait_until 15 nothing_attached || fail "$(attached) devices leaked by the array" || return 1
+  [[ $(reconciler_releases) == "$reconciled" ]] ||
+    fail "composerd's reconciler, not the epilogs, released tasks of array $j: $(grep -F "reconciler released" "$E2E_DIR/log/composerd.log" | tail -3)" ||
+    return 1
   pool_adds_up || fail "pool does not add up: $(api /v1/pool)"
 }
 

@@ -86,6 +86,19 @@ Status controller_prolog(const ControllerJob& job, ComposerApi& api, uint32_t fr
   return Status::Ok();
 }
 
+Expected<std::vector<std::string>> completing_nodes(std::string_view squeue_output,
+                                                    uint32_t job_id) {
+  const std::string id = std::to_string(job_id);
+  for (const std::string& line : split(std::string(squeue_output), '\n')) {
+    const std::vector<std::string> f = split(line, '|');
+    if (f.size() != 2 || trim(f[0]) != id) continue;
+    const std::string list(trim(f[1]));
+    if (list.empty()) return std::vector<std::string>{};
+    return config::expand_hostlist(list);
+  }
+  return std::vector<std::string>{};
+}
+
 Status controller_epilog(const ControllerJob& job, ComposerApi& api, const SlurmProbe& slurm,
                          uint32_t wait_s, const std::function<void(const std::string&)>& log) {
   if (!job.options.composes()) return Status::Ok();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "composer/common/error.h"
@@ -44,6 +45,13 @@ struct SlurmProbe {
   // Which of `nodes` are drained or draining (an epilog that failed drains its node).
   std::function<Expected<std::vector<std::string>>(const std::vector<std::string>& nodes)> drained;
 };
+
+// The nodes of job `job_id` that squeue lists as still completing, from the output of
+// `squeue --all -h -t all -j JOB -o %A|%N`. Only the line whose %A is the job itself counts:
+// for the task of an array whose id is the array's (the last task to start keeps it), squeue
+// -j lists every task of the array.
+Expected<std::vector<std::string>> completing_nodes(std::string_view squeue_output,
+                                                    uint32_t job_id);
 
 // EpilogSlurmctld: waits (up to wait_s) until every node's epilog has cleared the host side,
 // then releases the job's compositions with one call. A node whose epilog drained it (devices
