@@ -11,7 +11,7 @@ packages=(
   clang-format clang-tidy
   libsqlite3-dev sqlite3 libjsoncpp-dev libcurl4-openssl-dev libssl-dev libboost-dev libcpp-httplib-dev libcli11-dev
   libgtest-dev libgmock-dev
-  munge libmunge-dev
+  munge libmunge-dev libsystemd-dev
   slurmctld slurmd slurm-client libslurm-dev
   curl procps iproute2 tzdata bc jq openssl hostname libxml2-dev
   prometheus python3-prometheus-client python3-yaml

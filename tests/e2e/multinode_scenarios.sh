@@ -159,10 +159,10 @@ scenario_node_failure() {
       fi
     fi
   fi
-  # The victim ran no epilog: its state file of the job stays for now.
-  local stale had_stale=no
+  # The victim has run no epilog: its state file of the job is still there.
+  local stale saved=$OUT/stale-job-$j.json
   stale=$(state_file "$j" "$victim")
-  [[ -e $stale ]] && had_stale=yes
+  cp "$stale" "$saved" 2>/dev/null || problem+="${problem:+; }$victim has no state file of job $j after its slurmd was killed under it"
   # Whatever happened: the victim back, idle (ReturnToService=2 brings it back when its
   # slurmd registers; resume only if it did not), for the scenarios after this one.
   "$CLUSTER" start-slurmd "$victim" || problem+="${problem:+; }slurmd of $victim did not start again"
@@ -172,9 +172,12 @@ scenario_node_failure() {
       problem+="${problem:+; }$victim is $(node_state "$victim") after its slurmd restarted"
   fi
   [[ -z $problem ]] || { fail "$problem"; return 1; }
-  [[ $had_stale == yes ]] ||
-    fail "$victim has no state file of job $j after its slurmd was killed under it" || return 1
-  # The next composed job's prolog there removes it: composerd released the composition.
+  # When its slurmd registers again, Slurm has it end the job, and the epilog runs then
+  # (measured on 22.05). A node that rebooted under the job may never run it, and keeps the
+  # file: put back as such a node has it, the next composed job's prolog there removes it,
+  # since composerd released the composition.
+  [[ -e $stale ]] || echo "  Slurm ran job $j's epilog on $victim once its slurmd was back"
+  cp "$saved" "$stale"
   local next
   next=$(sbatch --parsable -w "$victim" -o /dev/null --compose-gpus=1 --wrap true) || return 1
   wait_until 60 finished "$next" ||

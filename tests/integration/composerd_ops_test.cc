@@ -2,10 +2,14 @@
 // python3-prometheus-client, through check_scrape.py), the Grafana dashboard's and the alert
 // rules' queries checked against a real scrape, and SIGHUP (log reopened after a rotation,
 // LogLevel re-read, a broken composer.conf refused without stopping) next to SIGTERM's clean
-// stop.
+// stop, and what composerd tells systemd (sd_notify: ready, reloading, stopping).
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -186,6 +190,61 @@ TEST(ComposerdOpsTest, SighupReopensTheRotatedLogAndKeepsServing) {
   const int status = d.stop();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_NE(d.log().find("composerd exited cleanly"), std::string::npos) << d.log();
+}
+
+// A service manager's notification socket, as systemd gives a Type=notify service one
+// (NOTIFY_SOCKET in its environment): one datagram per notification.
+class NotifySocket {
+ public:
+  NotifySocket() {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    path_.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+      throw std::runtime_error("cannot bind " + path_);
+    }
+  }
+  ~NotifySocket() { close(fd_); }
+  NotifySocket(const NotifySocket&) = delete;
+  NotifySocket& operator=(const NotifySocket&) = delete;
+  const std::string& path() const { return path_; }
+  // The next notification, or "" when none comes within 10 s.
+  std::string next() const {
+    pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
+    if (poll(&p, 1, 10000) != 1) return "";
+    char buf[4096];
+    const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  }
+
+ private:
+  test_support::TempDir dir_{"composer-notify"};
+  std::string path_ = dir_.file("notify");
+  int fd_ = -1;
+};
+
+TEST(ComposerdOpsTest, TellsTheServiceManagerWhenItIsReadyReloadingAndStopping) {
+  NotifySocket manager;
+  ASSERT_EQ(setenv("NOTIFY_SOCKET", manager.path().c_str(), 1), 0);
+  ComposerdProcess d;
+  unsetenv("NOTIFY_SOCKET");
+  // Ready once it listens: by then the API answered the harness's health check.
+  const std::string ready = manager.next();
+  EXPECT_NE(ready.find("READY=1"), std::string::npos) << ready;
+  EXPECT_NE(ready.find("STATUS=serving the API on 127.0.0.1:" + std::to_string(d.port())),
+            std::string::npos)
+      << ready;
+  ASSERT_EQ(kill(d.pid(), SIGHUP), 0);
+  const std::string reloading = manager.next();
+  EXPECT_NE(reloading.find("RELOADING=1\nMONOTONIC_USEC="), std::string::npos) << reloading;
+  const std::string again = manager.next();
+  EXPECT_NE(again.find("READY=1"), std::string::npos) << again;
+  EXPECT_TRUE(d.client(2000).health().ok());
+  const int status = d.stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const std::string stopping = manager.next();
+  EXPECT_NE(stopping.find("STOPPING=1"), std::string::npos) << stopping;
 }
 
 TEST(ComposerdOpsTest, SighupAppliesLogLevelAndRefusesABrokenConfigWithoutStopping) {

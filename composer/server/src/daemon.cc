@@ -26,6 +26,7 @@
 #include "composer/server/auth.h"
 #include "composer/server/fabric_setup.h"
 #include "composer/server/http_api.h"
+#include "composer/server/service_manager.h"
 #include "composer/server/slurm_jobs.h"
 #include "front_door.h"
 #include "metrics.h"
@@ -449,7 +450,10 @@ Status Daemon::run() {
                                     {"socket", in.config.listen_socket},
                                     {"fabric", in.config.fabric},
                                     {"database", in.config.database}});
+  service_manager::ready("serving the API on " + in.config.listen_address + ":" +
+                         std::to_string(in.config.listen_port));
   in.http->run();
+  service_manager::stopping();
   in.stopping = true;
   publisher.join();
   if (in.slurm) in.slurm->stop();

@@ -1,6 +1,7 @@
-// composerd: the slurm-composer daemon. Runs in the foreground (systemd Type=simple); stops
-// cleanly on SIGTERM or SIGINT; on SIGHUP reopens its log file and re-reads LogLevel and
-// LogFile (every other setting takes effect at the next start).
+// composerd: the slurm-composer daemon. Runs in the foreground and tells systemd when it is
+// ready (Type=notify; service_manager.h); stops cleanly on SIGTERM or SIGINT; on SIGHUP reopens
+// its log file and re-reads LogLevel and LogFile (every other setting takes effect at the next
+// start).
 #include <malloc.h>
 #include <signal.h>
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@
 #include "composer/server/config.h"
 #include "composer/server/daemon.h"
 #include "composer/server/fabric_setup.h"
+#include "composer/server/service_manager.h"
 
 namespace {
 
@@ -168,7 +170,9 @@ int main(int argc, char** argv) {
     int sig = 0;
     std::string log_file = config->log_file;
     while (sigwait(&signals, &sig) == 0 && sig == SIGHUP && !signalled.load()) {
+      composer::server::service_manager::reloading();
       log_file = reload(config_path, log_file);
+      composer::server::service_manager::ready("serving the API (reloaded)");
     }
     if (signalled.exchange(true)) return;  // woken by main to exit
     composer::log::info("signal received, shutting down", {{"signal", std::to_string(sig)}});

@@ -151,8 +151,8 @@ Expected<std::vector<Composition>> compose_job_waiting(
 
 namespace {
 
-// A node that died under a job runs no epilog for it, so that job's state file outlives it
-// and would keep its devices' addresses from every later job (addresses_of_other_jobs). The
+// A job whose epilog never ran on this node (the node rebooted under it) leaves its state file,
+// which would keep its devices' addresses from every later job (addresses_of_other_jobs). The
 // files with devices of jobs whose composition on this node composerd no longer holds are
 // removed: the devices went back to the pool with it. A file composerd cannot answer for
 // stays, and so does one without devices (it keeps nothing from anyone).

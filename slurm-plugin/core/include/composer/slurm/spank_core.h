@@ -19,8 +19,8 @@ Expected<JobOptions> read_job_options(JobContext& ctx);
 // Job prolog (root, slurmd). Asks composerd to compose when the job asked for anything
 // (compose=node; under compose=controller it reads the composition PrologSlurmctld made), makes
 // the host see the devices and writes the job's state file. First it removes the state files
-// other jobs left with devices whose compositions composerd no longer holds (a node that died
-// under a job ran no epilog for it). Returns an error, and so fails the
+// other jobs left with devices whose compositions composerd no longer holds (their epilogs
+// never ran here, e.g. the node rebooted under them). Returns an error, and so fails the
 // prolog and drains the node, only for a fault of the fabric or of this node (and for an
 // unreachable composerd under on_unavailable=drain). A request that cannot be served for any
 // other reason is recorded in the state file and fails the job's steps instead. Logs one line
