@@ -176,7 +176,9 @@ scenario_node_failure() {
   # (measured on 22.05). A node that rebooted under the job may never run it, and keeps the
   # file: put back as such a node has it, the next composed job's prolog there removes it,
   # since composerd released the composition.
-  [[ -e $stale ]] || echo "  Slurm ran job $j's epilog on $victim once its slurmd was back"
+  if wait_until 15 bash -c "[[ ! -e $stale ]]"; then
+    echo "  Slurm ran job $j's epilog on $victim once its slurmd was back"
+  fi
   cp "$saved" "$stale"
   local next
   next=$(sbatch --parsable -w "$victim" -o /dev/null --compose-gpus=1 --wrap true) || return 1
