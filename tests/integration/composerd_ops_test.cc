@@ -20,6 +20,7 @@
 
 #include "composer/api/codec.h"
 #include "composerd_process.h"
+#include "fake_slurm.h"
 
 namespace composer::testing {
 namespace {
@@ -126,7 +127,13 @@ TEST(ComposerdOpsTest, EachFabricOfAMultiFabricConfigHasItsOwnSeries) {
 }
 
 TEST(ComposerdOpsTest, DashboardAndAlertRuleQueriesFindTheirMetricsAndLabels) {
-  ComposerdProcess d;
+  // With SlurmSync=yes (against the stand-in scontrol): the composer_slurm_* families too.
+  test_support::TempDir files("composer-ops-sync");
+  // The cap licenses of day_night_policy.h's classes, which exercise() applies.
+  std::ofstream(fake_slurm_dir(files) + "/licenses", std::ios::app)
+      << "LicenseName=training_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n"
+         "LicenseName=inference_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n";
+  ComposerdProcess d(fake_slurm_conf());
   exercise(d);
   const std::string path = write_scrape(d, scrape(d));
   const auto r =

@@ -1,8 +1,10 @@
 // SlurmSync=yes in a real composerd against a stand-in scontrol with state
 // (fake_scontrol/scontrol): the hold reservation follows drains and resumes within a round,
 // is updated in place and never deleted, comes back after a deletion by hand (and the log says
-// so), and a plan Slurm refuses is undone whole.
+// so, and /metrics counts the repair), and a plan Slurm refuses is undone whole (and /metrics
+// says Slurm is out of step until it is applied).
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <stdlib.h>
 
 #include <chrono>
@@ -13,6 +15,7 @@
 
 #include "composerd_process.h"
 #include "day_night_policy.h"
+#include "fake_slurm.h"
 
 namespace composer::testing {
 namespace {
@@ -24,25 +27,9 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
-// A directory for the stand-in, set in the environment before composerd starts.
-std::string fake_slurm_dir(const test_support::TempDir& dir) {
-  const std::string slurm = dir.file("slurm");
-  std::filesystem::create_directories(slurm);
-  std::ofstream(slurm + "/licenses")
-      << "LicenseName=fabric_gpu Total=16 Used=0 Free=16 Reserved=0 Remote=no\n"
-         "LicenseName=fabric_mem Total=1024 Used=0 Free=1024 Reserved=0 Remote=no\n"
-         "LicenseName=fabric_nvme Total=4 Used=0 Free=4 Reserved=0 Remote=no\n"
-         "LicenseName=matlab Total=5 Used=0 Free=5 Reserved=0 Remote=no\n";
-  setenv("FAKE_SLURM", slurm.c_str(), 1);
-  return slurm;
-}
-
 class SlurmSyncTest : public ::testing::Test {
  protected:
-  SlurmSyncTest()
-      : slurm_(fake_slurm_dir(files_)),
-        daemon_("SlurmSync=yes\nSlurmScontrol=" + std::string(FAKE_SCONTROL_DIR) +
-                "/scontrol\nReconcileInterval=1\n") {}
+  SlurmSyncTest() : slurm_(fake_slurm_dir(files_)), daemon_(fake_slurm_conf()) {}
 
   std::string reservations() const { return slurp(slurm_ + "/reservations"); }
   std::string calls() const { return slurp(slurm_ + "/calls"); }
@@ -63,6 +50,19 @@ class SlurmSyncTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return false;
+  }
+
+  // Waits up to 5 s for composerd's /metrics to contain `text`; says what it had otherwise.
+  ::testing::AssertionResult scraped(const std::string& text) const {
+    std::string body;
+    for (int i = 0; i < 100; ++i) {
+      const auto url = daemon_.url();
+      httplib::Client cli("127.0.0.1", std::stoi(url.substr(url.rfind(':') + 1)));
+      if (auto r = cli.Get("/metrics")) body = r->body;
+      if (body.find(text) != std::string::npos) return ::testing::AssertionSuccess();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return ::testing::AssertionFailure() << "no '" << text << "' in /metrics:\n" << body;
   }
 
   test_support::TempDir files_{"composer-sync"};
@@ -95,9 +95,14 @@ TEST_F(SlurmSyncTest, TheHoldFollowsDrainsAndResumesInPlace) {
 TEST_F(SlurmSyncTest, AHoldDeletedByHandIsBackWithinARound) {
   ASSERT_TRUE(daemon_.client().drain("gpu-b-3", "fan").ok());
   ASSERT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << calls();
+  EXPECT_TRUE(scraped("composer_slurm_in_step 1\n"));
+  EXPECT_TRUE(scraped("composer_slurm_drift_repairs_total{change=\"recreated\"} 0\n"));
   std::ofstream(slurm_ + "/reservations").close();  // scontrol delete, by hand
   ASSERT_TRUE(eventually("ReservationName=hold_fabric_gpu")) << calls();
   EXPECT_TRUE(logged("deleted outside composerd")) << daemon_.log();
+  // The repair counts as drift, for the alert on it; Slurm is in step again.
+  EXPECT_TRUE(scraped("composer_slurm_drift_repairs_total{change=\"recreated\"} 1\n"));
+  EXPECT_TRUE(scraped("composer_slurm_in_step 1\n"));
 }
 
 TEST_F(SlurmSyncTest, APlanSlurmRefusesPartWayIsUndoneWhole) {
@@ -118,10 +123,12 @@ TEST_F(SlurmSyncTest, APlanSlurmRefusesPartWayIsUndoneWhole) {
     EXPECT_NE(ran.find("delete ReservationName=hold_fabric_gpu"), std::string::npos) << ran;
   }
   EXPECT_EQ(reservations().find("hold_fabric_nvme"), std::string::npos) << reservations();
+  EXPECT_TRUE(scraped("composer_slurm_in_step 0\n"));
   // Once Slurm accepts it, the next round applies the plan whole.
   std::filesystem::remove(slurm_ + "/fail");
   EXPECT_TRUE(eventually("Licenses=fabric_nvme:1 ")) << calls();
   EXPECT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << calls();
+  EXPECT_TRUE(scraped("composer_slurm_in_step 1\n"));
 }
 
 // composerctl policy apply goes through composerd: the dry run shows the diff and changes

@@ -202,8 +202,7 @@ TEST(ControllerEpilog, ReleasesNothingWhenTheNodesDoNotFinishOrSlurmCannotTell) 
 
 // squeue -j with an array's id lists every task of the array: only the job's own line counts.
 TEST(ControllerEpilog, CompletingNodesAreTheJobsOwnLineOfSqueue) {
-  Expected<std::vector<std::string>> nodes =
-      completing_nodes("57|cn1\n9|cn[2-3]\n58|cn3\n9|\n", 9);
+  Expected<std::vector<std::string>> nodes = completing_nodes("57|cn1\n9|cn[2-3]\n58|cn3\n9|\n", 9);
   ASSERT_TRUE(nodes) << nodes.error();
   EXPECT_EQ(*nodes, (std::vector<std::string>{"cn2", "cn3"}));
   nodes = completing_nodes("8|\n8_1|vm\n", 8);

@@ -348,6 +348,13 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
                                 clock);
   impl->metrics->set_policy_windows(
       [keeper = impl->policy.get()] { return keeper->windows_in_force(); });
+  if (impl->slurm) {
+    impl->metrics->set_slurm_sync([sync = impl->slurm.get()] {
+      return Metrics::SlurmSyncFigures{.recreated = sync->drift_recreated(),
+                                       .updated = sync->drift_updated(),
+                                       .in_step = sync->in_step()};
+    });
+  }
 
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(impl)));
   Daemon* self = daemon.get();

@@ -442,6 +442,23 @@ std::string Metrics::render() const {
     }
   }
 
+  // Only with SlurmSync=yes: a family without samples reads as an empty gauge to a parser.
+  if (slurm_sync_) {
+    const SlurmSyncFigures sync = slurm_sync_();
+    family(out, "composer_slurm_drift_repairs_total", "counter",
+           "Reservations composerd keeps in Slurm that it found deleted (recreated) or changed "
+           "(updated) outside composerd and repaired, since it started.");
+    sample(out, "composer_slurm_drift_repairs_total", "change=\"recreated\"",
+           static_cast<double>(sync.recreated));
+    sample(out, "composer_slurm_drift_repairs_total", "change=\"updated\"",
+           static_cast<double>(sync.updated));
+    family(out, "composer_slurm_in_step", "gauge",
+           "1 when composerd's last Slurm sync round left Slurm's licenses and reservations as "
+           "the pool and the policy say, 0 when it could not (the log says why); 0 before the "
+           "first round.");
+    sample(out, "composer_slurm_in_step", "", sync.in_step > 0 ? 1 : 0);
+  }
+
   render_process(out);
 
   family(out, "composer_api_requests_total", "counter",

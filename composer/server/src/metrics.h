@@ -115,6 +115,16 @@ class Metrics {
   using PolicyWindows = std::function<std::vector<std::pair<std::string, std::string>>()>;
   void set_policy_windows(PolicyWindows source) { policy_windows_ = std::move(source); }
 
+  // What composerd's Slurm sync (SlurmSync=yes) reports: drift it repaired since it started
+  // and whether its last round left Slurm in step (-1 before the first). Unset: the
+  // composer_slurm_* families are left out.
+  struct SlurmSyncFigures {
+    uint64_t recreated = 0;
+    uint64_t updated = 0;
+    int in_step = -1;
+  };
+  void set_slurm_sync(std::function<SlurmSyncFigures()> source) { slurm_sync_ = std::move(source); }
+
   std::string render() const;
 
   // "/v1/compositions/4711/node1" -> "/v1/compositions/{job}/{node}"; unknown paths -> "other".
@@ -131,6 +141,7 @@ class Metrics {
   const Clock& clock_;
   int64_t started_ms_;
   PolicyWindows policy_windows_;
+  std::function<SlurmSyncFigures()> slurm_sync_;
 
   mutable std::mutex mu_;
   std::map<std::tuple<std::string, std::string, int>, uint64_t> requests_;  // route, method, code

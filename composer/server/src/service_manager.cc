@@ -13,7 +13,8 @@ namespace {
 void notify(const std::string& state) {
   // < 0: the socket named by NOTIFY_SOCKET did not take the message; 0: none is set.
   if (int r = sd_notify(0, state.c_str()); r < 0) {
-    log::warning("cannot notify the service manager", {{"state", state}, {"errno", std::to_string(-r)}});
+    log::warning("cannot notify the service manager",
+                 {{"state", state}, {"errno", std::to_string(-r)}});
   }
 }
 
@@ -24,8 +25,8 @@ void ready(const std::string& status) { notify("READY=1\nSTATUS=" + status); }
 void reloading() {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
-  const uint64_t usec = static_cast<uint64_t>(now.tv_sec) * 1000000 +
-                        static_cast<uint64_t>(now.tv_nsec) / 1000;
+  const uint64_t usec =
+      static_cast<uint64_t>(now.tv_sec) * 1000000 + static_cast<uint64_t>(now.tv_nsec) / 1000;
   notify("RELOADING=1\nMONOTONIC_USEC=" + std::to_string(usec));
 }
 

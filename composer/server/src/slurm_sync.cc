@@ -117,6 +117,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
   }
   auto state = read_state();
   if (!state) {
+    if (apply) in_step_ = 0;
     report.error = "cannot read Slurm's licenses and reservations: " + state.error().message;
     if (report.error != last_error_) {
       log::error("slurm: cannot read Slurm's state; nothing changed this round",
@@ -134,11 +135,13 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
   }
   for (const auto& a : plan.actions) {
     if (a.action.kind == pol::ActionKind::kCreate && known_.count(a.action.object)) {
+      if (apply) ++drift_recreated_;
       log::warning(
           "slurm: a reservation composerd keeps was deleted outside composerd; "
           "creating it again",
           {{"reservation", a.action.object}});
     } else if (a.action.kind == pol::ActionKind::kUpdate && known_.count(a.action.object)) {
+      if (apply) ++drift_updated_;
       log::info("slurm: a reservation differs from what composerd keeps; updating it in place",
                 {{"reservation", a.action.object}, {"change", a.action.detail}});
     }
@@ -151,6 +154,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
     last_warnings_ = warnings;
   }
   if (!plan.problems.empty()) {
+    in_step_ = 0;
     report.error = join(plan.problems, "; ");
     if (report.error != last_error_) {
       log::error("slurm: plan not applied, nothing changed", {{"cause", report.error}});
@@ -159,6 +163,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
     return report;
   }
   if (!plan.changes()) {
+    in_step_ = 1;
     report.applied = true;
     if (!last_error_.empty()) log::info("slurm: Slurm matches the pool and the policy again");
     last_error_.clear();
@@ -174,6 +179,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
       done.push_back(&a);
       continue;
     }
+    in_step_ = 0;
     report.error = ran.error().message;
     bool undone = true;
     for (auto it = done.rbegin(); it != done.rend(); ++it) {
@@ -201,6 +207,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
               {{"change", a->action.detail}});
   }
   log::info("slurm: plan applied whole", {{"changes", std::to_string(done.size())}});
+  in_step_ = 1;
   report.applied = true;
   last_error_.clear();
   return report;

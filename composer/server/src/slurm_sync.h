@@ -8,6 +8,7 @@
 // runs, and when a command fails the ones already run are undone; the log says which.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -65,6 +66,14 @@ class SlurmSync {
   // --dry-run); nullopt: without a policy.
   Expected<policies::SyncPlan> preview(const std::optional<PolicyKeeper::PlanInForce>& plan);
 
+  // For /metrics. Drift: reservations composerd keeps that a round found deleted outside
+  // composerd (and created again) or changed (and updated in place), since it started.
+  uint64_t drift_recreated() const { return drift_recreated_.load(); }
+  uint64_t drift_updated() const { return drift_updated_.load(); }
+  // The last applying round: 1 when it left Slurm as the pool and the policy say (nothing to
+  // change, or every change made), 0 when it could not; -1 before the first one.
+  int in_step() const { return in_step_.load(); }
+
  private:
   Expected<std::string> scontrol(const std::vector<std::string>& args) const;
   Expected<policies::SlurmState> read_state() const;
@@ -84,6 +93,9 @@ class SlurmSync {
   std::condition_variable wake_;
   bool poked_ = false;
   bool stopping_ = false;
+  std::atomic<uint64_t> drift_recreated_{0};
+  std::atomic<uint64_t> drift_updated_{0};
+  std::atomic<int> in_step_{-1};
   std::thread thread_;
 };
 
