@@ -203,7 +203,7 @@ fi
 
 # ---- composer.conf -------------------------------------------------------------------------
 
-config_cc=$source/composer/server/src/config.cc
+config_cc=$source/composer/setup/src/config.cc
 submit_cc=$source/slurm-plugin/core/src/submit_config.cc
 # The keys both read (composer/config): composerd's and the job_submit plugin's.
 shared_cc=$source/composer/config/src/shared_keys.cc

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "composer/server/config.h"
+#include "composer/setup/config.h"
 
 namespace {
 
 bool accepted(const std::string& text, const std::string& unknown) {
-  auto parsed = composer::server::parse_config(text + "\n", "probe.conf");
+  auto parsed = composer::setup::parse_config(text + "\n", "probe.conf");
   return parsed || parsed.error().message.find(unknown) == std::string::npos;
 }
 

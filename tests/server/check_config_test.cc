@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "composer/server/config.h"
 #include "composer/server/daemon.h"
+#include "composer/setup/config.h"
 #include "composer/test_support/temp_dir.h"
 
 namespace composer::server {
@@ -31,7 +31,7 @@ class CheckConfig : public ::testing::Test {
     const std::string text =
         (head.find("StateDir=") == std::string::npos ? "StateDir=" + state_ + "\n" : "") + head +
         kPool;
-    auto c = parse_config(text, conf_);
+    auto c = setup::parse_config(text, conf_);
     if (!c) return c.error();
     return check_config(*c);
   }

@@ -24,10 +24,10 @@
 #include "composer/db/store.h"
 #include "composer/drivers/sim_fabric.h"
 #include "composer/server/auth.h"
-#include "composer/server/fabric_setup.h"
 #include "composer/server/http_api.h"
 #include "composer/server/service_manager.h"
 #include "composer/server/slurm_jobs.h"
+#include "composer/setup/fabric_setup.h"
 #include "front_door.h"
 #include "metrics.h"
 #include "policy_keeper.h"
@@ -49,7 +49,7 @@ struct StateOwner {
   gid_t gid = static_cast<gid_t>(-1);  // -1: the process's group
 };
 
-Expected<StateOwner> state_owner(const Config& c) {
+Expected<StateOwner> state_owner(const setup::Config& c) {
   StateOwner o;
   if (c.state_group.empty()) return o;
   struct group gr {};
@@ -145,7 +145,7 @@ Status writable_database(const std::string& path) {
 
 // The files composerd writes, each with the key that names it: no two may be the same file
 // (a snapshot renamed over the database destroys the ledger).
-std::vector<std::pair<std::string, std::string>> own_files(const Config& c) {
+std::vector<std::pair<std::string, std::string>> own_files(const setup::Config& c) {
   std::vector<std::pair<std::string, std::string>> files = {
       {"composer.conf", c.path},         {"StateDir", c.state_dir},
       {"Database", c.database},          {"Database", c.database + "-wal"},
@@ -153,7 +153,7 @@ std::vector<std::pair<std::string, std::string>> own_files(const Config& c) {
   };
   // The simulated fabrics' attachments, beside the database.
   if (!c.sim.state_file.empty()) files.emplace_back("Database", c.sim.state_file);
-  for (const FabricSpec& f : c.fabrics) {
+  for (const setup::FabricSpec& f : c.fabrics) {
     if (!f.sim.state_file.empty()) files.emplace_back("Database", f.sim.state_file);
   }
   files.emplace_back("SnapshotFile", c.snapshot);
@@ -162,11 +162,11 @@ std::vector<std::pair<std::string, std::string>> own_files(const Config& c) {
 }
 
 // The line a file's key was given on (0: its default).
-int line_of_file(const Config& c, const std::string& key) {
+int line_of_file(const setup::Config& c, const std::string& key) {
   return key == "composer.conf" ? 0 : c.line_of(lower(key));
 }
 
-Status distinct_files(const Config& c) {
+Status distinct_files(const setup::Config& c) {
   const auto files = own_files(c);
   std::vector<std::string> resolved;
   for (const auto& [key, path] : files) {
@@ -190,7 +190,7 @@ Status distinct_files(const Config& c) {
 
 }  // namespace
 
-Status check_config(const Config& c) {
+Status check_config(const setup::Config& c) {
   auto at = [&](const std::string& key, const std::string& why) {
     return config::at(c.path, c.line_of(key), why);
   };
@@ -241,12 +241,12 @@ Status check_config(const Config& c) {
     }
   }
   if (auto s = check_slurm_sync(c); !s) return s;
-  return check_fabric_files(c);
+  return setup::check_fabric_files(c);
 }
 
 struct Daemon::Impl {
   explicit Impl(const Clock& c) : clock(c) {}
-  Config config;
+  setup::Config config;
   const Clock& clock;
   std::unique_ptr<db::Store> store;
   FabricMeters fabric_meters;  // outlives the fabric, whose calls it times
@@ -272,7 +272,7 @@ Daemon::~Daemon() {
   if (impl_->reconciler) impl_->reconciler->stop();
 }
 
-Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clock& clock) {
+Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, const Clock& clock) {
   if (auto s = check_config(config); !s) return s.error();
   auto impl = std::make_unique<Impl>(clock);
   impl->config = config;
@@ -297,7 +297,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const Config& config, const Clo
   }
   impl->store = std::move(store).value();
 
-  auto fabric = make_fabric(config, &impl->fabric_meters);
+  auto fabric = setup::make_fabric(config, metered_drivers(impl->fabric_meters));
   if (!fabric) return fabric.error();
   impl->fabric = std::move(fabric).value();
 

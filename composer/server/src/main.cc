@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "composer/common/log.h"
-#include "composer/server/config.h"
 #include "composer/server/daemon.h"
-#include "composer/server/fabric_setup.h"
 #include "composer/server/service_manager.h"
+#include "composer/setup/config.h"
+#include "composer/setup/fabric_setup.h"
 
 namespace {
 
@@ -23,7 +23,7 @@ namespace {
 // file reopened (logrotate's postrotate), and the rest left as it was started. Returns the log
 // file in use afterwards ("" for stderr).
 std::string reload(const std::string& config_path, const std::string& log_file) {
-  auto config = composer::server::load_config(config_path);
+  auto config = composer::setup::load_config(config_path);
   if (!config) {
     // The log file is reopened all the same, so a rotation never leaves composerd writing to a
     // file that was moved away.
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   bool version = false;
   app.add_option("-f,--config", config_path,
                  "configuration file (default: $COMPOSER_CONF or " +
-                     std::string(composer::server::kDefaultConfigPath) + ")");
+                     std::string(composer::setup::kDefaultConfigPath) + ")");
   auto* check_flag = app.add_flag("--check", check_only, "validate the configuration and exit");
   app.add_flag("--discover", discover,
                "with --check: read every fabric's inventory (nothing is changed) and print what "
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  auto config = composer::server::load_config(config_path);
+  auto config = composer::setup::load_config(config_path);
   if (!config) {
     std::cerr << "composerd: error: " << config.error().message << "\n";
     return 1;
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
     }
     if (discover) {
       // Read only: inventory() never changes the fabric; the ledger is not opened.
-      auto fabric = composer::server::make_fabric(*config);
+      auto fabric = composer::setup::make_fabric(*config);
       if (!fabric) {
         std::cerr << "composerd: error: " << fabric.error().message << "\n";
         return 1;
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
       }
       std::cout << "composerd: " << config_path << " is valid; fabric " << (*fabric)->driver()
                 << " answered:\n"
-                << composer::server::describe_inventory(*inventory);
+                << composer::setup::describe_inventory(*inventory);
       return 0;
     }
     if (!config->fabrics.empty()) {

@@ -277,6 +277,17 @@ std::unique_ptr<Fabric> metered(std::unique_ptr<Fabric> fabric, FabricMeter& met
   return std::make_unique<MeteredFabric>(std::move(fabric), meter);
 }
 
+setup::WrapDriver metered_drivers(FabricMeters& meters) {
+  return [&meters](std::unique_ptr<Fabric> driver, const std::string& name,
+                   const setup::FabricConfig& f) {
+    const std::string kind(driver->driver());
+    // One call's bound: a request, or a redfish task waited for within the call.
+    const double bound = static_cast<double>(std::max(f.request_timeout_ms, f.task_wait_ms)) / 1000;
+    FabricMeter& meter = meters.add(name.empty() ? kind : name, kind, bound);
+    return metered(std::move(driver), meter);
+  };
+}
+
 Metrics::Metrics(CompositionService& service, const Reconciler* reconciler, MetricsOptions options,
                  const Clock& clock)
     : service_(service),

@@ -21,6 +21,7 @@
 #include "composer/core/fabric.h"
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
+#include "composer/setup/fabric_setup.h"
 
 namespace composer::server {
 
@@ -71,8 +72,8 @@ class FabricMeter {
   std::array<std::atomic<uint64_t>, kOperations.size()> errors_{};
 };
 
-// The meters of every fabric composerd runs, in the order they were added; make_fabric()
-// adds one per driver and wraps the driver in metered().
+// The meters of every fabric composerd runs, in the order they were added; metered_drivers()
+// adds one per driver make_fabric() builds and wraps the driver in metered().
 class FabricMeters {
  public:
   // `timeout_seconds`: the longest one call of this driver may take (the last finite bucket
@@ -87,6 +88,11 @@ class FabricMeters {
 // `fabric` with every call timed into `meter` (which must outlive it); the driver's answers
 // are passed on unchanged.
 std::unique_ptr<Fabric> metered(std::unique_ptr<Fabric> fabric, FabricMeter& meter);
+
+// make_fabric()'s wrap for composerd: every driver gets its meter in `meters` (named by its
+// FabricName, else by the driver) and every call of it is timed there (composer_fabric_*
+// metrics). `meters` must outlive the fabric.
+setup::WrapDriver metered_drivers(FabricMeters& meters);
 
 struct MetricsOptions {
   std::string version;

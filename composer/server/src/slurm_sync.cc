@@ -213,7 +213,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
   return report;
 }
 
-Status check_slurm_sync(const Config& c) {
+Status check_slurm_sync(const setup::Config& c) {
   if (!c.slurm_sync) return Status::Ok();
   const std::string& p = c.slurm_scontrol;
   if (p.find('/') == std::string::npos) return Status::Ok();  // found on PATH when it runs

@@ -23,7 +23,7 @@
 #include "composer/common/error.h"
 #include "composer/core/service.h"
 #include "composer/policies/slurm_plan.h"
-#include "composer/server/config.h"
+#include "composer/setup/config.h"
 #include "policy_keeper.h"
 
 namespace composer::server {
@@ -100,6 +100,6 @@ class SlurmSync {
 };
 
 // composerd --check: SlurmScontrol names an executable file (when SlurmSync=yes).
-Status check_slurm_sync(const Config& config);
+Status check_slurm_sync(const setup::Config& config);
 
 }  // namespace composer::server

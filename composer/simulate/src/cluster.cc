@@ -9,8 +9,8 @@
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/config/conf_file.h"
-#include "composer/server/config.h"
-#include "composer/server/fabric_setup.h"
+#include "composer/setup/config.h"
+#include "composer/setup/fabric_setup.h"
 #include "composer/simulate/simulate.h"
 
 namespace composer::simulate {
@@ -109,7 +109,7 @@ Expected<Cluster> parse_cluster(std::string_view text, const std::string& path) 
   });
   if (!read) return read.error();
   if (composable) {
-    auto cfg = server::parse_config(join(rest, "\n"), path);
+    auto cfg = setup::parse_config(join(rest, "\n"), path);
     if (!cfg) return cfg.error();
     for (const auto& spec : cfg->fabrics) {
       if (spec.driver != "sim") {
@@ -125,7 +125,7 @@ Expected<Cluster> parse_cluster(std::string_view text, const std::string& path) 
                             ": a cluster file describes hardware to simulate; use Fabric=sim "
                             "with DeviceGroup lines");
     }
-    auto fabric = server::make_fabric(*cfg);
+    auto fabric = setup::make_fabric(*cfg);
     if (!fabric) return config::at(path, 0, fabric.error().message);
     auto inventory = (*fabric)->inventory();
     if (!inventory) return config::at(path, 0, inventory.error().message);

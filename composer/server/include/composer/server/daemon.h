@@ -9,7 +9,7 @@
 
 #include "composer/common/clock.h"
 #include "composer/common/error.h"
-#include "composer/server/config.h"
+#include "composer/setup/config.h"
 
 namespace composer::server {
 
@@ -20,13 +20,13 @@ namespace composer::server {
 // write; MungeSocket is a socket; LogFile's directory exists; ListenAddress resolves; the
 // credentials file of every real fabric is readable and private. Each refusal names the file
 // and the line of the key ("PATH line N: ..."; "PATH: ..." for a default).
-Status check_config(const Config& config);
+Status check_config(const setup::Config& config);
 
 class Daemon {
  public:
   // Every part tells time by `clock` (the service, the reconciler, the policy, the routes);
   // it must outlive the daemon.
-  static Expected<std::unique_ptr<Daemon>> create(const Config& config,
+  static Expected<std::unique_ptr<Daemon>> create(const setup::Config& config,
                                                   const Clock& clock = SystemClock::instance());
   ~Daemon();
   Daemon(const Daemon&) = delete;

@@ -1,6 +1,5 @@
-#include "composer/server/fabric_setup.h"
+#include "composer/setup/fabric_setup.h"
 
-#include <algorithm>
 #include <map>
 #include <sstream>
 #include <string>
@@ -15,9 +14,8 @@
 #include "composer/drivers/multi_fabric.h"
 #include "composer/drivers/redfish_fabric.h"
 #include "composer/drivers/sim_fabric.h"
-#include "metrics.h"
 
-namespace composer::server {
+namespace composer::setup {
 namespace {
 
 // One fabric's driver, whichever way the file declared it.
@@ -88,28 +86,23 @@ Expected<std::unique_ptr<Fabric>> make_driver(const DriverSpec& d) {
 
 }  // namespace
 
-Expected<std::unique_ptr<Fabric>> make_fabric(const Config& c, FabricMeters* meters) {
-  // One call's bound: a request, or a redfish task waited for within the call.
-  auto with_meter = [meters](std::unique_ptr<Fabric> driver, const std::string& name,
-                             const FabricConfig& f) {
-    if (meters == nullptr) return driver;
-    const std::string kind(driver->driver());
-    const double bound = static_cast<double>(std::max(f.request_timeout_ms, f.task_wait_ms)) / 1000;
-    FabricMeter& meter = meters->add(name.empty() ? kind : name, kind, bound);
-    return metered(std::move(driver), meter);
+Expected<std::unique_ptr<Fabric>> make_fabric(const Config& c, const WrapDriver& wrap) {
+  auto wrapped = [&wrap](std::unique_ptr<Fabric> driver, const std::string& name,
+                         const FabricConfig& f) {
+    return wrap ? wrap(std::move(driver), name, f) : std::move(driver);
   };
   if (c.fabrics.empty()) {
     auto driver = make_driver(specs(c).front());
     if (!driver) return driver.error();
-    return with_meter(std::move(driver).value(), c.fabric_config.name, c.fabric_config);
+    return wrapped(std::move(driver).value(), c.fabric_config.name, c.fabric_config);
   }
   std::vector<MultiFabric::Member> members;
   const auto all = specs(c);
   for (size_t i = 0; i < all.size(); ++i) {
     auto driver = make_driver(all[i]);
     if (!driver) return driver.error();
-    members.push_back({c.fabrics[i].name, with_meter(std::move(driver).value(), c.fabrics[i].name,
-                                                     c.fabrics[i].config)});
+    members.push_back({c.fabrics[i].name,
+                       wrapped(std::move(driver).value(), c.fabrics[i].name, c.fabrics[i].config)});
   }
   auto multi = MultiFabric::create(std::move(members));
   if (!multi) return multi.error();
@@ -176,4 +169,4 @@ Status check_fabric_files(const Config& c) {
   return Status::Ok();
 }
 
-}  // namespace composer::server
+}  // namespace composer::setup

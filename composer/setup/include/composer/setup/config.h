@@ -43,7 +43,7 @@
 #include "composer/config/shared_keys.h"
 #include "composer/drivers/sim_fabric.h"
 
-namespace composer::server {
+namespace composer::setup {
 
 inline constexpr const char* kDefaultConfigPath = config::kDefaultPath;
 inline constexpr int kDefaultPort = config::kDefaultListenPort;
@@ -145,4 +145,4 @@ std::string sim_state_file(const std::string& database, const std::string& fabri
 Expected<Config> parse_config(std::string_view text, const std::string& path);
 Expected<Config> load_config(const std::string& path);
 
-}  // namespace composer::server
+}  // namespace composer::setup

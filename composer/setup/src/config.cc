@@ -1,4 +1,4 @@
-#include "composer/server/config.h"
+#include "composer/setup/config.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,7 +14,7 @@
 #include "composer/config/conf_file.h"
 #include "composer/config/shared_keys.h"
 
-namespace composer::server {
+namespace composer::setup {
 namespace {
 
 using config::Pair;
@@ -824,4 +824,4 @@ Expected<Config> load_config(const std::string& path) {
   return parse_config(*text, path);
 }
 
-}  // namespace composer::server
+}  // namespace composer::setup

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
-#include "composer/server/config.h"
-#include "composer/server/fabric_setup.h"
+#include "composer/setup/config.h"
+#include "composer/setup/fabric_setup.h"
 
-namespace composer::server {
+namespace composer::setup {
 namespace {
 
 using ::testing::HasSubstr;
@@ -308,10 +311,47 @@ TEST(SeveralFabrics, TheOneFabricKeysDoNotMixWithFabricNameLines) {
                  2, "Fabric=a on a DeviceGroup line names one of several fabrics");
 }
 
-}  // namespace
-}  // namespace composer::server
+// make_fabric hands every driver to the caller's wrap once, in file order, with its FabricName
+// ("" without one) before it is used: composerd meters each fabric there.
+TEST(MakeFabric, HandsEachDriverToTheWrapInFileOrder) {
+  std::vector<std::pair<std::string, std::string>> seen;  // (name, driver)
+  const WrapDriver wrap = [&seen](std::unique_ptr<Fabric> driver, const std::string& name,
+                                  const FabricConfig&) {
+    seen.emplace_back(name, std::string(driver->driver()));
+    return driver;
+  };
+  auto one = parse(kSimPool);
+  ASSERT_TRUE(one.ok()) << one.error();
+  one->sim.state_file.clear();  // nothing attached outlives the test
+  auto fabric = make_fabric(*one, wrap);
+  ASSERT_TRUE(fabric.ok()) << fabric.error();
+  EXPECT_EQ(seen, (std::vector<std::pair<std::string, std::string>>{{"", "sim"}}));
+  EXPECT_TRUE(make_fabric(*one).ok());  // no wrap: the driver as built
+  EXPECT_EQ(seen.size(), 1u);
 
-namespace composer::server {
+  seen.clear();
+  auto two = parse(
+      "FabricName=pod-a Driver=sim\n"
+      "FabricName=pod-b Driver=sim\n"
+      "NodeName=a1 Fabric=pod-a Zones=z1 GpuSlots=1\n"
+      "DeviceGroup=ga Fabric=pod-a Type=gpu Model=A100 Zone=z1 Count=1\n"
+      "NodeName=b1 Fabric=pod-b Zones=z1 GpuSlots=1\n"
+      "DeviceGroup=gb Fabric=pod-b Type=gpu Model=A100 Zone=z1 Count=2\n");
+  ASSERT_TRUE(two.ok()) << two.error();
+  for (FabricSpec& spec : two->fabrics) spec.sim.state_file.clear();
+  auto multi = make_fabric(*two, wrap);
+  ASSERT_TRUE(multi.ok()) << multi.error();
+  EXPECT_EQ(seen,
+            (std::vector<std::pair<std::string, std::string>>{{"pod-a", "sim"}, {"pod-b", "sim"}}));
+  auto inventory = (*multi)->inventory();
+  ASSERT_TRUE(inventory.ok()) << inventory.error();
+  EXPECT_EQ(inventory->devices.size(), 3u);
+}
+
+}  // namespace
+}  // namespace composer::setup
+
+namespace composer::setup {
 namespace {
 
 TEST(DescribeInventory, ListsHostsDevicesHoldersAndSkippedResources) {
@@ -350,4 +390,4 @@ TEST(DescribeInventory, ListsHostsDevicesHoldersAndSkippedResources) {
 }
 
 }  // namespace
-}  // namespace composer::server
+}  // namespace composer::setup

@@ -1,10 +1,10 @@
-#include "composer/server/config.h"
+#include "composer/setup/config.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 
-namespace composer::server {
+namespace composer::setup {
 namespace {
 
 constexpr const char* kPool =
@@ -250,9 +250,9 @@ TEST(Hostlist, ExpandsRangesKeepingWidth) {
 }
 
 }  // namespace
-}  // namespace composer::server
+}  // namespace composer::setup
 
-namespace composer::server {
+namespace composer::setup {
 namespace {
 
 // Admins copy it: it must stay valid.
@@ -292,4 +292,4 @@ TEST(Config, TheShippedSeveralFabricsBlockIsValid) {
 }
 
 }  // namespace
-}  // namespace composer::server
+}  // namespace composer::setup
