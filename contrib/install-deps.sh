@@ -2,7 +2,8 @@
 # Installs the Debian packages slurm-composer builds, tests and demos with. Idempotent: when
 # everything is present it changes nothing and needs no network.
 # prometheus brings promtool (alert rule tests), python3-prometheus-client and python3-yaml the
-# independent /metrics parser of tests/integration/check_scrape.py.
+# independent /metrics parser of tests/integration/check_scrape.py; chromium and python3-pil
+# render every chart into a PNG that must not be blank (tests/accounting/check_chart_render.sh).
 # Usage: contrib/install-deps.sh [--list]   (--list prints the packages and installs nothing)
 set -euo pipefail
 
@@ -15,6 +16,7 @@ packages=(
   slurmctld slurmd slurm-client libslurm-dev
   curl procps iproute2 tzdata bc jq openssl hostname libxml2-dev
   prometheus python3-prometheus-client python3-yaml
+  chromium python3-pil
 )
 
 if [[ ${1:-} == --list ]]; then
