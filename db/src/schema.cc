@@ -235,12 +235,38 @@ constexpr sqlite::Sql kMigration6{"failure domains of devices (migration 6)", R"
 ALTER TABLE devices ADD COLUMN domains TEXT NOT NULL DEFAULT '';
 )sql"};
 
+// Migration 7: when composerd first knew each device, so that a report counts a device as
+// capacity only from then (not for time before composerd existed or before the device joined
+// the pool). The store sets it when it first inserts a device and never changes it.
+constexpr sqlite::Sql kMigration7{"when each device was first known (migration 7)", R"sql(
+ALTER TABLE devices ADD COLUMN known_since_ms INTEGER NOT NULL DEFAULT 0;
+)sql"};
+// Earlier files do not say when each device came, only when the ledger began. Every device
+// already in the file gets that time: the earliest of the database's creation (migration 1,
+// applied when composerd first opened the file, just before its first inventory), the ledger's
+// first event (every composition's first event included) and, should neither exist, this
+// migration (?1). Reports then stop crediting the time before composerd existed; a device that
+// joined later under an older version counts from the ledger's start, as the file cannot say
+// better. It is never later than an event naming the device: no recorded use predates it.
+constexpr sqlite::Sql kMigration7Fill{
+    "dating the devices already known (migration 7)",
+    "UPDATE devices SET known_since_ms = (SELECT MIN(t) FROM ("
+    "SELECT applied_ms AS t FROM schema_migrations WHERE version = 1"
+    " UNION ALL SELECT MIN(ts_ms) FROM events UNION ALL SELECT ?1))"};
+
 struct Migration {
   int version;
   const sqlite::Sql* sql;
+  // Run after `sql` with ?1 bound to the migration's time, for data the schema change needs.
+  const sqlite::Sql* fill = nullptr;
 };
-constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3},
-                                     {4, &kMigration4}, {5, &kMigration5}, {6, &kMigration6}};
+constexpr Migration kMigrations[] = {{1, &kMigration1},
+                                     {2, &kMigration2},
+                                     {3, &kMigration3},
+                                     {4, &kMigration4},
+                                     {5, &kMigration5},
+                                     {6, &kMigration6},
+                                     {7, &kMigration7, &kMigration7Fill}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",
@@ -267,6 +293,7 @@ int migrate(sqlite::Connection& connection, int64_t now_ms) {
     }
     if (current >= m.version) continue;
     connection.exec(*m.sql);
+    if (m.fill != nullptr) connection.statement(*m.fill)->bind(1, now_ms).run();
     connection.statement(kRecordMigration)
         ->bind(1, m.version)
         .bind(2, m.sql->what)

@@ -33,11 +33,11 @@ using sqlite::Statement;
 // --- SQL ----------------------------------------------------------------------------------
 // Fragments shared by the statements below; each statement is still one named constant.
 
-// A device and its owner, if a live composition holds it. Columns 0..16 (see read_device).
+// A device and its owner, if a live composition holds it. Columns 0..17 (see read_device).
 #define DEVICE_COLUMNS                                                                \
   "d.id, d.type, d.model, d.capacity_bytes, d.zone, d.address, d.health, d.drained, " \
   "d.drain_reason, owner.composition_id, owner_c.node, d.holder, d.domains, "         \
-  "d.pci_vendor, d.pci_device, d.serial, d.uuid"
+  "d.pci_vendor, d.pci_device, d.serial, d.uuid, d.known_since_ms"
 #define DEVICE_OWNER_JOIN                                                             \
   " LEFT JOIN composition_devices owner ON owner.device_id = d.id AND owner.live = 1" \
   " LEFT JOIN compositions owner_c ON owner_c.id = owner.composition_id"
@@ -83,12 +83,14 @@ constexpr Sql kSelectHosts{"listing hosts",
                            "SELECT node, fabric_id, zones, gpu_slots, mem_slots, nvme_slots "
                            "FROM hosts ORDER BY node"};
 
-// Drain state is not in the upsert: the inventory never changes it.
+// Drain state is not in the upsert: the inventory never changes it. Nor is known_since_ms
+// (?13) once the device is in: a device the fabric reports again keeps the time it was first
+// known, which is where reports start counting it.
 constexpr Sql kUpsertDevice{
     "saving device",
     "INSERT INTO devices (id, type, model, capacity_bytes, zone, address, health, domains, "
-    "pci_vendor, pci_device, serial, uuid) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+    "pci_vendor, pci_device, serial, uuid, known_since_ms) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
     "ON CONFLICT (id) DO UPDATE SET type = excluded.type, model = excluded.model, "
     "capacity_bytes = excluded.capacity_bytes, zone = excluded.zone, "
     "address = excluded.address, health = excluded.health, domains = excluded.domains, "
@@ -316,6 +318,7 @@ Device read_device(const Statement& s, int first) {
   d.identity.pci_device = s.text(first + 14);
   d.identity.serial = s.text(first + 15);
   d.identity.uuid = s.text(first + 16);
+  d.known_since_ms = s.int64(first + 17);
   return d;
 }
 
@@ -623,6 +626,7 @@ Status SqliteStore::upsert_devices(const std::vector<Device>& devices, int64_t n
           .bind(10, d.identity.pci_device)
           .bind(11, d.identity.serial)
           .bind(12, d.identity.uuid)
+          .bind(13, now_ms)
           .run();
       if (known && known->health != d.health) {
         append_event(

@@ -1,6 +1,7 @@
 // Opening a database: migrations on a fresh file, reopening an existing one, refusals.
 #include <gtest/gtest.h>
 
+#include "composer/common/clock.h"
 #include "store_fixture.h"
 
 namespace composer::db::testing {
@@ -9,9 +10,9 @@ namespace {
 using SchemaTest = StoreTest;
 
 TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
-  EXPECT_EQ(store().schema_version(), 6);
+  EXPECT_EQ(store().schema_version(), 7);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 6);
+  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 7);
   EXPECT_EQ(raw->pragma("journal mode", "journal_mode"), "wal");
   EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations WHERE version = 1"), 1);
   for (const char* table : {"hosts", "devices", "compositions", "composition_devices", "events"}) {
@@ -37,6 +38,11 @@ TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
                       "SELECT count(*) FROM pragma_table_info('devices') WHERE name IN "
                       "('pci_vendor', 'pci_device', 'serial', 'uuid')"),
             4);
+  // Migration 7: when composerd first knew each device.
+  EXPECT_EQ(query_int(*raw,
+                      "SELECT count(*) FROM pragma_table_info('devices') WHERE name = "
+                      "'known_since_ms'"),
+            1);
 }
 
 TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
@@ -47,9 +53,9 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
 
   reopen();
   reopen();  // a second reopen must not re-run a migration either
-  EXPECT_EQ(store().schema_version(), 6);
+  EXPECT_EQ(store().schema_version(), 7);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 6);
+  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 7);
 
   auto gpu1 = store().device("gpu-1");
   ASSERT_TRUE(gpu1.ok()) << gpu1.error();
@@ -62,6 +68,84 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
   ASSERT_EQ((*live)->devices.size(), 1u);
   EXPECT_EQ((*live)->devices[0].id, "gpu-0");
   EXPECT_EQ(event_count(), 3);  // drain, requested, composing
+}
+
+// Turns the file back into one of schema version 6, as the previous release left it: no
+// known_since_ms column, no record of migration 7. Then reopening migrates it again.
+void downgrade_to_version_6(const std::string& path) {
+  auto raw = raw_connection(path);
+  for (const char* sql :
+       {"ALTER TABLE devices DROP COLUMN known_since_ms",
+        "DELETE FROM schema_migrations WHERE version = 7", "PRAGMA user_version = 6"}) {
+    ASSERT_TRUE(exec_raw(*raw, sql).ok()) << sql;
+  }
+  ASSERT_EQ(query_int(*raw,
+                      "SELECT count(*) FROM pragma_table_info('devices') WHERE name = "
+                      "'known_since_ms'"),
+            0);
+}
+
+int64_t known_since(Store& store, const std::string& id) {
+  auto d = store.device(id);
+  EXPECT_TRUE(d.ok()) << d.error();
+  return d.ok() ? d->known_since_ms.value_or(-1) : -1;
+}
+
+// The devices of an older file are dated from when its ledger began: the database's creation
+// or its first event, whichever is earlier.
+TEST_F(SchemaTest, Migration7DatesExistingDevicesFromTheLedgersStart) {
+  add_inventory();
+  ASSERT_TRUE(store().set_drained("gpu-1", true, "fan noise", "root", 5000).ok());
+  auto created = store().create_composition(make_composition(7, "node1"), {"gpu-0"}, 9000);
+  ASSERT_TRUE(created.ok()) << created.error();
+  store_.reset();
+  downgrade_to_version_6(db_path());
+  {
+    auto raw = raw_connection(db_path());
+    ASSERT_TRUE(
+        exec_raw(*raw, "UPDATE schema_migrations SET applied_ms = 7000 WHERE version = 1").ok());
+  }
+  reopen();
+  EXPECT_EQ(store().schema_version(), 7);
+  // The first event (the drain at 5000) is earlier than the file's creation (7000).
+  for (const char* id : {"gpu-0", "gpu-1", "gpu-5", "mem-0", "nvme-0"}) {
+    EXPECT_EQ(known_since(store(), id), 5000) << id;
+  }
+  // The inventory composerd reads again at start keeps that time; a new device is known from
+  // the inventory that first names it.
+  ASSERT_TRUE(store().upsert_devices({make_device("gpu-0"), make_device("gpu-9")}, 20000).ok());
+  EXPECT_EQ(known_since(store(), "gpu-0"), 5000);
+  EXPECT_EQ(known_since(store(), "gpu-9"), 20000);
+}
+
+TEST_F(SchemaTest, Migration7DatesDevicesOfAFileWithoutEventsFromItsCreation) {
+  add_inventory();
+  store_.reset();
+  downgrade_to_version_6(db_path());
+  {
+    auto raw = raw_connection(db_path());
+    ASSERT_TRUE(
+        exec_raw(*raw, "UPDATE schema_migrations SET applied_ms = 7000 WHERE version = 1").ok());
+  }
+  reopen();
+  EXPECT_EQ(known_since(store(), "gpu-0"), 7000);
+  EXPECT_EQ(known_since(store(), "mem-1"), 7000);
+}
+
+TEST_F(SchemaTest, Migration7FallsBackToItsOwnTimeWhenTheFileSaysNothing) {
+  add_inventory();
+  store_.reset();
+  downgrade_to_version_6(db_path());
+  {
+    auto raw = raw_connection(db_path());
+    ASSERT_TRUE(exec_raw(*raw, "DELETE FROM schema_migrations WHERE version = 1").ok());
+  }
+  const int64_t before = SystemClock::instance().now_ms();
+  reopen();
+  const int64_t after = SystemClock::instance().now_ms();
+  const int64_t at = known_since(store(), "gpu-0");
+  EXPECT_GE(at, before);
+  EXPECT_LE(at, after);
 }
 
 TEST_F(SchemaTest, RefusesAFileFromANewerBuild) {

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "store_fixture.h"
@@ -74,6 +77,40 @@ TEST_F(StoreTest, UpsertKeepsWhatTheFabricSaysTheDeviceIs) {
   ASSERT_TRUE(back.ok()) << back.error();
   EXPECT_EQ(back->identity.uuid, "");
   EXPECT_EQ(back->identity.serial, "1652221000123");
+}
+
+TEST_F(StoreTest, UpsertKeepsTheTimeADeviceWasFirstKnown) {
+  ASSERT_TRUE(
+      store()
+          .upsert_devices({make_device("gpu-0"), make_device("mem-0", DeviceType::kMem)}, 1000)
+          .ok());
+  // Reported again later, with a changed fact and a new device beside it.
+  Device gpu0 = make_device("gpu-0");
+  gpu0.model = "H100-80G";
+  ASSERT_TRUE(store().upsert_devices({gpu0, make_device("gpu-1")}, 5000).ok());
+  auto all = store().devices();
+  ASSERT_TRUE(all.ok()) << all.error();
+  std::map<std::string, std::optional<int64_t>> since;
+  for (const Device& d : *all) since[d.id] = d.known_since_ms;
+  EXPECT_EQ(since, (std::map<std::string, std::optional<int64_t>>{
+                       {"gpu-0", 1000}, {"gpu-1", 5000}, {"mem-0", 1000}}));
+  auto d0 = store().device("gpu-0");
+  ASSERT_TRUE(d0.ok()) << d0.error();
+  EXPECT_EQ(d0->model, "H100-80G");
+  EXPECT_EQ(d0->known_since_ms, 1000);
+  // A composition's devices carry it too.
+  auto created = store().create_composition(make_composition(3, "node1"), {"gpu-1"}, 6000);
+  ASSERT_TRUE(created.ok()) << created.error();
+  auto listed = store().compositions({.job_id = 3});
+  ASSERT_TRUE(listed.ok()) << listed.error();
+  ASSERT_EQ(listed->size(), 1u);
+  ASSERT_EQ((*listed)[0].devices.size(), 1u);
+  EXPECT_EQ((*listed)[0].devices[0].known_since_ms, 5000);
+  // Surviving a restart of composerd, which reads the inventory again at start.
+  reopen();
+  ASSERT_TRUE(store().upsert_devices({make_device("gpu-0"), make_device("gpu-1")}, 90000).ok());
+  EXPECT_EQ(store().device("gpu-0")->known_since_ms, 1000);
+  EXPECT_EQ(store().device("gpu-1")->known_since_ms, 5000);
 }
 
 TEST_F(StoreTest, UpsertKeepsDrainStateAndOwner) {

@@ -73,7 +73,8 @@ class Store {
   // Inventory as the fabric reports it. New hosts/devices are added, known ones updated
   // (model, capacity, zone, address, slots); nothing is deleted: the ledger refers to them.
   // Drain state and ownership are never changed by an upsert. A device whose health changed
-  // gets a health event at now_ms.
+  // gets a health event at now_ms. A new device is known from now_ms (Device::known_since_ms);
+  // one already stored keeps the time it was first known.
   virtual Status upsert_hosts(const std::vector<Host>& hosts) = 0;
   virtual Status upsert_devices(const std::vector<Device>& devices, int64_t now_ms) = 0;
   virtual Expected<std::vector<Host>> hosts() = 0;

@@ -83,6 +83,11 @@ struct Device {
   // The failure domains it sits in, at most one per level, sorted by level name; empty when
   // neither composer.conf nor the fabric says.
   std::vector<FailureDomain> domains;
+  // When composerd first knew the device: the store sets it when the fabric's inventory first
+  // names the device and keeps it ever after (schema migration 7 says what older files got).
+  // Reports count the device as capacity only from then. nullopt where the source does not say
+  // (a fabric's inventory, an API answer).
+  std::optional<int64_t> known_since_ms;
 
   // The device's domain at `level`, or nullptr.
   const FailureDomain* domain(std::string_view level) const;
