@@ -9,7 +9,9 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "composer/accounting/chart.h"
 #include "composer/accounting/report.h"
@@ -216,6 +218,49 @@ TEST_F(ChartTest, HeatMapsHaveAColourScaleThatSaysWhatGreyMeans) {
                   .size(),
               1u);
   }
+}
+
+// Before composerd knew any drive, the NVMe heat map is grey and its available line lies on
+// the axis; the GPU panels, known all along, are unchanged.
+TEST_F(ChartTest, HoursBeforeAnyDeviceWasKnownShowNothingAvailable) {
+  auto l = testing::worked_example();
+  for (Device& d : l.inventory) {
+    if (d.type == DeviceType::kNvme) d.known_since_ms = kT0 + 6 * kH;
+  }
+  auto r =
+      build_report(l.inventory, l.events,
+                   {.start_ms = kT0 + 2 * kH, .end_ms = kT0 + 10 * kH, .now_ms = kT0 + 24 * kH});
+  ASSERT_TRUE(r.ok()) << r.error();
+  XmlDoc doc(report_svg(*r));
+  ASSERT_NE(doc.doc, nullptr);
+  const std::string grey = doc.select("//s:rect[@class='scale-unknown']")[0]["fill"];
+  const auto cell = [&](const std::string& type, int hour) {
+    auto cells = doc.select("//s:rect[@class='cell'][@data-type='" + type +
+                            "'][@data-weekday='0'][@data-hour='" + std::to_string(hour) + "']");
+    EXPECT_EQ(cells.size(), 1u);
+    return cells.empty() ? std::map<std::string, std::string>{} : cells[0];
+  };
+  for (int hour = 2; hour < 6; ++hour) {
+    EXPECT_EQ(cell("nvme", hour)["data-share"], "") << hour;
+    EXPECT_EQ(cell("nvme", hour)["fill"], grey) << hour;
+    EXPECT_NE(cell("gpu", hour)["data-share"], "") << hour;
+  }
+  // The drive was known from 06:00, idle until job 12 took it at 09:00.
+  EXPECT_EQ(cell("nvme", 6)["data-share"], "0.0000");
+  EXPECT_EQ(cell("nvme", 9)["data-share"], "1.0000");
+
+  // The available line: one horizontal segment per hour, on the axis (y of the base line)
+  // for the four hours before the drive, one device above it after.
+  auto line = doc.select("//s:g[@class='usage'][@data-type='nvme']/s:polyline[@class='available']");
+  ASSERT_EQ(line.size(), 1u);
+  std::vector<std::string> ys;
+  std::istringstream points(line[0]["points"]);
+  for (std::string point; points >> point;) ys.push_back(point.substr(point.find(',') + 1));
+  ASSERT_EQ(ys.size(), 16u);  // 8 hours, two points each
+  auto axis = doc.select("//s:g[@class='usage'][@data-type='nvme']/s:line[@stroke='#333']");
+  ASSERT_FALSE(axis.empty());
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(std::stod(ys[i]), std::stod(axis[0]["y1"])) << i;
+  for (size_t i = 8; i < 16; ++i) EXPECT_LT(std::stod(ys[i]), std::stod(axis[0]["y1"])) << i;
 }
 
 TEST_F(ChartTest, EveryPanelHasAxisTitlesWithUnits) {

@@ -378,6 +378,93 @@ TEST_F(ReportTest, RandomLedgersAlwaysAddUp) {
   }
 }
 
+// Capacity counts from when composerd first knew each device, never before.
+TEST_F(ReportTest, ADeviceCountsOnlyFromWhenItWasFirstKnown) {
+  using testing::gpu;
+  Ledger l;
+  l.inventory = {gpu("g1", "A100"), gpu("g2", "A100"),
+                 testing::device("n1", DeviceType::kNvme, "P5620", 3 * kTiB)};
+  l.inventory[0].known_since_ms = kT0 - 24 * kH;          // before the range
+  l.inventory[1].known_since_ms = kT0 + 3 * kH + kH / 2;  // in the middle of it
+  l.inventory[2].known_since_ms = kT0 + 2 * kH;           // the only NVMe drive
+  // g2 is used as soon as it is known, for an hour.
+  const testing::Who who{20, "n1", 1000, "alice", "physics", "training", "", {"g2"}};
+  l.composition(1, who, kT0 + 4 * kH, 1000, kT0 + 5 * kH, 0);
+  l.finish();
+  auto r = build_report(l.inventory, l.events,
+                        {.start_ms = kT0, .end_ms = kT0 + 6 * kH, .now_ms = kT0 + 24 * kH});
+  ASSERT_TRUE(r.ok()) << r.error();
+
+  const PoolUsage a100 = pool(*r, "gpu", "A100");
+  EXPECT_EQ(a100.devices, 2u);
+  // g1: 6 h idle; g2: 2.5 h known, of which 1 h attached.
+  EXPECT_EQ(a100.usage, (Usage{.attached_ms = kH, .idle_ms = 6 * kH + kH + kH / 2}));
+  EXPECT_EQ(pool(*r, "nvme", "P5620").usage, (Usage{.idle_ms = 4 * kH}));
+
+  // Before g2 was known only g1 was available; the hour it came, half of it.
+  EXPECT_EQ(slot(r->by_hour, "gpu", "02").usage, (Usage{.idle_ms = kH}));
+  EXPECT_EQ(slot(r->by_hour, "gpu", "03").usage, (Usage{.idle_ms = kH + kH / 2}));
+  EXPECT_EQ(slot(r->by_hour, "gpu", "04").usage, (Usage{.attached_ms = kH, .idle_ms = kH}));
+  // No NVMe drive was known before 02:00: nothing was available then.
+  EXPECT_EQ(slot(r->by_hour, "nvme", "00").usage, Usage{});
+  EXPECT_EQ(slot(r->by_hour, "nvme", "01").usage, Usage{});
+  EXPECT_EQ(slot(r->by_hour, "nvme", "02").usage, (Usage{.idle_ms = kH}));
+
+  const auto heat = [&](const std::string& type) {
+    return find_row(
+        r->heat_maps, [&](const HeatMap& h) { return h.type == type; }, type);
+  };
+  const HeatMap gpus = heat("gpu"), drives = heat("nvme");
+  // Monday, the range's day.
+  EXPECT_EQ(gpus.available_ms[0][2], kH);
+  EXPECT_EQ(gpus.available_ms[0][3], kH + kH / 2);
+  EXPECT_EQ(gpus.available_ms[0][5], 2 * kH);
+  EXPECT_EQ(drives.available_ms[0][0], 0);
+  EXPECT_EQ(drives.available_ms[0][1], 0);
+  EXPECT_EQ(drives.attached_ms[0][1], 0);
+  EXPECT_EQ(drives.available_ms[0][2], kH);
+
+  const auto series = [&](const std::string& type) {
+    return find_row(
+        r->series, [&](const Series& x) { return x.type == type; }, type);
+  };
+  const Series gpu_series = series("gpu"), nvme_series = series("nvme");
+  ASSERT_EQ(gpu_series.points.size(), 6u);
+  EXPECT_EQ(gpu_series.points[0].available_ms, kH);
+  EXPECT_EQ(gpu_series.points[3].available_ms, kH + kH / 2);
+  EXPECT_EQ(gpu_series.points[4].available_ms, 2 * kH);
+  ASSERT_EQ(nvme_series.points.size(), 6u);
+  EXPECT_EQ(nvme_series.points[0].available_ms, 0);
+  EXPECT_EQ(nvme_series.points[1].available_ms, 0);
+  EXPECT_EQ(nvme_series.points[2].available_ms, kH);
+}
+
+TEST_F(ReportTest, ADeviceFirstKnownAfterTheRangeIsNotInItsPool) {
+  Ledger l;
+  l.inventory = {testing::gpu("g1", "A100"), testing::gpu("g2", "A100")};
+  l.inventory[1].known_since_ms = kT0 + 8 * kH;
+  auto r = build_report(l.inventory, l.events,
+                        {.start_ms = kT0, .end_ms = kT0 + 6 * kH, .now_ms = kT0 + 24 * kH});
+  ASSERT_TRUE(r.ok()) << r.error();
+  const PoolUsage a100 = pool(*r, "gpu", "A100");
+  EXPECT_EQ(a100.devices, 1u);
+  EXPECT_EQ(a100.usage, (Usage{.idle_ms = 6 * kH}));
+}
+
+// Devices known before the range give the report they always gave.
+TEST_F(ReportTest, DevicesKnownBeforeTheRangeCountForAllOfIt) {
+  Ledger l = testing::worked_example();
+  const ReportOptions o{.start_ms = kT0 + 2 * kH, .end_ms = kT0 + 10 * kH, .now_ms = kT0 + 24 * kH};
+  auto unknown = build_report(l.inventory, l.events, o);
+  ASSERT_TRUE(unknown.ok()) << unknown.error();
+  // Known before the ledger's first event, and one known exactly at the range's start.
+  for (Device& d : l.inventory) d.known_since_ms = kT0 - kH;
+  l.inventory[0].known_since_ms = kT0 + 2 * kH;
+  auto known = build_report(l.inventory, l.events, o);
+  ASSERT_TRUE(known.ok()) << known.error();
+  EXPECT_EQ(to_json(*known), to_json(*unknown));
+}
+
 TEST_F(ReportTest, JsonRoundTripKeepsEveryFigure) {
   Report r = example();
   ASSERT_FALSE(r.by_window.empty());

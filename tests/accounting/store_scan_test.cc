@@ -126,6 +126,31 @@ TEST_F(StoreScanTest, ScanGivesTheSameReportAsTheWholeLedger) {
   }
 }
 
+// The inventory as composerd hands it to the report: each device from the store, with the
+// time the store first knew it.
+TEST_F(StoreScanTest, ADeviceTheFabricAddsLaterCountsFromThen) {
+  ASSERT_TRUE(
+      store_->upsert_devices({testing::gpu("g1", "A100"), testing::gpu("g3", "A100")}, kT0 + 2 * kH)
+          .ok());
+  const int64_t id = compose(1, {"g3"}, kT0 + 3 * kH);
+  release(id, kT0 + 4 * kH);
+  auto stored = store_->devices();
+  ASSERT_TRUE(stored.ok()) << stored.error();
+  inventory_ = *stored;
+  uint64_t delivered = 0;
+  const Report r =
+      from_scan({.start_ms = kT0, .end_ms = kT0 + 6 * kH, .now_ms = kT0 + 9 * kH}, &delivered);
+  bool seen = false;
+  for (const auto& p : r.pools) {
+    if (p.model != "A100") continue;
+    seen = true;
+    EXPECT_EQ(p.devices, 3u);
+    // g1 and g2 (known at 0) all 6 h; g3 from 2h: 4 h, 1 h and 500 ms of it attached.
+    EXPECT_EQ(p.usage, (Usage{.attached_ms = kH + 500, .idle_ms = 16 * kH - kH - 500}));
+  }
+  EXPECT_TRUE(seen);
+}
+
 TEST_F(StoreScanTest, ScanStopsWhenTheVisitorSaysSo) {
   for (uint32_t j = 1; j <= 5; ++j) release(compose(j, {"g1"}, kT0 + j * kH), kT0 + j * kH + 10);
   int seen = 0;

@@ -296,7 +296,7 @@ int heat_panel(std::ostringstream& out, const HeatMap& heat, const std::string& 
       << "\" font-size=\"11\">no device available</text>\n";
   out << "<text class=\"scale-note\" x=\"" << kLeft << "\" y=\"" << grid_bottom + 46
       << "\" font-size=\"11\">Grey: no device was available in that hour (outside the report's "
-         "range, none pooled yet, or every device drained or failed).</text>\n";
+         "range, no device known to composerd yet, or every device drained or failed).</text>\n";
   out << "</g>\n";
   return 30 + 7 * kCellHeight + 60;
 }

@@ -132,6 +132,8 @@ struct ReportBuilder::State {
     bool attached = false;
     bool drained = false;
     bool failed = false;
+    // Credited from here on; before it composerd did not know the device, which then adds to
+    // no category at all. The start of time for a device whose first known time is not given.
     int64_t since = std::numeric_limits<int64_t>::min();
 
     Category category() const {
@@ -446,12 +448,16 @@ ReportBuilder::ReportBuilder(const std::vector<Device>& inventory, const ReportO
       s.pools.push_back(std::move(p));
     }
     PoolUsage& p = s.pools[it->second];
-    ++p.devices;
-    p.capacity_bytes += d.capacity_bytes;
     State::Dev dev;
     dev.pool = static_cast<int>(it->second);
     dev.type = d.type;
     dev.capacity = d.capacity_bytes;
+    if (d.known_since_ms) dev.since = *d.known_since_ms;
+    // A device composerd first knew after the range was not in the pool during it.
+    if (dev.since < s.end) {
+      ++p.devices;
+      p.capacity_bytes += d.capacity_bytes;
+    }
     if (s.dev_index.emplace(d.id, static_cast<int>(s.devs.size())).second) s.devs.push_back(dev);
     s.type_present[t] = true;
   }

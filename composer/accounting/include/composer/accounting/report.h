@@ -15,9 +15,10 @@
 //    "critical" set and clear failed;
 //  - every moment of every device falls in exactly one category, the first that applies:
 //    attached, failed, drained, idle. Attached wins, because a job used that time.
-// The pool's size over time is approximated by today's inventory: devices are never deleted
-// from the store, and the ledger does not record when a device first appeared, so a device
-// added during the range counts as idle before it was added.
+// The pool over time is today's inventory (devices are never deleted from the store), each
+// device counted from when composerd first knew it (Device::known_since_ms): before that it
+// is in no category, so it adds nothing to any total, slot, heat map cell or series point, and
+// an hour in which composerd knew no device of a type shows nothing available.
 #pragma once
 
 #include <array>
@@ -72,8 +73,8 @@ struct Usage {
 struct PoolUsage {
   std::string type;  // "gpu", "mem", "nvme"
   std::string model;
-  uint32_t devices = 0;  // in today's inventory
-  uint64_t capacity_bytes = 0;
+  uint32_t devices = 0;         // of today's inventory, those known before the range's end
+  uint64_t capacity_bytes = 0;  // of those devices
   Usage usage;
 };
 
