@@ -582,25 +582,16 @@ namespace {
 
 constexpr std::string_view kHoldPrefix = "hold_";
 
-// "Key=Value" of one `scontrol -o` line; "" when absent.
-std::string field(const std::vector<std::string>& words, std::string_view key) {
-  for (const auto& w : words) {
-    if (w.size() > key.size() && w.compare(0, key.size(), key) == 0 && w[key.size()] == '=') {
-      return w.substr(key.size() + 1);
-    }
-  }
-  return "";
-}
-
-Expected<uint64_t> slurm_count(const std::string& text, const std::string& line) {
+Expected<uint64_t> slurm_count(std::string_view text, std::string_view line) {
   auto n = parse_count(text, 1u << 30);
-  if (!n)
-    return Error{ErrorCode::kInvalidArgument,
-                 "scontrol printed '" + text + "' where a count belongs: " + line};
+  if (!n) {
+    return Error{ErrorCode::kInvalidArgument, "scontrol printed '" + std::string(text) +
+                                                  "' where a count belongs: " + std::string(line)};
+  }
   return uint64_t{*n};
 }
 
-Expected<std::vector<LicenseCount>> license_list(const std::string& text, const std::string& line) {
+Expected<std::vector<LicenseCount>> license_list(std::string_view text, std::string_view line) {
   std::vector<LicenseCount> out;
   if (text.empty() || text == "(null)") return out;
   for (const auto& part : split(text, ',', {.trim = true, .skip_empty = true})) {
@@ -655,29 +646,80 @@ bool is_hold_name(std::string_view name) {
 Expected<SlurmState> parse_slurm_state(std::string_view licenses_text,
                                        std::string_view reservations_text) {
   SlurmState state;
-  for (const auto& line : split(licenses_text, '\n', {.trim = true, .skip_empty = true})) {
-    const auto w = split(line, ' ', {.trim = true, .skip_empty = true});
-    const std::string name = field(w, "LicenseName");
-    if (name.empty()) continue;  // "No licenses configured"
-    auto total = slurm_count(field(w, "Total"), line);
-    if (!total) return total.error();
-    state.licenses.push_back({name, *total});
-  }
+  auto use = parse_license_use(licenses_text);
+  if (!use) return use.error();
+  for (const auto& l : *use) state.licenses.push_back({l.name, l.total});
   for (const auto& line : split(reservations_text, '\n', {.trim = true, .skip_empty = true})) {
-    const auto w = split(line, ' ', {.trim = true, .skip_empty = true});
+    const ScontrolFields w = parse_scontrol_line(line);
     ExistingReservation r;
-    r.name = field(w, "ReservationName");
+    r.name = scontrol_field(w, "ReservationName");
     if (r.name.empty()) continue;  // "No reservations in the system"
-    r.start_local = field(w, "StartTime");
-    r.duration_min = duration_minutes(field(w, "Duration"));
-    r.flags = split(field(w, "Flags"), ',', {.trim = true, .skip_empty = true});
-    auto lic = license_list(field(w, "Licenses"), line);
+    r.start_local = scontrol_field(w, "StartTime");
+    r.duration_min = duration_minutes(scontrol_field(w, "Duration"));
+    r.flags = split(scontrol_field(w, "Flags"), ',', {.trim = true, .skip_empty = true});
+    auto lic = license_list(scontrol_field(w, "Licenses"), line);
     if (!lic) return lic.error();
     r.licenses = std::move(*lic);
-    r.users = field(w, "Users");
+    r.users = scontrol_field(w, "Users");
     state.reservations.push_back(std::move(r));
   }
   return state;
+}
+
+ScontrolFields parse_scontrol_line(std::string_view line) {
+  ScontrolFields out;
+  for (const auto& word : split(line, ' ', {.trim = true, .skip_empty = true})) {
+    const auto eq = word.find('=');
+    const bool starts_field =
+        eq != std::string::npos && eq > 0 && std::isupper(static_cast<unsigned char>(word[0])) != 0;
+    if (starts_field) {
+      out.emplace_back(word.substr(0, eq), word.substr(eq + 1));
+    } else if (!out.empty()) {
+      std::string& value = out.back().second;
+      value += value.empty() ? word : " " + word;
+    }
+  }
+  return out;
+}
+
+std::string scontrol_field(const ScontrolFields& fields, std::string_view key) {
+  for (const auto& [k, v] : fields)
+    if (k == key) return v;
+  return "";
+}
+
+Expected<std::vector<LicenseCount>> parse_licenses(std::string_view text) {
+  return license_list(text, text);
+}
+
+uint64_t LicenseUse::available() const {
+  const uint64_t taken = used + reserved;
+  return std::min(free, taken >= total ? 0 : total - taken);
+}
+
+Expected<std::vector<LicenseUse>> parse_license_use(std::string_view licenses_text) {
+  std::vector<LicenseUse> out;
+  for (const auto& line : split(licenses_text, '\n', {.trim = true, .skip_empty = true})) {
+    const ScontrolFields w = parse_scontrol_line(line);
+    LicenseUse l;
+    l.name = scontrol_field(w, "LicenseName");
+    if (l.name.empty()) continue;  // "No licenses configured"
+    auto total = slurm_count(scontrol_field(w, "Total"), line);
+    if (!total) return total.error();
+    l.total = *total;
+    // Older releases leave out Reserved; an absent count is none.
+    for (auto [key, count] : {std::pair{"Used", &l.used}, std::pair{"Free", &l.free},
+                              std::pair{"Reserved", &l.reserved}}) {
+      const std::string text = scontrol_field(w, key);
+      if (text.empty()) continue;
+      auto n = slurm_count(text, line);
+      if (!n) return n.error();
+      *count = *n;
+    }
+    if (scontrol_field(w, "Free").empty()) l.free = l.total - std::min(l.total, l.used);
+    out.push_back(std::move(l));
+  }
+  return out;
 }
 
 bool SyncPlan::changes() const {

@@ -288,6 +288,36 @@ TEST(SyncParse, ReadsScontrolOneLineOutput) {
   EXPECT_THAT(broken.error().message, HasSubstr("'eight'"));
 }
 
+TEST(SlurmStateTest, ReadsScontrolLinesWithValuesThatHoldSpaces) {
+  const ScontrolFields f = parse_scontrol_line(
+      "JobId=42 Command=/home/a/my job.sh AdminComment=vip; composer: gpus=2 nodes=1 "
+      "TRES=cpu=2,node=1 NodeList= StdIn=/dev/null");
+  EXPECT_EQ(scontrol_field(f, "Command"), "/home/a/my job.sh");
+  EXPECT_EQ(scontrol_field(f, "AdminComment"), "vip; composer: gpus=2 nodes=1");
+  EXPECT_EQ(scontrol_field(f, "TRES"), "cpu=2,node=1");
+  EXPECT_EQ(scontrol_field(f, "NodeList"), "");
+  EXPECT_EQ(scontrol_field(f, "StdIn"), "/dev/null");
+  EXPECT_EQ(scontrol_field(f, "Missing"), "");
+
+  auto l = parse_licenses("fabric_gpu:4,matlab");
+  ASSERT_TRUE(l);
+  EXPECT_EQ(*l, (std::vector<LicenseCount>{{"fabric_gpu", 4}, {"matlab", 1}}));
+  EXPECT_TRUE(parse_licenses("(null)")->empty());
+  EXPECT_FALSE(parse_licenses("fabric_gpu:x"));
+
+  auto use = parse_license_use(
+      "LicenseName=fabric_gpu Total=8 Used=4 Free=2 Reserved=2 Remote=no\n"
+      "LicenseName=old Total=5 Used=1 Free=4 Remote=no\n");
+  ASSERT_TRUE(use) << use.error().message;
+  ASSERT_EQ(use->size(), 2u);
+  EXPECT_EQ((*use)[0], (LicenseUse{"fabric_gpu", 8, 4, 2, 2}));
+  EXPECT_EQ((*use)[0].available(), 2u);
+  // A release whose Free leaves the reservations in: Slurm still counts them as taken.
+  EXPECT_EQ((LicenseUse{"fabric_gpu", 8, 4, 4, 2}).available(), 2u);
+  EXPECT_EQ((*use)[1].reserved, 0u);  // no Reserved= before Slurm printed it
+  EXPECT_EQ((*use)[1].available(), 4u);
+}
+
 TEST(SyncPlanTest, HoldsBackWhatThePoolCannotServe) {
   SlurmState slurm{{{"fabric_gpu", 8}, {"fabric_mem", 512}}, {}};
   // Two of 8 GPUs drained: Slurm may hand out 6.

@@ -16,6 +16,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "composer/common/error.h"
@@ -124,6 +126,37 @@ bool is_hold_name(std::string_view reservation_name);
 // with the line that does not parse.
 Expected<SlurmState> parse_slurm_state(std::string_view licenses_text,
                                        std::string_view reservations_text);
+
+// --- reading scontrol's one-line output -----------------------------------------------------
+
+// The Key=Value fields of one `scontrol -o show ...` line, in order. Slurm's keys all start
+// with a capital letter; a word that does not (no '=', or a lower-case key) continues the
+// value before it, so that a value with spaces stays whole: a job's
+// "AdminComment=composer: gpus=2 nodes=1", a path with a space.
+using ScontrolFields = std::vector<std::pair<std::string, std::string>>;
+ScontrolFields parse_scontrol_line(std::string_view line);
+// The value of `key`; "" when absent.
+std::string scontrol_field(const ScontrolFields& fields, std::string_view key);
+
+// A license list as scontrol prints it and -L takes it: "fabric_gpu:4,matlab" (a name alone
+// counts 1); "" and "(null)" are none. kInvalidArgument naming a count that is not one.
+Expected<std::vector<LicenseCount>> parse_licenses(std::string_view text);
+
+// One line of `scontrol -o show licenses`.
+struct LicenseUse {
+  std::string name;
+  uint64_t total = 0;
+  uint64_t used = 0;      // by running jobs
+  uint64_t free = 0;      // as Slurm prints it
+  uint64_t reserved = 0;  // by reservations: composerd's holds, the policy's blockers
+  // What a job outside the reservations may take now. Slurm starts a job only when used +
+  // reserved + asked <= total; the smaller of that and Free, whichever of the two a Slurm
+  // release folds the reservations into.
+  uint64_t available() const;
+  bool operator==(const LicenseUse&) const = default;
+};
+// kInvalidArgument with the line that does not parse; "No licenses configured" is none.
+Expected<std::vector<LicenseUse>> parse_license_use(std::string_view licenses_text);
 
 struct SyncAction {
   Action action;
