@@ -60,6 +60,26 @@ TEST(Request, PrintsAsTheAdminCommentForm) {
   EXPECT_EQ(Request{}.to_string(), "none");
 }
 
+TEST(Request, TheAdminCommentReadsBackAsWritten) {
+  const ComposerComment c{.request = {.gpus = 2, .gpu_model = "A100-80G", .mem_bytes = 64 * kGiB},
+                          .workload = "training",
+                          .nodes = 2};
+  EXPECT_EQ(to_admin_comment(c), "composer: gpus=A100-80G:2 mem=64G workload=training nodes=2");
+  auto back = parse_admin_comment("vip; " + to_admin_comment(c));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, c);
+  auto plain = parse_admin_comment("composer: nvme=1 nodes=1");
+  ASSERT_TRUE(plain && *plain);
+  EXPECT_EQ((*plain)->request.nvme, 1u);
+  EXPECT_EQ((*plain)->workload, "");
+  EXPECT_FALSE(*parse_admin_comment(""));
+  EXPECT_FALSE(*parse_admin_comment("(null)"));
+  auto bad = parse_admin_comment("composer: gpus=two nodes=1");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("'gpus=two'"), std::string::npos) << bad.error().message;
+  EXPECT_FALSE(parse_admin_comment("composer: colour=red"));
+}
+
 }  // namespace
 }  // namespace composer
 

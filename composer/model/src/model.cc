@@ -163,6 +163,67 @@ std::string Request::to_string() const {
   return out.empty() ? "none" : out;
 }
 
+namespace {
+constexpr std::string_view kCommentMark = "composer: ";
+}  // namespace
+
+std::string to_admin_comment(const ComposerComment& c) {
+  std::string out = std::string(kCommentMark) + c.request.to_string();
+  if (!c.workload.empty()) out += " workload=" + c.workload;
+  return out + " nodes=" + std::to_string(c.nodes);
+}
+
+Expected<std::optional<ComposerComment>> parse_admin_comment(std::string_view comment) {
+  // job_submit appends its part last, after "; " when the job had a comment of its own.
+  const size_t at = comment.rfind(kCommentMark);
+  if (at == std::string_view::npos || (at > 0 && comment[at - 1] != ' ')) {
+    return std::optional<ComposerComment>();
+  }
+  ComposerComment c;
+  const auto bad = [](std::string_view word, const std::string& why) {
+    return Error{ErrorCode::kInvalidArgument,
+                 "admin comment: '" + std::string(word) + "' " + why +
+                     " (job_submit writes \"composer: gpus=[MODEL:]N mem=SIZE nvme=N "
+                     "workload=CLASS nodes=N\")"};
+  };
+  std::string_view rest = comment.substr(at + kCommentMark.size());
+  while (!rest.empty()) {
+    const size_t space = rest.find(' ');
+    const std::string_view word = rest.substr(0, space);
+    rest = space == std::string_view::npos ? std::string_view{} : rest.substr(space + 1);
+    if (word.empty() || word == "none") continue;
+    const size_t eq = word.find('=');
+    const std::string_view key = word.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? "" : word.substr(eq + 1);
+    if (key == "gpus") {
+      const size_t colon = value.rfind(':');
+      if (colon != std::string_view::npos)
+        c.request.gpu_model = std::string(value.substr(0, colon));
+      auto n =
+          parse_count(colon == std::string_view::npos ? value : value.substr(colon + 1), 1u << 20);
+      if (!n) return bad(word, "is not gpus=[MODEL:]N");
+      c.request.gpus = *n;
+    } else if (key == "mem") {
+      auto m = parse_size(value);
+      if (!m) return bad(word, "is not mem=SIZE: " + m.error().message);
+      c.request.mem_bytes = *m;
+    } else if (key == "nvme") {
+      auto n = parse_count(value, 1u << 20);
+      if (!n) return bad(word, "is not nvme=N");
+      c.request.nvme = *n;
+    } else if (key == "workload" && !value.empty()) {
+      c.workload = std::string(value);
+    } else if (key == "nodes") {
+      auto n = parse_count(value, 1u << 20);
+      if (!n || *n == 0) return bad(word, "is not nodes=N, N from 1");
+      c.nodes = *n;
+    } else {
+      return bad(word, "is not one of gpus=, mem=, nvme=, workload=, nodes=");
+    }
+  }
+  return std::optional<ComposerComment>(std::move(c));
+}
+
 bool can_transition(CompositionState from, CompositionState to) {
   using S = CompositionState;
   switch (from) {

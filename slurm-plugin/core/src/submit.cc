@@ -416,9 +416,8 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
     out.tres_per_node =
         append(out.tres_per_node, job.gres_prefix + kNvmeGres + ":" + std::to_string(r.nvme));
   }
-  std::string comment = "composer: " + r.to_string();
-  if (!out.workload.empty()) comment += " workload=" + out.workload;
-  comment += " nodes=" + std::to_string(out.nodes);
+  const std::string comment =
+      to_admin_comment({.request = r, .workload = out.workload, .nodes = out.nodes});
   out.admin_comment = job.admin_comment.empty() ? comment : job.admin_comment + "; " + comment;
   return out;
 }

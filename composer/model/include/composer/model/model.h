@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "composer/common/error.h"
+
 namespace composer {
 
 enum class DeviceType { kGpu, kMem, kNvme };
@@ -160,6 +162,22 @@ struct Request {
   // "gpus=A100:2 mem=64G nvme=1", the form written into the job's admin comment.
   std::string to_string() const;
 };
+
+// What job_submit records of a composed job in its admin comment, after any comment the job
+// had: "composer: gpus=A100:2 mem=64G nvme=1 workload=training nodes=2".
+struct ComposerComment {
+  Request request;       // per node
+  std::string workload;  // the class job_submit gave it; empty: none
+  uint32_t nodes = 1;    // the node count its licenses are priced on
+
+  bool operator==(const ComposerComment&) const = default;
+};
+// "composer: gpus=A100:2 workload=training nodes=2"
+std::string to_admin_comment(const ComposerComment& c);
+// The composer part of a job's whole admin comment (Slurm's AdminComment); nullopt when there
+// is none (a job job_submit did not compose). kInvalidArgument naming a word that is not one
+// to_admin_comment() writes.
+Expected<std::optional<ComposerComment>> parse_admin_comment(std::string_view comment);
 
 // The composition state machine:
 //   requested -> composing -> ready -> releasing -> released
