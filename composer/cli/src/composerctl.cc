@@ -83,11 +83,8 @@ T checked(Expected<T> value, std::string_view flag) {
 }
 
 uint32_t job_id_arg(const std::string& text, std::string_view flag) {
-  auto id = parse_count(text, std::numeric_limits<uint32_t>::max());
-  if (!id || *id == 0) {
-    throw UsageError{std::string(flag) + ": '" + text +
-                     "' is not a Slurm job id (a whole number from 1 to 4294967295)"};
-  }
+  auto id = parse_job_id(text, flag);
+  if (!id) throw UsageError{id.error().message};
   return *id;
 }
 
@@ -175,6 +172,16 @@ std::string drained_summary(const BlastRadius& r) {
 }
 
 }  // namespace
+
+Expected<uint32_t> parse_job_id(std::string_view text, std::string_view flag) {
+  auto id = parse_count(text, std::numeric_limits<uint32_t>::max());
+  if (!id || *id == 0) {
+    return Error{ErrorCode::kInvalidArgument,
+                 std::string(flag) + ": '" + std::string(text) +
+                     "' is not a Slurm job id (a whole number from 1 to 4294967295)"};
+  }
+  return *id;
+}
 
 int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{

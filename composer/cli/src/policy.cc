@@ -13,8 +13,10 @@
 #include "composer/accounting/time_spec.h"
 #include "composer/api/codec.h"
 #include "composer/common/clock.h"
+#include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composerctl.h"
+#include "explain_job.h"
 
 namespace composer::cli {
 
@@ -28,6 +30,7 @@ struct PolicyCommand {
   bool dry_run = false;
   std::string limit;
   std::string workload, partition, qos, account, gpus, mem, nvme, time_limit, start;
+  std::string job;  // --job: the request comes from Slurm instead
 };
 
 namespace {
@@ -137,7 +140,14 @@ std::shared_ptr<PolicyCommand> add_policy_command(CLI::App& app) {
   cmd->history = cmd->policy->add_subcommand("history", "Every applied version, newest first");
   cmd->history->add_option("--limit", cmd->limit, "at most this many");
   cmd->explain = cmd->policy->add_subcommand(
-      "explain", "Whether, when and why a hypothetical job could start under the policy");
+      "explain",
+      "Whether, when and why a hypothetical job could start under the policy; with --job, "
+      "which license holds a pending Slurm job and why");
+  cmd->explain
+      ->add_option("--job", cmd->job,
+                   "a pending Slurm job: read it with scontrol and say which license holds it "
+                   "and why (instead of the request flags)")
+      ->type_name("JOBID");
   cmd->explain->add_option("--workload", cmd->workload, "workload class");
   cmd->explain->add_option("--partition", cmd->partition, "partition (classifies the job)");
   cmd->explain->add_option("--qos", cmd->qos, "QOS (classifies the job)");
@@ -145,8 +155,8 @@ std::shared_ptr<PolicyCommand> add_policy_command(CLI::App& app) {
   cmd->explain->add_option("--gpus", cmd->gpus, "GPUs, in total over all nodes");
   cmd->explain->add_option("--mem", cmd->mem, "memory in total, e.g. 256G");
   cmd->explain->add_option("--nvme", cmd->nvme, "NVMe drives in total");
-  cmd->explain->add_option("--time-limit", cmd->time_limit, "as sbatch -t: 90, 2:00:00, 1-12")
-      ->required();
+  cmd->explain->add_option("--time-limit", cmd->time_limit,
+                           "as sbatch -t: 90, 2:00:00, 1-12 (required without --job)");
   cmd->explain
       ->add_option("--start", cmd->start,
                    "when it would start, as sbatch --begin: 16:00, tomorrow, ... (default now)")
@@ -173,7 +183,9 @@ int run_policy(const PolicyCommand& cmd, const client::Client& client, const Out
     }
     // The fields -o names, checked before anything is sent.
     if (!output.fields.empty()) {
-      Table shape = cmd.explain->parsed() ? explain_table({}) : version_table({});
+      Table shape = !cmd.explain->parsed() ? version_table({})
+                    : cmd.job.empty()      ? explain_table({})
+                                           : job_explain_table({});
       if (Status fits = shape.select(output.fields); !fits) throw Usage{fits.error().message};
     }
     if (cmd.show->parsed()) {
@@ -200,7 +212,30 @@ int run_policy(const PolicyCommand& cmd, const client::Client& client, const Out
       }
       return kExitOk;
     }
+    if (cmd.explain->parsed() && !cmd.job.empty()) {
+      std::vector<std::string> given;
+      for (const auto& [flag, value] :
+           {std::pair{"--workload", &cmd.workload}, std::pair{"--partition", &cmd.partition},
+            std::pair{"--qos", &cmd.qos}, std::pair{"--account", &cmd.account},
+            std::pair{"--gpus", &cmd.gpus}, std::pair{"--mem", &cmd.mem},
+            std::pair{"--nvme", &cmd.nvme}, std::pair{"--time-limit", &cmd.time_limit},
+            std::pair{"--start", &cmd.start}}) {
+        if (!value->empty()) given.emplace_back(flag);
+      }
+      if (!given.empty()) {
+        throw Usage{"--job reads the job's request, class and time limit from Slurm; leave out " +
+                    join(given, ", ") + ", or leave out --job to explain a hypothetical job"};
+      }
+      auto id = parse_job_id(cmd.job, "--job");
+      if (!id) throw Usage{id.error().message};
+      return run_explain_job(*id, client, output, out, err);
+    }
     if (cmd.explain->parsed()) {
+      if (cmd.time_limit.empty()) {
+        throw Usage{
+            "policy explain: give --time-limit LIMIT (and the request: --gpus, --mem, "
+            "...), or --job JOBID for a pending Slurm job"};
+      }
       client::PolicyQuery q;
       q.workload = cmd.workload;
       q.partition = cmd.partition;

@@ -8,6 +8,9 @@
 // re-created) and stores the policy in composerd. Licenses live in slurm.conf: with
 // --slurm-conf the Licenses= line of that file is rewritten and `scontrol reconfigure` run;
 // without it, apply prints the line and stops before changing anything.
+//
+// explain asks composerd about a hypothetical job given by flags, or with --job about a pending
+// Slurm job: which license holds it and why (explain_job.h).
 #pragma once
 
 #include <memory>
