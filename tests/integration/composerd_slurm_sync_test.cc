@@ -2,7 +2,8 @@
 // (fake_scontrol/scontrol): the hold reservation follows drains and resumes within a round,
 // is updated in place and never deleted, comes back after a deletion by hand (and the log says
 // so, and /metrics counts the repair), and a plan Slurm refuses is undone whole (and /metrics
-// says Slurm is out of step until it is applied).
+// says Slurm is out of step until it is applied); composerctl policy explain --job reads a
+// pending job from the same stand-in and says which license holds it and why.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <stdlib.h>
@@ -206,6 +207,77 @@ TEST_F(SlurmSyncTest, PolicyApplyGoesThroughComposerdAndTheBlockersAreKept) {
   std::ofstream(slurm_ + "/reservations") << kept;
   EXPECT_TRUE(eventually("ReservationName=day_block_inference ")) << calls();
   EXPECT_TRUE(logged("deleted outside composerd")) << daemon_.log();
+}
+
+// composerctl policy explain --job against this composerd and the stand-in scontrol first on
+// PATH (as an admin's composerctl finds scontrol): a job pending on fabric_gpu while two GPUs
+// are drained names the drained GPUs and the hold; with the policy in force, a job over its
+// class's cap names the cap license and composerd's own explanation; an unknown job is named.
+TEST_F(SlurmSyncTest, ExplainJobSaysWhichLicenseHoldsAPendingJobAndWhy) {
+  auto c = daemon_.client();
+  ASSERT_TRUE(c.drain("gpu-a-0", "fan").ok());
+  ASSERT_TRUE(c.drain("gpu-a-1", "fan").ok());
+  ASSERT_TRUE(eventually("Licenses=fabric_gpu:2 ")) << calls() << daemon_.log();
+  std::ofstream(slurm_ + "/jobs")
+      << "JobId=42 JobName=train UserId=alice(1000) Account=ml QOS=normal JobState=PENDING "
+         "Reason=Licenses TimeLimit=01:00:00 Partition=gpu NumNodes=1 "
+         "Licenses=fabric_gpu:15 Command=/home/alice/job.sh "
+         "AdminComment=composer: gpus=15 nodes=1 StdIn=/dev/null\n"
+         "JobId=43 JobName=big Account=ml QOS=normal JobState=PENDING Reason=Licenses "
+         "TimeLimit=01:00:00 Partition=gpu NumNodes=1 Licenses=fabric_gpu:14,training_gpu_cap:14 "
+         "AdminComment=composer: gpus=14 workload=training nodes=1 StdIn=/dev/null\n"
+         "JobId=44 JobState=RUNNING Reason=None TimeLimit=01:00:00 NumNodes=1 "
+         "Licenses=fabric_gpu:1\n";
+  auto ctl = [&](const std::string& args) {
+    return run_command("env PATH=" + std::string(FAKE_SCONTROL_DIR) + ":/usr/sbin:/usr/bin:/bin " +
+                       COMPOSERCTL_PATH + " --server " + daemon_.url() + " --munge-socket " +
+                       daemon_.munge_socket() + " " + args);
+  };
+
+  auto pool = ctl("policy explain --job 42");
+  EXPECT_EQ(pool.code, 0) << pool.out;
+  EXPECT_NE(
+      pool.out.find("Job 42 is pending on licenses: fabric_gpu (15 asked, 14 free) holds it."),
+      std::string::npos)
+      << pool.out;
+  EXPECT_NE(pool.out.find("fabric_gpu: The pool's 16 GPUs: 2 drained, 0 attached to other jobs "
+                          "and 14 free. Of Slurm's 16, 2 are reserved (composerd's "
+                          "hold_fabric_gpu keeps back what the pool cannot serve)"),
+            std::string::npos)
+      << pool.out;
+  auto parsable = ctl("policy explain --job 42 -P -o license,asked,total,used,reserved,free,holds");
+  EXPECT_EQ(parsable.code, 0) << parsable.out;
+  EXPECT_EQ(parsable.out,
+            "LICENSE|ASKED|TOTAL|USED|RESERVED|FREE|HOLDS\nfabric_gpu|15|16|0|2|14|yes\n");
+
+  // The policy in force: training may never hold more than 12 GPUs, so a job asking for 14 is
+  // over its cap at every hour (the answer does not depend on when the test runs).
+  std::ofstream(slurm_ + "/licenses", std::ios::app)
+      << "LicenseName=training_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n"
+         "LicenseName=inference_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n";
+  const std::string file = files_.file("day.policy");
+  std::ofstream(file) << kDayNight;
+  auto applied = ctl("policy apply " + file);
+  ASSERT_EQ(applied.code, 0) << applied.out;
+  auto cap = ctl("policy explain --job 43 --json");
+  EXPECT_EQ(cap.code, 0) << cap.out;
+  EXPECT_NE(cap.out.find("\"license\" : \"training_gpu_cap\""), std::string::npos) << cap.out;
+  EXPECT_NE(cap.out.find("The policy caps all training jobs together through training_gpu_cap"),
+            std::string::npos)
+      << cap.out;
+  EXPECT_NE(cap.out.find("A training job asking for 14 GPUs for 1h cannot start"),
+            std::string::npos)
+      << cap.out;
+  EXPECT_NE(cap.out.find("caps training jobs at"), std::string::npos) << cap.out;
+  EXPECT_NE(cap.out.find("\"workload\" : \"training\""), std::string::npos) << cap.out;
+
+  auto running = ctl("policy explain --job 44");
+  EXPECT_EQ(running.code, 0) << running.out;
+  EXPECT_EQ(running.out, "Job 44 is RUNNING, not pending: no license holds it.\n");
+  auto unknown = ctl("policy explain --job 99");
+  EXPECT_EQ(unknown.code, 1) << unknown.out;
+  EXPECT_NE(unknown.out.find("composerctl: error: Slurm knows no job 99"), std::string::npos)
+      << unknown.out;
 }
 
 TEST(SlurmSyncConfig, CheckRefusesAnScontrolThatIsNotExecutable) {
