@@ -1,13 +1,10 @@
 // `composerctl policy apply|show|history|explain`: the time-of-day policy (policies/README.md).
 //
-// apply FILE [--dry-run] [--slurm-conf FILE] validates the file (locally and in composerd),
-// compiles it into Slurm licenses and blocker reservations, compares that with what Slurm has
-// now (`scontrol show licenses` / `scontrol show reservations`, the scontrol on PATH with
-// SLURM_CONF from the environment) and prints the changes and the warnings. Without --dry-run
-// it then brings Slurm there (reservations created or updated in place, never deleted and
-// re-created) and stores the policy in composerd. Licenses live in slurm.conf: with
-// --slurm-conf the Licenses= line of that file is rewritten and `scontrol reconfigure` run;
-// without it, apply prints the line and stops before changing anything.
+// apply FILE [--dry-run] sends the file to composerd (admins), which validates it, compiles it
+// into its cap licenses' hold and blocker reservations, compares that with what Slurm has and
+// answers the changes and the warnings; without --dry-run composerd then brings Slurm there
+// (reservations created or updated in place, never deleted and re-created) and stores the
+// policy. composerctl itself runs no scontrol for apply and edits no slurm.conf.
 //
 // explain asks composerd about a hypothetical job given by flags, or with --job about a pending
 // Slurm job: which license holds it and why (explain_job.h).
