@@ -31,15 +31,8 @@ constexpr int kSlurmTimeoutMs = 30000;
 
 // What a Slurm command printed, or why it could not answer.
 composer::Expected<std::string> slurm_answer(const std::vector<std::string>& argv) {
-  composer::Expected<composer::RunResult> r = composer::run_program(
+  return composer::run_checked(
       {.argv = argv, .env = {}, .with_stderr = true, .timeout_ms = kSlurmTimeoutMs});
-  if (!r) return r.error();
-  if (r->status != 0) {
-    return composer::Error{composer::ErrorCode::kUnavailable,
-                           argv[0] + " exited " + std::to_string(r->status) + ": " +
-                               std::string(composer::trim(r->output))};
-  }
-  return r->output;
 }
 
 // Asks squeue and sinfo (EpilogSlurmctld runs while slurmctld answers them), hidden

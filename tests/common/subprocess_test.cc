@@ -51,6 +51,23 @@ TEST(Subprocess, ASlowProgramIsKilledAtTheTimeout) {
   EXPECT_EQ(r.error().message, "sleep did not answer within 100 ms");
 }
 
+// A program that must succeed: its output, or one sentence with its name, arguments, status
+// and what it said, on one line.
+TEST(Subprocess, RunCheckedNamesTheFailedCommandAndWhatItSaid) {
+  Expected<std::string> ok = run_checked({.argv = {"/bin/sh", "-c", "echo fine"}});
+  ASSERT_TRUE(ok) << ok.error();
+  EXPECT_EQ(*ok, "fine\n");
+  Expected<std::string> bad =
+      run_checked({.argv = {"/bin/sh", "-c", "echo no such job >&2; echo try again >&2; exit 3"},
+                   .with_stderr = true});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(bad.error().message,
+            "'sh -c echo no such job >&2; echo try again >&2; exit 3' failed (exit 3): no such "
+            "job try again");
+  EXPECT_FALSE(run_checked({.argv = {"/nonexistent/scontrol"}}));
+}
+
 TEST(Subprocess, ASignalIsReportedAsShellsDo) {
   Expected<RunResult> r = run_program({.argv = {"sh", "-c", "kill -9 $$"}});
   ASSERT_TRUE(r) << r.error();

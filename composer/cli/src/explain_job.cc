@@ -158,15 +158,7 @@ Expected<std::string> scontrol(const std::vector<std::string>& args) {
   o.argv.insert(o.argv.end(), args.begin(), args.end());
   o.with_stderr = true;  // its error says why; the parsers skip lines that are not records
   o.timeout_ms = kScontrolTimeoutMs;
-  auto ran = run_program(o);
-  if (!ran) return ran.error();
-  if (ran->status != 0) {
-    const std::string said =
-        join(split(ran->output, '\n', {.trim = true, .skip_empty = true}), " ");
-    return Error{ErrorCode::kUnavailable, "'scontrol " + join(args, " ") + "' failed (exit " +
-                                              std::to_string(ran->status) + "): " + said};
-  }
-  return ran->output;
+  return run_checked(o);
 }
 
 }  // namespace

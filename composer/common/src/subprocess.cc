@@ -10,6 +10,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "composer/common/strings.h"
 
 extern char** environ;
 
@@ -110,6 +115,17 @@ Expected<RunResult> run_program(const RunOptions& options) {
   }
   result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+Expected<std::string> run_checked(const RunOptions& options) {
+  Expected<RunResult> ran = run_program(options);
+  if (!ran) return ran.error();
+  if (ran->status == 0) return std::move(ran->output);
+  std::vector<std::string> shown = options.argv;
+  if (!shown.empty()) shown[0] = shown[0].substr(shown[0].rfind('/') + 1);
+  const std::string said = join(split(ran->output, '\n', {.trim = true, .skip_empty = true}), " ");
+  return Error{ErrorCode::kUnavailable, "'" + join(shown, " ") + "' failed (exit " +
+                                            std::to_string(ran->status) + "): " + said};
 }
 
 }  // namespace composer

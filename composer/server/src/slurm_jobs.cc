@@ -20,12 +20,17 @@ Expected<std::set<uint32_t>> parse_job_ids(const std::string& text) {
   return ids;
 }
 
-Expected<RunResult> run_slurm_command(std::vector<std::string> argv, const std::string& slurm_conf,
-                                      int timeout_ms, bool with_stderr) {
+RunOptions slurm_command(std::vector<std::string> argv, const std::string& slurm_conf,
+                         int timeout_ms, bool with_stderr) {
   RunOptions run{.argv = std::move(argv), .with_stderr = with_stderr, .timeout_ms = timeout_ms};
   // Never composerd's own SLURM_CONF: the configured one, else the command's default.
   run.env.push_back(slurm_conf.empty() ? "SLURM_CONF" : "SLURM_CONF=" + slurm_conf);
-  return run_program(run);
+  return run;
+}
+
+Expected<RunResult> run_slurm_command(std::vector<std::string> argv, const std::string& slurm_conf,
+                                      int timeout_ms, bool with_stderr) {
+  return run_program(slurm_command(std::move(argv), slurm_conf, timeout_ms, with_stderr));
 }
 
 Expected<std::set<uint32_t>> slurm_active_jobs(const std::string& squeue,

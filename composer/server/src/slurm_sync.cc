@@ -58,15 +58,8 @@ void SlurmSync::loop() {
 Expected<std::string> SlurmSync::scontrol(const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {options_.scontrol};
   argv.insert(argv.end(), args.begin(), args.end());
-  auto ran = run_slurm_command(std::move(argv), options_.slurm_conf, options_.timeout_ms, true);
-  if (!ran) return ran.error();
-  if (ran->status != 0) {
-    const std::string said =
-        join(split(ran->output, '\n', {.trim = true, .skip_empty = true}), " ");
-    return Error{ErrorCode::kUnavailable, "'scontrol " + join(args, " ") + "' failed (exit " +
-                                              std::to_string(ran->status) + "): " + said};
-  }
-  return ran->output;
+  return run_checked(
+      slurm_command(std::move(argv), options_.slurm_conf, options_.timeout_ms, true));
 }
 
 Expected<pol::SlurmState> SlurmSync::read_state() const {

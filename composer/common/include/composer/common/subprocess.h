@@ -30,4 +30,9 @@ struct RunResult {
 // error here: see RunResult::status.
 Expected<RunResult> run_program(const RunOptions& options);
 
+// What a program that must succeed printed: run_program's errors, and for any exit status but
+// 0 kUnavailable "'NAME ARGS' failed (exit N): OUTPUT" (NAME: argv[0] without its directory;
+// OUTPUT on one line: with with_stderr it says why).
+Expected<std::string> run_checked(const RunOptions& options);
+
 }  // namespace composer

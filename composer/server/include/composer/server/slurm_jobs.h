@@ -17,6 +17,9 @@ namespace composer::server {
 // `timeout_ms`; `with_stderr` folds its standard error into the output.
 Expected<RunResult> run_slurm_command(std::vector<std::string> argv, const std::string& slurm_conf,
                                       int timeout_ms, bool with_stderr = false);
+// How run_slurm_command runs it, for run_checked.
+RunOptions slurm_command(std::vector<std::string> argv, const std::string& slurm_conf,
+                         int timeout_ms, bool with_stderr = false);
 
 // Runs `squeue --noheader --format=%A --states=R,S,CG,CF` (with SLURM_CONF set when
 // `slurm_conf` is not empty), bounded by `timeout_ms`. Any failure is an error: the caller
