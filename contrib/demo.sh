@@ -116,6 +116,7 @@ done
 scontrol show license training_gpu_cap | grep -E 'LicenseName|Total' || true
 scontrol show reservation hold_training_gpu_cap | grep -E 'ReservationName|Licenses' || true
 
+# shellcheck disable=SC2016  # the job's shell expands them
 night=$(sbatch --parsable -J night -t 2 -o "$jobdir/%x-%j.out" --compose-gpus=4 \
   --workload=training --wrap 'echo "job $SLURM_JOB_ID started $(date -u +%T) with COMPOSER_GPUS=$COMPOSER_GPUS"')
 sleep 3
