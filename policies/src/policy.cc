@@ -128,6 +128,16 @@ std::string cap_license_name(std::string_view class_name, DeviceType t) {
   return std::string(class_name) + "_" + std::string(to_string(t)) + "_cap";
 }
 
+std::optional<std::pair<std::string, DeviceType>> parse_cap_license_name(std::string_view name) {
+  for (DeviceType t : kAllDeviceTypes) {
+    const std::string tail = cap_license_name("", t);
+    if (name.size() > tail.size() && name.ends_with(tail)) {
+      return std::pair{std::string(name.substr(0, name.size() - tail.size())), t};
+    }
+  }
+  return std::nullopt;
+}
+
 uint64_t resolve_cap(const CapSpec& cap, uint64_t pool_size) {
   if (cap.kind == CapSpec::Kind::kCount) return cap.value;
   // Split so that pool_size x share cannot overflow: value <= 10000.

@@ -14,6 +14,19 @@ using testing::kDayNight;
 using testing::kPool;
 using testing::parse_ok;
 
+// A cap license's name is read back as it is written; other names are not caps.
+TEST(CapLicenseName, IsReadBackAsItIsWritten) {
+  for (DeviceType t : kAllDeviceTypes) {
+    auto back = parse_cap_license_name(cap_license_name("night_train", t));
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->first, "night_train");
+    EXPECT_EQ(back->second, t);
+  }
+  for (const char* other : {"fabric_gpu", "_gpu_cap", "training_gpu", "matlab", "x_disk_cap"}) {
+    EXPECT_FALSE(parse_cap_license_name(other)) << other;
+  }
+}
+
 TEST(Validation, TheDayNightPolicyIsClean) {
   const Validation v = validate(parse_ok(kDayNight), kPool);
   EXPECT_TRUE(v.ok()) << v.to_string();

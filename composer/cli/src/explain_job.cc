@@ -31,17 +31,6 @@ std::optional<DeviceType> pool_license_type(std::string_view name) {
   return std::nullopt;
 }
 
-// The class and type of a cap license "<class>_<type>_cap" (cap_license_name), if it is one.
-std::optional<std::pair<std::string, DeviceType>> cap_license_of(std::string_view name) {
-  for (DeviceType t : kAllDeviceTypes) {
-    const std::string tail = "_" + std::string(to_string(t)) + "_cap";
-    if (name.size() > tail.size() && name.ends_with(tail)) {
-      return std::pair{std::string(name.substr(0, name.size() - tail.size())), t};
-    }
-  }
-  return std::nullopt;
-}
-
 // "2 GPUs", "1 memory device", "3 NVMe drives": what the pool counts (memory by device, not
 // by GiB as its license does).
 std::string devices(DeviceType t, uint64_t n) {
@@ -255,7 +244,7 @@ JobExplanation explain_job(const SlurmJob& job, const std::vector<pol::LicenseUs
       v.holds = asked.count > v.slurm->available();
       if (auto t = pool_license_type(asked.name)) {
         v.why = pool_why(*t, v, *v.slurm, composerd.pool);
-      } else if (auto cap = cap_license_of(asked.name)) {
+      } else if (auto cap = pol::parse_cap_license_name(asked.name)) {
         v.why = cap_why(cap->first, cap->second, v, *v.slurm, composerd.policy);
       } else {
         v.why = other_why(v, *v.slurm);
@@ -371,7 +360,7 @@ int run_explain_job(uint32_t job_id, const client::Client& client, const OutputO
     bool pool = false, cap = false;
     for (const auto& l : job->licenses) {
       pool = pool || pool_license_type(l.name).has_value();
-      cap = cap || cap_license_of(l.name).has_value();
+      cap = cap || pol::parse_cap_license_name(l.name).has_value();
     }
     if (pool) {
       auto rows = client.pool();

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "composer/model/model.h"
@@ -153,6 +154,9 @@ std::string format_duration(int64_t seconds);
 std::string format_amount(DeviceType t, uint64_t amount);
 // "training_gpu_cap"
 std::string cap_license_name(std::string_view class_name, DeviceType t);
+// The class and type a cap license is named for ("training_gpu_cap" -> training, gpu);
+// nullopt for any other name.
+std::optional<std::pair<std::string, DeviceType>> parse_cap_license_name(std::string_view name);
 // The pool license of a type: "fabric_gpu", "fabric_mem", "fabric_nvme".
 std::string pool_license_name(DeviceType t);
 
