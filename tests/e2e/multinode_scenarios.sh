@@ -354,7 +354,9 @@ scenario_hidden_partition() {
   wait_until 15 nothing_attached || fail "$(attached) devices attached after job $j"
 }
 
-# shellcheck disable=SC2034  # run.sh reads it
+# shellcheck disable=SC2034  # run.sh reads them
+# compose=node: the dead node runs no epilog, and the reconciler releases its composition.
+RECONCILER_MAY_RELEASE=(scenario_node_failure)
 ALL_SCENARIOS=(
   scenario_three_node_job
   scenario_accounting
