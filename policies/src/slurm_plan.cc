@@ -632,6 +632,18 @@ std::string hold_fields(const std::string& license, uint64_t count) {
          std::to_string(count) + " Users=root";
 }
 
+// Deleting a hold reservation; the undo creates it again as it was.
+SyncAction delete_hold(const ExistingReservation& have, const std::string& why) {
+  std::string fields = "ReservationName=" + have.name +
+                       " StartTime=now Duration=infinite Flags=ANY_NODES Users=" + have.users;
+  if (!have.licenses.empty()) fields += " Licenses=" + format_licenses(have.licenses);
+  return {{ActionKind::kRemove, have.name,
+           "Licenses " + format_licenses(have.licenses) + " -> none (" + why + ")",
+           "scontrol delete ReservationName=" + have.name},
+          "scontrol create reservation " + fields,
+          false};
+}
+
 }  // namespace
 
 std::string hold_name(std::string_view license) {
@@ -780,8 +792,14 @@ SyncPlan sync_plan(const std::vector<LicenseCount>& wanted,
     held.insert(name);
     const std::vector<LicenseCount> lic = {{w.name, hold}};
     const ExistingReservation* have = existing(name);
+    if (hold == 0) {
+      // Nothing to hold back: no reservation. One that holds some is deleted, not brought to 0
+      // (Slurm 26.05 refuses a license count of 0 in a reservation); deleting it frees only
+      // what is to be freed, so no job can slip into a gap.
+      if (have) loosen.push_back(delete_hold(*have, "nothing to hold back"));
+      continue;
+    }
     if (!have) {
-      if (hold == 0) continue;  // nothing to hold back: no reservation needed yet
       tighten.push_back({{ActionKind::kCreate, name,
                           "hold back " + std::to_string(hold) + " of " + w.name + " (Slurm has " +
                               std::to_string(total->second) + ", " + std::to_string(w.count) +
@@ -814,18 +832,7 @@ SyncPlan sync_plan(const std::vector<LicenseCount>& wanted,
   // A hold of a license no longer managed holds nothing back any more.
   for (const auto& e : now.reservations) {
     if (!is_hold_name(e.name) || held.count(e.name)) continue;
-    bool empty = true;
-    for (const auto& l : e.licenses) empty = empty && l.count == 0;
-    if (empty) continue;
-    std::vector<LicenseCount> zero;
-    for (const auto& l : e.licenses) zero.push_back({l.name, 0});
-    loosen.push_back(
-        {{ActionKind::kUpdate, e.name,
-          "Licenses " + format_licenses(e.licenses) + " -> " + format_licenses(zero) +
-              " (no longer managed)",
-          "scontrol update ReservationName=" + e.name + " Licenses=" + format_licenses(zero)},
-         "scontrol update ReservationName=" + e.name + " Licenses=" + format_licenses(e.licenses),
-         false});
+    loosen.push_back(delete_hold(e, "no longer managed"));
   }
 
   // The blockers, as diff_plan brings them to the plan (without slurm.conf's licenses).

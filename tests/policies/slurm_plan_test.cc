@@ -337,29 +337,62 @@ TEST(SyncPlanTest, HoldsBackWhatThePoolCannotServe) {
   EXPECT_EQ(action_for(p, "hold_fabric_mem"), nullptr);
 }
 
-TEST(SyncPlanTest, AHoldIsUpdatedInPlaceEvenToZeroAndNeverDeleted) {
+TEST(SyncPlanTest, AHoldIsUpdatedInPlaceAndDeletedWhenItHoldsNothing) {
   SlurmState slurm{
       {{"fabric_gpu", 8}},
       {{"hold_fabric_gpu", "2026-12-01T21:00:00", -1, {"ANY_NODES"}, {{"fabric_gpu", 2}}, "root"}}};
-  // Resumed: everything schedulable again.
-  SyncPlan p = sync_plan({{"fabric_gpu", 8}}, {}, slurm, TimeZone::utc());
+  // A device failed: one more held back, in place.
+  SyncPlan p = sync_plan({{"fabric_gpu", 5}}, {}, slurm, TimeZone::utc());
   ASSERT_EQ(p.actions.size(), 1u);
   EXPECT_EQ(p.actions[0].action.kind, ActionKind::kUpdate);
   EXPECT_EQ(p.actions[0].action.command,
-            "scontrol update ReservationName=hold_fabric_gpu Licenses=fabric_gpu:0");
+            "scontrol update ReservationName=hold_fabric_gpu Licenses=fabric_gpu:3");
   EXPECT_EQ(p.actions[0].undo,
             "scontrol update ReservationName=hold_fabric_gpu Licenses=fabric_gpu:2 Users=root");
-  EXPECT_FALSE(p.actions[0].tightens);
-  // A device failed: one more held back, in place.
-  p = sync_plan({{"fabric_gpu", 5}}, {}, slurm, TimeZone::utc());
+  EXPECT_TRUE(p.actions[0].tightens);
+  // One resumed: one less, in place.
+  p = sync_plan({{"fabric_gpu", 7}}, {}, slurm, TimeZone::utc());
   ASSERT_EQ(p.actions.size(), 1u);
   EXPECT_EQ(p.actions[0].action.command,
-            "scontrol update ReservationName=hold_fabric_gpu Licenses=fabric_gpu:3");
-  EXPECT_TRUE(p.actions[0].tightens);
+            "scontrol update ReservationName=hold_fabric_gpu Licenses=fabric_gpu:1");
+  EXPECT_FALSE(p.actions[0].tightens);
   // Already right: left alone.
   p = sync_plan({{"fabric_gpu", 6}}, {}, slurm, TimeZone::utc());
   EXPECT_FALSE(p.changes());
-  for (const auto& a : p.actions) EXPECT_NE(a.action.kind, ActionKind::kRemove);
+  // Everything schedulable again: the hold is deleted (Slurm 26.05 refuses a count of 0), and
+  // the undo creates it as it was.
+  p = sync_plan({{"fabric_gpu", 8}}, {}, slurm, TimeZone::utc());
+  ASSERT_EQ(p.actions.size(), 1u);
+  EXPECT_EQ(p.actions[0].action.kind, ActionKind::kRemove);
+  EXPECT_EQ(p.actions[0].action.command, "scontrol delete ReservationName=hold_fabric_gpu");
+  EXPECT_EQ(p.actions[0].undo,
+            "scontrol create reservation ReservationName=hold_fabric_gpu StartTime=now "
+            "Duration=infinite Flags=ANY_NODES Users=root Licenses=fabric_gpu:2");
+  EXPECT_FALSE(p.actions[0].tightens);
+  // A hold an older composerd brought to 0 holds nothing: deleted too.
+  slurm.reservations[0].licenses[0].count = 0;
+  p = sync_plan({{"fabric_gpu", 8}}, {}, slurm, TimeZone::utc());
+  ASSERT_EQ(p.actions.size(), 1u);
+  EXPECT_EQ(p.actions[0].action.kind, ActionKind::kRemove);
+  // And when something must be held back again, it is created.
+  slurm.reservations.clear();
+  p = sync_plan({{"fabric_gpu", 7}}, {}, slurm, TimeZone::utc());
+  ASSERT_EQ(p.actions.size(), 1u);
+  EXPECT_EQ(p.actions[0].action.kind, ActionKind::kCreate);
+  EXPECT_THAT(p.actions[0].action.command, HasSubstr("Licenses=fabric_gpu:1 "));
+}
+
+TEST(SyncPlanTest, AHoldOfALicenseNoLongerManagedIsDeleted) {
+  SlurmState slurm{{{"fabric_gpu", 8}, {"training_gpu_cap", 8}},
+                   {{"hold_training_gpu_cap", "2026-12-01T21:00:00", -1, {"ANY_NODES"},
+                     {{"training_gpu_cap", 4}}, "root"}}};
+  // The policy with the training cap was replaced by one without caps.
+  const SyncPlan p = sync_plan({{"fabric_gpu", 8}}, {}, slurm, TimeZone::utc());
+  const SyncAction* hold = action_for(p, "hold_training_gpu_cap");
+  ASSERT_NE(hold, nullptr);
+  EXPECT_EQ(hold->action.kind, ActionKind::kRemove);
+  EXPECT_THAT(hold->action.detail, HasSubstr("no longer managed"));
+  EXPECT_THAT(hold->undo, HasSubstr("Licenses=training_gpu_cap:4"));
 }
 
 TEST(SyncPlanTest, SlurmWithFewerLicensesThanThePoolIsAWarningNotAHold) {

@@ -195,7 +195,12 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
     return report;
   }
   for (const auto* a : done) {
-    if (a->action.kind != pol::ActionKind::kRemove) known_.insert(a->action.object);
+    // A reservation composerd removed is not drift when a later round creates it again.
+    if (a->action.kind == pol::ActionKind::kRemove) {
+      known_.erase(a->action.object);
+    } else {
+      known_.insert(a->action.object);
+    }
     log::info("slurm: " + std::string(pol::to_string(a->action.kind)) + " " + a->action.object,
               {{"change", a->action.detail}});
   }
