@@ -122,6 +122,26 @@ TEST_F(SlurmSyncTest, AHoldDeletedByHandIsBackWithinARound) {
   EXPECT_TRUE(scraped("composer_slurm_in_step 1\n"));
 }
 
+TEST_F(SlurmSyncTest, OnlyAChangeMadeOutsideComposerdCountsAsDrift) {
+  auto c = daemon_.client();
+  ASSERT_TRUE(c.drain("gpu-b-3", "fan").ok());
+  ASSERT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << calls();
+  // composerd's own change of the hold (a second drain) is no drift.
+  ASSERT_TRUE(c.drain("gpu-b-2", "fan").ok());
+  ASSERT_TRUE(eventually("Licenses=fabric_gpu:2 ")) << calls();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_TRUE(scraped("composer_slurm_drift_repairs_total{change=\"updated\"} 0\n"));
+  EXPECT_EQ(daemon_.log().find("differs from what composerd keeps"), std::string::npos)
+      << daemon_.log();
+  // A count changed by hand is.
+  std::string text = reservations();
+  text.replace(text.find("Licenses=fabric_gpu:2 "), 22, "Licenses=fabric_gpu:5 ");
+  std::ofstream(slurm_ + "/reservations") << text;
+  EXPECT_TRUE(scraped("composer_slurm_drift_repairs_total{change=\"updated\"} 1\n"));
+  EXPECT_TRUE(eventually("Licenses=fabric_gpu:2 ")) << calls();
+  EXPECT_TRUE(logged("differs from what composerd keeps")) << daemon_.log();
+}
+
 TEST_F(SlurmSyncTest, APlanSlurmRefusesPartWayIsUndoneWhole) {
   // Two holds to create in one round; Slurm refuses the second.
   std::ofstream(slurm_ + "/fail") << "Licenses=fabric_nvme";

@@ -121,10 +121,19 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
   }
   report.plan = compute(keeper_.plan_at(clock_.now_ms() / 1000), *state);
   const pol::SyncPlan& plan = report.plan;
-  // Drift: a reservation composerd keeps that Slurm had last round and has no more.
-  std::set<std::string> now_known;
+  // Drift: a reservation composerd keeps that Slurm had last round and has no more, or that
+  // holds something else than last round although composerd did not change it.
+  std::map<std::string, std::string> now_known;
+  std::set<std::string> changed_outside;
   for (const auto& r : state->reservations) {
-    if (pol::is_hold_name(r.name) || pol::is_blocker_name(r.name)) now_known.insert(r.name);
+    if (!pol::is_hold_name(r.name) && !pol::is_blocker_name(r.name)) continue;
+    const std::string held =
+        pol::format_licenses(r.licenses) + " " + r.users + " " + std::to_string(r.duration_min);
+    auto before = known_.find(r.name);
+    if (before != known_.end() && !before->second.empty() && before->second != held) {
+      changed_outside.insert(r.name);
+    }
+    now_known[r.name] = held;
   }
   for (const auto& a : plan.actions) {
     if (a.action.kind == pol::ActionKind::kCreate && known_.count(a.action.object)) {
@@ -133,7 +142,8 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
           "slurm: a reservation composerd keeps was deleted outside composerd; "
           "creating it again",
           {{"reservation", a.action.object}});
-    } else if (a.action.kind == pol::ActionKind::kUpdate && known_.count(a.action.object)) {
+    } else if (a.action.kind == pol::ActionKind::kUpdate &&
+               changed_outside.count(a.action.object)) {
       if (apply) ++drift_updated_;
       log::info("slurm: a reservation differs from what composerd keeps; updating it in place",
                 {{"reservation", a.action.object}, {"change", a.action.detail}});
@@ -199,7 +209,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
     if (a->action.kind == pol::ActionKind::kRemove) {
       known_.erase(a->action.object);
     } else {
-      known_.insert(a->action.object);
+      known_[a->action.object].clear();
     }
     log::info("slurm: " + std::string(pol::to_string(a->action.kind)) + " " + a->action.object,
               {{"change", a->action.detail}});

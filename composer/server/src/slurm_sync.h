@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -86,9 +87,11 @@ class SlurmSync {
   const Clock& clock_;
   SlurmSyncOptions options_;
   std::mutex round_mu_;
-  std::set<std::string> known_;  // reservations composerd manages that Slurm had last round
-  std::string last_error_;       // logged once until it changes
-  std::string last_warnings_;    // the same for the plan's warnings
+  // The reservations composerd manages that Slurm had last round, each with what it held
+  // (licenses, users, length); empty where that round changed it, so it is read afresh.
+  std::map<std::string, std::string> known_;
+  std::string last_error_;     // logged once until it changes
+  std::string last_warnings_;  // the same for the plan's warnings
   std::mutex mu_;
   std::condition_variable wake_;
   bool poked_ = false;
