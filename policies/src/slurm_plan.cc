@@ -439,11 +439,30 @@ bool managed_license(const std::string& name) {
 std::vector<Action> diff_plan(const Plan& plan, const SlurmState& now, const TimeZone& tz) {
   std::vector<Action> reservations;
   std::set<std::string> planned;
-  for (const auto& r : plan.reservations) {
-    planned.insert(r.name);
-    const ExistingReservation* have = nullptr;
+  auto existing = [&](std::string_view name) -> const ExistingReservation* {
     for (const auto& e : now.reservations)
-      if (e.name == r.name) have = &e;
+      if (e.name == name) return &e;
+    return nullptr;
+  };
+  // The one-off blocker for the rest of a window's current occurrence is needed only where
+  // Slurm's recurring blocker does not run that occurrence already (it was made after the
+  // occurrence began); where it does, the two would hold the same licenses twice, and Slurm
+  // refuses reservations that add up to more than a license's total.
+  auto covered = [&](const BlockerReservation& once) {
+    constexpr std::string_view kOnceSuffix = "_once";
+    if (once.recurrence != Recurrence::kOnce || !once.name.ends_with(kOnceSuffix)) return false;
+    const ExistingReservation* recurring =
+        existing(std::string_view(once.name).substr(0, once.name.size() - kOnceSuffix.size()));
+    if (recurring == nullptr || recurring->duration_min <= 0) return false;
+    const auto start = parse_local(recurring->start_local);
+    if (!start) return false;
+    const int64_t start_s = tz.to_utc(*start);
+    return start_s <= once.start_s && once.start_s < start_s + recurring->duration_min * 60;
+  };
+  for (const auto& r : plan.reservations) {
+    if (covered(r)) continue;
+    planned.insert(r.name);
+    const ExistingReservation* have = existing(r.name);
     if (!have) {
       reservations.push_back(
           {ActionKind::kCreate, r.name,

@@ -194,7 +194,7 @@ drained_gpus_hold_jobs_on_licenses() {
     fail "the hold still stands after the resume: $(scontrol -o show reservation)" || return 1
   local refused
   refused=$(grep -E "changes made were undone|plan applied in part" "$E2E_DIR/log/composerd.log")
-  [[ -z $refused ]] || fail "Slurm refused a change composerd made: $refused"
+  [[ -z $refused ]] || fail "Slurm refused a change composerd made during the suite: $refused"
 }
 
 deleted_blocker_comes_back() {

@@ -232,9 +232,10 @@ TEST_F(PlanTest, DiffFixesDriftAndRemovesOnlyStaleBlockers) {
                               "DAILY; add flag WEEKDAY: scontrol update "
                               "ReservationName=day_block_inference Duration=720 Flags-=DAILY "
                               "Flags+=WEEKDAY"));
-  // Yesterday's one-off ended at 20:00; today's ends tonight.
-  EXPECT_THAT(text, HasSubstr("scontrol update ReservationName=day_block_inference_once "
-                              "EndTime=2024-03-05T20:00:00"));
+  // Yesterday's one-off ended at 20:00; today the recurring blocker runs the occurrence
+  // (it started at 08:00), so no one-off is wanted and the stale one goes.
+  EXPECT_THAT(text, HasSubstr("remove  day_block_inference_once  blocker the policy no longer "
+                              "has: scontrol delete ReservationName=day_block_inference_once"));
   EXPECT_THAT(text, HasSubstr("remove  night_block_training  blocker the policy no longer has: "
                               "scontrol delete ReservationName=night_block_training"));
   EXPECT_THAT(text, ::testing::Not(HasSubstr("maintenance")));
@@ -384,8 +385,12 @@ TEST(SyncPlanTest, AHoldIsUpdatedInPlaceAndDeletedWhenItHoldsNothing) {
 
 TEST(SyncPlanTest, AHoldOfALicenseNoLongerManagedIsDeleted) {
   SlurmState slurm{{{"fabric_gpu", 8}, {"training_gpu_cap", 8}},
-                   {{"hold_training_gpu_cap", "2026-12-01T21:00:00", -1, {"ANY_NODES"},
-                     {{"training_gpu_cap", 4}}, "root"}}};
+                   {{"hold_training_gpu_cap",
+                     "2026-12-01T21:00:00",
+                     -1,
+                     {"ANY_NODES"},
+                     {{"training_gpu_cap", 4}},
+                     "root"}}};
   // The policy with the training cap was replaced by one without caps.
   const SyncPlan p = sync_plan({{"fabric_gpu", 8}}, {}, slurm, TimeZone::utc());
   const SyncAction* hold = action_for(p, "hold_training_gpu_cap");
@@ -428,6 +433,35 @@ TEST_F(PlanTest, SyncCreatesTheBlockersAndCapHoldsAndRepairsDrift) {
   ASSERT_NE(back, nullptr);
   EXPECT_EQ(back->action.kind, ActionKind::kCreate);
   EXPECT_EQ(back->undo, "scontrol delete ReservationName=day_block_inference");
+}
+
+TEST_F(PlanTest, NoOneOffBlockerWhereTheRecurringOneRunsTheOccurrenceAlready) {
+  // Monday 10:00, in 'day'. The recurring blockers were made before 08:00, so Slurm runs
+  // today's occurrence (StartTime 08:00 today) and a one-off copy would hold the same licenses
+  // twice: Slurm refuses that when the two add up to more than a total.
+  const Plan plan = compile_plan(policy_, kPool, berlin(2024, 3, 4, 10));
+  SlurmState slurm = applied(plan);
+  std::erase_if(slurm.reservations,
+                [](const ExistingReservation& e) { return e.name.ends_with("_once"); });
+  for (auto& e : slurm.reservations)
+    if (e.name.starts_with("day_block_")) e.start_local = "2024-03-04T08:00:00";
+  SyncPlan p = sync_plan(plan.licenses, plan.reservations, slurm, tz_);
+  EXPECT_TRUE(p.problems.empty());
+  EXPECT_EQ(action_for(p, "day_block_inference_once"), nullptr);
+  EXPECT_EQ(action_for(p, "day_block_training_once"), nullptr);
+  EXPECT_FALSE(p.changes()) << render_actions([&] {
+    std::vector<Action> a;
+    for (const auto& s : p.actions) a.push_back(s.action);
+    return a;
+  }());
+  // Made at 09:00 for the first time, the recurring one starts tomorrow: the one-off covers
+  // the rest of today.
+  for (auto& e : slurm.reservations)
+    if (e.name.starts_with("day_block_")) e.start_local = "2024-03-05T08:00:00";
+  p = sync_plan(plan.licenses, plan.reservations, slurm, tz_);
+  const SyncAction* once = action_for(p, "day_block_inference_once");
+  ASSERT_NE(once, nullptr);
+  EXPECT_EQ(once->action.kind, ActionKind::kCreate);
 }
 
 TEST_F(PlanTest, SyncRefusesTheWholePlanWhenSlurmLacksACapLicense) {
