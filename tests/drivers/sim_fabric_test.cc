@@ -308,6 +308,45 @@ TEST(SimFabric, FailuresFromTheConfigurationFailTheFirstCalls) {
   EXPECT_TRUE(attached(*f).empty());
 }
 
+// The health file fails and heals devices from outside, read at each health check.
+TEST(SimFabric, TheHealthFileSaysWhatTheFabricReports) {
+  test_support::TempDir dir("composer-sim-health");
+  SimConfig c = small_config();
+  c.health_file = dir.file("health");
+  auto f = make(c);
+  auto health_of = [&](const std::string& id) {
+    auto h = f->health();
+    EXPECT_TRUE(h.ok()) << h;
+    if (!h.ok()) return Health::kOk;
+    for (const auto& [device, health] : *h) {
+      if (device == id) return health;
+    }
+    ADD_FAILURE() << "no health for " << id;
+    return Health::kOk;
+  };
+  EXPECT_EQ(health_of("gpu-a-1"), Health::kOk);  // no file yet: all healthy
+  std::ofstream(c.health_file) << "# fan failure\ngpu-a-1 critical\n\n  mem-0   warning # hot\n";
+  EXPECT_EQ(health_of("gpu-a-1"), Health::kCritical);
+  EXPECT_EQ(health_of("mem-0"), Health::kWarning);
+  EXPECT_EQ(health_of("gpu-a-0"), Health::kOk);
+  std::ofstream(c.health_file) << "gpu-a-1 ok\n";
+  EXPECT_EQ(health_of("gpu-a-1"), Health::kOk);
+  EXPECT_EQ(health_of("mem-0"), Health::kOk);
+  // What does not parse fails the check, naming the file and line, not its content.
+  for (const char* bad :
+       {"gpu-a-1 broken\n", "gpu-a-1\n", "gpu-a-1 ok extra\n", "ok\ngpu-a-9 critical\n"}) {
+    std::ofstream(c.health_file) << bad;
+    auto h = f->health();
+    ASSERT_FALSE(h.ok()) << bad;
+    EXPECT_NE(h.error().message.find("SimHealthFile " + c.health_file + " line "),
+              std::string::npos)
+        << h.error().message;
+  }
+  std::ofstream(c.health_file) << "gpu-a-9 critical\n";
+  EXPECT_NE(f->health().error().message.find("line 1: the fabric has no device named so"),
+            std::string::npos);
+}
+
 // A fabric with a state file remembers what is attached across its owner's restarts, as a
 // real fabric manager does.
 TEST(SimFabric, StateFileKeepsAttachmentsAcrossRestarts) {

@@ -182,6 +182,14 @@ TEST(Config, TheSimFabricsStateFileAndFaults) {
   ASSERT_EQ(c->fabrics.size(), 1u);
   EXPECT_EQ(c->fabrics[0].sim.state_file, "/srv/composer.db.sim-pod");
   EXPECT_EQ(c->fabrics[0].sim.fail_attaches, 3u);
+  c = parse("SimHealthFile=/run/sim-health\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->sim.health_file, "/run/sim-health");
+  c = parse("SimHealthFile=health\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("line 1: SimHealthFile=health: expected an absolute path"),
+            std::string::npos)
+      << c.error().message;
   c = parse_config(
       "Fabric=redfish\nFabricUrl=https://fm\nFabricCredentials=/c\nSimFailDetaches=1\n", "c.conf");
   ASSERT_FALSE(c.ok());

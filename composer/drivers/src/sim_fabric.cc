@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "composer/common/files.h"
+#include "composer/common/strings.h"
 
 namespace composer {
 namespace {
@@ -99,6 +100,41 @@ struct SimFabric::Impl {
   Impl(const Clock& c, int latency) : clock(c), latency_ms(latency) {}
 
   std::string state_file;
+  std::string health_file;
+
+  // The health file's devices and their health; kInvalidArgument naming a line that does not
+  // parse or a device the fabric lacks.
+  Expected<std::map<std::string, Health>> read_health_file() const {
+    std::map<std::string, Health> named;
+    std::ifstream in(health_file);
+    if (!in) {
+      if (errno == ENOENT) return named;
+      return Error{ErrorCode::kUnavailable, "sim fabric: cannot read SimHealthFile " + health_file +
+                                                ": " + std::strerror(errno)};
+    }
+    std::string line;
+    int number = 0;
+    while (std::getline(in, line)) {
+      ++number;
+      line = line.substr(0, line.find('#'));
+      const auto words = split(line, ' ', {.skip_empty = true});
+      if (words.empty()) continue;
+      const auto health = words.size() == 2 ? parse_health(words[1]) : std::nullopt;
+      if (!health) {
+        return Error{ErrorCode::kInvalidArgument,
+                     "sim fabric: SimHealthFile " + health_file + " line " +
+                         std::to_string(number) +
+                         ": expected a device and its health (ok, warning or critical)"};
+      }
+      if (!index.contains(words[0])) {
+        return Error{ErrorCode::kInvalidArgument, "sim fabric: SimHealthFile " + health_file +
+                                                      " line " + std::to_string(number) +
+                                                      ": the fabric has no device named so"};
+      }
+      named[words[0]] = *health;
+    }
+    return named;
+  }
 
   // Records `attached` in the state file; on failure puts back `before` and says why.
   Status persist(const std::map<std::string, std::string>& before) {
@@ -247,6 +283,7 @@ Expected<std::unique_ptr<SimFabric>> SimFabric::create(SimConfig config, const C
     }
   }
   impl->state_file = std::move(config.state_file);
+  impl->health_file = std::move(config.health_file);
   if (Status s = impl->load(); !s) return s.error();
   impl->attach_failures = {config.fail_attaches, "injected attach failure"};
   impl->detach_failures = {config.fail_detaches, "injected detach failure"};
@@ -304,9 +341,18 @@ Expected<Operation> SimFabric::operation_status(const std::string& operation_id)
 
 Expected<std::vector<std::pair<std::string, Health>>> SimFabric::health() {
   std::lock_guard lock(impl_->mu);
+  std::map<std::string, Health> named;
+  if (!impl_->health_file.empty()) {
+    auto read = impl_->read_health_file();
+    if (!read) return read.error();
+    named = std::move(*read);
+  }
   std::vector<std::pair<std::string, Health>> out;
   out.reserve(impl_->devices.size());
-  for (const Device& d : impl_->devices) out.emplace_back(d.id, d.health);
+  for (const Device& d : impl_->devices) {
+    auto it = named.find(d.id);
+    out.emplace_back(d.id, it == named.end() ? d.health : it->second);
+  }
   return out;
 }
 

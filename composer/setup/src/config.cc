@@ -545,6 +545,7 @@ Status check_fabrics(Config& cfg, const std::vector<NodeLine>& nodes,
     spec.sim.latency_ms = cfg.sim.latency_ms;
     spec.sim.fail_attaches = cfg.sim.fail_attaches;
     spec.sim.fail_detaches = cfg.sim.fail_detaches;
+    spec.sim.health_file = cfg.sim.health_file;
     Status st = spec.driver == "sim"
                     ? check_sim(node_lines[&spec], spec.sim.groups.size(), name, at_spec)
                     : check_real(spec.driver, spec.config, node_lines[&spec], spec.sim.hosts, name,
@@ -737,6 +738,13 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     } else if (key == "simlatency") {
       fabric_key_lines[k] = -line.number;  // sim only
       return set_int(cfg.sim.latency_ms, 0, 600000);
+    } else if (key == "simhealthfile") {
+      fabric_key_lines[k] = -line.number;  // sim only
+      if (value.empty() || value[0] != '/') {
+        return invalid("SimHealthFile=" + value +
+                       ": expected an absolute path (the file need not exist yet)");
+      }
+      cfg.sim.health_file = value;
     } else if (key == "simfailattaches" || key == "simfaildetaches") {
       fabric_key_lines[k] = -line.number;  // sim only
       auto n = config::whole_number(k, value, 0, 1000000);

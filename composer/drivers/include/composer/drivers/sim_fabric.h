@@ -43,6 +43,12 @@ struct SimConfig {
   // attach (detach) calls fail, as fail_next_attaches(n) would make them.
   uint32_t fail_attaches = 0;
   uint32_t fail_detaches = 0;
+  // composer.conf's SimHealthFile=: what the fabric reports of its devices' health, as an
+  // operator or a test sets it from outside, read at every health() call. One "DEVICE HEALTH"
+  // line each (ok, warning or critical), '#' starts a comment; a device it names has that
+  // health, the others what set_health() gave them (ok). A missing file names none; a line
+  // that does not parse makes health() fail naming the file and the line.
+  std::string health_file;
 };
 
 // Addresses are deterministic: GPUs and NVMe drives get PCI addresses "DDDD:BB:00.0" from
