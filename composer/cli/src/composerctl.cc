@@ -17,6 +17,7 @@
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/db/store.h"
+#include "explain_job.h"
 #include "output.h"
 #include "policy.h"
 #include "report.h"
@@ -282,6 +283,13 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       ->required();
   output_options(blast);
 
+  auto* explain = app.add_subcommand(
+      "explain",
+      "Why a pending Slurm job waits: which license holds it and why (policy explain --job)");
+  std::string explain_job;
+  explain->add_option("JOB", explain_job, "Slurm job id")->required();
+  output_options(explain);
+
   auto* health =
       app.add_subcommand("health", "composerd's status; exits 1 unless the status is ok");
   output_options(health);
@@ -421,6 +429,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     if (events->parsed()) shape = event_table({});
     if (blast->parsed() || (drain->parsed() && drain_dry_run)) shape = blast_table({});
     if (config_cmd->parsed()) shape = slurm_config_table({});
+    if (explain->parsed()) shape = job_explain_table({});
     if (shape && !s.fields.empty()) {
       if (Status fits = shape->select(s.fields); !fits) throw UsageError{fits.error().message};
     }
@@ -512,6 +521,9 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       return p.print(c.events(eq), event_table, api::events_to_json);
     }
     if (blast->parsed()) return print_blast(c, blast_target, s, out, err);
+    if (explain->parsed()) {
+      return run_explain_job(job_id_arg(explain_job, "JOB"), c, s.output(), out, err);
+    }
     if (policy_chosen(*policy)) return run_policy(*policy, c, s.output(), out, err);
     err << kProgram << ": error: no command given\nRun '" << kProgram << " --help' for usage.\n";
     return kExitUsage;
