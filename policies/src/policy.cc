@@ -1,6 +1,7 @@
 #include "composer/policies/policy.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
@@ -123,6 +124,21 @@ std::string format_amount(DeviceType t, uint64_t amount) {
 }
 
 std::string pool_license_name(DeviceType t) { return "fabric_" + std::string(to_string(t)); }
+
+std::string model_license_name(std::string_view model) {
+  std::string name = pool_license_name(DeviceType::kGpu) + "_";
+  for (char c : model) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+std::map<std::string, uint64_t> model_license_sizes(const std::vector<PoolRow>& rows) {
+  std::map<std::string, uint64_t> sizes;
+  for (const PoolRow& r : rows) {
+    if (r.type != DeviceType::kGpu || r.model.empty() || r.total == 0) continue;
+    sizes[model_license_name(r.model)] += schedulable(r);
+  }
+  return sizes;
+}
 
 std::string cap_license_name(std::string_view class_name, DeviceType t) {
   return std::string(class_name) + "_" + std::string(to_string(t)) + "_cap";

@@ -305,13 +305,14 @@ TEST_F(ComposerctlTest, SlurmConfigHonoursParsableAndJson) {
   });
   Outcome o = run_ctl({"slurm-config"});
   EXPECT_EQ(o.rc, 0) << o.err;
-  EXPECT_NE(o.out.find("Licenses=fabric_gpu:8,fabric_mem:0,fabric_nvme:4\n"), std::string::npos)
+  EXPECT_NE(o.out.find("Licenses=fabric_gpu:8,fabric_mem:0,fabric_nvme:4,fabric_gpu_a100-80g:8\n"),
+            std::string::npos)
       << o.out;
   o = run_ctl({"slurm-config", "-P"});
   EXPECT_EQ(o.rc, 0) << o.err;
   EXPECT_EQ(o.out,
             "FILE|NODES|SETTING\n"
-            "slurm.conf||Licenses=fabric_gpu:8,fabric_mem:0,fabric_nvme:4\n"
+            "slurm.conf||Licenses=fabric_gpu:8,fabric_mem:0,fabric_nvme:4,fabric_gpu_a100-80g:8\n"
             "slurm.conf||GresTypes=cgpu,cnvme\n"
             "slurm.conf||JobSubmitPlugins=composer\n"
             "slurm.conf|node1|Gres=cgpu:4,cnvme:2\n"
@@ -320,10 +321,10 @@ TEST_F(ComposerctlTest, SlurmConfigHonoursParsableAndJson) {
             "slurm.conf||PrologFlags=Alloc\n"
             "slurm.conf||SchedulerParameters=bf_licenses\n"
             "slurm.conf||AccountingStorageTRES=license/fabric_gpu,license/fabric_mem,"
-            "license/fabric_nvme,gres/cgpu,gres/cnvme\n"
-            "composerd||reservations hold_fabric_gpu, hold_fabric_mem, hold_fabric_nvme (what "
-            "the pool cannot serve) and the policy's blocker and cap holds (composerctl policy "
-            "apply)\n");
+            "license/fabric_nvme,license/fabric_gpu_a100-80g,gres/cgpu,gres/cnvme\n"
+            "composerd||reservations hold_fabric_gpu, hold_fabric_mem, hold_fabric_nvme, "
+            "hold_fabric_gpu_a100-80g (what the pool cannot serve) and the policy's blocker and "
+            "cap holds (composerctl policy apply)\n");
   o = run_ctl({"slurm-config", "--json"});
   EXPECT_EQ(o.rc, 0) << o.err;
   auto json = api::parse_json(o.out);

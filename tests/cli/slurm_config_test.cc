@@ -48,8 +48,19 @@ TEST(SlurmConfig, LicensesCountSchedulableDevicesAndGresFollowSlots) {
       {.node = "big", .fabric_id = "h3", .zones = {"z2"}, .gpu_slots = 16, .nvme_slots = 4},
   };
   const std::string text = slurm_config_text(slurm_config(pool, hosts));
-  // 10 schedulable GPUs (the failed and the drained one are left out), 256 GiB, 2 drives.
-  EXPECT_NE(text.find("Licenses=fabric_gpu:10,fabric_mem:256,fabric_nvme:2\n"), std::string::npos)
+  // 10 schedulable GPUs (the failed and the drained one are left out), 256 GiB, 2 drives;
+  // per model the same rule: 7 A100 and 3 H100.
+  EXPECT_NE(text.find("Licenses=fabric_gpu:10,fabric_mem:256,fabric_nvme:2,fabric_gpu_a100:7,"
+                      "fabric_gpu_h100:3\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("#AccountingStorageTRES=license/fabric_gpu,license/fabric_mem,"
+                      "license/fabric_nvme,license/fabric_gpu_a100,license/fabric_gpu_h100,"
+                      "gres/cgpu,gres/cnvme\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hold_fabric_nvme, hold_fabric_gpu_a100, hold_fabric_gpu_h100 (what"),
+            std::string::npos)
       << text;
   EXPECT_NE(text.find("GresTypes=cgpu,cnvme\n"), std::string::npos);
   EXPECT_NE(text.find("NodeName=n1,n2 Name=cgpu Count=8\n"), std::string::npos) << text;
@@ -74,7 +85,7 @@ TEST(SlurmConfig, ParsableRowsAndJsonCarryTheSameSettings) {
   slurm_config_table(config).print(out, Format::kParsable, true);
   EXPECT_EQ(out.str(),
             "FILE|NODES|SETTING\n"
-            "slurm.conf||Licenses=fabric_gpu:4,fabric_mem:128,fabric_nvme:0\n"
+            "slurm.conf||Licenses=fabric_gpu:4,fabric_mem:128,fabric_nvme:0,fabric_gpu_a100:4\n"
             "slurm.conf||GresTypes=cgpu,cnvme\n"
             "slurm.conf||JobSubmitPlugins=composer\n"
             "slurm.conf|n1|Gres=cgpu:4,cnvme:0\n"
@@ -83,12 +94,13 @@ TEST(SlurmConfig, ParsableRowsAndJsonCarryTheSameSettings) {
             "slurm.conf||PrologFlags=Alloc\n"
             "slurm.conf||SchedulerParameters=bf_licenses\n"
             "slurm.conf||AccountingStorageTRES=license/fabric_gpu,license/fabric_mem,"
-            "license/fabric_nvme,gres/cgpu,gres/cnvme\n"
-            "composerd||reservations hold_fabric_gpu, hold_fabric_mem, hold_fabric_nvme (what "
-            "the pool cannot serve) and the policy's blocker and cap holds (composerctl policy "
-            "apply)\n");
+            "license/fabric_nvme,license/fabric_gpu_a100,gres/cgpu,gres/cnvme\n"
+            "composerd||reservations hold_fabric_gpu, hold_fabric_mem, hold_fabric_nvme, "
+            "hold_fabric_gpu_a100 (what the pool cannot serve) and the policy's blocker and cap "
+            "holds (composerctl policy apply)\n");
   const Json::Value json = slurm_config_to_json(config);
   EXPECT_EQ(json["licenses"]["fabric_mem"].asUInt64(), 128u);
+  EXPECT_EQ(json["licenses"]["fabric_gpu_a100"].asUInt64(), 4u);
   EXPECT_EQ(json["gres_types"][1].asString(), "cnvme");
   EXPECT_EQ(json["job_submit_plugins"][0].asString(), "composer");
   EXPECT_EQ(json["nodes"][0]["cgpu"].asUInt(), 4u);

@@ -316,6 +316,60 @@ TEST_F(SlurmSyncTest, ExplainJobSaysWhichLicenseHoldsAPendingJobAndWhy) {
       << unknown.out;
 }
 
+// A model's license (fabric_gpu_h100 beside fabric_gpu) is kept in step like the pool's, from
+// the devices of that model alone; once Slurm has it, the snapshot tells job_submit to add it.
+// A model whose license Slurm lacks is a warning, never a refusal of the whole plan.
+TEST_F(SlurmSyncTest, AModelsLicenseFollowsTheDevicesOfThatModel) {
+  std::ofstream(slurm_ + "/licenses", std::ios::app)
+      << "LicenseName=fabric_gpu_h100 Total=8 Used=0 Free=8 Reserved=0 Remote=no\n";
+  const std::string snapshot = daemon_.state_dir() + "/snapshot.json";
+  bool listed = false;
+  for (int i = 0; i < 100 && !listed; ++i) {
+    listed = slurp(snapshot).find("\"fabric_gpu_h100\"") != std::string::npos;
+    if (!listed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(listed) << slurp(snapshot);
+  EXPECT_EQ(slurp(snapshot).find("\"fabric_gpu_a100-80g\""), std::string::npos) << slurp(snapshot);
+  EXPECT_TRUE(
+      logged("Slurm has no license fabric_gpu_a100-80g, so jobs cannot ask for it; add "
+             "fabric_gpu_a100-80g:8"))
+      << daemon_.log();
+
+  auto c = daemon_.client();
+  ASSERT_TRUE(c.drain("gpu-b-0", "fan").ok());  // an H100
+  ASSERT_TRUE(c.drain("gpu-b-1", "fan").ok());
+  ASSERT_TRUE(c.drain("gpu-a-0", "fan").ok());  // an A100
+  EXPECT_TRUE(eventually("ReservationName=hold_fabric_gpu_h100 ")) << calls() << daemon_.log();
+  EXPECT_TRUE(eventually("Licenses=fabric_gpu_h100:2 ")) << reservations();
+  EXPECT_TRUE(eventually("Licenses=fabric_gpu:3 ")) << reservations();
+  EXPECT_TRUE(scraped("composer_slurm_in_step 1\n"));
+
+  std::ofstream(slurm_ + "/jobs")
+      << "JobId=45 JobName=h JobState=PENDING Reason=Licenses TimeLimit=01:00:00 NumNodes=1 "
+         "Licenses=fabric_gpu:8,fabric_gpu_h100:8 "
+         "AdminComment=composer: gpus=H100:8 nodes=1 StdIn=/dev/null\n";
+  auto explained =
+      run_command("env PATH=" + std::string(FAKE_SCONTROL_DIR) + ":/usr/sbin:/usr/bin:/bin " +
+                  COMPOSERCTL_PATH + " --server " + daemon_.url() + " --munge-socket " +
+                  daemon_.munge_socket() + " explain 45");
+  EXPECT_EQ(explained.code, 0) << explained.out;
+  EXPECT_NE(explained.out.find("Job 45 is pending on licenses: fabric_gpu_h100 (8 asked, 6 free) "
+                               "holds it."),
+            std::string::npos)
+      << explained.out;
+  EXPECT_NE(explained.out.find("fabric_gpu_h100: The pool's 8 GPUs of model H100: 2 drained, 0 "
+                               "attached to other jobs and 6 free. Of Slurm's 8, 2 are reserved "
+                               "(composerd's hold_fabric_gpu_h100"),
+            std::string::npos)
+      << explained.out;
+
+  // Resumed: both holds go; the pool's hold keeps the A100 back.
+  ASSERT_TRUE(c.resume("gpu-b-0").ok());
+  ASSERT_TRUE(c.resume("gpu-b-1").ok());
+  EXPECT_TRUE(eventually_not("hold_fabric_gpu_h100")) << reservations();
+  EXPECT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << reservations();
+}
+
 TEST(SlurmSyncConfig, CheckRefusesAnScontrolThatIsNotExecutable) {
   test_support::TempDir dir{"composer-sync-check"};
   const std::string conf = dir.file("composer.conf");

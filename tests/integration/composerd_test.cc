@@ -425,7 +425,9 @@ TEST_F(ComposerdTest, SlurmConfigMatchesThePool) {
   auto r = ctl("slurm-config");
   ASSERT_EQ(r.code, 0) << r.out;
   // 8 A100 + 8 H100, 16 x 64G blocks, 4 drives; both nodes have 8 GPU and 4 NVMe slots.
-  EXPECT_NE(r.out.find("Licenses=fabric_gpu:16,fabric_mem:1024,fabric_nvme:4\n"), std::string::npos)
+  EXPECT_NE(r.out.find("Licenses=fabric_gpu:16,fabric_mem:1024,fabric_nvme:4,"
+                       "fabric_gpu_a100-80g:8,fabric_gpu_h100:8\n"),
+            std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("NodeName=n1,n2 Name=cgpu Count=8\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("NodeName=n1,n2 Name=cnvme Count=4\n"), std::string::npos) << r.out;

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "composer/common/units.h"
 #include "policy_fixture.h"
 
 namespace composer::policies {
@@ -25,6 +26,77 @@ TEST(CapLicenseName, IsReadBackAsItIsWritten) {
   for (const char* other : {"fabric_gpu", "_gpu_cap", "training_gpu", "matlab", "x_disk_cap"}) {
     EXPECT_FALSE(parse_cap_license_name(other)) << other;
   }
+}
+
+// A model's license: the pool license, '_' and the model in lower case.
+TEST(ModelLicenseName, IsThePoolLicenseAndTheModelInLowerCase) {
+  EXPECT_EQ(model_license_name("H200"), "fabric_gpu_h200");
+  EXPECT_EQ(model_license_name("A100-80G"), "fabric_gpu_a100-80g");
+  EXPECT_EQ(model_license_name("mi300x.v2"), "fabric_gpu_mi300x.v2");
+  // Not a cap license, whatever the model is called.
+  EXPECT_FALSE(parse_cap_license_name(model_license_name("x_gpu_cap_")));
+}
+
+// The one rule for what Slurm may hand out: free or attached by composerd; never failed,
+// drained or foreign. Memory in whole GiB of its schedulable bytes, rounded down; per GPU
+// model the same count, over the rows of every zone and fabric that hold the model.
+TEST(PoolTotals, CountOnlyWhatThePoolCanServe) {
+  const std::vector<PoolRow> rows = {
+      {.type = DeviceType::kGpu,
+       .model = "H200",
+       .zone = "fabric-a/z1",
+       .total = 8,
+       .free = 3,
+       .attached = 2,
+       .drained = 1,
+       .failed = 1,
+       .foreign = 1},
+      {.type = DeviceType::kGpu, .model = "H200", .zone = "fabric-b/z1", .total = 2, .free = 2},
+      {.type = DeviceType::kGpu, .model = "A100", .zone = "fabric-b/z1", .total = 4, .failed = 4},
+      {.type = DeviceType::kGpu,
+       .model = "l40s",
+       .zone = "fabric-b/z2",
+       .total = 2,
+       .free = 1,
+       .drained = 1},
+      {.type = DeviceType::kMem,
+       .model = "CXL",
+       .zone = "fabric-a/z1",
+       .total = 3,
+       .free = 2,
+       .drained = 1,
+       .total_bytes = 3 * 64 * kGiB,
+       .free_bytes = 2 * 64 * kGiB,
+       .schedulable_bytes = 2 * 64 * kGiB - 1},
+      {.type = DeviceType::kNvme,
+       .model = "P5620",
+       .zone = "fabric-a/z1",
+       .total = 2,
+       .free = 1,
+       .attached = 1,
+       .foreign = 0},
+      {.type = DeviceType::kNvme,
+       .model = "P5620",
+       .zone = "fabric-a/z2",
+       .total = 1,
+       .foreign = 1},
+  };
+  const PoolSize pool = PoolSize::from_rows(rows);
+  EXPECT_EQ(pool.gpus, 5u + 2u + 0u + 1u);
+  EXPECT_EQ(pool.mem_gib, 127u);  // 128 GiB less a byte: rounded down
+  EXPECT_EQ(pool.nvme, 2u);
+  const std::map<std::string, uint64_t> models = model_license_sizes(rows);
+  EXPECT_EQ(models, (std::map<std::string, uint64_t>{
+                        {"fabric_gpu_a100", 0}, {"fabric_gpu_h200", 7}, {"fabric_gpu_l40s", 1}}));
+  // Every model license adds up to the pool license.
+  uint64_t sum = 0;
+  for (const auto& [name, n] : models) sum += n;
+  EXPECT_EQ(sum, pool.gpus);
+  // Models that differ only in case share a license; rows without a model have none.
+  EXPECT_EQ(model_license_sizes({{.type = DeviceType::kGpu, .model = "H200", .total = 1, .free = 1},
+                                 {.type = DeviceType::kGpu, .model = "h200", .total = 1, .free = 1},
+                                 {.type = DeviceType::kGpu, .total = 3, .free = 3}}),
+            (std::map<std::string, uint64_t>{{"fabric_gpu_h200", 2}}));
 }
 
 TEST(Validation, TheDayNightPolicyIsClean) {

@@ -40,6 +40,7 @@ api::PoolSnapshot sample() {
   c.max = {{"gpu", 6}};
   s.workload_classes = {c};
   s.blocker_reservations = {"night_block_training"};
+  s.model_licenses = {"fabric_gpu_a100-80g"};
   return s;
 }
 

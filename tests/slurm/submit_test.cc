@@ -219,6 +219,33 @@ TEST(Submit, RefusesHandMadePoolLicensesAndGres) {
   j = SubmittedJob{};
   j.tres_per_node = "gres:cgpu:2";
   EXPECT_NE(refused(j).message.find("GRES 'cgpu' is managed"), std::string::npos);
+  // A model's license too, whether Slurm has it or not.
+  j = SubmittedJob{};
+  j.licenses = "fabric_gpu_h100:1";
+  EXPECT_NE(refused(j).message.find("license 'fabric_gpu_h100' is managed"), std::string::npos);
+}
+
+// A job asking for a model holds the model's license beside fabric_gpu, where Slurm has it
+// (the snapshot lists the model licenses composerd keeps in step); a job for any model, or a
+// model whose license Slurm lacks, holds fabric_gpu alone.
+TEST(Submit, AModelsJobHoldsTheModelsLicenseWhereSlurmHasIt) {
+  api::PoolSnapshot s = pool();
+  s.model_licenses = {"fabric_gpu_a100-80g"};
+  SubmittedJob j = job({"compose_gpus=A100-80G:2", "workload=training"});
+  j.min_nodes = 2;
+  Expected<SubmitChanges> c = review_submission(j, &s, "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->licenses, "fabric_gpu:4,fabric_gpu_a100-80g:4,training_gpu_cap:4");
+  c = review_submission(job({"compose_gpus=H100:1"}), &s, "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->licenses, "fabric_gpu:1");
+  c = review_submission(job({"compose_gpus=2"}), &s, "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->licenses, "fabric_gpu:2");
+  // Without a snapshot nothing is known of the models' licenses.
+  c = review_submission(job({"compose_gpus=A100-80G:2"}), nullptr, "no snapshot", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->licenses, "fabric_gpu:2");
 }
 
 // Slurm before 23.11 writes GRES as gres:NAME, later releases as gres/NAME; the glue says

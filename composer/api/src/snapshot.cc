@@ -225,6 +225,7 @@ Json::Value to_json(const PoolSnapshot& s) {
   Json::Value blockers(Json::arrayValue);
   for (const std::string& b : s.blocker_reservations) blockers.append(b);
   v["blocker_reservations"] = blockers;
+  v["model_licenses"] = names_to_json(s.model_licenses);
   return v;
 }
 
@@ -250,6 +251,7 @@ Expected<PoolSnapshot> snapshot_from_json(const Json::Value& v) {
         r.get_if("policy_id", &s.policy_id, as_id);
         r.get_if("default_class", &s.default_class, as_string);
         r.get_if("blocker_reservations", &s.blocker_reservations, as_strings);
+        r.get_if("model_licenses", &s.model_licenses, read_names);
         return s;
       },
       "snapshot");

@@ -1,5 +1,6 @@
 #include "explain_job.h"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 #include <sstream>
@@ -49,11 +50,26 @@ std::string and_list(const std::vector<std::string>& items) {
   return out;
 }
 
-std::string pool_why(DeviceType t, const LicenseVerdict& v, const pol::LicenseUse& use,
-                     const std::vector<PoolRow>& pool) {
+// The GPU models whose license (policies::model_license_name) this is; empty for any other.
+std::vector<std::string> license_models(std::string_view name, const std::vector<PoolRow>& pool) {
+  std::vector<std::string> models;
+  for (const PoolRow& r : pool) {
+    if (r.type != DeviceType::kGpu || r.model.empty() || pol::model_license_name(r.model) != name)
+      continue;
+    if (std::find(models.begin(), models.end(), r.model) == models.end()) models.push_back(r.model);
+  }
+  return models;
+}
+
+// For a pool license (`models` empty) the pool's devices of type `t`; for a model license the
+// GPUs of its models.
+std::string pool_why(DeviceType t, const std::vector<std::string>& models, const LicenseVerdict& v,
+                     const pol::LicenseUse& use, const std::vector<PoolRow>& pool) {
   PoolRow sum;
   for (const PoolRow& r : pool) {
     if (r.type != t) continue;
+    if (!models.empty() && std::find(models.begin(), models.end(), r.model) == models.end())
+      continue;
     sum.total += r.total;
     sum.free += r.free;
     sum.attached += r.attached;
@@ -69,6 +85,7 @@ std::string pool_why(DeviceType t, const LicenseVerdict& v, const pol::LicenseUs
     s = "composerd's pool has no " + std::string(none[static_cast<size_t>(t)]);
   } else {
     s = "the pool's " + devices(t, sum.total);
+    if (!models.empty()) s += " of model " + and_list(models);
     if (t == DeviceType::kMem)
       s += " (" + std::to_string(gib_rounded_down(sum.total_bytes)) + " GiB)";
     std::vector<std::string> parts;
@@ -242,8 +259,11 @@ JobExplanation explain_job(const SlurmJob& job, const std::vector<pol::LicenseUs
       v.why = "Slurm has no license " + asked.name + " (scontrol show licenses lists none)";
     } else {
       v.holds = asked.count > v.slurm->available();
+      const std::vector<std::string> models = license_models(asked.name, composerd.pool);
       if (auto t = pool_license_type(asked.name)) {
-        v.why = pool_why(*t, v, *v.slurm, composerd.pool);
+        v.why = pool_why(*t, {}, v, *v.slurm, composerd.pool);
+      } else if (!models.empty()) {
+        v.why = pool_why(DeviceType::kGpu, models, v, *v.slurm, composerd.pool);
       } else if (auto cap = pol::parse_cap_license_name(asked.name)) {
         v.why = cap_why(cap->first, cap->second, v, *v.slurm, composerd.policy);
       } else {

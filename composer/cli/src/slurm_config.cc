@@ -8,6 +8,7 @@
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/policies/policy.h"
+#include "composer/policies/slurm_plan.h"
 
 namespace composer::cli {
 namespace {
@@ -15,19 +16,37 @@ namespace {
 constexpr const char* kGresTypes[] = {"cgpu", "cnvme"};
 constexpr char kJobSubmitPlugin[] = "composer";
 
+// The licenses in the order slurm.conf gets them: the pool's, then one per GPU model.
+std::vector<std::pair<std::string, uint64_t>> license_counts(const SlurmConfig& c) {
+  std::vector<std::pair<std::string, uint64_t>> out = {
+      {"fabric_gpu", c.gpus}, {"fabric_mem", c.mem_gib}, {"fabric_nvme", c.nvme}};
+  for (const auto& [name, n] : c.model_licenses) out.emplace_back(name, n);
+  return out;
+}
 std::string licenses(const SlurmConfig& c) {
-  return "fabric_gpu:" + std::to_string(c.gpus) + ",fabric_mem:" + std::to_string(c.mem_gib) +
-         ",fabric_nvme:" + std::to_string(c.nvme);
+  std::string out;
+  for (const auto& [name, n] : license_counts(c)) {
+    out += (out.empty() ? "" : ",") + name + ":" + std::to_string(n);
+  }
+  return out;
 }
 constexpr char kPrologFlags[] = "PrologFlags=Alloc";
 constexpr char kSchedulerParameters[] = "SchedulerParameters=bf_licenses";
-constexpr char kTres[] =
-    "AccountingStorageTRES=license/fabric_gpu,license/fabric_mem,license/fabric_nvme,"
-    "gres/cgpu,gres/cnvme";
+std::string tres(const SlurmConfig& c) {
+  std::string out;
+  for (const auto& [name, n] : license_counts(c)) out += "license/" + name + ",";
+  return out + "gres/cgpu,gres/cnvme";
+}
 // What composerd keeps in step at run time (SlurmSync=yes), never written to slurm.conf.
-constexpr char kManaged[] =
-    "reservations hold_fabric_gpu, hold_fabric_mem, hold_fabric_nvme (what the pool cannot "
-    "serve) and the policy's blocker and cap holds (composerctl policy apply)";
+std::string managed(const SlurmConfig& c) {
+  std::string holds;
+  for (const auto& [name, n] : license_counts(c)) {
+    holds += std::string(holds.empty() ? "" : ", ") + policies::hold_name(name);
+  }
+  return "reservations " + holds +
+         " (what the pool cannot serve) and the policy's blocker and cap holds (composerctl "
+         "policy apply)";
+}
 std::string gres_types() { return std::string(kGresTypes[0]) + "," + kGresTypes[1]; }
 std::string node_gres(const SlurmConfig::Nodes& n) {
   return "Gres=cgpu:" + std::to_string(n.gpu_slots) + ",cnvme:" + std::to_string(n.nvme_slots);
@@ -44,6 +63,7 @@ SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Hos
   c.gpus = size.gpus;
   c.nvme = size.nvme;
   c.mem_gib = size.mem_gib;
+  c.model_licenses = policies::model_license_sizes(pool);
   std::map<std::pair<uint32_t, uint32_t>, std::vector<std::string>> by_slots;
   for (const auto& h : hosts) by_slots[{h.gpu_slots, h.nvme_slots}].push_back(h.node);
   for (auto& [slots, nodes] : by_slots) {
@@ -63,12 +83,13 @@ std::string slurm_config_text(const SlurmConfig& c) {
       << kPrologFlags << "\n"
       << kSchedulerParameters << "\n"
       << "# with slurmdbd, to see licenses and GRES in sacct:\n"
-      << "#" << kTres << "\n"
+      << "#AccountingStorageTRES=" << tres(c) << "\n"
       << "# composer-slurmctld composes each job before it launches and releases it at the end\n"
       << "# (the plugin's default, compose=controller; with compose=node leave both out):\n"
       << "PrologSlurmctld=/usr/sbin/composer-slurmctld\n"
       << "EpilogSlurmctld=/usr/sbin/composer-slurmctld\n"
-      << "# composerd manages at run time (SlurmSync=yes), not in slurm.conf: " << kManaged << ".\n"
+      << "# composerd manages at run time (SlurmSync=yes), not in slurm.conf: " << managed(c)
+      << ".\n"
       << "# add to the NodeName lines:\n";
   for (const auto& n : c.nodes) {
     out << "#   NodeName=" << join(n.names) << " ... " << node_gres(n) << "\n";
@@ -93,16 +114,15 @@ Table slurm_config_table(const SlurmConfig& c) {
   }
   t.add_row({"slurm.conf", "", kPrologFlags});
   t.add_row({"slurm.conf", "", kSchedulerParameters});
-  t.add_row({"slurm.conf", "", kTres});
-  t.add_row({"composerd", "", kManaged});
+  t.add_row({"slurm.conf", "", "AccountingStorageTRES=" + tres(c)});
+  t.add_row({"composerd", "", managed(c)});
   return t;
 }
 
 Json::Value slurm_config_to_json(const SlurmConfig& c) {
   Json::Value v(Json::objectValue);
-  v["licenses"]["fabric_gpu"] = Json::UInt64(c.gpus);
-  v["licenses"]["fabric_mem"] = Json::UInt64(c.mem_gib);
-  v["licenses"]["fabric_nvme"] = Json::UInt64(c.nvme);
+  v["licenses"] = Json::Value(Json::objectValue);
+  for (const auto& [name, n] : license_counts(c)) v["licenses"][name] = Json::UInt64(n);
   v["gres_types"] = Json::Value(Json::arrayValue);
   for (const char* g : kGresTypes) v["gres_types"].append(g);
   v["job_submit_plugins"] = Json::Value(Json::arrayValue);
@@ -110,8 +130,8 @@ Json::Value slurm_config_to_json(const SlurmConfig& c) {
   v["prolog_flags"] = std::string(kPrologFlags).substr(std::strlen("PrologFlags="));
   v["scheduler_parameters"] =
       std::string(kSchedulerParameters).substr(std::strlen("SchedulerParameters="));
-  v["accounting_storage_tres"] = std::string(kTres).substr(std::strlen("AccountingStorageTRES="));
-  v["managed_by_composerd"] = kManaged;
+  v["accounting_storage_tres"] = tres(c);
+  v["managed_by_composerd"] = managed(c);
   v["nodes"] = Json::Value(Json::arrayValue);
   for (const auto& n : c.nodes) {
     Json::Value group(Json::objectValue);

@@ -4,6 +4,7 @@
 #include <json/value.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,9 +13,9 @@
 
 namespace composer::cli {
 
-// Pool licenses (fabric_gpu, fabric_mem in GiB, fabric_nvme; failed devices left out, drained
-// ones counted since they come back), and per group of nodes with identical attach slots the
-// count-only GRES for them (cgpu, cnvme).
+// Pool licenses (fabric_gpu, fabric_mem in GiB, fabric_nvme) and per-model GPU licenses, each
+// what the pool can serve now (policies::PoolSize::from_rows, model_license_sizes), and per group
+// of nodes with identical attach slots the count-only GRES for them (cgpu, cnvme).
 struct SlurmConfig {
   struct Nodes {
     std::vector<std::string> names;
@@ -24,6 +25,9 @@ struct SlurmConfig {
   uint64_t gpus = 0;
   uint64_t mem_gib = 0;
   uint64_t nvme = 0;
+  // Per GPU model, its license beside fabric_gpu (policies::model_license_name): job_submit
+  // adds it to the jobs that ask for the model, once Slurm has it.
+  std::map<std::string, uint64_t> model_licenses;
   std::vector<Nodes> nodes;  // ordered by slot counts
 };
 
@@ -36,7 +40,8 @@ SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Hos
 std::string slurm_config_text(const SlurmConfig& config);
 // One setting a row (-P): FILE, NODES (empty for a cluster-wide one), SETTING.
 Table slurm_config_table(const SlurmConfig& config);
-// {"licenses": {"fabric_gpu": N, "fabric_mem": GiB, "fabric_nvme": N}, "gres_types": [...],
+// {"licenses": {"fabric_gpu": N, "fabric_mem": GiB, "fabric_nvme": N, "fabric_gpu_h200": N,
+//  ...}, "gres_types": [...],
 //  "job_submit_plugins": [...], "prolog_flags", "scheduler_parameters",
 //  "accounting_storage_tres", "managed_by_composerd" (text),
 //  "nodes": [{"nodes": [...], "cgpu": N, "cnvme": N}, ...]}

@@ -411,6 +411,7 @@ void Daemon::publish_snapshot() {
   for (const auto& [type, domains] : in.service->failure_domains()) {
     for (const FailureDomain& d : domains) ++snap.pool(type).domains[d.level];
   }
+  if (in.slurm) snap.model_licenses = in.slurm->model_licenses();
   if (!in.policy->fill_snapshot(snap)) {
     for (const auto& w : in.config.workloads) {
       api::WorkloadClass wc;

@@ -14,6 +14,17 @@ namespace composer::server {
 
 namespace pol = composer::policies;
 
+namespace {
+
+bool name_in(const std::vector<pol::LicenseCount>& licenses, const std::string& name) {
+  for (const auto& l : licenses) {
+    if (l.name == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 SlurmSync::SlurmSync(CompositionService& service, const PolicyKeeper& keeper, const Clock& clock,
                      SlurmSyncOptions options)
     : service_(service), keeper_(keeper), clock_(clock), options_(std::move(options)) {}
@@ -81,15 +92,23 @@ pol::SyncPlan SlurmSync::compute(const std::optional<PolicyKeeper::PlanInForce>&
     for (const auto& r : rows) any = any || (r.type == t && r.total > 0);
     if (any) wanted.push_back({pol::pool_license_name(t), pool.size(t)});
   }
+  // Per-model GPU licenses, each sized to what the pool can serve of its models.
+  for (const auto& [name, size] : pol::model_license_sizes(rows)) wanted.push_back({name, size});
   if (!plan) return pol::sync_plan(wanted, {}, state, pol::TimeZone::utc());
   for (const auto& l : plan->plan.licenses) {
     bool pool_license = false;
     for (DeviceType t : kAllDeviceTypes) {
       pool_license = pool_license || l.name == pol::pool_license_name(t);
     }
+    pool_license = pool_license || name_in(wanted, l.name);
     if (!pool_license) wanted.push_back(l);  // a cap license, sized to the class's highest cap
   }
   return pol::sync_plan(wanted, plan->plan.reservations, state, plan->time_zone);
+}
+
+std::vector<std::string> SlurmSync::model_licenses() const {
+  std::lock_guard lock(mu_);
+  return model_licenses_;
 }
 
 Expected<pol::SyncPlan> SlurmSync::preview(const std::optional<PolicyKeeper::PlanInForce>& plan) {
@@ -118,6 +137,15 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
       last_error_ = report.error;
     }
     return report;
+  }
+  {
+    // The model licenses Slurm has: job_submit may add them to jobs (the snapshot says so).
+    std::vector<std::string> models;
+    for (const auto& [name, size] : pol::model_license_sizes(service_.pool_summary())) {
+      if (name_in(state->licenses, name)) models.push_back(name);
+    }
+    std::lock_guard models_lock(mu_);
+    model_licenses_ = std::move(models);
   }
   report.plan = compute(keeper_.plan_at(clock_.now_ms() / 1000), *state);
   const pol::SyncPlan& plan = report.plan;

@@ -74,6 +74,9 @@ class SlurmSync {
   // The last applying round: 1 when it left Slurm as the pool and the policy say (nothing to
   // change, or every change made), 0 when it could not; -1 before the first one.
   int in_step() const { return in_step_.load(); }
+  // The per-model GPU licenses (policies::model_license_name) Slurm had at the last round, of
+  // the models the pool holds: those job_submit may add (the snapshot's model_licenses).
+  std::vector<std::string> model_licenses() const;
 
  private:
   Expected<std::string> scontrol(const std::vector<std::string>& args) const;
@@ -92,8 +95,9 @@ class SlurmSync {
   std::map<std::string, std::string> known_;
   std::string last_error_;     // logged once until it changes
   std::string last_warnings_;  // the same for the plan's warnings
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable wake_;
+  std::vector<std::string> model_licenses_;  // under mu_
   bool poked_ = false;
   bool stopping_ = false;
   std::atomic<uint64_t> drift_recreated_{0};

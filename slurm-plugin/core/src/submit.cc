@@ -257,6 +257,10 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
     for (const api::WorkloadClass& c : snapshot->workload_classes) {
       for (const auto& [type, name] : c.cap_licenses) ours.push_back(name);
     }
+    for (const auto& [model, n] : snapshot->gpu.models) {
+      ours.push_back(policies::model_license_name(model));
+    }
+    ours.insert(ours.end(), snapshot->model_licenses.begin(), snapshot->model_licenses.end());
   }
   for (const std::string& name : license_names(job.licenses)) {
     if (std::find(ours.begin(), ours.end(), name) != ours.end()) {
@@ -390,6 +394,15 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
     if (amounts[i] == 0) continue;
     out.licenses = append(out.licenses, policies::pool_license_name(kAllDeviceTypes[i]) + ":" +
                                             std::to_string(amounts[i]));
+    if (kAllDeviceTypes[i] == DeviceType::kGpu && !r.gpu_model.empty() && snapshot != nullptr) {
+      // The model's own license, where Slurm has it: a job for an exhausted model then waits
+      // on Licenses while jobs for other models start.
+      const std::string model_license = policies::model_license_name(r.gpu_model);
+      const auto& have = snapshot->model_licenses;
+      if (std::find(have.begin(), have.end(), model_license) != have.end()) {
+        out.licenses = append(out.licenses, model_license + ":" + std::to_string(amounts[i]));
+      }
+    }
     if (cls == nullptr) continue;
     const std::string type(to_string(kAllDeviceTypes[i]));
     if (auto max = cls->max.find(type); max != cls->max.end() && amounts[i] > max->second) {

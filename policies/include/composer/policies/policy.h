@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -159,6 +160,15 @@ std::string cap_license_name(std::string_view class_name, DeviceType t);
 std::optional<std::pair<std::string, DeviceType>> parse_cap_license_name(std::string_view name);
 // The pool license of a type: "fabric_gpu", "fabric_mem", "fabric_nvme".
 std::string pool_license_name(DeviceType t);
+// The license of one GPU model beside the pool license, held by the jobs that ask for that
+// model (--compose-gpus=H200:2): the pool license's name, '_' and the model in lower case
+// ("H200" -> "fabric_gpu_h200", "A100-80G" -> "fabric_gpu_a100-80g"). Models that differ only
+// in case share one license. Only GPUs are asked for by model.
+std::string model_license_name(std::string_view model);
+// Per model license, what the pool can serve of it now: the schedulable() GPUs of the rows
+// of its models (0 where every one is failed, drained or foreign). The one rule for these
+// totals, as PoolSize::from_rows is for the pool licenses.
+std::map<std::string, uint64_t> model_license_sizes(const std::vector<PoolRow>& rows);
 
 // Share rounding: floor(pool x share), except that a share above zero of a non-empty pool
 // is never less than 1, so a class with a small share can still run something.

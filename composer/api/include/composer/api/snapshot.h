@@ -15,7 +15,8 @@
 //                        "min": {"gpu": 2},
 //                        "stretches": {"gpu": [{"cap": 16, "seconds": 43200}]}}],
 //  "policy_id": 3, "default_class": "training",
-//  "blocker_reservations": ["day_block_inference"]}
+//  "blocker_reservations": ["day_block_inference"],
+//  "model_licenses": ["fabric_gpu_h100"]}
 #pragma once
 
 #include <cstdint>
@@ -96,6 +97,10 @@ struct PoolSnapshot {
   // such a job is refused while a policy is in force.
   std::string default_class;
   std::vector<std::string> blocker_reservations;  // no job may be submitted into these
+  // The per-model GPU licenses (policies::model_license_name) that Slurm has and composerd
+  // keeps in step (SlurmSync): job_submit adds the one of a job's model beside fabric_gpu.
+  // Empty without SlurmSync, or where slurm.conf lacks them: fabric_gpu alone then.
+  std::vector<std::string> model_licenses;
 
   const SnapshotPool& pool(DeviceType t) const;
   SnapshotPool& pool(DeviceType t);

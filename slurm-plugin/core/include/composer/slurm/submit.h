@@ -3,7 +3,9 @@
 // requests so that Slurm's scheduler holds the job until the pool can serve it:
 //   licenses (cluster-wide, count = per-node amount x nodes)
 //     fabric_gpu:<gpus x nodes>, fabric_mem:<GiB rounded up x nodes>, fabric_nvme:<n x nodes>,
-//     plus the cap licenses of the job's workload class from the snapshot;
+//     for --compose-gpus=MODEL:N also the model's license (fabric_gpu_<model>) where the
+//     snapshot lists it (Slurm has it and composerd keeps it in step), plus the cap licenses
+//     of the job's workload class from the snapshot;
 //   GRES per node (attach slots): gres/cgpu:<gpus>, gres/cnvme:<n> (gres:cgpu:<gpus> before
 //     Slurm 23.11: SubmittedJob::gres_prefix, which the glue sets). Memory has no GRES: how
 //     many blocks (slots) a size takes depends on the blocks the allocator picks; the submit
