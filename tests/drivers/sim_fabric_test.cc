@@ -329,6 +329,15 @@ TEST(SimFabric, TheHealthFileSaysWhatTheFabricReports) {
   EXPECT_EQ(health_of("gpu-a-1"), Health::kCritical);
   EXPECT_EQ(health_of("mem-0"), Health::kWarning);
   EXPECT_EQ(health_of("gpu-a-0"), Health::kOk);
+  // The inventory reports the same (the reconciler reads health from it).
+  auto inv = f->inventory();
+  ASSERT_TRUE(inv.ok()) << inv;
+  for (const Device& d : inv->devices) {
+    EXPECT_EQ(d.health, d.id == "gpu-a-1" ? Health::kCritical
+                        : d.id == "mem-0" ? Health::kWarning
+                                          : Health::kOk)
+        << d.id;
+  }
   std::ofstream(c.health_file) << "gpu-a-1 ok\n";
   EXPECT_EQ(health_of("gpu-a-1"), Health::kOk);
   EXPECT_EQ(health_of("mem-0"), Health::kOk);
@@ -338,6 +347,7 @@ TEST(SimFabric, TheHealthFileSaysWhatTheFabricReports) {
     std::ofstream(c.health_file) << bad;
     auto h = f->health();
     ASSERT_FALSE(h.ok()) << bad;
+    EXPECT_FALSE(f->inventory().ok()) << bad;
     EXPECT_NE(h.error().message.find("SimHealthFile " + c.health_file + " line "),
               std::string::npos)
         << h.error().message;

@@ -102,6 +102,17 @@ struct SimFabric::Impl {
   std::string state_file;
   std::string health_file;
 
+  // Gives the devices in `out` the health the health file names for them, if there is one.
+  Status apply_health_file(std::vector<Device>& out) const {
+    if (health_file.empty()) return Status::Ok();
+    auto named = read_health_file();
+    if (!named) return named.error();
+    for (Device& d : out) {
+      if (auto it = named->find(d.id); it != named->end()) d.health = it->second;
+    }
+    return Status::Ok();
+  }
+
   // The health file's devices and their health; kInvalidArgument naming a line that does not
   // parse or a device the fabric lacks.
   Expected<std::map<std::string, Health>> read_health_file() const {
@@ -295,6 +306,7 @@ Expected<FabricInventory> SimFabric::inventory() {
   FabricInventory inv;
   inv.hosts = impl_->hosts;
   inv.devices = impl_->devices;
+  if (Status s = impl_->apply_health_file(inv.devices); !s) return s.error();
   inv.attached = impl_->attached;
   return inv;
 }
@@ -341,18 +353,11 @@ Expected<Operation> SimFabric::operation_status(const std::string& operation_id)
 
 Expected<std::vector<std::pair<std::string, Health>>> SimFabric::health() {
   std::lock_guard lock(impl_->mu);
-  std::map<std::string, Health> named;
-  if (!impl_->health_file.empty()) {
-    auto read = impl_->read_health_file();
-    if (!read) return read.error();
-    named = std::move(*read);
-  }
+  std::vector<Device> devices = impl_->devices;
+  if (Status s = impl_->apply_health_file(devices); !s) return s.error();
   std::vector<std::pair<std::string, Health>> out;
-  out.reserve(impl_->devices.size());
-  for (const Device& d : impl_->devices) {
-    auto it = named.find(d.id);
-    out.emplace_back(d.id, it == named.end() ? d.health : it->second);
-  }
+  out.reserve(devices.size());
+  for (const Device& d : devices) out.emplace_back(d.id, d.health);
   return out;
 }
 

@@ -44,10 +44,11 @@ struct SimConfig {
   uint32_t fail_attaches = 0;
   uint32_t fail_detaches = 0;
   // composer.conf's SimHealthFile=: what the fabric reports of its devices' health, as an
-  // operator or a test sets it from outside, read at every health() call. One "DEVICE HEALTH"
+  // operator or a test sets it from outside, read at every inventory() and health() call
+  // (the reconciler takes health from the inventory, every round). One "DEVICE HEALTH"
   // line each (ok, warning or critical), '#' starts a comment; a device it names has that
   // health, the others what set_health() gave them (ok). A missing file names none; a line
-  // that does not parse makes health() fail naming the file and the line.
+  // that does not parse makes both calls fail naming the file and the line.
   std::string health_file;
 };
 
