@@ -69,8 +69,9 @@ TEST(Snapshot, MakeSnapshotSumsRowsAndTakesTheLargestSlots) {
   std::vector<PoolRow> rows(3);
   rows[0].type = DeviceType::kGpu;
   rows[0].model = "A100-80G";
-  rows[0].total = 6;
-  rows[0].failed = 1;
+  rows[0].total = 7;
+  rows[0].failed = 1;   // repaired, it comes back: counted
+  rows[0].foreign = 1;  // held outside composerd: not
   rows[1].type = DeviceType::kGpu;
   rows[1].model = "H100";
   rows[1].total = 2;
@@ -84,8 +85,8 @@ TEST(Snapshot, MakeSnapshotSumsRowsAndTakesTheLargestSlots) {
   hosts[1].mem_slots = 2;
   api::PoolSnapshot s = api::make_snapshot(rows, hosts, 42);
   EXPECT_EQ(s.generated_ms, 42);
-  EXPECT_EQ(s.gpu.total, 7u);
-  EXPECT_EQ(s.gpu.models.at("A100-80G"), 5u);
+  EXPECT_EQ(s.gpu.total, 8u);
+  EXPECT_EQ(s.gpu.models.at("A100-80G"), 6u);
   EXPECT_EQ(s.gpu.models.at("H100"), 2u);
   EXPECT_EQ(s.gpu.max_node_slots, 4u);
   EXPECT_EQ(s.mem.total_bytes, 512 * kGiB);

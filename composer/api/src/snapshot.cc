@@ -152,9 +152,10 @@ PoolSnapshot make_snapshot(const std::vector<PoolRow>& rows, const std::vector<H
   s.generated_ms = now_ms;
   for (const PoolRow& r : rows) {
     SnapshotPool& p = s.pool(r.type);
-    // What may come back counts (drained devices are resumed); what is failed or held
+    // What may come back counts (drained devices are resumed, failed ones repaired: a job
+    // asking for them waits on Licenses, and composerctl explain says why); what is held
     // outside composerd does not. Bytes by the same share, devices of a row being alike.
-    const uint32_t gone = r.failed + r.foreign;
+    const uint32_t gone = r.foreign;
     const uint32_t usable = r.total >= gone ? r.total - gone : 0;
     p.total += usable;
     p.total_bytes += r.total == 0 ? 0 : r.total_bytes / r.total * usable;

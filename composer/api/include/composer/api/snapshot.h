@@ -35,7 +35,9 @@ namespace composer::api {
 
 inline constexpr int kSnapshotVersion = 1;
 
-// One pooled type. Counts include drained devices (they come back), not failed ones.
+// One pooled type. Counts include drained and failed devices (they come back when resumed or
+// repaired; meanwhile Slurm's licenses hold jobs back), not foreign ones (held outside
+// composerd): the most the pool could ever serve, what job_submit refuses beyond.
 struct SnapshotPool {
   uint32_t total = 0;                      // devices
   uint64_t total_bytes = 0;                // memory/NVMe capacity; 0 for GPUs
