@@ -249,6 +249,16 @@ TEST(Codec, PoolRowEventHealthAndBodiesRoundTrip) {
   auto h_back = from_json<HealthInfo>(to_json(h));
   ASSERT_TRUE(h_back.ok()) << h_back.error();
   EXPECT_EQ(*h_back, h);
+  h.slurm_licenses = "remote";
+  h.license_server = "composer";
+  h_back = from_json<HealthInfo>(to_json(h));
+  ASSERT_TRUE(h_back.ok()) << h_back.error();
+  EXPECT_EQ(*h_back, h);
+  // An older composerd says nothing of it: local.
+  h_back =
+      from_text<HealthInfo>(R"({"status":"ok","fabric":"sim","version":"0.1.0","uptime_s":1})");
+  ASSERT_TRUE(h_back.ok()) << h_back.error();
+  EXPECT_EQ(h_back->slurm_licenses, "local");
 
   auto body = from_text<ComposeBody>(kBody);
   ASSERT_TRUE(body.ok()) << body.error();
@@ -441,6 +451,10 @@ TEST(Codec, RefusesMissingRequiredFields) {
   EXPECT_EQ(device.error().message, "zone: required field is missing");
   EXPECT_EQ(refusal<HealthInfo>(R"({"status":"ok","fabric":"sim","version":"0.1.0"})"),
             "uptime_s: required field is missing");
+  EXPECT_EQ(
+      refusal<HealthInfo>(
+          R"({"status":"ok","fabric":"sim","version":"0.1.0","uptime_s":1,"slurm_licenses":"dbd"})"),
+      "slurm_licenses: expected local or remote");
 }
 
 TEST(Codec, RefusesADeviceStateThatContradictsItsRecord) {

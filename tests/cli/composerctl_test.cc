@@ -303,6 +303,14 @@ TEST_F(ComposerctlTest, SlurmConfigHonoursParsableAndJson) {
     h.nvme_slots = 2;
     answer(res, api::hosts_to_json({h}));
   });
+  // How composerd keeps the pool's licenses: slurm.conf's (local), then slurmdbd's (remote).
+  std::string licenses_kept = "local";
+  server_.server.Get("/v1/health", [&](const httplib::Request&, httplib::Response& res) {
+    api::HealthInfo info{"ok", "sim", "0.1.0", 61};
+    info.slurm_licenses = licenses_kept;
+    if (licenses_kept == "remote") info.license_server = "fab";
+    answer(res, api::to_json(info));
+  });
   Outcome o = run_ctl({"slurm-config"});
   EXPECT_EQ(o.rc, 0) << o.err;
   EXPECT_NE(o.out.find("Licenses=fabric_gpu:8,fabric_mem:0,fabric_nvme:4,fabric_gpu_a100-80g:8\n"),
@@ -332,6 +340,31 @@ TEST_F(ComposerctlTest, SlurmConfigHonoursParsableAndJson) {
   EXPECT_EQ((*json)["licenses"]["fabric_gpu"].asUInt64(), 8u);
   EXPECT_EQ((*json)["nodes"][0]["nodes"][0].asString(), "node1");
   EXPECT_EQ((*json)["nodes"][0]["cgpu"].asUInt(), 4u);
+
+  // Remote licenses: no Licenses= for the pool, allow_zero_lic, the names Slurm gives them.
+  licenses_kept = "remote";
+  o = run_ctl({"slurm-config", "-P"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out.find("||Licenses="), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("slurm.conf||SchedulerParameters=bf_licenses,allow_zero_lic\n"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("AccountingStorageTRES=license/fabric_gpu@fab,license/fabric_mem@fab,"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("composerd||slurmdbd's remote licenses fabric_gpu@fab, "), std::string::npos)
+      << o.out;
+  o = run_ctl({"slurm-config"});
+  EXPECT_NE(o.out.find("# fabric_gpu@fab:8,fabric_mem@fab:0,fabric_nvme@fab:4,"
+                       "fabric_gpu_a100-80g@fab:8 now; no Licenses= line for them."),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("\nAccountingStorageTRES="), std::string::npos) << o.out;
+  o = run_ctl({"slurm-config", "--json"});
+  json = api::parse_json(o.out);
+  ASSERT_TRUE(json.ok()) << json.error();
+  EXPECT_EQ((*json)["license_server"].asString(), "fab");
+  EXPECT_EQ((*json)["licenses"]["fabric_gpu@fab"].asUInt64(), 8u);
 }
 
 TEST_F(ComposerctlTest, VersionPrintsTheProjectVersion) {

@@ -144,6 +144,38 @@ TEST(ExplainJobTest, APoolLicenseShortBecauseTwoOfEightGpusAreDrained) {
   EXPECT_TRUE(json["policy"].isNull());
 }
 
+// A model's license says what holds that model's GPUs; a remote license (NAME@SERVER) is read
+// as the pool license it is, and the amounts asked reach the policy query.
+TEST(ExplainJobTest, AModelsRemoteLicenseShortBecauseOtherJobsHoldTheModel) {
+  const SlurmJob j = job("PENDING", "Licenses", "fabric_gpu@composer:2,fabric_gpu_h100@composer:2");
+  ComposerdView composerd;
+  composerd.pool = {
+      {.type = DeviceType::kGpu, .model = "A100", .zone = "z1", .total = 4, .free = 4},
+      {.type = DeviceType::kGpu,
+       .model = "H100",
+       .zone = "z1",
+       .total = 4,
+       .attached = 3,
+       .failed = 1}};
+  const JobExplanation e =
+      explain_job(j,
+                  licenses("LicenseName=fabric_gpu@composer Total=7 Used=3 Free=4 Reserved=0 "
+                           "Remote=yes\n"
+                           "LicenseName=fabric_gpu_h100@composer Total=3 Used=3 Free=0 "
+                           "Reserved=0 Remote=yes\n"),
+                  composerd);
+  EXPECT_EQ(e.summary,
+            "Job 42 is pending on licenses: fabric_gpu_h100@composer (2 asked, 0 free) holds it.");
+  ASSERT_EQ(e.licenses.size(), 2u);
+  EXPECT_FALSE(e.licenses[0].holds);
+  EXPECT_THAT(e.licenses[0].why, HasSubstr("The pool's 8 GPUs: 1 failed"));
+  EXPECT_TRUE(e.licenses[1].holds);
+  EXPECT_EQ(e.licenses[1].why,
+            "The pool's 4 GPUs of model H100: 1 failed, 3 attached to other jobs and 0 free. Of "
+            "Slurm's 3, 3 are used by running jobs, which leaves 0 for the 2 asked");
+  EXPECT_EQ(policy_query(j).gpus, 2u);
+}
+
 TEST(ExplainJobTest, ACapLicenseShortInAPolicyWindow) {
   const SlurmJob j = job("PENDING", "Licenses", "fabric_gpu:4,training_gpu_cap:4");
   ComposerdView composerd;

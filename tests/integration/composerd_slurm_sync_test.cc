@@ -370,6 +370,83 @@ TEST_F(SlurmSyncTest, AModelsLicenseFollowsTheDevicesOfThatModel) {
   EXPECT_TRUE(eventually("Licenses=fabric_gpu:1 ")) << reservations();
 }
 
+// SlurmLicenses=remote against a stand-in sacctmgr whose changes reach the stand-in scontrol
+// as slurmdbd's reach slurmctld: composerd creates the pool's and the models' remote licenses,
+// sets their counts to what the pool can serve (a drain lowers one, a resume raises it), keeps
+// no hold reservation for them, never deletes one, and publishes the server for job_submit.
+TEST(SlurmSyncRemote, CountsFollowThePoolWithoutReservations) {
+  test_support::TempDir files{"composer-remote"};
+  const std::string slurm = fake_slurm_dir(files);
+  // A cap license stays local; the pool's come from slurmdbd.
+  std::ofstream(slurm + "/licenses")
+      << "LicenseName=training_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n";
+  // Given to no cluster yet, as an admin may have added it by hand.
+  std::ofstream(slurm + "/resources") << "fabric_nvme|composer|4||\n";
+  ComposerdProcess daemon(fake_slurm_conf() + "SlurmLicenses=remote\nSlurmCluster=c1\n" +
+                          "SlurmSacctmgr=" + std::string(FAKE_SCONTROL_DIR) + "/sacctmgr\n");
+  auto wait_for = [&](const std::string& file, const std::string& text) {
+    const std::string path = file.starts_with("/") ? file : slurm + "/" + file;
+    for (int i = 0; i < 100; ++i) {
+      if (slurp(path).find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  EXPECT_TRUE(wait_for("licenses", "LicenseName=fabric_gpu@composer Total=16 ")) << daemon.log();
+  EXPECT_TRUE(wait_for("licenses", "LicenseName=fabric_gpu_h100@composer Total=8 "));
+  EXPECT_TRUE(wait_for("licenses", "LicenseName=fabric_mem@composer Total=1024 "));
+  EXPECT_TRUE(wait_for("licenses", "LicenseName=fabric_nvme@composer Total=4 "));
+  EXPECT_TRUE(wait_for("calls",
+                       "sacctmgr -i add resource name=fabric_gpu server=composer "
+                       "servertype=composer type=license count=16 cluster=c1 "
+                       "percentallowed=100"))
+      << slurp(slurm + "/calls");
+  EXPECT_TRUE(wait_for("calls",
+                       "sacctmgr -i add resource name=fabric_nvme server=composer "
+                       "cluster=c1 percentallowed=100"));
+  const std::string snapshot = daemon.state_dir() + "/snapshot.json";
+  EXPECT_TRUE(wait_for(snapshot, "\"license_server\" : \"composer\"")) << slurp(snapshot);
+
+  auto c = daemon.client();
+  ASSERT_TRUE(c.drain("gpu-b-0", "fan").ok());  // an H100
+  EXPECT_TRUE(wait_for("licenses", "LicenseName=fabric_gpu@composer Total=15 ")) << daemon.log();
+  EXPECT_TRUE(wait_for("licenses", "LicenseName=fabric_gpu_h100@composer Total=7 "));
+  ASSERT_TRUE(c.resume("gpu-b-0").ok());
+  EXPECT_TRUE(wait_for("licenses", "LicenseName=fabric_gpu@composer Total=16 ")) << daemon.log();
+  // No hold reservation for the pool, nothing deleted, and the snapshot lists the models'
+  // licenses Slurm has.
+  const std::string calls = slurp(slurm + "/calls");
+  EXPECT_EQ(calls.find("reservation"), std::string::npos) << calls;
+  EXPECT_EQ(calls.find("delete"), std::string::npos) << calls;
+  EXPECT_TRUE(wait_for(snapshot, "\"fabric_gpu_h100\"")) << slurp(snapshot);
+
+  // slurm-config tells a site with remote licenses what it needs instead of Licenses=.
+  auto config = run_command(std::string(COMPOSERCTL_PATH) + " --server " + daemon.url() +
+                            " --munge-socket " + daemon.munge_socket() + " slurm-config");
+  EXPECT_EQ(config.code, 0) << config.out;
+  EXPECT_EQ(config.out.find("\nLicenses="), std::string::npos) << config.out;
+  EXPECT_NE(config.out.find("\nSchedulerParameters=bf_licenses,allow_zero_lic\n"),
+            std::string::npos)
+      << config.out;
+  EXPECT_NE(config.out.find("\nAccountingStorageTRES=license/fabric_gpu@composer,"),
+            std::string::npos)
+      << config.out;
+
+  // slurmdbd away: the round fails, nothing half-applied, Slurm keeps the last count.
+  std::ofstream(slurm + "/fail") << "modify resource";
+  ASSERT_TRUE(c.drain("gpu-a-0", "fan").ok());
+  bool refused = false;
+  for (int i = 0; i < 100 && !refused; ++i) {
+    refused = daemon.log().find("slurm: plan not applied") != std::string::npos;
+    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(refused) << daemon.log();
+  EXPECT_NE(slurp(slurm + "/licenses").find("LicenseName=fabric_gpu@composer Total=16 "),
+            std::string::npos);
+  std::filesystem::remove(slurm + "/fail");
+  EXPECT_TRUE(wait_for("licenses", "LicenseName=fabric_gpu@composer Total=15 ")) << daemon.log();
+}
+
 TEST(SlurmSyncConfig, CheckRefusesAnScontrolThatIsNotExecutable) {
   test_support::TempDir dir{"composer-sync-check"};
   const std::string conf = dir.file("composer.conf");

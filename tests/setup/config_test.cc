@@ -182,6 +182,26 @@ TEST(Config, TheSimFabricsStateFileAndFaults) {
   ASSERT_EQ(c->fabrics.size(), 1u);
   EXPECT_EQ(c->fabrics[0].sim.state_file, "/srv/composer.db.sim-pod");
   EXPECT_EQ(c->fabrics[0].sim.fail_attaches, 3u);
+  // Remote licenses need the Slurm sync and a cluster; every refusal names the line.
+  c = parse("SlurmSync=yes\nSlurmLicenses=Remote\nSlurmCluster=hpc1\nSlurmLicenseServer=fab\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_TRUE(c->slurm_remote_licenses);
+  EXPECT_EQ(c->slurm_cluster, "hpc1");
+  EXPECT_EQ(c->slurm_license_server, "fab");
+  EXPECT_EQ(c->slurm_sacctmgr, "sacctmgr");
+  for (const auto& [text, sentence] : std::vector<std::pair<std::string, std::string>>{
+           {"SlurmLicenses=remote\nSlurmCluster=c\n",
+            "line 1: SlurmLicenses=remote needs SlurmSync=yes"},
+           {"SlurmSync=yes\nSlurmLicenses=remote\n",
+            "line 2: SlurmLicenses=remote needs SlurmCluster="},
+           {"SlurmLicenses=dbd\n", "line 1: SlurmLicenses=dbd: expected local"},
+           {"SlurmCluster=a/b\n", "line 1: SlurmCluster=a/b: expected a name"},
+           {"SlurmLicenseServer=x@y\n", "line 1: SlurmLicenseServer=x@y: expected a name"},
+           {"SlurmSacctmgr=\n", "line 1: SlurmSacctmgr=: expected the path"}}) {
+    c = parse(text);
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.error().message.find(sentence), std::string::npos) << c.error().message;
+  }
   c = parse("SimHealthFile=/run/sim-health\n");
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_EQ(c->sim.health_file, "/run/sim-health");

@@ -41,6 +41,7 @@ api::PoolSnapshot sample() {
   s.workload_classes = {c};
   s.blocker_reservations = {"night_block_training"};
   s.model_licenses = {"fabric_gpu_a100-80g"};
+  s.license_server = "composer";
   return s;
 }
 

@@ -242,6 +242,20 @@ TEST(Submit, AModelsJobHoldsTheModelsLicenseWhereSlurmHasIt) {
   c = review_submission(job({"compose_gpus=2"}), &s, "", false);
   ASSERT_TRUE(c) << c.error();
   EXPECT_EQ(c->licenses, "fabric_gpu:2");
+  // Remote licenses: Slurm names the pool's and the models' NAME@SERVER; the caps stay local.
+  s.license_server = "composer";
+  c = review_submission(job({"compose_gpus=A100-80G:1", "compose_nvme=1", "workload=training"}), &s,
+                        "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->licenses,
+            "fabric_gpu@composer:1,fabric_gpu_a100-80g@composer:1,training_gpu_cap:1,"
+            "fabric_nvme@composer:1");
+  SubmittedJob by_hand = job({"compose_gpus=1"});
+  by_hand.licenses = "fabric_gpu@composer:2";
+  c = review_submission(by_hand, &s, "", false);
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("license 'fabric_gpu@composer' is managed"), std::string::npos);
+  s.license_server.clear();
   // Without a snapshot nothing is known of the models' licenses.
   c = review_submission(job({"compose_gpus=A100-80G:2"}), nullptr, "no snapshot", false);
   ASSERT_TRUE(c) << c.error();

@@ -234,13 +234,20 @@ ComposeBody decode<ComposeBody>(const Json::Value& v, const std::string& path) {
 
 template <>
 HealthInfo decode<HealthInfo>(const Json::Value& v, const std::string& path) {
-  JsonObject r(v, path, "a health answer", {"status", "fabric", "version", "uptime_s", "warnings"});
+  JsonObject r(
+      v, path, "a health answer",
+      {"status", "fabric", "version", "uptime_s", "warnings", "slurm_licenses", "license_server"});
   HealthInfo h;
   h.status = r.string("status");
   h.fabric = r.string("fabric");
   h.version = r.string("version");
   h.uptime_s = r.id("uptime_s");
   r.get_if("warnings", &h.warnings, as_strings);
+  r.get_if("slurm_licenses", &h.slurm_licenses, as_string);
+  if (h.slurm_licenses != "local" && h.slurm_licenses != "remote") {
+    refuse(r.path("slurm_licenses"), "expected local or remote");
+  }
+  r.get_if("license_server", &h.license_server, as_string);
   return h;
 }
 
@@ -539,6 +546,8 @@ Json::Value to_json(const HealthInfo& h) {
   Json::Value warnings(Json::arrayValue);
   for (const auto& w : h.warnings) warnings.append(w);
   v["warnings"] = std::move(warnings);
+  v["slurm_licenses"] = h.slurm_licenses;
+  if (!h.license_server.empty()) v["license_server"] = h.license_server;
   return v;
 }
 

@@ -227,6 +227,7 @@ Json::Value to_json(const PoolSnapshot& s) {
   for (const std::string& b : s.blocker_reservations) blockers.append(b);
   v["blocker_reservations"] = blockers;
   v["model_licenses"] = names_to_json(s.model_licenses);
+  v["license_server"] = s.license_server;
   return v;
 }
 
@@ -253,6 +254,7 @@ Expected<PoolSnapshot> snapshot_from_json(const Json::Value& v) {
         r.get_if("default_class", &s.default_class, as_string);
         r.get_if("blocker_reservations", &s.blocker_reservations, as_strings);
         r.get_if("model_licenses", &s.model_licenses, read_names);
+        r.get_if("license_server", &s.license_server, as_string);
         return s;
       },
       "snapshot");

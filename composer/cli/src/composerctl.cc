@@ -500,7 +500,11 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       if (!pool_rows) return p.fail(pool_rows.error());
       auto hosts = c.hosts();
       if (!hosts) return p.fail(hosts.error());
-      const Expected<SlurmConfig> config = slurm_config(*pool_rows, *hosts);
+      // How composerd keeps the licenses: slurm.conf's, or slurmdbd's (SlurmLicenses=remote).
+      auto info = c.health();
+      if (!info) return p.fail(info.error());
+      const Expected<SlurmConfig> config = slurm_config(
+          *pool_rows, *hosts, info->slurm_licenses == "remote" ? info->license_server : "");
       if (s.format() == Format::kTable && s.fields.empty()) {
         out << slurm_config_text(*config);
         return kExitOk;

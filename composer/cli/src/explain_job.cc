@@ -25,8 +25,13 @@ constexpr int kScontrolTimeoutMs = 60000;
 
 Error bad_job(const std::string& why) { return Error{ErrorCode::kInvalidArgument, why}; }
 
-// The pool type whose license this is (fabric_gpu, ...), if it is one.
+// A license's name without the server of a remote license: "fabric_gpu@composer" ->
+// "fabric_gpu" (SlurmLicenses=remote).
+std::string_view plain_license(std::string_view name) { return name.substr(0, name.find('@')); }
+
+// The pool type whose license this is (fabric_gpu, ... or fabric_gpu@SERVER), if it is one.
 std::optional<DeviceType> pool_license_type(std::string_view name) {
+  name = plain_license(name);
   for (DeviceType t : kAllDeviceTypes)
     if (pol::pool_license_name(t) == name) return t;
   return std::nullopt;
@@ -223,9 +228,10 @@ client::PolicyQuery policy_query(const SlurmJob& job) {
   q.qos = job.qos;
   q.account = job.account;
   for (const auto& l : job.licenses) {
-    if (l.name == pol::pool_license_name(DeviceType::kGpu)) q.gpus = l.count;
-    if (l.name == pol::pool_license_name(DeviceType::kMem)) q.mem_bytes = l.count * kGiB;
-    if (l.name == pol::pool_license_name(DeviceType::kNvme)) q.nvme = l.count;
+    const auto t = pool_license_type(l.name);
+    if (t == DeviceType::kGpu) q.gpus = l.count;
+    if (t == DeviceType::kMem) q.mem_bytes = l.count * kGiB;
+    if (t == DeviceType::kNvme) q.nvme = l.count;
   }
   q.time_limit_s = job.time_limit_s.value_or(0);
   return q;
@@ -259,7 +265,9 @@ JobExplanation explain_job(const SlurmJob& job, const std::vector<pol::LicenseUs
       v.why = "Slurm has no license " + asked.name + " (scontrol show licenses lists none)";
     } else {
       v.holds = asked.count > v.slurm->available();
-      const std::vector<std::string> models = license_models(asked.name, composerd.pool);
+      // Remote licenses (SlurmLicenses=remote) are NAME@SERVER in Slurm.
+      const std::vector<std::string> models =
+          license_models(plain_license(asked.name), composerd.pool);
       if (auto t = pool_license_type(asked.name)) {
         v.why = pool_why(*t, {}, v, *v.slurm, composerd.pool);
       } else if (!models.empty()) {
@@ -379,7 +387,7 @@ int run_explain_job(uint32_t job_id, const client::Client& client, const OutputO
     licenses = std::move(*use);
     bool pool = false, cap = false;
     for (const auto& l : job->licenses) {
-      pool = pool || pool_license_type(l.name).has_value();
+      pool = pool || plain_license(l.name).starts_with("fabric_");
       cap = cap || pol::parse_cap_license_name(l.name).has_value();
     }
     if (pool) {

@@ -16,13 +16,18 @@ namespace {
 constexpr const char* kGresTypes[] = {"cgpu", "cnvme"};
 constexpr char kJobSubmitPlugin[] = "composer";
 
-// The licenses in the order slurm.conf gets them: the pool's, then one per GPU model.
+// The licenses in the order slurm.conf gets them: the pool's, then one per GPU model, as
+// Slurm names them (NAME@SERVER where they are remote).
 std::vector<std::pair<std::string, uint64_t>> license_counts(const SlurmConfig& c) {
   std::vector<std::pair<std::string, uint64_t>> out = {
       {"fabric_gpu", c.gpus}, {"fabric_mem", c.mem_gib}, {"fabric_nvme", c.nvme}};
   for (const auto& [name, n] : c.model_licenses) out.emplace_back(name, n);
+  if (!c.license_server.empty()) {
+    for (auto& [name, n] : out) name = policies::remote_license_name(name, c.license_server);
+  }
   return out;
 }
+bool remote(const SlurmConfig& c) { return !c.license_server.empty(); }
 std::string licenses(const SlurmConfig& c) {
   std::string out;
   for (const auto& [name, n] : license_counts(c)) {
@@ -31,7 +36,10 @@ std::string licenses(const SlurmConfig& c) {
   return out;
 }
 constexpr char kPrologFlags[] = "PrologFlags=Alloc";
-constexpr char kSchedulerParameters[] = "SchedulerParameters=bf_licenses";
+// Remote licenses: a job asking for more than a count that shrank must wait, not be refused.
+std::string scheduler_parameters(const SlurmConfig& c) {
+  return std::string("SchedulerParameters=bf_licenses") + (remote(c) ? ",allow_zero_lic" : "");
+}
 std::string tres(const SlurmConfig& c) {
   std::string out;
   for (const auto& [name, n] : license_counts(c)) out += "license/" + name + ",";
@@ -39,11 +47,17 @@ std::string tres(const SlurmConfig& c) {
 }
 // What composerd keeps in step at run time (SlurmSync=yes), never written to slurm.conf.
 std::string managed(const SlurmConfig& c) {
-  std::string holds;
+  std::string names;
   for (const auto& [name, n] : license_counts(c)) {
-    holds += std::string(holds.empty() ? "" : ", ") + policies::hold_name(name);
+    names +=
+        std::string(names.empty() ? "" : ", ") + (remote(c) ? name : policies::hold_name(name));
   }
-  return "reservations " + holds +
+  if (remote(c)) {
+    return "slurmdbd's remote licenses " + names +
+           " (created and counted to what the pool can serve: SlurmLicenses=remote) and the "
+           "policy's blocker and cap holds (composerctl policy apply)";
+  }
+  return "reservations " + names +
          " (what the pool cannot serve) and the policy's blocker and cap holds (composerctl "
          "policy apply)";
 }
@@ -57,8 +71,10 @@ std::string gres_conf(const char* name, uint32_t count) {
 
 }  // namespace
 
-SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Host>& hosts) {
+SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Host>& hosts,
+                         const std::string& license_server) {
   SlurmConfig c;
+  c.license_server = license_server;
   const auto size = policies::PoolSize::from_rows(pool);
   c.gpus = size.gpus;
   c.nvme = size.nvme;
@@ -74,16 +90,24 @@ SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Hos
 
 std::string slurm_config_text(const SlurmConfig& c) {
   std::ostringstream out;
-  out << "# slurm.conf: the pool as cluster-wide licenses (fabric_mem in GiB), and a count-only\n"
-      << "# GRES per node for its attach slots. job_submit/composer requests both for each job.\n"
-      << "Licenses=" << licenses(c) << "\n"
-      << "GresTypes=" << gres_types() << "\n"
+  if (remote(c)) {
+    out << "# slurm.conf: the pool as cluster-wide licenses (fabric_mem in GiB) are slurmdbd's\n"
+        << "# remote licenses, which composerd creates and counts (SlurmLicenses=remote):\n"
+        << "# " << licenses(c) << " now; no Licenses= line for them. A count-only\n"
+        << "# GRES per node for its attach slots. job_submit/composer requests both for each "
+           "job.\n";
+  } else {
+    out << "# slurm.conf: the pool as cluster-wide licenses (fabric_mem in GiB), and a count-only\n"
+        << "# GRES per node for its attach slots. job_submit/composer requests both for each job.\n"
+        << "Licenses=" << licenses(c) << "\n";
+  }
+  out << "GresTypes=" << gres_types() << "\n"
       << "JobSubmitPlugins=" << kJobSubmitPlugin << "\n"
       << "# the prolog composes at allocation; backfill plans big license requests:\n"
       << kPrologFlags << "\n"
-      << kSchedulerParameters << "\n"
+      << scheduler_parameters(c) << "\n"
       << "# with slurmdbd, to see licenses and GRES in sacct:\n"
-      << "#AccountingStorageTRES=" << tres(c) << "\n"
+      << (remote(c) ? "" : "#") << "AccountingStorageTRES=" << tres(c) << "\n"
       << "# composer-slurmctld composes each job before it launches and releases it at the end\n"
       << "# (the plugin's default, compose=controller; with compose=node leave both out):\n"
       << "PrologSlurmctld=/usr/sbin/composer-slurmctld\n"
@@ -104,7 +128,7 @@ std::string slurm_config_text(const SlurmConfig& c) {
 
 Table slurm_config_table(const SlurmConfig& c) {
   Table t({{"FILE"}, {"NODES"}, {"SETTING"}});
-  t.add_row({"slurm.conf", "", "Licenses=" + licenses(c)});
+  if (!remote(c)) t.add_row({"slurm.conf", "", "Licenses=" + licenses(c)});
   t.add_row({"slurm.conf", "", "GresTypes=" + gres_types()});
   t.add_row({"slurm.conf", "", std::string("JobSubmitPlugins=") + kJobSubmitPlugin});
   for (const auto& n : c.nodes) t.add_row({"slurm.conf", join(n.names), node_gres(n)});
@@ -113,7 +137,7 @@ Table slurm_config_table(const SlurmConfig& c) {
     t.add_row({"gres.conf", join(n.names), gres_conf("cnvme", n.nvme_slots)});
   }
   t.add_row({"slurm.conf", "", kPrologFlags});
-  t.add_row({"slurm.conf", "", kSchedulerParameters});
+  t.add_row({"slurm.conf", "", scheduler_parameters(c)});
   t.add_row({"slurm.conf", "", "AccountingStorageTRES=" + tres(c)});
   t.add_row({"composerd", "", managed(c)});
   return t;
@@ -128,8 +152,8 @@ Json::Value slurm_config_to_json(const SlurmConfig& c) {
   v["job_submit_plugins"] = Json::Value(Json::arrayValue);
   v["job_submit_plugins"].append(kJobSubmitPlugin);
   v["prolog_flags"] = std::string(kPrologFlags).substr(std::strlen("PrologFlags="));
-  v["scheduler_parameters"] =
-      std::string(kSchedulerParameters).substr(std::strlen("SchedulerParameters="));
+  v["license_server"] = c.license_server;
+  v["scheduler_parameters"] = scheduler_parameters(c).substr(std::strlen("SchedulerParameters="));
   v["accounting_storage_tres"] = tres(c);
   v["managed_by_composerd"] = managed(c);
   v["nodes"] = Json::Value(Json::arrayValue);

@@ -28,14 +28,20 @@ struct SlurmConfig {
   // Per GPU model, its license beside fabric_gpu (policies::model_license_name): job_submit
   // adds it to the jobs that ask for the model, once Slurm has it.
   std::map<std::string, uint64_t> model_licenses;
+  // composerd's SlurmLicenseServer with SlurmLicenses=remote (GET /v1/health): the pool's and
+  // the models' licenses are then slurmdbd's NAME@SERVER, which composerd creates and counts,
+  // so slurm.conf gets no Licenses= for them. Empty: slurm.conf's licenses.
+  std::string license_server;
   std::vector<Nodes> nodes;  // ordered by slot counts
 };
 
-SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Host>& hosts);
+SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Host>& hosts,
+                         const std::string& license_server = "");
 
-// The lines to paste once: slurm.conf's Licenses=, GresTypes=, JobSubmitPlugins=, PrologFlags=,
-// SchedulerParameters=, AccountingStorageTRES= (commented: it needs slurmdbd) and the nodes'
-// Gres= (as comments, to add to their NodeName lines), then gres.conf; and what composerd
+// The lines to paste once: slurm.conf's Licenses= (local licenses only), GresTypes=,
+// JobSubmitPlugins=, PrologFlags=, SchedulerParameters= (with allow_zero_lic for remote
+// licenses), AccountingStorageTRES= (commented for local licenses: it needs slurmdbd) and the
+// nodes' Gres= (as comments, to add to their NodeName lines), then gres.conf; and what composerd
 // manages at run time instead (SlurmSync=yes: the hold and blocker reservations).
 std::string slurm_config_text(const SlurmConfig& config);
 // One setting a row (-P): FILE, NODES (empty for a cluster-wide one), SETTING.

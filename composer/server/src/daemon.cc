@@ -321,11 +321,15 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
   if (auto s = impl->policy->load(); !s) return s.error();
   impl->service->set_admission_check(impl->policy->admission_check());
   if (config.slurm_sync) {
-    impl->slurm =
-        std::make_unique<SlurmSync>(*impl->service, *impl->policy, clock,
-                                    SlurmSyncOptions{.scontrol = config.slurm_scontrol,
-                                                     .slurm_conf = config.slurm_conf,
-                                                     .interval_ms = config.reconcile_interval_ms});
+    impl->slurm = std::make_unique<SlurmSync>(
+        *impl->service, *impl->policy, clock,
+        SlurmSyncOptions{.scontrol = config.slurm_scontrol,
+                         .slurm_conf = config.slurm_conf,
+                         .interval_ms = config.reconcile_interval_ms,
+                         .remote_licenses = config.slurm_remote_licenses,
+                         .license_server = config.slurm_license_server,
+                         .cluster = config.slurm_cluster,
+                         .sacctmgr = config.slurm_sacctmgr});
   }
 
   ReconcilerOptions ropts;
@@ -365,6 +369,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
       .workloads = config.workloads,
       .fabric = config.fabric,
       .version = COMPOSER_VERSION,
+      .slurm_licenses = config.slurm_remote_licenses ? "remote" : "local",
+      .license_server = config.slurm_remote_licenses ? config.slurm_license_server : "",
       .started_ms = clock.now_ms(),
       .clock = clock,
       .pool_changed =
@@ -412,6 +418,7 @@ void Daemon::publish_snapshot() {
     for (const FailureDomain& d : domains) ++snap.pool(type).domains[d.level];
   }
   if (in.slurm) snap.model_licenses = in.slurm->model_licenses();
+  if (in.config.slurm_remote_licenses) snap.license_server = in.config.slurm_license_server;
   if (!in.policy->fill_snapshot(snap)) {
     for (const auto& w : in.config.workloads) {
       api::WorkloadClass wc;

@@ -275,7 +275,9 @@ class Handlers {
     api::HealthInfo h{.status = "ok",
                       .fabric = ctx_.fabric,
                       .version = ctx_.version,
-                      .uptime_s = (ctx_.clock.now_ms() - ctx_.started_ms) / 1000};
+                      .uptime_s = (ctx_.clock.now_ms() - ctx_.started_ms) / 1000,
+                      .slurm_licenses = ctx_.slurm_licenses,
+                      .license_server = ctx_.license_server};
     if (ctx_.service.pool_summary().empty()) {
       h.status = "warning";
       h.warnings.push_back(

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <tuple>
 #include <utility>
 
 #include "composer/common/log.h"
@@ -66,23 +68,42 @@ void SlurmSync::loop() {
   }
 }
 
-Expected<std::string> SlurmSync::scontrol(const std::vector<std::string>& args) const {
-  std::vector<std::string> argv = {options_.scontrol};
+Expected<std::string> SlurmSync::slurm(const std::string& program,
+                                       const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {program == "sacctmgr" ? options_.sacctmgr : options_.scontrol};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_checked(
       slurm_command(std::move(argv), options_.slurm_conf, options_.timeout_ms, true));
 }
 
-Expected<pol::SlurmState> SlurmSync::read_state() const {
+Expected<SlurmSync::SlurmRead> SlurmSync::read_state() const {
   auto lic = scontrol({"-o", "show", "licenses"});
   if (!lic) return lic.error();
   auto res = scontrol({"-o", "show", "reservations"});
   if (!res) return res.error();
-  return pol::parse_slurm_state(*lic, *res);
+  auto state = pol::parse_slurm_state(*lic, *res);
+  if (!state) return state.error();
+  SlurmRead read{std::move(*state), {}};
+  if (options_.remote_licenses) {
+    // Always -i: without it sacctmgr asks for a confirmation on standard input.
+    auto text = slurm("sacctmgr", {"-i", "-P", "-n", "show", "resource", "withclusters",
+                                   "format=name,server,count,cluster,allowed"});
+    if (!text) return text.error();
+    auto remote = pol::parse_remote_licenses(*text);
+    if (!remote) return remote.error();
+    read.remote = std::move(*remote);
+  }
+  return read;
+}
+
+std::string SlurmSync::slurm_name(const std::string& license) const {
+  return options_.remote_licenses ? pol::remote_license_name(license, options_.license_server)
+                                  : license;
 }
 
 pol::SyncPlan SlurmSync::compute(const std::optional<PolicyKeeper::PlanInForce>& plan,
-                                 const pol::SlurmState& state) const {
+                                 const SlurmRead& read) const {
+  const pol::SlurmState& state = read.state;
   // Pool licenses: what the pool can serve now, for every type the pool has devices of.
   const auto rows = service_.pool_summary();
   const pol::PoolSize pool = pol::PoolSize::from_rows(rows);
@@ -94,16 +115,34 @@ pol::SyncPlan SlurmSync::compute(const std::optional<PolicyKeeper::PlanInForce>&
   }
   // Per-model GPU licenses, each sized to what the pool can serve of its models.
   for (const auto& [name, size] : pol::model_license_sizes(rows)) wanted.push_back({name, size});
-  if (!plan) return pol::sync_plan(wanted, {}, state, pol::TimeZone::utc());
-  for (const auto& l : plan->plan.licenses) {
-    bool pool_license = false;
-    for (DeviceType t : kAllDeviceTypes) {
-      pool_license = pool_license || l.name == pol::pool_license_name(t);
-    }
-    pool_license = pool_license || name_in(wanted, l.name);
-    if (!pool_license) wanted.push_back(l);  // a cap license, sized to the class's highest cap
+  // Remote: slurmdbd's counts follow the pool; only the caps are held by reservations.
+  std::vector<pol::SyncAction> remote;
+  if (options_.remote_licenses) {
+    remote =
+        pol::remote_license_plan(wanted, read.remote, options_.license_server, options_.cluster);
   }
-  return pol::sync_plan(wanted, plan->plan.reservations, state, plan->time_zone);
+  std::vector<pol::LicenseCount> held =
+      options_.remote_licenses ? std::vector<pol::LicenseCount>{} : wanted;
+  if (plan) {
+    for (const auto& l : plan->plan.licenses) {
+      bool pool_license = false;
+      for (DeviceType t : kAllDeviceTypes) {
+        pool_license = pool_license || l.name == pol::pool_license_name(t);
+      }
+      pool_license = pool_license || name_in(wanted, l.name);
+      if (!pool_license) held.push_back(l);  // a cap license, sized to the class's highest cap
+    }
+  }
+  pol::SyncPlan out = plan ? pol::sync_plan(held, plan->plan.reservations, state, plan->time_zone)
+                           : pol::sync_plan(held, {}, state, pol::TimeZone::utc());
+  if (!remote.empty()) {
+    // Everything that loosens before everything that tightens, as within each part.
+    remote.insert(remote.end(), out.actions.begin(), out.actions.end());
+    std::stable_partition(remote.begin(), remote.end(),
+                          [](const pol::SyncAction& a) { return !a.tightens; });
+    out.actions = std::move(remote);
+  }
+  return out;
 }
 
 std::vector<std::string> SlurmSync::model_licenses() const {
@@ -142,7 +181,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
     // The model licenses Slurm has: job_submit may add them to jobs (the snapshot says so).
     std::vector<std::string> models;
     for (const auto& [name, size] : pol::model_license_sizes(service_.pool_summary())) {
-      if (name_in(state->licenses, name)) models.push_back(name);
+      if (name_in(state->state.licenses, slurm_name(name))) models.push_back(name);
     }
     std::lock_guard models_lock(mu_);
     model_licenses_ = std::move(models);
@@ -153,7 +192,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
   // holds something else than last round although composerd did not change it.
   std::map<std::string, std::string> now_known;
   std::set<std::string> changed_outside;
-  for (const auto& r : state->reservations) {
+  for (const auto& r : state->state.reservations) {
     if (!pol::is_hold_name(r.name) && !pol::is_blocker_name(r.name)) continue;
     const std::string held =
         pol::format_licenses(r.licenses) + " " + r.users + " " + std::to_string(r.duration_min);
@@ -204,8 +243,9 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
   for (const auto& a : plan.actions) {
     if (a.action.kind == pol::ActionKind::kLeave) continue;
     auto argv = split(a.action.command, ' ', {.skip_empty = true});
-    argv.erase(argv.begin());  // "scontrol"
-    auto ran = scontrol(argv);
+    const std::string program = argv.front();  // scontrol or sacctmgr
+    argv.erase(argv.begin());
+    auto ran = slurm(program, argv);
     if (ran) {
       done.push_back(&a);
       continue;
@@ -216,8 +256,9 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
     for (auto it = done.rbegin(); it != done.rend(); ++it) {
       auto back = split((*it)->undo, ' ', {.skip_empty = true});
       if (back.empty()) continue;
+      const std::string undo_program = back.front();
       back.erase(back.begin());
-      if (auto u = scontrol(back); !u) {
+      if (auto u = slurm(undo_program, back); !u) {
         undone = false;
         log::error("slurm: could not undo a change",
                    {{"reservation", (*it)->action.object}, {"cause", u.error().message}});
@@ -251,13 +292,15 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
 
 Status check_slurm_sync(const setup::Config& c) {
   if (!c.slurm_sync) return Status::Ok();
-  const std::string& p = c.slurm_scontrol;
-  if (p.find('/') == std::string::npos) return Status::Ok();  // found on PATH when it runs
-  if (::access(p.c_str(), X_OK) != 0) {
-    return config::at(c.path, c.line_of("slurmscontrol"),
-                      "SlurmScontrol=" + p +
-                          " is not an executable file; give the path of "
-                          "Slurm's scontrol, or leave it out to use the one on PATH");
+  for (const auto& [key, name, path] :
+       {std::tuple{"SlurmScontrol", "scontrol", c.slurm_scontrol},
+        std::tuple{"SlurmSacctmgr", "sacctmgr", c.slurm_remote_licenses ? c.slurm_sacctmgr : ""}}) {
+    // Found on PATH when it runs, without a '/'.
+    if (path.find('/') == std::string::npos || ::access(path.c_str(), X_OK) == 0) continue;
+    return config::at(c.path, c.line_of(lower(key)),
+                      std::string(key) + "=" + path +
+                          " is not an executable file; give the path of " + "Slurm's " + name +
+                          ", or leave it out to use the one on PATH");
   }
   return Status::Ok();
 }

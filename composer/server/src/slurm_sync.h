@@ -33,7 +33,14 @@ struct SlurmSyncOptions {
   std::string scontrol = "scontrol";  // SlurmScontrol=; looked up on PATH without a '/'
   std::string slurm_conf;             // SlurmConf=: SLURM_CONF for scontrol; empty: its default
   int64_t interval_ms = 10000;        // ReconcileInterval=
-  int timeout_ms = 10000;             // per scontrol call
+  int timeout_ms = 10000;             // per scontrol or sacctmgr call
+  // SlurmLicenses=remote: the pool's and the models' licenses are slurmdbd resources
+  // NAME@license_server given to `cluster`, their counts set with `sacctmgr`
+  // (policies::remote_license_plan); no hold reservations for them.
+  bool remote_licenses = false;
+  std::string license_server = "composer";  // SlurmLicenseServer=
+  std::string cluster;                      // SlurmCluster=
+  std::string sacctmgr = "sacctmgr";        // SlurmSacctmgr=
 };
 
 // What one round found and did.
@@ -79,10 +86,22 @@ class SlurmSync {
   std::vector<std::string> model_licenses() const;
 
  private:
-  Expected<std::string> scontrol(const std::vector<std::string>& args) const;
-  Expected<policies::SlurmState> read_state() const;
+  // Runs scontrol or sacctmgr (`program`, the first word of a plan's command) with `args`.
+  Expected<std::string> slurm(const std::string& program,
+                              const std::vector<std::string>& args) const;
+  Expected<std::string> scontrol(const std::vector<std::string>& args) const {
+    return slurm("scontrol", args);
+  }
+  // Slurm's licenses and reservations, and with remote licenses slurmdbd's resources.
+  struct SlurmRead {
+    policies::SlurmState state;
+    std::vector<policies::RemoteLicense> remote;
+  };
+  Expected<SlurmRead> read_state() const;
   policies::SyncPlan compute(const std::optional<PolicyKeeper::PlanInForce>& plan,
-                             const policies::SlurmState& state) const;
+                             const SlurmRead& read) const;
+  // The name Slurm gives one of the licenses composerd counts: NAME, or NAME@SERVER.
+  std::string slurm_name(const std::string& license) const;
   void loop();
 
   CompositionService& service_;
@@ -106,7 +125,8 @@ class SlurmSync {
   std::thread thread_;
 };
 
-// composerd --check: SlurmScontrol names an executable file (when SlurmSync=yes).
+// composerd --check: SlurmScontrol (and with SlurmLicenses=remote SlurmSacctmgr) names an
+// executable file (when SlurmSync=yes).
 Status check_slurm_sync(const setup::Config& config);
 
 }  // namespace composer::server

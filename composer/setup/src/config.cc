@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "composer/common/names.h"
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/config/conf_file.h"
@@ -718,6 +719,26 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
       cfg.slurm_conf = value;
     } else if (key == "slurmsync") {
       return set_bool(cfg.slurm_sync);
+    } else if (key == "slurmlicenses") {
+      const std::string v = lower(value);
+      if (v != "local" && v != "remote") {
+        return invalid("SlurmLicenses=" + value +
+                       ": expected local (slurm.conf's licenses, held down by reservations) or "
+                       "remote (slurmdbd's resources, counted by composerd)");
+      }
+      cfg.slurm_remote_licenses = v == "remote";
+    } else if (key == "slurmlicenseserver" || key == "slurmcluster") {
+      if (!valid_name(value, 64)) {
+        return invalid(k + "=" + value +
+                       ": expected a name of letters, digits, '-', '_' and '.' (at most 64)");
+      }
+      (key == "slurmcluster" ? cfg.slurm_cluster : cfg.slurm_license_server) = value;
+    } else if (key == "slurmsacctmgr") {
+      if (value.empty() || value.find_first_of(" \t") != std::string::npos) {
+        return invalid("SlurmSacctmgr=" + value +
+                       ": expected the path of Slurm's sacctmgr (or a name on PATH), no spaces");
+      }
+      cfg.slurm_sacctmgr = value;
     } else if (key == "slurmscontrol") {
       if (value.empty() || value.find_first_of(" \t") != std::string::npos) {
         return invalid("SlurmScontrol=" + value +
@@ -811,6 +832,19 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
                               std::to_string(it->second.second) +
                               "); each node needs a fabric host of its own");
       }
+    }
+  }
+  if (cfg.slurm_remote_licenses) {
+    const int line = cfg.lines["slurmlicenses"];
+    if (!cfg.slurm_sync) {
+      return config::at(path, line,
+                        "SlurmLicenses=remote needs SlurmSync=yes: composerd sets the remote "
+                        "licenses' counts as it keeps Slurm in step");
+    }
+    if (cfg.slurm_cluster.empty()) {
+      return config::at(path, line,
+                        "SlurmLicenses=remote needs SlurmCluster=, the ClusterName of slurm.conf "
+                        "that slurmdbd gives the licenses to");
     }
   }
   // A simulated fabric keeps its attachments beside the database, as a real one keeps them

@@ -16,7 +16,7 @@
 //                        "stretches": {"gpu": [{"cap": 16, "seconds": 43200}]}}],
 //  "policy_id": 3, "default_class": "training",
 //  "blocker_reservations": ["day_block_inference"],
-//  "model_licenses": ["fabric_gpu_h100"]}
+//  "model_licenses": ["fabric_gpu_h100"], "license_server": ""}
 #pragma once
 
 #include <cstdint>
@@ -103,6 +103,10 @@ struct PoolSnapshot {
   // keeps in step (SlurmSync): job_submit adds the one of a job's model beside fabric_gpu.
   // Empty without SlurmSync, or where slurm.conf lacks them: fabric_gpu alone then.
   std::vector<std::string> model_licenses;
+  // With composer.conf's SlurmLicenses=remote, the server of the pool's and the models'
+  // licenses: Slurm names them fabric_gpu@SERVER, and job_submit asks for them so. Empty:
+  // slurm.conf's licenses, by their plain names.
+  std::string license_server;
 
   const SnapshotPool& pool(DeviceType t) const;
   SnapshotPool& pool(DeviceType t);

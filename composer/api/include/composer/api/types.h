@@ -32,6 +32,10 @@ struct HealthInfo {
   std::string status, fabric, version;
   int64_t uptime_s = 0;
   std::vector<std::string> warnings{};
+  // "local": the pool's licenses are slurm.conf's; "remote": slurmdbd's, named
+  // NAME@license_server (composer.conf's SlurmLicenses=). Absent from older composerd: local.
+  std::string slurm_licenses = "local";
+  std::string license_server{};
 
   bool operator==(const HealthInfo&) const = default;
 };

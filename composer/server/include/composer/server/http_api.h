@@ -23,6 +23,10 @@ struct ApiContext {
   std::vector<std::string> workloads;  // allowed classes; empty: any
   std::string fabric;
   std::string version;
+  // How Slurm's pool licenses are kept (GET /v1/health): "local" (slurm.conf, held down by
+  // reservations) or "remote" (slurmdbd's resources NAME@license_server).
+  std::string slurm_licenses = "local";
+  std::string license_server;
   int64_t started_ms = 0;
   const Clock& clock;
   // Called after a drain, a resume or a new policy version: what the snapshot shows changed.

@@ -121,6 +121,13 @@ struct Config {
   // pool and the policy (slurm_sync.h), with this scontrol (SlurmScontrol=; PATH's without /).
   bool slurm_sync = false;
   std::string slurm_scontrol = "scontrol";
+  // SlurmLicenses=remote: the pool's and the models' licenses are slurmdbd resources
+  // (NAME@SlurmLicenseServer, for SlurmCluster) whose counts composerd sets with this sacctmgr
+  // (SlurmSacctmgr=), instead of slurm.conf licenses held down by reservations (local).
+  bool slurm_remote_licenses = false;
+  std::string slurm_license_server = "composer";
+  std::string slurm_cluster;
+  std::string slurm_sacctmgr = "sacctmgr";
   // The driver: sim, redfish or liqid; with FabricName lines, "NAME=DRIVER,..." of them.
   std::string fabric = "sim";
   FabricConfig fabric_config;

@@ -5,7 +5,8 @@
 //     fabric_gpu:<gpus x nodes>, fabric_mem:<GiB rounded up x nodes>, fabric_nvme:<n x nodes>,
 //     for --compose-gpus=MODEL:N also the model's license (fabric_gpu_<model>) where the
 //     snapshot lists it (Slurm has it and composerd keeps it in step), plus the cap licenses
-//     of the job's workload class from the snapshot;
+//     of the job's workload class from the snapshot; the pool's and the models' licenses are
+//     written NAME@SERVER where the snapshot names a license server (remote licenses);
 //   GRES per node (attach slots): gres/cgpu:<gpus>, gres/cnvme:<n> (gres:cgpu:<gpus> before
 //     Slurm 23.11: SubmittedJob::gres_prefix, which the glue sets). Memory has no GRES: how
 //     many blocks (slots) a size takes depends on the blocks the allocator picks; the submit
