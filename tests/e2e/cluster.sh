@@ -14,13 +14,20 @@
 # CTLD_PORT and SLURMD_PORT, FABRIC and the pool:
 #   FABRIC=sim      (default) composerd's simulated fabric holding E2E_GPUS (8) A100 GPUs,
 #                   E2E_MEM_BLOCKS (4) 64G CXL memory blocks and E2E_NVME (4) NVMe drives;
+#                   E2E_GPU_MODELS=MODEL:N,... splits the GPUs into groups gpu-a, gpu-b, ... of
+#                   those models (the counts add up to E2E_GPUS). Its SimHealthFile is
+#                   $E2E_DIR/composer/sim-health: "DEVICE critical" there fails a device as a
+#                   fabric reports it, "DEVICE ok" heals it;
 #   FABRIC=redfish  the fake Redfish composition service (tests/drivers/fake_redfish) on
 #                   loopback, this node mapped to its composed system node01: E2E_GPUS/2 GPUs
 #                   in each of its two zones plus the devices of the DMTF mockup it serves.
 # Slurm's licenses and GRES counts are taken from the pool composerd publishes, whatever the
 # fabric. E2E_SLURM_SYNC=yes turns on composerd's SlurmSync (hold and blocker reservations kept
 # in step by composerd) and gives slurm.conf a cap license per class sized to the pool, as
-# composerctl slurm-config prints them. Must run as root (slurmd does).
+# composerctl slurm-config prints them. E2E_SLURM_LICENSES=remote (with E2E_SLURM_SYNC=yes and
+# E2E_ACCOUNTING=yes): the pool's and the models' licenses are slurmdbd's remote licenses that
+# composerd creates and counts (SlurmLicenses=remote), so slurm.conf lists only the caps and has
+# SchedulerParameters=allow_zero_lic. Must run as root (slurmd does).
 #
 # E2E_NODES=N (default 1: the host itself is the one node, composerd on 127.0.0.1), N>=2:
 # compute nodes cn1..cnN, each slurmd in a network namespace of its own (ce2e<S>-cnI) on a
@@ -43,6 +50,7 @@ E2E_DIR=$(realpath -m "${E2E_DIR:-/tmp/composer-e2e}")
 # The folder is wiped at start: only ever one of ours.
 [[ $(basename "$E2E_DIR") == composer-e2e* ]] || { echo "cluster: E2E_DIR must be named composer-e2e*" >&2; exit 2; }
 E2E_GPUS=${E2E_GPUS:-8}
+E2E_GPU_MODELS=${E2E_GPU_MODELS:-A100-80G:$E2E_GPUS}
 E2E_MEM_BLOCKS=${E2E_MEM_BLOCKS:-4}
 E2E_NVME=${E2E_NVME:-4}
 E2E_PORT=${E2E_PORT:-16830}
@@ -51,6 +59,7 @@ SLURMD_PORT=${SLURMD_PORT:-16818}
 CTLD_HOST=$(hostname -s)
 FABRIC=${FABRIC:-sim}
 E2E_SLURM_SYNC=${E2E_SLURM_SYNC:-no}
+E2E_SLURM_LICENSES=${E2E_SLURM_LICENSES:-local}
 E2E_NODES=${E2E_NODES:-1}
 E2E_SUBNET=${E2E_SUBNET:-231}
 E2E_ACCOUNTING=${E2E_ACCOUNTING:-no}
@@ -71,6 +80,15 @@ if ! [[ $E2E_SUBNET =~ ^[0-9]+$ ]] || ((E2E_SUBNET < 1 || E2E_SUBNET > 254)); th
 fi
 [[ $E2E_ACCOUNTING == yes || $E2E_ACCOUNTING == no ]] ||
   { echo "cluster: E2E_ACCOUNTING=$E2E_ACCOUNTING: expected yes or no" >&2; exit 2; }
+if [[ $E2E_SLURM_LICENSES == remote ]]; then
+  [[ $E2E_SLURM_SYNC == yes && $E2E_ACCOUNTING == yes ]] || {
+    echo "cluster: E2E_SLURM_LICENSES=remote needs E2E_SLURM_SYNC=yes and E2E_ACCOUNTING=yes" >&2
+    exit 2
+  }
+elif [[ $E2E_SLURM_LICENSES != local ]]; then
+  echo "cluster: E2E_SLURM_LICENSES=$E2E_SLURM_LICENSES: expected local or remote" >&2
+  exit 2
+fi
 if ((E2E_NODES > 1)) && [[ $FABRIC != sim ]]; then
   echo "cluster: E2E_NODES=$E2E_NODES needs FABRIC=sim: the fake Redfish service maps one" \
     "composed system to this host only" >&2
@@ -148,6 +166,21 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: by the clock (a try may
   die "timed out after ${limit}s waiting for $what"
 }
 
+# The sim fabric's GPU groups from E2E_GPU_MODELS: gpu-a, gpu-b, ... one per model.
+gpu_groups() {
+  local entry model count sum=0 letters=abcdefghij i=0
+  local -a entries
+  IFS=, read -ra entries <<<"$E2E_GPU_MODELS"
+  for entry in "${entries[@]}"; do
+    model=${entry%%:*} count=${entry#*:}
+    [[ $entry == *:* && $model =~ ^[A-Za-z0-9._-]+$ && $count =~ ^[1-9][0-9]*$ && $i -lt 10 ]] ||
+      die "E2E_GPU_MODELS=$E2E_GPU_MODELS: expected MODEL:COUNT,... (at most 10 models)"
+    echo "DeviceGroup=gpu-${letters:i:1} Type=gpu Model=$model Zone=z1 Count=$count"
+    sum=$((sum + count)) i=$((i + 1))
+  done
+  ((sum == E2E_GPUS)) || die "E2E_GPU_MODELS=$E2E_GPU_MODELS: the counts add up to $sum, not E2E_GPUS=$E2E_GPUS"
+}
+
 write_configs() {  # the folder and every file but slurm.conf and gres.conf (they need the pool)
   rm -rf "$E2E_DIR"
   mkdir -p "$E2E_DIR"/{etc,munge,state,spool,log,run,composer,plugin-state,sys/bus/pci/devices}
@@ -178,6 +211,10 @@ ReconcileInterval=5
 Durable=no
 CONF
   [[ $E2E_SLURM_SYNC == yes ]] && printf 'SlurmSync=yes\n' >>"$E2E_DIR/etc/composer.conf"
+  if [[ $E2E_SLURM_LICENSES == remote ]]; then
+    printf 'SlurmLicenses=remote\nSlurmCluster=composer-e2e\nSlurmSacctmgr=%s\n' \
+      "$(command -v sacctmgr)" >>"$E2E_DIR/etc/composer.conf"
+  fi
   # A node whose slurmd dies runs no epilog: composerd's reconciler asks Slurm (squeue) which
   # jobs still run and releases the compositions of the others after OrphanGrace (60 s by
   # default, 10 here so that the node failure scenario stays short). The scenarios check that
@@ -185,12 +222,12 @@ CONF
   printf 'SlurmConf=%s\nSlurmJobCheck=yes\nOrphanGrace=10\n' "$SLURM_CONF" >>"$E2E_DIR/etc/composer.conf"
   if [[ $FABRIC == sim ]]; then
     {
-      printf 'Fabric=sim\nSimLatency=20\n'
+      printf 'Fabric=sim\nSimLatency=20\nSimHealthFile=%s\n' "$E2E_DIR/composer/sim-health"
       for n in "${NODES[@]}"; do
         echo "NodeName=$n Zones=z1 GpuSlots=$E2E_GPUS MemSlots=$E2E_MEM_BLOCKS NvmeSlots=$E2E_NVME"
       done
+      gpu_groups
       cat <<CONF
-DeviceGroup=gpu-a Type=gpu Model=A100-80G Zone=z1 Count=$E2E_GPUS
 DeviceGroup=cxl-a Type=mem Model=CXL-DDR5 Zone=z1 Count=$E2E_MEM_BLOCKS Size=64G
 DeviceGroup=nvme-a Type=nvme Model=P5620 Zone=z1 Count=$E2E_NVME Size=1T
 CONF
@@ -273,10 +310,22 @@ write_slurm_configs() {
     die "the pool lacks a device type (gpus=$gpus mem=${mem_gib}G nvme=$nvme): $snapshot"
   mem_mb=$(($(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) / 2))
   local caps="" class
+  local pool_licenses="fabric_gpu:$gpus,fabric_mem:$mem_gib,fabric_nvme:$nvme"
   if [[ $E2E_SLURM_SYNC == yes ]]; then
     for class in training inference; do
       caps+=",${class}_gpu_cap:$gpus,${class}_mem_cap:$mem_gib,${class}_nvme_cap:$nvme"
     done
+    # A license per GPU model (fabric_gpu_<model in lower case>), as slurm-config prints them.
+    local model count
+    while IFS=$'\t' read -r model count; do
+      pool_licenses+=",fabric_gpu_${model,,}:$count"
+    done < <(jq -r '.pools.gpu.models | to_entries[] | "\(.key)\t\(.value)"' "$snapshot")
+  fi
+  # Remote licenses: composerd creates the pool's in slurmdbd; slurm.conf has only the caps,
+  # and a job asking for more than a lowered count must wait, not be refused.
+  local licenses="$pool_licenses$caps" sched_extra=""
+  if [[ $E2E_SLURM_LICENSES == remote ]]; then
+    licenses=${caps#,} sched_extra=",allow_zero_lic"
   fi
 
   local n
@@ -325,7 +374,7 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
-SchedulerParameters=bf_licenses,bf_interval=2,sched_min_interval=100000
+SchedulerParameters=bf_licenses,bf_interval=2,sched_min_interval=100000$sched_extra
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
 $(accounting_lines)
@@ -336,7 +385,7 @@ MinJobAge=600
 MaxArraySize=1001
 SlurmdParameters=config_overrides
 DefMemPerCPU=100
-Licenses=fabric_gpu:$gpus,fabric_mem:$mem_gib,fabric_nvme:$nvme$caps
+Licenses=$licenses
 GresTypes=cgpu,cnvme
 ${E2E_SLURM_EXTRA:-}
 CONF
@@ -376,7 +425,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=$(dbd_addr)
 AccountingStoragePort=$E2E_DBD_PORT
 AccountingStoragePass=$MUNGE_SOCKET
-AccountingStorageTRES=gres/cgpu,gres/cnvme,license/fabric_gpu,license/fabric_mem,license/fabric_nvme
+AccountingStorageTRES=gres/cgpu,gres/cnvme$([[ $E2E_SLURM_LICENSES == local ]] && echo ",license/fabric_gpu,license/fabric_mem,license/fabric_nvme")
 CONF
 }
 

@@ -15,7 +15,10 @@
 #   - raising the cap while that job runs (the hold and the blocker updated in place) kills
 #     nothing;
 #   - the pool rules Slurm: 2 of 8 GPUs drained, a job for 8 pends on Licenses and never
-#     starts; resumed, it starts; a blocker deleted by hand is back within a reconcile round.
+#     starts; resumed, it starts; the same with 2 GPUs the fabric reports failed;
+#   - per-model licenses: with the 4 H100 in use a job for an H100 pends on Licenses while a
+#     job for A100s runs, then runs itself, never refused at compose time;
+#   - a blocker deleted by hand is back within a reconcile round.
 # Usage: BUILD_DIR=<build> tests/e2e/policy_scenarios.sh. About four to five minutes.
 # Exits 77 (skipped) when not root.
 set -uo pipefail
@@ -32,12 +35,16 @@ COMPOSERCTL=${COMPOSERCTL:-$BUILD_DIR/composer/cli/composerctl}
 [[ -x $COMPOSERCTL ]] || { echo "policy e2e: composerctl not built: $COMPOSERCTL" >&2; exit 1; }
 export E2E_DIR=${E2E_DIR:-$(mktemp -d /tmp/composer-e2e-policy.XXXXXX)}
 export E2E_SLURM_SYNC=yes
+# Two GPU models, each with its own license beside fabric_gpu.
+export E2E_GPU_MODELS=A100-80G:4,H100:4
 trap '"$CLUSTER" stop' EXIT
 trap 'exit 143' TERM INT
 "$CLUSTER" start || exit 1
 eval "$("$CLUSTER" env)"
 # shellcheck source=scenarios.sh
 source "$HERE/scenarios.sh"  # helpers: api, job_state, job_field, wait_until, fail, ...
+# shellcheck source=pool_scenarios.sh
+source "$HERE/pool_scenarios.sh"  # the pool rules Slurm: drained, failed, a model exhausted
 
 ctl() { "$COMPOSERCTL" --server "$E2E_URL" --munge-socket "$MUNGE_SOCKET" "$@"; }
 hhmm() { date -u -d "@$1" +%H:%M; }
@@ -171,32 +178,6 @@ policy_change_kills_nothing() {
   [[ $(job_state "$J4") == COMPLETED ]] || fail "job $J4 ended $(job_state "$J4")"
 }
 
-# 8 GPUs asked for as inference (no cap below the pool for it in this policy).
-drained_gpus_hold_jobs_on_licenses() {
-  local ids j
-  ids=$(api /v1/devices "type=gpu" | jq -r '.devices[].id' | head -2)
-  for id in $ids; do post "/v1/devices/$id/drain" '{"reason":"e2e"}' || return 1; done
-  wait_until 15 bash -c "scontrol -o show reservation hold_fabric_gpu | grep -q 'Licenses=fabric_gpu:2 '" ||
-    fail "no hold of 2 GPUs: $(scontrol -o show reservation)" || return 1
-  j=$(sbatch --parsable -o "$OUT/%j.out" -t 2 --compose-gpus=8 --workload=inference \
-    --wrap 'echo ran') || return 1
-  sleep 8
-  [[ $(job_state "$j") == PENDING && $(job_field "$j" Reason) == Licenses ]] ||
-    fail "job $j is $(job_state "$j") ($(job_field "$j" Reason)), expected pending on Licenses" ||
-    return 1
-  for id in $ids; do post "/v1/devices/$id/resume" '{}' || return 1; done
-  wait_until 30 state_is "$j" RUNNING || wait_until 30 finished "$j" ||
-    fail "job $j never started after the resume: $(squeue)" || return 1
-  wait_until 60 finished "$j" || fail "job $j did not finish" || return 1
-  [[ $(job_state "$j") == COMPLETED ]] || fail "job $j ended $(job_state "$j")" || return 1
-  # Nothing left to hold back: the hold is gone (deleted, as 26.05 refuses a count of 0).
-  wait_until 8 bash -c "! scontrol -o show reservation hold_fabric_gpu >/dev/null 2>&1" ||
-    fail "the hold still stands after the resume: $(scontrol -o show reservation)" || return 1
-  local refused
-  refused=$(grep -E "changes made were undone|plan applied in part" "$E2E_DIR/log/composerd.log")
-  [[ -z $refused ]] || fail "Slurm refused a change composerd made during the suite: $refused"
-}
-
 deleted_blocker_comes_back() {
   scontrol delete ReservationName=low_block_training || fail "cannot delete the blocker" || return 1
   # One reconcile interval (5 s) and a little.
@@ -208,6 +189,7 @@ deleted_blocker_comes_back() {
 
 for s in apply_policy submit_refusals caps_hold_exactly long_job_waits_for_the_window \
   same_policy_changes_nothing policy_change_kills_nothing drained_gpus_hold_jobs_on_licenses \
+  failed_gpus_hold_jobs_on_licenses exhausted_model_waits_while_another_runs \
   deleted_blocker_comes_back; do
   step "$s"
   start=$SECONDS
