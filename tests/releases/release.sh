@@ -4,7 +4,9 @@
 #      against the release's own Slurm and toolchain, warnings as errors; the package build
 #      compiles the test suites too and runs the unit level (dh_auto_test);
 #   2. in that build tree: the integration level and the e2e suite slurm_e2e (all e2e suites
-#      with --full) on a throw-away cluster of the release's Slurm, on ports of its own;
+#      with --full; COMPOSER_RELEASE_E2E=REGEX names others, e.g.
+#      '^(policy_e2e|remote_licenses_e2e)$' for Slurm's licenses following the pool) on a
+#      throw-away cluster of the release's Slurm, on ports of its own;
 #   3. the packages are installed into a clean chroot of the release (a throw-away overlay of
 #      its run chroot) and a composed job runs from the installed files alone.
 # Usage: tests/releases/release.sh SUITE [--full] [--no-tests]
@@ -88,7 +90,7 @@ SCRIPT
 
 # Inside the build chroot again: the integration level and e2e from the package build's tree.
 test_script() {
-  local e2e='^slurm_e2e$'
+  local e2e=${COMPOSER_RELEASE_E2E:-'^slurm_e2e$'}
   [[ $full == yes ]] && e2e='.'
   cat <<SCRIPT
 set -euo pipefail
