@@ -122,8 +122,8 @@ night=$(sbatch --parsable -J night -t 2 -o "$jobdir/%x-%j.out" --compose-gpus=4 
 sleep 3
 say "A 4-GPU training job ($night) waits: the class may hold 2 GPUs until the night window opens"
 squeue -j "$night" -o '%.6i %.8j %.8T %.20R %S'
-say "composerctl policy explain --job $night: which license holds it, and why"
-ctl policy explain --job "$night" || true
+say "composerctl explain $night: which license holds it, and why"
+ctl explain "$night" || true
 for _ in $(seq 300); do
   [[ $(squeue -h -j "$night" -t PD | wc -l) -eq 0 ]] && break
   sleep 0.5

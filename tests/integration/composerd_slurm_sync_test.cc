@@ -459,6 +459,17 @@ TEST(SlurmSyncConfig, CheckRefusesAnScontrolThatIsNotExecutable) {
                        " is not an executable file"),
             std::string::npos)
       << r.out;
+  // The same for the sacctmgr of remote licenses.
+  std::ofstream(conf) << "StateDir=" << dir.file("state") << "\nSlurmSync=yes\n"
+                      << "SlurmLicenses=remote\nSlurmCluster=c1\n"
+                      << "SlurmSacctmgr=" << dir.file("nowhere/sacctmgr") << "\n"
+                      << default_pool_lines();
+  r = run_command(std::string(COMPOSERD_PATH) + " --check -f " + conf + " 2>&1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("line 5: SlurmSacctmgr=" + dir.file("nowhere/sacctmgr") +
+                       " is not an executable file; give the path of Slurm's sacctmgr"),
+            std::string::npos)
+      << r.out;
 }
 
 }  // namespace
