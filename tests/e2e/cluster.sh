@@ -143,7 +143,11 @@ install_packages() {
     if pid_file_alive "$pidfile"; then before+=("$pidfile"); fi
   done
   log "installing mariadb-server and slurmdbd (missing: ${missing[*]})"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-server slurmdbd >/dev/null
+  # A fresh chroot has no package lists yet: read them, then try again.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-server slurmdbd >/dev/null 2>&1 || {
+    apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-server slurmdbd >/dev/null
+  } || die "cannot install mariadb-server and slurmdbd"
   for pidfile in "${SYSTEM_PID_FILES[@]}"; do
     [[ " ${before[*]} " == *" $pidfile "* ]] && continue
     if pid_file_alive "$pidfile"; then
