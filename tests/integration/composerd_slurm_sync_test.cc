@@ -420,6 +420,24 @@ TEST(SlurmSyncRemote, CountsFollowThePoolWithoutReservations) {
   EXPECT_EQ(calls.find("delete"), std::string::npos) << calls;
   EXPECT_TRUE(wait_for(snapshot, "\"fabric_gpu_h100\"")) << slurp(snapshot);
 
+  // A count changed by hand in slurmdbd is set back within a round, and counts as drift.
+  EXPECT_TRUE(wait_for("resources", "fabric_gpu|composer|16|c1|100"));
+  // A round (1 s) reads what composerd set, so the next one can tell a change from outside.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto res = slurp(slurm + "/resources");
+  res.replace(res.find("fabric_gpu|composer|16|"), 23, "fabric_gpu|composer|12|");
+  std::ofstream(slurm + "/resources") << res;
+  ASSERT_NE(slurp(slurm + "/resources").find("fabric_gpu|composer|12|"), std::string::npos);
+  EXPECT_TRUE(wait_for("resources", "fabric_gpu|composer|16|c1|100")) << daemon.log();
+  bool logged_drift = false;
+  for (int i = 0; i < 100 && !logged_drift; ++i) {
+    logged_drift = daemon.log().find(
+                       "a remote license differs from what composerd keeps; "
+                       "setting it back") != std::string::npos;
+    if (!logged_drift) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(logged_drift) << daemon.log();
+
   // slurm-config tells a site with remote licenses what it needs instead of Licenses=.
   auto config = run_command(std::string(COMPOSERCTL_PATH) + " --server " + daemon.url() +
                             " --munge-socket " + daemon.munge_socket() + " slurm-config");

@@ -202,18 +202,35 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
     }
     now_known[r.name] = held;
   }
+  // The same for the remote licenses composerd counts (NAME@SERVER; no reservation has an '@').
+  for (const auto& r : state->remote) {
+    if (!options_.remote_licenses || r.server != options_.license_server ||
+        r.cluster != options_.cluster) {
+      continue;
+    }
+    const std::string name = pol::remote_license_name(r.name, r.server);
+    const std::string held = std::to_string(r.count) + " " + std::to_string(r.allowed);
+    auto before = known_.find(name);
+    if (before != known_.end() && !before->second.empty() && before->second != held) {
+      changed_outside.insert(name);
+    }
+    now_known[name] = held;
+  }
   for (const auto& a : plan.actions) {
+    const bool remote = a.action.object.find('@') != std::string::npos;
+    const std::string what = remote ? "remote license" : "reservation";
     if (a.action.kind == pol::ActionKind::kCreate && known_.count(a.action.object)) {
       if (apply) ++drift_recreated_;
       log::warning(
-          "slurm: a reservation composerd keeps was deleted outside composerd; "
-          "creating it again",
-          {{"reservation", a.action.object}});
+          "slurm: a " + what + " composerd keeps was deleted outside composerd; creating it again",
+          {{remote ? "license" : "reservation", a.action.object}});
     } else if (a.action.kind == pol::ActionKind::kUpdate &&
                changed_outside.count(a.action.object)) {
       if (apply) ++drift_updated_;
-      log::info("slurm: a reservation differs from what composerd keeps; updating it in place",
-                {{"reservation", a.action.object}, {"change", a.action.detail}});
+      log::info(
+          "slurm: a " + what + " differs from what composerd keeps; " +
+              (remote ? "setting it back" : "updating it in place"),
+          {{remote ? "license" : "reservation", a.action.object}, {"change", a.action.detail}});
     }
   }
   known_ = std::move(now_known);
