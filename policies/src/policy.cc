@@ -140,6 +140,19 @@ std::map<std::string, uint64_t> model_license_sizes(const std::vector<PoolRow>& 
   return sizes;
 }
 
+std::string remote_license_name(std::string_view name, std::string_view server) {
+  return std::string(name) + "@" + std::string(server);
+}
+
+bool is_pool_license(std::string_view name) {
+  name = name.substr(0, name.find('@'));
+  for (DeviceType t : kAllDeviceTypes) {
+    if (name == pool_license_name(t)) return true;
+  }
+  const std::string model_prefix = pool_license_name(DeviceType::kGpu) + "_";
+  return name.size() > model_prefix.size() && name.starts_with(model_prefix);
+}
+
 std::string cap_license_name(std::string_view class_name, DeviceType t) {
   return std::string(class_name) + "_" + std::string(to_string(t)) + "_cap";
 }

@@ -894,10 +894,6 @@ SyncPlan sync_plan(const std::vector<LicenseCount>& wanted,
   return out;
 }
 
-std::string remote_license_name(std::string_view name, std::string_view server) {
-  return std::string(name) + "@" + std::string(server);
-}
-
 Expected<std::vector<RemoteLicense>> parse_remote_licenses(std::string_view sacctmgr_text) {
   std::vector<RemoteLicense> out;
   for (const auto& line : split(sacctmgr_text, '\n', {.trim = true, .skip_empty = true})) {
@@ -982,7 +978,7 @@ std::vector<SyncAction> remote_license_plan(const std::vector<LicenseCount>& wan
     if (any->count != w.count) set_count(w.name, any->count, w.count);
   }
   for (const auto& r : have) {
-    if (r.server != server || !r.name.starts_with("fabric_") || wanted_names.count(r.name) ||
+    if (r.server != server || !is_pool_license(r.name) || wanted_names.count(r.name) ||
         r.count == 0) {
       continue;
     }

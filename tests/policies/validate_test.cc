@@ -35,6 +35,17 @@ TEST(ModelLicenseName, IsThePoolLicenseAndTheModelInLowerCase) {
   EXPECT_EQ(model_license_name("mi300x.v2"), "fabric_gpu_mi300x.v2");
   // Not a cap license, whatever the model is called.
   EXPECT_FALSE(parse_cap_license_name(model_license_name("x_gpu_cap_")));
+  // Sized to the pool, plain or remote; caps and a site's own licenses are not.
+  for (const char* ours : {"fabric_gpu", "fabric_mem", "fabric_nvme@composer", "fabric_gpu_h200",
+                           "fabric_gpu_a100-80g@fab"}) {
+    EXPECT_TRUE(is_pool_license(ours)) << ours;
+  }
+  for (const char* other : {"fabric_gpu_", "fabric_disk", "training_gpu_cap", "matlab@flexlm",
+                            "fabric", "fabric_mem_x"}) {
+    EXPECT_FALSE(is_pool_license(other)) << other;
+  }
+  EXPECT_EQ(remote_license_name(model_license_name("H200"), "composer"),
+            "fabric_gpu_h200@composer");
 }
 
 // The one rule for what Slurm may hand out: free or attached by composerd; never failed,

@@ -266,11 +266,10 @@ JobExplanation explain_job(const SlurmJob& job, const std::vector<pol::LicenseUs
     } else {
       v.holds = asked.count > v.slurm->available();
       // Remote licenses (SlurmLicenses=remote) are NAME@SERVER in Slurm.
-      const std::vector<std::string> models =
-          license_models(plain_license(asked.name), composerd.pool);
       if (auto t = pool_license_type(asked.name)) {
         v.why = pool_why(*t, {}, v, *v.slurm, composerd.pool);
-      } else if (!models.empty()) {
+      } else if (const auto models = license_models(plain_license(asked.name), composerd.pool);
+                 !models.empty()) {
         v.why = pool_why(DeviceType::kGpu, models, v, *v.slurm, composerd.pool);
       } else if (auto cap = pol::parse_cap_license_name(asked.name)) {
         v.why = cap_why(cap->first, cap->second, v, *v.slurm, composerd.policy);
@@ -387,7 +386,7 @@ int run_explain_job(uint32_t job_id, const client::Client& client, const OutputO
     licenses = std::move(*use);
     bool pool = false, cap = false;
     for (const auto& l : job->licenses) {
-      pool = pool || plain_license(l.name).starts_with("fabric_");
+      pool = pool || pol::is_pool_license(l.name);
       cap = cap || pol::parse_cap_license_name(l.name).has_value();
     }
     if (pool) {

@@ -102,10 +102,9 @@ std::string SlurmSync::slurm_name(const std::string& license) const {
 }
 
 pol::SyncPlan SlurmSync::compute(const std::optional<PolicyKeeper::PlanInForce>& plan,
-                                 const SlurmRead& read) const {
+                                 const SlurmRead& read, const std::vector<PoolRow>& rows) const {
   const pol::SlurmState& state = read.state;
   // Pool licenses: what the pool can serve now, for every type the pool has devices of.
-  const auto rows = service_.pool_summary();
   const pol::PoolSize pool = pol::PoolSize::from_rows(rows);
   std::vector<pol::LicenseCount> wanted;
   for (DeviceType t : kAllDeviceTypes) {
@@ -124,13 +123,10 @@ pol::SyncPlan SlurmSync::compute(const std::optional<PolicyKeeper::PlanInForce>&
   std::vector<pol::LicenseCount> held =
       options_.remote_licenses ? std::vector<pol::LicenseCount>{} : wanted;
   if (plan) {
+    // The plan's cap licenses, each sized to its class's highest cap (its pool licenses are
+    // sized above, from the pool as it is now).
     for (const auto& l : plan->plan.licenses) {
-      bool pool_license = false;
-      for (DeviceType t : kAllDeviceTypes) {
-        pool_license = pool_license || l.name == pol::pool_license_name(t);
-      }
-      pool_license = pool_license || name_in(wanted, l.name);
-      if (!pool_license) held.push_back(l);  // a cap license, sized to the class's highest cap
+      if (pol::parse_cap_license_name(l.name)) held.push_back(l);
     }
   }
   pol::SyncPlan out = plan ? pol::sync_plan(held, plan->plan.reservations, state, plan->time_zone)
@@ -154,7 +150,7 @@ Expected<pol::SyncPlan> SlurmSync::preview(const std::optional<PolicyKeeper::Pla
   std::lock_guard lock(round_mu_);
   auto state = read_state();
   if (!state) return state.error();
-  return compute(plan, *state);
+  return compute(plan, *state, service_.pool_summary());
 }
 
 SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
@@ -177,16 +173,17 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
     }
     return report;
   }
+  const std::vector<PoolRow> rows = service_.pool_summary();
   {
     // The model licenses Slurm has: job_submit may add them to jobs (the snapshot says so).
     std::vector<std::string> models;
-    for (const auto& [name, size] : pol::model_license_sizes(service_.pool_summary())) {
+    for (const auto& [name, size] : pol::model_license_sizes(rows)) {
       if (name_in(state->state.licenses, slurm_name(name))) models.push_back(name);
     }
     std::lock_guard models_lock(mu_);
     model_licenses_ = std::move(models);
   }
-  report.plan = compute(keeper_.plan_at(clock_.now_ms() / 1000), *state);
+  report.plan = compute(keeper_.plan_at(clock_.now_ms() / 1000), *state, rows);
   const pol::SyncPlan& plan = report.plan;
   // Drift: a reservation composerd keeps that Slurm had last round and has no more, or that
   // holds something else than last round although composerd did not change it.
@@ -315,9 +312,8 @@ Status check_slurm_sync(const setup::Config& c) {
     // Found on PATH when it runs, without a '/'.
     if (path.find('/') == std::string::npos || ::access(path.c_str(), X_OK) == 0) continue;
     return config::at(c.path, c.line_of(lower(key)),
-                      std::string(key) + "=" + path +
-                          " is not an executable file; give the path of " + "Slurm's " + name +
-                          ", or leave it out to use the one on PATH");
+                      std::string(key) + "=" + path + " is not an executable file; give the path " +
+                          "of Slurm's " + name + ", or leave it out to use the one on PATH");
   }
   return Status::Ok();
 }

@@ -98,8 +98,9 @@ class SlurmSync {
     std::vector<policies::RemoteLicense> remote;
   };
   Expected<SlurmRead> read_state() const;
+  // The plan for the pool as `rows` show it (read once per round).
   policies::SyncPlan compute(const std::optional<PolicyKeeper::PlanInForce>& plan,
-                             const SlurmRead& read) const;
+                             const SlurmRead& read, const std::vector<PoolRow>& rows) const;
   // The name Slurm gives one of the licenses composerd counts: NAME, or NAME@SERVER.
   std::string slurm_name(const std::string& license) const;
   void loop();

@@ -264,7 +264,9 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
     if (!snapshot->license_server.empty()) {
       // Remote licenses: Slurm knows the pool's and the models' as NAME@SERVER.
       const size_t local = ours.size();
-      for (size_t i = 0; i < local; ++i) ours.push_back(ours[i] + "@" + snapshot->license_server);
+      for (size_t i = 0; i < local; ++i) {
+        ours.push_back(policies::remote_license_name(ours[i], snapshot->license_server));
+      }
     }
   }
   for (const std::string& name : license_names(job.licenses)) {
@@ -397,13 +399,16 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
   }
   // The pool's and the models' licenses as Slurm names them: NAME, or NAME@SERVER where they
   // are slurmdbd's remote licenses.
-  const std::string server = snapshot != nullptr && !snapshot->license_server.empty()
-                                 ? "@" + snapshot->license_server
-                                 : "";
+  const auto slurm_name = [&](const std::string& name) {
+    return snapshot != nullptr && !snapshot->license_server.empty()
+               ? policies::remote_license_name(name, snapshot->license_server)
+               : name;
+  };
   for (size_t i = 0; i < 3; ++i) {
     if (amounts[i] == 0) continue;
-    out.licenses = append(out.licenses, policies::pool_license_name(kAllDeviceTypes[i]) + server +
-                                            ":" + std::to_string(amounts[i]));
+    out.licenses =
+        append(out.licenses, slurm_name(policies::pool_license_name(kAllDeviceTypes[i])) + ":" +
+                                 std::to_string(amounts[i]));
     if (kAllDeviceTypes[i] == DeviceType::kGpu && !r.gpu_model.empty() && snapshot != nullptr) {
       // The model's own license, where Slurm has it: a job for an exhausted model then waits
       // on Licenses while jobs for other models start.
@@ -411,7 +416,7 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
       const auto& have = snapshot->model_licenses;
       if (std::find(have.begin(), have.end(), model_license) != have.end()) {
         out.licenses =
-            append(out.licenses, model_license + server + ":" + std::to_string(amounts[i]));
+            append(out.licenses, slurm_name(model_license) + ":" + std::to_string(amounts[i]));
       }
     }
     if (cls == nullptr) continue;

@@ -169,6 +169,13 @@ std::string model_license_name(std::string_view model);
 // of its models (0 where every one is failed, drained or foreign). The one rule for these
 // totals, as PoolSize::from_rows is for the pool licenses.
 std::map<std::string, uint64_t> model_license_sizes(const std::vector<PoolRow>& rows);
+// The name Slurm gives a license slurmdbd serves (composer.conf's SlurmLicenses=remote):
+// "fabric_gpu@composer".
+std::string remote_license_name(std::string_view name, std::string_view server);
+// Whether composerd sizes this license to the pool: a pool license or a GPU model's license
+// (fabric_gpu, fabric_mem, fabric_nvme, fabric_gpu_<model>), by its plain name or as a remote
+// license (NAME@SERVER). Cap licenses and a site's own licenses are not.
+bool is_pool_license(std::string_view name);
 
 // Share rounding: floor(pool x share), except that a share above zero of a non-empty pool
 // is never less than 1, so a class with a small share can still run something.

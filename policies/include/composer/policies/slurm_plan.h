@@ -190,9 +190,6 @@ SyncPlan sync_plan(const std::vector<LicenseCount>& wanted,
 // milliseconds, without a reconfigure (measured on 22.05.8; ADMIN.md). composerd then sets each
 // count to what the pool can serve, and no hold reservation is needed for them.
 
-// "fabric_gpu@composer"
-std::string remote_license_name(std::string_view name, std::string_view server);
-
 // One row of `sacctmgr -P -n show resource withclusters format=name,server,count,cluster,allowed`:
 // a resource and the share (percent) of it one cluster has; a resource given to no cluster has
 // one row with an empty cluster.
