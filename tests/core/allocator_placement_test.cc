@@ -79,6 +79,22 @@ TEST_F(Placement, PackIsTheDefaultAndKeepsAJobInTheNearestDomainOrder) {
   EXPECT_EQ(alloc.placement("training").to_string(), "pack");
 }
 
+TEST_F(Placement, PackTakesAJobsGpusFromOneDomainWhenOneCanServeThemAll) {
+  // enc-a keeps one GPU free; a job for 2 takes enc-b's first two rather than straddle both.
+  auto first = alloc.allocate("n1", gpus(3), "training");
+  ASSERT_TRUE(first.ok()) << first.error();
+  EXPECT_THAT(*first, ElementsAre("g-a0", "g-a1", "g-a2"));
+  alloc.take("n1", *first, 1, "training");
+  auto second = alloc.allocate("n1", gpus(2), "training");
+  ASSERT_TRUE(second.ok()) << second.error();
+  EXPECT_THAT(*second, ElementsAre("g-b0", "g-b1"));
+  alloc.take("n1", *second, 2, "training");
+  // No domain holds 3 free now (enc-a 1, enc-b 2, no domain 1): the fullest groups first.
+  auto third = alloc.allocate("n1", gpus(3), "training");
+  ASSERT_TRUE(third.ok()) << third.error();
+  EXPECT_THAT(*third, ElementsAre("g-b2", "g-b3", "g-a3"));
+}
+
 TEST_F(Placement, SpreadTakesOneDeviceFromEachDomainFirstAndBreaksTiesByName) {
   alloc.set_placement({{"training", spread("enclosure", 2)}});
   auto picked = alloc.allocate("n1", gpus(3), "training");

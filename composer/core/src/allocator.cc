@@ -292,12 +292,43 @@ struct Allocator::Impl {
         }
       }
     }
-    uint32_t taken = 0;
+    // The candidates in (model, id) order, grouped by the failure domains they sit in (all
+    // levels alike; a pool without domains is one group): pack takes its devices from as few
+    // groups as it can, so one job's GPUs do not straddle two enclosures needlessly. The first
+    // group (in that order) to reach n serves alone, found without reading further; when none
+    // can, the largest groups first.
+    struct ByContent {
+      bool operator()(const std::vector<FailureDomain>* a,
+                      const std::vector<FailureDomain>* b) const {
+        return *a < *b;
+      }
+    };
+    static const std::vector<FailureDomain> kNone;
+    std::map<const std::vector<FailureDomain>*, size_t, ByContent> index;
+    std::vector<std::vector<std::string>> groups;
     auto it = only.empty() ? set.begin() : set.lower_bound(ModelId{only, std::string()});
-    for (; it != set.end() && taken < n; ++it) {
+    for (; it != set.end(); ++it) {
       if (!only.empty() && it->first != only) break;
-      out.push_back(it->second);
-      ++taken;
+      const auto dev = devices.find(it->second);
+      const auto* domains = dev == devices.end() ? &kNone : &dev->second.domains;
+      const auto [at, added] = index.emplace(domains, groups.size());
+      if (added) groups.emplace_back();
+      std::vector<std::string>& group = groups[at->second];
+      group.push_back(it->second);
+      if (group.size() == n) {
+        out.insert(out.end(), group.begin(), group.end());
+        return n;
+      }
+    }
+    std::stable_sort(groups.begin(), groups.end(),
+                     [](const auto& a, const auto& b) { return a.size() > b.size(); });
+    uint32_t taken = 0;
+    for (const auto& group : groups) {
+      for (const std::string& id : group) {
+        if (taken == n) return taken;
+        out.push_back(id);
+        ++taken;
+      }
     }
     return taken;
   }
