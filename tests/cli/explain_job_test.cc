@@ -246,6 +246,40 @@ TEST(ExplainJobTest, AJobNothingHoldsGetsOneSentence) {
             "now: Slurm starts it on a coming scheduling pass.");
 }
 
+TEST(ExplainJobTest, ARefusedComposeIsWhyARequeuedJobWaits) {
+  Event ready{.ts_ms = 1'700'000'000'000, .kind = "ready", .job_id = 42, .node = "n1"};
+  Event refused{.ts_ms = 1'700'000'100'000,
+                .kind = "refused",
+                .job_id = 42,
+                .node = "n1",
+                .detail =
+                    "insufficient GPUs on node n1: 2 asked, 2 free in 1 enclosure domain, "
+                    "under placement rule 'spread enclosure 2' of class training"};
+  Event older = refused;
+  older.ts_ms = 1'699'999'000'000;
+  older.detail = "an older refusal";
+  // Only a refusal after the job's last ready composition counts, and the newest one.
+  EXPECT_FALSE(last_refusal({}).has_value());
+  EXPECT_FALSE(last_refusal({older, ready}).has_value());
+  ASSERT_TRUE(last_refusal({older, ready, refused}).has_value());
+  EXPECT_EQ(last_refusal({older, ready, refused})->detail, refused.detail);
+
+  const JobExplanation e =
+      explain_job(job("PENDING", "BeginTime", "fabric_gpu:4"), {}, {.refusal = refused});
+  EXPECT_EQ(e.summary,
+            "Job 42 is pending for Reason=BeginTime after its devices could not be composed.");
+  EXPECT_EQ(e.refusal, "composerd refused to compose it on n1 at " + format_time(refused.ts_ms) +
+                           ": " + refused.detail + ".");
+  EXPECT_EQ(job_explain_text(e, true), e.summary + "\nComposerd refused to compose it on n1 at " +
+                                           format_time(refused.ts_ms) + ": " + refused.detail +
+                                           ".\n");
+  EXPECT_THAT(job_explain_to_json(e)["refusal"].asString(),
+              HasSubstr("under placement rule 'spread enclosure 2' of class training"));
+  // A running job is past it.
+  EXPECT_EQ(explain_job(job("RUNNING", "None", "fabric_gpu:4"), {}, {.refusal = refused}).refusal,
+            "");
+}
+
 // The command line, with a stand-in scontrol first on PATH; nothing here reaches composerd.
 class ExplainJobCommandTest : public ::testing::Test {
  protected:

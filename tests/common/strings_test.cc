@@ -40,6 +40,13 @@ TEST(Strings, JoinIsSplitsInverse) {
   EXPECT_EQ(join(split("x,,y", ',')), "x,,y");
 }
 
+TEST(Strings, AndListReadsAsASentence) {
+  EXPECT_EQ(and_list({}), "");
+  EXPECT_EQ(and_list({"a"}), "a");
+  EXPECT_EQ(and_list({"a", "b"}), "a and b");
+  EXPECT_EQ(and_list({"a", "b", "c"}), "a, b and c");
+}
+
 }  // namespace
 }  // namespace composer
 

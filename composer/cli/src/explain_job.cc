@@ -45,16 +45,6 @@ std::string devices(DeviceType t, uint64_t n) {
   return pol::format_amount(t, n);
 }
 
-// "a", "a and b", "a, b and c"
-std::string and_list(const std::vector<std::string>& items) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += i + 1 == items.size() ? " and " : ", ";
-    out += items[i];
-  }
-  return out;
-}
-
 // The GPU models whose license (policies::model_license_name) this is; empty for any other.
 std::vector<std::string> license_models(std::string_view name, const std::vector<PoolRow>& pool) {
   std::vector<std::string> models;
@@ -237,6 +227,15 @@ client::PolicyQuery policy_query(const SlurmJob& job) {
   return q;
 }
 
+std::optional<Event> last_refusal(const std::vector<Event>& events) {
+  std::optional<Event> refusal;
+  for (const Event& e : events) {
+    if (e.kind == "refused") refusal = e;
+    if (e.kind == "ready") refusal.reset();
+  }
+  return refusal;
+}
+
 JobExplanation explain_job(const SlurmJob& job, const std::vector<pol::LicenseUse>& licenses,
                            const ComposerdView& composerd) {
   JobExplanation e;
@@ -248,6 +247,18 @@ JobExplanation explain_job(const SlurmJob& job, const std::vector<pol::LicenseUs
   if (job.state != "PENDING") {
     e.summary = name + " is " + job.state + ", not pending: no license holds it.";
     return e;
+  }
+  if (composerd.refusal) {
+    const Event& r = *composerd.refusal;
+    e.refusal = "composerd refused to compose it on " + r.node + " at " + format_time(r.ts_ms) +
+                ": " + r.detail;
+    if (!e.refusal.empty() && e.refusal.back() != '.') e.refusal += '.';
+    // Whatever Slurm's reason, this is why it did not run: Slurm requeued it.
+    if (!pending_on_licenses(job)) {
+      e.summary = name + " is pending for Reason=" + job.reason +
+                  " after its devices could not be composed.";
+      return e;
+    }
   }
   if (!pending_on_licenses(job)) {
     e.summary = name + " is pending for Reason=" + job.reason +
@@ -320,6 +331,11 @@ Table job_explain_table(const JobExplanation& e) {
 std::string job_explain_text(const JobExplanation& e, bool header) {
   std::ostringstream out;
   out << e.summary << '\n';
+  if (!e.refusal.empty()) {
+    std::string refusal = e.refusal;
+    refusal[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(refusal[0])));
+    out << refusal << '\n';
+  }
   if (e.licenses.empty()) return out.str();
   Table t = job_explain_table(e);
   (void)t.select("license,asked,total,used,reserved,free,holds");  // its own columns: cannot fail
@@ -339,6 +355,7 @@ Json::Value job_explain_to_json(const JobExplanation& e) {
   v["request"] = e.composer ? e.composer->request.to_string() : "";
   v["nodes"] = e.composer ? e.composer->nodes : 0;
   v["summary"] = e.summary;
+  v["refusal"] = e.refusal.empty() ? Json::Value(Json::nullValue) : Json::Value(e.refusal);
   Json::Value list(Json::arrayValue);
   for (const auto& l : e.licenses) {
     Json::Value j(Json::objectValue);
@@ -378,6 +395,17 @@ int run_explain_job(uint32_t job_id, const client::Client& client, const OutputO
   if (!job) return fail(job.error());
   std::vector<pol::LicenseUse> licenses;
   ComposerdView composerd;
+  if (job->state == "PENDING" && job->composer) {
+    // Why composerd did not compose it last time, if it refused.
+    auto events = client.events({.job = job->id});
+    if (events) {
+      composerd.refusal = last_refusal(*events);
+    } else {
+      err << kProgram << ": warning: composerd's ledger of job " << job->id
+          << " could not be read, so a refused compose cannot be shown: " << events.error().message
+          << '\n';
+    }
+  }
   if (pending_on_licenses(*job)) {
     auto text = scontrol({"-o", "show", "licenses"});
     if (!text) return fail(text.error());
@@ -405,7 +433,7 @@ int run_explain_job(uint32_t job_id, const client::Client& client, const OutputO
   if (output.format == Format::kJson) {
     print_json(out, job_explain_to_json(e));
   } else if (e.licenses.empty()) {
-    out << e.summary << '\n';  // nothing holds it: no table to show
+    out << job_explain_text(e, output.header);  // nothing holds it: no table to show
   } else if (output.format == Format::kParsable || !output.fields.empty()) {
     if (Status s = print_table(out, job_explain_table(e), output); !s) return fail(s.error());
   } else {

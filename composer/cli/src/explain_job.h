@@ -64,6 +64,9 @@ struct JobExplanation {
   std::string state, reason;
   std::optional<ComposerComment> composer;
   std::string summary;  // one sentence
+  // For a pending job composerd refused to compose since it last composed it (a placement
+  // rule it cannot meet now, a cap, devices gone): that refusal, in a sentence; else empty.
+  std::string refusal;
   std::vector<LicenseVerdict> licenses;
   std::optional<api::PolicyExplanation> policy;
 };
@@ -73,7 +76,13 @@ struct JobExplanation {
 struct ComposerdView {
   std::vector<PoolRow> pool;
   std::optional<Expected<api::PolicyExplanation>> policy;
+  // The job's newest "refused" ledger event, when no composition of the job was ready since.
+  std::optional<Event> refusal;
 };
+
+// The refusal explain reports among a job's ledger events (oldest first): the newest
+// "refused" event after the job's last "ready" one; nullopt when there is none.
+std::optional<Event> last_refusal(const std::vector<Event>& events);
 
 // The sentences; pure, for tests. `licenses`: `scontrol -o show licenses`, parsed.
 JobExplanation explain_job(const SlurmJob& job, const std::vector<policies::LicenseUse>& licenses,
@@ -83,7 +92,8 @@ JobExplanation explain_job(const SlurmJob& job, const std::vector<policies::Lice
 Table job_explain_table(const JobExplanation& e);
 // The summary, the table without WHY, and one "LICENSE: why" line per license.
 std::string job_explain_text(const JobExplanation& e, bool header);
-// {"job", "state", "reason", "workload", "request", "nodes", "summary", "licenses": [{"license",
+// {"job", "state", "reason", "workload", "request", "nodes", "summary", "refusal", "licenses":
+// [{"license",
 // "asked", "total", "used", "reserved", "free", "holds", "why"}], "policy": PolicyExplanation
 // or null}
 Json::Value job_explain_to_json(const JobExplanation& e);

@@ -25,6 +25,8 @@ struct SplitOptions {
 std::vector<std::string> split(std::string_view s, char sep, SplitOptions options = {});
 // a b c -> "a,b,c" with sep ",".
 std::string join(const std::vector<std::string>& items, std::string_view sep = ",");
+// As a sentence lists them: "a", "a and b", "a, b and c".
+std::string and_list(const std::vector<std::string>& items);
 
 // Whether `s` is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF);
 // with `controls` false, also without a control character (U+0000 to U+001F, U+007F to
