@@ -225,10 +225,12 @@ class Parser {
       limit(n, pairs);
     } else if (kind == "placement") {
       placement(n, pairs);
+    } else if (kind == "onfailure") {
+      on_failure(n, pairs);
     } else {
       problems_.add(n, "unknown key " + pairs.front().key +
                            " at the start of a line: a line starts with TimeZone=, Window=, "
-                           "Class=, DefaultClass=, Limit= or Placement=");
+                           "Class=, DefaultClass=, Limit=, Placement= or OnFailure=");
     }
   }
 
@@ -491,6 +493,46 @@ class Parser {
     policy_.placements.push_back(std::move(p));
   }
 
+  // OnFailure=CLASS Action=notify|requeue|none [MaxRequeues=N]
+  void on_failure(int n, const std::vector<Pair>& pairs) {
+    using Action = FailureReaction::Action;
+    if (!only_keys(n, pairs, {"action", "maxrequeues"})) return;
+    FailureReaction r;
+    r.class_name = pairs[0].value;
+    r.line = n;
+    const std::string head = "OnFailure=" + r.class_name;
+    const Pair* action = find(pairs, "action");
+    const Pair* most = find(pairs, "maxrequeues");
+    if (!action) {
+      problems_.add(n, head + " needs Action=notify, Action=requeue or Action=none");
+      return;
+    }
+    const std::optional<Action> a = parse_failure_action(action->value);
+    if (!a) {
+      problems_.add(n, action->key + "=" + action->value +
+                           " is not a reaction to a failed device: use notify, requeue or none");
+      return;
+    }
+    r.action = *a;
+    if (most) {
+      if (r.action != Action::kRequeue) {
+        problems_.add(n, head + " Action=" + std::string(to_string(r.action)) +
+                             " takes no MaxRequeues=: only Action=requeue requeues a job");
+        return;
+      }
+      auto v = parse_count(most->value, FailureReaction::kMostMaxRequeues);
+      if (!v || *v == 0) {
+        problems_.add(n, most->key + "=" + most->value +
+                             " is not a number of requeues: a whole number from 1 to " +
+                             std::to_string(FailureReaction::kMostMaxRequeues) +
+                             " (a job that must never be requeued: Action=notify)");
+        return;
+      }
+      r.max_requeues = static_cast<uint32_t>(*v);
+    }
+    policy_.reactions.push_back(std::move(r));
+  }
+
   void check_references() {
     std::vector<std::string> class_names, window_names;
     for (const auto& c : policy_.classes) class_names.push_back(c.name);
@@ -531,6 +573,18 @@ class Parser {
           problems_.add(p.line, "Placement=" + p.class_name + " is given twice (first on line " +
                                     std::to_string(policy_.placements[j].line) +
                                     "): one placement rule per class");
+          break;
+        }
+      }
+    }
+    for (size_t i = 0; i < policy_.reactions.size(); ++i) {
+      const FailureReaction& r = policy_.reactions[i];
+      check_class(r.line, "OnFailure", r.class_name);
+      for (size_t j = 0; j < i; ++j) {
+        if (policy_.reactions[j].class_name == r.class_name) {
+          problems_.add(r.line, "OnFailure=" + r.class_name + " is given twice (first on line " +
+                                    std::to_string(policy_.reactions[j].line) +
+                                    "): one reaction per class");
           break;
         }
       }

@@ -100,6 +100,34 @@ const Limit* Policy::find_limit(std::string_view class_name, std::string_view wi
   return nullptr;
 }
 
+FailureReaction Policy::reaction(std::string_view class_name) const {
+  for (const auto& r : reactions)
+    if (r.class_name == class_name) return r;
+  FailureReaction r;
+  r.class_name = std::string(class_name);
+  return r;
+}
+
+std::string_view to_string(FailureReaction::Action action) {
+  switch (action) {
+    case FailureReaction::Action::kNotify:
+      return "notify";
+    case FailureReaction::Action::kRequeue:
+      return "requeue";
+    case FailureReaction::Action::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+std::optional<FailureReaction::Action> parse_failure_action(std::string_view s) {
+  for (auto a : {FailureReaction::Action::kNotify, FailureReaction::Action::kRequeue,
+                 FailureReaction::Action::kNone}) {
+    if (iequals(s, to_string(a))) return a;
+  }
+  return std::nullopt;
+}
+
 std::string format_duration(int64_t seconds) {
   if (seconds < 60) return std::to_string(seconds) + "s";
   const int64_t minutes = (seconds + 59) / 60;

@@ -1,12 +1,20 @@
-// Failure domains in a real composerd: composer.conf's Domains= reach the API's devices, and
-// a policy's Placement lines are checked against the domains and steer where jobs land.
+// Failure domains in a real composerd: composer.conf's Domains= reach the API's devices, a
+// policy's Placement lines are checked against the domains and steer where jobs land, and a
+// domain the fabric reports failed gets each hit job its class's reaction (through the
+// stand-in scontrol), once.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
+#include <chrono>
+#include <fstream>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "composer/api/codec.h"
 #include "composer/api/snapshot.h"
 #include "composerd_process.h"
+#include "fake_slurm.h"
 
 namespace composer::testing {
 namespace {
@@ -210,6 +218,154 @@ TEST(ComposerdDomains, ADomainDrainTakesNothingFromRunningJobsAndSaysWhenItIsEmp
   auto resumed = ctl(daemon, "devices resume --domain enclosure:" + enc + " -P");
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   EXPECT_TRUE(c.compose(34, "n1", body(2, "inference")).ok());
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string scrape(const ComposerdProcess& d) {
+  const auto url = d.url();
+  httplib::Client cli("127.0.0.1", std::stoi(url.substr(url.rfind(':') + 1)));
+  auto r = cli.Get("/metrics");
+  return r ? r->body : "";
+}
+
+// The reaction events of a job ("requeued", "degraded", "failure_ignored").
+std::vector<Event> reactions(const client::Client& c, uint32_t job) {
+  std::vector<Event> out;
+  auto events = c.events({.job = job});
+  EXPECT_TRUE(events.ok()) << events.error();
+  if (!events) return out;
+  for (const Event& e : *events) {
+    if (e.kind == "requeued" || e.kind == "degraded" || e.kind == "failure_ignored")
+      out.push_back(e);
+  }
+  return out;
+}
+
+// A whole enclosure fails, as the fabric reports it: exactly the jobs holding its devices get
+// their class's reaction (training requeued, inference notified), once; the job elsewhere is
+// left alone; the ledger agrees with what blast-radius said the failure would hit, and
+// /metrics counts the failed devices and hit jobs of the domain.
+TEST(ComposerdDomains, AFailedEnclosureGetsExactlyTheJobsOnItTheirClassReaction) {
+  test_support::TempDir files("composer-domain-failure");
+  const std::string slurm = fake_slurm_dir(files);
+  const std::string health = files.file("sim-health");
+  std::ofstream(health) << "";
+  ComposerdProcess daemon(
+      "Workloads=training,inference\nSimHealthFile=" + health + "\n" + fake_slurm_conf(), pool());
+  auto c = daemon.client();
+  auto applied = c.put_policy({.file = "site.policy",
+                               .text = "Class=training\nClass=inference\nDefaultClass=inference\n"
+                                       "OnFailure=training Action=requeue MaxRequeues=2\n"
+                                       "OnFailure=inference Action=notify\n"});
+  ASSERT_TRUE(applied.ok()) << applied.error();
+  // Packing: job 41 takes one enclosure's two GPUs, jobs 42 and 43 share the other.
+  auto big = c.compose(41, "n1", body(2, "training"));
+  ASSERT_TRUE(big.ok()) << big.error();
+  auto infer = c.compose(42, "n1", body(1, "inference"));
+  ASSERT_TRUE(infer.ok()) << infer.error();
+  auto small = c.compose(43, "n1", body(1, "training"));
+  ASSERT_TRUE(small.ok()) << small.error();
+  const std::string hit = infer->devices[0].domain("enclosure")->name;
+  ASSERT_EQ(small->devices[0].domain("enclosure")->name, hit);
+  ASSERT_NE(big->devices[0].domain("enclosure")->name, hit);
+
+  // What its failure would hit, asked before it fails.
+  auto radius = ctl(daemon, "blast-radius enclosure:" + hit + " --json");
+  ASSERT_EQ(radius.code, 0) << radius.out;
+  auto rj = api::parse_json(radius.out);
+  ASSERT_TRUE(rj.ok()) << radius.out;
+  std::set<uint32_t> would_hit;
+  for (const auto& comp : (*rj)["compositions"]) would_hit.insert(comp["job_id"].asUInt());
+  EXPECT_EQ(would_hit, (std::set<uint32_t>{42, 43})) << radius.out;
+
+  // The fabric reports every device of the enclosure critical.
+  auto devices = c.devices({});
+  ASSERT_TRUE(devices.ok()) << devices.error();
+  std::string lines;
+  for (const Device& d : *devices) {
+    if (d.domain("enclosure")->name == hit) lines += d.id + " critical\n";
+  }
+  std::ofstream(health) << lines;
+
+  std::vector<Event> requeued;
+  for (int i = 0; i < 200 && (requeued.empty() || reactions(c, 42).empty()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    requeued = reactions(c, 43);
+  }
+  ASSERT_EQ(requeued.size(), 1u) << daemon.log();
+  EXPECT_EQ(requeued[0].kind, "requeued");
+  EXPECT_NE(requeued[0].detail.find("device " + small->devices[0].id + " failed (enclosure:" + hit +
+                                    ", power:pdu-1); class training reacts with "
+                                    "requeue: job 43 requeued through Slurm (1 of at most "
+                                    "2)"),
+            std::string::npos)
+      << requeued[0].detail;
+  const auto notified = reactions(c, 42);
+  ASSERT_EQ(notified.size(), 1u);
+  EXPECT_EQ(notified[0].kind, "degraded");
+  EXPECT_NE(notified[0].detail.find("class inference reacts with notify: it keeps running, "
+                                    "degraded"),
+            std::string::npos)
+      << notified[0].detail;
+  EXPECT_TRUE(reactions(c, 41).empty());
+
+  // The ledger's jobs are the ones blast-radius named.
+  std::set<uint32_t> reacted;
+  auto all = c.events({});
+  ASSERT_TRUE(all.ok());
+  for (const Event& e : *all) {
+    if (e.kind == "requeued" || e.kind == "degraded" || e.kind == "failure_ignored")
+      reacted.insert(e.job_id);
+  }
+  EXPECT_EQ(reacted, would_hit);
+
+  // Slurm was asked once per job: requeue for 43, a message for 42, nothing for 41; more
+  // rounds change nothing.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const std::string calls = slurp(slurm + "/calls");
+  EXPECT_NE(calls.find("requeue 43\n"), std::string::npos) << calls;
+  EXPECT_NE(calls.find("notify 42 slurm-composer: device " + infer->devices[0].id +
+                       " failed (enclosure:" + hit +
+                       ", power:pdu-1); job 42 keeps running "
+                       "without them\n"),
+            std::string::npos)
+      << calls;
+  EXPECT_EQ(calls.find("41"), std::string::npos) << calls;
+  size_t requeues = 0;
+  for (size_t at = calls.find("requeue "); at != std::string::npos;
+       at = calls.find("requeue ", at + 1)) {
+    ++requeues;
+  }
+  EXPECT_EQ(requeues, 1u) << calls;
+
+  const std::string m = scrape(daemon);
+  EXPECT_NE(
+      m.find("composer_domain_failed_devices{level=\"enclosure\",domain=\"" + hit + "\"} 2\n"),
+      std::string::npos)
+      << m;
+  EXPECT_NE(m.find("composer_domain_affected_jobs{level=\"enclosure\",domain=\"" + hit + "\"} 2\n"),
+            std::string::npos)
+      << m;
+  const std::string spared = hit == "enc-a" ? "enc-b" : "enc-a";
+  EXPECT_NE(
+      m.find("composer_domain_affected_jobs{level=\"enclosure\",domain=\"" + spared + "\"} 0\n"),
+      std::string::npos)
+      << m;
+  EXPECT_NE(m.find("composer_domain_affected_jobs{level=\"power\",domain=\"pdu-1\"} 2\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("composer_failure_reactions_total{reaction=\"requeued\"} 1\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("composer_failure_reactions_total{reaction=\"degraded\"} 1\n"),
+            std::string::npos)
+      << m;
 }
 
 }  // namespace

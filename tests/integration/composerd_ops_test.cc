@@ -133,7 +133,14 @@ TEST(ComposerdOpsTest, DashboardAndAlertRuleQueriesFindTheirMetricsAndLabels) {
   std::ofstream(fake_slurm_dir(files) + "/licenses", std::ios::app)
       << "LicenseName=training_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n"
          "LicenseName=inference_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n";
-  ComposerdProcess d(fake_slurm_conf());
+  // Devices in failure domains: the composer_domain_* families too.
+  std::string pool = default_pool_lines();
+  for (const std::string group : {"gpu-a", "gpu-b"}) {
+    const std::string line = "DeviceGroup=" + group + " ";
+    const size_t at = pool.find('\n', pool.find(line));
+    pool.insert(at, " Domains=enclosure:enc-" + group.substr(4));
+  }
+  ComposerdProcess d(fake_slurm_conf() + "DomainLevels=enclosure\n", pool);
   exercise(d);
   const std::string path = write_scrape(d, scrape(d));
   const auto r =

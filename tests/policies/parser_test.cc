@@ -71,6 +71,25 @@ TEST(PolicyParser, PlacementLinesGiveEachClassItsRule) {
   EXPECT_EQ(p.placements[2].rule.kind, PlacementRule::Kind::kPack);
 }
 
+TEST(PolicyParser, OnFailureLinesGiveEachClassItsReaction) {
+  const Policy p = parse_ok(
+      "Class=train\nClass=crit\nClass=inf\n"
+      "OnFailure=train Action=requeue\n"
+      "onfailure=crit action=Requeue maxrequeues=7\n"
+      "OnFailure=inf Action=none\n");
+  ASSERT_EQ(p.reactions.size(), 3u);
+  EXPECT_EQ(p.reaction("train").action, FailureReaction::Action::kRequeue);
+  EXPECT_EQ(p.reaction("train").max_requeues, FailureReaction::kDefaultMaxRequeues);
+  EXPECT_EQ(p.reaction("train").line, 4);
+  EXPECT_EQ(p.reaction("crit").max_requeues, 7u);
+  EXPECT_EQ(p.reaction("inf").action, FailureReaction::Action::kNone);
+  // A class without a line, and a name the policy does not know, are notified.
+  const Policy q = parse_ok("Class=a\n");
+  EXPECT_EQ(q.reaction("a").action, FailureReaction::Action::kNotify);
+  EXPECT_EQ(q.reaction("a").line, 0);
+  EXPECT_EQ(q.reaction("zz").action, FailureReaction::Action::kNotify);
+}
+
 TEST(PolicyParser, WithoutTimeZoneLineUsesUtc) {
   const Policy p = parse_ok("Class=a\n");
   EXPECT_EQ(p.time_zone.name(), "UTC");
@@ -94,7 +113,28 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadLine{"Frobnicate=1\n",
                 "site.policy line 3: unknown key Frobnicate at the start of a line: a line starts "
-                "with TimeZone=, Window=, Class=, DefaultClass=, Limit= or Placement="},
+                "with TimeZone=, Window=, Class=, DefaultClass=, Limit=, Placement= or "
+                "OnFailure="},
+        BadLine{"OnFailure=a\n",
+                "line 3: OnFailure=a needs Action=notify, Action=requeue or Action=none"},
+        BadLine{"OnFailure=a Action=reboot\n",
+                "line 3: Action=reboot is not a reaction to a failed device: use notify, requeue "
+                "or none"},
+        BadLine{"OnFailure=a Action=notify MaxRequeues=2\n",
+                "line 3: OnFailure=a Action=notify takes no MaxRequeues=: only Action=requeue "
+                "requeues a job"},
+        BadLine{"OnFailure=a Action=requeue MaxRequeues=0\n",
+                "line 3: MaxRequeues=0 is not a number of requeues: a whole number from 1 to 100 "
+                "(a job that must never be requeued: Action=notify)"},
+        BadLine{"OnFailure=a Action=requeue MaxRequeues=101\n",
+                "line 3: MaxRequeues=101 is not a number of requeues"},
+        BadLine{"OnFailure=zz Action=none\n",
+                "line 3: OnFailure=zz names no class: define it with Class=zz"},
+        BadLine{"OnFailure=a Action=none\nOnFailure=a Action=requeue\n",
+                "line 4: OnFailure=a is given twice (first on line 3): one reaction per class"},
+        BadLine{"OnFailure=a Action=none Level=x\n",
+                "line 3: unknown key Level on a OnFailure line: allowed keys are action, "
+                "maxrequeues"},
         BadLine{"Placement=a\n",
                 "line 3: Placement=a needs Rule=pack, Rule=spread or "
                 "Rule=avoid-shared"},

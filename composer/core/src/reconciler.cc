@@ -147,6 +147,8 @@ ReconcileReport Reconciler::run_once() {
     }
   }
 
+  if (options_.after_pass) options_.after_pass();
+
   std::lock_guard lock(mu_);
   totals_.ended_jobs_released += report.ended_jobs_released;
   totals_.stuck_settled += report.stuck_settled;

@@ -934,4 +934,41 @@ std::vector<CompositionService::LiveEntry> CompositionService::live() const {
   return out;
 }
 
+std::vector<CompositionService::Impact> CompositionService::failure_impacts() const {
+  std::lock_guard lock(mu_);
+  std::vector<Impact> out;
+  for (const auto& [key, e] : live_) {
+    if (e.state != CompositionState::kReady) continue;
+    Impact impact;
+    std::set<FailureDomain> domains;
+    for (const std::string& id : e.devices) {
+      const Device* d = allocator_.device(id);
+      if (d == nullptr || d->health != Health::kCritical) continue;
+      impact.failed.push_back(id);
+      domains.insert(d->domains.begin(), d->domains.end());
+    }
+    if (impact.failed.empty()) continue;
+    impact.entry = e;
+    impact.domains.assign(domains.begin(), domains.end());
+    out.push_back(std::move(impact));
+  }
+  return out;
+}
+
+std::map<FailureDomain, uint32_t> CompositionService::failed_by_domain() const {
+  std::lock_guard lock(mu_);
+  std::map<FailureDomain, uint32_t> out;
+  for (const auto& [type, domains] : allocator_.domains()) {
+    for (const FailureDomain& dom : domains) {
+      if (out.count(dom)) continue;
+      uint32_t& n = out[dom];
+      for (const std::string& id : allocator_.in_domain(dom)) {
+        const Device* d = allocator_.device(id);
+        if (d != nullptr && d->health == Health::kCritical) ++n;
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace composer

@@ -28,6 +28,7 @@
 #include "composer/server/service_manager.h"
 #include "composer/server/slurm_jobs.h"
 #include "composer/setup/fabric_setup.h"
+#include "failure_reactor.h"
 #include "front_door.h"
 #include "metrics.h"
 #include "policy_keeper.h"
@@ -252,6 +253,7 @@ struct Daemon::Impl {
   FabricMeters fabric_meters;  // outlives the fabric, whose calls it times
   std::unique_ptr<Fabric> fabric;
   std::unique_ptr<CompositionService> service;
+  std::unique_ptr<FailureReactor> reactor;
   std::unique_ptr<Reconciler> reconciler;
   std::unique_ptr<Authenticator> auth;
   std::unique_ptr<ApiContext> api;
@@ -341,6 +343,16 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
       return slurm_active_jobs("squeue", conf, 10000);
     };
   }
+  impl->reactor = std::make_unique<FailureReactor>(
+      *impl->service,
+      [keeper = impl->policy.get()](std::string_view workload) {
+        return keeper->reaction(workload);
+      },
+      config.slurm_job_check || config.slurm_sync
+          ? scontrol_job_actions(config.slurm_scontrol, config.slurm_conf, 10000)
+          : no_slurm_job_actions(),
+      clock);
+  ropts.after_pass = [reactor = impl->reactor.get()] { (void)reactor->run_once(); };
   impl->reconciler = std::make_unique<Reconciler>(*impl->service, clock, ropts);
   impl->metrics =
       std::make_unique<Metrics>(*impl->service, impl->reconciler.get(),
@@ -352,6 +364,12 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
                                 clock);
   impl->metrics->set_policy_windows(
       [keeper = impl->policy.get()] { return keeper->windows_in_force(); });
+  impl->metrics->set_failure_reactions([reactor = impl->reactor.get()] {
+    const FailureReactor::Report t = reactor->totals();
+    return Metrics::ReactionFigures{.requeued = static_cast<uint64_t>(t.requeued),
+                                    .degraded = static_cast<uint64_t>(t.notified),
+                                    .ignored = static_cast<uint64_t>(t.ignored)};
+  });
   if (impl->slurm) {
     impl->metrics->set_slurm_sync([sync = impl->slurm.get()] {
       return Metrics::SlurmSyncFigures{.recreated = sync->drift_recreated(),

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <type_traits>
@@ -424,6 +425,46 @@ std::string Metrics::render() const {
          static_cast<double>(fabric.detach));
 
   if (options_.fabrics != nullptr) options_.fabrics->render(out);
+
+  // Failure domains, only for a pool that has some (a family without samples reads as an empty
+  // gauge to a parser): every domain is written, zeros included, so an alert on > 0 and a
+  // graph of 0 both work.
+  const std::map<FailureDomain, uint32_t> failed = service_.failed_by_domain();
+  if (!failed.empty()) {
+    std::map<FailureDomain, std::set<uint32_t>> hit;
+    for (const auto& impact : service_.failure_impacts()) {
+      for (const FailureDomain& d : impact.domains) hit[d].insert(impact.entry.job_id);
+    }
+    const auto domain_labels = [](const FailureDomain& d) {
+      return "level=\"" + label_value(d.level) + "\",domain=\"" + label_value(d.name) + "\"";
+    };
+    family(out, "composer_domain_failed_devices", "gauge",
+           "Devices of each failure domain that failed (reported critical or lost by the "
+           "fabric).");
+    std::string jobs;
+    for (const auto& [domain, n] : failed) {
+      sample(out, "composer_domain_failed_devices", domain_labels(domain), n);
+      const auto it = hit.find(domain);
+      sample(jobs, "composer_domain_affected_jobs", domain_labels(domain),
+             it == hit.end() ? 0 : static_cast<double>(it->second.size()));
+    }
+    family(out, "composer_domain_affected_jobs", "gauge",
+           "Running jobs holding a failed device of each failure domain.");
+    out += jobs;
+  }
+  family(out, "composer_failure_reactions_total", "counter",
+         "What composerd did to jobs whose devices failed, since it started: requeued, "
+         "degraded (notified, or a requeue refused or past MaxRequeues) or ignored (OnFailure "
+         "Action=none).");
+  if (failure_reactions_) {
+    const ReactionFigures r = failure_reactions_();
+    sample(out, "composer_failure_reactions_total", "reaction=\"requeued\"",
+           static_cast<double>(r.requeued));
+    sample(out, "composer_failure_reactions_total", "reaction=\"degraded\"",
+           static_cast<double>(r.degraded));
+    sample(out, "composer_failure_reactions_total", "reaction=\"ignored\"",
+           static_cast<double>(r.ignored));
+  }
 
   if (reconciler_ != nullptr) {
     family(out, "composer_reconciler_actions_total", "counter",

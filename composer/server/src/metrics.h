@@ -131,6 +131,17 @@ class Metrics {
   };
   void set_slurm_sync(std::function<SlurmSyncFigures()> source) { slurm_sync_ = std::move(source); }
 
+  // The failure reactions since composerd started (failure_reactor.h). Unset: the
+  // composer_failure_reactions_total family has no samples.
+  struct ReactionFigures {
+    uint64_t requeued = 0;
+    uint64_t degraded = 0;
+    uint64_t ignored = 0;
+  };
+  void set_failure_reactions(std::function<ReactionFigures()> source) {
+    failure_reactions_ = std::move(source);
+  }
+
   std::string render() const;
 
   // "/v1/compositions/4711/node1" -> "/v1/compositions/{job}/{node}"; unknown paths -> "other".
@@ -148,6 +159,7 @@ class Metrics {
   int64_t started_ms_;
   PolicyWindows policy_windows_;
   std::function<SlurmSyncFigures()> slurm_sync_;
+  std::function<ReactionFigures()> failure_reactions_;
 
   mutable std::mutex mu_;
   std::map<std::tuple<std::string, std::string, int>, uint64_t> requests_;  // route, method, code

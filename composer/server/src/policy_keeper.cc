@@ -120,6 +120,13 @@ Expected<std::shared_ptr<const PolicyKeeper::Active>> PolicyKeeper::compile(
       std::make_shared<const Active>(version, std::move(*parsed), pool, clock_.now_ms() / 1000));
 }
 
+pol::FailureReaction PolicyKeeper::reaction(std::string_view workload) const {
+  if (auto a = active()) return a->evaluator.policy().reaction(workload);
+  pol::FailureReaction r;
+  r.class_name = std::string(workload);
+  return r;
+}
+
 Status PolicyKeeper::load() {
   auto stored = store_.current_policy();
   if (!stored) return stored.error();

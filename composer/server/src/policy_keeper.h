@@ -76,6 +76,10 @@ class PolicyKeeper {
   // with; nullopt without a policy. What slurm_sync.h keeps Slurm in step with.
   std::optional<PlanInForce> plan_at(int64_t now_s) const;
 
+  // The class's reaction to failed devices (OnFailure lines) in the policy in force; notify
+  // without a policy or for a class without a line.
+  policies::FailureReaction reaction(std::string_view workload) const;
+
   // The clock the keeper tells time by: the daemon's.
   const Clock& clock() const { return clock_; }
 

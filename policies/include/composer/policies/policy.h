@@ -131,6 +131,27 @@ struct Placement {
   int line = 0;
 };
 
+// What composerd does to a running job of a class when a device of its composition fails
+// (the fabric reports it critical, or lost its attachment): OnFailure lines.
+//   notify   the job keeps running; a ledger event, the metrics and a message to the job
+//            (scontrol notify) say it is degraded (the default)
+//   requeue  composerd requeues the job through Slurm: its epilog releases the healthy
+//            devices and it composes again, away from the failed ones, when it restarts; at
+//            most max_requeues times per job (a flapping device), then notify
+//   none     only the ledger event
+struct FailureReaction {
+  enum class Action { kNotify, kRequeue, kNone };
+  static constexpr uint32_t kDefaultMaxRequeues = 3;
+  static constexpr uint32_t kMostMaxRequeues = 100;
+  std::string class_name;
+  Action action = Action::kNotify;
+  uint32_t max_requeues = kDefaultMaxRequeues;
+  int line = 0;
+};
+// "notify", "requeue", "none"; parse_failure_action reads them in any case.
+std::string_view to_string(FailureReaction::Action action);
+std::optional<FailureReaction::Action> parse_failure_action(std::string_view s);
+
 struct Policy {
   std::string file;  // the name used in messages
   TimeZone time_zone;
@@ -140,12 +161,16 @@ struct Policy {
   std::string default_class;  // empty: jobs that match no class are refused
   int default_class_line = 0;
   std::vector<Limit> limits;
-  std::vector<Placement> placements;  // one per class at most; a class without one packs
+  std::vector<Placement> placements;       // one per class at most; a class without one packs
+  std::vector<FailureReaction> reactions;  // one per class at most; a class without one: notify
 
   const Window* find_window(std::string_view name) const;
   const WorkloadClass* find_class(std::string_view name) const;
   // The Limit line for (class, window), or nullptr when the class is not capped there.
   const Limit* find_limit(std::string_view class_name, std::string_view window) const;
+  // The class's OnFailure line, or the default (notify) for a class without one, or for a
+  // name that is no class of the policy.
+  FailureReaction reaction(std::string_view class_name) const;
 };
 
 // Wording and Slurm names shared by composerd, composerctl and the job_submit plugin.

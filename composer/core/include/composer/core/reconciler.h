@@ -35,6 +35,9 @@ struct ReconcilerOptions {
   int64_t orphan_grace_ms = 60000;
   int64_t stuck_after_ms = 120000;  // composing/releasing longer than this is stuck
   ActiveJobs active_jobs;           // empty: do not compare with Slurm
+  // Runs at the end of every pass, on the reconciler's thread (the failure reactions); empty:
+  // nothing.
+  std::function<void()> after_pass;
 };
 
 struct ReconcileReport {

@@ -126,6 +126,17 @@ class CompositionService {
     std::string workload{};  // the class it counts against (AdmissionCheck)
   };
   std::vector<LiveEntry> live() const;
+  // A ready composition holding devices that failed (health critical: reported so by the
+  // fabric, or lost by it): those devices and the failure domains they are in (sorted, each
+  // once). What the failure reactions (server/failure_reactor.h) and the metrics act on.
+  struct Impact {
+    LiveEntry entry;
+    std::vector<std::string> failed;
+    std::vector<FailureDomain> domains;
+  };
+  std::vector<Impact> failure_impacts() const;
+  // Every failure domain of the pool with how many of its devices failed (0 included).
+  std::map<FailureDomain, uint32_t> failed_by_domain() const;
   // Holders, read from the fabric by the reconciler. begin_holder_round() before reading the
   // inventory, note_holders(inventory) after: a device the fabric shows attached to a host
   // without composerd's claim, or held otherwise (shared, reserved), that no live composition
