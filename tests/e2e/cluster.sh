@@ -15,7 +15,9 @@
 #   FABRIC=sim      (default) composerd's simulated fabric holding E2E_GPUS (8) A100 GPUs,
 #                   E2E_MEM_BLOCKS (4) 64G CXL memory blocks and E2E_NVME (4) NVMe drives;
 #                   E2E_GPU_MODELS=MODEL:N,... splits the GPUs into groups gpu-a, gpu-b, ... of
-#                   those models (the counts add up to E2E_GPUS). Its SimHealthFile is
+#                   those models (the counts add up to E2E_GPUS); E2E_GPU_DOMAINS=yes puts each
+#                   group in an enclosure of its own (DomainLevels=enclosure, gpu-a in
+#                   enclosure:encl-a, ...), the failure domains of the pool. Its SimHealthFile is
 #                   $E2E_DIR/composer/sim-health: "DEVICE critical" there fails a device as a
 #                   fabric reports it, "DEVICE ok" heals it;
 #   FABRIC=redfish  the fake Redfish composition service (tests/drivers/fake_redfish) on
@@ -51,6 +53,7 @@ E2E_DIR=$(realpath -m "${E2E_DIR:-/tmp/composer-e2e}")
 [[ $(basename "$E2E_DIR") == composer-e2e* ]] || { echo "cluster: E2E_DIR must be named composer-e2e*" >&2; exit 2; }
 E2E_GPUS=${E2E_GPUS:-8}
 E2E_GPU_MODELS=${E2E_GPU_MODELS:-A100-80G:$E2E_GPUS}
+E2E_GPU_DOMAINS=${E2E_GPU_DOMAINS:-no}
 E2E_MEM_BLOCKS=${E2E_MEM_BLOCKS:-4}
 E2E_NVME=${E2E_NVME:-4}
 E2E_PORT=${E2E_PORT:-16830}
@@ -179,7 +182,8 @@ gpu_groups() {
     model=${entry%%:*} count=${entry#*:}
     [[ $entry == *:* && $model =~ ^[A-Za-z0-9._-]+$ && $count =~ ^[1-9][0-9]*$ && $i -lt 10 ]] ||
       die "E2E_GPU_MODELS=$E2E_GPU_MODELS: expected MODEL:COUNT,... (at most 10 models)"
-    echo "DeviceGroup=gpu-${letters:i:1} Type=gpu Model=$model Zone=z1 Count=$count"
+    echo "DeviceGroup=gpu-${letters:i:1} Type=gpu Model=$model Zone=z1 Count=$count$(
+      [[ $E2E_GPU_DOMAINS == yes ]] && echo " Domains=enclosure:encl-${letters:i:1}")"
     sum=$((sum + count)) i=$((i + 1))
   done
   ((sum == E2E_GPUS)) || die "E2E_GPU_MODELS=$E2E_GPU_MODELS: the counts add up to $sum, not E2E_GPUS=$E2E_GPUS"
@@ -227,6 +231,7 @@ CONF
   if [[ $FABRIC == sim ]]; then
     {
       printf 'Fabric=sim\nSimLatency=20\nSimHealthFile=%s\n' "$E2E_DIR/composer/sim-health"
+      [[ $E2E_GPU_DOMAINS == yes ]] && echo "DomainLevels=enclosure"
       for n in "${NODES[@]}"; do
         echo "NodeName=$n Zones=z1 GpuSlots=$E2E_GPUS MemSlots=$E2E_MEM_BLOCKS NvmeSlots=$E2E_NVME"
       done
