@@ -254,6 +254,12 @@ constexpr sqlite::Sql kMigration7Fill{
     "SELECT applied_ms AS t FROM schema_migrations WHERE version = 1"
     " UNION ALL SELECT MIN(ts_ms) FROM events UNION ALL SELECT ?1))"};
 
+// Migration 8: the failure domains a host sits in (its switch, its power feed), as devices'
+// (migration 6); '' for none.
+constexpr sqlite::Sql kMigration8{"failure domains of hosts (migration 8)", R"sql(
+ALTER TABLE hosts ADD COLUMN domains TEXT NOT NULL DEFAULT '';
+)sql"};
+
 struct Migration {
   int version;
   const sqlite::Sql* sql;
@@ -266,7 +272,8 @@ constexpr Migration kMigrations[] = {{1, &kMigration1},
                                      {4, &kMigration4},
                                      {5, &kMigration5},
                                      {6, &kMigration6},
-                                     {7, &kMigration7, &kMigration7Fill}};
+                                     {7, &kMigration7, &kMigration7Fill},
+                                     {8, &kMigration8}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",

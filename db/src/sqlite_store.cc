@@ -75,13 +75,14 @@ using sqlite::Statement;
 
 constexpr Sql kUpsertHost{"saving host",
                           "INSERT INTO hosts (node, fabric_id, zones, gpu_slots, mem_slots, "
-                          "nvme_slots) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                          "nvme_slots, domains) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
                           "ON CONFLICT (node) DO UPDATE SET fabric_id = excluded.fabric_id, "
                           "zones = excluded.zones, gpu_slots = excluded.gpu_slots, "
-                          "mem_slots = excluded.mem_slots, nvme_slots = excluded.nvme_slots"};
+                          "mem_slots = excluded.mem_slots, nvme_slots = excluded.nvme_slots, "
+                          "domains = excluded.domains"};
 constexpr Sql kSelectHosts{"listing hosts",
-                           "SELECT node, fabric_id, zones, gpu_slots, mem_slots, nvme_slots "
-                           "FROM hosts ORDER BY node"};
+                           "SELECT node, fabric_id, zones, gpu_slots, mem_slots, nvme_slots, "
+                           "domains FROM hosts ORDER BY node"};
 
 // Drain state is not in the upsert: the inventory never changes it. Nor is known_since_ms
 // (?13) once the device is in: a device the fabric reports again keeps the time it was first
@@ -292,6 +293,33 @@ E parse_column(const Statement& s, int column, std::optional<E> (*parse)(std::st
   return *value;
 }
 
+// A domains column ("level:name" comma-separated); `what` names the row in the error.
+std::vector<FailureDomain> read_domains(std::string_view column, const std::string& what) {
+  std::vector<FailureDomain> out;
+  for (const std::string& item : split(column)) {
+    auto domain = parse_failure_domain(item);
+    if (!domain) {
+      fail(ErrorCode::kInternal,
+           what + ": malformed failure domain " + quoted(item) + " in the database");
+    }
+    out.push_back(std::move(*domain));
+  }
+  return out;
+}
+
+// A domain the domains column can hold: kInvalidArgument naming `what` otherwise.
+Status storable_domains(const std::vector<FailureDomain>& domains, const std::string& what) {
+  for (const FailureDomain& domain : domains) {
+    if (!valid_list_item(to_string(domain)) || !parse_failure_domain(to_string(domain))) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "store: " + what + ": failure domain " + quoted(to_string(domain)) +
+                       " is not valid: level and name must be non-empty, without commas or "
+                       "spaces, and the level without ':'");
+    }
+  }
+  return Status::Ok();
+}
+
 Device read_device(const Statement& s, int first) {
   Device d;
   d.id = s.text(first);
@@ -306,14 +334,7 @@ Device read_device(const Statement& s, int first) {
   d.composition_id = s.optional_int64(first + 9);
   if (d.composition_id) d.node = s.text(first + 10);
   d.holder = s.text(first + 11);
-  for (const std::string& item : split(s.text_view(first + 12))) {
-    auto domain = parse_failure_domain(item);
-    if (!domain) {
-      fail(ErrorCode::kInternal,
-           "device " + d.id + ": malformed failure domain " + quoted(item) + " in the database");
-    }
-    d.domains.push_back(std::move(*domain));
-  }
+  d.domains = read_domains(s.text_view(first + 12), "device " + d.id);
   d.identity.pci_vendor = s.text(first + 13);
   d.identity.pci_device = s.text(first + 14);
   d.identity.serial = s.text(first + 15);
@@ -573,6 +594,7 @@ Status SqliteStore::upsert_hosts(const std::vector<Host>& hosts) {
                          " is not valid: it must be non-empty, without commas or spaces");
       }
     }
+    if (Status s = storable_domains(h.domains, "host " + h.node); !s) return s;
   }
   return write_status([&hosts](Connection& db) {
     for (const Host& h : hosts) {
@@ -583,6 +605,7 @@ Status SqliteStore::upsert_hosts(const std::vector<Host>& hosts) {
           .bind(4, h.gpu_slots)
           .bind(5, h.mem_slots)
           .bind(6, h.nvme_slots)
+          .bind(7, domain_list(h.domains))
           .run();
     }
   });
@@ -595,14 +618,7 @@ Status SqliteStore::upsert_devices(const std::vector<Device>& devices, int64_t n
                    "store: device id " + quoted(d.id) +
                        " is not valid: it must be non-empty, without commas or spaces");
     }
-    for (const FailureDomain& domain : d.domains) {
-      if (!valid_list_item(to_string(domain)) || !parse_failure_domain(to_string(domain))) {
-        return Error(ErrorCode::kInvalidArgument,
-                     "store: device " + d.id + ": failure domain " + quoted(to_string(domain)) +
-                         " is not valid: level and name must be non-empty, without commas or "
-                         "spaces, and the level without ':'");
-      }
-    }
+    if (Status s = storable_domains(d.domains, "device " + d.id); !s) return s;
     if (d.capacity_bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return Error(ErrorCode::kInvalidArgument,
                    "store: device " + d.id + ": capacity " + std::to_string(d.capacity_bytes) +
@@ -649,6 +665,7 @@ Expected<std::vector<Host>> SqliteStore::hosts() {
       h.gpu_slots = s->uint32(3);
       h.mem_slots = s->uint32(4);
       h.nvme_slots = s->uint32(5);
+      h.domains = read_domains(s->text_view(6), "host " + h.node);
       out.push_back(std::move(h));
     }
     return out;

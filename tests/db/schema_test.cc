@@ -10,9 +10,9 @@ namespace {
 using SchemaTest = StoreTest;
 
 TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
-  EXPECT_EQ(store().schema_version(), 7);
+  EXPECT_EQ(store().schema_version(), 8);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 7);
+  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 8);
   EXPECT_EQ(raw->pragma("journal mode", "journal_mode"), "wal");
   EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations WHERE version = 1"), 1);
   for (const char* table : {"hosts", "devices", "compositions", "composition_devices", "events"}) {
@@ -43,6 +43,28 @@ TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
                       "SELECT count(*) FROM pragma_table_info('devices') WHERE name = "
                       "'known_since_ms'"),
             1);
+  // Migration 8: the failure domains of hosts.
+  EXPECT_EQ(query_int(*raw,
+                      "SELECT count(*) FROM pragma_table_info('hosts') WHERE name = "
+                      "'domains'"),
+            1);
+}
+
+TEST_F(SchemaTest, HostsKeepTheirFailureDomains) {
+  Host h{.node = "node1", .fabric_id = "host-1", .zones = {"z1"}, .gpu_slots = 4};
+  h.domains = {{"power", "pdu-2"}, {"switch", "sw-1"}};
+  ASSERT_TRUE(store().upsert_hosts({h}).ok());
+  reopen();
+  auto hosts = store().hosts();
+  ASSERT_TRUE(hosts.ok()) << hosts.error();
+  ASSERT_EQ(hosts->size(), 1u);
+  EXPECT_EQ((*hosts)[0].domains, h.domains);
+  h.domains = {{"switch", "bad,name"}};
+  auto refused = store().upsert_hosts({h});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message,
+            "store: host node1: failure domain 'switch:bad,name' is not valid: level and name "
+            "must be non-empty, without commas or spaces, and the level without ':'");
 }
 
 TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
@@ -53,9 +75,9 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
 
   reopen();
   reopen();  // a second reopen must not re-run a migration either
-  EXPECT_EQ(store().schema_version(), 7);
+  EXPECT_EQ(store().schema_version(), 8);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 7);
+  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 8);
 
   auto gpu1 = store().device("gpu-1");
   ASSERT_TRUE(gpu1.ok()) << gpu1.error();
@@ -70,13 +92,14 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
   EXPECT_EQ(event_count(), 3);  // drain, requested, composing
 }
 
-// Turns the file back into one of schema version 6, as the previous release left it: no
-// known_since_ms column, no record of migration 7. Then reopening migrates it again.
+// Turns the file back into one of schema version 6, as an earlier release left it: no
+// known_since_ms column nor hosts' domains, no record of migrations 7 and 8. Then reopening
+// migrates it again.
 void downgrade_to_version_6(const std::string& path) {
   auto raw = raw_connection(path);
   for (const char* sql :
-       {"ALTER TABLE devices DROP COLUMN known_since_ms",
-        "DELETE FROM schema_migrations WHERE version = 7", "PRAGMA user_version = 6"}) {
+       {"ALTER TABLE devices DROP COLUMN known_since_ms", "ALTER TABLE hosts DROP COLUMN domains",
+        "DELETE FROM schema_migrations WHERE version >= 7", "PRAGMA user_version = 6"}) {
     ASSERT_TRUE(exec_raw(*raw, sql).ok()) << sql;
   }
   ASSERT_EQ(query_int(*raw,
@@ -106,7 +129,7 @@ TEST_F(SchemaTest, Migration7DatesExistingDevicesFromTheLedgersStart) {
         exec_raw(*raw, "UPDATE schema_migrations SET applied_ms = 7000 WHERE version = 1").ok());
   }
   reopen();
-  EXPECT_EQ(store().schema_version(), 7);
+  EXPECT_EQ(store().schema_version(), 8);
   // The first event (the drain at 5000) is earlier than the file's creation (7000).
   for (const char* id : {"gpu-0", "gpu-1", "gpu-5", "mem-0", "nvme-0"}) {
     EXPECT_EQ(known_since(store(), id), 5000) << id;

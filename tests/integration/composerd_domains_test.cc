@@ -368,5 +368,45 @@ TEST(ComposerdDomains, AFailedEnclosureGetsExactlyTheJobsOnItTheirClassReaction)
       << m;
 }
 
+// Hosts sit in domains too (NodeName Domains=): the API's hosts carry them, and a switch's
+// blast radius is every composition on the hosts behind it, whatever their devices.
+TEST(ComposerdDomains, ASwitchsBlastRadiusIsEveryCompositionOnItsHosts) {
+  ComposerdProcess daemon(
+      "Workloads=training,inference\n",
+      "DomainLevels=enclosure,power,switch\n"
+      "NodeName=n1 Zones=z1 GpuSlots=8 Domains=switch:sw-1\n"
+      "NodeName=n2 Zones=z1 GpuSlots=8 Domains=switch:sw-2,power:pdu-1\n"
+      "DeviceGroup=ga Type=gpu Model=A100 Zone=z1 Count=2 Domains=enclosure:enc-a,power:pdu-1\n"
+      "DeviceGroup=gb Type=gpu Model=A100 Zone=z1 Count=2 Domains=enclosure:enc-b,power:pdu-1\n");
+  auto c = daemon.client();
+  auto hosts = c.hosts();
+  ASSERT_TRUE(hosts.ok()) << hosts.error();
+  ASSERT_EQ(hosts->size(), 2u);
+  EXPECT_EQ((*hosts)[0].domains, (std::vector<FailureDomain>{{"switch", "sw-1"}}));
+  EXPECT_EQ((*hosts)[1].domains,
+            (std::vector<FailureDomain>{{"power", "pdu-1"}, {"switch", "sw-2"}}));
+  ASSERT_TRUE(c.compose(51, "n1", body(1, "training")).ok());
+  ASSERT_TRUE(c.compose(52, "n2", body(2, "inference")).ok());
+
+  auto sw1 = ctl(daemon, "blast-radius switch:sw-1 --json");
+  ASSERT_EQ(sw1.code, 0) << sw1.out;
+  auto j = api::parse_json(sw1.out);
+  ASSERT_TRUE(j.ok()) << sw1.out;
+  EXPECT_EQ((*j)["target"].asString(), "switch:sw-1");
+  EXPECT_EQ((*j)["devices"]["total"].asUInt(), 0u);
+  ASSERT_EQ((*j)["hosts"].size(), 1u);
+  EXPECT_EQ((*j)["hosts"][0].asString(), "n1");
+  ASSERT_EQ((*j)["compositions"].size(), 1u) << sw1.out;
+  EXPECT_EQ((*j)["compositions"][0]["job_id"].asUInt(), 51u);
+  EXPECT_EQ((*j)["compositions"][0]["devices_hit"].size(), 1u);
+
+  // A domain of devices and hosts alike: the power feed hits both jobs.
+  auto pdu = ctl(daemon, "blast-radius pdu-1");
+  ASSERT_EQ(pdu.code, 0) << pdu.out;
+  EXPECT_NE(pdu.out.find("power:pdu-1: failure domain of 4 devices"), std::string::npos) << pdu.out;
+  EXPECT_NE(pdu.out.find("hosts in it: n2\n"), std::string::npos) << pdu.out;
+  EXPECT_NE(pdu.out.find("nodes: n1, n2\n"), std::string::npos) << pdu.out;
+}
+
 }  // namespace
 }  // namespace composer::testing

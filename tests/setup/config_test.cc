@@ -117,6 +117,21 @@ TEST(Config, FailureDomainsOfDeviceGroups) {
       "c.conf");
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_EQ(c->sim.groups[0].domains, (std::vector<FailureDomain>{{"power", "pdu-a"}}));
+
+  // Hosts sit in domains too: every node of the line, sorted by level.
+  c = parse_config(
+      "DomainLevels=switch,power\n"
+      "NodeName=n[1-2] Zones=z1 GpuSlots=4 Domains=switch:sw-1,power:pdu-b\n"
+      "NodeName=n3 Zones=z1 GpuSlots=4\n"
+      "DeviceGroup=g Type=gpu Model=A Zone=z1 Count=2\n",
+      "c.conf");
+  ASSERT_TRUE(c.ok()) << c.error();
+  ASSERT_EQ(c->sim.hosts.size(), 3u);
+  for (size_t i : {0u, 1u}) {
+    EXPECT_EQ(c->sim.hosts[i].domains,
+              (std::vector<FailureDomain>{{"power", "pdu-b"}, {"switch", "sw-1"}}));
+  }
+  EXPECT_TRUE(c->sim.hosts[2].domains.empty());
 }
 
 TEST(Config, RefusesFailureDomainsItCannotPlace) {
@@ -147,6 +162,10 @@ TEST(Config, RefusesFailureDomainsItCannotPlace) {
             "given twice"},
            {"DomainLevels=po/wer\n", "line 1: DomainLevels=po/wer: names may hold only"},
            {"DomainLevels=a\nDomainLevels=b\n", "line 2: 'DomainLevels' is set twice"},
+           {"DomainLevels=enclosure\nNodeName=n[1-2] Zones=z1 GpuSlots=4 Domains=rack:r1\n"
+            "DeviceGroup=g Type=gpu Model=A Zone=z1 Count=1\n",
+            "c.conf line 2: NodeName=n[1-2]: Domains= names level 'rack', which DomainLevels= "
+            "does not declare (declared: enclosure)"},
        }) {
     auto c = parse_config(k.text, "c.conf");
     ASSERT_FALSE(c.ok()) << k.text;

@@ -152,7 +152,7 @@ TEST(FabricConfig, SimAndRealSettingsDoNotMix) {
   expect_refused(std::string(kRedfish) + "NodeName=cn01 Zones=z1\n", 4,
                  "zones and slots come from the fabric manager");
   expect_refused(std::string(kRedfish) + "NodeName=cn01 GpuSlots=2\n", 4,
-                 "keep only NodeName= and FabricHost=");
+                 "keep only NodeName=, FabricHost= and Domains=");
   expect_refused(std::string(kRedfish) + "SimLatency=10\n", 4, "applies to Fabric=sim only");
   expect_refused("NodeName=n1\nDeviceGroup=g Type=gpu Model=A Zone=z Count=1\n", 1,
                  "needs Zones= with Fabric=sim");

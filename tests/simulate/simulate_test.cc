@@ -385,7 +385,7 @@ TEST(SimulateCluster, BadLinesAreRefusedWithASentence) {
   // composerd's own sentences for its own lines.
   EXPECT_EQ(bad("NodeName=h1 Zones=z Slots=3\nDeviceGroup=g Type=gpu Model=A Zone=z Count=1\n"),
             "c.conf line 1: unknown NodeName option 'Slots' (allowed: Fabric, FabricHost, Zones, "
-            "GpuSlots, MemSlots, NvmeSlots)");
+            "GpuSlots, MemSlots, NvmeSlots, Domains)");
   EXPECT_EQ(bad("Fabric=redfish\nFabricUrl=https://fm:8443\nFabricCredentials=/etc/x\n"
                 "NodeName=h1\n"),
             "c.conf: Fabric=redfish: a cluster file describes hardware to simulate; use "

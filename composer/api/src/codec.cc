@@ -52,6 +52,29 @@ std::string pci_id(const Json::Value& v, const std::string& path) {
   return *id;
 }
 
+// A device's or a host's failure domains, {"LEVEL": "NAME", ...}; none when the key is absent.
+std::vector<FailureDomain> decode_domains(JsonObject& r) {
+  std::vector<FailureDomain> out;
+  const Json::Value* domains = r.optional("domains");
+  if (domains == nullptr) return out;
+  const std::string at = r.path("domains");
+  if (!domains->isObject()) refuse(at, "expected an object of level: domain name");
+  for (const std::string& level : domains->getMemberNames()) {
+    const std::string name = as_string((*domains)[level], at + "." + level);
+    if (level.empty() || name.empty() || level.find(':') != std::string::npos) {
+      refuse(at + "." + level, "expected a level without ':' and a non-empty domain name");
+    }
+    out.push_back(FailureDomain{level, name});
+  }
+  return out;
+}
+
+Json::Value domains_to_json(const std::vector<FailureDomain>& domains) {
+  Json::Value v(Json::objectValue);
+  for (const FailureDomain& dom : domains) v[dom.level] = dom.name;
+  return v;
+}
+
 DeviceIdentity as_identity(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a device identity", {"pci_vendor", "pci_device", "serial", "uuid"});
   DeviceIdentity id;
@@ -87,17 +110,7 @@ Device decode<Device>(const Json::Value& v, const std::string& path) {
   // Optional: devices recorded before foreign holders existed (the plugin's job state files).
   r.get_if("holder", &d.holder, as_string);
   // Optional too: {"LEVEL": "NAME", ...}, none when absent.
-  if (const Json::Value* domains = r.optional("domains")) {
-    const std::string at = r.path("domains");
-    if (!domains->isObject()) refuse(at, "expected an object of level: domain name");
-    for (const std::string& level : domains->getMemberNames()) {
-      const std::string name = as_string((*domains)[level], at + "." + level);
-      if (level.empty() || name.empty() || level.find(':') != std::string::npos) {
-        refuse(at + "." + level, "expected a level without ':' and a non-empty domain name");
-      }
-      d.domains.push_back(FailureDomain{level, name});
-    }
-  }
+  d.domains = decode_domains(r);
   d.composition_id = r.get("composition_id", nullable_id);
   if (const Json::Value& node = r.required("node"); !node.isNull()) {
     d.node = as_string(node, r.path("node"));
@@ -182,7 +195,7 @@ PoolRow decode<PoolRow>(const Json::Value& v, const std::string& path) {
 template <>
 Host decode<Host>(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a host",
-               {"node", "fabric_id", "zones", "gpu_slots", "mem_slots", "nvme_slots"});
+               {"node", "fabric_id", "zones", "gpu_slots", "mem_slots", "nvme_slots", "domains"});
   Host h;
   h.node = r.string("node");
   h.fabric_id = r.string("fabric_id");
@@ -190,6 +203,7 @@ Host decode<Host>(const Json::Value& v, const std::string& path) {
   h.gpu_slots = r.u32("gpu_slots");
   h.mem_slots = r.u32("mem_slots");
   h.nvme_slots = r.u32("nvme_slots");
+  h.domains = decode_domains(r);  // optional: hosts in no domain
   return h;
 }
 
@@ -430,9 +444,7 @@ Json::Value to_json(const Device& d) {
   v["drained"] = d.drained;
   v["drain_reason"] = d.drain_reason;
   v["holder"] = d.holder;
-  Json::Value domains(Json::objectValue);
-  for (const FailureDomain& dom : d.domains) domains[dom.level] = dom.name;
-  v["domains"] = std::move(domains);
+  v["domains"] = domains_to_json(d.domains);
   v["composition_id"] = nullable(d.composition_id);
   v["node"] = d.composition_id ? Json::Value(d.node) : Json::Value(Json::nullValue);
   return v;
@@ -497,6 +509,7 @@ Json::Value to_json(const Host& h) {
   v["gpu_slots"] = h.gpu_slots;
   v["mem_slots"] = h.mem_slots;
   v["nvme_slots"] = h.nvme_slots;
+  v["domains"] = domains_to_json(h.domains);
   return v;
 }
 

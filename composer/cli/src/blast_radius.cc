@@ -26,10 +26,12 @@ std::string percent(uint32_t part, uint32_t whole) {
 }  // namespace
 
 Expected<BlastRadius> blast_radius(std::string_view target, const std::vector<Device>& devices,
-                                   const std::vector<Composition>& live) {
+                                   const std::vector<Composition>& live,
+                                   const std::vector<Host>& hosts) {
   BlastRadius out;
   std::set<FailureDomain> domains;
   for (const Device& d : devices) domains.insert(d.domains.begin(), d.domains.end());
+  for (const Host& h : hosts) domains.insert(h.domains.begin(), h.domains.end());
 
   // Which devices the target names: a device id first, then LEVEL:NAME, then a bare NAME.
   std::set<std::string> in_target;
@@ -65,6 +67,11 @@ Expected<BlastRadius> blast_radius(std::string_view target, const std::vector<De
     for (const Device& d : devices) {
       if (d.in(*domain)) in_target.insert(d.id);
     }
+    for (const Host& h : hosts) {
+      const FailureDomain* mine = h.domain(domain->level);
+      if (mine != nullptr && mine->name == domain->name) out.hosts.push_back(h.node);
+    }
+    std::sort(out.hosts.begin(), out.hosts.end());
   }
   for (const Device& d : devices) {
     if (in_target.contains(d.id)) count_device(out.counts, d);
@@ -83,8 +90,9 @@ Expected<BlastRadius> blast_radius(std::string_view target, const std::vector<De
                  .workload = c.workload,
                  .state = c.state,
                  .devices = c.devices.size()};
+    const bool on_host = std::binary_search(out.hosts.begin(), out.hosts.end(), c.node);
     for (const Device& d : c.devices) {
-      if (in_target.contains(d.id)) hit.devices_hit.push_back(d.id);
+      if (on_host || in_target.contains(d.id)) hit.devices_hit.push_back(d.id);
     }
     if (hit.devices_hit.empty()) continue;
     std::sort(hit.devices_hit.begin(), hit.devices_hit.end());
@@ -145,6 +153,7 @@ std::string blast_text(const BlastRadius& radius, const OutputOptions& options) 
       << (n.total == 1 ? " device" : " devices") << " (" << n.attached << " attached, " << n.free
       << " free, " << n.drained << " drained, " << n.failed << " failed, " << n.foreign
       << " foreign)\n";
+  if (!radius.hosts.empty()) out << "hosts in it: " << join(radius.hosts, ", ") << "\n";
   if (radius.hits.empty()) {
     out << "no live composition uses it"
         << (radius.drained_and_empty() ? "; drained and empty: ready for maintenance" : "") << "\n";
@@ -217,6 +226,9 @@ Json::Value blast_to_json(const BlastRadius& radius) {
   Json::Value nodes(Json::arrayValue);
   for (const std::string& x : radius.nodes) nodes.append(x);
   v["nodes"] = std::move(nodes);
+  Json::Value in_hosts(Json::arrayValue);
+  for (const std::string& x : radius.hosts) in_hosts.append(x);
+  v["hosts"] = std::move(in_hosts);
   v["drained_and_empty"] = radius.drained_and_empty();
   return v;
 }

@@ -47,6 +47,9 @@ struct BlastRadius {
   std::vector<ClassShare> classes;  // every class with live jobs, by name
   std::vector<std::string> users;   // of the hit compositions, sorted
   std::vector<std::string> nodes;
+  // The hosts (Slurm nodes) in the target domain, sorted: every composition on them is hit,
+  // whatever its devices (a failed switch cuts the host off from all of them).
+  std::vector<std::string> hosts;
   // Every device of the target drained, none in a composition: ready for its maintenance.
   bool drained_and_empty() const {
     return counts.total > 0 && counts.drained == counts.total && hits.empty();
@@ -54,10 +57,12 @@ struct BlastRadius {
 };
 
 // `target` is a device id, a domain as LEVEL:NAME, or a domain's bare NAME when one level
-// alone has it. kNotFound with a sentence naming the pool's domains when it is none of them;
-// kInvalidArgument when a bare name is in several levels.
+// alone has it; the domains are the devices' and the hosts'. kNotFound with a sentence naming
+// the pool's domains when it is none of them; kInvalidArgument when a bare name is in several
+// levels.
 Expected<BlastRadius> blast_radius(std::string_view target, const std::vector<Device>& devices,
-                                   const std::vector<Composition>& live);
+                                   const std::vector<Composition>& live,
+                                   const std::vector<Host>& hosts = {});
 
 // The hit compositions, one row each (what -P and -o print).
 Table blast_table(const BlastRadius& radius);

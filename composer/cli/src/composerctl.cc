@@ -144,7 +144,9 @@ Expected<BlastRadius> blast_of(const client::Client& c, const std::string& targe
   live.live = true;
   auto compositions = c.compositions(live);
   if (!compositions) return compositions.error();
-  return blast_radius(target, *devices, *compositions);
+  auto hosts = c.hosts();
+  if (!hosts) return hosts.error();
+  return blast_radius(target, *devices, *compositions, *hosts);
 }
 
 int print_blast(const client::Client& c, const std::string& target, const Settings& s,

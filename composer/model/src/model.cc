@@ -126,11 +126,20 @@ void count_device(PoolRow& row, const Device& d, bool add) {
   count_state(row, d, add);
 }
 
-const FailureDomain* Device::domain(std::string_view level) const {
+const FailureDomain* find_domain(const std::vector<FailureDomain>& domains,
+                                 std::string_view level) {
   for (const FailureDomain& d : domains) {
     if (d.level == level) return &d;
   }
   return nullptr;
+}
+
+const FailureDomain* Device::domain(std::string_view level) const {
+  return find_domain(domains, level);
+}
+
+const FailureDomain* Host::domain(std::string_view level) const {
+  return find_domain(domains, level);
 }
 
 uint32_t Host::slots(DeviceType t) const {

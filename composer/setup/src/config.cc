@@ -133,6 +133,10 @@ Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std
         if (auto s = config::name("Zones", z); !s) return s;
         proto.zones.push_back(z);
       }
+    } else if (k == "domains") {
+      auto domains = parse_domains(pairs[i].key, v);
+      if (!domains) return domains.error();
+      proto.domains = std::move(*domains);
     } else if (k == "gpuslots" || k == "memslots" || k == "nvmeslots") {
       info.slots = true;
       auto n = config::whole_number(pairs[i].key, v, 0, 1024);
@@ -143,7 +147,8 @@ Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std
     } else {
       return Error{ErrorCode::kInvalidArgument,
                    "unknown NodeName option '" + pairs[i].key +
-                       "' (allowed: Fabric, FabricHost, Zones, GpuSlots, MemSlots, NvmeSlots)"};
+                       "' (allowed: Fabric, FabricHost, Zones, GpuSlots, MemSlots, NvmeSlots, "
+                       "Domains)"};
     }
   }
   info.first_host = cfg.sim.hosts.size();
@@ -392,8 +397,8 @@ Status check_real(const std::string& driver, FabricConfig& f,
   for (const NodeLine* n : nodes) {
     if (n->zones || n->slots) {
       return at(n->line, "NodeName=" + n->expr + ": with " + name.driver +
-                             " zones and slots come from the fabric manager; keep only NodeName= "
-                             "and FabricHost=");
+                             " zones and slots come from the fabric manager; keep only NodeName=, "
+                             "FabricHost= and Domains=");
     }
   }
   if (f.url.empty()) return at(0, name.driver + " needs " + p + "Url=http(s)://HOST[:PORT]");
@@ -812,6 +817,14 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     return Status::Ok();
   };
   if (Status s = check_group_domains(cfg.sim.groups); !s) return s.error();
+  for (const NodeLine& n : node_lines) {
+    for (size_t i = 0; i < n.host_count; ++i) {
+      Host& h = cfg.sim.hosts[n.first_host + i];
+      if (Status s = check_domains(h.domains, cfg.domain_levels, "NodeName=" + n.expr); !s) {
+        return at(n.line, s.error().message);
+      }
+    }
+  }
   Status checked =
       cfg.fabrics.empty()
           ? check_fabric(cfg, node_lines, group_lines, fabric_key_lines, at)

@@ -84,9 +84,43 @@ Expected<std::unique_ptr<Fabric>> make_driver(const DriverSpec& d) {
   return Error{ErrorCode::kInvalidArgument, d.label + ": unknown driver"};
 }
 
-}  // namespace
+// The failure domains of composer.conf's NodeName lines on the hosts of every inventory
+// (a fabric manager knows the hosts, not the switch or the power feed each hangs on).
+class HostDomainsFabric final : public Fabric {
+ public:
+  HostDomainsFabric(std::unique_ptr<Fabric> inner,
+                    std::map<std::string, std::vector<FailureDomain>> domains)
+      : inner_(std::move(inner)), domains_(std::move(domains)) {}
+  std::string_view driver() const override { return inner_->driver(); }
+  Expected<FabricInventory> inventory() override {
+    auto inv = inner_->inventory();
+    if (!inv) return inv;
+    for (Host& h : inv->hosts) {
+      if (auto it = domains_.find(h.node); it != domains_.end()) h.domains = it->second;
+    }
+    return inv;
+  }
+  Expected<Operation> attach(const std::string& host,
+                             const std::vector<std::string>& ids) override {
+    return inner_->attach(host, ids);
+  }
+  Expected<Operation> detach(const std::string& host,
+                             const std::vector<std::string>& ids) override {
+    return inner_->detach(host, ids);
+  }
+  Expected<Operation> operation_status(const std::string& id) override {
+    return inner_->operation_status(id);
+  }
+  Expected<std::vector<std::pair<std::string, Health>>> health() override {
+    return inner_->health();
+  }
 
-Expected<std::unique_ptr<Fabric>> make_fabric(const Config& c, const WrapDriver& wrap) {
+ private:
+  std::unique_ptr<Fabric> inner_;
+  std::map<std::string, std::vector<FailureDomain>> domains_;
+};
+
+Expected<std::unique_ptr<Fabric>> make_drivers(const Config& c, const WrapDriver& wrap) {
   auto wrapped = [&wrap](std::unique_ptr<Fabric> driver, const std::string& name,
                          const FabricConfig& f) {
     return wrap ? wrap(std::move(driver), name, f) : std::move(driver);
@@ -107,6 +141,20 @@ Expected<std::unique_ptr<Fabric>> make_fabric(const Config& c, const WrapDriver&
   auto multi = MultiFabric::create(std::move(members));
   if (!multi) return multi.error();
   return std::unique_ptr<Fabric>(std::move(multi).value());
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Fabric>> make_fabric(const Config& c, const WrapDriver& wrap) {
+  auto fabric = make_drivers(c, wrap);
+  if (!fabric) return fabric;
+  std::map<std::string, std::vector<FailureDomain>> domains;
+  for (const Host& h : c.sim.hosts) {
+    if (!h.domains.empty()) domains.emplace(h.node, h.domains);
+  }
+  if (domains.empty()) return fabric;
+  return std::unique_ptr<Fabric>(
+      std::make_unique<HostDomainsFabric>(std::move(fabric).value(), std::move(domains)));
 }
 
 std::string describe_inventory(const FabricInventory& inv) {

@@ -64,6 +64,8 @@ std::string to_string(const FailureDomain& d);  // "appliance:mem-a"
 // "LEVEL:NAME", split at the first ':' (a name may hold one: "pod-a:mem-a"); nullopt when
 // either part is empty.
 std::optional<FailureDomain> parse_failure_domain(std::string_view s);
+// The domain at `level` in `domains`, or nullptr: Device::domain and Host::domain.
+const FailureDomain* find_domain(const std::vector<FailureDomain>& domains, std::string_view level);
 
 struct Device {
   std::string id;  // the fabric's id; unique across the pool
@@ -115,10 +117,16 @@ struct Host {
   uint32_t gpu_slots = 0;          // attach-slot limits per type
   uint32_t mem_slots = 0;
   uint32_t nvme_slots = 0;
+  // The failure domains the host sits in (its switch, its rack's power), at most one per
+  // level, sorted by level name: composer.conf's NodeName Domains=. A domain failure of its
+  // host cuts a composition off as surely as one of its devices.
+  std::vector<FailureDomain> domains;
 
   uint32_t slots(DeviceType t) const;
   // Index of the zone in `zones` (0 is nearest), or nullopt if unreachable.
   std::optional<size_t> zone_rank(std::string_view zone) const;
+  // The host's domain at `level`, or nullptr.
+  const FailureDomain* domain(std::string_view level) const;
 };
 
 // One row of the pool summary: counts (and bytes for memory/NVMe) per type, model and zone.
