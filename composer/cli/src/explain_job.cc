@@ -432,11 +432,10 @@ int run_explain_job(uint32_t job_id, const client::Client& client, const OutputO
   const JobExplanation e = explain_job(*job, licenses, composerd);
   if (output.format == Format::kJson) {
     print_json(out, job_explain_to_json(e));
-  } else if (e.licenses.empty()) {
-    out << job_explain_text(e, output.header);  // nothing holds it: no table to show
-  } else if (output.format == Format::kParsable || !output.fields.empty()) {
+  } else if (!e.licenses.empty() &&
+             (output.format == Format::kParsable || !output.fields.empty())) {
     if (Status s = print_table(out, job_explain_table(e), output); !s) return fail(s.error());
-  } else {
+  } else {  // the sentences; without licenses holding it, no table to show
     out << job_explain_text(e, output.header);
   }
   return kExitOk;
