@@ -2,6 +2,9 @@
 # The unit level built with AddressSanitizer and UndefinedBehaviorSanitizer: a second build
 # tree beside this one (-DCOMPOSER_SANITIZE=address,undefined), holding only what the unit
 # tests run, and every unit test run in it. Any finding stops the test that provoked it.
+# COMPOSER_SANITIZER_LEVELS=unit,integration (contrib/test.sh --full) builds the whole tree and
+# runs the integration level there too: composerd, composerctl and the fake fabric services
+# sanitized, started for real.
 # Usage: tests/sanitizer/run.sh HOST_BUILD_DIR [SANITIZER_BUILD_DIR]
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -9,6 +12,8 @@ SRC=$(cd "$HERE/../.." && pwd)
 host=$(cd "${1:?usage: run.sh HOST_BUILD_DIR [SANITIZER_BUILD_DIR]}" && pwd)
 tree=$(realpath -m "${2:-$host/sanitize}")
 
+levels=${COMPOSER_SANITIZER_LEVELS:-unit}
+labels="^(${levels//,/|})\$"
 # What the unit tests run, by target name: the programs and plugins they start, as this
 # build's own test list names them.
 mapfile -t targets < <(
@@ -22,8 +27,13 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S "$SRC" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" \
   -DCOMPOSER_SANITIZE=address,undefined -DCOMPOSER_WERROR=ON -DCOMPOSER_BUILD_TESTS=ON \
   "${launcher[@]}" >/dev/null
-echo "sanitizer: building ${#targets[@]} targets: ${targets[*]}"
-cmake --build "$tree" --target "${targets[@]}"
+if [[ $levels == unit ]]; then
+  echo "sanitizer: building ${#targets[@]} targets: ${targets[*]}"
+  cmake --build "$tree" --target "${targets[@]}"
+else
+  echo "sanitizer: building everything for the levels $levels"
+  cmake --build "$tree"
+fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir "$tree" -L unit --output-on-failure --timeout 600 -j "$(nproc)"
+ctest --test-dir "$tree" -L "$labels" --output-on-failure --timeout 600 -j "$(nproc)"

@@ -1,0 +1,33 @@
+// The Liqid driver's readers of a Director's answers: the machines at create(), then
+// inventory() (each device type's status, info and relations) and health(), against a
+// Director whose every answer the fuzz input gives (answer_server.h).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "answer_server.h"
+#include "composer/common/log.h"
+#include "composer/drivers/liqid_fabric.h"
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  composer::log::set_level(composer::log::Level::kError);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static composer::fuzz::AnswerServer server;
+  server.load(std::string_view(reinterpret_cast<const char*>(data), size));
+  composer::drivers::LiqidOptions o;
+  o.base_url = server.url();
+  o.username = "fuzz";
+  o.password = "fuzz";
+  o.auth = composer::drivers::LiqidOptions::Auth::kBasic;
+  o.connect_timeout_ms = 500;
+  o.request_timeout_ms = 1000;
+  o.get_retries = 0;
+  auto fabric = composer::drivers::LiqidFabric::create(o);
+  if (!fabric) return 0;
+  (void)(*fabric)->inventory();
+  (void)(*fabric)->health();
+  return 0;
+}

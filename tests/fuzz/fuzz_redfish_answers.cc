@@ -1,0 +1,35 @@
+// The Redfish driver's readers of a service's answers: discovery at create() (service root,
+// CompositionService, resource blocks and zones, systems, a CXL fabric), then inventory() and
+// health(), against a service whose every answer the fuzz input gives (answer_server.h).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "answer_server.h"
+#include "composer/common/log.h"
+#include "composer/drivers/redfish_fabric.h"
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  composer::log::set_level(composer::log::Level::kError);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static composer::fuzz::AnswerServer server;
+  server.load(std::string_view(reinterpret_cast<const char*>(data), size));
+  composer::drivers::RedfishOptions o;
+  o.base_url = server.url();
+  o.username = "fuzz";
+  o.password = "fuzz";
+  o.auth = composer::drivers::RedfishOptions::Auth::kBasic;
+  o.connect_timeout_ms = 500;
+  o.request_timeout_ms = 1000;
+  o.get_retries = 0;
+  o.poll_interval_ms = 1;
+  o.task_wait_ms = 5;
+  auto fabric = composer::drivers::RedfishFabric::create(o);
+  if (!fabric) return 0;
+  (void)(*fabric)->inventory();
+  (void)(*fabric)->health();
+  return 0;
+}
