@@ -9,12 +9,15 @@
 //                    for root
 //   composers        401 without; 403 for a user; never 401/403 for a ComposeUsers member
 //                    (daemon here) or for root
+// Every route that needs a credential also refuses (401) root's credential sent a second time
+// (replayed) and a fresh one made for another request (rebound).
 // A route the table adds with another "who" fails here until the matrix knows the word, so
 // the documentation and the server cannot drift apart.
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -104,6 +107,7 @@ TEST(ComposerdAccess, EveryDocumentedRouteAnswersAsItsWhoColumnSays) {
   const std::string host = "127.0.0.1";
   const int port = std::stoi(d.url().substr(d.url().rfind(':') + 1));
 
+  size_t requests = 0;
   for (const Row& r : routes) {
     SCOPED_TRACE(r.method + " " + r.path + " (" + r.who + ")");
     const std::string path = concrete(r.path);
@@ -151,11 +155,30 @@ TEST(ComposerdAccess, EveryDocumentedRouteAnswersAsItsWhoColumnSays) {
       EXPECT_EQ(member.status, 403) << member.body;
     }
 
-    auto root = raw_request(host, port, d.munge_socket(), r.method, path, body);
+    const std::string root_credential = credential_of("root", d.munge_socket(), r.method, path);
+    auto root = raw_request_authorized(host, port, r.method, path, body, root_credential);
     EXPECT_NE(root.status, 401) << root.body;
     EXPECT_NE(root.status, 403) << root.body;
     EXPECT_LT(root.status, 500) << root.body;
+    requests += r.who == "admin, owner" ? 5 : 4;
+    if (public_route) continue;
+
+    // The same credential again (munged's replay cache refuses it), and root's fresh
+    // credential made for another request (rebound): both refused before anything runs.
+    auto replayed = raw_request_authorized(host, port, r.method, path, body, root_credential);
+    EXPECT_EQ(replayed.status, 401) << "a replayed credential was taken: " << replayed.body;
+    const std::string elsewhere = r.path == "/v1/pool" ? "/v1/hosts" : "/v1/pool";
+    auto rebound =
+        raw_request_authorized(host, port, r.method, path, body,
+                               credential_of("root", d.munge_socket(), "GET", elsewhere));
+    EXPECT_EQ(rebound.status, 401)
+        << "a credential made for GET " << elsewhere << " was taken: " << rebound.body;
+    requests += 2;
   }
+  // The matrix's size, for docs/RELIABILITY.md.
+  std::cout << "role matrix: " << routes.size() << " documented routes, " << requests
+            << " requests (no credential, a user, the job's owner, a ComposeUsers member, "
+               "root, a replayed and a rebound credential)\n";
 }
 
 // ListenSocket: the kernel tells composerd who calls. Root composes with no munge credential
