@@ -17,7 +17,29 @@
 #include <string_view>
 #include <thread>
 
+#include "composer/drivers/fabric_manager.h"
+
 namespace composer::fuzz {
+
+// A driver's options pointed at `server`: basic authentication, short timeouts, no retries,
+// so a fuzz input that stalls the driver costs milliseconds, not seconds.
+inline void point_at(const std::string& url, drivers::FabricManagerOptions& o) {
+  o.base_url = url;
+  o.username = "fuzz";
+  o.password = "fuzz";
+  o.connect_timeout_ms = 500;
+  o.request_timeout_ms = 1000;
+  o.get_retries = 0;
+}
+
+// What a driver fuzz target runs on a driver create() gave: every reader of the service's
+// answers. Errors are the driver's word on a bad answer, never a crash.
+template <typename Created>
+void read_everything(Created& created) {
+  if (!created) return;
+  (void)(*created)->inventory();
+  (void)(*created)->health();
+}
 
 class AnswerServer {
  public:

@@ -18,16 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static composer::fuzz::AnswerServer server;
   server.load(std::string_view(reinterpret_cast<const char*>(data), size));
   composer::drivers::LiqidOptions o;
-  o.base_url = server.url();
-  o.username = "fuzz";
-  o.password = "fuzz";
+  composer::fuzz::point_at(server.url(), o);
   o.auth = composer::drivers::LiqidOptions::Auth::kBasic;
-  o.connect_timeout_ms = 500;
-  o.request_timeout_ms = 1000;
-  o.get_retries = 0;
   auto fabric = composer::drivers::LiqidFabric::create(o);
-  if (!fabric) return 0;
-  (void)(*fabric)->inventory();
-  (void)(*fabric)->health();
+  composer::fuzz::read_everything(fabric);
   return 0;
 }

@@ -18,18 +18,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static composer::fuzz::AnswerServer server;
   server.load(std::string_view(reinterpret_cast<const char*>(data), size));
   composer::drivers::RedfishOptions o;
-  o.base_url = server.url();
-  o.username = "fuzz";
-  o.password = "fuzz";
+  composer::fuzz::point_at(server.url(), o);
   o.auth = composer::drivers::RedfishOptions::Auth::kBasic;
-  o.connect_timeout_ms = 500;
-  o.request_timeout_ms = 1000;
-  o.get_retries = 0;
   o.poll_interval_ms = 1;
   o.task_wait_ms = 5;
   auto fabric = composer::drivers::RedfishFabric::create(o);
-  if (!fabric) return 0;
-  (void)(*fabric)->inventory();
-  (void)(*fabric)->health();
+  composer::fuzz::read_everything(fabric);
   return 0;
 }
