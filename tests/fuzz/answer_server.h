@@ -9,6 +9,8 @@
 #define CPPHTTPLIB_TCP_NODELAY true
 #include <httplib.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -17,6 +19,7 @@
 #include <string_view>
 #include <thread>
 
+#include "composer/common/log.h"
 #include "composer/drivers/fabric_manager.h"
 
 namespace composer::fuzz {
@@ -103,4 +106,18 @@ class AnswerServer {
   std::ofstream paths_;
 };
 
+// The one server of a driver fuzz target, holding this input's answers.
+inline AnswerServer& serve(const uint8_t* data, size_t size) {
+  static AnswerServer server;
+  server.load(std::string_view(reinterpret_cast<const char*>(data), size));
+  return server;
+}
+
 }  // namespace composer::fuzz
+
+// A driver fuzz target logs errors only: a driver's warnings on every bad answer would bury
+// libFuzzer's own output.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  composer::log::set_level(composer::log::Level::kError);
+  return 0;
+}

@@ -3,20 +3,12 @@
 // health(), against a service whose every answer the fuzz input gives (answer_server.h).
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
 
 #include "answer_server.h"
-#include "composer/common/log.h"
 #include "composer/drivers/redfish_fabric.h"
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  composer::log::set_level(composer::log::Level::kError);
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static composer::fuzz::AnswerServer server;
-  server.load(std::string_view(reinterpret_cast<const char*>(data), size));
+  const auto& server = composer::fuzz::serve(data, size);
   composer::drivers::RedfishOptions o;
   composer::fuzz::point_at(server.url(), o);
   o.auth = composer::drivers::RedfishOptions::Auth::kBasic;
