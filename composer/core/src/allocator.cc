@@ -746,6 +746,14 @@ std::map<DeviceType, std::set<FailureDomain>> Allocator::domains() const {
   return out;
 }
 
+std::map<FailureDomain, uint32_t> Allocator::failed_by_domain() const {
+  std::map<FailureDomain, uint32_t> out;
+  for (const auto& [id, d] : impl_->devices) {
+    for (const FailureDomain& dom : d.domains) out[dom] += d.health == Health::kCritical ? 1 : 0;
+  }
+  return out;
+}
+
 std::vector<Host> Allocator::hosts() const {
   std::vector<Host> out;
   out.reserve(impl_->hosts.size());

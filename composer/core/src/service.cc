@@ -957,18 +957,7 @@ std::vector<CompositionService::Impact> CompositionService::failure_impacts() co
 
 std::map<FailureDomain, uint32_t> CompositionService::failed_by_domain() const {
   std::lock_guard lock(mu_);
-  std::map<FailureDomain, uint32_t> out;
-  for (const auto& [type, domains] : allocator_.domains()) {
-    for (const FailureDomain& dom : domains) {
-      if (out.count(dom)) continue;
-      uint32_t& n = out[dom];
-      for (const std::string& id : allocator_.in_domain(dom)) {
-        const Device* d = allocator_.device(id);
-        if (d != nullptr && d->health == Health::kCritical) ++n;
-      }
-    }
-  }
-  return out;
+  return allocator_.failed_by_domain();
 }
 
 }  // namespace composer

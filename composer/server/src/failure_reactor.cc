@@ -69,6 +69,12 @@ FailureReactor::Report FailureReactor::run_once() {
   for (auto& impact : service_.failure_impacts()) {
     by_job[impact.entry.job_id].push_back(std::move(impact));
   }
+  if (by_job.empty()) return report;
+  // The live compositions of the jobs hit, read once for the pass.
+  std::map<uint32_t, std::set<int64_t>> live_ids;
+  for (const auto& e : service_.live()) {
+    if (by_job.count(e.job_id)) live_ids[e.job_id].insert(e.id);
+  }
   for (const auto& [job, impacts] : by_job) {
     auto events = service_.store().events(db::EventFilter{.job_id = job});
     if (!events) {
@@ -79,15 +85,13 @@ FailureReactor::Report FailureReactor::run_once() {
     }
     // Once per composition: a reaction recorded for any of the job's live compositions was
     // this failure's (a requeued job keeps its compositions until its epilog has run).
-    std::set<int64_t> live_ids;
-    for (const auto& e : service_.live())
-      if (e.job_id == job) live_ids.insert(e.id);
+    const std::set<int64_t>& live = live_ids[job];
     uint32_t requeues = 0;
     bool reacted = false;
     for (const Event& e : *events) {
       if (!is_reaction(e)) continue;
       if (e.kind == kRequeued) ++requeues;
-      if (e.composition_id && live_ids.count(*e.composition_id)) reacted = true;
+      if (e.composition_id && live.count(*e.composition_id)) reacted = true;
     }
     if (reacted) continue;
 

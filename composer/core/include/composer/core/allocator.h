@@ -38,6 +38,9 @@ class Allocator {
   // the type is in, whatever its state.
   std::vector<std::string> in_domain(const FailureDomain& domain) const;
   std::map<DeviceType, std::set<FailureDomain>> domains() const;
+  // Every failure domain of the pool with how many of its devices failed (health critical),
+  // 0 included: one pass over the devices.
+  std::map<FailureDomain, uint32_t> failed_by_domain() const;
 
   // Picks devices for `request` on `node` without changing anything. Deterministic for the
   // same state. All or nothing: GPUs (of request.gpu_model when set), memory blocks whose
