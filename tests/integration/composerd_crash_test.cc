@@ -1,6 +1,8 @@
-// kill -9 under load: the real composerd, durable, on a sim fabric with latency and injected
-// attach faults, is killed while many clients compose and release, and started again, round
-// after round. After each restart, once the reconciler has settled what was in flight:
+// kill -9 under load: the real composerd, durable, is killed while many clients compose and
+// release, and started again, round after round, on two fabrics with injected faults: the sim
+// fabric (latency, failing attaches) and the fake Redfish service (failing, failed-task,
+// broken and slow actions, failing inventory reads; its mockup systems hold blocks composerd
+// must never touch). After each restart, once the reconciler has settled what was in flight:
 //   - the database passes SQLite's integrity check;
 //   - every answer a client got is in the store and the ledger (a composition acknowledged
 //     ready is still ready with the same devices unless its release was tried; an
@@ -9,13 +11,17 @@
 //     live compositions: nothing attached that no composition owns, nothing owned not attached;
 //   - nothing stays composing or releasing.
 // The default is a short campaign; COMPOSER_CRASH_ROUNDS and COMPOSER_CRASH_CLIENTS make it
-// longer (contrib/test.sh --full runs 40 rounds of 64 clients).
+// longer (contrib/test.sh --full runs 40 rounds of 64 clients on each fabric).
 #include <signal.h>
 #include <sqlite3.h>
+
+#include <httplib.h>
+#include <json/json.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -27,6 +33,7 @@
 #include <gtest/gtest.h>
 
 #include "composer/common/units.h"
+#include "composer/testing/fake_redfish.h"
 #include "composerd_process.h"
 
 namespace composer::testing {
@@ -79,31 +86,41 @@ std::set<std::string> fabric_holds(const std::string& sim_file) {
   return out;
 }
 
-TEST(ComposerdCrash, KillNineUnderConcurrentClientsLosesNothingItAnswered) {
-  const int rounds = env_int("COMPOSER_CRASH_ROUNDS", 4);
-  const int clients = env_int("COMPOSER_CRASH_CLIENTS", 12);
-  std::string lines;
-  for (int n = 1; n <= 8; ++n) {
-    lines += "NodeName=n" + std::to_string(n) + " Zones=z" + std::to_string((n + 1) / 2) +
-             " GpuSlots=8 MemSlots=8\n";
-  }
-  for (int z = 1; z <= 4; ++z) {
-    lines += "DeviceGroup=gpu-" + std::to_string(z) + " Type=gpu Model=H100 Zone=z" +
-             std::to_string(z) + " Count=16\n";
-    lines += "DeviceGroup=cxl-" + std::to_string(z) + " Type=mem Model=CXL Zone=z" +
-             std::to_string(z) + " Count=8 Size=64G\n";
-  }
+// One fabric for the campaign: composer.conf's lines for it and its pool, the nodes clients
+// compose on, what it holds that composerd may own, faults injected before each round and
+// dropped once composerd is killed (the checks run on a calm fabric).
+struct CampaignFabric {
+  std::string name;
+  std::string conf;
+  std::string pool;
+  std::vector<std::string> nodes;
+  std::function<std::set<std::string>(const ComposerdProcess&)> held;
+  std::function<void(std::mt19937&)> faults = [](std::mt19937&) {};
+  std::function<void()> calm = [] {};
+};
+
+struct CampaignCounts {
+  size_t answered = 0;
+  size_t compositions = 0;
+  size_t settled_at_start = 0;
+  size_t faults_logged = 0;  // composerd's log lines naming an injected fault
+};
+
+void campaign(const CampaignFabric& f, int rounds, int clients, CampaignCounts* counts) {
   ComposerdProcess d(
-      "Durable=yes\nSimLatency=30\nSimFailAttaches=2\nReconcileInterval=1\nStuckAfter=2\n"
-      "OrphanGrace=1\nComposeTimeout=5\nReleaseTimeout=5\n",
-      lines);
+      "Durable=yes\nReconcileInterval=1\nStuckAfter=2\nOrphanGrace=1\nComposeTimeout=5\n"
+      "ReleaseTimeout=5\n" +
+          f.conf,
+      f.pool);
   const std::string db = d.state_dir() + "/composer.db";
   std::mt19937 rng(20261201);
   std::mutex mu;
   std::map<std::pair<uint32_t, std::string>, Told> told;
-  size_t answered = 0;
+  size_t& answered = counts->answered;
 
   for (int round = 0; round < rounds; ++round) {
+    SCOPED_TRACE(f.name + " round " + std::to_string(round));
+    f.faults(rng);
     std::atomic<bool> stop{false};
     std::vector<std::thread> threads;
     for (int t = 0; t < clients; ++t) {
@@ -114,7 +131,7 @@ TEST(ComposerdCrash, KillNineUnderConcurrentClientsLosesNothingItAnswered) {
         for (uint32_t k = 0; !stop.load(); ++k) {
           const uint32_t job = 1'000'000u * static_cast<uint32_t>(round + 1) +
                                10'000u * static_cast<uint32_t>(t) + k;
-          const std::string node = "n" + std::to_string(1 + r() % 8);
+          const std::string node = f.nodes[r() % f.nodes.size()];
           api::ComposeBody body{
               .uid = 1000, .user = "alice", .account = "physics", .workload = "training"};
           body.request.gpus = 1 + static_cast<uint32_t>(r() % 2);
@@ -150,6 +167,7 @@ TEST(ComposerdCrash, KillNineUnderConcurrentClientsLosesNothingItAnswered) {
     d.stop();  // reaps it
     stop = true;
     for (auto& th : threads) th.join();
+    f.calm();
     ASSERT_NO_THROW(d.start()) << "round " << round;
 
     // Settled: nothing composing or releasing, within the reconciler's bound.
@@ -179,7 +197,7 @@ TEST(ComposerdCrash, KillNineUnderConcurrentClientsLosesNothingItAnswered) {
     }
     std::set<std::string> held;
     for (int i = 0; i < 50; ++i) {
-      held = fabric_holds(db + ".sim");
+      held = f.held(d);
       if (held == owned) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -231,9 +249,13 @@ TEST(ComposerdCrash, KillNineUnderConcurrentClientsLosesNothingItAnswered) {
        at = log.find("unfinished by the previous run", at + 1)) {
     ++settled_at_start;
   }
-  std::cout << "kill -9 campaign: " << rounds << " rounds of " << clients << " clients, "
-            << answered << " answers checked, " << told.size() << " compositions, "
-            << settled_at_start << " starts that settled compositions left in flight\n";
+  for (size_t at = log.find("injected"); at != std::string::npos;
+       at = log.find("injected", at + 1)) {
+    ++counts->faults_logged;
+  }
+  EXPECT_GT(counts->faults_logged, 0u) << "no injected fault reached composerd";
+  counts->compositions = told.size();
+  counts->settled_at_start = settled_at_start;
 
   // In the end everything goes back, and the pool adds up.
   auto c = d.client(5000);
@@ -243,10 +265,140 @@ TEST(ComposerdCrash, KillNineUnderConcurrentClientsLosesNothingItAnswered) {
   auto pool = c.pool();
   ASSERT_TRUE(pool.ok());
   for (const auto& row : *pool) {
-    EXPECT_EQ(row.free + row.drained + row.failed, row.total) << row.model << " in " << row.zone;
+    EXPECT_EQ(row.free + row.drained + row.failed + row.foreign, row.total)
+        << row.model << " in " << row.zone;
     EXPECT_EQ(row.attached, 0u);
   }
-  EXPECT_TRUE(fabric_holds(db + ".sim").empty());
+  EXPECT_TRUE(f.held(d).empty());
+}
+
+void report(const std::string& fabric, int rounds, int clients, const CampaignCounts& c) {
+  std::cout << "kill -9 campaign on the " << fabric << " fabric: " << rounds << " rounds of "
+            << clients << " clients, " << c.answered << " answers checked, " << c.compositions
+            << " compositions, " << c.settled_at_start
+            << " starts that settled compositions left in flight, " << c.faults_logged
+            << " injected faults in composerd's log, violations: "
+            << (::testing::Test::HasFailure() ? "see above" : "0") << "\n";
+}
+
+TEST(ComposerdCrash, KillNineUnderConcurrentClientsLosesNothingItAnswered) {
+  const int rounds = env_int("COMPOSER_CRASH_ROUNDS", 4);
+  const int clients = env_int("COMPOSER_CRASH_CLIENTS", 12);
+  CampaignFabric sim{.name = "sim",
+                     .conf = "SimLatency=30\nSimFailAttaches=2\n",
+                     .held = [](const ComposerdProcess& d) {
+                       return fabric_holds(d.state_dir() + "/composer.db.sim");
+                     }};
+  for (int n = 1; n <= 8; ++n) {
+    sim.nodes.push_back("n" + std::to_string(n));
+    sim.pool += "NodeName=n" + std::to_string(n) + " Zones=z" + std::to_string((n + 1) / 2) +
+                " GpuSlots=8 MemSlots=8\n";
+  }
+  for (int z = 1; z <= 4; ++z) {
+    sim.pool += "DeviceGroup=gpu-" + std::to_string(z) + " Type=gpu Model=H100 Zone=z" +
+                std::to_string(z) + " Count=16\n";
+    sim.pool += "DeviceGroup=cxl-" + std::to_string(z) + " Type=mem Model=CXL Zone=z" +
+                std::to_string(z) + " Count=8 Size=64G\n";
+  }
+  CampaignCounts counts;
+  campaign(sim, rounds, clients, &counts);
+  report("sim", rounds, clients, counts);
+}
+
+// The systems of a fake Redfish service and their blocks, as it serves them.
+std::map<std::string, std::set<std::string>> redfish_systems(const FakeRedfish& fake) {
+  httplib::Client http("127.0.0.1", fake.port());
+  auto r = http.Get("/control/state");
+  std::map<std::string, std::set<std::string>> out;
+  Json::Value state;
+  std::istringstream in(r ? r->body : "");
+  if (!r || !Json::parseFromStream(Json::CharReaderBuilder(), in, &state, nullptr)) return out;
+  for (const std::string& system : state["systems"].getMemberNames()) {
+    for (const auto& block : state["systems"][system]) out[system].insert(block.asString());
+  }
+  return out;
+}
+
+TEST(ComposerdCrash, KillNineOnRedfishWithFaultsLosesNothingAndTouchesNoForeignBlock) {
+  const int rounds = env_int("COMPOSER_CRASH_ROUNDS", 4);
+  const int clients = env_int("COMPOSER_CRASH_CLIENTS", 12);
+  FakeRedfishOptions o;
+  o.gpus_per_zone = 16;
+  o.memory_per_zone = 4;
+  o.drives_per_zone = 0;
+  o.hosts = 4;
+  o.task_ms = 30;
+  auto started = FakeRedfish::start(o);
+  ASSERT_TRUE(started.ok()) << started;
+  FakeRedfish& fake = **started;
+  // What the systems hold before composerd starts (the mockups' compositions, the hosts' own
+  // compute blocks): never composerd's to detach, nor its to count.
+  std::map<std::string, std::set<std::string>> before = redfish_systems(fake);
+  std::set<std::string> theirs;
+  for (const auto& [system, blocks] : before) theirs.insert(blocks.begin(), blocks.end());
+  std::map<std::string, std::set<std::string>> foreign = before;
+  for (const std::string& host : fake.hosts()) foreign.erase(host);
+  ASSERT_FALSE(foreign.empty()) << "the mockups compose no system of their own";
+
+  test_support::TempDir dir("composer-crash-redfish");
+  CampaignFabric redfish{
+      .name = "redfish",
+      .conf = "Fabric=redfish\nFabricName=fake\nFabricUrl=" + fake.base_url() +
+              "\nFabricCredentials=" + write_credentials(dir, o.username, o.password) +
+              "\nFabricPollInterval=20ms\nFabricTimeout=3s\n",
+      .nodes = fake.hosts(),
+      .held =
+          [&](const ComposerdProcess&) {
+            std::set<std::string> out;
+            for (const auto& [system, blocks] : redfish_systems(fake)) {
+              for (const std::string& b : blocks) {
+                if (!theirs.contains(b)) out.insert(b);
+              }
+            }
+            return out;
+          },
+      .faults =
+          [&](std::mt19937& r) {
+            using K = FakeRedfishFault::Kind;
+            auto at = [&r] { return static_cast<uint32_t>(r() % 8); };
+            fake.inject({.kind = K::kStatus,
+                         .method = "POST",
+                         .path = "AddResourceBlock",
+                         .status = 500,
+                         .count = 1 + static_cast<uint32_t>(r() % 2),
+                         .skip = at()});
+            fake.inject({.kind = K::kTaskFails,
+                         .method = "POST",
+                         .path = "AddResourceBlock",
+                         .count = 1,
+                         .skip = at()});
+            fake.inject({.kind = K::kReset,
+                         .method = "POST",
+                         .path = "RemoveResourceBlock",
+                         .count = 1,
+                         .skip = at()});
+            fake.inject({.kind = K::kDelay,
+                         .method = "POST",
+                         .path = "ResourceBlock",
+                         .delay_ms = 400,
+                         .count = 1,
+                         .skip = at()});
+            fake.inject({.kind = K::kStatus,
+                         .method = "GET",
+                         .path = "/Systems",
+                         .status = 503,
+                         .count = 2,
+                         .skip = 10 * at()});
+          },
+      .calm = [&] { fake.clear_faults(); }};
+  CampaignCounts counts;
+  campaign(redfish, rounds, clients, &counts);
+  report("redfish", rounds, clients, counts);
+
+  std::map<std::string, std::set<std::string>> after = redfish_systems(fake);
+  for (const auto& [system, blocks] : before) {
+    EXPECT_EQ(after[system], blocks) << "composerd left system " << system << " changed";
+  }
 }
 
 }  // namespace

@@ -29,17 +29,6 @@ api::ComposeBody body(Request r) {
       .uid = 1000, .user = "alice", .account = "physics", .workload = "training", .request = r};
 }
 
-std::string write_credentials(const test_support::TempDir& dir, const std::string& user,
-                              const std::string& password, mode_t mode = 0600) {
-  const std::string path = dir.file("fabric.cred");
-  {
-    std::ofstream out(path);
-    out << "# fabric manager account\nusername=" << user << "\npassword=" << password << "\n";
-  }
-  ::chmod(path.c_str(), mode);
-  return path;
-}
-
 TEST(ComposerdCheck, ValidatesFabricSettingsAndTheCredentialsFile) {
   test_support::TempDir dir("composer-check");
   const std::string cred = write_credentials(dir, "admin", "Very-Secret-42", 0644);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -155,6 +156,19 @@ inline CommandResult run_command(const std::string& cmd) {
   const int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// A fabric credentials file (username, password) in `dir`, with the mode composerd demands
+// unless a test wants another.
+inline std::string write_credentials(const test_support::TempDir& dir, const std::string& user,
+                                     const std::string& password, mode_t mode = 0600) {
+  const std::string path = dir.file("fabric.cred");
+  {
+    std::ofstream out(path);
+    out << "# fabric manager account\nusername=" << user << "\npassword=" << password << "\n";
+  }
+  ::chmod(path.c_str(), mode);
+  return path;
 }
 
 }  // namespace composer::testing

@@ -1359,6 +1359,11 @@ void FakeRedfish::inject(FakeRedfishFault fault) {
   if (fault.count > 0) impl_->faults.push_back(std::move(fault));
 }
 
+void FakeRedfish::clear_faults() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->faults.clear();
+}
+
 void FakeRedfish::expire_sessions() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   for (const auto& [token, uri] : impl_->sessions) impl_->res.erase(uri);

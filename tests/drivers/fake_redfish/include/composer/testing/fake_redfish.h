@@ -123,6 +123,8 @@ class FakeRedfish {
   std::string base_url() const;  // http://127.0.0.1:PORT
 
   void inject(FakeRedfishFault fault);
+  // Drops every fault not yet served.
+  void clear_faults();
   // Forgets every session, as a service does when it restarts or sessions time out.
   void expire_sessions();
   // Status.Health of a resource block, or of the memory chunks behind a CXL target endpoint
