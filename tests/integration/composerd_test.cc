@@ -238,7 +238,15 @@ TEST_F(ComposerdTest, RefusesInputThatIsNotPlainJsonOrText) {
        R"(got \"x\\r\\nuser=root\")"},
       {"POST", "/v1/devices/gpu-a-0/drain", R"({"reason":"bad\u001b[2J"})",
        "reason: expected text"},
-      {"GET", "/v1/devices?type=%ff%00", "", R"(type: '\\xff\\x00' is not one of)"},
+      {"GET", "/v1/devices?type=%ff%00", "", R"(type: '\\xff\\x00' is not text)"},
+      {"GET", "/v1/devices?zone=z1%0d", "", R"(zone: 'z1\\r' is not text)"},
+      {"GET", "/v1/devices?zone=z1&zone=z2", "", "query parameter 'zone' is given twice"},
+      {"PUT", "/v1/compositions/6/n1", "\xEF\xBB\xBF{\"uid\":1,\"user\":\"a\"}",
+       "a byte order mark"},
+      {"PUT", "/v1/compositions/6/n1", std::string("{\"uid\":1,\"user\":\"a\"}\0", 21),
+       "a raw control character outside a string"},
+      {"PUT", "/v1/compositions/6/n1", R"({"uid":1,"user":"a","request":{"gpu_model":"a\rb"}})",
+       R"(request.gpu_model: expected text)"},
   };
   for (const auto& k : cases) {
     auto a = raw(k.method, k.path, k.body);

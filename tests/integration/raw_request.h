@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "composer/common/strings.h"
+
 namespace composer::testing {
 
 inline std::string munge_credential(const std::string& socket, const std::string& payload) {
@@ -45,7 +47,8 @@ inline RawAnswer raw_request_authorized(const std::string& host, int port,
 inline RawAnswer raw_request(const std::string& host, int port, const std::string& socket,
                              const std::string& method, const std::string& path,
                              const std::string& body = "", bool with_credential = true) {
-  const std::string bare = path.substr(0, path.find('?'));
+  // The credential names the path as the server routes it: percent-decoded (docs/API.md).
+  const std::string bare = percent_decode(path.substr(0, path.find('?')), false);
   return raw_request_authorized(
       host, port, method, path, body,
       with_credential ? "Munge " + munge_credential(socket, method + " " + bare) : "");

@@ -132,7 +132,7 @@ Request decode<Request>(const Json::Value& v, const std::string& path) {
   };
   Request q;
   r.get_if("gpus", &q.gpus, per_node);
-  r.get_if("gpu_model", &q.gpu_model, as_string);
+  r.get_if("gpu_model", &q.gpu_model, as_text);
   r.get_if("mem_bytes", &q.mem_bytes,
            [](const Json::Value& f, const std::string& p) { return as_uint(f, p, kMaxMemBytes); });
   r.get_if("nvme", &q.nvme, per_node);
@@ -332,8 +332,14 @@ bool json_number(std::string_view n) {
 
 // What jsoncpp's strict mode lets through and JSON does not, or what no document of the API
 // needs: a number that is not a plain JSON number ("01", "-00", "1.", "+1"), a raw control
-// character in a string, nesting deeper than kMaxJsonDepth.
+// character in a string or outside one (jsoncpp ends the text at a NUL), a byte order mark
+// (jsoncpp skips it), nesting deeper than kMaxJsonDepth.
 std::optional<std::string> beyond_json(std::string_view t) {
+  if (t.starts_with("\xEF\xBB\xBF")) {
+    return std::string(
+        "malformed JSON at line 1, column 1: a byte order mark (send UTF-8 "
+        "without one)");
+  }
   int line = 1;
   size_t line_start = 0;
   int depth = 0;
@@ -354,6 +360,8 @@ std::optional<std::string> beyond_json(std::string_view t) {
           return at(i) + "a raw control character in a string (JSON writes it \\u00XX)";
         }
       }
+    } else if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\r') {
+      return at(i) + "a raw control character outside a string";
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxJsonDepth) {
         return at(i) + "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";

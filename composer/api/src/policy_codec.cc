@@ -114,7 +114,7 @@ Expected<PolicyBody> policy_body_from_json(const Json::Value& v) {
     JsonObject r(v, "", "a policy body", {"file", "text", "dry_run"});
     PolicyBody b;
     b.text = r.string("text");
-    r.get_if("file", &b.file, as_string);
+    r.get_if("file", &b.file, as_text);
     r.get_if("dry_run", &b.dry_run, as_bool);
     return b;
   });

@@ -3,30 +3,11 @@
 #include <utility>
 
 #include "composer/api/codec.h"
+#include "composer/common/strings.h"
 #include "munge_credential.h"
 
 namespace composer::client {
 namespace {
-
-bool unreserved(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '.' || c == '_' || c == '~';
-}
-
-std::string percent_encode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (unreserved(c)) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
 
 http::HttpOptions http_options(const ClientOptions& o) {
   http::HttpOptions h;

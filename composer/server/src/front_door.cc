@@ -108,13 +108,6 @@ bool known_method(std::string_view m) {
 // Beast's string_view is Boost's (1.74) or Boost.Core's (1.80 and later): copied as a view.
 std::string_view view(beast::string_view v) { return {v.data(), v.size()}; }
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // A Range header composerd can read: "bytes=" and ranges of digits. composerd ignores a
 // readable one (it answers whole bodies, as HTTP allows) and refuses the rest.
 bool readable_range(std::string_view v) {
@@ -149,25 +142,6 @@ std::string address_of(const stream::endpoint& remote) {
 }
 
 }  // namespace
-
-std::string percent_decode(std::string_view text, bool plus_is_space) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '%' && i + 2 < text.size()) {
-      const int hi = hex_digit(text[i + 1]);
-      const int lo = hex_digit(text[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
-        continue;
-      }
-    }
-    out.push_back(plus_is_space && c == '+' ? ' ' : c);
-  }
-  return out;
-}
 
 std::string HttpRequest::header(std::string_view name) const {
   for (const auto& [k, v] : headers) {

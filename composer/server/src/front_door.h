@@ -62,9 +62,6 @@ struct HttpResponse {
   std::string content_type = "application/json";
 };
 
-// Percent-decodes `text` (%XX; with `plus_is_space`, '+' reads as a space, as in a query).
-std::string percent_decode(std::string_view text, bool plus_is_space);
-
 class FrontDoor {
  public:
   // `answer` runs on a worker thread for each request that passed the limits; `refusal` makes

@@ -37,15 +37,23 @@ std::multimap<std::string, std::string> query_of(const HttpRequest& req) {
   return query;
 }
 
-// Refuses a query parameter the route does not take: a typo must not widen a listing.
+// Refuses a query parameter the route does not take (a typo must not widen a listing), one
+// given twice (which one would count?) and a value that is not text: what a filter holds may be
+// repeated in an answer.
 Status only_params(const std::multimap<std::string, std::string>& query,
                    const std::vector<std::string>& allowed) {
   for (const auto& [key, value] : query) {
-    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
-    const std::string list = join(allowed, ", ");
-    return bad(
-        "unknown query parameter '" + printable(key) + "'" +
-        (list.empty() ? std::string(" (this endpoint takes none)") : " (allowed: " + list + ")"));
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      const std::string list = join(allowed, ", ");
+      return bad(
+          "unknown query parameter '" + printable(key) + "'" +
+          (list.empty() ? std::string(" (this endpoint takes none)") : " (allowed: " + list + ")"));
+    }
+    if (query.count(key) > 1) return bad("query parameter '" + key + "' is given twice");
+    if (!valid_utf8(value, false)) {
+      return bad(key + ": '" + printable(value) +
+                 "' is not text (UTF-8 without control characters)");
+    }
   }
   return Status::Ok();
 }

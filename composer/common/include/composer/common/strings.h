@@ -36,4 +36,10 @@ bool valid_utf8(std::string_view s, bool controls = true);
 // other control character or byte that is not valid UTF-8 as \xNN; never a raw byte.
 std::string printable(std::string_view s);
 
+// A URL path segment or query value: every byte outside A-Z a-z 0-9 - . _ ~ as %XX.
+std::string percent_encode(std::string_view s);
+// The reverse: %XX read as the byte (a '%' not followed by two hex digits stays), and with
+// `plus_is_space` '+' as a space, as a query string writes it.
+std::string percent_decode(std::string_view text, bool plus_is_space);
+
 }  // namespace composer
