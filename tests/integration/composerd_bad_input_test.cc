@@ -184,10 +184,8 @@ std::string body_of(const Fields& fields) {
     if (key.starts_with("request.")) {
       request.emplace_back(key.substr(8), raw);
       has_request = true;
-    } else if (key == "request") {
-      top.emplace_back(key, raw);  // the request replaced whole
     } else {
-      top.emplace_back(key, raw);
+      top.emplace_back(key, raw);  // "request" itself: the request replaced whole
     }
   }
   if (has_request) top.emplace_back("request", object_of(request));
@@ -482,11 +480,9 @@ TEST(ComposerdBadInput, GeneratedBadRequestsAreRefusedAndChangeNothing) {
                                          .workload = "training",
                                          .request = Request{.gpus = 2}})
                   .ok());
-  ASSERT_TRUE(
-      c.compose(778, "n2",
-                api::ComposeBody{
-                    .uid = 1001, .user = "bob", .request = Request{.nvme = 1}})
-          .ok());
+  ASSERT_TRUE(c.compose(778, "n2",
+                        api::ComposeBody{.uid = 1001, .user = "bob", .request = Request{.nvme = 1}})
+                  .ok());
   ASSERT_TRUE(c.drain("gpu-b-7", "fan").ok());
   const std::string host = "127.0.0.1";
   const int port = d.port();
