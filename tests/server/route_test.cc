@@ -63,7 +63,8 @@ class RouteTest : public ::testing::Test {
                 [](const Call&) -> Expected<Json::Value> { throw std::runtime_error("boom"); });
     // The routes behind composerd's own front door, on any free loopback port.
     door_ = std::make_unique<FrontDoor>(
-        FrontDoorLimits{}, [this](HttpRequest& req) { return router_.answer(req); },
+        FrontDoorLimits{},
+        [this](HttpRequest& req, const HttpReply& reply) { router_.answer(req, reply); },
         &Router::refusal, [](const HttpRequest&, const HttpResponse&) {});
     if (auto s = door_->bind("127.0.0.1", 0); !s) throw std::runtime_error(s.error().message);
     thread_ = std::thread([this] { door_->run(); });

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <future>
+#include <memory>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -67,7 +69,15 @@ void run_parallel(size_t n, size_t width, const std::function<void(size_t)>& wor
 
 CompositionService::CompositionService(db::Store& store, Fabric& fabric, const Clock& clock,
                                        ServiceOptions options)
-    : store_(store), fabric_(fabric), clock_(clock), options_(options) {}
+    : store_(store),
+      fabric_(fabric),
+      clock_(clock),
+      options_(options),
+      waiter_(std::make_unique<OperationWaiter>(
+          fabric, clock,
+          OperationWaiterOptions{.poll_interval_ms = options.poll_interval_ms,
+                                 .max_in_flight = options.max_fabric_operations,
+                                 .completion_threads = options.completion_threads})) {}
 
 Status CompositionService::start() {
   auto inventory = fabric_.inventory();
@@ -162,33 +172,6 @@ std::string CompositionService::fabric_host(const std::string& node) const {
   return h != nullptr ? h->fabric_id : node;
 }
 
-Status CompositionService::wait_operation(Expected<Operation> started, int64_t deadline_ms,
-                                          const char* what) {
-  if (!started) return started.error();
-  Operation op = std::move(started).value();
-  while (op.state == OperationState::kRunning) {
-    if (clock_.now_ms() >= deadline_ms) {
-      return Error{ErrorCode::kTimeout, std::string("fabric ") + what +
-                                            " did not finish in time (operation " + op.id + ")"};
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(options_.poll_interval_ms));
-    auto next = fabric_.operation_status(op.id);
-    if (!next) return next.error();
-    op = std::move(next).value();
-  }
-  if (op.state == OperationState::kFailed) {
-    return Error{ErrorCode::kFabric, std::string("fabric ") + what + " failed: " + op.error};
-  }
-  return Status::Ok();
-}
-
-Status CompositionService::attach_devices(const std::string& node,
-                                          const std::vector<std::string>& ids, int64_t timeout_ms) {
-  const int64_t deadline = clock_.now_ms() + timeout_ms;
-  return counted(wait_operation(fabric_.attach(fabric_host(node), ids), deadline, "attach"),
-                 attach_errors_);
-}
-
 Status CompositionService::detach_devices(const std::string& node,
                                           const std::vector<std::string>& ids, int64_t timeout_ms) {
   return detach_from_host(fabric_host(node), ids, timeout_ms);
@@ -197,8 +180,10 @@ Status CompositionService::detach_devices(const std::string& node,
 Status CompositionService::detach_from_host(const std::string& host,
                                             const std::vector<std::string>& ids,
                                             int64_t timeout_ms) {
-  const int64_t deadline = clock_.now_ms() + timeout_ms;
-  return counted(wait_operation(fabric_.detach(host, ids), deadline, "detach"), detach_errors_);
+  return counted(waiter_->wait(
+                     fabric_.lane(host), [&] { return fabric_.detach(host, ids); },
+                     clock_.now_ms() + timeout_ms, "detach"),
+                 detach_errors_);
 }
 
 std::optional<CompositionService::LiveEntry> CompositionService::wait_idle(
@@ -330,9 +315,17 @@ Expected<std::vector<Composition>> CompositionService::release_job(uint32_t job_
 }
 
 Expected<Composition> CompositionService::compose(const ComposeInput& in) {
+  auto answered = std::make_shared<std::promise<Expected<Composition>>>();
+  std::future<Expected<Composition>> answer = answered->get_future();
+  compose_async(in, [answered](Expected<Composition> c) { answered->set_value(std::move(c)); });
+  return answer.get();
+}
+
+void CompositionService::compose_async(const ComposeInput& in,
+                                       std::function<void(Expected<Composition>)> done) {
   if (in.request.empty()) {
-    return Error{ErrorCode::kInvalidArgument,
-                 where(in.job_id, in.node) + ": the request asks for nothing to compose"};
+    return done(Error{ErrorCode::kInvalidArgument,
+                      where(in.job_id, in.node) + ": the request asks for nothing to compose"});
   }
   const Key key{in.job_id, in.node};
   LiveEntry entry;
@@ -342,20 +335,22 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
     auto existing = wait_idle(lock, key, options_.compose_timeout_ms);
     if (existing) {
       if (existing->request != in.request) {
-        return Error{ErrorCode::kConflict,
-                     where(in.job_id, in.node) + " already has a composition (" +
-                         existing->request.to_string() + ") that differs from this request (" +
-                         in.request.to_string() + ")"};
+        return done(Error{ErrorCode::kConflict,
+                          where(in.job_id, in.node) + " already has a composition (" +
+                              existing->request.to_string() + ") that differs from this request (" +
+                              in.request.to_string() + ")"});
       }
       if (existing->busy) {
-        return Error{ErrorCode::kTimeout,
-                     where(in.job_id, in.node) + ": the composition is still being composed"};
+        return done(Error{ErrorCode::kTimeout,
+                          where(in.job_id, in.node) + ": the composition is still being composed"});
       }
       lock.unlock();
-      if (existing->state == CompositionState::kReady) return store_.composition(existing->id);
-      return Error{ErrorCode::kConflict, where(in.job_id, in.node) + ": the composition is " +
-                                             std::string(to_string(existing->state)) +
-                                             ", not ready"};
+      if (existing->state == CompositionState::kReady) {
+        return done(store_.composition(existing->id));
+      }
+      return done(Error{ErrorCode::kConflict, where(in.job_id, in.node) + ": the composition is " +
+                                                  std::string(to_string(existing->state)) +
+                                                  ", not ready"});
     }
     Admission admitted{.workload = in.workload, .window = ""};
     if (admission_) {
@@ -369,8 +364,8 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
       auto a = admission_(in, held);
       if (!a) {
         lock.unlock();
-        return refuse(in,
-                      Error{a.error().code, where(in.job_id, in.node) + ": " + a.error().message});
+        return done(refuse(
+            in, Error{a.error().code, where(in.job_id, in.node) + ": " + a.error().message}));
       }
       admitted = std::move(*a);
     }
@@ -378,8 +373,8 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
     auto picked = allocator_.allocate(in.node, in.request, admitted.workload);
     if (!picked) {
       lock.unlock();
-      return refuse(in, Error{picked.error().code,
-                              where(in.job_id, in.node) + ": " + picked.error().message});
+      return done(refuse(in, Error{picked.error().code,
+                                   where(in.job_id, in.node) + ": " + picked.error().message}));
     }
     allocator_.take(in.node, *picked, 0, admitted.workload);
     touched_.insert(picked->begin(), picked->end());
@@ -409,7 +404,7 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
   auto created = store_.create_composition(record, entry.devices, clock_.now_ms());
   if (!created) {
     forget(key, entry.devices);
-    return created.error();
+    return done(created.error());
   }
   entry.id = created->id;
   {
@@ -419,10 +414,19 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
   }
 
   const std::string host = fabric_host(in.node);
-  if (auto attached = attach_devices(in.node, entry.devices, options_.compose_timeout_ms);
-      !attached) {
-    return fail_compose(entry, host, attached.error().message);
-  }
+  waiter_->submit(
+      fabric_.lane(host), [this, host, ids = entry.devices] { return fabric_.attach(host, ids); },
+      clock_.now_ms() + options_.compose_timeout_ms, "attach",
+      [this, entry, host, done = std::move(done)](Status attached) {
+        done(finish_compose(entry, host, std::move(attached)));
+      });
+}
+
+Expected<Composition> CompositionService::finish_compose(const LiveEntry& entry,
+                                                         const std::string& host, Status attached) {
+  attached = counted(std::move(attached), attach_errors_);
+  if (!attached) return fail_compose(entry, host, attached.error().message);
+  const Key key{entry.job_id, entry.node};
   auto ready = store_.transition(entry.id, CompositionState::kComposing, CompositionState::kReady,
                                  "", clock_.now_ms(), true);
   if (!ready) {
@@ -438,8 +442,8 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
     e.busy = false;
     changed_.notify_all();
   }
-  log::info("composed", {{"job", std::to_string(in.job_id)},
-                         {"node", in.node},
+  log::info("composed", {{"job", std::to_string(entry.job_id)},
+                         {"node", entry.node},
                          {"composition", std::to_string(entry.id)},
                          {"devices", join(entry.devices)}});
   return ready;

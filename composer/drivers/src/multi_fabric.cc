@@ -143,6 +143,12 @@ Expected<Operation> MultiFabric::operation_status(const std::string& operation_i
   return op;
 }
 
+std::string MultiFabric::lane(const std::string& fabric_host) const {
+  // The member's name the host id starts with ("pod-a:host-1"); what no member claims shares
+  // the "" lane, and attach() refuses it.
+  return fabric_host.substr(0, fabric_host.find(':'));
+}
+
 Expected<std::vector<std::pair<std::string, Health>>> MultiFabric::health() {
   std::vector<std::pair<std::string, Health>> out;
   for (Member& m : members_) {

@@ -422,8 +422,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
     }
   };
   in.http = std::make_unique<FrontDoor>(
-      limits, [&in](HttpRequest& req) { return in.router.answer(req); }, &Router::refusal,
-      std::move(answered));
+      limits, [&in](HttpRequest& req, const HttpReply& reply) { in.router.answer(req, reply); },
+      &Router::refusal, std::move(answered));
   daemon->publish_snapshot();
   return daemon;
 }

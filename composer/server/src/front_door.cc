@@ -370,19 +370,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto work = asio::make_work_guard(door_.io);
     door_.workers->submit([self = shared_from_this(), req, keep, executor, &door = door_,
                            work = std::move(work)]() mutable {
-      HttpResponse res;
       const bool head = req->method == "HEAD";
       if (head) req->method = "GET";
+      // The reply holds the connection, the request and the io loop's work until it is sent.
+      auto held = std::make_shared<decltype(work)>(std::move(work));
+      auto sent = std::make_shared<std::atomic<bool>>(false);
+      HttpReply reply = [self, req, keep, executor, &door, head, held,
+                         sent](HttpResponse res) mutable {
+        if (sent->exchange(true)) return;
+        if (head) req->method = "HEAD";
+        door.answered(*req, res);
+        asio::post(executor, [self, res = std::move(res), keep, head]() mutable {
+          self->write(std::move(res), keep && !self->door_.stopping.load(), head);
+        });
+      };
       try {
-        res = door.answer(*req);
+        door.answer(*req, reply);
       } catch (const std::exception& e) {
-        res = door.refusal(500, std::string("internal error: ") + e.what());
+        reply(door.refusal(500, std::string("internal error: ") + e.what()));
       }
-      if (head) req->method = "HEAD";
-      door.answered(*req, res);
-      asio::post(executor, [self = std::move(self), res = std::move(res), keep, head]() mutable {
-        self->write(std::move(res), keep && !self->door_.stopping.load(), head);
-      });
     });
   }
 

@@ -62,12 +62,17 @@ struct HttpResponse {
   std::string content_type = "application/json";
 };
 
+// Sends the answer to a request: called exactly once, from any thread (later calls do nothing).
+// The request stays valid while a copy of it is held.
+using HttpReply = std::function<void(HttpResponse)>;
+
 class FrontDoor {
  public:
-  // `answer` runs on a worker thread for each request that passed the limits; `refusal` makes
-  // the JSON body of what the HTTP layer refuses (status, sentence); `answered` is told of
-  // every answer just before it is written.
-  using Answer = std::function<HttpResponse(HttpRequest&)>;
+  // `answer` runs on a worker thread for each request that passed the limits and hands its
+  // answer to the reply, there or later from another thread (a compose waits for the fabric
+  // without a worker); `refusal` makes the JSON body of what the HTTP layer refuses (status,
+  // sentence); `answered` is told of every answer just before it is written.
+  using Answer = std::function<void(HttpRequest&, HttpReply)>;
   using Refusal = std::function<HttpResponse(int status, const std::string& sentence)>;
   using Answered = std::function<void(const HttpRequest&, const HttpResponse&)>;
 

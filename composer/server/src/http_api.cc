@@ -27,15 +27,21 @@ Status check_node(const std::string& node) {
 }
 
 // Runs `work`, telling `observe` of `metrics` (when kept) how long it took and how it ended.
+// Tells the metrics how long a call took from `began`, and how it ended.
+template <typename T>
+void observe(Metrics* metrics, void (Metrics::*observe)(double, std::string_view),
+             std::chrono::steady_clock::time_point began, const Expected<T>& out) {
+  if (metrics == nullptr) return;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  (metrics->*observe)(seconds, out ? std::string_view() : to_string(out.error().code));
+}
+
 template <typename Work>
-auto timed(Metrics* metrics, void (Metrics::*observe)(double, std::string_view), Work&& work) {
+auto timed(Metrics* metrics, void (Metrics::*observe_it)(double, std::string_view), Work&& work) {
   const auto began = std::chrono::steady_clock::now();
   auto out = work();
-  if (metrics != nullptr) {
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-    (metrics->*observe)(seconds, out ? std::string_view() : to_string(out.error().code));
-  }
+  observe(metrics, observe_it, began, out);
   return out;
 }
 
@@ -60,21 +66,26 @@ class Handlers {
  public:
   explicit Handlers(ApiContext& ctx) : ctx_(ctx) {}
 
-  Expected<Json::Value> compose(const Call& call) {
+  // The answer comes when the fabric's attach has ended; no worker waits for it.
+  void compose(const Call& call, const Answer& answer) {
+    const auto began = std::chrono::steady_clock::now();
     auto target = job_and_node(call);
-    if (!target) return target.error();
+    if (!target) return answer(target.error());
     const auto& [job, node] = *target;
     auto in = compose_input(call, job);
-    if (!in) return in.error();
+    if (!in) return answer(in.error());
     if (!in->second.empty()) {
-      return bad("nodes: this path names the node (" + node +
-                 "); a job's nodes together go to PUT /v1/compositions/" + std::to_string(job));
+      return answer(bad("nodes: this path names the node (" + node +
+                        "); a job's nodes together go to PUT /v1/compositions/" +
+                        std::to_string(job)));
     }
     in->first.node = node;
-    auto c = timed(ctx_.metrics, &Metrics::observe_compose,
-                   [&] { return ctx_.service.compose(in->first); });
-    if (!c) return c.error();
-    return api::to_json(*c);
+    ctx_.service.compose_async(in->first,
+                               [metrics = ctx_.metrics, began, answer](Expected<Composition> c) {
+                                 observe(metrics, &Metrics::observe_compose, began, c);
+                                 if (!c) return answer(c.error());
+                                 answer(api::to_json(*c));
+                               });
   }
 
   // PUT /v1/compositions/{job}: every node of the body's `nodes` at once, all or nothing.
@@ -321,7 +332,8 @@ void install_routes(Router& router, ApiContext& ctx) {
   const auto admin = Access::admin("change the pool");
   const std::string comp = R"(/v1/compositions/(\d+)/([^/]+))";
   const auto composer = Access::composer();
-  routes.add("PUT", comp, composer, {}, [h](const Call& c) { return h->compose(c); });
+  routes.add_async("PUT", comp, composer, {},
+                   [h](const Call& c, const Answer& answer) { h->compose(c, answer); });
   routes.add("GET", comp, user, {}, [h](const Call& c) { return h->show(c); });
   routes.add("DELETE", comp, composer, {}, [h](const Call& c) { return h->release(c); });
   const std::string job = R"(/v1/compositions/([^/]+))";

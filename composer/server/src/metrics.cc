@@ -260,6 +260,7 @@ class MeteredFabric final : public Fabric {
                              const std::vector<std::string>& ids) override {
     return timed(meter_, "detach", [&] { return inner_->detach(host, ids); });
   }
+  std::string lane(const std::string& host) const override { return inner_->lane(host); }
   Expected<Operation> operation_status(const std::string& id) override {
     return timed(meter_, "operation_status", [&] { return inner_->operation_status(id); });
   }

@@ -159,28 +159,31 @@ void Router::add(std::string_view method, const std::string& pattern, Run run) {
   routes_.push_back(Route{std::string(method), std::regex(pattern), std::move(run)});
 }
 
-HttpResponse Router::answer(HttpRequest& req) const {
-  HttpResponse res;
+void Router::answer(HttpRequest& req, const HttpReply& reply) const {
   for (const Route& route : routes_) {
     std::smatch m;
     if (route.method != req.method || !std::regex_match(req.path, m, route.pattern)) continue;
     req.matches.assign(m.begin(), m.end());
+    // A reply already sent makes the one below a no-op (HttpReply is called once).
+    const auto failed = [&](const std::string& cause) {
+      log::error("request failed", {{"method", req.method}, {"path", req.path}, {"cause", cause}});
+      HttpResponse res;
+      send_error(res, Error{ErrorCode::kInternal, "internal error: " + cause});
+      reply(std::move(res));
+    };
     try {
-      route.run(req, res);
+      route.run(req, reply);
     } catch (const std::exception& e) {
-      log::error("request failed",
-                 {{"method", req.method}, {"path", req.path}, {"cause", e.what()}});
-      send_error(res, Error{ErrorCode::kInternal, std::string("internal error: ") + e.what()});
+      failed(e.what());
     } catch (...) {
-      log::error("request failed",
-                 {{"method", req.method}, {"path", req.path}, {"cause", "unknown exception"}});
-      send_error(res, Error{ErrorCode::kInternal, "internal error: unknown exception"});
+      failed("unknown exception");
     }
-    return res;
+    return;
   }
+  HttpResponse res;
   send_error(res, Error{ErrorCode::kNotFound, "no such endpoint: " + printable(req.method) + " " +
                                                   printable(req.path) + " (see docs/API.md)"});
-  return res;
+  reply(std::move(res));
 }
 
 HttpResponse Router::refusal(int status, const std::string& sentence) {
@@ -195,13 +198,33 @@ HttpResponse Router::refusal(int status, const std::string& sentence) {
 
 Routes::Routes(Router& router, const Authenticator& auth) : router_(router), auth_(auth) {}
 
+namespace {
+
+HttpResponse json_answer(const Expected<Json::Value>& body) {
+  HttpResponse res;
+  if (!body) {
+    send_error(res, body.error());
+  } else {
+    send_json(res, 200, *body);
+  }
+  return res;
+}
+
+}  // namespace
+
 void Routes::add(std::string_view method, const std::string& pattern, Access access,
                  std::initializer_list<std::string_view> params, Handler handler) {
   install(method, pattern, std::move(access), params,
-          [handler = std::move(handler)](const Call& call, HttpResponse& res) {
-            auto body = handler(call);
-            if (!body) return send_error(res, body.error());
-            send_json(res, 200, *body);
+          [handler = std::move(handler)](const Call& call, const HttpReply& reply) {
+            reply(json_answer(handler(call)));
+          });
+}
+
+void Routes::add_async(std::string_view method, const std::string& pattern, Access access,
+                       std::initializer_list<std::string_view> params, AsyncHandler handler) {
+  install(method, pattern, std::move(access), params,
+          [handler = std::move(handler)](const Call& call, const HttpReply& reply) {
+            handler(call, [reply](Expected<Json::Value> body) { reply(json_answer(body)); });
           });
 }
 
@@ -210,10 +233,12 @@ void Routes::add_text(const std::string& pattern, Access access,
                       TextHandler handler) {
   install("GET", pattern, std::move(access), params,
           [type = std::move(content_type), handler = std::move(handler)](const Call& call,
-                                                                         HttpResponse& res) {
+                                                                         const HttpReply& reply) {
+            HttpResponse res;
             res.status = 200;
             res.body = handler(call);
             res.content_type = type;
+            reply(std::move(res));
           });
 }
 
@@ -221,12 +246,12 @@ void Routes::install(std::string_view method, const std::string& pattern, Access
                      std::initializer_list<std::string_view> params, Sender send) {
   auto run = [&auth = auth_, access = std::move(access),
               allowed = std::vector<std::string>(params.begin(), params.end()),
-              send = std::move(send)](const HttpRequest& req, HttpResponse& res) {
+              send = std::move(send)](const HttpRequest& req, const HttpReply& reply) {
     auto caller = admit(auth, access, req);
-    if (!caller) return send_error(res, caller.error());
+    if (!caller) return reply(json_answer(caller.error()));
     auto query = query_of(req);
-    if (auto s = only_params(query, allowed); !s) return send_error(res, s.error());
-    send(Call(req, *caller, std::move(query)), res);
+    if (auto s = only_params(query, allowed); !s) return reply(json_answer(s.error()));
+    send(Call(req, *caller, std::move(query)), reply);
   };
   router_.add(method, pattern, std::move(run));
 }

@@ -100,6 +100,11 @@ class Call {
 
 // A route's work: the JSON body of its 200 answer, or the error to answer with.
 using Handler = std::function<Expected<Json::Value>(const Call&)>;
+// The same told later, from any thread, exactly once: a route whose work waits for the fabric.
+// The handler reads what it needs from the Call before it returns (the Call does not outlive
+// the handler; `answer` may).
+using Answer = std::function<void(Expected<Json::Value>)>;
+using AsyncHandler = std::function<void(const Call&, Answer answer)>;
 // A route that answers text of a content type (GET /metrics).
 using TextHandler = std::function<std::string(const Call&)>;
 
@@ -109,10 +114,11 @@ using TextHandler = std::function<std::string(const Call&)>;
 // with its sentence under the status it chose (503, no room for a connection: unavailable).
 class Router {
  public:
-  using Run = std::function<void(const HttpRequest&, HttpResponse&)>;
+  using Run = std::function<void(const HttpRequest&, const HttpReply&)>;
   void add(std::string_view method, const std::string& pattern, Run run);
-  // Runs on a worker thread; routes are not added once the server runs.
-  HttpResponse answer(HttpRequest& req) const;
+  // Runs on a worker thread; routes are not added once the server runs. The reply is called
+  // once, there or later.
+  void answer(HttpRequest& req, const HttpReply& reply) const;
   static HttpResponse refusal(int status, const std::string& sentence);
 
  private:
@@ -133,13 +139,16 @@ class Routes {
   // `params` the query parameters the route takes (others are refused).
   void add(std::string_view method, const std::string& pattern, Access access,
            std::initializer_list<std::string_view> params, Handler handler);
+  // A route whose answer comes later (it waits for the fabric without holding a worker).
+  void add_async(std::string_view method, const std::string& pattern, Access access,
+                 std::initializer_list<std::string_view> params, AsyncHandler handler);
   // A GET answering text of `content_type`, through the same pipeline.
   void add_text(const std::string& pattern, Access access,
                 std::initializer_list<std::string_view> params, std::string content_type,
                 TextHandler handler);
 
  private:
-  using Sender = std::function<void(const Call&, HttpResponse&)>;
+  using Sender = std::function<void(const Call&, const HttpReply&)>;
   void install(std::string_view method, const std::string& pattern, Access access,
                std::initializer_list<std::string_view> params, Sender send);
 

@@ -108,6 +108,7 @@ class HostDomainsFabric final : public Fabric {
                              const std::vector<std::string>& ids) override {
     return inner_->detach(host, ids);
   }
+  std::string lane(const std::string& host) const override { return inner_->lane(host); }
   Expected<Operation> operation_status(const std::string& id) override {
     return inner_->operation_status(id);
   }

@@ -55,6 +55,10 @@ class Fabric {
   virtual Expected<Operation> detach(const std::string& fabric_host,
                                      const std::vector<std::string>& device_ids) = 0;
   virtual Expected<Operation> operation_status(const std::string& operation_id) = 0;
+  // Which fabric manager a host's operations go to, for limits per fabric (composer.conf's
+  // FabricMaxOperations): "" for a driver that talks to one; the member's name for the
+  // multi-fabric router.
+  virtual std::string lane(const std::string& /*fabric_host*/) const { return {}; }
   // Health of every device the fabric knows.
   virtual Expected<std::vector<std::pair<std::string, Health>>> health() = 0;
 };

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -22,6 +23,7 @@
 #include "composer/common/error.h"
 #include "composer/core/allocator.h"
 #include "composer/core/fabric.h"
+#include "composer/core/operation_waiter.h"
 #include "composer/db/store.h"
 #include "composer/model/model.h"
 
@@ -31,6 +33,11 @@ struct ServiceOptions {
   int64_t compose_timeout_ms = 60000;  // fabric attach, from call to devices reported attached
   int64_t release_timeout_ms = 60000;  // fabric detach
   int64_t poll_interval_ms = 20;       // operation status polling while a fabric call runs
+  // Fabric operations (attaches and detaches) running at once per fabric; more wait in a queue
+  // (composer.conf's FabricMaxOperations).
+  size_t max_fabric_operations = 256;
+  // Threads that finish composes whose fabric operation ended (record ready, or roll back).
+  size_t completion_threads = 8;
 };
 
 struct ComposeInput {
@@ -71,6 +78,10 @@ class CompositionService {
 
   // Idempotent: a retry for the same (job, node) and request answers the same composition.
   Expected<Composition> compose(const ComposeInput& input);
+  // The same, without holding the caller's thread while the fabric attaches: `done` is told
+  // the answer once, on the caller's thread when it is known at once (a refusal, a repeated
+  // request), else on one of the service's completion threads.
+  void compose_async(const ComposeInput& input, std::function<void(Expected<Composition>)> done);
   // Idempotent: nullopt when the job never had a composition on the node; the released
   // composition when it is (or already was) released.
   Expected<std::optional<Composition>> release(uint32_t job_id, const std::string& node);
@@ -176,10 +187,9 @@ class CompositionService {
  private:
   using Key = std::pair<uint32_t, std::string>;
 
-  // Runs a fabric operation to completion or until the deadline.
-  Status wait_operation(Expected<Operation> started, int64_t deadline_ms, const char* what);
-  Status attach_devices(const std::string& node, const std::vector<std::string>& ids,
-                        int64_t timeout_ms);
+  // The rest of a compose once the fabric's attach ended: record it ready, or roll it back.
+  Expected<Composition> finish_compose(const LiveEntry& entry, const std::string& host,
+                                       Status attached);
   Status detach_devices(const std::string& node, const std::vector<std::string>& ids,
                         int64_t timeout_ms);
   // The same by the fabric's name for the host (a host composerd may not serve).
@@ -218,6 +228,8 @@ class CompositionService {
   std::map<Key, LiveEntry> live_;
   // Devices allocated or given back since begin_holder_round(): their holder waits a round.
   std::set<std::string> touched_;
+  // Last: stopped first, while what its completions use still stands.
+  std::unique_ptr<OperationWaiter> waiter_;
 };
 
 }  // namespace composer

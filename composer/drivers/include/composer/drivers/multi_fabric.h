@@ -45,6 +45,7 @@ class MultiFabric final : public Fabric {
   Expected<Operation> detach(const std::string& fabric_host,
                              const std::vector<std::string>& device_ids) override;
   Expected<Operation> operation_status(const std::string& operation_id) override;
+  std::string lane(const std::string& fabric_host) const override;
   Expected<std::vector<std::pair<std::string, Health>>> health() override;
 
   // "pod-a", "GPU-1" -> "pod-a:GPU-1"

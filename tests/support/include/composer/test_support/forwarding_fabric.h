@@ -24,6 +24,7 @@ class ForwardingFabric : public Fabric {
                              const std::vector<std::string>& ids) override {
     return to_.detach(host, ids);
   }
+  std::string lane(const std::string& host) const override { return to_.lane(host); }
   Expected<Operation> operation_status(const std::string& id) override {
     return to_.operation_status(id);
   }
