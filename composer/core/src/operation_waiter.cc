@@ -44,6 +44,11 @@ OperationWaiter::~OperationWaiter() {
   }
   completed_.notify_all();
   for (auto& t : completers_) t.join();
+  // A start that was under way when the poller stopped.
+  for (auto& p : running_) {
+    p.done(Error{ErrorCode::kUnavailable,
+                 "composerd is stopping: fabric " + p.what + " no longer waited for"});
+  }
 }
 
 void OperationWaiter::submit(std::string lane, Start start, int64_t deadline_ms, std::string what,
@@ -139,11 +144,34 @@ void OperationWaiter::complete(Pending p, Status how) {
     p.done(std::move(how));
     return;
   }
+  post([done = std::move(p.done), how = std::move(how)]() mutable { done(std::move(how)); });
+}
+
+void OperationWaiter::post(std::function<void()> task) {
   {
     std::lock_guard lock(mu_);
-    completions_.emplace_back(std::move(p.done), std::move(how));
+    tasks_.push_back(std::move(task));
   }
   completed_.notify_one();
+}
+
+void OperationWaiter::start_queued(Pending p) {
+  bool stopping = false;
+  {
+    std::lock_guard lock(mu_);
+    stopping = stopping_;
+  }
+  if (stopping) {
+    p.done(Error{ErrorCode::kUnavailable, "composerd is stopping: fabric " + p.what + " refused"});
+    return;
+  }
+  Status how = Status::Ok();
+  if (begin(p, &how)) {
+    std::lock_guard lock(mu_);
+    running_.push_back(std::move(p));
+    return;
+  }
+  p.done(std::move(how));
 }
 
 void OperationWaiter::poll_loop() {
@@ -178,8 +206,15 @@ void OperationWaiter::poll_loop() {
                                        std::to_string(options_.max_in_flight) +
                                        " operations in flight (FabricMaxOperations)"});
     }
+    // A start is one request to the fabric manager; it runs on a completion thread so that the
+    // polling never waits for it. What wait() waits for starts here: a completion thread may be
+    // the one waiting.
     std::vector<Pending> still;
     for (auto& p : startable) {
+      if (!p.inline_done) {
+        post([this, p = std::make_shared<Pending>(std::move(p))] { start_queued(std::move(*p)); });
+        continue;
+      }
       Status how = Status::Ok();
       if (begin(p, &how)) {
         still.push_back(std::move(p));
@@ -210,15 +245,15 @@ void OperationWaiter::poll_loop() {
 
 void OperationWaiter::completion_loop() {
   for (;;) {
-    std::pair<Done, Status> next{nullptr, Status::Ok()};
+    std::function<void()> next;
     {
       std::unique_lock lock(mu_);
-      completed_.wait(lock, [this] { return !completions_.empty() || completers_stop_; });
-      if (completions_.empty()) return;  // stopping, and nothing left to tell
-      next = std::move(completions_.front());
-      completions_.pop_front();
+      completed_.wait(lock, [this] { return !tasks_.empty() || completers_stop_; });
+      if (tasks_.empty()) return;  // stopping, and nothing left to do
+      next = std::move(tasks_.front());
+      tasks_.pop_front();
     }
-    next.first(std::move(next.second));
+    next();
   }
 }
 

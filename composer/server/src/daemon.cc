@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -306,6 +307,19 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
   ServiceOptions sopts;
   sopts.compose_timeout_ms = config.compose_timeout_ms;
   sopts.release_timeout_ms = config.release_timeout_ms;
+  sopts.max_fabric_operations = static_cast<size_t>(config.max_fabric_operations);
+  // The poller asks a fabric manager how its operations stand no more often than it allows
+  // (FabricPollInterval); the sim answers in memory.
+  std::vector<int64_t> intervals;
+  if (config.fabrics.empty() && config.fabric != "sim") {
+    intervals.push_back(config.fabric_config.poll_interval_ms);
+  }
+  for (const auto& f : config.fabrics) {
+    if (f.driver != "sim") intervals.push_back(f.config.poll_interval_ms);
+  }
+  if (!intervals.empty()) {
+    sopts.poll_interval_ms = *std::min_element(intervals.begin(), intervals.end());
+  }
   impl->service = std::make_unique<CompositionService>(*impl->store, *impl->fabric, clock, sopts);
   if (auto s = impl->service->start(); !s) {
     return Error{s.error().code, "the database " + config.database + ": " + s.error().message};

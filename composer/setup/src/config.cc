@@ -710,6 +710,8 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
       return set_ms(cfg.compose_timeout_ms, 1, 3600);
     } else if (key == "releasetimeout") {
       return set_ms(cfg.release_timeout_ms, 1, 3600);
+    } else if (key == "maxfabricoperations") {
+      return set_int(cfg.max_fabric_operations, 1, 65536);
     } else if (key == "reconcileinterval") {
       return set_ms(cfg.reconcile_interval_ms, 1, 3600);
     } else if (key == "orphangrace") {

@@ -12,8 +12,8 @@
 //
 // What to do when an operation ends runs on one of a few completion threads, never on the
 // poller, so a completion may itself wait for another operation (a failed attach is undone by a
-// detach) without stopping the polling. wait() is the blocking form for callers that hold a
-// thread anyway.
+// detach) without stopping the polling; so does the start of a queued operation (a request to
+// the fabric manager). wait() is the blocking form for callers that hold a thread anyway.
 #pragma once
 
 #include <condition_variable>
@@ -82,6 +82,9 @@ class OperationWaiter {
   void release(const std::string& lane);
   // Tells `p.done` how it ended: on a completion thread, or at once when inline_done.
   void complete(Pending p, Status how);
+  void post(std::function<void()> task);
+  // On a completion thread: starts a queued operation and follows it, or tells how it ended.
+  void start_queued(Pending p);
   void poll_loop();
   void completion_loop();
 
@@ -97,7 +100,7 @@ class OperationWaiter {
   std::map<std::string, size_t> running_per_lane_;
   std::vector<Pending> running_;
   std::map<std::string, std::deque<Pending>> queued_;
-  std::deque<std::pair<Done, Status>> completions_;
+  std::deque<std::function<void()>> tasks_;  // for the completion threads
   std::thread poller_;
   std::vector<std::thread> completers_;
 };

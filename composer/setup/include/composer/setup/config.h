@@ -59,9 +59,11 @@ struct FabricConfig {
   int64_t connect_timeout_ms = 2000;   // FabricConnectTimeout
   int64_t request_timeout_ms = 10000;  // FabricTimeout, per request
   int64_t poll_interval_ms = 200;      // FabricPollInterval: redfish task monitors
-  int64_t task_wait_ms = 30000;        // FabricTaskWait: redfish tasks waited for in a call
-  bool use_host_name = false;          // FabricNodeNames=hostname (redfish HostName)
-  uint32_t slots = 8;                  // FabricSlots: attach slots when the fabric gives none
+  // FabricTaskWait: redfish tasks waited for inside one call; 0: the call answers at once and
+  // composerd's one poller follows the task (no thread waits for it).
+  int64_t task_wait_ms = 0;
+  bool use_host_name = false;  // FabricNodeNames=hostname (redfish HostName)
+  uint32_t slots = 8;          // FabricSlots: attach slots when the fabric gives none
   // Fabric host id -> Slurm node, from NodeName lines; empty: every fabric host is served.
   std::map<std::string, std::string> host_map;
 };
@@ -110,6 +112,8 @@ struct Config {
   int64_t api_idle_timeout_ms = 60000;      // a keep-alive connection between requests
   int64_t compose_timeout_ms = 60000;
   int64_t release_timeout_ms = 60000;
+  // Attaches and detaches running at once on each fabric; more wait their turn in a queue.
+  int max_fabric_operations = 256;
   int64_t reconcile_interval_ms = 10000;
   int64_t orphan_grace_ms = 60000;
   int64_t stuck_after_ms = 180000;

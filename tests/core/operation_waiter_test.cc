@@ -1,0 +1,242 @@
+// The operation waiter: many fabric operations in flight followed by one thread, the limit per
+// fabric with its queue, deadlines, failures and stopping. The fabric here is a small one whose
+// operations end after a real latency and which counts what runs at once on each fabric.
+#include "composer/core/operation_waiter.h"
+
+#include <dirent.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace composer {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Hosts are "LANE:NAME"; an attach runs for `latency_ms`, a host named "LANE:fails" fails its
+// operations, "LANE:refuses" refuses to start them.
+class TimedFabric final : public Fabric {
+ public:
+  explicit TimedFabric(int latency_ms) : latency_ms_(latency_ms) {}
+
+  std::string_view driver() const override { return "timed"; }
+  Expected<FabricInventory> inventory() override { return FabricInventory{}; }
+  Expected<Operation> attach(const std::string& host, const std::vector<std::string>&) override {
+    if (host.ends_with(":refuses")) return Error{ErrorCode::kFabric, "refused at the door"};
+    std::lock_guard lock(mu_);
+    const std::string id = host + "#" + std::to_string(next_++);
+    ends_[id] = std::chrono::steady_clock::now() + std::chrono::milliseconds(latency_ms_);
+    const std::string lane = lane_of(id);
+    max_running_[lane] = std::max(max_running_[lane], ++running_[lane]);
+    return Operation{id, OperationState::kRunning, ""};
+  }
+  Expected<Operation> detach(const std::string& host,
+                             const std::vector<std::string>& ids) override {
+    return attach(host, ids);
+  }
+  Expected<Operation> operation_status(const std::string& id) override {
+    std::lock_guard lock(mu_);
+    ++polls_;
+    auto it = ends_.find(id);
+    if (it == ends_.end()) return Error{ErrorCode::kNotFound, "no operation " + id};
+    if (std::chrono::steady_clock::now() < it->second) {
+      return Operation{id, OperationState::kRunning, ""};
+    }
+    ends_.erase(it);
+    --running_[lane_of(id)];
+    if (id.find(":fails#") != std::string::npos) {
+      return Operation{id, OperationState::kFailed, "the switch said no"};
+    }
+    return Operation{id, OperationState::kDone, ""};
+  }
+  Expected<std::vector<std::pair<std::string, Health>>> health() override {
+    return std::vector<std::pair<std::string, Health>>{};
+  }
+  std::string lane(const std::string& host) const override { return lane_of(host); }
+
+  int max_running(const std::string& lane) {
+    std::lock_guard lock(mu_);
+    return max_running_[lane];
+  }
+
+ private:
+  static std::string lane_of(const std::string& s) { return s.substr(0, s.find(':')); }
+
+  const int latency_ms_;
+  std::mutex mu_;
+  uint64_t next_ = 0;
+  uint64_t polls_ = 0;
+  std::map<std::string, std::chrono::steady_clock::time_point> ends_;
+  std::map<std::string, int> running_;
+  std::map<std::string, int> max_running_;
+};
+
+size_t threads_of_this_process() {
+  size_t n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+struct Ended {
+  std::mutex mu;
+  std::vector<Status> all;
+  std::promise<void> last;
+  size_t expected = 0;
+
+  OperationWaiter::Done done() {
+    return [this](Status s) {
+      std::lock_guard lock(mu);
+      all.push_back(std::move(s));
+      if (all.size() == expected) last.set_value();
+    };
+  }
+};
+
+TEST(OperationWaiter, AThousandOperationsInFlightTakeOneLatencyAndNoThreadEach) {
+  TimedFabric fabric(300);
+  SystemClock clock;
+  OperationWaiter waiter(fabric, clock, {.poll_interval_ms = 10, .max_in_flight = 1000});
+  Ended ended;
+  ended.expected = 1000;
+  auto all_done = ended.last.get_future();
+  const size_t threads_before = threads_of_this_process();
+  const auto began = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) {
+    waiter.submit(
+        "a", [&fabric, i] { return fabric.attach("a:host-" + std::to_string(i), {"gpu"}); },
+        clock.now_ms() + 30000, "attach", ended.done());
+  }
+  EXPECT_EQ(waiter.in_flight(), 1000u);
+  EXPECT_EQ(threads_of_this_process(), threads_before) << "a thread per operation";
+  ASSERT_EQ(all_done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  for (const Status& s : ended.all) EXPECT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(fabric.max_running("a"), 1000);
+  // One after another they would take 300 s; a bound far above one latency keeps a loaded
+  // machine from failing this.
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_EQ(waiter.in_flight(), 0u);
+}
+
+TEST(OperationWaiter, EachFabricRunsAtMostItsLimitAndTheRestWaitTheirTurn) {
+  TimedFabric fabric(40);
+  SystemClock clock;
+  OperationWaiter waiter(fabric, clock, {.poll_interval_ms = 5, .max_in_flight = 4});
+  Ended ended;
+  ended.expected = 40;
+  auto all_done = ended.last.get_future();
+  for (int i = 0; i < 40; ++i) {
+    const std::string lane = i % 2 ? "pod-a" : "pod-b";
+    waiter.submit(
+        lane, [&fabric, lane] { return fabric.attach(lane + ":h", {"gpu"}); },
+        clock.now_ms() + 30000, "attach", ended.done());
+  }
+  EXPECT_EQ(waiter.in_flight(), 8u);
+  EXPECT_EQ(waiter.queued(), 32u);
+  ASSERT_EQ(all_done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  for (const Status& s : ended.all) EXPECT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(fabric.max_running("pod-a"), 4);
+  EXPECT_EQ(fabric.max_running("pod-b"), 4);
+}
+
+TEST(OperationWaiter, TheDeadlineBoundsTheQueueAndTheOperation) {
+  TimedFabric fabric(400);
+  SystemClock clock;
+  OperationWaiter waiter(fabric, clock, {.poll_interval_ms = 5, .max_in_flight = 1});
+  auto start = [&fabric] { return fabric.attach("a:h", {"gpu"}); };
+  const Status running = waiter.wait("a", start, clock.now_ms() + 100, "attach");
+  ASSERT_FALSE(running.ok());
+  EXPECT_EQ(running.error().code, ErrorCode::kTimeout);
+  EXPECT_THAT(running.error().message, HasSubstr("fabric attach did not finish in time"));
+
+  Ended ended;
+  ended.expected = 1;
+  auto first = ended.last.get_future();
+  waiter.submit("a", start, clock.now_ms() + 5000, "attach", ended.done());
+  const Status queued = waiter.wait("a", start, clock.now_ms() + 100, "detach");
+  ASSERT_FALSE(queued.ok());
+  EXPECT_EQ(queued.error().code, ErrorCode::kTimeout);
+  EXPECT_THAT(queued.error().message,
+              HasSubstr("fabric detach did not start in time: the fabric had 1 operations in "
+                        "flight (FabricMaxOperations)"));
+  first.wait();
+  EXPECT_TRUE(ended.all.at(0).ok());
+}
+
+TEST(OperationWaiter, AFailedOrRefusedOperationSaysWhy) {
+  TimedFabric fabric(20);
+  SystemClock clock;
+  OperationWaiter waiter(fabric, clock, {.poll_interval_ms = 5});
+  const Status failed = waiter.wait(
+      "a", [&] { return fabric.attach("a:fails", {"gpu"}); }, clock.now_ms() + 5000, "attach");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().code, ErrorCode::kFabric);
+  EXPECT_EQ(failed.error().message, "fabric attach failed: the switch said no");
+  const Status refused = waiter.wait(
+      "a", [&] { return fabric.attach("a:refuses", {"gpu"}); }, clock.now_ms() + 5000, "attach");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message, "refused at the door");
+  EXPECT_EQ(waiter.in_flight(), 0u);
+}
+
+// A completion that waits for another operation (a failed attach undone by a detach) must not
+// stop the others, even with one completion thread.
+TEST(OperationWaiter, ACompletionMayWaitForAnotherOperation) {
+  TimedFabric fabric(30);
+  SystemClock clock;
+  OperationWaiter waiter(fabric, clock,
+                         {.poll_interval_ms = 5, .max_in_flight = 2, .completion_threads = 1});
+  Ended ended;
+  ended.expected = 6;
+  auto all_done = ended.last.get_future();
+  for (int i = 0; i < 6; ++i) {
+    waiter.submit(
+        "a", [&] { return fabric.attach("a:fails", {"gpu"}); }, clock.now_ms() + 10000, "attach",
+        [&](Status attached) {
+          EXPECT_FALSE(attached.ok());
+          const Status undone = waiter.wait(
+              "a", [&] { return fabric.detach("a:h", {"gpu"}); }, clock.now_ms() + 10000, "detach");
+          ended.done()(undone);
+        });
+  }
+  ASSERT_EQ(all_done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  for (const Status& s : ended.all) EXPECT_TRUE(s.ok()) << s.error();
+}
+
+TEST(OperationWaiter, StoppingTellsEveryoneStillWaiting) {
+  TimedFabric fabric(60000);
+  SystemClock clock;
+  Ended ended;
+  ended.expected = 3;
+  auto all_done = ended.last.get_future();
+  {
+    OperationWaiter waiter(fabric, clock, {.poll_interval_ms = 5, .max_in_flight = 1});
+    for (int i = 0; i < 3; ++i) {
+      waiter.submit(
+          "a", [&] { return fabric.attach("a:h", {"gpu"}); }, clock.now_ms() + 120000, "attach",
+          ended.done());
+    }
+  }
+  ASSERT_EQ(all_done.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  for (const Status& s : ended.all) {
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().code, ErrorCode::kUnavailable);
+    EXPECT_THAT(s.error().message, HasSubstr("composerd is stopping"));
+  }
+}
+
+}  // namespace
+}  // namespace composer
