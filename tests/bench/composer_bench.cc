@@ -6,8 +6,20 @@
 // second with the same munged), which bounds any design that sends a fresh munge credential
 // with every request.
 //
-//   composer_bench [--clients N] [--seconds S] [--burst B] [--not-durable]
+// Then the same burst against a slow fabric (the sim with --latency MS per attach, 2000 by
+// default) behind a composerd with its default ApiThreads (64): the wall time of the whole
+// burst beside the time of one operation, which is what a fabric that allows that many
+// operations at once (MaxFabricOperations=--in-flight, 1000 by default) makes possible.
+//
+// Last, the same burst against a fabric that applies one change at a time like a Liqid
+// Director (SimSerialize=yes, --latency per change): one after another the burst would take
+// B latencies; composerd hands the fabric every change waiting as one batch, and the bench
+// prints how many batches (fabric changes) it took, from composerd's /metrics.
+//
+//   composer_bench [--clients N] [--seconds S] [--burst B] [--latency MS] [--in-flight N]
+//                  [--not-durable]
 // Results and the command that produced them: docs/BENCHMARKS.md.
+#include <httplib.h>
 #include <munge.h>
 #include <sys/resource.h>
 
@@ -124,19 +136,79 @@ std::pair<long, double> munge_run(const std::string& socket, int threads, long t
   return {done.load(), std::chrono::duration<double>(Clock::now() - t0).count()};
 }
 
+// B composes sent at once by B client threads; their latencies in ms and errors.
+struct Burst {
+  std::vector<double> ms;
+  long errors = 0;
+  double wall_s = 0;
+};
+
+// Eight composes go to each node, from node b<first_node> on.
+Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst,
+                    uint32_t first_job, int first_node = 1) {
+  Burst out;
+  out.ms.resize(static_cast<size_t>(burst));
+  std::atomic<long> errors{0};
+  std::barrier gate(burst + 1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < burst; ++i) {
+    threads.emplace_back([&, i] {
+      auto cli = daemon.client();
+      char node[16];
+      std::snprintf(node, sizeof node, "b%04d", i / 8 + first_node);
+      gate.arrive_and_wait();
+      const auto s = Clock::now();
+      auto r = cli.compose(first_job + static_cast<uint32_t>(i), node, one_gpu());
+      out.ms[static_cast<size_t>(i)] =
+          std::chrono::duration<double, std::milli>(Clock::now() - s).count();
+      if (!r.ok() && errors++ == 0) {
+        std::fprintf(stderr, "first burst error: %s\n", r.error().message.c_str());
+      }
+    });
+  }
+  gate.arrive_and_wait();
+  const auto began = Clock::now();
+  for (auto& t : threads) t.join();
+  out.wall_s = std::chrono::duration<double>(Clock::now() - began).count();
+  out.errors = errors.load();
+  return out;
+}
+
+// The count of one fabric driver call in composerd's /metrics (0 if absent).
+double driver_calls(const composer::testing::ComposerdProcess& daemon, const std::string& call) {
+  httplib::Client http("127.0.0.1", daemon.port());
+  auto r = http.Get("/metrics");
+  if (!r) return 0;
+  const std::string key =
+      "composer_fabric_request_duration_seconds_count{fabric=\"sim\",operation=\"" + call + "\"} ";
+  const auto at = r->body.find(key);
+  return at == std::string::npos ? 0 : std::atof(r->body.c_str() + at + key.size());
+}
+
+std::string pool_lines(int nodes) {
+  return "NodeName=b[0001-" + std::to_string(nodes) +
+         "] Zones=z1 GpuSlots=8 MemSlots=0 NvmeSlots=0\n"
+         "DeviceGroup=gpu Type=gpu Model=A100-80G Zone=z1 Count=" +
+         std::to_string(nodes * 8) + "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int clients = 32;
   int seconds = 10;
   int burst = 1000;
+  int latency_ms = 2000;
+  int in_flight = 1000;
   bool durable = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    int* value = a == "--clients"   ? &clients
-                 : a == "--seconds" ? &seconds
-                 : a == "--burst"   ? &burst
-                                    : nullptr;
+    int* value = a == "--clients"     ? &clients
+                 : a == "--seconds"   ? &seconds
+                 : a == "--burst"     ? &burst
+                 : a == "--latency"   ? &latency_ms
+                 : a == "--in-flight" ? &in_flight
+                                      : nullptr;
     if (a == "--not-durable") {
       durable = false;
     } else if (value != nullptr && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
@@ -144,16 +216,14 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "composer_bench: bad argument '%s'; usage: composer_bench [--clients N] "
-                   "[--seconds S] [--burst B] [--not-durable], N, S and B above 0\n",
+                   "[--seconds S] [--burst B] [--latency MS] [--in-flight N] [--not-durable], "
+                   "every number above 0\n",
                    a.c_str());
       return 2;
     }
   }
   const int nodes = std::max(clients, (burst + 7) / 8);
-  const std::string pool = "NodeName=b[0001-" + std::to_string(nodes) +
-                           "] Zones=z1 GpuSlots=8 MemSlots=0 NvmeSlots=0\n"
-                           "DeviceGroup=gpu Type=gpu Model=A100-80G Zone=z1 Count=" +
-                           std::to_string(nodes * 8) + "\n";
+  const std::string pool = pool_lines(nodes);
   const std::string extra =
       std::string(durable ? "Durable=yes" : "Durable=no") +
       "\nLogLevel=warning\nApiThreads=" + std::to_string(std::max(clients, burst) + 16) + "\n";
@@ -228,27 +298,49 @@ int main(int argc, char** argv) {
   }
 
   // Phase 2: a burst of composes released at the same instant.
-  threads.clear();
-  std::vector<double> burst_ms(static_cast<size_t>(burst));
-  std::atomic<long> burst_errors{0};
-  std::barrier gate(burst);
-  for (int i = 0; i < burst; ++i) {
-    threads.emplace_back([&, i] {
-      auto cli = daemon.client();
-      char node[16];
-      std::snprintf(node, sizeof node, "b%04d", i / 8 + 1);
-      gate.arrive_and_wait();
-      const auto s = Clock::now();
-      auto r = cli.compose(static_cast<uint32_t>(5'000'000 + i), node, one_gpu());
-      burst_ms[static_cast<size_t>(i)] =
-          std::chrono::duration<double, std::milli>(Clock::now() - s).count();
-      if (!r.ok() && burst_errors++ == 0) {
-        std::fprintf(stderr, "first burst error: %s\n", r.error().message.c_str());
-      }
-    });
+  const Burst fast = compose_burst(daemon, burst, 5'000'000);
+  std::printf("burst: %d concurrent composes, %ld errors, %.2f s in all\n", burst, fast.errors,
+              fast.wall_s);
+  print_latency("burst compose latency", fast.ms);
+  daemon.stop();
+
+  // Phase 3: the same burst against a slow fabric, behind composerd's default ApiThreads.
+  Burst slow;
+  {
+    const std::string slow_extra = std::string(durable ? "Durable=yes" : "Durable=no") +
+                                   "\nLogLevel=warning\nSimLatency=" + std::to_string(latency_ms) +
+                                   "\nMaxFabricOperations=" + std::to_string(in_flight) + "\n";
+    // One node more than the burst needs, for the single compose before it.
+    const int slow_nodes = (burst + 7) / 8 + 1;
+    composer::testing::ComposerdProcess slow_daemon(slow_extra, pool_lines(slow_nodes));
+    const auto one = compose_burst(slow_daemon, 1, 9'000'000, slow_nodes);
+    slow = compose_burst(slow_daemon, burst, 9'100'000);
+    std::printf(
+        "slow fabric: %d ms per attach, MaxFabricOperations=%d, ApiThreads=64 (default): one "
+        "compose %.2f s; a burst of %d concurrent composes %.2f s in all = %.2fx one operation, "
+        "%ld errors\n",
+        latency_ms, in_flight, one.wall_s, burst, slow.wall_s, slow.wall_s * 1000.0 / latency_ms,
+        slow.errors + one.errors);
+    print_latency("slow-fabric burst latency", slow.ms);
+    slow.errors += one.errors;
   }
-  for (auto& t : threads) t.join();
-  std::printf("burst: %d concurrent composes, %ld errors\n", burst, burst_errors.load());
-  print_latency("burst compose latency", burst_ms);
-  return errors.load() == 0 && burst_errors.load() == 0 ? 0 : 1;
+  // Phase 4: the same burst against a fabric that applies one change at a time.
+  Burst serial;
+  {
+    const std::string serial_extra =
+        std::string(durable ? "Durable=yes" : "Durable=no") +
+        "\nLogLevel=warning\nSimLatency=" + std::to_string(latency_ms) + "\nSimSerialize=yes\n";
+    composer::testing::ComposerdProcess serial_daemon(serial_extra, pool_lines((burst + 7) / 8));
+    serial = compose_burst(serial_daemon, burst, 9'500'000);
+    std::printf(
+        "serialising fabric: %d ms per change, one change at a time: a burst of %d concurrent "
+        "composes %.2f s in all (one after another: %.0f s), %.0f fabric changes (batches), "
+        "%.0f single attaches, %ld errors\n",
+        latency_ms, burst, serial.wall_s, burst * latency_ms / 1000.0,
+        driver_calls(serial_daemon, "apply_batch"), driver_calls(serial_daemon, "attach"),
+        serial.errors);
+    print_latency("serialising-fabric burst", serial.ms);
+  }
+  const long burst_errors = fast.errors + slow.errors + serial.errors;
+  return errors.load() == 0 && burst_errors == 0 ? 0 : 1;
 }

@@ -62,6 +62,32 @@ class TimedFabric final : public Fabric {
     return std::vector<std::pair<std::string, Health>>{};
   }
   std::string lane(const std::string& host) const override { return lane_of(host); }
+  // The lane "serial" applies one change at a time, many in one batch.
+  bool serialises_changes(const std::string& lane) const override { return lane == "serial"; }
+  Expected<BatchStarted> apply_batch(const std::vector<FabricChange>& changes) override {
+    BatchStarted out;
+    std::string host;
+    for (size_t i = 0; i < changes.size(); ++i) {
+      if (changes[i].fabric_host.ends_with(":refuses")) {
+        out.refused.emplace(i, Error{ErrorCode::kConflict, "not that one"});
+      } else {
+        host = changes[i].fabric_host;
+      }
+    }
+    {
+      std::lock_guard lock(mu_);
+      batch_sizes_.push_back(changes.size() - out.refused.size());
+    }
+    if (host.empty()) return out;
+    auto op = attach(host, {});
+    if (!op) return op.error();
+    out.operation = *op;
+    return out;
+  }
+  std::vector<size_t> batch_sizes() {
+    std::lock_guard lock(mu_);
+    return batch_sizes_;
+  }
 
   int max_running(const std::string& lane) {
     std::lock_guard lock(mu_);
@@ -78,7 +104,10 @@ class TimedFabric final : public Fabric {
   std::map<std::string, std::chrono::steady_clock::time_point> ends_;
   std::map<std::string, int> running_;
   std::map<std::string, int> max_running_;
+  std::vector<size_t> batch_sizes_;
 };
+
+FabricChange attach_to(const std::string& host) { return FabricChange{true, host, {"gpu"}}; }
 
 size_t threads_of_this_process() {
   size_t n = 0;
@@ -114,9 +143,7 @@ TEST(OperationWaiter, AThousandOperationsInFlightTakeOneLatencyAndNoThreadEach) 
   const size_t threads_before = threads_of_this_process();
   const auto began = std::chrono::steady_clock::now();
   for (int i = 0; i < 1000; ++i) {
-    waiter.submit(
-        "a", [&fabric, i] { return fabric.attach("a:host-" + std::to_string(i), {"gpu"}); },
-        clock.now_ms() + 30000, "attach", ended.done());
+    waiter.submit(attach_to("a:host-" + std::to_string(i)), clock.now_ms() + 30000, ended.done());
   }
   EXPECT_EQ(waiter.in_flight(), 1000u);
   EXPECT_EQ(threads_of_this_process(), threads_before) << "a thread per operation";
@@ -140,9 +167,7 @@ TEST(OperationWaiter, EachFabricRunsAtMostItsLimitAndTheRestWaitTheirTurn) {
   auto all_done = ended.last.get_future();
   for (int i = 0; i < 40; ++i) {
     const std::string lane = i % 2 ? "pod-a" : "pod-b";
-    waiter.submit(
-        lane, [&fabric, lane] { return fabric.attach(lane + ":h", {"gpu"}); },
-        clock.now_ms() + 30000, "attach", ended.done());
+    waiter.submit(attach_to(lane + ":h"), clock.now_ms() + 30000, ended.done());
   }
   EXPECT_EQ(waiter.in_flight(), 8u);
   EXPECT_EQ(waiter.queued(), 32u);
@@ -156,8 +181,7 @@ TEST(OperationWaiter, TheDeadlineBoundsTheQueueAndTheOperation) {
   TimedFabric fabric(400);
   SystemClock clock;
   OperationWaiter waiter(fabric, clock, {.poll_interval_ms = 5, .max_in_flight = 1});
-  auto start = [&fabric] { return fabric.attach("a:h", {"gpu"}); };
-  const Status running = waiter.wait("a", start, clock.now_ms() + 100, "attach");
+  const Status running = waiter.wait(attach_to("a:h"), clock.now_ms() + 100);
   ASSERT_FALSE(running.ok());
   EXPECT_EQ(running.error().code, ErrorCode::kTimeout);
   EXPECT_THAT(running.error().message, HasSubstr("fabric attach did not finish in time"));
@@ -165,13 +189,13 @@ TEST(OperationWaiter, TheDeadlineBoundsTheQueueAndTheOperation) {
   Ended ended;
   ended.expected = 1;
   auto first = ended.last.get_future();
-  waiter.submit("a", start, clock.now_ms() + 5000, "attach", ended.done());
-  const Status queued = waiter.wait("a", start, clock.now_ms() + 100, "detach");
+  waiter.submit(attach_to("a:h"), clock.now_ms() + 5000, ended.done());
+  const Status queued = waiter.wait(FabricChange{false, "a:h", {"gpu"}}, clock.now_ms() + 100);
   ASSERT_FALSE(queued.ok());
   EXPECT_EQ(queued.error().code, ErrorCode::kTimeout);
   EXPECT_THAT(queued.error().message,
-              HasSubstr("fabric detach did not start in time: the fabric had 1 operations in "
-                        "flight (FabricMaxOperations)"));
+              HasSubstr("fabric detach did not start in time: the fabric had its most "
+                        "operations in flight (MaxFabricOperations=1)"));
   first.wait();
   EXPECT_TRUE(ended.all.at(0).ok());
 }
@@ -180,16 +204,46 @@ TEST(OperationWaiter, AFailedOrRefusedOperationSaysWhy) {
   TimedFabric fabric(20);
   SystemClock clock;
   OperationWaiter waiter(fabric, clock, {.poll_interval_ms = 5});
-  const Status failed = waiter.wait(
-      "a", [&] { return fabric.attach("a:fails", {"gpu"}); }, clock.now_ms() + 5000, "attach");
+  const Status failed = waiter.wait(attach_to("a:fails"), clock.now_ms() + 5000);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.error().code, ErrorCode::kFabric);
   EXPECT_EQ(failed.error().message, "fabric attach failed: the switch said no");
-  const Status refused = waiter.wait(
-      "a", [&] { return fabric.attach("a:refuses", {"gpu"}); }, clock.now_ms() + 5000, "attach");
+  const Status refused = waiter.wait(attach_to("a:refuses"), clock.now_ms() + 5000);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().message, "refused at the door");
   EXPECT_EQ(waiter.in_flight(), 0u);
+}
+
+// A fabric that applies one change at a time gets every change waiting in one batch: a burst
+// of 100 attaches costs two fabric changes (the first alone, then the other 99), and a change
+// it refuses fails alone.
+TEST(OperationWaiter, ASerialisingFabricGetsEveryChangeWaitingInOneBatch) {
+  TimedFabric fabric(200);
+  SystemClock clock;
+  OperationWaiter waiter(fabric, clock, {.poll_interval_ms = 5, .max_in_flight = 256});
+  Ended ended;
+  ended.expected = 100;
+  auto all_done = ended.last.get_future();
+  const auto began = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) {
+    waiter.submit(attach_to(i == 50 ? "serial:refuses" : "serial:h" + std::to_string(i)),
+                  clock.now_ms() + 30000, ended.done());
+  }
+  ASSERT_EQ(all_done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  size_t refused = 0;
+  for (const Status& s : ended.all) {
+    if (!s.ok()) {
+      ++refused;
+      EXPECT_EQ(s.error().message, "not that one");
+    }
+  }
+  EXPECT_EQ(refused, 1u);
+  EXPECT_EQ(fabric.batch_sizes(), (std::vector<size_t>{1, 98}));
+  EXPECT_EQ(waiter.batches(), 2u);
+  EXPECT_EQ(fabric.max_running("serial"), 1);
+  EXPECT_LT(seconds, 10.0);  // 100 changes in a row: 20 s
 }
 
 // A completion that waits for another operation (a failed attach undone by a detach) must not
@@ -203,14 +257,12 @@ TEST(OperationWaiter, ACompletionMayWaitForAnotherOperation) {
   ended.expected = 6;
   auto all_done = ended.last.get_future();
   for (int i = 0; i < 6; ++i) {
-    waiter.submit(
-        "a", [&] { return fabric.attach("a:fails", {"gpu"}); }, clock.now_ms() + 10000, "attach",
-        [&](Status attached) {
-          EXPECT_FALSE(attached.ok());
-          const Status undone = waiter.wait(
-              "a", [&] { return fabric.detach("a:h", {"gpu"}); }, clock.now_ms() + 10000, "detach");
-          ended.done()(undone);
-        });
+    waiter.submit(attach_to("a:fails"), clock.now_ms() + 10000, [&](Status attached) {
+      EXPECT_FALSE(attached.ok());
+      const Status undone =
+          waiter.wait(FabricChange{false, "a:h", {"gpu"}}, clock.now_ms() + 10000);
+      ended.done()(undone);
+    });
   }
   ASSERT_EQ(all_done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
   for (const Status& s : ended.all) EXPECT_TRUE(s.ok()) << s.error();
@@ -225,9 +277,7 @@ TEST(OperationWaiter, StoppingTellsEveryoneStillWaiting) {
   {
     OperationWaiter waiter(fabric, clock, {.poll_interval_ms = 5, .max_in_flight = 1});
     for (int i = 0; i < 3; ++i) {
-      waiter.submit(
-          "a", [&] { return fabric.attach("a:h", {"gpu"}); }, clock.now_ms() + 120000, "attach",
-          ended.done());
+      waiter.submit(attach_to("a:h"), clock.now_ms() + 120000, ended.done());
     }
   }
   ASSERT_EQ(all_done.wait_for(std::chrono::seconds(5)), std::future_status::ready);

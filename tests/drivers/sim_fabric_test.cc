@@ -530,5 +530,41 @@ TEST(SimFabric, BadConfigurationIsRefusedWithASentence) {
   expect_refused(c, "fabric host id 'fab-n1' is used by two hosts");
 }
 
+// SimSerialize: one change at a time, as a Liqid Director edits; a batch is one change, and
+// what the fabric refuses in it is refused alone.
+TEST(SimFabric, ASerialisingFabricTakesChangesInTurnAndABatchAsOne) {
+  ManualClock clock{1000};
+  SimConfig c = small_config(100);
+  c.serialise = true;
+  auto f = make(c, clock);
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(f->serialises_changes(""));
+  auto first = f->attach("fab-n1", {"gpu-a-0"});
+  auto second = f->attach("fab-n2", {"gpu-a-1"});
+  ASSERT_TRUE(first.ok() && second.ok());
+  clock.advance_ms(100);
+  EXPECT_EQ(f->operation_status(first->id)->state, OperationState::kDone);
+  EXPECT_EQ(f->operation_status(second->id)->state, OperationState::kRunning)
+      << "the second change starts when the first has ended";
+  clock.advance_ms(100);
+  EXPECT_EQ(f->operation_status(second->id)->state, OperationState::kDone);
+
+  auto batch = f->apply_batch({{true, "fab-n1", {"gpu-a-2"}},
+                               {true, "fab-n2", {"gpu-a-0"}},  // on fab-n1 already
+                               {false, "fab-n2", {"gpu-a-1"}},
+                               {true, "fab-n9", {"gpu-a-3"}}});
+  ASSERT_TRUE(batch.ok()) << batch.error();
+  ASSERT_EQ(batch->refused.size(), 2u);
+  EXPECT_EQ(batch->refused.at(1).code, ErrorCode::kConflict);
+  EXPECT_EQ(batch->refused.at(3).code, ErrorCode::kNotFound);
+  EXPECT_EQ(batch->operation.state, OperationState::kRunning);
+  clock.advance_ms(100);
+  EXPECT_EQ(f->operation_status(batch->operation.id)->state, OperationState::kDone);
+  auto inv = f->inventory();
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->attached,
+            (std::map<std::string, std::string>{{"gpu-a-0", "fab-n1"}, {"gpu-a-2", "fab-n1"}}));
+}
+
 }  // namespace
 }  // namespace composer

@@ -6,6 +6,24 @@
 #include <utility>
 
 namespace composer {
+namespace {
+
+std::string what_of(const FabricChange& c) { return c.attach ? "attach" : "detach"; }
+
+Error stopping(const FabricChange& c) {
+  return Error{ErrorCode::kUnavailable,
+               "composerd is stopping: fabric " + what_of(c) + " no longer waited for"};
+}
+
+// How an operation that ended ended, for every change it carried.
+Status ended(const Operation& op, const FabricChange& c) {
+  if (op.state == OperationState::kFailed) {
+    return Error{ErrorCode::kFabric, "fabric " + what_of(c) + " failed: " + op.error};
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 OperationWaiter::OperationWaiter(Fabric& fabric, const Clock& clock, OperationWaiterOptions options)
     : fabric_(fabric), clock_(clock), options_(options) {
@@ -13,7 +31,8 @@ OperationWaiter::OperationWaiter(Fabric& fabric, const Clock& clock, OperationWa
   options_.poll_interval_ms = std::max<int64_t>(1, options_.poll_interval_ms);
   poller_ = std::thread([this] { poll_loop(); });
   for (size_t i = 0; i < std::max<size_t>(1, options_.completion_threads); ++i) {
-    completers_.emplace_back([this] { completion_loop(); });
+    completers_.emplace_back([this] { worker_loop(false); });
+    starters_.emplace_back([this] { worker_loop(true); });
   }
 }
 
@@ -24,19 +43,29 @@ OperationWaiter::~OperationWaiter() {
   }
   wake_.notify_all();
   poller_.join();
-  std::vector<Pending> left;
+  // Starts still waiting are refused (start() sees stopping_); once the starters have ended,
+  // nothing adds to running_ (a submit now is refused on its caller's thread).
   {
     std::lock_guard lock(mu_);
-    left = std::move(running_);
+    starters_stop_ = true;
+  }
+  start_.notify_all();
+  for (auto& t : starters_) t.join();
+  std::vector<Waiting> left;  // then every change still waited for is told
+  {
+    std::lock_guard lock(mu_);
+    for (auto& r : running_) {
+      for (auto& w : r.waiting) left.push_back(std::move(w));
+    }
+    running_.clear();
     for (auto& [lane, q] : queued_) {
-      for (auto& p : q) left.push_back(std::move(p));
+      for (auto& w : q) left.push_back(std::move(w));
     }
     queued_.clear();
   }
-  for (auto& p : left) {
-    const std::string what = p.what;
-    complete(std::move(p), Error{ErrorCode::kUnavailable, "composerd is stopping: fabric " + what +
-                                                              " no longer waited for"});
+  for (auto& w : left) {
+    const Error why = stopping(w.change);
+    complete(std::move(w), why);
   }
   {
     std::lock_guard lock(mu_);
@@ -44,56 +73,46 @@ OperationWaiter::~OperationWaiter() {
   }
   completed_.notify_all();
   for (auto& t : completers_) t.join();
-  // A start that was under way when the poller stopped.
-  for (auto& p : running_) {
-    p.done(Error{ErrorCode::kUnavailable,
-                 "composerd is stopping: fabric " + p.what + " no longer waited for"});
-  }
 }
 
-void OperationWaiter::submit(std::string lane, Start start, int64_t deadline_ms, std::string what,
-                             Done done) {
-  enqueue(
-      Pending{std::move(lane), std::move(start), deadline_ms, std::move(what), std::move(done)});
+size_t OperationWaiter::capacity(const std::string& lane) const {
+  return fabric_.serialises_changes(lane) ? 1 : options_.max_in_flight;
 }
 
-void OperationWaiter::enqueue(Pending p) {
+void OperationWaiter::submit(FabricChange change, int64_t deadline_ms, Done done) {
+  enqueue(Waiting{std::move(change), deadline_ms, std::move(done), false});
+}
+
+Status OperationWaiter::wait(FabricChange change, int64_t deadline_ms) {
+  auto ended_at = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = ended_at->get_future();
+  // Told on the poller's thread: a completion thread may be the one waiting here.
+  enqueue(Waiting{std::move(change), deadline_ms,
+                  [ended_at](Status how) { ended_at->set_value(std::move(how)); }, true});
+  return result.get();
+}
+
+void OperationWaiter::enqueue(Waiting w) {
+  std::string lane = fabric_.lane(w.change.fabric_host);
   {
     std::unique_lock lock(mu_);
     if (stopping_) {
       lock.unlock();
-      p.done(
-          Error{ErrorCode::kUnavailable, "composerd is stopping: fabric " + p.what + " refused"});
+      w.done(Error{ErrorCode::kUnavailable,
+                   "composerd is stopping: fabric " + what_of(w.change) + " refused"});
       return;
     }
-    size_t& running = running_per_lane_[p.lane];
-    if (running >= options_.max_in_flight) {
-      queued_[p.lane].push_back(std::move(p));
+    size_t& running = running_per_lane_[lane];
+    auto& q = queued_[lane];
+    if (running >= capacity(lane) || !q.empty()) {
+      q.push_back(std::move(w));
       return;
     }
     ++running;
   }
-  Status how = Status::Ok();
-  if (begin(p, &how)) {
-    std::lock_guard lock(mu_);
-    running_.push_back(std::move(p));
-    return;
-  }
-  p.done(std::move(how));  // ended at once: on the caller's thread, which is waiting anyway
-}
-
-Status OperationWaiter::wait(std::string lane, Start start, int64_t deadline_ms, std::string what) {
-  auto ended = std::make_shared<std::promise<Status>>();
-  std::future<Status> result = ended->get_future();
-  // Told on the poller's thread: a completion thread may be the one waiting here.
-  enqueue(Pending{std::move(lane),
-                  std::move(start),
-                  deadline_ms,
-                  std::move(what),
-                  [ended](Status how) { ended->set_value(std::move(how)); },
-                  {},
-                  true});
-  return result.get();
+  std::vector<Waiting> group;
+  group.push_back(std::move(w));
+  start(std::move(lane), std::move(group), false);
 }
 
 size_t OperationWaiter::in_flight() const {
@@ -110,21 +129,74 @@ size_t OperationWaiter::queued() const {
   return n;
 }
 
-bool OperationWaiter::begin(Pending& p, Status* how) {
-  Expected<Operation> started = p.start();
-  if (started && started->state == OperationState::kRunning) {
-    p.op = std::move(started).value();
-    return true;
+uint64_t OperationWaiter::batches() const {
+  std::lock_guard lock(mu_);
+  return batches_;
+}
+
+void OperationWaiter::start(std::string lane, std::vector<Waiting> group, bool queued) {
+  bool stop = false;
+  {
+    std::lock_guard lock(mu_);
+    stop = stopping_;
   }
-  if (!started) {
-    *how = started.error();
-  } else if (started->state == OperationState::kFailed) {
-    *how = Error{ErrorCode::kFabric, "fabric " + p.what + " failed: " + started->error};
+  if (stop) {
+    for (Waiting& w : group) {
+      const Error why = stopping(w.change);
+      complete(std::move(w), why);
+    }
+    return;
+  }
+  Running r{std::move(lane), {}, {}};
+  // Each change's own answer when the start already decides it (a refusal, an error).
+  std::vector<std::pair<Waiting, Status>> decided;
+  if (fabric_.serialises_changes(r.lane)) {
+    std::vector<FabricChange> changes;
+    changes.reserve(group.size());
+    for (const Waiting& w : group) changes.push_back(w.change);
+    Expected<BatchStarted> started = fabric_.apply_batch(changes);
+    {
+      std::lock_guard lock(mu_);
+      ++batches_;
+    }
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (!started) {
+        decided.emplace_back(std::move(group[i]), started.error());
+      } else if (auto it = started->refused.find(i); it != started->refused.end()) {
+        decided.emplace_back(std::move(group[i]), it->second);
+      } else {
+        r.waiting.push_back(std::move(group[i]));
+      }
+    }
+    if (started) r.op = std::move(started->operation);
   } else {
-    *how = Status::Ok();
+    const FabricChange& c = group.front().change;
+    Expected<Operation> started = c.attach ? fabric_.attach(c.fabric_host, c.device_ids)
+                                           : fabric_.detach(c.fabric_host, c.device_ids);
+    if (!started) {
+      decided.emplace_back(std::move(group.front()), started.error());
+    } else {
+      r.op = std::move(started).value();
+      r.waiting = std::move(group);
+    }
   }
-  release(p.lane);
-  return false;
+  if (!r.waiting.empty() && r.op.state == OperationState::kRunning && !r.op.id.empty()) {
+    std::lock_guard lock(mu_);
+    running_.push_back(std::move(r));
+  } else {
+    for (Waiting& w : r.waiting) {
+      const Status how = ended(r.op, w.change);
+      decided.emplace_back(std::move(w), how);
+    }
+    release(r.lane);
+  }
+  for (auto& [w, how] : decided) {
+    if (queued) {
+      complete(std::move(w), std::move(how));
+    } else {
+      w.done(std::move(how));  // ended before submit returned: on its caller's thread
+    }
+  }
 }
 
 void OperationWaiter::release(const std::string& lane) {
@@ -139,46 +211,27 @@ void OperationWaiter::release(const std::string& lane) {
   if (waiting) wake_.notify_all();  // room on the lane: the poller starts the next one
 }
 
-void OperationWaiter::complete(Pending p, Status how) {
-  if (p.inline_done) {
-    p.done(std::move(how));
+void OperationWaiter::complete(Waiting w, Status how) {
+  if (w.inline_done) {
+    w.done(std::move(how));
     return;
   }
-  post([done = std::move(p.done), how = std::move(how)]() mutable { done(std::move(how)); });
+  post([done = std::move(w.done), how = std::move(how)]() mutable { done(std::move(how)); });
 }
 
-void OperationWaiter::post(std::function<void()> task) {
+void OperationWaiter::post(std::function<void()> task, bool start) {
   {
     std::lock_guard lock(mu_);
-    tasks_.push_back(std::move(task));
+    (start ? starts_ : tasks_).push_back(std::move(task));
   }
-  completed_.notify_one();
-}
-
-void OperationWaiter::start_queued(Pending p) {
-  bool stopping = false;
-  {
-    std::lock_guard lock(mu_);
-    stopping = stopping_;
-  }
-  if (stopping) {
-    p.done(Error{ErrorCode::kUnavailable, "composerd is stopping: fabric " + p.what + " refused"});
-    return;
-  }
-  Status how = Status::Ok();
-  if (begin(p, &how)) {
-    std::lock_guard lock(mu_);
-    running_.push_back(std::move(p));
-    return;
-  }
-  p.done(std::move(how));
+  (start ? start_ : completed_).notify_one();
 }
 
 void OperationWaiter::poll_loop() {
   for (;;) {
-    std::vector<Pending> batch;
-    std::vector<Pending> startable;
-    std::vector<Pending> expired;
+    std::vector<Running> batch;
+    std::vector<std::pair<std::string, std::vector<Waiting>>> startable;
+    std::vector<Waiting> expired;
     {
       std::unique_lock lock(mu_);
       wake_.wait_for(lock, std::chrono::milliseconds(options_.poll_interval_ms));
@@ -187,71 +240,86 @@ void OperationWaiter::poll_loop() {
       running_.clear();
       const int64_t now = clock_.now_ms();
       for (auto& [lane, q] : queued_) {
+        std::erase_if(q, [&](Waiting& w) {
+          if (w.deadline_ms > now) return false;
+          expired.push_back(std::move(w));
+          return true;
+        });
         size_t& running = running_per_lane_[lane];
-        while (!q.empty() && (q.front().deadline_ms <= now || running < options_.max_in_flight)) {
-          if (q.front().deadline_ms <= now) {
-            expired.push_back(std::move(q.front()));
-          } else {
-            ++running;
-            startable.push_back(std::move(q.front()));
+        const bool serial = fabric_.serialises_changes(lane);
+        const size_t cap = serial ? 1 : options_.max_in_flight;
+        while (!q.empty() && running < cap) {
+          ++running;
+          std::vector<Waiting> group;
+          // A serialised fabric takes everything waiting in one batch.
+          const size_t n = serial ? q.size() : 1;
+          for (size_t i = 0; i < n; ++i) {
+            group.push_back(std::move(q.front()));
+            q.pop_front();
           }
-          q.pop_front();
+          startable.emplace_back(lane, std::move(group));
         }
       }
     }
-    for (auto& p : expired) {
-      const std::string what = p.what;
-      complete(std::move(p), Error{ErrorCode::kTimeout,
-                                   "fabric " + what + " did not start in time: the fabric had " +
-                                       std::to_string(options_.max_in_flight) +
-                                       " operations in flight (FabricMaxOperations)"});
+    for (auto& w : expired) {
+      const Error why{ErrorCode::kTimeout,
+                      "fabric " + what_of(w.change) +
+                          " did not start in time: the fabric had its most operations in flight "
+                          "(MaxFabricOperations=" +
+                          std::to_string(options_.max_in_flight) + ")"};
+      complete(std::move(w), why);
     }
-    // A start is one request to the fabric manager; it runs on a completion thread so that the
-    // polling never waits for it. What wait() waits for starts here: a completion thread may be
-    // the one waiting.
-    std::vector<Pending> still;
-    for (auto& p : startable) {
-      if (!p.inline_done) {
-        post([this, p = std::make_shared<Pending>(std::move(p))] { start_queued(std::move(*p)); });
+    // A start is a request to the fabric manager: a starter thread makes it, so that the
+    // polling never waits for it.
+    for (auto& [lane, group] : startable) {
+      auto moved = std::make_shared<std::pair<std::string, std::vector<Waiting>>>(std::move(lane),
+                                                                                  std::move(group));
+      post([this, moved] { start(std::move(moved->first), std::move(moved->second), true); }, true);
+    }
+    std::vector<Running> still;
+    for (Running& r : batch) {
+      // Changes past their deadline are told so; the operation is followed while any waits.
+      const int64_t now = clock_.now_ms();
+      std::erase_if(r.waiting, [&](Waiting& w) {
+        if (w.deadline_ms > now) return false;
+        const Error why{
+            ErrorCode::kTimeout,
+            "fabric " + what_of(w.change) + " did not finish in time (operation " + r.op.id + ")"};
+        complete(std::move(w), why);
+        return true;
+      });
+      if (r.waiting.empty()) {
+        release(r.lane);
         continue;
       }
-      Status how = Status::Ok();
-      if (begin(p, &how)) {
-        still.push_back(std::move(p));
-      } else {
-        complete(std::move(p), std::move(how));
-      }
-    }
-    for (auto& p : batch) {
-      Status how = Status::Ok();
-      if (clock_.now_ms() >= p.deadline_ms) {
-        how = Error{ErrorCode::kTimeout,
-                    "fabric " + p.what + " did not finish in time (operation " + p.op.id + ")"};
-      } else if (auto next = fabric_.operation_status(p.op.id); !next) {
-        how = next.error();
-      } else if (next->state == OperationState::kRunning) {
-        still.push_back(std::move(p));
+      auto next = fabric_.operation_status(r.op.id);
+      if (next && next->state == OperationState::kRunning) {
+        still.push_back(std::move(r));
         continue;
-      } else if (next->state == OperationState::kFailed) {
-        how = Error{ErrorCode::kFabric, "fabric " + p.what + " failed: " + next->error};
       }
-      release(p.lane);
-      complete(std::move(p), std::move(how));
+      release(r.lane);
+      for (Waiting& w : r.waiting) {
+        const Status how = next ? ended(*next, w.change) : Status(next.error());
+        complete(std::move(w), how);
+      }
     }
     std::lock_guard lock(mu_);
-    for (auto& p : still) running_.push_back(std::move(p));
+    for (auto& r : still) running_.push_back(std::move(r));
   }
 }
 
-void OperationWaiter::completion_loop() {
+void OperationWaiter::worker_loop(bool start) {
+  auto& queue = start ? starts_ : tasks_;
+  auto& cv = start ? start_ : completed_;
+  const bool& stop = start ? starters_stop_ : completers_stop_;
   for (;;) {
     std::function<void()> next;
     {
       std::unique_lock lock(mu_);
-      completed_.wait(lock, [this] { return !tasks_.empty() || completers_stop_; });
-      if (tasks_.empty()) return;  // stopping, and nothing left to do
-      next = std::move(tasks_.front());
-      tasks_.pop_front();
+      cv.wait(lock, [&] { return !queue.empty() || stop; });
+      if (queue.empty()) return;  // stopping, and nothing left to do
+      next = std::move(queue.front());
+      queue.pop_front();
     }
     next();
   }

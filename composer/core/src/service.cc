@@ -180,10 +180,10 @@ Status CompositionService::detach_devices(const std::string& node,
 Status CompositionService::detach_from_host(const std::string& host,
                                             const std::vector<std::string>& ids,
                                             int64_t timeout_ms) {
-  return counted(waiter_->wait(
-                     fabric_.lane(host), [&] { return fabric_.detach(host, ids); },
-                     clock_.now_ms() + timeout_ms, "detach"),
-                 detach_errors_);
+  return counted(
+      waiter_->wait(FabricChange{.attach = false, .fabric_host = host, .device_ids = ids},
+                    clock_.now_ms() + timeout_ms),
+      detach_errors_);
 }
 
 std::optional<CompositionService::LiveEntry> CompositionService::wait_idle(
@@ -414,12 +414,11 @@ void CompositionService::compose_async(const ComposeInput& in,
   }
 
   const std::string host = fabric_host(in.node);
-  waiter_->submit(
-      fabric_.lane(host), [this, host, ids = entry.devices] { return fabric_.attach(host, ids); },
-      clock_.now_ms() + options_.compose_timeout_ms, "attach",
-      [this, entry, host, done = std::move(done)](Status attached) {
-        done(finish_compose(entry, host, std::move(attached)));
-      });
+  waiter_->submit(FabricChange{.attach = true, .fabric_host = host, .device_ids = entry.devices},
+                  clock_.now_ms() + options_.compose_timeout_ms,
+                  [this, entry, host, done = std::move(done)](Status attached) {
+                    done(finish_compose(entry, host, std::move(attached)));
+                  });
 }
 
 Expected<Composition> CompositionService::finish_compose(const LiveEntry& entry,

@@ -149,6 +149,63 @@ std::string MultiFabric::lane(const std::string& fabric_host) const {
   return fabric_host.substr(0, fabric_host.find(':'));
 }
 
+bool MultiFabric::serialises_changes(const std::string& lane) const {
+  for (const Member& m : members_) {
+    if (m.name == lane) return m.fabric->serialises_changes("");
+  }
+  return false;
+}
+
+Expected<BatchStarted> MultiFabric::apply_batch(const std::vector<FabricChange>& changes) {
+  BatchStarted out;
+  Member* member = nullptr;
+  std::vector<FabricChange> inner;
+  std::vector<size_t> index;  // inner's position -> the caller's
+  for (size_t i = 0; i < changes.size(); ++i) {
+    auto host = split(changes[i].fabric_host, "fabric host");
+    if (!host) {
+      out.refused.emplace(i, host.error());
+      continue;
+    }
+    if (member != nullptr && host->first != member) {
+      out.refused.emplace(
+          i, Error{ErrorCode::kInternal, "a batch of changes spans fabrics " + member->name +
+                                             " and " + host->first->name});
+      continue;
+    }
+    member = host->first;
+    FabricChange c{changes[i].attach, host->second, {}};
+    bool foreign = false;
+    for (const std::string& d : changes[i].device_ids) {
+      auto device = split(d, "device");
+      if (!device || device->first != member) {
+        out.refused.emplace(
+            i, device ? Error{ErrorCode::kConflict,
+                              "device " + d + " is on fabric " + device->first->name + ", host " +
+                                  changes[i].fabric_host + " on fabric " + member->name}
+                      : device.error());
+        foreign = true;
+        break;
+      }
+      c.device_ids.push_back(std::move(device->second));
+    }
+    if (foreign) continue;
+    inner.push_back(std::move(c));
+    index.push_back(i);
+  }
+  if (member == nullptr || inner.empty()) {
+    out.operation = Operation{"", OperationState::kDone, ""};
+    return out;
+  }
+  auto started = member->fabric->apply_batch(inner);
+  if (!started) return in_member(member->name, started.error());
+  for (auto& [i, why] : started->refused)
+    out.refused.emplace(index[i], in_member(member->name, why));
+  out.operation = std::move(started->operation);
+  if (!out.operation.id.empty()) out.operation.id = qualify(member->name, out.operation.id);
+  return out;
+}
+
 Expected<std::vector<std::pair<std::string, Health>>> MultiFabric::health() {
   std::vector<std::pair<std::string, Health>> out;
   for (Member& m : members_) {

@@ -97,6 +97,9 @@ struct SimFabric::Impl {
   std::map<std::string, Op> ops;
   std::deque<std::string> op_order;
 
+  bool serialise = false;
+  int64_t busy_until_ms = 0;  // serialise: when the last change started has ended
+
   Impl(const Clock& c, int latency) : clock(c), latency_ms(latency) {}
 
   std::string state_file;
@@ -203,7 +206,12 @@ struct SimFabric::Impl {
 
   Operation start_op(bool failed, std::string error) {
     std::string id = "sim-op-" + std::to_string(next_op++);
-    Op op{clock.now_ms() + latency_ms, failed, std::move(error)};
+    int64_t done_at = clock.now_ms() + latency_ms;
+    if (serialise) {
+      done_at = std::max(clock.now_ms(), busy_until_ms) + latency_ms;
+      busy_until_ms = done_at;
+    }
+    Op op{done_at, failed, std::move(error)};
     Operation out = describe(id, op);
     ops.emplace(id, std::move(op));
     op_order.push_back(id);
@@ -252,6 +260,7 @@ Expected<std::unique_ptr<SimFabric>> SimFabric::create(SimConfig config, const C
                       " ms is negative; use 0 or more milliseconds");
   }
   auto impl = std::make_unique<Impl>(clock, config.latency_ms);
+  impl->serialise = config.serialise;
   std::set<std::string> nodes;
   for (Host& h : config.hosts) {
     if (h.node.empty()) return bad_config("a host has no node name");
@@ -323,6 +332,43 @@ Expected<Operation> SimFabric::attach(const std::string& fabric_host,
   for (const std::string& id : device_ids) impl_->attached[id] = fabric_host;
   if (Status s = impl_->persist(before); !s) return s.error();
   return impl_->start_op(false, "");
+}
+
+bool SimFabric::serialises_changes(const std::string& /*lane*/) const { return impl_->serialise; }
+
+Expected<BatchStarted> SimFabric::apply_batch(const std::vector<FabricChange>& changes) {
+  std::lock_guard lock(impl_->mu);
+  BatchStarted out;
+  const auto before = impl_->attached;
+  bool any = false;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const FabricChange& c = changes[i];
+    if (Status s = impl_->validate(c.fabric_host, c.device_ids, c.attach); !s) {
+      out.refused.emplace(i, s.error());
+      continue;
+    }
+    std::string message;
+    if (Impl::take_failure(c.attach ? impl_->attach_failures : impl_->detach_failures, &message)) {
+      out.refused.emplace(i, Error{ErrorCode::kFabric, "sim fabric: " + message});
+      continue;
+    }
+    for (const std::string& id : c.device_ids) {
+      if (c.attach) {
+        impl_->attached[id] = c.fabric_host;
+      } else if (auto it = impl_->attached.find(id);
+                 it != impl_->attached.end() && it->second == c.fabric_host) {
+        impl_->attached.erase(it);
+      }
+    }
+    any = true;
+  }
+  if (!any) {
+    out.operation = Operation{"", OperationState::kDone, ""};
+    return out;
+  }
+  if (Status s = impl_->persist(before); !s) return s.error();
+  out.operation = impl_->start_op(false, "");
+  return out;
 }
 
 Expected<Operation> SimFabric::detach(const std::string& fabric_host,

@@ -238,6 +238,8 @@ auto timed(FabricMeter& meter, std::string_view operation, F&& call) {
   bool ok = result.ok();
   if constexpr (std::is_same_v<decltype(result), Expected<Operation>>) {
     ok = ok && result->state != OperationState::kFailed;
+  } else if constexpr (std::is_same_v<decltype(result), Expected<BatchStarted>>) {
+    ok = ok && result->refused.empty() && result->operation.state != OperationState::kFailed;
   }
   meter.observe(operation, took.count(), ok);
   return result;
@@ -261,6 +263,12 @@ class MeteredFabric final : public Fabric {
     return timed(meter_, "detach", [&] { return inner_->detach(host, ids); });
   }
   std::string lane(const std::string& host) const override { return inner_->lane(host); }
+  bool serialises_changes(const std::string& lane) const override {
+    return inner_->serialises_changes(lane);
+  }
+  Expected<BatchStarted> apply_batch(const std::vector<FabricChange>& changes) override {
+    return timed(meter_, "apply_batch", [&] { return inner_->apply_batch(changes); });
+  }
   Expected<Operation> operation_status(const std::string& id) override {
     return timed(meter_, "operation_status", [&] { return inner_->operation_status(id); });
   }

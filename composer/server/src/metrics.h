@@ -51,8 +51,8 @@ class Histogram {
 // and whether the last inventory or health read answered (composer_fabric_up).
 class FabricMeter {
  public:
-  static constexpr std::array<std::string_view, 5> kOperations = {"inventory", "attach", "detach",
-                                                                  "operation_status", "health"};
+  static constexpr std::array<std::string_view, 6> kOperations = {
+      "inventory", "attach", "detach", "operation_status", "health", "apply_batch"};
 
   FabricMeter(std::string name, std::string driver, double timeout_seconds);
   const std::string& name() const { return name_; }

@@ -549,6 +549,7 @@ Status check_fabrics(Config& cfg, const std::vector<NodeLine>& nodes,
       return at(line > 0 ? line : spec.line, why);
     };
     spec.sim.latency_ms = cfg.sim.latency_ms;
+    spec.sim.serialise = cfg.sim.serialise;
     spec.sim.fail_attaches = cfg.sim.fail_attaches;
     spec.sim.fail_detaches = cfg.sim.fail_detaches;
     spec.sim.health_file = cfg.sim.health_file;
@@ -766,6 +767,9 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     } else if (key == "simlatency") {
       fabric_key_lines[k] = -line.number;  // sim only
       return set_int(cfg.sim.latency_ms, 0, 600000);
+    } else if (key == "simserialize") {
+      fabric_key_lines[k] = -line.number;  // sim only
+      return set_bool(cfg.sim.serialise);
     } else if (key == "simhealthfile") {
       fabric_key_lines[k] = -line.number;  // sim only
       if (value.empty() || value[0] != '/') {

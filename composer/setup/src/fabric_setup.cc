@@ -109,6 +109,12 @@ class HostDomainsFabric final : public Fabric {
     return inner_->detach(host, ids);
   }
   std::string lane(const std::string& host) const override { return inner_->lane(host); }
+  bool serialises_changes(const std::string& lane) const override {
+    return inner_->serialises_changes(lane);
+  }
+  Expected<BatchStarted> apply_batch(const std::vector<FabricChange>& changes) override {
+    return inner_->apply_batch(changes);
+  }
   Expected<Operation> operation_status(const std::string& id) override {
     return inner_->operation_status(id);
   }

@@ -42,6 +42,20 @@ struct Operation {
   std::string error;  // set when kFailed
 };
 
+// One attach or detach, as a batch carries it.
+struct FabricChange {
+  bool attach = true;
+  std::string fabric_host;
+  std::vector<std::string> device_ids;
+};
+
+// What apply_batch() started: one operation for every change it took, and the changes it
+// refused before anything changed, by their index in the batch, each with its reason.
+struct BatchStarted {
+  Operation operation;  // id "" and kDone when it took none
+  std::map<size_t, Error> refused;
+};
+
 class Fabric {
  public:
   virtual ~Fabric() = default;
@@ -59,6 +73,15 @@ class Fabric {
   // FabricMaxOperations): "" for a driver that talks to one; the member's name for the
   // multi-fabric router.
   virtual std::string lane(const std::string& /*fabric_host*/) const { return {}; }
+  // Whether the fabric manager of a lane applies changes one at a time (a Liqid Director's
+  // edit transaction, then a reprogram of the fabric): composerd then hands it every change
+  // waiting as one batch (apply_batch), one batch at a time.
+  virtual bool serialises_changes(const std::string& /*lane*/) const { return false; }
+  // Several changes of one lane as one fabric change, where serialises_changes() says so. A
+  // change the fabric cannot take is refused alone; the others go ahead together.
+  virtual Expected<BatchStarted> apply_batch(const std::vector<FabricChange>& /*changes*/) {
+    return Error{ErrorCode::kInternal, std::string(driver()) + ": no batches of changes"};
+  }
   // Health of every device the fabric knows.
   virtual Expected<std::vector<std::pair<std::string, Health>>> health() = 0;
 };

@@ -5,15 +5,19 @@
 // one thread, not a thousand threads or a thousand turns of a worker pool.
 //
 // At most `max_in_flight` operations run at once on each lane (one fabric: Fabric::lane()); the
-// rest wait in a queue, first come first served, and start as running ones end. A deadline
-// bounds the whole, queue included: an operation that has not ended by then is reported as a
-// timeout (the fabric may still finish it; the caller's recovery deals with that, as it does
-// for a crash).
+// rest wait in a queue, first come first served, and start as running ones end. On a lane whose
+// fabric applies changes one at a time (Fabric::serialises_changes(), a Liqid Director), one
+// batch runs at a time and carries every change waiting when it starts (Fabric::apply_batch()):
+// a thousand attaches cost two edits, not a thousand in a row. A deadline bounds each change,
+// queue included: one that has not ended by then is told it timed out (the fabric may still
+// finish it; the caller's recovery deals with that, as it does for a crash).
 //
-// What to do when an operation ends runs on one of a few completion threads, never on the
-// poller, so a completion may itself wait for another operation (a failed attach is undone by a
-// detach) without stopping the polling; so does the start of a queued operation (a request to
-// the fabric manager). wait() is the blocking form for callers that hold a thread anyway.
+// What to do when a change ends runs on one of a few completion threads, never on the poller,
+// so a completion may itself wait for another change (a failed attach is undone by a detach)
+// without stopping the polling. A queued change is started (a request to the fabric manager)
+// by one of a few starter threads that run nothing else, so that neither a slow fabric manager
+// nor completions that wait can hold up the queue. wait() is the blocking form for callers that
+// hold a thread anyway.
 #pragma once
 
 #include <condition_variable>
@@ -41,68 +45,76 @@ struct OperationWaiterOptions {
 
 class OperationWaiter {
  public:
-  // Starts the operation (an attach or a detach) when its lane has room.
-  using Start = std::function<Expected<Operation>()>;
-  // Told once how it ended: ok, the fabric's failure (fabric_error), the deadline (timeout), or
-  // composerd stopping (unavailable).
+  // Told once how a change ended: ok, the fabric's failure or refusal, the deadline (timeout),
+  // or composerd stopping (unavailable).
   using Done = std::function<void(Status)>;
 
   OperationWaiter(Fabric& fabric, const Clock& clock, OperationWaiterOptions options = {});
-  // Ends every operation still waited for with "composerd is stopping" and joins the threads.
+  // Ends every change still waited for with "composerd is stopping" and joins the threads.
   ~OperationWaiter();
   OperationWaiter(const OperationWaiter&) = delete;
   OperationWaiter& operator=(const OperationWaiter&) = delete;
 
-  // `what` names the operation in errors ("attach"). `lane` is Fabric::lane() of its host.
-  // `done` runs on a completion thread (or on the caller's, when the operation ends before
-  // submit returns).
-  void submit(std::string lane, Start start, int64_t deadline_ms, std::string what, Done done);
+  // `done` runs on a completion thread, or on the caller's when the change ends before submit
+  // returns.
+  void submit(FabricChange change, int64_t deadline_ms, Done done);
   // The same, waiting for the end on the caller's thread.
-  Status wait(std::string lane, Start start, int64_t deadline_ms, std::string what);
+  Status wait(FabricChange change, int64_t deadline_ms);
 
-  // Operations running on the fabric now, and waiting for room, over all lanes.
+  // Fabric operations running now (a batch counts once), changes waiting for room, and the
+  // batches started so far.
   size_t in_flight() const;
   size_t queued() const;
+  uint64_t batches() const;
 
  private:
-  struct Pending {
-    std::string lane;
-    Start start;
+  struct Waiting {
+    FabricChange change;
     int64_t deadline_ms = 0;
-    std::string what;
     Done done;
-    Operation op{};
     bool inline_done = false;  // tell `done` on the thread that saw the end (wait())
   };
+  struct Running {
+    std::string lane;
+    std::vector<Waiting> waiting;
+    Operation op{};
+  };
 
-  void enqueue(Pending p);
-  // Starts `p` (outside the lock): true when it runs on; else its lane's slot is given back
-  // and `how` says how it ended.
-  bool begin(Pending& p, Status* how);
+  void enqueue(Waiting w);
+  // Starts a group of one lane (one change, or a batch) whose slot is taken, outside the lock;
+  // what ends at once is told, the rest is followed by the poller.
+  // `queued`: a starter thread starts it, and what ends at once is told on completion threads;
+  // else the caller's thread, which is told at once.
+  void start(std::string lane, std::vector<Waiting> group, bool queued);
   void release(const std::string& lane);
-  // Tells `p.done` how it ended: on a completion thread, or at once when inline_done.
-  void complete(Pending p, Status how);
-  void post(std::function<void()> task);
-  // On a completion thread: starts a queued operation and follows it, or tells how it ended.
-  void start_queued(Pending p);
+  // Tells `w.done` how it ended: on a completion thread, or at once when inline_done.
+  void complete(Waiting w, Status how);
+  // A task for the completion threads (`start` false) or the starter threads.
+  void post(std::function<void()> task, bool start = false);
   void poll_loop();
-  void completion_loop();
+  void worker_loop(bool start);
+  size_t capacity(const std::string& lane) const;
 
   Fabric& fabric_;
   const Clock& clock_;
   OperationWaiterOptions options_;
 
   mutable std::mutex mu_;
-  std::condition_variable wake_;       // the poller: new work, or stopping
+  std::condition_variable wake_;       // the poller: room on a lane, or stopping
   std::condition_variable completed_;  // completion threads
-  bool stopping_ = false;              // no new operation; the poller ends
+  bool stopping_ = false;              // no new change; the poller ends
+  bool starters_stop_ = false;         // the poller has ended: the starter threads end
   bool completers_stop_ = false;       // every completion told: the completion threads end
+  uint64_t batches_ = 0;
   std::map<std::string, size_t> running_per_lane_;
-  std::vector<Pending> running_;
-  std::map<std::string, std::deque<Pending>> queued_;
-  std::deque<std::function<void()>> tasks_;  // for the completion threads
+  std::vector<Running> running_;
+  std::map<std::string, std::deque<Waiting>> queued_;
+  std::deque<std::function<void()>> tasks_;   // for the completion threads
+  std::deque<std::function<void()>> starts_;  // for the starter threads
+  std::condition_variable start_;             // starter threads
   std::thread poller_;
   std::vector<std::thread> completers_;
+  std::vector<std::thread> starters_;
 };
 
 }  // namespace composer

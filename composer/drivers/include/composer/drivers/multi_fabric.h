@@ -46,6 +46,9 @@ class MultiFabric final : public Fabric {
                              const std::vector<std::string>& device_ids) override;
   Expected<Operation> operation_status(const std::string& operation_id) override;
   std::string lane(const std::string& fabric_host) const override;
+  bool serialises_changes(const std::string& lane) const override;
+  // The changes of one member's lane, passed to it whole.
+  Expected<BatchStarted> apply_batch(const std::vector<FabricChange>& changes) override;
   Expected<std::vector<std::pair<std::string, Health>>> health() override;
 
   // "pod-a", "GPU-1" -> "pod-a:GPU-1"

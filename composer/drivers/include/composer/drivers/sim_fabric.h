@@ -35,6 +35,11 @@ struct SimConfig {
   std::vector<Group> groups;
   // How long attach and detach stay running; 0 completes them within the call.
   int latency_ms = 0;
+  // composer.conf's SimSerialize=yes: the fabric applies one change at a time, as a Liqid
+  // Director does (an edit, then a reprogram): a change starts when the one before it has
+  // ended, so N changes sent at once take N latencies, and apply_batch() makes many changes
+  // one, taking one latency.
+  bool serialise = false;
   // Where the fabric keeps what is attached, so that it survives a restart of its owner as a
   // real fabric's state does: read at create(), rewritten atomically (0600) after every
   // change. Empty: in memory only.
@@ -93,6 +98,10 @@ class SimFabric final : public Fabric {
                              const std::vector<std::string>& device_ids) override;
   Expected<Operation> operation_status(const std::string& operation_id) override;
   Expected<std::vector<std::pair<std::string, Health>>> health() override;
+  bool serialises_changes(const std::string& lane) const override;
+  // Every change validated alone (one the fabric refuses, or that an injected failure takes,
+  // is refused alone); the rest applied as one change with one operation.
+  Expected<BatchStarted> apply_batch(const std::vector<FabricChange>& changes) override;
 
   // Fault injection. The next n attach (detach) calls that pass validation fail with
   // `message`; a later call adds to what is left.

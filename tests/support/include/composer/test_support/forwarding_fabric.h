@@ -25,6 +25,12 @@ class ForwardingFabric : public Fabric {
     return to_.detach(host, ids);
   }
   std::string lane(const std::string& host) const override { return to_.lane(host); }
+  bool serialises_changes(const std::string& lane) const override {
+    return to_.serialises_changes(lane);
+  }
+  Expected<BatchStarted> apply_batch(const std::vector<FabricChange>& changes) override {
+    return to_.apply_batch(changes);
+  }
   Expected<Operation> operation_status(const std::string& id) override {
     return to_.operation_status(id);
   }
