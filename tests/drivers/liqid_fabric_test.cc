@@ -214,6 +214,48 @@ TEST_F(LiqidDriver, AttachRelatesInsideOneEditAndReprograms) {
   expect_untouched({"mem0"});
 }
 
+// A batch: every change planned against one read, one edit per machine carrying all of that
+// machine's changes (attaches and detaches together), a change the Director cannot take
+// refused alone, and a machine whose edit fails failing only its own changes.
+TEST_F(LiqidDriver, ABatchIsOneEditPerMachineAndFailsOnlyWhatItCannotServe) {
+  auto& f = connect();
+  EXPECT_TRUE(f.serialises_changes(""));
+  ASSERT_TRUE(f.attach("node01", {"gpu3"}).ok());
+  const uint64_t posts = fake_->requests("POST");
+  const uint64_t deletes = fake_->requests("DELETE");
+  auto batch = f.apply_batch({{true, "node01", {"gpu0"}},
+                              {true, "node02", {"gpu1", "nvme0"}},
+                              {true, "node01", {"mem0"}},
+                              {false, "node01", {"gpu3"}},
+                              {true, "node02", {"gpu0"}},  // node01 takes it in this batch
+                              {true, "node09", {"gpu2"}}});
+  ASSERT_TRUE(batch.ok()) << batch.error();
+  ASSERT_EQ(batch->refused.size(), 2u);
+  EXPECT_THAT(batch->refused.at(4).message, HasSubstr("another machine in the same edit"));
+  EXPECT_THAT(batch->refused.at(5).message, HasSubstr("no machine named 'node09'"));
+  EXPECT_EQ(batch->operation.state, OperationState::kDone);
+  // Two edits: node01 (edit, two relates, one unrelate, reprogram), node02 (edit, two relates,
+  // reprogram).
+  EXPECT_EQ(fake_->requests("POST") - posts, 4u + 4u);
+  EXPECT_EQ(fake_->requests("DELETE") - deletes, 1u);
+  EXPECT_EQ(fake_->machine_devices("node01"), (std::vector<std::string>{"gpu0", "mem0"}));
+  EXPECT_EQ(fake_->machine_devices("node02"), (std::vector<std::string>{"gpu1", "nvme0"}));
+
+  testing::FakeLiqidFault fault;
+  fault.kind = testing::FakeLiqidFault::Kind::kEnvelope;
+  fault.method = "POST";
+  fault.path = "fabric/reprogram";
+  fault.message = "PCIe switch 2 did not answer";
+  fake_->inject(fault);  // the first machine's reprogram
+  batch = f.apply_batch({{false, "node01", {"gpu0"}}, {false, "node02", {"gpu1"}}});
+  ASSERT_TRUE(batch.ok()) << batch.error();
+  ASSERT_EQ(batch->refused.size(), 1u);
+  EXPECT_THAT(batch->refused.at(0).message, HasSubstr("PCIe switch 2 did not answer"));
+  EXPECT_THAT(fake_->editing(), IsEmpty());
+  EXPECT_EQ(fake_->machine_devices("node01"), (std::vector<std::string>{"gpu0", "mem0"}));
+  EXPECT_EQ(fake_->machine_devices("node02"), (std::vector<std::string>{"nvme0"}));
+}
+
 TEST_F(LiqidDriver, NothingToDoSendsNoEdit) {
   auto& f = connect();
   ASSERT_TRUE(f.attach("node01", {"gpu0"}).ok());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -369,10 +370,15 @@ struct LiqidFabric::Impl {
     return op;
   }
 
-  // The edit transaction: edit, relate or unrelate each device, reprogram; cancel on error.
+  // The edit transaction of one machine: edit, relate or unrelate each device (true: relate),
+  // reprogram; cancel on error.
   Operation edit(const Json::Value& machine, const Snapshot& snap,
-                 const std::vector<std::string>& names, bool attach) {
-    const std::string verb = attach ? "attach" : "detach";
+                 const std::vector<std::pair<std::string, bool>>& relations) {
+    const bool attaches =
+        std::any_of(relations.begin(), relations.end(), [](const auto& r) { return r.second; });
+    const bool detaches =
+        std::any_of(relations.begin(), relations.end(), [](const auto& r) { return !r.second; });
+    const std::string verb = attaches && detaches ? "change" : attaches ? "attach" : "detach";
     auto fail = [&](const Error& e, bool began) {
       Operation op;
       op.state = OperationState::kFailed;
@@ -397,7 +403,7 @@ struct LiqidFabric::Impl {
           e.error().code == ErrorCode::kUnavailable || e.error().code == ErrorCode::kTimeout;
       return fail(e.error(), maybe);
     }
-    for (const std::string& name : names) {
+    for (const auto& [name, attach] : relations) {
       const LiqidDevice& d = snap.devices.at(name);
       Json::Value body;
       body["groupDeviceRelator"]["deviceStatus"] = d.status;
@@ -408,10 +414,67 @@ struct LiqidFabric::Impl {
     }
     if (auto r = call("POST", "fabric/reprogram", &machine); !r) return fail(r.error(), true);
     log::info("liqid: " + verb + " done", {{"machine", machine["mach_name"].asString()},
-                                           {"devices", std::to_string(names.size())}});
+                                           {"devices", std::to_string(relations.size())}});
     Operation op;
     op.state = OperationState::kDone;
     return remember(op);
+  }
+
+  // What one change needs of a machine: the machine, and the devices to relate or unrelate
+  // (those already where the change wants them left out). `claimed`: devices other changes of
+  // the same batch take, by machine id.
+  struct Plan {
+    const Json::Value* machine = nullptr;
+    std::vector<std::string> todo;
+  };
+  Expected<Plan> plan(const Snapshot& snap, const std::string& host,
+                      const std::vector<std::string>& ids, bool attach,
+                      std::map<std::string, std::string>* claimed) {
+    const Json::Value* machine = snap.machine_named(host);
+    if (machine == nullptr || !served(*machine)) {
+      return Error{ErrorCode::kNotFound, "liqid: no machine named '" + host + "'"};
+    }
+    const std::string mach_id = id_text((*machine)["mach_id"]);
+    const std::string grp_id = id_text((*machine)["grp_id"]);
+    if (!snap.groups.contains(grp_id)) {
+      return Error{ErrorCode::kFabric,
+                   "liqid: machine '" + host + "' belongs to no group the Director lists"};
+    }
+    Plan out{machine, {}};
+    std::set<std::string> seen;
+    for (const std::string& id : ids) {
+      auto it = snap.devices.find(id);
+      if (it == snap.devices.end()) {
+        return Error{ErrorCode::kNotFound, "liqid: no device named '" + id + "'"};
+      }
+      if (!seen.insert(id).second) continue;
+      const LiqidDevice& d = it->second;
+      if (auto c = claimed->find(id); c != claimed->end() && c->second != mach_id) {
+        return Error{ErrorCode::kConflict,
+                     "liqid: device " + id + " is changed for another machine in the same edit"};
+      }
+      // Detaching a device from a machine it is not on is done already: it stays where it is.
+      if (!attach && d.machine_id != mach_id) continue;
+      if (!d.machine_id.empty() && d.machine_id != mach_id) {
+        return Error{ErrorCode::kConflict,
+                     "liqid: device " + id + " is attached to machine '" +
+                         snap.machines.at(d.machine_id)["mach_name"].asString() + "', not '" +
+                         host + "'"};
+      }
+      if (attach && d.machine_id.empty() && d.group_id != grp_id) {
+        const std::string where =
+            d.group_id.empty()
+                ? std::string("the system free pool")
+                : "group '" + snap.groups.at(d.group_id)["group_name"].asString() + "'";
+        return Error{ErrorCode::kConflict, "liqid: device " + id + " is in " + where +
+                                               "; machine '" + host + "' draws only from group '" +
+                                               snap.groups.at(grp_id)["group_name"].asString() +
+                                               "'"};
+      }
+      if (attach == d.machine_id.empty()) out.todo.push_back(id);
+    }
+    for (const std::string& id : out.todo) (*claimed)[id] = mach_id;
+    return out;
   }
 
   Expected<Operation> change(const std::string& host, const std::vector<std::string>& ids,
@@ -419,51 +482,62 @@ struct LiqidFabric::Impl {
     std::lock_guard<std::mutex> lock(edit_mu);
     auto snap = read(false);
     if (!snap) return snap.error();
-    const Json::Value* machine = snap->machine_named(host);
-    if (machine == nullptr || !served(*machine)) {
-      return Error{ErrorCode::kNotFound, "liqid: no machine named '" + host + "'"};
-    }
-    const std::string mach_id = id_text((*machine)["mach_id"]);
-    const std::string grp_id = id_text((*machine)["grp_id"]);
-    if (!snap->groups.contains(grp_id)) {
-      return Error{ErrorCode::kFabric,
-                   "liqid: machine '" + host + "' belongs to no group the Director lists"};
-    }
-    std::vector<std::string> todo;
-    std::set<std::string> seen;
-    for (const std::string& id : ids) {
-      auto it = snap->devices.find(id);
-      if (it == snap->devices.end()) {
-        return Error{ErrorCode::kNotFound, "liqid: no device named '" + id + "'"};
-      }
-      if (!seen.insert(id).second) continue;
-      const LiqidDevice& d = it->second;
-      // Detaching a device from a machine it is not on is done already: it stays where it is.
-      if (!attach && d.machine_id != mach_id) continue;
-      if (!d.machine_id.empty() && d.machine_id != mach_id) {
-        return Error{ErrorCode::kConflict,
-                     "liqid: device " + id + " is attached to machine '" +
-                         snap->machines.at(d.machine_id)["mach_name"].asString() + "', not '" +
-                         host + "'"};
-      }
-      if (attach && d.machine_id.empty() && d.group_id != grp_id) {
-        const std::string where =
-            d.group_id.empty()
-                ? std::string("the system free pool")
-                : "group '" + snap->groups.at(d.group_id)["group_name"].asString() + "'";
-        return Error{ErrorCode::kConflict, "liqid: device " + id + " is in " + where +
-                                               "; machine '" + host + "' draws only from group '" +
-                                               snap->groups.at(grp_id)["group_name"].asString() +
-                                               "'"};
-      }
-      if (attach == d.machine_id.empty()) todo.push_back(id);
-    }
-    if (todo.empty()) {
+    std::map<std::string, std::string> claimed;
+    auto p = plan(*snap, host, ids, attach, &claimed);
+    if (!p) return p.error();
+    if (p->todo.empty()) {
       Operation op;
       op.state = OperationState::kDone;
       return remember(op);
     }
-    return edit(*machine, *snap, todo, attach);
+    std::vector<std::pair<std::string, bool>> relations;
+    for (const std::string& id : p->todo) relations.emplace_back(id, attach);
+    return edit(*p->machine, *snap, relations);
+  }
+
+  // Every change of the batch planned against one read of the Director, then one edit per
+  // machine (an edit transaction covers one machine) carrying all of that machine's changes,
+  // the machines one after another so that the Director is never idle while changes wait. A
+  // change that cannot be planned, or whose machine's edit fails, is refused alone.
+  Expected<BatchStarted> batch(const std::vector<FabricChange>& changes) {
+    std::lock_guard<std::mutex> lock(edit_mu);
+    auto snap = read(false);
+    if (!snap) return snap.error();
+    BatchStarted out;
+    std::map<std::string, std::string> claimed;
+    struct MachineEdit {
+      const Json::Value* machine = nullptr;
+      std::vector<std::pair<std::string, bool>> relations;
+      std::vector<size_t> changes;  // indices in the batch
+    };
+    std::map<std::string, MachineEdit> edits;  // by machine id
+    std::vector<std::string> order;
+    for (size_t i = 0; i < changes.size(); ++i) {
+      const FabricChange& c = changes[i];
+      auto p = plan(*snap, c.fabric_host, c.device_ids, c.attach, &claimed);
+      if (!p) {
+        out.refused.emplace(i, p.error());
+        continue;
+      }
+      if (p->todo.empty()) continue;  // done already
+      const std::string mach_id = id_text((*p->machine)["mach_id"]);
+      auto [it, added] = edits.try_emplace(mach_id);
+      if (added) order.push_back(mach_id);
+      it->second.machine = p->machine;
+      for (const std::string& id : p->todo) it->second.relations.emplace_back(id, c.attach);
+      it->second.changes.push_back(i);
+    }
+    for (const std::string& mach_id : order) {
+      const MachineEdit& e = edits.at(mach_id);
+      const Operation op = edit(*e.machine, *snap, e.relations);
+      if (op.state == OperationState::kFailed) {
+        for (size_t i : e.changes) out.refused.emplace(i, Error{ErrorCode::kFabric, op.error});
+      }
+    }
+    Operation done;
+    done.state = OperationState::kDone;
+    out.operation = remember(done);
+    return out;
   }
 
   Expected<Operation> status(const std::string& id) {
@@ -526,6 +600,12 @@ Expected<Operation> LiqidFabric::attach(const std::string& fabric_host,
 Expected<Operation> LiqidFabric::detach(const std::string& fabric_host,
                                         const std::vector<std::string>& device_ids) {
   return impl_->change(fabric_host, device_ids, false);
+}
+
+bool LiqidFabric::serialises_changes(const std::string& /*lane*/) const { return true; }
+
+Expected<BatchStarted> LiqidFabric::apply_batch(const std::vector<FabricChange>& changes) {
+  return impl_->batch(changes);
 }
 
 Expected<Operation> LiqidFabric::operation_status(const std::string& operation_id) {
