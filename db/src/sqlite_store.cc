@@ -46,7 +46,8 @@ using sqlite::Statement;
   " AND (?3 IS NULL OR owner_c.node = ?3)"                                                   \
   " AND (?4 IS NULL OR ?4 = CASE WHEN d.health = 'critical' THEN 'failed'"                   \
   " WHEN d.drained = 1 THEN 'drained' WHEN owner.composition_id IS NOT NULL THEN 'attached'" \
-  " WHEN d.holder <> '' THEN 'foreign' ELSE 'free' END)"
+  " WHEN d.holder <> '' THEN 'foreign' ELSE 'free' END)"                                     \
+  " AND (?5 IS NULL OR d.id > ?5)"
 #define LIVE_STATES "('requested', 'composing', 'ready', 'releasing')"
 
 // Columns 0..16 (see read_composition), then the device columns from 17 (NULL when the
@@ -102,7 +103,7 @@ constexpr Sql kSelectDevice{"reading device",
                             " WHERE d.id = ?1"};
 constexpr Sql kSelectDevices{"listing devices",
                              "SELECT " DEVICE_COLUMNS " FROM devices d" DEVICE_OWNER_JOIN
-                             " WHERE" DEVICE_FILTER " ORDER BY d.id"};
+                             " WHERE" DEVICE_FILTER " ORDER BY d.id LIMIT ?6"};
 // Starts from the node's live compositions instead of scanning every device.
 constexpr Sql kSelectDevicesOnNode{
     "listing devices on a node",
@@ -111,7 +112,7 @@ constexpr Sql kSelectDevicesOnNode{
     " JOIN composition_devices owner ON owner.composition_id = owner_c.id AND owner.live = 1"
     " JOIN devices d ON d.id = owner.device_id"
     " WHERE owner_c.node = ?3 AND owner_c.state IN " LIVE_STATES " AND" DEVICE_FILTER
-    " ORDER BY d.id"};
+    " ORDER BY d.id LIMIT ?6"};
 constexpr Sql kSetDrained{"changing drain state",
                           "UPDATE devices SET drained = ?2, drain_reason = ?3 WHERE id = ?1"};
 constexpr Sql kSetHealth{"changing health", "UPDATE devices SET health = ?2 WHERE id = ?1"};
@@ -678,7 +679,9 @@ Expected<std::vector<Device>> SqliteStore::devices(const DeviceFilter& filter) {
     std::optional<std::string_view> type, state;
     if (filter.type) type = to_string(*filter.type);
     if (filter.state) state = to_string(*filter.state);
-    s->bind(1, type).bind(2, filter.zone).bind(3, filter.node).bind(4, state);
+    s->bind(1, type).bind(2, filter.zone).bind(3, filter.node).bind(4, state).bind(5, filter.after);
+    // SQLite reads a negative LIMIT as none.
+    s->bind(6, filter.limit == 0 ? int64_t{-1} : static_cast<int64_t>(filter.limit));
     std::vector<Device> out;
     while (s->step()) out.push_back(read_device(*s, 0));
     return out;

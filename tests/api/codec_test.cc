@@ -308,6 +308,22 @@ TEST(Codec, HttpStatusesMatchTheApiDocument) {
   EXPECT_EQ(error_code_for_status(500), ErrorCode::kInternal);
 }
 
+TEST(Codec, ADevicePageCarriesItsCursorOnlyWhenThereIsMore) {
+  DevicePage page{{attached_gpu()}, "gpu-a-00"};
+  auto back = device_page_from_json(to_json(page));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(back->devices.size(), 1u);
+  EXPECT_EQ(back->next_cursor, "gpu-a-00");
+  const Json::Value last = to_json(DevicePage{{attached_gpu()}, ""});
+  EXPECT_FALSE(last.isMember("next_cursor"));
+  auto read = device_page_from_json(last);
+  ASSERT_TRUE(read.ok());
+  EXPECT_TRUE(read->next_cursor.empty());
+  Json::Value bad = to_json(page);
+  bad["next_cursor"] = 7;
+  EXPECT_FALSE(device_page_from_json(bad).ok());
+}
+
 TEST(Codec, ListsAndReleaseAnswersRoundTrip) {
   auto devices = devices_from_json(devices_to_json({attached_gpu(), drained_memory()}));
   ASSERT_TRUE(devices.ok()) << devices.error();

@@ -58,6 +58,34 @@ TEST_F(StoreTest, UpsertAddsThenUpdatesHostsAndDevices) {
   EXPECT_EQ(mem->state(), DeviceState::kFree);
 }
 
+// Pages: ids after the cursor, at most `limit`, in id order, with the filters applied.
+TEST_F(StoreTest, DevicesComeInPagesAfterACursor) {
+  add_inventory();
+  auto all = store().devices();
+  ASSERT_TRUE(all.ok()) << all.error();
+  ASSERT_GE(all->size(), 4u);
+  std::vector<std::string> paged;
+  std::optional<std::string> after;
+  for (int i = 0; i < 100; ++i) {
+    auto page = store().devices(db::DeviceFilter{.after = after, .limit = 3});
+    ASSERT_TRUE(page.ok()) << page.error();
+    EXPECT_LE(page->size(), 3u);
+    for (const Device& d : *page) paged.push_back(d.id);
+    if (page->size() < 3) break;
+    after = page->back().id;
+  }
+  std::vector<std::string> ids;
+  for (const Device& d : *all) ids.push_back(d.id);
+  EXPECT_EQ(paged, ids);
+  auto gpus_after = store().devices(
+      db::DeviceFilter{.type = DeviceType::kGpu, .after = ids.front(), .limit = 100});
+  ASSERT_TRUE(gpus_after.ok());
+  for (const Device& d : *gpus_after) {
+    EXPECT_EQ(d.type, DeviceType::kGpu);
+    EXPECT_GT(d.id, ids.front());
+  }
+}
+
 TEST_F(StoreTest, UpsertKeepsWhatTheFabricSaysTheDeviceIs) {
   add_inventory();
   Device gpu = make_device("gpu-0", DeviceType::kGpu, "z1");

@@ -2,6 +2,7 @@
 // through the client library, raw HTTP and composerctl.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <set>
@@ -508,6 +509,77 @@ TEST(ComposerdConfig, RefusesToStartOnABadLineAndNamesIt) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("line 3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Frobnicate"), std::string::npos) << r.out;
+}
+
+// GET /v1/devices answers one page at a time, in id order: 2,500 devices are three pages of
+// 1,000 by default, each naming the next by its cursor and the last naming none; the filters
+// hold on every page; the client reads every page, whatever its page size.
+TEST(ComposerdPages, DevicesComeInPagesAndTheClientReadsThemAll) {
+  ComposerdProcess d("",
+                     "NodeName=n1 Zones=z1 GpuSlots=8\n"
+                     "DeviceGroup=gpu Type=gpu Model=A100-80G Zone=z1 Count=2000\n"
+                     "DeviceGroup=nv Type=nvme Model=P5620 Zone=z1 Count=500 Size=3T\n");
+  const int port = d.port();
+  std::vector<std::string> seen;
+  std::string cursor;
+  size_t pages = 0;
+  for (;;) {
+    const std::string path =
+        "/v1/devices" + (cursor.empty() ? std::string() : "?cursor=" + percent_encode(cursor));
+    auto a = raw_request("127.0.0.1", port, d.munge_socket(), "GET", path);
+    ASSERT_EQ(a.status, 200) << a.body;
+    auto json = api::parse_json(a.body);
+    ASSERT_TRUE(json.ok());
+    auto page = api::device_page_from_json(*json);
+    ASSERT_TRUE(page.ok()) << page.error();
+    ++pages;
+    EXPECT_LE(page->devices.size(), 1000u);
+    for (const Device& dev : page->devices) seen.push_back(dev.id);
+    if (page->next_cursor.empty()) break;
+    EXPECT_EQ(page->next_cursor, page->devices.back().id);
+    cursor = page->next_cursor;
+    ASSERT_LT(pages, 10u) << "the pages do not end";
+  }
+  EXPECT_EQ(pages, 3u);
+  EXPECT_EQ(seen.size(), 2500u);
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), seen.size());
+
+  // Filters hold across pages; a page size of the caller's; a cursor past the end.
+  auto nvme =
+      raw_request("127.0.0.1", port, d.munge_socket(), "GET", "/v1/devices?type=nvme&limit=300");
+  ASSERT_EQ(nvme.status, 200);
+  auto first = api::device_page_from_json(*api::parse_json(nvme.body));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->devices.size(), 300u);
+  ASSERT_FALSE(first->next_cursor.empty());
+  auto rest = raw_request("127.0.0.1", port, d.munge_socket(), "GET",
+                          "/v1/devices?type=nvme&limit=300&cursor=" + first->next_cursor);
+  auto second = api::device_page_from_json(*api::parse_json(rest.body));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->devices.size(), 200u);
+  EXPECT_TRUE(second->next_cursor.empty());
+  for (const Device& dev : second->devices) EXPECT_EQ(dev.type, DeviceType::kNvme);
+  auto past = raw_request("127.0.0.1", port, d.munge_socket(), "GET", "/v1/devices?cursor=zzz");
+  EXPECT_EQ(past.body, R"({"devices":[]})");
+
+  // Page sizes the server does not give.
+  for (const char* bad : {"0", "10001"}) {
+    auto a = raw_request("127.0.0.1", port, d.munge_socket(), "GET",
+                         "/v1/devices?limit=" + std::string(bad));
+    EXPECT_EQ(a.status, 400) << a.body;
+    EXPECT_NE(a.body.find("limit"), std::string::npos) << a.body;
+  }
+
+  auto c = d.client();
+  for (size_t page : {size_t{0}, size_t{7}, size_t{10000}}) {
+    auto all = c.devices(client::DeviceQuery{.page = page});
+    ASSERT_TRUE(all.ok()) << all.error();
+    EXPECT_EQ(all->size(), 2500u) << "page size " << page;
+  }
+  auto gpus = c.devices(client::DeviceQuery{.type = DeviceType::kGpu, .page = 333});
+  ASSERT_TRUE(gpus.ok());
+  EXPECT_EQ(gpus->size(), 2000u);
 }
 
 }  // namespace

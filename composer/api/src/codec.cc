@@ -624,6 +624,20 @@ Json::Value events_to_json(const std::vector<Event>& events) {
 Expected<std::vector<Device>> devices_from_json(const Json::Value& v) {
   return decode_list<Device>(v, "devices", "a device list");
 }
+Json::Value to_json(const DevicePage& page) {
+  Json::Value v = devices_to_json(page.devices);
+  if (!page.next_cursor.empty()) v["next_cursor"] = page.next_cursor;
+  return v;
+}
+Expected<DevicePage> device_page_from_json(const Json::Value& v) {
+  return read_json([&] {
+    JsonObject r(v, "", "a page of devices", {"devices", "next_cursor"});
+    DevicePage p;
+    p.devices = r.array("devices", decode<Device>);
+    r.get_if("next_cursor", &p.next_cursor, as_text);
+    return p;
+  });
+}
 Expected<std::vector<Composition>> compositions_from_json(const Json::Value& v) {
   return decode_list<Composition>(v, "compositions", "a composition list");
 }

@@ -211,8 +211,24 @@ Expected<std::vector<Device>> Client::devices(const DeviceQuery& q) const {
   if (q.state) p.param("state", to_string(*q.state));
   if (q.zone) p.param("zone", *q.zone);
   if (q.node) p.param("node", *q.node);
-  return decoded<std::vector<Device>>(call("GET", p, "", true), "GET " + p.plain,
-                                      api::devices_from_json);
+  if (q.page > 0) p.param("limit", std::to_string(q.page));
+  // Page after page until the last: what the caller asked for, whole.
+  std::vector<Device> out;
+  for (std::string cursor;;) {
+    Path page = p;
+    if (!cursor.empty()) page.param("cursor", cursor);
+    auto got = decoded<api::DevicePage>(call("GET", page, "", true), "GET " + page.plain,
+                                        api::device_page_from_json);
+    if (!got) return got.error();
+    out.insert(out.end(), std::make_move_iterator(got->devices.begin()),
+               std::make_move_iterator(got->devices.end()));
+    if (got->next_cursor.empty()) return out;
+    if (got->next_cursor == cursor) {
+      return Error{ErrorCode::kInternal,
+                   "GET " + p.plain + ": the next page repeats the cursor '" + cursor + "'"};
+    }
+    cursor = std::move(got->next_cursor);
+  }
 }
 
 Expected<std::vector<Host>> Client::hosts() const {

@@ -45,6 +45,10 @@ auto timed(Metrics* metrics, void (Metrics::*observe_it)(double, std::string_vie
   return out;
 }
 
+// Devices in one answer of GET /v1/devices: by default, and at most.
+constexpr uint64_t kDefaultDevicePage = 1000;
+constexpr uint64_t kMaxDevicePage = 10000;
+
 // The most nodes one PUT /v1/compositions/{job} composes (Slurm's own jobs stay far below).
 constexpr size_t kMaxJobNodes = 65536;
 
@@ -196,9 +200,24 @@ class Handlers {
     f.state = *state;
     f.zone = call.text("zone");
     f.node = call.text("node");
+    // One page: no answer grows with the pool.
+    auto limit = call.number("limit", kMaxDevicePage);
+    if (!limit) return limit.error();
+    if (*limit && **limit == 0) {
+      return bad("limit: 0 is not a page size; give 1 to " + std::to_string(kMaxDevicePage) +
+                 " (default " + std::to_string(kDefaultDevicePage) + ")");
+    }
+    const size_t page = limit->value_or(kDefaultDevicePage);
+    f.after = call.text("cursor");
+    f.limit = page + 1;  // one more tells whether a next page exists
     auto list = ctx_.service.store().devices(f);
     if (!list) return list.error();
-    return api::devices_to_json(*list);
+    api::DevicePage out{std::move(*list)};
+    if (out.devices.size() > page) {
+      out.devices.resize(page);
+      out.next_cursor = out.devices.back().id;
+    }
+    return api::to_json(out);
   }
 
   // A drain's body is {"reason": ...}; every other action takes {} or nothing. The reason.
@@ -342,7 +361,7 @@ void install_routes(Router& router, ApiContext& ctx) {
   routes.add("GET", "/v1/compositions", user, {"job", "user", "state", "node", "live", "limit"},
              [h](const Call& c) { return h->list_compositions(c); });
   routes.add("GET", "/v1/pool", user, {}, [h](const Call& c) { return h->pool(c); });
-  routes.add("GET", "/v1/devices", user, {"type", "state", "zone", "node"},
+  routes.add("GET", "/v1/devices", user, {"type", "state", "zone", "node", "limit", "cursor"},
              [h](const Call& c) { return h->devices(c); });
   routes.add("GET", "/v1/hosts", user, {}, [h](const Call& c) { return h->hosts(c); });
   routes.add("POST", R"(/v1/devices/([^/]+)/(drain))", admin, {},

@@ -33,7 +33,9 @@ struct DeviceFilter {
   std::optional<DeviceType> type{};
   std::optional<DeviceState> state{};
   std::optional<std::string> zone{};
-  std::optional<std::string> node{};  // attached to this node
+  std::optional<std::string> node{};   // attached to this node
+  std::optional<std::string> after{};  // only ids after this one (a page's cursor)
+  size_t limit = 0;                    // 0: no limit; in id order
 };
 
 struct CompositionFilter {

@@ -41,6 +41,13 @@ struct HealthInfo {
 };
 
 // POST /v1/devices/{id}/drain.
+// GET /v1/devices: one page, in id order; `next_cursor` (the last id) asks for the next one,
+// empty on the last page.
+struct DevicePage {
+  std::vector<Device> devices;
+  std::string next_cursor{};
+};
+
 struct DrainBody {
   std::string reason;
 

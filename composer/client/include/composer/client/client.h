@@ -56,6 +56,7 @@ struct DeviceQuery {
   std::optional<DeviceState> state;
   std::optional<std::string> zone;
   std::optional<std::string> node;
+  size_t page = 0;  // devices per request (the server's default when 0); all pages are read
 };
 
 // GET /v1/events filters.
