@@ -224,7 +224,7 @@ void Routes::add_async(std::string_view method, const std::string& pattern, Acce
                        std::initializer_list<std::string_view> params, AsyncHandler handler) {
   install(method, pattern, std::move(access), params,
           [handler = std::move(handler)](const Call& call, const HttpReply& reply) {
-            handler(call, [reply](Expected<Json::Value> body) { reply(json_answer(body)); });
+            handler(call, [reply](const Expected<Json::Value>& body) { reply(json_answer(body)); });
           });
 }
 
