@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -28,32 +27,13 @@
 
 #include "composer/common/strings.h"
 #include "composerd_process.h"
+#include "documented_routes.h"
 #include "raw_request.h"
 
 namespace composer::testing {
 namespace {
 
-struct Row {
-  std::string method, path, who;
-};
-
-std::vector<Row> documented_routes() {
-  std::ifstream in(std::string(COMPOSER_SOURCE_DIR) + "/docs/API.md");
-  std::string line;
-  bool in_table = false;
-  std::vector<Row> rows;
-  const std::regex row(R"(^\| `(GET|PUT|POST|DELETE) ([^`]+)` \| ([^|]+) \|)");
-  while (std::getline(in, line)) {
-    if (line.starts_with("## Endpoints")) in_table = true;
-    if (!in_table) continue;
-    if (line.starts_with("## ") && !line.starts_with("## Endpoints")) break;
-    std::smatch m;
-    if (std::regex_search(line, m, row)) {
-      rows.push_back({m[1], std::string(trim(m[2].str())), std::string(trim(m[3].str()))});
-    }
-  }
-  return rows;
-}
+using Row = DocumentedRoute;
 
 // The path with its placeholders filled and its query template dropped.
 std::string concrete(std::string path) {

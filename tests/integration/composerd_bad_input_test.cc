@@ -14,10 +14,8 @@
 #include <json/json.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,30 +24,13 @@
 
 #include "composer/common/strings.h"
 #include "composerd_process.h"
+#include "documented_routes.h"
 #include "raw_request.h"
 
 namespace composer::testing {
 namespace {
 
-struct Row {
-  std::string method, path;  // path as documented, query template included
-};
-
-std::vector<Row> documented_routes() {
-  std::ifstream in(std::string(COMPOSER_SOURCE_DIR) + "/docs/API.md");
-  std::string line;
-  bool in_table = false;
-  std::vector<Row> rows;
-  const std::regex row(R"(^\| `(GET|PUT|POST|DELETE) ([^`]+)` \|)");
-  while (std::getline(in, line)) {
-    if (line.starts_with("## Endpoints")) in_table = true;
-    if (!in_table) continue;
-    if (line.starts_with("## ") && !line.starts_with("## Endpoints")) break;
-    std::smatch m;
-    if (std::regex_search(line, m, row)) rows.push_back({m[1], std::string(trim(m[2].str()))});
-  }
-  return rows;
-}
+using Row = DocumentedRoute;
 
 struct Probe {
   std::string method, path, body;
