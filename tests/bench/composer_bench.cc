@@ -18,6 +18,13 @@
 //
 //   composer_bench [--clients N] [--seconds S] [--burst B] [--latency MS] [--in-flight N]
 //                  [--not-durable]
+//
+// With --scale, only this: the pool at 5,000 and at 100,000 devices on 10,000 hosts (sim, zero
+// latency, durable), side by side: composerd's start-up until it answers, compose latency
+// (8 clients composing and releasing on hosts of their own), one full listing of the devices
+// page by page through the client, and composerd's peak resident memory (VmHWM).
+//
+//   composer_bench --scale
 // Results and the command that produced them: docs/BENCHMARKS.md.
 #include <httplib.h>
 #include <munge.h>
@@ -194,7 +201,81 @@ std::string pool_lines(int nodes) {
 
 }  // namespace
 
+// composerd's peak resident memory in MiB (VmHWM of /proc/PID/status).
+double peak_mib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("VmHWM:")) return std::atof(line.c_str() + 6) / 1024.0;
+  }
+  return 0;
+}
+
+struct Scale {
+  double start_s = 0;
+  std::vector<double> compose_ms;
+  double list_s = 0;
+  size_t listed = 0;
+  double peak_mib = 0;
+  long errors = 0;
+};
+
+Scale scale_run(int devices) {
+  Scale out;
+  const std::string pool =
+      "NodeName=h[00001-10000] Zones=z1 GpuSlots=8 MemSlots=0 NvmeSlots=0\n"
+      "DeviceGroup=gpu Type=gpu Model=A100-80G Zone=z1 Count=" +
+      std::to_string(devices) + "\n";
+  const auto began = Clock::now();
+  composer::testing::ComposerdProcess daemon("Durable=yes\nLogLevel=warning\n", pool);
+  out.start_s = std::chrono::duration<double>(Clock::now() - began).count();
+  std::vector<std::vector<double>> ms(8);
+  std::atomic<long> errors{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < 8; ++c) {
+    threads.emplace_back([&, c] {
+      auto cli = daemon.client();
+      char node[16];
+      for (int i = 0; i < 150; ++i) {
+        std::snprintf(node, sizeof node, "h%05d", 1 + c * 1000 + i);
+        const uint32_t job = 7'000'000u + static_cast<uint32_t>(c * 1000 + i);
+        const auto s = Clock::now();
+        auto r = cli.compose(job, node, one_gpu());
+        ms[static_cast<size_t>(c)].push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+        if (!r.ok() || !cli.release(job, node).ok()) ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& v : ms) out.compose_ms.insert(out.compose_ms.end(), v.begin(), v.end());
+  const auto list_began = Clock::now();
+  auto all = daemon.client().devices();
+  out.list_s = std::chrono::duration<double>(Clock::now() - list_began).count();
+  out.listed = all.ok() ? all->size() : 0;
+  if (!all.ok()) ++errors;
+  out.peak_mib = peak_mib(daemon.pid());
+  out.errors = errors.load();
+  return out;
+}
+
+int scale_bench() {
+  const Scale small = scale_run(5000);
+  const Scale large = scale_run(100000);
+  for (const auto& [n, r] : {std::pair<int, const Scale&>{5000, small}, {100000, large}}) {
+    std::printf(
+        "scale: %d devices on 10,000 hosts: start-up %.2f s, compose p50 %.2f ms p99 %.2f ms "
+        "(n=%zu), full listing %zu devices in %.2f s, composerd peak %.0f MiB, %ld errors\n",
+        n, r.start_s, percentile(r.compose_ms, 50), percentile(r.compose_ms, 99),
+        r.compose_ms.size(), r.listed, r.list_s, r.peak_mib, r.errors);
+  }
+  std::printf("scale: compose p50 at 100,000 devices / at 5,000 devices = %.2f\n",
+              percentile(large.compose_ms, 50) / std::max(0.001, percentile(small.compose_ms, 50)));
+  return small.errors + large.errors == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--scale") return scale_bench();
   int clients = 32;
   int seconds = 10;
   int burst = 1000;
