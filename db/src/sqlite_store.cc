@@ -47,7 +47,7 @@ using sqlite::Statement;
   " AND (?4 IS NULL OR ?4 = CASE WHEN d.health = 'critical' THEN 'failed'"                   \
   " WHEN d.drained = 1 THEN 'drained' WHEN owner.composition_id IS NOT NULL THEN 'attached'" \
   " WHEN d.holder <> '' THEN 'foreign' ELSE 'free' END)"                                     \
-  " AND (?5 IS NULL OR d.id > ?5)"
+  " AND d.id > ?5" /* '' for the first page: a range on the key, not a scan */
 #define LIVE_STATES "('requested', 'composing', 'ready', 'releasing')"
 
 // Columns 0..16 (see read_composition), then the device columns from 17 (NULL when the
@@ -679,7 +679,11 @@ Expected<std::vector<Device>> SqliteStore::devices(const DeviceFilter& filter) {
     std::optional<std::string_view> type, state;
     if (filter.type) type = to_string(*filter.type);
     if (filter.state) state = to_string(*filter.state);
-    s->bind(1, type).bind(2, filter.zone).bind(3, filter.node).bind(4, state).bind(5, filter.after);
+    s->bind(1, type)
+        .bind(2, filter.zone)
+        .bind(3, filter.node)
+        .bind(4, state)
+        .bind(5, filter.after.value_or(""));
     // SQLite reads a negative LIMIT as none.
     s->bind(6, filter.limit == 0 ? int64_t{-1} : static_cast<int64_t>(filter.limit));
     std::vector<Device> out;
