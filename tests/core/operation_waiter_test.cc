@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -215,8 +216,7 @@ TEST(OperationWaiter, AFailedOrRefusedOperationSaysWhy) {
 }
 
 // A fabric that applies one change at a time gets every change waiting in one batch: a burst
-// of 100 attaches costs two fabric changes (the first alone, then the other 99), and a change
-// it refuses fails alone.
+// of 100 attaches costs a few fabric changes, not 100, and a change it refuses fails alone.
 TEST(OperationWaiter, ASerialisingFabricGetsEveryChangeWaitingInOneBatch) {
   TimedFabric fabric(200);
   SystemClock clock;
@@ -240,8 +240,11 @@ TEST(OperationWaiter, ASerialisingFabricGetsEveryChangeWaitingInOneBatch) {
     }
   }
   EXPECT_EQ(refused, 1u);
-  EXPECT_EQ(fabric.batch_sizes(), (std::vector<size_t>{1, 98}));
-  EXPECT_EQ(waiter.batches(), 2u);
+  // However the submits and the poller interleave: a few batches carry all 99.
+  const std::vector<size_t> sizes = fabric.batch_sizes();
+  EXPECT_LE(sizes.size(), 4u);
+  EXPECT_EQ(std::accumulate(sizes.begin(), sizes.end(), size_t{0}), 99u);
+  EXPECT_EQ(waiter.batches(), sizes.size());
   EXPECT_EQ(fabric.max_running("serial"), 1);
   EXPECT_LT(seconds, 10.0);  // 100 changes in a row: 20 s
 }

@@ -104,8 +104,14 @@ void OperationWaiter::enqueue(Waiting w) {
     }
     size_t& running = running_per_lane_[lane];
     auto& q = queued_[lane];
-    if (running >= capacity(lane) || !q.empty()) {
+    // A serialising fabric's change is a whole edit (seconds, inside the call on Liqid): a
+    // starter thread makes it, never the caller's, and the poller starts it at once when the
+    // lane is idle, with whatever else arrived meanwhile.
+    const bool serial = fabric_.serialises_changes(lane);
+    if (serial || running >= capacity(lane) || !q.empty()) {
       q.push_back(std::move(w));
+      lock.unlock();
+      if (serial) wake_.notify_all();
       return;
     }
     ++running;
