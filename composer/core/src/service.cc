@@ -263,35 +263,71 @@ Error CompositionService::refuse(const ComposeInput& in, Error why) {
 
 Expected<std::vector<Composition>> CompositionService::compose_job(
     const ComposeInput& input, const std::vector<std::string>& nodes) {
+  auto answered = std::make_shared<std::promise<Expected<std::vector<Composition>>>>();
+  auto answer = answered->get_future();
+  compose_job_async(input, nodes, [answered](Expected<std::vector<Composition>> c) {
+    answered->set_value(std::move(c));
+  });
+  return answer.get();
+}
+
+void CompositionService::compose_job_async(
+    const ComposeInput& input, const std::vector<std::string>& nodes,
+    std::function<void(Expected<std::vector<Composition>>)> done) {
   if (nodes.empty()) {
-    return Error{ErrorCode::kInvalidArgument,
-                 "job " + std::to_string(input.job_id) + ": no node to compose"};
+    return done(Error{ErrorCode::kInvalidArgument,
+                      "job " + std::to_string(input.job_id) + ": no node to compose"});
   }
-  std::vector<std::optional<Expected<Composition>>> got(nodes.size());
-  run_parallel(nodes.size(), kJobFanOut, [&](size_t i) {
+  // Every node's compose is started at once (the fabric's operations wait in the waiter's
+  // queue, not in threads); the last answer decides.
+  struct Job {
+    ComposeInput input;
+    std::vector<std::string> nodes;
+    std::function<void(Expected<std::vector<Composition>>)> done;
+    std::mutex mu;
+    std::vector<std::optional<Expected<Composition>>> got;
+    size_t left = 0;
+  };
+  auto job = std::make_shared<Job>();
+  job->input = input;
+  job->nodes = nodes;
+  job->done = std::move(done);
+  job->got.resize(nodes.size());
+  job->left = nodes.size();
+  auto all_answered = [this](Job& j) {
+    const auto failed = std::find_if(j.got.begin(), j.got.end(),
+                                     [](const auto& r) { return !static_cast<bool>(*r); });
+    if (failed == j.got.end()) {
+      std::vector<Composition> out;
+      out.reserve(j.got.size());
+      for (auto& r : j.got) out.push_back(std::move(**r));
+      return j.done(std::move(out));
+    }
+    // All or nothing: what the other nodes got goes back.
+    Error why = (*failed)->error();
+    run_parallel(j.nodes.size(), kJobFanOut, [&](size_t i) {
+      if (!*j.got[i]) return;
+      if (auto undone = release(j.input.job_id, j.nodes[i]); !undone) {
+        log::warning("a node of a job that could not be composed whole stays composed",
+                     {{"job", std::to_string(j.input.job_id)},
+                      {"node", j.nodes[i]},
+                      {"cause", undone.error().message}});
+      }
+    });
+    j.done(std::move(why));
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
     ComposeInput one = input;
     one.node = nodes[i];
-    got[i] = compose(one);
-  });
-  const auto failed =
-      std::find_if(got.begin(), got.end(), [](const auto& r) { return !static_cast<bool>(*r); });
-  if (failed == got.end()) {
-    std::vector<Composition> out;
-    out.reserve(got.size());
-    for (auto& r : got) out.push_back(std::move(**r));
-    return out;
+    compose_async(one, [job, i, all_answered](Expected<Composition> c) {
+      {
+        std::lock_guard lock(job->mu);
+        job->got[i] = std::move(c);
+        if (--job->left > 0) return;
+      }
+      all_answered(*job);
+    });
   }
-  Error why = (*failed)->error();
-  run_parallel(nodes.size(), kJobFanOut, [&](size_t i) {
-    if (!*got[i]) return;
-    if (auto undone = release(input.job_id, nodes[i]); !undone) {
-      log::warning("a node of a job that could not be composed whole stays composed",
-                   {{"job", std::to_string(input.job_id)},
-                    {"node", nodes[i]},
-                    {"cause", undone.error().message}});
-    }
-  });
-  return why;
 }
 
 Expected<std::vector<Composition>> CompositionService::release_job(uint32_t job_id) {

@@ -92,28 +92,34 @@ class Handlers {
                                });
   }
 
-  // PUT /v1/compositions/{job}: every node of the body's `nodes` at once, all or nothing.
-  Expected<Json::Value> compose_job(const Call& call) {
+  // PUT /v1/compositions/{job}: every node of the body's `nodes` at once, all or nothing; the
+  // answer comes when the last node's attach has ended.
+  void compose_job(const Call& call, const Answer& answer) {
+    const auto began = std::chrono::steady_clock::now();
     auto job = whole_number("job id", call.match(1), 1, kMaxJobId);
-    if (!job) return job.error();
+    if (!job) return answer(job.error());
     auto in = compose_input(call, static_cast<uint32_t>(*job));
-    if (!in) return in.error();
+    if (!in) return answer(in.error());
     const std::vector<std::string>& nodes = in->second;
-    if (nodes.empty()) return bad("nodes: name the job's nodes, at least one");
+    if (nodes.empty()) return answer(bad("nodes: name the job's nodes, at least one"));
     if (nodes.size() > kMaxJobNodes) {
-      return bad("nodes: " + std::to_string(nodes.size()) + " nodes, at most " +
-                 std::to_string(kMaxJobNodes) + " in one call");
+      return answer(bad("nodes: " + std::to_string(nodes.size()) + " nodes, at most " +
+                        std::to_string(kMaxJobNodes) + " in one call"));
     }
     std::set<std::string_view> seen;
     for (const std::string& node : nodes) {
-      if (auto s = check_node(node); !s)
-        return Error{s.error().code, "nodes: " + s.error().message};
-      if (!seen.insert(node).second) return bad("nodes: '" + node + "' is named twice");
+      if (auto s = check_node(node); !s) {
+        return answer(Error{s.error().code, "nodes: " + s.error().message});
+      }
+      if (!seen.insert(node).second) return answer(bad("nodes: '" + node + "' is named twice"));
     }
-    auto c = timed(ctx_.metrics, &Metrics::observe_compose,
-                   [&] { return ctx_.service.compose_job(in->first, nodes); });
-    if (!c) return c.error();
-    return api::compositions_to_json(*c);
+    ctx_.service.compose_job_async(
+        in->first, nodes,
+        [metrics = ctx_.metrics, began, answer](Expected<std::vector<Composition>> c) {
+          observe(metrics, &Metrics::observe_compose, began, c);
+          if (!c) return answer(c.error());
+          answer(api::compositions_to_json(*c));
+        });
   }
 
   // DELETE /v1/compositions/{job}: every live composition of the job.
@@ -356,7 +362,8 @@ void install_routes(Router& router, ApiContext& ctx) {
   routes.add("GET", comp, user, {}, [h](const Call& c) { return h->show(c); });
   routes.add("DELETE", comp, composer, {}, [h](const Call& c) { return h->release(c); });
   const std::string job = R"(/v1/compositions/([^/]+))";
-  routes.add("PUT", job, composer, {}, [h](const Call& c) { return h->compose_job(c); });
+  routes.add_async("PUT", job, composer, {},
+                   [h](const Call& c, const Answer& answer) { h->compose_job(c, answer); });
   routes.add("DELETE", job, composer, {}, [h](const Call& c) { return h->release_job(c); });
   routes.add("GET", "/v1/compositions", user, {"job", "user", "state", "node", "live", "limit"},
              [h](const Call& c) { return h->list_compositions(c); });

@@ -85,12 +85,16 @@ class CompositionService {
   // Idempotent: nullopt when the job never had a composition on the node; the released
   // composition when it is (or already was) released.
   Expected<std::optional<Composition>> release(uint32_t job_id, const std::string& node);
-  // One job on all of its nodes at once (`input.node` is ignored), kJobFanOut nodes in flight,
-  // all or nothing: when a node cannot be composed, what the others got is released again and
-  // the error of the first such node (in `nodes` order) is returned. Idempotent like compose().
+  // One job on all of its nodes at once (`input.node` is ignored; the fabric's operations wait
+  // their turn in the waiter, not in threads), all or nothing: when a node cannot be composed,
+  // what the others got is released again (kJobFanOut releases in flight) and the error of the
+  // first such node (in `nodes` order) is returned. Idempotent like compose().
   static constexpr size_t kJobFanOut = 32;
   Expected<std::vector<Composition>> compose_job(const ComposeInput& input,
                                                  const std::vector<std::string>& nodes);
+  // The same without holding the caller's thread: `done` is told once, as compose_async's is.
+  void compose_job_async(const ComposeInput& input, const std::vector<std::string>& nodes,
+                         std::function<void(Expected<std::vector<Composition>>)> done);
   // Releases every live composition of the job, all nodes at once; the released compositions
   // (none when the job has none live: a repeated release). After an error the others were
   // still released; the error names the node.
