@@ -536,6 +536,17 @@ Expected<Composition> CompositionService::fail_compose(const LiveEntry& entry,
 
 Expected<std::optional<Composition>> CompositionService::release(uint32_t job_id,
                                                                  const std::string& node) {
+  auto answered = std::make_shared<std::promise<Expected<std::optional<Composition>>>>();
+  auto answer = answered->get_future();
+  release_async(job_id, node, [answered](Expected<std::optional<Composition>> r) {
+    answered->set_value(std::move(r));
+  });
+  return answer.get();
+}
+
+void CompositionService::release_async(
+    uint32_t job_id, const std::string& node,
+    std::function<void(Expected<std::optional<Composition>>)> done) {
   const Key key{job_id, node};
   LiveEntry entry;
   {
@@ -549,13 +560,14 @@ Expected<std::optional<Composition>> CompositionService::release(uint32_t job_id
       filter.node = node;
       filter.limit = 1;
       auto past = store_.compositions(filter);
-      if (!past) return past.error();
-      if (past->empty()) return std::optional<Composition>{};
-      return std::optional<Composition>{past->front()};
+      if (!past) return done(past.error());
+      if (past->empty()) return done(std::optional<Composition>{});
+      return done(std::optional<Composition>{past->front()});
     }
     if (existing->busy) {
-      return Error{ErrorCode::kTimeout,
-                   where(job_id, node) + ": another call is still working on this composition"};
+      return done(Error{ErrorCode::kTimeout, where(job_id, node) +
+                                                 ": another call is still working on this "
+                                                 "composition"});
     }
     entry = *existing;
     live_[key].busy = true;
@@ -567,19 +579,32 @@ Expected<std::optional<Composition>> CompositionService::release(uint32_t job_id
       std::lock_guard lock(mu_);
       live_[key].busy = false;
       changed_.notify_all();
-      return releasing.error();
+      return done(releasing.error());
     }
     entry.state = CompositionState::kReleasing;
     std::lock_guard lock(mu_);
     live_[key].state = CompositionState::kReleasing;
     live_[key].since_ms = clock_.now_ms();
   }
-  // composing (left by a crash) or releasing: resolve_unfinished_entry finishes it, still marked
-  // busy so that neither a retried release nor the reconciler steps in between.
-  if (auto s = resolve_unfinished_entry(entry, key, false, nullptr); !s) return s.error();
-  auto done = store_.composition(entry.id);
-  if (!done) return done.error();
-  return std::optional<Composition>{*std::move(done)};
+  auto answer = [this, id = entry.id](const Status& s) -> Expected<std::optional<Composition>> {
+    if (!s) return s.error();
+    auto finished = store_.composition(id);
+    if (!finished) return finished.error();
+    return std::optional<Composition>{*std::move(finished)};
+  };
+  if (entry.state != CompositionState::kReleasing) {
+    // composing (left by a crash): resolve_unfinished_entry finishes or rolls it back, still
+    // marked busy so that neither a retried release nor the reconciler steps in between.
+    return done(answer(resolve_unfinished_entry(entry, key, false, nullptr)));
+  }
+  // releasing: the detach runs without holding this thread; the rest when it has ended.
+  const std::string host = fabric_host(entry.node);
+  waiter_->submit(FabricChange{.attach = false, .fabric_host = host, .device_ids = entry.devices},
+                  clock_.now_ms() + options_.release_timeout_ms,
+                  [this, entry, key, answer, done = std::move(done)](Status detached) {
+                    detached = counted(std::move(detached), detach_errors_);
+                    done(answer(finish_release(entry, key, false, detached)));
+                  });
 }
 
 Status CompositionService::resolve_unfinished(int64_t composition_id, bool give_up,
@@ -656,7 +681,17 @@ Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, cons
     return Status::Ok();
   }
   // releasing: detach (idempotent) and record released.
-  auto detached = detach_devices(entry.node, entry.devices, options_.release_timeout_ms);
+  return finish_release(entry, key, give_up,
+                        detach_devices(entry.node, entry.devices, options_.release_timeout_ms));
+}
+
+Status CompositionService::finish_release(const LiveEntry& entry, const Key& key, bool give_up,
+                                          const Status& detached) {
+  auto unbusy = [&] {
+    std::lock_guard lock(mu_);
+    if (auto it = live_.find(key); it != live_.end()) it->second.busy = false;
+    changed_.notify_all();
+  };
   if (!detached) {
     if (!give_up) {
       unbusy();

@@ -154,13 +154,18 @@ class Handlers {
     return api::to_json(found->front());
   }
 
-  Expected<Json::Value> release(const Call& call) {
+  // The answer comes when the fabric's detach has ended; no worker waits for it.
+  void release(const Call& call, const Answer& answer) {
+    const auto began = std::chrono::steady_clock::now();
     auto target = job_and_node(call);
-    if (!target) return target.error();
-    auto r = timed(ctx_.metrics, &Metrics::observe_release,
-                   [&] { return ctx_.service.release(target->job, target->node); });
-    if (!r) return r.error();
-    return api::release_to_json(*r);
+    if (!target) return answer(target.error());
+    ctx_.service.release_async(
+        target->job, target->node,
+        [metrics = ctx_.metrics, began, answer](Expected<std::optional<Composition>> r) {
+          observe(metrics, &Metrics::observe_release, began, r);
+          if (!r) return answer(r.error());
+          answer(api::release_to_json(*r));
+        });
   }
 
   Expected<Json::Value> list_compositions(const Call& call) {
@@ -360,7 +365,8 @@ void install_routes(Router& router, ApiContext& ctx) {
   routes.add_async("PUT", comp, composer, {},
                    [h](const Call& c, const Answer& answer) { h->compose(c, answer); });
   routes.add("GET", comp, user, {}, [h](const Call& c) { return h->show(c); });
-  routes.add("DELETE", comp, composer, {}, [h](const Call& c) { return h->release(c); });
+  routes.add_async("DELETE", comp, composer, {},
+                   [h](const Call& c, const Answer& answer) { h->release(c, answer); });
   const std::string job = R"(/v1/compositions/([^/]+))";
   routes.add_async("PUT", job, composer, {},
                    [h](const Call& c, const Answer& answer) { h->compose_job(c, answer); });

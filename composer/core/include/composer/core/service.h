@@ -85,6 +85,9 @@ class CompositionService {
   // Idempotent: nullopt when the job never had a composition on the node; the released
   // composition when it is (or already was) released.
   Expected<std::optional<Composition>> release(uint32_t job_id, const std::string& node);
+  // The same, without holding the caller's thread while the fabric detaches.
+  void release_async(uint32_t job_id, const std::string& node,
+                     std::function<void(Expected<std::optional<Composition>>)> done);
   // One job on all of its nodes at once (`input.node` is ignored; the fabric's operations wait
   // their turn in the waiter, not in threads), all or nothing: when a node cannot be composed,
   // what the others got is released again (kJobFanOut releases in flight) and the error of the
@@ -191,6 +194,10 @@ class CompositionService {
  private:
   using Key = std::pair<uint32_t, std::string>;
 
+  // The rest of a release once the fabric's detach ended: record it released, or (give_up)
+  // failed with its devices drained, or leave it releasing for a retry.
+  Status finish_release(const LiveEntry& entry, const Key& key, bool give_up,
+                        const Status& detached);
   // The rest of a compose once the fabric's attach ended: record it ready, or roll it back.
   Expected<Composition> finish_compose(const LiveEntry& entry, const std::string& host,
                                        Status attached);
