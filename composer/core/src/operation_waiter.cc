@@ -75,10 +75,6 @@ OperationWaiter::~OperationWaiter() {
   for (auto& t : completers_) t.join();
 }
 
-size_t OperationWaiter::capacity(const std::string& lane) const {
-  return fabric_.serialises_changes(lane) ? 1 : options_.max_in_flight;
-}
-
 void OperationWaiter::submit(FabricChange change, int64_t deadline_ms, Done done) {
   enqueue(Waiting{std::move(change), deadline_ms, std::move(done), false});
 }
@@ -108,7 +104,7 @@ void OperationWaiter::enqueue(Waiting w) {
     // starter thread makes it, never the caller's, and the poller starts it at once when the
     // lane is idle, with whatever else arrived meanwhile.
     const bool serial = fabric_.serialises_changes(lane);
-    if (serial || running >= capacity(lane) || !q.empty()) {
+    if (serial || running >= options_.max_in_flight || !q.empty()) {
       q.push_back(std::move(w));
       lock.unlock();
       if (serial) wake_.notify_all();
@@ -187,8 +183,13 @@ void OperationWaiter::start(std::string lane, std::vector<Waiting> group, bool q
     }
   }
   if (!r.waiting.empty() && r.op.state == OperationState::kRunning && !r.op.id.empty()) {
-    std::lock_guard lock(mu_);
-    running_.push_back(std::move(r));
+    bool idle = false;
+    {
+      std::lock_guard lock(mu_);
+      idle = running_.empty();
+      running_.push_back(std::move(r));
+    }
+    if (idle) wake_.notify_all();  // the poller sleeps while it has nothing to follow
   } else {
     for (Waiting& w : r.waiting) {
       const Status how = ended(r.op, w.change);
@@ -240,7 +241,16 @@ void OperationWaiter::poll_loop() {
     std::vector<Waiting> expired;
     {
       std::unique_lock lock(mu_);
-      wake_.wait_for(lock, std::chrono::milliseconds(options_.poll_interval_ms));
+      const auto nothing_queued = [this] {
+        return std::all_of(queued_.begin(), queued_.end(),
+                           [](const auto& lane) { return lane.second.empty(); });
+      };
+      if (running_.empty() && nothing_queued()) {
+        // Idle: no wake-up every poll interval, only when there is something to follow.
+        wake_.wait(lock, [&] { return stopping_ || !running_.empty() || !nothing_queued(); });
+      } else {
+        wake_.wait_for(lock, std::chrono::milliseconds(options_.poll_interval_ms));
+      }
       if (stopping_) return;
       batch = std::move(running_);
       running_.clear();

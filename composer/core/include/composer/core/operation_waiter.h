@@ -93,7 +93,6 @@ class OperationWaiter {
   void post(std::function<void()> task, bool start = false);
   void poll_loop();
   void worker_loop(bool start);
-  size_t capacity(const std::string& lane) const;
 
   Fabric& fabric_;
   const Clock& clock_;
