@@ -65,6 +65,15 @@ void run_parallel(size_t n, size_t width, const std::function<void(size_t)>& wor
   if (thrown) std::rethrow_exception(thrown);
 }
 
+// The answer of an asynchronous call, waited for on this thread.
+template <typename T, typename Call>
+T wait_for(Call&& call) {
+  auto answered = std::make_shared<std::promise<T>>();
+  auto answer = answered->get_future();
+  call([answered](T value) { answered->set_value(std::move(value)); });
+  return answer.get();
+}
+
 }  // namespace
 
 CompositionService::CompositionService(db::Store& store, Fabric& fabric, const Clock& clock,
@@ -201,12 +210,14 @@ std::optional<CompositionService::LiveEntry> CompositionService::wait_idle(
   }
 }
 
+void CompositionService::unbusy(const Key& key) {
+  std::lock_guard lock(mu_);
+  if (auto it = live_.find(key); it != live_.end()) it->second.busy = false;
+  changed_.notify_all();
+}
+
 void CompositionService::keep_unsettled(const Key& key, std::string_view what, const Error& cause) {
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = live_.find(key); it != live_.end()) it->second.busy = false;
-    changed_.notify_all();
-  }
+  unbusy(key);
   log::error(what, {{"job", std::to_string(key.first)},
                     {"node", key.second},
                     {"cause", cause.message},
@@ -263,12 +274,8 @@ Error CompositionService::refuse(const ComposeInput& in, Error why) {
 
 Expected<std::vector<Composition>> CompositionService::compose_job(
     const ComposeInput& input, const std::vector<std::string>& nodes) {
-  auto answered = std::make_shared<std::promise<Expected<std::vector<Composition>>>>();
-  auto answer = answered->get_future();
-  compose_job_async(input, nodes, [answered](Expected<std::vector<Composition>> c) {
-    answered->set_value(std::move(c));
-  });
-  return answer.get();
+  return wait_for<Expected<std::vector<Composition>>>(
+      [&](auto done) { compose_job_async(input, nodes, std::move(done)); });
 }
 
 void CompositionService::compose_job_async(
@@ -351,10 +358,7 @@ Expected<std::vector<Composition>> CompositionService::release_job(uint32_t job_
 }
 
 Expected<Composition> CompositionService::compose(const ComposeInput& in) {
-  auto answered = std::make_shared<std::promise<Expected<Composition>>>();
-  std::future<Expected<Composition>> answer = answered->get_future();
-  compose_async(in, [answered](Expected<Composition> c) { answered->set_value(std::move(c)); });
-  return answer.get();
+  return wait_for<Expected<Composition>>([&](auto done) { compose_async(in, std::move(done)); });
 }
 
 void CompositionService::compose_async(const ComposeInput& in,
@@ -536,12 +540,8 @@ Expected<Composition> CompositionService::fail_compose(const LiveEntry& entry,
 
 Expected<std::optional<Composition>> CompositionService::release(uint32_t job_id,
                                                                  const std::string& node) {
-  auto answered = std::make_shared<std::promise<Expected<std::optional<Composition>>>>();
-  auto answer = answered->get_future();
-  release_async(job_id, node, [answered](Expected<std::optional<Composition>> r) {
-    answered->set_value(std::move(r));
-  });
-  return answer.get();
+  return wait_for<Expected<std::optional<Composition>>>(
+      [&](auto done) { release_async(job_id, node, std::move(done)); });
 }
 
 void CompositionService::release_async(
@@ -576,9 +576,7 @@ void CompositionService::release_async(
     auto releasing = store_.transition(entry.id, CompositionState::kReady,
                                        CompositionState::kReleasing, "", clock_.now_ms());
     if (!releasing) {
-      std::lock_guard lock(mu_);
-      live_[key].busy = false;
-      changed_.notify_all();
+      unbusy(key);
       return done(releasing.error());
     }
     entry.state = CompositionState::kReleasing;
@@ -630,14 +628,8 @@ Status CompositionService::resolve_unfinished(int64_t composition_id, bool give_
 Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, const Key& key,
                                                     bool give_up,
                                                     const FabricInventory* inventory) {
-  auto unbusy = [&] {
-    std::lock_guard lock(mu_);
-    if (auto it = live_.find(key); it != live_.end()) it->second.busy = false;
-    changed_.notify_all();
-  };
-
   if (entry.state == CompositionState::kReady) {
-    unbusy();
+    unbusy(key);
     return Status::Ok();
   }
   if (entry.state == CompositionState::kRequested || entry.state == CompositionState::kComposing) {
@@ -662,7 +654,7 @@ Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, cons
           store_.transition(entry.id, CompositionState::kComposing, CompositionState::kReady,
                             "finished after restart", clock_.now_ms());
       if (!ready) {
-        unbusy();
+        unbusy(key);
         return ready.error();
       }
       std::lock_guard lock(mu_);
@@ -687,14 +679,9 @@ Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, cons
 
 Status CompositionService::finish_release(const LiveEntry& entry, const Key& key, bool give_up,
                                           const Status& detached) {
-  auto unbusy = [&] {
-    std::lock_guard lock(mu_);
-    if (auto it = live_.find(key); it != live_.end()) it->second.busy = false;
-    changed_.notify_all();
-  };
   if (!detached) {
     if (!give_up) {
-      unbusy();
+      unbusy(key);
       log::warning("release incomplete, will retry", {{"composition", std::to_string(entry.id)},
                                                       {"cause", detached.error().message}});
       return Error{detached.error().code,
@@ -718,7 +705,7 @@ Status CompositionService::finish_release(const LiveEntry& entry, const Key& key
   auto released = store_.transition(entry.id, CompositionState::kReleasing,
                                     CompositionState::kReleased, "", clock_.now_ms(), true);
   if (!released) {
-    unbusy();
+    unbusy(key);
     return released.error();
   }
   forget(key, entry.devices);

@@ -70,7 +70,7 @@ class Fabric {
                                      const std::vector<std::string>& device_ids) = 0;
   virtual Expected<Operation> operation_status(const std::string& operation_id) = 0;
   // Which fabric manager a host's operations go to, for limits per fabric (composer.conf's
-  // FabricMaxOperations): "" for a driver that talks to one; the member's name for the
+  // MaxFabricOperations): "" for a driver that talks to one; the member's name for the
   // multi-fabric router.
   virtual std::string lane(const std::string& /*fabric_host*/) const { return {}; }
   // Whether the fabric manager of a lane applies changes one at a time (a Liqid Director's

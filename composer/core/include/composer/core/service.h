@@ -34,7 +34,7 @@ struct ServiceOptions {
   int64_t release_timeout_ms = 60000;  // fabric detach
   int64_t poll_interval_ms = 20;       // operation status polling while a fabric call runs
   // Fabric operations (attaches and detaches) running at once per fabric; more wait in a queue
-  // (composer.conf's FabricMaxOperations).
+  // (composer.conf's MaxFabricOperations).
   size_t max_fabric_operations = 256;
   // Threads that finish composes whose fabric operation ended (record ready, or roll back).
   size_t completion_threads = 8;
@@ -211,6 +211,8 @@ class CompositionService {
   std::optional<LiveEntry> wait_idle(std::unique_lock<std::mutex>& lock, const Key& key,
                                      int64_t timeout_ms);
   void forget(const Key& key, const std::vector<std::string>& free_devices);
+  // No call works on the entry any more: those waiting for it (wait_idle) go on.
+  void unbusy(const Key& key);
   // A write that would settle the entry failed: it stays live as the store still has it
   // (not busy, same state, its devices held), and the failure is logged.
   void keep_unsettled(const Key& key, std::string_view what, const Error& cause);
