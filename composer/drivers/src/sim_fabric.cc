@@ -204,6 +204,34 @@ struct SimFabric::Impl {
     return out;
   }
 
+  PendingFailures& failures_of(const FabricChange& c) {
+    return c.attach ? attach_failures : detach_failures;
+  }
+
+  // The fabric's state after a change that passed validation: an attach takes the devices to
+  // the host, a detach takes off the host only what is on it.
+  void apply(const FabricChange& c) {
+    for (const std::string& id : c.device_ids) {
+      if (c.attach) {
+        attached[id] = c.fabric_host;
+      } else if (auto it = attached.find(id); it != attached.end() && it->second == c.fabric_host) {
+        attached.erase(it);
+      }
+    }
+  }
+
+  // One attach or detach, all or nothing (an injected failure changes nothing).
+  Expected<Operation> change(const FabricChange& c) {
+    std::lock_guard lock(mu);
+    if (Status s = validate(c.fabric_host, c.device_ids, c.attach); !s) return s.error();
+    std::string message;
+    if (take_failure(failures_of(c), &message)) return start_op(true, message);
+    const auto before = attached;
+    apply(c);
+    if (Status s = persist(before); !s) return s.error();
+    return start_op(false, "");
+  }
+
   Operation start_op(bool failed, std::string error) {
     std::string id = "sim-op-" + std::to_string(next_op++);
     int64_t done_at = clock.now_ms() + latency_ms;
@@ -322,16 +350,7 @@ Expected<FabricInventory> SimFabric::inventory() {
 
 Expected<Operation> SimFabric::attach(const std::string& fabric_host,
                                       const std::vector<std::string>& device_ids) {
-  std::lock_guard lock(impl_->mu);
-  if (Status s = impl_->validate(fabric_host, device_ids, true); !s) return s.error();
-  std::string message;
-  if (Impl::take_failure(impl_->attach_failures, &message)) {
-    return impl_->start_op(true, message);
-  }
-  const auto before = impl_->attached;
-  for (const std::string& id : device_ids) impl_->attached[id] = fabric_host;
-  if (Status s = impl_->persist(before); !s) return s.error();
-  return impl_->start_op(false, "");
+  return impl_->change(FabricChange{true, fabric_host, device_ids});
 }
 
 bool SimFabric::serialises_changes(const std::string& /*lane*/) const { return impl_->serialise; }
@@ -348,18 +367,11 @@ Expected<BatchStarted> SimFabric::apply_batch(const std::vector<FabricChange>& c
       continue;
     }
     std::string message;
-    if (Impl::take_failure(c.attach ? impl_->attach_failures : impl_->detach_failures, &message)) {
+    if (Impl::take_failure(impl_->failures_of(c), &message)) {
       out.refused.emplace(i, Error{ErrorCode::kFabric, "sim fabric: " + message});
       continue;
     }
-    for (const std::string& id : c.device_ids) {
-      if (c.attach) {
-        impl_->attached[id] = c.fabric_host;
-      } else if (auto it = impl_->attached.find(id);
-                 it != impl_->attached.end() && it->second == c.fabric_host) {
-        impl_->attached.erase(it);
-      }
-    }
+    impl_->apply(c);
     any = true;
   }
   if (!any) {
@@ -373,19 +385,7 @@ Expected<BatchStarted> SimFabric::apply_batch(const std::vector<FabricChange>& c
 
 Expected<Operation> SimFabric::detach(const std::string& fabric_host,
                                       const std::vector<std::string>& device_ids) {
-  std::lock_guard lock(impl_->mu);
-  if (Status s = impl_->validate(fabric_host, device_ids, false); !s) return s.error();
-  std::string message;
-  if (Impl::take_failure(impl_->detach_failures, &message)) {
-    return impl_->start_op(true, message);
-  }
-  const auto before = impl_->attached;
-  for (const std::string& id : device_ids) {
-    auto it = impl_->attached.find(id);
-    if (it != impl_->attached.end() && it->second == fabric_host) impl_->attached.erase(it);
-  }
-  if (Status s = impl_->persist(before); !s) return s.error();
-  return impl_->start_op(false, "");
+  return impl_->change(FabricChange{false, fabric_host, device_ids});
 }
 
 Expected<Operation> SimFabric::operation_status(const std::string& operation_id) {

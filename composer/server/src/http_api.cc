@@ -26,7 +26,6 @@ Status check_node(const std::string& node) {
   return Status::Ok();
 }
 
-// Runs `work`, telling `observe` of `metrics` (when kept) how long it took and how it ended.
 // Tells the metrics how long a call took from `began`, and how it ended.
 template <typename T>
 void observe(Metrics* metrics, void (Metrics::*observe)(double, std::string_view),
@@ -37,12 +36,28 @@ void observe(Metrics* metrics, void (Metrics::*observe)(double, std::string_view
   (metrics->*observe)(seconds, out ? std::string_view() : to_string(out.error().code));
 }
 
+// Runs `work`, telling `observe` of `metrics` (when kept) how long it took and how it ended.
 template <typename Work>
 auto timed(Metrics* metrics, void (Metrics::*observe_it)(double, std::string_view), Work&& work) {
   const auto began = std::chrono::steady_clock::now();
   auto out = work();
   observe(metrics, observe_it, began, out);
   return out;
+}
+
+// What an asynchronous route does once the service has answered: the metric observed from the
+// call (this moment) to the answer, then the answer encoded, or its error.
+template <typename T, typename Encode>
+std::function<void(Expected<T>)> answer_when_done(Metrics* metrics,
+                                                  void (Metrics::*observe_it)(double,
+                                                                              std::string_view),
+                                                  Encode encode, Answer answer) {
+  return [metrics, observe_it, began = std::chrono::steady_clock::now(), encode,
+          answer = std::move(answer)](Expected<T> r) {
+    observe(metrics, observe_it, began, r);
+    if (!r) return answer(r.error());
+    answer(encode(*r));
+  };
 }
 
 // Devices in one answer of GET /v1/devices: by default, and at most.
@@ -72,7 +87,6 @@ class Handlers {
 
   // The answer comes when the fabric's attach has ended; no worker waits for it.
   void compose(const Call& call, const Answer& answer) {
-    const auto began = std::chrono::steady_clock::now();
     auto target = job_and_node(call);
     if (!target) return answer(target.error());
     const auto& [job, node] = *target;
@@ -85,17 +99,14 @@ class Handlers {
     }
     in->first.node = node;
     ctx_.service.compose_async(in->first,
-                               [metrics = ctx_.metrics, began, answer](Expected<Composition> c) {
-                                 observe(metrics, &Metrics::observe_compose, began, c);
-                                 if (!c) return answer(c.error());
-                                 answer(api::to_json(*c));
-                               });
+                               answer_when_done<Composition>(
+                                   ctx_.metrics, &Metrics::observe_compose,
+                                   [](const Composition& c) { return api::to_json(c); }, answer));
   }
 
   // PUT /v1/compositions/{job}: every node of the body's `nodes` at once, all or nothing; the
   // answer comes when the last node's attach has ended.
   void compose_job(const Call& call, const Answer& answer) {
-    const auto began = std::chrono::steady_clock::now();
     auto job = whole_number("job id", call.match(1), 1, kMaxJobId);
     if (!job) return answer(job.error());
     auto in = compose_input(call, static_cast<uint32_t>(*job));
@@ -115,11 +126,8 @@ class Handlers {
     }
     ctx_.service.compose_job_async(
         in->first, nodes,
-        [metrics = ctx_.metrics, began, answer](Expected<std::vector<Composition>> c) {
-          observe(metrics, &Metrics::observe_compose, began, c);
-          if (!c) return answer(c.error());
-          answer(api::compositions_to_json(*c));
-        });
+        answer_when_done<std::vector<Composition>>(ctx_.metrics, &Metrics::observe_compose,
+                                                   api::compositions_to_json, answer));
   }
 
   // DELETE /v1/compositions/{job}: every live composition of the job.
@@ -156,16 +164,12 @@ class Handlers {
 
   // The answer comes when the fabric's detach has ended; no worker waits for it.
   void release(const Call& call, const Answer& answer) {
-    const auto began = std::chrono::steady_clock::now();
     auto target = job_and_node(call);
     if (!target) return answer(target.error());
     ctx_.service.release_async(
         target->job, target->node,
-        [metrics = ctx_.metrics, began, answer](Expected<std::optional<Composition>> r) {
-          observe(metrics, &Metrics::observe_release, began, r);
-          if (!r) return answer(r.error());
-          answer(api::release_to_json(*r));
-        });
+        answer_when_done<std::optional<Composition>>(ctx_.metrics, &Metrics::observe_release,
+                                                     api::release_to_json, answer));
   }
 
   Expected<Json::Value> list_compositions(const Call& call) {

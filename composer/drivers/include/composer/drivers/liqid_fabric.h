@@ -79,11 +79,11 @@ class LiqidFabric final : public Fabric {
                              const std::vector<std::string>& device_ids) override;
   Expected<Operation> detach(const std::string& fabric_host,
                              const std::vector<std::string>& device_ids) override;
-  // Operations finish within attach and detach; this answers their final state.
   // The Director applies one edit transaction at a time (edit, relate, reprogram): composerd
   // hands it every change waiting as one batch, one edit per machine.
   bool serialises_changes(const std::string& lane) const override;
   Expected<BatchStarted> apply_batch(const std::vector<FabricChange>& changes) override;
+  // Operations finish within attach, detach and apply_batch; this answers their final state.
   Expected<Operation> operation_status(const std::string& operation_id) override;
   Expected<std::vector<std::pair<std::string, Health>>> health() override;
 
