@@ -935,6 +935,22 @@ struct FakeRedfish::Impl {
                                        o.password);
   }
 
+  // Every system that links resource blocks, with the block ids in order (tasks settled
+  // first). The caller holds mu.
+  std::map<std::string, std::vector<std::string>> systems() {
+    settle_tasks();
+    std::map<std::string, std::vector<std::string>> out;
+    for (const auto& [uri, v] : res) {
+      if (!uri.starts_with(std::string(kSystems) + "/") || !v["Links"].isMember("ResourceBlocks"))
+        continue;
+      std::vector<std::string>& blocks = out[last_segment(uri)];
+      for (const Json::Value& l : v["Links"]["ResourceBlocks"]) {
+        blocks.push_back(last_segment(l["@odata.id"].asString()));
+      }
+    }
+    return out;
+  }
+
   // The first matching fault, consumed; nullopt if none.
   std::optional<FakeRedfishFault> take_fault(const std::string& method, const std::string& path,
                                              bool task_only) {
@@ -1225,15 +1241,11 @@ struct FakeRedfish::Impl {
     }
     if (req.method == "GET" && path == "/control/state") {
       std::lock_guard<std::mutex> lock(mu);
-      settle_tasks();
       Json::Value out;
-      for (const auto& [uri, v] : res) {
-        if (!uri.starts_with(std::string(kSystems) + "/") || !v["Links"].isMember("ResourceBlocks"))
-          continue;
+      for (const auto& [system, blocks] : systems()) {
         Json::Value list(Json::arrayValue);
-        for (const Json::Value& l : v["Links"]["ResourceBlocks"])
-          list.append(last_segment(l["@odata.id"].asString()));
-        out["systems"][last_segment(uri)] = list;
+        for (const std::string& b : blocks) list.append(b);
+        out["systems"][system] = list;
       }
       out["sessions"] = Json::UInt64(sessions.size());
       return send(r, 200, out);
@@ -1384,6 +1396,11 @@ std::vector<std::string> FakeRedfish::system_blocks(const std::string& system_id
     out.push_back(last_segment(l["@odata.id"].asString()));
   }
   return out;
+}
+
+std::map<std::string, std::vector<std::string>> FakeRedfish::systems() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->systems();
 }
 
 std::vector<std::string> FakeRedfish::systems_with_block(const std::string& block_id) const {

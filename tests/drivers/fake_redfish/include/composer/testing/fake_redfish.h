@@ -132,6 +132,8 @@ class FakeRedfish {
   Status set_health(const std::string& block_id, const std::string& health);
   // The block ids composed into a system (Links.ResourceBlocks), in order.
   std::vector<std::string> system_blocks(const std::string& system_id) const;
+  // Every system that links resource blocks, by Id, with its block ids in order.
+  std::map<std::string, std::vector<std::string>> systems() const;
   // Ids of the systems whose Links.ResourceBlocks hold this block.
   std::vector<std::string> systems_with_block(const std::string& block_id) const;
   // Ids of the generated blocks of one kind ("gpu", "mem", "nvme"), and of the generated hosts.
