@@ -99,11 +99,18 @@ Status CompositionService::start() {
   for (const auto& why : inventory->skipped) {
     log::info("fabric resource not pooled", {{"resource", why}});
   }
+  // The store holds the pool now: of the fabric's list only the ids stay (for note_holders
+  // below), so that the allocator's copy is not made while this one is still held.
+  std::vector<std::string> seen;
+  seen.reserve(inventory->devices.size());
+  for (Device& d : inventory->devices) seen.push_back(std::move(d.id));
+  std::vector<Device>().swap(inventory->devices);
 
   auto hosts = store_.hosts();
   if (!hosts) return hosts.error();
   auto devices = store_.devices();
   if (!devices) return devices.error();
+  const size_t pooled = devices->size();
   db::CompositionFilter filter;
   filter.live_only = true;
   auto live = store_.compositions(filter);
@@ -111,7 +118,7 @@ Status CompositionService::start() {
 
   {
     std::lock_guard lock(mu_);
-    allocator_.load(*hosts, *devices);
+    allocator_.load(*hosts, std::move(*devices));  // empties `devices`
     live_.clear();
     for (const auto& c : *live) {
       LiveEntry e{.id = c.id,
@@ -129,16 +136,16 @@ Status CompositionService::start() {
     }
   }
   // What the fabric already holds outside composerd is foreign from the first request on.
-  auto orphans = note_holders(*inventory);
+  auto orphans = note_holders(seen, inventory->attached, inventory->held);
   if (!orphans) return orphans.error();
   uint32_t foreign = 0;
   for (const auto& row : pool_summary()) foreign += row.foreign;
   log::info("pool loaded", {{"hosts", std::to_string(hosts->size())},
-                            {"devices", std::to_string(devices->size())},
+                            {"devices", std::to_string(pooled)},
                             {"live_compositions", std::to_string(live->size())},
                             {"fabric", std::string(fabric_.driver())},
                             {"foreign", std::to_string(foreign)}});
-  if (devices->empty()) {
+  if (pooled == 0) {
     log::warning("the fabric shows no pooled device; every compose will be refused",
                  {{"fabric", std::string(fabric_.driver())}});
   }
@@ -338,6 +345,12 @@ void CompositionService::compose_job_async(
 }
 
 Expected<std::vector<Composition>> CompositionService::release_job(uint32_t job_id) {
+  return wait_for<Expected<std::vector<Composition>>>(
+      [&](auto done) { release_job_async(job_id, std::move(done)); });
+}
+
+void CompositionService::release_job_async(
+    uint32_t job_id, std::function<void(Expected<std::vector<Composition>>)> done) {
   std::vector<std::string> nodes;
   {
     std::lock_guard lock(mu_);
@@ -346,15 +359,35 @@ Expected<std::vector<Composition>> CompositionService::release_job(uint32_t job_
       nodes.push_back(it->first.second);
     }
   }
-  std::vector<std::optional<Expected<std::optional<Composition>>>> got(nodes.size());
-  run_parallel(nodes.size(), kJobFanOut, [&](size_t i) { got[i] = release(job_id, nodes[i]); });
-  std::vector<Composition> out;
-  for (auto& r : got) {
-    Expected<std::optional<Composition>>& released = *r;
-    if (!released) return released.error();
-    if (*released) out.push_back(std::move(**released));
+  if (nodes.empty()) return done(std::vector<Composition>{});
+  // Every node's release is started at once (the detaches wait in the waiter's queue, not in
+  // threads); the last answer decides.
+  struct Job {
+    std::function<void(Expected<std::vector<Composition>>)> done;
+    std::mutex mu;
+    std::vector<std::optional<Expected<std::optional<Composition>>>> got;
+    size_t left = 0;
+  };
+  auto job = std::make_shared<Job>();
+  job->done = std::move(done);
+  job->got.resize(nodes.size());
+  job->left = nodes.size();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    release_async(job_id, nodes[i], [job, i](Expected<std::optional<Composition>> r) {
+      {
+        std::lock_guard lock(job->mu);
+        job->got[i] = std::move(r);
+        if (--job->left > 0) return;
+      }
+      std::vector<Composition> out;
+      for (auto& got : job->got) {
+        Expected<std::optional<Composition>>& released = *got;
+        if (!released) return job->done(released.error());
+        if (*released) out.push_back(std::move(**released));
+      }
+      job->done(std::move(out));
+    });
   }
-  return out;
 }
 
 Expected<Composition> CompositionService::compose(const ComposeInput& in) {
@@ -803,6 +836,15 @@ void CompositionService::begin_holder_round() {
 
 Expected<std::map<std::string, std::string>> CompositionService::note_holders(
     const FabricInventory& inventory) {
+  std::vector<std::string> seen;
+  seen.reserve(inventory.devices.size());
+  for (const Device& d : inventory.devices) seen.push_back(d.id);
+  return note_holders(seen, inventory.attached, inventory.held);
+}
+
+Expected<std::map<std::string, std::string>> CompositionService::note_holders(
+    const std::vector<std::string>& seen, const std::map<std::string, std::string>& attached,
+    const std::map<std::string, std::string>& held) {
   auto claims = store_.claims();
   if (!claims) return claims.error();
   std::map<std::string, std::string> orphans;
@@ -810,23 +852,23 @@ Expected<std::map<std::string, std::string>> CompositionService::note_holders(
   std::map<std::string, std::vector<std::string>> stale_claims;  // fabric host -> devices
   {
     std::lock_guard lock(mu_);
-    for (const Device& seen : inventory.devices) {
-      const Device* d = allocator_.device(seen.id);
-      if (d == nullptr || d->composition_id || touched_.count(seen.id) != 0) continue;
+    for (const std::string& id : seen) {
+      const Device* d = allocator_.device(id);
+      if (d == nullptr || d->composition_id || touched_.count(id) != 0) continue;
       std::string holder;
-      auto claim = claims->find(seen.id);
-      if (auto held = inventory.held.find(seen.id); held != inventory.held.end()) {
-        holder = held->second;
-      } else if (auto at = inventory.attached.find(seen.id); at != inventory.attached.end()) {
+      auto claim = claims->find(id);
+      if (auto h = held.find(id); h != held.end()) {
+        holder = h->second;
+      } else if (auto at = attached.find(id); at != attached.end()) {
         if (claim != claims->end() && claim->second == at->second) {
-          orphans.emplace(seen.id, at->second);
+          orphans.emplace(id, at->second);
         } else {
           holder = "host " + at->second;
         }
       } else if (claim != claims->end()) {
-        stale_claims[claim->second].push_back(seen.id);
+        stale_claims[claim->second].push_back(id);
       }
-      if (holder != d->holder) changes.emplace_back(seen.id, std::move(holder));
+      if (holder != d->holder) changes.emplace_back(id, std::move(holder));
     }
   }
   for (const auto& [host, ids] : stale_claims) {

@@ -36,15 +36,6 @@ void observe(Metrics* metrics, void (Metrics::*observe)(double, std::string_view
   (metrics->*observe)(seconds, out ? std::string_view() : to_string(out.error().code));
 }
 
-// Runs `work`, telling `observe` of `metrics` (when kept) how long it took and how it ended.
-template <typename Work>
-auto timed(Metrics* metrics, void (Metrics::*observe_it)(double, std::string_view), Work&& work) {
-  const auto began = std::chrono::steady_clock::now();
-  auto out = work();
-  observe(metrics, observe_it, began, out);
-  return out;
-}
-
 // What an asynchronous route does once the service has answered: the metric observed from the
 // call (this moment) to the answer, then the answer encoded, or its error.
 template <typename T, typename Encode>
@@ -130,14 +121,15 @@ class Handlers {
                                                    api::compositions_to_json, answer));
   }
 
-  // DELETE /v1/compositions/{job}: every live composition of the job.
-  Expected<Json::Value> release_job(const Call& call) {
+  // DELETE /v1/compositions/{job}: every live composition of the job; the answer comes when
+  // the last node's detach has ended, and no worker waits for it.
+  void release_job(const Call& call, const Answer& answer) {
     auto job = whole_number("job id", call.match(1), 1, kMaxJobId);
-    if (!job) return job.error();
-    auto r = timed(ctx_.metrics, &Metrics::observe_release,
-                   [&] { return ctx_.service.release_job(static_cast<uint32_t>(*job)); });
-    if (!r) return r.error();
-    return api::compositions_to_json(*r);
+    if (!job) return answer(job.error());
+    ctx_.service.release_job_async(
+        static_cast<uint32_t>(*job),
+        answer_when_done<std::vector<Composition>>(ctx_.metrics, &Metrics::observe_release,
+                                                   api::compositions_to_json, answer));
   }
 
   Expected<Json::Value> show(const Call& call) {
@@ -374,7 +366,8 @@ void install_routes(Router& router, ApiContext& ctx) {
   const std::string job = R"(/v1/compositions/([^/]+))";
   routes.add_async("PUT", job, composer, {},
                    [h](const Call& c, const Answer& answer) { h->compose_job(c, answer); });
-  routes.add("DELETE", job, composer, {}, [h](const Call& c) { return h->release_job(c); });
+  routes.add_async("DELETE", job, composer, {},
+                   [h](const Call& c, const Answer& answer) { h->release_job(c, answer); });
   routes.add("GET", "/v1/compositions", user, {"job", "user", "state", "node", "live", "limit"},
              [h](const Call& c) { return h->list_compositions(c); });
   routes.add("GET", "/v1/pool", user, {}, [h](const Call& c) { return h->pool(c); });

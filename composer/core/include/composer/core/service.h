@@ -102,6 +102,10 @@ class CompositionService {
   // (none when the job has none live: a repeated release). After an error the others were
   // still released; the error names the node.
   Expected<std::vector<Composition>> release_job(uint32_t job_id);
+  // The same without holding the caller's thread: every node's detach is started at once and
+  // `done` is told once, when the last has ended.
+  void release_job_async(uint32_t job_id,
+                         std::function<void(Expected<std::vector<Composition>>)> done);
 
   Expected<Device> drain(const std::string& device_id, const std::string& reason,
                          const std::string& actor);
@@ -192,6 +196,10 @@ class CompositionService {
   db::Store& store() { return store_; }
 
  private:
+  // note_holders of the devices `seen` in an inventory whose `attached` and `held` are given.
+  Expected<std::map<std::string, std::string>> note_holders(
+      const std::vector<std::string>& seen, const std::map<std::string, std::string>& attached,
+      const std::map<std::string, std::string>& held);
   using Key = std::pair<uint32_t, std::string>;
 
   // The rest of a release once the fabric's detach ended: record it released, or (give_up)
