@@ -686,14 +686,15 @@ struct Allocator::Impl {
 Allocator::Allocator() : impl_(std::make_unique<Impl>()) {}
 Allocator::~Allocator() = default;
 
-void Allocator::load(const std::vector<Host>& hosts, const std::vector<Device>& devices) {
+void Allocator::load(const std::vector<Host>& hosts, std::vector<Device> devices) {
   impl_->clear();
   for (const Host& h : hosts) impl_->hosts[h.node] = h;
-  for (const Device& d : devices) {
-    auto [it, inserted] = impl_->devices.try_emplace(d.id, d);
+  for (Device& d : devices) {
+    // The key is copied from d.id before d is moved into the value.
+    auto [it, inserted] = impl_->devices.try_emplace(d.id, std::move(d));
     if (!inserted) {
       log::warning("allocator: device listed twice, keeping the last", {{"device", d.id}});
-      impl_->mutate(it->second, [&d](Device& dev) { dev = d; });
+      impl_->mutate(it->second, [&d](Device& dev) { dev = std::move(d); });
       continue;
     }
     impl_->account(it->second, true);

@@ -300,6 +300,9 @@ Expected<std::unique_ptr<SimFabric>> SimFabric::create(SimConfig config, const C
     impl->hosts.push_back(h);
   }
   std::set<std::string> groups;
+  size_t devices = 0;
+  for (const SimConfig::Group& g : config.groups) devices += g.count;
+  impl->devices.reserve(devices);  // no copy of a pool of 100,000 devices while it grows
   uint32_t pci = kFirstPciBus;
   uint32_t numa = kFirstNumaNode;
   for (const SimConfig::Group& g : config.groups) {

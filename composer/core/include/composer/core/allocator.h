@@ -25,8 +25,9 @@ class Allocator {
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
-  // Replaces everything. Devices carry their owner (composition_id, node) if attached.
-  void load(const std::vector<Host>& hosts, const std::vector<Device>& devices);
+  // Replaces everything. Devices carry their owner (composition_id, node) if attached. Taken
+  // by value: a caller that moves its list in holds the pool once, not twice.
+  void load(const std::vector<Host>& hosts, std::vector<Device> devices);
   void upsert_host(const Host& host);
   // Adds or updates a device's static facts and health; keeps drain state and owner.
   void upsert_device(const Device& device);
