@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "composer/drivers/liqid_fabric.h"
@@ -254,6 +255,42 @@ TEST_F(LiqidDriver, ABatchIsOneEditPerMachineAndFailsOnlyWhatItCannotServe) {
   EXPECT_THAT(fake_->editing(), IsEmpty());
   EXPECT_EQ(fake_->machine_devices("node01"), (std::vector<std::string>{"gpu0", "mem0"}));
   EXPECT_EQ(fake_->machine_devices("node02"), (std::vector<std::string>{"nvme0"}));
+}
+
+// Against a Director that edits one machine at a time and takes its time to reprogram, changes
+// sent at once from several threads, and a batch, all succeed: the driver never opens a second
+// edit (the fake would refuse it), and a batch costs one reprogram per machine it touches.
+TEST_F(LiqidDriver, ADirectorThatEditsOneMachineAtATimeGetsOneEditAtATime) {
+  start({.machines_per_group = 4,
+         .gpus_per_group = 8,
+         .reprogram_ms = 50,
+         .one_edit_at_a_time = true});
+  auto& f = connect();
+  std::vector<std::thread> threads;
+  std::vector<Expected<Operation>> got(4, Error{ErrorCode::kInternal, "not run"});
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      got[static_cast<size_t>(i)] =
+          f.attach("node0" + std::to_string(i + 1), {"gpu" + std::to_string(i)});
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& op : got) {
+    ASSERT_TRUE(op.ok()) << op.error();
+    EXPECT_EQ(op->state, OperationState::kDone);
+  }
+  EXPECT_EQ(fake_->reprograms(), 4u);
+  auto batch = f.apply_batch({{true, "node01", {"gpu4"}},
+                              {true, "node02", {"gpu5"}},
+                              {false, "node01", {"gpu0"}},
+                              {true, "node03", {"gpu6"}},
+                              {true, "node01", {"gpu7"}}});
+  ASSERT_TRUE(batch.ok()) << batch.error();
+  EXPECT_TRUE(batch->refused.empty());
+  EXPECT_EQ(fake_->reprograms(), 4u + 3u);
+  EXPECT_EQ(fake_->most_edits_at_once(), 1u);
+  EXPECT_THAT(fake_->editing(), IsEmpty());
+  EXPECT_EQ(fake_->machine_devices("node01"), (std::vector<std::string>{"gpu4", "gpu7"}));
 }
 
 TEST_F(LiqidDriver, NothingToDoSendsNoEdit) {

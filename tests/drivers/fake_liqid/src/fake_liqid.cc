@@ -76,6 +76,8 @@ struct FakeLiqid::Impl {
   std::deque<FakeLiqidFault> faults;
   std::map<std::string, uint64_t> counts;
   uint64_t writes = 0;  // requests but GETs and the digest calls
+  uint64_t reprograms = 0;
+  size_t most_edits = 0;
   std::mt19937_64 rng{std::random_device{}()};
 
   void build() {
@@ -268,6 +270,12 @@ struct FakeLiqid::Impl {
           return;
       }
     }
+    if (path == "fabric/reprogram" && o.reprogram_ms > 0) {
+      // The switches take their time; the edit stays open, other requests go on.
+      std::unique_lock<std::mutex> lock(mu);
+      stopping_cv.wait_for(lock, std::chrono::milliseconds(o.reprogram_ms),
+                           [this] { return stopping; });
+    }
     std::lock_guard<std::mutex> lock(mu);
     if (path.starts_with("digest/")) return digest(req, r, path.substr(7));
     if (!authenticated(req)) return fail(r, 401, 401, "authentication required");
@@ -362,7 +370,13 @@ struct FakeLiqid::Impl {
       if (edits.contains(m->id)) {
         return fail(r, 409, 409, "machine " + m->name + " is already in fabric edit mode");
       }
+      if (o.one_edit_at_a_time && !edits.empty()) {
+        return fail(
+            r, 409, 409,
+            "the fabric is being edited (machine " + machines.at(edits.begin()->first).name + ")");
+      }
       edits[m->id] = {};
+      most_edits = std::max(most_edits, edits.size());
       return ok(r, machine_json(*m));
     }
     auto e = edits.find(m->id);
@@ -376,6 +390,7 @@ struct FakeLiqid::Impl {
     if (path == "fabric/reprogram") {
       for (const Pending& p : e->second) devices.at(p.device).machine = p.relate ? m->id : 0;
       edits.erase(e);
+      ++reprograms;
       return ok(r, machine_json(*m));
     }
     return fail(r, 404, 404, "no such endpoint: POST " + path);
@@ -513,6 +528,16 @@ size_t FakeLiqid::digests() const {
 uint64_t FakeLiqid::writes() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->writes;
+}
+
+uint64_t FakeLiqid::reprograms() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->reprograms;
+}
+
+size_t FakeLiqid::most_edits_at_once() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->most_edits;
 }
 
 uint64_t FakeLiqid::requests(const std::string& method) const {

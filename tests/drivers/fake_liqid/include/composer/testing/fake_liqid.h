@@ -35,6 +35,12 @@ struct FakeLiqidOptions {
   std::string username = "admin";
   std::string password = "liqid-test-pw";
   int port = 0;  // 0: any free port on 127.0.0.1
+  // A reprogram takes this long before it answers (the fabric reprogramming its switches);
+  // the machine stays in edit mode meanwhile, and other requests are served.
+  int reprogram_ms = 0;
+  // As a Director: one fabric edit at a time. While a machine is in edit mode, fabric/edit
+  // for any machine answers 409 "the fabric is being edited (machine ...)".
+  bool one_edit_at_a_time = false;
 };
 
 // A fault for the next `count` requests whose method matches (empty: any) and whose API path
@@ -82,6 +88,9 @@ class FakeLiqid {
   uint64_t requests(const std::string& method) const;
   // Requests that would change the Director: any method but GET, the digest calls aside.
   uint64_t writes() const;
+  // Reprograms applied; the most machines ever in edit mode at once.
+  uint64_t reprograms() const;
+  size_t most_edits_at_once() const;
   // Relates a device to a machine at once, as an admin in the Director would (an orphan).
   Status relate_behind_back(const std::string& device, const std::string& machine);
 
