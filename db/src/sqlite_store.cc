@@ -65,14 +65,19 @@ using sqlite::Statement;
 #define COMPOSITION_FILTER                                                                  \
   " (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR uid = ?2) AND (?3 IS NULL OR user = ?3)" \
   " AND (?4 IS NULL OR node = ?4) AND (?5 IS NULL OR state = ?5)"                           \
-  " AND (?6 = 0 OR state IN " LIVE_STATES ") ORDER BY id DESC LIMIT ?7"
+  " AND (?6 = 0 OR state IN " LIVE_STATES                                                   \
+  ") AND (?8 IS NULL OR id < ?8)"                                                           \
+  " ORDER BY id DESC LIMIT ?7"
 
 #define EVENT_COLUMNS                                                                         \
   "id, ts_ms, kind, composition_id, job_id, node, uid, user, account, workload, from_state, " \
   "to_state, devices, detail, policy_window"
+// After a page's cursor (?6, ?7): ?1 is then at least ?6, so "ts_ms > ?6 OR id > ?7" is
+// (ts_ms, id) > (?6, ?7) and the time index still bounds the walk.
 #define EVENT_FILTER                                            \
   " ts_ms >= ?1 AND ts_ms < ?2 AND (?3 IS NULL OR job_id = ?3)" \
-  " AND (?4 IS NULL OR composition_id = ?4) ORDER BY ts_ms, id LIMIT ?5"
+  " AND (?4 IS NULL OR composition_id = ?4)"                    \
+  " AND (?6 IS NULL OR ts_ms > ?6 OR id > ?7) ORDER BY ts_ms, id LIMIT ?5"
 
 constexpr Sql kUpsertHost{"saving host",
                           "INSERT INTO hosts (node, fabric_id, zones, gpu_slots, mem_slots, "
@@ -870,7 +875,8 @@ Expected<std::vector<Composition>> SqliteStore::compositions(const CompositionFi
         .bind(4, filter.node)
         .bind(5, state)
         .bind(6, filter.live_only ? 1 : 0)
-        .bind(7, limit_value(filter.limit));
+        .bind(7, limit_value(filter.limit))
+        .bind(8, filter.before_id);
     return read_compositions(*s);
   });
 }
@@ -968,11 +974,15 @@ Expected<std::vector<Event>> SqliteStore::events(const EventFilter& filter) {
       sql = &kSelectEventsByJob;
     }
     auto s = db.statement(*sql);
-    s->bind(1, filter.since_ms.value_or(std::numeric_limits<int64_t>::min()))
+    int64_t since = filter.since_ms.value_or(std::numeric_limits<int64_t>::min());
+    if (filter.after) since = std::max(since, filter.after->ts_ms);
+    s->bind(1, since)
         .bind(2, filter.until_ms.value_or(std::numeric_limits<int64_t>::max()))
         .bind(3, filter.job_id)
         .bind(4, filter.composition_id)
-        .bind(5, limit_value(filter.limit));
+        .bind(5, limit_value(filter.limit))
+        .bind(6, filter.after ? std::optional<int64_t>(filter.after->ts_ms) : std::nullopt)
+        .bind(7, filter.after ? filter.after->id : 0);
     std::vector<Event> out;
     while (s->step()) out.push_back(read_event(*s));
     return out;

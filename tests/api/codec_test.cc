@@ -312,7 +312,7 @@ TEST(Codec, ADevicePageCarriesItsCursorOnlyWhenThereIsMore) {
   DevicePage page{{attached_gpu()}, "gpu-a-00"};
   auto back = device_page_from_json(to_json(page));
   ASSERT_TRUE(back.ok()) << back.error();
-  EXPECT_EQ(back->devices.size(), 1u);
+  EXPECT_EQ(back->items.size(), 1u);
   EXPECT_EQ(back->next_cursor, "gpu-a-00");
   const Json::Value last = to_json(DevicePage{{attached_gpu()}, ""});
   EXPECT_FALSE(last.isMember("next_cursor"));
@@ -322,6 +322,33 @@ TEST(Codec, ADevicePageCarriesItsCursorOnlyWhenThereIsMore) {
   Json::Value bad = to_json(page);
   bad["next_cursor"] = 7;
   EXPECT_FALSE(device_page_from_json(bad).ok());
+}
+
+TEST(Codec, CompositionAndEventPagesCarryTheirListAndCursor) {
+  Composition c;
+  c.id = 812;
+  c.job_id = 7;
+  c.node = "n1";
+  const Json::Value comps = to_json(CompositionPage{{c}, "812"});
+  EXPECT_TRUE(comps.isMember("compositions"));
+  auto back = composition_page_from_json(comps);
+  ASSERT_TRUE(back.ok()) << back.error();
+  ASSERT_EQ(back->items.size(), 1u);
+  EXPECT_EQ(back->items[0].id, 812);
+  EXPECT_EQ(back->next_cursor, "812");
+  EXPECT_FALSE(composition_page_from_json(to_json(DevicePage{{}, ""})).ok());
+
+  Event e;
+  e.id = 5;
+  e.ts_ms = 1000;
+  e.kind = "drain";
+  const Json::Value events = to_json(EventPage{{e}, ""});
+  EXPECT_FALSE(events.isMember("next_cursor"));
+  auto read = event_page_from_json(events);
+  ASSERT_TRUE(read.ok()) << read.error();
+  ASSERT_EQ(read->items.size(), 1u);
+  EXPECT_EQ(read->items[0].kind, "drain");
+  EXPECT_TRUE(read->next_cursor.empty());
 }
 
 TEST(Codec, ListsAndReleaseAnswersRoundTrip) {

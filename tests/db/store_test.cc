@@ -650,6 +650,17 @@ TEST_F(FilterTest, CompositionsByJobUserUidNodeStateLiveAndLimit) {
   EXPECT_THAT(ids(store().compositions({.limit = 2})), ElementsAre(ids_[2], ids_[1]));
   EXPECT_THAT(ids(store().compositions({.job_id = 2, .live_only = true})), ElementsAre());
   EXPECT_THAT(ids(store().compositions({.job_id = 3, .user = "alice"})), ElementsAre());
+  // A page's cursor: ids below it, with every filter and each indexed variant.
+  EXPECT_THAT(ids(store().compositions({.before_id = ids_[2], .limit = 1})), ElementsAre(ids_[1]));
+  EXPECT_THAT(ids(store().compositions({.before_id = ids_[1]})), ElementsAre(ids_[0]));
+  EXPECT_THAT(ids(store().compositions({.before_id = ids_[0]})), ElementsAre());
+  EXPECT_THAT(ids(store().compositions({.node = "node2", .before_id = ids_[2]})),
+              ElementsAre(ids_[1]));
+  EXPECT_THAT(ids(store().compositions({.job_id = 1, .before_id = ids_[0]})), ElementsAre());
+  EXPECT_THAT(ids(store().compositions({.live_only = true, .before_id = ids_[2]})),
+              ElementsAre(ids_[0]));
+  EXPECT_THAT(ids(store().compositions({.user = "alice", .before_id = ids_[1]})),
+              ElementsAre(ids_[0]));
 
   auto live = store().live_composition(1, "node1");
   ASSERT_TRUE(live.ok());
@@ -686,6 +697,25 @@ TEST_F(FilterTest, EventsByTimeJobCompositionAndLimit) {
   ASSERT_TRUE(first_two.ok());
   EXPECT_EQ(first_two->size(), 2u);
   EXPECT_EQ((*first_two)[0].ts_ms, 100);
+
+  // Pages of two walk the ledger in (ts_ms, id) order, each event once, also where several
+  // events share a time.
+  std::vector<int64_t> walked;
+  std::optional<db::EventCursor> after;
+  for (int pages = 0; pages < 20; ++pages) {
+    auto page = store().events({.after = after, .limit = 2});
+    ASSERT_TRUE(page.ok());
+    if (page->empty()) break;
+    for (const Event& e : *page) walked.push_back(e.id);
+    after = db::EventCursor{page->back().ts_ms, page->back().id};
+  }
+  std::vector<int64_t> whole;
+  for (const Event& e : *all) whole.push_back(e.id);
+  EXPECT_EQ(walked, whole);
+  auto job2_after =
+      store().events({.job_id = 2, .after = db::EventCursor{(*job2)[2].ts_ms, (*job2)[2].id}});
+  ASSERT_TRUE(job2_after.ok());
+  EXPECT_THAT(kinds_of(*job2_after), ElementsAre("releasing", "released"));
 
   auto backwards = store().events({.since_ms = 300, .until_ms = 200});
   ASSERT_FALSE(backwards.ok());

@@ -44,7 +44,7 @@ job_enclosures() {
 }
 # The jobs whose ledger has a reaction event, sorted, space-separated.
 reacted_jobs() {
-  api /v1/events |
+  api_all /v1/events |
     jq -r '[.events[] | select(.kind == "requeued" or .kind == "degraded" or
       .kind == "failure_ignored") | .job_id] | unique | map(tostring) | join(" ")'
 }
@@ -96,7 +96,7 @@ blast_radius_names_the_jobs() {
 }
 
 enclosure_fails_and_the_hit_jobs_are_requeued() {
-  api /v1/devices "type=gpu" |
+  api_all /v1/devices "type=gpu" |
     jq -r --arg e "$FAILED" '.devices[] | select(.domains.enclosure == $e) | "\(.id) critical"' \
       >"$E2E_DIR/composer/sim-health"
   [[ $(wc -l <"$E2E_DIR/composer/sim-health") == 4 ]] ||

@@ -17,7 +17,7 @@ events_of_kind() {  # events_of_kind JOB KIND [NODE]
     jq --arg k "$2" --arg n "${3:-}" '[.events[] | select(.kind == $k and ($n == "" or .node == $n))] | length'
 }
 live_compositions() {  # live_compositions [JOB]: how many compositions are live (of JOB)
-  api /v1/compositions "live=1&limit=0${1:+&job=$1}" | jq '.compositions | length'
+  api_all /v1/compositions "live=1${1:+&job=$1}" | jq '.compositions | length'
 }
 no_live_composition() { [[ $(live_compositions "${1:-}") == 0 ]]; }
 job_nodes() { scontrol show hostnames "$(job_field "$1" NodeList)"; }

@@ -49,7 +49,7 @@ source "$HERE/pool_scenarios.sh"  # the pool rules Slurm: drained, failed, a mod
 ctl() { "$COMPOSERCTL" --server "$E2E_URL" --munge-socket "$MUNGE_SOCKET" "$@"; }
 hhmm() { date -u -d "@$1" +%H:%M; }
 running_jobs() { squeue -h -t RUNNING -o %i | wc -l; }
-attached_gpus() { api /v1/devices "state=attached&type=gpu" | jq '.devices | length'; }
+attached_gpus() { api_all /v1/devices "state=attached&type=gpu" | jq '.devices | length'; }
 gpus_attached_are() { [[ $(attached_gpus) == "$1" ]]; }
 # What Slurm may hand out of a license: its total less composerd's hold reservation.
 license_total() {

@@ -46,7 +46,7 @@ eight_gpu_job_runs() {
 
 drained_gpus_hold_jobs_on_licenses() {
   local ids
-  ids=$(api /v1/devices "type=gpu" | jq -r '.devices[].id' | head -2)
+  ids=$(api_all /v1/devices "type=gpu" | jq -r '.devices[].id' | head -2)
   for id in $ids; do post "/v1/devices/$id/drain" '{"reason":"e2e"}' || return 1; done
   eight_gpu_job_pends drained || return 1
   for id in $ids; do post "/v1/devices/$id/resume" '{}' || return 1; done
@@ -64,7 +64,7 @@ drained_gpus_hold_jobs_on_licenses() {
 # follows, an 8-GPU job pends on Licenses and explain says why; healed, the job starts.
 failed_gpus_hold_jobs_on_licenses() {
   local ids id
-  ids=$(api /v1/devices "type=gpu" | jq -r '.devices[].id' | tail -2)
+  ids=$(api_all /v1/devices "type=gpu" | jq -r '.devices[].id' | tail -2)
   for id in $ids; do echo "$id critical"; done >"$E2E_DIR/composer/sim-health"
   eight_gpu_job_pends failed || return 1
   ctl explain "$J8" | grep -q "fabric_gpu.*: The pool's 8 GPUs: 2 failed" ||

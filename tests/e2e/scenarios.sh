@@ -27,7 +27,19 @@ api() {
   curl -fsS -H "Authorization: Munge $(munge -S "$MUNGE_SOCKET" -s "GET $path")" \
     "$E2E_URL$path${query:+?$query}"
 }
-attached() { api /v1/devices "state=attached" | jq '.devices | length'; }
+# Every page of a list (GET /v1/devices, /v1/compositions, /v1/events: the last path segment
+# names its key) as one answer {"KEY": [...]}; each page's next_cursor asks for the next.
+api_all() {
+  local path=$1 query=${2:-} key=${1##*/} cursor="" page items='[]'
+  while :; do
+    page=$(api "$path" "$query${cursor:+${query:+&}cursor=$cursor}") || return 1
+    items=$(jq -c --argjson acc "$items" --arg k "$key" '$acc + .[$k]' <<<"$page") || return 1
+    cursor=$(jq -r '.next_cursor // empty' <<<"$page")
+    [[ -n $cursor ]] || break
+  done
+  jq -c --arg k "$key" '{($k): .}' <<<"$items"
+}
+attached() { api_all /v1/devices "state=attached" | jq '.devices | length'; }
 attached_to_job() {  # JOB [NODE]: device ids composerd holds for JOB on NODE, comma-separated
   api "/v1/compositions/$1/${2:-$NODE}" |
     jq -r 'select(.state=="ready") | [.devices[].id] | join(",")'
@@ -41,7 +53,7 @@ attached_to_job_of_type() {
     jq -r --arg t "$2" 'select(.state=="ready") | [.devices[] | select(.type==$t) | .id] | join(",")'
 }
 count_ids() { [[ -z $1 ]] && echo 0 || tr ',' '\n' <<<"$1" | wc -l; }
-device_ids() { api /v1/devices "type=$1" | jq -r '.devices[].id'; }
+device_ids() { api_all /v1/devices "type=$1" | jq -r '.devices[].id'; }
 is_device_of_type() {  # is_device_of_type TYPE ID: composerd knows ID as a device of TYPE
   [[ -n $2 ]] && device_ids "$1" | grep -qxF -- "$2"
 }
@@ -398,7 +410,7 @@ scenario_composerd_away_requeues_without_draining() {
 # blocks) is foreign: never given to a job, never detached, whatever ran before this check.
 scenario_foreign_devices_are_never_touched() {
   local foreign expected=0 used
-  foreign=$(api /v1/devices "state=foreign" | jq -r '.devices[] | "\(.id) \(.holder)"') ||
+  foreign=$(api_all /v1/devices "state=foreign" | jq -r '.devices[] | "\(.id) \(.holder)"') ||
     fail "cannot list foreign devices" || return 1
   [[ $FABRIC == redfish ]] && expected=1
   if ((expected)); then
@@ -407,7 +419,7 @@ scenario_foreign_devices_are_never_touched() {
     [[ -z $foreign ]] || fail "the sim fabric shows foreign devices: $foreign" || return 1
   fi
   local compositions
-  compositions=$(api /v1/compositions "limit=0") || fail "cannot list compositions" || return 1
+  compositions=$(api_all /v1/compositions) || fail "cannot list compositions" || return 1
   while read -r id holder; do
     [[ -n $id ]] || continue
     [[ -n $holder ]] || fail "foreign device $id has no holder" || return 1

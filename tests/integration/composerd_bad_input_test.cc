@@ -22,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include "composer/api/codec.h"
 #include "composer/common/strings.h"
 #include "composerd_process.h"
 #include "documented_routes.h"
@@ -415,11 +416,17 @@ std::vector<Probe> probes_for(const Row& r) {
 std::string state_of(client::Client& c, const std::string& host, int port,
                      const std::string& munge) {
   std::string out;
-  for (const char* path : {"/v1/compositions?limit=0", "/v1/devices", "/v1/pool", "/v1/hosts",
-                           "/v1/policy/history?limit=0"}) {
+  for (const char* path : {"/v1/pool", "/v1/hosts", "/v1/policy/history?limit=0"}) {
     auto r = raw_request(host, port, munge, "GET", path);
     out += std::string(path) + " " + std::to_string(r.status) + " " + r.body + "\n";
   }
+  // The lists whole, every page.
+  auto compositions = c.compositions();
+  EXPECT_TRUE(compositions.ok()) << compositions.error();
+  if (compositions.ok()) out += api::to_text(api::compositions_to_json(*compositions)) + "\n";
+  auto devices = c.devices();
+  EXPECT_TRUE(devices.ok()) << devices.error();
+  if (devices.ok()) out += api::to_text(api::devices_to_json(*devices)) + "\n";
   auto events = c.events(client::EventQuery{.limit = 0});
   EXPECT_TRUE(events.ok()) << events.error();
   if (events.ok()) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iostream>
 #include <map>
 #include <set>
 #include <thread>
@@ -327,7 +328,15 @@ TEST_F(ComposerdTest, EveryRouteFamilySaysABadParameterTheSameWay) {
       "' is not a time in milliseconds since the epoch (a whole number from 0 to "
       "4503599627370496)";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"/v1/events?limit=ten", "limit: 'ten' is not a whole number from 0 to 4294967295"},
+      {"/v1/events?limit=ten", "limit: 'ten' is not a whole number from 1 to 10000"},
+      {"/v1/compositions?limit=0", "limit: '0' is not a whole number from 1 to 10000"},
+      {"/v1/devices?limit=10001", "limit: '10001' is not a whole number from 1 to 10000"},
+      {"/v1/events?cursor=12",
+       "cursor: '12' is not a cursor of this list (TIME-ID); pass "
+       "next_cursor from the previous page as it is"},
+      {"/v1/compositions?cursor=x",
+       "cursor: 'x' is not a cursor of this list (a composition "
+       "id); pass next_cursor from the previous page as it is"},
       {"/v1/policy/history?limit=ten", "limit: 'ten' is not a whole number from 0 to 4294967295"},
       {"/v1/compositions?job=0", "job: '0' is not a whole number from 1 to 4294967294"},
       {"/v1/events?job=x", "job: 'x' is not a whole number from 1 to 4294967294"},
@@ -533,10 +542,10 @@ TEST(ComposerdPages, DevicesComeInPagesAndTheClientReadsThemAll) {
     auto page = api::device_page_from_json(*json);
     ASSERT_TRUE(page.ok()) << page.error();
     ++pages;
-    EXPECT_LE(page->devices.size(), 1000u);
-    for (const Device& dev : page->devices) seen.push_back(dev.id);
+    EXPECT_LE(page->items.size(), 1000u);
+    for (const Device& dev : page->items) seen.push_back(dev.id);
     if (page->next_cursor.empty()) break;
-    EXPECT_EQ(page->next_cursor, page->devices.back().id);
+    EXPECT_EQ(page->next_cursor, page->items.back().id);
     cursor = page->next_cursor;
     ASSERT_LT(pages, 10u) << "the pages do not end";
   }
@@ -551,15 +560,15 @@ TEST(ComposerdPages, DevicesComeInPagesAndTheClientReadsThemAll) {
   ASSERT_EQ(nvme.status, 200);
   auto first = api::device_page_from_json(*api::parse_json(nvme.body));
   ASSERT_TRUE(first.ok());
-  EXPECT_EQ(first->devices.size(), 300u);
+  EXPECT_EQ(first->items.size(), 300u);
   ASSERT_FALSE(first->next_cursor.empty());
   auto rest = raw_request("127.0.0.1", port, d.munge_socket(), "GET",
                           "/v1/devices?type=nvme&limit=300&cursor=" + first->next_cursor);
   auto second = api::device_page_from_json(*api::parse_json(rest.body));
   ASSERT_TRUE(second.ok());
-  EXPECT_EQ(second->devices.size(), 200u);
+  EXPECT_EQ(second->items.size(), 200u);
   EXPECT_TRUE(second->next_cursor.empty());
-  for (const Device& dev : second->devices) EXPECT_EQ(dev.type, DeviceType::kNvme);
+  for (const Device& dev : second->items) EXPECT_EQ(dev.type, DeviceType::kNvme);
   auto past = raw_request("127.0.0.1", port, d.munge_socket(), "GET", "/v1/devices?cursor=zzz");
   EXPECT_EQ(past.body, R"({"devices":[]})");
 
@@ -580,6 +589,108 @@ TEST(ComposerdPages, DevicesComeInPagesAndTheClientReadsThemAll) {
   auto gpus = c.devices(client::DeviceQuery{.type = DeviceType::kGpu, .page = 333});
   ASSERT_TRUE(gpus.ok());
   EXPECT_EQ(gpus->size(), 2000u);
+}
+
+// GET /v1/compositions (newest first) and GET /v1/events (oldest first) come in pages too, and
+// a walk through the pages while compositions are made and released meanwhile sees every
+// composition and every event that existed when it began exactly once, in the list's order.
+TEST(ComposerdPages, CompositionsAndEventsComeInPagesWhileTheyChange) {
+  ComposerdProcess d("",
+                     "NodeName=n[001-100] Zones=z1 GpuSlots=8\n"
+                     "DeviceGroup=gpu Type=gpu Model=A100-80G Zone=z1 Count=200\n");
+  auto c = d.client();
+  const auto node = [](int i) {
+    char name[8];
+    std::snprintf(name, sizeof name, "n%03d", i);
+    return std::string(name);
+  };
+  for (int j = 1; j <= 40; ++j) {
+    ASSERT_TRUE(c.compose(static_cast<uint32_t>(j), node(j), body(Request{.gpus = 1})).ok());
+    if (j % 2 == 0) {
+      ASSERT_TRUE(c.release(static_cast<uint32_t>(j), node(j)).ok());
+    }
+  }
+  auto before = c.compositions();
+  ASSERT_TRUE(before.ok()) << before.error();
+  ASSERT_EQ(before->size(), 40u);
+  auto events_before = c.events();
+  ASSERT_TRUE(events_before.ok()) << events_before.error();
+  ASSERT_GE(events_before->size(), 140u);
+
+  // Meanwhile: new compositions, and releases of old ones (their rows change state).
+  std::atomic<bool> stop{false};
+  std::atomic<int> made{0};
+  std::thread churn([&] {
+    auto other = d.client();
+    for (int j = 41; j <= 90 && !stop; ++j) {
+      (void)other.compose(static_cast<uint32_t>(j), node(j), body(Request{.gpus = 1}));
+      ++made;
+      if (j - 40 < 40 && (j - 40) % 2 == 1) {
+        (void)other.release(static_cast<uint32_t>(j - 40), node(j - 40));
+      }
+    }
+  });
+  const auto walk = [&](const std::string& path, const std::string& key, size_t page) {
+    std::vector<Json::Value> out;
+    std::string cursor;
+    for (size_t pages = 0;; ++pages) {
+      EXPECT_LT(pages, 1000u) << "the pages of " << path << " do not end";
+      if (pages >= 1000) return out;
+      const std::string query = "?limit=" + std::to_string(page) +
+                                (cursor.empty() ? "" : "&cursor=" + percent_encode(cursor));
+      auto a = raw_request("127.0.0.1", d.port(), d.munge_socket(), "GET", path + query);
+      EXPECT_EQ(a.status, 200) << a.body;
+      auto json = api::parse_json(a.body);
+      if (a.status != 200 || !json.ok()) return out;
+      EXPECT_LE((*json)[key].size(), page);
+      for (const Json::Value& item : (*json)[key]) out.push_back(item);
+      if (!json->isMember("next_cursor")) return out;
+      cursor = (*json)["next_cursor"].asString();
+    }
+  };
+  while (made == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto compositions = walk("/v1/compositions", "compositions", 3);
+  const auto events = walk("/v1/events", "events", 5);
+  const int made_while_walking = made;
+  stop = true;
+  churn.join();
+  std::cout << "pages walked while " << made_while_walking
+            << " of 50 new compositions were made (and old ones released)\n";
+
+  std::vector<int64_t> ids;
+  for (const auto& v : compositions) ids.push_back(v["id"].asInt64());
+  EXPECT_TRUE(std::is_sorted(ids.rbegin(), ids.rend())) << "not newest first";
+  EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), ids.size()) << "a composition twice";
+  for (const Composition& old : *before) {
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), old.id), 1) << "composition " << old.id;
+  }
+  std::vector<std::pair<int64_t, int64_t>> order;
+  for (const auto& v : events) order.emplace_back(v["ts_ms"].asInt64(), v["id"].asInt64());
+  EXPECT_TRUE(std::is_sorted(order.begin(), order.end())) << "not oldest first";
+  std::set<int64_t> event_ids;
+  for (const auto& [ts, id] : order) EXPECT_TRUE(event_ids.insert(id).second) << "event " << id;
+  for (const Event& old : *events_before) EXPECT_EQ(event_ids.count(old.id), 1u) << old.id;
+
+  // The client reads every page, whatever its page size, or stops at its limit.
+  auto all = c.compositions();
+  ASSERT_TRUE(all.ok()) << all.error();
+  for (size_t page : {size_t{1}, size_t{9}, size_t{10000}}) {
+    auto paged = c.compositions(client::CompositionQuery{.page = page});
+    ASSERT_TRUE(paged.ok()) << paged.error();
+    ASSERT_EQ(paged->size(), all->size()) << "page size " << page;
+    for (size_t i = 0; i < all->size(); ++i) EXPECT_EQ((*paged)[i].id, (*all)[i].id);
+  }
+  auto newest = c.compositions(client::CompositionQuery{.limit = 5, .page = 2});
+  ASSERT_TRUE(newest.ok());
+  ASSERT_EQ(newest->size(), 5u);
+  EXPECT_EQ(newest->front().id, all->front().id);
+  auto ledger = c.events();
+  auto ledger_in_pages = c.events(client::EventQuery{.page = 13});
+  ASSERT_TRUE(ledger.ok() && ledger_in_pages.ok());
+  ASSERT_EQ(ledger->size(), ledger_in_pages->size());
+  for (size_t i = 0; i < ledger->size(); ++i) {
+    EXPECT_EQ((*ledger)[i].id, (*ledger_in_pages)[i].id);
+  }
 }
 
 }  // namespace

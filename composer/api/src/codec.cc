@@ -624,19 +624,45 @@ Json::Value events_to_json(const std::vector<Event>& events) {
 Expected<std::vector<Device>> devices_from_json(const Json::Value& v) {
   return decode_list<Device>(v, "devices", "a device list");
 }
-Json::Value to_json(const DevicePage& page) {
-  Json::Value v = devices_to_json(page.devices);
-  if (!page.next_cursor.empty()) v["next_cursor"] = page.next_cursor;
-  return v;
+namespace {
+
+// A page is its list's object with the cursor of the next page beside the list.
+template <typename T>
+Json::Value page_to_json(Json::Value list, const Page<T>& page) {
+  if (!page.next_cursor.empty()) list["next_cursor"] = page.next_cursor;
+  return list;
 }
-Expected<DevicePage> device_page_from_json(const Json::Value& v) {
+
+template <typename T>
+Expected<Page<T>> page_from_json(const Json::Value& v, const char* key, const char* what) {
   return read_json([&] {
-    JsonObject r(v, "", "a page of devices", {"devices", "next_cursor"});
-    DevicePage p;
-    p.devices = r.array("devices", decode<Device>);
+    JsonObject r(v, "", what, {key, "next_cursor"});
+    Page<T> p;
+    p.items = r.array(key, decode<T>);
     r.get_if("next_cursor", &p.next_cursor, as_text);
     return p;
   });
+}
+
+}  // namespace
+
+Json::Value to_json(const DevicePage& page) {
+  return page_to_json(devices_to_json(page.items), page);
+}
+Json::Value to_json(const CompositionPage& page) {
+  return page_to_json(compositions_to_json(page.items), page);
+}
+Json::Value to_json(const EventPage& page) {
+  return page_to_json(events_to_json(page.items), page);
+}
+Expected<DevicePage> device_page_from_json(const Json::Value& v) {
+  return page_from_json<Device>(v, "devices", "a page of devices");
+}
+Expected<CompositionPage> composition_page_from_json(const Json::Value& v) {
+  return page_from_json<Composition>(v, "compositions", "a page of compositions");
+}
+Expected<EventPage> event_page_from_json(const Json::Value& v) {
+  return page_from_json<Event>(v, "events", "a page of events");
 }
 Expected<std::vector<Composition>> compositions_from_json(const Json::Value& v) {
   return decode_list<Composition>(v, "compositions", "a composition list");

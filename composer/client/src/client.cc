@@ -128,6 +128,38 @@ Expected<T> decoded(Expected<Json::Value> json, const std::string& what, F decod
   return value;
 }
 
+// The server's largest page (docs/API.md).
+constexpr size_t kMaxPage = 10000;
+
+// A list read page after page (GET /v1/devices, /v1/compositions, /v1/events): every item, or
+// the first `want` when want > 0, `page` items a request (the server's default when 0; never
+// more than `want` needs). `get` sends one request.
+template <typename T, typename Path, typename Get>
+Expected<std::vector<T>> read_pages(const Path& p, size_t page, size_t want, Get get,
+                                    Expected<api::Page<T>> (*decode)(const Json::Value&)) {
+  if (want > 0) page = std::min(page > 0 ? page : want, std::min(want, kMaxPage));
+  std::vector<T> out;
+  for (std::string cursor;;) {
+    Path one = p;
+    if (page > 0) one.param("limit", std::to_string(page));
+    if (!cursor.empty()) one.param("cursor", cursor);
+    auto got = decoded<api::Page<T>>(get(one), "GET " + one.plain, decode);
+    if (!got) return got.error();
+    out.insert(out.end(), std::make_move_iterator(got->items.begin()),
+               std::make_move_iterator(got->items.end()));
+    if (want > 0 && out.size() >= want) {
+      out.resize(want);
+      return out;
+    }
+    if (got->next_cursor.empty()) return out;
+    if (got->next_cursor == cursor) {
+      return Error{ErrorCode::kInternal,
+                   "GET " + p.plain + ": the next page repeats the cursor '" + cursor + "'"};
+    }
+    cursor = std::move(got->next_cursor);
+  }
+}
+
 }  // namespace
 
 Expected<Composition> Client::compose(uint32_t job_id, std::string_view node,
@@ -182,9 +214,9 @@ Expected<std::vector<Composition>> Client::compositions(const CompositionQuery& 
   if (q.state) p.param("state", to_string(*q.state));
   if (q.node) p.param("node", *q.node);
   if (q.live) p.param("live", "1");
-  if (q.limit > 0) p.param("limit", std::to_string(q.limit));
-  return decoded<std::vector<Composition>>(call("GET", p, "", true), "GET " + p.plain,
-                                           api::compositions_from_json);
+  return read_pages<Composition>(
+      p, q.page, q.limit, [this](const Path& one) { return call("GET", one, "", true); },
+      api::composition_page_from_json);
 }
 
 Expected<Json::Value> Client::get_json(
@@ -211,24 +243,9 @@ Expected<std::vector<Device>> Client::devices(const DeviceQuery& q) const {
   if (q.state) p.param("state", to_string(*q.state));
   if (q.zone) p.param("zone", *q.zone);
   if (q.node) p.param("node", *q.node);
-  if (q.page > 0) p.param("limit", std::to_string(q.page));
-  // Page after page until the last: what the caller asked for, whole.
-  std::vector<Device> out;
-  for (std::string cursor;;) {
-    Path page = p;
-    if (!cursor.empty()) page.param("cursor", cursor);
-    auto got = decoded<api::DevicePage>(call("GET", page, "", true), "GET " + page.plain,
-                                        api::device_page_from_json);
-    if (!got) return got.error();
-    out.insert(out.end(), std::make_move_iterator(got->devices.begin()),
-               std::make_move_iterator(got->devices.end()));
-    if (got->next_cursor.empty()) return out;
-    if (got->next_cursor == cursor) {
-      return Error{ErrorCode::kInternal,
-                   "GET " + p.plain + ": the next page repeats the cursor '" + cursor + "'"};
-    }
-    cursor = std::move(got->next_cursor);
-  }
+  return read_pages<Device>(
+      p, q.page, 0, [this](const Path& one) { return call("GET", one, "", true); },
+      api::device_page_from_json);
 }
 
 Expected<std::vector<Host>> Client::hosts() const {
@@ -297,9 +314,9 @@ Expected<std::vector<Event>> Client::events(const EventQuery& q) const {
   if (q.job) p.param("job", std::to_string(*q.job));
   if (q.since_ms) p.param("since_ms", std::to_string(*q.since_ms));
   if (q.until_ms) p.param("until_ms", std::to_string(*q.until_ms));
-  if (q.limit > 0) p.param("limit", std::to_string(q.limit));
-  return decoded<std::vector<Event>>(call("GET", p, "", true), "GET " + p.plain,
-                                     api::events_from_json);
+  return read_pages<Event>(
+      p, q.page, q.limit, [this](const Path& one) { return call("GET", one, "", true); },
+      api::event_page_from_json);
 }
 
 Expected<api::PolicyApplied> Client::put_policy(const api::PolicyBody& body) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -51,9 +52,58 @@ std::function<void(Expected<T>)> answer_when_done(Metrics* metrics,
   };
 }
 
-// Devices in one answer of GET /v1/devices: by default, and at most.
-constexpr uint64_t kDefaultDevicePage = 1000;
-constexpr uint64_t kMaxDevicePage = 10000;
+// Items in one page of a list (GET /v1/devices, /v1/compositions, /v1/events): by default,
+// and at most.
+constexpr uint64_t kDefaultPage = 1000;
+constexpr uint64_t kMaxPage = 10000;
+
+// The page size a list call asks for (`limit`, 1 to kMaxPage), kDefaultPage when not given.
+Expected<size_t> page_size(const Call& call) {
+  const auto text = call.text("limit");
+  if (!text) return static_cast<size_t>(kDefaultPage);
+  auto limit = whole_number("limit", *text, 1, kMaxPage);
+  if (!limit) return limit.error();
+  return static_cast<size_t>(*limit);
+}
+
+// One page of `rows`, read with one row more than `page` to tell whether a next page exists;
+// its cursor is `cursor_of` the page's last row.
+template <typename T, typename CursorOf>
+api::Page<T> one_page(std::vector<T> rows, size_t page, CursorOf cursor_of) {
+  api::Page<T> out{std::move(rows)};
+  if (out.items.size() > page) {
+    out.items.resize(page);
+    out.next_cursor = cursor_of(out.items.back());
+  }
+  return out;
+}
+
+// A cursor this server gave: `<ts_ms>-<id>` for events, an id for compositions.
+Error bad_cursor(const std::string& text, std::string_view form) {
+  return bad("cursor: '" + printable(text) + "' is not a cursor of this list (" +
+             std::string(form) + "); pass next_cursor from the previous page as it is");
+}
+
+Expected<std::optional<int64_t>> composition_cursor(const Call& call) {
+  const auto text = call.text("cursor");
+  if (!text) return std::optional<int64_t>{};
+  auto id = whole_number("cursor", *text, 1, std::numeric_limits<int64_t>::max());
+  if (!id) return bad_cursor(*text, "a composition id");
+  return std::optional<int64_t>{static_cast<int64_t>(*id)};
+}
+
+Expected<std::optional<db::EventCursor>> event_cursor(const Call& call) {
+  const auto text = call.text("cursor");
+  if (!text) return std::optional<db::EventCursor>{};
+  const size_t dash = text->find('-');
+  if (dash == std::string::npos) return bad_cursor(*text, "TIME-ID");
+  constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  auto ts = whole_number("cursor", std::string_view(*text).substr(0, dash), 0, kMax);
+  auto id = whole_number("cursor", std::string_view(*text).substr(dash + 1), 1, kMax);
+  if (!ts || !id) return bad_cursor(*text, "TIME-ID");
+  return std::optional<db::EventCursor>{
+      db::EventCursor{static_cast<int64_t>(*ts), static_cast<int64_t>(*id)}};
+}
 
 // The most nodes one PUT /v1/compositions/{job} composes (Slurm's own jobs stay far below).
 constexpr size_t kMaxJobNodes = 65536;
@@ -184,13 +234,18 @@ class Handlers {
         "0, 1");
     if (!live) return live.error();
     f.live_only = live->value_or(false);
-    auto limit = call.number("limit", kMaxListLimit);
-    if (!limit) return limit.error();
-    f.limit = limit->value_or(0);
+    // One page, newest first: no answer grows with the history.
+    auto page = page_size(call);
+    if (!page) return page.error();
+    auto cursor = composition_cursor(call);
+    if (!cursor) return cursor.error();
+    f.before_id = *cursor;
+    f.limit = *page + 1;
     if (!call.caller().admin) f.uid = call.caller().uid;  // users see their own jobs only
     auto list = ctx_.service.store().compositions(f);
     if (!list) return list.error();
-    return api::compositions_to_json(*list);
+    return api::to_json(one_page(std::move(*list), *page,
+                                 [](const Composition& c) { return std::to_string(c.id); }));
   }
 
   Expected<Json::Value> pool(const Call&) { return api::pool_to_json(ctx_.service.pool_summary()); }
@@ -208,23 +263,13 @@ class Handlers {
     f.zone = call.text("zone");
     f.node = call.text("node");
     // One page: no answer grows with the pool.
-    auto limit = call.number("limit", kMaxDevicePage);
-    if (!limit) return limit.error();
-    if (*limit && **limit == 0) {
-      return bad("limit: 0 is not a page size; give 1 to " + std::to_string(kMaxDevicePage) +
-                 " (default " + std::to_string(kDefaultDevicePage) + ")");
-    }
-    const size_t page = limit->value_or(kDefaultDevicePage);
+    auto page = page_size(call);
+    if (!page) return page.error();
     f.after = call.text("cursor");
-    f.limit = page + 1;  // one more tells whether a next page exists
+    f.limit = *page + 1;
     auto list = ctx_.service.store().devices(f);
     if (!list) return list.error();
-    api::DevicePage out{std::move(*list)};
-    if (out.devices.size() > page) {
-      out.devices.resize(page);
-      out.next_cursor = out.devices.back().id;
-    }
-    return api::to_json(out);
+    return api::to_json(one_page(std::move(*list), *page, [](const Device& d) { return d.id; }));
   }
 
   // A drain's body is {"reason": ...}; every other action takes {} or nothing. The reason.
@@ -300,12 +345,18 @@ class Handlers {
     auto until = call.time_ms("until_ms");
     if (!until) return until.error();
     f.until_ms = *until;
-    auto limit = call.number("limit", kMaxListLimit);
-    if (!limit) return limit.error();
-    f.limit = limit->value_or(0);
+    // One page, oldest first: no answer grows with the ledger.
+    auto page = page_size(call);
+    if (!page) return page.error();
+    auto cursor = event_cursor(call);
+    if (!cursor) return cursor.error();
+    f.after = *cursor;
+    f.limit = *page + 1;
     auto list = ctx_.service.store().events(f);
     if (!list) return list.error();
-    return api::events_to_json(*list);
+    return api::to_json(one_page(std::move(*list), *page, [](const Event& e) {
+      return std::to_string(e.ts_ms) + "-" + std::to_string(e.id);
+    }));
   }
 
   Expected<Json::Value> health(const Call&) {
@@ -368,7 +419,8 @@ void install_routes(Router& router, ApiContext& ctx) {
                    [h](const Call& c, const Answer& answer) { h->compose_job(c, answer); });
   routes.add_async("DELETE", job, composer, {},
                    [h](const Call& c, const Answer& answer) { h->release_job(c, answer); });
-  routes.add("GET", "/v1/compositions", user, {"job", "user", "state", "node", "live", "limit"},
+  routes.add("GET", "/v1/compositions", user,
+             {"job", "user", "state", "node", "live", "limit", "cursor"},
              [h](const Call& c) { return h->list_compositions(c); });
   routes.add("GET", "/v1/pool", user, {}, [h](const Call& c) { return h->pool(c); });
   routes.add("GET", "/v1/devices", user, {"type", "state", "zone", "node", "limit", "cursor"},
@@ -388,7 +440,8 @@ void install_routes(Router& router, ApiContext& ctx) {
     return h->device_action(c, Handlers::DeviceAction::kReleaseForeign);
   });
   routes.add("GET", "/v1/events", Access::admin("read this"),
-             {"job", "since_ms", "until_ms", "limit"}, [h](const Call& c) { return h->events(c); });
+             {"job", "since_ms", "until_ms", "limit", "cursor"},
+             [h](const Call& c) { return h->events(c); });
   routes.add("GET", "/v1/health", Access::anyone(), {},
              [h](const Call& c) { return h->health(c); });
   install_report_routes(routes, ctx.service.store(), ctx.clock);

@@ -45,7 +45,14 @@ struct CompositionFilter {
   std::optional<std::string> node{};
   std::optional<CompositionState> state{};
   bool live_only = false;
-  size_t limit = 0;  // 0: no limit; newest first
+  std::optional<int64_t> before_id{};  // only ids below this one (a page's cursor)
+  size_t limit = 0;                    // 0: no limit; newest first
+};
+
+// Where a page of events ended: its last event's time and id.
+struct EventCursor {
+  int64_t ts_ms = 0;
+  int64_t id = 0;
 };
 
 struct EventFilter {
@@ -53,7 +60,8 @@ struct EventFilter {
   std::optional<int64_t> until_ms{};  // exclusive
   std::optional<uint32_t> job_id{};
   std::optional<int64_t> composition_id{};
-  size_t limit = 0;  // 0: no limit; oldest first
+  std::optional<EventCursor> after{};  // only events after this one in (ts_ms, id) order
+  size_t limit = 0;                    // 0: no limit; oldest first, by (ts_ms, id)
 };
 
 // Counters of the group-committing writer, for benchmarks and metrics.

@@ -65,8 +65,11 @@ Expected<T> from_text(std::string_view text) {
 // List answers: {"devices": [...]}, {"compositions": [...]}, {"pool": [...]}, {"events": [...]},
 // {"hosts": [...]}.
 Json::Value devices_to_json(const std::vector<Device>& devices);
-// {"devices": [...], "next_cursor": "..."}; next_cursor left out on the last page.
+// {"devices": [...], "next_cursor": "..."} (and "compositions", "events"); next_cursor left
+// out on the last page.
 Json::Value to_json(const DevicePage& page);
+Json::Value to_json(const CompositionPage& page);
+Json::Value to_json(const EventPage& page);
 Json::Value compositions_to_json(const std::vector<Composition>& compositions);
 Json::Value pool_to_json(const std::vector<PoolRow>& rows);
 Json::Value events_to_json(const std::vector<Event>& events);
@@ -74,6 +77,8 @@ Json::Value hosts_to_json(const std::vector<Host>& hosts);
 Expected<std::vector<Host>> hosts_from_json(const Json::Value& value);
 Expected<std::vector<Device>> devices_from_json(const Json::Value& value);
 Expected<DevicePage> device_page_from_json(const Json::Value& value);
+Expected<CompositionPage> composition_page_from_json(const Json::Value& value);
+Expected<EventPage> event_page_from_json(const Json::Value& value);
 Expected<std::vector<Composition>> compositions_from_json(const Json::Value& value);
 Expected<std::vector<PoolRow>> pool_from_json(const Json::Value& value);
 Expected<std::vector<Event>> events_from_json(const Json::Value& value);

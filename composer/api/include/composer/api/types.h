@@ -41,12 +41,17 @@ struct HealthInfo {
 };
 
 // POST /v1/devices/{id}/drain.
-// GET /v1/devices: one page, in id order; `next_cursor` (the last id) asks for the next one,
-// empty on the last page.
-struct DevicePage {
-  std::vector<Device> devices;
+// One page of a list (GET /v1/devices, /v1/compositions, /v1/events): `next_cursor` asks for
+// the next page (the list's own order: devices by id, compositions newest first, events by
+// time), empty on the last page.
+template <typename T>
+struct Page {
+  std::vector<T> items;
   std::string next_cursor{};
 };
+using DevicePage = Page<Device>;
+using CompositionPage = Page<Composition>;
+using EventPage = Page<Event>;
 
 struct DrainBody {
   std::string reason;

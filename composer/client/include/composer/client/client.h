@@ -47,7 +47,8 @@ struct CompositionQuery {
   std::optional<CompositionState> state;
   std::optional<std::string> node;
   bool live = false;  // live compositions only
-  size_t limit = 0;   // 0: the server's default
+  size_t limit = 0;   // at most this many, newest first; 0: all (every page is read)
+  size_t page = 0;    // compositions per request (the server's default when 0)
 };
 
 // GET /v1/devices filters.
@@ -64,7 +65,8 @@ struct EventQuery {
   std::optional<uint32_t> job;
   std::optional<int64_t> since_ms;  // inclusive
   std::optional<int64_t> until_ms;  // exclusive
-  size_t limit = 0;
+  size_t limit = 0;                 // at most this many, oldest first; 0: all (every page)
+  size_t page = 0;                  // events per request (the server's default when 0)
 };
 
 // GET /v1/policy/explain: a hypothetical job, totals over all its nodes. The class comes from
