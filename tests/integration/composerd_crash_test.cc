@@ -70,19 +70,6 @@ std::string integrity_of(const std::string& db) {
   return out;
 }
 
-// The sim fabric's own record of what it holds ("DEVICE HOST" lines).
-std::set<std::string> fabric_holds(const std::string& sim_file) {
-  std::set<std::string> out;
-  std::ifstream in(sim_file);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (const auto space = line.find(' '); space != std::string::npos) {
-      out.insert(line.substr(0, space));
-    }
-  }
-  return out;
-}
-
 // One fabric for the campaign: composer.conf's lines for it and its pool, the nodes clients
 // compose on, what it holds that composerd may own, faults injected before each round and
 // dropped once composerd is killed (the checks run on a calm fabric).
@@ -283,9 +270,7 @@ TEST(ComposerdCrash, KillNineUnderConcurrentClientsLosesNothingItAnswered) {
   const int clients = env_int("COMPOSER_CRASH_CLIENTS", 12);
   CampaignFabric sim{.name = "sim",
                      .conf = "SimLatency=30\nSimFailAttaches=2\n",
-                     .held = [](const ComposerdProcess& d) {
-                       return fabric_holds(d.state_dir() + "/composer.db.sim");
-                     }};
+                     .held = [](const ComposerdProcess& d) { return sim_fabric_holds(d); }};
   for (int n = 1; n <= 8; ++n) {
     sim.nodes.push_back("n" + std::to_string(n));
     sim.pool += "NodeName=n" + std::to_string(n) + " Zones=z" + std::to_string((n + 1) / 2) +

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -169,6 +170,20 @@ inline std::string write_credentials(const test_support::TempDir& dir, const std
   }
   ::chmod(path.c_str(), mode);
   return path;
+}
+
+// What a composerd's sim fabric holds, by its own record (the state file beside the database:
+// "DEVICE HOST" lines): the device ids.
+inline std::set<std::string> sim_fabric_holds(const ComposerdProcess& d) {
+  std::set<std::string> out;
+  std::ifstream in(d.state_dir() + "/composer.db.sim");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (const auto space = line.find(' '); space != std::string::npos) {
+      out.insert(line.substr(0, space));
+    }
+  }
+  return out;
 }
 
 }  // namespace composer::testing

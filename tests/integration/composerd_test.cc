@@ -520,6 +520,75 @@ TEST(ComposerdConfig, RefusesToStartOnABadLineAndNamesIt) {
   EXPECT_NE(r.out.find("Frobnicate"), std::string::npos) << r.out;
 }
 
+// Clients that give up while the fabric works (a prolog's timeout, a killed composerctl) leave
+// nothing on the fabric that no composition owns: each compose goes on to its end without them,
+// ready (owned, and a retry answers it) or rolled back (a failing attach: nothing held).
+TEST(ComposerdImpatientClients, GivingUpMidWaitLeavesNothingUnowned) {
+  ComposerdProcess d("SimLatency=600\nSimFailAttaches=3\n",
+                     "NodeName=n[1-8] Zones=z1 GpuSlots=8\n"
+                     "DeviceGroup=gpu Type=gpu Model=A100-80G Zone=z1 Count=64\n");
+  std::vector<std::thread> clients;
+  std::atomic<int> gave_up{0};
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back([&, i] {
+      auto impatient = d.client(100);  // gives up after 100 ms of a 600 ms attach
+      const uint32_t job = 500 + static_cast<uint32_t>(i);
+      const std::string node = "n" + std::to_string(1 + i % 8);
+      if (i % 2 == 0) {
+        if (!impatient.compose(job, node, body(Request{.gpus = 2})).ok()) ++gave_up;
+      } else {
+        api::ComposeBody b = body(Request{.gpus = 1});
+        b.nodes = {node, "n" + std::to_string(1 + (i + 1) % 8)};
+        if (!impatient.compose_job(job, b).ok()) ++gave_up;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(gave_up, 16) << "the clients were meant to give up before the fabric answered";
+
+  // Settled: nothing left composing; the fabric holds exactly what the live compositions own.
+  auto c = d.client();
+  std::vector<Composition> live;
+  for (int i = 0; i < 100; ++i) {
+    auto l = c.compositions(client::CompositionQuery{.live = true});
+    ASSERT_TRUE(l.ok()) << l.error();
+    live = *l;
+    if (std::all_of(live.begin(), live.end(),
+                    [](const Composition& x) { return x.state == CompositionState::kReady; })) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::set<std::string> owned;
+  for (const Composition& x : live) {
+    EXPECT_EQ(x.state, CompositionState::kReady) << "job " << x.job_id << " on " << x.node;
+    for (const Device& dev : x.devices) EXPECT_TRUE(owned.insert(dev.id).second) << dev.id;
+  }
+  EXPECT_EQ(sim_fabric_holds(d), owned);
+  auto failed = c.compositions(client::CompositionQuery{.state = CompositionState::kFailed});
+  ASSERT_TRUE(failed.ok());
+  EXPECT_FALSE(failed->empty()) << "SimFailAttaches should have failed some attaches";
+  EXPECT_FALSE(live.empty());
+
+  // A retry of what was answered to no one answers it; the job's release takes it all back.
+  for (const Composition& x : live) {
+    if (x.job_id % 2 != 0) continue;  // the per-node ones
+    auto again = c.compose(x.job_id, x.node, body(Request{.gpus = 2}));
+    ASSERT_TRUE(again.ok()) << again.error();
+    EXPECT_EQ(again->id, x.id);
+  }
+  std::vector<std::thread> releases;
+  std::atomic<int> released{0};
+  for (int i = 0; i < 16; ++i) {
+    releases.emplace_back([&, i] {
+      if (d.client().release_job(500 + static_cast<uint32_t>(i)).ok()) ++released;
+    });
+  }
+  for (auto& t : releases) t.join();
+  EXPECT_EQ(released, 16);
+  EXPECT_TRUE(sim_fabric_holds(d).empty());
+}
+
 // GET /v1/devices answers one page at a time, in id order: 2,500 devices are three pages of
 // 1,000 by default, each naming the next by its cursor and the last naming none; the filters
 // hold on every page; the client reads every page, whatever its page size.
