@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "../integration/composerd_process.h"
+#include "composer/testing/fake_liqid.h"
 
 namespace {
 
@@ -274,8 +275,83 @@ int scale_bench() {
   return small.errors + large.errors == 0 ? 0 : 1;
 }
 
+// A burst against the fake Liqid Director (in this process, real HTTP) that edits one machine
+// at a time and takes `latency_ms` to reprogram: `burst` single-GPU composes spread over
+// `machines` machines, sent at once. One after another they would take `burst` reprograms;
+// the driver batches what waits into one edit per machine.
+int liqid_bench(int burst, int machines, int latency_ms) {
+  composer::testing::FakeLiqidOptions o;
+  o.machines_per_group = static_cast<uint32_t>(machines);
+  o.gpus_per_group = static_cast<uint32_t>(burst);
+  o.memory_per_group = 0;
+  o.drives_per_group = 0;
+  o.free_gpus = 0;
+  o.reprogram_ms = latency_ms;
+  o.one_edit_at_a_time = true;
+  auto fake = composer::testing::FakeLiqid::start(o);
+  if (!fake) {
+    std::fprintf(stderr, "composer_bench: fake Liqid: %s\n", fake.error().message.c_str());
+    return 1;
+  }
+  composer::test_support::TempDir dir("composer-bench-liqid");
+  const std::string cred = composer::testing::write_credentials(dir, o.username, o.password);
+  char last[16];
+  std::snprintf(last, sizeof last, "%02d", machines);
+  composer::testing::ComposerdProcess daemon(
+      "Durable=yes\nLogLevel=warning\nFabric=liqid\nFabricUrl=" + (*fake)->base_url() +
+          "\nFabricCredentials=" + cred + "\nFabricTimeout=600s\nComposeTimeout=600s\n",
+      "NodeName=node[01-" + std::string(last) + "] GpuSlots=64\n");
+  const uint64_t before = (*fake)->reprograms();
+  Burst b;
+  b.ms.resize(static_cast<size_t>(burst));
+  std::atomic<long> errors{0};
+  std::barrier gate(burst + 1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < burst; ++i) {
+    threads.emplace_back([&, i] {
+      auto cli = daemon.client(600000);
+      char node[16];
+      std::snprintf(node, sizeof node, "node%02d", i % machines + 1);
+      gate.arrive_and_wait();
+      const auto s = Clock::now();
+      auto r = cli.compose(9'800'000u + static_cast<uint32_t>(i), node, one_gpu());
+      b.ms[static_cast<size_t>(i)] =
+          std::chrono::duration<double, std::milli>(Clock::now() - s).count();
+      if (!r.ok() && errors++ == 0) {
+        std::fprintf(stderr, "first liqid burst error: %s\n", r.error().message.c_str());
+      }
+    });
+  }
+  gate.arrive_and_wait();
+  const auto began = Clock::now();
+  for (auto& t : threads) t.join();
+  b.wall_s = std::chrono::duration<double>(Clock::now() - began).count();
+  std::printf(
+      "fake Liqid Director, one edit at a time, %d ms per reprogram: a burst of %d composes on "
+      "%d machines %.2f s in all (one after another: %.0f s), %llu reprograms (edits), most "
+      "machines in edit at once %zu, %ld errors\n",
+      latency_ms, burst, machines, b.wall_s, burst * latency_ms / 1000.0,
+      static_cast<unsigned long long>((*fake)->reprograms() - before),
+      (*fake)->most_edits_at_once(), errors.load());
+  print_latency("liqid burst latency", b.ms);
+  return errors.load() == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--scale") return scale_bench();
+  if (argc >= 2 && std::string(argv[1]) == "--liqid") {
+    // --liqid [BURST [MACHINES [LATENCY_MS]]]
+    const int burst = argc > 2 ? std::atoi(argv[2]) : 1000;
+    const int machines = argc > 3 ? std::atoi(argv[3]) : 50;
+    const int latency = argc > 4 ? std::atoi(argv[4]) : 2000;
+    if (burst < 1 || machines < 1 || machines > 99 || latency < 0) {
+      std::fprintf(stderr,
+                   "composer_bench --liqid [BURST [MACHINES [LATENCY_MS]]]: a burst of 1 or "
+                   "more, 1 to 99 machines, a latency of 0 or more\n");
+      return 2;
+    }
+    return liqid_bench(burst, machines, latency);
+  }
   int clients = 32;
   int seconds = 10;
   int burst = 1000;

@@ -23,13 +23,12 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-using ::testing::UnorderedElementsAre;
 
 class LiqidDriver : public ::testing::Test {
  protected:
   void SetUp() override { start({}); }
 
-  void start(testing::FakeLiqidOptions o) {
+  void start(const testing::FakeLiqidOptions& o) {
     fabric_.reset();
     auto s = testing::FakeLiqid::start(o);
     ASSERT_TRUE(s.ok()) << s;

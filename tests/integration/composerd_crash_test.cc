@@ -54,7 +54,7 @@ struct Told {
 std::string integrity_of(const std::string& db) {
   sqlite3* h = nullptr;
   if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    const std::string e = h ? sqlite3_errmsg(h) : "cannot open";
+    std::string e = h ? sqlite3_errmsg(h) : "cannot open";
     sqlite3_close(h);
     return e;
   }

@@ -23,7 +23,7 @@ api::ComposeBody body(Request r, uint32_t uid = 1000, std::string workload = "tr
                           .user = "alice",
                           .account = "physics",
                           .workload = std::move(workload),
-                          .request = r};
+                          .request = std::move(r)};
 }
 
 class ComposerdTest : public ::testing::Test {

@@ -89,7 +89,7 @@ struct FakeLiqid::Impl {
       for (uint32_t m = 0; m < o.machines_per_group; ++m, ++machine_no) {
         machines[machine_no] = Machine{machine_no, "node" + two_digits(machine_no), gid};
       }
-      auto add = [&](std::string name, std::string type, std::string model, int64_t mb) {
+      auto add = [&](const std::string& name, std::string type, std::string model, int64_t mb) {
         Dev d;
         d.name = name;
         d.type = std::move(type);
