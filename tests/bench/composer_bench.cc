@@ -296,11 +296,11 @@ int liqid_bench(int burst, int machines, int latency_ms) {
   composer::test_support::TempDir dir("composer-bench-liqid");
   const std::string cred = composer::testing::write_credentials(dir, o.username, o.password);
   char last[16];
-  std::snprintf(last, sizeof last, "%02d", machines);
+  std::snprintf(last, sizeof last, "%02d", machines);  // the fake's names: node01 .. node999
   composer::testing::ComposerdProcess daemon(
       "Durable=yes\nLogLevel=warning\nFabric=liqid\nFabricUrl=" + (*fake)->base_url() +
-          "\nFabricCredentials=" + cred + "\nFabricTimeout=600s\nComposeTimeout=600s\n",
-      "NodeName=node[01-" + std::string(last) + "] GpuSlots=64\n");
+          "\nFabricCredentials=" + cred + "\nFabricTimeout=600s\nComposeTimeout=600\n",
+      "NodeName=node[01-" + std::string(last) + "]\n");
   const uint64_t before = (*fake)->reprograms();
   Burst b;
   b.ms.resize(static_cast<size_t>(burst));
@@ -344,10 +344,10 @@ int main(int argc, char** argv) {
     const int burst = argc > 2 ? std::atoi(argv[2]) : 1000;
     const int machines = argc > 3 ? std::atoi(argv[3]) : 50;
     const int latency = argc > 4 ? std::atoi(argv[4]) : 2000;
-    if (burst < 1 || machines < 1 || machines > 99 || latency < 0) {
+    if (burst < 1 || machines < 1 || machines > 999 || latency < 0) {
       std::fprintf(stderr,
                    "composer_bench --liqid [BURST [MACHINES [LATENCY_MS]]]: a burst of 1 or "
-                   "more, 1 to 99 machines, a latency of 0 or more\n");
+                   "more, 1 to 999 machines, a latency of 0 or more\n");
       return 2;
     }
     return liqid_bench(burst, machines, latency);
