@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -151,9 +152,10 @@ struct Burst {
   double wall_s = 0;
 };
 
-// Eight composes go to each node, from node b<first_node> on.
+// B composes sent at once, the i-th on node_of(i), each client waiting up to timeout_ms.
 Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst,
-                    uint32_t first_job, int first_node = 1) {
+                    uint32_t first_job, const std::function<std::string(int)>& node_of,
+                    int timeout_ms = 120000) {
   Burst out;
   out.ms.resize(static_cast<size_t>(burst));
   std::atomic<long> errors{0};
@@ -161,9 +163,8 @@ Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst
   std::vector<std::thread> threads;
   for (int i = 0; i < burst; ++i) {
     threads.emplace_back([&, i] {
-      auto cli = daemon.client();
-      char node[16];
-      std::snprintf(node, sizeof node, "b%04d", i / 8 + first_node);
+      auto cli = daemon.client(timeout_ms);
+      const std::string node = node_of(i);
       gate.arrive_and_wait();
       const auto s = Clock::now();
       auto r = cli.compose(first_job + static_cast<uint32_t>(i), node, one_gpu());
@@ -180,6 +181,16 @@ Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst
   out.wall_s = std::chrono::duration<double>(Clock::now() - began).count();
   out.errors = errors.load();
   return out;
+}
+
+// Eight composes go to each node, from node b<first_node> on.
+Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst,
+                    uint32_t first_job, int first_node = 1) {
+  return compose_burst(daemon, burst, first_job, [first_node](int i) {
+    char node[16];
+    std::snprintf(node, sizeof node, "b%04d", i / 8 + first_node);
+    return std::string(node);
+  });
 }
 
 // The count of one fabric driver call in composerd's /metrics (0 if absent).
@@ -302,39 +313,23 @@ int liqid_bench(int burst, int machines, int latency_ms) {
           "\nFabricCredentials=" + cred + "\nFabricTimeout=600s\nComposeTimeout=600\n",
       "NodeName=node[01-" + std::string(last) + "]\n");
   const uint64_t before = (*fake)->reprograms();
-  Burst b;
-  b.ms.resize(static_cast<size_t>(burst));
-  std::atomic<long> errors{0};
-  std::barrier gate(burst + 1);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < burst; ++i) {
-    threads.emplace_back([&, i] {
-      auto cli = daemon.client(600000);
-      char node[16];
-      std::snprintf(node, sizeof node, "node%02d", i % machines + 1);
-      gate.arrive_and_wait();
-      const auto s = Clock::now();
-      auto r = cli.compose(9'800'000u + static_cast<uint32_t>(i), node, one_gpu());
-      b.ms[static_cast<size_t>(i)] =
-          std::chrono::duration<double, std::milli>(Clock::now() - s).count();
-      if (!r.ok() && errors++ == 0) {
-        std::fprintf(stderr, "first liqid burst error: %s\n", r.error().message.c_str());
-      }
-    });
-  }
-  gate.arrive_and_wait();
-  const auto began = Clock::now();
-  for (auto& t : threads) t.join();
-  b.wall_s = std::chrono::duration<double>(Clock::now() - began).count();
+  const Burst b = compose_burst(
+      daemon, burst, 9'800'000u,
+      [machines](int i) {
+        char node[16];
+        std::snprintf(node, sizeof node, "node%02d", i % machines + 1);
+        return std::string(node);
+      },
+      600000);
   std::printf(
       "fake Liqid Director, one edit at a time, %d ms per reprogram: a burst of %d composes on "
       "%d machines %.2f s in all (one after another: %.0f s), %llu reprograms (edits), most "
       "machines in edit at once %zu, %ld errors\n",
       latency_ms, burst, machines, b.wall_s, burst * latency_ms / 1000.0,
       static_cast<unsigned long long>((*fake)->reprograms() - before),
-      (*fake)->most_edits_at_once(), errors.load());
+      (*fake)->most_edits_at_once(), b.errors);
   print_latency("liqid burst latency", b.ms);
-  return errors.load() == 0 ? 0 : 1;
+  return b.errors == 0 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
