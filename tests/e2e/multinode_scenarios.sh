@@ -26,7 +26,7 @@ state_file() { echo "$E2E_DIR/nodes/$2/plugin-state/job-$1.json"; }  # state_fil
 
 THREE_NODE_JOB=
 scenario_three_node_job() {
-  local j n ids all=() got=() want
+  local j n ids all=() got=() want uuids
   # The brief sleep after srun keeps the job running while composerd is asked what it holds.
   # shellcheck disable=SC2016  # the job's shell expands them
   j=$(sbatch --parsable -N 3 -o "$OUT/%j.out" --compose-gpus=2 \
@@ -59,9 +59,10 @@ scenario_three_node_job() {
   [[ $(job_state "$j") == COMPLETED ]] || fail "job $j ended $(job_state "$j")" || return 1
   # srun -l: "TASK: NODE CUDA_VISIBLE_DEVICES COMPOSER_GPUS", one task per node.
   for n in "${MN_NODES[@]}"; do
-    want="^[0-9]+: $n 0,1 ${held[$n]}\$"
+    uuids=$(gpu_uuids "${held[$n]}")
+    want="^[0-9]+: $n $uuids ${held[$n]}\$"
     grep -qE "$want" "$OUT/$j.out" ||
-      fail "no line '$n 0,1 ${held[$n]}' in job $j's output: $(cat "$OUT/$j.out")" || return 1
+      fail "no line '$n $uuids ${held[$n]}' in job $j's output: $(cat "$OUT/$j.out")" || return 1
   done
   wait_until 15 nothing_attached || fail "$(attached) devices still attached after job $j" || return 1
   no_live_composition "$j" || fail "job $j still has $(live_compositions "$j") live compositions" ||

@@ -40,6 +40,12 @@ api_all() {
   jq -c --arg k "$key" '{($k): .}' <<<"$items"
 }
 attached() { api_all /v1/devices "state=attached" | jq '.devices | length'; }
+# The GPU UUIDs composerd reports for GPU ids (comma-separated), in the same order.
+gpu_uuids() {
+  api_all /v1/devices "type=gpu" | jq -r --arg ids "$1" \
+    '(.devices | map({(.id): .identity.uuid}) | add) as $u |
+     [$ids | split(",")[] | $u[.] // "unknown"] | join(",")'
+}
 attached_to_job() {  # JOB [NODE]: device ids composerd holds for JOB on NODE, comma-separated
   api "/v1/compositions/$1/${2:-$NODE}" |
     jq -r 'select(.state=="ready") | [.devices[].id] | join(",")'
@@ -128,7 +134,12 @@ scenario_batch_job_sees_its_devices() {
   gpus=$(grep '^COMPOSER_GPUS=' "$out" | cut -d= -f2)
   [[ $gpus == "$job_gpus" ]] ||
     fail "job saw COMPOSER_GPUS='$gpus', composerd attached '$ids'" || return 1
-  grep -qx 'CUDA_VISIBLE_DEVICES=0,1' "$out" || fail "CUDA_VISIBLE_DEVICES: $(cat "$out")" || return 1
+  # The GPUs by the UUIDs the fabric reported (the node shows no GPU of its own), never a guess.
+  local uuids
+  uuids=$(gpu_uuids "$job_gpus")
+  [[ $uuids == GPU-*,GPU-* ]] || fail "composerd reports no UUIDs for $job_gpus: $uuids" || return 1
+  grep -qx "CUDA_VISIBLE_DEVICES=$uuids" "$out" ||
+    fail "CUDA_VISIBLE_DEVICES: $(cat "$out"), composerd's UUIDs: $uuids" || return 1
   # NUMA node ids only: the block's node where the fabric gives one (sim), else nothing
   # (redfish reports no node), never a size standing in for one.
   local numa='^COMPOSER_MEM_NUMA=[0-9]+$'
@@ -142,12 +153,15 @@ scenario_batch_job_sees_its_devices() {
 }
 
 scenario_srun_job_sees_its_devices() {
-  local out expected='^GPUS=([^ ,]+) NVME=([^ ,]+) CUDA=0$'
+  local out expected='^GPUS=([^ ,]+) NVME=([^ ,]+) CUDA=(GPU-[^ ,]+)$'
   out=$(srun --compose-gpus=1 --compose-nvme=1 \
     bash -c 'echo "GPUS=$COMPOSER_GPUS NVME=$COMPOSER_NVME CUDA=$CUDA_VISIBLE_DEVICES"' 2>&1) ||
     fail "srun failed: $out" || return 1
   [[ $out =~ $expected ]] || fail "srun task saw: $out" || return 1
-  local gpu=${BASH_REMATCH[1]} nvme=${BASH_REMATCH[2]}
+  local gpu=${BASH_REMATCH[1]} nvme=${BASH_REMATCH[2]} cuda=${BASH_REMATCH[3]}
+  [[ $cuda == "$(gpu_uuids "$gpu")" ]] ||
+    fail "srun task saw CUDA_VISIBLE_DEVICES=$cuda, composerd's UUID of $gpu: $(gpu_uuids "$gpu")" ||
+    return 1
   is_device_of_type gpu "$gpu" && is_device_of_type nvme "$nvme" ||
     fail "srun task saw devices composerd does not know as a GPU and an NVMe drive: $out" ||
     return 1

@@ -124,7 +124,29 @@ TEST_F(SpankCoreTest, HostCheckRescanDoesNotWait) {
   config.host_check = HostCheck::kRescan;
   ASSERT_TRUE(job_prolog(job, api, config));
   EXPECT_EQ(tmp.read("sys/bus/pci/rescan"), "1\n");
-  EXPECT_EQ(state()->cuda_visible_devices, "0,1");
+  // The host does not show the GPUs yet and the fabric gave no UUID: where they sit is not
+  // known, and no index is guessed (0,1 could be another job's GPUs); the log says so.
+  EXPECT_EQ(state()->cuda_visible_devices, "");
+  ASSERT_EQ(job.infos.size(), 2u);
+  EXPECT_NE(job.infos[0].find("CUDA_VISIBLE_DEVICES is left empty"), std::string::npos)
+      << job.infos[0];
+}
+
+// Without the host's word, the fabric's UUIDs name the GPUs, but only in the driver's form.
+TEST_F(SpankCoreTest, TheFabricsGpuUuidsServeWhereTheHostDoesNotShowTheGpus) {
+  config.host_check = HostCheck::kRescan;
+  api.devices[0].identity.uuid = "GPU-5f2c0a1e-0000-4000-8000-000000000001";
+  api.devices[1].identity.uuid = "GPU-5f2c0a1e-0000-4000-8000-000000000002";
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_EQ(state()->cuda_visible_devices,
+            "GPU-5f2c0a1e-0000-4000-8000-000000000001,GPU-5f2c0a1e-0000-4000-8000-000000000002");
+
+  for (const char* odd : {"5f2c0a1e-0000-4000-8000-000000000002", "GPU-5f2c",
+                          "GPU-5f2c0a1e-0000-4000-8000-00000000000g", ""}) {
+    api.devices[1].identity.uuid = odd;
+    ASSERT_TRUE(job_prolog(job, api, config));
+    EXPECT_EQ(state()->cuda_visible_devices, "") << "uuid '" << odd << "'";
+  }
 }
 
 TEST_F(SpankCoreTest, HostCheckOffTouchesNothing) {

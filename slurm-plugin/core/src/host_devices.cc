@@ -1,10 +1,12 @@
 #include "composer/slurm/host_devices.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <system_error>
 #include <thread>
 
@@ -356,14 +358,33 @@ Status HostDevices::remove(const std::vector<Device>& devices) const {
   return Status::Ok();
 }
 
+namespace {
+
+// A GPU UUID in the form the NVIDIA driver prints and CUDA_VISIBLE_DEVICES takes:
+// "GPU-" and 8-4-4-4-12 hex digits.
+bool driver_form_uuid(std::string_view u) {
+  constexpr std::string_view kPrefix = "GPU-";
+  if (u.size() != kPrefix.size() + 36 || u.substr(0, kPrefix.size()) != kPrefix) return false;
+  u.remove_prefix(kPrefix.size());
+  for (size_t i = 0; i < u.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? u[i] != '-' : std::isxdigit(static_cast<unsigned char>(u[i])) == 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::string HostDevices::cuda_visible_devices(const std::vector<Device>& gpus) const {
+  if (gpus.empty()) return "";
   std::vector<std::string> uuids;
   for (const Device& g : gpus) {
-    if (std::string u = g.address.empty() ? "" : gpu_uuid(g.address); !u.empty()) {
-      uuids.push_back(u);
-    }
+    std::string u = g.address.empty() ? "" : gpu_uuid(g.address);
+    if (u.empty() && driver_form_uuid(g.identity.uuid)) u = g.identity.uuid;
+    if (u.empty()) break;
+    uuids.push_back(std::move(u));
   }
-  if (!gpus.empty() && uuids.size() == gpus.size()) return join(uuids);
+  if (uuids.size() == gpus.size()) return join(uuids);
   std::vector<std::string> all;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(sysfs_ + "/bus/pci/devices", ec)) {
@@ -383,10 +404,7 @@ std::string HostDevices::cuda_visible_devices(const std::vector<Device>& gpus) c
     }
     out += (out.empty() ? "" : ",") + std::to_string(it - all.begin());
   }
-  if (all_found) return out;
-  out.clear();
-  for (size_t i = 0; i < gpus.size(); ++i) out += (i == 0 ? "" : ",") + std::to_string(i);
-  return out;
+  return all_found ? out : "";
 }
 
 }  // namespace composer::slurm

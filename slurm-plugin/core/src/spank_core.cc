@@ -100,6 +100,11 @@ Status host_side(JobContext& ctx, const SpankConfig& config, uint32_t job_id, co
     }
   }
   state.cuda_visible_devices = host.cuda_visible_devices(gpus);
+  if (!gpus.empty() && state.cuda_visible_devices.empty()) {
+    ctx.info("composer: prolog: " + at + ": CUDA_VISIBLE_DEVICES is left empty (no GPU visible " +
+             "to CUDA): the host does not show where " + device_list(gpus) +
+             " sit and the fabric gave no UUID for each; host_check=wait finds them");
+  }
   state.nvme_paths = std::move(nvme_paths);
   if (Status s = write_job_state(config.state_dir, state); !s) {
     ctx.error("composer: prolog: " + at + ": cannot write the state file: " + s.error().message);

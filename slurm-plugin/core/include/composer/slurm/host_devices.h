@@ -76,12 +76,13 @@ class HostDevices {
   // host still shows. Devices already gone are skipped.
   Status remove(const std::vector<Device>& devices) const;
 
-  // CUDA_VISIBLE_DEVICES for `gpus`: their UUIDs as the NVIDIA driver shows them (gpu_uuid)
-  // when it shows one for every GPU, which CUDA accepts and which no other GPU of the host can
-  // be taken for; else, under CUDA_DEVICE_ORDER=PCI_BUS_ID, the position of each among all
-  // NVIDIA GPUs the host shows (vendor 0x10de, class 0x03xxxx), sorted by PCI address. When a
-  // GPU is not visible in sysfs (host_check=rescan or off): 0..n-1 (a node whose only GPUs
-  // are the composed ones numbers them so).
+  // CUDA_VISIBLE_DEVICES for `gpus`: their UUIDs, which CUDA accepts and which no other GPU
+  // of the host can be taken for, when each has one: as the NVIDIA driver shows it at the
+  // GPU's address (gpu_uuid), else as the fabric reported it (identity.uuid, only in the
+  // driver's form GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx); else, under
+  // CUDA_DEVICE_ORDER=PCI_BUS_ID, the position of each among all NVIDIA GPUs the host shows
+  // (vendor 0x10de, class 0x03xxxx), sorted by PCI address. Else "": where a GPU sits is not
+  // known (host_check=rescan or off, no UUID), and a guess could name another job's GPU.
   std::string cuda_visible_devices(const std::vector<Device>& gpus) const;
 
  private:
