@@ -9,13 +9,13 @@
 #include <syslog.h>
 #include <unistd.h>  // environ
 
-#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "composer/common/slurm_text.h"
 #include "composer/common/strings.h"
 #include "composer/common/subprocess.h"
 #include "composer/config/conf_file.h"
@@ -50,13 +50,7 @@ cs::SlurmProbe slurm_probe(uint32_t job_id) {
     composer::Expected<std::string> out = slurm_answer(
         {"sinfo", "--all", "-h", "-N", "-n", composer::join(nodes, ","), "-o", "%N|%T"});
     if (!out) return out.error();
-    std::vector<std::string> drained;
-    for (const std::string& line : composer::split(*out, '\n')) {
-      const std::vector<std::string> f = composer::split(line, '|');
-      if (f.size() != 2 || f[1].find("drain") == std::string::npos) continue;
-      if (std::find(drained.begin(), drained.end(), f[0]) == drained.end()) drained.push_back(f[0]);
-    }
-    return drained;
+    return composer::drained_nodes(*out);
   };
   return probe;
 }

@@ -349,5 +349,44 @@ TEST_F(ReconcilerTest, ReleasesTheDevicesOfAJobSlurmNoLongerRunsAfterTheGrace) {
   EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
 }
 
+// A job whose node epilog found its devices still in use drains the node: the reconciler keeps
+// that job's composition as long as the node is drained (detaching would pull the devices from
+// under the holder), releases it once the node is resumed and the grace has passed again, and
+// releases nothing of ended jobs while it cannot tell which nodes are drained.
+TEST_F(ReconcilerTest, KeepsTheDevicesOfAnEndedJobWhileItsNodeIsDrained) {
+  ASSERT_TRUE(service_->compose(job(41, "n1", Request{.gpus = 1})).ok());
+  ASSERT_TRUE(service_->compose(job(42, "n2", Request{.gpus = 1})).ok());
+  std::set<uint32_t> running{};
+  std::set<std::string> drained{"n1"};
+  bool sinfo_up = true;
+  Reconciler r(
+      *service_, clock_,
+      ReconcilerOptions{.interval_ms = 1000,
+                        .orphan_grace_ms = 30000,
+                        .stuck_after_ms = 60000,
+                        .active_jobs = [&]() -> Expected<std::set<uint32_t>> { return running; },
+                        .drained_nodes = [&]() -> Expected<std::set<std::string>> {
+                          if (!sinfo_up) return Error{ErrorCode::kUnavailable, "down"};
+                          return drained;
+                        }});
+  EXPECT_EQ(r.run_once().ended_jobs_released, 0);  // both first seen gone
+  clock_.advance_ms(31000);
+  EXPECT_EQ(r.run_once().ended_jobs_released, 1);  // job 42 on n2; job 41's node is drained
+  EXPECT_TRUE(store_->live_composition(41, "n1")->has_value());
+  EXPECT_FALSE(store_->live_composition(42, "n2")->has_value());
+  clock_.advance_ms(600000);
+  EXPECT_EQ(r.run_once().ended_jobs_released, 0);  // drained for ten minutes: still kept
+  EXPECT_TRUE(store_->live_composition(41, "n1")->has_value());
+
+  drained.clear();  // an admin resumed n1: the grace starts again
+  sinfo_up = false;
+  EXPECT_EQ(r.run_once().ended_jobs_released, 0);  // cannot tell: nothing released
+  sinfo_up = true;
+  EXPECT_EQ(r.run_once().ended_jobs_released, 0);  // first seen gone on a resumed node
+  clock_.advance_ms(31000);
+  EXPECT_EQ(r.run_once().ended_jobs_released, 1);
+  EXPECT_FALSE(store_->live_composition(41, "n1")->has_value());
+}
+
 }  // namespace
 }  // namespace composer::testing

@@ -122,14 +122,31 @@ ReconcileReport Reconciler::run_once() {
   // 3. Compositions of jobs Slurm no longer has: release them after the grace period.
   if (options_.active_jobs) {
     auto jobs = options_.active_jobs();
-    if (!jobs) {
+    Expected<std::set<std::string>> drained = std::set<std::string>{};
+    if (jobs && options_.drained_nodes) drained = options_.drained_nodes();
+    if (!jobs || !drained) {
       ++report.errors;
-      log::warning("reconciler could not list Slurm's jobs; skipping the ended-job check",
-                   {{"cause", jobs.error().message}});
+      log::warning(
+          "reconciler could not list Slurm's jobs or drained nodes; skipping the "
+          "ended-job check",
+          {{"cause", !jobs ? jobs.error().message : drained.error().message}});
     } else {
       std::set<int64_t> still_gone;
+      std::set<int64_t> still_kept;
       for (const auto& e : service_.live()) {
         if (e.busy || e.state != CompositionState::kReady || jobs->count(e.job_id) != 0) continue;
+        if (drained->count(e.node) != 0) {
+          // Kept while the node is drained; the grace starts again once it is resumed.
+          still_kept.insert(e.id);
+          if (kept_on_drained_.insert(e.id).second) {
+            log::warning(
+                "reconciler keeps the devices of a job Slurm no longer runs: its node "
+                "is drained (an epilog that found them in use drains it); resume the "
+                "node once nothing holds them, or release them with composerctl",
+                {{"job", std::to_string(e.job_id)}, {"node", e.node}});
+          }
+          continue;
+        }
         still_gone.insert(e.id);
         auto [seen, inserted] = gone_seen_ms_.emplace(e.id, now);
         if (inserted || now - seen->second < options_.orphan_grace_ms) continue;
@@ -144,6 +161,7 @@ ReconcileReport Reconciler::run_once() {
         }
       }
       std::erase_if(gone_seen_ms_, [&](const auto& kv) { return still_gone.count(kv.first) == 0; });
+      std::erase_if(kept_on_drained_, [&](int64_t id) { return still_kept.count(id) == 0; });
     }
   }
 

@@ -356,6 +356,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
     ropts.active_jobs = [conf = config.slurm_conf] {
       return slurm_active_jobs("squeue", conf, 10000);
     };
+    ropts.drained_nodes = [conf = config.slurm_conf] {
+      return slurm_drained_nodes("sinfo", conf, 10000);
+    };
   }
   impl->reactor = std::make_unique<FailureReactor>(
       *impl->service,

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "composer/common/slurm_text.h"
 #include "composer/common/subprocess.h"
 #include "composer/common/units.h"
 
@@ -42,6 +43,18 @@ Expected<std::set<uint32_t>> slurm_active_jobs(const std::string& squeue,
     return Error{ErrorCode::kUnavailable, squeue + " failed (is slurmctld up?)"};
   }
   return parse_job_ids(ran->output);
+}
+
+Expected<std::set<std::string>> slurm_drained_nodes(const std::string& sinfo,
+                                                    const std::string& slurm_conf, int timeout_ms) {
+  Expected<RunResult> ran =
+      run_slurm_command({sinfo, "--all", "-h", "-N", "-o", "%N|%T"}, slurm_conf, timeout_ms);
+  if (!ran) return ran.error();
+  if (ran->status != 0) {
+    return Error{ErrorCode::kUnavailable, sinfo + " failed (is slurmctld up?)"};
+  }
+  const std::vector<std::string> nodes = drained_nodes(ran->output);
+  return std::set<std::string>(nodes.begin(), nodes.end());
 }
 
 }  // namespace composer::server

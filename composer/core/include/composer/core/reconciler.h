@@ -35,6 +35,12 @@ struct ReconcilerOptions {
   int64_t orphan_grace_ms = 60000;
   int64_t stuck_after_ms = 120000;  // composing/releasing longer than this is stuck
   ActiveJobs active_jobs;           // empty: do not compare with Slurm
+  // The nodes Slurm shows drained or draining. A composition of an ended job on such a node is
+  // kept (an epilog that found its devices still in use drained the node: detaching them now
+  // would pull them from under the holder) until the node is resumed, as EpilogSlurmctld keeps
+  // it. Empty: no node is drained. Asked only when active_jobs is set; when it fails, no
+  // composition of an ended job is released that pass.
+  std::function<Expected<std::set<std::string>>()> drained_nodes;
   // Runs at the end of every pass, on the reconciler's thread (the failure reactions); empty:
   // nothing.
   std::function<void()> after_pass;
@@ -70,6 +76,7 @@ class Reconciler {
   ReconcilerOptions options_;
   std::map<std::string, int64_t> orphan_seen_ms_;  // device id -> first seen unowned
   std::map<int64_t, int64_t> gone_seen_ms_;        // composition id -> job first seen gone
+  std::set<int64_t> kept_on_drained_;              // said once: kept while its node is drained
 
   mutable std::mutex mu_;
   std::condition_variable wake_;

@@ -27,6 +27,11 @@ RunOptions slurm_command(std::vector<std::string> argv, const std::string& slurm
 Expected<std::set<uint32_t>> slurm_active_jobs(const std::string& squeue,
                                                const std::string& slurm_conf, int timeout_ms);
 
+// Runs `sinfo --all -h -N -o %N|%T`: the nodes Slurm shows drained or draining
+// (drained_nodes). Any failure is an error: the caller must then assume every node is drained.
+Expected<std::set<std::string>> slurm_drained_nodes(const std::string& sinfo,
+                                                    const std::string& slurm_conf, int timeout_ms);
+
 // The job ids in squeue's output, one per line. Refuses anything else.
 Expected<std::set<uint32_t>> parse_job_ids(const std::string& text);
 
