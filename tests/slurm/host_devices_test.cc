@@ -199,12 +199,28 @@ TEST_F(HostSideTest, ADeviceThatNeverAppearsFailsTheCompositionWithOneLine) {
             std::string::npos)
       << a.errors[0];
   EXPECT_EQ(a.errors[0].find("gpu-d-0 ("), std::string::npos) << "gpu-d-0 was found";
-  // The state file keeps the composition, so the epilog releases it through composerd.
+  // Nothing of the job runs yet: the devices go back at once, whichever side composes.
+  ASSERT_EQ(api.released.size(), 1u);
+  EXPECT_EQ(api.released[0], (std::pair<uint32_t, std::string>{401u, "node1"}));
+  // The state file stays, so the epilog removes what appeared and releases again (idempotent).
   ASSERT_TRUE(state(401));
   FakeJob end = job(401, 2);
   ASSERT_TRUE(job_epilog(end, api, config));
+  ASSERT_EQ(api.released.size(), 2u);
+  EXPECT_EQ(api.released[1].first, 401u);
+}
+
+// compose=controller: the failed prolog drains the node, and neither EpilogSlurmctld nor the
+// reconciler releases the compositions of a drained node; the prolog gives the devices back.
+TEST_F(HostSideTest, UnderControllerComposeADeviceThatNeverAppearsIsGivenBackByTheProlog) {
+  config.compose_on = ComposeOn::kController;
+  api.devices = {gpu("gpu-d-0", "GPU-dddd-0000")};
+  config.host_wait_s = 0;
+  FakeJob a = job(402, 1);
+  ASSERT_FALSE(job_prolog(a, api, config));
   ASSERT_EQ(api.released.size(), 1u);
-  EXPECT_EQ(api.released[0].first, 401u);
+  EXPECT_EQ(api.released[0], (std::pair<uint32_t, std::string>{402u, "node1"}));
+  EXPECT_TRUE(api.composed.empty()) << "the controller composed it, not the prolog";
 }
 
 TEST_F(HostSideTest, AnAddressWithOtherIdsIsNotTheDevice) {

@@ -56,9 +56,10 @@ Expected<JobOptions> read_job_options(JobContext& ctx) {
 namespace {
 
 // The host side of a composition the prolog got: find the devices on the host, record what
-// the tasks export.
-Status host_side(JobContext& ctx, const SpankConfig& config, uint32_t job_id, const std::string& at,
-                 JobState& state, const Composition& composition) {
+// the tasks export. Devices the host does not show are given back at once.
+Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, uint32_t job_id,
+                 const std::string& node, const std::string& at, JobState& state,
+                 const Composition& composition) {
   state.composition_id = composition.id;
   state.devices = composition.devices;
 
@@ -81,7 +82,16 @@ Status host_side(JobContext& ctx, const SpankConfig& config, uint32_t job_id, co
     if (!s) {
       ctx.error("composer: prolog: " + at + ": composerd attached " + device_list(state.devices) +
                 " but the host cannot use them: " + s.error().message);
-      // The epilog still runs and releases the composition.
+      // No task of the job runs yet, so nothing holds them: they go back now. The failed
+      // prolog drains the node, and the compositions of a drained node are otherwise kept (as
+      // for an epilog that found its devices in use) until an admin resumes it. The state
+      // file stays for the epilog, which removes what did appear and releases again.
+      if (Expected<bool> released = api.release(job_id, node); !released) {
+        ctx.error("composer: prolog: " + at + ": giving them back failed (" +
+                  std::string(to_string(released.error().code)) + "): " + released.error().message);
+      } else {
+        ctx.info("composer: prolog: " + at + ": gave back " + device_list(state.devices));
+      }
       (void)write_job_state(config.state_dir, state);
       return s;
     }
@@ -227,7 +237,7 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
       return fail_job("its composition is " + std::string(to_string(composed->state)) +
                       ", not ready");
     }
-    return host_side(ctx, config, *job_id, at, state, *composed);
+    return host_side(ctx, api, config, *job_id, node, at, state, *composed);
   }
 
   Expected<uint32_t> uid = ctx.uid();
@@ -265,7 +275,7 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     }
     return fail_job(cause);
   }
-  return host_side(ctx, config, *job_id, at, state, *composition);
+  return host_side(ctx, api, config, *job_id, node, at, state, *composition);
 }
 
 Status task_init(JobContext& ctx, const SpankConfig& config) {
