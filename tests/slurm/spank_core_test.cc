@@ -397,6 +397,36 @@ TEST_F(SpankCoreTest, NvidiaDeviceNodeAndNvmeNamespacesCountAsHeld) {
   EXPECT_EQ(s.error().message.find("nvme31"), std::string::npos);
 }
 
+// A mapping outlives the descriptor it was made from: a process that closed the device node but
+// keeps the GPU's memory mapped, or maps a BAR through sysfs, still holds the device.
+TEST_F(SpankCoreTest, AMappingWithoutADescriptorStillCountsAsHeld) {
+  show_devices();
+  tmp.write("proc/driver/nvidia/gpus/0000:42:00.0/information", "Model: X\nDevice Minor: 5\n");
+  ASSERT_TRUE(job_prolog(job, api, config));
+  tmp.write("proc/41/maps",
+            "7f0000000000-7f0000200000 rw-s 00000000 00:05 1234                       "
+            "/dev/nvidia5\n"
+            "7f1000000000-7f1000001000 r-xp 00000000 08:01 99 /usr/lib/libc.so.6\n"
+            "7f1000002000-7f1000003000 rw-p 00000000 00:00 0 \n"
+            "7f1000003000-7f1000004000 rw-s 00000000 00:05 1234 /dev/nvidia5\n");
+  tmp.write("proc/42/maps",
+            "7f2000000000-7f2001000000 rw-s 00000000 00:15 77 "
+            "/sys/devices/pci0000:40/0000:40:01.0/0000:41:00.0/resource1\n");
+  tmp.write("proc/43/maps", "7f3000000000-7f3000200000 rw-s 00000000 00:05 1 /dev/nvidia50\n");
+  Status s = job_epilog(job, api, config);
+  ASSERT_FALSE(s);
+  const std::string& m = s.error().message;
+  EXPECT_NE(m.find("pid 41 holds gpu-01 (/dev/nvidia5)"), std::string::npos) << m;
+  EXPECT_EQ(m.find("pid 41 holds gpu-01 (/dev/nvidia5), pid 41"), std::string::npos)
+      << "named twice: " << m;
+  EXPECT_NE(m.find("pid 42 holds gpu-00 (/sys/devices/pci0000:40/0000:40:01.0/0000:41:00.0/"
+                   "resource1)"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("pid 43"), std::string::npos) << m;
+  EXPECT_TRUE(api.released.empty());
+}
+
 TEST_F(SpankCoreTest, ReleaseFailureNeverFailsTheEpilog) {
   config.host_check = HostCheck::kOff;
   ASSERT_TRUE(job_prolog(job, api, config));

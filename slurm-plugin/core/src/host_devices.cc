@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <system_error>
 #include <thread>
@@ -294,6 +295,24 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
   }
 }
 
+namespace {
+
+// The file a line of /proc/PID/maps maps, after its five fields (address, permissions,
+// offset, device, inode); "" for anonymous memory.
+std::string mapped_path(std::string_view line) {
+  size_t at = 0;
+  for (int field = 0; field < 5; ++field) {
+    at = line.find_first_not_of(' ', at);
+    if (at == std::string_view::npos) return "";
+    at = line.find(' ', at);
+    if (at == std::string_view::npos) return "";
+  }
+  at = line.find_first_not_of(' ', at);
+  return at == std::string_view::npos ? "" : std::string(line.substr(at));
+}
+
+}  // namespace
+
 std::vector<Holder> HostDevices::holders(const std::vector<Device>& devices) const {
   // For each device, the link targets that mean "in use".
   struct Pattern {
@@ -322,22 +341,34 @@ std::vector<Holder> HostDevices::holders(const std::vector<Device>& devices) con
   }
   std::vector<Holder> found;
   if (patterns.empty()) return found;
+  std::set<std::pair<int, std::string>> seen;  // (pid, device): named once
+  const auto look = [&](int pid, const std::string& target) {
+    for (const Pattern& p : patterns) {
+      bool hit = target.find(p.contains) != std::string::npos;
+      for (const std::string& e : p.exact) hit = hit || target == e;
+      for (const std::string& pre : p.prefix) hit = hit || target.rfind(pre, 0) == 0;
+      if (hit && seen.emplace(pid, p.device->id).second) {
+        found.push_back(Holder{pid, p.device->id, target});
+      }
+    }
+  };
   std::error_code ec;
   for (const auto& proc : fs::directory_iterator(proc_, ec)) {
     const std::string name = proc.path().filename().string();
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    const int pid = std::stoi(name);
     std::error_code fd_ec;
     // Processes come and go while we look: every error means "nothing to see here".
     for (const auto& fd : fs::directory_iterator(proc.path() / "fd", fd_ec)) {
       std::error_code link_ec;
       const std::string target = fs::read_symlink(fd.path(), link_ec).string();
-      if (link_ec || target.empty()) continue;
-      for (const Pattern& p : patterns) {
-        bool hit = target.find(p.contains) != std::string::npos;
-        for (const std::string& e : p.exact) hit = hit || target == e;
-        for (const std::string& pre : p.prefix) hit = hit || target.rfind(pre, 0) == 0;
-        if (hit) found.push_back(Holder{std::stoi(name), p.device->id, target});
-      }
+      if (!link_ec && !target.empty()) look(pid, target);
+    }
+    // A mapping outlives the descriptor it was made from: a CUDA process keeps the GPU's
+    // device node mapped, a user-space driver a BAR through sysfs (.../<address>/resource1).
+    std::ifstream maps(proc.path() / "maps");
+    for (std::string line; std::getline(maps, line);) {
+      if (std::string path = mapped_path(line); !path.empty()) look(pid, path);
     }
   }
   return found;
