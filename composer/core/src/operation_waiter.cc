@@ -1,12 +1,19 @@
 #include "composer/core/operation_waiter.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
+#include <thread>
 #include <utility>
 
 namespace composer {
 namespace {
+
+// Status reads of one poll round made at once, at most, and the operations that make one more
+// reader worth its thread.
+constexpr size_t kStatusReaders = 16;
+constexpr size_t kStatusesPerReader = 4;
 
 std::string what_of(const FabricChange& c) { return c.attach ? "attach" : "detach"; }
 
@@ -292,8 +299,8 @@ void OperationWaiter::poll_loop() {
                                                                                   std::move(group));
       post([this, moved] { start(std::move(moved->first), std::move(moved->second), true); }, true);
     }
-    std::vector<Running> still;
-    for (Running& r : batch) {
+    // Follows one running operation; true while it still runs.
+    const auto follow = [this](Running& r) {
       // Changes past their deadline are told so; the operation is followed while any waits.
       const int64_t now = clock_.now_ms();
       std::erase_if(r.waiting, [&](Waiting& w) {
@@ -306,21 +313,39 @@ void OperationWaiter::poll_loop() {
       });
       if (r.waiting.empty()) {
         release(r.lane);
-        continue;
+        return false;
       }
       auto next = fabric_.operation_status(r.op.id);
-      if (next && next->state == OperationState::kRunning) {
-        still.push_back(std::move(r));
-        continue;
-      }
+      if (next && next->state == OperationState::kRunning) return true;
       release(r.lane);
       for (Waiting& w : r.waiting) {
         const Status how = next ? ended(*next, w.change) : Status(next.error());
         complete(std::move(w), how);
       }
+      return false;
+    };
+    // Each status is a request to the fabric manager (a Redfish task monitor is a GET): a
+    // thousand in flight, read one after another, would make a round last a thousand
+    // round trips. Up to kStatusReaders are read at once, by threads of this round.
+    std::vector<char> runs(batch.size(), 0);
+    const size_t readers = std::min(kStatusReaders, batch.size() / kStatusesPerReader);
+    if (readers <= 1) {
+      for (size_t i = 0; i < batch.size(); ++i) runs[i] = follow(batch[i]) ? 1 : 0;
+    } else {
+      std::atomic<size_t> next{0};
+      std::vector<std::thread> pool;
+      pool.reserve(readers);
+      for (size_t t = 0; t < readers; ++t) {
+        pool.emplace_back([&] {
+          for (size_t i = next++; i < batch.size(); i = next++) runs[i] = follow(batch[i]) ? 1 : 0;
+        });
+      }
+      for (auto& t : pool) t.join();
     }
     std::lock_guard lock(mu_);
-    for (auto& r : still) running_.push_back(std::move(r));
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (runs[i] != 0) running_.push_back(std::move(batch[i]));
+    }
   }
 }
 
