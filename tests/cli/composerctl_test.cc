@@ -425,6 +425,33 @@ TEST_F(ComposerctlTest, HealthExitsOneUnlessOk) {
   EXPECT_EQ(o.out, "degraded|sim|0.1.0|00:01:01|\n");
 }
 
+// --page-size is the page each request asks for; composerctl still reads every page.
+TEST_F(ComposerctlTest, PageSizeIsAskedPerRequestAndEveryPageIsRead) {
+  server_.server.Get("/v1/compositions", [](const httplib::Request& req, httplib::Response& res) {
+    Composition c;
+    c.id = req.has_param("cursor") ? 1 : 2;
+    c.job_id = 7;
+    c.node = "n1";
+    api::CompositionPage page{{c}, req.has_param("cursor") ? "" : "2"};
+    answer(res, api::to_json(page));
+  });
+  Outcome o = run_ctl({"compositions", "--page-size", "1", "-P", "-o", "ID"});
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out, "ID\n2\n1\n");
+  auto seen = requests();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], "GET /v1/compositions?limit=1");
+  EXPECT_EQ(seen[1], "GET /v1/compositions?limit=1&cursor=2");
+  for (const char* bad : {"0", "10001", "many"}) {
+    o = run_ctl({"devices", "--page-size", bad});
+    EXPECT_EQ(o.rc, 2) << bad;
+    EXPECT_NE(
+        o.err.find("--page-size: '" + std::string(bad) + "' is not a whole number from 1 to 10000"),
+        std::string::npos)
+        << o.err;
+  }
+}
+
 TEST_F(ComposerctlTest, ListFiltersBecomeQueryParameters) {
   server_.server.Get("/v1/compositions", [](const httplib::Request&, httplib::Response& res) {
     answer(res, api::compositions_to_json({}));

@@ -95,6 +95,15 @@ size_t limit_arg(const std::string& text) {
   return *n;
 }
 
+// --page-size: items per request, as composerd allows (docs/API.md: 1 to 10000).
+size_t page_size_arg(const std::string& text) {
+  auto n = parse_count(text, 10000);
+  if (!n || *n == 0) {
+    throw UsageError{"--page-size: '" + text + "' is not a whole number from 1 to 10000"};
+  }
+  return *n;
+}
+
 template <typename E>
 E enum_arg(const std::string& text, std::optional<E> (*parse)(std::string_view),
            std::string_view flag, std::string_view allowed) {
@@ -225,6 +234,11 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   devices->add_option("--state", dev_state, "free, attached, drained, failed or foreign");
   devices->add_option("--zone", dev_zone, "fabric zone");
   devices->add_option("--node", dev_node, "attached to this node");
+  std::string page_size;
+  const std::string page_help =
+      "items per request to composerd, 1 to 10000 (default: composerd's, 1000); every page is "
+      "read";
+  devices->add_option("--page-size", page_size, page_help);
   auto* devices_list = devices->add_subcommand("list", "List devices (the default)");
   auto* drain = devices->add_subcommand(
       "drain", "Take a device, or a whole failure domain, out of service (admins)");
@@ -267,6 +281,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   comps->add_option("--node", c_node, "node name");
   comps->add_flag("--live", c_live, "only compositions that still hold devices");
   comps->add_option("--limit", c_limit, "at most this many, newest first");
+  comps->add_option("--page-size", page_size, page_help);
   auto* comps_list = comps->add_subcommand("list", "List compositions (the default)");
   std::string one_job, one_node;
   auto* show = comps->add_subcommand("show", "One job's composition on one node");
@@ -303,6 +318,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       ->type_name("TIME");
   events->add_option("--until", e_until, "before this time, in the same forms")->type_name("TIME");
   events->add_option("--limit", e_limit, "at most this many, oldest first");
+  events->add_option("--page-size", page_size, page_help);
   output_options(events);
   auto* config_cmd = app.add_subcommand(
       "slurm-config",
@@ -393,6 +409,9 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     if (!e_since.empty()) eq.since_ms = past_time_arg(e_since, "--since");
     if (!e_until.empty()) eq.until_ms = past_time_arg(e_until, "--until");
     if (!e_limit.empty()) eq.limit = limit_arg(e_limit);
+    if (!page_size.empty()) {
+      dq.page = cq.page = eq.page = page_size_arg(page_size);
+    }
     const uint32_t job = one_job.empty() ? 0 : job_id_arg(one_job, "JOB");
     if (s.parsable && s.json) throw UsageError{"-P/--parsable and --json exclude each other"};
     if (!s.fields.empty() && s.json) {
