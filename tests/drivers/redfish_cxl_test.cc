@@ -72,6 +72,13 @@ TEST(RedfishCxl, MemoryChunksBehindTargetEndpointsArePooledMemory) {
   EXPECT_EQ(t3->zone, "cxl-3");
   EXPECT_EQ(t3->health, Health::kOk);
   EXPECT_THAT(inv->attached, Contains(Pair("cxl-T3", "CXL-System")));
+  // What the host recognises the CXL memory device by: the PCI ids of the PCIe device under
+  // the endpoint's logical device, and the serial of its Global CXL ID as Linux shows it
+  // (/sys/bus/cxl/devices/memN/serial).
+  EXPECT_EQ(t3->identity.pci_vendor, "0xabcd");
+  EXPECT_EQ(t3->identity.pci_device, "0xabcd");
+  EXPECT_EQ(t3->identity.serial, "0x4c1d96fffeddd835");
+  EXPECT_EQ(t3->identity.uuid, "");
   const Device* t2 = find(*inv, "cxl-T2");
   ASSERT_NE(t2, nullptr);
   EXPECT_EQ(t2->capacity_bytes, uint64_t{4096} << 20);

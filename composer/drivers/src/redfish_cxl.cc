@@ -1,3 +1,5 @@
+#include <cctype>
+
 #include "composer/common/strings.h"
 #include "redfish_driver.h"
 
@@ -80,6 +82,39 @@ Expected<std::vector<CxlConnection>> RedfishFabric::Impl::cxl_connections(
   return out;
 }
 
+DeviceIdentity RedfishFabric::Impl::cxl_identity(const Json::Value& entity,
+                                                 const std::string& logical_device) {
+  DeviceIdentity id;
+  // The logical device .../PCIeDevices/<d>/CXLLogicalDevices/<ld> sits on a PCIe device whose
+  // functions name the vendor and device ids (and the device perhaps its serial).
+  if (const size_t at = logical_device.find("/CXLLogicalDevices/"); at != std::string::npos) {
+    Json::Value links_to(Json::objectValue);
+    links_to["Links"]["PCIeDevice"].append(Json::Value(Json::objectValue));
+    links_to["Links"]["PCIeDevice"][0]["@odata.id"] = logical_device.substr(0, at);
+    read_identity(links_to, &id);
+  }
+  // Else, the Global CXL ID (GCXLID) "<device serial as 8 hex bytes>:<logical device>": the
+  // serial as the host's CXL memory device shows it (/sys/bus/cxl/devices/memN/serial).
+  if (id.serial.empty()) {
+    for (const Json::Value& name : entity["Identifiers"]) {
+      if (name["DurableNameFormat"].asString() != "GCXLID") continue;
+      std::string hex;
+      const std::string durable = name["DurableName"].asString();
+      for (char ch : durable.substr(0, durable.find(':'))) {
+        if (std::isxdigit(static_cast<unsigned char>(ch)) != 0) {
+          hex += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        } else if (ch != '-') {
+          hex.clear();
+          break;
+        }
+      }
+      if (hex.size() == 16) id.serial = "0x" + hex;
+      break;
+    }
+  }
+  return id;
+}
+
 Status RedfishFabric::Impl::cxl_inventory(
     FabricInventory* inv, std::map<std::string, CxlChunk>* chunks,
     std::map<std::string, std::vector<CxlInitiator>>* initiators,
@@ -102,9 +137,13 @@ Status RedfishFabric::Impl::cxl_inventory(
     bool initiator = false;
     std::string system;
     std::vector<std::string> memory;
+    DeviceIdentity identity;  // of the CXL device behind the endpoint, for its memory chunks
     for (const Json::Value& ent : (*e)["ConnectedEntities"]) {
       const std::string role = ent["EntityRole"].asString();
       const std::string target = trim_slash(odata_id(ent["EntityLink"]));
+      if (ent["EntityType"].asString() == "CXLDevice" && role != "Initiator") {
+        identity = cxl_identity(ent, target);
+      }
       if (role == "Initiator" || role == "Both") {
         initiator = true;
         if (!systems_prefix.empty() && target.starts_with(systems_prefix) && system.empty()) {
@@ -134,6 +173,7 @@ Status RedfishFabric::Impl::cxl_inventory(
         d.id += "-" + last_segment(parent.substr(0, parent.rfind('/'))) + "-" + last_segment(m);
       }
       d.type = DeviceType::kMem;
+      d.identity = identity;
       d.capacity_bytes = (*chunk)["MemoryChunkSizeMiB"].asUInt64() * kMiB;
       if (d.capacity_bytes == 0) continue;  // nothing to hand out
       const std::string range = (*chunk)["AddressRangeType"].asString();

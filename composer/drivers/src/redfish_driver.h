@@ -226,6 +226,10 @@ struct RedfishFabric::Impl {
   // function its Links.PCIeFunctions (else that PCIeDevice's PCIeFunctions) names. Redfish has
   // no property for the host's PCI address of a device, so Device::address stays empty.
   void read_identity(const Json::Value& resource, DeviceIdentity* id);
+  // What the host recognises a CXL memory device by: the PCI ids of the PCIe device under the
+  // endpoint's logical device `logical_device`, and the serial of its Global CXL ID (`entity`'s
+  // Identifiers) in the form Linux shows: "0x" and 16 hex digits.
+  DeviceIdentity cxl_identity(const Json::Value& entity, const std::string& logical_device);
 
   // The device a resource block is, if any. Sets *compute for Compute and ComputerSystem
   // blocks (the hosts' own blocks).
