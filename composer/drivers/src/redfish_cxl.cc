@@ -97,7 +97,10 @@ DeviceIdentity RedfishFabric::Impl::cxl_identity(const Json::Value& entity,
   // serial as the host's CXL memory device shows it (/sys/bus/cxl/devices/memN/serial).
   if (id.serial.empty()) {
     for (const Json::Value& name : entity["Identifiers"]) {
-      if (name["DurableNameFormat"].asString() != "GCXLID") continue;
+      if (!name.isObject() || !name["DurableName"].isString() ||
+          name["DurableNameFormat"] != "GCXLID") {
+        continue;
+      }
       std::string hex;
       const std::string durable = name["DurableName"].asString();
       for (char ch : durable.substr(0, durable.find(':'))) {
