@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "answer_server.h"
+#include "composer/core/guarded_fabric.h"
 #include "composer/drivers/liqid_fabric.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -12,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   composer::drivers::LiqidOptions o;
   composer::fuzz::point_at(server.url(), o);
   o.auth = composer::drivers::LiqidOptions::Auth::kBasic;
-  auto fabric = composer::drivers::LiqidFabric::create(o);
+  // As composerd runs it: behind the wall that turns an exception into a fabric error.
+  auto fabric = composer::guarded_driver([&] { return composer::drivers::LiqidFabric::create(o); });
   composer::fuzz::read_everything(fabric);
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "answer_server.h"
+#include "composer/core/guarded_fabric.h"
 #include "composer/drivers/redfish_fabric.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -14,7 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.auth = composer::drivers::RedfishOptions::Auth::kBasic;
   o.poll_interval_ms = 1;
   o.task_wait_ms = 5;
-  auto fabric = composer::drivers::RedfishFabric::create(o);
+  // As composerd runs it: behind the wall that turns an exception into a fabric error.
+  auto fabric =
+      composer::guarded_driver([&] { return composer::drivers::RedfishFabric::create(o); });
   composer::fuzz::read_everything(fabric);
   return 0;
 }

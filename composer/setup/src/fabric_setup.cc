@@ -53,18 +53,6 @@ void fill_manager_options(const FabricConfig& f, drivers::FabricManagerOptions* 
   o->default_slots = f.slots;
 }
 
-// A networked driver's discovery reads the fabric manager's answers as its calls do
-// (GuardedFabric): an exception a malformed answer raises is a fabric error.
-template <typename Create>
-auto guarded_create(Create&& create) -> decltype(create()) {
-  try {
-    return create();
-  } catch (const std::exception& e) {
-    return Error{ErrorCode::kFabric,
-                 std::string("discovery failed on an answer it could not read: ") + e.what()};
-  }
-}
-
 Expected<std::unique_ptr<Fabric>> make_driver(const DriverSpec& d) {
   const FabricConfig& f = d.config;
   auto wrap = [&](const Error& e) { return Error{e.code, d.label + ": " + e.message}; };
@@ -81,18 +69,18 @@ Expected<std::unique_ptr<Fabric>> make_driver(const DriverSpec& d) {
     o.poll_interval_ms = static_cast<long>(f.poll_interval_ms);
     o.task_wait_ms = static_cast<long>(f.task_wait_ms);
     o.use_host_name = f.use_host_name;
-    auto r = guarded_create([&] { return drivers::RedfishFabric::create(std::move(o)); });
+    auto r = guarded_driver([&] { return drivers::RedfishFabric::create(std::move(o)); });
     if (!r) return wrap(r.error());
-    return std::unique_ptr<Fabric>(std::make_unique<GuardedFabric>(std::move(r).value()));
+    return std::move(r).value();
   }
   if (d.driver == "liqid") {
     drivers::LiqidOptions o;
     fill_manager_options(f, &o);
     o.auth = f.auth == "basic" ? drivers::LiqidOptions::Auth::kBasic
                                : drivers::LiqidOptions::Auth::kApiKey;
-    auto l = guarded_create([&] { return drivers::LiqidFabric::create(std::move(o)); });
+    auto l = guarded_driver([&] { return drivers::LiqidFabric::create(std::move(o)); });
     if (!l) return wrap(l.error());
-    return std::unique_ptr<Fabric>(std::make_unique<GuardedFabric>(std::move(l).value()));
+    return std::move(l).value();
   }
   return Error{ErrorCode::kInvalidArgument, d.label + ": unknown driver"};
 }

@@ -5,6 +5,7 @@
 // starter threads, where an exception would end the daemon.
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,5 +33,19 @@ class GuardedFabric final : public Fabric {
  private:
   std::unique_ptr<Fabric> inner_;
 };
+
+// A networked driver made by `create` (its discovery reads the fabric manager's answers as its
+// calls do), behind a GuardedFabric; an exception discovery raised is a fabric error.
+template <typename Create>
+Expected<std::unique_ptr<Fabric>> guarded_driver(Create&& create) {
+  try {
+    auto made = create();
+    if (!made) return made.error();
+    return std::unique_ptr<Fabric>(std::make_unique<GuardedFabric>(std::move(made).value()));
+  } catch (const std::exception& e) {
+    return Error{ErrorCode::kFabric,
+                 std::string("discovery failed on an answer it could not read: ") + e.what()};
+  }
+}
 
 }  // namespace composer
