@@ -662,7 +662,8 @@ TEST(ComposerdPages, DevicesComeInPagesAndTheClientReadsThemAll) {
 
 // GET /v1/compositions (newest first) and GET /v1/events (oldest first) come in pages too, and
 // a walk through the pages while compositions are made and released meanwhile sees every
-// composition and every event that existed when it began exactly once, in the list's order.
+// composition and every event that existed when it began exactly once, in the list's order,
+// and every device once (in id order) while devices go from free to attached and back.
 TEST(ComposerdPages, CompositionsAndEventsComeInPagesWhileTheyChange) {
   ComposerdProcess d("",
                      "NodeName=n[001-100] Zones=z1 GpuSlots=8\n"
@@ -720,6 +721,7 @@ TEST(ComposerdPages, CompositionsAndEventsComeInPagesWhileTheyChange) {
   while (made == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const auto compositions = walk("/v1/compositions", "compositions", 3);
   const auto events = walk("/v1/events", "events", 5);
+  const auto devices = walk("/v1/devices", "devices", 7);  // states change as GPUs are taken
   const int made_while_walking = made;
   stop = true;
   churn.join();
@@ -739,6 +741,12 @@ TEST(ComposerdPages, CompositionsAndEventsComeInPagesWhileTheyChange) {
   std::set<int64_t> event_ids;
   for (const auto& [ts, id] : order) EXPECT_TRUE(event_ids.insert(id).second) << "event " << id;
   for (const Event& old : *events_before) EXPECT_EQ(event_ids.count(old.id), 1u) << old.id;
+  std::vector<std::string> device_ids;
+  for (const auto& v : devices) device_ids.push_back(v["id"].asString());
+  EXPECT_TRUE(std::is_sorted(device_ids.begin(), device_ids.end()));
+  EXPECT_EQ(std::set<std::string>(device_ids.begin(), device_ids.end()).size(), 200u)
+      << "every device once, whatever its state meanwhile";
+  EXPECT_EQ(device_ids.size(), 200u);
 
   // The client reads every page, whatever its page size, or stops at its limit.
   auto all = c.compositions();
