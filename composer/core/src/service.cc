@@ -74,6 +74,36 @@ T wait_for(Call&& call) {
   return answer.get();
 }
 
+// Starts `n` asynchronous calls at once (start(i, answer): call i, which answers once) and
+// hands every answer, in call order, to `all` once the last has come.
+template <typename T>
+void gather(size_t n, const std::function<void(size_t, std::function<void(T)>)>& start,
+            std::function<void(std::vector<T>)> all) {
+  struct Pending {
+    std::mutex mu;
+    std::vector<std::optional<T>> got;
+    size_t left = 0;
+    std::function<void(std::vector<T>)> all;
+  };
+  auto p = std::make_shared<Pending>();
+  p->got.resize(n);
+  p->left = n;
+  p->all = std::move(all);
+  for (size_t i = 0; i < n; ++i) {
+    start(i, [p, i](T answer) {
+      {
+        std::lock_guard lock(p->mu);
+        p->got[i] = std::move(answer);
+        if (--p->left > 0) return;
+      }
+      std::vector<T> out;
+      out.reserve(p->got.size());
+      for (auto& g : p->got) out.push_back(std::move(*g));
+      p->all(std::move(out));
+    });
+  }
+}
+
 }  // namespace
 
 CompositionService::CompositionService(db::Store& store, Fabric& fabric, const Clock& clock,
@@ -294,54 +324,36 @@ void CompositionService::compose_job_async(
   }
   // Every node's compose is started at once (the fabric's operations wait in the waiter's
   // queue, not in threads); the last answer decides.
-  struct Job {
-    ComposeInput input;
-    std::vector<std::string> nodes;
-    std::function<void(Expected<std::vector<Composition>>)> done;
-    std::mutex mu;
-    std::vector<std::optional<Expected<Composition>>> got;
-    size_t left = 0;
-  };
-  auto job = std::make_shared<Job>();
-  job->input = input;
-  job->nodes = nodes;
-  job->done = std::move(done);
-  job->got.resize(nodes.size());
-  job->left = nodes.size();
-  auto all_answered = [this](Job& j) {
-    const auto failed = std::find_if(j.got.begin(), j.got.end(),
-                                     [](const auto& r) { return !static_cast<bool>(*r); });
-    if (failed == j.got.end()) {
-      std::vector<Composition> out;
-      out.reserve(j.got.size());
-      for (auto& r : j.got) out.push_back(std::move(**r));
-      return j.done(std::move(out));
-    }
-    // All or nothing: what the other nodes got goes back.
-    Error why = (*failed)->error();
-    run_parallel(j.nodes.size(), kJobFanOut, [&](size_t i) {
-      if (!*j.got[i]) return;
-      if (auto undone = release(j.input.job_id, j.nodes[i]); !undone) {
-        log::warning("a node of a job that could not be composed whole stays composed",
-                     {{"job", std::to_string(j.input.job_id)},
-                      {"node", j.nodes[i]},
-                      {"cause", undone.error().message}});
-      }
-    });
-    j.done(std::move(why));
-  };
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    ComposeInput one = input;
-    one.node = nodes[i];
-    compose_async(one, [job, i, all_answered](Expected<Composition> c) {
-      {
-        std::lock_guard lock(job->mu);
-        job->got[i] = std::move(c);
-        if (--job->left > 0) return;
-      }
-      all_answered(*job);
-    });
-  }
+  gather<Expected<Composition>>(
+      nodes.size(),
+      [&](size_t i, std::function<void(Expected<Composition>)> answer) {
+        ComposeInput one = input;
+        one.node = nodes[i];
+        compose_async(one, std::move(answer));
+      },
+      [this, job_id = input.job_id, nodes,
+       done = std::move(done)](std::vector<Expected<Composition>> got) {
+        const auto failed = std::find_if(got.begin(), got.end(),
+                                         [](const auto& r) { return !static_cast<bool>(r); });
+        if (failed == got.end()) {
+          std::vector<Composition> out;
+          out.reserve(got.size());
+          for (auto& r : got) out.push_back(std::move(*r));
+          return done(std::move(out));
+        }
+        // All or nothing: what the other nodes got goes back.
+        Error why = failed->error();
+        run_parallel(nodes.size(), kJobFanOut, [&](size_t i) {
+          if (!got[i]) return;
+          if (auto undone = release(job_id, nodes[i]); !undone) {
+            log::warning("a node of a job that could not be composed whole stays composed",
+                         {{"job", std::to_string(job_id)},
+                          {"node", nodes[i]},
+                          {"cause", undone.error().message}});
+          }
+        });
+        done(std::move(why));
+      });
 }
 
 Expected<std::vector<Composition>> CompositionService::release_job(uint32_t job_id) {
@@ -362,32 +374,19 @@ void CompositionService::release_job_async(
   if (nodes.empty()) return done(std::vector<Composition>{});
   // Every node's release is started at once (the detaches wait in the waiter's queue, not in
   // threads); the last answer decides.
-  struct Job {
-    std::function<void(Expected<std::vector<Composition>>)> done;
-    std::mutex mu;
-    std::vector<std::optional<Expected<std::optional<Composition>>>> got;
-    size_t left = 0;
-  };
-  auto job = std::make_shared<Job>();
-  job->done = std::move(done);
-  job->got.resize(nodes.size());
-  job->left = nodes.size();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    release_async(job_id, nodes[i], [job, i](Expected<std::optional<Composition>> r) {
-      {
-        std::lock_guard lock(job->mu);
-        job->got[i] = std::move(r);
-        if (--job->left > 0) return;
-      }
-      std::vector<Composition> out;
-      for (auto& got : job->got) {
-        Expected<std::optional<Composition>>& released = *got;
-        if (!released) return job->done(released.error());
-        if (*released) out.push_back(std::move(**released));
-      }
-      job->done(std::move(out));
-    });
-  }
+  gather<Expected<std::optional<Composition>>>(
+      nodes.size(),
+      [&](size_t i, std::function<void(Expected<std::optional<Composition>>)> answer) {
+        release_async(job_id, nodes[i], std::move(answer));
+      },
+      [done = std::move(done)](std::vector<Expected<std::optional<Composition>>> got) {
+        std::vector<Composition> out;
+        for (auto& released : got) {
+          if (!released) return done(released.error());
+          if (*released) out.push_back(std::move(**released));
+        }
+        done(std::move(out));
+      });
 }
 
 Expected<Composition> CompositionService::compose(const ComposeInput& in) {
