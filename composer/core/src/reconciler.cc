@@ -122,8 +122,15 @@ ReconcileReport Reconciler::run_once() {
   // 3. Compositions of jobs Slurm no longer has: release them after the grace period.
   if (options_.active_jobs) {
     auto jobs = options_.active_jobs();
+    auto ended = service_.live();
+    if (jobs) {
+      std::erase_if(ended, [&](const auto& e) {
+        return e.busy || e.state != CompositionState::kReady || jobs->count(e.job_id) != 0;
+      });
+    }
+    // Slurm's drained nodes are asked only when a job has ended with devices still composed.
     Expected<std::set<std::string>> drained = std::set<std::string>{};
-    if (jobs && options_.drained_nodes) drained = options_.drained_nodes();
+    if (jobs && !ended.empty() && options_.drained_nodes) drained = options_.drained_nodes();
     if (!jobs || !drained) {
       ++report.errors;
       log::warning(
@@ -133,8 +140,7 @@ ReconcileReport Reconciler::run_once() {
     } else {
       std::set<int64_t> still_gone;
       std::set<int64_t> still_kept;
-      for (const auto& e : service_.live()) {
-        if (e.busy || e.state != CompositionState::kReady || jobs->count(e.job_id) != 0) continue;
+      for (const auto& e : ended) {
         if (drained->count(e.node) != 0) {
           // Kept while the node is drained; the grace starts again once it is resumed.
           still_kept.insert(e.id);
