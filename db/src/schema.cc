@@ -260,6 +260,13 @@ constexpr sqlite::Sql kMigration8{"failure domains of hosts (migration 8)", R"sq
 ALTER TABLE hosts ADD COLUMN domains TEXT NOT NULL DEFAULT '';
 )sql"};
 
+// Migration 9: a node's hold on a composition whose devices a process on the host still holds
+// after the job ended (the node's epilog found them in use). '' for none; while set, nothing
+// releases the composition until the node (or an admin) clears the hold.
+constexpr sqlite::Sql kMigration9{"host holds on compositions (migration 9)", R"sql(
+ALTER TABLE compositions ADD COLUMN host_hold TEXT NOT NULL DEFAULT '';
+)sql"};
+
 struct Migration {
   int version;
   const sqlite::Sql* sql;
@@ -273,7 +280,8 @@ constexpr Migration kMigrations[] = {{1, &kMigration1},
                                      {5, &kMigration5},
                                      {6, &kMigration6},
                                      {7, &kMigration7, &kMigration7Fill},
-                                     {8, &kMigration8}};
+                                     {8, &kMigration8},
+                                     {9, &kMigration9}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",

@@ -50,12 +50,12 @@ using sqlite::Statement;
   " AND d.id > ?5" /* '' for the first page: a range on the key, not a scan */
 #define LIVE_STATES "('requested', 'composing', 'ready', 'releasing')"
 
-// Columns 0..16 (see read_composition), then the device columns from 17 (NULL when the
+// Columns 0..17 (see read_composition), then the device columns from 18 (NULL when the
 // composition never held a device).
 #define COMPOSITION_COLUMNS                                                              \
   "c.id, c.job_id, c.node, c.uid, c.user, c.account, c.workload, c.gpus, c.gpu_model, "  \
   "c.mem_bytes, c.nvme, c.state, c.created_ms, c.updated_ms, c.attempts, c.last_error, " \
-  "c.policy_window"
+  "c.policy_window, c.host_hold"
 // `selection` picks composition rows; every composition comes back with all its devices in
 // one query (a join, never one query per composition).
 #define COMPOSITIONS_WITH_DEVICES(selection)                                  \
@@ -142,6 +142,10 @@ constexpr Sql kUpdateCompositionState{
     "UPDATE compositions SET state = ?2, updated_ms = ?3, attempts = attempts + ?4, "
     "last_error = CASE WHEN ?2 = 'failed' THEN ?6 ELSE last_error END "
     "WHERE id = ?1 AND state = ?5"};
+// Only while it is live (?3 lists no state: the live ones are spelled out here).
+constexpr Sql kSetHostHold{"setting a node's hold on a composition",
+                           "UPDATE compositions SET host_hold = ?2, updated_ms = ?3 "
+                           "WHERE id = ?1 AND state IN " LIVE_STATES};
 constexpr Sql kSelectComposition{
     "reading composition", COMPOSITIONS_WITH_DEVICES("SELECT * FROM compositions WHERE id = ?1")};
 constexpr Sql kSelectLiveComposition{
@@ -223,7 +227,7 @@ constexpr Sql kSelectPolicies{"listing policy versions",
 #undef EVENT_COLUMNS
 #undef EVENT_FILTER
 
-constexpr int kCompositionDeviceColumn = 17;
+constexpr int kCompositionDeviceColumn = 18;
 
 // --- Text helpers ---------------------------------------------------------------------------
 
@@ -368,6 +372,7 @@ Composition read_composition(const Statement& s) {
   c.attempts = s.uint32(14);
   c.last_error = s.text(15);
   c.window = s.text(16);
+  c.hold = s.text(17);
   return c;
 }
 
@@ -529,6 +534,8 @@ class SqliteStore final : public Store {
   Expected<Composition> create_composition(const Composition& c,
                                            const std::vector<std::string>& device_ids,
                                            int64_t now_ms) override;
+  Expected<Composition> set_hold(int64_t id, std::string_view cause, std::string_view actor,
+                                 int64_t now_ms) override;
   Expected<Composition> transition(int64_t id, CompositionState from, CompositionState to,
                                    std::string_view detail, int64_t now_ms, bool attempt) override;
   Expected<Composition> composition(int64_t id) override;
@@ -838,6 +845,29 @@ Expected<Composition> SqliteStore::transition(int64_t id, CompositionState from,
         d.node.clear();
       }
     }
+    return c;
+  });
+}
+
+Expected<Composition> SqliteStore::set_hold(int64_t id, std::string_view cause,
+                                            std::string_view actor, int64_t now_ms) {
+  return write<Composition>([&](Connection& db) {
+    auto found = find_composition(db, id);
+    if (!found) refuse(ErrorCode::kNotFound, "no composition " + std::to_string(id));
+    Composition c = std::move(*found);
+    if (!is_live(c.state)) {
+      refuse(ErrorCode::kConflict, "composition " + std::to_string(id) + " is " +
+                                       std::string(to_string(c.state)) +
+                                       ": only a live composition can be held; nothing changed");
+    }
+    if (c.hold == cause) return c;
+    db.statement(kSetHostHold)->bind(1, id).bind(2, cause).bind(3, now_ms).run();
+    Event e = composition_event(c, cause.empty() ? "unhold" : "hold", to_string(c.state),
+                                to_string(c.state), cause.empty() ? c.hold : cause, now_ms);
+    if (!actor.empty()) e.user = actor;
+    append_event(db, e);
+    c.hold = std::string(cause);
+    c.updated_ms = now_ms;
     return c;
   });
 }

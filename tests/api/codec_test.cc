@@ -485,8 +485,7 @@ TEST(Codec, RefusesMissingRequiredFields) {
             "request: required field is missing");
   EXPECT_EQ(refusal<ComposeBody>(R"({"uid":0,"user":"","request":{}})"),
             "user: must name the job's user, not be empty");
-  EXPECT_EQ(refusal<DrainBody>(R"({"reason":""})"),
-            "reason: must say why the device is drained, not be empty");
+  EXPECT_EQ(refusal<DrainBody>(R"({"reason":""})"), "reason: must say why, not be empty");
   Json::Value d = to_json(attached_gpu());
   d.removeMember("zone");
   auto device = from_json<Device>(d);

@@ -147,9 +147,14 @@ TEST_F(CliUtcTime, CompositionsShowRequestDevicesAndLocalTime) {
   c.devices = {d1, d2};
   EXPECT_EQ(printed(composition_table({c}), Format::kTable),
             "ID  JOBID  NODE   USER   ACCOUNT  WORKLOAD  STATE  REQUEST                  "
-            "DEVICES            CREATED              ERROR\n"
+            "DEVICES            CREATED              ERROR  HOLD\n"
             "12   4711  node1  alice  physics  training  ready  gpus=A100-80G:2 mem=64G  "
             "gpu-a-00,gpu-a-01  2024-05-01T12:00:00\n");
+  c.hold = "pid 9 holds gpu-a-00 (/dev/nvidia0)";
+  EXPECT_EQ(printed(composition_table({c}), Format::kParsable),
+            "ID|JOBID|NODE|USER|ACCOUNT|WORKLOAD|STATE|REQUEST|DEVICES|CREATED|ERROR|HOLD\n"
+            "12|4711|node1|alice|physics|training|ready|gpus=A100-80G:2 mem=64G|"
+            "gpu-a-00,gpu-a-01|2024-05-01T12:00:00||pid 9 holds gpu-a-00 (/dev/nvidia0)\n");
 }
 
 TEST_F(CliUtcTime, EventsAndHealth) {

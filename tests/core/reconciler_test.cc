@@ -388,5 +388,33 @@ TEST_F(ReconcilerTest, KeepsTheDevicesOfAnEndedJobWhileItsNodeIsDrained) {
   EXPECT_FALSE(store_->live_composition(41, "n1")->has_value());
 }
 
+// A node that found an ended job's devices still in use holds the composition: the reconciler
+// keeps it however long the job has been gone, and releases it after the grace once the hold is
+// cleared.
+TEST_F(ReconcilerTest, KeepsTheDevicesOfAnEndedJobWhileItsNodeHoldsThem) {
+  ASSERT_TRUE(service_->compose(job(43, "n1", Request{.gpus = 1})).ok());
+  ASSERT_TRUE(service_->set_hold(43, "n1", "pid 9 holds gpu-0", "uid 0").ok());
+  Reconciler r(*service_, clock_,
+               ReconcilerOptions{.interval_ms = 1000,
+                                 .orphan_grace_ms = 30000,
+                                 .stuck_after_ms = 60000,
+                                 .active_jobs = [&]() -> Expected<std::set<uint32_t>> {
+                                   return std::set<uint32_t>{};
+                                 },
+                                 .drained_nodes = [&]() -> Expected<std::set<std::string>> {
+                                   return std::set<std::string>{};
+                                 }});
+  EXPECT_EQ(r.run_once().ended_jobs_released, 0);
+  clock_.advance_ms(600000);
+  EXPECT_EQ(r.run_once().ended_jobs_released, 0);
+  EXPECT_TRUE(store_->live_composition(43, "n1")->has_value());
+
+  ASSERT_TRUE(service_->set_hold(43, "n1", "", "uid 0").ok());
+  EXPECT_EQ(r.run_once().ended_jobs_released, 0);  // first seen gone without a hold
+  clock_.advance_ms(31000);
+  EXPECT_EQ(r.run_once().ended_jobs_released, 1);
+  EXPECT_FALSE(store_->live_composition(43, "n1")->has_value());
+}
+
 }  // namespace
 }  // namespace composer::testing

@@ -84,6 +84,49 @@ TEST_F(ServiceTest, AJobIsComposedOnAllItsNodesAtOnceAndReleasedWithOneCall) {
   EXPECT_TRUE(repeated->empty());
 }
 
+// A node's hold keeps a composition from every release, the job's included, survives a restart
+// of the service, and once cleared the composition releases as any other. Each change of the
+// hold is one event.
+TEST_F(ServiceTest, AHeldCompositionIsReleasedByNoOneUntilTheHoldIsCleared) {
+  ASSERT_TRUE(service_->compose_job(job(30, "", Request{.gpus = 1}), {"n1", "n2"}).ok());
+  const std::string why = "still in use after 30 s: pid 77 holds gpu-0 (/dev/nvidia0)";
+  auto held = service_->set_hold(30, "n1", why, "uid 0");
+  ASSERT_TRUE(held.ok()) << held.error();
+  EXPECT_EQ(held->hold, why);
+  EXPECT_EQ(held->state, CompositionState::kReady);
+
+  auto refused = service_->release(30, "n1");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
+  EXPECT_NE(refused.error().message.find(why), std::string::npos) << refused.error();
+  auto job_released = service_->release_job(30);
+  ASSERT_TRUE(job_released.ok()) << job_released.error();
+  ASSERT_EQ(job_released->size(), 1u);
+  EXPECT_EQ((*job_released)[0].node, "n2");
+  auto kept = store_->live_composition(30, "n1");
+  ASSERT_TRUE(kept.ok() && kept->has_value());
+  EXPECT_EQ((*kept)->hold, why);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
+
+  open();  // as after a composerd restart
+  ASSERT_FALSE(service_->release(30, "n1").ok());
+
+  // Setting it on what is not live, or on nothing, changes nothing.
+  auto gone = service_->set_hold(30, "n2", why, "uid 0");
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
+
+  ASSERT_TRUE(service_->set_hold(30, "n1", "", "uid 0").ok());
+  auto released = service_->release(30, "n1");
+  ASSERT_TRUE(released.ok()) << released.error();
+  ASSERT_TRUE(released->has_value());
+  EXPECT_EQ((*released)->state, CompositionState::kReleased);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+  std::vector<std::string> k = kinds(30);
+  EXPECT_EQ(std::count(k.begin(), k.end(), "hold"), 1);
+  EXPECT_EQ(std::count(k.begin(), k.end(), "unhold"), 1);
+}
+
 TEST_F(ServiceTest, AJobOneNodeCannotServeGetsNothingAnywhere) {
   ASSERT_TRUE(service_->compose(job(21, "n2", Request{.gpus = 3})).ok());  // z2 keeps one GPU
   auto c = service_->compose_job(job(22, "", Request{.gpus = 2}), {"n1", "n2"});

@@ -439,6 +439,57 @@ TEST_F(ComposerdTest, ComposerctlDrainsAndResumesAndPrintsThreeFormats) {
   EXPECT_NE(handed.out.find("not attached by composerd"), std::string::npos) << handed.out;
 }
 
+// A node's hold (its epilog found the devices still in use after the job): composerd releases
+// the composition for no one, the job's release included, says why, shows the hold in
+// composerctl and the ledger, and releases it again once composerctl (or the node) clears it.
+TEST_F(ComposerdTest, ANodesHoldKeepsACompositionFromEveryReleaseUntilCleared) {
+  auto c = daemon_->client();
+  api::ComposeBody job = body(Request{.gpus = 1});
+  job.nodes = {"n1", "n2"};
+  ASSERT_TRUE(c.compose_job(121, job).ok());
+  const std::string why = "still in use after 10 s: pid 4242 holds gpu-a-0 (/dev/nvidia0)";
+  auto held = c.hold(121, "n1", why);
+  ASSERT_TRUE(held.ok()) << held.error();
+  EXPECT_EQ(held->hold, why);
+
+  auto refused = c.release(121, "n1");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
+  EXPECT_NE(refused.error().message.find(why), std::string::npos) << refused.error();
+  auto by_job = c.release_job(121);
+  ASSERT_TRUE(by_job.ok()) << by_job.error();
+  ASSERT_EQ(by_job->size(), 1u);
+  EXPECT_EQ((*by_job)[0].node, "n2");
+  EXPECT_EQ(free_by_type()["gpu"], 15u);
+  // Only a ready composition can be held; an empty reason is refused with a sentence.
+  EXPECT_EQ(c.hold(121, "n2", why).error().code, ErrorCode::kNotFound);
+  auto empty = raw("POST", "/v1/compositions/121/n1/hold", R"({"reason":""})");
+  EXPECT_EQ(empty.status, 400) << empty.body;
+  EXPECT_NE(empty.body.find("reason: must say why"), std::string::npos) << empty.body;
+
+  auto listed = ctl("compositions --live --job 121 -P");
+  ASSERT_EQ(listed.code, 0) << listed.out;
+  EXPECT_NE(listed.out.find("|" + why + "\n"), std::string::npos) << listed.out;
+  auto admin_release = ctl("compositions release 121 n1");
+  EXPECT_EQ(admin_release.code, 1);
+  EXPECT_NE(admin_release.out.find("compositions unhold"), std::string::npos) << admin_release.out;
+
+  auto cleared = ctl("compositions unhold 121 n1 -P");
+  ASSERT_EQ(cleared.code, 0) << cleared.out;
+  auto released = c.release(121, "n1");
+  ASSERT_TRUE(released.ok()) << released.error();
+  ASSERT_TRUE(released->has_value());
+  EXPECT_EQ((*released)->state, CompositionState::kReleased);
+  EXPECT_EQ(free_by_type()["gpu"], 16u);
+  auto events = c.events(client::EventQuery{.job = 121});
+  ASSERT_TRUE(events.ok()) << events.error();
+  std::vector<std::string> holds;
+  for (const auto& e : *events) {
+    if (e.kind == "hold" || e.kind == "unhold") holds.push_back(e.kind + ":" + e.detail);
+  }
+  EXPECT_EQ(holds, (std::vector<std::string>{"hold:" + why, "unhold:" + why}));
+}
+
 TEST_F(ComposerdTest, SlurmConfigMatchesThePool) {
   auto r = ctl("slurm-config");
   ASSERT_EQ(r.code, 0) << r.out;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "composer/slurm/job_context.h"
@@ -104,6 +105,14 @@ class FakeComposer : public ComposerApi {
     released_jobs.push_back(job_id);
     if (release_error) return *release_error;
     return release_job_count;
+  }
+  // hold(): recorded (reason "" clears), answered with hold_error when set.
+  std::optional<Error> hold_error;
+  std::vector<std::tuple<uint32_t, std::string, std::string>> holds;
+  Status hold(uint32_t job_id, const std::string& node, const std::string& reason) override {
+    holds.emplace_back(job_id, node, reason);
+    if (hold_error) return *hold_error;
+    return Status::Ok();
   }
 
  private:

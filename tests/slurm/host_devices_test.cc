@@ -86,6 +86,33 @@ class HostSideTest : public ::testing::Test {
     return task.env[name];
   }
 
+  // A real process that opens `path` as its fd 3 and keeps it open until `stop` exists; its
+  // pid once it has opened it (0 on failure, with a test failure).
+  pid_t hold_open(const std::string& path, const std::string& stop) {
+    const std::string script =
+        "exec 3<'" + path + "'; while [ ! -e '" + stop + "' ]; do sleep 0.05; done";
+    const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
+    pid_t pid = 0;
+    if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
+      ADD_FAILURE() << "cannot start /bin/sh";
+      return 0;
+    }
+    // Until the shell has opened it: its fd 3 may at first be one it inherited from this test.
+    const std::string fd = "/proc/" + std::to_string(pid) + "/fd/3";
+    const auto opened = [&fd, &path] {
+      std::error_code ec;
+      return std::filesystem::read_symlink(fd, ec) == path;
+    };
+    for (int i = 0; i < 2000 && !opened(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!opened()) {
+      ADD_FAILURE() << fd << " never pointed at " << path;
+      return 0;
+    }
+    return pid;
+  }
+
   TempDir tmp;
   FakeHost host;
   SpankConfig config;
@@ -269,21 +296,8 @@ TEST_F(HostSideTest, DrivesAreFoundBySerialAndHeldByARealProcessDelayRelease) {
   // A real process of the job still has the namespace open, until the test lets it go: two
   // seconds into the epilog, so the epilog has seen it busy however loaded the machine is.
   const std::string stop = tmp / "let-go";
-  const std::string script =
-      "exec 3<'" + node + "'; while [ ! -e '" + stop + "' ]; do sleep 0.05; done";
-  const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
-  // Until the shell has opened it: its fd 3 may at first be one it inherited from this test.
-  const std::string fd = "/proc/" + std::to_string(pid) + "/fd/3";
-  const auto opened = [&fd, &node] {
-    std::error_code ec;
-    return std::filesystem::read_symlink(fd, ec) == node;
-  };
-  for (int i = 0; i < 2000 && !opened(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_TRUE(opened()) << fd;
+  const pid_t pid = hold_open(node, stop);
+  ASSERT_GT(pid, 0);
   config.busy_wait_s = 10;
   FakeJob end = job(601, 0);
   end.options = a.options;
@@ -302,6 +316,69 @@ TEST_F(HostSideTest, DrivesAreFoundBySerialAndHeldByARealProcessDelayRelease) {
             std::string::npos)
       << end.infos[0];
   EXPECT_EQ(api.released.size(), 1u);
+}
+
+// A real process keeps a job's drive open past busy_wait: the epilog succeeds without removing
+// or releasing it and tells composerd to hold it; the next job's prolog on the node, once the
+// process has gone, removes the drive from the host and releases it.
+TEST_F(HostSideTest, ADriveARealProcessKeepsOpenIsHeldUntilTheNextJobFindsItFree) {
+  Device drive;
+  drive.id = "nvme-z1-02";
+  drive.type = DeviceType::kNvme;
+  drive.identity = {"0x8086", "0x0b60", "FRN100000002", ""};
+  api.devices = {drive};
+  FakePciFunction f;
+  f.address = "0000:87:00.0";
+  f.vendor = "0x8086";
+  f.device = "0x0b60";
+  f.class_code = "0x010802";
+  f.serial = "FRN100000002";
+  host.attach(f);
+  FakeJob a = job(611, 0);
+  a.options = {{"compose-nvme", "1"}};
+  config.proc_root = "/proc";  // the busy check reads the real processes
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  const std::string node = host.dev_root() + "/" + host.nvme_controller("0000:87:00.0") + "n1";
+  const std::string stop = tmp / "let-go-611";
+  const pid_t pid = hold_open(node, stop);
+  ASSERT_GT(pid, 0);
+
+  config.busy_wait_s = 1;
+  FakeJob end = job(611, 0);
+  end.options = a.options;
+  Status ended = job_epilog(end, api, config);
+  EXPECT_TRUE(ended) << ended.error();
+  ASSERT_EQ(api.holds.size(), 1u);
+  EXPECT_NE(std::get<2>(api.holds[0]).find("pid " + std::to_string(pid) + " holds nvme-z1-02"),
+            std::string::npos)
+      << std::get<2>(api.holds[0]);
+  EXPECT_TRUE(api.released.empty());
+  EXPECT_TRUE(host.removed().empty());
+  ASSERT_TRUE(state(611));
+  EXPECT_FALSE(state(611)->held.empty());
+
+  // The next job on the node, while the process still runs: nothing is released.
+  FakeJob b = job(612, 0);
+  b.options.clear();
+  ASSERT_TRUE(job_prolog(b, api, config));
+  EXPECT_TRUE(api.released.empty());
+
+  std::ofstream{stop} << "go\n";
+  int status = 0;
+  waitpid(pid, &status, 0);
+  FakeJob c = job(613, 0);
+  c.options.clear();
+  ASSERT_TRUE(job_prolog(c, api, config)) << join(c.errors, "\n");
+  ASSERT_EQ(api.released.size(), 1u);
+  EXPECT_EQ(api.released[0], std::make_pair(611u, std::string("node1")));
+  ASSERT_EQ(api.holds.size(), 2u);
+  EXPECT_EQ(std::get<2>(api.holds[1]), "");
+  // The fake kernel acts on the write to `remove` on its own thread, as the kernel does.
+  for (int i = 0; i < 200 && host.removed().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(host.removed(), (std::vector<std::string>{"0000:87:00.0"}));
+  EXPECT_FALSE(state(611));
 }
 
 }  // namespace

@@ -347,18 +347,65 @@ TEST_F(SpankCoreTest, EpilogRemovesFromHostReleasesAndForgets) {
   EXPECT_FALSE(state());
 }
 
-TEST_F(SpankCoreTest, EpilogKeepsDevicesAProcessStillHolds) {
+// A process that outlived the job still holds a device: the epilog succeeds (the node stays in
+// service), nothing is removed or released, and composerd is told to hold the composition.
+// Later hooks of other jobs on the node release it once the process is gone.
+TEST_F(SpankCoreTest, EpilogHoldsDevicesAProcessStillHoldsAndALaterHookReleasesThem) {
   show_devices();
   ASSERT_TRUE(job_prolog(job, api, config));
   // pid 321 has a GPU's BAR mapped through sysfs.
   fs::create_directories(tmp / "proc/321/fd");
   fs::create_symlink("/sys/devices/pci0000:40/0000:41:00.0/resource0", tmp / "proc/321/fd/7");
   Status s = job_epilog(job, api, config);
-  ASSERT_FALSE(s);
-  EXPECT_NE(s.error().message.find("pid 321 holds gpu-00"), std::string::npos) << s.error();
+  ASSERT_TRUE(s) << s.error();
+  ASSERT_EQ(api.holds.size(), 1u);
+  const auto& [held_job, held_node, reason] = api.holds[0];
+  EXPECT_EQ(held_job, 4711u);
+  EXPECT_EQ(held_node, "node1");
+  EXPECT_NE(reason.find("pid 321 holds gpu-00"), std::string::npos) << reason;
+  ASSERT_EQ(job.errors.size(), 1u);
+  EXPECT_NE(job.errors[0].find("held by this node"), std::string::npos) << job.errors[0];
   EXPECT_TRUE(api.released.empty());
   EXPECT_EQ(tmp.read("sys/bus/pci/devices/0000:41:00.0/remove"), "");
+  ASSERT_TRUE(state());
+  EXPECT_EQ(state()->held, reason);
+
+  // The next job's prolog: pid 321 still runs, so nothing changes.
+  FakeJob next = job;
+  next.id = 4712;
+  next.options.clear();
+  ASSERT_TRUE(job_prolog(next, api, config));
+  EXPECT_EQ(api.holds.size(), 1u);
+  EXPECT_TRUE(api.released.empty());
   EXPECT_TRUE(state());
+
+  // Once it has gone, the next hook removes the devices, clears the hold and releases.
+  fs::remove_all(tmp / "proc/321");
+  ASSERT_TRUE(job_epilog(next, api, config));
+  ASSERT_EQ(api.holds.size(), 2u);
+  EXPECT_EQ(std::get<2>(api.holds[1]), "");
+  ASSERT_EQ(api.released.size(), 1u);
+  EXPECT_EQ(api.released[0], std::make_pair(4711u, std::string("node1")));
+  EXPECT_EQ(tmp.read("sys/bus/pci/devices/0000:41:00.0/remove"), "1\n");
+  EXPECT_FALSE(state());
+}
+
+// composerd cannot be told to hold them (it would release the ended job's devices): the epilog
+// fails, Slurm drains the node, and the compositions of a drained node are kept.
+TEST_F(SpankCoreTest, EpilogFailsWhenComposerdCannotHoldDevicesStillInUse) {
+  show_devices();
+  ASSERT_TRUE(job_prolog(job, api, config));
+  fs::create_directories(tmp / "proc/321/fd");
+  fs::create_symlink("/sys/devices/pci0000:40/0000:41:00.0/resource0", tmp / "proc/321/fd/7");
+  api.hold_error = Error{ErrorCode::kUnavailable, "composerd is down"};
+  Status s = job_epilog(job, api, config);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("pid 321 holds gpu-00"), std::string::npos) << s.error();
+  EXPECT_NE(s.error().message.find("composerd is down"), std::string::npos) << s.error();
+  EXPECT_TRUE(api.released.empty());
+  EXPECT_EQ(tmp.read("sys/bus/pci/devices/0000:41:00.0/remove"), "");
+  ASSERT_TRUE(state());
+  EXPECT_EQ(state()->held, "");
 }
 
 TEST_F(SpankCoreTest, EpilogWaitsForHoldersToGoAway) {
@@ -388,13 +435,13 @@ TEST_F(SpankCoreTest, NvidiaDeviceNodeAndNvmeNamespacesCountAsHeld) {
   fs::create_symlink("/dev/nvme3n1p2", tmp / "proc/40/fd/10");
   fs::create_symlink("/dev/nvidia50", tmp / "proc/40/fd/11");  // another GPU
   fs::create_symlink("/dev/nvme31n1", tmp / "proc/40/fd/12");  // another drive
-  Status s = job_epilog(job, api, config);
-  ASSERT_FALSE(s);
-  EXPECT_NE(s.error().message.find("pid 40 holds gpu-01 (/dev/nvidia5)"), std::string::npos)
-      << s.error();
-  EXPECT_NE(s.error().message.find("pid 40 holds nvme-07 (/dev/nvme3n1p2)"), std::string::npos);
-  EXPECT_EQ(s.error().message.find("nvidia50"), std::string::npos);
-  EXPECT_EQ(s.error().message.find("nvme31"), std::string::npos);
+  ASSERT_TRUE(job_epilog(job, api, config));
+  ASSERT_EQ(api.holds.size(), 1u);
+  const std::string& m = std::get<2>(api.holds[0]);
+  EXPECT_NE(m.find("pid 40 holds gpu-01 (/dev/nvidia5)"), std::string::npos) << m;
+  EXPECT_NE(m.find("pid 40 holds nvme-07 (/dev/nvme3n1p2)"), std::string::npos);
+  EXPECT_EQ(m.find("nvidia50"), std::string::npos);
+  EXPECT_EQ(m.find("nvme31"), std::string::npos);
 }
 
 // A mapping outlives the descriptor it was made from: a process that closed the device node but
@@ -413,9 +460,9 @@ TEST_F(SpankCoreTest, AMappingWithoutADescriptorStillCountsAsHeld) {
             "7f2000000000-7f2001000000 rw-s 00000000 00:15 77 "
             "/sys/devices/pci0000:40/0000:40:01.0/0000:41:00.0/resource1\n");
   tmp.write("proc/43/maps", "7f3000000000-7f3000200000 rw-s 00000000 00:05 1 /dev/nvidia50\n");
-  Status s = job_epilog(job, api, config);
-  ASSERT_FALSE(s);
-  const std::string& m = s.error().message;
+  ASSERT_TRUE(job_epilog(job, api, config));
+  ASSERT_EQ(api.holds.size(), 1u);
+  const std::string& m = std::get<2>(api.holds[0]);
   EXPECT_NE(m.find("pid 41 holds gpu-01 (/dev/nvidia5)"), std::string::npos) << m;
   EXPECT_EQ(m.find("pid 41 holds gpu-01 (/dev/nvidia5), pid 41"), std::string::npos)
       << "named twice: " << m;

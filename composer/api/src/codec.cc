@@ -143,7 +143,7 @@ template <>
 Composition decode<Composition>(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a composition",
                {"id", "job_id", "node", "uid", "user", "account", "workload", "request", "state",
-                "created_ms", "updated_ms", "attempts", "last_error", "devices", "window"});
+                "created_ms", "updated_ms", "attempts", "last_error", "devices", "window", "hold"});
   Composition c;
   c.id = r.id("id");
   c.job_id = r.u32("job_id");
@@ -163,6 +163,8 @@ Composition decode<Composition>(const Json::Value& v, const std::string& path) {
   c.devices = r.array("devices", decode<Device>);
   // Optional: answers of a composerd without policy windows leave it out.
   r.get_if("window", &c.window, as_string);
+  // Optional: answers of a composerd without host holds leave it out.
+  r.get_if("hold", &c.hold, as_string);
   return c;
 }
 
@@ -271,7 +273,7 @@ DrainBody decode<DrainBody>(const Json::Value& v, const std::string& path) {
   DrainBody b;
   b.reason = r.get("reason", as_text);
   if (b.reason.empty()) {
-    refuse(r.path("reason"), "must say why the device is drained, not be empty");
+    refuse(r.path("reason"), "must say why, not be empty");
   }
   return b;
 }
@@ -483,6 +485,7 @@ Json::Value to_json(const Composition& c) {
   v["updated_ms"] = i64(c.updated_ms);
   v["attempts"] = c.attempts;
   v["last_error"] = c.last_error;
+  v["hold"] = c.hold;
   Json::Value devices(Json::arrayValue);
   for (const Device& d : c.devices) devices.append(to_json(d));
   v["devices"] = std::move(devices);

@@ -290,7 +290,13 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   auto* release = comps->add_subcommand("release", "Detach a job's devices from a node (admins)");
   release->add_option("JOB", one_job, "Slurm job id")->required();
   release->add_option("NODE", one_node, "node name")->required();
-  for (CLI::App* c : {comps, comps_list, show, release}) output_options(c);
+  auto* unhold = comps->add_subcommand(
+      "unhold",
+      "Clear a node's hold on a job's devices (they were still in use after the job), so that "
+      "they can be released (admins)");
+  unhold->add_option("JOB", one_job, "Slurm job id")->required();
+  unhold->add_option("NODE", one_node, "node name")->required();
+  for (CLI::App* c : {comps, comps_list, show, release, unhold}) output_options(c);
 
   auto* blast = app.add_subcommand(
       "blast-radius",
@@ -497,6 +503,11 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       if (show->parsed()) {
         return p.print(
             c.show(job, one_node), [](const Composition& x) { return composition_table({x}); },
+            [](const Composition& x) { return api::to_json(x); });
+      }
+      if (unhold->parsed()) {
+        return p.print(
+            c.hold(job, one_node, ""), [](const Composition& x) { return composition_table({x}); },
             [](const Composition& x) { return api::to_json(x); });
       }
       if (release->parsed()) {

@@ -317,13 +317,14 @@ Table composition_table(const std::vector<Composition>& compositions) {
            {"REQUEST"},
            {"DEVICES"},
            {"CREATED"},
-           {"ERROR"}});
+           {"ERROR"},
+           {"HOLD"}});
   for (const Composition& c : compositions) {
     std::vector<std::string> ids;
     for (const Device& d : c.devices) ids.push_back(d.id);
     t.add_row({std::to_string(c.id), std::to_string(c.job_id), c.node, c.user, c.account,
                c.workload, std::string(to_string(c.state)), c.request.to_string(), join(ids),
-               format_time(c.created_ms), c.last_error});
+               format_time(c.created_ms), c.last_error, c.hold});
   }
   return t;
 }

@@ -180,6 +180,23 @@ Expected<std::optional<Composition>> Client::release(uint32_t job_id, std::strin
                                              api::release_from_json);
 }
 
+Expected<Composition> Client::hold(uint32_t job_id, std::string_view node,
+                                   std::string_view reason) const {
+  if (Status s = require_name(node, "node"); !s) return s.error();
+  Path p;
+  p.segment("v1")
+      .segment("compositions")
+      .segment(std::to_string(job_id))
+      .segment(node)
+      .segment("hold");
+  const bool set = !reason.empty();
+  const std::string body =
+      set ? api::to_text(api::to_json(api::DrainBody{std::string(reason)})) : "";
+  const std::string method = set ? "POST" : "DELETE";
+  return decoded<Composition>(call(method, p, body, true), method + " " + p.plain,
+                              [](const Json::Value& v) { return api::from_json<Composition>(v); });
+}
+
 Expected<std::vector<Composition>> Client::compose_job(uint32_t job_id,
                                                        const api::ComposeBody& body) const {
   for (const std::string& node : body.nodes) {

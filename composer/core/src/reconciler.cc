@@ -141,10 +141,22 @@ ReconcileReport Reconciler::run_once() {
       std::set<int64_t> still_gone;
       std::set<int64_t> still_kept;
       for (const auto& e : ended) {
+        if (!e.hold.empty()) {
+          // The node found its devices in use after the job and holds them; it releases them
+          // itself once they are free (or an admin clears the hold).
+          still_kept.insert(e.id);
+          if (kept_.insert(e.id).second) {
+            log::warning(
+                "reconciler keeps the devices of a job Slurm no longer runs: its node holds "
+                "them (a process still uses them)",
+                {{"job", std::to_string(e.job_id)}, {"node", e.node}, {"hold", e.hold}});
+          }
+          continue;
+        }
         if (drained->count(e.node) != 0) {
           // Kept while the node is drained; the grace starts again once it is resumed.
           still_kept.insert(e.id);
-          if (kept_on_drained_.insert(e.id).second) {
+          if (kept_.insert(e.id).second) {
             log::warning(
                 "reconciler keeps the devices of a job Slurm no longer runs: its node "
                 "is drained (an epilog that found them in use drains it); resume the "
@@ -167,7 +179,7 @@ ReconcileReport Reconciler::run_once() {
         }
       }
       std::erase_if(gone_seen_ms_, [&](const auto& kv) { return still_gone.count(kv.first) == 0; });
-      std::erase_if(kept_on_drained_, [&](int64_t id) { return still_kept.count(id) == 0; });
+      std::erase_if(kept_, [&](int64_t id) { return still_kept.count(id) == 0; });
     }
   }
 

@@ -159,7 +159,8 @@ Status CompositionService::start() {
                   .devices = device_ids(c),
                   .since_ms = c.updated_ms,
                   .busy = false,
-                  .workload = c.workload};
+                  .workload = c.workload,
+                  .hold = c.hold};
       // The class of what each live composition holds, for the avoid-shared rules.
       allocator_.take(c.node, e.devices, c.id, c.workload);
       live_.emplace(Key{c.job_id, c.node}, std::move(e));
@@ -368,7 +369,14 @@ void CompositionService::release_job_async(
     std::lock_guard lock(mu_);
     for (auto it = live_.lower_bound(Key{job_id, ""});
          it != live_.end() && it->first.first == job_id; ++it) {
-      nodes.push_back(it->first.second);
+      // A node's hold keeps its composition until the node clears it (set_hold).
+      if (it->second.hold.empty()) {
+        nodes.push_back(it->first.second);
+      } else {
+        log::warning("kept a composition the node holds", {{"job", std::to_string(job_id)},
+                                                           {"node", it->first.second},
+                                                           {"hold", it->second.hold}});
+      }
     }
   }
   if (nodes.empty()) return done(std::vector<Composition>{});
@@ -601,6 +609,13 @@ void CompositionService::release_async(
                                                  ": another call is still working on this "
                                                  "composition"});
     }
+    if (!existing->hold.empty()) {
+      return done(Error{ErrorCode::kConflict,
+                        where(job_id, node) + ": the node holds the composition (" +
+                            existing->hold +
+                            "); the node releases it once nothing holds its devices, or an admin "
+                            "clears the hold (composerctl compositions unhold)"});
+    }
     entry = *existing;
     live_[key].busy = true;
   }
@@ -635,6 +650,47 @@ void CompositionService::release_async(
                     detached = counted(std::move(detached), detach_errors_);
                     done(answer(finish_release(entry, key, false, detached)));
                   });
+}
+
+Expected<Composition> CompositionService::set_hold(uint32_t job_id, const std::string& node,
+                                                   const std::string& cause,
+                                                   const std::string& actor) {
+  const Key key{job_id, node};
+  LiveEntry entry;
+  {
+    std::unique_lock lock(mu_);
+    auto existing = wait_idle(lock, key, options_.release_timeout_ms);
+    if (!existing) {
+      return Error{ErrorCode::kNotFound, where(job_id, node) + " has no live composition"};
+    }
+    if (existing->busy) {
+      return Error{ErrorCode::kTimeout,
+                   where(job_id, node) + ": another call is still working on this composition"};
+    }
+    if (!cause.empty() && existing->state != CompositionState::kReady) {
+      return Error{ErrorCode::kConflict, where(job_id, node) + ": the composition is " +
+                                             std::string(to_string(existing->state)) +
+                                             "; only a ready one can be held"};
+    }
+    entry = *existing;
+    live_[key].busy = true;
+  }
+  auto held = store_.set_hold(entry.id, cause, actor, clock_.now_ms());
+  {
+    std::lock_guard lock(mu_);
+    if (held) live_[key].hold = held->hold;
+  }
+  unbusy(key);
+  if (!held) return held.error();
+  if (cause.empty()) {
+    log::info("hold cleared", {{"job", std::to_string(job_id)}, {"node", node}, {"by", actor}});
+  } else {
+    log::warning(
+        "devices held on the host after the job; not released until the node clears "
+        "the hold",
+        {{"job", std::to_string(job_id)}, {"node", node}, {"hold", cause}});
+  }
+  return held;
 }
 
 Status CompositionService::resolve_unfinished(int64_t composition_id, bool give_up,

@@ -214,6 +214,23 @@ class Handlers {
                                                      api::release_to_json, answer));
   }
 
+  // POST (with {"reason": ...}) and DELETE /v1/compositions/{job}/{node}/hold: the node's
+  // hold on a composition whose devices a process on the host still holds after the job.
+  Expected<Json::Value> hold(const Call& call, bool set) {
+    auto target = job_and_node(call);
+    if (!target) return target.error();
+    std::string reason;
+    if (set) {
+      auto body = api::from_text<api::DrainBody>(call.body());
+      if (!body) return body.error();
+      reason = std::move(body->reason);
+    }
+    auto held = ctx_.service.set_hold(target->job, target->node, reason,
+                                      "uid " + std::to_string(call.caller().uid));
+    if (!held) return held.error();
+    return api::to_json(*held);
+  }
+
   Expected<Json::Value> list_compositions(const Call& call) {
     db::CompositionFilter f;
     auto job = call.job("job");
@@ -414,6 +431,9 @@ void install_routes(Router& router, ApiContext& ctx) {
   routes.add("GET", comp, user, {}, [h](const Call& c) { return h->show(c); });
   routes.add_async("DELETE", comp, composer, {},
                    [h](const Call& c, const Answer& answer) { h->release(c, answer); });
+  routes.add("POST", comp + "/hold", composer, {}, [h](const Call& c) { return h->hold(c, true); });
+  routes.add("DELETE", comp + "/hold", composer, {},
+             [h](const Call& c) { return h->hold(c, false); });
   const std::string job = R"(/v1/compositions/([^/]+))";
   routes.add_async("PUT", job, composer, {},
                    [h](const Call& c, const Answer& answer) { h->compose_job(c, answer); });

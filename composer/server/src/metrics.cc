@@ -406,6 +406,13 @@ std::string Metrics::render() const {
   for (const auto& [state, n] : live) {
     sample(out, "composer_compositions", "state=\"" + state + "\"", n);
   }
+  family(out, "composer_compositions_held", "gauge",
+         "Live compositions their node holds: a process still used the devices after the job.");
+  {
+    int held = 0;
+    for (const auto& e : service_.live()) held += e.hold.empty() ? 0 : 1;
+    sample(out, "composer_compositions_held", "", held);
+  }
 
   family(out, "composer_compose_duration_seconds", "histogram",
          "Compose calls through the API, from request to answer.");

@@ -50,6 +50,13 @@ Expected<bool> ClientComposerApi::release(uint32_t job_id, const std::string& no
   return released->has_value();
 }
 
+Status ClientComposerApi::hold(uint32_t job_id, const std::string& node,
+                               const std::string& reason) {
+  Expected<Composition> held = client_.hold(job_id, node, reason);
+  if (!held) return held.error();
+  return Status::Ok();
+}
+
 Expected<Composition> ClientComposerApi::show(uint32_t job_id, const std::string& node) {
   return client_.show(job_id, node);
 }

@@ -70,6 +70,7 @@ Status write_job_state(const std::string& state_dir, const JobState& state) {
   v["composition_id"] = Json::Int64(state.composition_id);
   v["cuda_visible_devices"] = state.cuda_visible_devices;
   v["error"] = state.error;
+  if (!state.held.empty()) v["held"] = state.held;
   if (state.nvme_paths) {
     Json::Value paths(Json::arrayValue);
     for (const std::string& p : *state.nvme_paths) paths.append(p);
@@ -99,7 +100,7 @@ Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, u
       [&] {
         api::JsonObject r(*json, "", "a job state",
                           {"job_id", "node", "composition_id", "cuda_visible_devices", "error",
-                           "devices", "nvme_paths"});
+                           "devices", "nvme_paths", "held"});
         JobState s;
         s.job_id = r.u32("job_id");
         s.node = r.string("node");
@@ -108,6 +109,7 @@ Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, u
         s.error = r.string("error");
         // Optional: files of the earlier version have none.
         if (r.has("nvme_paths")) s.nvme_paths = r.strings("nvme_paths");
+        if (r.has("held")) s.held = r.string("held");
         s.devices = r.array("devices", [&](const Json::Value& d, const std::string& at) {
           return api::as_device(upgraded_device(d, s), at);
         });

@@ -189,6 +189,47 @@ void remove_stale_states(JobContext& ctx, ComposerApi& api, const SpankConfig& c
   }
 }
 
+// The compositions this node holds (an epilog found their devices still in use, JobState::held)
+// are released here once nothing on the host holds the devices: removed from the host, the
+// hold cleared, released; the state file goes. Still in use: left as they are. Run by every
+// prolog and epilog on the node; without held files it reads only the state directory.
+void release_held(JobContext& ctx, ComposerApi& api, const SpankConfig& config, uint32_t job_id,
+                  const std::string& node, const std::string& at, std::string_view hook) {
+  const std::string said = "composer: " + std::string(hook) + ": " + at + ": ";
+  for (uint32_t other : other_jobs(config.state_dir, job_id)) {
+    Expected<std::optional<JobState>> file = read_job_state(config.state_dir, other);
+    if (!file || !file->has_value() || (*file)->held.empty()) continue;
+    const JobState& held = **file;
+    const std::string whose = "job " + std::to_string(other) + "'s devices";
+    HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
+    if (std::vector<Holder> holders = host.holders(held.devices); !holders.empty()) {
+      ctx.info(said + whose + " stay held: " + holder_list(holders));
+      continue;
+    }
+    if (Status s = host.remove(held.devices); !s) {
+      ctx.error(said + "removing " + whose + " from the host: " + s.error().message +
+                "; releasing anyway");
+    }
+    if (Status s = api.hold(other, node, ""); !s && s.error().code != ErrorCode::kNotFound) {
+      ctx.error(said + "clearing the hold on " + whose + " failed (" +
+                std::string(to_string(s.error().code)) + "): " + s.error().message);
+      continue;
+    }
+    if (Expected<bool> released = api.release(other, node); !released) {
+      // The hold is cleared: composerd's reconciler releases the ended job's devices.
+      ctx.error(said + "releasing " + whose + " failed (" +
+                std::string(to_string(released.error().code)) + "): " + released.error().message +
+                "; composerd's reconciler will release them");
+    } else {
+      ctx.info(said + whose +
+               " are no longer in use: released (held since its epilog: " + held.held + ")");
+    }
+    if (Status s = remove_job_state(config.state_dir, other); !s) {
+      ctx.error(said + s.error().message);
+    }
+  }
+}
+
 }  // namespace
 
 Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
@@ -202,6 +243,7 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   JobState state;
   state.job_id = *job_id;
   state.node = node;
+  release_held(ctx, api, config, *job_id, node, at, "prolog");
 
   // Records why the job cannot run; the prolog itself succeeds (not the node's fault).
   auto fail_job = [&](const std::string& why) -> Status {
@@ -323,6 +365,7 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   }
   const std::string node = ctx.node();
   const std::string at = where(*job_id, node);
+  release_held(ctx, api, config, *job_id, node, at, "epilog");
   Expected<std::optional<JobState>> state = read_job_state(config.state_dir, *job_id);
   if (!state) {
     // Release anyway: composerd knows what it attached.
@@ -351,12 +394,30 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
       holders = host.holders(devices);
     }
     if (!holders.empty()) {
-      const Error e{ErrorCode::kConflict,
-                    "composer: epilog: " + at + ": devices still in use after " +
-                        std::to_string(config.busy_wait_s) + " s: " + holder_list(holders) +
-                        "; keeping the composition attached, the node needs attention"};
-      ctx.error(e.message);
-      return e;
+      // Nothing is detached under a live process. composerd keeps the composition while the
+      // node holds it; a later prolog or epilog here releases it once the host is clear.
+      const std::string cause = "still in use after " + std::to_string(config.busy_wait_s) +
+                                " s: " + holder_list(holders);
+      if (Status held = api.hold(*job_id, node, cause); !held) {
+        // composerd cannot be told, and would release the ended job's devices: the node is
+        // drained instead (a failed epilog), whose compositions composerd keeps.
+        const Error e{ErrorCode::kConflict,
+                      "composer: epilog: " + at + ": devices " + cause +
+                          "; telling composerd to hold them failed (" +
+                          std::string(to_string(held.error().code)) + "): " + held.error().message +
+                          "; keeping the composition attached, the node needs attention"};
+        ctx.error(e.message);
+        return e;
+      }
+      JobState kept = **state;
+      kept.held = cause;
+      if (Status s = write_job_state(config.state_dir, kept); !s) {
+        ctx.error("composer: epilog: " + at + ": cannot record the hold: " + s.error().message);
+      }
+      ctx.error("composer: epilog: " + at + ": devices " + cause +
+                "; composerd keeps them attached (held by this node), and a later prolog or "
+                "epilog on this node releases them once nothing holds them");
+      return Status::Ok();
     }
     if (Status s = host.remove(devices); !s) {
       ctx.error("composer: epilog: " + at +

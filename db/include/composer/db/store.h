@@ -106,6 +106,12 @@ class Store {
   virtual Expected<Composition> transition(int64_t id, CompositionState from, CompositionState to,
                                            std::string_view detail, int64_t now_ms,
                                            bool attempt = false) = 0;
+  // A node's hold on live composition `id` (Composition::hold): `cause` sets it, "" clears it.
+  // Appends an event "hold" (detail: the cause) or "unhold" (detail: the cause it had), with
+  // `actor` as its user when given; nothing when the hold is already so. kConflict, changing
+  // nothing, for a composition that is not live.
+  virtual Expected<Composition> set_hold(int64_t id, std::string_view cause, std::string_view actor,
+                                         int64_t now_ms) = 0;
   virtual Expected<Composition> composition(int64_t id) = 0;
   virtual Expected<std::optional<Composition>> live_composition(uint32_t job_id,
                                                                 std::string_view node) = 0;

@@ -53,6 +53,7 @@ using DevicePage = Page<Device>;
 using CompositionPage = Page<Composition>;
 using EventPage = Page<Event>;
 
+// The body of a drain (devices, domains) and of a node's hold on a composition: why.
 struct DrainBody {
   std::string reason;
 

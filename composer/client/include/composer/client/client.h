@@ -97,6 +97,9 @@ class Client {
                                                  const api::ComposeBody& body) const;
   // DELETE /v1/compositions/{job}: every live composition of the job; those released.
   Expected<std::vector<Composition>> release_job(uint32_t job_id) const;
+  // POST /v1/compositions/{job}/{node}/hold with the reason, or DELETE it (reason ""): the
+  // node's hold on the composition (Composition::hold).
+  Expected<Composition> hold(uint32_t job_id, std::string_view node, std::string_view reason) const;
   // GET /v1/compositions/{job}/{node}.
   Expected<Composition> show(uint32_t job_id, std::string_view node) const;
   Expected<std::vector<Composition>> compositions(const CompositionQuery& query = {}) const;

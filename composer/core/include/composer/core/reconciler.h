@@ -76,7 +76,7 @@ class Reconciler {
   ReconcilerOptions options_;
   std::map<std::string, int64_t> orphan_seen_ms_;  // device id -> first seen unowned
   std::map<int64_t, int64_t> gone_seen_ms_;        // composition id -> job first seen gone
-  std::set<int64_t> kept_on_drained_;              // said once: kept while its node is drained
+  std::set<int64_t> kept_;  // said once: kept while its node is drained or holds them
 
   mutable std::mutex mu_;
   std::condition_variable wake_;

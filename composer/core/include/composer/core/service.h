@@ -107,6 +107,13 @@ class CompositionService {
   void release_job_async(uint32_t job_id,
                          std::function<void(Expected<std::vector<Composition>>)> done);
 
+  // A node's hold on the job's ready composition there (Composition::hold): `cause` (the
+  // processes that still hold its devices after the job) sets it, "" clears it. While it is
+  // set, release() answers kConflict, release_job() and the reconciler leave it as it is:
+  // nothing is detached under a live holder. kNotFound without a live composition; kConflict
+  // when setting it on one that is not ready. `actor` is recorded with the event.
+  Expected<Composition> set_hold(uint32_t job_id, const std::string& node, const std::string& cause,
+                                 const std::string& actor);
   Expected<Device> drain(const std::string& device_id, const std::string& reason,
                          const std::string& actor);
   Expected<Device> resume(const std::string& device_id, const std::string& actor);
@@ -146,6 +153,7 @@ class CompositionService {
     int64_t since_ms = 0;    // entered its current state
     bool busy = false;       // a compose/release call is working on it right now
     std::string workload{};  // the class it counts against (AdmissionCheck)
+    std::string hold{};      // Composition::hold
   };
   std::vector<LiveEntry> live() const;
   // A ready composition holding devices that failed (health critical: reported so by the

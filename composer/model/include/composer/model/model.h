@@ -214,6 +214,10 @@ struct Composition {
   int64_t updated_ms = 0;
   uint32_t attempts = 0;
   std::string last_error;
+  // Set by the node while a process on the host still holds the devices after the job ended
+  // (its epilog waited busy_wait and they were still in use): why, naming the holders. While
+  // set, nothing releases the composition; the node clears it once the host is clear.
+  std::string hold;
   std::vector<Device> devices;
 };
 

@@ -19,6 +19,7 @@ class ClientComposerApi : public ComposerApi {
   Expected<std::vector<Composition>> compose_job(const ComposeCall& call,
                                                  const std::vector<std::string>& nodes) override;
   Expected<size_t> release_job(uint32_t job_id) override;
+  Status hold(uint32_t job_id, const std::string& node, const std::string& reason) override;
 
  private:
   client::Client client_;

@@ -58,6 +58,9 @@ class ComposerApi {
   virtual Expected<std::vector<Composition>> compose_job(const ComposeCall& call,
                                                          const std::vector<std::string>& nodes) = 0;
   virtual Expected<size_t> release_job(uint32_t job_id) = 0;
+  // The node's hold on the job's composition there: set with the reason (its devices are
+  // still in use after the job), cleared with "". While held, composerd releases it for no one.
+  virtual Status hold(uint32_t job_id, const std::string& node, const std::string& reason) = 0;
 };
 
 }  // namespace composer::slurm

@@ -29,6 +29,10 @@ struct JobState {
   // Set when the job must not run (its request could not be served and that is not the
   // node's fault): the task hooks fail the job's steps with this sentence.
   std::string error;
+  // Set by the epilog when processes still held the devices after busy_wait: why (the
+  // holders). composerd keeps the composition (its hold); a later prolog or epilog on the node
+  // releases it once nothing holds the devices, then removes the file.
+  std::string held;
 
   bool operator==(const JobState&) const = default;
 };
