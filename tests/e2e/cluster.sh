@@ -42,6 +42,11 @@
 # (data under $E2E_DIR/db, TCP on 127.0.0.1:E2E_DB_PORT, default 26820), installing
 # mariadb-server and slurmdbd if missing.
 # E2E_SLURM_EXTRA: lines added to slurm.conf as they are (a scenario's Epilog, say).
+# E2E_HOST_CHECK=rescan (default): the plugin rescans a fake sysfs where nothing appears.
+# E2E_HOST_CHECK=wait (one node only): the node is a fake host (composer_fake_host, root
+# $E2E_DIR/host) whose kernel follows the fabric: at the prolog's rescan the devices composerd
+# attached appear with the identities the fabric reported, and the real processes holding its
+# device files show in its /proc; the plugin finds each device (host_check=wait).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -66,6 +71,11 @@ E2E_SLURM_LICENSES=${E2E_SLURM_LICENSES:-local}
 E2E_NODES=${E2E_NODES:-1}
 E2E_SUBNET=${E2E_SUBNET:-231}
 E2E_ACCOUNTING=${E2E_ACCOUNTING:-no}
+E2E_HOST_CHECK=${E2E_HOST_CHECK:-rescan}
+[[ $E2E_HOST_CHECK == rescan || $E2E_HOST_CHECK == wait ]] ||
+  { echo "cluster: E2E_HOST_CHECK=$E2E_HOST_CHECK: allowed are rescan and wait" >&2; exit 2; }
+[[ $E2E_HOST_CHECK == rescan || $E2E_NODES == 1 ]] ||
+  { echo "cluster: E2E_HOST_CHECK=wait needs E2E_NODES=1 (one fake host)" >&2; exit 2; }
 # Where jobs are composed: controller (the plugin's default: PrologSlurmctld runs
 # composer-slurmctld; the prologs do the host side only) or node (each node's prolog).
 E2E_COMPOSE=${E2E_COMPOSE:-controller}
@@ -116,6 +126,7 @@ E2E_URL=http://$LISTEN_ADDR:$E2E_PORT
 PLUGINS=$(realpath -m "${PLUGIN_DIR:-$BUILD_DIR/slurm-plugin}")
 COMPOSERD=$(realpath -m "${COMPOSERD:-$BUILD_DIR/composer/server/composerd}")
 FAKE_REDFISH=$(realpath -m "${FAKE_REDFISH:-$BUILD_DIR/tests/drivers/fake_redfish/fake_redfish}")
+FAKE_HOST=$(realpath -m "${FAKE_HOST:-$BUILD_DIR/tests/support/composer_fake_host}")
 MUNGE_SOCKET=$E2E_DIR/munge/munge.socket
 SLURM_CONF=$E2E_DIR/etc/slurm.conf
 DB_SOCKET=$E2E_DIR/db/mysqld.sock
@@ -245,7 +256,7 @@ CONF
   # The redfish lines need the fake's port: start_fake_redfish appends them.
 
   cat >"$E2E_DIR/etc/plugstack.conf" <<CONF
-required $PLUGINS/spank_composer.so server=$E2E_URL timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET sysfs_root=$E2E_DIR/sys proc_root=/proc host_check=rescan busy_wait=5 compose=$E2E_COMPOSE$([[ $E2E_COMPOSE == controller ]] && echo " controller_server=unix:$E2E_DIR/run/composerd.sock")
+required $PLUGINS/spank_composer.so server=$E2E_URL timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET $(host_roots) busy_wait=5 compose=$E2E_COMPOSE$([[ $E2E_COMPOSE == controller ]] && echo " controller_server=unix:$E2E_DIR/run/composerd.sock")
 CONF
   if [[ $E2E_COMPOSE == controller ]]; then
     # slurmctld gives its scripts an environment of its own: the wrapper names the plugstack
@@ -278,6 +289,23 @@ mockups_dir() {
 # The fake Redfish service, and composer.conf's fabric lines pointing at it. It serves
 # composed systems node01.. reaching both its zones; this node is node01. Attach slots: the
 # fake publishes none, so FabricSlots lets one host hold the whole pool, as with sim.
+# The plugin's view of the host: the fake sysfs and the real /proc, or the fake host's tree.
+host_roots() {
+  if [[ $E2E_HOST_CHECK == wait ]]; then
+    echo "sysfs_root=$E2E_DIR/host/sys proc_root=$E2E_DIR/host/proc dev_root=$E2E_DIR/host/dev host_check=wait host_wait=10"
+  else
+    echo "sysfs_root=$E2E_DIR/sys proc_root=/proc host_check=rescan"
+  fi
+}
+
+start_fake_host() {  # after composerd: its kernel asks composerd what the fabric attached
+  [[ -x $FAKE_HOST ]] || die "composer_fake_host not built: $FAKE_HOST"
+  setsid "$FAKE_HOST" --root "$E2E_DIR/host" --node "$NODE" --server "$E2E_URL" \
+    --munge-socket "$MUNGE_SOCKET" >>"$E2E_DIR/log/fake_host.log" 2>&1 &
+  echo $! >"$E2E_DIR/run/fake_host.pid"
+  wait_for 10 "the fake host's tree" test -e "$E2E_DIR/host/sys/bus/pci/rescan"
+}
+
 start_fake_redfish() {
   [[ -x $FAKE_REDFISH ]] || die "fake_redfish not built: $FAKE_REDFISH"
   local mockups
@@ -665,6 +693,7 @@ stop_all() {
   stop_pid mariadbd 30  # it flushes InnoDB first
   stop_composerd
   stop_pid fake_redfish
+  stop_pid fake_host
   stop_pid munged
   stop_network
 }
@@ -679,6 +708,7 @@ case ${1:-} in
     start_munged
     if [[ $FABRIC == redfish ]]; then start_fake_redfish; fi
     start_composerd
+    if [[ $E2E_HOST_CHECK == wait ]]; then start_fake_host; fi
     write_slurm_configs
     if [[ $E2E_ACCOUNTING == yes ]]; then
       start_mariadb
@@ -695,6 +725,7 @@ case ${1:-} in
   env)
     echo "export SLURM_CONF=$SLURM_CONF E2E_DIR=$E2E_DIR E2E_PORT=$E2E_PORT MUNGE_SOCKET=$MUNGE_SOCKET NODE=$NODE FABRIC=$FABRIC"
     echo "export E2E_URL=$E2E_URL E2E_NODES=$E2E_NODES E2E_NODE_NAMES='${NODES[*]}' E2E_ACCOUNTING=$E2E_ACCOUNTING E2E_COMPOSE=$E2E_COMPOSE"
+    echo "export E2E_HOST_CHECK=$E2E_HOST_CHECK"
     ;;
   *)
     echo "usage: $0 start|stop|env|start-composerd|stop-composerd|start-slurmd NODE|stop-slurmd NODE" >&2

@@ -158,11 +158,17 @@ scenario_srun_job_sees_its_devices() {
     bash -c 'echo "GPUS=$COMPOSER_GPUS NVME=$COMPOSER_NVME CUDA=$CUDA_VISIBLE_DEVICES"' 2>&1) ||
     fail "srun failed: $out" || return 1
   [[ $out =~ $expected ]] || fail "srun task saw: $out" || return 1
-  local gpu=${BASH_REMATCH[1]} nvme=${BASH_REMATCH[2]} cuda=${BASH_REMATCH[3]}
+  local gpu=${BASH_REMATCH[1]} nvme=${BASH_REMATCH[2]} cuda=${BASH_REMATCH[3]} drive=nvme
+  if [[ ${E2E_HOST_CHECK:-rescan} == wait ]]; then
+    # The drive's namespace, where the host shows the drive the prolog found by its serial.
+    [[ $nvme =~ ^$E2E_DIR/host/dev/nvme[0-9]+n1$ ]] ||
+      fail "srun task saw COMPOSER_NVME=$nvme, not a namespace of the host's drive" || return 1
+    drive=namespace
+  fi
   [[ $cuda == "$(gpu_uuids "$gpu")" ]] ||
     fail "srun task saw CUDA_VISIBLE_DEVICES=$cuda, composerd's UUID of $gpu: $(gpu_uuids "$gpu")" ||
     return 1
-  is_device_of_type gpu "$gpu" && is_device_of_type nvme "$nvme" ||
+  is_device_of_type gpu "$gpu" && { [[ $drive == namespace ]] || is_device_of_type nvme "$nvme"; } ||
     fail "srun task saw devices composerd does not know as a GPU and an NVMe drive: $out" ||
     return 1
   wait_until 15 nothing_attached || fail "$(attached) devices still attached after srun"
@@ -455,6 +461,76 @@ scenario_foreign_devices_are_never_touched() {
   done
 }
 
+# E2E_HOST_CHECK=wait: a process outside the job still holds the job's drive when the job ends.
+# The epilog waits busy_wait (5 s), then leaves the drive attached and has composerd hold the
+# composition: the epilog succeeds, the node stays in service, neither EpilogSlurmctld nor the
+# reconciler releases it. Once the process is gone, the next job's prolog on the node releases
+# it.
+scenario_device_still_in_use_is_held_then_released_by_the_next_job() {
+  local j
+  j=$(sbatch --parsable -o "$OUT/%j.out" --compose-nvme=1 --wrap 'echo "NVME=$COMPOSER_NVME"; sleep 2') ||
+    return 1
+  wait_until 30 state_is "$j" RUNNING || fail "job $j did not start ($(job_state "$j"))" || return 1
+  wait_until 10 grep -q '^NVME=/' "$OUT/$j.out" ||
+    cancel_and_fail "$j" "job $j printed: $(cat "$OUT/$j.out")" || return 1
+  local path
+  path=$(sed -n 's/^NVME=//p' "$OUT/$j.out")
+  [[ -e $path ]] || cancel_and_fail "$j" "job $j was told $path, which the host does not show" || return 1
+  # Outside the job, so that Slurm does not end it with the job.
+  setsid bash -c "exec 3<'$path'; exec sleep 300" </dev/null >/dev/null 2>&1 &
+  local holder=$!
+  wait_until 30 finished "$j" || { kill "$holder"; fail "job $j did not finish"; return 1; }
+  local hold=""
+  for _ in $(seq 1 75); do
+    hold=$(api "/v1/compositions/$j/$NODE" | jq -r '.hold // empty')
+    [[ -n $hold ]] && break
+    sleep 0.2
+  done
+  [[ $hold == *"pid $holder holds"* ]] ||
+    { kill "$holder"; fail "composerd's hold on job $j: '$hold' (pid $holder holds $path)"; return 1; }
+  sleep 3  # EpilogSlurmctld (compose=controller) and a reconciler pass have had their turn
+  local state node
+  state=$(api "/v1/compositions/$j/$NODE" | jq -r .state)
+  node=$(node_state "$NODE")
+  kill "$holder"
+  [[ $state == ready ]] || fail "the held composition of job $j is $state" || return 1
+  [[ $node != drain* ]] || fail "node $NODE is $node: a held device must not drain it" || return 1
+  grep -q "composer: epilog: job $j on node $NODE: devices still in use after 5 s: pid $holder holds" \
+    "$E2E_DIR/log/slurmd.log" || fail "no epilog line for job $j in slurmd.log" || return 1
+  # The process is gone: the next job on the node (composing nothing) releases the drive.
+  local k
+  k=$(sbatch --parsable -o /dev/null --wrap 'true') || return 1
+  wait_until 30 finished "$k" || fail "job $k did not finish" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices still attached after job $k" || return 1
+  local kinds
+  kinds=$(event_kinds "$j")
+  [[ $kinds == *"hold unhold releasing released"* ]] || fail "ledger of job $j: $kinds" || return 1
+  [[ ! -e $E2E_DIR/plugin-state/job-$j.json ]] || fail "state file of job $j left behind"
+}
+
+# E2E_HOST_CHECK=wait: the fabric attaches a GPU the host never shows. The prolog fails after
+# host_wait (10 s) with one line naming the device and gives it back; Slurm drains the node and
+# requeues the job held. An admin resumes the node; nothing stays attached.
+scenario_device_never_appearing_fails_cleanly() {
+  echo 1 >"$E2E_DIR/host/hide-next"
+  local j
+  j=$(sbatch --parsable -o /dev/null --compose-gpus=1 --wrap 'true') || return 1
+  local line="composer: prolog: job $j on node $NODE: composerd attached .* but the host cannot use them: the host does not show"
+  wait_until 60 grep -q "$line" "$E2E_DIR/log/slurmd.log" ||
+    cancel_and_fail "$j" "no prolog line for job $j: $(grep -F "job $j" "$E2E_DIR/log/slurmd.log" | tail -3)" ||
+    return 1
+  wait_until 30 node_drained "$NODE" ||
+    cancel_and_fail "$j" "node $NODE is $(node_state "$NODE"), expected drained after the failed prolog" || return 1
+  scancel "$j"
+  wait_until 30 finished "$j" || fail "job $j not cancelled" || return 1
+  scontrol update nodename="$NODE" state=resume
+  wait_until 15 nothing_attached || fail "$(attached) devices attached after job $j" || return 1
+  wait_until 30 node_idle "$NODE" || fail "node $NODE is $(node_state "$NODE") after resume" || return 1
+  [[ $(event_kinds "$j") == *released* ]] || fail "ledger of $j: $(event_kinds "$j")"
+}
+node_drained() { [[ $(node_state "$1") == drain* ]]; }
+node_idle() { [[ $(node_state "$1") == idle ]]; }
+
 ALL_SCENARIOS=(
   scenario_batch_job_sees_its_devices
   scenario_srun_job_sees_its_devices
@@ -470,6 +546,10 @@ ALL_SCENARIOS=(
   scenario_composerd_down_at_prolog_drains_and_requeues_held
   scenario_foreign_devices_are_never_touched
 )
+if [[ ${E2E_HOST_CHECK:-rescan} == wait ]]; then
+  ALL_SCENARIOS+=(scenario_device_still_in_use_is_held_then_released_by_the_next_job
+    scenario_device_never_appearing_fails_cleanly)
+fi
 if [[ $COMPOSE == controller ]]; then
   ALL_SCENARIOS=("${ALL_SCENARIOS[@]/scenario_refused_compose_fails_the_job_not_the_node/scenario_refused_compose_requeues_the_job}")
   ALL_SCENARIOS=("${ALL_SCENARIOS[@]/scenario_composerd_down_at_prolog_drains_and_requeues_held/scenario_composerd_away_requeues_without_draining}")

@@ -212,6 +212,39 @@ TEST_F(HostSideTest, NeverGuessesBetweenItsOwnAndAnotherJobsNewGpus) {
   EXPECT_EQ(state(301)->cuda_visible_devices, "");
 }
 
+// A GPU the fabric reports nothing for (a Redfish Processor with no ids, UUID or PCIe link, as
+// in DMTF's mockups) is the one new function of a GPU's kind after its attach; a drive that
+// appears at the same rescan is not of its kind. Two new GPU functions for it: no guess.
+TEST_F(HostSideTest, AGpuTheFabricReportsNothingForIsTheOneNewGpuFunction) {
+  Device bare;
+  bare.id = "OffloadBlock9";
+  bare.type = DeviceType::kGpu;
+  api.devices = {bare};
+  host.attach(gpu_function("0000:45:00.0", "", false));
+  FakePciFunction drive;  // another job's drive, same rescan
+  drive.address = "0000:46:00.0";
+  drive.vendor = "0x8086";
+  drive.device = "0x0b60";
+  drive.class_code = "0x010802";
+  drive.serial = "FRN100000077";
+  host.attach(drive);
+  FakeJob a = job(311, 1);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  EXPECT_EQ(state(311)->devices[0].address, "0000:45:00.0");
+
+  host.attach(gpu_function("0000:47:00.0", "", false));
+  host.attach(gpu_function("0000:48:00.0", "", false));
+  config.host_wait_s = 1;
+  FakeJob b = job(312, 1);
+  Status s = job_prolog(b, api, config);
+  ASSERT_FALSE(s);
+  ASSERT_EQ(b.errors.size(), 1u);
+  EXPECT_NE(b.errors[0].find("OffloadBlock9 (any GPU: the fabric reported nothing more; 2 new "
+                             "functions with these ids for 1 device"),
+            std::string::npos)
+      << b.errors[0];
+}
+
 TEST_F(HostSideTest, ADeviceThatNeverAppearsFailsTheCompositionWithOneLine) {
   api.devices = {gpu("gpu-d-0", "GPU-dddd-0000"), gpu("gpu-d-1", "GPU-dddd-0001")};
   host.attach(gpu_function("0000:41:00.0", "GPU-dddd-0000"));  // only one of them comes

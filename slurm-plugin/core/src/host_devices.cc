@@ -126,7 +126,16 @@ struct Seen {
   std::string device;
   std::string uuid;    // NVIDIA driver's
   std::string serial;  // NVMe controller's
+  std::string cls;     // PCI class, "0x030200"
 };
+
+// A function of the device's kind: a display or 3D controller (class 03) for a GPU, an NVMe
+// controller (class 0108) for a drive.
+bool same_kind(const Device& d, const Seen& f) {
+  if (d.type == DeviceType::kGpu) return f.cls.rfind("0x03", 0) == 0;
+  if (d.type == DeviceType::kNvme) return f.cls.rfind("0x0108", 0) == 0;
+  return true;
+}
 
 bool same_ids(const DeviceIdentity& id, const Seen& f) {
   return (id.pci_vendor.empty() || id.pci_vendor == f.vendor) &&
@@ -161,7 +170,9 @@ std::string looked_for(const Device& d) {
   }
   if (!d.identity.uuid.empty()) what.push_back("UUID " + d.identity.uuid);
   if (!d.identity.serial.empty()) what.push_back("serial " + d.identity.serial);
-  return what.empty() ? "nothing the fabric reported" : join(what, ", ");
+  return what.empty() ? (d.type == DeviceType::kGpu ? "any GPU: the fabric reported nothing more"
+                                                    : "any drive: the fabric reported nothing more")
+                      : join(what, ", ");
 }
 
 }  // namespace
@@ -180,7 +191,8 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
     for (const std::string& a : pci_addresses()) {
       const fs::path dir = fs::path(sysfs_) / "bus/pci/devices" / a;
       Seen f{a, normal_pci_id(first_line(dir / "vendor")).value_or(""),
-             normal_pci_id(first_line(dir / "device")).value_or(""), gpu_uuid(a), ""};
+             normal_pci_id(first_line(dir / "device")).value_or(""), gpu_uuid(a), "",
+             first_line(dir / "class")};
       std::error_code ec;
       for (const auto& ctrl : fs::directory_iterator(dir / "nvme", ec)) {
         f.serial = std::string(trim(first_line(ctrl.path() / "serial")));
@@ -230,20 +242,29 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
       } else if (strong.size() > 1) {
         missing.push_back(d.id + " (" + std::to_string(strong.size()) +
                           " functions of the host match " + looked_for(d) + ")");
-      } else if (!comparable && (d.identity.pci_vendor.size() + d.identity.pci_device.size()) > 0) {
+      } else if (!comparable) {
         weak.push_back(i);
       } else {
         missing.push_back(d.id + " (" + looked_for(d) + ")");
       }
     }
-    // By ids alone: the new functions with those ids must be exactly the devices sought.
+    // By ids alone: the new functions of the device's kind with those ids must be exactly the
+    // devices sought. Devices the fabric reported no ids for come last: any new function of
+    // their kind that no other rule explains.
+    std::stable_sort(weak.begin(), weak.end(), [&](size_t a, size_t b) {
+      auto no_ids = [&](size_t k) {
+        return out[k].identity.pci_vendor.empty() && out[k].identity.pci_device.empty();
+      };
+      return !no_ids(a) && no_ids(b);
+    });
     std::set<size_t> done;
     bool pending = false;  // a match by ids waits for a second look
     for (size_t i : weak) {
       if (done.contains(i)) continue;
       std::vector<size_t> group;
       for (size_t j : weak) {
-        if (out[j].identity.pci_vendor == out[i].identity.pci_vendor &&
+        if (out[j].type == out[i].type &&
+            out[j].identity.pci_vendor == out[i].identity.pci_vendor &&
             out[j].identity.pci_device == out[i].identity.pci_device) {
           group.push_back(j);
         }
@@ -251,12 +272,14 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
       std::vector<std::string> fresh;
       for (const Seen& f : seen) {
         if (!before.contains(f.address) && !taken.contains(f.address) &&
-            !claimed.contains(f.address) && same_ids(out[i].identity, f)) {
+            !claimed.contains(f.address) && same_ids(out[i].identity, f) &&
+            same_kind(out[i], f)) {
           fresh.push_back(f.address);
         }
       }
       for (size_t j : group) done.insert(j);
-      const std::string ids = out[i].identity.pci_vendor + ":" + out[i].identity.pci_device;
+      const std::string ids = std::string(to_string(out[i].type)) + ":" +
+                              out[i].identity.pci_vendor + ":" + out[i].identity.pci_device;
       std::sort(fresh.begin(), fresh.end());
       const bool steady = fresh_before[ids] == fresh;
       fresh_before[ids] = fresh;

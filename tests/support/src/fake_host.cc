@@ -1,6 +1,7 @@
 #include "composer/test_support/fake_host.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -66,6 +67,71 @@ void FakeHost::add_present(FakePciFunction f) {
 void FakeHost::attach(FakePciFunction f, std::chrono::milliseconds delay) {
   std::lock_guard lock(mu_);
   pending_.push_back(Pending{std::move(f), delay});
+}
+
+void FakeHost::set_rescan_source(std::function<std::vector<FakePciFunction>()> source) {
+  std::lock_guard lock(mu_);
+  source_ = std::move(source);
+}
+
+void FakeHost::unplug_now(const std::string& address) {
+  std::lock_guard lock(mu_);
+  if (std::find(present_.begin(), present_.end(), address) != present_.end()) unplug(address);
+}
+
+std::vector<std::string> FakeHost::present() const {
+  std::lock_guard lock(mu_);
+  return present_;
+}
+
+void FakeHost::mirror_processes() {
+  std::lock_guard lock(mu_);
+  mirror_ = true;
+}
+
+// Under mu_. Mirrors into <root>/proc the real processes' descriptors that point under <root>.
+// A mirrored descriptor goes only once the real one is closed (its link in the real /proc is
+// gone or points elsewhere): a reader never sees a holder vanish while it still holds.
+void FakeHost::mirror() {
+  const std::string prefix = root_.string() + "/";
+  std::error_code ec;
+  for (const auto& proc : fs::directory_iterator("/proc", ec)) {
+    const std::string pid = proc.path().filename().string();
+    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), ::isdigit)) continue;
+    std::error_code fd_ec;
+    for (const auto& fd : fs::directory_iterator(proc.path() / "fd", fd_ec)) {
+      std::error_code link_ec;
+      const fs::path target = fs::read_symlink(fd.path(), link_ec);
+      if (link_ec || !target.string().starts_with(prefix)) continue;
+      const fs::path mirrored = root_ / "proc" / pid / "fd" / fd.path().filename();
+      if (fs::read_symlink(mirrored, link_ec) == target) continue;
+      fs::create_directories(mirrored.parent_path(), link_ec);
+      fs::remove(mirrored, link_ec);
+      fs::create_symlink(target, mirrored, link_ec);
+      mirrored_pids_.insert(pid);
+    }
+  }
+  for (auto pid = mirrored_pids_.begin(); pid != mirrored_pids_.end();) {
+    const fs::path dir = root_ / "proc" / *pid / "fd";
+    bool left = false;
+    std::error_code fd_ec;
+    for (const auto& link : fs::directory_iterator(dir, fd_ec)) {
+      std::error_code link_ec;
+      const fs::path real =
+          fs::read_symlink(fs::path("/proc") / *pid / "fd" / link.path().filename(), link_ec);
+      if (link_ec || real != fs::read_symlink(link.path(), link_ec)) {
+        fs::remove(link.path(), link_ec);
+      } else {
+        left = true;
+      }
+    }
+    if (left) {
+      ++pid;
+    } else {
+      fs::remove_all(root_ / "proc" / *pid, ec);
+      pid = mirrored_pids_.erase(pid);
+    }
+  }
 }
 
 std::vector<std::string> FakeHost::removed() const {
@@ -154,15 +220,35 @@ void FakeHost::unplug(const std::string& address) {
 
 void FakeHost::watch() {
   const fs::path rescan = root_ / "sys/bus/pci/rescan";
+  auto last_mirror = std::chrono::steady_clock::time_point{};
   while (!stop_) {
+    std::function<std::vector<FakePciFunction>()> source;
     {
       std::lock_guard lock(mu_);
-      const auto now = std::chrono::steady_clock::now();
       if (says_one(rescan)) {
         put(rescan, "");
         ++rescans_;
+        const auto now = std::chrono::steady_clock::now();
         for (Pending& p : pending_) arriving_.emplace_back(now + p.delay, std::move(p.f));
         pending_.clear();
+        source = source_;
+      }
+    }
+    // Asked without the lock: the source may take a while (it asks the fabric).
+    std::vector<FakePciFunction> attached = source ? source() : std::vector<FakePciFunction>{};
+    {
+      std::lock_guard lock(mu_);
+      const auto now = std::chrono::steady_clock::now();
+      for (FakePciFunction& f : attached) {
+        const bool shown = std::find(present_.begin(), present_.end(), f.address) != present_.end();
+        const bool coming = std::any_of(arriving_.begin(), arriving_.end(), [&](const auto& a) {
+          return a.second.address == f.address;
+        });
+        if (!shown && !coming) arriving_.emplace_back(now, std::move(f));
+      }
+      if (mirror_ && now - last_mirror >= std::chrono::milliseconds(100)) {
+        mirror();
+        last_mirror = now;
       }
       for (auto it = arriving_.begin(); it != arriving_.end();) {
         if (it->first > now) {

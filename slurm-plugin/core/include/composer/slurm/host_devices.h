@@ -47,9 +47,11 @@ class HostDevices {
   //     (held by other jobs): the one whose UUID (GPUs: "GPU UUID:" of
   //     <proc>/driver/nvidia/gpus/<address>/information) or serial (drives:
   //     nvme/<ctrl>/serial) equals the identity's; else, when the identity has no UUID or
-  //     serial the host can compare, among the functions that are not in `before` and have
-  //     the identity's vendor and device ids, provided they are exactly as many as the devices
-  //     sought with those ids (anything else could be another job's device);
+  //     serial the host can compare, among the functions of its kind (GPU: PCI class 03,
+  //     drive: 0108) that are not in `before` and have the identity's vendor and device ids
+  //     (any, when the fabric reported none), provided they are exactly as many as the devices
+  //     sought with those ids (anything else could be another job's device); devices without
+  //     ids take only what the rules before them left;
   //   - memory without a NUMA node: nothing to find, answered as it is.
   // kTimeout: one sentence naming each device not found and what it was looked for by.
   Expected<std::vector<Device>> locate(const std::vector<Device>& devices,

@@ -12,13 +12,18 @@
 //   <root>/dev/nvidia<minor>, <root>/dev/nvme<N>, <root>/dev/nvme<N>n1  (plain files)
 // Writing "1" to a function's `remove` makes it disappear with its /proc and /dev entries, as
 // the kernel's hot-unplug does. Processes are not faked: tests that need a holder start a
-// real one (the plugin reads the real /proc for file descriptors).
+// real one, and the plugin reads the real /proc for file descriptors, or, with
+// mirror_processes(), <root>/proc, where the host shows each real process that has one of its
+// files open as <root>/proc/<pid>/fd/<n> (a link to that file), as the kernel shows holders.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,6 +67,16 @@ class FakeHost {
   void attach(FakePciFunction f, std::chrono::milliseconds delay = std::chrono::milliseconds(0));
   // CXL memory or any NUMA node: <sys>/devices/system/node/node<N>/ appears at once.
   void add_numa_node(int node);
+  // What the fabric has attached to this host, asked at every rescan (on the host's thread):
+  // each function it answers that the host does not show yet appears, as after attach().
+  void set_rescan_source(std::function<std::vector<FakePciFunction>()> source);
+  // The fabric took a function away without asking (a surprise hot-unplug): it disappears now.
+  void unplug_now(const std::string& address);
+  // The addresses of the functions the host shows.
+  std::vector<std::string> present() const;
+  // <root>/proc/<pid>/fd/<n> for each real process with a file under <root> open, kept in step
+  // with the real /proc while the host runs (see the top of this file).
+  void mirror_processes();
 
   // Rescans the host has seen, and functions removed through `remove`.
   int rescans() const { return rescans_.load(); }
@@ -76,6 +91,7 @@ class FakeHost {
   };
   void materialise(FakePciFunction f);
   void unplug(const std::string& address);
+  void mirror();
   void watch();
 
   std::filesystem::path root_;
@@ -86,6 +102,9 @@ class FakeHost {
   std::vector<std::string> removed_;
   int next_minor_ = 0;
   int next_nvme_ = 0;
+  std::function<std::vector<FakePciFunction>()> source_;
+  bool mirror_ = false;
+  std::set<std::string> mirrored_pids_;
   std::atomic<int> rescans_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
