@@ -127,6 +127,30 @@ TEST_F(ServiceTest, AHeldCompositionIsReleasedByNoOneUntilTheHoldIsCleared) {
   EXPECT_EQ(std::count(k.begin(), k.end(), "unhold"), 1);
 }
 
+// A node drains a device of its own job's composition that its host never showed; it cannot
+// drain anything else.
+TEST_F(ServiceTest, ANodeDrainsOnlyADeviceItsJobWasGiven) {
+  auto c = service_->compose(job(31, "n1", Request{.gpus = 1}));
+  ASSERT_TRUE(c.ok()) << c.error();
+  const std::string mine = c->devices[0].id;
+  const std::string other = mine == "gpu-a-0" ? "gpu-a-1" : "gpu-a-0";
+  auto refused = service_->drain_unseen(31, "n1", other, "never showed", "uid 0");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("does not hold '" + other + "'"), std::string::npos)
+      << refused.error();
+  EXPECT_EQ(service_->drain_unseen(32, "n1", mine, "never showed", "uid 0").error().code,
+            ErrorCode::kNotFound);
+  EXPECT_FALSE(store_->device(other)->drained);
+
+  auto drained = service_->drain_unseen(31, "n1", mine, "never showed", "uid 0");
+  ASSERT_TRUE(drained.ok()) << drained.error();
+  EXPECT_TRUE(drained->drained);
+  EXPECT_EQ(drained->drain_reason, "never showed");
+  ASSERT_TRUE(service_->release(31, "n1").ok());
+  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);  // not handed out again until resumed
+}
+
 TEST_F(ServiceTest, AJobOneNodeCannotServeGetsNothingAnywhere) {
   ASSERT_TRUE(service_->compose(job(21, "n2", Request{.gpus = 3})).ok());  // z2 keeps one GPU
   auto c = service_->compose_job(job(22, "", Request{.gpus = 2}), {"n1", "n2"});

@@ -509,8 +509,9 @@ scenario_device_still_in_use_is_held_then_released_by_the_next_job() {
 }
 
 # E2E_HOST_CHECK=wait: the fabric attaches a GPU the host never shows. The prolog fails after
-# host_wait (10 s) with one line naming the device and gives it back; Slurm drains the node and
-# requeues the job held. An admin resumes the node; nothing stays attached.
+# host_wait (10 s) with one line naming the device, drains that device in composerd and gives
+# the devices back; Slurm drains the node and requeues the job held. An admin resumes the node
+# and the device; nothing stays attached.
 scenario_device_never_appearing_fails_cleanly() {
   echo 1 >"$E2E_DIR/host/hide-next"
   local j
@@ -526,7 +527,16 @@ scenario_device_never_appearing_fails_cleanly() {
   scontrol update nodename="$NODE" state=resume
   wait_until 15 nothing_attached || fail "$(attached) devices attached after job $j" || return 1
   wait_until 30 node_idle "$NODE" || fail "node $NODE is $(node_state "$NODE") after resume" || return 1
-  [[ $(event_kinds "$j") == *released* ]] || fail "ledger of $j: $(event_kinds "$j")"
+  [[ $(event_kinds "$j") == *released* ]] || fail "ledger of $j: $(event_kinds "$j")" || return 1
+  local unseen
+  unseen=$(api_all /v1/devices "state=drained" |
+    jq -r --arg why "never showed it after the attach for job $j" \
+      '[.devices[] | select(.drain_reason | contains($why)) | .id] | join(",")')
+  [[ -n $unseen && $unseen != *,* ]] ||
+    fail "drained for job $j: '$unseen' (expected the one GPU the host never showed)" || return 1
+  "${COMPOSERCTL:-$BUILD_DIR/composer/cli/composerctl}" --server "$E2E_URL" \
+    --munge-socket "$MUNGE_SOCKET" devices resume "$unseen" >/dev/null ||
+    fail "composerctl devices resume $unseen failed"
 }
 node_drained() { [[ $(node_state "$1") == drain* ]]; }
 node_idle() { [[ $(node_state "$1") == idle ]]; }

@@ -490,6 +490,30 @@ TEST_F(ComposerdTest, ANodesHoldKeepsACompositionFromEveryReleaseUntilCleared) {
   EXPECT_EQ(holds, (std::vector<std::string>{"hold:" + why, "unhold:" + why}));
 }
 
+// A node's prolog drains what its host never showed: only a device of its own job's composition
+// there, with its reason, and the device stays out of the pool after the release.
+TEST_F(ComposerdTest, ANodeDrainsADeviceItsHostNeverShowedAndNothingElse) {
+  auto c = daemon_->client();
+  auto composed = c.compose(131, "n1", body(Request{.gpus = 1}));
+  ASSERT_TRUE(composed.ok()) << composed.error();
+  const std::string mine = composed->devices[0].id;
+  auto others =
+      c.devices(client::DeviceQuery{.type = DeviceType::kGpu, .state = DeviceState::kFree});
+  ASSERT_TRUE(others.ok() && !others->empty());
+  auto refused = c.drain_unseen(131, "n1", others->front().id, "never showed");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  const std::string why = "the host of node n1 never showed it after the attach for job 131";
+  auto drained = c.drain_unseen(131, "n1", mine, why);
+  ASSERT_TRUE(drained.ok()) << drained.error();
+  EXPECT_TRUE(drained->drained);
+  EXPECT_EQ(drained->drain_reason, why);
+  ASSERT_TRUE(c.release(131, "n1").ok());
+  EXPECT_EQ(free_by_type()["gpu"], 15u);
+  ASSERT_EQ(ctl("devices resume " + mine).code, 0);
+  EXPECT_EQ(free_by_type()["gpu"], 16u);
+}
+
 TEST_F(ComposerdTest, SlurmConfigMatchesThePool) {
   auto r = ctl("slurm-config");
   ASSERT_EQ(r.code, 0) << r.out;

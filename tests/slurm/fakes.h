@@ -106,6 +106,13 @@ class FakeComposer : public ComposerApi {
     if (release_error) return *release_error;
     return release_job_count;
   }
+  // drain_unseen(): recorded as (job, node, device, reason).
+  std::vector<std::tuple<uint32_t, std::string, std::string, std::string>> unseen;
+  Status drain_unseen(uint32_t job_id, const std::string& node, const std::string& device_id,
+                      const std::string& reason) override {
+    unseen.emplace_back(job_id, node, device_id, reason);
+    return Status::Ok();
+  }
   // hold(): recorded (reason "" clears), answered with hold_error when set.
   std::optional<Error> hold_error;
   std::vector<std::tuple<uint32_t, std::string, std::string>> holds;

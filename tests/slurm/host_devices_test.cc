@@ -210,6 +210,8 @@ TEST_F(HostSideTest, NeverGuessesBetweenItsOwnAndAnotherJobsNewGpus) {
             std::string::npos)
       << a.errors[0];
   EXPECT_EQ(state(301)->cuda_visible_devices, "");
+  // They did appear, only not so that the prolog can tell them apart: nothing is drained.
+  EXPECT_TRUE(api.unseen.empty());
 }
 
 // A GPU the fabric reports nothing for (a Redfish Processor with no ids, UUID or PCIe link, as
@@ -259,6 +261,14 @@ TEST_F(HostSideTest, ADeviceThatNeverAppearsFailsTheCompositionWithOneLine) {
             std::string::npos)
       << a.errors[0];
   EXPECT_EQ(a.errors[0].find("gpu-d-0 ("), std::string::npos) << "gpu-d-0 was found";
+  // The one the host never showed is drained in composerd before it goes back.
+  ASSERT_EQ(api.unseen.size(), 1u);
+  EXPECT_EQ(std::get<2>(api.unseen[0]), "gpu-d-1");
+  EXPECT_NE(std::get<3>(api.unseen[0])
+                .find("the host of node node1 never showed it after the "
+                      "attach for job 401"),
+            std::string::npos)
+      << std::get<3>(api.unseen[0]);
   // Nothing of the job runs yet: the devices go back at once, whichever side composes.
   ASSERT_EQ(api.released.size(), 1u);
   EXPECT_EQ(api.released[0], (std::pair<uint32_t, std::string>{401u, "node1"}));

@@ -197,6 +197,24 @@ Expected<Composition> Client::hold(uint32_t job_id, std::string_view node,
                               [](const Json::Value& v) { return api::from_json<Composition>(v); });
 }
 
+Expected<Device> Client::drain_unseen(uint32_t job_id, std::string_view node, std::string_view id,
+                                      std::string_view reason) const {
+  if (Status s = require_name(node, "node"); !s) return s.error();
+  if (Status s = require_name(id, "device id"); !s) return s.error();
+  if (Status s = require_name(reason, "drain reason"); !s) return s.error();
+  Path p;
+  p.segment("v1")
+      .segment("compositions")
+      .segment(std::to_string(job_id))
+      .segment(node)
+      .segment("devices")
+      .segment(id)
+      .segment("drain");
+  return decoded<Device>(
+      call("POST", p, api::to_text(api::to_json(api::DrainBody{std::string(reason)})), true),
+      "POST " + p.plain, [](const Json::Value& v) { return api::from_json<Device>(v); });
+}
+
 Expected<std::vector<Composition>> Client::compose_job(uint32_t job_id,
                                                        const api::ComposeBody& body) const {
   for (const std::string& node : body.nodes) {

@@ -872,6 +872,29 @@ Expected<Device> CompositionService::drain(const std::string& device_id, const s
   return store_.device(device_id);
 }
 
+Expected<Device> CompositionService::drain_unseen(uint32_t job_id, const std::string& node,
+                                                  const std::string& device_id,
+                                                  const std::string& reason,
+                                                  const std::string& actor) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(Key{job_id, node});
+    if (it == live_.end()) {
+      return Error{ErrorCode::kNotFound, where(job_id, node) + " has no live composition"};
+    }
+    const auto& held = it->second.devices;
+    if (std::find(held.begin(), held.end(), device_id) == held.end()) {
+      return Error{ErrorCode::kInvalidArgument,
+                   where(job_id, node) + ": its composition does not hold '" + device_id +
+                       "'; a node drains only what it was given"};
+    }
+  }
+  log::warning(
+      "a node's host never showed a device it was given; drained",
+      {{"job", std::to_string(job_id)}, {"node", node}, {"device", device_id}, {"reason", reason}});
+  return drain(device_id, reason, actor);
+}
+
 Expected<Device> CompositionService::resume(const std::string& device_id,
                                             const std::string& actor) {
   if (auto s = store_.set_drained(device_id, false, "", actor, clock_.now_ms()); !s) {

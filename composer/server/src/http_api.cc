@@ -231,6 +231,19 @@ class Handlers {
     return api::to_json(*held);
   }
 
+  // POST /v1/compositions/{job}/{node}/devices/{id}/drain: the node's host never showed a
+  // device of the job's composition.
+  Expected<Json::Value> drain_unseen(const Call& call) {
+    auto target = job_and_node(call);
+    if (!target) return target.error();
+    auto body = api::from_text<api::DrainBody>(call.body());
+    if (!body) return body.error();
+    auto drained = ctx_.service.drain_unseen(target->job, target->node, call.match(3), body->reason,
+                                             "uid " + std::to_string(call.caller().uid));
+    if (!drained) return drained.error();
+    return api::to_json(*drained);
+  }
+
   Expected<Json::Value> list_compositions(const Call& call) {
     db::CompositionFilter f;
     auto job = call.job("job");
@@ -434,6 +447,8 @@ void install_routes(Router& router, ApiContext& ctx) {
   routes.add("POST", comp + "/hold", composer, {}, [h](const Call& c) { return h->hold(c, true); });
   routes.add("DELETE", comp + "/hold", composer, {},
              [h](const Call& c) { return h->hold(c, false); });
+  routes.add("POST", comp + "/devices/([^/]+)/drain", composer, {},
+             [h](const Call& c) { return h->drain_unseen(c); });
   const std::string job = R"(/v1/compositions/([^/]+))";
   routes.add_async("PUT", job, composer, {},
                    [h](const Call& c, const Answer& answer) { h->compose_job(c, answer); });

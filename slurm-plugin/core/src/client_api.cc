@@ -57,6 +57,13 @@ Status ClientComposerApi::hold(uint32_t job_id, const std::string& node,
   return Status::Ok();
 }
 
+Status ClientComposerApi::drain_unseen(uint32_t job_id, const std::string& node,
+                                       const std::string& device_id, const std::string& reason) {
+  Expected<Device> drained = client_.drain_unseen(job_id, node, device_id, reason);
+  if (!drained) return drained.error();
+  return Status::Ok();
+}
+
 Expected<Composition> ClientComposerApi::show(uint32_t job_id, const std::string& node) {
   return client_.show(job_id, node);
 }

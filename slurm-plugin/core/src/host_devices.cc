@@ -180,7 +180,8 @@ std::string looked_for(const Device& d) {
 Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& devices,
                                                   const std::set<std::string>& before,
                                                   const std::set<std::string>& taken,
-                                                  std::chrono::milliseconds timeout) const {
+                                                  std::chrono::milliseconds timeout,
+                                                  std::vector<std::string>* not_found) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // Functions appear one after another (hot-plug is asynchronous): a match by ids alone is
   // taken only when two looks in a row saw the same new functions.
@@ -190,8 +191,11 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
     std::vector<Seen> seen;
     for (const std::string& a : pci_addresses()) {
       const fs::path dir = fs::path(sysfs_) / "bus/pci/devices" / a;
-      Seen f{a, normal_pci_id(first_line(dir / "vendor")).value_or(""),
-             normal_pci_id(first_line(dir / "device")).value_or(""), gpu_uuid(a), "",
+      Seen f{a,
+             normal_pci_id(first_line(dir / "vendor")).value_or(""),
+             normal_pci_id(first_line(dir / "device")).value_or(""),
+             gpu_uuid(a),
+             "",
              first_line(dir / "class")};
       std::error_code ec;
       for (const auto& ctrl : fs::directory_iterator(dir / "nvme", ec)) {
@@ -203,6 +207,8 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
     std::vector<Device> out = devices;
     std::set<std::string> claimed;
     std::vector<std::string> missing;
+    // The devices the host does not show at all (not those it shows but cannot tell apart).
+    std::vector<std::string> missing_ids;
     // Devices with an address, then those found by UUID or serial, then by ids alone: the
     // weakest rule only runs on what no stronger one explains.
     std::vector<size_t> weak;
@@ -213,12 +219,14 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
         std::error_code ec;
         if (path.empty() || !fs::exists(path, ec)) {
           missing.push_back(d.id + " (" + (path.empty() ? d.address : path) + ")");
+          missing_ids.push_back(d.id);
           continue;
         }
         if (d.type != DeviceType::kMem) {
           auto f = std::find_if(seen.begin(), seen.end(),
                                 [&](const Seen& s) { return s.address == d.address; });
           if (f != seen.end() && !same_ids(d.identity, *f)) {
+            missing_ids.push_back(d.id);
             missing.push_back(d.id + " (" + d.address + " is PCI " + f->vendor + ":" + f->device +
                               ", not the PCI " + pci_of(d) + " the fabric reported)");
             continue;
@@ -246,6 +254,7 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
         weak.push_back(i);
       } else {
         missing.push_back(d.id + " (" + looked_for(d) + ")");
+        missing_ids.push_back(d.id);
       }
     }
     // By ids alone: the new functions of the device's kind with those ids must be exactly the
@@ -272,8 +281,7 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
       std::vector<std::string> fresh;
       for (const Seen& f : seen) {
         if (!before.contains(f.address) && !taken.contains(f.address) &&
-            !claimed.contains(f.address) && same_ids(out[i].identity, f) &&
-            same_kind(out[i], f)) {
+            !claimed.contains(f.address) && same_ids(out[i].identity, f) && same_kind(out[i], f)) {
           fresh.push_back(f.address);
         }
       }
@@ -293,6 +301,7 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
         continue;
       }
       for (size_t j : group) {
+        if (fresh.empty()) missing_ids.push_back(out[j].id);
         missing.push_back(
             out[j].id + " (" + looked_for(out[j]) + "; " + std::to_string(fresh.size()) +
             " new function" + (fresh.size() == 1 ? "" : "s") + " with these ids for " +
@@ -309,6 +318,7 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
         continue;
       }
       if (missing.empty()) missing.push_back("the new PCI functions, which kept changing");
+      if (not_found != nullptr) *not_found = missing_ids;
       return Error{ErrorCode::kTimeout,
                    "the host does not show " + join(missing, ", ") + " after " +
                        std::to_string(static_cast<double>(timeout.count()) / 1000.0).substr(0, 4) +

@@ -69,10 +69,11 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
     // the fabric just attached, unless its UUID or serial says it is.
     const std::set<std::string> before = host.pci_addresses();
     Status s = host.rescan();
+    std::vector<std::string> unseen;
     if (s && config.host_check == HostCheck::kWait) {
       Expected<std::vector<Device>> found =
           host.locate(state.devices, before, addresses_of_other_jobs(config.state_dir, job_id),
-                      std::chrono::seconds(config.host_wait_s));
+                      std::chrono::seconds(config.host_wait_s), &unseen);
       if (found) {
         state.devices = std::move(*found);
       } else {
@@ -82,6 +83,19 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
     if (!s) {
       ctx.error("composer: prolog: " + at + ": composerd attached " + device_list(state.devices) +
                 " but the host cannot use them: " + s.error().message);
+      // What the host never showed is drained in composerd before it goes back, so that no
+      // later job gets it before an admin has looked (composerctl devices resume).
+      for (const std::string& id : unseen) {
+        const std::string why =
+            "the host of node " + node + " never showed it after the attach for job " +
+            std::to_string(job_id) + " (host_wait " + std::to_string(config.host_wait_s) + " s)";
+        if (Status drained = api.drain_unseen(job_id, node, id, why); !drained) {
+          ctx.error("composer: prolog: " + at + ": draining " + id + " failed (" +
+                    std::string(to_string(drained.error().code)) + "): " + drained.error().message);
+        } else {
+          ctx.info("composer: prolog: " + at + ": drained " + id + " in composerd: " + why);
+        }
+      }
       // No task of the job runs yet, so nothing holds them: they go back now. The failed
       // prolog drains the node, and the compositions of a drained node are otherwise kept (as
       // for an epilog that found its devices in use) until an admin resumes it. The state

@@ -83,7 +83,8 @@ class Kernel {
     std::lock_guard lock(mu_);
     for (const Device& d : *devices) {
       if (d.node != node_) continue;
-      if (auto it = address_.find(d.id); it != address_.end()) attached_addresses.insert(it->second);
+      if (auto it = address_.find(d.id); it != address_.end())
+        attached_addresses.insert(it->second);
     }
     for (const std::string& a : host_.present()) {
       if (!attached_addresses.contains(a) && ours_.contains(a)) {
@@ -137,9 +138,9 @@ class Kernel {
   composer::client::Client& client_;
   std::mutex mu_;
   std::map<std::string, std::string> address_;  // device id -> where the host shows it
-  std::set<std::string> ours_;                   // addresses of fabric devices
-  std::set<std::string> hidden_;                 // attached, never shown (hide-next)
-  std::set<std::string> shown_ever_;             // attached and shown since attached
+  std::set<std::string> ours_;                  // addresses of fabric devices
+  std::set<std::string> hidden_;                // attached, never shown (hide-next)
+  std::set<std::string> shown_ever_;            // attached and shown since attached
   unsigned next_bus_ = 0x10;
 };
 

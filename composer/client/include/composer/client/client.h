@@ -100,6 +100,10 @@ class Client {
   // POST /v1/compositions/{job}/{node}/hold with the reason, or DELETE it (reason ""): the
   // node's hold on the composition (Composition::hold).
   Expected<Composition> hold(uint32_t job_id, std::string_view node, std::string_view reason) const;
+  // POST /v1/compositions/{job}/{node}/devices/{id}/drain: the node's host never showed device
+  // `id` of the job's composition there; composerd drains it with `reason`.
+  Expected<Device> drain_unseen(uint32_t job_id, std::string_view node, std::string_view id,
+                                std::string_view reason) const;
   // GET /v1/compositions/{job}/{node}.
   Expected<Composition> show(uint32_t job_id, std::string_view node) const;
   Expected<std::vector<Composition>> compositions(const CompositionQuery& query = {}) const;

@@ -114,6 +114,12 @@ class CompositionService {
   // when setting it on one that is not ready. `actor` is recorded with the event.
   Expected<Composition> set_hold(uint32_t job_id, const std::string& node, const std::string& cause,
                                  const std::string& actor);
+  // A node drains a device of the job's live composition there that its host never showed
+  // after the attach, so that no later job gets it before an admin has looked. kNotFound
+  // without a live composition; kInvalidArgument for a device the composition does not hold.
+  Expected<Device> drain_unseen(uint32_t job_id, const std::string& node,
+                                const std::string& device_id, const std::string& reason,
+                                const std::string& actor);
   Expected<Device> drain(const std::string& device_id, const std::string& reason,
                          const std::string& actor);
   Expected<Device> resume(const std::string& device_id, const std::string& actor);

@@ -20,6 +20,8 @@ class ClientComposerApi : public ComposerApi {
                                                  const std::vector<std::string>& nodes) override;
   Expected<size_t> release_job(uint32_t job_id) override;
   Status hold(uint32_t job_id, const std::string& node, const std::string& reason) override;
+  Status drain_unseen(uint32_t job_id, const std::string& node, const std::string& device_id,
+                      const std::string& reason) override;
 
  private:
   client::Client client_;

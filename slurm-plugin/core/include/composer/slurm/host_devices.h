@@ -53,11 +53,14 @@ class HostDevices {
   //     sought with those ids (anything else could be another job's device); devices without
   //     ids take only what the rules before them left;
   //   - memory without a NUMA node: nothing to find, answered as it is.
-  // kTimeout: one sentence naming each device not found and what it was looked for by.
+  // kTimeout: one sentence naming each device not found and what it was looked for by; in
+  // `not_found`, when given, the ids of those the host does not show at all (not those it
+  // shows but cannot tell from other functions).
   Expected<std::vector<Device>> locate(const std::vector<Device>& devices,
                                        const std::set<std::string>& before,
                                        const std::set<std::string>& taken,
-                                       std::chrono::milliseconds timeout) const;
+                                       std::chrono::milliseconds timeout,
+                                       std::vector<std::string>* not_found = nullptr) const;
 
   // The NVIDIA driver's UUID of the GPU at `address` ("GPU-..."), "" when it shows none.
   std::string gpu_uuid(const std::string& address) const;

@@ -61,6 +61,9 @@ class ComposerApi {
   // The node's hold on the job's composition there: set with the reason (its devices are
   // still in use after the job), cleared with "". While held, composerd releases it for no one.
   virtual Status hold(uint32_t job_id, const std::string& node, const std::string& reason) = 0;
+  // The host never showed `device_id` of the job's composition: composerd drains it.
+  virtual Status drain_unseen(uint32_t job_id, const std::string& node,
+                              const std::string& device_id, const std::string& reason) = 0;
 };
 
 }  // namespace composer::slurm
