@@ -260,6 +260,104 @@ constexpr sqlite::Sql kMigration8{"failure domains of hosts (migration 8)", R"sq
 ALTER TABLE hosts ADD COLUMN domains TEXT NOT NULL DEFAULT '';
 )sql"};
 
+// Migration 9: the rollup of ended compositions, so that a report over a long range reads one
+// row per composition instead of its every event. A row is written by a trigger when the event
+// that ends a composition ("released" or "failed") is appended, however it is appended (the
+// store, or plain SQL as report_bench does), and says what a report needs: where in ledger
+// order (ts_ms, id) the composition began (its first state event, whose devices and owner it
+// held) and ended, when it was ready and began releasing, how it ended and why, and how many
+// events it stands for (other_events: those of other kinds, failure reactions, which a report
+// reads and leaves out). Device events (drain, resume, health) are never part of a row: a
+// report reads them all.
+//
+// `whole` is 0 where the row does not tell the whole composition, and a report then reads the
+// composition's events instead: a second end event, an event appended after the end or dated
+// after it, more than one ready event, events under more than one uid, an event of another kind
+// before the first state event, or a compositions row that disagrees (not ended at the end
+// event's time, or created after the first event: the report reads what came before its range
+// through that row). The ledger stays append-only; only `whole` of a row ever changes.
+//
+// The row a terminal event E yields; E is NEW in the trigger, the first end event of each
+// composition in the fill. `a` holds the composition's counts, `f` its first state event.
+#define STATE_KINDS "('requested', 'composing', 'ready', 'releasing', 'released', 'failed')"
+#define DEVICE_KINDS "('drain', 'resume', 'health')"
+#define ROLLUP_COLUMNS                                                                          \
+  "composition_id, first_id, first_ts, first_kind, ready_ts, releasing_ts, end_id, end_ts, "    \
+  "end_kind, end_from, end_detail, job_id, node, uid, user, account, workload, policy_window, " \
+  "devices, events, other_events, whole"
+#define ROLLUP_COUNTS                                                          \
+  "COUNT(*) AS n, SUM(kind NOT IN " STATE_KINDS                                \
+  ") AS others, SUM(kind = 'ready') AS readies,"                               \
+  " SUM(kind IN ('released', 'failed')) AS ends, COUNT(DISTINCT uid) AS uids," \
+  " MAX(ts_ms) AS last_ts, MAX(id) AS last_id,"                                \
+  " MAX(CASE WHEN kind = 'ready' THEN ts_ms END) AS ready_ts,"                 \
+  " MAX(CASE WHEN kind = 'releasing' THEN ts_ms END) AS releasing_ts"
+#define ROLLUP_ROW(E)                                                                             \
+  "SELECT " E ".composition_id, f.id, f.ts_ms, f.kind, a.ready_ts, a.releasing_ts, " E ".id, " E  \
+  ".ts_ms, " E ".kind, " E ".from_state, " E                                                      \
+  ".detail, f.job_id, f.node, f.uid, f.user, "                                                    \
+  "f.account, f.workload, f.policy_window, f.devices, a.n, a.others,"                             \
+  " a.readies <= 1 AND a.ends = 1 AND a.uids = 1 AND a.last_ts <= " E ".ts_ms AND a.last_id = " E \
+  ".id AND NOT EXISTS (SELECT 1 FROM events o WHERE o.composition_id = " E                        \
+  ".composition_id"                                                                               \
+  " AND o.kind NOT IN " STATE_KINDS " AND o.kind NOT IN " DEVICE_KINDS                            \
+  " AND (o.ts_ms < f.ts_ms OR (o.ts_ms = f.ts_ms AND o.id < f.id)))"                              \
+  " AND EXISTS (SELECT 1 FROM compositions c WHERE c.id = " E                                     \
+  ".composition_id"                                                                               \
+  " AND c.state IN ('released', 'failed') AND c.updated_ms = " E                                  \
+  ".ts_ms"                                                                                        \
+  " AND c.created_ms <= f.ts_ms)"
+#define ROLLUP_FIRST(E)                                                       \
+  " JOIN events f ON f.id = (SELECT id FROM events WHERE composition_id = " E \
+  ".composition_id AND kind IN " STATE_KINDS " ORDER BY ts_ms, id LIMIT 1)"
+constexpr sqlite::Sql kMigration9{
+    "the rollup of ended compositions (migration 9)",
+    "CREATE TABLE composition_rollup ("
+    " composition_id INTEGER PRIMARY KEY,"
+    " first_id INTEGER NOT NULL, first_ts INTEGER NOT NULL, first_kind TEXT NOT NULL,"
+    " ready_ts INTEGER, releasing_ts INTEGER,"
+    " end_id INTEGER NOT NULL, end_ts INTEGER NOT NULL,"
+    " end_kind TEXT NOT NULL CHECK (end_kind IN ('released', 'failed')),"
+    " end_from TEXT NOT NULL, end_detail TEXT NOT NULL,"
+    " job_id INTEGER NOT NULL, node TEXT NOT NULL, uid INTEGER NOT NULL, user TEXT NOT NULL,"
+    " account TEXT NOT NULL, workload TEXT NOT NULL, policy_window TEXT NOT NULL,"
+    " devices TEXT NOT NULL,"
+    " events INTEGER NOT NULL, other_events INTEGER NOT NULL,"
+    " whole INTEGER NOT NULL CHECK (whole IN (0, 1)));"
+    // Rows in the order compositions began; the longest one bounds how far before a range's
+    // start a composition still inside it can have begun; the rows whose events must be read.
+    "CREATE INDEX composition_rollup_by_first ON composition_rollup (first_ts, first_id);"
+    "CREATE INDEX composition_rollup_by_length ON composition_rollup (end_ts - first_ts);"
+    "CREATE INDEX composition_rollup_not_whole ON composition_rollup (composition_id)"
+    " WHERE whole = 0;"
+    // Events of no composition and no device (refused composes, foreign holders): a report
+    // counts them in its range without reading them.
+    "CREATE INDEX events_unattached_by_ts ON events (ts_ms)"
+    " WHERE composition_id IS NULL AND kind NOT IN " DEVICE_KINDS ";"
+    "CREATE TRIGGER events_roll_up_ended_composition AFTER INSERT ON events"
+    " WHEN NEW.composition_id IS NOT NULL AND NEW.kind IN ('released', 'failed')"
+    " BEGIN INSERT INTO composition_rollup (" ROLLUP_COLUMNS ") " ROLLUP_ROW("NEW")
+    " FROM (SELECT " ROLLUP_COUNTS " FROM events WHERE composition_id = NEW.composition_id"
+    " AND kind NOT IN " DEVICE_KINDS ") a" ROLLUP_FIRST("NEW")
+    " WHERE true ON CONFLICT (composition_id) DO UPDATE SET whole = 0; END;"
+    "CREATE TRIGGER events_roll_up_late_event AFTER INSERT ON events"
+    " WHEN NEW.composition_id IS NOT NULL"
+    " AND NEW.kind NOT IN ('released', 'failed') AND NEW.kind NOT IN " DEVICE_KINDS
+    " BEGIN UPDATE composition_rollup SET whole = 0"
+    " WHERE composition_id = NEW.composition_id AND whole = 1; END;"
+    // The ledger so far: one row per composition with an end event, from its first one.
+    "INSERT INTO composition_rollup (" ROLLUP_COLUMNS ") " ROLLUP_ROW("e")
+    " FROM (SELECT composition_id, " ROLLUP_COUNTS
+    ", MIN(CASE WHEN kind IN ('released', 'failed') THEN id END) AS end_id"
+    " FROM events WHERE composition_id IS NOT NULL AND kind NOT IN " DEVICE_KINDS
+    " GROUP BY composition_id) a JOIN events e ON e.id = a.end_id" ROLLUP_FIRST("e") ";"};
+#undef ROLLUP_FIRST
+#undef ROLLUP_ROW
+#undef ROLLUP_COUNTS
+#undef ROLLUP_COLUMNS
+#undef DEVICE_KINDS
+#undef STATE_KINDS
+
 struct Migration {
   int version;
   const sqlite::Sql* sql;
@@ -273,7 +371,8 @@ constexpr Migration kMigrations[] = {{1, &kMigration1},
                                      {5, &kMigration5},
                                      {6, &kMigration6},
                                      {7, &kMigration7, &kMigration7Fill},
-                                     {8, &kMigration8}};
+                                     {8, &kMigration8},
+                                     {9, &kMigration9}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",
