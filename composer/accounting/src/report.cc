@@ -382,15 +382,48 @@ struct ReportBuilder::State {
     open.erase(it);
   }
 
+  // A failed end inside the range counts under the state it failed from and its cause.
+  void count_failure(const Event& e) {
+    if (e.kind == "failed" && inside(e.ts_ms) && mine(e)) {
+      ++failures[{e.from_state.empty() ? "unknown" : e.from_state, cause_of(e.detail)}];
+    }
+  }
+
+  // What composition_event() does with each of an ended composition's events, from its rollup
+  // row: the row is whole (one uid, one end with nothing after it, at most one ready event),
+  // so its events in between touch nothing but its own latencies, which its end books.
+  void begin_rolled_up(const CompositionRollup& r) {
+    events_read += r.events;
+    events_ignored += r.other_events;
+    if (r.first.id == r.end.id) {
+      // It ended with its first event: nothing to book.
+      count_failure(r.end);
+      ++events_ignored;
+      return;
+    }
+    open_composition(r.first);
+  }
+
+  void end_rolled_up(const CompositionRollup& r) {
+    auto it = open.find(*r.end.composition_id);
+    if (it == open.end()) return;
+    if (r.first.kind == "requested" && r.ready_ms && inside(*r.ready_ms) && mine(r.end)) {
+      compose_ms.push_back(*r.ready_ms - r.first.ts_ms);
+    }
+    if (r.end.kind == "released" && r.releasing_ms && inside(r.end.ts_ms) && mine(r.end)) {
+      release_ms.push_back(r.end.ts_ms - *r.releasing_ms);
+    }
+    count_failure(r.end);
+    close_composition(it, r.end.ts_ms);
+  }
+
   void composition_event(const Event& e) {
     const auto state = parse_composition_state(e.kind);
     if (!state) {
       ++events_ignored;
       return;
     }
-    if (*state == CompositionState::kFailed && inside(e.ts_ms) && mine(e)) {
-      ++failures[{e.from_state.empty() ? "unknown" : e.from_state, cause_of(e.detail)}];
-    }
+    count_failure(e);
     auto it = open.find(*e.composition_id);
     if (it == open.end()) {
       if (is_live(*state)) {
@@ -480,6 +513,28 @@ void ReportBuilder::add(const Event& e) {
   } else {
     ++s.events_ignored;
   }
+}
+
+void ReportBuilder::begin(const CompositionRollup& composition) {
+  State& s = *s_;
+  if (composition.first.ts_ms >= s.end) return;
+  if (composition.first.ts_ms >= s.start) s.start_range();
+  s.begin_rolled_up(composition);
+}
+
+void ReportBuilder::end(const CompositionRollup& composition) {
+  State& s = *s_;
+  if (composition.end.ts_ms >= s.end) return;
+  if (composition.end.ts_ms >= s.start) s.start_range();
+  s.end_rolled_up(composition);
+}
+
+void ReportBuilder::add_unattached(uint64_t n) {
+  // Like add() for each: read, and ignored as an event of no composition. Such an event only
+  // starts the range's peaks, which no change of what is held between it and the next
+  // composition's event can tell apart.
+  s_->events_read += n;
+  s_->events_ignored += n;
 }
 
 Report ReportBuilder::finish() {
