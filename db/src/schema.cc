@@ -277,39 +277,40 @@ ALTER TABLE hosts ADD COLUMN domains TEXT NOT NULL DEFAULT '';
 // event's time, or created after the first event: the report reads what came before its range
 // through that row). The ledger stays append-only; only `whole` of a row ever changes.
 //
-// The row a terminal event E yields; E is NEW in the trigger, the first end event of each
-// composition in the fill. `a` holds the composition's counts, `f` its first state event.
-#define STATE_KINDS "('requested', 'composing', 'ready', 'releasing', 'released', 'failed')"
-#define DEVICE_KINDS "('drain', 'resume', 'health')"
+// The row the end event `e` yields, from `f`, the composition's first state event in ledger
+// order (the earliest, the first appended of those), and `x`, every event of the composition
+// but device events. The trigger picks `e` as the event just appended; the migration's fill,
+// for each composition, its first end event. (Nothing here sorts or materialises: in the
+// trigger that would cost a temporary file on every end event.)
+// Kinds are compared one by one, not with IN: a list after IN makes SQLite build a temporary
+// table each time the statement runs, which in the trigger is every end event.
+#define IS_STATE_KIND(k)                                                                        \
+  "(" k " = 'requested' OR " k " = 'composing' OR " k " = 'ready' OR " k " = 'releasing' OR " k \
+  " = 'released' OR " k " = 'failed')"
+#define IS_END_KIND(k) "(" k " = 'released' OR " k " = 'failed')"
+#define IS_DEVICE_KIND(k) "(" k " = 'drain' OR " k " = 'resume' OR " k " = 'health')"
 #define ROLLUP_COLUMNS                                                                          \
   "composition_id, first_id, first_ts, first_kind, ready_ts, releasing_ts, end_id, end_ts, "    \
   "end_kind, end_from, end_detail, job_id, node, uid, user, account, workload, policy_window, " \
   "devices, events, other_events, whole"
-#define ROLLUP_COUNTS                                                          \
-  "COUNT(*) AS n, SUM(kind NOT IN " STATE_KINDS                                \
-  ") AS others, SUM(kind = 'ready') AS readies,"                               \
-  " SUM(kind IN ('released', 'failed')) AS ends, COUNT(DISTINCT uid) AS uids," \
-  " MAX(ts_ms) AS last_ts, MAX(id) AS last_id,"                                \
-  " MAX(CASE WHEN kind = 'ready' THEN ts_ms END) AS ready_ts,"                 \
-  " MAX(CASE WHEN kind = 'releasing' THEN ts_ms END) AS releasing_ts"
-#define ROLLUP_ROW(E)                                                                             \
-  "SELECT " E ".composition_id, f.id, f.ts_ms, f.kind, a.ready_ts, a.releasing_ts, " E ".id, " E  \
-  ".ts_ms, " E ".kind, " E ".from_state, " E                                                      \
-  ".detail, f.job_id, f.node, f.uid, f.user, "                                                    \
-  "f.account, f.workload, f.policy_window, f.devices, a.n, a.others,"                             \
-  " a.readies <= 1 AND a.ends = 1 AND a.uids = 1 AND a.last_ts <= " E ".ts_ms AND a.last_id = " E \
-  ".id AND NOT EXISTS (SELECT 1 FROM events o WHERE o.composition_id = " E                        \
-  ".composition_id"                                                                               \
-  " AND o.kind NOT IN " STATE_KINDS " AND o.kind NOT IN " DEVICE_KINDS                            \
-  " AND (o.ts_ms < f.ts_ms OR (o.ts_ms = f.ts_ms AND o.id < f.id)))"                              \
-  " AND EXISTS (SELECT 1 FROM compositions c WHERE c.id = " E                                     \
-  ".composition_id"                                                                               \
-  " AND c.state IN ('released', 'failed') AND c.updated_ms = " E                                  \
-  ".ts_ms"                                                                                        \
-  " AND c.created_ms <= f.ts_ms)"
-#define ROLLUP_FIRST(E)                                                       \
-  " JOIN events f ON f.id = (SELECT id FROM events WHERE composition_id = " E \
-  ".composition_id AND kind IN " STATE_KINDS " ORDER BY ts_ms, id LIMIT 1)"
+#define ROLLUP_SELECT \
+  "SELECT e.composition_id, f.id, f.ts_ms, f.kind,"                                              \
+  " MAX(CASE WHEN x.kind = 'ready' THEN x.ts_ms END),"                                           \
+  " MAX(CASE WHEN x.kind = 'releasing' THEN x.ts_ms END),"                                       \
+  " e.id, e.ts_ms, e.kind, e.from_state, e.detail, f.job_id, f.node, f.uid, f.user, f.account,"  \
+  " f.workload, f.policy_window, f.devices, COUNT(*), SUM(NOT " IS_STATE_KIND("x.kind") "),"       \
+  " SUM(x.kind = 'ready') <= 1 AND SUM(" IS_END_KIND("x.kind") ") = 1"                    \
+  " AND MIN(x.uid) = MAX(x.uid) AND MAX(x.ts_ms) <= e.ts_ms AND MAX(x.id) = e.id"                \
+  " AND NOT EXISTS (SELECT 1 FROM events o WHERE o.composition_id = e.composition_id"            \
+  " AND NOT " IS_STATE_KIND("o.kind") " AND NOT " IS_DEVICE_KIND("o.kind")                           \
+  " AND (o.ts_ms < f.ts_ms OR (o.ts_ms = f.ts_ms AND o.id < f.id)))"                             \
+  " AND EXISTS (SELECT 1 FROM compositions c WHERE c.id = e.composition_id"                      \
+  " AND " IS_END_KIND("c.state") " AND c.updated_ms = e.ts_ms AND c.created_ms <= f.ts_ms)" \
+  " FROM events e"                                                                               \
+  " JOIN events f ON f.id = (SELECT MIN(id) FROM events WHERE composition_id = e.composition_id" \
+  " AND " IS_STATE_KIND("kind") " AND ts_ms = (SELECT MIN(ts_ms) FROM events"                      \
+  " WHERE composition_id = e.composition_id AND " IS_STATE_KIND("kind") "))"                        \
+  " JOIN events x ON x.composition_id = e.composition_id AND NOT " IS_DEVICE_KIND("x.kind")
 constexpr sqlite::Sql kMigration9{
     "the rollup of ended compositions (migration 9)",
     "CREATE TABLE composition_rollup ("
@@ -333,30 +334,26 @@ constexpr sqlite::Sql kMigration9{
     // Events of no composition and no device (refused composes, foreign holders): a report
     // counts them in its range without reading them.
     "CREATE INDEX events_unattached_by_ts ON events (ts_ms)"
-    " WHERE composition_id IS NULL AND kind NOT IN " DEVICE_KINDS ";"
+    " WHERE composition_id IS NULL AND NOT " IS_DEVICE_KIND("kind") ";"
     "CREATE TRIGGER events_roll_up_ended_composition AFTER INSERT ON events"
-    " WHEN NEW.composition_id IS NOT NULL AND NEW.kind IN ('released', 'failed')"
-    " BEGIN INSERT INTO composition_rollup (" ROLLUP_COLUMNS ") " ROLLUP_ROW("NEW")
-    " FROM (SELECT " ROLLUP_COUNTS " FROM events WHERE composition_id = NEW.composition_id"
-    " AND kind NOT IN " DEVICE_KINDS ") a" ROLLUP_FIRST("NEW")
-    " WHERE true ON CONFLICT (composition_id) DO UPDATE SET whole = 0; END;"
+    " WHEN NEW.composition_id IS NOT NULL AND " IS_END_KIND("NEW.kind")
+    " BEGIN INSERT INTO composition_rollup (" ROLLUP_COLUMNS ") " ROLLUP_SELECT
+    " WHERE e.id = NEW.id ON CONFLICT (composition_id) DO UPDATE SET whole = 0; END;"
     "CREATE TRIGGER events_roll_up_late_event AFTER INSERT ON events"
     " WHEN NEW.composition_id IS NOT NULL"
-    " AND NEW.kind NOT IN ('released', 'failed') AND NEW.kind NOT IN " DEVICE_KINDS
+    " AND NOT " IS_END_KIND("NEW.kind") " AND NOT " IS_DEVICE_KIND("NEW.kind")
     " BEGIN UPDATE composition_rollup SET whole = 0"
     " WHERE composition_id = NEW.composition_id AND whole = 1; END;"
     // The ledger so far: one row per composition with an end event, from its first one.
-    "INSERT INTO composition_rollup (" ROLLUP_COLUMNS ") " ROLLUP_ROW("e")
-    " FROM (SELECT composition_id, " ROLLUP_COUNTS
-    ", MIN(CASE WHEN kind IN ('released', 'failed') THEN id END) AS end_id"
-    " FROM events WHERE composition_id IS NOT NULL AND kind NOT IN " DEVICE_KINDS
-    " GROUP BY composition_id) a JOIN events e ON e.id = a.end_id" ROLLUP_FIRST("e") ";"};
-#undef ROLLUP_FIRST
-#undef ROLLUP_ROW
-#undef ROLLUP_COUNTS
+    "INSERT INTO composition_rollup (" ROLLUP_COLUMNS ") " ROLLUP_SELECT
+    " WHERE e.composition_id IS NOT NULL AND " IS_END_KIND("e.kind")
+    " AND e.id = (SELECT MIN(id) FROM events WHERE composition_id = e.composition_id"
+    " AND " IS_END_KIND("kind") ") GROUP BY e.id;"};
+#undef ROLLUP_SELECT
 #undef ROLLUP_COLUMNS
-#undef DEVICE_KINDS
-#undef STATE_KINDS
+#undef IS_DEVICE_KIND
+#undef IS_END_KIND
+#undef IS_STATE_KIND
 
 struct Migration {
   int version;
