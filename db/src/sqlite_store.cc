@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <queue>
 #include <set>
 #include <string>
 #include <string_view>
@@ -242,7 +243,9 @@ constexpr Sql kWalkCompositionEvents{"reading the events of a composition for a 
                                      " ORDER BY ts_ms, id"};
 constexpr Sql kWalkUnattached{"counting a report's events of no composition",
                               "SELECT COUNT(*) FROM events INDEXED BY events_unattached_by_ts"
-                              " WHERE composition_id IS NULL AND kind NOT IN " DEVICE_EVENT_KINDS
+                              " WHERE composition_id IS NULL"
+                              // the partial index's own terms (migration 9)
+                              " AND NOT (kind = 'drain' OR kind = 'resume' OR kind = 'health')"
                               " AND ts_ms >= ?1 AND ts_ms < ?2"};
 #undef DEVICE_EVENT_KINDS
 
@@ -1246,9 +1249,6 @@ Status SqliteStore::walk_report(int64_t since_ms, int64_t until_ms, const Report
     const auto event_later = [](const Event& a, const Event& b) {
       return LedgerPlace{a.ts_ms, a.id} > LedgerPlace{b.ts_ms, b.id};
     };
-    const auto ends_later = [](const CompositionRollup& a, const CompositionRollup& b) {
-      return LedgerPlace{a.end.ts_ms, a.end.id} > LedgerPlace{b.end.ts_ms, b.end.id};
-    };
     std::vector<Event> pending;
     {
       std::vector<int64_t> alone;
@@ -1274,17 +1274,32 @@ Status SqliteStore::walk_report(int64_t since_ms, int64_t until_ms, const Report
     Event device;
     bool device_ok = devices->step();
     if (device_ok) read_event_into(*devices, device);
-    CompositionRollup row;
+    // Rows are read into slots that are reused once their composition has ended, so that a
+    // row is never copied and, after the first few, costs no allocation; `open` orders the
+    // begun ones by where they end.
+    std::vector<CompositionRollup> slots;
+    std::vector<size_t> spare;
+    const auto take_slot = [&]() {
+      if (spare.empty()) {
+        slots.emplace_back();
+        return slots.size() - 1;
+      }
+      const size_t slot = spare.back();
+      spare.pop_back();
+      return slot;
+    };
+    using Ending = std::pair<LedgerPlace, size_t>;
+    std::priority_queue<Ending, std::vector<Ending>, std::greater<>> open;
+    size_t row = take_slot();
     bool row_ok = rows->step();
-    if (row_ok) read_rollup_into(*rows, row);
-    std::vector<CompositionRollup> open;
+    if (row_ok) read_rollup_into(*rows, slots[row]);
     constexpr LedgerPlace kNone{std::numeric_limits<int64_t>::max(),
                                 std::numeric_limits<int64_t>::max()};
     while (true) {
       const LedgerPlace at_device = device_ok ? LedgerPlace{device.ts_ms, device.id} : kNone;
-      const LedgerPlace at_row = row_ok ? LedgerPlace{row.first.ts_ms, row.first.id} : kNone;
-      const LedgerPlace at_end =
-          open.empty() ? kNone : LedgerPlace{open.front().end.ts_ms, open.front().end.id};
+      const LedgerPlace at_row =
+          row_ok ? LedgerPlace{slots[row].first.ts_ms, slots[row].first.id} : kNone;
+      const LedgerPlace at_end = open.empty() ? kNone : open.top().first;
       const LedgerPlace at_pending =
           pending.empty() ? kNone : LedgerPlace{pending.front().ts_ms, pending.front().id};
       const LedgerPlace next = std::min({at_device, at_row, at_end, at_pending});
@@ -1298,23 +1313,25 @@ Status SqliteStore::walk_report(int64_t since_ms, int64_t until_ms, const Report
         walk.event(pending.back());
         pending.pop_back();
       } else if (next == at_end) {
-        std::pop_heap(open.begin(), open.end(), ends_later);
-        walk.ended(open.back());
-        open.pop_back();
+        const size_t slot = open.top().second;
+        open.pop();
+        walk.ended(slots[slot]);
+        spare.push_back(slot);
       } else {
-        if (row.end.ts_ms >= until_ms) {
+        const CompositionRollup& r = slots[row];
+        if (r.end.ts_ms >= until_ms) {
           // Still live at the range's end: its events before it, read one by one. None comes
           // before its first (the row is whole), so they join the walk from here.
-          read_composition_events(db, *row.first.composition_id, since_ms, until_ms, pending);
+          read_composition_events(db, *r.first.composition_id, since_ms, until_ms, pending);
         } else {
-          walk.began(row);
-          if (row.end.id != row.first.id) {
-            open.push_back(row);
-            std::push_heap(open.begin(), open.end(), ends_later);
+          walk.began(r);
+          if (r.end.id != r.first.id) {
+            open.emplace(LedgerPlace{r.end.ts_ms, r.end.id}, row);
+            row = take_slot();
           }
         }
         row_ok = rows->step();
-        if (row_ok) read_rollup_into(*rows, row);
+        if (row_ok) read_rollup_into(*rows, slots[row]);
       }
     }
     snapshot.commit();
