@@ -313,8 +313,10 @@ ALTER TABLE hosts ADD COLUMN domains TEXT NOT NULL DEFAULT '';
   " JOIN events x ON x.composition_id = e.composition_id AND NOT " IS_DEVICE_KIND("x.kind")
 constexpr sqlite::Sql kMigration9{
     "the rollup of ended compositions (migration 9)",
+    // Stored in the order compositions began (the key), so that a report reads its rows in
+    // one pass over the table, not one lookup per row from an index.
     "CREATE TABLE composition_rollup ("
-    " composition_id INTEGER PRIMARY KEY,"
+    " composition_id INTEGER NOT NULL UNIQUE,"
     " first_id INTEGER NOT NULL, first_ts INTEGER NOT NULL, first_kind TEXT NOT NULL,"
     " ready_ts INTEGER, releasing_ts INTEGER,"
     " end_id INTEGER NOT NULL, end_ts INTEGER NOT NULL,"
@@ -324,10 +326,11 @@ constexpr sqlite::Sql kMigration9{
     " account TEXT NOT NULL, workload TEXT NOT NULL, policy_window TEXT NOT NULL,"
     " devices TEXT NOT NULL,"
     " events INTEGER NOT NULL, other_events INTEGER NOT NULL,"
-    " whole INTEGER NOT NULL CHECK (whole IN (0, 1)));"
-    // Rows in the order compositions began; the longest one bounds how far before a range's
-    // start a composition still inside it can have begun; the rows whose events must be read.
-    "CREATE INDEX composition_rollup_by_first ON composition_rollup (first_ts, first_id);"
+    " whole INTEGER NOT NULL CHECK (whole IN (0, 1)),"
+    " PRIMARY KEY (first_ts, first_id)) WITHOUT ROWID;"
+    // The longest composition bounds how far before a range's start a composition still
+    // inside it can have begun; the rows that are not whole are those whose events a report
+    // reads.
     "CREATE INDEX composition_rollup_by_length ON composition_rollup (end_ts - first_ts);"
     "CREATE INDEX composition_rollup_not_whole ON composition_rollup (composition_id)"
     " WHERE whole = 0;"
