@@ -1192,8 +1192,14 @@ void read_rollup_into(const Statement& s, CompositionRollup& r) {
   r.end.id = s.int64(6);
   r.end.ts_ms = s.int64(7);
   r.end.kind.assign(s.text_view(8));
-  r.end.from_state.assign(s.text_view(9));
-  r.end.detail.assign(s.text_view(10));
+  // How it ended and why matter only to a failure.
+  if (r.end.kind == "failed") {
+    r.end.from_state.assign(s.text_view(9));
+    r.end.detail.assign(s.text_view(10));
+  } else {
+    r.end.from_state.clear();
+    r.end.detail.clear();
+  }
   r.first.job_id = r.end.job_id = s.uint32(11);
   r.first.uid = r.end.uid = s.uint32(12);
   r.first.user.assign(s.text_view(13));

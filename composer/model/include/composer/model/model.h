@@ -240,9 +240,9 @@ struct Event {
 // One ended composition as the ledger's rollup keeps it (db schema migration 9), for a report
 // that walks compositions instead of reading each of their events. `first` is its first state
 // event (its kind, place in the ledger, owner, policy window and devices), `end` the event that
-// ended it ("released" or "failed": its id, ts_ms, kind, from_state, detail and uid). The row
-// stands for `events` events of the composition (device events aside), `other_events` of them
-// of no state kind (failure reactions).
+// ended it ("released" or "failed": its id, ts_ms, kind and uid, and for "failed" its
+// from_state and detail). The row stands for `events` events of the composition (device events
+// aside), `other_events` of them of no state kind (failure reactions).
 struct CompositionRollup {
   Event first;
   Event end;
