@@ -144,6 +144,8 @@ struct ReportBuilder::State {
     }
   };
 
+  struct Window;
+
   struct Open {
     int64_t held_from = 0;
     std::optional<int64_t> requested_ms;
@@ -154,6 +156,8 @@ struct ReportBuilder::State {
     std::vector<int> devs;
     std::array<int64_t, 3> count{};
     uint64_t mem_bytes = 0;
+    Window* row = nullptr;                      // its (window, workload) in `windows`
+    std::array<Buckets, 3>* classes = nullptr;  // its workload's series in `by_class`
   };
 
   struct Group {
@@ -187,10 +191,13 @@ struct ReportBuilder::State {
   std::vector<Dev> devs;
   std::unordered_map<std::string, int> dev_index;
   std::array<bool, 3> type_present{};
-  std::array<std::array<Buckets, 4>, 3> by_type;               // [type][category]
-  std::map<std::pair<size_t, std::string>, Buckets> by_class;  // (type, workload)
+  std::array<std::array<Buckets, 4>, 3> by_type;  // [type][category]
+  // Per workload, per type; a type's buckets are made when first credited.
+  std::map<std::string, std::array<Buckets, 3>> by_class;
 
   std::unordered_map<int64_t, Open> open;
+  // Nodes of closed compositions, reused: an open composition then costs no allocation.
+  std::vector<std::unordered_map<int64_t, Open>::node_type> closed;
   std::map<std::string, Group> workloads, accounts, users;
   std::unordered_map<uint32_t, Job> jobs;
   std::map<std::pair<std::string, std::string>, Window> windows;  // (window, workload)
@@ -278,11 +285,11 @@ struct ReportBuilder::State {
     if (held == 0 && !began_inside) return;
     for (size_t t = 0; t < 3; ++t) {
       if (c.count[t] == 0) continue;
-      auto [it, inserted] = by_class.try_emplace({t, c.workload});
-      if (inserted) it->second = make_buckets();
-      credit(it->second, from, to, c.count[t]);
+      Buckets& b = (*c.classes)[t];
+      if (b.diff.empty()) b = make_buckets();
+      credit(b, from, to, c.count[t]);
     }
-    Window& w = windows[{c.window, c.workload}];
+    Window& w = *c.row;
     for (size_t t = 0; t < 3; ++t) w.device_ms[t] += c.count[t] * held;
     ++w.compositions;
     if (options.only_uid && c.uid != *options.only_uid) return;
@@ -337,8 +344,20 @@ struct ReportBuilder::State {
   }
 
   void open_composition(const Event& e) {
-    Open c;
+    std::unordered_map<int64_t, Open>::node_type node;
+    Open* slot = nullptr;
+    if (closed.empty()) {
+      slot = &open.try_emplace(*e.composition_id).first->second;
+    } else {
+      node = std::move(closed.back());
+      closed.pop_back();
+      node.key() = *e.composition_id;
+      slot = &node.mapped();
+    }
+    Open& c = *slot;
     c.held_from = e.ts_ms;
+    c.requested_ms.reset();
+    c.releasing_ms.reset();
     if (e.kind == "requested") c.requested_ms = e.ts_ms;
     if (e.kind == "releasing") c.releasing_ms = e.ts_ms;
     c.job = e.job_id;
@@ -347,6 +366,9 @@ struct ReportBuilder::State {
     c.account = e.account;
     c.workload = e.workload;
     c.window = e.window;
+    c.devs.clear();
+    c.count = {};
+    c.mem_bytes = 0;
     bool known = true;
     for (const auto& id : e.devices) {
       auto it = dev_index.find(id);
@@ -362,12 +384,13 @@ struct ReportBuilder::State {
       if (d.type == DeviceType::kMem) c.mem_bytes += d.capacity;
     }
     if (!known) ++events_ignored;
-    Window& w = windows[{c.window, c.workload}];
+    c.row = &windows[{c.window, c.workload}];
+    c.classes = &by_class[c.workload];
     for (size_t t = 0; t < 3; ++t) {
-      w.held[t] += c.count[t];
-      if (range_started) w.peak[t] = std::max(w.peak[t], w.held[t]);
+      c.row->held[t] += c.count[t];
+      if (range_started) c.row->peak[t] = std::max(c.row->peak[t], c.row->held[t]);
     }
-    open.emplace(*e.composition_id, std::move(c));
+    if (node) open.insert(std::move(node));
   }
 
   void close_composition(std::unordered_map<int64_t, Open>::iterator it, int64_t ts) {
@@ -377,9 +400,8 @@ struct ReportBuilder::State {
       d.attached = false;
     }
     book(it->second, ts);
-    Window& w = windows[{it->second.window, it->second.workload}];
-    for (size_t t = 0; t < 3; ++t) w.held[t] -= it->second.count[t];
-    open.erase(it);
+    for (size_t t = 0; t < 3; ++t) it->second.row->held[t] -= it->second.count[t];
+    closed.push_back(open.extract(it));
   }
 
   // A failed end inside the range counts under the state it failed from and its cause.
@@ -604,8 +626,8 @@ Report ReportBuilder::finish() {
     Series series;
     series.type = name;
     std::vector<std::pair<std::string, std::vector<int64_t>>> classes;
-    for (const auto& [key, b] : s.by_class) {
-      if (key.first == t) classes.emplace_back(key.second, s.values(b));
+    for (const auto& [workload, per_type] : s.by_class) {
+      if (!per_type[t].diff.empty()) classes.emplace_back(workload, s.values(per_type[t]));
     }
     for (size_t i = 0; i < s.buckets; i += step) {
       const size_t last = std::min(s.buckets, i + step) - 1;
@@ -650,9 +672,18 @@ Report ReportBuilder::finish() {
   r.by_account = groups(s.accounts);
   r.by_user = groups(s.users);
 
-  std::vector<JobUsage> all;
-  all.reserve(s.jobs.size());
+  // The top jobs by use, then by id; only those become JobUsage rows.
+  std::vector<std::pair<int64_t, uint32_t>> by_use;  // (-total device-ms, job id)
+  by_use.reserve(s.jobs.size());
   for (const auto& [id, j] : s.jobs) {
+    by_use.emplace_back(-(j.device_ms[0] + j.device_ms[1] + j.device_ms[2]), id);
+  }
+  const size_t keep = std::min(by_use.size(), s.options.top_jobs);
+  std::partial_sort(by_use.begin(), by_use.begin() + static_cast<std::ptrdiff_t>(keep),
+                    by_use.end());
+  for (size_t i = 0; i < keep; ++i) {
+    const uint32_t id = by_use[i].second;
+    const State::Job& j = s.jobs.at(id);
     JobUsage u;
     u.job_id = id;
     u.user = j.user;
@@ -661,18 +692,8 @@ Report ReportBuilder::finish() {
     u.compositions = j.compositions;
     u.device_ms = j.device_ms;
     u.mem_gib_hours = static_cast<double>(j.mem_byte_ms) / kGiBHour;
-    all.push_back(std::move(u));
+    r.top_jobs.push_back(std::move(u));
   }
-  const auto by_use = [](const JobUsage& a, const JobUsage& b) {
-    if (a.total_device_ms() != b.total_device_ms())
-      return a.total_device_ms() > b.total_device_ms();
-    return a.job_id < b.job_id;
-  };
-  const size_t keep = std::min(all.size(), s.options.top_jobs);
-  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(),
-                    by_use);
-  all.resize(keep);
-  r.top_jobs = std::move(all);
   r.jobs = static_cast<uint32_t>(s.jobs.size());
   r.compositions = s.compositions;
 
