@@ -198,7 +198,8 @@ struct ReportBuilder::State {
   std::unordered_map<int64_t, Open> open;
   // Nodes of closed compositions, reused: an open composition then costs no allocation.
   std::vector<std::unordered_map<int64_t, Open>::node_type> closed;
-  std::map<std::string, Group> workloads, accounts, users;
+  // Hashed, not ordered: looked up for every composition; finish() puts them in name order.
+  std::unordered_map<std::string, Group> workloads, accounts, users;
   std::unordered_map<uint32_t, Job> jobs;
   std::map<std::pair<std::string, std::string>, Window> windows;  // (window, workload)
   bool range_started = false;  // an event at or after start was seen: peaks count from now
@@ -652,9 +653,15 @@ Report ReportBuilder::finish() {
     ++s.accounts[j.account].jobs;
     ++s.users[j.user].jobs;
   }
-  const auto groups = [](const std::map<std::string, State::Group>& in) {
+  const auto groups = [](const std::unordered_map<std::string, State::Group>& in) {
+    std::vector<const std::pair<const std::string, State::Group>*> by_name;
+    by_name.reserve(in.size());
+    for (const auto& entry : in) by_name.push_back(&entry);
+    std::sort(by_name.begin(), by_name.end(),
+              [](const auto* a, const auto* b) { return a->first < b->first; });
     std::vector<GroupUsage> out;
-    for (const auto& [name, g] : in) {
+    for (const auto* entry : by_name) {
+      const auto& [name, g] = *entry;
       GroupUsage u;
       u.name = name;
       u.device_ms = g.device_ms;
