@@ -161,6 +161,7 @@ class Store {
   //    (a composition that ended before since_ms shapes nothing in it);
   //  - `ended`: the same, at its end event's place, unless its first event is its end;
   //  - `unattached`: once, how many events of the range name no composition and no device.
+  // All four must be set.
   // It relies on what the store keeps: a composition is in a released or failed state exactly
   // when the ledger holds its end event (one transaction writes both).
   struct ReportWalk {
