@@ -1181,6 +1181,11 @@ namespace {
 // Ledger order of two events by their (ts_ms, id).
 using LedgerPlace = std::pair<int64_t, int64_t>;
 
+// For a heap of events with the soonest on top.
+bool later_in_ledger(const Event& a, const Event& b) {
+  return LedgerPlace{a.ts_ms, a.id} > LedgerPlace{b.ts_ms, b.id};
+}
+
 void read_rollup_into(const Statement& s, CompositionRollup& r) {
   r.first.composition_id = s.int64(0);
   r.first.id = s.int64(1);
@@ -1223,12 +1228,9 @@ void read_composition_events(Connection& db, int64_t id, int64_t since_ms, int64
   }
   auto s = db.statement(kWalkCompositionEvents);
   s->bind(1, id).bind(2, until_ms).bind(3, since_ms).bind(4, before ? 1 : 0);
-  const auto later = [](const Event& a, const Event& b) {
-    return LedgerPlace{a.ts_ms, a.id} > LedgerPlace{b.ts_ms, b.id};
-  };
   while (s->step()) {
     pending.push_back(read_event(*s));
-    std::push_heap(pending.begin(), pending.end(), later);
+    std::push_heap(pending.begin(), pending.end(), later_in_ledger);
   }
 }
 
@@ -1252,9 +1254,6 @@ Status SqliteStore::walk_report(int64_t since_ms, int64_t until_ms, const Report
     // a heap), compositions in the order they began (`rows`), and those begun and not yet
     // ended in the order they end (`open`, a heap). No two share a place: each stands at one
     // event's.
-    const auto event_later = [](const Event& a, const Event& b) {
-      return LedgerPlace{a.ts_ms, a.id} > LedgerPlace{b.ts_ms, b.id};
-    };
     std::vector<Event> pending;
     {
       std::vector<int64_t> alone;
@@ -1315,7 +1314,7 @@ Status SqliteStore::walk_report(int64_t since_ms, int64_t until_ms, const Report
         device_ok = devices->step();
         if (device_ok) read_event_into(*devices, device);
       } else if (next == at_pending) {
-        std::pop_heap(pending.begin(), pending.end(), event_later);
+        std::pop_heap(pending.begin(), pending.end(), later_in_ledger);
         walk.event(pending.back());
         pending.pop_back();
       } else if (next == at_end) {
