@@ -260,10 +260,108 @@ constexpr sqlite::Sql kMigration8{"failure domains of hosts (migration 8)", R"sq
 ALTER TABLE hosts ADD COLUMN domains TEXT NOT NULL DEFAULT '';
 )sql"};
 
-// Migration 9: a node's hold on a composition whose devices a process on the host still holds
+// Migration 9: the rollup of ended compositions, so that a report over a long range reads one
+// row per composition instead of its every event. A row is written by a trigger when the event
+// that ends a composition ("released" or "failed") is appended, however it is appended (the
+// store, or plain SQL as report_bench does), and says what a report needs: where in ledger
+// order (ts_ms, id) the composition began (its first state event, whose devices and owner it
+// held) and ended, when it was ready and began releasing, how it ended and why, and how many
+// events it stands for (other_events: those of other kinds, failure reactions, which a report
+// reads and leaves out). Device events (drain, resume, health) are never part of a row: a
+// report reads them all.
+//
+// `whole` is 0 where the row does not tell the whole composition, and a report then reads the
+// composition's events instead: a second end event, an event appended after the end or dated
+// after it, more than one ready event, events under more than one uid, an event of another kind
+// before the first state event, or a compositions row that disagrees (not ended at the end
+// event's time, or created after the first event: the report reads what came before its range
+// through that row). The ledger stays append-only; only `whole` of a row ever changes.
+//
+// The row the end event `e` yields, from `f`, the composition's first state event in ledger
+// order (the earliest, the first appended of those), and `x`, every event of the composition
+// but device events. The trigger picks `e` as the event just appended; the migration's fill,
+// for each composition, its first end event. (Nothing here sorts or materialises: in the
+// trigger that would cost a temporary file on every end event.)
+// Kinds are compared one by one, not with IN: a list after IN makes SQLite build a temporary
+// table each time the statement runs, which in the trigger is every end event.
+#define IS_STATE_KIND(k)                                                                        \
+  "(" k " = 'requested' OR " k " = 'composing' OR " k " = 'ready' OR " k " = 'releasing' OR " k \
+  " = 'released' OR " k " = 'failed')"
+#define IS_END_KIND(k) "(" k " = 'released' OR " k " = 'failed')"
+#define IS_DEVICE_KIND(k) "(" k " = 'drain' OR " k " = 'resume' OR " k " = 'health')"
+#define ROLLUP_COLUMNS                                                                          \
+  "composition_id, first_id, first_ts, first_kind, ready_ts, releasing_ts, end_id, end_ts, "    \
+  "end_kind, end_from, end_detail, job_id, node, uid, user, account, workload, policy_window, " \
+  "devices, events, other_events, whole"
+#define ROLLUP_SELECT \
+  "SELECT e.composition_id, f.id, f.ts_ms, f.kind,"                                              \
+  " MAX(CASE WHEN x.kind = 'ready' THEN x.ts_ms END),"                                           \
+  " MAX(CASE WHEN x.kind = 'releasing' THEN x.ts_ms END),"                                       \
+  " e.id, e.ts_ms, e.kind, e.from_state, e.detail, f.job_id, f.node, f.uid, f.user, f.account,"  \
+  " f.workload, f.policy_window, f.devices, COUNT(*), SUM(NOT " IS_STATE_KIND("x.kind") "),"       \
+  " SUM(x.kind = 'ready') <= 1 AND SUM(" IS_END_KIND("x.kind") ") = 1"                    \
+  " AND MIN(x.uid) = MAX(x.uid) AND MAX(x.ts_ms) <= e.ts_ms AND MAX(x.id) = e.id"                \
+  " AND NOT EXISTS (SELECT 1 FROM events o WHERE o.composition_id = e.composition_id"            \
+  " AND NOT " IS_STATE_KIND("o.kind") " AND NOT " IS_DEVICE_KIND("o.kind")                           \
+  " AND (o.ts_ms < f.ts_ms OR (o.ts_ms = f.ts_ms AND o.id < f.id)))"                             \
+  " AND EXISTS (SELECT 1 FROM compositions c WHERE c.id = e.composition_id"                      \
+  " AND " IS_END_KIND("c.state") " AND c.updated_ms = e.ts_ms AND c.created_ms <= f.ts_ms)" \
+  " FROM events e"                                                                               \
+  " JOIN events f ON f.id = (SELECT MIN(id) FROM events WHERE composition_id = e.composition_id" \
+  " AND " IS_STATE_KIND("kind") " AND ts_ms = (SELECT MIN(ts_ms) FROM events"                      \
+  " WHERE composition_id = e.composition_id AND " IS_STATE_KIND("kind") "))"                        \
+  " JOIN events x ON x.composition_id = e.composition_id AND NOT " IS_DEVICE_KIND("x.kind")
+constexpr sqlite::Sql kMigration9{
+    "the rollup of ended compositions (migration 9)",
+    // Stored in the order compositions began (the key), so that a report reads its rows in
+    // one pass over the table, not one lookup per row from an index.
+    "CREATE TABLE composition_rollup ("
+    " composition_id INTEGER NOT NULL UNIQUE,"
+    " first_id INTEGER NOT NULL, first_ts INTEGER NOT NULL, first_kind TEXT NOT NULL,"
+    " ready_ts INTEGER, releasing_ts INTEGER,"
+    " end_id INTEGER NOT NULL, end_ts INTEGER NOT NULL,"
+    " end_kind TEXT NOT NULL CHECK (end_kind IN ('released', 'failed')),"
+    " end_from TEXT NOT NULL, end_detail TEXT NOT NULL,"
+    " job_id INTEGER NOT NULL, node TEXT NOT NULL, uid INTEGER NOT NULL, user TEXT NOT NULL,"
+    " account TEXT NOT NULL, workload TEXT NOT NULL, policy_window TEXT NOT NULL,"
+    " devices TEXT NOT NULL,"
+    " events INTEGER NOT NULL, other_events INTEGER NOT NULL,"
+    " whole INTEGER NOT NULL CHECK (whole IN (0, 1)),"
+    " PRIMARY KEY (first_ts, first_id)) WITHOUT ROWID;"
+    // The longest composition bounds how far before a range's start a composition still
+    // inside it can have begun; the rows that are not whole are those whose events a report
+    // reads.
+    "CREATE INDEX composition_rollup_by_length ON composition_rollup (end_ts - first_ts);"
+    "CREATE INDEX composition_rollup_not_whole ON composition_rollup (composition_id)"
+    " WHERE whole = 0;"
+    // Events of no composition and no device (refused composes, foreign holders): a report
+    // counts them in its range without reading them.
+    "CREATE INDEX events_unattached_by_ts ON events (ts_ms)"
+    " WHERE composition_id IS NULL AND NOT " IS_DEVICE_KIND("kind") ";"
+    "CREATE TRIGGER events_roll_up_ended_composition AFTER INSERT ON events"
+    " WHEN NEW.composition_id IS NOT NULL AND " IS_END_KIND("NEW.kind")
+    " BEGIN INSERT INTO composition_rollup (" ROLLUP_COLUMNS ") " ROLLUP_SELECT
+    " WHERE e.id = NEW.id ON CONFLICT (composition_id) DO UPDATE SET whole = 0; END;"
+    "CREATE TRIGGER events_roll_up_late_event AFTER INSERT ON events"
+    " WHEN NEW.composition_id IS NOT NULL"
+    " AND NOT " IS_END_KIND("NEW.kind") " AND NOT " IS_DEVICE_KIND("NEW.kind")
+    " BEGIN UPDATE composition_rollup SET whole = 0"
+    " WHERE composition_id = NEW.composition_id AND whole = 1; END;"
+    // The ledger so far: one row per composition with an end event, from its first one.
+    "INSERT INTO composition_rollup (" ROLLUP_COLUMNS ") " ROLLUP_SELECT
+    " WHERE e.composition_id IS NOT NULL AND " IS_END_KIND("e.kind")
+    " AND e.id = (SELECT MIN(id) FROM events WHERE composition_id = e.composition_id"
+    " AND " IS_END_KIND("kind") ") GROUP BY e.id;"};
+#undef ROLLUP_SELECT
+#undef ROLLUP_COLUMNS
+#undef IS_DEVICE_KIND
+#undef IS_END_KIND
+#undef IS_STATE_KIND
+
+// Migration 10: a node's hold on a composition whose devices a process on the host still holds
 // after the job ended (the node's epilog found them in use). '' for none; while set, nothing
 // releases the composition until the node (or an admin) clears the hold.
-constexpr sqlite::Sql kMigration9{"host holds on compositions (migration 9)", R"sql(
+constexpr sqlite::Sql kMigration10{"host holds on compositions (migration 10)", R"sql(
 ALTER TABLE compositions ADD COLUMN host_hold TEXT NOT NULL DEFAULT '';
 )sql"};
 
@@ -281,7 +379,8 @@ constexpr Migration kMigrations[] = {{1, &kMigration1},
                                      {6, &kMigration6},
                                      {7, &kMigration7, &kMigration7Fill},
                                      {8, &kMigration8},
-                                     {9, &kMigration9}};
+                                     {9, &kMigration9},
+                                     {10, &kMigration10}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",

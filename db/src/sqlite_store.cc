@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <queue>
 #include <set>
 #include <string>
 #include <string_view>
@@ -208,6 +209,48 @@ constexpr Sql kScanRangeRows{"reading the events of a report's range",
                              " AND +ts_ms >= ?2 AND +ts_ms < ?3 ORDER BY id"};
 constexpr Sql kSelectEventById{"reading one event of a report's range",
                                "SELECT " EVENT_COLUMNS " FROM events WHERE id = ?1"};
+// The rollup walk (walk_report, schema migration 9). Every device event before the range's
+// end, through the partial index of migration 3.
+constexpr Sql kWalkDeviceEvents{"reading the device events up to a report's end",
+                                "SELECT " EVENT_COLUMNS
+                                " FROM events WHERE kind IN " DEVICE_EVENT_KINDS
+                                " AND ts_ms < ?1 ORDER BY ts_ms, id"};
+// The longest composition the rollup holds (through its index on the length): none that
+// began before a range's start less this can have ended inside it.
+constexpr Sql kWalkLongest{"reading the longest ended composition",
+                           "SELECT MAX(end_ts - first_ts) FROM composition_rollup"};
+// The whole rows of compositions that began in [?1, ?2) and ended at or after ?3, in the order
+// they began.
+constexpr Sql kWalkRollup{
+    "reading the rollup of ended compositions",
+    "SELECT composition_id, first_id, first_ts, first_kind, ready_ts, releasing_ts, end_id, "
+    "end_ts, end_kind, end_from, end_detail, job_id, uid, user, account, workload, "
+    "policy_window, devices, events, other_events FROM composition_rollup"
+    " WHERE first_ts >= ?1 AND first_ts < ?2 AND end_ts >= ?3 AND whole = 1"
+    " ORDER BY first_ts, first_id"};
+// The compositions whose events a report reads one by one: those still live, and those whose
+// rollup row is not whole.
+constexpr Sql kWalkReadAlone{
+    "listing the compositions a report reads event by event",
+    "SELECT id FROM compositions WHERE state IN " LIVE_STATES
+    " UNION SELECT composition_id FROM composition_rollup WHERE whole = 0"};
+// Whether scan_events reads the events of composition ?1 from before ?2 (kScanStateEvents'
+// condition): created before it, and live or ended at or after it.
+constexpr Sql kWalkLiveAtStart{"reading whether a composition was live at a report's start",
+                               "SELECT created_ms < ?2 AND (state IN " LIVE_STATES
+                               " OR updated_ms >= ?2) FROM compositions WHERE id = ?1"};
+// Composition ?1's events before ?2, those before ?3 only where ?4: what scan_events streams.
+constexpr Sql kWalkCompositionEvents{"reading the events of a composition for a report",
+                                     "SELECT " EVENT_COLUMNS
+                                     " FROM events WHERE composition_id = ?1 AND ts_ms < ?2"
+                                     " AND (ts_ms >= ?3 OR ?4) AND kind NOT IN " DEVICE_EVENT_KINDS
+                                     " ORDER BY ts_ms, id"};
+constexpr Sql kWalkUnattached{"counting a report's events of no composition",
+                              "SELECT COUNT(*) FROM events INDEXED BY events_unattached_by_ts"
+                              " WHERE composition_id IS NULL"
+                              // the partial index's own terms (migration 9)
+                              " AND NOT (kind = 'drain' OR kind = 'resume' OR kind = 'health')"
+                              " AND ts_ms >= ?1 AND ts_ms < ?2"};
 #undef DEVICE_EVENT_KINDS
 
 constexpr Sql kInsertPolicy{"recording a policy version",
@@ -557,6 +600,7 @@ class SqliteStore final : public Store {
   Expected<std::vector<Event>> events(const EventFilter& filter) override;
   Status scan_events(int64_t since_ms, int64_t until_ms,
                      const std::function<bool(const Event&)>& visit) override;
+  Status walk_report(int64_t since_ms, int64_t until_ms, const ReportWalk& walk) override;
   Expected<PolicyVersion> add_policy(const PolicyVersion& version, int64_t now_ms) override;
   Expected<std::optional<PolicyVersion>> current_policy() override;
   Expected<std::vector<PolicyVersion>> policy_history(size_t limit) override;
@@ -1155,6 +1199,176 @@ Status SqliteStore::scan_events(int64_t since_ms, int64_t until_ms,
     }
     before->reset();
     if (going) going = scan_range(db, since_ms, until_ms, e, visit);
+    snapshot.commit();
+    return true;
+  });
+  if (!done) return done.error();
+  return Status::Ok();
+}
+
+namespace {
+
+// Ledger order of two events by their (ts_ms, id).
+using LedgerPlace = std::pair<int64_t, int64_t>;
+
+// For a heap of events with the soonest on top.
+bool later_in_ledger(const Event& a, const Event& b) {
+  return LedgerPlace{a.ts_ms, a.id} > LedgerPlace{b.ts_ms, b.id};
+}
+
+void read_rollup_into(const Statement& s, CompositionRollup& r) {
+  r.first.composition_id = s.int64(0);
+  r.first.id = s.int64(1);
+  r.first.ts_ms = s.int64(2);
+  r.first.kind.assign(s.text_view(3));
+  r.ready_ms = s.optional_int64(4);
+  r.releasing_ms = s.optional_int64(5);
+  r.end.composition_id = r.first.composition_id;
+  r.end.id = s.int64(6);
+  r.end.ts_ms = s.int64(7);
+  r.end.kind.assign(s.text_view(8));
+  // How it ended and why matter only to a failure.
+  if (r.end.kind == "failed") {
+    r.end.from_state.assign(s.text_view(9));
+    r.end.detail.assign(s.text_view(10));
+  } else {
+    r.end.from_state.clear();
+    r.end.detail.clear();
+  }
+  r.first.job_id = r.end.job_id = s.uint32(11);
+  r.first.uid = r.end.uid = s.uint32(12);
+  r.first.user.assign(s.text_view(13));
+  r.first.account.assign(s.text_view(14));
+  r.first.workload.assign(s.text_view(15));
+  r.first.window.assign(s.text_view(16));
+  split_into(s.text_view(17), r.first.devices);
+  r.events = s.uint64(18);
+  r.other_events = s.uint64(19);
+}
+
+// The events of composition `id` that scan_events streams for [since_ms, until_ms), added to
+// `pending` (a heap, soonest on top).
+void read_composition_events(Connection& db, int64_t id, int64_t since_ms, int64_t until_ms,
+                             std::vector<Event>& pending) {
+  bool before = false;
+  {
+    auto live = db.statement(kWalkLiveAtStart);
+    live->bind(1, id).bind(2, since_ms);
+    before = live->step() && live->int64(0) != 0;
+  }
+  auto s = db.statement(kWalkCompositionEvents);
+  s->bind(1, id).bind(2, until_ms).bind(3, since_ms).bind(4, before ? 1 : 0);
+  while (s->step()) {
+    pending.push_back(read_event(*s));
+    std::push_heap(pending.begin(), pending.end(), later_in_ledger);
+  }
+}
+
+}  // namespace
+
+Status SqliteStore::walk_report(int64_t since_ms, int64_t until_ms, const ReportWalk& walk) {
+  if (since_ms > until_ms) {
+    return Error(ErrorCode::kInvalidArgument, "since_ms " + std::to_string(since_ms) +
+                                                  " is after until_ms " + std::to_string(until_ms) +
+                                                  "; the range must start before it ends");
+  }
+  auto done = read<bool>([&](Connection& db) {
+    // One read transaction: every statement sees the same ledger.
+    sqlite::Transaction snapshot(db, sqlite::Transaction::Kind::kDeferred);
+    {
+      auto count = db.statement(kWalkUnattached);
+      count->bind(1, since_ms).bind(2, until_ms);
+      walk.unattached(count->step() ? count->uint64(0) : 0);
+    }
+    // Four streams merged in ledger order: device events, events read one by one (`pending`,
+    // a heap), compositions in the order they began (`rows`), and those begun and not yet
+    // ended in the order they end (`open`, a heap). No two share a place: each stands at one
+    // event's.
+    std::vector<Event> pending;
+    {
+      std::vector<int64_t> alone;
+      {
+        auto ids = db.statement(kWalkReadAlone);
+        while (ids->step()) alone.push_back(ids->int64(0));
+      }
+      for (int64_t id : alone) read_composition_events(db, id, since_ms, until_ms, pending);
+    }
+    int64_t longest = 0;
+    {
+      auto s = db.statement(kWalkLongest);
+      if (s->step() && !s->is_null(0)) longest = std::max<int64_t>(0, s->int64(0));
+    }
+    auto devices = db.statement(kWalkDeviceEvents);
+    devices->bind(1, until_ms);
+    auto rows = db.statement(kWalkRollup);
+    int64_t earliest = 0;
+    if (__builtin_sub_overflow(since_ms, longest, &earliest)) {
+      earliest = std::numeric_limits<int64_t>::min();
+    }
+    rows->bind(1, earliest).bind(2, until_ms).bind(3, since_ms);
+    Event device;
+    bool device_ok = devices->step();
+    if (device_ok) read_event_into(*devices, device);
+    // Rows are read into slots that are reused once their composition has ended, so that a
+    // row is never copied and, after the first few, costs no allocation; `open` orders the
+    // begun ones by where they end.
+    std::vector<CompositionRollup> slots;
+    std::vector<size_t> spare;
+    const auto take_slot = [&]() {
+      if (spare.empty()) {
+        slots.emplace_back();
+        return slots.size() - 1;
+      }
+      const size_t slot = spare.back();
+      spare.pop_back();
+      return slot;
+    };
+    using Ending = std::pair<LedgerPlace, size_t>;
+    std::priority_queue<Ending, std::vector<Ending>, std::greater<>> open;
+    size_t row = take_slot();
+    bool row_ok = rows->step();
+    if (row_ok) read_rollup_into(*rows, slots[row]);
+    constexpr LedgerPlace kNone{std::numeric_limits<int64_t>::max(),
+                                std::numeric_limits<int64_t>::max()};
+    while (true) {
+      const LedgerPlace at_device = device_ok ? LedgerPlace{device.ts_ms, device.id} : kNone;
+      const LedgerPlace at_row =
+          row_ok ? LedgerPlace{slots[row].first.ts_ms, slots[row].first.id} : kNone;
+      const LedgerPlace at_end = open.empty() ? kNone : open.top().first;
+      const LedgerPlace at_pending =
+          pending.empty() ? kNone : LedgerPlace{pending.front().ts_ms, pending.front().id};
+      const LedgerPlace next = std::min({at_device, at_row, at_end, at_pending});
+      if (next == kNone) break;
+      if (next == at_device) {
+        walk.event(device);
+        device_ok = devices->step();
+        if (device_ok) read_event_into(*devices, device);
+      } else if (next == at_pending) {
+        std::pop_heap(pending.begin(), pending.end(), later_in_ledger);
+        walk.event(pending.back());
+        pending.pop_back();
+      } else if (next == at_end) {
+        const size_t slot = open.top().second;
+        open.pop();
+        walk.ended(slots[slot]);
+        spare.push_back(slot);
+      } else {
+        const CompositionRollup& r = slots[row];
+        if (r.end.ts_ms >= until_ms) {
+          // Still live at the range's end: its events before it, read one by one. None comes
+          // before its first (the row is whole), so they join the walk from here.
+          read_composition_events(db, *r.first.composition_id, since_ms, until_ms, pending);
+        } else {
+          walk.began(r);
+          if (r.end.id != r.first.id) {
+            open.emplace(LedgerPlace{r.end.ts_ms, r.end.id}, row);
+            row = take_slot();
+          }
+        }
+        row_ok = rows->step();
+        if (row_ok) read_rollup_into(*rows, slots[row]);
+      }
+    }
     snapshot.commit();
     return true;
   });

@@ -3,9 +3,12 @@
 // Starts the real composerd once so it creates the database and its inventory (64 GPUs, 32 CXL
 // blocks, 16 NVMe drives on 16 nodes), stops it, appends N events to that database as a year of
 // compositions (requested, composing, ready, releasing, released; one in twenty fails while
-// composing) plus drains and health changes, starts composerd again on it and times
-// GET /v1/reports over the whole year and over its last week, then reads composerd's peak
-// resident memory (VmHWM) from /proc.
+// composing) plus drains and health changes (the ledger's trigger fills the rollup of ended
+// compositions as they are appended), starts composerd again on it and times GET /v1/reports
+// over the whole year and over its last week, then reads composerd's peak resident memory
+// (VmHWM) from /proc. In its own process it also times the whole year read event by event
+// (scan_events, the reference) and walked through the rollup (walk_report, what composerd
+// does), and says whether the two reports are the same.
 //
 //   report_bench [--events N] [--runs R]
 // Results and the command that produced them: docs/BENCHMARKS.md, "Reports".
@@ -211,6 +214,9 @@ int main(int argc, char** argv) {
                           .count();
   const auto fill_began = Steady::now();
   const int64_t written = fill(daemon.state_dir() + "/composer.db", events, now - kHour, pool);
+  if (getenv("KEEP_DB"))
+    std::filesystem::copy_file(daemon.state_dir() + "/composer.db", getenv("KEEP_DB"),
+                               std::filesystem::copy_options::overwrite_existing);
   std::printf("ledger: %lld events written in %.1f s\n", static_cast<long long>(written),
               std::chrono::duration<double>(Steady::now() - fill_began).count());
 
@@ -243,6 +249,33 @@ int main(int argc, char** argv) {
         "in process, whole year: scan only %.0f ms, scan and report %.0f ms, JSON %.0f ms "
         "(%zu bytes)\n",
         scan_ms, all_ms, json_ms, text.size());
+
+    // What composerd does: the rollup of ended compositions walked instead of every event.
+    began = Steady::now();
+    uint64_t steps = 0;
+    (void)(*store)->walk_report(from, now,
+                                {.event = [&steps](const composer::Event&) { ++steps; },
+                                 .began = [&steps](const composer::CompositionRollup&) { ++steps; },
+                                 .ended = [&steps](const composer::CompositionRollup&) { ++steps; },
+                                 .unattached = [](uint64_t) {}});
+    const double walk_ms = std::chrono::duration<double, std::milli>(Steady::now() - began).count();
+    began = Steady::now();
+    composer::accounting::ReportBuilder walker(*inventory,
+                                               {.start_ms = from, .end_ms = now, .now_ms = now});
+    (void)(*store)->walk_report(
+        from, now,
+        {.event = [&walker](const composer::Event& e) { walker.add(e); },
+         .began = [&walker](const composer::CompositionRollup& c) { walker.begin(c); },
+         .ended = [&walker](const composer::CompositionRollup& c) { walker.end(c); },
+         .unattached = [&walker](uint64_t n) { walker.add_unattached(n); }});
+    const auto walked = walker.finish();
+    const double walked_ms =
+        std::chrono::duration<double, std::milli>(Steady::now() - began).count();
+    const bool same = composer::api::to_text(composer::accounting::to_json(walked)) == text;
+    std::printf(
+        "in process, whole year, rollup: walk only %.0f ms (%llu steps), walk and report %.0f ms, "
+        "same report as the scan: %s\n",
+        walk_ms, static_cast<unsigned long long>(steps), walked_ms, same ? "yes" : "NO");
   }
 
   daemon.start();

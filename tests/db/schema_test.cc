@@ -10,9 +10,9 @@ namespace {
 using SchemaTest = StoreTest;
 
 TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
-  EXPECT_EQ(store().schema_version(), 9);
+  EXPECT_EQ(store().schema_version(), 10);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 9);
+  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 10);
   EXPECT_EQ(raw->pragma("journal mode", "journal_mode"), "wal");
   EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations WHERE version = 1"), 1);
   for (const char* table : {"hosts", "devices", "compositions", "composition_devices", "events"}) {
@@ -48,6 +48,13 @@ TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
                       "SELECT count(*) FROM pragma_table_info('hosts') WHERE name = "
                       "'domains'"),
             1);
+  // Migration 9: the rollup of ended compositions, kept by triggers on the ledger.
+  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM sqlite_master WHERE name = 'composition_rollup'"),
+            1);
+  EXPECT_EQ(query_int(*raw,
+                      "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN "
+                      "('events_roll_up_ended_composition', 'events_roll_up_late_event')"),
+            2);
 }
 
 TEST_F(SchemaTest, HostsKeepTheirFailureDomains) {
@@ -75,9 +82,9 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
 
   reopen();
   reopen();  // a second reopen must not re-run a migration either
-  EXPECT_EQ(store().schema_version(), 9);
+  EXPECT_EQ(store().schema_version(), 10);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 9);
+  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 10);
 
   auto gpu1 = store().device("gpu-1");
   ASSERT_TRUE(gpu1.ok()) << gpu1.error();
@@ -93,13 +100,14 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
 }
 
 // Turns the file back into one of schema version 6, as an earlier release left it: no
-// known_since_ms column, hosts' domains nor compositions' host_hold, no record of migrations 7
-// to 9. Then reopening
-// migrates it again.
+// known_since_ms column, hosts' domains, the rollup nor compositions' host_hold, no record of
+// migrations 7 to 10. Then reopening migrates it again.
 void downgrade_to_version_6(const std::string& path) {
   auto raw = raw_connection(path);
   for (const char* sql :
-       {"ALTER TABLE devices DROP COLUMN known_since_ms", "ALTER TABLE hosts DROP COLUMN domains",
+       {"DROP TRIGGER events_roll_up_ended_composition", "DROP TRIGGER events_roll_up_late_event",
+        "DROP INDEX events_unattached_by_ts", "DROP TABLE composition_rollup",
+        "ALTER TABLE devices DROP COLUMN known_since_ms", "ALTER TABLE hosts DROP COLUMN domains",
         "ALTER TABLE compositions DROP COLUMN host_hold",
         "DELETE FROM schema_migrations WHERE version >= 7", "PRAGMA user_version = 6"}) {
     ASSERT_TRUE(exec_raw(*raw, sql).ok()) << sql;
@@ -131,7 +139,7 @@ TEST_F(SchemaTest, Migration7DatesExistingDevicesFromTheLedgersStart) {
         exec_raw(*raw, "UPDATE schema_migrations SET applied_ms = 7000 WHERE version = 1").ok());
   }
   reopen();
-  EXPECT_EQ(store().schema_version(), 9);
+  EXPECT_EQ(store().schema_version(), 10);
   // The first event (the drain at 5000) is earlier than the file's creation (7000).
   for (const char* id : {"gpu-0", "gpu-1", "gpu-5", "mem-0", "nvme-0"}) {
     EXPECT_EQ(known_since(store(), id), 5000) << id;

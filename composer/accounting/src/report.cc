@@ -144,6 +144,8 @@ struct ReportBuilder::State {
     }
   };
 
+  struct Window;
+
   struct Open {
     int64_t held_from = 0;
     std::optional<int64_t> requested_ms;
@@ -154,6 +156,8 @@ struct ReportBuilder::State {
     std::vector<int> devs;
     std::array<int64_t, 3> count{};
     uint64_t mem_bytes = 0;
+    Window* row = nullptr;                      // its (window, workload) in `windows`
+    std::array<Buckets, 3>* classes = nullptr;  // its workload's series in `by_class`
   };
 
   struct Group {
@@ -187,11 +191,15 @@ struct ReportBuilder::State {
   std::vector<Dev> devs;
   std::unordered_map<std::string, int> dev_index;
   std::array<bool, 3> type_present{};
-  std::array<std::array<Buckets, 4>, 3> by_type;               // [type][category]
-  std::map<std::pair<size_t, std::string>, Buckets> by_class;  // (type, workload)
+  std::array<std::array<Buckets, 4>, 3> by_type;  // [type][category]
+  // Per workload, per type; a type's buckets are made when first credited.
+  std::map<std::string, std::array<Buckets, 3>> by_class;
 
   std::unordered_map<int64_t, Open> open;
-  std::map<std::string, Group> workloads, accounts, users;
+  // Nodes of closed compositions, reused: an open composition then costs no allocation.
+  std::vector<std::unordered_map<int64_t, Open>::node_type> closed;
+  // Hashed, not ordered: looked up for every composition; finish() puts them in name order.
+  std::unordered_map<std::string, Group> workloads, accounts, users;
   std::unordered_map<uint32_t, Job> jobs;
   std::map<std::pair<std::string, std::string>, Window> windows;  // (window, workload)
   bool range_started = false;  // an event at or after start was seen: peaks count from now
@@ -278,11 +286,11 @@ struct ReportBuilder::State {
     if (held == 0 && !began_inside) return;
     for (size_t t = 0; t < 3; ++t) {
       if (c.count[t] == 0) continue;
-      auto [it, inserted] = by_class.try_emplace({t, c.workload});
-      if (inserted) it->second = make_buckets();
-      credit(it->second, from, to, c.count[t]);
+      Buckets& b = (*c.classes)[t];
+      if (b.diff.empty()) b = make_buckets();
+      credit(b, from, to, c.count[t]);
     }
-    Window& w = windows[{c.window, c.workload}];
+    Window& w = *c.row;
     for (size_t t = 0; t < 3; ++t) w.device_ms[t] += c.count[t] * held;
     ++w.compositions;
     if (options.only_uid && c.uid != *options.only_uid) return;
@@ -337,8 +345,20 @@ struct ReportBuilder::State {
   }
 
   void open_composition(const Event& e) {
-    Open c;
+    std::unordered_map<int64_t, Open>::node_type node;
+    Open* slot = nullptr;
+    if (closed.empty()) {
+      slot = &open.try_emplace(*e.composition_id).first->second;
+    } else {
+      node = std::move(closed.back());
+      closed.pop_back();
+      node.key() = *e.composition_id;
+      slot = &node.mapped();
+    }
+    Open& c = *slot;
     c.held_from = e.ts_ms;
+    c.requested_ms.reset();
+    c.releasing_ms.reset();
     if (e.kind == "requested") c.requested_ms = e.ts_ms;
     if (e.kind == "releasing") c.releasing_ms = e.ts_ms;
     c.job = e.job_id;
@@ -347,6 +367,9 @@ struct ReportBuilder::State {
     c.account = e.account;
     c.workload = e.workload;
     c.window = e.window;
+    c.devs.clear();
+    c.count = {};
+    c.mem_bytes = 0;
     bool known = true;
     for (const auto& id : e.devices) {
       auto it = dev_index.find(id);
@@ -362,12 +385,13 @@ struct ReportBuilder::State {
       if (d.type == DeviceType::kMem) c.mem_bytes += d.capacity;
     }
     if (!known) ++events_ignored;
-    Window& w = windows[{c.window, c.workload}];
+    c.row = &windows[{c.window, c.workload}];
+    c.classes = &by_class[c.workload];
     for (size_t t = 0; t < 3; ++t) {
-      w.held[t] += c.count[t];
-      if (range_started) w.peak[t] = std::max(w.peak[t], w.held[t]);
+      c.row->held[t] += c.count[t];
+      if (range_started) c.row->peak[t] = std::max(c.row->peak[t], c.row->held[t]);
     }
-    open.emplace(*e.composition_id, std::move(c));
+    if (node) open.insert(std::move(node));
   }
 
   void close_composition(std::unordered_map<int64_t, Open>::iterator it, int64_t ts) {
@@ -377,9 +401,43 @@ struct ReportBuilder::State {
       d.attached = false;
     }
     book(it->second, ts);
-    Window& w = windows[{it->second.window, it->second.workload}];
-    for (size_t t = 0; t < 3; ++t) w.held[t] -= it->second.count[t];
-    open.erase(it);
+    for (size_t t = 0; t < 3; ++t) it->second.row->held[t] -= it->second.count[t];
+    closed.push_back(open.extract(it));
+  }
+
+  // A failed end inside the range counts under the state it failed from and its cause.
+  void count_failure(const Event& e) {
+    if (e.kind == "failed" && inside(e.ts_ms) && mine(e)) {
+      ++failures[{e.from_state.empty() ? "unknown" : e.from_state, cause_of(e.detail)}];
+    }
+  }
+
+  // What composition_event() does with each of an ended composition's events, from its rollup
+  // row: the row is whole (one uid, one end with nothing after it, at most one ready event),
+  // so its events in between touch nothing but its own latencies, which its end books.
+  void begin_rolled_up(const CompositionRollup& r) {
+    events_read += r.events;
+    events_ignored += r.other_events;
+    if (r.first.id == r.end.id) {
+      // It ended with its first event: nothing to book.
+      count_failure(r.end);
+      ++events_ignored;
+      return;
+    }
+    open_composition(r.first);
+  }
+
+  void end_rolled_up(const CompositionRollup& r) {
+    auto it = open.find(*r.end.composition_id);
+    if (it == open.end()) return;
+    if (r.first.kind == "requested" && r.ready_ms && inside(*r.ready_ms) && mine(r.end)) {
+      compose_ms.push_back(*r.ready_ms - r.first.ts_ms);
+    }
+    if (r.end.kind == "released" && r.releasing_ms && inside(r.end.ts_ms) && mine(r.end)) {
+      release_ms.push_back(r.end.ts_ms - *r.releasing_ms);
+    }
+    count_failure(r.end);
+    close_composition(it, r.end.ts_ms);
   }
 
   void composition_event(const Event& e) {
@@ -388,9 +446,7 @@ struct ReportBuilder::State {
       ++events_ignored;
       return;
     }
-    if (*state == CompositionState::kFailed && inside(e.ts_ms) && mine(e)) {
-      ++failures[{e.from_state.empty() ? "unknown" : e.from_state, cause_of(e.detail)}];
-    }
+    count_failure(e);
     auto it = open.find(*e.composition_id);
     if (it == open.end()) {
       if (is_live(*state)) {
@@ -482,6 +538,28 @@ void ReportBuilder::add(const Event& e) {
   }
 }
 
+void ReportBuilder::begin(const CompositionRollup& composition) {
+  State& s = *s_;
+  if (composition.first.ts_ms >= s.end) return;
+  if (composition.first.ts_ms >= s.start) s.start_range();
+  s.begin_rolled_up(composition);
+}
+
+void ReportBuilder::end(const CompositionRollup& composition) {
+  State& s = *s_;
+  if (composition.end.ts_ms >= s.end) return;
+  if (composition.end.ts_ms >= s.start) s.start_range();
+  s.end_rolled_up(composition);
+}
+
+void ReportBuilder::add_unattached(uint64_t n) {
+  // Like add() for each: read, and ignored as an event of no composition. Such an event only
+  // starts the range's peaks, which no change of what is held between it and the next
+  // composition's event can tell apart.
+  s_->events_read += n;
+  s_->events_ignored += n;
+}
+
 Report ReportBuilder::finish() {
   State& s = *s_;
   Report r;
@@ -549,8 +627,8 @@ Report ReportBuilder::finish() {
     Series series;
     series.type = name;
     std::vector<std::pair<std::string, std::vector<int64_t>>> classes;
-    for (const auto& [key, b] : s.by_class) {
-      if (key.first == t) classes.emplace_back(key.second, s.values(b));
+    for (const auto& [workload, per_type] : s.by_class) {
+      if (!per_type[t].diff.empty()) classes.emplace_back(workload, s.values(per_type[t]));
     }
     for (size_t i = 0; i < s.buckets; i += step) {
       const size_t last = std::min(s.buckets, i + step) - 1;
@@ -575,9 +653,15 @@ Report ReportBuilder::finish() {
     ++s.accounts[j.account].jobs;
     ++s.users[j.user].jobs;
   }
-  const auto groups = [](const std::map<std::string, State::Group>& in) {
+  const auto groups = [](const std::unordered_map<std::string, State::Group>& in) {
+    std::vector<const std::pair<const std::string, State::Group>*> by_name;
+    by_name.reserve(in.size());
+    for (const auto& entry : in) by_name.push_back(&entry);
+    std::sort(by_name.begin(), by_name.end(),
+              [](const auto* a, const auto* b) { return a->first < b->first; });
     std::vector<GroupUsage> out;
-    for (const auto& [name, g] : in) {
+    for (const auto* entry : by_name) {
+      const auto& [name, g] = *entry;
       GroupUsage u;
       u.name = name;
       u.device_ms = g.device_ms;
@@ -595,9 +679,18 @@ Report ReportBuilder::finish() {
   r.by_account = groups(s.accounts);
   r.by_user = groups(s.users);
 
-  std::vector<JobUsage> all;
-  all.reserve(s.jobs.size());
+  // The top jobs by use, then by id; only those become JobUsage rows.
+  std::vector<std::pair<int64_t, uint32_t>> by_use;  // (-total device-ms, job id)
+  by_use.reserve(s.jobs.size());
   for (const auto& [id, j] : s.jobs) {
+    by_use.emplace_back(-(j.device_ms[0] + j.device_ms[1] + j.device_ms[2]), id);
+  }
+  const size_t keep = std::min(by_use.size(), s.options.top_jobs);
+  std::partial_sort(by_use.begin(), by_use.begin() + static_cast<std::ptrdiff_t>(keep),
+                    by_use.end());
+  for (size_t i = 0; i < keep; ++i) {
+    const uint32_t id = by_use[i].second;
+    const State::Job& j = s.jobs.at(id);
     JobUsage u;
     u.job_id = id;
     u.user = j.user;
@@ -606,18 +699,8 @@ Report ReportBuilder::finish() {
     u.compositions = j.compositions;
     u.device_ms = j.device_ms;
     u.mem_gib_hours = static_cast<double>(j.mem_byte_ms) / kGiBHour;
-    all.push_back(std::move(u));
+    r.top_jobs.push_back(std::move(u));
   }
-  const auto by_use = [](const JobUsage& a, const JobUsage& b) {
-    if (a.total_device_ms() != b.total_device_ms())
-      return a.total_device_ms() > b.total_device_ms();
-    return a.job_id < b.job_id;
-  };
-  const size_t keep = std::min(all.size(), s.options.top_jobs);
-  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(),
-                    by_use);
-  all.resize(keep);
-  r.top_jobs = std::move(all);
   r.jobs = static_cast<uint32_t>(s.jobs.size());
   r.compositions = s.compositions;
 

@@ -105,12 +105,15 @@ class ReportHandler {
     auto inventory = store_.devices();
     if (!inventory) return inventory.error();
     accounting::ReportBuilder builder(*inventory, options);
-    auto scanned = store_.scan_events(options.start_ms, std::min(options.end_ms, options.now_ms),
-                                      [&builder](const Event& e) {
-                                        builder.add(e);
-                                        return true;
-                                      });
-    if (!scanned) return scanned.error();
+    // Ended compositions from the ledger's rollup, not event by event: a year's report reads
+    // a row per composition (docs/BENCHMARKS.md, "Reports").
+    auto walked =
+        store_.walk_report(options.start_ms, std::min(options.end_ms, options.now_ms),
+                           {.event = [&builder](const Event& e) { builder.add(e); },
+                            .began = [&builder](const CompositionRollup& c) { builder.begin(c); },
+                            .ended = [&builder](const CompositionRollup& c) { builder.end(c); },
+                            .unattached = [&builder](uint64_t n) { builder.add_unattached(n); }});
+    if (!walked) return walked.error();
     accounting::Report report = builder.finish();
     if (auto caps = add_window_caps(store_, *inventory, report); !caps) return caps.error();
     const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(

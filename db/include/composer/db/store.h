@@ -156,6 +156,28 @@ class Store {
   virtual Status scan_events(int64_t since_ms, int64_t until_ms,
                              const std::function<bool(const Event&)>& visit) = 0;
 
+  // What a report over [since_ms, until_ms) reads when it walks the rollup of ended
+  // compositions (schema migration 9) instead of every event; the same report as what
+  // scan_events streams, in far fewer rows. In ledger order (ts_ms, id), each callback at the
+  // place of the event it stands for:
+  //  - `event`: every drain, resume and health event before until_ms, and the events that
+  //    scan_events would stream of each composition the rollup does not tell whole: those still
+  //    live, those that ended at or after until_ms, and those whose row is not whole;
+  //  - `began`: an ended composition, at its first event's place, if it ended inside the range
+  //    (a composition that ended before since_ms shapes nothing in it);
+  //  - `ended`: the same, at its end event's place, unless its first event is its end;
+  //  - `unattached`: once, how many events of the range name no composition and no device.
+  // All four must be set.
+  // It relies on what the store keeps: a composition is in a released or failed state exactly
+  // when the ledger holds its end event (one transaction writes both).
+  struct ReportWalk {
+    std::function<void(const Event&)> event;
+    std::function<void(const CompositionRollup&)> began;
+    std::function<void(const CompositionRollup&)> ended;
+    std::function<void(uint64_t)> unattached;
+  };
+  virtual Status walk_report(int64_t since_ms, int64_t until_ms, const ReportWalk& walk) = 0;
+
   // Policy history (schema migration 2). add_policy appends a version (id and applied_ms are
   // assigned; sha256 must be the hash of text) and returns it; versions are never changed.
   // current_policy is the newest one, nullopt before the first. policy_history lists the

@@ -217,6 +217,14 @@ class ReportBuilder {
   ReportBuilder& operator=(const ReportBuilder&) = delete;
 
   void add(const Event& event);
+  // The same report from the ledger's rollup (Store::walk_report, which calls these in ledger
+  // order among the events it hands to add()): an ended composition in place of its events,
+  // begun at its first event's place and ended at its end event's (end() is not called for a
+  // composition whose first event is its end); and `n` events of the range that concern no
+  // composition and no device, read and left out.
+  void begin(const CompositionRollup& composition);
+  void end(const CompositionRollup& composition);
+  void add_unattached(uint64_t n);
   Report finish();
 
  private:

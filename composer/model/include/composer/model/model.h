@@ -241,6 +241,21 @@ struct Event {
   std::string detail;
 };
 
+// One ended composition as the ledger's rollup keeps it (db schema migration 9), for a report
+// that walks compositions instead of reading each of their events. `first` is its first state
+// event (its kind, place in the ledger, owner, policy window and devices), `end` the event that
+// ended it ("released" or "failed": its id, ts_ms, kind and uid, and for "failed" its
+// from_state and detail). The row stands for `events` events of the composition (device events
+// aside), `other_events` of them of no state kind (failure reactions).
+struct CompositionRollup {
+  Event first;
+  Event end;
+  std::optional<int64_t> ready_ms;      // its ready event's time, if it had one
+  std::optional<int64_t> releasing_ms;  // its last releasing event's time, if it had one
+  uint64_t events = 0;
+  uint64_t other_events = 0;
+};
+
 // One applied version of the time-of-day policy (policies/README.md): who applied which text
 // when. Versions are never changed or deleted; the newest is the policy in force.
 struct PolicyVersion {
