@@ -1176,15 +1176,21 @@ bool scan_range(Connection& db, int64_t since_ms, int64_t until_ms, Event& e,
   return going;
 }
 
-}  // namespace
-
-Status SqliteStore::scan_events(int64_t since_ms, int64_t until_ms,
-                                const std::function<bool(const Event&)>& visit) {
+// A ledger range [since_ms, until_ms] must not end before it starts.
+Status check_range(int64_t since_ms, int64_t until_ms) {
   if (since_ms > until_ms) {
     return Error(ErrorCode::kInvalidArgument, "since_ms " + std::to_string(since_ms) +
                                                   " is after until_ms " + std::to_string(until_ms) +
                                                   "; the range must start before it ends");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SqliteStore::scan_events(int64_t since_ms, int64_t until_ms,
+                                const std::function<bool(const Event&)>& visit) {
+  if (Status s = check_range(since_ms, until_ms); !s) return s;
   // One read transaction for both statements, so the range continues exactly where the state
   // before it was read.
   auto done = read<bool>([&](Connection& db) {
@@ -1267,11 +1273,7 @@ void read_composition_events(Connection& db, int64_t id, int64_t since_ms, int64
 }  // namespace
 
 Status SqliteStore::walk_report(int64_t since_ms, int64_t until_ms, const ReportWalk& walk) {
-  if (since_ms > until_ms) {
-    return Error(ErrorCode::kInvalidArgument, "since_ms " + std::to_string(since_ms) +
-                                                  " is after until_ms " + std::to_string(until_ms) +
-                                                  "; the range must start before it ends");
-  }
+  if (Status s = check_range(since_ms, until_ms); !s) return s;
   auto done = read<bool>([&](Connection& db) {
     // One read transaction: every statement sees the same ledger.
     sqlite::Transaction snapshot(db, sqlite::Transaction::Kind::kDeferred);

@@ -52,6 +52,17 @@ FakePciFunction gpu_function(const std::string& address, const std::string& uuid
   return f;
 }
 
+// An NVMe drive's function with the serial its controller shows.
+FakePciFunction drive_function(const std::string& address, const std::string& serial) {
+  FakePciFunction f;
+  f.address = address;
+  f.vendor = "0x8086";
+  f.device = "0x0b60";
+  f.class_code = "0x010802";
+  f.serial = serial;
+  return f;
+}
+
 class HostSideTest : public ::testing::Test {
  protected:
   HostSideTest() : host(tmp.path() / "host") {
@@ -223,13 +234,7 @@ TEST_F(HostSideTest, AGpuTheFabricReportsNothingForIsTheOneNewGpuFunction) {
   bare.type = DeviceType::kGpu;
   api.devices = {bare};
   host.attach(gpu_function("0000:45:00.0", "", false));
-  FakePciFunction drive;  // another job's drive, same rescan
-  drive.address = "0000:46:00.0";
-  drive.vendor = "0x8086";
-  drive.device = "0x0b60";
-  drive.class_code = "0x010802";
-  drive.serial = "FRN100000077";
-  host.attach(drive);
+  host.attach(drive_function("0000:46:00.0", "FRN100000077"));  // another job's drive
   FakeJob a = job(311, 1);
   ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
   EXPECT_EQ(state(311)->devices[0].address, "0000:45:00.0");
@@ -314,17 +319,9 @@ TEST_F(HostSideTest, DrivesAreFoundBySerialAndHeldByARealProcessDelayRelease) {
   drive.type = DeviceType::kNvme;
   drive.identity = {"0x8086", "0x0b60", "FRN100000001", ""};
   api.devices = {drive};
-  FakePciFunction other;  // another drive of the same model that appears too: not this one
-  other.address = "0000:85:00.0";
-  other.vendor = "0x8086";
-  other.device = "0x0b60";
-  other.class_code = "0x010802";
-  other.serial = "FRN100000009";
-  FakePciFunction mine = other;
-  mine.address = "0000:86:00.0";
-  mine.serial = "FRN100000001";
-  host.attach(other);
-  host.attach(mine);
+  // Another drive of the same model appears too: not this one.
+  host.attach(drive_function("0000:85:00.0", "FRN100000009"));
+  host.attach(drive_function("0000:86:00.0", "FRN100000001"));
   FakeJob a = job(601, 0);
   a.options = {{"compose-nvme", "1"}};
   config.proc_root = "/proc";  // the busy check reads the real processes
@@ -370,13 +367,7 @@ TEST_F(HostSideTest, ADriveARealProcessKeepsOpenIsHeldUntilTheNextJobFindsItFree
   drive.type = DeviceType::kNvme;
   drive.identity = {"0x8086", "0x0b60", "FRN100000002", ""};
   api.devices = {drive};
-  FakePciFunction f;
-  f.address = "0000:87:00.0";
-  f.vendor = "0x8086";
-  f.device = "0x0b60";
-  f.class_code = "0x010802";
-  f.serial = "FRN100000002";
-  host.attach(f);
+  host.attach(drive_function("0000:87:00.0", "FRN100000002"));
   FakeJob a = job(611, 0);
   a.options = {{"compose-nvme", "1"}};
   config.proc_root = "/proc";  // the busy check reads the real processes
