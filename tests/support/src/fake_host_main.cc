@@ -11,6 +11,7 @@
 // The plugin is pointed at it with sysfs_root=DIR/sys proc_root=DIR/proc dev_root=DIR/dev.
 // DIR/hide-next holding a number N: the next N devices attached to the node never appear (a
 // device the host cannot see); the file counts down.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
