@@ -204,6 +204,12 @@ class RollupTest : public ::testing::Test {
         CompositionState to = l.state == CompositionState::kComposing ? CompositionState::kReady
                               : l.state == CompositionState::kReady   ? CompositionState::kReleasing
                                                                       : CompositionState::kReleased;
+        if (l.state == CompositionState::kReady && pick(3) == 0) {
+          // A node held it after its job (a process kept a device), then found it free: two
+          // events of the composition that are no state, before its end.
+          EXPECT_TRUE(store_->set_hold(l.id, "pid 7 holds " + l.devices[0], "uid 0", at).ok());
+          EXPECT_TRUE(store_->set_hold(l.id, "", "uid 0", at + pick(60000)).ok());
+        }
         std::string detail;
         if (pick(7) == 0) {
           to = CompositionState::kFailed;
