@@ -889,10 +889,15 @@ Expected<Device> CompositionService::drain_unseen(uint32_t job_id, const std::st
                        "'; a node drains only what it was given"};
     }
   }
-  log::warning(
-      "a node's host never showed a device it was given; drained",
-      {{"job", std::to_string(job_id)}, {"node", node}, {"device", device_id}, {"reason", reason}});
-  return drain(device_id, reason, actor);
+  auto drained = drain(device_id, reason, actor);
+  if (drained) {
+    log::warning("a node's host never showed a device it was given; drained",
+                 {{"job", std::to_string(job_id)},
+                  {"node", node},
+                  {"device", device_id},
+                  {"reason", reason}});
+  }
+  return drained;
 }
 
 Expected<Device> CompositionService::resume(const std::string& device_id,

@@ -180,66 +180,73 @@ Expected<std::vector<Composition>> compose_job_waiting(
 
 namespace {
 
-// A job whose epilog never ran on this node (the node rebooted under it) leaves its state file,
-// which would keep its devices' addresses from every later job (addresses_of_other_jobs). The
-// files with devices of jobs whose composition on this node composerd no longer holds are
-// removed: the devices went back to the pool with it. A file composerd cannot answer for
-// stays, and so does one without devices (it keeps nothing from anyone).
-void remove_stale_states(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
-                         uint32_t job_id, const std::string& node, const std::string& at) {
-  for (uint32_t other : other_jobs(config.state_dir, job_id)) {
-    Expected<std::optional<JobState>> file = read_job_state(config.state_dir, other);
-    if (!file || !file->has_value() || (*file)->devices.empty()) continue;
-    Expected<Composition> held = api.show(other, node);
-    if (!held && held.error().code != ErrorCode::kNotFound) continue;
-    if (held && is_live(held->state)) continue;
-    if (Status s = remove_job_state(config.state_dir, other); !s) {
-      ctx.error("composer: prolog: " + at + ": " + s.error().message);
-      continue;
-    }
-    ctx.info("composer: prolog: " + at + ": removed the state file of job " +
-             std::to_string(other) + ", whose composition on this node composerd " +
-             (held ? "released" : "does not hold") + " (the node ran no epilog for it)");
+// A held composition (an epilog found its devices still in use, JobState::held) is released
+// once nothing on the host holds the devices: removed from the host, the hold cleared,
+// released; the state file goes. Still in use: left as it is.
+void release_held(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
+                  const JobState& held, const std::string& node, const std::string& said) {
+  const uint32_t other = held.job_id;
+  const std::string whose = "job " + std::to_string(other) + "'s devices";
+  HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
+  if (std::vector<Holder> holders = host.holders(held.devices); !holders.empty()) {
+    ctx.info(said + whose + " stay held: " + holder_list(holders));
+    return;
   }
+  if (Status s = host.remove(held.devices); !s) {
+    ctx.error(said + "removing " + whose + " from the host: " + s.error().message +
+              "; releasing anyway");
+  }
+  if (Status s = api.hold(other, node, ""); !s && s.error().code != ErrorCode::kNotFound) {
+    ctx.error(said + "clearing the hold on " + whose + " failed (" +
+              std::string(to_string(s.error().code)) + "): " + s.error().message);
+    return;
+  }
+  if (Expected<bool> released = api.release(other, node); !released) {
+    // The hold is cleared: composerd's reconciler releases the ended job's devices.
+    ctx.error(said + "releasing " + whose + " failed (" +
+              std::string(to_string(released.error().code)) + "): " + released.error().message +
+              "; composerd's reconciler will release them");
+  } else {
+    ctx.info(said + whose + " are no longer in use: released (held since its epilog: " + held.held +
+             ")");
+  }
+  if (Status s = remove_job_state(config.state_dir, other); !s) ctx.error(said + s.error().message);
 }
 
-// The compositions this node holds (an epilog found their devices still in use, JobState::held)
-// are released here once nothing on the host holds the devices: removed from the host, the
-// hold cleared, released; the state file goes. Still in use: left as they are. Run by every
-// prolog and epilog on the node; without held files it reads only the state directory.
-void release_held(JobContext& ctx, ComposerApi& api, const SpankConfig& config, uint32_t job_id,
-                  const std::string& node, const std::string& at, std::string_view hook) {
+// A job whose epilog never ran on this node (the node rebooted under it) leaves its state file,
+// which would keep its devices' addresses from every later job (addresses_of_other_jobs). A
+// file with devices of a job whose composition on this node composerd no longer holds is
+// removed: the devices went back to the pool with it. A file composerd cannot answer for
+// stays, and so does one without devices (it keeps nothing from anyone).
+void remove_if_stale(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
+                     const JobState& file, const std::string& node, const std::string& said) {
+  if (file.devices.empty()) return;
+  Expected<Composition> held = api.show(file.job_id, node);
+  if (!held && held.error().code != ErrorCode::kNotFound) return;
+  if (held && is_live(held->state)) return;
+  if (Status s = remove_job_state(config.state_dir, file.job_id); !s) {
+    ctx.error(said + s.error().message);
+    return;
+  }
+  ctx.info(said + "removed the state file of job " + std::to_string(file.job_id) +
+           ", whose composition on this node composerd " + (held ? "released" : "does not hold") +
+           " (the node ran no epilog for it)");
+}
+
+// The other jobs' state files on the node, each read once: held compositions are released
+// once their devices are free (every prolog and epilog), stale files removed (`stale_too`: a
+// prolog that composes). Without such files it reads only the state directory.
+void tidy_other_jobs(JobContext& ctx, ComposerApi& api, const SpankConfig& config, uint32_t job_id,
+                     const std::string& node, const std::string& at, std::string_view hook,
+                     bool stale_too) {
   const std::string said = "composer: " + std::string(hook) + ": " + at + ": ";
   for (uint32_t other : other_jobs(config.state_dir, job_id)) {
     Expected<std::optional<JobState>> file = read_job_state(config.state_dir, other);
-    if (!file || !file->has_value() || (*file)->held.empty()) continue;
-    const JobState& held = **file;
-    const std::string whose = "job " + std::to_string(other) + "'s devices";
-    HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
-    if (std::vector<Holder> holders = host.holders(held.devices); !holders.empty()) {
-      ctx.info(said + whose + " stay held: " + holder_list(holders));
-      continue;
-    }
-    if (Status s = host.remove(held.devices); !s) {
-      ctx.error(said + "removing " + whose + " from the host: " + s.error().message +
-                "; releasing anyway");
-    }
-    if (Status s = api.hold(other, node, ""); !s && s.error().code != ErrorCode::kNotFound) {
-      ctx.error(said + "clearing the hold on " + whose + " failed (" +
-                std::string(to_string(s.error().code)) + "): " + s.error().message);
-      continue;
-    }
-    if (Expected<bool> released = api.release(other, node); !released) {
-      // The hold is cleared: composerd's reconciler releases the ended job's devices.
-      ctx.error(said + "releasing " + whose + " failed (" +
-                std::string(to_string(released.error().code)) + "): " + released.error().message +
-                "; composerd's reconciler will release them");
-    } else {
-      ctx.info(said + whose +
-               " are no longer in use: released (held since its epilog: " + held.held + ")");
-    }
-    if (Status s = remove_job_state(config.state_dir, other); !s) {
-      ctx.error(said + s.error().message);
+    if (!file || !file->has_value()) continue;
+    if (!(*file)->held.empty()) {
+      release_held(ctx, api, config, **file, node, said);
+    } else if (stale_too) {
+      remove_if_stale(ctx, api, config, **file, node, said);
     }
   }
 }
@@ -257,7 +264,6 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   JobState state;
   state.job_id = *job_id;
   state.node = node;
-  release_held(ctx, api, config, *job_id, node, at, "prolog");
 
   // Records why the job cannot run; the prolog itself succeeds (not the node's fault).
   auto fail_job = [&](const std::string& why) -> Status {
@@ -271,9 +277,9 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   };
 
   Expected<JobOptions> options = read_job_options(ctx);
+  tidy_other_jobs(ctx, api, config, *job_id, node, at, "prolog", options && options->composes());
   if (!options) return fail_job("bad option: " + options.error().message);
   if (!options->composes()) return Status::Ok();
-  remove_stale_states(ctx, api, config, *job_id, node, at);
 
   if (config.compose_on == ComposeOn::kController) {
     // PrologSlurmctld composed every node of the job before it launched: only the host side.
@@ -379,7 +385,7 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   }
   const std::string node = ctx.node();
   const std::string at = where(*job_id, node);
-  release_held(ctx, api, config, *job_id, node, at, "epilog");
+  tidy_other_jobs(ctx, api, config, *job_id, node, at, "epilog", false);
   Expected<std::optional<JobState>> state = read_job_state(config.state_dir, *job_id);
   if (!state) {
     // Release anyway: composerd knows what it attached.
