@@ -480,12 +480,9 @@ scenario_device_still_in_use_is_held_then_released_by_the_next_job() {
   setsid bash -c "exec 3<'$path'; exec sleep 300" </dev/null >/dev/null 2>&1 &
   local holder=$!
   wait_until 30 finished "$j" || { kill "$holder"; fail "job $j did not finish"; return 1; }
-  local hold=""
-  for _ in $(seq 1 75); do
-    hold=$(api "/v1/compositions/$j/$NODE" | jq -r '.hold // empty')
-    [[ -n $hold ]] && break
-    sleep 0.2
-  done
+  wait_until 15 is_held "$j"
+  local hold
+  hold=$(hold_of "$j")
   [[ $hold == *"pid $holder holds"* ]] ||
     { kill "$holder"; fail "composerd's hold on job $j: '$hold' (pid $holder holds $path)"; return 1; }
   sleep 3  # EpilogSlurmctld (compose=controller) and a reconciler pass have had their turn
@@ -538,6 +535,8 @@ scenario_device_never_appearing_fails_cleanly() {
     --munge-socket "$MUNGE_SOCKET" devices resume "$unseen" >/dev/null ||
     fail "composerctl devices resume $unseen failed"
 }
+hold_of() { api "/v1/compositions/$1/$NODE" | jq -r '.hold // empty'; }  # JOB: why its node holds it
+is_held() { [[ -n $(hold_of "$1") ]]; }
 node_drained() { [[ $(node_state "$1") == drain* ]]; }
 node_idle() { [[ $(node_state "$1") == idle ]]; }
 
