@@ -1,6 +1,7 @@
 // Fakes for the SPANK plugin's two seams.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -52,8 +53,11 @@ class FakeComposer : public ComposerApi {
   std::vector<ComposeCall> composed;
   std::vector<std::pair<uint32_t, std::string>> released;
 
+  // Called by compose() before it answers: what happens on the fabric or host meanwhile.
+  std::function<void()> on_compose;
   Expected<Composition> compose(const ComposeCall& call) override {
     composed.push_back(call);
+    if (on_compose) on_compose();
     if (compose_error && compose_failures != 0) {
       if (compose_failures > 0) --compose_failures;
       return *compose_error;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -250,6 +251,92 @@ TEST_F(HostSideTest, AGpuTheFabricReportsNothingForIsTheOneNewGpuFunction) {
                              "functions with these ids for 1 device"),
             std::string::npos)
       << b.errors[0];
+}
+
+// The host may show a job's devices before its prolog gets to its own rescan: another job's
+// prolog rescanned meanwhile (or the kernel's hot-plug enumerated them). A prolog that composes
+// compares with what the host showed before its compose, so the GPU the fabric reports nothing
+// for is still its one new GPU function.
+TEST_F(HostSideTest, AGpuTheFabricReportsNothingForIsFoundWhenAnotherRescanShowedItFirst) {
+  Device bare;
+  bare.id = "OffloadBlock9";
+  bare.type = DeviceType::kGpu;
+  api.devices = {bare};
+  api.on_compose = [this] {
+    host.attach(gpu_function("0000:45:00.0", "", false));
+    ASSERT_TRUE(HostDevices(config.sysfs_root, config.proc_root, config.dev_root).rescan());
+    for (int i = 0; i < 400 && host.present().size() < 2; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_EQ(host.present().size(), 2u);
+  };
+  FakeJob a = job(321, 1);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  EXPECT_EQ(state(321)->devices[0].address, "0000:45:00.0");
+  EXPECT_EQ(task_env(321, "CUDA_VISIBLE_DEVICES"), "1");
+}
+
+// Another job's GPU appeared at the same time and its prolog has not recorded it yet: two new
+// GPU functions for the one the fabric reports nothing for. The prolog looks again without
+// keeping the node's lock, the other prolog records its GPU meanwhile, and the one function
+// left is this job's.
+TEST_F(HostSideTest, AGpuTheFabricReportsNothingForWaitsUntilAnotherPrologRecordsItsOwn) {
+  Device bare;
+  bare.id = "OffloadBlock9";
+  bare.type = DeviceType::kGpu;
+  api.devices = {bare};
+  host.attach(gpu_function("0000:45:00.0", "", false));
+  host.attach(gpu_function("0000:46:00.0", "GPU-other-0046"));
+  std::thread other([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    Expected<HostLock> lock = HostLock::take(config.state_dir, std::chrono::seconds(5));
+    ASSERT_TRUE(lock) << lock.error();
+    JobState b;
+    b.job_id = 342;
+    b.node = "node1";
+    b.composition_id = 9;
+    Device own = gpu("gpu-o-6", "GPU-other-0046");
+    own.address = "0000:46:00.0";
+    b.devices = {own};
+    ASSERT_TRUE(write_job_state(config.state_dir, b));
+  });
+  FakeJob a = job(341, 1);
+  Status s = job_prolog(a, api, config);
+  other.join();
+  ASSERT_TRUE(s) << join(a.errors, "\n");
+  EXPECT_EQ(state(341)->devices[0].address, "0000:45:00.0");
+}
+
+// Prologs on one node look for their devices one after another: while one holds the node's
+// host lock, another waits for it, and gives up with a sentence naming the file.
+TEST_F(HostSideTest, TheHostLockIsTakenByOneProcessAtATime) {
+  Expected<HostLock> first = HostLock::take(config.state_dir, std::chrono::milliseconds(100));
+  ASSERT_TRUE(first) << first.error();
+  Expected<HostLock> second = HostLock::take(config.state_dir, std::chrono::milliseconds(100));
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code, ErrorCode::kTimeout);
+  EXPECT_NE(second.error().message.find(config.state_dir + "/host.lock"), std::string::npos)
+      << second.error().message;
+  // A prolog on the node waits for the lock, then finds its GPU.
+  api.devices = {gpu("gpu-l-0", "GPU-llll-0000")};
+  host.attach(gpu_function("0000:41:00.0", "GPU-llll-0000"));
+  std::optional<HostLock> held(std::move(*first));
+  std::thread later([&held] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    held.reset();
+  });
+  FakeJob a = job(331, 1);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
+  later.join();
+  EXPECT_EQ(state(331)->devices[0].address, "0000:41:00.0");
+  // The job's other hooks do not take it: a held lock never delays a task or an epilog.
+  Expected<HostLock> again = HostLock::take(config.state_dir, std::chrono::milliseconds(100));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(task_env(331, "CUDA_VISIBLE_DEVICES"), "GPU-llll-0000");
+  FakeJob end = job(331, 1);
+  EXPECT_TRUE(job_epilog(end, api, config));
 }
 
 TEST_F(HostSideTest, ADeviceThatNeverAppearsFailsTheCompositionWithOneLine) {

@@ -177,24 +177,28 @@ std::string looked_for(const Device& d) {
 
 }  // namespace
 
-Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& devices,
-                                                  const std::set<std::string>& before,
-                                                  const std::set<std::string>& taken,
-                                                  std::chrono::milliseconds timeout,
-                                                  std::vector<std::string>* not_found) const {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  // Functions appear one after another (hot-plug is asynchronous): a match by ids alone is
-  // taken only when two looks in a row saw the same new functions.
-  std::map<std::string, std::vector<std::string>> fresh_before;
-  bool last_look = false;
-  for (int look = 0;; ++look) {
+DeviceSearch::DeviceSearch(const HostDevices& host, std::vector<Device> devices,
+                           std::set<std::string> before, std::chrono::milliseconds timeout)
+    : host_(host),
+      devices_(std::move(devices)),
+      before_(std::move(before)),
+      timeout_(timeout),
+      deadline_(std::chrono::steady_clock::now() + timeout) {}
+
+Expected<std::optional<std::vector<Device>>> DeviceSearch::look(
+    const std::set<std::string>& taken, std::vector<std::string>* not_found) {
+  const std::set<std::string>& before = before_;
+  const std::vector<Device>& devices = devices_;
+  auto& fresh_before = fresh_before_;
+  const int look = looks_++;
+  {
     std::vector<Seen> seen;
-    for (const std::string& a : pci_addresses()) {
-      const fs::path dir = fs::path(sysfs_) / "bus/pci/devices" / a;
+    for (const std::string& a : host_.pci_addresses()) {
+      const fs::path dir = fs::path(host_.sysfs_) / "bus/pci/devices" / a;
       Seen f{a,
              normal_pci_id(first_line(dir / "vendor")).value_or(""),
              normal_pci_id(first_line(dir / "device")).value_or(""),
-             gpu_uuid(a),
+             host_.gpu_uuid(a),
              "",
              first_line(dir / "class")};
       std::error_code ec;
@@ -215,7 +219,7 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
     for (size_t i = 0; i < out.size(); ++i) {
       Device& d = out[i];
       if (!d.address.empty()) {
-        const std::string path = sysfs_path(d);
+        const std::string path = host_.sysfs_path(d);
         std::error_code ec;
         if (path.empty() || !fs::exists(path, ec)) {
           missing.push_back(d.id + " (" + (path.empty() ? d.address : path) + ")");
@@ -309,22 +313,21 @@ Expected<std::vector<Device>> HostDevices::locate(const std::vector<Device>& dev
             ", and no UUID or serial to tell them apart)");
       }
     }
-    if (missing.empty() && !pending) return out;
-    if (std::chrono::steady_clock::now() >= deadline && look > 0) {
+    if (missing.empty() && !pending) return std::optional<std::vector<Device>>(std::move(out));
+    if (std::chrono::steady_clock::now() >= deadline_ && look > 0) {
       // One more look may settle a pending match; new functions that keep changing do not.
-      if (missing.empty() && !last_look) {
-        last_look = true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        continue;
+      if (missing.empty() && !last_look_) {
+        last_look_ = true;
+        return std::optional<std::vector<Device>>();
       }
       if (missing.empty()) missing.push_back("the new PCI functions, which kept changing");
       if (not_found != nullptr) *not_found = missing_ids;
       return Error{ErrorCode::kTimeout,
                    "the host does not show " + join(missing, ", ") + " after " +
-                       std::to_string(static_cast<double>(timeout.count()) / 1000.0).substr(0, 4) +
+                       std::to_string(static_cast<double>(timeout_.count()) / 1000.0).substr(0, 4) +
                        " s"};
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return std::optional<std::vector<Device>>();
   }
 }
 

@@ -1,6 +1,7 @@
 #include "composer/slurm/job_state.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <json/value.h>
 #include <json/writer.h>
@@ -154,6 +156,29 @@ std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint
     }
   }
   return out;
+}
+
+Expected<HostLock> HostLock::take(const std::string& state_dir, std::chrono::milliseconds wait) {
+  if (Status s = mkdirs(state_dir); !s) return s.error();
+  const std::string path = state_dir + "/host.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return io_error("cannot open", path);
+  HostLock lock(fd);
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) return io_error("cannot lock", path);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Error{ErrorCode::kTimeout, "another prolog on this node held " + path +
+                                            " for more than " +
+                                            std::to_string(wait.count() / 1000) + " s"};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return lock;
+}
+
+HostLock::~HostLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 std::vector<std::pair<std::string, std::string>> task_environment(const JobState& state) {

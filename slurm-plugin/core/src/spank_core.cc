@@ -1,6 +1,7 @@
 #include "composer/slurm/spank_core.h"
 
 #include <chrono>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -56,28 +57,49 @@ Expected<JobOptions> read_job_options(JobContext& ctx) {
 namespace {
 
 // The host side of a composition the prolog got: find the devices on the host, record what
-// the tasks export. Devices the host does not show are given back at once.
+// the tasks export. Devices the host does not show are given back at once. `before` is what
+// the host showed before the attach, when this prolog composed; else what it shows now.
 Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, uint32_t job_id,
                  const std::string& node, const std::string& at, JobState& state,
-                 const Composition& composition) {
+                 const Composition& composition, std::optional<std::set<std::string>> before) {
   state.composition_id = composition.id;
   state.devices = composition.devices;
 
   HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
+  // Held from the look that found the devices until the state file names them (HostLock).
+  std::optional<HostLock> lock;
   if (config.host_check != HostCheck::kOff && !state.devices.empty()) {
-    // What the host shows before the rescan: a function that was there already is no device
-    // the fabric just attached, unless its UUID or serial says it is.
-    const std::set<std::string> before = host.pci_addresses();
+    // A function the host showed before is no device the fabric just attached, unless its
+    // UUID or serial says it is. When the attach came first (compose=controller), another
+    // job's rescan may have shown this job's devices already: only their identity finds them.
+    if (!before) before = host.pci_addresses();
     Status s = host.rescan();
     std::vector<std::string> unseen;
     if (s && config.host_check == HostCheck::kWait) {
-      Expected<std::vector<Device>> found =
-          host.locate(state.devices, before, addresses_of_other_jobs(config.state_dir, job_id),
-                      std::chrono::seconds(config.host_wait_s), &unseen);
-      if (found) {
-        state.devices = std::move(*found);
-      } else {
-        s = found.error();
+      // Each look under the node's lock, with the addresses other prologs have recorded by
+      // then; the lock is let go between looks, so a prolog that waits for its own devices
+      // never keeps another from recording its own.
+      DeviceSearch search(host, state.devices, std::move(*before),
+                          std::chrono::seconds(config.host_wait_s));
+      for (;;) {
+        Expected<HostLock> taken = HostLock::take(config.state_dir, std::chrono::seconds(30));
+        if (!taken) {
+          s = taken.error();
+          break;
+        }
+        lock.emplace(std::move(*taken));
+        Expected<std::optional<std::vector<Device>>> found =
+            search.look(addresses_of_other_jobs(config.state_dir, job_id), &unseen);
+        if (!found) {
+          s = found.error();
+          break;
+        }
+        if (*found) {
+          state.devices = std::move(**found);
+          break;
+        }
+        lock.reset();
+        std::this_thread::sleep_for(DeviceSearch::kLookAgain);
       }
     }
     if (!s) {
@@ -299,7 +321,7 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
       return fail_job("its composition is " + std::string(to_string(composed->state)) +
                       ", not ready");
     }
-    return host_side(ctx, api, config, *job_id, node, at, state, *composed);
+    return host_side(ctx, api, config, *job_id, node, at, state, *composed, std::nullopt);
   }
 
   Expected<uint32_t> uid = ctx.uid();
@@ -316,6 +338,12 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   call.workload = options->workload;
   call.request = options->request;
 
+  // What the host shows before the attach: the functions the attach brings are new against it
+  // whenever they appear (this prolog's rescan, another's, or the kernel's own hot-plug).
+  std::optional<std::set<std::string>> before;
+  if (config.host_check == HostCheck::kWait) {
+    before = HostDevices(config.sysfs_root, config.proc_root, config.dev_root).pci_addresses();
+  }
   Expected<Composition> composition = compose_waiting(
       api, call, config.free_wait_s,
       [&](const std::string& line) { ctx.info("composer: prolog: " + at + ": " + line); });
@@ -337,7 +365,7 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     }
     return fail_job(cause);
   }
-  return host_side(ctx, api, config, *job_id, node, at, state, *composition);
+  return host_side(ctx, api, config, *job_id, node, at, state, *composition, std::move(before));
 }
 
 Status task_init(JobContext& ctx, const SpankConfig& config) {

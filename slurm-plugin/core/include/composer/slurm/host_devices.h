@@ -4,6 +4,8 @@
 #pragma once
 
 #include <chrono>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -39,29 +41,6 @@ class HostDevices {
   // takes before its rescan.
   std::set<std::string> pci_addresses() const;
 
-  // Finds each device on the host, polling until all are found or `timeout` has passed, and
-  // answers them with `address` set to where the host shows them:
-  //   - a device with an address: the PCI function (memory: the NUMA node) at that address;
-  //     a function whose vendor or device id differs from the identity's is not it;
-  //   - a GPU or drive without one, among the functions the host shows that are not `taken`
-  //     (held by other jobs): the one whose UUID (GPUs: "GPU UUID:" of
-  //     <proc>/driver/nvidia/gpus/<address>/information) or serial (drives:
-  //     nvme/<ctrl>/serial) equals the identity's; else, when the identity has no UUID or
-  //     serial the host can compare, among the functions of its kind (GPU: PCI class 03,
-  //     drive: 0108) that are not in `before` and have the identity's vendor and device ids
-  //     (any, when the fabric reported none), provided they are exactly as many as the devices
-  //     sought with those ids (anything else could be another job's device); devices without
-  //     ids take only what the rules before them left;
-  //   - memory without a NUMA node: nothing to find, answered as it is.
-  // kTimeout: one sentence naming each device not found and what it was looked for by; in
-  // `not_found`, when given, the ids of those the host does not show at all (not those it
-  // shows but cannot tell from other functions).
-  Expected<std::vector<Device>> locate(const std::vector<Device>& devices,
-                                       const std::set<std::string>& before,
-                                       const std::set<std::string>& taken,
-                                       std::chrono::milliseconds timeout,
-                                       std::vector<std::string>* not_found = nullptr) const;
-
   // The NVIDIA driver's UUID of the GPU at `address` ("GPU-..."), "" when it shows none.
   std::string gpu_uuid(const std::string& address) const;
   // The block devices of a drive's namespaces, <dev>/nvme<X>n<Y>, sorted; empty if none.
@@ -91,9 +70,54 @@ class HostDevices {
   std::string cuda_visible_devices(const std::vector<Device>& gpus) const;
 
  private:
+  friend class DeviceSearch;
   std::string sysfs_;
   std::string proc_;
   std::string dev_;
+};
+
+// Finds each device of a composition on the host, one look at a time, so that a caller can
+// hold a lock for a look and for what it does with what that look found (spank_core keeps the
+// node's HostLock until the job's state file names the addresses), and let go between looks.
+// Each device is answered with `address` set to where the host shows it:
+//   - a device with an address: the PCI function (memory: the NUMA node) at that address;
+//     a function whose vendor or device id differs from the identity's is not it;
+//   - a GPU or drive without one, among the functions the host shows that are not `taken`
+//     (held by other jobs): the one whose UUID (GPUs: "GPU UUID:" of
+//     <proc>/driver/nvidia/gpus/<address>/information) or serial (drives:
+//     nvme/<ctrl>/serial) equals the identity's; else, when the identity has no UUID or
+//     serial the host can compare, among the functions of its kind (GPU: PCI class 03,
+//     drive: 0108) that are not in `before` and have the identity's vendor and device ids
+//     (any, when the fabric reported none), provided they are exactly as many as the devices
+//     sought with those ids (anything else could be another job's device) and two looks in a
+//     row saw the same ones (hot-plug is asynchronous); devices without ids take only what the
+//     rules before them left;
+//   - memory without a NUMA node: nothing to find, answered as it is.
+class DeviceSearch {
+ public:
+  // Between looks, wait this long.
+  static constexpr std::chrono::milliseconds kLookAgain{100};
+
+  DeviceSearch(const HostDevices& host, std::vector<Device> devices, std::set<std::string> before,
+               std::chrono::milliseconds timeout);
+  // One look: the devices when all are found; nullopt when it is worth looking again
+  // kLookAgain later; kTimeout once `timeout` has passed since the search began, with one
+  // sentence naming each device not found and what it was looked for by, and in `not_found`,
+  // when given, the ids of those the host does not show at all (not those it shows but cannot
+  // tell from other functions).
+  Expected<std::optional<std::vector<Device>>> look(const std::set<std::string>& taken,
+                                                    std::vector<std::string>* not_found = nullptr);
+
+ private:
+  const HostDevices& host_;
+  std::vector<Device> devices_;
+  std::set<std::string> before_;
+  std::chrono::milliseconds timeout_;
+  std::chrono::steady_clock::time_point deadline_;
+  int looks_ = 0;
+  bool last_look_ = false;
+  // The new functions each group of devices matched by ids alone saw at the last look.
+  std::map<std::string, std::vector<std::string>> fresh_before_;
 };
 
 }  // namespace composer::slurm

@@ -3,6 +3,7 @@
 // <state_dir>/job-<id>.json, mode 0644 (tasks read it as the job's user).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -52,6 +53,25 @@ std::vector<uint32_t> other_jobs(const std::string& state_dir, uint32_t job_id);
 // The host addresses the state files of other jobs than `job_id` in state_dir hold: devices
 // the prolog must never hand to this job. A file that does not read is skipped.
 std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint32_t job_id);
+
+// The node's lock on its host side (<state_dir>/host.lock, flock): held by a prolog for each
+// look for its devices (DeviceSearch::look), and from the look that found them until its state
+// file names them, so that no other prolog looks among the same new functions before the
+// addresses one prolog claims are in its file. The kernel drops it with the process, so a
+// killed prolog never leaves the node locked.
+class HostLock {
+ public:
+  // kTimeout after `wait` with a sentence naming the file; kInternal when it cannot be opened.
+  static Expected<HostLock> take(const std::string& state_dir, std::chrono::milliseconds wait);
+  HostLock(HostLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  HostLock& operator=(HostLock&&) = delete;
+  HostLock(const HostLock&) = delete;
+  ~HostLock();
+
+ private:
+  explicit HostLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
 
 // The variables a task of the job sees, in a fixed order:
 //   CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER (only with GPUs), COMPOSER_GPUS,
