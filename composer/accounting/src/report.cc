@@ -50,24 +50,27 @@ std::string cause_of(std::string_view detail) {
   return out.empty() ? "(no detail recorded)" : out;
 }
 
-int64_t nearest_rank(const std::vector<int64_t>& sorted, int percent) {
-  if (sorted.empty()) return 0;
-  const size_t n = sorted.size();
+// The value of nearest rank `percent` in `values`: where it would stand were they sorted (they
+// are reordered, not sorted; a year holds hundreds of thousands of them).
+int64_t nearest_rank(std::vector<int64_t>& values, int percent) {
+  if (values.empty()) return 0;
+  const size_t n = values.size();
   size_t rank = (n * static_cast<size_t>(percent) + 99) / 100;  // ceil(p/100 * n)
   rank = std::clamp<size_t>(rank, 1, n);
-  return sorted[rank - 1];
+  const auto at = values.begin() + static_cast<std::ptrdiff_t>(rank - 1);
+  std::nth_element(values.begin(), at, values.end());
+  return *at;
 }
 
 Latency latency_of(std::string phase, std::vector<int64_t> values) {
   Latency l;
   l.phase = std::move(phase);
-  std::sort(values.begin(), values.end());
   l.count = values.size();
   if (values.empty()) return l;
   l.p50_ms = nearest_rank(values, 50);
   l.p90_ms = nearest_rank(values, 90);
   l.p99_ms = nearest_rank(values, 99);
-  l.max_ms = values.back();
+  l.max_ms = *std::max_element(values.begin(), values.end());
   const Int128 sum = std::accumulate(values.begin(), values.end(), Int128{0});
   l.mean_ms = static_cast<double>(sum) / static_cast<double>(values.size());
   return l;
