@@ -177,8 +177,15 @@ struct ReportBuilder::State {
     uint32_t compositions = 0;
   };
 
+  // A group's entry in `workloads`, `accounts` or `users`: its name and totals (entries of an
+  // unordered_map stay where they are as it grows).
+  using GroupEntry = std::pair<const std::string, Group>;
+
   struct Job {
-    std::string user, account, workload;
+    // The groups of its first composition in the range.
+    GroupEntry* user = nullptr;
+    GroupEntry* account = nullptr;
+    GroupEntry* workload = nullptr;
     uint32_t compositions = 0;
     TypeMs device_ms{};
     Int128 mem_byte_ms = 0;
@@ -300,14 +307,17 @@ struct ReportBuilder::State {
     TypeMs ms{};
     for (size_t t = 0; t < 3; ++t) ms[t] = c.count[t] * held;
     const Int128 mem = static_cast<Int128>(c.mem_bytes) * held;
-    add_to(workloads[c.workload], ms, mem);
-    add_to(accounts[c.account], ms, mem);
-    add_to(users[c.user], ms, mem);
+    GroupEntry& workload = *workloads.try_emplace(c.workload).first;
+    GroupEntry& account = *accounts.try_emplace(c.account).first;
+    GroupEntry& user = *users.try_emplace(c.user).first;
+    add_to(workload.second, ms, mem);
+    add_to(account.second, ms, mem);
+    add_to(user.second, ms, mem);
     Job& j = jobs[c.job];
     if (j.compositions == 0) {
-      j.user = c.user;
-      j.account = c.account;
-      j.workload = c.workload;
+      j.user = &user;
+      j.account = &account;
+      j.workload = &workload;
     }
     ++j.compositions;
     for (size_t t = 0; t < 3; ++t) j.device_ms[t] += ms[t];
@@ -652,12 +662,12 @@ Report ReportBuilder::finish() {
   // A job counts once, in the groups of its first composition in the range: Slurm gives all
   // of a job's nodes the same user, account and class, so the counts add up to the jobs.
   for (const auto& [id, j] : s.jobs) {
-    ++s.workloads[j.workload].jobs;
-    ++s.accounts[j.account].jobs;
-    ++s.users[j.user].jobs;
+    ++j.workload->second.jobs;
+    ++j.account->second.jobs;
+    ++j.user->second.jobs;
   }
   const auto groups = [](const std::unordered_map<std::string, State::Group>& in) {
-    std::vector<const std::pair<const std::string, State::Group>*> by_name;
+    std::vector<const State::GroupEntry*> by_name;
     by_name.reserve(in.size());
     for (const auto& entry : in) by_name.push_back(&entry);
     std::sort(by_name.begin(), by_name.end(),
@@ -696,9 +706,9 @@ Report ReportBuilder::finish() {
     const State::Job& j = s.jobs.at(id);
     JobUsage u;
     u.job_id = id;
-    u.user = j.user;
-    u.account = j.account;
-    u.workload = j.workload;
+    u.user = j.user->first;
+    u.account = j.account->first;
+    u.workload = j.workload->first;
     u.compositions = j.compositions;
     u.device_ms = j.device_ms;
     u.mem_gib_hours = static_cast<double>(j.mem_byte_ms) / kGiBHour;
