@@ -147,7 +147,7 @@ struct ReportBuilder::State {
     }
   };
 
-  struct Window;
+  struct Owner;
 
   struct Open {
     int64_t held_from = 0;
@@ -155,12 +155,10 @@ struct ReportBuilder::State {
     std::optional<int64_t> releasing_ms;
     uint32_t job = 0;
     uint32_t uid = 0;
-    std::string user, account, workload, window;
+    Owner* owner = nullptr;
     std::vector<int> devs;
     std::array<int64_t, 3> count{};
     uint64_t mem_bytes = 0;
-    Window* row = nullptr;                      // its (window, workload) in `windows`
-    std::array<Buckets, 3>* classes = nullptr;  // its workload's series in `by_class`
   };
 
   struct Group {
@@ -191,6 +189,18 @@ struct ReportBuilder::State {
     Int128 mem_byte_ms = 0;
   };
 
+  // Who composed a composition and under which policy window, as its first event names them,
+  // with what it books into: found once for all the compositions of the same four names. The
+  // groups are found when first booked into (a report for one caller books only theirs).
+  struct Owner {
+    std::string user, account, workload;
+    Window* row = nullptr;                      // (window, workload) in `windows`
+    std::array<Buckets, 3>* classes = nullptr;  // the workload's series in `by_class`
+    GroupEntry* user_group = nullptr;
+    GroupEntry* account_group = nullptr;
+    GroupEntry* workload_group = nullptr;
+  };
+
   ReportOptions options;
   int64_t start = 0;
   int64_t end = 0;
@@ -212,6 +222,9 @@ struct ReportBuilder::State {
   std::unordered_map<std::string, Group> workloads, accounts, users;
   std::unordered_map<uint32_t, Job> jobs;
   std::map<std::pair<std::string, std::string>, Window> windows;  // (window, workload)
+  // By the four names, each after its length (owner_of).
+  std::unordered_map<std::string, Owner> owners;
+  std::string owner_key;       // reused
   bool range_started = false;  // an event at or after start was seen: peaks count from now
   uint32_t compositions = 0;
   std::vector<int64_t> compose_ms, release_ms;
@@ -294,30 +307,33 @@ struct ReportBuilder::State {
     const int64_t held = std::max<int64_t>(0, to - from);
     const bool began_inside = c.held_from >= start && c.held_from < end;
     if (held == 0 && !began_inside) return;
+    Owner& o = *c.owner;
     for (size_t t = 0; t < 3; ++t) {
       if (c.count[t] == 0) continue;
-      Buckets& b = (*c.classes)[t];
+      Buckets& b = (*o.classes)[t];
       if (b.diff.empty()) b = make_buckets();
       credit(b, from, to, c.count[t]);
     }
-    Window& w = *c.row;
+    Window& w = *o.row;
     for (size_t t = 0; t < 3; ++t) w.device_ms[t] += c.count[t] * held;
     ++w.compositions;
     if (options.only_uid && c.uid != *options.only_uid) return;
     TypeMs ms{};
     for (size_t t = 0; t < 3; ++t) ms[t] = c.count[t] * held;
     const Int128 mem = static_cast<Int128>(c.mem_bytes) * held;
-    GroupEntry& workload = *workloads.try_emplace(c.workload).first;
-    GroupEntry& account = *accounts.try_emplace(c.account).first;
-    GroupEntry& user = *users.try_emplace(c.user).first;
-    add_to(workload.second, ms, mem);
-    add_to(account.second, ms, mem);
-    add_to(user.second, ms, mem);
+    if (o.workload_group == nullptr) {
+      o.workload_group = &*workloads.try_emplace(o.workload).first;
+      o.account_group = &*accounts.try_emplace(o.account).first;
+      o.user_group = &*users.try_emplace(o.user).first;
+    }
+    add_to(o.workload_group->second, ms, mem);
+    add_to(o.account_group->second, ms, mem);
+    add_to(o.user_group->second, ms, mem);
     Job& j = jobs[c.job];
     if (j.compositions == 0) {
-      j.user = &user;
-      j.account = &account;
-      j.workload = &workload;
+      j.user = o.user_group;
+      j.account = o.account_group;
+      j.workload = o.workload_group;
     }
     ++j.compositions;
     for (size_t t = 0; t < 3; ++t) j.device_ms[t] += ms[t];
@@ -357,6 +373,25 @@ struct ReportBuilder::State {
     if (!known) ++events_ignored;
   }
 
+  Owner& owner_of(const Event& e) {
+    owner_key.clear();
+    for (const std::string* name : {&e.user, &e.account, &e.workload, &e.window}) {
+      const uint64_t size = name->size();
+      owner_key.append(reinterpret_cast<const char*>(&size), sizeof size);
+      owner_key += *name;
+    }
+    auto [it, inserted] = owners.try_emplace(owner_key);
+    Owner& o = it->second;
+    if (inserted) {
+      o.user = e.user;
+      o.account = e.account;
+      o.workload = e.workload;
+      o.row = &windows[{e.window, e.workload}];
+      o.classes = &by_class[e.workload];
+    }
+    return o;
+  }
+
   void open_composition(const Event& e) {
     std::unordered_map<int64_t, Open>::node_type node;
     Open* slot = nullptr;
@@ -376,10 +411,7 @@ struct ReportBuilder::State {
     if (e.kind == "releasing") c.releasing_ms = e.ts_ms;
     c.job = e.job_id;
     c.uid = e.uid;
-    c.user = e.user;
-    c.account = e.account;
-    c.workload = e.workload;
-    c.window = e.window;
+    c.owner = &owner_of(e);
     c.devs.clear();
     c.count = {};
     c.mem_bytes = 0;
@@ -398,11 +430,10 @@ struct ReportBuilder::State {
       if (d.type == DeviceType::kMem) c.mem_bytes += d.capacity;
     }
     if (!known) ++events_ignored;
-    c.row = &windows[{c.window, c.workload}];
-    c.classes = &by_class[c.workload];
+    Window& row = *c.owner->row;
     for (size_t t = 0; t < 3; ++t) {
-      c.row->held[t] += c.count[t];
-      if (range_started) c.row->peak[t] = std::max(c.row->peak[t], c.row->held[t]);
+      row.held[t] += c.count[t];
+      if (range_started) row.peak[t] = std::max(row.peak[t], row.held[t]);
     }
     if (node) open.insert(std::move(node));
   }
@@ -414,7 +445,7 @@ struct ReportBuilder::State {
       d.attached = false;
     }
     book(it->second, ts);
-    for (size_t t = 0; t < 3; ++t) it->second.row->held[t] -= it->second.count[t];
+    for (size_t t = 0; t < 3; ++t) it->second.owner->row->held[t] -= it->second.count[t];
     closed.push_back(open.extract(it));
   }
 
