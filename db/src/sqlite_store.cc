@@ -1310,7 +1310,7 @@ class WalkSteps {
     for (size_t i = 0; i < kBatches; ++i) empty_.push_back(std::make_unique<Batch>());
   }
 
-  // The walk's side. An empty batch to fill, whose freed slots the caller then reuses; throws
+  // The walk's side. An empty batch to fill, whose freed slots the walk then reuses; throws
   // once the caller has stopped taking batches.
   std::unique_ptr<Batch> take_empty() {
     std::unique_lock lock(mu_);
