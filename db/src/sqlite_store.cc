@@ -1,16 +1,21 @@
 // The Store on SQLite: one group-committing writer connection, a pool of read-only ones.
 #include <algorithm>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <queue>
 #include <set>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -554,6 +559,8 @@ Event device_event(Connection& db, const Device& d, std::string_view kind, std::
 
 // --- The store ------------------------------------------------------------------------------
 
+class WalkSteps;
+
 class SqliteStore final : public Store {
  public:
   SqliteStore(const std::string& path, const StoreOptions& options,
@@ -607,6 +614,9 @@ class SqliteStore final : public Store {
   WriteStats write_stats() const override { return writer_->stats(); }
 
  private:
+  // walk_report's reading, on a thread of its own: its steps go to the caller through `steps`.
+  Status walk_rollup(int64_t since_ms, int64_t until_ms, WalkSteps& steps);
+
   // Runs `query` on a read-only connection; failures become an Error.
   template <typename T, typename Query>
   Expected<T> read(Query&& query) {
@@ -1272,15 +1282,171 @@ void read_composition_events(Connection& db, int64_t id, int64_t since_ms, int64
 
 }  // namespace
 
-Status SqliteStore::walk_report(int64_t since_ms, int64_t until_ms, const ReportWalk& walk) {
-  if (Status s = check_range(since_ms, until_ms); !s) return s;
+// The rollup walk on a thread of its own (docs/BENCHMARKS.md, "Reports"): reading the rows
+// and what the caller does with them (building a report) take about as long as each other, so
+// the walk reads ahead while the caller works. Its steps go over in batches, a few of which go
+// round between the two threads: the walk fills one while the caller empties another, and
+// waits while all are full. A batch holds its events; the rollup rows it names stay in the
+// walk's slots, which the walk reuses only once the batch naming them for the last time has
+// come back.
+class WalkSteps {
+ public:
+  struct Step {
+    enum class Kind : uint8_t { kUnattached, kEvent, kBegan, kEnded };
+    Kind kind = Kind::kEvent;
+    uint64_t n = 0;  // kUnattached: how many; kEvent: the event's index in the batch
+    const CompositionRollup* row = nullptr;  // kBegan, kEnded
+  };
+  struct Batch {
+    std::vector<Step> steps;
+    std::vector<Event> events;  // reused: their strings keep their capacity
+    size_t events_used = 0;
+    std::vector<CompositionRollup*> freed;  // the walk's slots free once this is consumed
+  };
+  static constexpr size_t kBatchSteps = 512;
+  static constexpr size_t kBatches = 4;
+
+  WalkSteps() {
+    for (size_t i = 0; i < kBatches; ++i) empty_.push_back(std::make_unique<Batch>());
+  }
+
+  // The walk's side. An empty batch to fill, whose freed slots the walk then reuses; throws
+  // once the caller has stopped taking batches.
+  std::unique_ptr<Batch> take_empty() {
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [this] { return stopped_ || !empty_.empty(); });
+    if (stopped_) fail(ErrorCode::kInternal, "the report stopped reading the walk");
+    auto batch = std::move(empty_.front());
+    empty_.pop_front();
+    return batch;
+  }
+  void hand_over(std::unique_ptr<Batch> batch) {
+    {
+      std::lock_guard lock(mu_);
+      full_.push_back(std::move(batch));
+    }
+    changed_.notify_all();
+  }
+  // The walk is over, with `status`: the caller takes the batches handed over before it if it
+  // succeeded, none if it failed.
+  void finish(Status status) {
+    {
+      std::lock_guard lock(mu_);
+      status_ = std::move(status);
+      finished_ = true;
+    }
+    changed_.notify_all();
+  }
+
+  // The caller's side. The next full batch, or nullptr when there is none to take.
+  std::unique_ptr<Batch> take_full() {
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [this] { return finished_ || !full_.empty(); });
+    if (full_.empty() || !status_) return nullptr;
+    auto batch = std::move(full_.front());
+    full_.pop_front();
+    return batch;
+  }
+  void give_back(std::unique_ptr<Batch> batch) {
+    batch->steps.clear();
+    batch->events_used = 0;
+    {
+      std::lock_guard lock(mu_);
+      empty_.push_back(std::move(batch));
+    }
+    changed_.notify_all();
+  }
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopped_ = true;
+    }
+    changed_.notify_all();
+  }
+  // Once take_full() has returned nullptr.
+  Status status() {
+    std::lock_guard lock(mu_);
+    return status_;
+  }
+
+  // The slots the walk reads rollup rows into (stable in a deque), which steps point at: the
+  // walk's thread writes them, and they outlive it, as the caller may still be reading them.
+  std::deque<CompositionRollup> slots;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<std::unique_ptr<Batch>> empty_, full_;
+  bool finished_ = false;
+  bool stopped_ = false;
+  Status status_ = Status::Ok();
+};
+
+// The walk's end of WalkSteps: the batch being filled, and which slots can be reused.
+class StepWriter {
+ public:
+  explicit StepWriter(WalkSteps& steps) : steps_(steps), batch_(steps.take_empty()) {}
+
+  // A slot to read a row into: one the caller is done with, or a new one.
+  CompositionRollup& take_slot() {
+    if (spare_.empty()) return steps_.slots.emplace_back();
+    CompositionRollup& slot = *spare_.back();
+    spare_.pop_back();
+    return slot;
+  }
+  // The slot of `row` may be reused once the caller has seen the steps written so far.
+  void free_slot(CompositionRollup& row) { batch_->freed.push_back(&row); }
+
+  void unattached(uint64_t n) { add({.kind = WalkSteps::Step::Kind::kUnattached, .n = n}); }
+  // The event to hand over next, to be written into (its strings keep their capacity).
+  Event& event() {
+    make_room();
+    if (batch_->events_used == batch_->events.size()) batch_->events.emplace_back();
+    const size_t at = batch_->events_used++;
+    batch_->steps.push_back({.kind = WalkSteps::Step::Kind::kEvent, .n = at});
+    return batch_->events[at];
+  }
+  void began(const CompositionRollup& row) {
+    add({.kind = WalkSteps::Step::Kind::kBegan, .row = &row});
+  }
+  void ended(const CompositionRollup& row) {
+    add({.kind = WalkSteps::Step::Kind::kEnded, .row = &row});
+  }
+  // Hands over what is left, once the walk is done.
+  void flush() {
+    if (!batch_->steps.empty()) steps_.hand_over(std::move(batch_));
+  }
+
+ private:
+  // A full batch goes over before the next step is written, not after the last one: event()
+  // returns a reference into the batch.
+  void make_room() {
+    if (batch_->steps.size() < WalkSteps::kBatchSteps) return;
+    steps_.hand_over(std::move(batch_));
+    batch_ = steps_.take_empty();
+    spare_.insert(spare_.end(), batch_->freed.begin(), batch_->freed.end());
+    batch_->freed.clear();
+  }
+  void add(const WalkSteps::Step& step) {
+    make_room();
+    batch_->steps.push_back(step);
+  }
+
+  WalkSteps& steps_;
+  std::unique_ptr<WalkSteps::Batch> batch_;
+  std::vector<CompositionRollup*> spare_;
+};
+
+// The walk itself, on the walk's thread: writes its steps in ledger order.
+Status SqliteStore::walk_rollup(int64_t since_ms, int64_t until_ms, WalkSteps& steps) {
   auto done = read<bool>([&](Connection& db) {
+    StepWriter out(steps);
     // One read transaction: every statement sees the same ledger.
     sqlite::Transaction snapshot(db, sqlite::Transaction::Kind::kDeferred);
     {
       auto count = db.statement(kWalkUnattached);
       count->bind(1, since_ms).bind(2, until_ms);
-      walk.unattached(count->step() ? count->uint64(0) : 0);
+      out.unattached(count->step() ? count->uint64(0) : 0);
     }
     // Four streams merged in ledger order: device events, events read one by one (`pending`,
     // a heap), compositions in the order they began (`rows`), and those begun and not yet
@@ -1311,71 +1477,103 @@ Status SqliteStore::walk_report(int64_t since_ms, int64_t until_ms, const Report
     Event device;
     bool device_ok = devices->step();
     if (device_ok) read_event_into(*devices, device);
-    // Rows are read into slots that are reused once their composition has ended, so that a
-    // row is never copied and, after the first few, costs no allocation; `open` orders the
-    // begun ones by where they end.
-    std::vector<CompositionRollup> slots;
-    std::vector<size_t> spare;
-    const auto take_slot = [&]() {
-      if (spare.empty()) {
-        slots.emplace_back();
-        return slots.size() - 1;
-      }
-      const size_t slot = spare.back();
-      spare.pop_back();
-      return slot;
-    };
-    using Ending = std::pair<LedgerPlace, size_t>;
+    // Rows are read into the writer's slots, never copied; `open` orders the begun ones by
+    // where they end.
+    using Ending = std::pair<LedgerPlace, CompositionRollup*>;
     std::priority_queue<Ending, std::vector<Ending>, std::greater<>> open;
-    size_t row = take_slot();
+    CompositionRollup* row = &out.take_slot();
     bool row_ok = rows->step();
-    if (row_ok) read_rollup_into(*rows, slots[row]);
+    if (row_ok) read_rollup_into(*rows, *row);
     constexpr LedgerPlace kNone{std::numeric_limits<int64_t>::max(),
                                 std::numeric_limits<int64_t>::max()};
     while (true) {
       const LedgerPlace at_device = device_ok ? LedgerPlace{device.ts_ms, device.id} : kNone;
-      const LedgerPlace at_row =
-          row_ok ? LedgerPlace{slots[row].first.ts_ms, slots[row].first.id} : kNone;
+      const LedgerPlace at_row = row_ok ? LedgerPlace{row->first.ts_ms, row->first.id} : kNone;
       const LedgerPlace at_end = open.empty() ? kNone : open.top().first;
       const LedgerPlace at_pending =
           pending.empty() ? kNone : LedgerPlace{pending.front().ts_ms, pending.front().id};
       const LedgerPlace next = std::min({at_device, at_row, at_end, at_pending});
       if (next == kNone) break;
       if (next == at_device) {
-        walk.event(device);
+        std::swap(out.event(), device);
         device_ok = devices->step();
         if (device_ok) read_event_into(*devices, device);
       } else if (next == at_pending) {
         std::pop_heap(pending.begin(), pending.end(), later_in_ledger);
-        walk.event(pending.back());
+        out.event() = std::move(pending.back());
         pending.pop_back();
       } else if (next == at_end) {
-        const size_t slot = open.top().second;
+        CompositionRollup& ended = *open.top().second;
         open.pop();
-        walk.ended(slots[slot]);
-        spare.push_back(slot);
+        out.ended(ended);
+        out.free_slot(ended);
       } else {
-        const CompositionRollup& r = slots[row];
+        CompositionRollup& r = *row;
         if (r.end.ts_ms >= until_ms) {
           // Still live at the range's end: its events before it, read one by one. None comes
           // before its first (the row is whole), so they join the walk from here.
           read_composition_events(db, *r.first.composition_id, since_ms, until_ms, pending);
         } else {
-          walk.began(r);
+          out.began(r);
           if (r.end.id != r.first.id) {
-            open.emplace(LedgerPlace{r.end.ts_ms, r.end.id}, row);
-            row = take_slot();
+            open.emplace(LedgerPlace{r.end.ts_ms, r.end.id}, &r);
+          } else {
+            out.free_slot(r);
           }
+          row = &out.take_slot();
         }
         row_ok = rows->step();
-        if (row_ok) read_rollup_into(*rows, slots[row]);
+        if (row_ok) read_rollup_into(*rows, *row);
       }
     }
     snapshot.commit();
+    out.flush();
     return true;
   });
   if (!done) return done.error();
   return Status::Ok();
+}
+
+Status SqliteStore::walk_report(int64_t since_ms, int64_t until_ms, const ReportWalk& walk) {
+  if (Status s = check_range(since_ms, until_ms); !s) return s;
+  WalkSteps steps;
+  std::thread walker;
+  try {
+    walker = std::thread([&] { steps.finish(walk_rollup(since_ms, until_ms, steps)); });
+  } catch (const std::system_error& e) {
+    return Error(ErrorCode::kUnavailable,
+                 std::string("store: starting the thread that walks the rollup: ") + e.what());
+  }
+  // Stops and waits for the walk however this ends, a callback that throws included.
+  struct Join {
+    WalkSteps& steps;
+    std::thread& walker;
+    ~Join() {
+      steps.stop();
+      walker.join();
+    }
+  } join{steps, walker};
+  using Kind = WalkSteps::Step::Kind;
+  while (auto batch = steps.take_full()) {
+    for (const WalkSteps::Step& step : batch->steps) {
+      switch (step.kind) {
+        case Kind::kUnattached:
+          walk.unattached(step.n);
+          break;
+        case Kind::kEvent:
+          walk.event(batch->events[static_cast<size_t>(step.n)]);
+          break;
+        case Kind::kBegan:
+          walk.began(*step.row);
+          break;
+        case Kind::kEnded:
+          walk.ended(*step.row);
+          break;
+      }
+    }
+    steps.give_back(std::move(batch));
+  }
+  return steps.status();
 }
 
 // --- Opening --------------------------------------------------------------------------------

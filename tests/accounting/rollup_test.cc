@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -321,6 +322,64 @@ class RollupTest : public ::testing::Test {
     ASSERT_EQ(rc, SQLITE_OK) << message << "\n" << text;
   }
 
+  // 1,200 compositions appended by plain SQL, two minutes apart, each on one of the 13 devices
+  // for 15 minutes (a device's next one starts 26 minutes later): one in 17 fails while
+  // composing, one in 250 has a failure reaction after its end (its row is not whole), the
+  // last three are still live; a drain and resume every 100. Thousands of steps.
+  void write_long_ledger() {
+    store_.reset();
+    std::string text = "BEGIN;";
+    const auto event = [&text](int64_t ts, const char* kind, int id, const std::string& device,
+                               const char* from, const char* detail) {
+      const std::string c = id > 0 ? std::to_string(id) : "NULL";
+      const int u = id % 3;
+      text +=
+          "INSERT INTO events (ts_ms, kind, composition_id, job_id, node, uid, user, "
+          "account, workload, from_state, to_state, devices, detail, policy_window) VALUES (" +
+          std::to_string(ts) + ", '" + kind + "', " + c + ", " + std::to_string(id) + ", 'n1', " +
+          std::to_string(1000 + u) + ", 'u" + std::to_string(u) + "', 'acct', '" +
+          (id % 2 ? "training" : "inference") + "', '" + from + "', '" + kind + "', '" + device +
+          "', '" + detail + "', '" + (id % 4 ? "day" : "night") + "');";
+    };
+    for (int id = 1; id <= 1200; ++id) {
+      const int64_t t = kT0 + (id - 1) * 2 * kMin;
+      const std::string& device = ids_[static_cast<size_t>(id) % ids_.size()];
+      const bool fails = id % 17 == 0;
+      const bool live = id > 1197;
+      const int64_t end = fails ? t + 30000 : t + 15 * kMin;
+      const int u = id % 3;
+      text +=
+          "INSERT INTO compositions (id, job_id, node, uid, user, account, workload, gpus, "
+          "gpu_model, mem_bytes, nvme, state, created_ms, updated_ms, policy_window) VALUES (" +
+          std::to_string(id) + ", " + std::to_string(id) + ", 'n1', " + std::to_string(1000 + u) +
+          ", 'u" + std::to_string(u) + "', 'acct', '" + (id % 2 ? "training" : "inference") +
+          "', 1, '', 0, 0, '" +
+          (live    ? "ready"
+           : fails ? "failed"
+                   : "released") +
+          "', " + std::to_string(t) + ", " + std::to_string(live ? t + 2000 : end) + ", '" +
+          (id % 4 ? "day" : "night") + "');";
+      event(t, "requested", id, device, "", "");
+      event(t + 500, "composing", id, device, "requested", "");
+      if (fails) {
+        event(end, "failed", id, device, "composing", "attach timed out after 30000 ms");
+        continue;
+      }
+      event(t + 2000, "ready", id, device, "composing", "");
+      if (live) continue;
+      event(end - 700, "releasing", id, device, "ready", "");
+      event(end, "released", id, device, "releasing", "");
+      if (id % 250 == 0) event(end + 5, "requeued", id, "", "", "late reaction");
+      if (id % 100 == 0) {
+        event(t + 3 * kMin, "drain", 0, "v0", "free", "maintenance");
+        event(t + 40 * kMin, "resume", 0, "v0", "drained", "");
+      }
+    }
+    text += "COMMIT;";
+    sql(text);
+    reopen();
+  }
+
   test_support::TempDir dir_{"composer-rollup"};
   std::unique_ptr<db::Store> store_;
   std::vector<std::string> ids_;
@@ -513,6 +572,55 @@ TEST_F(RollupTest, MigrationFillsTheRollupTheTriggerKeeps) {
   EXPECT_EQ(rollup_rows(), kept);
   expect_same_over({kT0, w.times[w.times.size() / 3], w.times[w.times.size() / 2], w.times.back()},
                    {});
+}
+
+// The walk reads on a thread of its own and hands its steps over in batches of a few hundred:
+// a ledger of many of them gives the same report, ranges that cut it in the middle included.
+TEST_F(RollupTest, WalkedReportIsTheEventByEventReportOverManyBatches) {
+  write_long_ledger();
+  const int64_t end = kT0 + 1200 * 2 * kMin;
+  expect_same_over({kT0 - kH, kT0 + 17 * kH + 5, kT0 + 30 * kH, end}, {1001});
+}
+
+// A row the walk cannot read, far into the walk: the walk fails with the reason, whatever it
+// handed over before, and the store walks again once the row is readable.
+TEST_F(RollupTest, WalkThatFailsMidwayIsAnError) {
+  write_long_ledger();
+  const ReportOptions o{.start_ms = kT0, .end_ms = kT0 + 45 * kH, .now_ms = kT0 + 45 * kH};
+  const std::string want = api::to_text(to_json(reference(o)));
+  sql("UPDATE composition_rollup SET job_id = -1 WHERE composition_id = 900");
+  uint64_t steps = 0;
+  const auto count = [&steps](const auto&) { ++steps; };
+  auto failed = store_->walk_report(
+      o.start_ms, o.end_ms,
+      {.event = count, .began = count, .ended = count, .unattached = [](uint64_t) {}});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().code, ErrorCode::kInternal);
+  EXPECT_NE(failed.error().message.find("outside 0..4294967295"), std::string::npos)
+      << failed.error();
+  sql("UPDATE composition_rollup SET job_id = 900 WHERE composition_id = 900");
+  EXPECT_EQ(api::to_text(to_json(walked(o))), want);
+}
+
+// A callback that throws stops the walk: the exception reaches the caller, and the store walks
+// again afterwards.
+TEST_F(RollupTest, WalkStopsWhenACallbackThrows) {
+  write_long_ledger();
+  const ReportOptions o{.start_ms = kT0, .end_ms = kT0 + 45 * kH, .now_ms = kT0 + 45 * kH};
+  int began = 0;
+  const auto ignore = [](const auto&) {};
+  EXPECT_THROW((void)store_->walk_report(o.start_ms, o.end_ms,
+                                         {.event = ignore,
+                                          .began =
+                                              [&began](const CompositionRollup&) {
+                                                if (++began == 700)
+                                                  throw std::runtime_error("stop");
+                                              },
+                                          .ended = ignore,
+                                          .unattached = [](uint64_t) {}}),
+               std::runtime_error);
+  EXPECT_EQ(began, 700);
+  expect_same(o);
 }
 
 TEST_F(RollupTest, WalkRefusesABackwardRange) {

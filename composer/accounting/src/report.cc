@@ -50,24 +50,27 @@ std::string cause_of(std::string_view detail) {
   return out.empty() ? "(no detail recorded)" : out;
 }
 
-int64_t nearest_rank(const std::vector<int64_t>& sorted, int percent) {
-  if (sorted.empty()) return 0;
-  const size_t n = sorted.size();
+// The value of nearest rank `percent` in `values`: where it would stand were they sorted (they
+// are reordered, not sorted; a year holds hundreds of thousands of them).
+int64_t nearest_rank(std::vector<int64_t>& values, int percent) {
+  if (values.empty()) return 0;
+  const size_t n = values.size();
   size_t rank = (n * static_cast<size_t>(percent) + 99) / 100;  // ceil(p/100 * n)
   rank = std::clamp<size_t>(rank, 1, n);
-  return sorted[rank - 1];
+  const auto at = values.begin() + static_cast<std::ptrdiff_t>(rank - 1);
+  std::nth_element(values.begin(), at, values.end());
+  return *at;
 }
 
 Latency latency_of(std::string phase, std::vector<int64_t> values) {
   Latency l;
   l.phase = std::move(phase);
-  std::sort(values.begin(), values.end());
   l.count = values.size();
   if (values.empty()) return l;
   l.p50_ms = nearest_rank(values, 50);
   l.p90_ms = nearest_rank(values, 90);
   l.p99_ms = nearest_rank(values, 99);
-  l.max_ms = values.back();
+  l.max_ms = *std::max_element(values.begin(), values.end());
   const Int128 sum = std::accumulate(values.begin(), values.end(), Int128{0});
   l.mean_ms = static_cast<double>(sum) / static_cast<double>(values.size());
   return l;
@@ -144,7 +147,7 @@ struct ReportBuilder::State {
     }
   };
 
-  struct Window;
+  struct Owner;
 
   struct Open {
     int64_t held_from = 0;
@@ -152,12 +155,10 @@ struct ReportBuilder::State {
     std::optional<int64_t> releasing_ms;
     uint32_t job = 0;
     uint32_t uid = 0;
-    std::string user, account, workload, window;
+    Owner* owner = nullptr;
     std::vector<int> devs;
     std::array<int64_t, 3> count{};
     uint64_t mem_bytes = 0;
-    Window* row = nullptr;                      // its (window, workload) in `windows`
-    std::array<Buckets, 3>* classes = nullptr;  // its workload's series in `by_class`
   };
 
   struct Group {
@@ -174,11 +175,30 @@ struct ReportBuilder::State {
     uint32_t compositions = 0;
   };
 
+  // A group's entry in `workloads`, `accounts` or `users`: its name and totals (entries of an
+  // unordered_map stay where they are as it grows).
+  using GroupEntry = std::pair<const std::string, Group>;
+
   struct Job {
-    std::string user, account, workload;
+    // The groups of its first composition in the range.
+    GroupEntry* user = nullptr;
+    GroupEntry* account = nullptr;
+    GroupEntry* workload = nullptr;
     uint32_t compositions = 0;
     TypeMs device_ms{};
     Int128 mem_byte_ms = 0;
+  };
+
+  // Who composed a composition and under which policy window, as its first event names them,
+  // with what it books into: found once for all the compositions of the same four names. The
+  // groups are found when first booked into (a report for one caller books only theirs).
+  struct Owner {
+    std::string user, account, workload;
+    Window* row = nullptr;                      // (window, workload) in `windows`
+    std::array<Buckets, 3>* classes = nullptr;  // the workload's series in `by_class`
+    GroupEntry* user_group = nullptr;
+    GroupEntry* account_group = nullptr;
+    GroupEntry* workload_group = nullptr;
   };
 
   ReportOptions options;
@@ -202,6 +222,9 @@ struct ReportBuilder::State {
   std::unordered_map<std::string, Group> workloads, accounts, users;
   std::unordered_map<uint32_t, Job> jobs;
   std::map<std::pair<std::string, std::string>, Window> windows;  // (window, workload)
+  // By the four names, each after its length (owner_of).
+  std::unordered_map<std::string, Owner> owners;
+  std::string owner_key;       // reused
   bool range_started = false;  // an event at or after start was seen: peaks count from now
   uint32_t compositions = 0;
   std::vector<int64_t> compose_ms, release_ms;
@@ -284,27 +307,33 @@ struct ReportBuilder::State {
     const int64_t held = std::max<int64_t>(0, to - from);
     const bool began_inside = c.held_from >= start && c.held_from < end;
     if (held == 0 && !began_inside) return;
+    Owner& o = *c.owner;
     for (size_t t = 0; t < 3; ++t) {
       if (c.count[t] == 0) continue;
-      Buckets& b = (*c.classes)[t];
+      Buckets& b = (*o.classes)[t];
       if (b.diff.empty()) b = make_buckets();
       credit(b, from, to, c.count[t]);
     }
-    Window& w = *c.row;
+    Window& w = *o.row;
     for (size_t t = 0; t < 3; ++t) w.device_ms[t] += c.count[t] * held;
     ++w.compositions;
     if (options.only_uid && c.uid != *options.only_uid) return;
     TypeMs ms{};
     for (size_t t = 0; t < 3; ++t) ms[t] = c.count[t] * held;
     const Int128 mem = static_cast<Int128>(c.mem_bytes) * held;
-    add_to(workloads[c.workload], ms, mem);
-    add_to(accounts[c.account], ms, mem);
-    add_to(users[c.user], ms, mem);
+    if (o.workload_group == nullptr) {
+      o.workload_group = &*workloads.try_emplace(o.workload).first;
+      o.account_group = &*accounts.try_emplace(o.account).first;
+      o.user_group = &*users.try_emplace(o.user).first;
+    }
+    add_to(o.workload_group->second, ms, mem);
+    add_to(o.account_group->second, ms, mem);
+    add_to(o.user_group->second, ms, mem);
     Job& j = jobs[c.job];
     if (j.compositions == 0) {
-      j.user = c.user;
-      j.account = c.account;
-      j.workload = c.workload;
+      j.user = o.user_group;
+      j.account = o.account_group;
+      j.workload = o.workload_group;
     }
     ++j.compositions;
     for (size_t t = 0; t < 3; ++t) j.device_ms[t] += ms[t];
@@ -344,6 +373,25 @@ struct ReportBuilder::State {
     if (!known) ++events_ignored;
   }
 
+  Owner& owner_of(const Event& e) {
+    owner_key.clear();
+    for (const std::string* name : {&e.user, &e.account, &e.workload, &e.window}) {
+      const uint64_t size = name->size();
+      owner_key.append(reinterpret_cast<const char*>(&size), sizeof size);
+      owner_key += *name;
+    }
+    auto [it, inserted] = owners.try_emplace(owner_key);
+    Owner& o = it->second;
+    if (inserted) {
+      o.user = e.user;
+      o.account = e.account;
+      o.workload = e.workload;
+      o.row = &windows[{e.window, e.workload}];
+      o.classes = &by_class[e.workload];
+    }
+    return o;
+  }
+
   void open_composition(const Event& e) {
     std::unordered_map<int64_t, Open>::node_type node;
     Open* slot = nullptr;
@@ -363,10 +411,7 @@ struct ReportBuilder::State {
     if (e.kind == "releasing") c.releasing_ms = e.ts_ms;
     c.job = e.job_id;
     c.uid = e.uid;
-    c.user = e.user;
-    c.account = e.account;
-    c.workload = e.workload;
-    c.window = e.window;
+    c.owner = &owner_of(e);
     c.devs.clear();
     c.count = {};
     c.mem_bytes = 0;
@@ -385,11 +430,10 @@ struct ReportBuilder::State {
       if (d.type == DeviceType::kMem) c.mem_bytes += d.capacity;
     }
     if (!known) ++events_ignored;
-    c.row = &windows[{c.window, c.workload}];
-    c.classes = &by_class[c.workload];
+    Window& row = *c.owner->row;
     for (size_t t = 0; t < 3; ++t) {
-      c.row->held[t] += c.count[t];
-      if (range_started) c.row->peak[t] = std::max(c.row->peak[t], c.row->held[t]);
+      row.held[t] += c.count[t];
+      if (range_started) row.peak[t] = std::max(row.peak[t], row.held[t]);
     }
     if (node) open.insert(std::move(node));
   }
@@ -401,7 +445,7 @@ struct ReportBuilder::State {
       d.attached = false;
     }
     book(it->second, ts);
-    for (size_t t = 0; t < 3; ++t) it->second.row->held[t] -= it->second.count[t];
+    for (size_t t = 0; t < 3; ++t) it->second.owner->row->held[t] -= it->second.count[t];
     closed.push_back(open.extract(it));
   }
 
@@ -649,12 +693,12 @@ Report ReportBuilder::finish() {
   // A job counts once, in the groups of its first composition in the range: Slurm gives all
   // of a job's nodes the same user, account and class, so the counts add up to the jobs.
   for (const auto& [id, j] : s.jobs) {
-    ++s.workloads[j.workload].jobs;
-    ++s.accounts[j.account].jobs;
-    ++s.users[j.user].jobs;
+    ++j.workload->second.jobs;
+    ++j.account->second.jobs;
+    ++j.user->second.jobs;
   }
   const auto groups = [](const std::unordered_map<std::string, State::Group>& in) {
-    std::vector<const std::pair<const std::string, State::Group>*> by_name;
+    std::vector<const State::GroupEntry*> by_name;
     by_name.reserve(in.size());
     for (const auto& entry : in) by_name.push_back(&entry);
     std::sort(by_name.begin(), by_name.end(),
@@ -693,9 +737,9 @@ Report ReportBuilder::finish() {
     const State::Job& j = s.jobs.at(id);
     JobUsage u;
     u.job_id = id;
-    u.user = j.user;
-    u.account = j.account;
-    u.workload = j.workload;
+    u.user = j.user->first;
+    u.account = j.account->first;
+    u.workload = j.workload->first;
     u.compositions = j.compositions;
     u.device_ms = j.device_ms;
     u.mem_gib_hours = static_cast<double>(j.mem_byte_ms) / kGiBHour;

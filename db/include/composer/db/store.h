@@ -167,7 +167,10 @@ class Store {
   //    (a composition that ended before since_ms shapes nothing in it);
   //  - `ended`: the same, at its end event's place, unless its first event is its end;
   //  - `unattached`: once, how many events of the range name no composition and no device.
-  // All four must be set.
+  // All four must be set. They are called on the calling thread while the walk reads ahead on
+  // a thread of its own; when the walk fails part-way, what they were given so far is not a
+  // report and the error says why. An exception from one of them stops the walk and reaches
+  // the caller.
   // It relies on what the store keeps: a composition is in a released or failed state exactly
   // when the ledger holds its end event (one transaction writes both).
   struct ReportWalk {
