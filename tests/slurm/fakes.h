@@ -82,8 +82,11 @@ class FakeComposer : public ComposerApi {
     if (auto it = show_states.find(job_id); it != show_states.end()) c.state = it->second;
     return c;
   }
+  // Called by release() before it answers.
+  std::function<void()> on_release;
   Expected<bool> release(uint32_t job_id, const std::string& node) override {
     released.emplace_back(job_id, node);
+    if (on_release) on_release();
     if (release_error) return *release_error;
     return true;
   }

@@ -339,6 +339,28 @@ TEST_F(HostSideTest, TheHostLockIsTakenByOneProcessAtATime) {
   EXPECT_TRUE(job_epilog(end, api, config));
 }
 
+// Between an epilog's removal of its devices and composerd's detach, no prolog rescans: the
+// rescan would show them again at the address their next attach gives them, where the next
+// prolog would take them for functions the host had before.
+TEST_F(HostSideTest, NoRescanBetweenAnEpilogsRemovalAndTheDetach) {
+  api.devices = {gpu("gpu-r-0", "GPU-rrrr-0000")};
+  host.attach(gpu_function("0000:41:00.0", "GPU-rrrr-0000"));
+  FakeJob a = job(351, 1);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  std::optional<Error> rescan_refused;
+  api.on_release = [&] {
+    Expected<HostLock> rescan =
+        HostLock::take(config.state_dir, std::chrono::milliseconds(50), HostLock::kRescan);
+    if (!rescan) rescan_refused = rescan.error();
+  };
+  FakeJob end = job(351, 1);
+  ASSERT_TRUE(job_epilog(end, api, config)) << join(end.errors, "\n");
+  ASSERT_TRUE(rescan_refused);
+  EXPECT_EQ(rescan_refused->code, ErrorCode::kTimeout);
+  // Once released, a rescan may run again.
+  EXPECT_TRUE(HostLock::take(config.state_dir, std::chrono::milliseconds(50), HostLock::kRescan));
+}
+
 TEST_F(HostSideTest, ADeviceThatNeverAppearsFailsTheCompositionWithOneLine) {
   api.devices = {gpu("gpu-d-0", "GPU-dddd-0000"), gpu("gpu-d-1", "GPU-dddd-0001")};
   host.attach(gpu_function("0000:41:00.0", "GPU-dddd-0000"));  // only one of them comes

@@ -158,14 +158,15 @@ std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint
   return out;
 }
 
-Expected<HostLock> HostLock::take(const std::string& state_dir, std::chrono::milliseconds wait) {
+Expected<HostLock> HostLock::take(const std::string& state_dir, std::chrono::milliseconds wait,
+                                  std::string_view name, bool shared) {
   if (Status s = mkdirs(state_dir); !s) return s.error();
-  const std::string path = state_dir + "/host.lock";
+  const std::string path = state_dir + "/" + std::string(name);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return io_error("cannot open", path);
   HostLock lock(fd);
   const auto deadline = std::chrono::steady_clock::now() + wait;
-  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  while (::flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && errno != EINTR) return io_error("cannot lock", path);
     if (std::chrono::steady_clock::now() >= deadline) {
       return Error{ErrorCode::kTimeout, "another prolog on this node held " + path +

@@ -12,6 +12,21 @@ namespace composer::slurm {
 namespace {
 
 constexpr std::chrono::milliseconds kFreePoll{250};
+// How long a hook waits for one of the node's HostLocks: the others hold them for a look, a
+// rescan, or an epilog's detach.
+constexpr std::chrono::seconds kLockWait{30};
+
+// For an epilog or a held composition's release: rescan.lock, shared, from removing devices
+// from the host until composerd has detached them. nullopt (and a line) when it cannot be had:
+// the hook goes on, as it must not fail for it.
+std::optional<HostLock> no_rescan_until_detached(JobContext& ctx, const SpankConfig& config,
+                                                 const std::string& said) {
+  Expected<HostLock> lock = HostLock::take(config.state_dir, kLockWait, HostLock::kRescan, true);
+  if (lock) return std::move(*lock);
+  ctx.error(said + lock.error().message + "; a rescan may show the devices again until " +
+            "composerd has detached them");
+  return std::nullopt;
+}
 
 std::string where(uint32_t job_id, const std::string& node) {
   return "job " + std::to_string(job_id) + " on node " + node;
@@ -73,7 +88,13 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
     // UUID or serial says it is. When the attach came first (compose=controller), another
     // job's rescan may have shown this job's devices already: only their identity finds them.
     if (!before) before = host.pci_addresses();
-    Status s = host.rescan();
+    Status s = Status::Ok();
+    if (Expected<HostLock> quiet = HostLock::take(config.state_dir, kLockWait, HostLock::kRescan);
+        quiet) {
+      s = host.rescan();
+    } else {
+      s = quiet.error();
+    }
     std::vector<std::string> unseen;
     if (s && config.host_check == HostCheck::kWait) {
       // Each look under the node's lock, with the addresses other prologs have recorded by
@@ -82,7 +103,7 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
       DeviceSearch search(host, state.devices, std::move(*before),
                           std::chrono::seconds(config.host_wait_s));
       for (;;) {
-        Expected<HostLock> taken = HostLock::take(config.state_dir, std::chrono::seconds(30));
+        Expected<HostLock> taken = HostLock::take(config.state_dir, kLockWait);
         if (!taken) {
           s = taken.error();
           break;
@@ -214,6 +235,7 @@ void release_held(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
     ctx.info(said + whose + " stay held: " + holder_list(holders));
     return;
   }
+  std::optional<HostLock> detaching = no_rescan_until_detached(ctx, config, said);
   if (Status s = host.remove(held.devices); !s) {
     ctx.error(said + "removing " + whose + " from the host: " + s.error().message +
               "; releasing anyway");
@@ -427,6 +449,8 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     if (state && options && !options->composes()) return Status::Ok();
   }
 
+  // The epilog detaches the devices itself (compose=node): no rescan from their removal on.
+  std::optional<HostLock> detaching;
   if (have_state && config.host_check != HostCheck::kOff) {
     const std::vector<Device>& devices = (*state)->devices;
     HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
@@ -466,6 +490,9 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
                 "; composerd keeps them attached (held by this node), and a later prolog or "
                 "epilog on this node releases them once nothing holds them");
       return Status::Ok();
+    }
+    if (config.compose_on == ComposeOn::kNode && !devices.empty()) {
+      detaching = no_rescan_until_detached(ctx, config, "composer: epilog: " + at + ": ");
     }
     if (Status s = host.remove(devices); !s) {
       ctx.error("composer: epilog: " + at +

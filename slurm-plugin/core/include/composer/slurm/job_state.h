@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -54,17 +55,29 @@ std::vector<uint32_t> other_jobs(const std::string& state_dir, uint32_t job_id);
 // the prolog must never hand to this job. A file that does not read is skipped.
 std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint32_t job_id);
 
-// The node's lock on its host side (<state_dir>/host.lock, flock): held by a prolog for each
-// look for its devices (DeviceSearch::look), and from the look that found them until its state
-// file names them, so that no other prolog looks among the same new functions before the
-// addresses one prolog claims are in its file. The kernel drops it with the process, so a
-// killed prolog never leaves the node locked.
+// The node's locks on its host side (flock on files in state_dir). The kernel drops them with
+// the process, so a killed hook never leaves the node locked.
+//   host.lock    exclusive: held by a prolog for each look for its devices (DeviceSearch::look),
+//                and from the look that found them until its state file names them, so that no
+//                other prolog looks among the same new functions before the addresses one
+//                prolog claims are in its file.
+//   rescan.lock  exclusive for a prolog's rescan; shared by an epilog (and the release of a held
+//                composition) from removing its devices from the host until composerd has
+//                detached them, so that no rescan in between shows them again at the address a
+//                later attach would give them (where a prolog would take them for functions the
+//                host had before).
 class HostLock {
  public:
+  static constexpr std::string_view kLooks = "host.lock";
+  static constexpr std::string_view kRescan = "rescan.lock";
   // kTimeout after `wait` with a sentence naming the file; kInternal when it cannot be opened.
-  static Expected<HostLock> take(const std::string& state_dir, std::chrono::milliseconds wait);
+  static Expected<HostLock> take(const std::string& state_dir, std::chrono::milliseconds wait,
+                                 std::string_view name = kLooks, bool shared = false);
   HostLock(HostLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  HostLock& operator=(HostLock&&) = delete;
+  HostLock& operator=(HostLock&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
   HostLock(const HostLock&) = delete;
   ~HostLock();
 
