@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "composer/common/strings.h"
+#include "composer/common/units.h"
 #include "composer/slurm/job_state.h"
 #include "composer/slurm/spank_core.h"
 #include "composer/test_support/fake_host.h"
@@ -83,6 +84,22 @@ class HostSideTest : public ::testing::Test {
     j.id = id;
     j.options = {{"compose-gpus", std::to_string(gpus)}};
     return j;
+  }
+
+  FakeJob memory_job(uint32_t id) {
+    FakeJob j;
+    j.id = id;
+    j.options = {{"compose-mem", "64G"}};
+    return j;
+  }
+
+  // The driver the fake host's dax device is bound to ("" for none).
+  std::string dax_driver(const std::string& name) {
+    std::error_code ec;
+    return std::filesystem::read_symlink(host.sysfs_root() + "/bus/dax/devices/" + name + "/driver",
+                                         ec)
+        .filename()
+        .string();
   }
 
   std::optional<JobState> state(uint32_t id) {
@@ -359,6 +376,91 @@ TEST_F(HostSideTest, NoRescanBetweenAnEpilogsRemovalAndTheDetach) {
   EXPECT_EQ(rescan_refused->code, ErrorCode::kTimeout);
   // Once released, a rescan may run again.
   EXPECT_TRUE(HostLock::take(config.state_dir, std::chrono::milliseconds(50), HostLock::kRescan));
+}
+
+// CXL memory: the prolog binds the region's dax device to kmem and onlines its blocks (movable)
+// on the node it targets, the job is told that node, and the epilog offlines the blocks and
+// gives the region back to device_dax before the release.
+TEST_F(HostSideTest, CxlMemoryIsOnlinedOnItsNodeAndOfflinedBeforeTheRelease) {
+  api.devices = {testing::device("mem-c-0", DeviceType::kMem, "numa:2", 64 * kGiB)};
+  host.add_dax("dax0.0", 2, 64 * kGiB, 4);
+  host.add_dax("dax1.0", 3, 64 * kGiB, 4);  // another region, not this job's
+  FakeJob a = memory_job(361);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  EXPECT_EQ(host.memory_states(2), std::vector<std::string>(4, "online"));
+  EXPECT_TRUE(host.memory_states(3).empty());
+  EXPECT_EQ(dax_driver("dax0.0"), "kmem");
+  EXPECT_EQ(dax_driver("dax1.0"), "device_dax");
+  EXPECT_EQ(task_env(361, "COMPOSER_MEM_NUMA"), "2");
+
+  FakeJob end = memory_job(361);
+  ASSERT_TRUE(job_epilog(end, api, config)) << join(end.errors, "\n");
+  ASSERT_EQ(api.released.size(), 1u);
+  for (int i = 0; i < 200 && dax_driver("dax0.0") != "device_dax"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(host.memory_states(2).empty());  // offlined, then removed by kmem's unbind
+  EXPECT_EQ(dax_driver("dax0.0"), "device_dax");
+  EXPECT_TRUE(api.holds.empty());
+}
+
+// Memory the fabric names no node for is the one dax device in devdax mode of its size.
+TEST_F(HostSideTest, MemoryWithoutANodeIsTheDaxDeviceOfItsSize) {
+  api.devices = {testing::device("mem-c-1", DeviceType::kMem, "", 32 * kGiB)};
+  host.add_dax("dax0.0", 2, 16 * kGiB, 2);
+  host.add_dax("dax1.0", 3, 32 * kGiB, 2);
+  FakeJob a = memory_job(371);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  EXPECT_EQ(state(371)->devices[0].address, "numa:3");
+  EXPECT_EQ(task_env(371, "COMPOSER_MEM_NUMA"), "3");
+  EXPECT_EQ(host.memory_states(3), std::vector<std::string>(2, "online"));
+
+  // Two regions of the size and no node to tell them apart: no guess, the prolog fails.
+  host.add_dax("dax2.0", 4, 32 * kGiB, 2);
+  host.add_dax("dax3.0", 5, 32 * kGiB, 2);
+  FakeJob b = memory_job(372);
+  Status s = job_prolog(b, api, config);
+  ASSERT_FALSE(s);
+  ASSERT_FALSE(b.errors.empty());
+  EXPECT_NE(b.errors[0].find("mem-c-1: 2 dax devices of 32G"), std::string::npos) << b.errors[0];
+  EXPECT_TRUE(host.memory_states(4).empty());
+}
+
+// Pages the kernel cannot move keep the memory online: the epilog holds the composition
+// instead of detaching memory in use, and a later hook releases it once it goes offline.
+TEST_F(HostSideTest, MemoryInUseIsHeldNotDetached) {
+  api.devices = {testing::device("mem-c-2", DeviceType::kMem, "numa:2", 64 * kGiB)};
+  host.add_dax("dax0.0", 2, 64 * kGiB, 2);
+  config.host_wait_s = 1;
+  FakeJob a = memory_job(381);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  host.set_memory_busy(2, true);
+  FakeJob end = memory_job(381);
+  ASSERT_TRUE(job_epilog(end, api, config)) << join(end.errors, "\n");
+  EXPECT_TRUE(api.released.empty());
+  ASSERT_EQ(api.holds.size(), 1u);
+  EXPECT_NE(std::get<2>(api.holds[0]).find("mem-c-2: memory of NUMA node 2 still in use"),
+            std::string::npos)
+      << std::get<2>(api.holds[0]);
+  // The kernel refused the offline: the blocks stay online.
+  for (int i = 0; i < 200 && host.memory_states(2) != std::vector<std::string>(2, "online"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(host.memory_states(2), std::vector<std::string>(2, "online"));
+  EXPECT_FALSE(state(381)->held.empty());
+
+  // Still busy at the next job's prolog: still held.
+  FakeJob next = job(382, 0);
+  next.options = {};
+  ASSERT_TRUE(job_prolog(next, api, config));
+  EXPECT_TRUE(api.released.empty());
+  host.set_memory_busy(2, false);
+  FakeJob later = job(383, 0);
+  later.options = {};
+  ASSERT_TRUE(job_prolog(later, api, config));
+  ASSERT_EQ(api.released.size(), 1u);
+  EXPECT_EQ(api.released[0].first, 381u);
+  EXPECT_FALSE(state(381));
 }
 
 TEST_F(HostSideTest, ADeviceThatNeverAppearsFailsTheCompositionWithOneLine) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -27,15 +28,26 @@ std::string first_line(const fs::path& path) {
   return line;
 }
 
-Status write_one(const fs::path& path) {
+// Writes `text` to a sysfs attribute as one write. kInternal names the file and the text.
+Status write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path);
   if (!out) {
     return Error{ErrorCode::kInternal, "cannot open " + path.string() + " for writing"};
   }
-  out << "1\n";
+  out << text;
   out.flush();
-  if (!out) return Error{ErrorCode::kInternal, "cannot write \"1\" to " + path.string()};
+  if (!out) return Error{ErrorCode::kInternal, "cannot write \"" + text + "\" to " + path.string()};
   return Status::Ok();
+}
+
+Status write_one(const fs::path& path) { return write_text(path, "1\n"); }
+
+// The whole of a small sysfs attribute ("online\n").
+std::string whole(const fs::path& path) {
+  std::ifstream in(path);
+  std::string text;
+  std::getline(in, text, '\0');
+  return text;
 }
 
 // The value of one "Key: value" line of the NVIDIA driver's
@@ -408,6 +420,137 @@ std::vector<Holder> HostDevices::holders(const std::vector<Device>& devices) con
     }
   }
   return found;
+}
+
+namespace {
+
+// A dax device (<sysfs>/bus/dax/devices/<name>): its target node and size, the driver bound.
+struct DaxDevice {
+  std::string name;
+  std::string target_node;
+  uint64_t size = 0;
+  std::string driver;  // "device_dax", "kmem", "" when none
+};
+
+std::vector<DaxDevice> dax_devices(const std::string& sysfs) {
+  std::vector<DaxDevice> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(sysfs) / "bus/dax/devices", ec)) {
+    DaxDevice d;
+    d.name = e.path().filename().string();
+    d.target_node = std::string(trim(first_line(e.path() / "target_node")));
+    const std::string size = std::string(trim(first_line(e.path() / "size")));
+    std::from_chars(size.data(), size.data() + size.size(), d.size);
+    std::error_code link_ec;
+    d.driver = fs::read_symlink(e.path() / "driver", link_ec).filename().string();
+    out.push_back(std::move(d));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
+
+// The memory blocks of NUMA node `node` (<sysfs>/devices/system/node/node<N>/memory<K>).
+std::vector<fs::path> memory_blocks(const std::string& sysfs, const std::string& node) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e :
+       fs::directory_iterator(fs::path(sysfs) / "devices/system/node" / ("node" + node), ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("memory", 0) == 0 && n.size() > 6 &&
+        std::isdigit(static_cast<unsigned char>(n[6]))) {
+      out.push_back(fs::path(sysfs) / "devices/system/memory" / n);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Asks each block to go to `want` ("online" or "offline"; onlining asks for online_movable,
+// so that the memory can be offlined again) and waits until all say so or `deadline` passes:
+// the blocks that did not.
+std::vector<std::string> set_blocks(const std::vector<fs::path>& blocks, const std::string& want,
+                                    std::chrono::steady_clock::time_point deadline) {
+  const std::string ask = want == "online" ? "online_movable" : want;
+  std::vector<std::string> stuck;
+  for (;;) {
+    stuck.clear();
+    for (const fs::path& b : blocks) {
+      if (whole(b / "state") == want + "\n") continue;
+      stuck.push_back(b.filename().string());
+      // The kernel refuses an offline it cannot do (EBUSY): asked again at the next round.
+      (void)write_text(b / "state", ask);
+    }
+    if (stuck.empty() || std::chrono::steady_clock::now() >= deadline) return stuck;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+Expected<std::string> HostDevices::online_memory(const Device& d,
+                                                 std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::string node = numa_node(d.address);
+  std::vector<DaxDevice> candidates;
+  for (DaxDevice& dax : dax_devices(sysfs_)) {
+    const bool ours = node.empty() ? dax.driver == "device_dax" && dax.size == d.capacity_bytes
+                                   : dax.target_node == node;
+    if (ours) candidates.push_back(std::move(dax));
+  }
+  if (candidates.empty()) {
+    // No region to bring online: memory the host maps itself (its node already there), or
+    // memory the fabric names no node for and the host shows no dax device of its size.
+    return node;
+  }
+  if (candidates.size() > 1) {
+    return Error{ErrorCode::kConflict,
+                 d.id + ": " + std::to_string(candidates.size()) + " dax devices of " +
+                     format_size(d.capacity_bytes) +
+                     " in devdax mode and no NUMA node from the fabric to tell them apart"};
+  }
+  const DaxDevice& dax = candidates[0];
+  const fs::path drivers = fs::path(sysfs_) / "bus/dax/drivers";
+  if (dax.driver != "kmem") {
+    // As `daxctl reconfigure-device --mode=system-ram` does it.
+    if (dax.driver == "device_dax") {
+      if (Status s = write_text(drivers / "device_dax/unbind", dax.name); !s) return s.error();
+    }
+    if (Status s = write_text(drivers / "kmem/new_id", dax.name); !s) return s.error();
+  }
+  std::vector<fs::path> blocks;
+  while ((blocks = memory_blocks(sysfs_, dax.target_node)).empty() &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (blocks.empty()) {
+    return Error{ErrorCode::kTimeout, d.id + ": " + dax.name + " made no memory blocks on node " +
+                                          dax.target_node + " (kmem)"};
+  }
+  if (std::vector<std::string> stuck = set_blocks(blocks, "online", deadline); !stuck.empty()) {
+    return Error{ErrorCode::kTimeout, d.id + ": " + join(stuck, ", ") + " of node " +
+                                          dax.target_node + " did not come online"};
+  }
+  return dax.target_node;
+}
+
+Status HostDevices::offline_memory(const Device& d, std::chrono::milliseconds timeout) const {
+  const std::string node = numa_node(d.address);
+  if (node.empty()) return Status::Ok();
+  for (const DaxDevice& dax : dax_devices(sysfs_)) {
+    if (dax.target_node != node || dax.driver != "kmem") continue;
+    const std::vector<std::string> stuck = set_blocks(memory_blocks(sysfs_, node), "offline",
+                                                      std::chrono::steady_clock::now() + timeout);
+    if (!stuck.empty()) {
+      return Error{ErrorCode::kConflict, d.id + ": memory of NUMA node " + node +
+                                             " still in use (" + join(stuck, ", ") +
+                                             " would not go offline: pages that cannot move)"};
+    }
+    // Given back to device_dax, as `daxctl reconfigure-device --mode=devdax` does it.
+    const fs::path drivers = fs::path(sysfs_) / "bus/dax/drivers";
+    if (Status s = write_text(drivers / "kmem/unbind", dax.name); !s) return s;
+    if (Status s = write_text(drivers / "device_dax/new_id", dax.name); !s) return s;
+  }
+  return Status::Ok();
 }
 
 Status HostDevices::remove(const std::vector<Device>& devices) const {

@@ -1,5 +1,6 @@
 #include "composer/slurm/spank_core.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <set>
@@ -71,6 +72,35 @@ Expected<JobOptions> read_job_options(JobContext& ctx) {
 
 namespace {
 
+// Brings each CXL memory device of `devices` online on the host (HostDevices::online_memory)
+// and records the NUMA node it became as its address ("numa:N").
+Status online_memory(const HostDevices& host, const SpankConfig& config,
+                     std::vector<Device>& devices) {
+  for (Device& d : devices) {
+    if (d.type != DeviceType::kMem) continue;
+    Expected<std::string> node = host.online_memory(d, std::chrono::seconds(config.host_wait_s));
+    if (!node) return node.error();
+    if (!node->empty()) d.address = "numa:" + *node;
+  }
+  return Status::Ok();
+}
+
+// Offlines the CXL memory of `devices` before it is detached, waiting up to `wait` (at least
+// host_wait) for pages to move: "" when done, else why the memory is still in use.
+std::string offline_memory(const HostDevices& host, const SpankConfig& config,
+                           const std::vector<Device>& devices, std::chrono::milliseconds wait) {
+  std::string busy;
+  for (const Device& d : devices) {
+    if (d.type != DeviceType::kMem) continue;
+    if (Status s = host.offline_memory(
+            d, std::max<std::chrono::milliseconds>(wait, std::chrono::seconds(config.host_wait_s)));
+        !s) {
+      busy += (busy.empty() ? "" : "; ") + s.error().message;
+    }
+  }
+  return busy;
+}
+
 // The host side of a composition the prolog got: find the devices on the host, record what
 // the tasks export. Devices the host does not show are given back at once. `before` is what
 // the host showed before the attach, when this prolog composed; else what it shows now.
@@ -96,6 +126,10 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
       s = quiet.error();
     }
     std::vector<std::string> unseen;
+    if (s && config.host_check == HostCheck::kWait) {
+      // CXL memory first: its NUMA node exists once it is online.
+      s = online_memory(host, config, state.devices);
+    }
     if (s && config.host_check == HostCheck::kWait) {
       // Each look under the node's lock, with the addresses other prologs have recorded by
       // then; the lock is let go between looks, so a prolog that waits for its own devices
@@ -137,6 +171,13 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
                     std::string(to_string(drained.error().code)) + "): " + drained.error().message);
         } else {
           ctx.info("composer: prolog: " + at + ": drained " + id + " in composerd: " + why);
+        }
+      }
+      // Memory this prolog onlined goes offline before it goes back (nothing uses it yet).
+      for (const Device& d : state.devices) {
+        if (d.type != DeviceType::kMem || d.address.empty()) continue;
+        if (Status off = host.offline_memory(d, std::chrono::seconds(config.host_wait_s)); !off) {
+          ctx.error("composer: prolog: " + at + ": " + off.error().message);
         }
       }
       // No task of the job runs yet, so nothing holds them: they go back now. The failed
@@ -233,6 +274,10 @@ void release_held(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
   HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
   if (std::vector<Holder> holders = host.holders(held.devices); !holders.empty()) {
     ctx.info(said + whose + " stay held: " + holder_list(holders));
+    return;
+  }
+  if (std::string busy = offline_memory(host, config, held.devices, {}); !busy.empty()) {
+    ctx.info(said + whose + " stay held: " + busy);
     return;
   }
   std::optional<HostLock> detaching = no_rescan_until_detached(ctx, config, said);
@@ -465,11 +510,18 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       holders = host.holders(devices);
     }
-    if (!holders.empty()) {
+    // Memory goes offline once no process holds the other devices (the kernel moves its pages
+    // away; what it cannot move keeps it online).
+    const std::string memory_busy =
+        holders.empty() ? offline_memory(host, config, devices,
+                                         std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             deadline - std::chrono::steady_clock::now()))
+                        : "";
+    if (!holders.empty() || !memory_busy.empty()) {
       // Nothing is detached under a live process. composerd keeps the composition while the
       // node holds it; a later prolog or epilog here releases it once the host is clear.
       const std::string cause = "still in use after " + std::to_string(config.busy_wait_s) +
-                                " s: " + holder_list(holders);
+                                " s: " + (holders.empty() ? memory_busy : holder_list(holders));
       if (Status held = api.hold(*job_id, node, cause); !held) {
         // composerd cannot be told, and would release the ended job's devices: the node is
         // drained instead (a failed epilog), whose compositions composerd keeps.

@@ -59,6 +59,126 @@ void FakeHost::add_numa_node(int node) {
   fs::create_directories(root_ / "sys/devices/system/node" / ("node" + std::to_string(node)));
 }
 
+namespace {
+
+// The name a dax driver's new_id or unbind file was given, which is then emptied.
+std::string take_name(const fs::path& file) {
+  std::string name = slurp(file);
+  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+  if (!name.empty()) put(file, "");
+  return name;
+}
+
+void bind_dax(const fs::path& dax_dir, const std::string& driver) {
+  std::error_code ec;
+  fs::remove(dax_dir / "driver", ec);
+  if (!driver.empty()) {
+    fs::create_directory_symlink("../../../../bus/dax/drivers/" + driver, dax_dir / "driver", ec);
+  }
+}
+
+}  // namespace
+
+void FakeHost::add_dax(const std::string& name, int target_node, uint64_t size_bytes, int blocks) {
+  std::lock_guard lock(mu_);
+  const fs::path dax_dir = root_ / "sys/bus/dax/devices" / name;
+  for (const char* driver : {"device_dax", "kmem"}) {
+    for (const char* file : {"new_id", "unbind"}) {
+      const fs::path f = root_ / "sys/bus/dax/drivers" / driver / file;
+      if (!fs::exists(f)) put(f, "");
+    }
+  }
+  put(dax_dir / "target_node", std::to_string(target_node) + "\n");
+  put(dax_dir / "size", std::to_string(size_bytes) + "\n");
+  bind_dax(dax_dir, "device_dax");
+  dax_[name] = Dax{target_node, blocks, -1};
+}
+
+void FakeHost::set_memory_busy(int node, bool busy) {
+  std::lock_guard lock(mu_);
+  if (busy) {
+    busy_nodes_.insert(node);
+  } else {
+    busy_nodes_.erase(node);
+  }
+}
+
+std::vector<std::string> FakeHost::memory_states(int node) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, d] : dax_) {
+    if (d.target_node != node || d.first_block < 0) continue;
+    for (int k = d.first_block; k < d.first_block + d.blocks; ++k) {
+      std::string state =
+          slurp(root_ / "sys/devices/system/memory" / ("memory" + std::to_string(k)) / "state");
+      while (!state.empty() && state.back() == '\n') state.pop_back();
+      out.push_back(state);
+    }
+  }
+  return out;
+}
+
+// Under mu_: what the dax drivers and the memory blocks were told since the last round.
+void FakeHost::follow_dax() {
+  if (dax_.empty()) return;
+  const fs::path drivers = root_ / "sys/bus/dax/drivers";
+  const fs::path memory = root_ / "sys/devices/system/memory";
+  const auto block = [&](int k) { return memory / ("memory" + std::to_string(k)); };
+  if (std::string name = take_name(drivers / "device_dax/unbind"); dax_.contains(name)) {
+    bind_dax(root_ / "sys/bus/dax/devices" / name, "");
+  }
+  if (std::string name = take_name(drivers / "kmem/new_id"); dax_.contains(name)) {
+    Dax& d = dax_[name];
+    bind_dax(root_ / "sys/bus/dax/devices" / name, "kmem");
+    if (d.first_block < 0) {
+      d.first_block = next_block_;
+      next_block_ += d.blocks;
+      const std::string node = "node" + std::to_string(d.target_node);
+      add_numa_node(d.target_node);
+      for (int k = d.first_block; k < d.first_block + d.blocks; ++k) {
+        const std::string b = "memory" + std::to_string(k);
+        put(block(k) / "state", "offline\n");
+        std::error_code ec;
+        fs::create_directory_symlink("../node/" + node, block(k) / node, ec);
+        fs::create_directory_symlink("../../memory/" + b,
+                                     root_ / "sys/devices/system/node" / node / b, ec);
+      }
+    }
+  }
+  if (std::string name = take_name(drivers / "kmem/unbind"); dax_.contains(name)) {
+    Dax& d = dax_[name];
+    bool all_offline = true;
+    for (int k = d.first_block; d.first_block >= 0 && k < d.first_block + d.blocks; ++k) {
+      all_offline = all_offline && slurp(block(k) / "state").rfind("offline", 0) == 0;
+    }
+    if (all_offline) {
+      for (int k = d.first_block; d.first_block >= 0 && k < d.first_block + d.blocks; ++k) {
+        std::error_code ec;
+        fs::remove(root_ / "sys/devices/system/node" / ("node" + std::to_string(d.target_node)) /
+                       ("memory" + std::to_string(k)),
+                   ec);
+        fs::remove_all(block(k), ec);
+      }
+      d.first_block = -1;
+      bind_dax(root_ / "sys/bus/dax/devices" / name, "");
+    }
+  }
+  if (std::string name = take_name(drivers / "device_dax/new_id"); dax_.contains(name)) {
+    bind_dax(root_ / "sys/bus/dax/devices" / name, "device_dax");
+  }
+  for (const auto& [name, d] : dax_) {
+    for (int k = d.first_block; d.first_block >= 0 && k < d.first_block + d.blocks; ++k) {
+      // What a block was told is answered with what it became, as the kernel shows it.
+      const std::string said = slurp(block(k) / "state");
+      if (said == "online\n" || said == "offline\n") continue;
+      if (said.rfind("online", 0) == 0) put(block(k) / "state", "online\n");
+      if (said.rfind("offline", 0) == 0) {
+        put(block(k) / "state", busy_nodes_.contains(d.target_node) ? "online\n" : "offline\n");
+      }
+    }
+  }
+}
+
 void FakeHost::add_present(FakePciFunction f) {
   std::lock_guard lock(mu_);
   materialise(std::move(f));
@@ -258,6 +378,7 @@ void FakeHost::watch() {
         materialise(std::move(it->second));
         it = arriving_.erase(it);
       }
+      follow_dax();
       const std::vector<std::string> shown = present_;
       for (const std::string& address : shown) {
         if (says_one(root_ / "sys/bus/pci/devices" / address / "remove")) unplug(address);

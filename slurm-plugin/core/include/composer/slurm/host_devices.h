@@ -56,6 +56,22 @@ class HostDevices {
   // Memory is not checked: the kernel refuses to offline memory that is in use.
   std::vector<Holder> holders(const std::vector<Device>& devices) const;
 
+  // CXL memory (the kernel's dax and memory-hotplug interfaces, slurm-plugin/README.md): the
+  // dax device whose target_node is the memory's NUMA node (when the fabric names none: the one
+  // dax device in devdax mode of its capacity) is bound to kmem, as `daxctl reconfigure-device
+  // --mode=system-ram` does, and its memory blocks (<sysfs>/devices/system/node/node<N>/
+  // memory<K>) are onlined movable, waiting up to `timeout` until each says "online". The node
+  // the memory became; the fabric's node when there is no dax device for it (memory the host
+  // maps itself). kConflict when devices of that size cannot be told apart, kTimeout when the
+  // blocks do not come or come online.
+  Expected<std::string> online_memory(const Device& memory,
+                                      std::chrono::milliseconds timeout) const;
+  // The blocks of the memory's node offlined (the kernel migrates their pages away), waiting
+  // up to `timeout`, then the dax device given back to device_dax. kConflict, naming the
+  // blocks, when pages in use would not move: the memory is left online and must not be
+  // detached.
+  Status offline_memory(const Device& memory, std::chrono::milliseconds timeout) const;
+
   // Writes "1" to <sysfs>/bus/pci/devices/<address>/remove for each GPU and NVMe drive the
   // host still shows. Devices already gone are skipped.
   Status remove(const std::vector<Device>& devices) const;

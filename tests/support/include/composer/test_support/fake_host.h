@@ -10,6 +10,17 @@
 //   <root>/proc/driver/nvidia/gpus/<address>/information  (Model, GPU UUID, Bus Location,
 //       Device Minor) for NVIDIA GPUs
 //   <root>/dev/nvidia<minor>, <root>/dev/nvme<N>, <root>/dev/nvme<N>n1  (plain files)
+//   <root>/sys/bus/dax/devices/dax<R>.0/   target_node, size, driver -> the dax driver bound
+//   <root>/sys/bus/dax/drivers/{device_dax,kmem}/{new_id,unbind}
+//   <root>/sys/devices/system/memory/memory<K>/  state, node<N> -> its node; and
+//       <root>/sys/devices/system/node/node<N>/memory<K> -> the block
+// CXL memory as the kernel's dax and memory-hotplug interfaces show it: a dax device the fabric
+// attached is bound to device_dax; a dax device's name written to kmem/new_id (after
+// device_dax/unbind, as `daxctl reconfigure-device --mode=system-ram` does) binds it to kmem,
+// and its memory blocks appear offline on its target node; "online", "online_movable" or
+// "online_kernel" written to a block's state onlines it, "offline" offlines it unless the node
+// is busy (set_memory_busy: pages that cannot be migrated; the state stays "online"); kmem/unbind
+// of a device whose blocks are all offline removes them, and it goes back to device_dax.
 // Writing "1" to a function's `remove` makes it disappear with its /proc and /dev entries, as
 // the kernel's hot-unplug does. Processes are not faked: tests that need a holder start a
 // real one, and the plugin reads the real /proc for file descriptors, or, with
@@ -67,6 +78,15 @@ class FakeHost {
   void attach(FakePciFunction f, std::chrono::milliseconds delay = std::chrono::milliseconds(0));
   // CXL memory or any NUMA node: <sys>/devices/system/node/node<N>/ appears at once.
   void add_numa_node(int node);
+  // A CXL memory region the fabric attached, as a dax device in devdax mode: `name`
+  // ("dax0.0"), the NUMA node its memory becomes (`target_node`), its size, and how many
+  // memory blocks kmem makes of it.
+  void add_dax(const std::string& name, int target_node, uint64_t size_bytes, int blocks);
+  // Pages on `node` that cannot be migrated: its blocks refuse to go offline.
+  void set_memory_busy(int node, bool busy);
+  // The state of each memory block of `node` ("online", "offline"), in block order.
+  std::vector<std::string> memory_states(int node) const;
+
   // What the fabric has attached to this host, asked at every rescan (on the host's thread):
   // each function it answers that the host does not show yet appears, as after attach().
   void set_rescan_source(std::function<std::vector<FakePciFunction>()> source);
@@ -92,6 +112,7 @@ class FakeHost {
   void materialise(FakePciFunction f);
   void unplug(const std::string& address);
   void mirror();
+  void follow_dax();
   void watch();
 
   std::filesystem::path root_;
@@ -105,6 +126,14 @@ class FakeHost {
   std::function<std::vector<FakePciFunction>()> source_;
   bool mirror_ = false;
   std::set<std::string> mirrored_pids_;
+  struct Dax {
+    int target_node = 0;
+    int blocks = 0;
+    int first_block = -1;  // -1 while kmem has not made its blocks
+  };
+  std::map<std::string, Dax> dax_;
+  std::set<int> busy_nodes_;
+  int next_block_ = 32;
   std::atomic<int> rescans_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
