@@ -86,6 +86,17 @@ class HostSideTest : public ::testing::Test {
     return j;
   }
 
+  // Another job's prolog found `gpu` at `address` and recorded it in its state file.
+  void record_gpu_of(uint32_t other_job, Device gpu, const std::string& address) {
+    JobState other;
+    other.job_id = other_job;
+    other.node = "node1";
+    other.composition_id = other_job;
+    gpu.address = address;
+    other.devices = {gpu};
+    ASSERT_TRUE(write_job_state(config.state_dir, other));
+  }
+
   FakeJob memory_job(uint32_t id) {
     FakeJob j;
     j.id = id;
@@ -206,14 +217,7 @@ TEST_F(HostSideTest, AFunctionAnotherJobsStateFileHoldsIsNeverACandidate) {
   // is new to this job as well, with the same ids, but it is job 700's.
   host.attach(gpu_function("0000:41:00.0", "", false));
   host.attach(gpu_function("0000:42:00.0", "", false));
-  JobState other;
-  other.job_id = 700;
-  other.node = "node1";
-  other.composition_id = 7;
-  Device held = gpu("gpu-f-9", "");
-  held.address = "0000:41:00.0";
-  other.devices = {held};
-  ASSERT_TRUE(write_job_state(config.state_dir, other));
+  record_gpu_of(700, gpu("gpu-f-9", ""), "0000:41:00.0");
   api.devices = {gpu("gpu-f-0", "")};
   FakeJob a = job(701, 1);
   ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
@@ -308,14 +312,7 @@ TEST_F(HostSideTest, AGpuTheFabricReportsNothingForWaitsUntilAnotherPrologRecord
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
     Expected<HostLock> lock = HostLock::take(config.state_dir, std::chrono::seconds(5));
     ASSERT_TRUE(lock) << lock.error();
-    JobState b;
-    b.job_id = 342;
-    b.node = "node1";
-    b.composition_id = 9;
-    Device own = gpu("gpu-o-6", "GPU-other-0046");
-    own.address = "0000:46:00.0";
-    b.devices = {own};
-    ASSERT_TRUE(write_job_state(config.state_dir, b));
+    record_gpu_of(342, gpu("gpu-o-6", "GPU-other-0046"), "0000:46:00.0");
   });
   FakeJob a = job(341, 1);
   Status s = job_prolog(a, api, config);
