@@ -112,8 +112,14 @@ ctld_said() { grep -qE -- "$1" "$E2E_DIR/log/composer-slurmctld.log" 2>/dev/null
 
 scenario_batch_job_sees_its_devices() {
   local j
+  # On the fake host (host_check=wait), the job also shows the state of its memory's blocks.
   j=$(sbatch --parsable -o "$OUT/%j.out" --compose-gpus=2 --compose-mem=64G \
-    --wrap 'env | grep -E "^(CUDA_VISIBLE_DEVICES|COMPOSER_)" | sort; sleep 4') || return 1
+    --export=ALL,HOST_SYS="$E2E_DIR/host/sys" \
+    --wrap 'env | grep -E "^(CUDA_VISIBLE_DEVICES|COMPOSER_)" | sort
+            for b in "$HOST_SYS/devices/system/node/node$COMPOSER_MEM_NUMA"/memory*/state; do
+              [ -e "$b" ] && echo "MEMORY_BLOCK=$(cat "$b")"
+            done
+            sleep 4') || return 1
   wait_until 30 state_is "$j" RUNNING || fail "job $j did not start ($(job_state "$j"))" || return 1
   [[ $(job_field "$j" Licenses) == "fabric_gpu:2,fabric_mem:64" ]] ||
     fail "licenses of job $j: $(job_field "$j" Licenses)" || return 1
@@ -145,6 +151,16 @@ scenario_batch_job_sees_its_devices() {
   local numa='^COMPOSER_MEM_NUMA=[0-9]+$'
   [[ $FABRIC == redfish ]] && numa='^COMPOSER_MEM_NUMA=$'
   grep -qE "$numa" "$out" || fail "COMPOSER_MEM_NUMA: $(cat "$out")" || return 1
+  # The memory's region was brought online on that node (dax to kmem, its blocks online), and
+  # is offline and given back once the job is over.
+  if [[ ${E2E_HOST_CHECK:-rescan} == wait && $FABRIC != redfish ]]; then
+    [[ $(grep -c '^MEMORY_BLOCK=online$' "$out") == 2 && $(grep -c '^MEMORY_BLOCK=' "$out") == 2 ]] ||
+      fail "the job's memory blocks: $(grep MEMORY_BLOCK "$out" || echo none)" || return 1
+    local node
+    node=$(grep '^COMPOSER_MEM_NUMA=' "$out" | cut -d= -f2)
+    wait_until 15 bash -c "! compgen -G '$E2E_DIR/host/sys/devices/system/node/node$node/memory*'" ||
+      fail "memory blocks of node $node left online after job $j" || return 1
+  fi
   wait_until 15 nothing_attached || fail "$(attached) devices still attached after job $j" || return 1
   local kinds
   kinds=$(event_kinds "$j")

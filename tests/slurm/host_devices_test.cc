@@ -401,6 +401,21 @@ TEST_F(HostSideTest, CxlMemoryIsOnlinedOnItsNodeAndOfflinedBeforeTheRelease) {
   EXPECT_TRUE(api.holds.empty());
 }
 
+// The region's dax device appears some time after the attach (as a PCI function may): the
+// prolog waits for it within host_wait.
+TEST_F(HostSideTest, ARegionThatAppearsLateIsWaitedFor) {
+  api.devices = {testing::device("mem-c-3", DeviceType::kMem, "numa:4", 64 * kGiB)};
+  std::thread late([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    host.add_dax("dax4.0", 4, 64 * kGiB, 2);
+  });
+  FakeJob a = memory_job(391);
+  Status s = job_prolog(a, api, config);
+  late.join();
+  ASSERT_TRUE(s) << join(a.errors, "\n");
+  EXPECT_EQ(host.memory_states(4), std::vector<std::string>(2, "online"));
+}
+
 // Memory the fabric names no node for is the one dax device in devdax mode of its size.
 TEST_F(HostSideTest, MemoryWithoutANodeIsTheDaxDeviceOfItsSize) {
   api.devices = {testing::device("mem-c-1", DeviceType::kMem, "", 32 * kGiB)};

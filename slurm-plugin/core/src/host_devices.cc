@@ -492,16 +492,22 @@ Expected<std::string> HostDevices::online_memory(const Device& d,
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const std::string node = numa_node(d.address);
   std::vector<DaxDevice> candidates;
-  for (DaxDevice& dax : dax_devices(sysfs_)) {
-    const bool ours = node.empty() ? dax.driver == "device_dax" && dax.size == d.capacity_bytes
-                                   : dax.target_node == node;
-    if (ours) candidates.push_back(std::move(dax));
-  }
-  if (candidates.empty()) {
-    // No region to bring online: memory the host maps itself (its node already there), or
+  for (;;) {
+    for (DaxDevice& dax : dax_devices(sysfs_)) {
+      const bool ours = node.empty() ? dax.driver == "device_dax" && dax.size == d.capacity_bytes
+                                     : dax.target_node == node;
+      if (ours) candidates.push_back(std::move(dax));
+    }
+    // No region to bring online: memory the host maps itself (its node there already), or
     // memory the fabric names no node for and the host shows no dax device of its size.
-    return node;
+    std::error_code ec;
+    if (!candidates.empty() || node.empty() || fs::exists(sysfs_path(d), ec)) break;
+    // The region's dax device appears some time after the attach, as a function does. Not by
+    // the deadline: the node as the fabric named it, which the search then does not find.
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  if (candidates.empty()) return node;
   if (candidates.size() > 1) {
     return Error{ErrorCode::kConflict,
                  d.id + ": " + std::to_string(candidates.size()) + " dax devices of " +

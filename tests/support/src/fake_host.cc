@@ -94,6 +94,22 @@ void FakeHost::add_dax(const std::string& name, int target_node, uint64_t size_b
   dax_[name] = Dax{target_node, blocks, -1};
 }
 
+void FakeHost::remove_dax(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = dax_.find(name);
+  if (it == dax_.end()) return;
+  const Dax& d = it->second;
+  std::error_code ec;
+  for (int k = d.first_block; d.first_block >= 0 && k < d.first_block + d.blocks; ++k) {
+    const std::string b = "memory" + std::to_string(k);
+    fs::remove(root_ / "sys/devices/system/node" / ("node" + std::to_string(d.target_node)) / b,
+               ec);
+    fs::remove_all(root_ / "sys/devices/system/memory" / b, ec);
+  }
+  fs::remove_all(root_ / "sys/bus/dax/devices" / name, ec);
+  dax_.erase(it);
+}
+
 void FakeHost::set_memory_busy(int node, bool busy) {
   std::lock_guard lock(mu_);
   if (busy) {

@@ -65,7 +65,15 @@ class Kernel {
       }
       shown_ever_.insert(d.id);
       if (d.type == DeviceType::kMem) {
-        if (d.address.rfind("numa:", 0) == 0) host_.add_numa_node(std::stoi(d.address.substr(5)));
+        // A region with its node (the sim's): a dax device in devdax mode, which the prolog
+        // brings online; memory the fabric names no node for is not shown.
+        if (d.address.rfind("numa:", 0) == 0 && !dax_.contains(d.id)) {
+          const int numa = std::stoi(d.address.substr(5));
+          const std::string name = "dax" + std::to_string(numa) + ".0";
+          host_.add_dax(name, numa, d.capacity_bytes, 2);
+          dax_[d.id] = name;
+          say("showing " + d.id + " as " + name + " (node " + std::to_string(numa) + ")");
+        }
         continue;
       }
       out.push_back(function(d));
@@ -92,6 +100,19 @@ class Kernel {
         say("unplugged " + a + ": the fabric took it away");
         host_.unplug_now(a);
       }
+    }
+    std::set<std::string> attached_ids;
+    for (const Device& d : *devices) {
+      if (d.node == node_) attached_ids.insert(d.id);
+    }
+    for (auto it = dax_.begin(); it != dax_.end();) {
+      if (attached_ids.contains(it->first)) {
+        ++it;
+        continue;
+      }
+      say("removed " + it->second + ": the fabric took " + it->first + " away");
+      host_.remove_dax(it->second);
+      it = dax_.erase(it);
     }
   }
 
@@ -142,6 +163,7 @@ class Kernel {
   std::set<std::string> ours_;                  // addresses of fabric devices
   std::set<std::string> hidden_;                // attached, never shown (hide-next)
   std::set<std::string> shown_ever_;            // attached and shown since attached
+  std::map<std::string, std::string> dax_;      // memory device id -> its dax device
   unsigned next_bus_ = 0x10;
 };
 

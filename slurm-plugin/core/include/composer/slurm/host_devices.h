@@ -61,9 +61,10 @@ class HostDevices {
   // dax device in devdax mode of its capacity) is bound to kmem, as `daxctl reconfigure-device
   // --mode=system-ram` does, and its memory blocks (<sysfs>/devices/system/node/node<N>/
   // memory<K>) are onlined movable, waiting up to `timeout` until each says "online". The node
-  // the memory became; the fabric's node when there is no dax device for it (memory the host
-  // maps itself). kConflict when devices of that size cannot be told apart, kTimeout when the
-  // blocks do not come or come online.
+  // the memory became; the fabric's node when no dax device for it appears within `timeout`
+  // (memory the host maps itself; DeviceSearch then says whether the host shows the node).
+  // kConflict when devices of that size cannot be told apart, kTimeout when the blocks do not
+  // come or come online.
   Expected<std::string> online_memory(const Device& memory,
                                       std::chrono::milliseconds timeout) const;
   // The blocks of the memory's node offlined (the kernel migrates their pages away), waiting

@@ -82,6 +82,8 @@ class FakeHost {
   // ("dax0.0"), the NUMA node its memory becomes (`target_node`), its size, and how many
   // memory blocks kmem makes of it.
   void add_dax(const std::string& name, int target_node, uint64_t size_bytes, int blocks);
+  // The fabric took the region away: the dax device goes, and its memory blocks with it.
+  void remove_dax(const std::string& name);
   // Pages on `node` that cannot be migrated: its blocks refuse to go offline.
   void set_memory_busy(int node, bool busy);
   // The state of each memory block of `node` ("online", "offline"), in block order.
