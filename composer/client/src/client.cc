@@ -51,6 +51,14 @@ struct Client::Path {
     plain += "/" + std::string(s);
     return *this;
   }
+  // /v1/compositions/{job}, and /{node} after it when a node is given: a job's compositions,
+  // or its composition on one node.
+  static Path composition(uint32_t job_id, std::string_view node = {}) {
+    Path p;
+    p.segment("v1").segment("compositions").segment(std::to_string(job_id));
+    if (!node.empty()) p.segment(node);
+    return p;
+  }
   Path& param(std::string_view name, std::string_view value) {
     query += (query.empty() ? "?" : "&") + std::string(name) + "=" + percent_encode(value);
     return *this;
@@ -165,8 +173,7 @@ Expected<std::vector<T>> read_pages(const Path& p, size_t page, size_t want, Get
 Expected<Composition> Client::compose(uint32_t job_id, std::string_view node,
                                       const api::ComposeBody& body) const {
   if (Status s = require_name(node, "node"); !s) return s.error();
-  Path p;
-  p.segment("v1").segment("compositions").segment(std::to_string(job_id)).segment(node);
+  const Path p = Path::composition(job_id, node);
   return decoded<Composition>(call("PUT", p, api::to_text(api::to_json(body)), true),
                               "PUT " + p.plain,
                               [](const Json::Value& v) { return api::from_json<Composition>(v); });
@@ -174,8 +181,7 @@ Expected<Composition> Client::compose(uint32_t job_id, std::string_view node,
 
 Expected<std::optional<Composition>> Client::release(uint32_t job_id, std::string_view node) const {
   if (Status s = require_name(node, "node"); !s) return s.error();
-  Path p;
-  p.segment("v1").segment("compositions").segment(std::to_string(job_id)).segment(node);
+  const Path p = Path::composition(job_id, node);
   return decoded<std::optional<Composition>>(call("DELETE", p, "", true), "DELETE " + p.plain,
                                              api::release_from_json);
 }
@@ -183,12 +189,8 @@ Expected<std::optional<Composition>> Client::release(uint32_t job_id, std::strin
 Expected<Composition> Client::hold(uint32_t job_id, std::string_view node,
                                    std::string_view reason) const {
   if (Status s = require_name(node, "node"); !s) return s.error();
-  Path p;
-  p.segment("v1")
-      .segment("compositions")
-      .segment(std::to_string(job_id))
-      .segment(node)
-      .segment("hold");
+  Path p = Path::composition(job_id, node);
+  p.segment("hold");
   const bool set = !reason.empty();
   const std::string body =
       set ? api::to_text(api::to_json(api::DrainBody{std::string(reason)})) : "";
@@ -202,14 +204,8 @@ Expected<Device> Client::drain_unseen(uint32_t job_id, std::string_view node, st
   if (Status s = require_name(node, "node"); !s) return s.error();
   if (Status s = require_name(id, "device id"); !s) return s.error();
   if (Status s = require_name(reason, "drain reason"); !s) return s.error();
-  Path p;
-  p.segment("v1")
-      .segment("compositions")
-      .segment(std::to_string(job_id))
-      .segment(node)
-      .segment("devices")
-      .segment(id)
-      .segment("drain");
+  Path p = Path::composition(job_id, node);
+  p.segment("devices").segment(id).segment("drain");
   return decoded<Device>(
       call("POST", p, api::to_text(api::to_json(api::DrainBody{std::string(reason)})), true),
       "POST " + p.plain, [](const Json::Value& v) { return api::from_json<Device>(v); });
@@ -220,23 +216,20 @@ Expected<std::vector<Composition>> Client::compose_job(uint32_t job_id,
   for (const std::string& node : body.nodes) {
     if (Status s = require_name(node, "node"); !s) return s.error();
   }
-  Path p;
-  p.segment("v1").segment("compositions").segment(std::to_string(job_id));
+  const Path p = Path::composition(job_id);
   return decoded<std::vector<Composition>>(call("PUT", p, api::to_text(api::to_json(body)), true),
                                            "PUT " + p.plain, api::compositions_from_json);
 }
 
 Expected<std::vector<Composition>> Client::release_job(uint32_t job_id) const {
-  Path p;
-  p.segment("v1").segment("compositions").segment(std::to_string(job_id));
+  const Path p = Path::composition(job_id);
   return decoded<std::vector<Composition>>(call("DELETE", p, "", true), "DELETE " + p.plain,
                                            api::compositions_from_json);
 }
 
 Expected<Composition> Client::show(uint32_t job_id, std::string_view node) const {
   if (Status s = require_name(node, "node"); !s) return s.error();
-  Path p;
-  p.segment("v1").segment("compositions").segment(std::to_string(job_id)).segment(node);
+  const Path p = Path::composition(job_id, node);
   return decoded<Composition>(call("GET", p, "", true), "GET " + p.plain,
                               [](const Json::Value& v) { return api::from_json<Composition>(v); });
 }
