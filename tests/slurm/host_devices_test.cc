@@ -13,6 +13,7 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -151,6 +152,24 @@ class HostSideTest : public ::testing::Test {
       return 0;
     }
     return pid;
+  }
+
+  // The devices cgroup Slurm's task/cgroup makes for a job (cgroup v1, ConstrainDevices=yes),
+  // with one step, under a fake hierarchy at config.devices_cgroup; its path.
+  std::string job_cgroup(uint32_t id) {
+    config.devices_cgroup = tmp / "cgroup/devices";
+    tmp.write("cgroup/devices/devices.deny", "");
+    const std::string job = "cgroup/devices/slurm/uid_1000/job_" + std::to_string(id);
+    tmp.write(job + "/devices.deny", "");
+    tmp.write(job + "/step_0/devices.deny", "");
+    return tmp / job;
+  }
+  // The rules written to a cgroup's devices.deny, one per line.
+  std::string denied(const std::string& cgroup) {
+    std::ifstream in(cgroup + "/devices.deny");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
   }
 
   TempDir tmp;
@@ -636,6 +655,104 @@ TEST_F(HostSideTest, ADriveARealProcessKeepsOpenIsHeldUntilTheNextJobFindsItFree
   }
   EXPECT_EQ(host.removed(), (std::vector<std::string>{"0000:87:00.0"}));
   EXPECT_FALSE(state(611));
+}
+
+// Fencing (DeviceFence): whichever of two jobs on a node starts second, neither can open the
+// other's composed devices. A prolog denies its job's devices in the cgroups of the jobs
+// already running; a task denies the devices other jobs' state files name in its own job's.
+TEST_F(HostSideTest, APrologFencesItsDevicesFromTheJobsAlreadyRunning) {
+  const std::string running = job_cgroup(700);
+  FakePciFunction g = gpu_function("0000:41:00.0", "GPU-aaaa-0007");
+  g.nvidia_minor = 7;
+  host.attach(g);
+  host.attach(drive_function("0000:86:00.0", "FRN100000001"));
+  Device drive;
+  drive.id = "nvme-z1-01";
+  drive.type = DeviceType::kNvme;
+  drive.identity = {"0x8086", "0x0b60", "FRN100000001", ""};
+  api.devices = {gpu("gpu-a-7", "GPU-aaaa-0007"), drive};
+  FakeJob b = job(701, 1);
+  b.options["compose-nvme"] = "1";
+  ASSERT_TRUE(job_prolog(b, api, config)) << join(b.errors, "\n");
+  const std::string n = host.nvme_controller("0000:86:00.0").substr(4);
+  EXPECT_EQ(denied(running), "b 259:" + n + " rwm\nc 195:7 rwm\nc 241:" + n + " rwm\n");
+  EXPECT_EQ(denied(running + "/step_0"), "");  // the kernel passes the job's rules down
+  // Its own cgroup, made later by its first step, is not fenced from its own devices.
+  const std::string own = job_cgroup(701);
+  FakeJob task;
+  task.id = 701;
+  ASSERT_TRUE(task_fence(task, config)) << join(task.errors, "\n");
+  EXPECT_EQ(denied(own), "");
+  EXPECT_TRUE(b.errors.empty()) << join(b.errors, "\n");
+}
+
+TEST_F(HostSideTest, ATaskDeniesTheDevicesOfOtherJobsButNotItsOwn) {
+  FakePciFunction first = gpu_function("0000:41:00.0", "GPU-aaaa-0003");
+  first.nvidia_minor = 3;
+  host.attach(first);
+  api.devices = {gpu("gpu-a-3", "GPU-aaaa-0003")};
+  FakeJob a = job(711, 1);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  FakePciFunction second = gpu_function("0000:42:00.0", "GPU-aaaa-0004");
+  second.nvidia_minor = 4;
+  host.attach(second);
+  api.devices = {gpu("gpu-a-4", "GPU-aaaa-0004")};
+  FakeJob b = job(712, 1);
+  ASSERT_TRUE(job_prolog(b, api, config)) << join(b.errors, "\n");
+
+  // Both prologs ran before Slurm made either job's cgroup (their first steps make them).
+  const std::string cgroup_a = job_cgroup(711);
+  const std::string cgroup_b = job_cgroup(712);
+  FakeJob task_b;
+  task_b.id = 712;
+  ASSERT_TRUE(task_fence(task_b, config)) << join(task_b.errors, "\n");
+  EXPECT_EQ(denied(cgroup_b), "c 195:3 rwm\n");
+  FakeJob task_a;
+  task_a.id = 711;
+  ASSERT_TRUE(task_fence(task_a, config)) << join(task_a.errors, "\n");
+  EXPECT_EQ(denied(cgroup_a), "c 195:4 rwm\n");
+  // The node's own GPU (minor 0) is Slurm's GRES, not the plugin's: left alone.
+}
+
+TEST_F(HostSideTest, WithoutTheJobsCgroupFenceAutoLogsAndFenceRequiredRefusesTheStep) {
+  FakePciFunction g = gpu_function("0000:41:00.0", "GPU-aaaa-0003");
+  g.nvidia_minor = 3;
+  host.attach(g);
+  api.devices = {gpu("gpu-a-3", "GPU-aaaa-0003")};
+  FakeJob a = job(721, 1);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  config.devices_cgroup = tmp / "no-cgroup/devices";  // e.g. cgroup v2, or no ConstrainDevices
+
+  FakeJob task;
+  task.id = 722;
+  ASSERT_TRUE(task_fence(task, config));
+  ASSERT_EQ(task.infos.size(), 1u);
+  EXPECT_EQ(task.infos[0],
+            "composer: task: job 722 on node node1: the composed devices of other jobs on this "
+            "node (nvidia3 (c 195:3 rwm)) are not fenced from it: there is no devices cgroup "
+            "job_722 under " +
+                config.devices_cgroup +
+                " (Slurm makes one with TaskPlugin=task/cgroup and ConstrainDevices=yes on "
+                "cgroup v1)");
+  config.fence = Fence::kRequired;
+  FakeJob refused;
+  refused.id = 722;
+  const Status s = task_fence(refused, config);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kConflict);
+  ASSERT_EQ(refused.errors.size(), 1u);
+  EXPECT_NE(refused.errors[0].find("fence=required refuses the step"), std::string::npos);
+  // Job 721 is the only one with composed devices: nothing to fence it from.
+  FakeJob alone;
+  alone.id = 721;
+  EXPECT_TRUE(task_fence(alone, config));
+  EXPECT_TRUE(alone.errors.empty());
+  // fence=off: nothing is looked at.
+  config.fence = Fence::kOff;
+  FakeJob off;
+  off.id = 722;
+  EXPECT_TRUE(task_fence(off, config));
+  EXPECT_TRUE(off.infos.empty() && off.errors.empty());
 }
 
 }  // namespace

@@ -13,6 +13,8 @@ TEST(PlugstackArgs, DefaultsWithoutArguments) {
   EXPECT_EQ(c->host_check, HostCheck::kWait);
   EXPECT_EQ(c->on_unavailable, OnUnavailable::kDrain);
   EXPECT_EQ(c->compose_on, ComposeOn::kController);
+  EXPECT_EQ(c->fence, Fence::kAuto);
+  EXPECT_EQ(c->devices_cgroup, "/sys/fs/cgroup/devices");
   Expected<SpankConfig> node = parse_plugstack_args({"compose=node"});
   ASSERT_TRUE(node) << node.error();
   EXPECT_EQ(node->compose_on, ComposeOn::kNode);
@@ -23,7 +25,7 @@ TEST(PlugstackArgs, ParsesEveryArgument) {
       {"server=http://10.0.0.1:6830", "timeout=30", "connect_timeout=2", "retries=5",
        "backoff_ms=250", "state_dir=/var/run/composer/", "munge_socket=/run/m/munge.socket",
        "sysfs_root=/tmp/fake/sys", "proc_root=/tmp/fake/proc", "host_check=rescan", "host_wait=5",
-       "busy_wait=0", "on_unavailable=fail_job"});
+       "busy_wait=0", "on_unavailable=fail_job", "fence=required", "devices_cgroup=/cg/devices/"});
   ASSERT_TRUE(c) << c.error();
   EXPECT_EQ(c->server, "http://10.0.0.1:6830");
   EXPECT_EQ(c->timeout_s, 30u);
@@ -38,6 +40,8 @@ TEST(PlugstackArgs, ParsesEveryArgument) {
   EXPECT_EQ(c->host_wait_s, 5u);
   EXPECT_EQ(c->busy_wait_s, 0u);
   EXPECT_EQ(c->on_unavailable, OnUnavailable::kFailJob);
+  EXPECT_EQ(c->fence, Fence::kRequired);
+  EXPECT_EQ(c->devices_cgroup, "/cg/devices");
 }
 
 TEST(PlugstackArgs, UnknownArgumentIsNamed) {
@@ -58,7 +62,8 @@ TEST(PlugstackArgs, BadValuesAreNamed) {
         Case{"retries=100", "from 0 to 20"}, Case{"state_dir=relative/dir", "absolute path"},
         Case{"sysfs_root=", "absolute path"}, Case{"host_check=maybe", "wait, rescan or off"},
         Case{"on_unavailable=ignore", "drain or fail_job"}, Case{"server=ftp://x", "http://"},
-        Case{"noequals", "key=value"}}) {
+        Case{"fence=yes", "auto (fence where Slurm made the job a devices cgroup), required"},
+        Case{"devices_cgroup=cgroup", "absolute path"}, Case{"noequals", "key=value"}}) {
     Expected<SpankConfig> c = parse_plugstack_args({k.arg});
     ASSERT_FALSE(c) << k.arg;
     EXPECT_NE(c.error().message.find(std::string("'") + k.arg + "'"), std::string::npos)

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
@@ -72,6 +73,33 @@ int nvidia_minor(const std::string& proc_root, const std::string& address) {
   return minor ? static_cast<int>(*minor) : -1;
 }
 
+// The major number <proc>/devices gives a character driver of one of `names`; nullopt if none.
+std::optional<uint32_t> char_major(const std::string& proc_root,
+                                   std::initializer_list<std::string_view> names) {
+  std::ifstream in(proc_root + "/devices");
+  std::string line;
+  bool chars = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("Character devices:", 0) == 0) chars = true;
+    if (line.rfind("Block devices:", 0) == 0) chars = false;
+    if (!chars) continue;
+    const std::vector<std::string> words = split(line, ' ', {.trim = true, .skip_empty = true});
+    if (words.size() != 2) continue;
+    for (std::string_view name : names) {
+      if (words[1] != name) continue;
+      if (Expected<uint32_t> major = parse_count(words[0], 1u << 12); major) return *major;
+    }
+  }
+  return std::nullopt;
+}
+
+// The node a sysfs device directory's `dev` file names, if it has one.
+std::optional<DeviceNode> dev_node(const fs::path& dir, char type) {
+  const std::vector<uint32_t> number = parse_dev_number(first_line(dir / "dev"));
+  if (number.size() != 2) return std::nullopt;
+  return DeviceNode{type, number[0], number[1], dir.filename().string()};
+}
+
 }  // namespace
 
 std::string numa_node(const std::string& address) {
@@ -126,6 +154,48 @@ std::vector<std::string> HostDevices::nvme_namespaces(const std::string& address
     }
   }
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<DeviceNode> HostDevices::device_nodes(const std::vector<Device>& devices) const {
+  std::vector<DeviceNode> out;
+  std::optional<uint32_t> nvidia;
+  bool asked_nvidia = false;
+  for (const Device& d : devices) {
+    if (!is_pci(d)) continue;
+    if (d.type == DeviceType::kGpu) {
+      const int minor = nvidia_minor(proc_, d.address);
+      if (minor < 0) continue;
+      if (!asked_nvidia) {
+        nvidia = char_major(proc_, {"nvidia-frontend", "nvidia"});
+        asked_nvidia = true;
+      }
+      if (nvidia) {
+        out.push_back(DeviceNode{'c', *nvidia, static_cast<uint32_t>(minor),
+                                 "nvidia" + std::to_string(minor)});
+      }
+      continue;
+    }
+    std::error_code ec;
+    for (const auto& ctrl :
+         fs::directory_iterator(fs::path(sysfs_) / "bus/pci/devices" / d.address / "nvme", ec)) {
+      const std::string c = ctrl.path().filename().string();
+      if (std::optional<DeviceNode> n = dev_node(ctrl.path(), 'c')) out.push_back(*n);
+      std::error_code ns_ec;
+      for (const auto& ns : fs::directory_iterator(ctrl.path(), ns_ec)) {
+        const std::string name = ns.path().filename().string();
+        if (name.rfind(c + "n", 0) != 0 || name.size() <= c.size() + 1) continue;
+        if (std::optional<DeviceNode> n = dev_node(ns.path(), 'b')) out.push_back(*n);
+        std::error_code part_ec;
+        for (const auto& part : fs::directory_iterator(ns.path(), part_ec)) {
+          if (part.path().filename().string().rfind(name + "p", 0) != 0) continue;
+          if (std::optional<DeviceNode> n = dev_node(part.path(), 'b')) out.push_back(*n);
+        }
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 

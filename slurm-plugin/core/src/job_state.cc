@@ -146,14 +146,20 @@ std::vector<uint32_t> other_jobs(const std::string& state_dir, uint32_t job_id) 
   return out;
 }
 
-std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint32_t job_id) {
-  std::set<std::string> out;
+std::vector<Device> devices_of_other_jobs(const std::string& state_dir, uint32_t job_id) {
+  std::vector<Device> out;
   for (uint32_t other : other_jobs(state_dir, job_id)) {
     Expected<std::optional<JobState>> s = read_job_state(state_dir, other);
     if (!s || !s->has_value()) continue;
-    for (const Device& d : (*s)->devices) {
-      if (!d.address.empty() && d.type != DeviceType::kMem) out.insert(d.address);
-    }
+    out.insert(out.end(), (*s)->devices.begin(), (*s)->devices.end());
+  }
+  return out;
+}
+
+std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint32_t job_id) {
+  std::set<std::string> out;
+  for (const Device& d : devices_of_other_jobs(state_dir, job_id)) {
+    if (!d.address.empty() && d.type != DeviceType::kMem) out.insert(d.address);
   }
   return out;
 }

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
 
+#include "composer/slurm/device_fence.h"
 #include "composer/slurm/host_devices.h"
 #include "composer/slurm/job_state.h"
 
@@ -71,6 +73,36 @@ Expected<JobOptions> read_job_options(JobContext& ctx) {
 }
 
 namespace {
+
+// "nvidia3 (c 195:3 rwm), nvme2n1 (b 259:4 rwm)"
+std::string node_list(const std::vector<DeviceNode>& nodes) {
+  std::string out;
+  for (const DeviceNode& n : nodes)
+    out += (out.empty() ? "" : ", ") + n.name + " (" + n.rule() + ")";
+  return out;
+}
+
+// The prolog's half of the fence (DeviceFence): the job's devices denied in the devices cgroup
+// of every other job on the node. Called once the state file names them, so that a job whose
+// cgroup comes later reads them there. A rule that cannot be written is logged: the other job
+// started before this one, and failing this prolog would not take its access away.
+void fence_from_others(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
+                       const HostDevices& host, const std::vector<Device>& devices,
+                       const std::string& said) {
+  if (config.fence == Fence::kOff || config.host_check == HostCheck::kOff) return;
+  const std::vector<DeviceNode> nodes = host.device_nodes(devices);
+  if (nodes.empty()) return;
+  const DeviceFence fence(config.devices_cgroup);
+  for (const auto& [other, cgroups] : fence.job_cgroups()) {
+    if (other == job_id) continue;
+    for (const std::string& cgroup : cgroups) {
+      if (Status s = fence.deny(cgroup, nodes); !s) {
+        ctx.error(said + "fencing job " + std::to_string(other) + " from " + node_list(nodes) +
+                  ": " + s.error().message);
+      }
+    }
+  }
+}
 
 // Brings each CXL memory device of `devices` online on the host (HostDevices::online_memory)
 // and records the NUMA node it became as its address ("numa:N").
@@ -218,6 +250,8 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
     ctx.error("composer: prolog: " + at + ": cannot write the state file: " + s.error().message);
     return s;
   }
+  lock.reset();
+  fence_from_others(ctx, config, job_id, host, state.devices, "composer: prolog: " + at + ": ");
   ctx.info("composer: prolog: " + at + ": attached " + device_list(state.devices) +
            " (composition " + std::to_string(state.composition_id) + ")");
   return Status::Ok();
@@ -467,6 +501,52 @@ Status task_init(JobContext& ctx, const SpankConfig& config) {
     if (Status set = ctx.setenv(name, value); !set) {
       ctx.error("composer: task: " + at + ": cannot set " + name + ": " + set.error().message);
       return set;
+    }
+  }
+  return Status::Ok();
+}
+
+Status task_fence(JobContext& ctx, const SpankConfig& config) {
+  if (config.fence == Fence::kOff || config.host_check == HostCheck::kOff) return Status::Ok();
+  Expected<uint32_t> job_id = ctx.job_id();
+  if (!job_id) {
+    ctx.error("composer: task: cannot get the job id: " + job_id.error().message);
+    return job_id.error();
+  }
+  const std::vector<Device> others = devices_of_other_jobs(config.state_dir, *job_id);
+  if (others.empty()) return Status::Ok();
+  const HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
+  std::vector<DeviceNode> deny = host.device_nodes(others);
+  // Never the job's own: a file of another job can name a device only until its release.
+  if (Expected<std::optional<JobState>> own = read_job_state(config.state_dir, *job_id);
+      own && own->has_value()) {
+    for (const DeviceNode& mine : host.device_nodes((*own)->devices)) std::erase(deny, mine);
+  }
+  if (deny.empty()) return Status::Ok();
+  const std::string at = where(*job_id, ctx.node());
+  const DeviceFence fence(config.devices_cgroup);
+  const std::map<uint32_t, std::vector<std::string>> cgroups = fence.job_cgroups();
+  const auto mine = cgroups.find(*job_id);
+  const bool required = config.fence == Fence::kRequired;
+  if (mine == cgroups.end()) {
+    const std::string why =
+        "composer: task: " + at + ": the composed devices of other jobs on this node (" +
+        node_list(deny) + ") are not fenced from it: there is no devices cgroup job_" +
+        std::to_string(*job_id) + " under " + config.devices_cgroup +
+        " (Slurm makes one with TaskPlugin=task/cgroup and ConstrainDevices=yes on cgroup v1)";
+    if (!required) {
+      ctx.info(why);
+      return Status::Ok();
+    }
+    ctx.error(why + "; fence=required refuses the step");
+    return Error{ErrorCode::kConflict, why};
+  }
+  for (const std::string& cgroup : mine->second) {
+    if (Status s = fence.deny(cgroup, deny); !s) {
+      const std::string why = "composer: task: " + at + ": fencing it from " + node_list(deny) +
+                              ": " + s.error().message;
+      ctx.error(why + (required ? "; fence=required refuses the step" : ""));
+      if (required) return Error{ErrorCode::kConflict, why};
     }
   }
   return Status::Ok();

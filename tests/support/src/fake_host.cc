@@ -45,6 +45,10 @@ FakeHost::FakeHost(fs::path root) : root_(std::move(root)) {
   fs::create_directories(root_ / "proc/driver/nvidia/gpus");
   fs::create_directories(root_ / "dev");
   put(root_ / "sys/bus/pci/rescan", "");
+  // The majors of the drivers it fakes, as a host with them loaded lists them.
+  put(root_ / "proc/devices", "Character devices:\n  1 mem\n  4 tty\n195 nvidia-frontend\n" +
+                                  std::to_string(kNvmeMajor) + " nvme\n\nBlock devices:\n  8 sd\n" +
+                                  std::to_string(kBlockExtMajor) + " blkext\n");
   add_numa_node(0);
   add_numa_node(1);
   thread_ = std::thread([this] { watch(); });
@@ -305,7 +309,10 @@ void FakeHost::materialise(FakePciFunction f) {
     ctrl = "nvme" + std::to_string(next_nvme_++);
     put(staged / "nvme" / ctrl / "serial", f.serial + "\n");
     put(staged / "nvme" / ctrl / "model", "FAKE NVME\n");
-    fs::create_directories(staged / "nvme" / ctrl / (ctrl + "n1"));
+    const std::string n = std::to_string(next_nvme_ - 1);
+    put(staged / "nvme" / ctrl / "dev", std::to_string(kNvmeMajor) + ":" + n + "\n");
+    put(staged / "nvme" / ctrl / (ctrl + "n1") / "dev",
+        std::to_string(kBlockExtMajor) + ":" + n + "\n");
   }
   const fs::path dir = root_ / "sys/devices" / bridge(f.address) / f.address;
   fs::remove_all(dir);  // a function seen at this address before is gone for good

@@ -12,6 +12,7 @@
 
 #include "composer/common/error.h"
 #include "composer/model/model.h"
+#include "composer/slurm/device_fence.h"
 
 namespace composer::slurm {
 
@@ -55,6 +56,15 @@ class HostDevices {
   //     <sysfs>/bus/pci/devices/<address>/nvme/.
   // Memory is not checked: the kernel refuses to offline memory that is in use.
   std::vector<Holder> holders(const std::vector<Device>& devices) const;
+
+  // The device nodes through which a process uses `devices` (what DeviceFence denies): for a
+  // GPU /dev/nvidia<minor>, a character device of the nvidia driver's major (its line in
+  // <proc>/devices, "nvidia-frontend" or "nvidia") and the minor the driver shows for it
+  // ("Device Minor:"); for a drive its controller, namespaces and their partitions, as the
+  // `dev` files under <sysfs>/bus/pci/devices/<address>/nvme/<ctrl>/ give them (controller:
+  // character, namespaces: block). None for memory, for a device without an address, or for
+  // one the host does not show.
+  std::vector<DeviceNode> device_nodes(const std::vector<Device>& devices) const;
 
   // CXL memory (the kernel's dax and memory-hotplug interfaces, slurm-plugin/README.md): the
   // dax device whose target_node is the memory's NUMA node (when the fabric names none: the one

@@ -22,7 +22,7 @@ struct JobState {
   std::string node;
   int64_t composition_id = 0;
   // As composerd answered them (the API's Device form), with `address` set to where the
-  // prolog found each on the host (HostDevices::locate).
+  // prolog found each on the host (DeviceSearch).
   std::vector<Device> devices;
   std::string cuda_visible_devices;  // decided by the prolog, which can read sysfs
   // The drives' block devices (/dev/nvme0n1, ...), found by the prolog. Files of the earlier
@@ -50,6 +50,10 @@ Status remove_job_state(const std::string& state_dir, uint32_t job_id);
 
 // The jobs other than `job_id` that have a state file in state_dir, in ascending order.
 std::vector<uint32_t> other_jobs(const std::string& state_dir, uint32_t job_id);
+
+// The devices the state files of other jobs than `job_id` in state_dir name, with the
+// addresses their prologs found. A file that does not read is skipped.
+std::vector<Device> devices_of_other_jobs(const std::string& state_dir, uint32_t job_id);
 
 // The host addresses the state files of other jobs than `job_id` in state_dir hold: devices
 // the prolog must never hand to this job. A file that does not read is skipped.

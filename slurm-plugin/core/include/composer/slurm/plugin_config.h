@@ -12,9 +12,17 @@
 namespace composer::slurm {
 
 enum class HostCheck {
-  kWait,    // rescan the PCI bus, then find every attached device on the host (HostDevices::locate)
+  kWait,    // rescan the PCI bus, then find every attached device on the host (DeviceSearch)
   kRescan,  // rescan only (trees where nothing makes devices appear, e.g. test clusters)
   kOff,     // touch nothing on the host (no rescan, no wait, no busy check, no removal)
+};
+
+// Whether the plugin fences jobs from each other's composed devices (DeviceFence).
+enum class Fence {
+  kAuto,      // where Slurm made a devices cgroup for the job (ConstrainDevices=yes, cgroup v1)
+  kRequired,  // a task of a job whose cgroup is not found, on a node where other jobs hold
+              // composed devices, fails (the step does not start)
+  kOff,       // never
 };
 
 // What the prolog does when composerd cannot be reached after its retries.
@@ -43,6 +51,8 @@ struct SpankConfig {
   std::string proc_root = "/proc";
   std::string dev_root = "/dev";  // where the device nodes of GPUs and drives are
   HostCheck host_check = HostCheck::kWait;
+  Fence fence = Fence::kAuto;
+  std::string devices_cgroup = "/sys/fs/cgroup/devices";  // the cgroup v1 devices hierarchy
   uint32_t host_wait_s = 30;
   uint32_t busy_wait_s = 10;
   // How long the prolog asks again while composerd answers insufficient_resources: Slurm hands

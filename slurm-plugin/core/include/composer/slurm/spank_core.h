@@ -47,6 +47,12 @@ std::string compose_failure(const JobOptions& options, const Error& e);
 // file; fails the step when the prolog recorded that the job cannot get its devices.
 Status task_init(JobContext& ctx, const SpankConfig& config);
 
+// Task start, privileged (remote context, root, before the user's program runs): the devices
+// the state files of the other jobs on the node name are denied in the job's devices cgroup
+// (DeviceFence), never the job's own. Without such a cgroup it logs a line (fence=auto) or
+// fails the step (fence=required); nothing to do where no other job holds composed devices.
+Status task_fence(JobContext& ctx, const SpankConfig& config);
+
 // Job epilog (root, slurmd). Waits (busy_wait) until no process holds an attached device,
 // removes the devices from the host, asks composerd to release and deletes the state file.
 // Fails only when a device is still held after busy_wait: the composition is then kept (so the

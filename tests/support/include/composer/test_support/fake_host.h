@@ -9,7 +9,9 @@
 //   <root>/sys/devices/system/node/node<N>/
 //   <root>/proc/driver/nvidia/gpus/<address>/information  (Model, GPU UUID, Bus Location,
 //       Device Minor) for NVIDIA GPUs
-//   <root>/dev/nvidia<minor>, <root>/dev/nvme<N>, <root>/dev/nvme<N>n1  (plain files)
+//   <root>/dev/nvidia<minor>, <root>/dev/nvme<N>, <root>/dev/nvme<N>n1  (plain files); their
+//       numbers in <root>/proc/devices (nvidia 195) and in the `dev` files of
+//       nvme/nvme<N>/ (kNvmeMajor:N) and nvme/nvme<N>/nvme<N>n1/ (kBlockExtMajor:N)
 //   <root>/sys/bus/dax/devices/dax<R>.0/   target_node, size, driver -> the dax driver bound
 //   <root>/sys/bus/dax/drivers/{device_dax,kmem}/{new_id,unbind}
 //   <root>/sys/devices/system/memory/memory<K>/  state, node<N> -> its node; and
@@ -61,6 +63,10 @@ struct FakePciFunction {
 
 class FakeHost {
  public:
+  // The device numbers the host gives NVMe controllers and namespaces (dynamic on a real host).
+  static constexpr int kNvmeMajor = 241;
+  static constexpr int kBlockExtMajor = 259;
+
   // Lays out an empty host (no PCI functions, NUMA nodes 0 and 1) under `root` and starts
   // the thread that acts on rescan and remove.
   explicit FakeHost(std::filesystem::path root);

@@ -1,0 +1,59 @@
+// Fencing: a job may open its own composed GPUs and drives, and no other job's, on a node
+// where several jobs hold composed devices at once. The plugin writes deny rules into the
+// devices cgroups (cgroup v1) that Slurm's task/cgroup plugin makes for each job when
+// cgroup.conf has ConstrainDevices=yes: <devices_cgroup>/slurm[_<node>]/uid_<uid>/job_<id>.
+// Slurm's own rules there (its GRES) are left as they are; a deny rule written to a job's
+// cgroup reaches each of its steps (the kernel passes it down).
+//   - the prolog of a job, once its state file names its devices, denies them in the cgroup of
+//     every other job on the node;
+//   - each task of a job, before it runs the user's program (root), denies in its job's cgroup
+//     the devices the state files of the other jobs on the node name.
+// Whichever of two jobs starts second, one of the two sees the other: a prolog walks the
+// cgroups after its state file is written, and a task reads the state files after its job's
+// cgroup exists. See slurm-plugin/README.md ("Fencing") for the settings it needs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "composer/common/error.h"
+
+namespace composer::slurm {
+
+// One device node of a composed device: a character ('c') or block ('b') device number.
+struct DeviceNode {
+  char type = 'c';
+  uint32_t major = 0;
+  uint32_t minor = 0;
+  std::string name;  // "nvidia3", "nvme2n1": for the log
+
+  // The devices cgroup rule that names it with every access: "c 195:3 rwm".
+  std::string rule() const;
+  bool operator==(const DeviceNode&) const = default;
+  auto operator<=>(const DeviceNode&) const = default;
+};
+
+// "MAJOR:MINOR" as sysfs `dev` files give it. Empty on anything else.
+std::vector<uint32_t> parse_dev_number(const std::string& text);
+
+class DeviceFence {
+ public:
+  // The cgroup v1 devices hierarchy (/sys/fs/cgroup/devices).
+  explicit DeviceFence(std::string devices_cgroup) : root_(std::move(devices_cgroup)) {}
+
+  // Whether `devices_cgroup` is a devices hierarchy (it has devices.deny).
+  bool available() const;
+  // The cgroups of Slurm jobs below it, by job id: directories named job_<id>, looked for down
+  // to four levels (slurm[_<node>]/uid_<uid>/job_<id>), not inside a job's own.
+  std::map<uint32_t, std::vector<std::string>> job_cgroups() const;
+  // Writes each node's rule to <cgroup>/devices.deny. A cgroup that has gone meanwhile (its job
+  // ended) is no error; kInternal names the cgroup and the rule that could not be written.
+  Status deny(const std::string& cgroup, const std::vector<DeviceNode>& nodes) const;
+
+ private:
+  std::string root_;
+};
+
+}  // namespace composer::slurm

@@ -1,0 +1,159 @@
+// Fencing in the kernel's own devices cgroups (cgroup v1, /sys/fs/cgroup/devices), as Slurm's
+// task/cgroup lays them out with ConstrainDevices=yes: two jobs on one node, each with a
+// composed GPU on a fake host; the second job's prolog and its task hook write the rules, and
+// real processes in each job's step cgroup try to open both GPUs' device nodes. A device node
+// without a driver behind it answers ENXIO when the cgroup lets the open through and EPERM
+// when it refuses it, so the kernel's answer says which rule held.
+// Needs root and a writable cgroup v1 devices hierarchy; skipped, saying why, without them.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "composer/common/strings.h"
+#include "composer/slurm/job_state.h"
+#include "composer/slurm/spank_core.h"
+#include "composer/test_support/fake_host.h"
+#include "fakes.h"
+#include "temp_dir.h"
+
+namespace composer::slurm {
+namespace {
+
+namespace fs = std::filesystem;
+using test_support::FakeHost;
+using test_support::FakePciFunction;
+
+constexpr const char* kDevices = "/sys/fs/cgroup/devices";
+
+// A cgroup tree of its own below the real devices hierarchy, removed (deepest first) at the end.
+class CgroupTree {
+ public:
+  explicit CgroupTree(std::string base) : base_(std::move(base)) {}
+  ~CgroupTree() {
+    for (auto it = made_.rbegin(); it != made_.rend(); ++it) ::rmdir(it->c_str());
+  }
+  // Makes base/rel and each folder above it; false when the kernel refuses.
+  bool make(const std::string& rel) {
+    std::string path = base_;
+    if (!made(path)) return false;
+    for (const std::string& part : split(rel, '/')) {
+      path += "/" + part;
+      if (!made(path)) return false;
+    }
+    return true;
+  }
+  const std::string& base() const { return base_; }
+
+ private:
+  bool made(const std::string& path) {
+    if (::mkdir(path.c_str(), 0755) == 0) {
+      made_.push_back(path);
+      return true;
+    }
+    return errno == EEXIST;
+  }
+  std::string base_;
+  std::vector<std::string> made_;
+};
+
+// The errno a process in `cgroup` gets opening `path` (0 when the open succeeds).
+int open_errno_in(const std::string& cgroup, const std::string& path) {
+  const std::string procs = cgroup + "/cgroup.procs";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(procs.c_str(), O_WRONLY);
+    if (fd < 0 || ::write(fd, "0\n", 2) != 2) ::_exit(100);
+    ::close(fd);
+    const int dev = ::open(path.c_str(), O_RDWR);
+    ::_exit(dev >= 0 ? 0 : errno);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(DeviceFenceInTheKernel, JobsCannotOpenEachOthersComposedGpus) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to write cgroup rules";
+  if (!fs::exists(std::string(kDevices) + "/devices.deny")) {
+    GTEST_SKIP() << "no cgroup v1 devices hierarchy at " << kDevices
+                 << " (a cgroup v2 host: the plugin does not fence there)";
+  }
+  testing::TempDir tmp;
+  CgroupTree tree(std::string(kDevices) + "/composer-fence-check-" + std::to_string(::getpid()));
+  const std::string job_a = "slurm/uid_0/job_801";
+  const std::string job_b = "slurm/uid_0/job_802";
+  if (!tree.make(job_a + "/step_0")) GTEST_SKIP() << "the kernel refuses new devices cgroups";
+
+  FakeHost host(tmp.path() / "host");
+  SpankConfig config;
+  config.state_dir = tmp / "state";
+  config.sysfs_root = host.sysfs_root();
+  config.proc_root = host.proc_root();
+  config.dev_root = host.dev_root();
+  config.devices_cgroup = tree.base();
+  config.host_wait_s = 5;
+  config.compose_on = ComposeOn::kNode;
+  auto gpu = [](const std::string& id, const std::string& uuid) {
+    Device d;
+    d.id = id;
+    d.type = DeviceType::kGpu;
+    d.identity = {"0x10de", "0x20b5", "", uuid};
+    return d;
+  };
+  auto function = [](const std::string& address, const std::string& uuid, int minor) {
+    FakePciFunction f;
+    f.address = address;
+    f.gpu_uuid = uuid;
+    f.nvidia_minor = minor;
+    return f;
+  };
+
+  // Job 801 runs with its GPU (minor 5); job 802's prolog composes one (minor 6).
+  host.add_present(function("0000:41:00.0", "GPU-aaaa-0005", 5));
+  JobState a;
+  a.job_id = 801;
+  a.node = "node1";
+  a.devices = {gpu("gpu-a-5", "GPU-aaaa-0005")};
+  a.devices[0].address = "0000:41:00.0";
+  ASSERT_TRUE(write_job_state(config.state_dir, a));
+  host.attach(function("0000:42:00.0", "GPU-aaaa-0006", 6));
+  testing::FakeComposer api;
+  api.devices = {gpu("gpu-a-6", "GPU-aaaa-0006")};
+  testing::FakeJob prolog;
+  prolog.id = 802;
+  prolog.options = {{"compose-gpus", "1"}};
+  ASSERT_TRUE(job_prolog(prolog, api, config)) << join(prolog.errors, "\n");
+  // Job 802's first step: Slurm makes its cgroup, then its task hook runs.
+  ASSERT_TRUE(tree.make(job_b + "/step_0"));
+  testing::FakeJob task;
+  task.id = 802;
+  ASSERT_TRUE(task_fence(task, config)) << join(task.errors, "\n");
+
+  // The GPUs' device nodes, with the numbers the fake host's nvidia driver gave them.
+  const std::string gpu5 = tmp / "nvidia5";
+  const std::string gpu6 = tmp / "nvidia6";
+  ASSERT_EQ(::mknod(gpu5.c_str(), S_IFCHR | 0666, makedev(195, 5)), 0);
+  ASSERT_EQ(::mknod(gpu6.c_str(), S_IFCHR | 0666, makedev(195, 6)), 0);
+  const std::string step_a = tree.base() + "/" + job_a + "/step_0";
+  const std::string step_b = tree.base() + "/" + job_b + "/step_0";
+  EXPECT_EQ(open_errno_in(step_a, gpu5), ENXIO) << "its own GPU: let through";
+  EXPECT_EQ(open_errno_in(step_a, gpu6), EPERM) << "job 802's GPU: refused";
+  EXPECT_EQ(open_errno_in(step_b, gpu6), ENXIO) << "its own GPU: let through";
+  EXPECT_EQ(open_errno_in(step_b, gpu5), EPERM) << "job 801's GPU: refused";
+  // Outside both jobs (slurmd, an admin's shell): nothing is refused.
+  EXPECT_EQ(open_errno_in(tree.base(), gpu5), ENXIO);
+  EXPECT_EQ(open_errno_in(tree.base(), gpu6), ENXIO);
+}
+
+}  // namespace
+}  // namespace composer::slurm

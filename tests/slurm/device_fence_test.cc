@@ -1,0 +1,69 @@
+// DeviceFence against a fake devices hierarchy laid out as Slurm's task/cgroup lays it out on
+// cgroup v1 (plain files stand for the kernel's devices.deny; the real hierarchy is exercised by
+// device_fence_cgroup_check.cc).
+#include "composer/slurm/device_fence.h"
+
+#include <filesystem>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "temp_dir.h"
+
+namespace composer::slurm {
+namespace {
+
+using testing::TempDir;
+
+TEST(DeviceFence, DeviceNumbersAreReadAsSysfsWritesThem) {
+  EXPECT_EQ(parse_dev_number("259:4\n"), (std::vector<uint32_t>{259, 4}));
+  EXPECT_EQ(parse_dev_number("195:255"), (std::vector<uint32_t>{195, 255}));
+  EXPECT_TRUE(parse_dev_number("").empty());
+  EXPECT_TRUE(parse_dev_number("259").empty());
+  EXPECT_TRUE(parse_dev_number("259:x").empty());
+  EXPECT_TRUE(parse_dev_number("-1:2").empty());
+  EXPECT_EQ((DeviceNode{'b', 259, 4, "nvme0n1"}.rule()), "b 259:4 rwm");
+}
+
+TEST(DeviceFence, FindsTheCgroupsOfSlurmJobsButNotTheirSteps) {
+  TempDir tmp;
+  tmp.write("devices/devices.deny", "");
+  tmp.write("devices/slurm/uid_1000/job_12/step_0/devices.deny", "");
+  tmp.write("devices/slurm/uid_1000/job_12/step_extern/devices.deny", "");
+  tmp.write("devices/slurm/uid_1001/job_13/devices.deny", "");
+  // Several slurmd on one host: one hierarchy per node name.
+  tmp.write("devices/slurm_node2/uid_0/job_12/devices.deny", "");
+  // Not Slurm's, or not a job: left alone.
+  tmp.write("devices/system.slice/job_x/devices.deny", "");
+  tmp.write("devices/a/b/c/d/job_99/devices.deny", "");
+  tmp.write("devices/slurm/uid_1000/job_14", "a file");
+  const DeviceFence fence(tmp / "devices");
+  EXPECT_TRUE(fence.available());
+  const std::map<uint32_t, std::vector<std::string>> jobs = fence.job_cgroups();
+  ASSERT_EQ(jobs.size(), 2u);
+  std::vector<std::string> twelve = jobs.at(12);
+  std::sort(twelve.begin(), twelve.end());
+  EXPECT_EQ(twelve, (std::vector<std::string>{tmp / "devices/slurm/uid_1000/job_12",
+                                              tmp / "devices/slurm_node2/uid_0/job_12"}));
+  EXPECT_EQ(jobs.at(13), (std::vector<std::string>{tmp / "devices/slurm/uid_1001/job_13"}));
+  EXPECT_FALSE(DeviceFence(tmp / "nothing").available());
+  EXPECT_TRUE(DeviceFence(tmp / "nothing").job_cgroups().empty());
+}
+
+TEST(DeviceFence, DeniesOneRulePerWriteAndAGoneCgroupIsNoError) {
+  TempDir tmp;
+  tmp.write("devices/slurm/uid_0/job_5/devices.deny", "");
+  const DeviceFence fence(tmp / "devices");
+  ASSERT_TRUE(fence.deny(tmp / "devices/slurm/uid_0/job_5",
+                         {{'c', 195, 3, "nvidia3"}, {'b', 259, 0, "nvme0n1"}}));
+  EXPECT_EQ(tmp.read("devices/slurm/uid_0/job_5/devices.deny"), "c 195:3 rwm\nb 259:0 rwm\n");
+  EXPECT_TRUE(fence.deny(tmp / "devices/slurm/uid_0/job_6", {{'c', 195, 3, "nvidia3"}}));
+  // A cgroup whose devices.deny cannot be written is an error that names it.
+  std::filesystem::create_directories(tmp / "devices/slurm/uid_0/job_7/devices.deny");
+  const Status s = fence.deny(tmp / "devices/slurm/uid_0/job_7", {{'c', 195, 3, "nvidia3"}});
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("job_7/devices.deny"), std::string::npos) << s.error().message;
+}
+
+}  // namespace
+}  // namespace composer::slurm
