@@ -143,14 +143,15 @@ extern "C" int slurm_spank_task_init(spank_t sp, int ac, char** av) {
   });
 }
 
-// Root, in each task before it becomes the job's user: the job fenced from other jobs' devices.
+// Root, in each task before it becomes the job's user: the job fenced from other jobs' devices,
+// its cpuset widened to its CXL memory.
 extern "C" int slurm_spank_task_init_privileged(spank_t sp, int ac, char** av) {
   return guarded(__func__, [&] {
     if (spank_context() != S_CTX_REMOTE) return 0;
     composer::Expected<cs::SpankConfig> config = load_config(ac, av);
     if (!config) return -1;
     cs::SpankJobContext ctx(sp);
-    return cs::task_fence(ctx, *config) ? 0 : -1;
+    return cs::task_init_privileged(ctx, *config) ? 0 : -1;
   });
 }
 

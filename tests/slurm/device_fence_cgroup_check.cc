@@ -5,6 +5,8 @@
 // without a driver behind it answers ENXIO when the cgroup lets the open through and EPERM
 // when it refuses it, so the kernel's answer says which rule held.
 // Needs root and a writable cgroup v1 devices hierarchy; skipped, saying why, without them.
+// The job ids are above Slurm's (MaxJobId at most 67,043,328), so that a cluster running on the
+// same host meanwhile never takes these cgroups for its jobs' (the plugin looks for job_<id>).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -14,12 +16,15 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "composer/common/strings.h"
+#include "composer/slurm/device_fence.h"
 #include "composer/slurm/job_state.h"
 #include "composer/slurm/spank_core.h"
 #include "composer/test_support/fake_host.h"
@@ -90,8 +95,8 @@ TEST(DeviceFenceInTheKernel, JobsCannotOpenEachOthersComposedGpus) {
   }
   testing::TempDir tmp;
   CgroupTree tree(std::string(kDevices) + "/composer-fence-check-" + std::to_string(::getpid()));
-  const std::string job_a = "slurm/uid_0/job_801";
-  const std::string job_b = "slurm/uid_0/job_802";
+  const std::string job_a = "slurm/uid_0/job_4000000801";
+  const std::string job_b = "slurm/uid_0/job_4000000802";
   if (!tree.make(job_a + "/step_0")) GTEST_SKIP() << "the kernel refuses new devices cgroups";
 
   FakeHost host(tmp.path() / "host");
@@ -118,10 +123,10 @@ TEST(DeviceFenceInTheKernel, JobsCannotOpenEachOthersComposedGpus) {
     return f;
   };
 
-  // Job 801 runs with its GPU (minor 5); job 802's prolog composes one (minor 6).
+  // Job A (4000000801) runs with its GPU (minor 5); job B's prolog composes one (minor 6).
   host.add_present(function("0000:41:00.0", "GPU-aaaa-0005", 5));
   JobState a;
-  a.job_id = 801;
+  a.job_id = 4000000801;
   a.node = "node1";
   a.devices = {gpu("gpu-a-5", "GPU-aaaa-0005")};
   a.devices[0].address = "0000:41:00.0";
@@ -130,14 +135,14 @@ TEST(DeviceFenceInTheKernel, JobsCannotOpenEachOthersComposedGpus) {
   testing::FakeComposer api;
   api.devices = {gpu("gpu-a-6", "GPU-aaaa-0006")};
   testing::FakeJob prolog;
-  prolog.id = 802;
+  prolog.id = 4000000802;
   prolog.options = {{"compose-gpus", "1"}};
   ASSERT_TRUE(job_prolog(prolog, api, config)) << join(prolog.errors, "\n");
-  // Job 802's first step: Slurm makes its cgroup, then its task hook runs.
+  // Job B's first step: Slurm makes its cgroup, then its task hook runs.
   ASSERT_TRUE(tree.make(job_b + "/step_0"));
   testing::FakeJob task;
-  task.id = 802;
-  ASSERT_TRUE(task_fence(task, config)) << join(task.errors, "\n");
+  task.id = 4000000802;
+  ASSERT_TRUE(task_init_privileged(task, config)) << join(task.errors, "\n");
 
   // The GPUs' device nodes, with the numbers the fake host's nvidia driver gave them.
   const std::string gpu5 = tmp / "nvidia5";
@@ -147,12 +152,56 @@ TEST(DeviceFenceInTheKernel, JobsCannotOpenEachOthersComposedGpus) {
   const std::string step_a = tree.base() + "/" + job_a + "/step_0";
   const std::string step_b = tree.base() + "/" + job_b + "/step_0";
   EXPECT_EQ(open_errno_in(step_a, gpu5), ENXIO) << "its own GPU: let through";
-  EXPECT_EQ(open_errno_in(step_a, gpu6), EPERM) << "job 802's GPU: refused";
+  EXPECT_EQ(open_errno_in(step_a, gpu6), EPERM) << "job B's GPU: refused";
   EXPECT_EQ(open_errno_in(step_b, gpu6), ENXIO) << "its own GPU: let through";
-  EXPECT_EQ(open_errno_in(step_b, gpu5), EPERM) << "job 801's GPU: refused";
+  EXPECT_EQ(open_errno_in(step_b, gpu5), EPERM) << "job A's GPU: refused";
   // Outside both jobs (slurmd, an admin's shell): nothing is refused.
   EXPECT_EQ(open_errno_in(tree.base(), gpu5), ENXIO);
   EXPECT_EQ(open_errno_in(tree.base(), gpu6), ENXIO);
+}
+
+// The cpuset half: Slurm's cpusets below the real cpuset hierarchy start with no memory node
+// (as cgroup v1 makes them); the job's is widened top down to a node, which the kernel only
+// takes when each parent already has it.
+TEST(DeviceFenceInTheKernel, AJobsCpusetIsWidenedTopDown) {
+  constexpr const char* kCpuset = "/sys/fs/cgroup/cpuset";
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to write cgroup files";
+  const std::string root_mems = [&] {
+    std::ifstream in(std::string(kCpuset) + "/cpuset.mems");
+    std::string line;
+    std::getline(in, line);
+    return line;
+  }();
+  const std::optional<std::set<int>> nodes = parse_node_list(root_mems);
+  if (!nodes || nodes->empty()) {
+    GTEST_SKIP() << "no cgroup v1 cpuset hierarchy at " << kCpuset;
+  }
+  const int node = *nodes->begin();
+  CgroupTree tree(std::string(kCpuset) + "/composer-cpuset-check-" + std::to_string(::getpid()));
+  if (!tree.make("slurm/uid_0/job_4000000901/step_0"))
+    GTEST_SKIP() << "the kernel refuses new cpusets";
+  // The tree's top stands for the hierarchy's root, whose mems the kernel keeps.
+  std::ofstream(tree.base() + "/cpuset.mems") << node << "\n";
+  const std::string job = tree.base() + "/slurm/uid_0/job_4000000901";
+  auto mems = [](const std::string& cgroup) {
+    std::ifstream in(cgroup + "/cpuset.mems");
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  ASSERT_EQ(mems(job + "/step_0"), "");
+  {
+    // A step's mems before its job's: the kernel refuses.
+    std::ofstream direct(job + "/step_0/cpuset.mems");
+    direct << node << "\n";
+    direct.flush();
+    EXPECT_FALSE(direct.good());
+  }
+  ASSERT_TRUE(widen_mems(tree.base(), job, {node}));
+  for (const std::string& cgroup :
+       {tree.base() + "/slurm", tree.base() + "/slurm/uid_0", job, job + "/step_0"}) {
+    EXPECT_EQ(mems(cgroup), std::to_string(node)) << cgroup;
+  }
 }
 
 }  // namespace

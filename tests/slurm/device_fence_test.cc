@@ -4,6 +4,7 @@
 #include "composer/slurm/device_fence.h"
 
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -63,6 +64,37 @@ TEST(DeviceFence, DeniesOneRulePerWriteAndAGoneCgroupIsNoError) {
   const Status s = fence.deny(tmp / "devices/slurm/uid_0/job_7", {{'c', 195, 3, "nvidia3"}});
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find("job_7/devices.deny"), std::string::npos) << s.error().message;
+}
+
+TEST(DeviceFence, NodeListsAreReadAndWrittenAsCpusetMemsHoldsThem) {
+  EXPECT_EQ(parse_node_list("0-2,5\n"), (std::set<int>{0, 1, 2, 5}));
+  EXPECT_EQ(parse_node_list(""), std::set<int>{});
+  EXPECT_EQ(parse_node_list("3"), std::set<int>{3});
+  EXPECT_FALSE(parse_node_list("2-1"));
+  EXPECT_FALSE(parse_node_list("a"));
+  EXPECT_EQ(node_list_text({0, 1, 2, 5, 7, 8}), "0-2,5,7-8");
+  EXPECT_EQ(node_list_text({}), "");
+}
+
+TEST(DeviceFence, MemsAreWidenedTopDownToTheJobsSteps) {
+  TempDir tmp;
+  tmp.write("cpuset/cpuset.mems", "0-2\n");
+  tmp.write("cpuset/slurm/cpuset.mems", "0\n");
+  tmp.write("cpuset/slurm/uid_0/cpuset.mems", "0\n");
+  tmp.write("cpuset/slurm/uid_0/job_5/cpuset.mems", "0\n");
+  tmp.write("cpuset/slurm/uid_0/job_5/step_0/cpuset.mems", "0\n");
+  tmp.write("cpuset/slurm/uid_0/job_5/step_extern/cpuset.mems", "0\n");
+  ASSERT_TRUE(widen_mems(tmp / "cpuset", tmp / "cpuset/slurm/uid_0/job_5", {2}));
+  EXPECT_EQ(tmp.read("cpuset/cpuset.mems"), "0-2\n");
+  for (const char* rel : {"slurm", "slurm/uid_0", "slurm/uid_0/job_5", "slurm/uid_0/job_5/step_0",
+                          "slurm/uid_0/job_5/step_extern"}) {
+    EXPECT_EQ(tmp.read(std::string("cpuset/") + rel + "/cpuset.mems"), "0,2\n") << rel;
+  }
+  // A cgroup outside the hierarchy, and one whose mems cannot be read, are errors.
+  EXPECT_FALSE(widen_mems(tmp / "cpuset", tmp / "elsewhere/job_5", {2}));
+  const Status s = widen_mems(tmp / "cpuset", tmp / "cpuset/slurm/uid_1/job_6", {2});
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("uid_1/cpuset.mems"), std::string::npos) << s.error().message;
 }
 
 }  // namespace

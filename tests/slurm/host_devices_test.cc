@@ -681,7 +681,7 @@ TEST_F(HostSideTest, APrologFencesItsDevicesFromTheJobsAlreadyRunning) {
   const std::string own = job_cgroup(701);
   FakeJob task;
   task.id = 701;
-  ASSERT_TRUE(task_fence(task, config)) << join(task.errors, "\n");
+  ASSERT_TRUE(task_init_privileged(task, config)) << join(task.errors, "\n");
   EXPECT_EQ(denied(own), "");
   EXPECT_TRUE(b.errors.empty()) << join(b.errors, "\n");
 }
@@ -705,11 +705,11 @@ TEST_F(HostSideTest, ATaskDeniesTheDevicesOfOtherJobsButNotItsOwn) {
   const std::string cgroup_b = job_cgroup(712);
   FakeJob task_b;
   task_b.id = 712;
-  ASSERT_TRUE(task_fence(task_b, config)) << join(task_b.errors, "\n");
+  ASSERT_TRUE(task_init_privileged(task_b, config)) << join(task_b.errors, "\n");
   EXPECT_EQ(denied(cgroup_b), "c 195:3 rwm\n");
   FakeJob task_a;
   task_a.id = 711;
-  ASSERT_TRUE(task_fence(task_a, config)) << join(task_a.errors, "\n");
+  ASSERT_TRUE(task_init_privileged(task_a, config)) << join(task_a.errors, "\n");
   EXPECT_EQ(denied(cgroup_a), "c 195:4 rwm\n");
   // The node's own GPU (minor 0) is Slurm's GRES, not the plugin's: left alone.
 }
@@ -725,7 +725,7 @@ TEST_F(HostSideTest, WithoutTheJobsCgroupFenceAutoLogsAndFenceRequiredRefusesThe
 
   FakeJob task;
   task.id = 722;
-  ASSERT_TRUE(task_fence(task, config));
+  ASSERT_TRUE(task_init_privileged(task, config));
   ASSERT_EQ(task.infos.size(), 1u);
   EXPECT_EQ(task.infos[0],
             "composer: task: job 722 on node node1: the composed devices of other jobs on this "
@@ -737,7 +737,7 @@ TEST_F(HostSideTest, WithoutTheJobsCgroupFenceAutoLogsAndFenceRequiredRefusesThe
   config.fence = Fence::kRequired;
   FakeJob refused;
   refused.id = 722;
-  const Status s = task_fence(refused, config);
+  const Status s = task_init_privileged(refused, config);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().code, ErrorCode::kConflict);
   ASSERT_EQ(refused.errors.size(), 1u);
@@ -745,14 +745,44 @@ TEST_F(HostSideTest, WithoutTheJobsCgroupFenceAutoLogsAndFenceRequiredRefusesThe
   // Job 721 is the only one with composed devices: nothing to fence it from.
   FakeJob alone;
   alone.id = 721;
-  EXPECT_TRUE(task_fence(alone, config));
+  EXPECT_TRUE(task_init_privileged(alone, config));
   EXPECT_TRUE(alone.errors.empty());
   // fence=off: nothing is looked at.
   config.fence = Fence::kOff;
   FakeJob off;
   off.id = 722;
-  EXPECT_TRUE(task_fence(off, config));
+  EXPECT_TRUE(task_init_privileged(off, config));
   EXPECT_TRUE(off.infos.empty() && off.errors.empty());
+}
+
+// Slurm made the job's cpuset (ConstrainCores) before its CXL memory was online: the task
+// hook widens it, from the top of Slurm's tree down to the job's steps; another job's cpuset
+// does not get the node.
+TEST_F(HostSideTest, TheJobsCpusetIsWidenedToItsCxlMemory) {
+  api.devices = {testing::device("mem-c-0", DeviceType::kMem, "numa:2", 64 * kGiB)};
+  host.add_dax("dax0.0", 2, 64 * kGiB, 4);
+  FakeJob a = memory_job(731);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  config.cpuset_cgroup = tmp / "cgroup/cpuset";
+  for (const std::string rel : {"", "/slurm", "/slurm/uid_1000", "/slurm/uid_1000/job_731",
+                                "/slurm/uid_1000/job_731/step_0", "/slurm/uid_1000/job_732"}) {
+    tmp.write("cgroup/cpuset" + rel + "/cpuset.mems", rel.empty() ? "0-3\n" : "0-1\n");
+  }
+  FakeJob task;
+  task.id = 731;
+  ASSERT_TRUE(task_init_privileged(task, config)) << join(task.errors, "\n");
+  EXPECT_TRUE(task.errors.empty()) << join(task.errors, "\n");
+  EXPECT_EQ(tmp.read("cgroup/cpuset/cpuset.mems"), "0-3\n");  // the kernel's own
+  for (const std::string rel :
+       {"/slurm", "/slurm/uid_1000", "/slurm/uid_1000/job_731", "/slurm/uid_1000/job_731/step_0"}) {
+    EXPECT_EQ(tmp.read("cgroup/cpuset" + rel + "/cpuset.mems"), "0-2\n") << rel;
+  }
+  EXPECT_EQ(tmp.read("cgroup/cpuset/slurm/uid_1000/job_732/cpuset.mems"), "0-1\n");
+  // A job without memory, and one without a cpuset of its own, change nothing.
+  FakeJob other;
+  other.id = 732;
+  ASSERT_TRUE(task_init_privileged(other, config));
+  EXPECT_EQ(tmp.read("cgroup/cpuset/slurm/uid_1000/job_732/cpuset.mems"), "0-1\n");
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ TEST(PlugstackArgs, ParsesEveryArgument) {
       {"server=http://10.0.0.1:6830", "timeout=30", "connect_timeout=2", "retries=5",
        "backoff_ms=250", "state_dir=/var/run/composer/", "munge_socket=/run/m/munge.socket",
        "sysfs_root=/tmp/fake/sys", "proc_root=/tmp/fake/proc", "host_check=rescan", "host_wait=5",
-       "busy_wait=0", "on_unavailable=fail_job", "fence=required", "devices_cgroup=/cg/devices/"});
+       "busy_wait=0", "on_unavailable=fail_job", "fence=required", "devices_cgroup=/cg/devices/",
+       "cpuset_cgroup=/cg/cpuset"});
   ASSERT_TRUE(c) << c.error();
   EXPECT_EQ(c->server, "http://10.0.0.1:6830");
   EXPECT_EQ(c->timeout_s, 30u);
@@ -42,6 +43,7 @@ TEST(PlugstackArgs, ParsesEveryArgument) {
   EXPECT_EQ(c->on_unavailable, OnUnavailable::kFailJob);
   EXPECT_EQ(c->fence, Fence::kRequired);
   EXPECT_EQ(c->devices_cgroup, "/cg/devices");
+  EXPECT_EQ(c->cpuset_cgroup, "/cg/cpuset");
 }
 
 TEST(PlugstackArgs, UnknownArgumentIsNamed) {

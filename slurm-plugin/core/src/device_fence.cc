@@ -33,10 +33,10 @@ bool DeviceFence::available() const {
   return fs::exists(fs::path(root_) / "devices.deny", ec);
 }
 
-std::map<uint32_t, std::vector<std::string>> DeviceFence::job_cgroups() const {
+std::map<uint32_t, std::vector<std::string>> slurm_job_cgroups(const std::string& hierarchy) {
   std::map<uint32_t, std::vector<std::string>> out;
   std::error_code ec;
-  fs::recursive_directory_iterator it(root_, fs::directory_options::skip_permission_denied, ec);
+  fs::recursive_directory_iterator it(hierarchy, fs::directory_options::skip_permission_denied, ec);
   for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     std::error_code type_ec;
     if (!it->is_directory(type_ec)) continue;
@@ -51,6 +51,85 @@ std::map<uint32_t, std::vector<std::string>> DeviceFence::job_cgroups() const {
     }
   }
   return out;
+}
+
+std::optional<std::set<int>> parse_node_list(const std::string& text) {
+  std::set<int> out;
+  for (const std::string& part : split(trim(text), ',', {.trim = true, .skip_empty = true})) {
+    const size_t dash = part.find('-');
+    const Expected<uint32_t> first = parse_count(part.substr(0, dash), 1u << 16);
+    const Expected<uint32_t> last =
+        dash == std::string::npos ? first : parse_count(part.substr(dash + 1), 1u << 16);
+    if (!first || !last || *last < *first) return std::nullopt;
+    for (uint32_t n = *first; n <= *last; ++n) out.insert(static_cast<int>(n));
+  }
+  return out;
+}
+
+std::string node_list_text(const std::set<int>& nodes) {
+  std::string out;
+  for (auto it = nodes.begin(); it != nodes.end();) {
+    const int first = *it;
+    int last = first;
+    while (++it != nodes.end() && *it == last + 1) last = *it;
+    out += (out.empty() ? "" : ",") + std::to_string(first);
+    if (last != first) out += "-" + std::to_string(last);
+  }
+  return out;
+}
+
+namespace {
+
+// One cgroup's cpuset.mems with `nodes` added; Ok when it already had them.
+Status add_mems(const fs::path& cgroup, const std::set<int>& nodes) {
+  const fs::path file = cgroup / "cpuset.mems";
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Error{ErrorCode::kInternal,
+                 "cannot read " + file.string() + ": " + std::strerror(errno)};
+  }
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  std::optional<std::set<int>> mems = parse_node_list(std::string(buf, n > 0 ? n : 0));
+  if (!mems) return Error{ErrorCode::kInternal, file.string() + " holds no node list"};
+  const size_t had = mems->size();
+  mems->insert(nodes.begin(), nodes.end());
+  if (mems->size() == had) return Status::Ok();
+  const std::string text = node_list_text(*mems) + "\n";
+  fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return Error{ErrorCode::kInternal, "cannot write \"" + node_list_text(*mems) + "\" to " +
+                                           file.string() + ": " + std::strerror(err)};
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status widen_mems(const std::string& hierarchy, const std::string& job_cgroup,
+                  const std::set<int>& nodes) {
+  if (nodes.empty()) return Status::Ok();
+  const fs::path root(hierarchy);
+  const fs::path relative = fs::path(job_cgroup).lexically_relative(root);
+  if (relative.empty() || *relative.begin() == "..") {
+    return Error{ErrorCode::kInternal, job_cgroup + " is not below " + hierarchy};
+  }
+  fs::path level = root;
+  for (const fs::path& part : relative) {
+    level /= part;
+    if (Status s = add_mems(level, nodes); !s) return s;
+  }
+  std::error_code ec;
+  for (const auto& step : fs::directory_iterator(job_cgroup, ec)) {
+    std::error_code type_ec;
+    if (!step.is_directory(type_ec)) continue;
+    if (Status s = add_mems(step.path(), nodes); !s) return s;
+  }
+  return Status::Ok();
 }
 
 Status DeviceFence::deny(const std::string& cgroup, const std::vector<DeviceNode>& nodes) const {

@@ -506,33 +506,30 @@ Status task_init(JobContext& ctx, const SpankConfig& config) {
   return Status::Ok();
 }
 
-Status task_fence(JobContext& ctx, const SpankConfig& config) {
-  if (config.fence == Fence::kOff || config.host_check == HostCheck::kOff) return Status::Ok();
-  Expected<uint32_t> job_id = ctx.job_id();
-  if (!job_id) {
-    ctx.error("composer: task: cannot get the job id: " + job_id.error().message);
-    return job_id.error();
-  }
-  const std::vector<Device> others = devices_of_other_jobs(config.state_dir, *job_id);
+namespace {
+
+// The task's half of the fence (task_init_privileged).
+Status fence_task(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
+                  const std::string& at, const std::optional<JobState>& own) {
+  if (config.fence == Fence::kOff) return Status::Ok();
+  const std::vector<Device> others = devices_of_other_jobs(config.state_dir, job_id);
   if (others.empty()) return Status::Ok();
   const HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
   std::vector<DeviceNode> deny = host.device_nodes(others);
   // Never the job's own: a file of another job can name a device only until its release.
-  if (Expected<std::optional<JobState>> own = read_job_state(config.state_dir, *job_id);
-      own && own->has_value()) {
-    for (const DeviceNode& mine : host.device_nodes((*own)->devices)) std::erase(deny, mine);
+  if (own) {
+    for (const DeviceNode& mine : host.device_nodes(own->devices)) std::erase(deny, mine);
   }
   if (deny.empty()) return Status::Ok();
-  const std::string at = where(*job_id, ctx.node());
   const DeviceFence fence(config.devices_cgroup);
   const std::map<uint32_t, std::vector<std::string>> cgroups = fence.job_cgroups();
-  const auto mine = cgroups.find(*job_id);
+  const auto mine = cgroups.find(job_id);
   const bool required = config.fence == Fence::kRequired;
   if (mine == cgroups.end()) {
     const std::string why =
         "composer: task: " + at + ": the composed devices of other jobs on this node (" +
         node_list(deny) + ") are not fenced from it: there is no devices cgroup job_" +
-        std::to_string(*job_id) + " under " + config.devices_cgroup +
+        std::to_string(job_id) + " under " + config.devices_cgroup +
         " (Slurm makes one with TaskPlugin=task/cgroup and ConstrainDevices=yes on cgroup v1)";
     if (!required) {
       ctx.info(why);
@@ -549,6 +546,48 @@ Status task_fence(JobContext& ctx, const SpankConfig& config) {
       if (required) return Error{ErrorCode::kConflict, why};
     }
   }
+  return Status::Ok();
+}
+
+// The job's cpuset widened to the NUMA nodes its CXL memory became (widen_mems).
+void widen_cpuset(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
+                  const std::string& at, const JobState& own) {
+  std::set<int> nodes;
+  for (const Device& d : own.devices) {
+    if (d.type != DeviceType::kMem) continue;
+    if (std::optional<std::set<int>> n = parse_node_list(numa_node(d.address)); n) {
+      nodes.insert(n->begin(), n->end());
+    }
+  }
+  if (nodes.empty()) return;
+  const std::map<uint32_t, std::vector<std::string>> cgroups =
+      slurm_job_cgroups(config.cpuset_cgroup);
+  const auto mine = cgroups.find(job_id);
+  if (mine == cgroups.end()) return;  // no cpuset of its own: every node with memory is allowed
+  for (const std::string& cgroup : mine->second) {
+    if (Status s = widen_mems(config.cpuset_cgroup, cgroup, nodes); !s) {
+      ctx.error("composer: task: " + at + ": its cpuset does not include NUMA node " +
+                node_list_text(nodes) + " of its CXL memory: " + s.error().message);
+    }
+  }
+}
+
+}  // namespace
+
+Status task_init_privileged(JobContext& ctx, const SpankConfig& config) {
+  if (config.host_check == HostCheck::kOff) return Status::Ok();
+  Expected<uint32_t> job_id = ctx.job_id();
+  if (!job_id) {
+    ctx.error("composer: task: cannot get the job id: " + job_id.error().message);
+    return job_id.error();
+  }
+  const std::string at = where(*job_id, ctx.node());
+  std::optional<JobState> own;
+  if (Expected<std::optional<JobState>> file = read_job_state(config.state_dir, *job_id); file) {
+    own = std::move(*file);
+  }
+  if (Status s = fence_task(ctx, config, *job_id, at, own); !s) return s;
+  if (own) widen_cpuset(ctx, config, *job_id, at, *own);
   return Status::Ok();
 }
 

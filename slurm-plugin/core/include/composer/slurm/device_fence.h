@@ -11,10 +11,14 @@
 // Whichever of two jobs starts second, one of the two sees the other: a prolog walks the
 // cgroups after its state file is written, and a task reads the state files after its job's
 // cgroup exists. See slurm-plugin/README.md ("Fencing") for the settings it needs.
+// The same task hook widens the job's cpuset (cgroup v1) to the NUMA nodes its CXL memory
+// became (widen_mems): Slurm made the cpuset before that memory existed.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +42,23 @@ struct DeviceNode {
 // "MAJOR:MINOR" as sysfs `dev` files give it. Empty on anything else.
 std::vector<uint32_t> parse_dev_number(const std::string& text);
 
+// The cgroups of Slurm jobs in a cgroup v1 hierarchy (devices, cpuset), by job id: folders
+// named job_<id>, looked for down to four levels (slurm[_<node>]/uid_<uid>/job_<id>), not
+// inside a job's own.
+std::map<uint32_t, std::vector<std::string>> slurm_job_cgroups(const std::string& hierarchy);
+
+// "0-2,5" (cpuset.mems) as {0,1,2,5}; nullopt on anything else. And back.
+std::optional<std::set<int>> parse_node_list(const std::string& text);
+std::string node_list_text(const std::set<int>& nodes);
+
+// The NUMA nodes `nodes` added to cpuset.mems of `job_cgroup` (a job's cgroup in the cpuset
+// hierarchy at `hierarchy`), of each folder between the hierarchy's root and it (the kernel
+// widens the root itself when memory comes online), and of each of its steps, top down, as
+// cgroup v1 wants a child's mems within its parent's. kInternal names the file and the value
+// the kernel refused.
+Status widen_mems(const std::string& hierarchy, const std::string& job_cgroup,
+                  const std::set<int>& nodes);
+
 class DeviceFence {
  public:
   // The cgroup v1 devices hierarchy (/sys/fs/cgroup/devices).
@@ -45,9 +66,10 @@ class DeviceFence {
 
   // Whether `devices_cgroup` is a devices hierarchy (it has devices.deny).
   bool available() const;
-  // The cgroups of Slurm jobs below it, by job id: directories named job_<id>, looked for down
-  // to four levels (slurm[_<node>]/uid_<uid>/job_<id>), not inside a job's own.
-  std::map<uint32_t, std::vector<std::string>> job_cgroups() const;
+  // The cgroups of Slurm jobs below it (slurm_job_cgroups).
+  std::map<uint32_t, std::vector<std::string>> job_cgroups() const {
+    return slurm_job_cgroups(root_);
+  }
   // Writes each node's rule to <cgroup>/devices.deny. A cgroup that has gone meanwhile (its job
   // ended) is no error; kInternal names the cgroup and the rule that could not be written.
   Status deny(const std::string& cgroup, const std::vector<DeviceNode>& nodes) const;

@@ -53,6 +53,7 @@ struct SpankConfig {
   HostCheck host_check = HostCheck::kWait;
   Fence fence = Fence::kAuto;
   std::string devices_cgroup = "/sys/fs/cgroup/devices";  // the cgroup v1 devices hierarchy
+  std::string cpuset_cgroup = "/sys/fs/cgroup/cpuset";    // the cgroup v1 cpuset hierarchy
   uint32_t host_wait_s = 30;
   uint32_t busy_wait_s = 10;
   // How long the prolog asks again while composerd answers insufficient_resources: Slurm hands

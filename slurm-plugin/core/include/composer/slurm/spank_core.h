@@ -51,7 +51,9 @@ Status task_init(JobContext& ctx, const SpankConfig& config);
 // the state files of the other jobs on the node name are denied in the job's devices cgroup
 // (DeviceFence), never the job's own. Without such a cgroup it logs a line (fence=auto) or
 // fails the step (fence=required); nothing to do where no other job holds composed devices.
-Status task_fence(JobContext& ctx, const SpankConfig& config);
+// Then the job's cpuset (where Slurm made one) is widened to the NUMA nodes of its CXL memory
+// (widen_mems); a cpuset that cannot be widened is logged, and the task runs.
+Status task_init_privileged(JobContext& ctx, const SpankConfig& config);
 
 // Job epilog (root, slurmd). Waits (busy_wait) until no process holds an attached device,
 // removes the devices from the host, asks composerd to release and deletes the state file.
