@@ -18,7 +18,6 @@
 #include "composer/common/slurm_text.h"
 #include "composer/common/strings.h"
 #include "composer/common/subprocess.h"
-#include "composer/config/conf_file.h"
 #include "composer/slurm/client_api.h"
 #include "composer/slurm/ctld_core.h"
 #include "composer/slurm/plugin_config.h"
@@ -64,14 +63,7 @@ int run() {
   const char* context = std::getenv("SLURM_SCRIPT_CONTEXT");
   const bool epilog = context != nullptr && std::string(context) == "epilog_slurmctld";
   const std::string at = epilog ? "composer: epilog_slurmctld: " : "composer: prolog_slurmctld: ";
-  const char* from = std::getenv("COMPOSER_PLUGSTACK");
-  const std::string path = from != nullptr && *from != '\0' ? from : COMPOSER_PLUGSTACK_FILE;
-  composer::Expected<std::string> text = composer::config::read_file(path);
-  if (!text) {
-    say(LOG_ERR, at + text.error().message);
-    return 1;
-  }
-  composer::Expected<cs::SpankConfig> config = cs::parse_plugstack_file(*text, path);
+  composer::Expected<cs::SpankConfig> config = cs::read_plugstack(COMPOSER_PLUGSTACK_FILE);
   if (!config) {
     say(LOG_ERR, at + config.error().message);
     return 1;

@@ -480,9 +480,9 @@ scenario_foreign_devices_are_never_touched() {
 # E2E_HOST_CHECK=wait: a process outside the job still holds the job's drive when the job ends.
 # The epilog waits busy_wait (5 s), then leaves the drive attached and has composerd hold the
 # composition: the epilog succeeds, the node stays in service, neither EpilogSlurmctld nor the
-# reconciler releases it. Once the process is gone, the next job's prolog on the node releases
-# it.
-scenario_device_still_in_use_is_held_then_released_by_the_next_job() {
+# reconciler releases it. Sets HELD_JOB and HOLDER (the process, still running: the caller ends
+# it).
+hold_a_drive_past_its_job() {
   local j
   j=$(sbatch --parsable -o "$OUT/%j.out" --compose-nvme=1 --wrap 'echo "NVME=$COMPOSER_NVME"; sleep 2') ||
     return 1
@@ -505,20 +505,54 @@ scenario_device_still_in_use_is_held_then_released_by_the_next_job() {
   local state node
   state=$(api "/v1/compositions/$j/$NODE" | jq -r .state)
   node=$(node_state "$NODE")
-  kill "$holder"
-  [[ $state == ready ]] || fail "the held composition of job $j is $state" || return 1
-  [[ $node != drain* ]] || fail "node $NODE is $node: a held device must not drain it" || return 1
+  [[ $state == ready ]] || { kill "$holder"; fail "the held composition of job $j is $state"; return 1; }
+  [[ $node != drain* ]] ||
+    { kill "$holder"; fail "node $NODE is $node: a held device must not drain it"; return 1; }
   grep -q "composer: epilog: job $j on node $NODE: devices still in use after 5 s: pid $holder holds" \
-    "$E2E_DIR/log/slurmd.log" || fail "no epilog line for job $j in slurmd.log" || return 1
-  # The process is gone: the next job on the node (composing nothing) releases the drive.
+    "$E2E_DIR/log/slurmd.log" || { kill "$holder"; fail "no epilog line for job $j in slurmd.log"; return 1; }
+  HELD_JOB=$j HOLDER=$holder
+}
+
+# The held drive's release: composerd's ledger and the state file.
+held_drive_released() {  # held_drive_released JOB
+  wait_until 15 nothing_attached || fail "$(attached) devices still attached" || return 1
+  local kinds
+  kinds=$(event_kinds "$1")
+  [[ $kinds == *"hold unhold releasing released"* ]] || fail "ledger of job $1: $kinds" || return 1
+  [[ ! -e $E2E_DIR/plugin-state/job-$1.json ]] || fail "state file of job $1 left behind"
+}
+
+# Once the process is gone, the next job's prolog on the node releases it.
+scenario_device_still_in_use_is_held_then_released_by_the_next_job() {
+  hold_a_drive_past_its_job || return 1
+  kill "$HOLDER"
+  # The next job on the node (composing nothing) releases the drive.
   local k
   k=$(sbatch --parsable -o /dev/null --wrap 'true') || return 1
   wait_until 30 finished "$k" || fail "job $k did not finish" || return 1
-  wait_until 15 nothing_attached || fail "$(attached) devices still attached after job $k" || return 1
-  local kinds
-  kinds=$(event_kinds "$j")
-  [[ $kinds == *"hold unhold releasing released"* ]] || fail "ledger of job $j: $kinds" || return 1
-  [[ ! -e $E2E_DIR/plugin-state/job-$j.json ]] || fail "state file of job $j left behind"
+  held_drive_released "$HELD_JOB"
+}
+
+# On a node that runs no further job, composer-node-check (HealthCheckProgram) releases it once
+# the process is gone, and not before.
+scenario_held_device_is_released_by_the_node_check() {
+  hold_a_drive_past_its_job || return 1
+  local check out
+  check=$(realpath -m "${COMPOSER_NODE_CHECK:-$BUILD_DIR/slurm-plugin/composer-node-check}")
+  [[ -x $check ]] || { kill "$HOLDER"; fail "composer-node-check not built: $check"; return 1; }
+  out=$(COMPOSER_PLUGSTACK=$E2E_DIR/etc/plugstack.conf SLURMD_NODENAME=$NODE "$check" 2>&1) ||
+    { kill "$HOLDER"; fail "composer-node-check failed while the drive is held: $out"; return 1; }
+  [[ $out == *"job $HELD_JOB's devices stay held: pid $HOLDER holds"* ]] ||
+    { kill "$HOLDER"; fail "composer-node-check said: $out"; return 1; }
+  [[ $(api "/v1/compositions/$HELD_JOB/$NODE" | jq -r .state) == ready ]] ||
+    { kill "$HOLDER"; fail "the node check released job $HELD_JOB's drive under its holder"; return 1; }
+  kill "$HOLDER"
+  wait "$HOLDER" 2>/dev/null || true
+  out=$(COMPOSER_PLUGSTACK=$E2E_DIR/etc/plugstack.conf SLURMD_NODENAME=$NODE "$check" 2>&1) ||
+    fail "composer-node-check failed: $out" || return 1
+  [[ $out == *"job $HELD_JOB's devices are no longer in use: released"* ]] ||
+    fail "composer-node-check said: $out" || return 1
+  held_drive_released "$HELD_JOB"
 }
 
 # E2E_HOST_CHECK=wait: the fabric attaches a GPU the host never shows. The prolog fails after
@@ -573,7 +607,7 @@ ALL_SCENARIOS=(
 )
 if [[ ${E2E_HOST_CHECK:-rescan} == wait ]]; then
   ALL_SCENARIOS+=(scenario_device_still_in_use_is_held_then_released_by_the_next_job
-    scenario_device_never_appearing_fails_cleanly)
+    scenario_held_device_is_released_by_the_node_check scenario_device_never_appearing_fails_cleanly)
 fi
 if [[ $COMPOSE == controller ]]; then
   ALL_SCENARIOS=("${ALL_SCENARIOS[@]/scenario_refused_compose_fails_the_job_not_the_node/scenario_refused_compose_requeues_the_job}")

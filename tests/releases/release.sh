@@ -120,6 +120,8 @@ composerd --version
 # compose=controller, the default: slurmctld runs the installed composer-slurmctld.
 export COMPOSER_SLURMCTLD=\$(dpkg -L slurm-composer-plugins | grep -E '/composer-slurmctld\$')
 [[ -x \$COMPOSER_SLURMCTLD ]]
+export COMPOSER_NODE_CHECK=\$(dpkg -L slurm-composer-plugins | grep -E '/composer-node-check\$')
+[[ -x \$COMPOSER_NODE_CHECK ]]
 export E2E_PORT=$((port_base + 930)) CTLD_PORT=$((port_base + 917)) SLURMD_PORT=$((port_base + 918))
 export BUILD_DIR=/tmp PLUGIN_DIR=\$plugins COMPOSERD=\$composerd
 /src/main/tests/e2e/run.sh batch_job_sees_its_devices srun_job_sees_its_devices hand_made_gres_refused

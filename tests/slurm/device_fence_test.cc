@@ -3,8 +3,11 @@
 // device_fence_cgroup_check.cc).
 #include "composer/slurm/device_fence.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>

@@ -172,6 +172,44 @@ class HostSideTest : public ::testing::Test {
     return text.str();
   }
 
+  // A job's drive (at `address`) that a real process keeps open past busy_wait: the job's
+  // epilog succeeds, leaves the drive attached and on the host, and tells composerd to hold it.
+  // The holder's pid (0 after a test failure); it lets go once `stop` exists.
+  pid_t held_drive(uint32_t job_id, const std::string& id, const std::string& address,
+                   const std::string& stop) {
+    Device drive;
+    drive.id = id;
+    drive.type = DeviceType::kNvme;
+    drive.identity = {"0x8086", "0x0b60", "SERIAL-" + id, ""};
+    api.devices = {drive};
+    host.attach(drive_function(address, "SERIAL-" + id));
+    FakeJob a = job(job_id, 0);
+    a.options = {{"compose-nvme", "1"}};
+    config.proc_root = "/proc";  // the busy check reads the real processes
+    if (!job_prolog(a, api, config)) {
+      ADD_FAILURE() << join(a.errors, "\n");
+      return 0;
+    }
+    const pid_t pid = hold_open(host.dev_root() + "/" + host.nvme_controller(address) + "n1", stop);
+    if (pid == 0) return 0;
+    config.busy_wait_s = 1;
+    const size_t holds = api.holds.size();
+    FakeJob end = job(job_id, 0);
+    end.options = a.options;
+    Status ended = job_epilog(end, api, config);
+    EXPECT_TRUE(ended) << ended.error();
+    EXPECT_EQ(api.holds.size(), holds + 1);
+    if (api.holds.size() == holds + 1) {
+      EXPECT_NE(std::get<2>(api.holds.back()).find("pid " + std::to_string(pid) + " holds " + id),
+                std::string::npos)
+          << std::get<2>(api.holds.back());
+    }
+    EXPECT_TRUE(api.released.empty());
+    EXPECT_TRUE(host.removed().empty());
+    EXPECT_TRUE(state(job_id) && !state(job_id)->held.empty());
+    return pid;
+  }
+
   TempDir tmp;
   FakeHost host;
   SpankConfig config;
@@ -604,34 +642,9 @@ TEST_F(HostSideTest, DrivesAreFoundBySerialAndHeldByARealProcessDelayRelease) {
 // or releasing it and tells composerd to hold it; the next job's prolog on the node, once the
 // process has gone, removes the drive from the host and releases it.
 TEST_F(HostSideTest, ADriveARealProcessKeepsOpenIsHeldUntilTheNextJobFindsItFree) {
-  Device drive;
-  drive.id = "nvme-z1-02";
-  drive.type = DeviceType::kNvme;
-  drive.identity = {"0x8086", "0x0b60", "FRN100000002", ""};
-  api.devices = {drive};
-  host.attach(drive_function("0000:87:00.0", "FRN100000002"));
-  FakeJob a = job(611, 0);
-  a.options = {{"compose-nvme", "1"}};
-  config.proc_root = "/proc";  // the busy check reads the real processes
-  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
-  const std::string node = host.dev_root() + "/" + host.nvme_controller("0000:87:00.0") + "n1";
   const std::string stop = tmp / "let-go-611";
-  const pid_t pid = hold_open(node, stop);
+  const pid_t pid = held_drive(611, "nvme-z1-02", "0000:87:00.0", stop);
   ASSERT_GT(pid, 0);
-
-  config.busy_wait_s = 1;
-  FakeJob end = job(611, 0);
-  end.options = a.options;
-  Status ended = job_epilog(end, api, config);
-  EXPECT_TRUE(ended) << ended.error();
-  ASSERT_EQ(api.holds.size(), 1u);
-  EXPECT_NE(std::get<2>(api.holds[0]).find("pid " + std::to_string(pid) + " holds nvme-z1-02"),
-            std::string::npos)
-      << std::get<2>(api.holds[0]);
-  EXPECT_TRUE(api.released.empty());
-  EXPECT_TRUE(host.removed().empty());
-  ASSERT_TRUE(state(611));
-  EXPECT_FALSE(state(611)->held.empty());
 
   // The next job on the node, while the process still runs: nothing is released.
   FakeJob b = job(612, 0);
@@ -655,6 +668,45 @@ TEST_F(HostSideTest, ADriveARealProcessKeepsOpenIsHeldUntilTheNextJobFindsItFree
   }
   EXPECT_EQ(host.removed(), (std::vector<std::string>{"0000:87:00.0"}));
   EXPECT_FALSE(state(611));
+}
+
+// A node that runs no further job: the node check (composer-node-check, HealthCheckProgram)
+// releases the held drive once its holder has gone, and not before.
+TEST_F(HostSideTest, TheNodeCheckReleasesAHeldDriveOnAnIdleNode) {
+  const std::string stop = tmp / "let-go-621";
+  const pid_t pid = held_drive(621, "nvme-z1-03", "0000:88:00.0", stop);
+  ASSERT_GT(pid, 0);
+  FakeJob busy;
+  EXPECT_EQ(release_held_on_node(busy, api, config), 1u);
+  EXPECT_TRUE(api.released.empty());
+  ASSERT_EQ(busy.infos.size(), 1u);
+  // (The holder's `sleep` children hold it too, while they run.)
+  EXPECT_EQ(
+      busy.infos[0].rfind("composer: node check: node node1: job 621's devices stay held: ", 0), 0u)
+      << busy.infos[0];
+  EXPECT_NE(
+      busy.infos[0].find("pid " + std::to_string(pid) + " holds nvme-z1-03 (" + host.dev_root() +
+                         "/" + host.nvme_controller("0000:88:00.0") + "n1)"),
+      std::string::npos)
+      << busy.infos[0];
+
+  std::ofstream{stop} << "go\n";
+  int status = 0;
+  waitpid(pid, &status, 0);
+  FakeJob free;
+  EXPECT_EQ(release_held_on_node(free, api, config), 0u) << join(free.errors, "\n");
+  EXPECT_EQ(api.released, (std::vector<std::pair<uint32_t, std::string>>{{621u, "node1"}}));
+  EXPECT_EQ(std::get<2>(api.holds.back()), "");
+  for (int i = 0; i < 200 && host.removed().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(host.removed(), (std::vector<std::string>{"0000:88:00.0"}));
+  EXPECT_FALSE(state(621));
+  // Nothing held any more: a later check does nothing.
+  FakeJob idle;
+  EXPECT_EQ(release_held_on_node(idle, api, config), 0u);
+  EXPECT_TRUE(idle.infos.empty() && idle.errors.empty());
+  EXPECT_EQ(api.released.size(), 1u);
 }
 
 // Fencing (DeviceFence): whichever of two jobs on a node starts second, neither can open the

@@ -6,7 +6,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include "composer/common/strings.h"
 #include "composer/common/units.h"

@@ -1,6 +1,7 @@
 #include "composer/slurm/plugin_config.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <utility>
@@ -160,6 +161,14 @@ Expected<SpankConfig> parse_plugstack_file(std::string_view text, const std::str
     return config;
   }
   return Error{ErrorCode::kNotFound, path + ": no spank_composer.so line"};
+}
+
+Expected<SpankConfig> read_plugstack(const std::string& installed) {
+  const char* from = std::getenv("COMPOSER_PLUGSTACK");
+  const std::string path = from != nullptr && *from != '\0' ? from : installed;
+  Expected<std::string> text = config::read_file(path);
+  if (!text) return text.error();
+  return parse_plugstack_file(*text, path);
 }
 
 }  // namespace composer::slurm

@@ -300,19 +300,19 @@ namespace {
 
 // A held composition (an epilog found its devices still in use, JobState::held) is released
 // once nothing on the host holds the devices: removed from the host, the hold cleared,
-// released; the state file goes. Still in use: left as it is.
-void release_held(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
+// released; the state file goes. Still in use: left as it is. False when it stays held.
+bool release_held(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
                   const JobState& held, const std::string& node, const std::string& said) {
   const uint32_t other = held.job_id;
   const std::string whose = "job " + std::to_string(other) + "'s devices";
   HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
   if (std::vector<Holder> holders = host.holders(held.devices); !holders.empty()) {
     ctx.info(said + whose + " stay held: " + holder_list(holders));
-    return;
+    return false;
   }
   if (std::string busy = offline_memory(host, config, held.devices, {}); !busy.empty()) {
     ctx.info(said + whose + " stay held: " + busy);
-    return;
+    return false;
   }
   std::optional<HostLock> detaching = no_rescan_until_detached(ctx, config, said);
   if (Status s = host.remove(held.devices); !s) {
@@ -322,7 +322,7 @@ void release_held(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
   if (Status s = api.hold(other, node, ""); !s && s.error().code != ErrorCode::kNotFound) {
     ctx.error(said + "clearing the hold on " + whose + " failed (" +
               std::string(to_string(s.error().code)) + "): " + s.error().message);
-    return;
+    return false;
   }
   if (Expected<bool> released = api.release(other, node); !released) {
     // The hold is cleared: composerd's reconciler releases the ended job's devices.
@@ -334,6 +334,7 @@ void release_held(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
              ")");
   }
   if (Status s = remove_job_state(config.state_dir, other); !s) ctx.error(said + s.error().message);
+  return true;
 }
 
 // A job whose epilog never ran on this node (the node rebooted under it) leaves its state file,
@@ -375,6 +376,22 @@ void tidy_other_jobs(JobContext& ctx, ComposerApi& api, const SpankConfig& confi
 }
 
 }  // namespace
+
+size_t release_held_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
+  const std::string said = "composer: node check: node " + ctx.node() + ": ";
+  size_t still_held = 0;
+  for (uint32_t job : other_jobs(config.state_dir, 0)) {
+    Expected<std::optional<JobState>> file = read_job_state(config.state_dir, job);
+    if (!file) {
+      ctx.error(said + file.error().message);
+      continue;
+    }
+    if (!file->has_value() || (*file)->held.empty()) continue;
+    const std::string& node = (*file)->node.empty() ? ctx.node() : (*file)->node;
+    if (!release_held(ctx, api, config, **file, node, said)) ++still_held;
+  }
+  return still_held;
+}
 
 Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
   Expected<uint32_t> job_id = ctx.job_id();

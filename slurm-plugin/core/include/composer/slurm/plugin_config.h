@@ -73,6 +73,11 @@ struct SpankConfig {
 // Parses "key=value" arguments as SPANK hands them over (argv of the plugstack.conf line).
 Expected<SpankConfig> parse_plugstack_args(const std::vector<std::string>& args);
 
+// The settings of the spank_composer.so line in the plugstack file at $COMPOSER_PLUGSTACK, or
+// at `installed` when that is unset: for the programs beside the plugin (composer-slurmctld,
+// composer-node-check). The error names the file.
+Expected<SpankConfig> read_plugstack(const std::string& installed);
+
 // The arguments of the spank_composer.so line in a plugstack.conf file's text (`path` names
 // it in the sentences), for programs that share the plugin's settings (composer-slurmctld).
 Expected<SpankConfig> parse_plugstack_file(std::string_view text, const std::string& path);

@@ -2,6 +2,7 @@
 // the function for the context and hand over a JobContext and a ComposerApi.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -54,6 +55,13 @@ Status task_init(JobContext& ctx, const SpankConfig& config);
 // Then the job's cpuset (where Slurm made one) is widened to the NUMA nodes of its CXL memory
 // (widen_mems); a cpuset that cannot be widened is logged, and the task runs.
 Status task_init_privileged(JobContext& ctx, const SpankConfig& config);
+
+// The node check (composer-node-check, root, outside any job: slurmd's HealthCheckProgram or
+// a node health script calls it): each held composition on the node (JobState::held) whose
+// devices nothing holds any more is removed from the host and released, as the next prolog or
+// epilog on the node would; on an idle node nothing else would. Answers how many stay held
+// (their holders logged).
+size_t release_held_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
 
 // Job epilog (root, slurmd). Waits (busy_wait) until no process holds an attached device,
 // removes the devices from the host, asks composerd to release and deletes the state file.
