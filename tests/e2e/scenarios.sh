@@ -146,14 +146,15 @@ scenario_batch_job_sees_its_devices() {
   [[ $uuids == GPU-*,GPU-* ]] || fail "composerd reports no UUIDs for $job_gpus: $uuids" || return 1
   grep -qx "CUDA_VISIBLE_DEVICES=$uuids" "$out" ||
     fail "CUDA_VISIBLE_DEVICES: $(cat "$out"), composerd's UUIDs: $uuids" || return 1
-  # NUMA node ids only: the block's node where the fabric gives one (sim), else nothing
-  # (redfish reports no node), never a size standing in for one.
+  # NUMA node ids only: the block's node where the fabric gives one (sim) or the host made one
+  # when it brought the region online (the fake host, host_check=wait), else nothing (redfish
+  # reports no node), never a size standing in for one.
   local numa='^COMPOSER_MEM_NUMA=[0-9]+$'
-  [[ $FABRIC == redfish ]] && numa='^COMPOSER_MEM_NUMA=$'
+  [[ $FABRIC == redfish && ${E2E_HOST_CHECK:-rescan} != wait ]] && numa='^COMPOSER_MEM_NUMA=$'
   grep -qE "$numa" "$out" || fail "COMPOSER_MEM_NUMA: $(cat "$out")" || return 1
   # The memory's region was brought online on that node (dax to kmem, its blocks online), and
   # is offline and given back once the job is over.
-  if [[ ${E2E_HOST_CHECK:-rescan} == wait && $FABRIC != redfish ]]; then
+  if [[ ${E2E_HOST_CHECK:-rescan} == wait ]]; then
     [[ $(grep -c '^MEMORY_BLOCK=online$' "$out") == 2 && $(grep -c '^MEMORY_BLOCK=' "$out") == 2 ]] ||
       fail "the job's memory blocks: $(grep MEMORY_BLOCK "$out" || echo none)" || return 1
     local node
@@ -194,9 +195,10 @@ scenario_salloc_job_sees_its_devices() {
   local out
   out=$(salloc --compose-mem=128G srun bash -c 'echo MEM=$COMPOSER_MEM_NUMA' 2>&1) ||
     fail "salloc failed: $out" || return 1
-  # NUMA node ids where the fabric gives them (sim), else nothing (redfish), never a size.
+  # NUMA node ids where the fabric gives them (sim) or the host made them when it brought the
+  # regions online (the fake host), else nothing (redfish), never a size.
   local numa='^MEM=[0-9]+(,[0-9]+)?$'
-  [[ $FABRIC == redfish ]] && numa='^MEM=$'
+  [[ $FABRIC == redfish && ${E2E_HOST_CHECK:-rescan} != wait ]] && numa='^MEM=$'
   grep -qE "$numa" <<<"$out" || fail "salloc step saw: $out" || return 1
   wait_until 15 nothing_attached || fail "$(attached) devices still attached after salloc"
 }
@@ -487,7 +489,7 @@ hold_a_drive_past_its_job() {
   j=$(sbatch --parsable -o "$OUT/%j.out" --compose-nvme=1 --wrap 'echo "NVME=$COMPOSER_NVME"; sleep 2') ||
     return 1
   wait_until 30 state_is "$j" RUNNING || fail "job $j did not start ($(job_state "$j"))" || return 1
-  wait_until 10 grep -q '^NVME=/' "$OUT/$j.out" ||
+  wait_until 10 grep -qs '^NVME=/' "$OUT/$j.out" ||
     cancel_and_fail "$j" "job $j printed: $(cat "$OUT/$j.out")" || return 1
   local path
   path=$(sed -n 's/^NVME=//p' "$OUT/$j.out")
@@ -513,8 +515,8 @@ hold_a_drive_past_its_job() {
   HELD_JOB=$j HOLDER=$holder
 }
 
-# The held drive's release: composerd's ledger and the state file.
-held_drive_released() {  # held_drive_released JOB
+# A held composition's release: nothing attached, composerd's ledger and the state file.
+held_composition_released() {  # held_composition_released JOB
   wait_until 15 nothing_attached || fail "$(attached) devices still attached" || return 1
   local kinds
   kinds=$(event_kinds "$1")
@@ -530,7 +532,7 @@ scenario_device_still_in_use_is_held_then_released_by_the_next_job() {
   local k
   k=$(sbatch --parsable -o /dev/null --wrap 'true') || return 1
   wait_until 30 finished "$k" || fail "job $k did not finish" || return 1
-  held_drive_released "$HELD_JOB"
+  held_composition_released "$HELD_JOB"
 }
 
 # On a node that runs no further job, composer-node-check (HealthCheckProgram) releases it once
@@ -548,11 +550,40 @@ scenario_held_device_is_released_by_the_node_check() {
     { kill "$HOLDER"; fail "the node check released job $HELD_JOB's drive under its holder"; return 1; }
   kill "$HOLDER"
   wait "$HOLDER" 2>/dev/null || true
-  out=$(COMPOSER_PLUGSTACK=$E2E_DIR/etc/plugstack.conf SLURMD_NODENAME=$NODE "$check" 2>&1) ||
-    fail "composer-node-check failed: $out" || return 1
-  [[ $out == *"job $HELD_JOB's devices are no longer in use: released"* ]] ||
-    fail "composer-node-check said: $out" || return 1
-  held_drive_released "$HELD_JOB"
+  # As slurmd runs it every HealthCheckInterval: until the host's /proc no longer shows the
+  # holder (the fake host follows the real /proc a moment later).
+  local tries=0
+  until [[ $out == *"job $HELD_JOB's devices are no longer in use: released"* ]]; do
+    ((++tries <= 20)) || fail "composer-node-check said: $out" || return 1
+    sleep 0.5
+    out=$(COMPOSER_PLUGSTACK=$E2E_DIR/etc/plugstack.conf SLURMD_NODENAME=$NODE "$check" 2>&1) ||
+      fail "composer-node-check failed: $out" || return 1
+  done
+  held_composition_released "$HELD_JOB"
+}
+
+# E2E_HOST_CHECK=wait: the job's CXL memory has pages that cannot move when it ends (the fake
+# host's busy-memory): the epilog cannot offline its blocks, so it leaves the region attached
+# and online and has composerd hold it, without draining the node. Once the pages can move, the
+# next job's prolog offlines and releases it.
+scenario_memory_in_use_is_held_not_detached() {
+  touch "$E2E_DIR/host/busy-memory"
+  local j
+  j=$(sbatch --parsable -o /dev/null --compose-mem=64G --wrap 'sleep 1') || return 1
+  wait_until 60 finished "$j" || cancel_and_fail "$j" "job $j did not finish" || return 1
+  wait_until 30 is_held "$j" || fail "job $j's memory was not held ($(hold_of "$j"))" || return 1
+  local hold state node
+  hold=$(hold_of "$j")
+  state=$(api "/v1/compositions/$j/$NODE" | jq -r .state)
+  node=$(node_state "$NODE")
+  rm -f "$E2E_DIR/host/busy-memory"
+  [[ $hold == *"would not go offline"* ]] || fail "composerd's hold on job $j: '$hold'" || return 1
+  [[ $state == ready ]] || fail "the held composition of job $j is $state" || return 1
+  [[ $node != drain* ]] || fail "node $NODE is $node: busy memory must not drain it" || return 1
+  local k
+  k=$(sbatch --parsable -o /dev/null --wrap 'true') || return 1
+  wait_until 30 finished "$k" || fail "job $k did not finish" || return 1
+  held_composition_released "$j"
 }
 
 # E2E_HOST_CHECK=wait: the fabric attaches a GPU the host never shows. The prolog fails after
@@ -608,6 +639,7 @@ ALL_SCENARIOS=(
 if [[ ${E2E_HOST_CHECK:-rescan} == wait ]]; then
   ALL_SCENARIOS+=(scenario_device_still_in_use_is_held_then_released_by_the_next_job
     scenario_held_device_is_released_by_the_node_check scenario_device_never_appearing_fails_cleanly)
+  ALL_SCENARIOS+=(scenario_memory_in_use_is_held_not_detached)
 fi
 if [[ $COMPOSE == controller ]]; then
   ALL_SCENARIOS=("${ALL_SCENARIOS[@]/scenario_refused_compose_fails_the_job_not_the_node/scenario_refused_compose_requeues_the_job}")

@@ -495,6 +495,27 @@ TEST_F(HostSideTest, MemoryWithoutANodeIsTheDaxDeviceOfItsSize) {
   EXPECT_TRUE(host.memory_states(4).empty());
 }
 
+// A job with two regions of one size and no node from the fabric: the two dax devices of that
+// size are both its own, whichever gets which.
+TEST_F(HostSideTest, TwoRegionsOfOneSizeWithoutANodeTakeTheTwoDaxDevicesOfThatSize) {
+  api.devices = {testing::device("mem-c-3", DeviceType::kMem, "", 32 * kGiB),
+                 testing::device("mem-c-4", DeviceType::kMem, "", 32 * kGiB)};
+  host.add_dax("dax4.0", 6, 32 * kGiB, 2);
+  FakeJob a = memory_job(373);
+  std::thread late([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    host.add_dax("dax5.0", 7, 32 * kGiB, 2);  // appears some time after the attach
+  });
+  const Status s = job_prolog(a, api, config);
+  late.join();
+  ASSERT_TRUE(s) << join(a.errors, "\n");
+  EXPECT_EQ(state(373)->devices[0].address, "numa:6");
+  EXPECT_EQ(state(373)->devices[1].address, "numa:7");
+  EXPECT_EQ(task_env(373, "COMPOSER_MEM_NUMA"), "6,7");
+  EXPECT_EQ(host.memory_states(6), std::vector<std::string>(2, "online"));
+  EXPECT_EQ(host.memory_states(7), std::vector<std::string>(2, "online"));
+}
+
 // Pages the kernel cannot move keep the memory online: the epilog holds the composition
 // instead of detaching memory in use, and a later hook releases it once it goes offline.
 TEST_F(HostSideTest, MemoryInUseIsHeldNotDetached) {

@@ -557,56 +557,118 @@ std::vector<std::string> set_blocks(const std::vector<fs::path>& blocks, const s
 
 }  // namespace
 
-Expected<std::string> HostDevices::online_memory(const Device& d,
-                                                 std::chrono::milliseconds timeout) const {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const std::string node = numa_node(d.address);
-  std::vector<DaxDevice> candidates;
-  for (;;) {
-    for (DaxDevice& dax : dax_devices(sysfs_)) {
-      const bool ours = node.empty() ? dax.driver == "device_dax" && dax.size == d.capacity_bytes
-                                     : dax.target_node == node;
-      if (ours) candidates.push_back(std::move(dax));
-    }
-    // No region to bring online: memory the host maps itself (its node there already), or
-    // memory the fabric names no node for and the host shows no dax device of its size.
-    std::error_code ec;
-    if (!candidates.empty() || node.empty() || fs::exists(sysfs_path(d), ec)) break;
-    // The region's dax device appears some time after the attach, as a function does. Not by
-    // the deadline: the node as the fabric named it, which the search then does not find.
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  if (candidates.empty()) return node;
-  if (candidates.size() > 1) {
-    return Error{ErrorCode::kConflict,
-                 d.id + ": " + std::to_string(candidates.size()) + " dax devices of " +
-                     format_size(d.capacity_bytes) +
-                     " in devdax mode and no NUMA node from the fabric to tell them apart"};
-  }
-  const DaxDevice& dax = candidates[0];
-  const fs::path drivers = fs::path(sysfs_) / "bus/dax/drivers";
+namespace {
+
+// A region's dax device bound to kmem (as `daxctl reconfigure-device --mode=system-ram` does)
+// and its blocks onlined: the node it became.
+Expected<std::string> bring_online(const std::string& sysfs, const std::string& id,
+                                   const DaxDevice& dax,
+                                   std::chrono::steady_clock::time_point deadline) {
+  const fs::path drivers = fs::path(sysfs) / "bus/dax/drivers";
   if (dax.driver != "kmem") {
-    // As `daxctl reconfigure-device --mode=system-ram` does it.
     if (dax.driver == "device_dax") {
       if (Status s = write_text(drivers / "device_dax/unbind", dax.name); !s) return s.error();
     }
     if (Status s = write_text(drivers / "kmem/new_id", dax.name); !s) return s.error();
   }
   std::vector<fs::path> blocks;
-  while ((blocks = memory_blocks(sysfs_, dax.target_node)).empty() &&
+  while ((blocks = memory_blocks(sysfs, dax.target_node)).empty() &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (blocks.empty()) {
-    return Error{ErrorCode::kTimeout, d.id + ": " + dax.name + " made no memory blocks on node " +
+    return Error{ErrorCode::kTimeout, id + ": " + dax.name + " made no memory blocks on node " +
                                           dax.target_node + " (kmem)"};
   }
   if (std::vector<std::string> stuck = set_blocks(blocks, "online", deadline); !stuck.empty()) {
-    return Error{ErrorCode::kTimeout, d.id + ": " + join(stuck, ", ") + " of node " +
+    return Error{ErrorCode::kTimeout, id + ": " + join(stuck, ", ") + " of node " +
                                           dax.target_node + " did not come online"};
   }
   return dax.target_node;
+}
+
+}  // namespace
+
+Expected<std::vector<std::string>> HostDevices::online_memory(
+    const std::vector<Device>& memory, std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::string> nodes(memory.size());
+  // Regions without a node from the fabric, by capacity: the positions in `memory`.
+  std::map<uint64_t, std::vector<size_t>> nodeless;
+  for (size_t i = 0; i < memory.size(); ++i) {
+    const Device& d = memory[i];
+    const std::string node = numa_node(d.address);
+    if (node.empty()) {
+      nodeless[d.capacity_bytes].push_back(i);
+      continue;
+    }
+    std::optional<DaxDevice> region;
+    for (;;) {
+      for (DaxDevice& dax : dax_devices(sysfs_)) {
+        if (dax.target_node == node) region = std::move(dax);
+      }
+      // No region to bring online: memory the host maps itself (its node there already).
+      std::error_code ec;
+      if (region || fs::exists(sysfs_path(d), ec)) break;
+      // The region's dax device appears some time after the attach, as a function does. Not by
+      // the deadline: the node as the fabric named it, which the search then does not find.
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    nodes[i] = node;
+    if (!region) continue;
+    Expected<std::string> online = bring_online(sysfs_, d.id, *region, deadline);
+    if (!online) return online.error();
+    nodes[i] = *online;
+  }
+  if (nodeless.empty()) return nodes;
+  // The dax devices in devdax mode of each capacity sought: taken when the host shows exactly
+  // as many as this composition has regions of that capacity (which of its own regions gets
+  // which is all one to the job), seen so at two looks in a row; more could include another
+  // composition's, so no guess; none by the deadline: memory the host maps itself.
+  std::map<uint64_t, std::vector<DaxDevice>> last;
+  for (;;) {
+    std::map<uint64_t, std::vector<DaxDevice>> seen;
+    for (DaxDevice& dax : dax_devices(sysfs_)) {
+      if (dax.driver == "device_dax" && nodeless.contains(dax.size)) {
+        seen[dax.size].push_back(std::move(dax));
+      }
+    }
+    auto names = [](const std::vector<DaxDevice>& v) {
+      std::vector<std::string> out;
+      for (const DaxDevice& d : v) out.push_back(d.name);
+      return out;
+    };
+    bool settled = true;
+    for (const auto& [size, wanted] : nodeless) {
+      const std::vector<DaxDevice>& now = seen[size];
+      settled = settled && now.size() == wanted.size() && names(now) == names(last[size]);
+    }
+    const bool late = std::chrono::steady_clock::now() >= deadline;
+    if (settled || late) {
+      for (const auto& [size, wanted] : nodeless) {
+        const std::vector<DaxDevice>& now = seen[size];
+        if (now.empty()) continue;  // the host maps it itself, or shows it nowhere
+        if (now.size() != wanted.size()) {
+          return Error{ErrorCode::kConflict,
+                       memory[wanted[0]].id + ": " + std::to_string(now.size()) +
+                           " dax devices of " + format_size(size) + " in devdax mode (" +
+                           join(names(now), ", ") + ") for " + std::to_string(wanted.size()) +
+                           " region(s) of this job, and no NUMA node from the fabric to tell "
+                           "them apart"};
+        }
+        for (size_t k = 0; k < wanted.size(); ++k) {
+          Expected<std::string> online =
+              bring_online(sysfs_, memory[wanted[k]].id, now[k], deadline);
+          if (!online) return online.error();
+          nodes[wanted[k]] = *online;
+        }
+      }
+      return nodes;
+    }
+    last = std::move(seen);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 Status HostDevices::offline_memory(const Device& d, std::chrono::milliseconds timeout) const {

@@ -104,15 +104,22 @@ void fence_from_others(JobContext& ctx, const SpankConfig& config, uint32_t job_
   }
 }
 
-// Brings each CXL memory device of `devices` online on the host (HostDevices::online_memory)
-// and records the NUMA node it became as its address ("numa:N").
+// Brings the CXL memory devices of `devices` online on the host (HostDevices::online_memory)
+// and records the NUMA node each became as its address ("numa:N").
 Status online_memory(const HostDevices& host, const SpankConfig& config,
                      std::vector<Device>& devices) {
+  std::vector<Device> memory;
+  for (const Device& d : devices) {
+    if (d.type == DeviceType::kMem) memory.push_back(d);
+  }
+  if (memory.empty()) return Status::Ok();
+  Expected<std::vector<std::string>> nodes =
+      host.online_memory(memory, std::chrono::seconds(config.host_wait_s));
+  if (!nodes) return nodes.error();
+  size_t k = 0;
   for (Device& d : devices) {
     if (d.type != DeviceType::kMem) continue;
-    Expected<std::string> node = host.online_memory(d, std::chrono::seconds(config.host_wait_s));
-    if (!node) return node.error();
-    if (!node->empty()) d.address = "numa:" + *node;
+    if (const std::string& node = (*nodes)[k++]; !node.empty()) d.address = "numa:" + node;
   }
   return Status::Ok();
 }

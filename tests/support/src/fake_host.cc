@@ -111,7 +111,22 @@ void FakeHost::remove_dax(const std::string& name) {
     fs::remove_all(root_ / "sys/devices/system/memory" / b, ec);
   }
   fs::remove_all(root_ / "sys/bus/dax/devices" / name, ec);
+  const int node = d.target_node;
   dax_.erase(it);
+  drop_node_if_empty(node);
+}
+
+// Under mu_. A node kmem made for a region goes with its last memory block, as the kernel takes
+// a memory-only node offline (and its sysfs folder away) once its memory is hot-removed.
+void FakeHost::drop_node_if_empty(int node) {
+  if (!memory_only_nodes_.contains(node)) return;
+  const fs::path dir = root_ / "sys/devices/system/node" / ("node" + std::to_string(node));
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().rfind("memory", 0) == 0) return;
+  }
+  fs::remove_all(dir, ec);
+  memory_only_nodes_.erase(node);
 }
 
 void FakeHost::set_memory_busy(int node, bool busy) {
@@ -154,7 +169,10 @@ void FakeHost::follow_dax() {
       d.first_block = next_block_;
       next_block_ += d.blocks;
       const std::string node = "node" + std::to_string(d.target_node);
-      add_numa_node(d.target_node);
+      if (!fs::exists(root_ / "sys/devices/system/node" / node)) {
+        add_numa_node(d.target_node);
+        memory_only_nodes_.insert(d.target_node);
+      }
       for (int k = d.first_block; k < d.first_block + d.blocks; ++k) {
         const std::string b = "memory" + std::to_string(k);
         put(block(k) / "state", "offline\n");
@@ -180,6 +198,7 @@ void FakeHost::follow_dax() {
         fs::remove_all(block(k), ec);
       }
       d.first_block = -1;
+      drop_node_if_empty(d.target_node);
       bind_dax(root_ / "sys/bus/dax/devices" / name, "");
     }
   }

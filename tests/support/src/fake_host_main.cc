@@ -10,7 +10,8 @@
 //
 // The plugin is pointed at it with sysfs_root=DIR/sys proc_root=DIR/proc dev_root=DIR/dev.
 // DIR/hide-next holding a number N: the next N devices attached to the node never appear (a
-// device the host cannot see); the file counts down.
+// device the host cannot see); the file counts down. While DIR/busy-memory exists, the memory
+// blocks of every region shown refuse to go offline (pages that cannot be migrated).
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -65,13 +66,15 @@ class Kernel {
       }
       shown_ever_.insert(d.id);
       if (d.type == DeviceType::kMem) {
-        // A region with its node (the sim's): a dax device in devdax mode, which the prolog
-        // brings online; memory the fabric names no node for is not shown.
-        if (d.address.rfind("numa:", 0) == 0 && !dax_.contains(d.id)) {
-          const int numa = std::stoi(d.address.substr(5));
+        // A region: a dax device in devdax mode, which the prolog brings online. Its node is
+        // the fabric's where it names one (the sim's); else one the host gives it (Redfish
+        // names none), as a host numbers a CXL region's node itself.
+        if (!dax_.contains(d.id)) {
+          const int numa =
+              d.address.rfind("numa:", 0) == 0 ? std::stoi(d.address.substr(5)) : next_node_++;
           const std::string name = "dax" + std::to_string(numa) + ".0";
           host_.add_dax(name, numa, d.capacity_bytes, 2);
-          dax_[d.id] = name;
+          dax_[d.id] = Region{name, numa, false};
           say("showing " + d.id + " as " + name + " (node " + std::to_string(numa) + ")");
         }
         continue;
@@ -82,6 +85,19 @@ class Kernel {
     std::erase_if(hidden_, [&](const std::string& id) { return !now.contains(id); });
     std::erase_if(shown_ever_, [&](const std::string& id) { return !now.contains(id); });
     return out;
+  }
+
+  // DIR/busy-memory: the regions' pages cannot move while it exists.
+  void follow_busy_memory() {
+    const bool busy = std::ifstream(root_ + "/busy-memory").good();
+    std::lock_guard lock(mu_);
+    for (auto& [id, region] : dax_) {
+      if (region.busy == busy) continue;
+      host_.set_memory_busy(region.node, busy);
+      region.busy = busy;
+      say(id + "'s memory (node " + std::to_string(region.node) + ") is " +
+          (busy ? "busy: its pages cannot move" : "free again"));
+    }
   }
 
   // Functions of devices no longer attached to the node go, as after a surprise removal.
@@ -110,8 +126,8 @@ class Kernel {
         ++it;
         continue;
       }
-      say("removed " + it->second + ": the fabric took " + it->first + " away");
-      host_.remove_dax(it->second);
+      say("removed " + it->second.name + ": the fabric took " + it->first + " away");
+      host_.remove_dax(it->second.name);
       it = dax_.erase(it);
     }
   }
@@ -163,8 +179,14 @@ class Kernel {
   std::set<std::string> ours_;                  // addresses of fabric devices
   std::set<std::string> hidden_;                // attached, never shown (hide-next)
   std::set<std::string> shown_ever_;            // attached and shown since attached
-  std::map<std::string, std::string> dax_;      // memory device id -> its dax device
+  struct Region {
+    std::string name;  // its dax device
+    int node = 0;
+    bool busy = false;  // as last told to the host
+  };
+  std::map<std::string, Region> dax_;  // memory device id -> its region
   unsigned next_bus_ = 0x10;
+  int next_node_ = 10;  // for regions the fabric names no node for
 };
 
 }  // namespace
@@ -193,6 +215,7 @@ int main(int argc, char** argv) {
   say("fake host for " + node + " at " + root);
   while (g_stop == 0) {
     kernel.follow_detaches();
+    kernel.follow_busy_memory();
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   say("stopping");

@@ -66,17 +66,21 @@ class HostDevices {
   // one the host does not show.
   std::vector<DeviceNode> device_nodes(const std::vector<Device>& devices) const;
 
-  // CXL memory (the kernel's dax and memory-hotplug interfaces, slurm-plugin/README.md): the
-  // dax device whose target_node is the memory's NUMA node (when the fabric names none: the one
-  // dax device in devdax mode of its capacity) is bound to kmem, as `daxctl reconfigure-device
-  // --mode=system-ram` does, and its memory blocks (<sysfs>/devices/system/node/node<N>/
-  // memory<K>) are onlined movable, waiting up to `timeout` until each says "online". The node
-  // the memory became; the fabric's node when no dax device for it appears within `timeout`
-  // (memory the host maps itself; DeviceSearch then says whether the host shows the node).
-  // kConflict when devices of that size cannot be told apart, kTimeout when the blocks do not
-  // come or come online.
-  Expected<std::string> online_memory(const Device& memory,
-                                      std::chrono::milliseconds timeout) const;
+  // CXL memory (the kernel's dax and memory-hotplug interfaces, slurm-plugin/README.md): each
+  // of `memory` (the memory devices of one composition) brought online, as `daxctl
+  // reconfigure-device --mode=system-ram` does (its dax device unbound from device_dax and
+  // bound to kmem), its memory blocks (<sysfs>/devices/system/node/node<N>/memory<K>) onlined
+  // movable, waiting up to `timeout` until each says "online". Answers the node each became, in
+  // order. A region's dax device is the one whose target_node is the node the fabric names;
+  // where it names none, the composition's regions of one capacity take the dax devices in
+  // devdax mode of that capacity when the host shows exactly as many, seen so at two looks in
+  // a row (which of the job's own regions gets which is all one to it); more than that could
+  // include another composition's: kConflict, no guess. Without a dax device for it by
+  // `timeout`: the fabric's node (memory the host maps itself; DeviceSearch then says whether
+  // the host shows the node), or "" where the fabric names none. kTimeout when the blocks do
+  // not come or come online.
+  Expected<std::vector<std::string>> online_memory(const std::vector<Device>& memory,
+                                                   std::chrono::milliseconds timeout) const;
   // The blocks of the memory's node offlined (the kernel migrates their pages away), waiting
   // up to `timeout`, then the dax device given back to device_dax. kConflict, naming the
   // blocks, when pages in use would not move: the memory is left online and must not be

@@ -22,7 +22,8 @@
 // and its memory blocks appear offline on its target node; "online", "online_movable" or
 // "online_kernel" written to a block's state onlines it, "offline" offlines it unless the node
 // is busy (set_memory_busy: pages that cannot be migrated; the state stays "online"); kmem/unbind
-// of a device whose blocks are all offline removes them, and it goes back to device_dax.
+// of a device whose blocks are all offline removes them, and it goes back to device_dax. A node
+// kmem made for a region goes with its last block, as a memory-only node goes offline.
 // Writing "1" to a function's `remove` makes it disappear with its /proc and /dev entries, as
 // the kernel's hot-unplug does. Processes are not faked: tests that need a holder start a
 // real one, and the plugin reads the real /proc for file descriptors, or, with
@@ -121,6 +122,7 @@ class FakeHost {
   void unplug(const std::string& address);
   void mirror();
   void follow_dax();
+  void drop_node_if_empty(int node);
   void watch();
 
   std::filesystem::path root_;
@@ -141,6 +143,7 @@ class FakeHost {
   };
   std::map<std::string, Dax> dax_;
   std::set<int> busy_nodes_;
+  std::set<int> memory_only_nodes_;  // made by kmem for a region, gone with its last block
   int next_block_ = 32;
   std::atomic<int> rescans_{0};
   std::atomic<bool> stop_{false};
