@@ -164,6 +164,19 @@ class HostSideTest : public ::testing::Test {
     tmp.write(job + "/step_0/devices.deny", "");
     return tmp / job;
   }
+  // Job `id`'s prolog composes one GPU, which the host shows as /dev/nvidia<minor> (at
+  // 0000:4<minor>:00.0, UUID GPU-aaaa-000<minor>). False (with a test failure) if it fails.
+  bool prolog_with_gpu(uint32_t id, int minor) {
+    const std::string n = std::to_string(minor);
+    FakePciFunction f = gpu_function("0000:4" + n + ":00.0", "GPU-aaaa-000" + n);
+    f.nvidia_minor = minor;
+    host.attach(f);
+    api.devices = {gpu("gpu-a-" + n, "GPU-aaaa-000" + n)};
+    FakeJob j = job(id, 1);
+    const Status s = job_prolog(j, api, config);
+    EXPECT_TRUE(s) << join(j.errors, "\n");
+    return static_cast<bool>(s);
+  }
   // The rules written to a cgroup's devices.deny, one per line.
   std::string denied(const std::string& cgroup) {
     std::ifstream in(cgroup + "/devices.deny");
@@ -760,18 +773,8 @@ TEST_F(HostSideTest, APrologFencesItsDevicesFromTheJobsAlreadyRunning) {
 }
 
 TEST_F(HostSideTest, ATaskDeniesTheDevicesOfOtherJobsButNotItsOwn) {
-  FakePciFunction first = gpu_function("0000:41:00.0", "GPU-aaaa-0003");
-  first.nvidia_minor = 3;
-  host.attach(first);
-  api.devices = {gpu("gpu-a-3", "GPU-aaaa-0003")};
-  FakeJob a = job(711, 1);
-  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
-  FakePciFunction second = gpu_function("0000:42:00.0", "GPU-aaaa-0004");
-  second.nvidia_minor = 4;
-  host.attach(second);
-  api.devices = {gpu("gpu-a-4", "GPU-aaaa-0004")};
-  FakeJob b = job(712, 1);
-  ASSERT_TRUE(job_prolog(b, api, config)) << join(b.errors, "\n");
+  ASSERT_TRUE(prolog_with_gpu(711, 3));
+  ASSERT_TRUE(prolog_with_gpu(712, 4));
 
   // Both prologs ran before Slurm made either job's cgroup (their first steps make them).
   const std::string cgroup_a = job_cgroup(711);
@@ -788,12 +791,7 @@ TEST_F(HostSideTest, ATaskDeniesTheDevicesOfOtherJobsButNotItsOwn) {
 }
 
 TEST_F(HostSideTest, WithoutTheJobsCgroupFenceAutoLogsAndFenceRequiredRefusesTheStep) {
-  FakePciFunction g = gpu_function("0000:41:00.0", "GPU-aaaa-0003");
-  g.nvidia_minor = 3;
-  host.attach(g);
-  api.devices = {gpu("gpu-a-3", "GPU-aaaa-0003")};
-  FakeJob a = job(721, 1);
-  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  ASSERT_TRUE(prolog_with_gpu(721, 3));
   config.devices_cgroup = tmp / "no-cgroup/devices";  // e.g. cgroup v2, or no ConstrainDevices
 
   FakeJob task;
