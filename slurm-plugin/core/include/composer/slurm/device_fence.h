@@ -20,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "composer/common/error.h"
@@ -36,7 +37,9 @@ struct DeviceNode {
   // The devices cgroup rule that names it with every access: "c 195:3 rwm".
   std::string rule() const;
   bool operator==(const DeviceNode&) const = default;
-  auto operator<=>(const DeviceNode&) const = default;
+  bool operator<(const DeviceNode& o) const {
+    return std::tie(type, major, minor, name) < std::tie(o.type, o.major, o.minor, o.name);
+  }
 };
 
 // "MAJOR:MINOR" as sysfs `dev` files give it. Empty on anything else.
