@@ -10,7 +10,8 @@
 //     each GPU's UUID is the one nvidia-smi gives for its bus id, and no GPU nvidia-smi lists
 //     is missing.
 // One line per GPU. Exits 0 when every check holds, 1 when one does not, 77 on a host without
-// NVIDIA GPUs (ctest: skipped). tests/hardware/check_real_gpu.sh runs it.
+// NVIDIA GPUs (ctest: skipped). tests/hardware/check_real_gpu.sh runs it. --root DIR looks at
+// DIR/sys, DIR/proc and DIR/dev instead (host_identity_check_test runs it so on a fake host).
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -78,19 +79,24 @@ std::optional<std::string> found_at(const HostDevices& host, const Device& devic
 
 int main(int argc, char** argv) {
   std::string smi_file;
+  std::string root;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--nvidia-smi" && i + 1 < argc) {
       smi_file = argv[++i];
+    } else if (std::string(argv[i]) == "--root" && i + 1 < argc) {
+      root = argv[++i];
     } else {
-      std::cerr << "usage: host_identity_check [--nvidia-smi FILE]\n";
+      std::cerr << "usage: host_identity_check [--nvidia-smi FILE] [--root DIR]\n";
       return 2;
     }
   }
-  const HostDevices host("/sys", "/proc", "/dev");
+  const std::string sys = root + "/sys";
+  const std::string dev = root + "/dev";
+  const HostDevices host(sys, root + "/proc", dev);
   const std::set<std::string> all = host.pci_addresses();
   std::vector<std::string> gpus;
   for (const std::string& address : all) {
-    const fs::path dir = fs::path("/sys/bus/pci/devices") / address;
+    const fs::path dir = fs::path(sys) / "bus/pci/devices" / address;
     if (first_line(dir / "vendor") == "0x10de" && first_line(dir / "class").rfind("0x03", 0) == 0) {
       gpus.push_back(address);
     }
@@ -110,7 +116,7 @@ int main(int argc, char** argv) {
     check(!smi.empty(), "no GPU in " + smi_file);
   }
   for (const std::string& address : gpus) {
-    const fs::path dir = fs::path("/sys/bus/pci/devices") / address;
+    const fs::path dir = fs::path(sys) / "bus/pci/devices" / address;
     const std::string uuid = host.gpu_uuid(address);
     std::cout << address << " " << first_line(dir / "vendor") << ":" << first_line(dir / "device")
               << " uuid " << (uuid.empty() ? "(none)" : uuid) << "\n";
@@ -134,7 +140,7 @@ int main(int argc, char** argv) {
     check(nodes.size() == 1, address + ": " + std::to_string(nodes.size()) + " device nodes");
     for (const DeviceNode& n : nodes) {
       struct stat st {};
-      const std::string path = "/dev/" + n.name;
+      const std::string path = dev + "/" + n.name;
       const bool same = ::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode) &&
                         major(st.st_rdev) == n.major && minor(st.st_rdev) == n.minor;
       std::cout << "  " << path << " " << n.rule() << (same ? "" : " (differs)") << "\n";
