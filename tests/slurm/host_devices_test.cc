@@ -704,6 +704,22 @@ TEST_F(HostSideTest, ADriveARealProcessKeepsOpenIsHeldUntilTheNextJobFindsItFree
   EXPECT_FALSE(state(611));
 }
 
+// The epilog returns once the host no longer shows the job's functions, as the kernel's remove
+// does (the fake kernel acts on its own thread): a snapshot the next prolog takes right after
+// must not hold a function on its way out, which a later rescan would show again at the same
+// address, where that prolog would take it for one the host had before.
+TEST_F(HostSideTest, TheEpilogReturnsOnceTheHostNoLongerShowsTheFunctions) {
+  ASSERT_TRUE(prolog_with_gpu(631, 5));
+  ASSERT_EQ(state(631)->devices[0].address, "0000:45:00.0");
+  FakeJob end = job(631, 1);
+  ASSERT_TRUE(job_epilog(end, api, config)) << join(end.errors, "\n");
+  const std::vector<std::string> present = host.present();
+  EXPECT_EQ(std::count(present.begin(), present.end(), "0000:45:00.0"), 0);
+  EXPECT_FALSE(HostDevices(config.sysfs_root, config.proc_root, config.dev_root)
+                   .pci_addresses()
+                   .contains("0000:45:00.0"));
+}
+
 // A node that runs no further job: the node check (composer-node-check, HealthCheckProgram)
 // releases the held drive once its holder has gone, and not before.
 TEST_F(HostSideTest, TheNodeCheckReleasesAHeldDriveOnAnIdleNode) {

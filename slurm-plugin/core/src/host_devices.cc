@@ -12,6 +12,8 @@
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
@@ -693,6 +695,7 @@ Status HostDevices::offline_memory(const Device& d, std::chrono::milliseconds ti
 
 Status HostDevices::remove(const std::vector<Device>& devices) const {
   std::string failed;
+  std::vector<std::pair<std::string, fs::path>> removing;
   for (const Device& d : devices) {
     if (!is_pci(d)) continue;
     std::error_code ec;
@@ -700,7 +703,25 @@ Status HostDevices::remove(const std::vector<Device>& devices) const {
     if (!fs::exists(dir, ec)) continue;
     if (Status s = write_one(dir / "remove"); !s) {
       failed += (failed.empty() ? "" : "; ") + d.id + ": " + s.error().message;
+    } else {
+      removing.emplace_back(d.id, dir);
     }
+  }
+  // Until the host no longer shows them: a snapshot taken after this returns must not hold a
+  // function on its way out (the next prolog would take it, shown again after its rescan, for
+  // one the host had before).
+  const auto deadline = std::chrono::steady_clock::now() + kRemoveWait;
+  for (;;) {
+    std::erase_if(removing, [](const auto& r) {
+      std::error_code ec;
+      return !fs::exists(r.second, ec);
+    });
+    if (removing.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (const auto& [id, dir] : removing) {
+    failed += (failed.empty() ? "" : "; ") + id + ": " + dir.string() + " still there " +
+              std::to_string(kRemoveWait.count()) + " ms after its remove";
   }
   if (!failed.empty()) return Error{ErrorCode::kInternal, failed};
   return Status::Ok();

@@ -88,7 +88,10 @@ class HostDevices {
   Status offline_memory(const Device& memory, std::chrono::milliseconds timeout) const;
 
   // Writes "1" to <sysfs>/bus/pci/devices/<address>/remove for each GPU and NVMe drive the
-  // host still shows. Devices already gone are skipped.
+  // host still shows, then waits up to kRemoveWait until the host shows none of them (the
+  // kernel's remove is done when the write returns; a host that takes longer is waited for).
+  // Devices already gone are skipped.
+  static constexpr std::chrono::milliseconds kRemoveWait{5000};
   Status remove(const std::vector<Device>& devices) const;
 
   // CUDA_VISIBLE_DEVICES for `gpus`: their UUIDs, which CUDA accepts and which no other GPU
