@@ -380,6 +380,14 @@ void FakeHost::unplug(const std::string& address) {
   removed_.push_back(address);
 }
 
+// Under mu_: the functions whose `remove` was written to go.
+void FakeHost::unplug_removed() {
+  const std::vector<std::string> shown = present_;
+  for (const std::string& address : shown) {
+    if (says_one(root_ / "sys/bus/pci/devices" / address / "remove")) unplug(address);
+  }
+}
+
 void FakeHost::watch() {
   const fs::path rescan = root_ / "sys/bus/pci/rescan";
   auto last_mirror = std::chrono::steady_clock::time_point{};
@@ -387,6 +395,9 @@ void FakeHost::watch() {
     std::function<std::vector<FakePciFunction>()> source;
     {
       std::lock_guard lock(mu_);
+      // A remove first, and at once: the kernel's is done when the write returns, and the
+      // source below may take a while.
+      unplug_removed();
       if (says_one(rescan)) {
         put(rescan, "");
         ++rescans_;
@@ -421,10 +432,7 @@ void FakeHost::watch() {
         it = arriving_.erase(it);
       }
       follow_dax();
-      const std::vector<std::string> shown = present_;
-      for (const std::string& address : shown) {
-        if (says_one(root_ / "sys/bus/pci/devices" / address / "remove")) unplug(address);
-      }
+      unplug_removed();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -120,6 +120,7 @@ class FakeHost {
   };
   void materialise(FakePciFunction f);
   void unplug(const std::string& address);
+  void unplug_removed();
   void mirror();
   void follow_dax();
   void drop_node_if_empty(int node);
