@@ -72,7 +72,7 @@ class CgroupTree {
   std::vector<std::string> made_;
 };
 
-// The errno a process in `cgroup` gets opening `path` (0 when the open succeeds).
+// The errno a process in `cgroup` (v1 or v2) gets opening `path` (0 when the open succeeds).
 int open_errno_in(const std::string& cgroup, const std::string& path) {
   const std::string procs = cgroup + "/cgroup.procs";
   const pid_t pid = ::fork();
@@ -92,7 +92,7 @@ TEST(DeviceFenceInTheKernel, JobsCannotOpenEachOthersComposedGpus) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to write cgroup rules";
   if (!fs::exists(std::string(kDevices) + "/devices.deny")) {
     GTEST_SKIP() << "no cgroup v1 devices hierarchy at " << kDevices
-                 << " (a cgroup v2 host: the plugin does not fence there)";
+                 << " (a cgroup v2 host: the cgroup v2 test below fences there)";
   }
   testing::TempDir tmp;
   CgroupTree tree(std::string(kDevices) + "/composer-fence-check-" + std::to_string(::getpid()));
@@ -159,6 +159,134 @@ TEST(DeviceFenceInTheKernel, JobsCannotOpenEachOthersComposedGpus) {
   // Outside both jobs (slurmd, an admin's shell): nothing is refused.
   EXPECT_EQ(open_errno_in(tree.base(), gpu5), ENXIO);
   EXPECT_EQ(open_errno_in(tree.base(), gpu6), ENXIO);
+}
+
+// cgroup v2, as Slurm's cgroup/v2 lays it out (<scope>/job_<id>/step_<n>/user/task_<n>, beside
+// slurmstepd's own <scope>/system), in a tree of its own below the real cgroup v2 hierarchy
+// (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host). The plugin's device program is
+// attached to the scope; real processes in each cgroup open the GPUs' device nodes.
+TEST(DeviceFenceInTheKernel, CgroupV2JobsCannotOpenEachOthersComposedGpus) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to attach device programs";
+  const std::string mount = unified_mount("");
+  if (mount.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy at /sys/fs/cgroup[/unified]";
+  testing::TempDir tmp;
+  CgroupTree tree(mount + "/composer-fence-v2-check-" + std::to_string(::getpid()));
+  const std::string scope = tree.base() + "/slurmstepd.scope";
+  const std::string job_a = "slurmstepd.scope/job_4000000811";
+  const std::string job_b = "slurmstepd.scope/job_4000000812";
+  const std::string job_c = "slurmstepd.scope/job_4000000813";
+  if (!tree.make(job_a + "/step_0/user/task_0") || !tree.make("slurmstepd.scope/system")) {
+    GTEST_SKIP() << "the kernel refuses new cgroups below " << mount;
+  }
+
+  FakeHost host(tmp.path() / "host");
+  SpankConfig config;
+  config.state_dir = tmp / "state";
+  config.sysfs_root = host.sysfs_root();
+  config.proc_root = host.proc_root();
+  config.dev_root = host.dev_root();
+  config.devices_cgroup = tmp / "no-devices-hierarchy";
+  config.unified_cgroup = mount;
+  config.host_wait_s = 5;
+  config.compose_on = ComposeOn::kNode;
+  auto gpu = [](const std::string& id, const std::string& uuid) {
+    Device d;
+    d.id = id;
+    d.type = DeviceType::kGpu;
+    d.identity = {"0x10de", "0x20b5", "", uuid};
+    return d;
+  };
+  auto function = [](const std::string& address, const std::string& uuid, int minor) {
+    FakePciFunction f;
+    f.address = address;
+    f.gpu_uuid = uuid;
+    f.nvidia_minor = minor;
+    return f;
+  };
+  // What /proc/self/cgroup says in a task of `job` (the hook reads it below proc_root).
+  auto in_task_of = [&](const std::string& job) {
+    fs::create_directories(fs::path(config.proc_root) / "self");
+    std::ofstream(fs::path(config.proc_root) / "self" / "cgroup")
+        << "0::/" << fs::path(tree.base()).filename().string() << "/" << job
+        << "/step_0/user/task_0\n";
+  };
+  const std::string gpu5 = tmp / "nvidia5";
+  const std::string gpu6 = tmp / "nvidia6";
+  const std::string gpu7 = tmp / "nvidia7";
+  ASSERT_EQ(::mknod(gpu5.c_str(), S_IFCHR | 0666, makedev(195, 5)), 0);
+  ASSERT_EQ(::mknod(gpu6.c_str(), S_IFCHR | 0666, makedev(195, 6)), 0);
+  ASSERT_EQ(::mknod(gpu7.c_str(), S_IFCHR | 0666, makedev(195, 7)), 0);
+  const std::string task_a = tree.base() + "/" + job_a + "/step_0/user/task_0";
+  const std::string task_b = tree.base() + "/" + job_b + "/step_0/user/task_0";
+  const std::string task_c = tree.base() + "/" + job_c + "/step_0/user/task_0";
+  const std::string system = scope + "/system";
+  const UnifiedFence fence(mount, scope);
+
+  // Job A (4000000811) runs with its GPU (minor 5); its task is the first fenced on the node.
+  host.add_present(function("0000:41:00.0", "GPU-aaaa-0005", 5));
+  JobState a;
+  a.job_id = 4000000811;
+  a.node = "node1";
+  a.devices = {gpu("gpu-a-5", "GPU-aaaa-0005")};
+  a.devices[0].address = "0000:41:00.0";
+  ASSERT_TRUE(write_job_state(config.state_dir, a));
+  testing::FakeJob task;
+  task.id = 4000000811;
+  in_task_of(job_a);
+  ASSERT_TRUE(task_init_privileged(task, config)) << join(task.errors, "\n");
+  auto programs = [&] {
+    Expected<size_t> n = fence.programs();
+    EXPECT_TRUE(n) << n.error().message;
+    return n ? *n : 99;
+  };
+  EXPECT_EQ(programs(), 1u);
+
+  // Job B's prolog composes a GPU (minor 6); job B has no cgroup yet, then gets one.
+  host.attach(function("0000:42:00.0", "GPU-aaaa-0006", 6));
+  testing::FakeComposer api;
+  api.devices = {gpu("gpu-a-6", "GPU-aaaa-0006")};
+  testing::FakeJob prolog;
+  prolog.id = 4000000812;
+  prolog.options = {{"compose-gpus", "1"}};
+  ASSERT_TRUE(job_prolog(prolog, api, config)) << join(prolog.errors, "\n");
+  // The prolog fenced job B's GPU at once, from job A too: no job may open it yet.
+  EXPECT_EQ(open_errno_in(task_a, gpu6), EPERM) << "job B's GPU, before job B's task";
+  ASSERT_TRUE(tree.make(job_b + "/step_0/user/task_0"));
+  EXPECT_EQ(open_errno_in(task_b, gpu6), EPERM) << "before its own task hook ran";
+  testing::FakeJob task_of_b;
+  task_of_b.id = 4000000812;
+  in_task_of(job_b);
+  ASSERT_TRUE(task_init_privileged(task_of_b, config)) << join(task_of_b.errors, "\n");
+
+  // A job without composed devices (C) whose cgroup came after the last update.
+  ASSERT_TRUE(tree.make(job_c + "/step_0/user/task_0"));
+
+  EXPECT_EQ(open_errno_in(task_a, gpu5), ENXIO) << "its own GPU: let through";
+  EXPECT_EQ(open_errno_in(task_a, gpu6), EPERM) << "job B's GPU: refused";
+  EXPECT_EQ(open_errno_in(task_b, gpu6), ENXIO) << "its own GPU: let through";
+  EXPECT_EQ(open_errno_in(task_b, gpu5), EPERM) << "job A's GPU: refused";
+  EXPECT_EQ(open_errno_in(task_c, gpu5), EPERM) << "a job with none: refused";
+  EXPECT_EQ(open_errno_in(task_c, gpu6), EPERM) << "a job with none: refused";
+  EXPECT_EQ(open_errno_in(task_c, gpu7), ENXIO) << "a device no job holds: let through";
+  // slurmstepd's own cgroup, and outside the scope (slurmd, an admin's shell): let through.
+  EXPECT_EQ(open_errno_in(system, gpu5), ENXIO);
+  EXPECT_EQ(open_errno_in(tree.base(), gpu6), ENXIO);
+  EXPECT_EQ(programs(), 1u) << "one program, replaced, never two";
+
+  // Job A ends: its epilog releases the GPU and drops it from the fence.
+  testing::FakeJob epilog;
+  epilog.id = 4000000811;
+  epilog.options = {{"compose-gpus", "1"}};
+  ASSERT_TRUE(job_epilog(epilog, api, config)) << join(epilog.errors, "\n");
+  EXPECT_EQ(open_errno_in(task_c, gpu5), ENXIO) << "no job holds it any more";
+  EXPECT_EQ(open_errno_in(task_c, gpu6), EPERM);
+  // Job B ends: no job holds a device, and the program goes.
+  testing::FakeJob epilog_b;
+  epilog_b.id = 4000000812;
+  epilog_b.options = {{"compose-gpus", "1"}};
+  ASSERT_TRUE(job_epilog(epilog_b, api, config)) << join(epilog_b.errors, "\n");
+  EXPECT_EQ(programs(), 0u);
+  EXPECT_EQ(open_errno_in(task_c, gpu6), ENXIO);
 }
 
 // The cpuset half: Slurm's cpusets below the real cpuset hierarchy start with no memory node

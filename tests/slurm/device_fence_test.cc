@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -98,6 +99,46 @@ TEST(DeviceFence, MemsAreWidenedTopDownToTheJobsSteps) {
   const Status s = widen_mems(tmp / "cpuset", tmp / "cpuset/slurm/uid_1/job_6", {2});
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find("uid_1/cpuset.mems"), std::string::npos) << s.error().message;
+}
+
+TEST(UnifiedFence, ATasksScopeIsTheCgroupAboveItsJob) {
+  const std::string self =
+      "12:devices:/\n1:name=systemd:/system.slice/slurmstepd.scope\n"
+      "0::/system.slice/slurmstepd.scope/job_12/step_0/user/task_3\n";
+  const std::optional<UnifiedFence> fence = UnifiedFence::of_task("/sys/fs/cgroup", self, 12);
+  ASSERT_TRUE(fence);
+  EXPECT_EQ(fence->scope(), "/sys/fs/cgroup/system.slice/slurmstepd.scope");
+  EXPECT_EQ(fence->mount(), "/sys/fs/cgroup");
+  // Another job's id, no v2 line, or no cgroup v2 at all: not a job cgroup of this job's.
+  EXPECT_FALSE(UnifiedFence::of_task("/sys/fs/cgroup", self, 13));
+  EXPECT_FALSE(UnifiedFence::of_task("/sys/fs/cgroup", "5:devices:/slurm/uid_0/job_12\n", 12));
+  EXPECT_FALSE(UnifiedFence::of_task("", self, 12));
+  EXPECT_FALSE(UnifiedFence::of_task("/sys/fs/cgroup", "0::/system.slice/slurmd.service\n", 12));
+  // job_120 is not job_12.
+  EXPECT_FALSE(UnifiedFence::of_task("/sys/fs/cgroup", "0::/s.scope/job_120/step_0\n", 12));
+}
+
+// The program's jumps: every one lands inside it, and each rule's misses go to the next rule.
+TEST(UnifiedFence, EveryJumpOfTheProgramLandsInIt) {
+  const std::vector<FenceRule> rules = {{{'c', 195, 3, "nvidia3"}, 77},
+                                        {{'b', 259, 1, "nvme1n1"}, 0}};
+  const std::vector<uint64_t> words = fence_program(3, {41, 42}, rules);
+  // 6 to read the request, 1 for "above the jobs", 3 for each cgroup that is not a job's, 8 for
+  // each rule, 2 to let the rest through.
+  ASSERT_EQ(words.size(), 6u + 1 + 3 * 2 + 8 * 2 + 2);
+  for (size_t at = 0; at < words.size(); ++at) {
+    const uint8_t code = words[at] & 0xff;
+    const auto off = static_cast<int16_t>((words[at] >> 16) & 0xffff);
+    const uint8_t op = code & 0xf0;
+    const bool jump = (code & 0x07) == 0x05 && op != 0x80 && op != 0x90;  // not call, not exit
+    if (!jump) continue;
+    const long target = static_cast<long>(at) + 1 + off;
+    EXPECT_GT(target, static_cast<long>(at)) << at;
+    EXPECT_LT(target, static_cast<long>(words.size())) << at;
+  }
+  // The last two let through (r0 = 1; exit); each rule's refusal is r0 = 0; exit.
+  EXPECT_EQ(words[words.size() - 2] >> 32, 1u);
+  EXPECT_EQ(std::count(words.begin(), words.end(), words.back()), 3) << "three exits";
 }
 
 }  // namespace

@@ -808,7 +808,7 @@ TEST_F(HostSideTest, ATaskDeniesTheDevicesOfOtherJobsButNotItsOwn) {
 
 TEST_F(HostSideTest, WithoutTheJobsCgroupFenceAutoLogsAndFenceRequiredRefusesTheStep) {
   ASSERT_TRUE(prolog_with_gpu(721, 3));
-  config.devices_cgroup = tmp / "no-cgroup/devices";  // e.g. cgroup v2, or no ConstrainDevices
+  config.devices_cgroup = tmp / "no-cgroup/devices";  // e.g. task/affinity, no cgroups
 
   FakeJob task;
   task.id = 722;
@@ -819,8 +819,8 @@ TEST_F(HostSideTest, WithoutTheJobsCgroupFenceAutoLogsAndFenceRequiredRefusesThe
             "node (nvidia3 (c 195:3 rwm)) are not fenced from it: there is no devices cgroup "
             "job_722 under " +
                 config.devices_cgroup +
-                " (Slurm makes one with TaskPlugin=task/cgroup and ConstrainDevices=yes on "
-                "cgroup v1)");
+                " (cgroup v1, TaskPlugin=task/cgroup with ConstrainDevices=yes) and its task "
+                "is in no job_722 cgroup v2 (TaskPlugin=task/cgroup)");
   config.fence = Fence::kRequired;
   FakeJob refused;
   refused.id = 722;

@@ -15,6 +15,7 @@ TEST(PlugstackArgs, DefaultsWithoutArguments) {
   EXPECT_EQ(c->compose_on, ComposeOn::kController);
   EXPECT_EQ(c->fence, Fence::kAuto);
   EXPECT_EQ(c->devices_cgroup, "/sys/fs/cgroup/devices");
+  EXPECT_EQ(c->unified_cgroup, "") << "found where it is mounted";
   Expected<SpankConfig> node = parse_plugstack_args({"compose=node"});
   ASSERT_TRUE(node) << node.error();
   EXPECT_EQ(node->compose_on, ComposeOn::kNode);
@@ -26,7 +27,7 @@ TEST(PlugstackArgs, ParsesEveryArgument) {
        "backoff_ms=250", "state_dir=/var/run/composer/", "munge_socket=/run/m/munge.socket",
        "sysfs_root=/tmp/fake/sys", "proc_root=/tmp/fake/proc", "host_check=rescan", "host_wait=5",
        "busy_wait=0", "on_unavailable=fail_job", "fence=required", "devices_cgroup=/cg/devices/",
-       "cpuset_cgroup=/cg/cpuset"});
+       "cpuset_cgroup=/cg/cpuset", "unified_cgroup=/cg/v2"});
   ASSERT_TRUE(c) << c.error();
   EXPECT_EQ(c->server, "http://10.0.0.1:6830");
   EXPECT_EQ(c->timeout_s, 30u);
@@ -44,6 +45,7 @@ TEST(PlugstackArgs, ParsesEveryArgument) {
   EXPECT_EQ(c->fence, Fence::kRequired);
   EXPECT_EQ(c->devices_cgroup, "/cg/devices");
   EXPECT_EQ(c->cpuset_cgroup, "/cg/cpuset");
+  EXPECT_EQ(c->unified_cgroup, "/cg/v2");
 }
 
 TEST(PlugstackArgs, UnknownArgumentIsNamed) {
@@ -64,7 +66,7 @@ TEST(PlugstackArgs, BadValuesAreNamed) {
         Case{"retries=100", "from 0 to 20"}, Case{"state_dir=relative/dir", "absolute path"},
         Case{"sysfs_root=", "absolute path"}, Case{"host_check=maybe", "wait, rescan or off"},
         Case{"on_unavailable=ignore", "drain or fail_job"}, Case{"server=ftp://x", "http://"},
-        Case{"fence=yes", "auto (fence where Slurm made the job a devices cgroup), required"},
+        Case{"fence=yes", "auto (fence where Slurm made the job a cgroup), required"},
         Case{"devices_cgroup=cgroup", "absolute path"}, Case{"noequals", "key=value"}}) {
     Expected<SpankConfig> c = parse_plugstack_args({k.arg});
     ASSERT_FALSE(c) << k.arg;

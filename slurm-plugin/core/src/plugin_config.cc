@@ -99,10 +99,11 @@ const std::map<std::string, Setter>& setters() {
       {"fence",
        one_of(&SpankConfig::fence,
               {{"auto", Fence::kAuto}, {"required", Fence::kRequired}, {"off", Fence::kOff}},
-              "expected auto (fence where Slurm made the job a devices cgroup), "
+              "expected auto (fence where Slurm made the job a cgroup), "
               "required (refuse a job's tasks where it did not) or off")},
       {"devices_cgroup", absolute_path(&SpankConfig::devices_cgroup, false)},
       {"cpuset_cgroup", absolute_path(&SpankConfig::cpuset_cgroup, false)},
+      {"unified_cgroup", absolute_path(&SpankConfig::unified_cgroup, true)},
       {"host_wait", number(&SpankConfig::host_wait_s, 0, 3600)},
       {"busy_wait", number(&SpankConfig::busy_wait_s, 0, 3600)},
       {"free_wait", number(&SpankConfig::free_wait_s, 0, 3600)},

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <thread>
 
+#include "composer/common/files.h"
+#include "composer/common/strings.h"
 #include "composer/slurm/device_fence.h"
 #include "composer/slurm/host_devices.h"
 #include "composer/slurm/job_state.h"
@@ -82,6 +86,52 @@ std::string node_list(const std::vector<DeviceNode>& nodes) {
   return out;
 }
 
+// cgroup v2 (UnifiedFence). The first task fenced so on a node records where the job cgroups
+// are (<state_dir>/fence-scope: the hierarchy's mount and the scope, one a line), so that
+// prologs and epilogs, which do not run in a job's cgroup, keep the program up to date.
+constexpr char kFenceScope[] = "fence-scope";
+constexpr std::string_view kFenceLock = "fence.lock";
+
+std::optional<UnifiedFence> recorded_unified_fence(const SpankConfig& config) {
+  std::ifstream in(config.state_dir + "/" + kFenceScope);
+  std::string mount;
+  std::string scope;
+  if (!std::getline(in, mount) || !std::getline(in, scope) || mount.empty() || scope.empty()) {
+    return std::nullopt;
+  }
+  return UnifiedFence(mount, scope);
+}
+
+// The program on `fence`'s scope rebuilt from every state file on the node: each job may open
+// the device nodes its file names (`first`'s where two files name one: the job that holds it
+// now), no other job may. Nothing is done where no job holds a device node and no task has
+// fenced on this node before (no program can be there to remove).
+Status refresh_unified_fence(const SpankConfig& config, const UnifiedFence& fence, uint32_t first,
+                             bool from_task) {
+  Expected<HostLock> lock = HostLock::take(config.state_dir, kLockWait, kFenceLock);
+  if (!lock) return lock.error();
+  const HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
+  std::map<uint32_t, std::vector<DeviceNode>> held;
+  std::set<DeviceNode> taken;
+  std::vector<uint32_t> jobs = other_jobs(config.state_dir, first);
+  jobs.insert(jobs.begin(), first);
+  for (uint32_t job : jobs) {
+    Expected<std::optional<JobState>> file = read_job_state(config.state_dir, job);
+    if (!file || !file->has_value()) continue;
+    for (const DeviceNode& n : host.device_nodes((*file)->devices)) {
+      if (taken.insert(n).second) held[job].push_back(n);
+    }
+  }
+  const std::string record = config.state_dir + "/" + kFenceScope;
+  std::error_code ec;
+  if (held.empty() && !std::filesystem::exists(record, ec)) return Status::Ok();
+  if (Status s = fence.apply(held); !s) return s;
+  if (from_task && !recorded_unified_fence(config)) {
+    return write_file_atomically(record, fence.mount() + "\n" + fence.scope() + "\n");
+  }
+  return Status::Ok();
+}
+
 // The prolog's half of the fence (DeviceFence): the job's devices denied in the devices cgroup
 // of every other job on the node. Called once the state file names them, so that a job whose
 // cgroup comes later reads them there. A rule that cannot be written is logged: the other job
@@ -100,6 +150,12 @@ void fence_from_others(JobContext& ctx, const SpankConfig& config, uint32_t job_
         ctx.error(said + "fencing job " + std::to_string(other) + " from " + node_list(nodes) +
                   ": " + s.error().message);
       }
+    }
+  }
+  if (std::optional<UnifiedFence> v2 = recorded_unified_fence(config); v2) {
+    if (Status s = refresh_unified_fence(config, *v2, job_id, false); !s) {
+      ctx.error(said + "fencing the other jobs from " + node_list(nodes) +
+                " (cgroup v2): " + s.error().message);
     }
   }
 }
@@ -536,6 +592,25 @@ namespace {
 Status fence_task(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
                   const std::string& at, const std::optional<JobState>& own) {
   if (config.fence == Fence::kOff) return Status::Ok();
+  const bool required = config.fence == Fence::kRequired;
+  // cgroup v2: where the task is in a job cgroup of Slurm's, the node's program is rebuilt.
+  const std::string self = [&] {
+    std::ifstream in(config.proc_root + "/self/cgroup");
+    std::string text;
+    std::getline(in, text, '\0');
+    return text;
+  }();
+  if (std::optional<UnifiedFence> v2 =
+          UnifiedFence::of_task(unified_mount(config.unified_cgroup), self, job_id);
+      v2) {
+    Status s = refresh_unified_fence(config, *v2, job_id, true);
+    if (s) return s;
+    const std::string why = "composer: task: " + at +
+                            ": fencing the jobs on this node from each other's composed " +
+                            "devices (cgroup v2, " + v2->scope() + "): " + s.error().message;
+    ctx.error(why + (required ? "; fence=required refuses the step" : ""));
+    return required ? Status(Error{ErrorCode::kConflict, why}) : Status::Ok();
+  }
   const std::vector<Device> others = devices_of_other_jobs(config.state_dir, job_id);
   if (others.empty()) return Status::Ok();
   const HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
@@ -548,13 +623,13 @@ Status fence_task(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
   const DeviceFence fence(config.devices_cgroup);
   const std::map<uint32_t, std::vector<std::string>> cgroups = fence.job_cgroups();
   const auto mine = cgroups.find(job_id);
-  const bool required = config.fence == Fence::kRequired;
   if (mine == cgroups.end()) {
     const std::string why =
         "composer: task: " + at + ": the composed devices of other jobs on this node (" +
         node_list(deny) + ") are not fenced from it: there is no devices cgroup job_" +
         std::to_string(job_id) + " under " + config.devices_cgroup +
-        " (Slurm makes one with TaskPlugin=task/cgroup and ConstrainDevices=yes on cgroup v1)";
+        " (cgroup v1, TaskPlugin=task/cgroup with ConstrainDevices=yes) and its task is in no" +
+        " job_" + std::to_string(job_id) + " cgroup v2 (TaskPlugin=task/cgroup)";
     if (!required) {
       ctx.info(why);
       return Status::Ok();
@@ -707,6 +782,13 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   }
   if (Status s = remove_job_state(config.state_dir, *job_id); !s) {
     ctx.error("composer: epilog: " + at + ": " + s.error().message);
+  }
+  if (std::optional<UnifiedFence> v2 = recorded_unified_fence(config);
+      v2 && config.fence != Fence::kOff) {
+    if (Status s = refresh_unified_fence(config, *v2, *job_id, false); !s) {
+      ctx.error("composer: epilog: " + at +
+                ": dropping its devices from the fence (cgroup v2): " + s.error().message);
+    }
   }
   return Status::Ok();
 }

@@ -11,6 +11,11 @@
 // Whichever of two jobs starts second, one of the two sees the other: a prolog walks the
 // cgroups after its state file is written, and a task reads the state files after its job's
 // cgroup exists. See slurm-plugin/README.md ("Fencing") for the settings it needs.
+// On cgroup v2 (UnifiedFence) a device rule is an eBPF program: one program of the plugin's,
+// attached beside Slurm's own to the cgroup that holds the node's job_<id> cgroups
+// (slurmstepd.scope), says for each composed device node which job's cgroup may open it. It is
+// rebuilt from the state files by each task, and by each prolog and epilog once a task has
+// said where that cgroup is.
 // The same task hook widens the job's cpuset (cgroup v1) to the NUMA nodes its CXL memory
 // became (widen_mems): Slurm made the cpuset before that memory existed.
 #pragma once
@@ -61,6 +66,47 @@ std::string node_list_text(const std::set<int>& nodes);
 // the kernel refused.
 Status widen_mems(const std::string& hierarchy, const std::string& job_cgroup,
                   const std::set<int>& nodes);
+
+// cgroup v2. The program a process's open of a device node runs through: a process in a job's
+// cgroup (a child job_<id> of `scope`, at depth `job_level` of the hierarchy) may open a listed
+// device node only when the node's owner is its job; everything else (devices no rule names,
+// processes in `scope`'s other children such as slurmstepd's own, or outside it) is let
+// through. An owner of 0 (its job has no cgroup yet) lets no job open it.
+struct FenceRule {
+  DeviceNode node;
+  uint64_t owner = 0;  // the cgroup id (inode) of the owning job's cgroup
+};
+// Raw eBPF instructions, 8 bytes each (struct bpf_insn).
+std::vector<uint64_t> fence_program(int job_level, const std::vector<uint64_t>& not_jobs,
+                                    const std::vector<FenceRule>& rules);
+
+// The mount point of the cgroup v2 hierarchy: `configured` when set, else /sys/fs/cgroup when
+// it is one, else /sys/fs/cgroup/unified (hybrid hosts); empty when there is none.
+std::string unified_mount(const std::string& configured);
+
+class UnifiedFence {
+ public:
+  // `scope`: the cgroup (an absolute path below `mount`) whose children are the job cgroups.
+  UnifiedFence(std::string mount, std::string scope)
+      : mount_(std::move(mount)), scope_(std::move(scope)) {}
+  // The fence of a task of `job_id` whose /proc/self/cgroup reads `self_cgroup`: nullopt when
+  // its cgroup v2 path has no job_<job_id> (the task is not in a job cgroup of Slurm's).
+  static std::optional<UnifiedFence> of_task(const std::string& mount,
+                                             const std::string& self_cgroup, uint32_t job_id);
+  const std::string& mount() const { return mount_; }
+  const std::string& scope() const { return scope_; }
+
+  // Replaces the plugin's program on scope with one built from the device nodes each job
+  // holds (no program when none holds any). kInternal says what the kernel refused.
+  Status apply(const std::map<uint32_t, std::vector<DeviceNode>>& held) const;
+  // How many programs of the plugin's are attached to scope now (one while any job holds a
+  // device, else none).
+  Expected<size_t> programs() const;
+
+ private:
+  std::string mount_;
+  std::string scope_;
+};
 
 class DeviceFence {
  public:

@@ -19,7 +19,8 @@ enum class HostCheck {
 
 // Whether the plugin fences jobs from each other's composed devices (DeviceFence).
 enum class Fence {
-  kAuto,      // where Slurm made a devices cgroup for the job (ConstrainDevices=yes, cgroup v1)
+  kAuto,      // where Slurm made the job a cgroup: a devices cgroup (cgroup v1,
+              // ConstrainDevices=yes) or a job_<id> cgroup (cgroup v2, task/cgroup)
   kRequired,  // a task of a job whose cgroup is not found, on a node where other jobs hold
               // composed devices, fails (the step does not start)
   kOff,       // never
@@ -54,6 +55,8 @@ struct SpankConfig {
   Fence fence = Fence::kAuto;
   std::string devices_cgroup = "/sys/fs/cgroup/devices";  // the cgroup v1 devices hierarchy
   std::string cpuset_cgroup = "/sys/fs/cgroup/cpuset";    // the cgroup v1 cpuset hierarchy
+  // The cgroup v2 hierarchy; empty: /sys/fs/cgroup when it is one, else /sys/fs/cgroup/unified.
+  std::string unified_cgroup;
   uint32_t host_wait_s = 30;
   uint32_t busy_wait_s = 10;
   // How long the prolog asks again while composerd answers insufficient_resources: Slurm hands
