@@ -23,6 +23,7 @@ namespace {
 
 using test_support::FakeHost;
 using test_support::FakePciFunction;
+using test_support::nvidia_gpu;
 
 RunResult probe(const std::string& root, const std::string& smi = "") {
   RunOptions o;
@@ -36,14 +37,6 @@ RunResult probe(const std::string& root, const std::string& smi = "") {
   Expected<RunResult> r = run_program(o);
   EXPECT_TRUE(r) << r.error();
   return r ? *r : RunResult{};
-}
-
-FakePciFunction nvidia_gpu(const std::string& address, const std::string& uuid, int minor) {
-  FakePciFunction f;
-  f.address = address;
-  f.gpu_uuid = uuid;
-  f.nvidia_minor = minor;
-  return f;
 }
 
 TEST(HostIdentityCheck, HoldsOnAHostLaidOutAsTheKernelAndTheDriverLayItOut) {

@@ -38,6 +38,7 @@ namespace {
 namespace fs = std::filesystem;
 using test_support::FakeHost;
 using test_support::FakePciFunction;
+using test_support::nvidia_gpu;
 
 constexpr const char* kDevices = "/sys/fs/cgroup/devices";
 
@@ -88,6 +89,52 @@ int open_errno_in(const std::string& cgroup, const std::string& path) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// The plugin's settings for a node whose host is `host` (compose=node: the prolog composes).
+SpankConfig host_side_config(const testing::TempDir& tmp, const FakeHost& host) {
+  SpankConfig config;
+  config.state_dir = tmp / "state";
+  config.sysfs_root = host.sysfs_root();
+  config.proc_root = host.proc_root();
+  config.dev_root = host.dev_root();
+  config.host_wait_s = 5;
+  config.compose_on = ComposeOn::kNode;
+  return config;
+}
+
+// A composed GPU as composerd reports it.
+Device gpu(const std::string& id, const std::string& uuid) {
+  Device d;
+  d.id = id;
+  d.type = DeviceType::kGpu;
+  d.identity = {"0x10de", "0x20b5", "", uuid};
+  return d;
+}
+
+// Job `id` runs with a composed GPU (minor 5 at 0000:41:00.0): the host shows it, and the
+// job's state file names it.
+void running_with_gpu(FakeHost& host, const SpankConfig& config, uint32_t id) {
+  host.add_present(nvidia_gpu("0000:41:00.0", "GPU-aaaa-0005", 5));
+  JobState a;
+  a.job_id = id;
+  a.node = "node1";
+  a.devices = {gpu("gpu-a-5", "GPU-aaaa-0005")};
+  a.devices[0].address = "0000:41:00.0";
+  ASSERT_TRUE(write_job_state(config.state_dir, a));
+}
+
+// Job `id`'s prolog composes a GPU (minor 6 at 0000:42:00.0) through `api`.
+bool prolog_composes_gpu(FakeHost& host, testing::FakeComposer& api, const SpankConfig& config,
+                         uint32_t id) {
+  host.attach(nvidia_gpu("0000:42:00.0", "GPU-aaaa-0006", 6));
+  api.devices = {gpu("gpu-a-6", "GPU-aaaa-0006")};
+  testing::FakeJob prolog;
+  prolog.id = id;
+  prolog.options = {{"compose-gpus", "1"}};
+  const Status s = job_prolog(prolog, api, config);
+  EXPECT_TRUE(s) << join(prolog.errors, "\n");
+  return static_cast<bool>(s);
+}
+
 TEST(DeviceFenceInTheKernel, JobsCannotOpenEachOthersComposedGpus) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to write cgroup rules";
   if (!fs::exists(std::string(kDevices) + "/devices.deny")) {
@@ -101,44 +148,14 @@ TEST(DeviceFenceInTheKernel, JobsCannotOpenEachOthersComposedGpus) {
   if (!tree.make(job_a + "/step_0")) GTEST_SKIP() << "the kernel refuses new devices cgroups";
 
   FakeHost host(tmp.path() / "host");
-  SpankConfig config;
-  config.state_dir = tmp / "state";
-  config.sysfs_root = host.sysfs_root();
-  config.proc_root = host.proc_root();
-  config.dev_root = host.dev_root();
+  SpankConfig config = host_side_config(tmp, host);
   config.devices_cgroup = tree.base();
-  config.host_wait_s = 5;
-  config.compose_on = ComposeOn::kNode;
-  auto gpu = [](const std::string& id, const std::string& uuid) {
-    Device d;
-    d.id = id;
-    d.type = DeviceType::kGpu;
-    d.identity = {"0x10de", "0x20b5", "", uuid};
-    return d;
-  };
-  auto function = [](const std::string& address, const std::string& uuid, int minor) {
-    FakePciFunction f;
-    f.address = address;
-    f.gpu_uuid = uuid;
-    f.nvidia_minor = minor;
-    return f;
-  };
 
   // Job A (4000000801) runs with its GPU (minor 5); job B's prolog composes one (minor 6).
-  host.add_present(function("0000:41:00.0", "GPU-aaaa-0005", 5));
-  JobState a;
-  a.job_id = 4000000801;
-  a.node = "node1";
-  a.devices = {gpu("gpu-a-5", "GPU-aaaa-0005")};
-  a.devices[0].address = "0000:41:00.0";
-  ASSERT_TRUE(write_job_state(config.state_dir, a));
-  host.attach(function("0000:42:00.0", "GPU-aaaa-0006", 6));
+  running_with_gpu(host, config, 4000000801);
+  if (HasFatalFailure()) return;
   testing::FakeComposer api;
-  api.devices = {gpu("gpu-a-6", "GPU-aaaa-0006")};
-  testing::FakeJob prolog;
-  prolog.id = 4000000802;
-  prolog.options = {{"compose-gpus", "1"}};
-  ASSERT_TRUE(job_prolog(prolog, api, config)) << join(prolog.errors, "\n");
+  ASSERT_TRUE(prolog_composes_gpu(host, api, config, 4000000802));
   // Job B's first step: Slurm makes its cgroup, then its task hook runs.
   ASSERT_TRUE(tree.make(job_b + "/step_0"));
   testing::FakeJob task;
@@ -180,29 +197,9 @@ TEST(DeviceFenceInTheKernel, CgroupV2JobsCannotOpenEachOthersComposedGpus) {
   }
 
   FakeHost host(tmp.path() / "host");
-  SpankConfig config;
-  config.state_dir = tmp / "state";
-  config.sysfs_root = host.sysfs_root();
-  config.proc_root = host.proc_root();
-  config.dev_root = host.dev_root();
+  SpankConfig config = host_side_config(tmp, host);
   config.devices_cgroup = tmp / "no-devices-hierarchy";
   config.unified_cgroup = mount;
-  config.host_wait_s = 5;
-  config.compose_on = ComposeOn::kNode;
-  auto gpu = [](const std::string& id, const std::string& uuid) {
-    Device d;
-    d.id = id;
-    d.type = DeviceType::kGpu;
-    d.identity = {"0x10de", "0x20b5", "", uuid};
-    return d;
-  };
-  auto function = [](const std::string& address, const std::string& uuid, int minor) {
-    FakePciFunction f;
-    f.address = address;
-    f.gpu_uuid = uuid;
-    f.nvidia_minor = minor;
-    return f;
-  };
   // What /proc/self/cgroup says in a task of `job` (the hook reads it below proc_root).
   auto in_task_of = [&](const std::string& job) {
     fs::create_directories(fs::path(config.proc_root) / "self");
@@ -223,13 +220,8 @@ TEST(DeviceFenceInTheKernel, CgroupV2JobsCannotOpenEachOthersComposedGpus) {
   const UnifiedFence fence(mount, scope);
 
   // Job A (4000000811) runs with its GPU (minor 5); its task is the first fenced on the node.
-  host.add_present(function("0000:41:00.0", "GPU-aaaa-0005", 5));
-  JobState a;
-  a.job_id = 4000000811;
-  a.node = "node1";
-  a.devices = {gpu("gpu-a-5", "GPU-aaaa-0005")};
-  a.devices[0].address = "0000:41:00.0";
-  ASSERT_TRUE(write_job_state(config.state_dir, a));
+  running_with_gpu(host, config, 4000000811);
+  if (HasFatalFailure()) return;
   testing::FakeJob task;
   task.id = 4000000811;
   in_task_of(job_a);
@@ -242,13 +234,8 @@ TEST(DeviceFenceInTheKernel, CgroupV2JobsCannotOpenEachOthersComposedGpus) {
   EXPECT_EQ(programs(), 1u);
 
   // Job B's prolog composes a GPU (minor 6); job B has no cgroup yet, then gets one.
-  host.attach(function("0000:42:00.0", "GPU-aaaa-0006", 6));
   testing::FakeComposer api;
-  api.devices = {gpu("gpu-a-6", "GPU-aaaa-0006")};
-  testing::FakeJob prolog;
-  prolog.id = 4000000812;
-  prolog.options = {{"compose-gpus", "1"}};
-  ASSERT_TRUE(job_prolog(prolog, api, config)) << join(prolog.errors, "\n");
+  ASSERT_TRUE(prolog_composes_gpu(host, api, config, 4000000812));
   // The prolog fenced job B's GPU at once, from job A too: no job may open it yet.
   EXPECT_EQ(open_errno_in(task_a, gpu6), EPERM) << "job B's GPU, before job B's task";
   ASSERT_TRUE(tree.make(job_b + "/step_0/user/task_0"));

@@ -48,9 +48,7 @@ Device gpu(const std::string& id, const std::string& uuid, const std::string& se
 
 FakePciFunction gpu_function(const std::string& address, const std::string& uuid,
                              bool driver = true) {
-  FakePciFunction f;
-  f.address = address;
-  f.gpu_uuid = uuid;
+  FakePciFunction f = test_support::nvidia_gpu(address, uuid);
   f.nvidia_driver = driver;
   return f;
 }
@@ -168,9 +166,7 @@ class HostSideTest : public ::testing::Test {
   // 0000:4<minor>:00.0, UUID GPU-aaaa-000<minor>). False (with a test failure) if it fails.
   bool prolog_with_gpu(uint32_t id, int minor) {
     const std::string n = std::to_string(minor);
-    FakePciFunction f = gpu_function("0000:4" + n + ":00.0", "GPU-aaaa-000" + n);
-    f.nvidia_minor = minor;
-    host.attach(f);
+    host.attach(test_support::nvidia_gpu("0000:4" + n + ":00.0", "GPU-aaaa-000" + n, minor));
     api.devices = {gpu("gpu-a-" + n, "GPU-aaaa-000" + n)};
     FakeJob j = job(id, 1);
     const Status s = job_prolog(j, api, config);

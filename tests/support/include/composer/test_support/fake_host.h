@@ -62,6 +62,17 @@ struct FakePciFunction {
   std::string serial;
 };
 
+// An NVIDIA GPU with the nvidia driver bound: UUID `uuid`, /dev/nvidia<minor> (-1: the next
+// free minor).
+inline FakePciFunction nvidia_gpu(const std::string& address, const std::string& uuid,
+                                  int minor = -1) {
+  FakePciFunction f;
+  f.address = address;
+  f.gpu_uuid = uuid;
+  f.nvidia_minor = minor;
+  return f;
+}
+
 class FakeHost {
  public:
   // The device numbers the host gives NVMe controllers and namespaces (dynamic on a real host).
