@@ -9,7 +9,8 @@
 
 namespace composer {
 
-Status write_file_atomically(const std::string& path, std::string_view text, mode_t mode) {
+Status write_file_atomically(const std::string& path, std::string_view text, mode_t mode,
+                             Durability durability) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   auto fail = [&](const std::string& what, const std::string& file) {
     const int err = errno;
@@ -30,7 +31,12 @@ Status write_file_atomically(const std::string& path, std::string_view text, mod
     done += static_cast<size_t>(n);
   }
   // The umask may have narrowed the mode.
-  if (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0) {
+  if (::fchmod(fd, mode) != 0) {
+    Status s = fail("cannot set the mode of", tmp);
+    ::close(fd);
+    return s;
+  }
+  if (durability == Durability::kPowerLoss && ::fsync(fd) != 0) {
     Status s = fail("cannot sync", tmp);
     ::close(fd);
     return s;

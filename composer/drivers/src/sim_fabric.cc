@@ -150,12 +150,21 @@ struct SimFabric::Impl {
     return named;
   }
 
-  // Records `attached` in the state file; on failure puts back `before` and says why.
+  // Records `attached` in the state file; on failure puts back `before` and says why. The file
+  // is the simulated fabric's own memory: it outlives composerd's crash and restart, as a real
+  // fabric would, and is not synced to disk (a real fabric's change costs the fabric, not the
+  // host composerd runs on).
   Status persist(const std::map<std::string, std::string>& before) {
     if (state_file.empty()) return Status::Ok();
     std::string text;
-    for (const auto& [device, host] : attached) text += device + " " + host + "\n";
-    if (Status s = write_file_atomically(state_file, text, 0600); !s) {
+    text.reserve(attached.size() * 32);
+    for (const auto& [device, host] : attached) {
+      text += device;
+      text += ' ';
+      text += host;
+      text += '\n';
+    }
+    if (Status s = write_file_atomically(state_file, text, 0600, Durability::kCrash); !s) {
       attached = before;
       return Error{ErrorCode::kUnavailable,
                    "sim fabric: cannot record its attachments: " + s.error().message};

@@ -10,11 +10,17 @@
 
 namespace composer {
 
+// What a replaced file survives: kPowerLoss syncs it to disk before the rename; kCrash does
+// not, and survives the writer's crash (the kernel keeps what was written) but not always the
+// machine's (a file no one may lose to a power cut must be kPowerLoss).
+enum class Durability { kPowerLoss, kCrash };
+
 // Replaces `path` with `text`: writes a temporary file beside it (PATH.tmp.PID; short and
-// interrupted writes are retried), gives it `mode` (whatever the umask), syncs it and renames
-// it over `path`. On failure the temporary file is removed and `path` is left as it was; the
-// kUnavailable error names the step and the system's reason ("cannot write /x.tmp.42: No space
-// left on device").
-Status write_file_atomically(const std::string& path, std::string_view text, mode_t mode = 0644);
+// interrupted writes are retried), gives it `mode` (whatever the umask), syncs it (kPowerLoss)
+// and renames it over `path`. On failure the temporary file is removed and `path` is left as it
+// was; the kUnavailable error names the step and the system's reason ("cannot write
+// /x.tmp.42: No space left on device").
+Status write_file_atomically(const std::string& path, std::string_view text, mode_t mode = 0644,
+                             Durability durability = Durability::kPowerLoss);
 
 }  // namespace composer
