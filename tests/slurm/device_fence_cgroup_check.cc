@@ -42,10 +42,16 @@ using test_support::nvidia_gpu;
 
 constexpr const char* kDevices = "/sys/fs/cgroup/devices";
 
-// A cgroup tree of its own below the real devices hierarchy, removed (deepest first) at the end.
+// A cgroup tree of its own below a real hierarchy, removed (deepest first) at the end. It sits
+// in <hierarchy>/composer-tests/<name>: so deep that a prolog of a cluster running on the same
+// host meanwhile, which looks for job cgroups down to four levels from the root, never finds its
+// jobs' cgroups to write its rules to.
 class CgroupTree {
  public:
-  explicit CgroupTree(std::string base) : base_(std::move(base)) {}
+  CgroupTree(const std::string& hierarchy, const std::string& name)
+      : base_(hierarchy + "/composer-tests/" + name + "-" + std::to_string(::getpid())) {
+    made(hierarchy + "/composer-tests");
+  }
   ~CgroupTree() {
     for (auto it = made_.rbegin(); it != made_.rend(); ++it) ::rmdir(it->c_str());
   }
@@ -142,7 +148,7 @@ TEST(DeviceFenceInTheKernel, JobsCannotOpenEachOthersComposedGpus) {
                  << " (a cgroup v2 host: the cgroup v2 test below fences there)";
   }
   testing::TempDir tmp;
-  CgroupTree tree(std::string(kDevices) + "/composer-fence-check-" + std::to_string(::getpid()));
+  CgroupTree tree(kDevices, "fence-check");
   const std::string job_a = "slurm/uid_0/job_4000000801";
   const std::string job_b = "slurm/uid_0/job_4000000802";
   if (!tree.make(job_a + "/step_0")) GTEST_SKIP() << "the kernel refuses new devices cgroups";
@@ -187,7 +193,7 @@ TEST(DeviceFenceInTheKernel, CgroupV2JobsCannotOpenEachOthersComposedGpus) {
   const std::string mount = unified_mount("");
   if (mount.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy at /sys/fs/cgroup[/unified]";
   testing::TempDir tmp;
-  CgroupTree tree(mount + "/composer-fence-v2-check-" + std::to_string(::getpid()));
+  CgroupTree tree(mount, "fence-v2-check");
   const std::string scope = tree.base() + "/slurmstepd.scope";
   const std::string job_a = "slurmstepd.scope/job_4000000811";
   const std::string job_b = "slurmstepd.scope/job_4000000812";
@@ -204,7 +210,7 @@ TEST(DeviceFenceInTheKernel, CgroupV2JobsCannotOpenEachOthersComposedGpus) {
   auto in_task_of = [&](const std::string& job) {
     fs::create_directories(fs::path(config.proc_root) / "self");
     std::ofstream(fs::path(config.proc_root) / "self" / "cgroup")
-        << "0::/" << fs::path(tree.base()).filename().string() << "/" << job
+        << "0::/" << fs::path(tree.base()).lexically_relative(mount).string() << "/" << job
         << "/step_0/user/task_0\n";
   };
   const std::string gpu5 = tmp / "nvidia5";
@@ -293,10 +299,11 @@ TEST(DeviceFenceInTheKernel, AJobsCpusetIsWidenedTopDown) {
     GTEST_SKIP() << "no cgroup v1 cpuset hierarchy at " << kCpuset;
   }
   const int node = *nodes->begin();
-  CgroupTree tree(std::string(kCpuset) + "/composer-cpuset-check-" + std::to_string(::getpid()));
+  CgroupTree tree(kCpuset, "cpuset-check");
   if (!tree.make("slurm/uid_0/job_4000000901/step_0"))
     GTEST_SKIP() << "the kernel refuses new cpusets";
   // The tree's top stands for the hierarchy's root, whose mems the kernel keeps.
+  std::ofstream(std::string(kCpuset) + "/composer-tests/cpuset.mems") << node << "\n";
   std::ofstream(tree.base() + "/cpuset.mems") << node << "\n";
   const std::string job = tree.base() + "/slurm/uid_0/job_4000000901";
   auto mems = [](const std::string& cgroup) {

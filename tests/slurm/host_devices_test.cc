@@ -71,6 +71,10 @@ class HostSideTest : public ::testing::Test {
     config.sysfs_root = host.sysfs_root();
     config.proc_root = host.proc_root();
     config.dev_root = host.dev_root();
+    // Never the host's own cgroups: a test that wants a hierarchy lays out a fake one.
+    config.devices_cgroup = tmp / "no-cgroup/devices";
+    config.cpuset_cgroup = tmp / "no-cgroup/cpuset";
+    config.unified_cgroup = tmp / "no-cgroup/unified";
     config.host_wait_s = 2;
     config.busy_wait_s = 0;
     config.compose_on = ComposeOn::kNode;  // the prolog composes and the epilog releases
@@ -804,7 +808,7 @@ TEST_F(HostSideTest, ATaskDeniesTheDevicesOfOtherJobsButNotItsOwn) {
 
 TEST_F(HostSideTest, WithoutTheJobsCgroupFenceAutoLogsAndFenceRequiredRefusesTheStep) {
   ASSERT_TRUE(prolog_with_gpu(721, 3));
-  config.devices_cgroup = tmp / "no-cgroup/devices";  // e.g. task/affinity, no cgroups
+  // As the fixture has it: no devices cgroup, e.g. task/affinity alone.
 
   FakeJob task;
   task.id = 722;

@@ -28,6 +28,10 @@ class SpankCoreTest : public ::testing::Test {
     config.state_dir = tmp / "state";
     config.sysfs_root = tmp / "sys";
     config.proc_root = tmp / "proc";
+    // Never the host's own cgroups.
+    config.devices_cgroup = tmp / "no-cgroup/devices";
+    config.cpuset_cgroup = tmp / "no-cgroup/cpuset";
+    config.unified_cgroup = tmp / "no-cgroup/unified";
     config.host_wait_s = 1;
     config.busy_wait_s = 0;
     config.free_wait_s = 0;
