@@ -399,7 +399,7 @@ TEST(SimFabric, AMalformedStateFileIsRefusedNamingTheLine) {
   test_support::TempDir dir("composer-sim");
   SimConfig c = small_config();
   c.state_file = dir.file("fabric.sim");
-  std::ofstream(c.state_file) << "gpu-a-0 fab-n1\ngpu-a-1\n";
+  std::ofstream(c.state_file) << "gpu-a-0 fab-n1\ngpu-a-1 fab-n1 fab-n2\n";
   auto f = SimFabric::create(c);
   ASSERT_FALSE(f.ok());
   EXPECT_THAT(f.error().message, HasSubstr(c.state_file + " line 2: expected DEVICE HOST"));

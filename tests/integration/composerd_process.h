@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -172,17 +173,26 @@ inline std::string write_credentials(const test_support::TempDir& dir, const std
   return path;
 }
 
-// What a composerd's sim fabric holds, by its own record (the state file beside the database:
-// "DEVICE HOST" lines): the device ids.
-inline std::set<std::string> sim_fabric_holds(const ComposerdProcess& d) {
-  std::set<std::string> out;
+// What a composerd's sim fabric holds, by its own record (the journal beside the database:
+// "DEVICE HOST" when attached there, "DEVICE" once detached; a device's last line holds): the
+// device ids, each with its host.
+inline std::map<std::string, std::string> sim_fabric_attachments(const ComposerdProcess& d) {
+  std::map<std::string, std::string> out;
   std::ifstream in(d.state_dir() + "/composer.db.sim");
   std::string line;
   while (std::getline(in, line)) {
     if (const auto space = line.find(' '); space != std::string::npos) {
-      out.insert(line.substr(0, space));
+      out[line.substr(0, space)] = line.substr(space + 1);
+    } else {
+      out.erase(line);
     }
   }
+  return out;
+}
+
+inline std::set<std::string> sim_fabric_holds(const ComposerdProcess& d) {
+  std::set<std::string> out;
+  for (const auto& [device, host] : sim_fabric_attachments(d)) out.insert(device);
   return out;
 }
 

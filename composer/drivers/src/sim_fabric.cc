@@ -1,5 +1,8 @@
 #include "composer/drivers/sim_fabric.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -7,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -150,29 +154,96 @@ struct SimFabric::Impl {
     return named;
   }
 
-  // Records `attached` in the state file; on failure puts back `before` and says why. The file
-  // is the simulated fabric's own memory: it outlives composerd's crash and restart, as a real
-  // fabric would, and is not synced to disk (a real fabric's change costs the fabric, not the
-  // host composerd runs on).
-  Status persist(const std::map<std::string, std::string>& before) {
-    if (state_file.empty()) return Status::Ok();
+  // The state file is the simulated fabric's own memory, which outlives composerd's crash and
+  // restart as a real fabric would: a journal of lines "DEVICE HOST" (attached there) and
+  // "DEVICE" (attached nowhere), the last line of a device winning. Each change appends its
+  // lines in one write, not synced to disk (a real fabric's change costs the fabric, not the
+  // host composerd runs on); load() and a journal grown past kCompactAfter lines plus four
+  // times the attached devices rewrite it whole (write_file_atomically).
+  static constexpr size_t kCompactAfter = 4096;
+  int journal_fd = -1;
+  size_t journal_lines = 0;
+
+  ~Impl() {
+    if (journal_fd >= 0) ::close(journal_fd);
+  }
+
+  // The devices a change touched, each with the host it was on before (nullopt: none).
+  using Undo = std::vector<std::pair<std::string, std::optional<std::string>>>;
+
+  void place(const std::string& id, const std::optional<std::string>& host, Undo& undo) {
+    auto it = attached.find(id);
+    undo.emplace_back(id, it == attached.end() ? std::nullopt : std::optional(it->second));
+    if (host) {
+      attached[id] = *host;
+    } else if (it != attached.end()) {
+      attached.erase(it);
+    }
+  }
+
+  void roll_back(const Undo& undo) {
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+      if (it->second) {
+        attached[it->first] = *it->second;
+      } else {
+        attached.erase(it->first);
+      }
+    }
+  }
+
+  Status compact() {
+    if (journal_fd >= 0) ::close(journal_fd);
+    journal_fd = -1;
     std::string text;
     text.reserve(attached.size() * 32);
-    for (const auto& [device, host] : attached) {
-      text += device;
-      text += ' ';
-      text += host;
-      text += '\n';
-    }
-    if (Status s = write_file_atomically(state_file, text, 0600, Durability::kCrash); !s) {
-      attached = before;
-      return Error{ErrorCode::kUnavailable,
-                   "sim fabric: cannot record its attachments: " + s.error().message};
-    }
+    for (const auto& [device, host] : attached)
+      text.append(device).append(" ").append(host) += '\n';
+    if (Status s = write_file_atomically(state_file, text, 0600, Durability::kCrash); !s) return s;
+    journal_lines = attached.size();
     return Status::Ok();
   }
 
-  // Reads the state file, when there is one, into `attached`.
+  // Records the devices `undo` names where they are now; on failure puts them back and says
+  // why.
+  Status persist(const Undo& undo) {
+    if (state_file.empty() || undo.empty()) return Status::Ok();
+    auto failed = [&](const std::string& why) {
+      roll_back(undo);
+      return Status(
+          Error{ErrorCode::kUnavailable, "sim fabric: cannot record its attachments: " + why + " " +
+                                             state_file + ": " + std::strerror(errno)});
+    };
+    if (journal_lines > kCompactAfter + 4 * attached.size()) {
+      if (Status s = compact(); !s) {
+        roll_back(undo);
+        return Error{ErrorCode::kUnavailable,
+                     "sim fabric: cannot record its attachments: " + s.error().message};
+      }
+    }
+    if (journal_fd < 0) {
+      journal_fd = ::open(state_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+      if (journal_fd < 0) return failed("cannot open");
+    }
+    std::string text;
+    for (const auto& [device, was] : undo) {
+      text += device;
+      if (auto it = attached.find(device); it != attached.end())
+        text.append(" ").append(it->second);
+      text += '\n';
+    }
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(journal_fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return failed("cannot append to");
+      done += static_cast<size_t>(n);
+    }
+    journal_lines += undo.size();
+    return Status::Ok();
+  }
+
+  // Reads the state file, when there is one, into `attached`, and rewrites it whole. A last
+  // line without its newline (a write cut short) is not taken.
   Status load() {
     if (state_file.empty()) return Status::Ok();
     std::ifstream in(state_file);
@@ -180,22 +251,28 @@ struct SimFabric::Impl {
       if (errno == ENOENT) return Status::Ok();  // a fabric nothing was ever attached on
       return bad_config("cannot read its state file " + state_file + ": " + std::strerror(errno));
     }
-    std::string line;
+    std::string whole;
+    std::getline(in, whole, '\0');
+    size_t at = 0;
     int number = 0;
-    while (std::getline(in, line)) {
+    for (size_t end = whole.find('\n'); end != std::string::npos;
+         at = end + 1, end = whole.find('\n', at)) {
       ++number;
-      const size_t space = line.find(' ');
-      if (space == 0 || space == std::string::npos || space + 1 == line.size() ||
-          line.find(' ', space + 1) != std::string::npos) {
+      const std::string line = whole.substr(at, end - at);
+      const std::vector<std::string> words = split(line, ' ');
+      if (words.empty() || words.size() > 2 || words[0].empty() ||
+          (words.size() == 2 && words[1].empty())) {
         return bad_config("state file " + state_file + " line " + std::to_string(number) +
-                          ": expected DEVICE HOST");
+                          ": expected DEVICE HOST (attached there) or DEVICE (attached nowhere)");
       }
-      std::string device = line.substr(0, space);
-      std::string host = line.substr(space + 1);
-      if (index.contains(device) && fabric_hosts.contains(host)) {
-        attached[std::move(device)] = std::move(host);
+      if (!index.contains(words[0])) continue;
+      if (words.size() == 2 && fabric_hosts.contains(words[1])) {
+        attached[words[0]] = words[1];
+      } else {
+        attached.erase(words[0]);
       }
     }
+    if (Status s = compact(); !s) return bad_config(s.error().message);
     return Status::Ok();
   }
 
@@ -219,12 +296,12 @@ struct SimFabric::Impl {
 
   // The fabric's state after a change that passed validation: an attach takes the devices to
   // the host, a detach takes off the host only what is on it.
-  void apply(const FabricChange& c) {
+  void apply(const FabricChange& c, Undo& undo) {
     for (const std::string& id : c.device_ids) {
       if (c.attach) {
-        attached[id] = c.fabric_host;
+        place(id, c.fabric_host, undo);
       } else if (auto it = attached.find(id); it != attached.end() && it->second == c.fabric_host) {
-        attached.erase(it);
+        place(id, std::nullopt, undo);
       }
     }
   }
@@ -235,9 +312,9 @@ struct SimFabric::Impl {
     if (Status s = validate(c.fabric_host, c.device_ids, c.attach); !s) return s.error();
     std::string message;
     if (take_failure(failures_of(c), &message)) return start_op(true, message);
-    const auto before = attached;
-    apply(c);
-    if (Status s = persist(before); !s) return s.error();
+    Undo undo;
+    apply(c, undo);
+    if (Status s = persist(undo); !s) return s.error();
     return start_op(false, "");
   }
 
@@ -370,7 +447,7 @@ bool SimFabric::serialises_changes(const std::string& /*lane*/) const { return i
 Expected<BatchStarted> SimFabric::apply_batch(const std::vector<FabricChange>& changes) {
   std::lock_guard lock(impl_->mu);
   BatchStarted out;
-  const auto before = impl_->attached;
+  Impl::Undo undo;
   bool any = false;
   for (size_t i = 0; i < changes.size(); ++i) {
     const FabricChange& c = changes[i];
@@ -383,14 +460,14 @@ Expected<BatchStarted> SimFabric::apply_batch(const std::vector<FabricChange>& c
       out.refused.emplace(i, Error{ErrorCode::kFabric, "sim fabric: " + message});
       continue;
     }
-    impl_->apply(c);
+    impl_->apply(c, undo);
     any = true;
   }
   if (!any) {
     out.operation = Operation{"", OperationState::kDone, ""};
     return out;
   }
-  if (Status s = impl_->persist(before); !s) return s.error();
+  if (Status s = impl_->persist(undo); !s) return s.error();
   out.operation = impl_->start_op(false, "");
   return out;
 }
@@ -446,9 +523,9 @@ Status SimFabric::lose_attachment(const std::string& device_id) {
   if (!impl_->index.contains(device_id)) {
     return Error{ErrorCode::kNotFound, "sim fabric: unknown device '" + device_id + "'"};
   }
-  const auto before = impl_->attached;
-  impl_->attached.erase(device_id);
-  return impl_->persist(before);
+  Impl::Undo undo;
+  impl_->place(device_id, std::nullopt, undo);
+  return impl_->persist(undo);
 }
 
 Status SimFabric::attach_behind_back(const std::string& device_id, const std::string& fabric_host) {
@@ -459,9 +536,9 @@ Status SimFabric::attach_behind_back(const std::string& device_id, const std::st
   if (!impl_->fabric_hosts.contains(fabric_host)) {
     return Error{ErrorCode::kNotFound, "sim fabric: unknown host '" + fabric_host + "'"};
   }
-  const auto before = impl_->attached;
-  impl_->attached[device_id] = fabric_host;
-  return impl_->persist(before);
+  Impl::Undo undo;
+  impl_->place(device_id, fabric_host, undo);
+  return impl_->persist(undo);
 }
 
 }  // namespace composer
