@@ -40,9 +40,9 @@ struct SimConfig {
   // ended, so N changes sent at once take N latencies, and apply_batch() makes many changes
   // one, taking one latency.
   bool serialise = false;
-  // Where the fabric keeps what is attached, so that it survives a restart of its owner as a
-  // real fabric's state does: read at create(), rewritten atomically (0600) after every
-  // change. Empty: in memory only.
+  // Where the fabric keeps what is attached, so that it survives a restart (or a crash) of its
+  // owner as a real fabric's state does: read and rewritten whole at create(), appended to at
+  // every change (0600, not synced to disk). Empty: in memory only.
   std::string state_file;
   // Faults from the start (composer.conf's SimFailAttaches=, SimFailDetaches=): the first n
   // attach (detach) calls fail, as fail_next_attaches(n) would make them.
@@ -74,8 +74,9 @@ struct SimConfig {
 // the fabric's state at once; its operation reports kDone when the latency has passed.
 //
 // With a state file, a change the file cannot record is undone and answered kUnavailable
-// naming the file; the file lists one "DEVICE HOST" line per attached device, and at create()
-// a line naming a device or host the configuration no longer has is dropped.
+// naming the file. The file is a journal: "DEVICE HOST" (attached there) or "DEVICE" (attached
+// nowhere), a device's last line holding; at create() a device or host the configuration no
+// longer has is dropped.
 //
 // Thread-safe: every public method may be called from any thread.
 class SimFabric final : public Fabric {
