@@ -872,5 +872,38 @@ TEST_F(HostSideTest, TheJobsCpusetIsWidenedToItsCxlMemory) {
   EXPECT_EQ(tmp.read("cgroup/cpuset/slurm/uid_1000/job_732/cpuset.mems"), "0-1\n");
 }
 
+// cgroup v2 (Slurm's cgroup/v2 with ConstrainCores): the task's job cgroup, from its
+// /proc/self/cgroup, and each cgroup below it that has mems of its own get the node; those with
+// none (they take their parent's) and everything above the job stay as they are.
+TEST_F(HostSideTest, OnCgroupV2TheJobsCpusetIsWidenedToItsCxlMemory) {
+  api.devices = {testing::device("mem-c-0", DeviceType::kMem, "numa:2", 64 * kGiB)};
+  host.add_dax("dax0.0", 2, 64 * kGiB, 4);
+  FakeJob a = memory_job(741);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  const std::string scope = "cgroup2/system.slice/slurmstepd.scope";
+  tmp.write("cgroup2/cgroup.procs", "");
+  tmp.write("cgroup2/system.slice/cpuset.mems", "");
+  tmp.write(scope + "/cpuset.mems", "");
+  tmp.write(scope + "/job_741/cpuset.mems", "0-1\n");
+  tmp.write(scope + "/job_741/step_0/cpuset.mems", "0-1\n");
+  tmp.write(scope + "/job_741/step_0/user/cpuset.mems", "");
+  tmp.write(scope + "/job_741/step_0/user/task_0/cpuset.mems", "0\n");
+  tmp.write(scope + "/job_742/cpuset.mems", "0-1\n");
+  tmp.write("host/proc/self/cgroup",
+            "0::/system.slice/slurmstepd.scope/job_741/step_0/user/task_0\n");
+  config.unified_cgroup = tmp / "cgroup2";
+  FakeJob task;
+  task.id = 741;
+  ASSERT_TRUE(task_init_privileged(task, config)) << join(task.errors, "\n");
+  EXPECT_TRUE(task.errors.empty()) << join(task.errors, "\n");
+  EXPECT_EQ(tmp.read(scope + "/job_741/cpuset.mems"), "0-2\n");
+  EXPECT_EQ(tmp.read(scope + "/job_741/step_0/cpuset.mems"), "0-2\n");
+  EXPECT_EQ(tmp.read(scope + "/job_741/step_0/user/cpuset.mems"), "");
+  EXPECT_EQ(tmp.read(scope + "/job_741/step_0/user/task_0/cpuset.mems"), "0,2\n");
+  EXPECT_EQ(tmp.read(scope + "/cpuset.mems"), "");
+  EXPECT_EQ(tmp.read("cgroup2/system.slice/cpuset.mems"), "");
+  EXPECT_EQ(tmp.read(scope + "/job_742/cpuset.mems"), "0-1\n");
+}
+
 }  // namespace
 }  // namespace composer::slurm

@@ -85,8 +85,9 @@ std::string node_list_text(const std::set<int>& nodes) {
 
 namespace {
 
-// One cgroup's cpuset.mems with `nodes` added; Ok when it already had them.
-Status add_mems(const fs::path& cgroup, const std::set<int>& nodes) {
+// One cgroup's cpuset.mems with `nodes` added; Ok when it already had them, and (`keep_empty`)
+// when it has none of its own.
+Status add_mems(const fs::path& cgroup, const std::set<int>& nodes, bool keep_empty = false) {
   const fs::path file = cgroup / "cpuset.mems";
   int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -96,7 +97,9 @@ Status add_mems(const fs::path& cgroup, const std::set<int>& nodes) {
   char buf[512];
   const ssize_t n = ::read(fd, buf, sizeof buf - 1);
   ::close(fd);
-  std::optional<std::set<int>> mems = parse_node_list(std::string(buf, n > 0 ? n : 0));
+  const std::string had_text(buf, n > 0 ? n : 0);
+  if (keep_empty && trim(had_text).empty()) return Status::Ok();
+  std::optional<std::set<int>> mems = parse_node_list(had_text);
   if (!mems) return Error{ErrorCode::kInternal, file.string() + " holds no node list"};
   const size_t had = mems->size();
   mems->insert(nodes.begin(), nodes.end());
@@ -133,6 +136,26 @@ Status widen_mems(const std::string& hierarchy, const std::string& job_cgroup,
     std::error_code type_ec;
     if (!step.is_directory(type_ec)) continue;
     if (Status s = add_mems(step.path(), nodes); !s) return s;
+  }
+  return Status::Ok();
+}
+
+Status widen_unified_mems(const std::string& job_cgroup, const std::set<int>& nodes) {
+  if (nodes.empty()) return Status::Ok();
+  std::error_code ec;
+  auto widen = [&](const fs::path& cgroup) -> Status {
+    std::error_code exists_ec;
+    if (!fs::exists(cgroup / "cpuset.mems", exists_ec)) return Status::Ok();  // no cpuset here
+    return add_mems(cgroup, nodes, true);
+  };
+  if (Status s = widen(job_cgroup); !s) return s;
+  // Parents come before their children in a recursive walk.
+  fs::recursive_directory_iterator it(job_cgroup, fs::directory_options::skip_permission_denied,
+                                      ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
+    if (!it->is_directory(type_ec)) continue;
+    if (Status s = widen(it->path()); !s) return s;
   }
   return Status::Ok();
 }

@@ -588,21 +588,22 @@ Status task_init(JobContext& ctx, const SpankConfig& config) {
 
 namespace {
 
+// The cgroup v2 scope above the calling task's job cgroup (UnifiedFence::of_task), from
+// <proc_root>/self/cgroup; nullopt when the task is in no job cgroup of Slurm's on cgroup v2.
+std::optional<UnifiedFence> task_unified_cgroup(const SpankConfig& config, uint32_t job_id) {
+  std::ifstream in(config.proc_root + "/self/cgroup");
+  std::string self;
+  std::getline(in, self, '\0');
+  return UnifiedFence::of_task(unified_mount(config.unified_cgroup), self, job_id);
+}
+
 // The task's half of the fence (task_init_privileged).
 Status fence_task(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
                   const std::string& at, const std::optional<JobState>& own) {
   if (config.fence == Fence::kOff) return Status::Ok();
   const bool required = config.fence == Fence::kRequired;
   // cgroup v2: where the task is in a job cgroup of Slurm's, the node's program is rebuilt.
-  const std::string self = [&] {
-    std::ifstream in(config.proc_root + "/self/cgroup");
-    std::string text;
-    std::getline(in, text, '\0');
-    return text;
-  }();
-  if (std::optional<UnifiedFence> v2 =
-          UnifiedFence::of_task(unified_mount(config.unified_cgroup), self, job_id);
-      v2) {
+  if (std::optional<UnifiedFence> v2 = task_unified_cgroup(config, job_id); v2) {
     Status s = refresh_unified_fence(config, *v2, job_id, true);
     if (s) return s;
     const std::string why = "composer: task: " + at +
@@ -659,6 +660,14 @@ void widen_cpuset(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
     }
   }
   if (nodes.empty()) return;
+  if (std::optional<UnifiedFence> v2 = task_unified_cgroup(config, job_id); v2) {
+    const std::string job = v2->scope() + "/job_" + std::to_string(job_id);
+    if (Status s = widen_unified_mems(job, nodes); !s) {
+      ctx.error("composer: task: " + at + ": its cpuset does not include NUMA node " +
+                node_list_text(nodes) + " of its CXL memory: " + s.error().message);
+    }
+    return;
+  }
   const std::map<uint32_t, std::vector<std::string>> cgroups =
       slurm_job_cgroups(config.cpuset_cgroup);
   const auto mine = cgroups.find(job_id);

@@ -67,6 +67,12 @@ std::string node_list_text(const std::set<int>& nodes);
 Status widen_mems(const std::string& hierarchy, const std::string& job_cgroup,
                   const std::set<int>& nodes);
 
+// cgroup v2: the NUMA nodes `nodes` added to cpuset.mems of `job_cgroup` and of every cgroup
+// below it that has mems of its own (Slurm wrote them), top down. An empty cpuset.mems means
+// the parent's and stays so, and nothing above the job is touched (v2 takes a child's mems
+// beyond its parent's, and gives it their intersection until the parent has them too).
+Status widen_unified_mems(const std::string& job_cgroup, const std::set<int>& nodes);
+
 // cgroup v2. The program a process's open of a device node runs through: a process in a job's
 // cgroup (a child job_<id> of `scope`, at depth `job_level` of the hierarchy) may open a listed
 // device node only when the node's owner is its job; everything else (devices no rule names,
