@@ -126,7 +126,10 @@ Status refresh_unified_fence(const SpankConfig& config, const UnifiedFence& fenc
   std::error_code ec;
   if (held.empty() && !std::filesystem::exists(record, ec)) return Status::Ok();
   if (Status s = fence.apply(held); !s) return s;
-  if (from_task && !recorded_unified_fence(config)) {
+  if (!from_task) return Status::Ok();
+  // A scope of another name (slurmd restarted under another unit) replaces the one recorded.
+  if (const std::optional<UnifiedFence> had = recorded_unified_fence(config);
+      !had || had->scope() != fence.scope() || had->mount() != fence.mount()) {
     return write_file_atomically(record, fence.mount() + "\n" + fence.scope() + "\n");
   }
   return Status::Ok();
