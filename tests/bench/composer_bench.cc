@@ -17,7 +17,7 @@
 // prints how many batches (fabric changes) it took, from composerd's /metrics.
 //
 //   composer_bench [--clients N] [--seconds S] [--burst B] [--latency MS] [--in-flight N]
-//                  [--not-durable]
+//                  [--api-threads N] [--not-durable]
 //
 // With --scale, only this: the pool at 5,000 and at 100,000 devices on 10,000 hosts (sim, zero
 // latency, durable), side by side: composerd's start-up until it answers, compose latency
@@ -352,15 +352,17 @@ int main(int argc, char** argv) {
   int burst = 1000;
   int latency_ms = 2000;
   int in_flight = 1000;
+  int api_threads = 0;  // 0: composerd's own default (ApiThreads=64)
   bool durable = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    int* value = a == "--clients"     ? &clients
-                 : a == "--seconds"   ? &seconds
-                 : a == "--burst"     ? &burst
-                 : a == "--latency"   ? &latency_ms
-                 : a == "--in-flight" ? &in_flight
-                                      : nullptr;
+    int* value = a == "--clients"       ? &clients
+                 : a == "--seconds"     ? &seconds
+                 : a == "--burst"       ? &burst
+                 : a == "--latency"     ? &latency_ms
+                 : a == "--in-flight"   ? &in_flight
+                 : a == "--api-threads" ? &api_threads
+                                        : nullptr;
     if (a == "--not-durable") {
       durable = false;
     } else if (value != nullptr && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
@@ -368,7 +370,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "composer_bench: bad argument '%s'; usage: composer_bench [--clients N] "
-                   "[--seconds S] [--burst B] [--latency MS] [--in-flight N] [--not-durable], "
+                   "[--seconds S] [--burst B] [--latency MS] [--in-flight N] [--api-threads N] "
+                   "[--not-durable], "
                    "every number above 0\n",
                    a.c_str());
       return 2;
@@ -376,13 +379,17 @@ int main(int argc, char** argv) {
   }
   const int nodes = std::max(clients, (burst + 7) / 8);
   const std::string pool = pool_lines(nodes);
+  // composerd as a site runs it: its default ApiThreads unless --api-threads says otherwise (a
+  // compose waits for the fabric without a worker, so the burst needs no worker each).
   const std::string extra =
-      std::string(durable ? "Durable=yes" : "Durable=no") +
-      "\nLogLevel=warning\nApiThreads=" + std::to_string(std::max(clients, burst) + 16) + "\n";
+      std::string(durable ? "Durable=yes" : "Durable=no") + "\nLogLevel=warning\n" +
+      (api_threads > 0 ? "ApiThreads=" + std::to_string(api_threads) + "\n" : "");
   composer::testing::ComposerdProcess daemon(extra, pool);
 
-  std::printf("composerd bench: %d nodes, %d GPUs, sim fabric latency 0, synchronous=%s\n", nodes,
-              nodes * 8, durable ? "FULL" : "NORMAL");
+  std::printf("composerd bench: %d nodes, %d GPUs, sim fabric latency 0, synchronous=%s, %s\n",
+              nodes, nodes * 8, durable ? "FULL" : "NORMAL",
+              api_threads > 0 ? ("ApiThreads=" + std::to_string(api_threads)).c_str()
+                              : "ApiThreads default (64)");
 
   // Phase 0: munge alone, with the same munged and as many threads as clients.
   {
