@@ -213,8 +213,10 @@ void campaign(const CampaignFabric& f, int rounds, int clients, CampaignCounts* 
       if (w.ready) {
         auto events = c.events(client::EventQuery{.job = key.first});
         ASSERT_TRUE(events.ok()) << events.error();
+        // A copy: clang before 16 refuses a lambda that names a structured binding.
+        const auto composition = w.composition;
         const bool in_ledger = std::any_of(events->begin(), events->end(), [&](const Event& e) {
-          return e.composition_id == w.composition && e.kind == "ready";
+          return e.composition_id == composition && e.kind == "ready";
         });
         EXPECT_TRUE(in_ledger) << "job " << key.first << ": no ready event in the ledger";
       }
