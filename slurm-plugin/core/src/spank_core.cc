@@ -601,12 +601,14 @@ std::optional<UnifiedFence> task_unified_cgroup(const SpankConfig& config, uint3
 }
 
 // The task's half of the fence (task_init_privileged).
+// `v2`: the task's job cgroup on cgroup v2 (task_unified_cgroup), read once per task.
 Status fence_task(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
-                  const std::string& at, const std::optional<JobState>& own) {
+                  const std::string& at, const std::optional<JobState>& own,
+                  const std::optional<UnifiedFence>& v2) {
   if (config.fence == Fence::kOff) return Status::Ok();
   const bool required = config.fence == Fence::kRequired;
   // cgroup v2: where the task is in a job cgroup of Slurm's, the node's program is rebuilt.
-  if (std::optional<UnifiedFence> v2 = task_unified_cgroup(config, job_id); v2) {
+  if (v2) {
     Status s = refresh_unified_fence(config, *v2, job_id, true);
     if (s) return s;
     const std::string why = "composer: task: " + at +
@@ -654,7 +656,8 @@ Status fence_task(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
 
 // The job's cpuset widened to the NUMA nodes its CXL memory became (widen_mems).
 void widen_cpuset(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
-                  const std::string& at, const JobState& own) {
+                  const std::string& at, const JobState& own,
+                  const std::optional<UnifiedFence>& v2) {
   std::set<int> nodes;
   for (const Device& d : own.devices) {
     if (d.type != DeviceType::kMem) continue;
@@ -663,7 +666,7 @@ void widen_cpuset(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
     }
   }
   if (nodes.empty()) return;
-  if (std::optional<UnifiedFence> v2 = task_unified_cgroup(config, job_id); v2) {
+  if (v2) {
     const std::string job = v2->scope() + "/job_" + std::to_string(job_id);
     if (Status s = widen_unified_mems(job, nodes); !s) {
       ctx.error("composer: task: " + at + ": its cpuset does not include NUMA node " +
@@ -697,8 +700,9 @@ Status task_init_privileged(JobContext& ctx, const SpankConfig& config) {
   if (Expected<std::optional<JobState>> file = read_job_state(config.state_dir, *job_id); file) {
     own = std::move(*file);
   }
-  if (Status s = fence_task(ctx, config, *job_id, at, own); !s) return s;
-  if (own) widen_cpuset(ctx, config, *job_id, at, *own);
+  const std::optional<UnifiedFence> v2 = task_unified_cgroup(config, *job_id);
+  if (Status s = fence_task(ctx, config, *job_id, at, own, v2); !s) return s;
+  if (own) widen_cpuset(ctx, config, *job_id, at, *own, v2);
   return Status::Ok();
 }
 
