@@ -208,10 +208,11 @@ struct SimFabric::Impl {
   Status persist(const Undo& undo) {
     if (state_file.empty() || undo.empty()) return Status::Ok();
     auto failed = [&](const std::string& why) {
+      const int err = errno;  // before the roll-back can touch it
       roll_back(undo);
       return Status(
           Error{ErrorCode::kUnavailable, "sim fabric: cannot record its attachments: " + why + " " +
-                                             state_file + ": " + std::strerror(errno)});
+                                             state_file + ": " + std::strerror(err)});
     };
     if (journal_lines > kCompactAfter + 4 * attached.size()) {
       if (Status s = compact(); !s) {

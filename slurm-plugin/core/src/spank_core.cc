@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "composer/common/files.h"
-#include "composer/common/strings.h"
 #include "composer/slurm/device_fence.h"
 #include "composer/slurm/host_devices.h"
 #include "composer/slurm/job_state.h"
