@@ -1612,6 +1612,12 @@ Expected<std::unique_ptr<Store>> Store::open(const std::string& path, const Stor
   try {
     auto writer = open_writer(path, options);
     const int version = migrate(*writer, SystemClock::instance().now_ms());
+    // Each call of a batch runs in its own savepoint (GroupWriter), whose statement journal
+    // SQLite otherwise spills past 64 KiB into a new file under /var/tmp per batch: a batch of
+    // a few dozen calls created, wrote and removed one, as many writes as the WAL itself. In
+    // memory it is a copy; durability is the WAL's and does not change. Set after the
+    // migrations, whose index builds may sort a whole ledger and should spill to disk.
+    writer->pragma("keeping statement journals in memory", "temp_store = MEMORY");
     // Fail now, not at the first read, if the file cannot be read by a second connection.
     {
       auto probe = Connection::open(path, Connection::Mode::kReadOnly, options.busy_timeout_ms);
