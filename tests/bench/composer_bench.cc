@@ -36,6 +36,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -150,7 +151,15 @@ struct Burst {
   std::vector<double> ms;
   long errors = 0;
   double wall_s = 0;
+  double client_cpu_s = 0;  // the clients' own CPU inside their compose calls, summed
 };
+
+// CPU seconds the calling thread has used.
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
 
 // B composes sent at once, the i-th on node_of(i), each client waiting up to timeout_ms.
 Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst,
@@ -158,6 +167,7 @@ Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst
                     int timeout_ms = 120000) {
   Burst out;
   out.ms.resize(static_cast<size_t>(burst));
+  std::vector<double> cpu(static_cast<size_t>(burst));
   std::atomic<long> errors{0};
   std::barrier gate(burst + 1);
   std::vector<std::thread> threads;
@@ -167,9 +177,11 @@ Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst
       const std::string node = node_of(i);
       gate.arrive_and_wait();
       const auto s = Clock::now();
+      const double c = thread_cpu_seconds();
       auto r = cli.compose(first_job + static_cast<uint32_t>(i), node, one_gpu());
       out.ms[static_cast<size_t>(i)] =
           std::chrono::duration<double, std::milli>(Clock::now() - s).count();
+      cpu[static_cast<size_t>(i)] = thread_cpu_seconds() - c;
       if (!r.ok() && errors++ == 0) {
         std::fprintf(stderr, "first burst error: %s\n", r.error().message.c_str());
       }
@@ -180,6 +192,7 @@ Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst
   for (auto& t : threads) t.join();
   out.wall_s = std::chrono::duration<double>(Clock::now() - began).count();
   out.errors = errors.load();
+  for (const double c : cpu) out.client_cpu_s += c;
   return out;
 }
 
@@ -457,9 +470,23 @@ int main(int argc, char** argv) {
   }
 
   // Phase 2: a burst of composes released at the same instant.
+  const double burst_cpu0[3] = {cpu_seconds(daemon.pid()), cpu_seconds(daemon.munged_pid()),
+                                self_cpu_seconds()};
   const Burst fast = compose_burst(daemon, burst, 5'000'000);
   std::printf("burst: %d concurrent composes, %ld errors, %.2f s in all\n", burst, fast.errors,
               fast.wall_s);
+  // What the burst cost each process per compose: where the machine's cores went while it
+  // waited. The clients' figure in all includes starting their threads and connections (before
+  // the burst's instant); inside the compose calls is what a prolog spends once started.
+  std::printf(
+      "burst CPU per compose: composerd %.3f ms, munged %.3f ms, clients %.3f ms in all, %.3f ms "
+      "inside the compose calls; %.2f s of CPU for %.2f s on %ld cores\n",
+      (cpu_seconds(daemon.pid()) - burst_cpu0[0]) * 1000 / burst,
+      (cpu_seconds(daemon.munged_pid()) - burst_cpu0[1]) * 1000 / burst,
+      (self_cpu_seconds() - burst_cpu0[2]) * 1000 / burst, fast.client_cpu_s * 1000 / burst,
+      cpu_seconds(daemon.pid()) - burst_cpu0[0] + cpu_seconds(daemon.munged_pid()) - burst_cpu0[1] +
+          self_cpu_seconds() - burst_cpu0[2],
+      fast.wall_s, sysconf(_SC_NPROCESSORS_ONLN));
   print_latency("burst compose latency", fast.ms);
   daemon.stop();
 
