@@ -46,6 +46,7 @@
 
 #include "../integration/composerd_process.h"
 #include "composer/api/codec.h"
+#include "composer/client/munge_credential.h"
 #include "composer/testing/fake_liqid.h"
 
 namespace {
@@ -209,25 +210,6 @@ Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst
   });
 }
 
-// A munge credential for `payload`, retried while munged's listen queue is full (a thousand
-// threads ask at once). Empty on failure.
-std::string credential(const std::string& payload, const std::string& socket) {
-  munge_ctx_t ctx = munge_ctx_create();
-  munge_ctx_set(ctx, MUNGE_OPT_SOCKET, socket.c_str());
-  std::string out;
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    char* cred = nullptr;
-    const munge_err_t e =
-        munge_encode(&cred, ctx, payload.data(), static_cast<int>(payload.size()));
-    if (e == EMUNGE_SUCCESS) out = cred;
-    std::free(cred);
-    if (e != EMUNGE_SOCKET) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10L << attempt));
-  }
-  munge_ctx_destroy(ctx);
-  return out;
-}
-
 // The same burst as compose_burst, with each client's own work done before the instant: its
 // connection open (a GET /v1/health on it) and its credential encoded, as 1,000 prologs on
 // 1,000 nodes do on their own CPUs. After the instant each only sends its PUT (the request
@@ -252,8 +234,8 @@ Burst ready_burst(const composer::testing::ComposerdProcess& daemon, int burst,
       const std::string path =
           "/v1/compositions/" + std::to_string(first_job + static_cast<uint32_t>(i)) + "/" + node;
       const auto warm = http.Get("/v1/health");
-      const httplib::Headers auth{
-          {"Authorization", "Munge " + credential("PUT " + path, daemon.munge_socket())}};
+      const auto cred = composer::client::munge_credential("PUT " + path, daemon.munge_socket());
+      const httplib::Headers auth{{"Authorization", "Munge " + (cred ? *cred : "")}};
       gate.arrive_and_wait();
       const auto s = Clock::now();
       const double c = thread_cpu_seconds();

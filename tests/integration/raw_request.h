@@ -3,24 +3,19 @@
 #pragma once
 
 #include <httplib.h>
-#include <munge.h>
 
-#include <cstdlib>
 #include <string>
+#include <utility>
 
+#include "composer/client/munge_credential.h"
 #include "composer/common/strings.h"
 
 namespace composer::testing {
 
+// The client's credential (composer/client), or "" when munged cannot make one.
 inline std::string munge_credential(const std::string& socket, const std::string& payload) {
-  munge_ctx_t ctx = munge_ctx_create();
-  munge_ctx_set(ctx, MUNGE_OPT_SOCKET, socket.c_str());
-  char* cred = nullptr;
-  munge_encode(&cred, ctx, payload.data(), static_cast<int>(payload.size()));
-  std::string out = cred != nullptr ? cred : "";
-  std::free(cred);
-  munge_ctx_destroy(ctx);
-  return out;
+  auto cred = client::munge_credential(payload, socket);
+  return cred ? *std::move(cred) : "";
 }
 
 struct RawAnswer {

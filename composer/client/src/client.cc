@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "composer/api/codec.h"
+#include "composer/client/munge_credential.h"
 #include "composer/common/strings.h"
-#include "munge_credential.h"
 
 namespace composer::client {
 namespace {

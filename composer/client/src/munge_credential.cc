@@ -1,4 +1,4 @@
-#include "munge_credential.h"
+#include "composer/client/munge_credential.h"
 
 #include <munge.h>
 

@@ -1,4 +1,5 @@
-// Fresh munge credentials for requests to composerd (docs/API.md, "Authentication").
+// Fresh munge credentials for requests to composerd (docs/API.md, "Authentication"): what
+// every Client call sends, and what a caller that speaks HTTP itself (composer_bench) uses.
 #pragma once
 
 #include <string>
