@@ -39,6 +39,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -153,8 +154,8 @@ struct Burst {
   std::vector<double> ms;
   long errors = 0;
   double wall_s = 0;
-  double client_cpu_s = 0;  // the clients' own CPU inside their compose calls, summed
-  double daemon_cpu_s = 0;  // composerd's and munged's CPU from the instant on (ready_burst)
+  double client_cpu_s = 0;  // the clients' own CPU inside their timed calls, summed
+  double daemon_cpu_s = 0;  // composerd's and munged's CPU from the instant on
   double munged_cpu_s = 0;
 };
 
@@ -165,10 +166,21 @@ double thread_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
 }
 
-// B composes sent at once, the i-th on node_of(i), each client waiting up to timeout_ms.
-Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst,
-                    uint32_t first_job, const std::function<std::string(int)>& node_of,
-                    int timeout_ms = 120000) {
+// The burst's i-th node: eight composes to a node, from b<first_node> on.
+std::string burst_node(int i, int first_node = 1) {
+  char node[16];
+  std::snprintf(node, sizeof node, "b%04d", i / 8 + first_node);
+  return node;
+}
+
+// One client's call in a burst: "" when it succeeded, else why not.
+using Call = std::function<std::string()>;
+
+// `burst` threads, each prepared by prepare(i) (its client, connection, credential: whatever
+// a client has done before it sends), released at one instant; each call is timed, with the
+// thread's own CPU, and composerd's and munged's CPU is read from the instant on.
+Burst timed_burst(const composer::testing::ComposerdProcess& daemon, int burst, const char* what,
+                  const std::function<Call(int)>& prepare) {
   Burst out;
   out.ms.resize(static_cast<size_t>(burst));
   std::vector<double> cpu(static_cast<size_t>(burst));
@@ -177,77 +189,16 @@ Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst
   std::vector<std::thread> threads;
   for (int i = 0; i < burst; ++i) {
     threads.emplace_back([&, i] {
-      auto cli = daemon.client(timeout_ms);
-      const std::string node = node_of(i);
+      const Call call = prepare(i);
       gate.arrive_and_wait();
       const auto s = Clock::now();
       const double c = thread_cpu_seconds();
-      auto r = cli.compose(first_job + static_cast<uint32_t>(i), node, one_gpu());
+      const std::string error = call();
       out.ms[static_cast<size_t>(i)] =
           std::chrono::duration<double, std::milli>(Clock::now() - s).count();
       cpu[static_cast<size_t>(i)] = thread_cpu_seconds() - c;
-      if (!r.ok() && errors++ == 0) {
-        std::fprintf(stderr, "first burst error: %s\n", r.error().message.c_str());
-      }
-    });
-  }
-  gate.arrive_and_wait();
-  const auto began = Clock::now();
-  for (auto& t : threads) t.join();
-  out.wall_s = std::chrono::duration<double>(Clock::now() - began).count();
-  out.errors = errors.load();
-  for (const double c : cpu) out.client_cpu_s += c;
-  return out;
-}
-
-// Eight composes go to each node, from node b<first_node> on.
-Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst,
-                    uint32_t first_job, int first_node = 1) {
-  return compose_burst(daemon, burst, first_job, [first_node](int i) {
-    char node[16];
-    std::snprintf(node, sizeof node, "b%04d", i / 8 + first_node);
-    return std::string(node);
-  });
-}
-
-// The same burst as compose_burst, with each client's own work done before the instant: its
-// connection open (a GET /v1/health on it) and its credential encoded, as 1,000 prologs on
-// 1,000 nodes do on their own CPUs. After the instant each only sends its PUT (the request
-// the client library sends for a compose) and reads the answer, so what is timed is
-// composerd, with munged's decode, taking 1,000 requests that arrive at once.
-Burst ready_burst(const composer::testing::ComposerdProcess& daemon, int burst,
-                  uint32_t first_job) {
-  Burst out;
-  out.ms.resize(static_cast<size_t>(burst));
-  std::vector<double> cpu(static_cast<size_t>(burst));
-  std::atomic<long> errors{0};
-  std::barrier gate(burst + 1);
-  const std::string body = composer::api::to_text(composer::api::to_json(one_gpu()));
-  std::vector<std::thread> threads;
-  for (int i = 0; i < burst; ++i) {
-    threads.emplace_back([&, i] {
-      httplib::Client http("127.0.0.1", daemon.port());
-      http.set_keep_alive(true);
-      http.set_read_timeout(120, 0);
-      char node[16];
-      std::snprintf(node, sizeof node, "b%04d", i / 8 + 1);
-      const std::string path =
-          "/v1/compositions/" + std::to_string(first_job + static_cast<uint32_t>(i)) + "/" + node;
-      const auto warm = http.Get("/v1/health");
-      const auto cred = composer::client::munge_credential("PUT " + path, daemon.munge_socket());
-      const httplib::Headers auth{{"Authorization", "Munge " + (cred ? *cred : "")}};
-      gate.arrive_and_wait();
-      const auto s = Clock::now();
-      const double c = thread_cpu_seconds();
-      const auto r = http.Put(path, auth, body, "application/json");
-      out.ms[static_cast<size_t>(i)] =
-          std::chrono::duration<double, std::milli>(Clock::now() - s).count();
-      cpu[static_cast<size_t>(i)] = thread_cpu_seconds() - c;
-      if ((!warm || !r || r->status / 100 != 2) && errors++ == 0) {
-        std::fprintf(stderr, "first ready-burst error: %s\n",
-                     !warm ? "no connection"
-                     : !r  ? httplib::to_string(r.error()).c_str()
-                           : (std::to_string(r->status) + " " + r->body).c_str());
+      if (!error.empty() && errors++ == 0) {
+        std::fprintf(stderr, "first %s error: %s\n", what, error.c_str());
       }
     });
   }
@@ -264,6 +215,56 @@ Burst ready_burst(const composer::testing::ComposerdProcess& daemon, int burst,
   return out;
 }
 
+// B composes through the client library sent at once, the i-th on node_of(i), each client
+// waiting up to timeout_ms.
+Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst,
+                    uint32_t first_job, const std::function<std::string(int)>& node_of,
+                    int timeout_ms = 120000) {
+  return timed_burst(daemon, burst, "burst", [&](int i) -> Call {
+    // The client is neither copied nor moved: made in place from the daemon's prvalue.
+    return [cli = std::shared_ptr<composer::client::Client>(
+                new composer::client::Client(daemon.client(timeout_ms))),
+            node = node_of(i), job = first_job + static_cast<uint32_t>(i)] {
+      auto r = cli->compose(job, node, one_gpu());
+      return r.ok() ? std::string() : r.error().message;
+    };
+  });
+}
+
+// Eight composes go to each node, from node b<first_node> on.
+Burst compose_burst(const composer::testing::ComposerdProcess& daemon, int burst,
+                    uint32_t first_job, int first_node = 1) {
+  return compose_burst(daemon, burst, first_job,
+                       [first_node](int i) { return burst_node(i, first_node); });
+}
+
+// The same burst as compose_burst, with each client's own work done before the instant: its
+// connection open (a GET /v1/health on it) and its credential encoded, as 1,000 prologs on
+// 1,000 nodes do on their own CPUs. After the instant each only sends its PUT (the request
+// the client library sends for a compose) and reads the answer, so what is timed is
+// composerd, with munged's decode, taking 1,000 requests that arrive at once.
+Burst ready_burst(const composer::testing::ComposerdProcess& daemon, int burst,
+                  uint32_t first_job) {
+  const std::string body = composer::api::to_text(composer::api::to_json(one_gpu()));
+  return timed_burst(daemon, burst, "ready-burst", [&](int i) -> Call {
+    auto http = std::make_shared<httplib::Client>("127.0.0.1", daemon.port());
+    http->set_keep_alive(true);
+    http->set_read_timeout(120, 0);
+    const std::string path = "/v1/compositions/" +
+                             std::to_string(first_job + static_cast<uint32_t>(i)) + "/" +
+                             burst_node(i);
+    const bool warm = static_cast<bool>(http->Get("/v1/health"));
+    const auto cred = composer::client::munge_credential("PUT " + path, daemon.munge_socket());
+    httplib::Headers auth{{"Authorization", "Munge " + (cred ? *cred : "")}};
+    return [http, path, auth = std::move(auth), &body, warm]() -> std::string {
+      if (!warm) return "no connection";
+      const auto r = http->Put(path, auth, body, "application/json");
+      if (!r) return httplib::to_string(r.error());
+      return r->status / 100 == 2 ? std::string() : std::to_string(r->status) + " " + r->body;
+    };
+  });
+}
+
 // Releases the jobs first_job .. first_job+n-1 that compose_burst or ready_burst composed.
 long release_burst(const composer::testing::ComposerdProcess& daemon, int n, uint32_t first_job) {
   std::atomic<long> errors{0};
@@ -271,10 +272,8 @@ long release_burst(const composer::testing::ComposerdProcess& daemon, int n, uin
   for (int t = 0; t < 16; ++t) {
     threads.emplace_back([&, t] {
       auto cli = daemon.client();
-      char node[16];
       for (int i = t; i < n; i += 16) {
-        std::snprintf(node, sizeof node, "b%04d", i / 8 + 1);
-        if (!cli.release(first_job + static_cast<uint32_t>(i), node).ok()) ++errors;
+        if (!cli.release(first_job + static_cast<uint32_t>(i), burst_node(i)).ok()) ++errors;
       }
     });
   }
@@ -546,23 +545,21 @@ int main(int argc, char** argv) {
   }
 
   // Phase 2: a burst of composes released at the same instant.
-  const double burst_cpu0[3] = {cpu_seconds(daemon.pid()), cpu_seconds(daemon.munged_pid()),
-                                self_cpu_seconds()};
+  const double clients0 = self_cpu_seconds();
   const Burst fast = compose_burst(daemon, burst, 5'000'000);
+  const double clients_all = self_cpu_seconds() - clients0;
   std::printf("burst: %d concurrent composes, %ld errors, %.2f s in all\n", burst, fast.errors,
               fast.wall_s);
   // What the burst cost each process per compose: where the machine's cores went while it
-  // waited. The clients' figure in all includes starting their threads and connections (before
+  // waited. The clients' figure in all includes starting their threads and clients (before
   // the burst's instant); inside the compose calls is what a prolog spends once started.
   std::printf(
       "burst CPU per compose: composerd %.3f ms, munged %.3f ms, clients %.3f ms in all, %.3f ms "
       "inside the compose calls; %.2f s of CPU for %.2f s on %ld cores\n",
-      (cpu_seconds(daemon.pid()) - burst_cpu0[0]) * 1000 / burst,
-      (cpu_seconds(daemon.munged_pid()) - burst_cpu0[1]) * 1000 / burst,
-      (self_cpu_seconds() - burst_cpu0[2]) * 1000 / burst, fast.client_cpu_s * 1000 / burst,
-      cpu_seconds(daemon.pid()) - burst_cpu0[0] + cpu_seconds(daemon.munged_pid()) - burst_cpu0[1] +
-          self_cpu_seconds() - burst_cpu0[2],
-      fast.wall_s, sysconf(_SC_NPROCESSORS_ONLN));
+      fast.daemon_cpu_s * 1000 / burst, fast.munged_cpu_s * 1000 / burst,
+      clients_all * 1000 / burst, fast.client_cpu_s * 1000 / burst,
+      fast.daemon_cpu_s + fast.munged_cpu_s + clients_all, fast.wall_s,
+      sysconf(_SC_NPROCESSORS_ONLN));
   print_latency("burst compose latency", fast.ms);
 
   // Phase 2b: the burst again, the clients' own work done before the instant (ready_burst).
