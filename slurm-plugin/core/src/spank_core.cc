@@ -699,7 +699,9 @@ Status task_init_privileged(JobContext& ctx, const SpankConfig& config) {
   if (Expected<std::optional<JobState>> file = read_job_state(config.state_dir, *job_id); file) {
     own = std::move(*file);
   }
-  const std::optional<UnifiedFence> v2 = task_unified_cgroup(config, *job_id);
+  // Read once for both, and only where one of them may use it.
+  std::optional<UnifiedFence> v2;
+  if (config.fence != Fence::kOff || own) v2 = task_unified_cgroup(config, *job_id);
   if (Status s = fence_task(ctx, config, *job_id, at, own, v2); !s) return s;
   if (own) widen_cpuset(ctx, config, *job_id, at, *own, v2);
   return Status::Ok();
