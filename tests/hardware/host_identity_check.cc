@@ -4,6 +4,8 @@
 //   - DeviceSearch finds it by its UUID alone, without an address and among functions all of
 //     which the host showed before (as a GPU the Redfish or Liqid driver reports, attached
 //     before another job's rescan showed it), and by its address with its ids checked;
+//   - its sysfs directory keeps its inode number from one look to the next (the prolog tells
+//     the function it had before from another one at the same address by it: PciFunctions);
 //   - its device node is /dev/nvidia<minor> with the numbers HostDevices::device_nodes gives
 //     (the numbers the fence denies), and CUDA_VISIBLE_DEVICES for it is its UUID;
 //   - with --nvidia-smi FILE (nvidia-smi --query-gpu=pci.bus_id,uuid --format=csv,noheader),
@@ -38,6 +40,7 @@ using composer::DeviceType;
 using composer::slurm::DeviceNode;
 using composer::slurm::DeviceSearch;
 using composer::slurm::HostDevices;
+using composer::slurm::PciFunctions;
 
 std::string first_line(const fs::path& path) {
   std::ifstream in(path);
@@ -62,7 +65,7 @@ void check(bool ok, const std::string& what) {
 
 // One look after another until DeviceSearch answers (it bounds itself by its timeout).
 std::optional<std::string> found_at(const HostDevices& host, const Device& device,
-                                    const std::set<std::string>& before) {
+                                    const PciFunctions& before) {
   DeviceSearch search(host, {device}, before, std::chrono::seconds(3));
   for (;;) {
     auto looked = search.look({});
@@ -93,9 +96,9 @@ int main(int argc, char** argv) {
   const std::string sys = root + "/sys";
   const std::string dev = root + "/dev";
   const HostDevices host(sys, root + "/proc", dev);
-  const std::set<std::string> all = host.pci_addresses();
+  const PciFunctions all = host.pci_functions();
   std::vector<std::string> gpus;
-  for (const std::string& address : all) {
+  for (const auto& [address, inode] : all) {
     const fs::path dir = fs::path(sys) / "bus/pci/devices" / address;
     if (first_line(dir / "vendor") == "0x10de" && first_line(dir / "class").rfind("0x03", 0) == 0) {
       gpus.push_back(address);
@@ -121,6 +124,9 @@ int main(int argc, char** argv) {
     std::cout << address << " " << first_line(dir / "vendor") << ":" << first_line(dir / "device")
               << " uuid " << (uuid.empty() ? "(none)" : uuid) << "\n";
     check(uuid.rfind("GPU-", 0) == 0, address + ": the driver shows no UUID");
+    const PciFunctions again = host.pci_functions();
+    check(again.contains(address) && again.at(address) == all.at(address),
+          address + ": its sysfs directory's inode number changed between two looks");
     if (!smi.empty()) {
       check(smi.count(address) == 1 && smi[address] == uuid,
             address + ": nvidia-smi says " + (smi.count(address) ? smi[address] : "nothing"));

@@ -367,6 +367,42 @@ TEST_F(HostSideTest, AGpuTheFabricReportsNothingForIsFoundWhenAnotherRescanShowe
   EXPECT_EQ(task_env(321, "CUDA_VISIBLE_DEVICES"), "1");
 }
 
+// The address a GPU the fabric reports nothing for comes at may be the one another job's
+// device had when the prolog took its snapshot (the compose waited for it to be freed, or its
+// epilog's remove did not take and the fabric took it away): a function that came there since
+// is new, one that stayed there is not.
+TEST_F(HostSideTest, AGpuTheFabricReportsNothingForIsFoundWhereAnotherJobsDeviceWasShown) {
+  host.attach(gpu_function("0000:45:00.0", "", false));
+  ASSERT_TRUE(HostDevices(config.sysfs_root, config.proc_root, config.dev_root).rescan());
+  for (int i = 0; i < 400 && host.present().size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(host.present().size(), 2u);
+  Device bare;
+  bare.id = "OffloadBlock9";
+  bare.type = DeviceType::kGpu;
+  api.devices = {bare};
+  // The function stays: it was there before the attach, so it is not this job's.
+  config.host_wait_s = 1;
+  FakeJob a = job(351, 1);
+  Status s = job_prolog(a, api, config);
+  ASSERT_FALSE(s);
+  ASSERT_EQ(a.errors.size(), 1u);
+  EXPECT_NE(a.errors[0].find("OffloadBlock9 (any GPU: the fabric reported nothing more; 0 new "
+                             "functions with these ids for 1 device"),
+            std::string::npos)
+      << a.errors[0];
+  // The fabric takes the old one away and attaches this job's GPU to the same slot.
+  api.on_compose = [this] {
+    host.unplug_now("0000:45:00.0");
+    host.attach(gpu_function("0000:45:00.0", "", false));
+  };
+  config.host_wait_s = 10;
+  FakeJob b = job(352, 1);
+  ASSERT_TRUE(job_prolog(b, api, config)) << join(b.errors, "\n");
+  EXPECT_EQ(state(352)->devices[0].address, "0000:45:00.0");
+}
+
 // Another job's GPU appeared at the same time and its prolog has not recorded it yet: two new
 // GPU functions for the one the fabric reports nothing for. The prolog looks again without
 // keeping the node's lock, the other prolog records its GPU meanwhile, and the one function
@@ -716,7 +752,7 @@ TEST_F(HostSideTest, TheEpilogReturnsOnceTheHostNoLongerShowsTheFunctions) {
   const std::vector<std::string> present = host.present();
   EXPECT_EQ(std::count(present.begin(), present.end(), "0000:45:00.0"), 0);
   EXPECT_FALSE(HostDevices(config.sysfs_root, config.proc_root, config.dev_root)
-                   .pci_addresses()
+                   .pci_functions()
                    .contains("0000:45:00.0"));
 }
 

@@ -4,8 +4,10 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -147,6 +149,46 @@ TEST(FakeHost, FunctionsAppearAtARescanAndGoAtRemoveAsTheKernelDoes) {
   EXPECT_FALSE(fs::exists(host.dev_root() + "/nvidia1"));
   EXPECT_TRUE(fs::exists(host.dev_root() + "/nvidia0"));
   EXPECT_EQ(host.removed(), std::vector<std::string>{"0000:41:00.0"});
+}
+
+// The kernel's rescan is done when its write returns: a remove written after it takes away
+// what it showed, however long the fake's own rescan takes (its source asks the fabric). A
+// function shown again at the same address is another sysfs node, with another inode number.
+TEST(FakeHost, ARescanDoesNotBringBackWhatALaterRemoveTookAway) {
+  TempDir tmp;
+  FakeHost host(tmp.path());
+  namespace fs = std::filesystem;
+  const fs::path devices = fs::path(host.sysfs_root()) / "bus/pci/devices";
+  auto inode = [&](const std::string& address) {
+    struct stat st {};
+    return ::stat((devices / address).c_str(), &st) == 0 ? st.st_ino : ino_t{0};
+  };
+  std::atomic<bool> asking{false};
+  host.set_rescan_source([&asking] {
+    asking = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return std::vector<FakePciFunction>{{.address = "0000:41:00.0"}};
+  });
+  std::ofstream(devices.parent_path() / "rescan") << "1\n";
+  ASSERT_TRUE(eventually([&] { return fs::exists(devices / "0000:41:00.0/remove"); }));
+  const ino_t first = inode("0000:41:00.0");
+  ASSERT_NE(first, ino_t{0});
+  // While the fake is busy with one rescan, another is written and then the function is
+  // removed: both wait for the fake, and the remove came last.
+  asking = false;
+  std::ofstream(devices.parent_path() / "rescan") << "1\n";
+  ASSERT_TRUE(eventually([&] { return asking.load(); }));
+  std::ofstream(devices.parent_path() / "rescan") << "1\n";
+  std::ofstream(devices / "0000:41:00.0/remove") << "1\n";
+  ASSERT_TRUE(eventually([&] { return !host.removed().empty(); }));
+  ASSERT_TRUE(eventually([&] { return host.rescans() == 3; }));
+  // The last rescan's answer comes after the remove, and still names the function.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(fs::exists(devices / "0000:41:00.0"));
+  // A rescan after the remove shows it again (the fabric still attaches it), as another node.
+  std::ofstream(devices.parent_path() / "rescan") << "1\n";
+  ASSERT_TRUE(eventually([&] { return fs::exists(devices / "0000:41:00.0/remove"); }));
+  EXPECT_NE(inode("0000:41:00.0"), first);
 }
 
 }  // namespace

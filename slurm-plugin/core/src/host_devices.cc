@@ -1,5 +1,7 @@
 #include "composer/slurm/host_devices.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -130,11 +132,15 @@ std::string HostDevices::sysfs_path(const Device& d) const {
 
 Status HostDevices::rescan() const { return write_one(sysfs_ + "/bus/pci/rescan"); }
 
-std::set<std::string> HostDevices::pci_addresses() const {
-  std::set<std::string> out;
+PciFunctions HostDevices::pci_functions() const {
+  PciFunctions out;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(sysfs_ + "/bus/pci/devices", ec)) {
-    out.insert(entry.path().filename().string());
+    // The link's target, the function's own directory; a function that went meanwhile is not
+    // shown.
+    struct stat st {};
+    if (::stat(entry.path().c_str(), &st) != 0) continue;
+    out.emplace(entry.path().filename().string(), static_cast<uint64_t>(st.st_ino));
   }
   return out;
 }
@@ -206,6 +212,7 @@ namespace {
 // What the host shows of one PCI function, for matching.
 struct Seen {
   std::string address;
+  bool fresh = false;  // not a function the host showed before the attach
   std::string vendor;
   std::string device;
   std::string uuid;    // NVIDIA driver's
@@ -262,7 +269,7 @@ std::string looked_for(const Device& d) {
 }  // namespace
 
 DeviceSearch::DeviceSearch(const HostDevices& host, std::vector<Device> devices,
-                           std::set<std::string> before, std::chrono::milliseconds timeout)
+                           PciFunctions before, std::chrono::milliseconds timeout)
     : host_(host),
       devices_(std::move(devices)),
       before_(std::move(before)),
@@ -271,15 +278,17 @@ DeviceSearch::DeviceSearch(const HostDevices& host, std::vector<Device> devices,
 
 Expected<std::optional<std::vector<Device>>> DeviceSearch::look(
     const std::set<std::string>& taken, std::vector<std::string>* not_found) {
-  const std::set<std::string>& before = before_;
   const std::vector<Device>& devices = devices_;
   auto& fresh_before = fresh_before_;
   const int look = looks_++;
   {
     std::vector<Seen> seen;
-    for (const std::string& a : host_.pci_addresses()) {
+    for (const auto& [a, inode] : host_.pci_functions()) {
       const fs::path dir = fs::path(host_.sysfs_) / "bus/pci/devices" / a;
+      // New against the snapshot: an address it did not show, or another function there now.
+      const auto old = before_.find(a);
       Seen f{a,
+             old == before_.end() || old->second != inode,
              normal_pci_id(first_line(dir / "vendor")).value_or(""),
              normal_pci_id(first_line(dir / "device")).value_or(""),
              host_.gpu_uuid(a),
@@ -368,8 +377,8 @@ Expected<std::optional<std::vector<Device>>> DeviceSearch::look(
       }
       std::vector<std::string> fresh;
       for (const Seen& f : seen) {
-        if (!before.contains(f.address) && !taken.contains(f.address) &&
-            !claimed.contains(f.address) && same_ids(out[i].identity, f) && same_kind(out[i], f)) {
+        if (f.fresh && !taken.contains(f.address) && !claimed.contains(f.address) &&
+            same_ids(out[i].identity, f) && same_kind(out[i], f)) {
           fresh.push_back(f.address);
         }
       }

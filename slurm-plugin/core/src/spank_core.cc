@@ -203,7 +203,7 @@ std::string offline_memory(const HostDevices& host, const SpankConfig& config,
 // the host showed before the attach, when this prolog composed; else what it shows now.
 Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, uint32_t job_id,
                  const std::string& node, const std::string& at, JobState& state,
-                 const Composition& composition, std::optional<std::set<std::string>> before) {
+                 const Composition& composition, std::optional<PciFunctions> before) {
   state.composition_id = composition.id;
   state.devices = composition.devices;
 
@@ -214,7 +214,7 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
     // A function the host showed before is no device the fabric just attached, unless its
     // UUID or serial says it is. When the attach came first (compose=controller), another
     // job's rescan may have shown this job's devices already: only their identity finds them.
-    if (!before) before = host.pci_addresses();
+    if (!before) before = host.pci_functions();
     Status s = Status::Ok();
     if (Expected<HostLock> quiet = HostLock::take(config.state_dir, kLockWait, HostLock::kRescan);
         quiet) {
@@ -522,10 +522,12 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   call.request = options->request;
 
   // What the host shows before the attach: the functions the attach brings are new against it
-  // whenever they appear (this prolog's rescan, another's, or the kernel's own hot-plug).
-  std::optional<std::set<std::string>> before;
+  // whenever they appear (this prolog's rescan, another's, or the kernel's own hot-plug), also
+  // at an address where another job's device was shown then (PciFunctions): the compose may
+  // wait for free devices, and a device freed meanwhile leaves the slot the next one may take.
+  std::optional<PciFunctions> before;
   if (config.host_check == HostCheck::kWait) {
-    before = HostDevices(config.sysfs_root, config.proc_root, config.dev_root).pci_addresses();
+    before = HostDevices(config.sysfs_root, config.proc_root, config.dev_root).pci_functions();
   }
   Expected<Composition> composition = compose_waiting(
       api, call, config.free_wait_s,

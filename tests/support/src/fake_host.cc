@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
 #include <fstream>
 #include <sstream>
 #include <system_error>
+#include <utility>
 
 namespace composer::test_support {
 namespace fs = std::filesystem;
@@ -218,9 +220,9 @@ void FakeHost::follow_dax() {
   }
 }
 
-void FakeHost::add_present(FakePciFunction f) {
+void FakeHost::add_present(const FakePciFunction& f) {
   std::lock_guard lock(mu_);
-  materialise(std::move(f));
+  materialise(f);
 }
 
 void FakeHost::attach(FakePciFunction f, std::chrono::milliseconds delay) {
@@ -310,7 +312,7 @@ std::string FakeHost::nvme_controller(const std::string& address) const {
 // Under mu_. A function appears whole to whoever looks: its directory is written aside and
 // renamed into place, its driver's entries follow, and its link in bus/pci/devices comes last,
 // so a reader that finds the link finds everything behind it.
-void FakeHost::materialise(FakePciFunction f) {
+void FakeHost::materialise(const FakePciFunction& f) {
   const fs::path staged = root_ / "staging" / f.address;
   fs::remove_all(staged);
   put(staged / "vendor", f.vendor + "\n");
@@ -334,7 +336,7 @@ void FakeHost::materialise(FakePciFunction f) {
         std::to_string(kBlockExtMajor) + ":" + n + "\n");
   }
   const fs::path dir = root_ / "sys/devices" / bridge(f.address) / f.address;
-  fs::remove_all(dir);  // a function seen at this address before is gone for good
+  retire(dir);  // a function seen at this address before is gone for good
   fs::create_directories(dir.parent_path());
   fs::rename(staged, dir);
   if (is_nvidia_gpu(f) && f.nvidia_driver) {
@@ -375,16 +377,32 @@ void FakeHost::unplug(const std::string& address) {
   }
   fs::remove_all(info, ec);
   fs::remove(root_ / "sys/bus/pci/devices" / address, ec);
-  fs::remove_all(dir, ec);
+  retire(dir);
   std::erase(present_, address);
   removed_.push_back(address);
 }
 
-// Under mu_: the functions whose `remove` was written to go.
+// Under mu_. A function's directory that went is moved aside, not deleted: its inode number
+// stays taken, so no later function at the address gets it, as the kernel never gives a sysfs
+// node's number to another (the prolog tells a new function from an old one by it).
+void FakeHost::retire(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;
+  fs::create_directories(root_ / "gone", ec);
+  fs::rename(dir, root_ / "gone" / std::to_string(retired_++), ec);
+  if (ec) fs::remove_all(dir, ec);
+}
+
+// Under mu_: the functions whose `remove` was written to go. A rescan written and not yet
+// acted on came before (a prolog rescans under its lock, an epilog removes after it; the
+// kernel's rescan is done when its write returns): it does not bring them back.
 void FakeHost::unplug_removed() {
+  const bool rescan_waiting = says_one(root_ / "sys/bus/pci/rescan");
   const std::vector<std::string> shown = present_;
   for (const std::string& address : shown) {
-    if (says_one(root_ / "sys/bus/pci/devices" / address / "remove")) unplug(address);
+    if (!says_one(root_ / "sys/bus/pci/devices" / address / "remove")) continue;
+    unplug(address);
+    if (rescan_waiting) removed_after_rescan_.insert(address);
   }
 }
 
@@ -393,11 +411,11 @@ void FakeHost::watch() {
   auto last_mirror = std::chrono::steady_clock::time_point{};
   while (!stop_) {
     std::function<std::vector<FakePciFunction>()> source;
+    // What the rescan acted on now must not bring back: functions removed after it was written.
+    std::set<std::string> removed_since;
+    size_t removed_before = 0;
     {
       std::lock_guard lock(mu_);
-      // A remove first, and at once: the kernel's is done when the write returns, and the
-      // source below may take a while.
-      unplug_removed();
       if (says_one(rescan)) {
         put(rescan, "");
         ++rescans_;
@@ -405,14 +423,23 @@ void FakeHost::watch() {
         for (Pending& p : pending_) arriving_.emplace_back(now + p.delay, std::move(p.f));
         pending_.clear();
         source = source_;
+        removed_since = std::exchange(removed_after_rescan_, {});
       }
+      removed_before = removed_.size();
+      // A remove at once: the kernel's is done when the write returns, and the source below
+      // may take a while.
+      unplug_removed();
     }
     // Asked without the lock: the source may take a while (it asks the fabric).
     std::vector<FakePciFunction> attached = source ? source() : std::vector<FakePciFunction>{};
     {
       std::lock_guard lock(mu_);
       const auto now = std::chrono::steady_clock::now();
+      unplug_removed();
+      removed_since.insert(removed_.begin() + static_cast<std::ptrdiff_t>(removed_before),
+                           removed_.end());
       for (FakePciFunction& f : attached) {
+        if (removed_since.contains(f.address)) continue;
         const bool shown = std::find(present_.begin(), present_.end(), f.address) != present_.end();
         const bool coming = std::any_of(arriving_.begin(), arriving_.end(), [&](const auto& a) {
           return a.second.address == f.address;
@@ -428,7 +455,7 @@ void FakeHost::watch() {
           ++it;
           continue;
         }
-        materialise(std::move(it->second));
+        materialise(it->second);
         it = arriving_.erase(it);
       }
       follow_dax();

@@ -16,7 +16,6 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -25,6 +24,7 @@
 #include <CLI/CLI.hpp>
 
 #include "composer/client/client.h"
+#include "composer/common/log.h"
 #include "composer/test_support/fake_host.h"
 
 namespace {
@@ -38,7 +38,8 @@ volatile std::sig_atomic_t g_stop = 0;
 
 void on_signal(int) { g_stop = 1; }
 
-void say(const std::string& line) { std::cout << line << std::endl; }
+// One line of the host's log, stamped (the project's logger), to read beside slurmd's.
+void say(const std::string& line) { composer::log::info(line); }
 
 class Kernel {
  public:

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -19,6 +20,12 @@ namespace composer::slurm {
 // The NUMA node a memory device's address names: "2", "node2" and "numa:2" all mean node 2.
 // Empty when the address names none.
 std::string numa_node(const std::string& address);
+
+// The PCI functions the host shows: address -> the inode number of the function's sysfs
+// directory. The kernel numbers each sysfs node anew (kernfs never reuses a number while it
+// runs), so where one function went and another came at the same address (the fabric attached
+// another device to the same slot), the address shows another number.
+using PciFunctions = std::map<std::string, uint64_t>;
 
 // A process that still has a device open.
 struct Holder {
@@ -39,8 +46,8 @@ class HostDevices {
   // Writes "1" to <sysfs>/bus/pci/rescan.
   Status rescan() const;
   // The PCI functions the host shows now (<sysfs>/bus/pci/devices): the snapshot the prolog
-  // takes before its rescan.
-  std::set<std::string> pci_addresses() const;
+  // takes before its attach (or its rescan).
+  PciFunctions pci_functions() const;
 
   // The NVIDIA driver's UUID of the GPU at `address` ("GPU-..."), "" when it shows none.
   std::string gpu_uuid(const std::string& address) const;
@@ -121,7 +128,8 @@ class HostDevices {
 //     <proc>/driver/nvidia/gpus/<address>/information) or serial (drives:
 //     nvme/<ctrl>/serial) equals the identity's; else, when the identity has no UUID or
 //     serial the host can compare, among the functions of its kind (GPU: PCI class 03,
-//     drive: 0108) that are not in `before` and have the identity's vendor and device ids
+//     drive: 0108) that are new against `before` (an address it did not show, or one where
+//     another function came since: PciFunctions) and have the identity's vendor and device ids
 //     (any, when the fabric reported none), provided they are exactly as many as the devices
 //     sought with those ids (anything else could be another job's device) and two looks in a
 //     row saw the same ones (hot-plug is asynchronous); devices without ids take only what the
@@ -132,7 +140,7 @@ class DeviceSearch {
   // Between looks, wait this long.
   static constexpr std::chrono::milliseconds kLookAgain{100};
 
-  DeviceSearch(const HostDevices& host, std::vector<Device> devices, std::set<std::string> before,
+  DeviceSearch(const HostDevices& host, std::vector<Device> devices, PciFunctions before,
                std::chrono::milliseconds timeout);
   // One look: the devices when all are found; nullopt when it is worth looking again
   // kLookAgain later; kTimeout once `timeout` has passed since the search began, with one
@@ -145,7 +153,7 @@ class DeviceSearch {
  private:
   const HostDevices& host_;
   std::vector<Device> devices_;
-  std::set<std::string> before_;
+  PciFunctions before_;
   std::chrono::milliseconds timeout_;
   std::chrono::steady_clock::time_point deadline_;
   int looks_ = 0;

@@ -25,10 +25,15 @@
 // of a device whose blocks are all offline removes them, and it goes back to device_dax. A node
 // kmem made for a region goes with its last block, as a memory-only node goes offline.
 // Writing "1" to a function's `remove` makes it disappear with its /proc and /dev entries, as
-// the kernel's hot-unplug does. Processes are not faked: tests that need a holder start a
-// real one, and the plugin reads the real /proc for file descriptors, or, with
-// mirror_processes(), <root>/proc, where the host shows each real process that has one of its
-// files open as <root>/proc/<pid>/fd/<n> (a link to that file), as the kernel shows holders.
+// the kernel's hot-unplug does. The thread acts on writes after they return, where the kernel
+// acts within them; it keeps their order as far as it matters: a rescan written before a
+// remove does not bring back what the remove took away. A function that goes leaves its
+// directory's inode number taken (the directory moves to <root>/gone), so a function shown
+// again at the same address has another, as the kernel numbers each sysfs node anew. Processes are
+// not faked: tests that need a holder start a real one, and the plugin reads the real /proc for
+// file descriptors, or, with mirror_processes(), <root>/proc, where the host shows each real
+// process that has one of its files open as <root>/proc/<pid>/fd/<n> (a link to that file), as the
+// kernel shows holders.
 #pragma once
 
 #include <atomic>
@@ -91,7 +96,7 @@ class FakeHost {
   std::string dev_root() const { return (root_ / "dev").string(); }
 
   // A function the host shows from the start (a local GPU, a boot drive).
-  void add_present(FakePciFunction f);
+  void add_present(const FakePciFunction& f);
   // A function the fabric attached: it appears at the next rescan, after `delay`.
   void attach(FakePciFunction f, std::chrono::milliseconds delay = std::chrono::milliseconds(0));
   // CXL memory or any NUMA node: <sys>/devices/system/node/node<N>/ appears at once.
@@ -129,8 +134,9 @@ class FakeHost {
     FakePciFunction f;
     std::chrono::milliseconds delay;
   };
-  void materialise(FakePciFunction f);
+  void materialise(const FakePciFunction& f);
   void unplug(const std::string& address);
+  void retire(const std::filesystem::path& dir);
   void unplug_removed();
   void mirror();
   void follow_dax();
@@ -143,8 +149,10 @@ class FakeHost {
   std::vector<std::pair<std::chrono::steady_clock::time_point, FakePciFunction>> arriving_;
   std::vector<std::string> present_;
   std::vector<std::string> removed_;
+  std::set<std::string> removed_after_rescan_;  // since the rescan now waiting was written
   int next_minor_ = 0;
   int next_nvme_ = 0;
+  int retired_ = 0;
   std::function<std::vector<FakePciFunction>()> source_;
   bool mirror_ = false;
   std::set<std::string> mirrored_pids_;
