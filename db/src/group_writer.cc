@@ -7,12 +7,16 @@
 #include <vector>
 
 #include "composer/common/log.h"
+#include "composer/common/thread_name.h"
 
 namespace composer::db {
 
 GroupWriter::GroupWriter(std::unique_ptr<sqlite::Connection> connection)
     : connection_(std::move(connection)) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    name_this_thread("store-writer");
+    loop();
+  });
 }
 
 GroupWriter::~GroupWriter() {

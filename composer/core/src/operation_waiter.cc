@@ -7,6 +7,8 @@
 #include <thread>
 #include <utility>
 
+#include "composer/common/thread_name.h"
+
 namespace composer {
 namespace {
 
@@ -36,10 +38,19 @@ OperationWaiter::OperationWaiter(Fabric& fabric, const Clock& clock, OperationWa
     : fabric_(fabric), clock_(clock), options_(options) {
   options_.max_in_flight = std::max<size_t>(1, options_.max_in_flight);
   options_.poll_interval_ms = std::max<int64_t>(1, options_.poll_interval_ms);
-  poller_ = std::thread([this] { poll_loop(); });
+  poller_ = std::thread([this] {
+    name_this_thread("fabric-poll");
+    poll_loop();
+  });
   for (size_t i = 0; i < std::max<size_t>(1, options_.completion_threads); ++i) {
-    completers_.emplace_back([this] { worker_loop(false); });
-    starters_.emplace_back([this] { worker_loop(true); });
+    completers_.emplace_back([this] {
+      name_this_thread("fabric-finish");
+      worker_loop(false);
+    });
+    starters_.emplace_back([this] {
+      name_this_thread("fabric-start");
+      worker_loop(true);
+    });
   }
 }
 

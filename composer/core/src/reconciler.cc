@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "composer/common/log.h"
+#include "composer/common/thread_name.h"
 
 namespace composer {
 
@@ -197,6 +198,7 @@ ReconcileReport Reconciler::run_once() {
 
 void Reconciler::start() {
   thread_ = std::thread([this] {
+    name_this_thread("reconciler");
     std::unique_lock lock(mu_);
     while (!stopping_) {
       wake_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms));

@@ -19,6 +19,7 @@
 #include "composer/common/clock.h"
 #include "composer/common/log.h"
 #include "composer/common/strings.h"
+#include "composer/common/thread_name.h"
 #include "composer/config/conf_file.h"
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
@@ -486,6 +487,7 @@ Status Daemon::run() {
   if (in.slurm) in.slurm->start();
   // Republish the snapshot with each reconciler pass's view, so its age shows liveness.
   std::thread publisher([this] {
+    name_this_thread("snapshot");
     auto& i = *impl_;
     while (!i.stopping.load()) {
       for (int64_t waited = 0; waited < i.config.reconcile_interval_ms && !i.stopping.load();

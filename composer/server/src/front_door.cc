@@ -36,6 +36,7 @@
 
 #include "composer/common/log.h"
 #include "composer/common/strings.h"
+#include "composer/common/thread_name.h"
 
 namespace composer::server {
 
@@ -60,7 +61,12 @@ constexpr size_t kMaxRefusing = 64;
 class WorkerPool {
  public:
   explicit WorkerPool(size_t n) {
-    for (size_t i = 0; i < n; ++i) threads_.emplace_back([this] { loop(); });
+    for (size_t i = 0; i < n; ++i) {
+      threads_.emplace_back([this] {
+        name_this_thread("api-worker");
+        loop();
+      });
+    }
   }
   ~WorkerPool() {
     {

@@ -9,6 +9,7 @@
 
 #include "composer/common/log.h"
 #include "composer/common/strings.h"
+#include "composer/common/thread_name.h"
 #include "composer/config/conf_file.h"
 #include "composer/server/slurm_jobs.h"
 
@@ -37,7 +38,10 @@ void SlurmSync::start() {
   std::lock_guard lock(mu_);
   if (thread_.joinable()) return;
   stopping_ = false;
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    name_this_thread("slurm-sync");
+    loop();
+  });
 }
 
 void SlurmSync::stop() {
