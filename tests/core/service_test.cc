@@ -28,6 +28,26 @@ TEST_F(ServiceTest, ComposeAttachesRecordsAndReleaseFrees) {
   EXPECT_TRUE(inv->attached.empty());
   EXPECT_EQ(kinds(7),
             (std::vector<std::string>{"requested", "composing", "ready", "releasing", "released"}));
+  // The answer is the composition as the release recorded it: what a read gives afterwards.
+  auto stored = store_->composition((*r)->id);
+  ASSERT_TRUE(stored.ok()) << stored.error();
+  EXPECT_EQ((*r)->updated_ms, stored->updated_ms);
+  EXPECT_EQ((*r)->attempts, stored->attempts);
+  EXPECT_EQ((*r)->last_error, stored->last_error);
+  EXPECT_EQ((*r)->hold, stored->hold);
+  EXPECT_EQ((*r)->request, stored->request);
+  ASSERT_EQ((*r)->devices.size(), stored->devices.size());
+  for (size_t i = 0; i < stored->devices.size(); ++i) {
+    const Device& a = (*r)->devices[i];
+    const Device& b = stored->devices[i];
+    EXPECT_EQ(a.id, b.id);
+    EXPECT_EQ(a.composition_id, b.composition_id) << a.id;
+    EXPECT_EQ(a.node, b.node) << a.id;
+    EXPECT_EQ(a.drained, b.drained) << a.id;
+    EXPECT_EQ(a.health, b.health) << a.id;
+    EXPECT_EQ(a.holder, b.holder) << a.id;
+    EXPECT_EQ(a.address, b.address) << a.id;
+  }
 }
 
 TEST_F(ServiceTest, ComposeIsIdempotentAndRefusesADifferentRequest) {

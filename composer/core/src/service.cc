@@ -648,7 +648,11 @@ void CompositionService::release_async(
                   clock_.now_ms() + options_.release_timeout_ms,
                   [this, entry, key, answer, done = std::move(done)](Status detached) {
                     detached = counted(std::move(detached), detach_errors_);
-                    done(answer(finish_release(entry, key, false, detached)));
+                    auto finished = finish_release(entry, key, false, detached);
+                    // Answered as the release recorded it, without reading it back.
+                    if (!finished) return done(finished.error());
+                    if (*finished) return done(std::move(finished));
+                    done(answer(Status::Ok()));
                   });
 }
 
@@ -761,12 +765,16 @@ Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, cons
     return Status::Ok();
   }
   // releasing: detach (idempotent) and record released.
-  return finish_release(entry, key, give_up,
-                        detach_devices(entry.node, entry.devices, options_.release_timeout_ms));
+  auto finished = finish_release(
+      entry, key, give_up, detach_devices(entry.node, entry.devices, options_.release_timeout_ms));
+  if (!finished) return finished.error();
+  return Status::Ok();
 }
 
-Status CompositionService::finish_release(const LiveEntry& entry, const Key& key, bool give_up,
-                                          const Status& detached) {
+Expected<std::optional<Composition>> CompositionService::finish_release(const LiveEntry& entry,
+                                                                        const Key& key,
+                                                                        bool give_up,
+                                                                        const Status& detached) {
   if (!detached) {
     if (!give_up) {
       unbusy(key);
@@ -788,7 +796,7 @@ Status CompositionService::finish_release(const LiveEntry& entry, const Key& key
     forget(key, entry.devices);
     log::error("release gave up; devices drained",
                {{"composition", std::to_string(entry.id)}, {"cause", why}});
-    return Status::Ok();
+    return std::optional<Composition>{};
   }
   auto released = store_.transition(entry.id, CompositionState::kReleasing,
                                     CompositionState::kReleased, "", clock_.now_ms(), true);
@@ -800,7 +808,7 @@ Status CompositionService::finish_release(const LiveEntry& entry, const Key& key
   log::info("released", {{"job", std::to_string(entry.job_id)},
                          {"node", entry.node},
                          {"composition", std::to_string(entry.id)}});
-  return Status::Ok();
+  return std::optional<Composition>{*std::move(released)};
 }
 
 void CompositionService::drain_devices(const std::vector<std::string>& ids,

@@ -216,10 +216,11 @@ class CompositionService {
       const std::map<std::string, std::string>& held);
   using Key = std::pair<uint32_t, std::string>;
 
-  // The rest of a release once the fabric's detach ended: record it released, or (give_up)
-  // failed with its devices drained, or leave it releasing for a retry.
-  Status finish_release(const LiveEntry& entry, const Key& key, bool give_up,
-                        const Status& detached);
+  // The rest of a release once the fabric's detach ended: record it released (answers the
+  // composition as recorded), or (give_up) failed with its devices drained (nullopt), or leave
+  // it releasing for a retry (the error).
+  Expected<std::optional<Composition>> finish_release(const LiveEntry& entry, const Key& key,
+                                                      bool give_up, const Status& detached);
   // The rest of a compose once the fabric's attach ended: record it ready, or roll it back.
   Expected<Composition> finish_compose(const LiveEntry& entry, const std::string& host,
                                        Status attached);
