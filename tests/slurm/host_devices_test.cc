@@ -53,6 +53,15 @@ FakePciFunction gpu_function(const std::string& address, const std::string& uuid
   return f;
 }
 
+// A GPU the fabric reports nothing for: a Redfish Processor with no ids, UUID or PCIe link,
+// as DMTF's OffloadBlock9.
+Device bare_gpu() {
+  Device d;
+  d.id = "OffloadBlock9";
+  d.type = DeviceType::kGpu;
+  return d;
+}
+
 // An NVMe drive's function with the serial its controller shows.
 FakePciFunction drive_function(const std::string& address, const std::string& serial) {
   FakePciFunction f;
@@ -114,6 +123,16 @@ class HostSideTest : public ::testing::Test {
                                          ec)
         .filename()
         .string();
+  }
+
+  // The prolog of a one-node job fails within host_wait 1 s, with one error that says `why`.
+  void expect_prolog_fails(uint32_t job_id, const std::string& why) {
+    config.host_wait_s = 1;
+    FakeJob j = job(job_id, 1);
+    Status s = job_prolog(j, api, config);
+    ASSERT_FALSE(s);
+    ASSERT_EQ(j.errors.size(), 1u);
+    EXPECT_NE(j.errors[0].find(why), std::string::npos) << j.errors[0];
   }
 
   std::optional<JobState> state(uint32_t id) {
@@ -321,10 +340,7 @@ TEST_F(HostSideTest, NeverGuessesBetweenItsOwnAndAnotherJobsNewGpus) {
 // in DMTF's mockups) is the one new function of a GPU's kind after its attach; a drive that
 // appears at the same rescan is not of its kind. Two new GPU functions for it: no guess.
 TEST_F(HostSideTest, AGpuTheFabricReportsNothingForIsTheOneNewGpuFunction) {
-  Device bare;
-  bare.id = "OffloadBlock9";
-  bare.type = DeviceType::kGpu;
-  api.devices = {bare};
+  api.devices = {bare_gpu()};
   host.attach(gpu_function("0000:45:00.0", "", false));
   host.attach(drive_function("0000:46:00.0", "FRN100000077"));  // another job's drive
   FakeJob a = job(311, 1);
@@ -333,15 +349,9 @@ TEST_F(HostSideTest, AGpuTheFabricReportsNothingForIsTheOneNewGpuFunction) {
 
   host.attach(gpu_function("0000:47:00.0", "", false));
   host.attach(gpu_function("0000:48:00.0", "", false));
-  config.host_wait_s = 1;
-  FakeJob b = job(312, 1);
-  Status s = job_prolog(b, api, config);
-  ASSERT_FALSE(s);
-  ASSERT_EQ(b.errors.size(), 1u);
-  EXPECT_NE(b.errors[0].find("OffloadBlock9 (any GPU: the fabric reported nothing more; 2 new "
-                             "functions with these ids for 1 device"),
-            std::string::npos)
-      << b.errors[0];
+  expect_prolog_fails(312,
+                      "OffloadBlock9 (any GPU: the fabric reported nothing more; 2 new "
+                      "functions with these ids for 1 device");
 }
 
 // The host may show a job's devices before its prolog gets to its own rescan: another job's
@@ -349,10 +359,7 @@ TEST_F(HostSideTest, AGpuTheFabricReportsNothingForIsTheOneNewGpuFunction) {
 // compares with what the host showed before its compose, so the GPU the fabric reports nothing
 // for is still its one new GPU function.
 TEST_F(HostSideTest, AGpuTheFabricReportsNothingForIsFoundWhenAnotherRescanShowedItFirst) {
-  Device bare;
-  bare.id = "OffloadBlock9";
-  bare.type = DeviceType::kGpu;
-  api.devices = {bare};
+  api.devices = {bare_gpu()};
   api.on_compose = [this] {
     host.attach(gpu_function("0000:45:00.0", "", false));
     ASSERT_TRUE(HostDevices(config.sysfs_root, config.proc_root, config.dev_root).rescan());
@@ -378,20 +385,11 @@ TEST_F(HostSideTest, AGpuTheFabricReportsNothingForIsFoundWhereAnotherJobsDevice
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_EQ(host.present().size(), 2u);
-  Device bare;
-  bare.id = "OffloadBlock9";
-  bare.type = DeviceType::kGpu;
-  api.devices = {bare};
+  api.devices = {bare_gpu()};
   // The function stays: it was there before the attach, so it is not this job's.
-  config.host_wait_s = 1;
-  FakeJob a = job(351, 1);
-  Status s = job_prolog(a, api, config);
-  ASSERT_FALSE(s);
-  ASSERT_EQ(a.errors.size(), 1u);
-  EXPECT_NE(a.errors[0].find("OffloadBlock9 (any GPU: the fabric reported nothing more; 0 new "
-                             "functions with these ids for 1 device"),
-            std::string::npos)
-      << a.errors[0];
+  expect_prolog_fails(351,
+                      "OffloadBlock9 (any GPU: the fabric reported nothing more; 0 new "
+                      "functions with these ids for 1 device");
   // The fabric takes the old one away and attaches this job's GPU to the same slot.
   api.on_compose = [this] {
     host.unplug_now("0000:45:00.0");
@@ -408,10 +406,7 @@ TEST_F(HostSideTest, AGpuTheFabricReportsNothingForIsFoundWhereAnotherJobsDevice
 // keeping the node's lock, the other prolog records its GPU meanwhile, and the one function
 // left is this job's.
 TEST_F(HostSideTest, AGpuTheFabricReportsNothingForWaitsUntilAnotherPrologRecordsItsOwn) {
-  Device bare;
-  bare.id = "OffloadBlock9";
-  bare.type = DeviceType::kGpu;
-  api.devices = {bare};
+  api.devices = {bare_gpu()};
   host.attach(gpu_function("0000:45:00.0", "", false));
   host.attach(gpu_function("0000:46:00.0", "GPU-other-0046"));
   std::thread other([this] {
