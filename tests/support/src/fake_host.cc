@@ -388,8 +388,11 @@ void FakeHost::unplug(const std::string& address) {
 void FakeHost::retire(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) return;
-  fs::create_directories(root_ / "gone", ec);
-  fs::rename(dir, root_ / "gone" / std::to_string(retired_++), ec);
+  const fs::path gone = root_ / "gone";
+  fs::create_directories(gone, ec);
+  // A fake host started again on the same root finds the ones before it there.
+  while (fs::exists(gone / std::to_string(retired_), ec)) ++retired_;
+  fs::rename(dir, gone / std::to_string(retired_++), ec);
   if (ec) fs::remove_all(dir, ec);
 }
 
