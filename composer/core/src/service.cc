@@ -646,13 +646,11 @@ void CompositionService::release_async(
   const std::string host = fabric_host(entry.node);
   waiter_->submit(FabricChange{.attach = false, .fabric_host = host, .device_ids = entry.devices},
                   clock_.now_ms() + options_.release_timeout_ms,
-                  [this, entry, key, answer, done = std::move(done)](Status detached) {
+                  [this, entry, key, done = std::move(done)](Status detached) {
                     detached = counted(std::move(detached), detach_errors_);
-                    auto finished = finish_release(entry, key, false, detached);
-                    // Answered as the release recorded it, without reading it back.
-                    if (!finished) return done(finished.error());
-                    if (*finished) return done(std::move(finished));
-                    done(answer(Status::Ok()));
+                    // Not giving up: the composition as the release recorded it (no read
+                    // back), or why it stays releasing for a retry.
+                    done(finish_release(entry, key, false, detached));
                   });
 }
 
