@@ -567,9 +567,9 @@ int main(int argc, char** argv) {
   const Burst ready = ready_burst(daemon, burst, 5'100'000);
   std::printf(
       "ready burst (connections open, credentials encoded before the instant): %d composes, "
-      "%ld errors, %.2f s in all; CPU per compose from the instant: composerd %.3f ms, munged "
-      "%.3f ms, clients %.3f ms inside their requests\n",
-      burst, ready.errors + released, ready.wall_s, ready.daemon_cpu_s * 1000 / burst,
+      "%ld errors (%ld releasing the first burst before it), %.2f s in all; CPU per compose from "
+      "the instant: composerd %.3f ms, munged %.3f ms, clients %.3f ms inside their requests\n",
+      burst, ready.errors, released, ready.wall_s, ready.daemon_cpu_s * 1000 / burst,
       ready.munged_cpu_s * 1000 / burst, ready.client_cpu_s * 1000 / burst);
   print_latency("ready burst latency", ready.ms);
   daemon.stop();
