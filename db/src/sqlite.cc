@@ -1,6 +1,7 @@
 #include "composer/db/sqlite.h"
 
 #include <limits>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -164,6 +165,12 @@ Connection::~Connection() {
 
 std::unique_ptr<Connection> Connection::open(const std::string& path, Mode mode,
                                              int busy_timeout_ms) {
+  // SQLite counts every allocation under one process-wide mutex unless told not to; nothing
+  // here reads those counts (sqlite3_memory_used, sqlite3_status), and the writer allocates on
+  // every statement. Only possible before SQLite initialises: the first open in the process
+  // does it, and a process that used SQLite before keeps its counting (SQLITE_MISUSE).
+  static std::once_flag configured;
+  std::call_once(configured, [] { (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
   const int flags =
       SQLITE_OPEN_NOMUTEX |
       (mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
