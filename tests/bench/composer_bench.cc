@@ -281,15 +281,21 @@ long release_burst(const composer::testing::ComposerdProcess& daemon, int n, uin
   return errors.load();
 }
 
-// The count of one fabric driver call in composerd's /metrics (0 if absent).
-double driver_calls(const composer::testing::ComposerdProcess& daemon, const std::string& call) {
+// One sample of composerd's /metrics, by its name and labels as written there (0 if absent).
+double metric(const composer::testing::ComposerdProcess& daemon, const std::string& series) {
   httplib::Client http("127.0.0.1", daemon.port());
   auto r = http.Get("/metrics");
   if (!r) return 0;
-  const std::string key =
-      "composer_fabric_request_duration_seconds_count{fabric=\"sim\",operation=\"" + call + "\"} ";
+  const std::string key = "\n" + series + " ";
   const auto at = r->body.find(key);
   return at == std::string::npos ? 0 : std::atof(r->body.c_str() + at + key.size());
+}
+
+// The count of one fabric driver call in composerd's /metrics (0 if absent).
+double driver_calls(const composer::testing::ComposerdProcess& daemon, const std::string& call) {
+  return metric(
+      daemon,
+      "composer_fabric_request_duration_seconds_count{fabric=\"sim\",operation=\"" + call + "\"}");
 }
 
 std::string pool_lines(int nodes) {
@@ -564,13 +570,19 @@ int main(int argc, char** argv) {
 
   // Phase 2b: the burst again, the clients' own work done before the instant (ready_burst).
   const long released = release_burst(daemon, burst, 5'000'000);
+  const double writes_before = metric(daemon, "composer_store_write_calls_total");
+  const double commits_before = metric(daemon, "composer_store_transactions_total");
   const Burst ready = ready_burst(daemon, burst, 5'100'000);
+  const double writes = metric(daemon, "composer_store_write_calls_total") - writes_before;
+  const double commits = metric(daemon, "composer_store_transactions_total") - commits_before;
   std::printf(
       "ready burst (connections open, credentials encoded before the instant): %d composes, "
       "%ld errors (%ld releasing the first burst before it), %.2f s in all; CPU per compose from "
       "the instant: composerd %.3f ms, munged %.3f ms, clients %.3f ms inside their requests\n",
       burst, ready.errors, released, ready.wall_s, ready.daemon_cpu_s * 1000 / burst,
       ready.munged_cpu_s * 1000 / burst, ready.client_cpu_s * 1000 / burst);
+  std::printf("ready burst store writes: %.0f changes in %.0f transactions, %.1f per transaction\n",
+              writes, commits, commits > 0 ? writes / commits : 0.0);
   print_latency("ready burst latency", ready.ms);
   daemon.stop();
 

@@ -88,6 +88,11 @@ TEST_F(ComposerdAccountingTest, MetricsChangeAfterAComposeAndRelease) {
   EXPECT_EQ(metric(before, free_a100), 8);
   EXPECT_EQ(metric(before, R"(composer_compositions{state="ready"})"), 0);
   const double composes = metric(before, "composer_compose_duration_seconds_count");
+  const double writes = metric(before, "composer_store_write_calls_total");
+  const double transactions = metric(before, "composer_store_transactions_total");
+  ASSERT_GE(writes, 0) << "no composer_store_write_calls_total";
+  ASSERT_GE(transactions, 0) << "no composer_store_transactions_total";
+  EXPECT_GE(metric(before, "composer_store_write_failures_total"), 0);
 
   auto c = daemon_->client();
   auto composed = c.compose(501, "n1", body(Request{.gpus = 2}, "training"));
@@ -105,6 +110,12 @@ TEST_F(ComposerdAccountingTest, MetricsChangeAfterAComposeAndRelease) {
           R"(composer_api_requests_total{route="/v1/compositions/{job}/{node}",method="PUT",code="200"})"),
       1);
   EXPECT_EQ(metric(during, R"(composer_fabric_errors_total{operation="attach"})"), 0);
+  // The compose wrote its intent and then its ready state: two changes, one transaction each
+  // at least (nothing else was writing to share them).
+  EXPECT_GE(metric(during, "composer_store_write_calls_total"), writes + 2);
+  EXPECT_GE(metric(during, "composer_store_transactions_total"), transactions + 1);
+  EXPECT_LE(metric(during, "composer_store_transactions_total") - transactions,
+            metric(during, "composer_store_write_calls_total") - writes);
 
   ASSERT_TRUE(c.release(501, "n1").ok());
   const std::string after = scrape();

@@ -382,6 +382,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
                                 clock);
   impl->metrics->set_policy_windows(
       [keeper = impl->policy.get()] { return keeper->windows_in_force(); });
+  impl->metrics->set_store_writes([store = impl->store.get()] { return store->write_stats(); });
   impl->metrics->set_failure_reactions([reactor = impl->reactor.get()] {
     const FailureReactor::Report t = reactor->totals();
     return Metrics::ReactionFigures{.requeued = static_cast<uint64_t>(t.requeued),

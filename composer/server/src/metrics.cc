@@ -527,6 +527,21 @@ std::string Metrics::render() const {
     sample(out, "composer_slurm_in_step", "", sync.in_step > 0 ? 1 : 0);
   }
 
+  if (store_writes_) {
+    const db::WriteStats w = store_writes_();
+    family(out, "composer_store_write_calls_total", "counter",
+           "Changes to the database (one each: a composition created, a state change, a drain, "
+           "...), committed or refused.");
+    sample(out, "composer_store_write_calls_total", "", static_cast<double>(w.calls));
+    family(out, "composer_store_write_failures_total", "counter",
+           "Changes to the database that were refused or failed (nothing of them was written).");
+    sample(out, "composer_store_write_failures_total", "", static_cast<double>(w.failed_calls));
+    family(out, "composer_store_transactions_total", "counter",
+           "Write transactions committed: changes arriving together share one (one fsync each "
+           "with Durable=yes).");
+    sample(out, "composer_store_transactions_total", "", static_cast<double>(w.transactions));
+  }
+
   render_process(out);
 
   family(out, "composer_api_requests_total", "counter",

@@ -21,6 +21,7 @@
 #include "composer/core/fabric.h"
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
+#include "composer/db/store.h"
 #include "composer/setup/fabric_setup.h"
 
 namespace composer::server {
@@ -142,6 +143,12 @@ class Metrics {
     failure_reactions_ = std::move(source);
   }
 
+  // The store's writer since composerd started (db::Store::write_stats). Unset: the
+  // composer_store_* families are left out.
+  void set_store_writes(std::function<db::WriteStats()> source) {
+    store_writes_ = std::move(source);
+  }
+
   std::string render() const;
 
   // "/v1/compositions/4711/node1" -> "/v1/compositions/{job}/{node}"; unknown paths -> "other".
@@ -158,6 +165,7 @@ class Metrics {
   const Clock& clock_;
   int64_t started_ms_;
   PolicyWindows policy_windows_;
+  std::function<db::WriteStats()> store_writes_;
   std::function<SlurmSyncFigures()> slurm_sync_;
   std::function<ReactionFigures()> failure_reactions_;
 
