@@ -5,6 +5,10 @@
 // which is what composerd does per job prolog and epilog. Prints cycles/s, how many
 // transactions (fsyncs) the group commit needed for them, and the page faults per cycle.
 //
+// --statements also prints, for the cycles, where the writer's time went statement by statement
+// (its steps timed with the steady clock, triggers inside their statement; COMMIT includes the
+// WAL write and its fsync).
+//
 // --compare-trim R runs R interleaved rounds of two child processes side by side: one with
 // glibc's own trimming (an arena's free memory over 128 KiB goes back to the kernel), one with
 // M_TRIM_THRESHOLD at 4 MiB, as composerd sets it.
@@ -13,13 +17,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "composer/common/clock.h"
@@ -32,8 +41,9 @@ struct Options {
   int cycles = 500;  // per thread
   bool durable = true;
   std::string dir;
-  int compare_rounds = 0;  // --compare-trim
-  std::string label;       // printed first on each line
+  int compare_rounds = 0;   // --compare-trim
+  bool statements = false;  // --statements
+  std::string label;        // printed first on each line
 };
 
 [[noreturn]] void usage(const char* why) {
@@ -41,7 +51,7 @@ struct Options {
                "store_bench: %s\n"
                "usage: store_bench [--threads N (1..1024)] [--cycles N per thread (1..1000000)] "
                "[--not-durable] [--dir DIRECTORY (default: a new one under $TMPDIR or /tmp)] "
-               "[--compare-trim ROUNDS (1..100)]\n",
+               "[--compare-trim ROUNDS (1..100)] [--statements]\n",
                why);
   std::exit(2);
 }
@@ -73,6 +83,8 @@ Options parse(int argc, char** argv) {
       o.durable = false;
     } else if (flag == "--dir") {
       o.dir = value();
+    } else if (flag == "--statements") {
+      o.statements = true;
     } else if (flag == "--compare-trim") {
       o.compare_rounds = parse_int("--compare-trim", value(), 1, 100);
     } else {
@@ -81,6 +93,39 @@ Options parse(int argc, char** argv) {
   }
   return o;
 }
+
+// The writer's statements by what they do: total nanoseconds and steps.
+struct StatementTally {
+  std::mutex mu;
+  std::map<std::string, std::pair<int64_t, int64_t>, std::less<>> by_what;
+
+  void add(std::string_view what, int64_t ns) {
+    std::lock_guard lock(mu);
+    auto it = by_what.find(what);
+    if (it == by_what.end()) it = by_what.emplace(std::string(what), std::pair{0, 0}).first;
+    it->second.first += ns;
+    ++it->second.second;
+  }
+
+  void print(const std::string& label, double cycles) {
+    std::lock_guard lock(mu);
+    std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> rows(by_what.begin(),
+                                                                          by_what.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    int64_t total = 0;
+    for (const auto& row : rows) total += row.second.first;
+    std::printf("%swriter statements: %.1f us per cycle in all\n", label.c_str(),
+                static_cast<double>(total) / 1000.0 / cycles);
+    for (const auto& [what, figures] : rows) {
+      std::printf(
+          "%s  %5.1f %%  %7.1f us per cycle  %5.2f steps per cycle  %s\n", label.c_str(),
+          total > 0 ? 100.0 * static_cast<double>(figures.first) / static_cast<double>(total) : 0.0,
+          static_cast<double>(figures.first) / 1000.0 / cycles,
+          static_cast<double>(figures.second) / cycles, what.c_str());
+    }
+  }
+};
 
 }  // namespace
 
@@ -105,6 +150,13 @@ int run(const Options& o) {
   {
     composer::db::StoreOptions options;
     options.durable = o.durable;
+    StatementTally tally;
+    std::atomic<bool> timing{false};
+    if (o.statements) {
+      options.writer_statement_timer = [&tally, &timing](std::string_view what, int64_t ns) {
+        if (timing.load(std::memory_order_relaxed)) tally.add(what, ns);
+      };
+    }
     auto opened = composer::db::Store::open(path, options);
     if (!opened.ok()) {
       std::fprintf(stderr, "store_bench: %s\n", opened.error().message.c_str());
@@ -138,6 +190,7 @@ int run(const Options& o) {
     }
 
     const auto before = store.write_stats();
+    timing = true;
     rusage usage_before{};
     getrusage(RUSAGE_SELF, &usage_before);
     std::atomic<int> failures{0};
@@ -179,6 +232,7 @@ int run(const Options& o) {
       });
     }
     for (auto& th : threads) th.join();
+    timing = false;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto after = store.write_stats();
@@ -201,6 +255,7 @@ int run(const Options& o) {
         transactions > 0 ? static_cast<double>(calls) / static_cast<double>(transactions) : 0.0,
         static_cast<unsigned long long>(after.largest_batch),
         static_cast<double>(transactions) / seconds, failures.load());
+    if (o.statements) tally.print(o.label, cycles);
     rc = failures.load() == 0 ? 0 : 1;
   }
   if (remove_dir) {

@@ -1,5 +1,6 @@
 #include "composer/db/sqlite.h"
 
+#include <chrono>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -97,7 +98,15 @@ Statement& Statement::bind(int index, std::nullopt_t) {
 }
 
 bool Statement::step() {
+  const auto& timer = connection_.statement_timer();
+  const auto start =
+      timer ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const int rc = sqlite3_step(stmt_.get());
+  if (timer) {
+    timer(sql_, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now() - start)
+                    .count());
+  }
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
   fail_with(rc);

@@ -1592,6 +1592,11 @@ std::unique_ptr<Connection> open_writer(const std::string& path, const StoreOpti
   db->pragma("setting synchronous",
              options.durable ? "synchronous = FULL" : "synchronous = NORMAL");
   db->pragma("setting busy timeout", "busy_timeout = " + std::to_string(options.busy_timeout_ms));
+  if (options.writer_statement_timer) {
+    db->time_statements([timer = options.writer_statement_timer](const Sql& sql, int64_t ns) {
+      timer(sql.what, ns);
+    });
+  }
   return db;
 }
 

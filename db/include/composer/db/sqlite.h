@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -128,6 +129,12 @@ class Connection {
   // Runs a pragma and returns the first column of its first row as text ("" if no row).
   std::string pragma(std::string_view what, std::string_view pragma);
 
+  // For measurements (store_bench --statements): `timer` is told each step of each statement
+  // this connection runs, with the nanoseconds it took (a statement's triggers included).
+  using StatementTimer = std::function<void(const Sql& sql, int64_t ns)>;
+  void time_statements(StatementTimer timer) { timer_ = std::move(timer); }
+  const StatementTimer& statement_timer() const { return timer_; }
+
   bool in_transaction() const { return sqlite3_get_autocommit(db_.get()) == 0; }
   int64_t changes() const { return sqlite3_changes64(db_.get()); }
   int64_t last_insert_rowid() const { return sqlite3_last_insert_rowid(db_.get()); }
@@ -144,6 +151,7 @@ class Connection {
 
   std::string path_;
   std::unique_ptr<sqlite3, Closer> db_;
+  StatementTimer timer_;
   // Finalized before db_ is closed (members are destroyed in reverse order).
   std::map<std::string_view, std::unique_ptr<Statement>, std::less<>> statements_;
 };
