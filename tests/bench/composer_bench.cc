@@ -28,6 +28,7 @@
 // Results and the command that produced them: docs/BENCHMARKS.md.
 #include <httplib.h>
 #include <munge.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -46,6 +47,7 @@
 #include <vector>
 
 #include "../integration/composerd_process.h"
+#include "../integration/raw_socket.h"
 #include "composer/api/codec.h"
 #include "composer/client/munge_credential.h"
 #include "composer/testing/fake_liqid.h"
@@ -263,6 +265,115 @@ Burst ready_burst(const composer::testing::ComposerdProcess& daemon, int burst,
       return r->status / 100 == 2 ? std::string() : std::to_string(r->status) + " " + r->body;
     };
   });
+}
+
+// ready_burst with the clients' side in one thread: the same PUTs on connections opened (a GET
+// /v1/health answered on each) and credentials encoded before the instant, written one after
+// another at the instant and their answers read with epoll as they arrive. 1,000 prologs run
+// on 1,000 nodes; here their side costs the machine composerd runs on one thread instead of
+// 1,000 woken at once. Each latency runs from the instant (before the first write) to its
+// whole answer.
+Burst loop_burst(const composer::testing::ComposerdProcess& daemon, int burst, uint32_t first_job) {
+  using composer::testing::answers_in;
+  using composer::testing::connect_to;
+  using composer::testing::send_all;
+  Burst out;
+  out.ms.assign(static_cast<size_t>(burst), 0);
+  const std::string body = composer::api::to_text(composer::api::to_json(one_gpu()));
+  const std::string host = "127.0.0.1:" + std::to_string(daemon.port());
+  struct Conn {
+    int fd = -1;
+    std::string request;
+    std::string received;
+    bool done = false;
+  };
+  std::vector<Conn> conns(static_cast<size_t>(burst));
+  auto fail = [&](const std::string& why) {
+    if (out.errors++ == 0) std::fprintf(stderr, "first loop-burst error: %s\n", why.c_str());
+  };
+  for (int i = 0; i < burst; ++i) {
+    Conn& c = conns[static_cast<size_t>(i)];
+    const std::string path = "/v1/compositions/" +
+                             std::to_string(first_job + static_cast<uint32_t>(i)) + "/" +
+                             burst_node(i);
+    const auto cred = composer::client::munge_credential("PUT " + path, daemon.munge_socket());
+    c.request = "PUT " + path + " HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Munge " +
+                (cred ? *cred : "") + "\r\nContent-Type: application/json\r\nContent-Length: " +
+                std::to_string(body.size()) + "\r\n\r\n" + body;
+    c.fd = connect_to(daemon.port());
+    std::string warm;
+    if (c.fd >= 0 && send_all(c.fd, "GET /v1/health HTTP/1.1\r\nHost: " + host + "\r\n\r\n")) {
+      char buf[4096];
+      while (answers_in(warm).empty()) {
+        const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        warm.append(buf, static_cast<size_t>(n));
+      }
+    }
+    if (answers_in(warm).empty()) {
+      fail("connection " + std::to_string(i) + " not open");
+      if (c.fd >= 0) ::close(c.fd);
+      c.fd = -1;
+      c.done = true;
+    }
+  }
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  for (size_t i = 0; i < conns.size(); ++i) {
+    if (conns[i].fd < 0) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = i;
+    epoll_ctl(ep, EPOLL_CTL_ADD, conns[i].fd, &ev);
+  }
+
+  const auto began = Clock::now();
+  const double daemon0 = cpu_seconds(daemon.pid());
+  const double munged0 = cpu_seconds(daemon.munged_pid());
+  const double client0 = thread_cpu_seconds();
+  size_t waiting = 0;
+  for (size_t i = 0; i < conns.size(); ++i) {
+    Conn& c = conns[i];
+    if (c.done) continue;
+    if (send_all(c.fd, c.request)) {
+      ++waiting;
+    } else {
+      fail("request " + std::to_string(i) + " not sent");
+      c.done = true;
+    }
+  }
+  std::vector<epoll_event> events(256);
+  char buf[65536];
+  while (waiting > 0 && Clock::now() - began < std::chrono::seconds(120)) {
+    const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), 1000);
+    for (int k = 0; k < n; ++k) {
+      Conn& c = conns[events[static_cast<size_t>(k)].data.u64];
+      if (c.done) continue;
+      const ssize_t got = ::recv(c.fd, buf, sizeof buf, 0);
+      if (got > 0) c.received.append(buf, static_cast<size_t>(got));
+      const auto answers = answers_in(c.received);
+      if (answers.empty() && got > 0) continue;
+      c.done = true;
+      --waiting;
+      const size_t i = static_cast<size_t>(&c - conns.data());
+      out.ms[i] = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
+      epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
+      if (answers.empty()) {
+        fail("connection " + std::to_string(i) + " closed without an answer");
+      } else if (answers.front().status / 100 != 2) {
+        fail(std::to_string(answers.front().status) + " " + answers.front().body);
+      }
+    }
+  }
+  out.client_cpu_s = thread_cpu_seconds() - client0;
+  out.wall_s = std::chrono::duration<double>(Clock::now() - began).count();
+  out.daemon_cpu_s = cpu_seconds(daemon.pid()) - daemon0;
+  out.munged_cpu_s = cpu_seconds(daemon.munged_pid()) - munged0;
+  if (waiting > 0) fail(std::to_string(waiting) + " answers still missing after 120 s");
+  ::close(ep);
+  for (Conn& c : conns) {
+    if (c.fd >= 0) ::close(c.fd);
+  }
+  return out;
 }
 
 // Releases the jobs first_job .. first_job+n-1 that compose_burst or ready_burst composed.
@@ -584,6 +695,15 @@ int main(int argc, char** argv) {
   std::printf("ready burst store writes: %.0f changes in %.0f transactions, %.1f per transaction\n",
               writes, commits, commits > 0 ? writes / commits : 0.0);
   print_latency("ready burst latency", ready.ms);
+  const long released_ready = release_burst(daemon, burst, 5'100'000);
+  const Burst loop = loop_burst(daemon, burst, 5'200'000);
+  std::printf(
+      "ready burst, the clients one epoll thread: %d composes, %ld errors (%ld releasing the "
+      "ready burst before it), %.2f s in all; CPU from the instant: composerd %.3f ms, munged "
+      "%.3f ms, the client thread %.3f ms per compose\n",
+      burst, loop.errors, released_ready, loop.wall_s, loop.daemon_cpu_s * 1000 / burst,
+      loop.munged_cpu_s * 1000 / burst, loop.client_cpu_s * 1000 / burst);
+  print_latency("ready burst, one client thread", loop.ms);
   daemon.stop();
 
   // Phase 3: the same burst against a slow fabric, behind composerd's default ApiThreads.
