@@ -4,7 +4,12 @@
 // Side by side in the same run: the CPU each process spends per cycle (composerd, munged, the
 // clients) and what munge alone can do on this machine (credentials encoded and decoded per
 // second with the same munged), which bounds any design that sends a fresh munge credential
-// with every request.
+// with every request. The burst runs three times: through the client library (each client
+// connects and encodes its credential after the instant), as a "ready burst" (1,000 client
+// threads, connections open and credentials encoded before the instant), and with the
+// clients' side on one epoll thread (as 1,000 prologs on other nodes would cost this machine
+// nothing), with composerd's CPU per compose by thread name and the store's changes per
+// transaction.
 //
 // Then the same burst against a slow fabric (the sim with --latency MS per attach, 2000 by
 // default) behind a composerd with its default ApiThreads (64): the wall time of the whole
