@@ -426,6 +426,17 @@ Burst loop_burst(const composer::testing::ComposerdProcess& daemon, int burst, u
   return out;
 }
 
+// One line for a ready burst (ready_burst, loop_burst): its errors, those of the releases
+// before it, its wall time and the CPU per compose from the instant.
+void print_ready_burst(const char* what, const Burst& b, int burst, long released,
+                       const char* released_what, const char* clients) {
+  std::printf(
+      "%s: %d composes, %ld errors (%ld releasing %s before it), %.2f s in all; CPU per compose "
+      "from the instant: composerd %.3f ms, munged %.3f ms, %s %.3f ms\n",
+      what, burst, b.errors, released, released_what, b.wall_s, b.daemon_cpu_s * 1000 / burst,
+      b.munged_cpu_s * 1000 / burst, clients, b.client_cpu_s * 1000 / burst);
+}
+
 // Releases the jobs first_job .. first_job+n-1 that compose_burst or ready_burst composed.
 long release_burst(const composer::testing::ComposerdProcess& daemon, int n, uint32_t first_job) {
   std::atomic<long> errors{0};
@@ -736,23 +747,15 @@ int main(int argc, char** argv) {
   const Burst ready = ready_burst(daemon, burst, 5'100'000);
   const double writes = metric(daemon, "composer_store_write_calls_total") - writes_before;
   const double commits = metric(daemon, "composer_store_transactions_total") - commits_before;
-  std::printf(
-      "ready burst (connections open, credentials encoded before the instant): %d composes, "
-      "%ld errors (%ld releasing the first burst before it), %.2f s in all; CPU per compose from "
-      "the instant: composerd %.3f ms, munged %.3f ms, clients %.3f ms inside their requests\n",
-      burst, ready.errors, released, ready.wall_s, ready.daemon_cpu_s * 1000 / burst,
-      ready.munged_cpu_s * 1000 / burst, ready.client_cpu_s * 1000 / burst);
+  print_ready_burst("ready burst (connections open, credentials encoded before the instant)", ready,
+                    burst, released, "the first burst", "clients inside their requests");
   std::printf("ready burst store writes: %.0f changes in %.0f transactions, %.1f per transaction\n",
               writes, commits, commits > 0 ? writes / commits : 0.0);
   print_latency("ready burst latency", ready.ms);
   const long released_ready = release_burst(daemon, burst, 5'100'000);
   const Burst loop = loop_burst(daemon, burst, 5'200'000);
-  std::printf(
-      "ready burst, the clients one epoll thread: %d composes, %ld errors (%ld releasing the "
-      "ready burst before it), %.2f s in all; CPU from the instant: composerd %.3f ms, munged "
-      "%.3f ms, the client thread %.3f ms per compose\n",
-      burst, loop.errors, released_ready, loop.wall_s, loop.daemon_cpu_s * 1000 / burst,
-      loop.munged_cpu_s * 1000 / burst, loop.client_cpu_s * 1000 / burst);
+  print_ready_burst("ready burst, the clients one epoll thread", loop, burst, released_ready,
+                    "the ready burst", "the client thread");
   std::printf(
       "ready burst, the clients one epoll thread: composerd's CPU per compose by thread: %s\n",
       loop.thread_split.c_str());

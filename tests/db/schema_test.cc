@@ -1,6 +1,12 @@
 // Opening a database: migrations on a fresh file, reopening an existing one, refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "composer/common/clock.h"
 #include "store_fixture.h"
 
@@ -192,6 +198,33 @@ TEST_F(SchemaTest, RefusesAFileFromANewerBuild) {
   EXPECT_EQ(opened.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(opened.error().message.find("schema version 99"), std::string::npos)
       << opened.error().message;
+}
+
+TEST_F(SchemaTest, TheWritersStatementsCanBeTimedByWhatTheyDo) {
+  store_.reset();
+  std::mutex mu;
+  std::vector<std::string> seen;
+  StoreOptions options;
+  options.writer_statement_timer = [&](std::string_view what, int64_t ns) {
+    std::lock_guard lock(mu);
+    seen.emplace_back(what);
+    EXPECT_GE(ns, 0);
+  };
+  auto opened = Store::open(db_path(), options);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  {
+    std::lock_guard lock(mu);
+    seen.clear();
+  }
+  Host h;
+  h.node = "n1";
+  h.fabric_id = "host-1";
+  h.zones = {"z1"};
+  ASSERT_TRUE((*opened)->upsert_hosts({h}).ok());
+  std::lock_guard lock(mu);
+  for (const char* what : {"beginning a write transaction", "saving host", "committing"}) {
+    EXPECT_NE(std::find(seen.begin(), seen.end(), what), seen.end()) << what;
+  }
 }
 
 TEST(SchemaOpen, RefusesPathsThatCannotBeShared) {

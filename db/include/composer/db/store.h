@@ -26,7 +26,7 @@ struct StoreOptions {
   bool durable = true;
   int busy_timeout_ms = 5000;
   // For measurements (store_bench --statements): told each step of each statement the writer
-  // runs, by what the statement does ("inserting an event"), with the nanoseconds it took.
+  // runs, by what the statement does ("appending event"), with the nanoseconds it took.
   std::function<void(std::string_view what, int64_t ns)> writer_statement_timer;
 };
 
