@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "../integration/composerd_process.h"
+#include "../integration/metrics_text.h"
 #include "../integration/raw_socket.h"
 #include "composer/api/codec.h"
 #include "composer/client/munge_credential.h"
@@ -366,6 +367,13 @@ Burst loop_burst(const composer::testing::ComposerdProcess& daemon, int burst, u
     }
   }
   const int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) {
+    fail("epoll_create1 failed");
+    for (Conn& c : conns) {
+      if (c.fd >= 0) ::close(c.fd);
+    }
+    return out;
+  }
   for (size_t i = 0; i < conns.size(); ++i) {
     if (conns[i].fd < 0) continue;
     epoll_event ev{};
@@ -457,10 +465,7 @@ long release_burst(const composer::testing::ComposerdProcess& daemon, int n, uin
 double metric(const composer::testing::ComposerdProcess& daemon, const std::string& series) {
   httplib::Client http("127.0.0.1", daemon.port());
   auto r = http.Get("/metrics");
-  if (!r) return 0;
-  const std::string key = "\n" + series + " ";
-  const auto at = r->body.find(key);
-  return at == std::string::npos ? 0 : std::atof(r->body.c_str() + at + key.size());
+  return r ? std::max(0.0, composer::testing::metric(r->body, series)) : 0;
 }
 
 // The count of one fabric driver call in composerd's /metrics (0 if absent).

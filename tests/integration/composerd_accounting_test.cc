@@ -14,6 +14,7 @@
 #include "composer/api/codec.h"
 #include "composer/common/units.h"
 #include "composerd_process.h"
+#include "metrics_text.h"
 #include "raw_request.h"
 
 namespace composer::testing {
@@ -47,15 +48,6 @@ class ComposerdAccountingTest : public ::testing::Test {
   }
 
   // The value of one sample, or -1 when the scrape does not have it.
-  static double metric(const std::string& text, const std::string& series) {
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-    }
-    return -1;
-  }
-
   static std::string scrape() {
     httplib::Client cli("127.0.0.1", port());
     auto r = cli.Get("/metrics");  // no credential: like /v1/health

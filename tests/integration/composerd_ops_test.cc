@@ -21,6 +21,7 @@
 #include "composer/api/codec.h"
 #include "composerd_process.h"
 #include "fake_slurm.h"
+#include "metrics_text.h"
 
 namespace composer::testing {
 namespace {
@@ -31,15 +32,6 @@ std::string scrape(const ComposerdProcess& d) {
   auto r = cli.Get("/metrics");
   EXPECT_TRUE(r);
   return r ? r->body : "";
-}
-
-// The value of one sample, or -1 when the scrape does not have it.
-double metric(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return -1;
 }
 
 // Everything the families can show: a composition made and released, a policy in force.
