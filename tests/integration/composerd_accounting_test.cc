@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "composer/accounting/report.h"
 #include "composer/accounting/report_json.h"
@@ -25,7 +26,7 @@ api::ComposeBody body(Request r, std::string workload) {
                           .user = "alice",
                           .account = "physics",
                           .workload = std::move(workload),
-                          .request = r};
+                          .request = std::move(r)};
 }
 
 int64_t now_ms() {

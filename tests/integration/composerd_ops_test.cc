@@ -57,7 +57,7 @@ CommandResult check_scrape(const std::string& args) {
 }
 
 std::string write_scrape(const ComposerdProcess& d, const std::string& text) {
-  const std::string path = d.state_dir() + "/../scrape.txt";
+  std::string path = d.state_dir() + "/../scrape.txt";
   std::ofstream(path) << text;
   return path;
 }
