@@ -766,13 +766,13 @@ int main(int argc, char** argv) {
       loop.thread_split.c_str());
   print_latency("ready burst, one client thread", loop.ms);
 
-  // Phase 2d: munge alone and the one-thread burst back to back, three pairs: on a shared host
+  // Phase 2d: munge alone and the one-thread burst back to back, five pairs: on a shared host
   // the machine's speed drifts between phases a minute apart (munge alone above was measured
   // first of all), and each pair's two figures are taken within a second of each other.
   long paired_errors = release_burst(daemon, burst, 5'200'000);
   {
     std::vector<double> ratios;
-    for (int round = 1; round <= 3; ++round) {
+    for (int round = 1; round <= 5; ++round) {
       const uint32_t first = 5'200'000 + static_cast<uint32_t>(round) * 100'000;
       const auto [pairs, took] = munge_run(daemon.munge_socket(), std::min(burst, 64), burst, 0);
       const Burst b = loop_burst(daemon, burst, first);
