@@ -658,7 +658,10 @@ CONF
   )
   chown root:root "$E2E_DIR/etc/slurmdbd.conf"
   SLURM_CONF=$SLURM_CONF /usr/sbin/slurmdbd || die "slurmdbd did not start (see $E2E_DIR/log/slurmdbd.log)"
-  wait_for 60 "slurmdbd on port $E2E_DBD_PORT" env SLURM_CONF="$SLURM_CONF" sacctmgr -n list cluster
+  if ! (wait_for 60 "slurmdbd on port $E2E_DBD_PORT" env SLURM_CONF="$SLURM_CONF" sacctmgr -n list cluster); then
+    tail -n 20 "$E2E_DIR/log/slurmdbd.log" >&2 || true
+    die "slurmdbd did not answer (the end of $E2E_DIR/log/slurmdbd.log above)"
+  fi
   if ! SLURM_CONF=$SLURM_CONF sacctmgr -n -P list cluster format=cluster | grep -qx composer-e2e; then
     SLURM_CONF=$SLURM_CONF sacctmgr -i add cluster composer-e2e >/dev/null ||
       die "sacctmgr could not add cluster composer-e2e"

@@ -127,6 +127,14 @@ cleanup() {
       log "could not unmount ${MOUNTS[i]}"
   done
   MOUNTS=()
+  # What the commands inside mounted themselves (ip netns makes /run/netns a mount point),
+  # deepest first.
+  if [[ -n $ROOT ]]; then
+    local mounted
+    while read -r mounted; do
+      umount -l "$mounted" 2>/dev/null || log "could not unmount $mounted"
+    done < <(awk -v root="$ROOT/" 'index($2, root) == 1 { print $2 }' /proc/self/mounts | sort -r)
+  fi
   if [[ -n $OVERLAY ]]; then
     # Never remove through a mount that is still there (the source tree is bound inside).
     if grep -q " $OVERLAY/" /proc/self/mounts; then
@@ -163,6 +171,9 @@ run() {  # run SUITE KIND [--overlay] [--bind FROM:TO]... -- COMMAND...
     ROOT=$OVERLAY/root
   else
     ROOT=$base
+    # The chroot's / a mount point of its own, as on a machine: mount propagation changes on /
+    # ("ip -n NETNS ..." makes / a slave in its own mount namespace) refuse a plain folder.
+    bind "$ROOT" "$ROOT"
   fi
   bind /proc "$ROOT/proc"
   bind /sys "$ROOT/sys"
