@@ -461,11 +461,19 @@ long release_burst(const composer::testing::ComposerdProcess& daemon, int n, uin
   return errors.load();
 }
 
-// One sample of composerd's /metrics, by its name and labels as written there (0 if absent).
-double metric(const composer::testing::ComposerdProcess& daemon, const std::string& series) {
+// composerd's /metrics as text ("" if it did not answer).
+std::string scrape(const composer::testing::ComposerdProcess& daemon) {
   httplib::Client http("127.0.0.1", daemon.port());
   auto r = http.Get("/metrics");
-  return r ? std::max(0.0, composer::testing::metric(r->body, series)) : 0;
+  return r ? r->body : "";
+}
+
+// One sample of a scrape, by its name and labels as written there (0 if absent).
+double metric(const std::string& scraped, const std::string& series) {
+  return std::max(0.0, composer::testing::metric(scraped, series));
+}
+double metric(const composer::testing::ComposerdProcess& daemon, const std::string& series) {
+  return metric(scrape(daemon), series);
 }
 
 // The count of one fabric driver call in composerd's /metrics (0 if absent).
@@ -747,11 +755,13 @@ int main(int argc, char** argv) {
 
   // Phase 2b: the burst again, the clients' own work done before the instant (ready_burst).
   const long released = release_burst(daemon, burst, 5'000'000);
-  const double writes_before = metric(daemon, "composer_store_write_calls_total");
-  const double commits_before = metric(daemon, "composer_store_transactions_total");
+  const std::string before = scrape(daemon);
+  const double writes_before = metric(before, "composer_store_write_calls_total");
+  const double commits_before = metric(before, "composer_store_transactions_total");
   const Burst ready = ready_burst(daemon, burst, 5'100'000);
-  const double writes = metric(daemon, "composer_store_write_calls_total") - writes_before;
-  const double commits = metric(daemon, "composer_store_transactions_total") - commits_before;
+  const std::string after = scrape(daemon);
+  const double writes = metric(after, "composer_store_write_calls_total") - writes_before;
+  const double commits = metric(after, "composer_store_transactions_total") - commits_before;
   print_ready_burst("ready burst (connections open, credentials encoded before the instant)", ready,
                     burst, released, "the first burst", "clients inside their requests");
   std::printf("ready burst store writes: %.0f changes in %.0f transactions, %.1f per transaction\n",

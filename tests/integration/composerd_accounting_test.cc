@@ -48,7 +48,6 @@ class ComposerdAccountingTest : public ::testing::Test {
     return std::stoi(url.substr(url.rfind(':') + 1));
   }
 
-  // The value of one sample, or -1 when the scrape does not have it.
   static std::string scrape() {
     httplib::Client cli("127.0.0.1", port());
     auto r = cli.Get("/metrics");  // no credential: like /v1/health
