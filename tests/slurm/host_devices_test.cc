@@ -151,8 +151,11 @@ class HostSideTest : public ::testing::Test {
   // A real process that opens `path` as its fd 3 and keeps it open until `stop` exists; its
   // pid once it has opened it (0 on failure, with a test failure).
   pid_t hold_open(const std::string& path, const std::string& stop) {
+    // The shell alone holds the file: its `sleep` children do not inherit fd 3 (closed in a
+    // subshell: the shell itself would move its fd 3 aside while each child runs), so once
+    // the shell has been waited for, nothing of it holds the file any more.
     const std::string script =
-        "exec 3<'" + path + "'; while [ ! -e '" + stop + "' ]; do sleep 0.05; done";
+        "exec 3<'" + path + "'; while [ ! -e '" + stop + "' ]; do (exec sleep 0.05 3<&-); done";
     const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
     pid_t pid = 0;
     if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
@@ -751,6 +754,32 @@ TEST_F(HostSideTest, TheEpilogReturnsOnceTheHostNoLongerShowsTheFunctions) {
                    .contains("0000:45:00.0"));
 }
 
+// A file of a device's sysfs directory open in another process holds the device (a user-space
+// driver's BAR, an fd on its config); open in the process that asks (an attribute it reads, a
+// `remove` it writes, as the fake kernel's thread here does every few milliseconds) it does not.
+TEST_F(HostSideTest, WhatTheAskingProcessHasOpenHoldsNothing) {
+  const std::string config_file = tmp / "sys/bus/pci/devices/0000:99:00.0/config";
+  tmp.write("sys/bus/pci/devices/0000:99:00.0/config", "");
+  Device d = gpu("gpu-h-0", "GPU-hhhh-0000");
+  d.address = "0000:99:00.0";
+  const HostDevices devices(config.sysfs_root, "/proc", config.dev_root);
+  std::ifstream mine(config_file);
+  ASSERT_TRUE(mine.is_open());
+  EXPECT_TRUE(devices.holders({d}).empty());
+
+  const std::string stop = tmp / "let-go-99";
+  const pid_t pid = hold_open(config_file, stop);
+  ASSERT_GT(pid, 0);
+  const std::vector<Holder> held = devices.holders({d});
+  std::ofstream{stop} << "go\n";
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].pid, pid);
+  EXPECT_EQ(held[0].device_id, "gpu-h-0");
+  EXPECT_EQ(held[0].target, config_file);
+}
+
 // A node that runs no further job: the node check (composer-node-check, HealthCheckProgram)
 // releases the held drive once its holder has gone, and not before.
 TEST_F(HostSideTest, TheNodeCheckReleasesAHeldDriveOnAnIdleNode) {
@@ -761,7 +790,6 @@ TEST_F(HostSideTest, TheNodeCheckReleasesAHeldDriveOnAnIdleNode) {
   EXPECT_EQ(release_held_on_node(busy, api, config), 1u);
   EXPECT_TRUE(api.released.empty());
   ASSERT_EQ(busy.infos.size(), 1u);
-  // (The holder's `sleep` children hold it too, while they run.)
   EXPECT_EQ(
       busy.infos[0].rfind("composer: node check: node node1: job 621's devices stay held: ", 0), 0u)
       << busy.infos[0];

@@ -1,6 +1,7 @@
 #include "composer/slurm/host_devices.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -481,11 +482,15 @@ std::vector<Holder> HostDevices::holders(const std::vector<Device>& devices) con
       }
     }
   };
+  // The process that asks is never the holder it waits for: what it has open of a device's
+  // sysfs directory at this moment (an attribute it reads, a `remove` it writes) is its own work.
+  const int self = fs::path(proc_) == "/proc" ? static_cast<int>(getpid()) : -1;
   std::error_code ec;
   for (const auto& proc : fs::directory_iterator(proc_, ec)) {
     const std::string name = proc.path().filename().string();
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
     const int pid = std::stoi(name);
+    if (pid == self) continue;
     std::error_code fd_ec;
     // Processes come and go while we look: every error means "nothing to see here".
     for (const auto& fd : fs::directory_iterator(proc.path() / "fd", fd_ec)) {
