@@ -631,8 +631,13 @@ start_mariadb() {
 
 start_slurmdbd() {
   local password="e2e-$RANDOM$RANDOM"
-  db_root -e "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$password';
-    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" || die "cannot create slurmdbd's database user"
+  # The database is made here, as a site makes it: slurmdbd would otherwise connect, find no
+  # database, create it and connect again on the same handle, which MariaDB's client library
+  # 3.4.10 (Debian's 11.8.9, trixie and sid) leaves broken (error 5027 "Number of columns in
+  # result (=1) set execeeds maxmimum allowed number of columns (=0)" at its first query).
+  db_root -e "CREATE DATABASE slurm_acct_db;
+    CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$password';
+    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" || die "cannot create slurmdbd's database and user"
   # slurmdbd reads slurmdbd.conf beside slurm.conf (SLURM_CONF); it holds the database
   # password, so slurmdbd refuses it unless it is SlurmUser's alone.
   (

@@ -4,6 +4,7 @@
 #include "composer/slurm/host_devices.h"
 
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -148,14 +149,17 @@ class HostSideTest : public ::testing::Test {
     return task.env[name];
   }
 
-  // A real process that opens `path` as its fd 3 and keeps it open until `stop` exists; its
-  // pid once it has opened it (0 on failure, with a test failure).
+  // A real process that opens `path` as its fd 3 and keeps it open until something is written
+  // to `stop` (a FIFO made here: `std::ofstream{stop} << "go\n"` lets it go); its pid once it
+  // has opened it (0 on failure, with a test failure). The shell waits in its builtin `read`
+  // and starts no child, so it alone holds the file, and once it has been waited for nothing
+  // of it does.
   pid_t hold_open(const std::string& path, const std::string& stop) {
-    // The shell alone holds the file: its `sleep` children do not inherit fd 3 (closed in a
-    // subshell: the shell itself would move its fd 3 aside while each child runs), so once
-    // the shell has been waited for, nothing of it holds the file any more.
-    const std::string script =
-        "exec 3<'" + path + "'; while [ ! -e '" + stop + "' ]; do (exec sleep 0.05 3<&-); done";
+    if (mkfifo(stop.c_str(), 0600) != 0) {
+      ADD_FAILURE() << "cannot make the FIFO " << stop;
+      return 0;
+    }
+    const std::string script = "exec 3<'" + path + "'; read go <'" + stop + "'";
     const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
     pid_t pid = 0;
     if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
