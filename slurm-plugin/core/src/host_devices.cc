@@ -484,7 +484,11 @@ std::vector<Holder> HostDevices::holders(const std::vector<Device>& devices) con
   };
   // The process that asks is never the holder it waits for: what it has open of a device's
   // sysfs directory at this moment (an attribute it reads, a `remove` it writes) is its own work.
-  const int self = fs::path(proc_) == "/proc" ? static_cast<int>(getpid()) : -1;
+  // (Only where proc_ is the real procfs, whose `self` names this process.)
+  std::error_code self_ec;
+  const pid_t me = getpid();
+  const int self =
+      fs::read_symlink(fs::path(proc_) / "self", self_ec) == std::to_string(me) ? me : -1;
   std::error_code ec;
   for (const auto& proc : fs::directory_iterator(proc_, ec)) {
     const std::string name = proc.path().filename().string();
