@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -175,12 +176,21 @@ class HostSideTest : public ::testing::Test {
     for (int i = 0; i < 2000 && !opened(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    holders_.push_back(pid);
     if (!opened()) {
       ADD_FAILURE() << fd << " never pointed at " << path;
       return 0;
     }
     return pid;
   }
+  // A test that stops early leaves no holder behind (it would keep ctest's output pipe open).
+  void TearDown() override {
+    for (pid_t pid : holders_) {
+      // Only one still running: a pid the test has waited for may be another process's now.
+      if (waitpid(pid, nullptr, WNOHANG) == 0 && kill(pid, SIGKILL) == 0) waitpid(pid, nullptr, 0);
+    }
+  }
+  std::vector<pid_t> holders_;  // every holder hold_open started
 
   // The devices cgroup Slurm's task/cgroup makes for a job (cgroup v1, ConstrainDevices=yes),
   // with one step, under a fake hierarchy at config.devices_cgroup; its path.
