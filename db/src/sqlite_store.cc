@@ -27,6 +27,7 @@
 #include "composer/db/store.h"
 #include "reader_pool.h"
 #include "schema.h"
+#include "sql_terms.h"
 
 namespace composer::db {
 namespace {
@@ -54,7 +55,6 @@ using sqlite::Statement;
   " WHEN d.drained = 1 THEN 'drained' WHEN owner.composition_id IS NOT NULL THEN 'attached'" \
   " WHEN d.holder <> '' THEN 'foreign' ELSE 'free' END)"                                     \
   " AND d.id > ?5" /* '' for the first page: a range on the key, not a scan */
-#define LIVE_STATES "('requested', 'composing', 'ready', 'releasing')"
 
 // Columns 0..17 (see read_composition), then the device columns from 18 (NULL when the
 // composition never held a device).
@@ -68,11 +68,11 @@ using sqlite::Statement;
   "WITH c AS (" selection ") SELECT " COMPOSITION_COLUMNS ", " DEVICE_COLUMNS \
   " FROM c LEFT JOIN composition_devices cd ON cd.composition_id = c.id"      \
   " LEFT JOIN devices d ON d.id = cd.device_id" DEVICE_OWNER_JOIN " ORDER BY c.id DESC, cd.rowid"
-#define COMPOSITION_FILTER                                                                  \
+#define COMPOSITION_FILTER \
   " (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR uid = ?2) AND (?3 IS NULL OR user = ?3)" \
-  " AND (?4 IS NULL OR node = ?4) AND (?5 IS NULL OR state = ?5)"                           \
-  " AND (?6 = 0 OR state IN " LIVE_STATES                                                   \
-  ") AND (?8 IS NULL OR id < ?8)"                                                           \
+  " AND (?4 IS NULL OR node = ?4) AND (?5 IS NULL OR state = ?5)" \
+  " AND (?6 = 0 OR " SQL_IS_LIVE_STATE("state") ")" \
+  " AND (?8 IS NULL OR id < ?8)" \
   " ORDER BY id DESC LIMIT ?7"
 
 #define EVENT_COLUMNS                                                                         \
@@ -122,8 +122,8 @@ constexpr Sql kSelectDevicesOnNode{
     " FROM compositions owner_c"
     " JOIN composition_devices owner ON owner.composition_id = owner_c.id AND owner.live = 1"
     " JOIN devices d ON d.id = owner.device_id"
-    " WHERE owner_c.node = ?3 AND owner_c.state IN " LIVE_STATES " AND" DEVICE_FILTER
-    " ORDER BY d.id LIMIT ?6"};
+    " WHERE owner_c.node = ?3"
+    " AND " SQL_IS_LIVE_STATE("owner_c.state") " AND" DEVICE_FILTER " ORDER BY d.id LIMIT ?6"};
 constexpr Sql kSetDrained{"changing drain state",
                           "UPDATE devices SET drained = ?2, drain_reason = ?3 WHERE id = ?1"};
 constexpr Sql kSetHealth{"changing health", "UPDATE devices SET health = ?2 WHERE id = ?1"};
@@ -151,13 +151,13 @@ constexpr Sql kUpdateCompositionState{
 // Only while it is live (?3 lists no state: the live ones are spelled out here).
 constexpr Sql kSetHostHold{"setting a node's hold on a composition",
                            "UPDATE compositions SET host_hold = ?2, updated_ms = ?3 "
-                           "WHERE id = ?1 AND state IN " LIVE_STATES};
+                           "WHERE id = ?1 AND " SQL_IS_LIVE_STATE("state")};
 constexpr Sql kSelectComposition{
     "reading composition", COMPOSITIONS_WITH_DEVICES("SELECT * FROM compositions WHERE id = ?1")};
 constexpr Sql kSelectLiveComposition{
     "reading live composition",
     COMPOSITIONS_WITH_DEVICES("SELECT * FROM compositions WHERE job_id = ?1 AND node = ?2 "
-                              "AND state IN " LIVE_STATES)};
+                              "AND " SQL_IS_LIVE_STATE("state"))};
 // One variant per indexed filter, so each can use its index; the rest filter in place.
 constexpr Sql kSelectCompositionsByJob{
     "listing compositions of a job",
@@ -168,8 +168,8 @@ constexpr Sql kSelectCompositionsByNode{
     COMPOSITIONS_WITH_DEVICES("SELECT * FROM compositions WHERE node = ?4 AND" COMPOSITION_FILTER)};
 constexpr Sql kSelectLiveCompositions{
     "listing live compositions",
-    COMPOSITIONS_WITH_DEVICES("SELECT * FROM compositions WHERE state IN " LIVE_STATES
-                              " AND" COMPOSITION_FILTER)};
+    COMPOSITIONS_WITH_DEVICES(
+        "SELECT * FROM compositions WHERE " SQL_IS_LIVE_STATE("state") " AND" COMPOSITION_FILTER)};
 constexpr Sql kSelectCompositions{
     "listing compositions",
     COMPOSITIONS_WITH_DEVICES("SELECT * FROM compositions WHERE" COMPOSITION_FILTER)};
@@ -191,15 +191,14 @@ constexpr Sql kSelectEvents{"listing events",
 // migration 3, so a late range does not pass over every earlier event), and every other event
 // of a composition live at ?1 (created before it, and live now or ended at or after it). The
 // two arms are disjoint, and together exactly the rows of "device event OR live composition".
-#define DEVICE_EVENT_KINDS "('drain', 'resume', 'health')"
 constexpr Sql kScanStateEvents{
     "reading the state in force at a report's start",
-    "SELECT " EVENT_COLUMNS " FROM events WHERE kind IN " DEVICE_EVENT_KINDS
+    "SELECT " EVENT_COLUMNS " FROM events WHERE " SQL_IS_DEVICE_KIND("kind")
     " AND ts_ms < ?1"
     " UNION ALL SELECT " EVENT_COLUMNS
     " FROM events WHERE composition_id IN"
-    " (SELECT id FROM compositions WHERE created_ms < ?1 AND (state IN " LIVE_STATES
-    " OR updated_ms >= ?1)) AND +ts_ms < ?1 AND kind NOT IN " DEVICE_EVENT_KINDS
+    " (SELECT id FROM compositions WHERE created_ms < ?1 AND (" SQL_IS_LIVE_STATE("state")
+    " OR updated_ms >= ?1)) AND +ts_ms < ?1 AND NOT " SQL_IS_DEVICE_KIND("kind")
     " ORDER BY ts_ms, id"};
 // The range in ledger order, read in two cursors (scan_events): the ids from the ts index
 // alone (it holds ts_ms and the rowid, so no row is looked up), and the rows in rowid order
@@ -216,10 +215,11 @@ constexpr Sql kSelectEventById{"reading one event of a report's range",
                                "SELECT " EVENT_COLUMNS " FROM events WHERE id = ?1"};
 // The rollup walk (walk_report, schema migration 9). Every device event before the range's
 // end, through the partial index of migration 3.
-constexpr Sql kWalkDeviceEvents{"reading the device events up to a report's end",
-                                "SELECT " EVENT_COLUMNS
-                                " FROM events WHERE kind IN " DEVICE_EVENT_KINDS
-                                " AND ts_ms < ?1 ORDER BY ts_ms, id"};
+constexpr Sql kWalkDeviceEvents{
+    "reading the device events up to a report's end",
+    "SELECT " EVENT_COLUMNS
+    " FROM events"
+    " WHERE " SQL_IS_DEVICE_KIND("kind") " AND ts_ms < ?1 ORDER BY ts_ms, id"};
 // The longest composition the rollup holds (through its index on the length): none that
 // began before a range's start less this can have ended inside it.
 constexpr Sql kWalkLongest{"reading the longest ended composition",
@@ -237,26 +237,28 @@ constexpr Sql kWalkRollup{
 // rollup row is not whole.
 constexpr Sql kWalkReadAlone{
     "listing the compositions a report reads event by event",
-    "SELECT id FROM compositions WHERE state IN " LIVE_STATES
-    " UNION SELECT composition_id FROM composition_rollup WHERE whole = 0"};
+    "SELECT id FROM compositions"
+    " WHERE " SQL_IS_LIVE_STATE("state") " UNION"
+    " SELECT composition_id FROM composition_rollup WHERE whole = 0"};
 // Whether scan_events reads the events of composition ?1 from before ?2 (kScanStateEvents'
 // condition): created before it, and live or ended at or after it.
-constexpr Sql kWalkLiveAtStart{"reading whether a composition was live at a report's start",
-                               "SELECT created_ms < ?2 AND (state IN " LIVE_STATES
-                               " OR updated_ms >= ?2) FROM compositions WHERE id = ?1"};
+constexpr Sql kWalkLiveAtStart{
+    "reading whether a composition was live at a report's start",
+    "SELECT created_ms < ?2"
+    " AND (" SQL_IS_LIVE_STATE("state") " OR updated_ms >= ?2)"
+    " FROM compositions WHERE id = ?1"};
 // Composition ?1's events before ?2, those before ?3 only where ?4: what scan_events streams.
-constexpr Sql kWalkCompositionEvents{"reading the events of a composition for a report",
-                                     "SELECT " EVENT_COLUMNS
-                                     " FROM events WHERE composition_id = ?1 AND ts_ms < ?2"
-                                     " AND (ts_ms >= ?3 OR ?4) AND kind NOT IN " DEVICE_EVENT_KINDS
-                                     " ORDER BY ts_ms, id"};
-constexpr Sql kWalkUnattached{"counting a report's events of no composition",
-                              "SELECT COUNT(*) FROM events INDEXED BY events_unattached_by_ts"
-                              " WHERE composition_id IS NULL"
-                              // the partial index's own terms (migration 9)
-                              " AND NOT (kind = 'drain' OR kind = 'resume' OR kind = 'health')"
-                              " AND ts_ms >= ?1 AND ts_ms < ?2"};
-#undef DEVICE_EVENT_KINDS
+constexpr Sql kWalkCompositionEvents{
+    "reading the events of a composition for a report",
+    "SELECT " EVENT_COLUMNS
+    " FROM events WHERE composition_id = ?1 AND ts_ms < ?2"
+    " AND (ts_ms >= ?3 OR ?4) AND NOT " SQL_IS_DEVICE_KIND("kind") " ORDER BY ts_ms, id"};
+constexpr Sql kWalkUnattached{
+    "counting a report's events of no composition",
+    "SELECT COUNT(*) FROM events INDEXED BY events_unattached_by_ts"
+    " WHERE composition_id IS NULL"
+    // the partial index's own terms (migration 9)
+    " AND NOT " SQL_IS_DEVICE_KIND("kind") " AND ts_ms >= ?1 AND ts_ms < ?2"};
 
 constexpr Sql kInsertPolicy{"recording a policy version",
                             "INSERT INTO policies (applied_ms, uid, user, file, sha256, text) "
@@ -268,7 +270,6 @@ constexpr Sql kSelectPolicies{"listing policy versions",
 #undef DEVICE_COLUMNS
 #undef DEVICE_OWNER_JOIN
 #undef DEVICE_FILTER
-#undef LIVE_STATES
 #undef COMPOSITION_COLUMNS
 #undef COMPOSITIONS_WITH_DEVICES
 #undef COMPOSITION_FILTER

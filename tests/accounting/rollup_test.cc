@@ -568,7 +568,7 @@ TEST_F(RollupTest, MigrationFillsTheRollupTheTriggerKeeps) {
       "PRAGMA user_version = 8;"
       "COMMIT;");
   reopen();
-  EXPECT_EQ(store_->schema_version(), 10);
+  EXPECT_EQ(store_->schema_version(), 11);
   EXPECT_EQ(rollup_rows(), kept);
   expect_same_over({kT0, w.times[w.times.size() / 3], w.times[w.times.size() / 2], w.times.back()},
                    {});

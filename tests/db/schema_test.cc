@@ -1,5 +1,6 @@
 // Opening a database: migrations on a fresh file, reopening an existing one, refusals.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <mutex>
@@ -16,9 +17,9 @@ namespace {
 using SchemaTest = StoreTest;
 
 TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
-  EXPECT_EQ(store().schema_version(), 10);
+  EXPECT_EQ(store().schema_version(), 11);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 10);
+  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 11);
   EXPECT_EQ(raw->pragma("journal mode", "journal_mode"), "wal");
   EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations WHERE version = 1"), 1);
   for (const char* table : {"hosts", "devices", "compositions", "composition_devices", "events"}) {
@@ -63,6 +64,66 @@ TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
             2);
 }
 
+// The temporary b-trees SQLite opens while running `sql` (EXPLAIN's OpenEphemeral, trigger
+// programs included).
+int temporary_btrees(sqlite::Connection& db, const std::string& sql) {
+  sqlite3_stmt* raw = nullptr;
+  const std::string explain = "EXPLAIN " + sql;
+  if (sqlite3_prepare_v2(db.handle(), explain.c_str(), -1, &raw, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << sql << ": " << db.last_error();
+    return -1;
+  }
+  int n = 0;
+  while (sqlite3_step(raw) == SQLITE_ROW) {
+    const auto* op = reinterpret_cast<const char*>(sqlite3_column_text(raw, 1));
+    if (op != nullptr && std::string_view(op) == "OpenEphemeral") ++n;
+  }
+  sqlite3_finalize(raw);
+  return n;
+}
+
+// Migration 11: appending an event (the device-event index's WHERE, the rollup triggers) and
+// giving a device to a composition (the live-owner trigger) build no temporary table; with a
+// list after IN in the index or the trigger each did, on every row.
+TEST_F(SchemaTest, AppendingAnEventOrGivingADeviceBuildsNoTemporaryTable) {
+  auto raw = raw_connection(db_path());
+  EXPECT_EQ(temporary_btrees(*raw,
+                             "INSERT INTO events (ts_ms, kind, composition_id, job_id, node) "
+                             "VALUES (1, 'ready', 1, 7, 'node1')"),
+            0);
+  EXPECT_EQ(temporary_btrees(*raw,
+                             "INSERT INTO events (ts_ms, kind, composition_id, job_id, node) "
+                             "VALUES (1, 'released', 1, 7, 'node1')"),
+            0);
+  EXPECT_EQ(temporary_btrees(*raw,
+                             "INSERT INTO composition_devices (composition_id, device_id) "
+                             "VALUES (1, 'gpu-0')"),
+            0);
+}
+
+// The live-owner trigger refuses a device for a composition that has ended, and lets one
+// through for a live one, as before migration 11.
+TEST_F(SchemaTest, OnlyALiveCompositionIsGivenADevice) {
+  add_inventory();
+  auto created = store().create_composition(make_composition(7, "node1"), {"gpu-0"}, 200);
+  ASSERT_TRUE(created.ok()) << created.error();
+  auto raw = raw_connection(db_path());
+  const std::string give = "INSERT INTO composition_devices (composition_id, device_id) VALUES (" +
+                           std::to_string(created->id) + ", 'gpu-1')";
+  EXPECT_TRUE(exec_raw(*raw, give).ok());
+  ASSERT_TRUE(store()
+                  .transition(created->id, CompositionState::kComposing, CompositionState::kFailed,
+                              "test", 300, false)
+                  .ok());
+  const Status refused =
+      exec_raw(*raw, "INSERT INTO composition_devices (composition_id, device_id) VALUES (" +
+                         std::to_string(created->id) + ", 'gpu-2')");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("a device can only be given to a live composition"),
+            std::string::npos)
+      << refused.error().message;
+}
+
 TEST_F(SchemaTest, HostsKeepTheirFailureDomains) {
   Host h{.node = "node1", .fabric_id = "host-1", .zones = {"z1"}, .gpu_slots = 4};
   h.domains = {{"power", "pdu-2"}, {"switch", "sw-1"}};
@@ -88,9 +149,9 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
 
   reopen();
   reopen();  // a second reopen must not re-run a migration either
-  EXPECT_EQ(store().schema_version(), 10);
+  EXPECT_EQ(store().schema_version(), 11);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 10);
+  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 11);
 
   auto gpu1 = store().device("gpu-1");
   ASSERT_TRUE(gpu1.ok()) << gpu1.error();
@@ -145,7 +206,7 @@ TEST_F(SchemaTest, Migration7DatesExistingDevicesFromTheLedgersStart) {
         exec_raw(*raw, "UPDATE schema_migrations SET applied_ms = 7000 WHERE version = 1").ok());
   }
   reopen();
-  EXPECT_EQ(store().schema_version(), 10);
+  EXPECT_EQ(store().schema_version(), 11);
   // The first event (the drain at 5000) is earlier than the file's creation (7000).
   for (const char* id : {"gpu-0", "gpu-1", "gpu-5", "mem-0", "nvme-0"}) {
     EXPECT_EQ(known_since(store(), id), 5000) << id;
