@@ -24,19 +24,15 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <list>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "composer/common/log.h"
 #include "composer/common/strings.h"
-#include "composer/common/thread_name.h"
+#include "composer/common/work_queue.h"
 
 namespace composer::server {
 
@@ -56,54 +52,6 @@ constexpr size_t kDrainBytes = size_t{4} << 20;
 constexpr auto kDrainTime = std::chrono::seconds(2);
 // Connections being told "too many connections" at once; beyond, they are closed unanswered.
 constexpr size_t kMaxRefusing = 64;
-
-// The handlers' threads: requests wait here in arrival order, at most one per connection.
-class WorkerPool {
- public:
-  explicit WorkerPool(size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      threads_.emplace_back([this] {
-        name_this_thread("api-worker");
-        loop();
-      });
-    }
-  }
-  ~WorkerPool() {
-    {
-      std::lock_guard lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  void submit(std::function<void()> job) {
-    {
-      std::lock_guard lock(mu_);
-      jobs_.push_back(std::move(job));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [this] { return done_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool done_ = false;
-  std::vector<std::thread> threads_;
-};
 
 bool known_method(std::string_view m) {
   static constexpr std::string_view kMethods[] = {"GET",     "HEAD",  "POST",  "PUT",    "DELETE",
@@ -177,7 +125,8 @@ struct FrontDoor::Impl {
   stream_acceptor acceptor{io};
   stream_acceptor local_acceptor{io};  // ListenSocket, when set
   std::string local_path;              // its path, removed again at stop
-  std::unique_ptr<WorkerPool> workers;
+  // The handlers' threads: requests wait here in arrival order, at most one per connection.
+  std::unique_ptr<WorkQueue> workers;
 
   void accept(stream_acceptor& from, bool local);
   void admit(stream::socket socket, bool local);
@@ -374,8 +323,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto executor = stream_.get_executor();
     // Counted as the io loop's work until the answer is posted back: run() waits for it.
     auto work = asio::make_work_guard(door_.io);
-    door_.workers->submit([self = shared_from_this(), req, keep, executor, &door = door_,
-                           work = std::move(work)]() mutable {
+    door_.workers->post([self = shared_from_this(), req, keep, executor, &door = door_,
+                         work = std::move(work)]() mutable {
       const bool head = req->method == "HEAD";
       if (head) req->method = "GET";
       // The reply holds the connection, the request and the io loop's work until it is sent.
@@ -648,7 +597,7 @@ int FrontDoor::port() const {
 void FrontDoor::run() {
   auto& in = *impl_;
   if (in.stopping.load()) return;
-  in.workers = std::make_unique<WorkerPool>(in.limits.workers);
+  in.workers = std::make_unique<WorkQueue>(in.limits.workers, "api-worker");
   in.accept(in.acceptor, false);
   if (in.local_acceptor.is_open()) in.accept(in.local_acceptor, true);
   in.io.run();
