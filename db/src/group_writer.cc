@@ -28,19 +28,23 @@ GroupWriter::~GroupWriter() {
   thread_.join();
 }
 
-std::future<Status> GroupWriter::submit(Body body) {
-  Job job{std::move(body), {}};
-  auto future = job.done.get_future();
+void GroupWriter::submit(Body body, Done done) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (stopping_) {
-      job.done.set_value(
-          Error(ErrorCode::kUnavailable, "store: the database is closing; nothing was written"));
-      return future;
+      lock.unlock();
+      done(Error(ErrorCode::kUnavailable, "store: the database is closing; nothing was written"));
+      return;
     }
-    queue_.push_back(std::move(job));
+    queue_.push_back(Job{std::move(body), std::move(done)});
   }
   wake_.notify_one();
+}
+
+std::future<Status> GroupWriter::submit(Body body) {
+  auto committed = std::make_shared<std::promise<Status>>();
+  auto future = committed->get_future();
+  submit(std::move(body), [committed](Status s) { committed->set_value(std::move(s)); });
   return future;
 }
 
@@ -111,7 +115,7 @@ std::deque<GroupWriter::Job> GroupWriter::run_batch(std::deque<Job> batch) {
       if (s.ok()) s = f.error();
     }
     finish(0);
-    for (size_t i = 0; i < batch.size(); ++i) batch[i].done.set_value(results[i]);
+    for (size_t i = 0; i < batch.size(); ++i) batch[i].done(results[i]);
     return retry;
   }
 
@@ -123,7 +127,7 @@ std::deque<GroupWriter::Job> GroupWriter::run_batch(std::deque<Job> batch) {
       ++stats_.calls;
       ++stats_.failed_calls;
     }
-    batch[lost_at].done.set_value(results[lost_at]);
+    batch[lost_at].done(results[lost_at]);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (i != lost_at) retry.push_back(std::move(batch[i]));
     }
@@ -131,7 +135,7 @@ std::deque<GroupWriter::Job> GroupWriter::run_batch(std::deque<Job> batch) {
   }
 
   finish(1);
-  for (size_t i = 0; i < batch.size(); ++i) batch[i].done.set_value(results[i]);
+  for (size_t i = 0; i < batch.size(); ++i) batch[i].done(results[i]);
   return retry;
 }
 

@@ -582,13 +582,13 @@ class SqliteStore final : public Store {
   Expected<std::vector<Host>> hosts() override;
   Expected<std::vector<Device>> devices(const DeviceFilter& filter) override;
   Expected<Device> device(const std::string& id) override;
-  Expected<Composition> create_composition(const Composition& c,
-                                           const std::vector<std::string>& device_ids,
-                                           int64_t now_ms) override;
+  void create_composition_async(const Composition& c, const std::vector<std::string>& device_ids,
+                                int64_t now_ms, Answer<Composition> done) override;
   Expected<Composition> set_hold(int64_t id, std::string_view cause, std::string_view actor,
                                  int64_t now_ms) override;
-  Expected<Composition> transition(int64_t id, CompositionState from, CompositionState to,
-                                   std::string_view detail, int64_t now_ms, bool attempt) override;
+  void transition_async(int64_t id, CompositionState from, CompositionState to,
+                        std::string_view detail, int64_t now_ms, bool attempt,
+                        Answer<Composition> done) override;
   Expected<Composition> composition(int64_t id) override;
   Expected<std::optional<Composition>> live_composition(uint32_t job_id,
                                                         std::string_view node) override;
@@ -638,6 +638,17 @@ class SqliteStore final : public Store {
     Status status = writer_->run([&](Connection& db) { result = body(db); });
     if (!status.ok()) return status.error();
     return std::move(*result);
+  }
+  // Runs `body` in the writer's next batch; `done` is told its result once it is committed
+  // (Store::Answer: on the writer's thread).
+  template <typename T>
+  void write_async(std::function<T(Connection&)> body, Answer<T> done) {
+    auto result = std::make_shared<std::optional<T>>();
+    writer_->submit([body = std::move(body), result](Connection& db) { *result = body(db); },
+                    [result, done = std::move(done)](const Status& status) {
+                      if (!status.ok()) return done(status.error());
+                      done(std::move(**result));
+                    });
   }
   Status write_status(std::function<void(Connection&)> body) {
     return writer_->run(std::move(body));
@@ -766,9 +777,10 @@ Expected<Device> SqliteStore::device(const std::string& id) {
   return std::move(**found);
 }
 
-Expected<Composition> SqliteStore::create_composition(const Composition& c,
-                                                      const std::vector<std::string>& ids,
-                                                      int64_t now_ms) {
+namespace {
+
+// What create_composition refuses before anything is written.
+Status creatable(const Composition& c, const std::vector<std::string>& ids) {
   if (c.state != CompositionState::kRequested && c.state != CompositionState::kComposing) {
     return Error(ErrorCode::kInvalidArgument,
                  "store: a new composition starts in state requested or composing, not " +
@@ -791,117 +803,132 @@ Expected<Composition> SqliteStore::create_composition(const Composition& c,
                    "store: device " + quoted(id) + " is listed twice for one composition");
     }
   }
+  return Status::Ok();
+}
+
+// create_composition's writing, on the writer's connection.
+Composition insert_composition(Connection& db, const Composition& c,
+                               const std::vector<std::string>& ids, int64_t now_ms) {
   const std::string who = "job " + std::to_string(c.job_id) + " on " + c.node;
 
-  return write<Composition>([&](Connection& db) {
-    Composition created = c;
-    created.devices.clear();
-    for (const auto& id : ids) {
-      auto d = find_device(db, id);
-      if (!d)
-        refuse(ErrorCode::kNotFound,
-               "creating composition for " + who + ": no device " + quoted(id));
-      created.devices.push_back(std::move(*d));
+  Composition created = c;
+  created.devices.clear();
+  for (const auto& id : ids) {
+    auto d = find_device(db, id);
+    if (!d)
+      refuse(ErrorCode::kNotFound, "creating composition for " + who + ": no device " + quoted(id));
+    created.devices.push_back(std::move(*d));
+  }
+  try {
+    db.statement(kInsertComposition)
+        ->bind(1, c.job_id)
+        .bind(2, c.node)
+        .bind(3, c.uid)
+        .bind(4, c.user)
+        .bind(5, c.account)
+        .bind(6, c.workload)
+        .bind(7, c.request.gpus)
+        .bind(8, c.request.gpu_model)
+        .bind(9, c.request.mem_bytes)
+        .bind(10, c.request.nvme)
+        .bind(11, to_string(c.state))
+        .bind(12, now_ms)
+        .bind(13, c.window)
+        .run();
+  } catch (const sqlite::Failure& f) {
+    if (f.error().code != ErrorCode::kConflict) throw;
+    std::string why = who + " already has a live composition";
+    if (auto live = find_live_composition(db, c.job_id, c.node)) {
+      why += " (" + std::to_string(live->id) + ", " + std::string(to_string(live->state)) + ")";
     }
+    fail(ErrorCode::kConflict, why + "; " + sqlite_reason(f));
+  }
+  created.id = db.last_insert_rowid();
+  created.created_ms = now_ms;
+  created.updated_ms = now_ms;
+  created.attempts = 0;
+  created.last_error.clear();
+
+  for (auto& d : created.devices) {
     try {
-      db.statement(kInsertComposition)
-          ->bind(1, c.job_id)
-          .bind(2, c.node)
-          .bind(3, c.uid)
-          .bind(4, c.user)
-          .bind(5, c.account)
-          .bind(6, c.workload)
-          .bind(7, c.request.gpus)
-          .bind(8, c.request.gpu_model)
-          .bind(9, c.request.mem_bytes)
-          .bind(10, c.request.nvme)
-          .bind(11, to_string(c.state))
-          .bind(12, now_ms)
-          .bind(13, c.window)
-          .run();
+      db.statement(kLinkDevice)->bind(1, created.id).bind(2, d.id).run();
     } catch (const sqlite::Failure& f) {
       if (f.error().code != ErrorCode::kConflict) throw;
-      std::string why = who + " already has a live composition";
-      if (auto live = find_live_composition(db, c.job_id, c.node)) {
-        why += " (" + std::to_string(live->id) + ", " + std::string(to_string(live->state)) + ")";
+      std::string why = "device " + d.id + " already belongs to a live composition";
+      if (d.composition_id) {
+        why += " (" + std::to_string(*d.composition_id) + " on " + d.node + ")";
       }
       fail(ErrorCode::kConflict, why + "; " + sqlite_reason(f));
     }
-    created.id = db.last_insert_rowid();
-    created.created_ms = now_ms;
-    created.updated_ms = now_ms;
-    created.attempts = 0;
-    created.last_error.clear();
+    d.composition_id = created.id;
+    d.node = created.node;
+  }
 
-    for (auto& d : created.devices) {
-      try {
-        db.statement(kLinkDevice)->bind(1, created.id).bind(2, d.id).run();
-      } catch (const sqlite::Failure& f) {
-        if (f.error().code != ErrorCode::kConflict) throw;
-        std::string why = "device " + d.id + " already belongs to a live composition";
-        if (d.composition_id) {
-          why += " (" + std::to_string(*d.composition_id) + " on " + d.node + ")";
-        }
-        fail(ErrorCode::kConflict, why + "; " + sqlite_reason(f));
-      }
-      d.composition_id = created.id;
-      d.node = created.node;
-    }
-
-    created.state = CompositionState::kRequested;
-    append_event(db, composition_event(created, "requested", "", "requested", "", now_ms));
-    if (c.state == CompositionState::kComposing) {
-      created.state = CompositionState::kComposing;
-      append_event(db,
-                   composition_event(created, "composing", "requested", "composing", "", now_ms));
-    }
-    return created;
-  });
+  created.state = CompositionState::kRequested;
+  append_event(db, composition_event(created, "requested", "", "requested", "", now_ms));
+  if (c.state == CompositionState::kComposing) {
+    created.state = CompositionState::kComposing;
+    append_event(db, composition_event(created, "composing", "requested", "composing", "", now_ms));
+  }
+  return created;
 }
 
-Expected<Composition> SqliteStore::transition(int64_t id, CompositionState from,
-                                              CompositionState to, std::string_view detail,
-                                              int64_t now_ms, bool attempt) {
+}  // namespace
+
+void SqliteStore::create_composition_async(const Composition& c,
+                                           const std::vector<std::string>& ids, int64_t now_ms,
+                                           Answer<Composition> done) {
+  if (auto refused = creatable(c, ids); !refused) return done(refused.error());
+  write_async<Composition>(
+      [c, ids, now_ms](Connection& db) { return insert_composition(db, c, ids, now_ms); },
+      std::move(done));
+}
+
+void SqliteStore::transition_async(int64_t id, CompositionState from, CompositionState to,
+                                   std::string_view detail, int64_t now_ms, bool attempt,
+                                   Answer<Composition> done) {
   if (!can_transition(from, to)) {
-    return Error(ErrorCode::kConflict, "composition " + std::to_string(id) +
-                                           ": a composition cannot go from " +
-                                           std::string(to_string(from)) + " to " +
-                                           std::string(to_string(to)) + "; nothing changed");
+    return done(Error(ErrorCode::kConflict, "composition " + std::to_string(id) +
+                                                ": a composition cannot go from " +
+                                                std::string(to_string(from)) + " to " +
+                                                std::string(to_string(to)) + "; nothing changed"));
   }
-  return write<Composition>([&](Connection& db) {
-    auto found = find_composition(db, id);
-    if (!found) refuse(ErrorCode::kNotFound, "no composition " + std::to_string(id));
-    Composition c = std::move(*found);
-    if (c.state != from) {
-      refuse(ErrorCode::kConflict, "composition " + std::to_string(id) + " is " +
-                                       std::string(to_string(c.state)) + ", not " +
-                                       std::string(to_string(from)) + "; nothing changed");
-    }
-    auto update = db.statement(kUpdateCompositionState);
-    update->bind(1, id)
-        .bind(2, to_string(to))
-        .bind(3, now_ms)
-        .bind(4, attempt ? 1 : 0)
-        .bind(5, to_string(from))
-        .bind(6, detail)
-        .run();
-    if (db.changes() != 1) {
-      refuse(ErrorCode::kConflict, "composition " + std::to_string(id) + " changed meanwhile");
-    }
-    append_event(
-        db, composition_event(c, to_string(to), to_string(from), to_string(to), detail, now_ms));
-    c.state = to;
-    c.updated_ms = now_ms;
-    if (attempt) ++c.attempts;
-    if (to == CompositionState::kFailed) c.last_error = std::string(detail);
-    if (!is_live(to)) {
-      for (auto& d : c.devices) {
-        d.composition_id.reset();
-        d.node.clear();
-      }
-    }
-    return c;
-  });
+  write_async<Composition>(
+      [id, from, to, detail = std::string(detail), now_ms, attempt](Connection& db) {
+        auto found = find_composition(db, id);
+        if (!found) refuse(ErrorCode::kNotFound, "no composition " + std::to_string(id));
+        Composition c = std::move(*found);
+        if (c.state != from) {
+          refuse(ErrorCode::kConflict, "composition " + std::to_string(id) + " is " +
+                                           std::string(to_string(c.state)) + ", not " +
+                                           std::string(to_string(from)) + "; nothing changed");
+        }
+        auto update = db.statement(kUpdateCompositionState);
+        update->bind(1, id)
+            .bind(2, to_string(to))
+            .bind(3, now_ms)
+            .bind(4, attempt ? 1 : 0)
+            .bind(5, to_string(from))
+            .bind(6, detail)
+            .run();
+        if (db.changes() != 1) {
+          refuse(ErrorCode::kConflict, "composition " + std::to_string(id) + " changed meanwhile");
+        }
+        append_event(db, composition_event(c, to_string(to), to_string(from), to_string(to), detail,
+                                           now_ms));
+        c.state = to;
+        c.updated_ms = now_ms;
+        if (attempt) ++c.attempts;
+        if (to == CompositionState::kFailed) c.last_error = std::string(detail);
+        if (!is_live(to)) {
+          for (auto& d : c.devices) {
+            d.composition_id.reset();
+            d.node.clear();
+          }
+        }
+        return c;
+      },
+      std::move(done));
 }
 
 Expected<Composition> SqliteStore::set_hold(int64_t id, std::string_view cause,

@@ -1,8 +1,11 @@
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <set>
 #include <thread>
 
+#include "composer/db/sqlite.h"
 #include "service_fixture.h"
 
 namespace composer::testing {
@@ -273,6 +276,84 @@ TEST_F(ServiceTest, StateSurvivesARestartOfTheService) {
   EXPECT_EQ(again->id, c->id);
   ASSERT_TRUE(service_->release(14, "n1").ok());
   EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+}
+
+// Holds the database's write lock (another connection's write transaction) while alive: the
+// store's writer waits for it, as it would for a slow disk.
+class WriteLock {
+ public:
+  explicit WriteLock(const std::string& path)
+      : db_(db::sqlite::Connection::open(path, db::sqlite::Connection::Mode::kReadWrite, 5000)) {
+    db_->exec({"holding the write lock", "BEGIN IMMEDIATE"});
+  }
+  void release() {
+    if (held_) db_->exec({"letting the write lock go", "ROLLBACK"});
+    held_ = false;
+  }
+  ~WriteLock() { release(); }
+
+ private:
+  std::unique_ptr<db::sqlite::Connection> db_;
+  bool held_ = true;
+};
+
+// compose_async and release_async hand their records to the store's writer and return: the
+// caller's thread (an API worker) is not held while a record is written; the answer comes once
+// the store has it.
+TEST_F(ServiceTest, TheCallerGoesOnWhileTheRecordsAreWritten) {
+  WriteLock lock(dir_.file("composer.db"));
+  std::promise<Expected<Composition>> composed;
+  auto answer = composed.get_future();
+  const auto began = std::chrono::steady_clock::now();
+  service_->compose_async(job(7, "n1", Request{.gpus = 1}), [&composed](Expected<Composition> c) {
+    composed.set_value(std::move(c));
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(1));
+  EXPECT_EQ(answer.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  lock.release();
+  auto c = answer.get();
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->state, CompositionState::kReady);
+
+  WriteLock again(dir_.file("composer.db"));
+  std::promise<Expected<std::optional<Composition>>> released;
+  auto gone = released.get_future();
+  service_->release_async(7, "n1", [&released](Expected<std::optional<Composition>> r) {
+    released.set_value(std::move(r));
+  });
+  EXPECT_EQ(gone.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  again.release();
+  auto r = gone.get();
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->state, CompositionState::kReleased);
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+}
+
+// A service that goes while a compose's record is still being written waits for the write and
+// answers the compose (composerd is stopping: nothing is attached, the record says failed).
+TEST_F(ServiceTest, AServiceThatGoesAnswersTheComposeItsWriterStillHad) {
+  WriteLock lock(dir_.file("composer.db"));
+  std::atomic<int> told{0};
+  std::optional<Expected<Composition>> answer;
+  service_->compose_async(job(7, "n1", Request{.gpus = 1}), [&](Expected<Composition> c) {
+    answer = std::move(c);
+    ++told;
+  });
+  std::thread later([&lock] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    lock.release();
+  });
+  service_.reset();  // returns once the compose has been answered
+  later.join();
+  EXPECT_EQ(told.load(), 1);
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_FALSE(answer->ok());
+  EXPECT_NE(answer->error().message.find("stopping"), std::string::npos) << answer->error();
+  EXPECT_TRUE(fabric_->inventory()->attached.empty());
+  auto stored = store_->live_composition(7, "n1");
+  ASSERT_TRUE(stored.ok()) << stored.error();
+  EXPECT_FALSE(stored->has_value());
 }
 
 TEST_F(ServiceTest, ParallelComposesNeverShareADeviceAndThePoolAddsUp) {

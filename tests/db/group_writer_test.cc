@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "store_fixture.h"
 
@@ -79,6 +81,26 @@ TEST_F(GroupWriterTest, AFailingCallIsRolledBackAloneWhileItsBatchCommits) {
   writer.reset();
   EXPECT_EQ(query_int(*outside, "SELECT count(*) FROM t"), 3);
   EXPECT_EQ(query_int(*outside, "SELECT count(*) FROM t WHERE v IN (1, 3, 5)"), 3);
+}
+
+// A caller that leaves a callback goes on at once; the callback is told on the writer's
+// thread once the change is committed, and at once on the caller's when the writer is closing.
+TEST_F(GroupWriterTest, ACallbackIsToldOnTheWritersThreadOnceCommitted) {
+  auto writer = make_writer();
+  auto outside = raw_connection(path());
+  ASSERT_TRUE(exec_raw(*outside, "BEGIN IMMEDIATE").ok());  // nothing commits meanwhile
+  std::promise<std::pair<Status, std::thread::id>> told;
+  auto answer = told.get_future();
+  writer->submit(insert(7), [&told](Status s) {
+    told.set_value({std::move(s), std::this_thread::get_id()});
+  });
+  // submit() returned without waiting for the lock; nothing is told before the commit.
+  EXPECT_EQ(answer.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  ASSERT_TRUE(exec_raw(*outside, "ROLLBACK").ok());
+  auto [status, thread] = answer.get();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_NE(thread, std::this_thread::get_id());
+  EXPECT_EQ(query_int(*outside, "SELECT count(*) FROM t WHERE v = 7"), 1);
 }
 
 TEST_F(GroupWriterTest, ShutdownCommitsEverythingAlreadySubmitted) {

@@ -54,9 +54,12 @@ OperationWaiter::OperationWaiter(Fabric& fabric, const Clock& clock, OperationWa
   }
 }
 
-OperationWaiter::~OperationWaiter() {
+OperationWaiter::~OperationWaiter() { stop(); }
+
+void OperationWaiter::stop() {
   {
     std::lock_guard lock(mu_);
+    if (stopping_) return;
     stopping_ = true;
   }
   wake_.notify_all();

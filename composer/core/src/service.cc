@@ -34,37 +34,6 @@ std::string where(uint32_t job_id, const std::string& node) {
   return "job " + std::to_string(job_id) + " on node " + node;
 }
 
-// Runs work(i) for every i below n, at most `width` at once (this thread among them); returns
-// when all ran, rethrowing here the first exception a run threw. A thread that cannot be
-// started leaves its share to the ones that did.
-void run_parallel(size_t n, size_t width, const std::function<void(size_t)>& work) {
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  std::exception_ptr thrown;
-  auto drain = [&] {
-    for (size_t i = next++; i < n; i = next++) {
-      try {
-        work(i);
-      } catch (...) {
-        std::lock_guard lock(mu);
-        if (!thrown) thrown = std::current_exception();
-      }
-    }
-  };
-  {
-    std::vector<std::jthread> helpers;
-    for (size_t w = 1; w < std::min(n, width); ++w) {
-      try {
-        helpers.emplace_back(drain);
-      } catch (const std::system_error&) {
-        break;
-      }
-    }
-    drain();
-  }
-  if (thrown) std::rethrow_exception(thrown);
-}
-
 // The answer of an asynchronous call, waited for on this thread.
 template <typename T, typename Call>
 T wait_for(Call&& call) {
@@ -112,11 +81,40 @@ CompositionService::CompositionService(db::Store& store, Fabric& fabric, const C
       fabric_(fabric),
       clock_(clock),
       options_(options),
+      steps_(std::make_unique<WorkQueue>(options.completion_threads, "compose-step")),
       waiter_(std::make_unique<OperationWaiter>(
           fabric, clock,
           OperationWaiterOptions{.poll_interval_ms = options.poll_interval_ms,
                                  .max_in_flight = options.max_fabric_operations,
                                  .completion_threads = options.completion_threads})) {}
+
+CompositionService::~CompositionService() {
+  // Every fabric change still waited for is told first (its completion may still write);
+  // then the writes under way end and their steps run, before anything they use goes.
+  waiter_->stop();
+  std::unique_lock lock(steps_mu_);
+  steps_idle_.wait(lock, [this] { return steps_pending_ == 0; });
+}
+
+template <typename T>
+db::Store::Answer<T> CompositionService::then(std::function<void(Expected<T>)> next) {
+  {
+    std::lock_guard lock(steps_mu_);
+    ++steps_pending_;
+  }
+  return [this, next = std::move(next)](Expected<T> answer) {
+    steps_->post([this, next, answer = std::move(answer)]() mutable {
+      struct Ended {
+        CompositionService& service;
+        ~Ended() {
+          std::lock_guard lock(service.steps_mu_);
+          if (--service.steps_pending_ == 0) service.steps_idle_.notify_all();
+        }
+      } ended{*this};
+      next(std::move(answer));
+    });
+  };
+}
 
 Status CompositionService::start() {
   auto inventory = fabric_.inventory();
@@ -342,18 +340,29 @@ void CompositionService::compose_job_async(
           for (auto& r : got) out.push_back(std::move(*r));
           return done(std::move(out));
         }
-        // All or nothing: what the other nodes got goes back.
-        Error why = failed->error();
-        run_parallel(nodes.size(), kJobFanOut, [&](size_t i) {
-          if (!got[i]) return;
-          if (auto undone = release(job_id, nodes[i]); !undone) {
-            log::warning("a node of a job that could not be composed whole stays composed",
-                         {{"job", std::to_string(job_id)},
-                          {"node", nodes[i]},
-                          {"cause", undone.error().message}});
-          }
-        });
-        done(std::move(why));
+        // All or nothing: what the other nodes got goes back, every release at once (the
+        // detaches wait in the waiter's queue, not in threads); the answer once all have ended.
+        std::vector<std::string> composed;
+        for (size_t i = 0; i < nodes.size(); ++i) {
+          if (got[i]) composed.push_back(nodes[i]);
+        }
+        if (composed.empty()) return done(failed->error());
+        gather<Expected<std::optional<Composition>>>(
+            composed.size(),
+            [&](size_t i, std::function<void(Expected<std::optional<Composition>>)> answer) {
+              release_async(job_id, composed[i], std::move(answer));
+            },
+            [job_id, composed, why = failed->error(),
+             done](std::vector<Expected<std::optional<Composition>>> undone) {
+              for (size_t i = 0; i < undone.size(); ++i) {
+                if (undone[i]) continue;
+                log::warning("a node of a job that could not be composed whole stays composed",
+                             {{"job", std::to_string(job_id)},
+                              {"node", composed[i]},
+                              {"cause", undone[i].error().message}});
+              }
+              done(why);
+            });
       });
 }
 
@@ -471,6 +480,7 @@ void CompositionService::compose_async(const ComposeInput& in,
   }
 
   // Intent first: the composition and its devices are durable before the fabric is touched.
+  // This thread goes on meanwhile; the rest runs on a step thread once the store has it.
   Composition record;
   record.job_id = in.job_id;
   record.node = in.node;
@@ -481,51 +491,57 @@ void CompositionService::compose_async(const ComposeInput& in,
   record.window = window;
   record.request = in.request;
   record.state = CompositionState::kComposing;
-  auto created = store_.create_composition(record, entry.devices, clock_.now_ms());
-  if (!created) {
-    forget(key, entry.devices);
-    return done(created.error());
-  }
-  entry.id = created->id;
-  {
-    std::lock_guard lock(mu_);
-    allocator_.take(in.node, entry.devices, entry.id, entry.workload);
-    live_[key].id = entry.id;
-  }
-
-  const std::string host = fabric_host(in.node);
-  waiter_->submit(FabricChange{.attach = true, .fabric_host = host, .device_ids = entry.devices},
-                  clock_.now_ms() + options_.compose_timeout_ms,
-                  [this, entry, host, done = std::move(done)](Status attached) {
-                    done(finish_compose(entry, host, std::move(attached)));
-                  });
+  store_.create_composition_async(
+      record, entry.devices, clock_.now_ms(),
+      then<Composition>(
+          [this, key, entry, done = std::move(done)](Expected<Composition> created) mutable {
+            if (!created) {
+              forget(key, entry.devices);
+              return done(created.error());
+            }
+            entry.id = created->id;
+            {
+              std::lock_guard lock(mu_);
+              allocator_.take(entry.node, entry.devices, entry.id, entry.workload);
+              live_[key].id = entry.id;
+            }
+            const std::string host = fabric_host(entry.node);
+            waiter_->submit(
+                FabricChange{.attach = true, .fabric_host = host, .device_ids = entry.devices},
+                clock_.now_ms() + options_.compose_timeout_ms,
+                [this, entry, host, done = std::move(done)](Status attached) {
+                  finish_compose(entry, host, std::move(attached), done);
+                });
+          }));
 }
 
-Expected<Composition> CompositionService::finish_compose(const LiveEntry& entry,
-                                                         const std::string& host, Status attached) {
+void CompositionService::finish_compose(const LiveEntry& entry, const std::string& host,
+                                        Status attached,
+                                        std::function<void(Expected<Composition>)> done) {
   attached = counted(std::move(attached), attach_errors_);
-  if (!attached) return fail_compose(entry, host, attached.error().message);
-  const Key key{entry.job_id, entry.node};
-  auto ready = store_.transition(entry.id, CompositionState::kComposing, CompositionState::kReady,
-                                 "", clock_.now_ms(), true);
-  if (!ready) {
-    // The devices are attached but the record could not say so: roll back rather than
-    // hand out devices the ledger does not show.
-    return fail_compose(entry, host, "recording ready: " + ready.error().message);
-  }
-  {
-    std::lock_guard lock(mu_);
-    auto& e = live_[key];
-    e.state = CompositionState::kReady;
-    e.since_ms = clock_.now_ms();
-    e.busy = false;
-    changed_.notify_all();
-  }
-  log::info("composed", {{"job", std::to_string(entry.job_id)},
-                         {"node", entry.node},
-                         {"composition", std::to_string(entry.id)},
-                         {"devices", join(entry.devices)}});
-  return ready;
+  if (!attached) return done(fail_compose(entry, host, attached.error().message));
+  store_.transition_async(
+      entry.id, CompositionState::kComposing, CompositionState::kReady, "", clock_.now_ms(), true,
+      then<Composition>([this, entry, host, done = std::move(done)](Expected<Composition> ready) {
+        if (!ready) {
+          // The devices are attached but the record could not say so: roll back rather
+          // than hand out devices the ledger does not show.
+          return done(fail_compose(entry, host, "recording ready: " + ready.error().message));
+        }
+        {
+          std::lock_guard lock(mu_);
+          auto& e = live_[Key{entry.job_id, entry.node}];
+          e.state = CompositionState::kReady;
+          e.since_ms = clock_.now_ms();
+          e.busy = false;
+          changed_.notify_all();
+        }
+        log::info("composed", {{"job", std::to_string(entry.job_id)},
+                               {"node", entry.node},
+                               {"composition", std::to_string(entry.id)},
+                               {"devices", join(entry.devices)}});
+        done(std::move(ready));
+      }));
 }
 
 Expected<Composition> CompositionService::fail_compose(const LiveEntry& entry,
@@ -620,37 +636,54 @@ void CompositionService::release_async(
     live_[key].busy = true;
   }
   if (entry.state == CompositionState::kReady) {
-    auto releasing = store_.transition(entry.id, CompositionState::kReady,
-                                       CompositionState::kReleasing, "", clock_.now_ms());
-    if (!releasing) {
-      unbusy(key);
-      return done(releasing.error());
-    }
-    entry.state = CompositionState::kReleasing;
-    std::lock_guard lock(mu_);
-    live_[key].state = CompositionState::kReleasing;
-    live_[key].since_ms = clock_.now_ms();
+    // The intent is durable before the fabric is touched; this thread goes on meanwhile.
+    store_.transition_async(entry.id, CompositionState::kReady, CompositionState::kReleasing, "",
+                            clock_.now_ms(), false,
+                            then<Composition>([this, entry, key, done = std::move(done)](
+                                                  const Expected<Composition>& releasing) mutable {
+                              if (!releasing) {
+                                unbusy(key);
+                                return done(releasing.error());
+                              }
+                              entry.state = CompositionState::kReleasing;
+                              {
+                                std::lock_guard lock(mu_);
+                                live_[key].state = CompositionState::kReleasing;
+                                live_[key].since_ms = clock_.now_ms();
+                              }
+                              detach_released(entry, key, std::move(done));
+                            }));
+    return;
   }
-  auto answer = [this, id = entry.id](const Status& s) -> Expected<std::optional<Composition>> {
-    if (!s) return s.error();
-    auto finished = store_.composition(id);
-    if (!finished) return finished.error();
-    return std::optional<Composition>{*std::move(finished)};
-  };
   if (entry.state != CompositionState::kReleasing) {
     // composing (left by a crash): resolve_unfinished_entry finishes or rolls it back, still
     // marked busy so that neither a retried release nor the reconciler steps in between.
-    return done(answer(resolve_unfinished_entry(entry, key, false, nullptr)));
+    const Status resolved = resolve_unfinished_entry(entry, key, false, nullptr);
+    if (!resolved) return done(resolved.error());
+    auto finished = store_.composition(entry.id);
+    if (!finished) return done(finished.error());
+    return done(std::optional<Composition>{*std::move(finished)});
   }
-  // releasing: the detach runs without holding this thread; the rest when it has ended.
+  detach_released(entry, key, std::move(done));
+}
+
+void CompositionService::detach_released(
+    const LiveEntry& entry, const Key& key,
+    std::function<void(Expected<std::optional<Composition>>)> done) {
+  // The detach runs without holding this thread; the rest when it has ended.
   const std::string host = fabric_host(entry.node);
   waiter_->submit(FabricChange{.attach = false, .fabric_host = host, .device_ids = entry.devices},
                   clock_.now_ms() + options_.release_timeout_ms,
                   [this, entry, key, done = std::move(done)](Status detached) {
                     detached = counted(std::move(detached), detach_errors_);
-                    // Not giving up: the composition as the release recorded it (no read
-                    // back), or why it stays releasing for a retry.
-                    done(finish_release(entry, key, false, detached));
+                    if (!detached) return done(finish_release(entry, key, false, detached));
+                    // The composition as the release records it (no read back).
+                    store_.transition_async(
+                        entry.id, CompositionState::kReleasing, CompositionState::kReleased, "",
+                        clock_.now_ms(), true,
+                        then<Composition>([this, entry, key, done](Expected<Composition> released) {
+                          done(recorded_released(entry, key, std::move(released)));
+                        }));
                   });
 }
 
@@ -796,8 +829,14 @@ Expected<std::optional<Composition>> CompositionService::finish_release(const Li
                {{"composition", std::to_string(entry.id)}, {"cause", why}});
     return std::optional<Composition>{};
   }
-  auto released = store_.transition(entry.id, CompositionState::kReleasing,
-                                    CompositionState::kReleased, "", clock_.now_ms(), true);
+  return recorded_released(
+      entry, key,
+      store_.transition(entry.id, CompositionState::kReleasing, CompositionState::kReleased, "",
+                        clock_.now_ms(), true));
+}
+
+Expected<std::optional<Composition>> CompositionService::recorded_released(
+    const LiveEntry& entry, const Key& key, Expected<Composition> released) {
   if (!released) {
     unbusy(key);
     return released.error();
@@ -806,7 +845,7 @@ Expected<std::optional<Composition>> CompositionService::finish_release(const Li
   log::info("released", {{"job", std::to_string(entry.job_id)},
                          {"node", entry.node},
                          {"composition", std::to_string(entry.id)}});
-  return std::optional<Composition>{*std::move(released)};
+  return std::optional<Composition>{std::move(released).value()};
 }
 
 void CompositionService::drain_devices(const std::vector<std::string>& ids,

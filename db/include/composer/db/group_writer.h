@@ -1,9 +1,9 @@
 // Group commit: the one writer connection of a database, owned by one thread.
 //
-// Callers hand in a closure and wait on a future. The writer takes every closure that is
-// pending, runs them in one BEGIN IMMEDIATE transaction, each inside its own SAVEPOINT (a
-// closure that throws is rolled back alone and its caller gets its error), commits once, then
-// fulfils all the futures. With synchronous=FULL that is one fsync for the whole batch.
+// Callers hand in a closure and wait on a future, or leave a callback. The writer takes every
+// closure that is pending, runs them in one BEGIN IMMEDIATE transaction, each inside its own
+// SAVEPOINT (a closure that throws is rolled back alone and its caller gets its error), commits
+// once, then tells every caller. With synchronous=FULL that is one fsync for the whole batch.
 #pragma once
 
 #include <condition_variable>
@@ -35,6 +35,13 @@ class GroupWriter {
   // Runs and commits everything already submitted, then stops the thread.
   ~GroupWriter();
 
+  // Told once the change is committed (or refused): on the writer's thread, or on the caller's
+  // when the database is closing. It must only hand the status on (post it to a thread of the
+  // caller's): the writer runs nothing else meanwhile, and a write from it would never end.
+  using Done = std::function<void(Status)>;
+
+  // Queues `body`; `done` is told once its change is committed (or refused).
+  void submit(Body body, Done done);
   // Queues `body`; the future is ready once its change is committed (or refused).
   std::future<Status> submit(Body body);
   // submit() and wait.
@@ -45,7 +52,7 @@ class GroupWriter {
  private:
   struct Job {
     Body body;
-    std::promise<Status> done;
+    Done done;
   };
 
   void loop();

@@ -4,10 +4,13 @@
 // Writes from many threads are group-committed: each mutating call blocks until its change is
 // durable, but concurrent calls share one transaction (and one fsync). Each call runs inside its
 // own SAVEPOINT, so a failing call rolls back only itself. Reads never wait for the writer.
+// The writes of a compose and a release also come without the wait (the *_async calls): the
+// caller's thread goes on, and the answer is handed over once the change is durable.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -95,20 +98,40 @@ class Store {
   virtual Expected<std::vector<Device>> devices(const DeviceFilter& filter = {}) = 0;
   virtual Expected<Device> device(const std::string& id) = 0;
 
+  // How the *_async writes answer: once the change is durable (or refused), on the store's
+  // writer thread, or at once on the caller's for a request refused before it is queued. It
+  // must only hand the answer on to a thread of the caller's: the writer runs nothing else
+  // meanwhile, and a store call from it would never end.
+  template <typename T>
+  using Answer = std::function<void(Expected<T>)>;
+
   // Inserts `c` (state requested or composing; id, timestamps and attempts are assigned) as
   // the owner of `device_ids` and appends one event per state it passed through. Fails with
   // kConflict, changing nothing, if (job, node) already has a live composition or a device is
   // owned by another live composition: the schema enforces both.
-  virtual Expected<Composition> create_composition(const Composition& c,
-                                                   const std::vector<std::string>& device_ids,
-                                                   int64_t now_ms) = 0;
+  virtual void create_composition_async(const Composition& c,
+                                        const std::vector<std::string>& device_ids, int64_t now_ms,
+                                        Answer<Composition> done) = 0;
+  Expected<Composition> create_composition(const Composition& c,
+                                           const std::vector<std::string>& device_ids,
+                                           int64_t now_ms) {
+    return wait<Composition>([&](Answer<Composition> done) {
+      create_composition_async(c, device_ids, now_ms, std::move(done));
+    });
+  }
   // Moves composition `id` from `from` to `to` and appends an event (detail is its text; for
   // kFailed it also becomes last_error). kConflict, changing nothing, if the composition is
   // not in `from` or the transition is illegal. Entering released or failed frees its devices.
   // `attempt` counts one more fabric attempt.
-  virtual Expected<Composition> transition(int64_t id, CompositionState from, CompositionState to,
-                                           std::string_view detail, int64_t now_ms,
-                                           bool attempt = false) = 0;
+  virtual void transition_async(int64_t id, CompositionState from, CompositionState to,
+                                std::string_view detail, int64_t now_ms, bool attempt,
+                                Answer<Composition> done) = 0;
+  Expected<Composition> transition(int64_t id, CompositionState from, CompositionState to,
+                                   std::string_view detail, int64_t now_ms, bool attempt = false) {
+    return wait<Composition>([&](Answer<Composition> done) {
+      transition_async(id, from, to, detail, now_ms, attempt, std::move(done));
+    });
+  }
   // A node's hold on live composition `id` (Composition::hold): `cause` sets it, "" clears it.
   // Appends an event "hold" (detail: the cause) or "unhold" (detail: the cause it had), with
   // `actor` as its user when given; nothing when the hold is already so. kConflict, changing
@@ -194,6 +217,16 @@ class Store {
 
   // How the writes were batched so far.
   virtual WriteStats write_stats() const = 0;
+
+ private:
+  // An *_async call's answer, waited for on this thread.
+  template <typename T>
+  static Expected<T> wait(const std::function<void(Answer<T>)>& call) {
+    auto answered = std::make_shared<std::promise<Expected<T>>>();
+    auto answer = answered->get_future();
+    call([answered](Expected<T> r) { answered->set_value(std::move(r)); });
+    return answer.get();
+  }
 };
 
 // A consistent copy of the composerd database at `database` into the new file `file`

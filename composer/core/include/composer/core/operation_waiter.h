@@ -50,8 +50,12 @@ class OperationWaiter {
   using Done = std::function<void(Status)>;
 
   OperationWaiter(Fabric& fabric, const Clock& clock, OperationWaiterOptions options = {});
-  // Ends every change still waited for with "composerd is stopping" and joins the threads.
+  // Ends every change still waited for with "composerd is stopping" and joins the threads
+  // (stop()).
   ~OperationWaiter();
+  // The same, leaving the waiter in place: a change submitted from now on is refused at once,
+  // on the caller's thread. Once is enough; again does nothing.
+  void stop();
   OperationWaiter(const OperationWaiter&) = delete;
   OperationWaiter& operator=(const OperationWaiter&) = delete;
 

@@ -21,6 +21,7 @@
 
 #include "composer/common/clock.h"
 #include "composer/common/error.h"
+#include "composer/common/work_queue.h"
 #include "composer/core/allocator.h"
 #include "composer/core/fabric.h"
 #include "composer/core/operation_waiter.h"
@@ -36,7 +37,8 @@ struct ServiceOptions {
   // Fabric operations (attaches and detaches) running at once per fabric; more wait in a queue
   // (composer.conf's MaxFabricOperations).
   size_t max_fabric_operations = 256;
-  // Threads that finish composes whose fabric operation ended (record ready, or roll back).
+  // Threads that carry composes and releases on once their fabric operation ended (record
+  // ready, or roll back), and as many that carry them on once a store write is durable.
   size_t completion_threads = 8;
 };
 
@@ -66,6 +68,11 @@ class CompositionService {
  public:
   CompositionService(db::Store& store, Fabric& fabric, const Clock& clock,
                      ServiceOptions options = {});
+  // Tells every fabric change still waited for that composerd is stopping, and waits for the
+  // composes and releases under way to answer.
+  ~CompositionService();
+  CompositionService(const CompositionService&) = delete;
+  CompositionService& operator=(const CompositionService&) = delete;
 
   // Reads the fabric's inventory into the store, then loads the pool and the live
   // compositions from the store. Call once before serving.
@@ -90,9 +97,8 @@ class CompositionService {
                      std::function<void(Expected<std::optional<Composition>>)> done);
   // One job on all of its nodes at once (`input.node` is ignored; the fabric's operations wait
   // their turn in the waiter, not in threads), all or nothing: when a node cannot be composed,
-  // what the others got is released again (kJobFanOut releases in flight) and the error of the
-  // first such node (in `nodes` order) is returned. Idempotent like compose().
-  static constexpr size_t kJobFanOut = 32;
+  // what the others got is released again (all at once) and the error of the first such node
+  // (in `nodes` order) is returned. Idempotent like compose().
   Expected<std::vector<Composition>> compose_job(const ComposeInput& input,
                                                  const std::vector<std::string>& nodes);
   // The same without holding the caller's thread: `done` is told once, as compose_async's is.
@@ -222,8 +228,19 @@ class CompositionService {
   Expected<std::optional<Composition>> finish_release(const LiveEntry& entry, const Key& key,
                                                       bool give_up, const Status& detached);
   // The rest of a compose once the fabric's attach ended: record it ready, or roll it back.
-  Expected<Composition> finish_compose(const LiveEntry& entry, const std::string& host,
-                                       Status attached);
+  void finish_compose(const LiveEntry& entry, const std::string& host, Status attached,
+                      std::function<void(Expected<Composition>)> done);
+  // The rest of a release once it is recorded releasing: detach, then finish_release (the
+  // record of released without waiting for it).
+  void detach_released(const LiveEntry& entry, const Key& key,
+                       std::function<void(Expected<std::optional<Composition>>)> done);
+  // A release once the store has (or has not) recorded it released.
+  Expected<std::optional<Composition>> recorded_released(const LiveEntry& entry, const Key& key,
+                                                         Expected<Composition> released);
+  // An answer the store gives on its writer's thread, handed to `next` on a step thread
+  // (Store::Answer); the service waits for every one of them before it goes.
+  template <typename T>
+  db::Store::Answer<T> then(std::function<void(Expected<T>)> next);
   Status detach_devices(const std::string& node, const std::vector<std::string>& ids,
                         int64_t timeout_ms);
   // The same by the fabric's name for the host (a host composerd may not serve).
@@ -264,6 +281,12 @@ class CompositionService {
   std::map<Key, LiveEntry> live_;
   // Devices allocated or given back since begin_holder_round(): their holder waits a round.
   std::set<std::string> touched_;
+  // The steps of composes and releases after a store write (then()), and how many are still
+  // to come.
+  std::mutex steps_mu_;
+  std::condition_variable steps_idle_;
+  size_t steps_pending_ = 0;
+  std::unique_ptr<WorkQueue> steps_;
   // Last: stopped first, while what its completions use still stands.
   std::unique_ptr<OperationWaiter> waiter_;
 };
