@@ -164,9 +164,15 @@ void OperationWaiter::start(std::string lane, std::vector<Waiting> group, bool q
     stop = stopping_;
   }
   if (stop) {
+    // On the caller's thread when it called: stop() may have ended the completion threads
+    // since enqueue() let this change through.
     for (Waiting& w : group) {
       const Error why = stopping(w.change);
-      complete(std::move(w), why);
+      if (queued) {
+        complete(std::move(w), why);
+      } else {
+        w.done(why);
+      }
     }
     return;
   }
