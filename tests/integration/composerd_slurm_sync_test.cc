@@ -154,11 +154,27 @@ TEST_F(SlurmSyncTest, APlanSlurmRefusesPartWayIsUndoneWhole) {
   }
   EXPECT_NE(daemon_.log().find("plan not applied, the changes made were undone"), std::string::npos)
       << daemon_.log();
-  // Whatever ran before the refusal was deleted again: nothing half-applied stays.
-  const std::string ran = calls();
-  if (ran.find("create reservation ReservationName=hold_fabric_gpu") != std::string::npos) {
-    EXPECT_NE(ran.find("delete ReservationName=hold_fabric_gpu"), std::string::npos) << ran;
+  // Whatever ran before the refusal was deleted again: nothing half-applied stays. Every round
+  // while Slurm refuses creates the GPU hold (when it gets there) and deletes it again, so the
+  // two are counted once no round is half-way (a round may be under way right now: the first
+  // one may have seen only the NVMe drain).
+  const auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  std::string ran;
+  for (int i = 0; i < 100; ++i) {
+    ran = calls();
+    if (count(ran, "create reservation ReservationName=hold_fabric_gpu") ==
+        count(ran, "delete ReservationName=hold_fabric_gpu")) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  EXPECT_EQ(count(ran, "create reservation ReservationName=hold_fabric_gpu"),
+            count(ran, "delete ReservationName=hold_fabric_gpu"))
+      << ran;
   EXPECT_EQ(reservations().find("hold_fabric_nvme"), std::string::npos) << reservations();
   EXPECT_TRUE(scraped("composer_slurm_in_step 0\n"));
   // Once Slurm accepts it, the next round applies the plan whole.
