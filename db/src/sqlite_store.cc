@@ -70,9 +70,9 @@ using sqlite::Statement;
   " LEFT JOIN devices d ON d.id = cd.device_id" DEVICE_OWNER_JOIN " ORDER BY c.id DESC, cd.rowid"
 #define COMPOSITION_FILTER \
   " (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR uid = ?2) AND (?3 IS NULL OR user = ?3)" \
-  " AND (?4 IS NULL OR node = ?4) AND (?5 IS NULL OR state = ?5)" \
-  " AND (?6 = 0 OR " SQL_IS_LIVE_STATE("state") ")" \
-  " AND (?8 IS NULL OR id < ?8)" \
+  " AND (?4 IS NULL OR node = ?4) AND (?5 IS NULL OR state = ?5)"                           \
+  " AND (?6 = 0 OR " SQL_IS_LIVE_STATE("state") ")"                                         \
+  " AND (?8 IS NULL OR id < ?8)"                                                            \
   " ORDER BY id DESC LIMIT ?7"
 
 #define EVENT_COLUMNS                                                                         \
@@ -631,14 +631,6 @@ class SqliteStore final : public Store {
     }
   }
 
-  // Runs `body` in the writer's next batch and waits until it is committed.
-  template <typename T>
-  Expected<T> write(std::function<T(Connection&)> body) {
-    std::optional<T> result;
-    Status status = writer_->run([&](Connection& db) { result = body(db); });
-    if (!status.ok()) return status.error();
-    return std::move(*result);
-  }
   // Runs `body` in the writer's next batch; `done` is told its result once it is committed
   // (Store::Answer: on the writer's thread).
   template <typename T>
@@ -649,6 +641,11 @@ class SqliteStore final : public Store {
                       if (!status.ok()) return done(status.error());
                       done(std::move(**result));
                     });
+  }
+  // The same, waiting until it is committed.
+  template <typename T>
+  Expected<T> write(std::function<T(Connection&)> body) {
+    return wait<T>([&](Answer<T> done) { write_async<T>(std::move(body), std::move(done)); });
   }
   Status write_status(std::function<void(Connection&)> body) {
     return writer_->run(std::move(body));

@@ -3,13 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <exception>
 #include <functional>
 #include <future>
 #include <memory>
 #include <set>
-#include <system_error>
-#include <thread>
 
 #include "composer/common/log.h"
 #include "composer/common/strings.h"

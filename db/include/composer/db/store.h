@@ -218,7 +218,7 @@ class Store {
   // How the writes were batched so far.
   virtual WriteStats write_stats() const = 0;
 
- private:
+ protected:
   // An *_async call's answer, waited for on this thread.
   template <typename T>
   static Expected<T> wait(const std::function<void(Answer<T>)>& call) {

@@ -230,8 +230,8 @@ class CompositionService {
   // The rest of a compose once the fabric's attach ended: record it ready, or roll it back.
   void finish_compose(const LiveEntry& entry, const std::string& host, Status attached,
                       std::function<void(Expected<Composition>)> done);
-  // The rest of a release once it is recorded releasing: detach, then finish_release (the
-  // record of released without waiting for it).
+  // The rest of a release once it is recorded releasing: detach, then record it released
+  // (without waiting for the write), or, when the detach failed, finish_release.
   void detach_released(const LiveEntry& entry, const Key& key,
                        std::function<void(Expected<std::optional<Composition>>)> done);
   // A release once the store has (or has not) recorded it released.
