@@ -142,7 +142,7 @@ say "The pool in composerd's /metrics (what Prometheus scrapes)"
 curl -s "$E2E_URL/metrics" | grep -E '^composer_devices\{' | grep -v ' 0$' || true
 # Offline capacity planning (no composerd, no Slurm): the Philly trace on 64 fixed 8-GPU
 # servers against the same GPUs and memory in four pooled zones (docs/CAPACITY.md).
-trace=${COMPOSER_TRACES:-$root/../shared/data/traces}/philly_subset_training.csv
+trace=${COMPOSER_TRACES:-$root/contrib/simulate/traces}/philly_subset_training.csv
 if [[ -f $trace ]]; then
   say "composerctl simulate compare: the Philly trace, fixed servers against composable pools"
   "$build/composer/cli/composerctl" simulate compare --trace "$trace" \

@@ -280,7 +280,7 @@ CONF
 # already composed into them, shared blocks. composerd must leave all of that alone.
 mockups_dir() {
   local from
-  from=$(realpath -m "${COMPOSER_REDFISH_MOCKUPS:-$SRC/../shared/data/redfish}")
+  from=$(realpath -m "${COMPOSER_REDFISH_MOCKUPS:-$SRC/tests/drivers/fake_redfish/mockups}")
   [[ -d $from/public-composability ]] ||
     die "Redfish mockups not found at $from (set COMPOSER_REDFISH_MOCKUPS)"
   echo "$from"

@@ -5,9 +5,9 @@
 #   chroot.sh create SUITE KIND   make (or reuse) the cached chroot; prints its folder
 #   chroot.sh run SUITE KIND [--overlay] [--bind FROM:TO]... -- COMMAND...
 #                                 run COMMAND (bash -c) as root inside it, the source tree at
-#                                 /src/main (read-only), shared/ beside it at /src/shared and
-#                                 each FROM folder of this machine at TO; with --overlay every
-#                                 change to the chroot itself is thrown away afterwards
+#                                 /src/main (read-only) and each FROM folder of this machine
+#                                 at TO; with --overlay every change to the chroot itself is
+#                                 thrown away afterwards
 #
 # KIND is `build` (compilers, every package contrib/install-deps.sh names, debian/control's
 # Build-Depends, Debian's packaging tools) or `run` (only what the e2e scripts need: Slurm,
@@ -179,7 +179,6 @@ run() {  # run SUITE KIND [--overlay] [--bind FROM:TO]... -- COMMAND...
   bind /sys "$ROOT/sys"
   bind /dev "$ROOT/dev"
   bind "$SRC" "$ROOT/src/main" ro
-  if [[ -d $SRC/../shared ]]; then bind "$(cd "$SRC/../shared" && pwd)" "$ROOT/src/shared" ro; fi
   local b
   for b in "${binds[@]}"; do
     [[ $b == ?*:/?* && -d ${b%%:*} ]] || die "--bind $b: expected an existing FOLDER:/PATH"
@@ -190,7 +189,7 @@ run() {  # run SUITE KIND [--overlay] [--bind FROM:TO]... -- COMMAND...
   local rc=0
   chroot "$ROOT" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    COMPOSER_REDFISH_MOCKUPS=/src/shared/data/redfish CI="${CI:-}" \
+    CI="${CI:-}" \
     /bin/bash -c "$*" || rc=$?
   return "$rc"
 }

@@ -79,7 +79,7 @@ void report(const char* what, const sim::Result& r, double wall) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string philly = COMPOSER_SOURCE_DIR "/../shared/data/traces/philly_subset_training.csv";
+  std::string philly = COMPOSER_SOURCE_DIR "/contrib/simulate/traces/philly_subset_training.csv";
   std::string fixed = COMPOSER_SOURCE_DIR "/contrib/simulate/fixed.conf";
   std::string composable = COMPOSER_SOURCE_DIR "/contrib/simulate/composable.conf";
   size_t jobs = 1000000;

@@ -140,8 +140,8 @@ struct FakeRedfish::Impl {
     if (!fs::is_directory(base, ec)) {
       return Error{ErrorCode::kNotFound,
                    "fake redfish: mockup folder " + base.string() +
-                       " does not exist; it comes from ../shared/data/redfish beside the source "
-                       "tree, or set COMPOSER_REDFISH_MOCKUPS"};
+                       " does not exist; the source tree keeps it in "
+                       "tests/drivers/fake_redfish/mockups, or set COMPOSER_REDFISH_MOCKUPS"};
     }
     for (const auto& entry : fs::recursive_directory_iterator(base, ec)) {
       if (!entry.is_regular_file() || entry.path().filename() != "index.json") continue;

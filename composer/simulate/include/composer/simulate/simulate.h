@@ -81,7 +81,7 @@ struct Trace {
   TraceCounts counts;
 };
 
-// The normalised CSV (shared/data/traces/README.md): a header line
+// The normalised CSV (contrib/simulate/traces/README.md): a header line
 // submit_time_s,duration_s,gpus,mem_gb,cpus,type,wait_s,censored,extra. submit_time_s counts
 // from `epoch_s`. A malformed row refuses the file: "FILE line N: FIELD='VALUE': rule".
 Expected<Trace> parse_csv_trace(std::string_view text, const std::string& path, int64_t epoch_s);
