@@ -40,7 +40,7 @@ Expected<std::vector<Composition>> compose_job_waiting(
     ComposerApi& api, const ComposeCall& call, const std::vector<std::string>& nodes,
     uint32_t free_wait_s, const std::function<void(const std::string&)>& log);
 
-// "compose compose-gpus=2 failed (unavailable): ...": how a failed compose is told, by the
+// "compose compose-gpus=2 failed (unavailable): ...": how a failed compose is worded, by the
 // prolog and by composer-slurmctld alike.
 std::string compose_failure(const JobOptions& options, const Error& e);
 
