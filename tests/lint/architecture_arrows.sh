@@ -11,8 +11,6 @@ doc=$src/docs/ARCHITECTURE.md
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-norm() { sed -E 's/^composer(::|_)//'; }
-
 # The product CMake files, comments removed, each as one line.
 mapfile -t files < <(cd "$src" && find . -name CMakeLists.txt -not -path './tests/*' \
   -not -path './build*' -not -path './obj-*' -not -path './debian/*' | sort)
@@ -22,24 +20,32 @@ for f in "${files[@]}"; do
 done >"$tmp/cmake"
 
 # Every target the project defines, by its short name.
-grep -oE '(add_library|add_executable)\( *[A-Za-z0-9_.:-]+' "$tmp/cmake" |
-  sed -E 's/.*\( *//' | norm | sort -u >"$tmp/targets"
-
-# What each links: "TARGET -> a, b" with the linked names sorted.
-grep -oE 'target_link_libraries\([^)]*\)' "$tmp/cmake" | while read -r call; do
-  read -ra words <<<"$(sed -E 's/^target_link_libraries\(|\)$//g' <<<"$call")"
-  target=$(norm <<<"${words[0]}")
-  if ! grep -qxF "$target" "$tmp/targets"; then continue; fi
-  for w in "${words[@]:1}"; do
-    d=$(norm <<<"$w")
-    if [[ $d != warnings ]] && grep -qxF "$d" "$tmp/targets"; then echo "$d"; fi
-  done | sort -u | paste -sd, - | sed 's/,/, /g' | sed "s/^/$target -> /"
-done | sed -E 's/ -> $/ ->/' | sort >"$tmp/links"
-# A target that links nothing of the project still has its line.
+declare -A defined=()
 while read -r t; do
-  if [[ $t != warnings ]] && ! grep -q "^$t ->" "$tmp/links"; then echo "$t ->"; fi
-done <"$tmp/targets" >>"$tmp/links"
-sort -o "$tmp/links" "$tmp/links"
+  defined[$t]=1
+done < <(grep -oE '(add_library|add_executable)\( *[A-Za-z0-9_.:-]+' "$tmp/cmake" |
+  sed -E 's/.*\( *//; s/^composer(::|_)//')
+unset 'defined[warnings]'
+
+# What each links: "TARGET -> a, b" with the linked names sorted; a target that links nothing
+# of the project still has its line.
+declare -A links=()
+for t in "${!defined[@]}"; do links[$t]=; done
+while read -r -a words; do
+  target=${words[0]#composer::}
+  target=${target#composer_}
+  [[ -n ${defined[$target]:-} ]] || continue
+  for w in "${words[@]:1}"; do
+    d=${w#composer::}
+    d=${d#composer_}
+    if [[ -n ${defined[$d]:-} ]]; then links[$target]+=" $d"; fi
+  done
+done < <(grep -oE 'target_link_libraries\([^)]*\)' "$tmp/cmake" |
+  sed -E 's/^target_link_libraries\(|\)$//g')
+for t in "${!links[@]}"; do
+  deps=$(tr ' ' '\n' <<<"${links[$t]}" | sed '/^$/d' | sort -u | paste -sd, - | sed 's/,/, /g')
+  echo "$t -> $deps" | sed -E 's/ -> $/ ->/'
+done | sort >"$tmp/links"
 
 # The arrows as the document draws them, spacing made plain and the linked names sorted.
 awk '/^## Dependency direction/ {in_section = 1; next}
