@@ -631,7 +631,7 @@ class SqliteStore final : public Store {
     }
   }
 
-  // Runs `body` in the writer's next batch; `done` is told its result once it is committed
+  // Runs `body` in the writer's next batch; `done` is called with its result once it is committed
   // (Store::Answer: on the writer's thread).
   template <typename T>
   void write_async(std::function<T(Connection&)> body, Answer<T> done) {
