@@ -38,10 +38,11 @@ packages() {  # packages SUITE KIND: the package list, space-separated
       # Everything the project builds and tests with, and what a package build needs; not the
       # browser the chart render check uses (chromium, python3-pil: it runs on the host only
       # and skips where they are missing), which would only make each chroot much bigger, nor
-      # the fuzz level's clang 14 (host only; a newer release has another clang).
+      # the fuzz level's clang 14 (host only; a newer release has another clang), nor
+      # mmdebstrap, which makes these chroots.
       local deps
       deps=$("$SRC/contrib/install-deps.sh" --list | tr ' ' '\n' |
-        grep -vxE 'chromium|python3-pil|clang-14|libclang-rt-14-dev' | xargs)
+        grep -vxE 'chromium|python3-pil|clang-14|libclang-rt-14-dev|mmdebstrap' | xargs)
       echo "$deps dpkg-dev fakeroot file"
       ;;
     run)
@@ -69,6 +70,12 @@ create() {  # create SUITE KIND
     hooks+=(--customize-hook="copy-in $SRC/debian/control /tmp/build-deps/debian")
     hooks+=(--customize-hook='chroot "$1" apt-get build-dep -y -qq /tmp/build-deps && rm -rf "$1/tmp/build-deps"')
   fi
+  # One maker per chroot: the test command fetches every chroot in the background while the
+  # release tests may already ask for theirs; a second caller waits here, then finds it made.
+  mkdir -p "$CACHE"
+  local lock
+  exec {lock}>"$CACHE/.$suite-$kind.lock"
+  flock "$lock"
   if [[ -f $dir/.composer-chroot && $(cat "$dir/.composer-chroot") == "$want" ]]; then
     echo "$dir"
     return 0
@@ -76,7 +83,6 @@ create() {  # create SUITE KIND
   command -v mmdebstrap >/dev/null ||
     die "mmdebstrap is not installed (apt-get install -y mmdebstrap)"
   log "making the $suite $kind chroot in $dir (packages: $list)"
-  mkdir -p "$CACHE"
   # Never remove a chroot in use: /proc, /sys and /dev are bound inside while it runs.
   if grep -qE " ($dir|$dir\.new)/" /proc/self/mounts; then
     die "$dir is out of date but in use (mounted); run again when it is not"

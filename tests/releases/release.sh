@@ -9,10 +9,15 @@
 #      throw-away cluster of the release's Slurm, on ports of its own;
 #   3. the packages are installed into a clean chroot of the release (a throw-away overlay of
 #      its run chroot) and a composed job runs from the installed files alone.
-# Usage: tests/releases/release.sh SUITE [--full] [--no-tests]
+# Usage: tests/releases/release.sh SUITE [--full] [--no-tests] [--wide-install] [--packages|--check]
 #   SUITE       bookworm (Slurm 22.05), trixie (24.11) or sid (26.05)
 #   --full      every e2e suite in step 2 (also COMPOSER_RELEASE_FULL=1 in the environment)
-#   --no-tests  packages only (nocheck): steps 1 and 3, for a release whose tests run elsewhere
+#   --no-tests  packages only (nocheck): steps 1 and 3, no test suites compiled
+#   --wide-install  step 3 runs every one-node e2e scenario but the 50-job array from the
+#               installed files, not three: the release's e2e suite when step 2 does not run
+#   --packages  step 1 alone; --check: steps 2 and 3 alone, on the packages (and, with tests,
+#               the build tree) an earlier --packages left. The test command runs them as two
+#               ctest entries so that only the compiling one holds the build lock.
 # Results: $COMPOSER_RELEASE_OUT (default build/releases)/SUITE: the .deb files and the logs.
 # Must run as root.
 set -euo pipefail
@@ -25,12 +30,19 @@ suite=${1:-}
 shift || true
 full=no
 [[ ${COMPOSER_RELEASE_FULL:-0} == 1 ]] && full=yes
-tests=yes
+tests=yes wide=no steps=all
 while (($#)); do
   case $1 in
     --full) full=yes ;;
     --no-tests) tests=no ;;
-    *) echo "release: unknown option '$1' (allowed: --full, --no-tests)" >&2; exit 2 ;;
+    --wide-install) wide=yes ;;
+    --packages) steps=packages ;;
+    --check) steps=check ;;
+    *)
+      echo "release: unknown option '$1' (allowed: --full, --no-tests, --wide-install," \
+        "--packages, --check)" >&2
+      exit 2
+      ;;
   esac
   shift
 done
@@ -38,14 +50,23 @@ case $suite in
   bookworm) port_base=21000 ;;
   trixie) port_base=22000 ;;
   sid) port_base=23000 ;;
-  *) echo "release: usage: release.sh bookworm|trixie|sid [--full] [--no-tests]" >&2; exit 2 ;;
+  *)
+    echo "release: usage: release.sh bookworm|trixie|sid [--full] [--no-tests] [--wide-install]" \
+      "[--packages|--check]" >&2
+    exit 2
+    ;;
 esac
 [[ $(id -u) == 0 ]] || { echo "release: must run as root (chroot, mount, slurmd)" >&2; exit 1; }
 command -v mmdebstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null
 
 out=$(realpath -m "${COMPOSER_RELEASE_OUT:-$SRC/build/releases}/$suite")
-rm -rf "$out"
-mkdir -p "$out"
+if [[ $steps == check ]]; then
+  compgen -G "$out/*.deb" >/dev/null ||
+    { echo "release $suite: no packages in $out: run release.sh $suite --packages first" >&2; exit 1; }
+else
+  rm -rf "$out"
+  mkdir -p "$out"
+fi
 log() { echo "release $suite: $*" >&2; }
 step() {  # step NAME COMMAND...: runs it, its output in $out/NAME.log, says how it went
   local name=$1 start=$SECONDS rc=0
@@ -124,8 +145,22 @@ export COMPOSER_NODE_CHECK=\$(dpkg -L slurm-composer-plugins | grep -E '/compose
 [[ -x \$COMPOSER_NODE_CHECK ]]
 export E2E_PORT=$((port_base + 930)) CTLD_PORT=$((port_base + 917)) SLURMD_PORT=$((port_base + 918))
 export BUILD_DIR=/tmp PLUGIN_DIR=\$plugins COMPOSERD=\$composerd
-/src/main/tests/e2e/run.sh batch_job_sees_its_devices srun_job_sees_its_devices hand_made_gres_refused
+/src/main/tests/e2e/run.sh $(installed_scenarios)
 SCRIPT
+}
+
+# What step 3 runs: three scenarios where step 2 ran the release's e2e suite from the build
+# tree, else that suite itself, less its 50-job array (minutes of waiting; the host runs it).
+installed_scenarios() {
+  if [[ $wide == no ]]; then
+    echo batch_job_sees_its_devices srun_job_sees_its_devices hand_made_gres_refused
+    return
+  fi
+  echo batch_job_sees_its_devices srun_job_sees_its_devices salloc_job_sees_its_devices \
+    cancel_running_job_releases cancel_pending_job_composes_nothing bad_flags_refused_by_sbatch \
+    hand_made_gres_refused impossible_request_refused_at_submit \
+    exhausted_pool_queues_on_licenses refused_compose_requeues_the_job \
+    composerd_away_requeues_without_draining foreign_devices_are_never_touched
 }
 
 # hosts: slurmctld resolves this machine's name inside the chroot too.
@@ -138,13 +173,17 @@ prepare() {  # prepare KIND: the chroot exists, and knows this machine's name
 
 start=$SECONDS
 rc=0
-step chroot-build prepare build || exit 1
-step chroot-run prepare run || exit 1
-step package "$CHROOT" run "$suite" build --bind "$out:/out" -- "$(build_script)" || exit 1
-if [[ $tests == yes ]]; then
-  step tests "$CHROOT" run "$suite" build -- "$(test_script)" || rc=1
+if [[ $steps != check ]]; then
+  step chroot-build prepare build || exit 1
+  step package "$CHROOT" run "$suite" build --bind "$out:/out" -- "$(build_script)" || exit 1
 fi
-step installed "$CHROOT" run "$suite" run --overlay --bind "$out:/debs" -- "$(install_script)" || rc=1
+if [[ $steps != packages ]]; then
+  step chroot-run prepare run || exit 1
+  if [[ $tests == yes ]]; then
+    step tests "$CHROOT" run "$suite" build -- "$(test_script)" || rc=1
+  fi
+  step installed "$CHROOT" run "$suite" run --overlay --bind "$out:/debs" -- "$(install_script)" || rc=1
+fi
 if ((rc == 0)); then
   log "passed in $((SECONDS - start)) s; packages in $out"
 else
