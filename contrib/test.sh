@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need, builds, checks formatting and runs every test level:
-#   unit, integration (real composerd on loopback) and e2e (throw-away Slurm clusters) on this
-#   machine's Slurm, and the release matrix (tests/releases): for Debian trixie (Slurm 24.11)
-#   and sid (26.05) the package build with the unit level, the integration level, one e2e
-#   suite and the packages installed into a clean chroot; the sanitizer level,
-#   the unit tests again in an AddressSanitizer and UndefinedBehaviorSanitizer build; and the
-#   fuzz level, every fuzz target (tests/fuzz) 20 seconds from its seed corpus.
+#   unit, integration (real composerd on loopback) and e2e (throw-away Slurm clusters, every
+#   suite side by side on ports of its own) on this machine's Slurm; the release matrix
+#   (tests/releases): for Debian trixie (Slurm 24.11) and sid (26.05) the packages built with
+#   the release's compiler and Slurm, installed into a clean chroot, and the one-node e2e suite
+#   run from the installed files; the sanitizer level, the unit tests again in a clang build
+#   with AddressSanitizer and UndefinedBehaviorSanitizer; the fuzz level, every fuzz target
+#   (tests/fuzz) 20 seconds from its seed corpus, in that same instrumented tree; and the lint
+#   level (clang-tidy, the architecture's arrows against the CMake links).
 # Usage: contrib/test.sh [--full] [ctest arguments...]   e.g. contrib/test.sh -L unit
-#   --full  also every e2e suite on each release, this machine's release (bookworm, 22.05)
-#           packages built and installed the same way, the kill -9 campaign at 40 rounds
-#           of 64 clients instead of 4 of 12, the integration level in the sanitizer build too,
-#           and each fuzz target for ten minutes (long)
+#   --full  also, in each release, the package build with the unit level inside, the
+#           integration level and every e2e suite from the build tree; this machine's release
+#           (bookworm, 22.05) packages built and installed the same way; the kill -9 campaign
+#           at 40 rounds of 64 clients instead of 4 of 12; the integration level in the
+#           sanitizer build too; and each fuzz target for ten minutes (long)
 # Environment: COMPOSER_RELEASES=off skips the release matrix (it needs Debian's archive the
 # first time; its chroots are cached in /var/cache/slurm-composer/chroots).
 set -euo pipefail
@@ -31,22 +34,20 @@ releases=ON
 
 "$root/contrib/install-deps.sh"
 
-# The release matrix's chroots are fetched while this machine's build runs (network, not CPU);
-# the release tests wait for them below.
-prefetch_pid=
+# The release matrix's chroots are fetched, all at once, while this machine's build and the
+# first tests run (network and disk, little CPU); each release test waits for its own chroots
+# (tests/releases/chroot.sh makes each one once, whoever asks first).
+prefetch_pids=()
 if [[ $releases == ON ]]; then
   mkdir -p "$build/releases"
-  (
-    command -v mmdebstrap >/dev/null ||
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null
-    for suite in trixie sid bookworm; do
-      for kind in build run; do
-        [[ $suite == bookworm && ${COMPOSER_RELEASE_FULL:-0} != 1 ]] && continue
-        "$root/tests/releases/chroot.sh" create "$suite" "$kind" >/dev/null || true
-      done
+  for suite in trixie sid bookworm; do
+    [[ $suite == bookworm && ${COMPOSER_RELEASE_FULL:-0} != 1 ]] && continue
+    for kind in build run; do
+      "$root/tests/releases/chroot.sh" create "$suite" "$kind" \
+        >"$build/releases/prefetch-$suite-$kind.log" 2>&1 &
+      prefetch_pids+=($!)
     done
-  ) >"$build/releases/prefetch.log" 2>&1 &
-  prefetch_pid=$!
+  done
 fi
 
 # Line tables (-g1) are what a failing test's backtrace needs, at two thirds of -g's compile time.
@@ -58,10 +59,12 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOMPOS
 cmake --build "$build"
 cmake --build "$build" --target format-check
 
-if [[ -n $prefetch_pid ]]; then
-  wait "$prefetch_pid" || true
-  echo "test: release chroots ready (log: $build/releases/prefetch.log)"
-fi
-# Three at a time: the release matrix builds in its chroots while this machine's suites run;
-# each kind of long test holds its own lock (tests/e2e, tests/releases).
-ctest --test-dir "$build" --output-on-failure --timeout 3000 -j 3 "$@"
+# Five at a time: one compiling level at a time holds the build lock (a release's package
+# build, the instrumented tree) and takes both cores, clang-tidy one; beside them the e2e suites
+# and the releases' installed checks, which mostly wait for Slurm, and the short tests.
+rc=0
+ctest --test-dir "$build" --output-on-failure --timeout 3000 -j 5 "$@" || rc=$?
+# A run of some levels only (-L unit) leaves chroots half-fetched: wait, so that nothing is
+# left running.
+((${#prefetch_pids[@]})) && { wait "${prefetch_pids[@]}" || true; }
+exit "$rc"
