@@ -62,6 +62,15 @@ uint64_t PoolSize::size(DeviceType t) const {
   return 0;
 }
 
+uint64_t largest_device_bytes(const std::vector<PoolRow>& rows, DeviceType t) {
+  uint64_t largest = 0;
+  for (const PoolRow& r : rows) {
+    if (r.type != t || r.total == 0 || r.foreign >= r.total) continue;
+    largest = std::max(largest, r.total_bytes / r.total);
+  }
+  return largest;
+}
+
 PoolSize PoolSize::from_rows(const std::vector<PoolRow>& rows) {
   PoolSize p;
   uint64_t mem_bytes = 0;
@@ -79,7 +88,17 @@ PoolSize PoolSize::from_rows(const std::vector<PoolRow>& rows) {
     }
   }
   p.mem_gib = gib_rounded_down(mem_bytes);
+  p.mem_block_bytes = largest_device_bytes(rows, DeviceType::kMem);
   return p;
+}
+
+MemCharge mem_charge(uint64_t mem_bytes, uint64_t block_bytes) {
+  if (mem_bytes == 0) return {};
+  if (block_bytes == 0) return {1, gib_rounded_up(mem_bytes)};
+  if (block_bytes >= mem_bytes) return {1, gib_rounded_up(block_bytes)};
+  // Here blocks x block_bytes < 2 x mem_bytes: no overflow.
+  const uint64_t blocks = mem_bytes / block_bytes + (mem_bytes % block_bytes != 0 ? 1 : 0);
+  return {blocks, gib_rounded_up(blocks * block_bytes)};
 }
 
 const Window* Policy::find_window(std::string_view name) const {

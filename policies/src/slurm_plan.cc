@@ -210,7 +210,7 @@ bool is_blocker_name(std::string_view name) {
 
 std::string job_licenses(const Plan& plan, std::string_view class_name, uint64_t gpus,
                          uint64_t mem_bytes, uint64_t nvme) {
-  const uint64_t want[3] = {gpus, gib_rounded_up(mem_bytes), nvme};
+  const uint64_t want[3] = {gpus, mem_charge(mem_bytes, plan.mem_block_bytes).gib, nvme};
   std::vector<LicenseCount> out;
   for (DeviceType t : kAllDeviceTypes) {
     const uint64_t n = want[type_index(t)];
@@ -228,6 +228,7 @@ Plan compile_plan(const Policy& policy, const PoolSize& pool, int64_t now_s) {
   plan.policy_file = policy.file;
   plan.time_zone = policy.time_zone.name();
   plan.now_s = now_s;
+  plan.mem_block_bytes = pool.mem_block_bytes;
   const TimeZone& tz = policy.time_zone;
   const Evaluator eval(policy, pool);
   const auto owners = week_owners(policy);
@@ -301,6 +302,23 @@ Plan compile_plan(const Policy& policy, const PoolSize& pool, int64_t now_s) {
     }
 
     // Where Slurm's counting differs from the policy.
+    const uint64_t block_gib = mem_charge(1, pool.mem_block_bytes).gib;
+    if (block_gib > 1 && capped[type_index(DeviceType::kMem)]) {
+      // Jobs hold whole blocks (mem_charge), so the part of a cap short of a block is never
+      // used. Pinned by PlanTest.MemoryCapsAreChargedInWholeBlocks.
+      std::set<uint64_t> told;
+      for (const auto& [o, c] : caps) {
+        const uint64_t cap = c.value[type_index(DeviceType::kMem)];
+        if (!c.capped[type_index(DeviceType::kMem)] || cap % block_gib == 0 ||
+            !told.insert(cap).second)
+          continue;
+        plan.warnings.push_back(
+            cls.name + "'s memory cap of " + std::to_string(cap) + " GiB (in '" + window_name(o) +
+            "') is not a whole number of the pool's " + std::to_string(block_gib) +
+            " GiB blocks; jobs hold whole blocks, so the class holds at most " +
+            format_amount(DeviceType::kMem, cap / block_gib * block_gib) + " there");
+      }
+    }
     for (DeviceType t : kAllDeviceTypes) {
       const size_t i = type_index(t);
       if (!capped[i] || highest[i] == 0) continue;

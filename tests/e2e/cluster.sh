@@ -338,8 +338,10 @@ CONF
 
 # slurm.conf and gres.conf, with licenses and GRES counts from the pool composerd published.
 write_slurm_configs() {
-  local snapshot=$E2E_DIR/composer/snapshot.json gpus mem_gib nvme cpus=16 mem_mb
+  local snapshot=$E2E_DIR/composer/snapshot.json gpus mem_gib mem_slots nvme cpus=16 mem_mb
   gpus=$(jq -er '.pools.gpu.total' "$snapshot") || die "no GPU count in $snapshot"
+  # A node's memory attach slots (MemSlots, or FabricSlots for redfish): the cmem GRES.
+  mem_slots=$(jq -er '.pools.mem.max_node_slots' "$snapshot") || die "no memory slots in $snapshot"
   mem_gib=$(jq -er '.pools.mem.total_bytes / 1073741824 | floor' "$snapshot") ||
     die "no memory size in $snapshot"
   nvme=$(jq -er '.pools.nvme.total' "$snapshot") || die "no NVMe count in $snapshot"
@@ -370,6 +372,7 @@ write_slurm_configs() {
     echo "AutoDetect=off"
     for n in "${NODES[@]}"; do
       echo "NodeName=$n Name=cgpu Count=$gpus"
+      echo "NodeName=$n Name=cmem Count=$mem_slots"
       echo "NodeName=$n Name=cnvme Count=$nvme"
     done
   } >"$E2E_DIR/etc/gres.conf"
@@ -423,12 +426,12 @@ MaxArraySize=1001
 SlurmdParameters=config_overrides
 DefMemPerCPU=100
 Licenses=$licenses
-GresTypes=cgpu,cnvme
+GresTypes=cgpu,cmem,cnvme
 ${E2E_SLURM_EXTRA:-}
 CONF
   if [[ $MULTI == no ]]; then
     cat >>"$SLURM_CONF" <<CONF
-NodeName=$NODE CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cnvme:$nvme State=UNKNOWN
+NodeName=$NODE CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cmem:$mem_slots,cnvme:$nvme State=UNKNOWN
 PartitionName=main Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 CONF
     return 0
@@ -440,7 +443,7 @@ CONF
   echo "SlurmdTimeout=10" >>"$SLURM_CONF"
   local i
   for ((i = 1; i <= E2E_NODES; i++)); do
-    echo "NodeName=cn$i NodeAddr=$(node_addr "$i") CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cnvme:$nvme State=UNKNOWN"
+    echo "NodeName=cn$i NodeAddr=$(node_addr "$i") CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cmem:$mem_slots,cnvme:$nvme State=UNKNOWN"
   done >>"$SLURM_CONF"
   {
     echo "PartitionName=main Nodes=cn[1-$E2E_NODES] Default=YES MaxTime=INFINITE State=UP"
@@ -462,7 +465,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=$(dbd_addr)
 AccountingStoragePort=$E2E_DBD_PORT
 AccountingStoragePass=$MUNGE_SOCKET
-AccountingStorageTRES=gres/cgpu,gres/cnvme$([[ $E2E_SLURM_LICENSES == local ]] && echo ",license/fabric_gpu,license/fabric_mem,license/fabric_nvme")
+AccountingStorageTRES=gres/cgpu,gres/cmem,gres/cnvme$([[ $E2E_SLURM_LICENSES == local ]] && echo ",license/fabric_gpu,license/fabric_mem,license/fabric_nvme")
 CONF
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Multi-node scenarios on the cluster cluster.sh starts with E2E_NODES=3 E2E_ACCOUNTING=yes
 # (run by run_multinode.sh): jobs across nodes, accounting of the pool's licenses, a node
-# whose slurmd dies under a composed job, a job array spread over the nodes, a requeue. Each
+# whose slurmd dies under a composed job, a job array spread over the nodes, a requeue, small
+# memory requests held by Slurm until a whole block is free. Each
 # scenario is a function that returns non-zero (after saying why) when the product misbehaves.
 # Needs, besides what scenarios.sh needs: E2E_NODE_NAMES (cn1 cn2 cn3) and the cluster's
 # per-node folders ($E2E_DIR/nodes/cnI: what each node sees as plugin-state and sys).
@@ -317,6 +318,56 @@ scenario_shapes() {
   pool_adds_up || fail "pool does not add up: $(api /v1/pool)"
 }
 
+# The pool hands memory out in whole blocks and each node attaches at most MemSlots of them
+# (here 4 blocks of 64G, 4 memory attach slots a node). Six jobs of 1G each: every one takes a
+# block, so job_submit charges fabric_mem:64 and gres cmem:1 each; Slurm runs four at a time
+# (the fourth fills the license, and a node's cmem), the other two pend on Licenses or
+# Resources until a block is back, and none is started only to be refused by composerd and
+# requeued (Restarts=0). Counted in GiB (6 of 256) Slurm started all six at once, two of them
+# to wait in the controller's prolog for a block (CONFIGURING) or be requeued.
+started_of() { squeue -h -t RUNNING,CONFIGURING -j "$(IFS=,; echo "$*")" -o %i 2>/dev/null | wc -l; }
+all_finished() { local j; for j in "$@"; do finished "$j" || return 1; done; }
+scenario_small_memory_jobs_wait_for_whole_blocks() {
+  local ids=() j i blocks started most=0 reasons="" problem=""
+  blocks=$(pool_total mem) || return 1
+  for ((i = 0; i < 6; i++)); do
+    j=$(sbatch --parsable -N 1 -o /dev/null --compose-mem=1G --wrap 'sleep 8') || return 1
+    ids+=("$j")
+  done
+  [[ $(job_field "${ids[0]}" Licenses) == fabric_mem:64 &&
+    $(job_field "${ids[0]}" TresPerNode) == "${GRES_PREFIX}cmem:1" ]] ||
+    problem="job ${ids[0]} (1G of 64G blocks): licenses $(job_field "${ids[0]}" Licenses), GRES $(job_field "${ids[0]}" TresPerNode); expected fabric_mem:64 and cmem:1"
+  local t0=$SECONDS
+  while ! all_finished "${ids[@]}" && ((SECONDS - t0 < 150)); do
+    started=$(started_of "${ids[@]}")
+    ((started > most)) && most=$started
+    for j in "${ids[@]}"; do
+      [[ $(job_state "$j") == PENDING ]] && reasons+=" $(job_field "$j" Reason)"
+    done
+    sleep 0.5
+  done
+  all_finished "${ids[@]}" || problem+="${problem:+; }jobs still queued after 150 s: $(squeue)"
+  ((most <= blocks)) ||
+    problem+="${problem:+; }Slurm started $most jobs at once on a pool of $blocks blocks"
+  ((most == blocks)) || problem+="${problem:+; }at most $most jobs started at once, expected $blocks"
+  for j in "${ids[@]}"; do
+    [[ $(job_state "$j") == COMPLETED && $(job_field "$j" Restarts) == 0 ]] ||
+      problem+="${problem:+; }job $j ended $(job_state "$j") after $(job_field "$j" Restarts) restarts"
+    [[ $(events_of_kind "$j" ready) == 1 ]] ||
+      problem+="${problem:+; }job $j composed $(events_of_kind "$j" ready) times"
+  done
+  # A requeued job waits with reason BeginTime; one that waits for the pool, on Licenses (or
+  # Resources, a node's cmem full), or None/Priority until the scheduler's next pass.
+  local waited
+  waited=$(tr ' ' '\n' <<<"$reasons" | sed '/^$/d' | sort | uniq -c | tr -s ' ' | paste -sd,)
+  echo "  at most $most of 6 started at once; pending reasons seen:${waited:- none}"
+  [[ $reasons == *Licenses* || $reasons == *Resources* ]] ||
+    problem+="${problem:+; }no job pended on Licenses or Resources (reasons:${waited:- none})"
+  [[ $reasons != *BeginTime* ]] || problem+="${problem:+; }a job was requeued (reason BeginTime)"
+  wait_until 15 nothing_attached || problem+="${problem:+; }$(attached) devices attached after the jobs"
+  [[ -z $problem ]] || { scancel "${ids[@]}" 2>/dev/null; fail "$problem"; }
+}
+
 # A job in a hidden partition keeps its devices while it runs: composerd's SlurmJobCheck asks
 # squeue with --all. Hidden=YES hides the job from an unprivileged user's plain squeue (as the
 # packaged composerd's user, composer), not from root's: here composerd runs as root, so the
@@ -363,6 +414,7 @@ ALL_SCENARIOS=(
   scenario_three_node_job
   scenario_accounting
   scenario_shapes
+  scenario_small_memory_jobs_wait_for_whole_blocks
   scenario_node_failure
   scenario_array
   scenario_requeue

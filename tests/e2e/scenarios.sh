@@ -110,8 +110,16 @@ reconciler_releases() {
 # A line composer-slurmctld wrote (its stderr, log/composer-slurmctld.log in this harness).
 ctld_said() { grep -qE -- "$1" "$E2E_DIR/log/composer-slurmctld.log" 2>/dev/null; }
 
+# What one node's request of GIB GiB of memory holds as Slurm counts it (policies::mem_charge):
+# the whole blocks of the pool's block size (the snapshot's largest_bytes). Prints BLOCKS GIB.
+mem_charge() {
+  jq -r --argjson gib "$1" '.pools.mem.largest_bytes as $b | ($gib * 1073741824) as $m |
+    (($m + $b - 1) / $b | floor) as $n | "\($n) \(($n * $b + 1073741823) / 1073741824 | floor)"' \
+    "$E2E_DIR/composer/snapshot.json"
+}
+
 scenario_batch_job_sees_its_devices() {
-  local j
+  local j blocks gib
   # On the fake host (host_check=wait), the job also shows the state of its memory's blocks.
   j=$(sbatch --parsable -o "$OUT/%j.out" --compose-gpus=2 --compose-mem=64G \
     --export=ALL,HOST_SYS="$E2E_DIR/host/sys" \
@@ -121,10 +129,13 @@ scenario_batch_job_sees_its_devices() {
             done
             sleep 4') || return 1
   wait_until 30 state_is "$j" RUNNING || fail "job $j did not start ($(job_state "$j"))" || return 1
-  [[ $(job_field "$j" Licenses) == "fabric_gpu:2,fabric_mem:64" ]] ||
-    fail "licenses of job $j: $(job_field "$j" Licenses)" || return 1
-  [[ $(job_field "$j" TresPerNode) == "${GRES_PREFIX}cgpu:2" ]] ||
-    fail "GRES of job $j: $(job_field "$j" TresPerNode)" || return 1
+  # 64G in whole blocks of the pool (sim: one 64G block).
+  read -r blocks gib < <(mem_charge 64)
+  [[ $(job_field "$j" Licenses) == "fabric_gpu:2,fabric_mem:$gib" ]] ||
+    fail "licenses of job $j: $(job_field "$j" Licenses), expected fabric_gpu:2,fabric_mem:$gib" ||
+    return 1
+  [[ $(job_field "$j" TresPerNode) == "${GRES_PREFIX}cgpu:2,${GRES_PREFIX}cmem:$blocks" ]] ||
+    fail "GRES of job $j: $(job_field "$j" TresPerNode), expected cgpu:2,cmem:$blocks" || return 1
   scontrol show job "$j" | grep -q "AdminComment=composer: gpus=2 mem=64G nodes=1" ||
     fail "admin comment of job $j: $(scontrol show job "$j" | grep AdminComment)" || return 1
   local ids job_gpus

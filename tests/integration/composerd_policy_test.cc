@@ -217,6 +217,24 @@ TEST_F(PolicyTest, ComposeIsRefusedAboveTheClassCapAndRecordsClassAndWindow) {
   }
 }
 
+// Memory caps count what Slurm's cap license is charged: the whole 64G blocks a composition
+// takes. Two 1G compositions hold inference's 128 GiB; counted by what they asked (2 GiB),
+// composerd would let a third through that Slurm's license had never started.
+TEST_F(PolicyTest, MemoryCapsCountWholeBlocks) {
+  apply(kAlways);
+  auto c = client();
+  ASSERT_TRUE(c.compose(21, "n1", body(0, "inference", kGiB)).ok());
+  ASSERT_TRUE(c.compose(22, "n1", body(0, "inference", kGiB)).ok());
+  auto over = c.compose(23, "n1", body(0, "inference", kGiB));
+  ASSERT_FALSE(over.ok());
+  const std::string& why = over.error().message;
+  EXPECT_NE(why.find("may hold at most 128 GiB of memory in window always"), std::string::npos)
+      << why;
+  EXPECT_NE(why.find("; it holds 128 GiB of memory and this composition asks for 64 GiB of memory"),
+            std::string::npos)
+      << why;
+}
+
 // A refusal at compose time is in the ledger (kind "refused", with the reason), so
 // `composerctl events --job` shows why nothing was composed.
 TEST_F(PolicyTest, ARefusedComposeIsALedgerEventOfTheJob) {

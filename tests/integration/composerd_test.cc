@@ -517,13 +517,15 @@ TEST_F(ComposerdTest, ANodeDrainsADeviceItsHostNeverShowedAndNothingElse) {
 TEST_F(ComposerdTest, SlurmConfigMatchesThePool) {
   auto r = ctl("slurm-config");
   ASSERT_EQ(r.code, 0) << r.out;
-  // 8 A100 + 8 H100, 16 x 64G blocks, 4 drives; both nodes have 8 GPU and 4 NVMe slots.
+  // 8 A100 + 8 H100, 16 x 64G blocks, 4 drives; both nodes have 8 GPU, 16 memory and 4 NVMe
+  // slots.
   EXPECT_NE(r.out.find("Licenses=fabric_gpu:16,fabric_mem:1024,fabric_nvme:4,"
                        "fabric_gpu_a100-80g:8,fabric_gpu_h100:8\n"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("NodeName=n1,n2 Name=cgpu Count=8\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("NodeName=n1,n2 Name=cnvme Count=4\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NodeName=n1,n2 Name=cmem Count=16\n"), std::string::npos) << r.out;
   auto hosts = daemon_->client().hosts();
   ASSERT_TRUE(hosts.ok()) << hosts.error();
   ASSERT_EQ(hosts->size(), 2u);

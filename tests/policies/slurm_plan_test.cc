@@ -78,6 +78,28 @@ TEST_F(PlanTest, LicensesAreThePoolAndEachClassesHighestCap) {
   EXPECT_EQ(job_licenses(plan, "inference", 0, 0, 2), "fabric_nvme:2");
 }
 
+// Memory licenses count the pool's blocks: a job asking for 1 GiB of a pool of 64 GiB blocks
+// holds 64 of fabric_mem and of its class's cap, as the block it takes is gone for others; a
+// cap that is not a whole number of blocks is said to be short of what the policy allows.
+TEST_F(PlanTest, MemoryCapsAreChargedInWholeBlocks) {
+  PoolSize pool = kPool;
+  pool.mem_block_bytes = 64 * kGiB;
+  const Plan plan = compile_plan(policy_, pool, berlin(2024, 3, 4, 10));
+  EXPECT_EQ(job_licenses(plan, "training", 0, kGiB, 0), "fabric_mem:64,training_mem_cap:64");
+  EXPECT_EQ(job_licenses(plan, "training", 0, 65 * kGiB, 0), "fabric_mem:128,training_mem_cap:128");
+  // kDayNight's memory caps are 256, 512 and 768 GiB: whole blocks, nothing to say.
+  EXPECT_THAT(plan.warnings, ::testing::Not(Contains(HasSubstr("whole number"))));
+  const Policy odd = parse_ok(R"(TimeZone=UTC
+Class=training
+Limit=training Window=Default Mem=100G
+)");
+  const Plan odd_plan = compile_plan(odd, pool, berlin(2024, 3, 4, 10));
+  EXPECT_THAT(odd_plan.warnings,
+              Contains("training's memory cap of 100 GiB (in 'Default') is not a whole number of "
+                       "the pool's 64 GiB blocks; jobs hold whole blocks, so the class holds at "
+                       "most 64 GiB of memory there"));
+}
+
 TEST_F(PlanTest, BlockersPerClassAndLowerWindowWithTheRightRecurrence) {
   const Plan plan = compile_plan(policy_, kPool, berlin(2024, 3, 4, 10));  // Monday, in 'day'
   EXPECT_THAT(

@@ -96,6 +96,7 @@ TEST(PoolTotals, CountOnlyWhatThePoolCanServe) {
   EXPECT_EQ(pool.gpus, 5u + 2u + 0u + 1u);
   EXPECT_EQ(pool.mem_gib, 127u);  // 128 GiB less a byte: rounded down
   EXPECT_EQ(pool.nvme, 2u);
+  EXPECT_EQ(pool.mem_block_bytes, 64 * kGiB);
   const std::map<std::string, uint64_t> models = model_license_sizes(rows);
   EXPECT_EQ(models, (std::map<std::string, uint64_t>{
                         {"fabric_gpu_a100", 0}, {"fabric_gpu_h200", 7}, {"fabric_gpu_l40s", 1}}));
@@ -218,6 +219,43 @@ TEST(Validation, PlacementRulesAgainstTheDomainsAndCaps) {
                   "p.conf line 6: Placement=c (spread enclosure 3): Limit=c Window=Default (line "
                   "7) caps the class at 2 GPUs, fewer than the 3 domains a job's GPUs must "
                   "spread over"));
+}
+
+// The pool hands memory out in whole blocks: a request holds ceil(size / block) attach slots
+// and those blocks' GiB of the licenses, whatever it asked for.
+TEST(MemCharge, WholeBlocksPerNode) {
+  constexpr uint64_t kBlock = 64 * kGiB;
+  EXPECT_EQ(mem_charge(0, kBlock), (MemCharge{0, 0}));
+  EXPECT_EQ(mem_charge(1, kBlock), (MemCharge{1, 64}));
+  EXPECT_EQ(mem_charge(kGiB, kBlock), (MemCharge{1, 64}));
+  EXPECT_EQ(mem_charge(kBlock, kBlock), (MemCharge{1, 64}));
+  EXPECT_EQ(mem_charge(kBlock + 1, kBlock), (MemCharge{2, 128}));
+  EXPECT_EQ(mem_charge(200 * kGiB, kBlock), (MemCharge{4, 256}));
+  EXPECT_EQ(mem_charge(kMaxMemBytes, kBlock), (MemCharge{16384, 1024 * 1024}));
+  // A block that is not a whole number of GiB: the blocks' size, rounded up.
+  EXPECT_EQ(mem_charge(kGiB, kGiB + kGiB / 2), (MemCharge{1, 2}));
+  EXPECT_EQ(mem_charge(2 * kGiB, kGiB + kGiB / 2), (MemCharge{2, 3}));
+  // A block larger than any request, even one near the top of the range.
+  EXPECT_EQ(mem_charge(kGiB, UINT64_MAX), (MemCharge{1, UINT64_MAX / kGiB + 1}));
+  // No block size known (no memory in the pool, an old snapshot): the request, in GiB.
+  EXPECT_EQ(mem_charge(100 * kGiB + 1, 0), (MemCharge{1, 101}));
+}
+
+// The block size is the largest device among those composerd may hand out; a row wholly held
+// outside composerd does not count.
+TEST(MemCharge, BlockSizeOfThePool) {
+  const std::vector<PoolRow> rows = {
+      {.type = DeviceType::kMem, .model = "A", .total = 4, .free = 4, .total_bytes = 4 * 64 * kGiB},
+      {.type = DeviceType::kMem, .model = "B", .total = 1, .foreign = 1, .total_bytes = 512 * kGiB},
+      {.type = DeviceType::kMem,
+       .model = "C",
+       .total = 2,
+       .failed = 2,
+       .total_bytes = 2 * 16 * kGiB},
+      {.type = DeviceType::kNvme, .total = 1, .free = 1, .total_bytes = 4096 * kGiB}};
+  EXPECT_EQ(PoolSize::from_rows(rows).mem_block_bytes, 64 * kGiB);
+  EXPECT_EQ(largest_device_bytes(rows, DeviceType::kNvme), 4096 * kGiB);
+  EXPECT_EQ(PoolSize::from_rows({}).mem_block_bytes, 0u);
 }
 
 }  // namespace

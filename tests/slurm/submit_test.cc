@@ -48,20 +48,56 @@ TEST(Submit, TranslatesIntoLicensesGresAndComment) {
   ASSERT_TRUE(c) << c.error();
   EXPECT_TRUE(c->composes);
   EXPECT_EQ(c->nodes, 1u);
-  EXPECT_EQ(c->licenses, "fabric_gpu:2,fabric_mem:64,fabric_nvme:1");
-  EXPECT_EQ(c->tres_per_node, "gres/cgpu:2,gres/cnvme:1");
+  // 64G of a pool of 128G blocks: the whole block it takes, and its attach slot.
+  EXPECT_EQ(c->licenses, "fabric_gpu:2,fabric_mem:128,fabric_nvme:1");
+  EXPECT_EQ(c->tres_per_node, "gres/cgpu:2,gres/cmem:1,gres/cnvme:1");
   EXPECT_EQ(c->admin_comment, "composer: gpus=2 mem=64G nvme=1 nodes=1");
 }
 
-TEST(Submit, MultipliesLicensesByNodesAndRoundsMemoryUp) {
+TEST(Submit, MultipliesLicensesByNodesAndChargesWholeBlocks) {
   SubmittedJob j = job({"compose_gpus=A100-80G:2", "compose_mem=1536M"});
   j.min_nodes = 3;
   api::PoolSnapshot s = pool();
   Expected<SubmitChanges> c = review_submission(j, &s, "", false);
   ASSERT_TRUE(c) << c.error();
-  EXPECT_EQ(c->licenses, "fabric_gpu:6,fabric_mem:6");
-  EXPECT_EQ(c->tres_per_node, "gres/cgpu:2");
+  EXPECT_EQ(c->licenses, "fabric_gpu:6,fabric_mem:384");
+  EXPECT_EQ(c->tres_per_node, "gres/cgpu:2,gres/cmem:1");
   EXPECT_EQ(c->admin_comment, "composer: gpus=A100-80G:2 mem=1536M nodes=3");
+  // Just over a block takes two, and two attach slots.
+  c = review_submission(job({"compose_mem=129G"}), &s, "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->licenses, "fabric_mem:256");
+  EXPECT_EQ(c->tres_per_node, "gres/cmem:2");
+}
+
+// The pool: 64G blocks, 4 memory attach slots per node. Six jobs of 1G each hold a
+// block each, so Slurm's fabric_mem (256) starts four of them and the cmem GRES (4 a node)
+// puts no fifth on a full node; counted in GiB (6 of 256) Slurm started all six.
+TEST(Submit, SmallRequestsHoldAWholeBlock) {
+  api::PoolSnapshot s = pool();
+  s.mem.total = 4;
+  s.mem.total_bytes = 4 * 64 * kGiB;
+  s.mem.largest_bytes = 64 * kGiB;
+  s.mem.max_node_slots = 4;
+  Expected<SubmitChanges> c = review_submission(job({"compose_mem=1G"}), &s, "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->licenses, "fabric_mem:64");
+  EXPECT_EQ(c->tres_per_node, "gres/cmem:1");
+  // Five nodes of one block each: more blocks than the pool has, although 5G would fit.
+  SubmittedJob j = job({"compose_mem=1G"});
+  j.min_nodes = 5;
+  Refusal why{};
+  c = review_submission(j, &s, "", false, &why);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(why, Refusal::kPool);
+  EXPECT_EQ(c.error().message,
+            "composer: --compose-mem=1G on 5 nodes takes 5 whole memory blocks of 64G (320G) but "
+            "the pool holds 256G");
+  // Without a snapshot the block size is unknown: the request in GiB, and one slot.
+  c = review_submission(job({"compose_mem=1536M"}), nullptr, "no snapshot", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->licenses, "fabric_mem:2");
+  EXPECT_EQ(c->tres_per_node, "gres/cmem:1");
 }
 
 TEST(Submit, KeepsWhatTheUserAskedForAndAddsClassCaps) {
@@ -188,6 +224,23 @@ TEST(Submit, RefusesMoreThanAHostCanAttach) {
             "no host can attach more than 2");
 }
 
+// A class's memory cap counts what Slurm is charged, whole blocks: a 1G job of a class capped
+// at 64G holds all of it.
+TEST(Submit, ClassCapsCountWholeBlocks) {
+  api::PoolSnapshot s = pool();
+  s.workload_classes[0].cap_licenses["mem"] = "training_mem_cap";
+  s.workload_classes[0].max["mem"] = 192;
+  Expected<SubmitChanges> c =
+      review_submission(job({"compose_mem=1G", "workload=training"}), &s, "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->licenses, "fabric_mem:128,training_mem_cap:128");
+  SubmittedJob j = job({"compose_mem=1G", "workload=training"});
+  j.min_nodes = 2;
+  EXPECT_EQ(refused(j, &s).message,
+            "composer: workload class training may never hold more than 192 GiB of memory, the "
+            "job asks for 256");
+}
+
 TEST(Submit, RefusesUnknownModelAndClass) {
   EXPECT_EQ(refused(job({"compose_gpus=V100:1"})).message,
             "composer: --compose-gpus=V100:1: the pool has no GPU of model 'V100' (models: "
@@ -265,13 +318,13 @@ TEST(Submit, AModelsJobHoldsTheModelsLicenseWhereSlurmHasIt) {
 // Slurm before 23.11 writes GRES as gres:NAME, later releases as gres/NAME; the glue says
 // which, and what the plugin adds uses the running release's spelling.
 TEST(Submit, WritesGresInTheRunningSlurmsSpelling) {
-  SubmittedJob j = job({"compose_gpus=2", "compose_nvme=1"});
+  SubmittedJob j = job({"compose_gpus=2", "compose_mem=1G", "compose_nvme=1"});
   j.gres_prefix = "gres:";
   j.tres_per_node = "gres:gpu:1";
   api::PoolSnapshot s = pool();
   Expected<SubmitChanges> c = review_submission(j, &s, "", false);
   ASSERT_TRUE(c) << c.error();
-  EXPECT_EQ(c->tres_per_node, "gres:gpu:1,gres:cgpu:2,gres:cnvme:1");
+  EXPECT_EQ(c->tres_per_node, "gres:gpu:1,gres:cgpu:2,gres:cmem:1,gres:cnvme:1");
 }
 
 // A slot GRES given by hand would let a job take attach slots without a composition (or hide
@@ -290,6 +343,9 @@ TEST(Submit, RefusesHandMadeSlotGresInEverySpelling) {
                                               "gres/cnvme:2",
                                               "gres:cnvme:1",
                                               "cnvme",
+                                              "gres/cmem:1",
+                                              "gres:cmem:2",
+                                              "cmem",
                                               "gres/gpu:1,gres/cgpu:1",
                                               "cpu:2;gres/cnvme:1"};
   for (const std::string& spelling : spellings) {
@@ -302,18 +358,20 @@ TEST(Submit, RefusesHandMadeSlotGresInEverySpelling) {
         Expected<SubmitChanges> c = review_submission(j, &s, "", false);
         ASSERT_FALSE(c) << spelling << " in field " << field << " was accepted";
         EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
-        const std::string name = spelling.find("cnvme") != std::string::npos ? "cnvme" : "cgpu";
+        const std::string name = spelling.find("cnvme") != std::string::npos  ? "cnvme"
+                                 : spelling.find("cmem") != std::string::npos ? "cmem"
+                                                                              : "cgpu";
         EXPECT_EQ(c.error().message, "composer: GRES '" + name +
                                          "' is managed by the composer plugin: ask with "
-                                         "--compose-gpus or --compose-nvme instead of --gres or "
-                                         "--tres-per-*")
+                                         "--compose-gpus, --compose-mem or --compose-nvme instead "
+                                         "of --gres or --tres-per-*")
             << spelling;
       }
     }
   }
   // Other GRES and TRES whose names merely start like ours pass.
-  for (const char* other :
-       {"gres/cgpux:1", "gres:cgpu2:1", "cpu:4", "license/cgpu:1", "gres/gpu:cgpu:1"}) {
+  for (const char* other : {"gres/cgpux:1", "gres:cgpu2:1", "gres/cmems:1", "cpu:4",
+                            "license/cgpu:1", "gres/gpu:cgpu:1"}) {
     SubmittedJob j = job({"compose_gpus=1"});
     j.tres_per_task = other;
     Expected<SubmitChanges> c = review_submission(j, &s, "", false);

@@ -13,6 +13,7 @@
 
 #include "composer/api/json_reader.h"
 #include "composer/common/files.h"
+#include "composer/policies/policy.h"
 
 namespace composer::api {
 namespace {
@@ -159,12 +160,10 @@ PoolSnapshot make_snapshot(const std::vector<PoolRow>& rows, const std::vector<H
     const uint32_t usable = r.total >= gone ? r.total - gone : 0;
     p.total += usable;
     p.total_bytes += r.total == 0 ? 0 : r.total_bytes / r.total * usable;
-    if (usable > 0 && r.total > 0) {
-      // Rows group devices of one model and zone; their sizes are alike, so the mean is
-      // the size of one device.
-      p.largest_bytes = std::max(p.largest_bytes, r.total_bytes / r.total);
-    }
     if (!r.model.empty()) p.models[r.model] += usable;
+  }
+  for (DeviceType t : kAllDeviceTypes) {
+    s.pool(t).largest_bytes = policies::largest_device_bytes(rows, t);
   }
   for (const Host& h : hosts) {
     for (DeviceType t : kAllDeviceTypes) {

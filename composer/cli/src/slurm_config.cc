@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include "composer/common/strings.h"
@@ -13,7 +14,7 @@
 namespace composer::cli {
 namespace {
 
-constexpr const char* kGresTypes[] = {"cgpu", "cnvme"};
+constexpr const char* kGresTypes[] = {"cgpu", "cmem", "cnvme"};
 constexpr char kJobSubmitPlugin[] = "composer";
 
 // The licenses in the order slurm.conf gets them: the pool's, then one per GPU model, as
@@ -43,7 +44,7 @@ std::string scheduler_parameters(const SlurmConfig& c) {
 std::string tres(const SlurmConfig& c) {
   std::string out;
   for (const auto& [name, n] : license_counts(c)) out += "license/" + name + ",";
-  return out + "gres/cgpu,gres/cnvme";
+  return out + "gres/cgpu,gres/cmem,gres/cnvme";
 }
 // What composerd keeps in step at run time (SlurmSync=yes), never written to slurm.conf.
 std::string managed(const SlurmConfig& c) {
@@ -61,9 +62,14 @@ std::string managed(const SlurmConfig& c) {
          " (what the pool cannot serve) and the policy's blocker and cap holds (composerctl "
          "policy apply)";
 }
-std::string gres_types() { return std::string(kGresTypes[0]) + "," + kGresTypes[1]; }
+std::string gres_types() {
+  std::string out;
+  for (const char* g : kGresTypes) out += (out.empty() ? "" : ",") + std::string(g);
+  return out;
+}
 std::string node_gres(const SlurmConfig::Nodes& n) {
-  return "Gres=cgpu:" + std::to_string(n.gpu_slots) + ",cnvme:" + std::to_string(n.nvme_slots);
+  return "Gres=cgpu:" + std::to_string(n.gpu_slots) + ",cmem:" + std::to_string(n.mem_slots) +
+         ",cnvme:" + std::to_string(n.nvme_slots);
 }
 std::string gres_conf(const char* name, uint32_t count) {
   return std::string("Name=") + name + " Count=" + std::to_string(count);
@@ -80,10 +86,13 @@ SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Hos
   c.nvme = size.nvme;
   c.mem_gib = size.mem_gib;
   c.model_licenses = policies::model_license_sizes(pool);
-  std::map<std::pair<uint32_t, uint32_t>, std::vector<std::string>> by_slots;
-  for (const auto& h : hosts) by_slots[{h.gpu_slots, h.nvme_slots}].push_back(h.node);
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::vector<std::string>> by_slots;
+  for (const auto& h : hosts) {
+    by_slots[{h.gpu_slots, h.mem_slots, h.nvme_slots}].push_back(h.node);
+  }
   for (auto& [slots, nodes] : by_slots) {
-    c.nodes.push_back({std::move(nodes), slots.first, slots.second});
+    const auto [gpu, mem, nvme] = slots;
+    c.nodes.push_back({std::move(nodes), gpu, mem, nvme});
   }
   return c;
 }
@@ -91,14 +100,16 @@ SlurmConfig slurm_config(const std::vector<PoolRow>& pool, const std::vector<Hos
 std::string slurm_config_text(const SlurmConfig& c) {
   std::ostringstream out;
   if (remote(c)) {
-    out << "# slurm.conf: the pool as cluster-wide licenses (fabric_mem in GiB) are slurmdbd's\n"
+    out << "# slurm.conf: the pool as cluster-wide licenses (fabric_mem in GiB, charged in whole\n"
+        << "# blocks) are slurmdbd's\n"
         << "# remote licenses, which composerd creates and counts (SlurmLicenses=remote):\n"
         << "# " << licenses(c) << " now; no Licenses= line for them. A count-only\n"
         << "# GRES per node for its attach slots. job_submit/composer requests both for each "
            "job.\n";
   } else {
-    out << "# slurm.conf: the pool as cluster-wide licenses (fabric_mem in GiB), and a count-only\n"
-        << "# GRES per node for its attach slots. job_submit/composer requests both for each job.\n"
+    out << "# slurm.conf: the pool as cluster-wide licenses (fabric_mem in GiB, charged in whole\n"
+        << "# blocks), and a count-only GRES per node for its attach slots. job_submit/composer\n"
+        << "# requests both for each job.\n"
         << "Licenses=" << licenses(c) << "\n";
   }
   out << "GresTypes=" << gres_types() << "\n"
@@ -121,6 +132,7 @@ std::string slurm_config_text(const SlurmConfig& c) {
   out << "\n# gres.conf\n";
   for (const auto& n : c.nodes) {
     out << "NodeName=" << join(n.names) << " " << gres_conf("cgpu", n.gpu_slots) << "\n";
+    out << "NodeName=" << join(n.names) << " " << gres_conf("cmem", n.mem_slots) << "\n";
     out << "NodeName=" << join(n.names) << " " << gres_conf("cnvme", n.nvme_slots) << "\n";
   }
   return out.str();
@@ -134,6 +146,7 @@ Table slurm_config_table(const SlurmConfig& c) {
   for (const auto& n : c.nodes) t.add_row({"slurm.conf", join(n.names), node_gres(n)});
   for (const auto& n : c.nodes) {
     t.add_row({"gres.conf", join(n.names), gres_conf("cgpu", n.gpu_slots)});
+    t.add_row({"gres.conf", join(n.names), gres_conf("cmem", n.mem_slots)});
     t.add_row({"gres.conf", join(n.names), gres_conf("cnvme", n.nvme_slots)});
   }
   t.add_row({"slurm.conf", "", kPrologFlags});
@@ -162,6 +175,7 @@ Json::Value slurm_config_to_json(const SlurmConfig& c) {
     group["nodes"] = Json::Value(Json::arrayValue);
     for (const auto& name : n.names) group["nodes"].append(name);
     group["cgpu"] = n.gpu_slots;
+    group["cmem"] = n.mem_slots;
     group["cnvme"] = n.nvme_slots;
     v["nodes"].append(std::move(group));
   }

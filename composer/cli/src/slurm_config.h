@@ -15,11 +15,12 @@ namespace composer::cli {
 
 // Pool licenses (fabric_gpu, fabric_mem in GiB, fabric_nvme) and per-model GPU licenses, each
 // what the pool can serve now (policies::PoolSize::from_rows, model_license_sizes), and per group
-// of nodes with identical attach slots the count-only GRES for them (cgpu, cnvme).
+// of nodes with identical attach slots the count-only GRES for them (cgpu, cmem, cnvme).
 struct SlurmConfig {
   struct Nodes {
     std::vector<std::string> names;
     uint32_t gpu_slots = 0;
+    uint32_t mem_slots = 0;
     uint32_t nvme_slots = 0;
   };
   uint64_t gpus = 0;
@@ -50,7 +51,7 @@ Table slurm_config_table(const SlurmConfig& config);
 //  ...}, "gres_types": [...],
 //  "job_submit_plugins": [...], "prolog_flags", "scheduler_parameters",
 //  "accounting_storage_tres", "managed_by_composerd" (text),
-//  "nodes": [{"nodes": [...], "cgpu": N, "cnvme": N}, ...]}
+//  "nodes": [{"nodes": [...], "cgpu": N, "cmem": N, "cnvme": N}, ...]}
 Json::Value slurm_config_to_json(const SlurmConfig& config);
 
 }  // namespace composer::cli

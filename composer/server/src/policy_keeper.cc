@@ -254,14 +254,16 @@ AdmissionCheck PolicyKeeper::admission_check() {
     const int64_t now_s = clock_.now_ms() / 1000;
     auto caps = ev.caps_in_force(now_s, cls->class_name);
     if (!caps) return caps.error();
+    // Memory as Slurm's cap license counts it (job_submit): whole blocks per composition.
+    const uint64_t block = ev.pool().mem_block_bytes;
     std::array<uint64_t, 3> holds{};
     for (const Request& r : held(cls->class_name)) {
       holds[0] += r.gpus;
-      holds[1] += gib_rounded_up(r.mem_bytes);
+      holds[1] += pol::mem_charge(r.mem_bytes, block).gib;
       holds[2] += r.nvme;
     }
-    const std::array<uint64_t, 3> asks = {in.request.gpus, gib_rounded_up(in.request.mem_bytes),
-                                          in.request.nvme};
+    const std::array<uint64_t, 3> asks = {
+        in.request.gpus, pol::mem_charge(in.request.mem_bytes, block).gib, in.request.nvme};
     for (DeviceType t : kAllDeviceTypes) {
       const size_t i = pol::type_index(t);
       if (!caps->caps.capped[i] || holds[i] + asks[i] <= caps->caps.value[i]) continue;

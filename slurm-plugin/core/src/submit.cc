@@ -6,6 +6,7 @@
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/policies/classify.h"
+#include "composer/policies/policy.h"
 
 namespace composer::slurm {
 namespace {
@@ -101,15 +102,22 @@ Status check_pool(const JobOptions& o, uint32_t nodes, const api::PoolSnapshot& 
                                                   format_size(need) + " but the pool holds " +
                                                   format_size(s.mem.total_bytes));
     }
-    if (s.mem.largest_bytes > 0) {
-      const uint64_t blocks = (r.mem_bytes + s.mem.largest_bytes - 1) / s.mem.largest_bytes;
-      if (blocks > s.mem.max_node_slots) {
-        return refuse(ErrorCode::kInsufficient,
-                      asked + ": needs at least " + std::to_string(blocks) +
-                          " memory blocks of at most " + format_size(s.mem.largest_bytes) +
-                          " but no host can attach more than " +
-                          std::to_string(s.mem.max_node_slots));
-      }
+    // What Slurm is charged: whole blocks per node (policies::mem_charge), which must fit the
+    // fabric_mem license (the pool's GiB, rounded down) or the job would wait for ever.
+    const policies::MemCharge charge = policies::mem_charge(r.mem_bytes, s.mem.largest_bytes);
+    if (s.mem.largest_bytes > 0 && charge.gib * nodes > gib_rounded_down(s.mem.total_bytes)) {
+      return refuse(ErrorCode::kInsufficient,
+                    asked + on_nodes(nodes) + " takes " + std::to_string(charge.blocks * nodes) +
+                        " whole memory blocks of " + format_size(s.mem.largest_bytes) + " (" +
+                        std::to_string(charge.gib * nodes) + "G) but the pool holds " +
+                        format_size(s.mem.total_bytes));
+    }
+    if (s.mem.largest_bytes > 0 && charge.blocks > s.mem.max_node_slots) {
+      return refuse(ErrorCode::kInsufficient,
+                    asked + ": needs at least " + std::to_string(charge.blocks) +
+                        " memory blocks of at most " + format_size(s.mem.largest_bytes) +
+                        " but no host can attach more than " +
+                        std::to_string(s.mem.max_node_slots));
     }
   }
   if (r.nvme > 0) {
@@ -282,12 +290,13 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
        {&job.tres_per_node, &job.tres_per_job, &job.tres_per_socket, &job.tres_per_task}) {
     for (const std::string& entry : split_tres(*tres)) {
       const std::string name = gres_name(entry);
-      if (name == kGpuGres || name == kNvmeGres) {
+      if (name == kGpuGres || name == kMemGres || name == kNvmeGres) {
         return refused(Refusal::kGres,
                        refuse(ErrorCode::kInvalidArgument,
                               "GRES '" + name +
-                                  "' is managed by the composer plugin: ask with --compose-gpus or "
-                                  "--compose-nvme instead of --gres or --tres-per-*"));
+                                  "' is managed by the composer plugin: ask with --compose-gpus, "
+                                  "--compose-mem or --compose-nvme instead of --gres or "
+                                  "--tres-per-*"));
       }
     }
   }
@@ -349,8 +358,11 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
   }
 
   const Request& r = options->request;
-  const uint64_t gib = gib_rounded_up(r.mem_bytes);
-  const uint64_t amounts[] = {uint64_t{r.gpus} * out.nodes, gib * out.nodes,
+  // Memory as the pool hands it out: whole blocks per node. Without a snapshot the block size
+  // is unknown, and the request itself is counted.
+  const policies::MemCharge mem = policies::mem_charge(
+      r.mem_bytes, snapshot != nullptr ? snapshot->mem.largest_bytes : uint64_t{0});
+  const uint64_t amounts[] = {uint64_t{r.gpus} * out.nodes, mem.gib * out.nodes,
                               uint64_t{r.nvme} * out.nodes};
   const api::WorkloadClass* cls = nullptr;
   if (snapshot != nullptr && !options->workload.empty() && !snapshot->workload_classes.empty()) {
@@ -440,6 +452,10 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
   if (r.gpus > 0) {
     out.tres_per_node =
         append(out.tres_per_node, job.gres_prefix + kGpuGres + ":" + std::to_string(r.gpus));
+  }
+  if (mem.blocks > 0) {
+    out.tres_per_node =
+        append(out.tres_per_node, job.gres_prefix + kMemGres + ":" + std::to_string(mem.blocks));
   }
   if (r.nvme > 0) {
     out.tres_per_node =

@@ -79,11 +79,33 @@ struct PoolSize {
   uint64_t gpus = 0;
   uint64_t mem_gib = 0;
   uint64_t nvme = 0;
+  // The block size memory is handed out in (largest_device_bytes); 0: unknown, or no memory.
+  uint64_t mem_block_bytes = 0;
   uint64_t size(DeviceType t) const;
   // Sums what the rows may schedule (model.h's schedulable(): not failed, drained or
   // foreign; memory: schedulable_bytes, rounded down to GiB). The one pool total.
   static PoolSize from_rows(const std::vector<PoolRow>& rows);
 };
+
+// The size of one device of type `t` among the rows' devices not held outside composerd, the
+// largest where they differ (a row groups devices of one model and zone, whose sizes are alike,
+// so its mean is one device's size); 0 when there is none. For memory this is the block size
+// Slurm's licenses and GRES count in (mem_charge): the snapshot's largest_bytes and
+// PoolSize::mem_block_bytes.
+uint64_t largest_device_bytes(const std::vector<PoolRow>& rows, DeviceType t);
+
+// What one node's memory request holds of the pool as Slurm counts it: the pool hands memory
+// out in whole blocks, so a request takes blocks = ceil(mem_bytes / block_bytes) attach slots
+// (the cmem GRES) and those blocks' size, in whole GiB, of the fabric_mem license and a
+// class's memory cap (gib). A block size of 0 (unknown, or no memory in the pool) counts the
+// request itself: one block, its size rounded up to GiB. The one rule for job_submit's
+// licenses and GRES and composerd's cap check (docs/ADMIN.md, "How Slurm counts memory").
+struct MemCharge {
+  uint64_t blocks = 0;
+  uint64_t gib = 0;
+  bool operator==(const MemCharge&) const = default;
+};
+MemCharge mem_charge(uint64_t mem_bytes, uint64_t block_bytes);
 
 // How a workload class's jobs are placed over failure domains (Placement lines):
 //   pack                 as few domains as the zones allow: the allocator's zone preference

@@ -2,7 +2,8 @@
 // reservations; docs/ARCHITECTURE.md, policies/README.md), and diffing that plan against what
 // Slurm has now. Pure: the caller reads Slurm's state and runs the commands.
 //
-// - Pool licenses fabric_gpu, fabric_mem (GiB), fabric_nvme, sized to the pool.
+// - Pool licenses fabric_gpu, fabric_mem (GiB; a job is charged whole blocks per node,
+//   mem_charge), fabric_nvme, sized to the pool.
 // - Per class and capped type a cap license <class>_<type>_cap sized to the class's highest
 //   cap over the week.
 // - Per class and window where the class's cap is lower than that, a blocker reservation
@@ -57,6 +58,9 @@ struct Plan {
   std::string time_zone;
   int64_t now_s = 0;
   std::vector<LicenseCount> licenses;  // pool licenses, then cap licenses
+  // The pool's memory block size (PoolSize::mem_block_bytes): memory licenses count whole
+  // blocks per node (mem_charge).
+  uint64_t mem_block_bytes = 0;
   std::vector<BlockerReservation> reservations;
   std::vector<std::string> notes;     // how to use the plan
   std::vector<std::string> warnings;  // where Slurm cannot express the policy exactly
@@ -64,9 +68,9 @@ struct Plan {
   std::string render() const;
 };
 
-// What job_submit adds to a job of `class_name` asking for these totals (memory in bytes,
-// rounded up to GiB): "fabric_gpu:4,training_gpu_cap:4". Cap licenses appear only where the
-// plan has one.
+// What job_submit adds to a one-node job of `class_name` asking for these amounts (memory in
+// bytes, charged in whole blocks of the pool: mem_charge): "fabric_gpu:4,training_gpu_cap:4".
+// Cap licenses appear only where the plan has one.
 std::string job_licenses(const Plan& plan, std::string_view class_name, uint64_t gpus,
                          uint64_t mem_bytes, uint64_t nvme);
 // Whether a reservation name belongs to the compiled policy (job_submit refuses such names

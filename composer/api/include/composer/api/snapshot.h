@@ -39,9 +39,11 @@ inline constexpr int kSnapshotVersion = 1;
 // repaired; meanwhile Slurm's licenses hold jobs back), not foreign ones (held outside
 // composerd): the most the pool could ever serve, what job_submit refuses beyond.
 struct SnapshotPool {
-  uint32_t total = 0;                      // devices
-  uint64_t total_bytes = 0;                // memory/NVMe capacity; 0 for GPUs
-  uint64_t largest_bytes = 0;              // biggest single device (memory blocks)
+  uint32_t total = 0;        // devices
+  uint64_t total_bytes = 0;  // memory/NVMe capacity; 0 for GPUs
+  // The biggest single device (policies::largest_device_bytes). For memory, the block size
+  // job_submit charges a job in: whole blocks per node (policies::mem_charge).
+  uint64_t largest_bytes = 0;
   std::map<std::string, uint32_t> models;  // model -> devices (GPUs; optional for others)
   uint32_t max_node_slots = 0;             // the most devices of this type any one host may attach
   // Per failure-domain level: how many domains of it hold devices of this type.

@@ -2,15 +2,18 @@
 // options again, check them against the pool snapshot, and translate them into Slurm-native
 // requests so that Slurm's scheduler holds the job until the pool can serve it:
 //   licenses (cluster-wide, count = per-node amount x nodes)
-//     fabric_gpu:<gpus x nodes>, fabric_mem:<GiB rounded up x nodes>, fabric_nvme:<n x nodes>,
+//     fabric_gpu:<gpus x nodes>, fabric_mem:<GiB of the whole blocks one node takes x nodes>
+//     (policies::mem_charge, with the snapshot's block size: a 1G request on a pool of 64G
+//     blocks holds 64), fabric_nvme:<n x nodes>,
 //     for --compose-gpus=MODEL:N also the model's license (fabric_gpu_<model>) where the
 //     snapshot lists it (Slurm has it and composerd keeps it in step), plus the cap licenses
 //     of the job's workload class from the snapshot; the pool's and the models' licenses are
 //     written NAME@SERVER where the snapshot names a license server (remote licenses);
-//   GRES per node (attach slots): gres/cgpu:<gpus>, gres/cnvme:<n> (gres:cgpu:<gpus> before
-//     Slurm 23.11: SubmittedJob::gres_prefix, which the glue sets). Memory has no GRES: how
-//     many blocks (slots) a size takes depends on the blocks the allocator picks; the submit
-//     check uses the largest block as a lower bound and composerd checks exactly;
+//   GRES per node (attach slots): gres/cgpu:<gpus>, gres/cmem:<blocks>, gres/cnvme:<n>
+//     (gres:cgpu:<gpus> before Slurm 23.11: SubmittedJob::gres_prefix, which the glue sets).
+//     A memory request takes ceil(size / block) blocks, one attach slot each; where the pool's
+//     blocks differ in size the block is the largest, so Slurm counts the fewest blocks the
+//     request can take and composerd checks exactly at compose time;
 //   admin comment: "composer: gpus=A100:2 mem=64G nvme=1 workload=training nodes=2".
 // The workload class is --workload's; without it, while composerd enforces a policy, the
 // class the policy's rules give (partition, QOS, account, DefaultClass: policies/classify.h,
@@ -31,6 +34,7 @@ namespace composer::slurm {
 
 // Pool licenses are named by policies::pool_license_name ("fabric_gpu", ...).
 inline constexpr const char* kGpuGres = "cgpu";
+inline constexpr const char* kMemGres = "cmem";
 inline constexpr const char* kNvmeGres = "cnvme";
 
 // The fields of job_desc_msg_t that matter here (nullopt for Slurm's NO_VAL).
