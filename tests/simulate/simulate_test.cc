@@ -121,6 +121,63 @@ TEST(SimulateHandComputed, EasyBackfill) {
   EXPECT_DOUBLE_EQ(r.result.wait.mean_s, (0 + 99 + 0 + 50) / 4.0);
 }
 
+// EASY backfill by place on three 4-GPU servers. j0 (2 GPUs, 0-100) and j2 (3 GPUs) share
+// n1 and n3 with j1 (4 GPUs) on n2. C (4 GPUs, at 1) needs a whole server: n1 at 100, its
+// shadow time. D (1 GPU for 500 s, at 2) runs past it. Free in total at 100 are 4 + 1 GPUs,
+// one more than C takes, so a test of totals lets D take n1's first free GPU and C waits for
+// D until 502. By place D may not take n1's GPUs: it runs on n3, and C starts at 100.
+TEST(SimulateBackfill, FixedServersKeepTheReservedServer) {
+  const Trace t =
+      csv("0,100,2,,,,0,0,\n0,1000,4,,,,0,0,\n0,1000,3,,,,0,0,\n1,10,4,,,,0,0,\n2,500,1,,,,0,0,\n");
+  const Outcome r = simulate(cluster("FixedNode=n[1-3] Gpus=4\n"), t);
+  ASSERT_EQ(r.jobs.size(), 5u);
+  EXPECT_EQ(r.jobs[0].nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(r.jobs[2].nodes, std::vector<std::string>{"n3"});
+  EXPECT_EQ(r.jobs[3].start_s, 100);
+  EXPECT_EQ(r.jobs[3].nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(r.jobs[4].start_s, 2);
+  EXPECT_EQ(r.jobs[4].nodes, std::vector<std::string>{"n3"});
+  EXPECT_EQ(r.result.backfilled, 1u);
+}
+
+// The same on a memory pool of four 64G blocks on one host. j0 holds two blocks until 100, j1
+// one. C asks 130G: three blocks, at 100. D asks 2G for 500 s. Requested bytes against whole
+// blocks would leave 192G - 130G = 62G for D at the shadow time, so D would take the last
+// free block and C would wait for it; in whole blocks nothing is left over: D waits for C.
+TEST(SimulateBackfill, MemoryBlocksAreComparedWhole) {
+  const Trace t =
+      csv("0,100,0,128,,,0,0,\n0,1000,0,64,,,0,0,\n1,10,0,130,,,0,0,\n2,500,0,2,,,0,0,\n");
+  const Outcome r = simulate(cluster("Fabric=sim\nNodeName=n1 Zones=z MemSlots=4\n"
+                                     "DeviceGroup=m Type=mem Model=CXL Zone=z Count=4 Size=64G\n"),
+                             t);
+  ASSERT_EQ(r.jobs.size(), 4u);
+  EXPECT_EQ(r.jobs[2].start_s, 100);
+  EXPECT_EQ(r.jobs[2].mem_bytes, 192 * kGiB);
+  EXPECT_EQ(r.jobs[3].start_s, 110);
+  EXPECT_EQ(r.result.backfilled, 0u);
+}
+
+// Zones of a pool: hosts n1 and n2 each reach their own zone of 4 GPUs. j0 (2 GPUs until 100)
+// is on z1, j1 (3 GPUs) on z2. C (4 GPUs, at 1) is reserved on z1 at 100. D (1 GPU for 500 s)
+// fits z1's free GPUs now and z2's: first fit would take z1's and delay C to 502; by place it
+// takes z2's and C starts at 100. E (1 GPU for 500 s) finds nothing beside C and waits for it.
+TEST(SimulateBackfill, PoolZonesKeepTheReservedDevices) {
+  const Trace t =
+      csv("0,100,2,,,,0,0,\n0,1000,3,,,,0,0,\n1,10,4,,,,0,0,\n2,500,1,,,,0,0,\n3,500,1,,,,0,0,\n");
+  const Outcome r = simulate(
+      cluster("Fabric=sim\nNodeName=n1 Zones=z1 GpuSlots=8\nNodeName=n2 Zones=z2 GpuSlots=8\n"
+              "DeviceGroup=a Type=gpu Model=A100 Zone=z1 Count=4\n"
+              "DeviceGroup=b Type=gpu Model=A100 Zone=z2 Count=4\n"),
+      t);
+  ASSERT_EQ(r.jobs.size(), 5u);
+  EXPECT_EQ(r.jobs[0].nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(r.jobs[1].nodes, std::vector<std::string>{"n2"});
+  EXPECT_EQ(r.jobs[2].start_s, 100);
+  EXPECT_EQ(r.jobs[3].start_s, 2);
+  EXPECT_EQ(r.jobs[3].nodes, std::vector<std::string>{"n2"});
+  EXPECT_EQ(r.jobs[4].start_s, 110);
+}
+
 // A policy window boundary. Mon 1970-01-05 07:00 UTC is second 0; training may hold 2 GPUs
 // from 08:00 to 20:00 and the whole 4-GPU pool otherwise.
 //   A 4 GPUs 07:00-07:30: outside the window, runs.

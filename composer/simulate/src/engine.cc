@@ -405,6 +405,7 @@ class Engine {
         if (used[h] || !may_fit(hosts_[h], r)) continue;
         auto ids = alloc_.allocate(hosts_[h].host->node, r);
         if (!ids) continue;
+        if (guard_ && !within_spare_slots(h, *ids)) continue;
         if (!owner && s.parts.size() > 1 && !hosts_[h].private_zones) return std::nullopt;
         out.push_back({hosts_[h].host->node, h, std::move(*ids), {}});
         if (owner) take(out.back(), *owner, true);
@@ -444,15 +445,66 @@ class Engine {
   // Whether the job could be placed now, changing nothing: first fit without taking where that
   // is exact, else
   // a trial placement undone at once.
-  bool placeable(SimJob& s) {
+  // With `where`, the placement it would take.
+  bool placeable(SimJob& s, std::vector<Placement>* where = nullptr) {
     if (s.job->gpus > free_gpus_ || job_mem(s) > free_mem_) return false;
     std::vector<Placement> planned;
-    if (auto exact = first_fit(s, planned, std::nullopt)) return *exact;
+    if (auto exact = first_fit(s, planned, std::nullopt)) {
+      if (where != nullptr) *where = std::move(planned);
+      return *exact;
+    }
     std::vector<Placement> kept = std::move(s.placed);
     const bool ok = place(s, -1);
-    if (ok) release(s);
+    if (ok) {
+      release(s);
+      if (where != nullptr) *where = s.placed;
+    }
     s.placed = std::move(kept);
     return ok;
+  }
+
+  // ---- the reservation's places ----
+
+  // The devices the reserved job takes at the shadow time are held (Allocator::set_holder:
+  // never allocated, no attach slot counted) while a job that would run past the shadow time
+  // is placed, and free again for everything else. Switched only when the next placement
+  // needs the other state.
+  void hold(bool on) {
+    if (held_ == on) return;
+    for (const Placement& p : reserved_) {
+      for (const std::string& id : p.ids) alloc_.set_holder(id, on ? "reservation" : "");
+    }
+    held_ = on;
+  }
+
+  // Attach slots are the host's own: a job running past the shadow time may use a slot of a
+  // host the reserved job is placed on only if the host still has one spare for the reserved
+  // job then.
+  bool within_spare_slots(size_t h, const std::vector<std::string>& ids) const {
+    auto it = spare_slots_.find(h);
+    if (it == spare_slots_.end()) return true;
+    const std::array<int64_t, 2> need = slots_of(ids);
+    return need[0] <= it->second[0] && need[1] <= it->second[1];
+  }
+
+  std::array<int64_t, 2> slots_of(const std::vector<std::string>& ids) const {
+    std::array<int64_t, 2> n{0, 0};
+    for (const std::string& id : ids) {
+      const DevInfo& d = devs_.at(id);
+      if (d.type == DeviceType::kGpu) ++n[0];
+      if (d.type == DeviceType::kMem) ++n[1];
+    }
+    return n;
+  }
+
+  void use_spare_slots(const SimJob& s) {
+    for (const Placement& p : s.placed) {
+      auto it = spare_slots_.find(p.host);
+      if (it == spare_slots_.end()) continue;
+      const std::array<int64_t, 2> n = slots_of(p.ids);
+      it->second[0] -= n[0];
+      it->second[1] -= n[1];
+    }
   }
 
   // ---- time ----
@@ -595,9 +647,10 @@ class Engine {
   // their expected end and put back afterwards.
   void reserve(size_t top, int64_t t) {
     SimJob& s = jobs_[top];
+    hold(false);
     shadow_ = kNever;
-    extra_gpus_ = std::numeric_limits<uint64_t>::max();
-    extra_mem_ = std::numeric_limits<uint64_t>::max();
+    reserved_.clear();
+    spare_slots_.clear();
     // A released job is counted free at once, but its devices go back to the allocator only
     // once the top job could use them: on a host that may fit one of its parts (may_fit() is
     // what allocate() needs), or at once where other hosts share the zones. Until then the
@@ -608,7 +661,8 @@ class Engine {
     std::vector<Part> counted_only;
     std::vector<Part> given_back;
     int64_t at = t;
-    bool ok = placeable(s);
+    std::vector<Placement> where;
+    bool ok = placeable(s, &where);
     for (auto it = expected_.begin(); !ok && it != expected_.end(); ++it) {
       const size_t j = it->second;
       for (size_t k = 0; k < jobs_[j].placed.size(); ++k) {
@@ -631,12 +685,19 @@ class Engine {
         changed = true;
         return true;
       });
-      if (changed) ok = placeable(s);
+      if (changed) ok = placeable(s, &where);
     }
     if (ok) {
       shadow_ = at;
-      extra_gpus_ = free_gpus_ - s.job->gpus;
-      extra_mem_ = free_mem_ - job_mem(s);
+      reserved_ = std::move(where);
+      // The hosts' attach slots held at the shadow time, less the reserved job's.
+      for (const Placement& p : reserved_) {
+        const HostState& hs = hosts_[p.host];
+        const std::array<int64_t, 2> n = slots_of(p.ids);
+        spare_slots_[p.host] = {
+            static_cast<int64_t>(hs.host->gpu_slots) - static_cast<int64_t>(hs.gpus_held) - n[0],
+            static_cast<int64_t>(hs.host->mem_slots) - static_cast<int64_t>(hs.mem_held) - n[1]};
+      }
     }
     for (auto r = given_back.rbegin(); r != given_back.rend(); ++r) {
       take_devices(jobs_[r->first].placed[r->second], static_cast<int64_t>(r->first) + 1, true);
@@ -654,7 +715,8 @@ class Engine {
   }
 
   void pass(int64_t t) {
-    std::set<Shape> failed;  // shapes that found no place: starting jobs only takes devices
+    std::set<Shape> failed;       // shapes that found no place: starting jobs only takes devices
+    std::set<Shape> failed_past;  // and none past the shadow time, beside the reserved job
     bool blocked = false;
     size_t examined = 0;
     std::vector<size_t> waiting;
@@ -669,19 +731,25 @@ class Engine {
       SimJob& s = jobs_[i];
       bool started = false;
       if (blocked) {
-        const bool in_time = t + s.job->limit_s <= shadow_;
-        const bool beside = s.job->gpus <= extra_gpus_ && job_mem(s) <= extra_mem_;
-        if ((in_time || beside) && !failed.contains(s.shape) && policy_allows(s, t, nullptr)) {
-          if (place(s, static_cast<int64_t>(i) + 1)) {
+        // EASY backfill by place: a job that ends (by its time limit) before the shadow time
+        // may use anything free; one that runs past it only what the reserved job does not
+        // take then: not its devices, not the attach slots it needs on its hosts. Pinned by
+        // SimulateBackfill.*.
+        const bool in_time = t + s.job->limit_s <= shadow_ || reserved_.empty();
+        const bool shape_failed =
+            failed.contains(s.shape) || (!in_time && failed_past.contains(s.shape));
+        if (!shape_failed && policy_allows(s, t, nullptr)) {
+          hold(!in_time);
+          guard_ = !in_time;
+          const bool placed = place(s, static_cast<int64_t>(i) + 1);
+          guard_ = false;
+          if (placed) {
+            if (!in_time) use_spare_slots(s);
             start(i, t);
             ++result_.backfilled;
             started = true;
-            if (!in_time) {
-              extra_gpus_ -= s.job->gpus;
-              extra_mem_ -= job_mem(s);
-            }
           } else {
-            failed.insert(s.shape);
+            (in_time ? failed : failed_past).insert(s.shape);
           }
         }
       } else if (policy_allows(s, t, nullptr) && !failed.contains(s.shape) &&
@@ -689,6 +757,7 @@ class Engine {
         start(i, t);
         started = true;
       } else {
+        hold(false);
         if (!failed.contains(s.shape) && !placeable(s)) failed.insert(s.shape);
         blocked = true;
         // Recomputed for a new top job, once its time has come, and after ends at most every
@@ -701,6 +770,7 @@ class Engine {
       if (!started) waiting.push_back(i);
     }
     queue_ = std::move(waiting);
+    hold(false);
     // Stranding: a waiting job that fits in the free totals but finds no place.
     strand_gpus_ = false;
     strand_mem_ = false;
@@ -788,8 +858,10 @@ class Engine {
   size_t shadow_job_ = std::numeric_limits<size_t>::max();
   int64_t shadow_at_ = 0;
   int64_t shadow_ = kNever;
-  uint64_t extra_gpus_ = 0;
-  uint64_t extra_mem_ = 0;
+  std::vector<Placement> reserved_;  // the reserved job's places at the shadow time
+  std::unordered_map<size_t, std::array<int64_t, 2>> spare_slots_;  // host: GPU, memory slots
+  bool held_ = false;
+  bool guard_ = false;
   Result result_;
 };
 
