@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <json/reader.h>
 
+#include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -115,6 +117,60 @@ TEST_F(SimulateCli, BadInputIsRefusedWithASentence) {
   r = ctl({"simulate", "--trace", f("trace.csv"), "--cluster", f("missing.conf")});
   EXPECT_EQ(r.rc, kExitFailed);
   EXPECT_NE(r.err.find("cannot read " + f("missing.conf")), std::string::npos);
+
+}
+
+// Times are UTC unless the trace or --time-zone says otherwise: the same trace and policy
+// give byte for byte the same output under two machine zones, and the trace's wall clock is
+// read as UTC (2024-03-04 is a Monday: the first submit at 07:30 UTC lies before the policy's
+// 08:00 window). An offset in the trace, and --time-zone, move it.
+TEST_F(SimulateCli, SameResultUnderEveryTz) {
+  write("tz.csv",
+        "submit_time_s,duration_s,gpus,mem_gb,cpus,type,wait_s,censored,extra\n"
+        "0,3600,4,,,training,0,0,submitted=2024-03-04 07:30:00\n"
+        "1800,600,2,,,training,0,0,\n7200,600,2,,,training,0,0,\n");
+  write("tz.policy",
+        "TimeZone=UTC\nWindow=day Start=08:00 End=20:00\nClass=training\n"
+        "DefaultClass=training\nLimit=training Window=day Gpus=2\n");
+  const std::vector<std::string> args = {"simulate",     "--trace",  f("tz.csv"),    "--cluster",
+                                         f("pool.conf"), "--policy", f("tz.policy"), "--json"};
+  const char* before = std::getenv("TZ");
+  const std::string saved = before == nullptr ? "" : before;
+  std::vector<Ran> runs;
+  for (const char* tz : {"UTC", "America/Los_Angeles", "Asia/Kolkata"}) {
+    setenv("TZ", tz, 1);
+    tzset();
+    runs.push_back(ctl(args));
+  }
+  if (before == nullptr) {
+    unsetenv("TZ");
+  } else {
+    setenv("TZ", saved.c_str(), 1);
+  }
+  tzset();
+  ASSERT_EQ(runs[0].rc, kExitOk) << runs[0].err;
+  EXPECT_EQ(runs[1].out, runs[0].out);
+  EXPECT_EQ(runs[2].out, runs[0].out);
+  Json::Value v;
+  std::istringstream in(runs[0].out);
+  ASSERT_TRUE(Json::parseFromStream(Json::CharReaderBuilder(), in, &v, nullptr));
+  // 2024-03-04T07:30:00Z.
+  EXPECT_EQ(v["scenarios"][0]["first_submit_s"].asInt64(), 1709537400);
+
+  write("tz-offset.csv",
+        "submit_time_s,duration_s,gpus,mem_gb,cpus,type,wait_s,censored,extra\n"
+        "0,3600,4,,,training,0,0,submitted=2024-03-04 07:30:00+01:00\n");
+  Ran r = ctl({"simulate", "--trace", f("tz-offset.csv"), "--cluster", f("pool.conf"), "--json"});
+  ASSERT_EQ(r.rc, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("\"first_submit_s\" : 1709533800"), std::string::npos) << r.out;
+  r = ctl({"simulate", "--trace", f("tz.csv"), "--cluster", f("pool.conf"), "--time-zone",
+           "Europe/Berlin", "--json"});
+  ASSERT_EQ(r.rc, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("\"first_submit_s\" : 1709533800"), std::string::npos) << r.out;
+  r = ctl({"simulate", "--trace", f("tz.csv"), "--cluster", f("pool.conf"), "--time-zone",
+           "Mars/Olympus"});
+  EXPECT_EQ(r.rc, kExitUsage);
+  EXPECT_NE(r.err.find("--time-zone: "), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -238,9 +238,13 @@ SimulateArgs& add_simulate_command(CLI::App& app, SimulateArgs& args) {
                 "a policy file (windows, classes, caps) the jobs run under")
       ->type_name("FILE");
   c->add_option("--start", args.start,
-                "the wall clock of a CSV trace's second 0, as sacct -S reads a time "
+                "the wall clock of a CSV trace's second 0, YYYY-MM-DD[THH:MM[:SS]] "
                 "(default: the first row's submitted=, else 1970-01-01)")
       ->type_name("TIME");
+  c->add_option("--time-zone", args.time_zone,
+                "the IANA zone of the trace's times that carry no offset, and of --start "
+                "(default: UTC, whatever the machine's zone)")
+      ->type_name("ZONE");
   c->add_flag("--csv", args.csv, "comma-separated values with a header line");
   c->add_flag("--classes", args.classes,
               "print the waits per workload class instead of the scenario figures");
@@ -301,7 +305,13 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
     }
   }
 
-  auto trace = sim::load_trace(args.trace, args.start);
+  policies::TimeZone zone = policies::TimeZone::utc();
+  if (!args.time_zone.empty()) {
+    auto z = policies::load_time_zone(args.time_zone);
+    if (!z) return usage_error(err, "--time-zone: " + z.error().message);
+    zone = std::move(*z);
+  }
+  auto trace = sim::load_trace(args.trace, args.start, zone);
   if (!trace) return failed(err, trace.error().message);
   std::vector<sim::Result> results;
   for (const Scenario& sc : scenarios) {

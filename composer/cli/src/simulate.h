@@ -19,7 +19,8 @@ struct SimulateArgs {
   std::string trace;
   std::string cluster;
   std::string policy;
-  std::string start;                   // wall clock of the CSV's second 0 (a Slurm time)
+  std::string start;                   // wall clock of the CSV's second 0
+  std::string time_zone;               // of the trace's times without an offset; empty: UTC
   std::vector<std::string> scenarios;  // compare: CLUSTER[:POLICY]...
   bool csv = false;
   bool classes = false;

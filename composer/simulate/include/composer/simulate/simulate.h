@@ -16,6 +16,7 @@
 #include "composer/common/error.h"
 #include "composer/model/model.h"
 #include "composer/policies/policy.h"
+#include "composer/policies/time_zone.h"
 
 namespace composer::simulate {
 
@@ -85,13 +86,22 @@ struct Trace {
 // submit_time_s,duration_s,gpus,mem_gb,cpus,type,wait_s,censored,extra. submit_time_s counts
 // from `epoch_s`. A malformed row refuses the file: "FILE line N: FIELD='VALUE': rule".
 Expected<Trace> parse_csv_trace(std::string_view text, const std::string& path, int64_t epoch_s);
+// A trace's wall clock: YYYY-MM-DD[THH:MM[:SS]] (a space may stand for the T), in `zone`
+// unless the text ends in Z or an offset (+02:00, -0500). Seconds since the epoch. Never the
+// machine's local time: the same trace gives the same result under every TZ
+// (SimulateTime.SameResultUnderEveryTz).
+Expected<int64_t> parse_trace_time(std::string_view text, const policies::TimeZone& zone);
+
 // sacct -a -P -o JobID,Submit,Start,End,Elapsed,Timelimit,ReqTRES,AllocTRES,Partition,Account,
 // QOS,AdminComment,State (the header line names the columns; their order may differ). Times
-// are read with accounting::parse_slurm_time (local time, as sacct prints them).
-Expected<Trace> parse_sacct_trace(std::string_view text, const std::string& path);
-// Either form, by the header line. `epoch` (a Slurm time, for the CSV's second 0) may be
-// empty: then the first row's extra submitted= (minus its submit_time_s), else 1970-01-01.
-Expected<Trace> load_trace(const std::string& path, const std::string& epoch);
+// are read by parse_trace_time in `zone` (export with TZ=UTC, or name sacct's zone).
+Expected<Trace> parse_sacct_trace(std::string_view text, const std::string& path,
+                                  const policies::TimeZone& zone = policies::TimeZone::utc());
+// Either form, by the header line. `epoch` (parse_trace_time's form, for the CSV's second 0)
+// may be empty: then the first row's extra submitted= (minus its submit_time_s), else
+// 1970-01-01 00:00 UTC. Times without an offset are in `zone`.
+Expected<Trace> load_trace(const std::string& path, const std::string& epoch,
+                           const policies::TimeZone& zone = policies::TimeZone::utc());
 
 // ---- The simulation -------------------------------------------------------------------------
 
