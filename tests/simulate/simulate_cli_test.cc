@@ -89,8 +89,18 @@ TEST_F(SimulateCli, JobsACLusterCanNeverRunAreNamed) {
   ASSERT_EQ(r.rc, kExitOk) << r.err;
   EXPECT_EQ(r.out, "JOBS|RAN|NEVER\n2|1|1\n");
   EXPECT_EQ(r.err, "composerctl: cluster " + f("fixed.conf") +
-                       " can never run 1 job of the trace: 16 GPUs on 4 nodes: the cluster has "
-                       "only 8 GPUs\n");
+                       " can never run 1 job of the trace (" + f("big.csv") +
+                       " line 2): 16 GPUs on 4 nodes: the cluster has only 8 GPUs\n");
+
+  // --strict: the same figures, and a failure that says why.
+  const Ran strict = ctl({"simulate", "--trace", f("big.csv"), "--cluster", f("fixed.conf"), "-P",
+                          "-o", "JOBS,RAN,NEVER", "--strict"});
+  EXPECT_EQ(strict.rc, kExitFailed);
+  EXPECT_EQ(strict.out, r.out);
+  EXPECT_EQ(strict.err, r.err + "composerctl: error: --strict: 1 job of the trace can never run\n");
+  const Ran fine =
+      ctl({"simulate", "--trace", f("trace.csv"), "--cluster", f("fixed.conf"), "-P", "--strict"});
+  EXPECT_EQ(fine.rc, kExitOk) << fine.err;
 }
 
 TEST_F(SimulateCli, BadInputIsRefusedWithASentence) {
@@ -118,6 +128,13 @@ TEST_F(SimulateCli, BadInputIsRefusedWithASentence) {
   EXPECT_EQ(r.rc, kExitFailed);
   EXPECT_NE(r.err.find("cannot read " + f("missing.conf")), std::string::npos);
 
+  // A cluster file's junk bytes come back escaped.
+  write("junk.conf", "FixedNode=n1 Gpus=4\n\x1b[31mKey\xfe=1\n");
+  r = ctl({"simulate", "--trace", f("trace.csv"), "--cluster", f("junk.conf")});
+  EXPECT_EQ(r.rc, kExitFailed);
+  EXPECT_EQ(r.err, "composerctl: error: " + f("junk.conf") +
+                       " line 2: unknown key '\\x1b[31mKey\\xfe' (allowed in a cluster file: "
+                       "FixedNode, NodeName, DeviceGroup, Fabric, FabricName)\n");
 }
 
 // Times are UTC unless the trace or --time-zone says otherwise: the same trace and policy

@@ -326,6 +326,16 @@ TEST(SimulateTrace, MalformedCsvRowsNameLineAndField) {
   EXPECT_EQ(bad("0,10\n"),
             "t.csv line 2: expected 9 comma-separated fields (submit_time_s,duration_s,gpus,mem_gb,"
             "cpus,type,wait_s,censored,extra), found 2");
+  // Eight fields are as wrong as two, and ten as eight.
+  EXPECT_EQ(bad("0,10,4,,,,0,0\n"),
+            "t.csv line 2: expected 9 comma-separated fields (submit_time_s,duration_s,gpus,mem_gb,"
+            "cpus,type,wait_s,censored,extra), found 8");
+  EXPECT_EQ(bad("0,10,4,,,,0,0,,\n"),
+            "t.csv line 2: expected 9 comma-separated fields (submit_time_s,duration_s,gpus,mem_gb,"
+            "cpus,type,wait_s,censored,extra), found 10");
+  // Bytes that are not text are shown escaped, never raw.
+  EXPECT_EQ(bad("0,1\x01\xff,4,,,,0,0,\n"),
+            "t.csv line 2: duration_s='1\\x01\\xff': expected whole seconds from 0");
   auto header = parse_csv_trace("a,b\n", "t.csv", 0);
   ASSERT_FALSE(header);
   EXPECT_EQ(header.error().message,
@@ -451,6 +461,24 @@ TEST(SimulateCluster, BadLinesAreRefusedWithASentence) {
   EXPECT_EQ(bad("FixedNode=n1 Gpus=4\nNodeName=n1 Zones=z\n"
                 "DeviceGroup=g Type=gpu Model=A Zone=z Count=1\n"),
             "c.conf: node 'n1' is both a FixedNode and a NodeName");
+  // A key that describes no hardware is a mistake, not a default.
+  EXPECT_EQ(bad("FixedNode=n1 Gpus=4\nFrobnicate=yes\n"),
+            "c.conf line 2: unknown key 'Frobnicate' (allowed in a cluster file: FixedNode, "
+            "NodeName, DeviceGroup, Fabric, FabricName)");
+  EXPECT_EQ(bad("Fabric=sim\nNodeName=h1 Zones=z\nStateDir=/tmp\n"
+                "DeviceGroup=g Type=gpu Model=A Zone=z Count=1\n"),
+            "c.conf line 3: unknown key 'StateDir' (allowed in a cluster file: FixedNode, "
+            "NodeName, DeviceGroup, Fabric, FabricName)");
+  // A cluster no job could use: its only node reaches no zone with GPUs, or has no slots.
+  const std::string no_job =
+      "c.conf: no node can take a GPU or a memory block (no GPU or memory in the zones it "
+      "reaches, or no GpuSlots=/MemSlots=): the cluster can serve no job";
+  EXPECT_EQ(bad("Fabric=sim\nNodeName=h1 Zones=z2 GpuSlots=4\n"
+                "DeviceGroup=g Type=gpu Model=A Zone=z1 Count=4\n"),
+            no_job);
+  EXPECT_EQ(bad("Fabric=sim\nNodeName=h1 Zones=z1\nDeviceGroup=g Type=gpu Model=A Zone=z1 "
+                "Count=4\n"),
+            no_job);
 }
 
 TEST(SimulateCluster, PolicyThatDoesNotFitThePoolIsRefused) {

@@ -26,13 +26,22 @@ struct Scenario {
   std::string policy;
 };
 
+// Messages quote the files they refuse: every line shown with printable(), never a raw byte
+// (SimulateCli.BadInputIsRefusedWithASentence).
+std::string shown(const std::string& message) {
+  std::vector<std::string> lines = split(message, '\n');
+  for (std::string& line : lines) line = printable(line);
+  return join(lines, "\n");
+}
+
 int usage_error(std::ostream& err, const std::string& message) {
-  err << "composerctl: error: " << message << "\nRun 'composerctl simulate --help' for usage.\n";
+  err << "composerctl: error: " << shown(message)
+      << "\nRun 'composerctl simulate --help' for usage.\n";
   return kExitUsage;
 }
 
 int failed(std::ostream& err, const std::string& message) {
-  err << "composerctl: error: " << message << '\n';
+  err << "composerctl: error: " << shown(message) << '\n';
   return kExitFailed;
 }
 
@@ -166,6 +175,8 @@ Json::Value result_json(const sim::Result& r) {
     Json::Value x;
     x["reason"] = n.reason;
     x["jobs"] = Json::UInt64(n.jobs);
+    x["first_line"] = n.first_line;
+    x["first_id"] = n.first_id;
     v["never"].append(x);
   }
   v["backfilled"] = Json::UInt64(r.backfilled);
@@ -246,6 +257,8 @@ SimulateArgs& add_simulate_command(CLI::App& app, SimulateArgs& args) {
                 "(default: UTC, whatever the machine's zone)")
       ->type_name("ZONE");
   c->add_flag("--csv", args.csv, "comma-separated values with a header line");
+  c->add_flag("--strict", args.strict,
+              "fail (exit 1) when a cluster can never run a job of the trace, after printing");
   c->add_flag("--classes", args.classes,
               "print the waits per workload class instead of the scenario figures");
   c->add_option("--svg", args.svg,
@@ -311,9 +324,17 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
     if (!z) return usage_error(err, "--time-zone: " + z.error().message);
     zone = std::move(*z);
   }
+  // --strict: the figures are printed, and the exit says that some jobs never ran.
+  const auto done = [&](uint64_t never_ran) {
+    if (!args.strict || never_ran == 0) return kExitOk;
+    err << "composerctl: error: --strict: " << never_ran << (never_ran == 1 ? " job" : " jobs")
+        << " of the trace can never run\n";
+    return kExitFailed;
+  };
   auto trace = sim::load_trace(args.trace, args.start, zone);
   if (!trace) return failed(err, trace.error().message);
   std::vector<sim::Result> results;
+  uint64_t never = 0;
   for (const Scenario& sc : scenarios) {
     auto cluster = sim::load_cluster(sc.cluster);
     if (!cluster) return failed(err, cluster.error().message);
@@ -330,8 +351,10 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
     if (!result) return failed(err, result.error().message);
     result->policy = sc.policy;
     for (const sim::NeverRunnable& n : result->never) {
-      err << "composerctl: cluster " << sc.cluster << " can never run " << n.jobs
-          << (n.jobs == 1 ? " job" : " jobs") << " of the trace: " << n.reason << '\n';
+      err << "composerctl: cluster " << shown(sc.cluster) << " can never run " << n.jobs
+          << (n.jobs == 1 ? " job" : " jobs") << " of the trace (" << shown(args.trace) << " line "
+          << n.first_line << (n.jobs == 1 ? "" : " and more") << "): " << shown(n.reason) << '\n';
+      never += n.jobs;
     }
     results.push_back(std::move(*result));
   }
@@ -362,7 +385,7 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
       v["scenarios"].append(x);
     }
     print_json(out, v);
-    return kExitOk;
+    return done(never);
   }
   // Whole seconds in --csv, as with -P.
   const Format cells = args.csv ? Format::kParsable : format;
@@ -370,7 +393,7 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
   if (args.csv) {
     if (!output.fields.empty()) (void)table.select(output.fields);  // checked above
     print_csv(out, table, output.header);
-    return kExitOk;
+    return done(never);
   }
   if (Status printed = print_table(out, std::move(table), output); !printed) {
     return failed(err, printed.error().message);
@@ -378,7 +401,7 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
   if (format == Format::kTable && output.fields.empty()) {
     out << '\n' << trace_notes(trace->counts, trace->name);
   }
-  return kExitOk;
+  return done(never);
 }
 
 }  // namespace composer::cli

@@ -24,6 +24,7 @@ struct SimulateArgs {
   std::vector<std::string> scenarios;  // compare: CLUSTER[:POLICY]...
   bool csv = false;
   bool classes = false;
+  bool strict = false;  // a job the cluster can never run fails the run
   std::string svg;
 };
 
@@ -31,7 +32,7 @@ struct SimulateArgs {
 SimulateArgs& add_simulate_command(CLI::App& app, SimulateArgs& args);
 
 // Runs the simulation and prints it. kExitOk, kExitFailed (a file that cannot be read or
-// parsed), kExitUsage (a bad argument).
+// parsed; with --strict, a job some cluster can never run), kExitUsage (a bad argument).
 int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ostream& out,
                  std::ostream& err);
 

@@ -237,9 +237,8 @@ class Engine {
   void never(SimJob& s, const std::string& reason) {
     ++result_.never_runnable;
     auto [it, fresh] = never_index_.emplace(reason, result_.never.size());
-    if (fresh) result_.never.push_back({reason, 0});
+    if (fresh) result_.never.push_back({reason, 0, s.job->line, s.job->id});
     result_.never[it->second].jobs++;
-    (void)s;
   }
 
   std::string shape_text(const SimJob& s) const {

@@ -27,7 +27,7 @@ const std::vector<std::string> kSacctColumns = {
 
 Error bad(const std::string& path, int line, const std::string& field, std::string_view value,
           const std::string& rule) {
-  return config::at(path, line, field + "='" + std::string(value) + "': " + rule);
+  return config::at(path, line, field + "='" + printable(value) + "': " + rule);
 }
 
 std::optional<int64_t> whole(std::string_view s) {
@@ -143,7 +143,7 @@ Expected<Trace> parse_csv_trace(std::string_view text, const std::string& path, 
     const std::string_view row = trim(lines[i]);
     if (row.empty()) continue;
     std::vector<std::string> f = split(row, ',');
-    if (f.size() < 8) {
+    if (f.size() != 9) {
       return config::at(path, n,
                         "expected 9 comma-separated fields (" + std::string(kCsvHeader) +
                             "), found " + std::to_string(f.size()));

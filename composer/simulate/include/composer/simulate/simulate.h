@@ -126,6 +126,8 @@ struct WaitStats {
 struct NeverRunnable {
   std::string reason;  // a sentence for the first such job
   uint64_t jobs = 0;
+  int first_line = 0;    // the first such job's line in the trace
+  std::string first_id;  // and its id
 };
 
 // Busy devices over one series point, by class (device-seconds; memory in MiB-seconds).
