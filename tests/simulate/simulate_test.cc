@@ -216,6 +216,29 @@ TEST(SimulateHandComputed, PolicyWindowBoundary) {
 }
 
 // Jobs larger than a server span several; larger than the cluster, never run, with a
+// A cap counts a running job only while the job overlaps the window (by its time limit), as
+// Slurm's blocker reservations hold cap licenses only over their own time. Mon 07:00 UTC is
+// second 0; training may hold 2 of the 4 GPUs from 08:00 to 20:00.
+//   A 2 GPUs 07:00-07:50: ends before the window.
+//   B 2 GPUs for 2 h at 07:10: 4 GPUs with A before 08:00 (no cap), 2 in the window: starts
+//     at once. Counting A for the whole run would hold B until 07:50.
+//   C 2 GPUs for 1 h at 07:20: B overlaps every window C's run does: C waits for B's end.
+TEST(SimulatePolicy, CapsCountRunningJobsOnlyWhileTheyOverlap) {
+  const int64_t epoch = 4 * 86400 + 7 * 3600;
+  const Trace t = csv(
+      "0,3000,2,,,training,0,0,\n600,7200,2,,,training,0,0,\n1200,3600,2,,,training,0,0,\n", epoch);
+  const policies::Policy p = policy(
+      "Window=day Start=08:00 End=20:00\nClass=training\nDefaultClass=training\n"
+      "Limit=training Window=day Gpus=2\n");
+  const Outcome r = simulate(cluster("Fabric=sim\nNodeName=n1 Zones=z GpuSlots=4\n"
+                                     "DeviceGroup=g Type=gpu Model=A100 Zone=z Count=4\n"),
+                             t, &p);
+  ASSERT_EQ(r.jobs.size(), 3u);
+  EXPECT_EQ(r.jobs[0].start_s, epoch);
+  EXPECT_EQ(r.jobs[1].start_s, epoch + 600);
+  EXPECT_EQ(r.jobs[2].start_s, epoch + 600 + 7200);
+}
+
 // sentence.
 TEST(SimulateHandComputed, NodesAndNeverRunnable) {
   const Trace t = csv("0,10,16,,,,0,0,\n0,10,24,,,,0,0,\n0,10,40,,,,0,0,\n");

@@ -267,6 +267,7 @@ class Engine {
     if (fresh) {
       class_names_.push_back(s.cls);
       class_usage_.push_back({0, 0});
+      class_ends_.emplace_back();
       class_busy_.push_back({0, 0});
     }
     s.cls_index = it->second;
@@ -564,6 +565,7 @@ class Engine {
     ++result_.started;
     class_usage_[s.cls_index].first += s.job->gpus;
     class_usage_[s.cls_index].second += s.mem_gib;
+    if (evaluator_) class_changed(s, true);
     class_busy_[s.cls_index].first += s.job->gpus;
     class_busy_[s.cls_index].second += s.got_mem;
     ends_.emplace(t + s.job->duration_s, i);
@@ -578,6 +580,7 @@ class Engine {
     release(s);
     class_usage_[s.cls_index].first -= s.job->gpus;
     class_usage_[s.cls_index].second -= s.mem_gib;
+    if (evaluator_) class_changed(s, false);
     class_busy_[s.cls_index].first -= s.job->gpus;
     class_busy_[s.cls_index].second -= s.got_mem;
     expected_.erase({s.start_s + s.job->limit_s, i});
@@ -592,53 +595,107 @@ class Engine {
 
   // ---- the scheduler ----
 
-  // The policy's answer for the job now, with its class's running jobs counted (the cap
-  // licenses Slurm would hold for them).
-  bool policy_allows(const SimJob& s, int64_t t, std::optional<int64_t>* earliest) {
+  struct Stretch {
+    int64_t from = 0;
+    std::array<uint64_t, 3> caps{};  // GPUs, GiB, NVMe drives
+    std::array<uint64_t, 2> used{};  // GPUs, GiB of the class's running jobs overlapping it
+  };
+
+  // The policy's answer for the job at t: its class's running jobs plus itself must fit the
+  // caps of every stretch of windows its run [t, t + time limit) overlaps, where a running
+  // job counts in a stretch only if it overlaps it (by its own time limit), as Slurm's blocker
+  // reservations hold cap licenses only over their own time (SimulatePolicy.*). The stretches
+  // of the next eight days are read once per class and time; the policy repeats weekly, so a
+  // longer run meets no cap beyond them.
+  bool policy_allows(const SimJob& s, int64_t t) {
     if (!evaluator_) return true;
-    const policies::JobQuery q = query(s, class_usage_[s.cls_index], t);
-    if (earliest != nullptr) {
-      auto a = evaluator_->admit(q);
-      if (!a) return false;
-      *earliest = a->earliest_s;
-      return a->admitted;
-    }
-    // Only whether it fits now: the caps in force over each stretch of its run, as admit()
-    // checks them, without admit()'s search for the earliest start. The stretches of the next
-    // eight days are read once per class and time; the policy repeats weekly, so a longer run
-    // meets no cap beyond them.
-    const uint64_t want[3] = {q.gpus, gib_rounded_up(q.mem_bytes), q.nvme};
-    const int64_t end = t + q.time_limit_s;
-    for (const Stretch& st : stretches(s.cls_index, t)) {
+    return fits(s, t, stretches(s.cls_index, t));
+  }
+
+  bool fits(const SimJob& s, int64_t t, const std::vector<Stretch>& list) const {
+    const int64_t end = t + std::max<int64_t>(s.job->limit_s, 1);
+    const uint64_t job[2] = {s.job->gpus, s.mem_gib};
+    for (const Stretch& st : list) {
       if (st.from >= end) break;
-      for (size_t i = 0; i < 3; ++i) {
-        if (want[i] > st.caps[i]) return false;
+      for (size_t i = 0; i < 2; ++i) {
+        if (st.used[i] + job[i] > st.caps[i]) return false;
       }
     }
     return true;
   }
 
-  struct Stretch {
-    int64_t from = 0;
-    std::array<uint64_t, 3> caps{};
-  };
+  // The earliest start from t within a week at which the policy admits the job: at t, at a
+  // change of windows, or when a running job of its class reaches its time limit.
+  std::optional<int64_t> earliest_allowed(const SimJob& s, int64_t t) {
+    if (!evaluator_) return t;
+    const size_t c = s.cls_index;
+    std::set<int64_t> at = {t};
+    for (const Stretch& st : build_stretches(c, t)) at.insert(st.from);
+    for (const auto& [end, used] : class_ends_[c]) {
+      if (end > t && end < t + int64_t{8} * 86400) at.insert(end);
+    }
+    for (int64_t when : at) {
+      if (fits(s, when, build_stretches(c, when))) return when;
+    }
+    return std::nullopt;
+  }
 
   const std::vector<Stretch>& stretches(size_t cls, int64_t t) {
     auto& cached = stretch_cache_[cls];
     if (cached.first == t && !cached.second.empty()) return cached.second;
     cached.first = t;
-    cached.second.clear();
+    cached.second = build_stretches(cls, t);
+    return cached.second;
+  }
+
+  std::vector<Stretch> build_stretches(size_t cls, int64_t t) const {
+    std::vector<Stretch> out;
     const int64_t horizon = t + int64_t{8} * 86400;
     for (int64_t at = t; at < horizon;) {
       auto in_force = evaluator_->caps_in_force(at, class_names_[cls]);
       if (!in_force) {
-        cached.second.push_back({at, {0, 0, 0}});
+        out.push_back({at, {0, 0, 0}, {}});
         break;
       }
-      cached.second.push_back({at, in_force->caps.value});
+      out.push_back({at, in_force->caps.value, {}});
       at = in_force->until_s.value_or(horizon);
     }
-    return cached.second;
+    // A running job counts from the first stretch to the one its time limit ends in.
+    std::array<uint64_t, 2> total = {class_usage_[cls].first, class_usage_[cls].second};
+    auto e = class_ends_[cls].begin();
+    for (Stretch& st : out) {
+      for (; e != class_ends_[cls].end() && e->first <= st.from; ++e) {
+        total[0] -= e->second[0];
+        total[1] -= e->second[1];
+      }
+      st.used = total;
+    }
+    return out;
+  }
+
+  // A job of the class started or ended at the current time: the cached stretches follow.
+  void class_changed(const SimJob& s, bool started) {
+    const int64_t end = s.start_s + s.job->limit_s;
+    std::array<uint64_t, 2>& at_end = class_ends_[s.cls_index][end];
+    if (started) {
+      at_end[0] += s.job->gpus;
+      at_end[1] += s.mem_gib;
+    } else {
+      at_end[0] -= s.job->gpus;
+      at_end[1] -= s.mem_gib;
+      if (at_end[0] == 0 && at_end[1] == 0) class_ends_[s.cls_index].erase(end);
+    }
+    auto cached = stretch_cache_.find(s.cls_index);
+    if (cached == stretch_cache_.end()) return;
+    if (!started || cached->second.first != now_) {
+      cached->second.second.clear();
+      return;
+    }
+    for (Stretch& st : cached->second.second) {
+      if (st.from >= end) break;
+      st.used[0] += s.job->gpus;
+      st.used[1] += s.mem_gib;
+    }
   }
 
   // When the top job could start if every running job ran to its time limit, and what it
@@ -704,9 +761,11 @@ class Engine {
     for (size_t j : released) {
       for (Placement& p : jobs_[j].placed) count(p, true);
     }
-    std::optional<int64_t> earliest;
-    if (!policy_allows(s, std::max(t, shadow_ == kNever ? t : shadow_), &earliest) && earliest) {
-      shadow_ = shadow_ == kNever ? *earliest : std::max(shadow_, *earliest);
+    if (evaluator_) {
+      const int64_t from = std::max(t, shadow_ == kNever ? t : shadow_);
+      if (auto earliest = earliest_allowed(s, from); earliest && *earliest > from) {
+        shadow_ = *earliest;
+      }
     }
     shadow_job_ = top;
     shadow_valid_ = true;
@@ -737,7 +796,7 @@ class Engine {
         const bool in_time = t + s.job->limit_s <= shadow_ || reserved_.empty();
         const bool shape_failed =
             failed.contains(s.shape) || (!in_time && failed_past.contains(s.shape));
-        if (!shape_failed && policy_allows(s, t, nullptr)) {
+        if (!shape_failed && policy_allows(s, t)) {
           hold(!in_time);
           guard_ = !in_time;
           const bool placed = place(s, static_cast<int64_t>(i) + 1);
@@ -751,7 +810,7 @@ class Engine {
             (in_time ? failed : failed_past).insert(s.shape);
           }
         }
-      } else if (policy_allows(s, t, nullptr) && !failed.contains(s.shape) &&
+      } else if (policy_allows(s, t) && !failed.contains(s.shape) &&
                  place(s, static_cast<int64_t>(i) + 1)) {
         start(i, t);
         started = true;
@@ -844,7 +903,9 @@ class Engine {
   std::map<std::string, size_t> class_index_;
   std::vector<std::string> class_names_;
   std::vector<std::pair<uint64_t, uint64_t>> class_usage_;  // GPUs, GiB (licenses)
-  std::vector<std::pair<uint64_t, uint64_t>> class_busy_;   // GPUs, bytes (allocated)
+  // Per class: the running jobs' GPUs and GiB by the end of their time limit.
+  std::vector<std::map<int64_t, std::array<uint64_t, 2>>> class_ends_;
+  std::vector<std::pair<uint64_t, uint64_t>> class_busy_;  // GPUs, bytes (allocated)
   std::map<std::string, size_t> never_index_;
   std::map<size_t, std::pair<int64_t, std::vector<Stretch>>> stretch_cache_;
   int64_t now_ = 0;
