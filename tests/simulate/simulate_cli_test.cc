@@ -80,6 +80,28 @@ TEST_F(SimulateCli, CompareGivesRatiosToTheFirst) {
   EXPECT_EQ(v["scenarios"][0]["trace_rules"]["no_memory"].asUInt64(), 3u);
 }
 
+// compare sets every kind of stranded capacity side by side, with ratios; --sizes the waits
+// by job size.
+TEST_F(SimulateCli, CompareShowsEveryStrandedFigure) {
+  const Ran r = ctl({"simulate", "compare", "--trace", f("trace.csv"), f("fixed.conf"),
+                     f("pool.conf"), "--csv", "-o",
+                     "STRANDED_GPU_H,STRANDED_MEM_GIBH,IDLE_WAITING_GPU_H,MEM_ROUNDING_GIBH,"
+                     "WAIT_GPU_MEAN,STRANDED_MEM_GIBH_RATIO,IDLE_WAITING_GPU_H_RATIO,"
+                     "WAIT_GPU_MEAN_RATIO"});
+  ASSERT_EQ(r.rc, kExitOk) << r.err;
+  // Fixed: the 2-GPU job waits 100 s beside 2 free GPUs; GPU-weighted wait 2 x 100 / 8.
+  EXPECT_EQ(r.out,
+            "STRANDED_GPU_H,STRANDED_MEM_GIBH,IDLE_WAITING_GPU_H,MEM_ROUNDING_GIBH,WAIT_GPU_MEAN,"
+            "STRANDED_MEM_GIBH_RATIO,IDLE_WAITING_GPU_H_RATIO,WAIT_GPU_MEAN_RATIO\n"
+            "0.1,0.0,0.1,0.0,25,1.00,1.00,1.00\n0.0,0.0,0.0,0.0,0,1.00,0.00,0.00\n");
+  const Ran sizes =
+      ctl({"simulate", "--trace", f("trace.csv"), "--cluster", f("fixed.conf"), "--sizes", "-P"});
+  ASSERT_EQ(sizes.rc, kExitOk) << sizes.err;
+  EXPECT_EQ(sizes.out, "SCENARIO|SIZE|JOBS|WAIT_MEAN|WAIT_P50|WAIT_P95|WAIT_MAX\n" +
+                           f("fixed.conf") + "|2-4 GPUs|3|33|0|100|100\n" + f("fixed.conf") +
+                           "|all|3|33|0|100|100\n");
+}
+
 TEST_F(SimulateCli, JobsACLusterCanNeverRunAreNamed) {
   write("big.csv",
         "submit_time_s,duration_s,gpus,mem_gb,cpus,type,wait_s,censored,extra\n"

@@ -522,6 +522,76 @@ TEST(SimulateChart, SvgCarriesTheSeries) {
   EXPECT_NE(svg.find("class=\"cell\""), std::string::npos);
 }
 
+// A chart names its cluster and policy, its axes their units, and says when the trace carries
+// no memory instead of drawing an empty memory panel.
+TEST(SimulateChart, TitledWithClusterPolicyAndUnits) {
+  Outcome r =
+      simulate(cluster("FixedNode=n[1-2] Gpus=4 Memory=64G\n"), csv("0,3600,4,,,training,0,0,\n"));
+  r.result.cluster = "fixed.conf";
+  r.result.policy = "daynight.policy";
+  std::string svg = result_svg(r.result);
+  EXPECT_NE(svg.find(">Fixed servers fixed.conf, policy daynight.policy, "), std::string::npos)
+      << svg.substr(0, 600);
+  EXPECT_EQ(svg.find("Composable pool use"), std::string::npos);
+  EXPECT_NE(svg.find(">GPUs attached (average per interval)<"), std::string::npos);
+  EXPECT_EQ(svg.find("data-type=\"mem\""), std::string::npos);
+  EXPECT_NE(svg.find("The trace asks for no memory: no memory chart (1 of 1 rows give none)."),
+            std::string::npos);
+
+  r = simulate(cluster("Fabric=sim\nNodeName=n1 Zones=z GpuSlots=4 MemSlots=4\n"
+                       "DeviceGroup=g Type=gpu Model=A100 Zone=z Count=4\n"
+                       "DeviceGroup=m Type=mem Model=CXL Zone=z Count=4 Size=16G\n"),
+               csv("0,3600,4,20,,training,0,0,\n"));
+  r.result.cluster = "pool.conf";
+  svg = result_svg(r.result);
+  EXPECT_NE(svg.find(">Cluster pool.conf, no policy, "), std::string::npos);
+  EXPECT_NE(svg.find(">GiB attached (average per interval)<"), std::string::npos);
+  EXPECT_EQ(svg.find("asks for no memory"), std::string::npos);
+}
+
+// Every kind of stranded capacity, by hand. One host reaches 4 GPUs and two 64G blocks.
+//   A 0 GPUs and 128G, 0-100: both blocks.
+//   B 2 GPUs and 64G at 0: waits for memory until 100 (4 GPUs idle while it waits, but it
+//     does not fit the free memory, so nothing "fits nowhere"); 100-200.
+//   C 0 GPUs and 2G at 0: waits too, then takes the other block beside B, 100-150: a whole
+//     64G block for 2G, 62G lost to rounding for 50 s.
+TEST(SimulateHandComputed, EveryKindOfStrandedCapacity) {
+  const Trace t = csv("0,100,0,128,,,0,0,\n0,100,2,64,,,0,0,\n0,50,0,2,,,0,0,\n");
+  const Outcome r = simulate(cluster("Fabric=sim\nNodeName=n1 Zones=z GpuSlots=4 MemSlots=4\n"
+                                     "DeviceGroup=g Type=gpu Model=A100 Zone=z Count=4\n"
+                                     "DeviceGroup=m Type=mem Model=CXL Zone=z Count=2 Size=64G\n"),
+                             t);
+  ASSERT_EQ(r.jobs.size(), 3u);
+  EXPECT_EQ(r.jobs[1].start_s, 100);
+  EXPECT_EQ(r.jobs[2].start_s, 100);
+  EXPECT_EQ(r.jobs[2].mem_bytes, 64 * kGiB);
+  EXPECT_EQ(r.result.stranded_gpu_s, 0);
+  EXPECT_EQ(r.result.stranded_mem_mib_s, 0);
+  EXPECT_EQ(r.result.idle_waiting_gpu_s, 4 * 100);
+  EXPECT_EQ(r.result.idle_waiting_mem_mib_s, 0);  // nothing free while they waited
+  EXPECT_EQ(r.result.rounding_mem_mib_s, 62 * 1024 * 50);
+  EXPECT_EQ(r.result.asked_mem_mib_s, 128 * 1024 * 100 + 64 * 1024 * 100 + 2 * 1024 * 50);
+  EXPECT_DOUBLE_EQ(r.result.rounding_mem_gib_hours(), 62.0 * 50 / 3600);
+}
+
+// Waits by job size and weighted by GPUs, on the EASY backfill trace: waits 0 (2 GPUs),
+// 99 (4 GPUs), 0 (2 GPUs), 50 (2 GPUs).
+TEST(SimulateHandComputed, WaitsBySizeAndGpuWeighted) {
+  const Trace t =
+      csv("0,100,2,,,,0,0,\n1,10,4,,,,0,0,\n2,50,2,,,,0,0,\n60,200,2,,,,0,0,\n"
+          "70,10,1,,,,0,0,\n");
+  const Outcome r = simulate(cluster("FixedNode=n1 Gpus=4\n"), t);
+  ASSERT_EQ(r.jobs.size(), 5u);
+  const int64_t w4 = r.jobs[4].start_s - 70;
+  EXPECT_DOUBLE_EQ(r.result.wait_gpu_weighted_s, (99.0 * 4 + 50 * 2 + w4 * 1) / 11);
+  ASSERT_EQ(r.result.by_size.size(), 2u);
+  EXPECT_EQ(r.result.by_size[0].name, "1 GPU");
+  EXPECT_EQ(r.result.by_size[0].jobs, 1u);
+  EXPECT_EQ(r.result.by_size[1].name, "2-4 GPUs");
+  EXPECT_EQ(r.result.by_size[1].jobs, 4u);
+  EXPECT_DOUBLE_EQ(r.result.by_size[1].mean_s, (0 + 99 + 0 + 50) / 4.0);
+}
+
 }  // namespace
 }  // namespace composer::simulate
 

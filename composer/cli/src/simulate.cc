@@ -73,7 +73,13 @@ const Figure kRatioFigures[] = {
     {"GPU_UTIL_RATIO", [](const sim::Result& r) { return r.gpu_utilisation(); }},
     {"MEM_UTIL_RATIO", [](const sim::Result& r) { return r.mem_utilisation(); }},
     {"STRANDED_GPU_H_RATIO", [](const sim::Result& r) { return r.stranded_gpu_hours(); }},
+    {"STRANDED_MEM_GIBH_RATIO", [](const sim::Result& r) { return r.stranded_mem_gib_hours(); }},
+    {"IDLE_WAITING_GPU_H_RATIO", [](const sim::Result& r) { return r.idle_waiting_gpu_hours(); }},
+    {"IDLE_WAITING_MEM_GIBH_RATIO",
+     [](const sim::Result& r) { return r.idle_waiting_mem_gib_hours(); }},
+    {"MEM_ROUNDING_GIBH_RATIO", [](const sim::Result& r) { return r.rounding_mem_gib_hours(); }},
     {"WAIT_MEAN_RATIO", [](const sim::Result& r) { return r.wait.mean_s; }},
+    {"WAIT_GPU_MEAN_RATIO", [](const sim::Result& r) { return r.wait_gpu_weighted_s; }},
     {"WAIT_P95_RATIO", [](const sim::Result& r) { return static_cast<double>(r.wait.p95_s); }},
     {"MAKESPAN_RATIO", [](const sim::Result& r) { return static_cast<double>(r.makespan_s); }},
 };
@@ -90,7 +96,12 @@ Table scenario_table(const std::vector<sim::Result>& results, Format format, boo
                               {"MEM_UTIL", true},
                               {"STRANDED_GPU_H", true},
                               {"STRANDED_MEM_GIBH", true},
+                              {"IDLE_WAITING_GPU_H", true},
+                              {"IDLE_WAITING_MEM_GIBH", true},
+                              {"MEM_ROUNDING_GIBH", true},
+                              {"MEM_ROUNDING", true},
                               {"WAIT_MEAN", true},
+                              {"WAIT_GPU_MEAN", true},
                               {"WAIT_P50", true},
                               {"WAIT_P95", true},
                               {"WAIT_MAX", true},
@@ -112,7 +123,12 @@ Table scenario_table(const std::vector<sim::Result>& results, Format format, boo
                                     percent(r.mem_utilisation()),
                                     fixed(r.stranded_gpu_hours(), 1),
                                     fixed(r.stranded_mem_gib_hours(), 1),
+                                    fixed(r.idle_waiting_gpu_hours(), 1),
+                                    fixed(r.idle_waiting_mem_gib_hours(), 1),
+                                    fixed(r.rounding_mem_gib_hours(), 1),
+                                    percent(r.rounding_share()),
                                     duration(r.wait.mean_s, format),
+                                    duration(r.wait_gpu_weighted_s, format),
                                     duration(static_cast<double>(r.wait.p50_s), format),
                                     duration(static_cast<double>(r.wait.p95_s), format),
                                     duration(static_cast<double>(r.wait.max_s), format),
@@ -126,16 +142,17 @@ Table scenario_table(const std::vector<sim::Result>& results, Format format, boo
   return t;
 }
 
-Table class_table(const std::vector<sim::Result>& results, Format format) {
+// The waits per class (or, with `sizes`, per job size), one row each, then "all".
+Table class_table(const std::vector<sim::Result>& results, Format format, bool sizes) {
   Table t({{"SCENARIO"},
-           {"CLASS"},
+           {sizes ? "SIZE" : "CLASS"},
            {"JOBS", true},
            {"WAIT_MEAN", true},
            {"WAIT_P50", true},
            {"WAIT_P95", true},
            {"WAIT_MAX", true}});
   for (const sim::Result& r : results) {
-    std::vector<sim::WaitStats> rows = r.by_class;
+    std::vector<sim::WaitStats> rows = sizes ? r.by_size : r.by_class;
     rows.push_back(r.wait);
     for (const sim::WaitStats& w : rows) {
       t.add_row({r.cluster, w.name, std::to_string(w.jobs), duration(w.mean_s, format),
@@ -189,9 +206,16 @@ Json::Value result_json(const sim::Result& r) {
   v["mem_gib_hours"] = static_cast<double>(r.mem_mib_s) / 1024.0 / 3600.0;
   v["stranded_gpu_hours"] = r.stranded_gpu_hours();
   v["stranded_mem_gib_hours"] = r.stranded_mem_gib_hours();
+  v["idle_waiting_gpu_hours"] = r.idle_waiting_gpu_hours();
+  v["idle_waiting_mem_gib_hours"] = r.idle_waiting_mem_gib_hours();
+  v["mem_rounding_gib_hours"] = r.rounding_mem_gib_hours();
+  v["mem_rounding_share"] = r.rounding_share();
   v["wait"] = wait_json(r.wait);
+  v["wait_gpu_weighted_mean_s"] = r.wait_gpu_weighted_s;
   v["by_class"] = Json::Value(Json::arrayValue);
   for (const sim::WaitStats& w : r.by_class) v["by_class"].append(wait_json(w));
+  v["by_size"] = Json::Value(Json::arrayValue);
+  for (const sim::WaitStats& w : r.by_size) v["by_size"].append(wait_json(w));
   const sim::TraceCounts& c = r.counts;
   Json::Value t;
   t["rows"] = Json::UInt64(c.rows);
@@ -261,6 +285,8 @@ SimulateArgs& add_simulate_command(CLI::App& app, SimulateArgs& args) {
               "fail (exit 1) when a cluster can never run a job of the trace, after printing");
   c->add_flag("--classes", args.classes,
               "print the waits per workload class instead of the scenario figures");
+  c->add_flag("--sizes", args.sizes,
+              "print the waits per job size (GPUs asked) instead of the scenario figures");
   c->add_option("--svg", args.svg,
                 "also write charts (use over time by class, weekday x hour heat map) to this "
                 "SVG file (compare: one per scenario, OUT.1.svg, OUT.2.svg, ...)")
@@ -307,12 +333,15 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
     if (args.cluster.empty()) return usage_error(err, "--cluster FILE is required");
     scenarios.push_back({args.cluster, args.policy});
   }
+  if (args.classes && args.sizes)
+    return usage_error(err, "--classes and --sizes exclude each other");
   if (args.csv && format != Format::kTable) {
     return usage_error(err, "--csv cannot be combined with -P or --json");
   }
   const bool ratios = comparing;
   if (!output.fields.empty()) {
-    Table shape = args.classes ? class_table({}, format) : scenario_table({}, format, ratios);
+    Table shape = args.classes || args.sizes ? class_table({}, format, args.sizes)
+                                             : scenario_table({}, format, ratios);
     if (Status fits = shape.select(output.fields); !fits) {
       return usage_error(err, fits.error().message);
     }
@@ -389,7 +418,8 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
   }
   // Whole seconds in --csv, as with -P.
   const Format cells = args.csv ? Format::kParsable : format;
-  Table table = args.classes ? class_table(results, cells) : scenario_table(results, cells, ratios);
+  Table table = args.classes || args.sizes ? class_table(results, cells, args.sizes)
+                                           : scenario_table(results, cells, ratios);
   if (args.csv) {
     if (!output.fields.empty()) (void)table.select(output.fields);  // checked above
     print_csv(out, table, output.header);

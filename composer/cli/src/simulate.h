@@ -24,6 +24,7 @@ struct SimulateArgs {
   std::vector<std::string> scenarios;  // compare: CLUSTER[:POLICY]...
   bool csv = false;
   bool classes = false;
+  bool sizes = false;
   bool strict = false;  // a job the cluster can never run fails the run
   std::string svg;
 };

@@ -31,6 +31,14 @@ namespace {
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 constexpr int64_t kBackfillInterval = 30;             // s, Slurm's bf_interval default
 constexpr int64_t kStuckAfterS = int64_t{8} * 86400;  // longer than the policy's weekly horizon
+// Job sizes for the waits by size: the smallest GPU count of each bucket and its name.
+constexpr std::array<std::pair<uint32_t, const char*>, 7> kSizes = {{{0, "0 GPUs"},
+                                                                     {1, "1 GPU"},
+                                                                     {2, "2-4 GPUs"},
+                                                                     {5, "5-8 GPUs"},
+                                                                     {9, "9-16 GPUs"},
+                                                                     {17, "17-64 GPUs"},
+                                                                     {65, "65+ GPUs"}}};
 
 using Shape = std::vector<std::pair<uint32_t, uint64_t>>;  // (gpus, mem) per node
 
@@ -518,6 +526,10 @@ class Engine {
     result_.mem_mib_s += busy_mib * dt;
     if (strand_gpus_) result_.stranded_gpu_s += static_cast<int64_t>(free_gpus_) * dt;
     if (strand_mem_) result_.stranded_mem_mib_s += static_cast<int64_t>(free_mem_ / kMiB) * dt;
+    if (waiting_gpu_jobs_ > 0) result_.idle_waiting_gpu_s += static_cast<int64_t>(free_gpus_) * dt;
+    if (waiting_mem_jobs_ > 0) {
+      result_.idle_waiting_mem_mib_s += static_cast<int64_t>(free_mem_ / kMiB) * dt;
+    }
     // The series, one point per step from the first submit.
     int64_t a = now_;
     while (a < t) {
@@ -572,6 +584,10 @@ class Engine {
     expected_.emplace(t + s.job->limit_s, i);
     result_.job_gpu_s += static_cast<int64_t>(s.job->gpus) * s.job->duration_s;
     result_.job_mem_mib_s += static_cast<int64_t>(s.got_mem / kMiB) * s.job->duration_s;
+    const auto asked_mib = static_cast<int64_t>((s.job->mem_bytes + kMiB - 1) / kMiB);
+    result_.asked_mem_mib_s += asked_mib * s.job->duration_s;
+    result_.rounding_mem_mib_s +=
+        (static_cast<int64_t>(s.got_mem / kMiB) - asked_mib) * s.job->duration_s;
     last_progress_ = t;
   }
 
@@ -828,6 +844,12 @@ class Engine {
       if (!started) waiting.push_back(i);
     }
     queue_ = std::move(waiting);
+    waiting_gpu_jobs_ = 0;
+    waiting_mem_jobs_ = 0;
+    for (size_t i : queue_) {
+      waiting_gpu_jobs_ += jobs_[i].job->gpus > 0 ? 1 : 0;
+      waiting_mem_jobs_ += jobs_[i].job->mem_bytes > 0 ? 1 : 0;
+    }
     hold(false);
     // Stranding: a waiting job that fits in the free totals but finds no place.
     strand_gpus_ = false;
@@ -855,6 +877,9 @@ class Engine {
     if (result_.makespan_s < 0) result_.makespan_s = 0;
     std::vector<int64_t> all;
     std::map<std::string, std::vector<int64_t>> by_class;
+    std::array<std::vector<int64_t>, kSizes.size()> by_size;
+    double gpu_wait = 0;
+    double gpus = 0;
     for (const SimJob& s : jobs_) {
       if (outcomes != nullptr) {
         JobOutcome o;
@@ -873,9 +898,18 @@ class Engine {
       const int64_t w = s.start_s - s.job->submit_s;
       all.push_back(w);
       by_class[s.cls.empty() ? "(none)" : s.cls].push_back(w);
+      size_t b = 0;
+      while (b + 1 < kSizes.size() && s.job->gpus >= kSizes[b + 1].first) ++b;
+      by_size[b].push_back(w);
+      gpu_wait += static_cast<double>(s.job->gpus) * static_cast<double>(w);
+      gpus += s.job->gpus;
     }
     result_.wait = stats("all", std::move(all));
+    result_.wait_gpu_weighted_s = gpus > 0 ? gpu_wait / gpus : 0;
     for (auto& [name, waits] : by_class) result_.by_class.push_back(stats(name, std::move(waits)));
+    for (size_t b = 0; b < kSizes.size(); ++b) {
+      if (!by_size[b].empty()) result_.by_size.push_back(stats(kSizes[b].second, by_size[b]));
+    }
     return std::move(result_);
   }
 
@@ -914,6 +948,8 @@ class Engine {
   bool keep_placements_ = false;
   bool strand_gpus_ = false;
   bool strand_mem_ = false;
+  size_t waiting_gpu_jobs_ = 0;  // queued jobs that ask for GPUs, after the last pass
+  size_t waiting_mem_jobs_ = 0;
   bool shadow_valid_ = false;
   size_t shadow_job_ = std::numeric_limits<size_t>::max();
   int64_t shadow_at_ = 0;

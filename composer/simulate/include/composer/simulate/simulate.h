@@ -161,10 +161,21 @@ struct Result {
   int64_t mem_mib_s = 0;
   int64_t job_gpu_s = 0;
   int64_t job_mem_mib_s = 0;
+  // Stranded capacity, every kind side by side (docs/CAPACITY.md, "Definitions"):
+  // fits nowhere now: free while a waiting job fits the free totals but finds no place;
   int64_t stranded_gpu_s = 0;
   int64_t stranded_mem_mib_s = 0;
+  // idle while jobs wait: free while any job that asks for the type waits, for any reason
+  // (no place, memory, a policy cap, the backfill reservation);
+  int64_t idle_waiting_gpu_s = 0;
+  int64_t idle_waiting_mem_mib_s = 0;
+  // lost to block rounding: the blocks' capacity over what the jobs asked for, x duration.
+  int64_t rounding_mem_mib_s = 0;
+  int64_t asked_mem_mib_s = 0;      // what the jobs that ran asked for, x duration
   WaitStats wait;                   // over the jobs that ran
+  double wait_gpu_weighted_s = 0;   // sum of GPUs x wait over the sum of GPUs
   std::vector<WaitStats> by_class;  // by name
+  std::vector<WaitStats> by_size;   // by GPUs asked: 0, 1, 2-4, 5-8, 9-16, 17-64, 65+
   std::vector<SeriesPoint> series;
   // Busy device time and elapsed time per UTC weekday (0 = Monday) and hour, for the heat map.
   std::array<std::array<int64_t, 24>, 7> gpu_heat_s{};
@@ -177,6 +188,19 @@ struct Result {
   double stranded_gpu_hours() const { return static_cast<double>(stranded_gpu_s) / 3600.0; }
   double stranded_mem_gib_hours() const {
     return static_cast<double>(stranded_mem_mib_s) / 1024.0 / 3600.0;
+  }
+  double idle_waiting_gpu_hours() const { return static_cast<double>(idle_waiting_gpu_s) / 3600.0; }
+  double idle_waiting_mem_gib_hours() const {
+    return static_cast<double>(idle_waiting_mem_mib_s) / 1024.0 / 3600.0;
+  }
+  double rounding_mem_gib_hours() const {
+    return static_cast<double>(rounding_mem_mib_s) / 1024.0 / 3600.0;
+  }
+  // The blocks' capacity over what the jobs asked, minus 1 (0.52: 52% more); 0 without memory.
+  double rounding_share() const {
+    return asked_mem_mib_s == 0
+               ? 0
+               : static_cast<double>(rounding_mem_mib_s) / static_cast<double>(asked_mem_mib_s);
   }
 };
 
