@@ -473,16 +473,45 @@ class Engine {
 
   // ---- the reservation's places ----
 
-  // The devices the reserved job takes at the shadow time are held (Allocator::set_holder:
-  // never allocated, no attach slot counted) while a job that would run past the shadow time
-  // is placed, and free again for everything else. Switched only when the next placement
-  // needs the other state.
+  // A job that runs past the shadow time must leave, in every zone, as many devices of each
+  // type as the reserved job takes there then, less those that free up by then (running jobs
+  // whose time limits end by the shadow time): so many of the reserved job's devices that are
+  // free now are held (Allocator::set_holder: never allocated, no attach slot counted) while
+  // such a job is placed, and free again for everything else. Devices of one zone and type
+  // are alike, so this is "never delay the reserved job", as Slurm's backfill keeps it.
+  // Switched only when the next placement needs the other state.
   void hold(bool on) {
     if (held_ == on) return;
-    for (const Placement& p : reserved_) {
-      for (const std::string& id : p.ids) alloc_.set_holder(id, on ? "reservation" : "");
-    }
     held_ = on;
+    if (!on) {
+      for (const std::string& id : held_ids_) alloc_.set_holder(id, "");
+      held_ids_.clear();
+      return;
+    }
+    using Key = std::pair<size_t, DeviceType>;  // (zone, type)
+    std::map<Key, int64_t> keep;
+    for (const Placement& p : reserved_) {
+      for (const std::string& id : p.ids) {
+        const DevInfo& d = devs_.at(id);
+        ++keep[{d.zone, d.type}];
+      }
+    }
+    for (auto it = expected_.begin(); it != expected_.end() && it->first <= shadow_; ++it) {
+      for (const Placement& p : jobs_[it->second].placed) {
+        for (const DevInfo* d : p.info) --keep[{d->zone, d->type}];
+      }
+    }
+    for (const Placement& p : reserved_) {
+      for (const std::string& id : p.ids) {
+        const DevInfo& d = devs_.at(id);
+        int64_t& left = keep[{d.zone, d.type}];
+        const Device* now = alloc_.device(id);
+        if (left <= 0 || now == nullptr || now->composition_id) continue;
+        alloc_.set_holder(id, "reservation");
+        held_ids_.push_back(id);
+        --left;
+      }
+    }
   }
 
   // Attach slots are the host's own: a job running past the shadow time may use a slot of a
@@ -957,6 +986,7 @@ class Engine {
   std::vector<Placement> reserved_;  // the reserved job's places at the shadow time
   std::unordered_map<size_t, std::array<int64_t, 2>> spare_slots_;  // host: GPU, memory slots
   bool held_ = false;
+  std::vector<std::string> held_ids_;  // what hold(true) held
   bool guard_ = false;
   Result result_;
 };
