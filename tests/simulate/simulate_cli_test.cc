@@ -14,6 +14,7 @@
 
 #include "composer/test_support/temp_dir.h"
 #include "composerctl.h"
+#include "simulate.h"
 
 namespace composer::cli {
 namespace {
@@ -157,6 +158,20 @@ TEST_F(SimulateCli, BadInputIsRefusedWithASentence) {
   EXPECT_EQ(r.err, "composerctl: error: " + f("junk.conf") +
                        " line 2: unknown key '\\x1b[31mKey\\xfe' (allowed in a cluster file: "
                        "FixedNode, NodeName, DeviceGroup, Fabric, FabricName)\n");
+}
+
+// The progress line (shown only while stderr is a terminal, never with --quiet): how far,
+// how fast, how long still.
+TEST(SimulateProgress, LineSaysRateAndEta) {
+  EXPECT_EQ(progress_line("fixed.conf", 0, 1000, 0),
+            "simulate fixed.conf: 0 of 1000 jobs "
+            "submitted (0.0%)");
+  EXPECT_EQ(progress_line("fixed.conf", 250000, 1000000, 10),
+            "simulate fixed.conf: 250000 of 1000000 jobs submitted (25.0%), 25000 jobs/s, ETA "
+            "00:00:30");
+  const Ran quiet =
+      ctl({"simulate", "--trace", "/nonexistent.csv", "--cluster", "/nonexistent.conf", "--quiet"});
+  EXPECT_EQ(quiet.rc, kExitFailed);  // --quiet is an option; the files are what fails
 }
 
 // Times are UTC unless the trace or --time-zone says otherwise: the same trace and policy

@@ -574,6 +574,21 @@ TEST(SimulateHandComputed, EveryKindOfStrandedCapacity) {
   EXPECT_DOUBLE_EQ(r.result.rounding_mem_gib_hours(), 62.0 * 50 / 3600);
 }
 
+// The progress callback hears every `progress_every` submits and once at the end.
+TEST(SimulateHandComputed, ProgressIsReported) {
+  const Trace t =
+      csv("0,10,1,,,,0,0,\n1,10,1,,,,0,0,\n2,10,1,,,,0,0,\n3,10,1,,,,0,0,\n"
+          "4,10,1,,,,0,0,\n");
+  std::vector<std::pair<uint64_t, uint64_t>> heard;
+  Options o;
+  o.progress_every = 2;
+  o.progress = [&](uint64_t done, uint64_t total) { heard.emplace_back(done, total); };
+  auto r = run(cluster("FixedNode=n1 Gpus=4\n"), t, nullptr, o);
+  ASSERT_TRUE(r);
+  const std::vector<std::pair<uint64_t, uint64_t>> want = {{2, 5}, {4, 5}, {5, 5}};
+  EXPECT_EQ(heard, want);
+}
+
 // Waits by job size and weighted by GPUs, on the EASY backfill trace: waits 0 (2 GPUs),
 // 99 (4 GPUs), 0 (2 GPUs), 50 (2 GPUs).
 TEST(SimulateHandComputed, WaitsBySizeAndGpuWeighted) {

@@ -2,6 +2,9 @@
 
 #include <json/value.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -260,6 +263,23 @@ std::string svg_path(const std::string& base, size_t index, size_t count) {
 
 }  // namespace
 
+std::string progress_line(const std::string& cluster, uint64_t submitted, uint64_t total,
+                          double elapsed_s) {
+  std::string line =
+      "simulate " + printable(cluster) + ": " + std::to_string(submitted) + " of " +
+      std::to_string(total) + " jobs submitted (" +
+      fixed(
+          total == 0 ? 100.0 : 100.0 * static_cast<double>(submitted) / static_cast<double>(total),
+          1) +
+      "%)";
+  if (elapsed_s <= 0 || submitted == 0) return line;
+  const double rate = static_cast<double>(submitted) / elapsed_s;
+  const auto eta =
+      static_cast<int64_t>(std::llround(static_cast<double>(total - submitted) / rate));
+  return line + ", " + std::to_string(static_cast<int64_t>(std::llround(rate))) + " jobs/s, ETA " +
+         format_elapsed(eta);
+}
+
 SimulateArgs& add_simulate_command(CLI::App& app, SimulateArgs& args) {
   args.command = app.add_subcommand(
       "simulate",
@@ -281,6 +301,8 @@ SimulateArgs& add_simulate_command(CLI::App& app, SimulateArgs& args) {
                 "(default: UTC, whatever the machine's zone)")
       ->type_name("ZONE");
   c->add_flag("--csv", args.csv, "comma-separated values with a header line");
+  c->add_flag("--quiet", args.quiet,
+              "no progress line (else kept on standard error while it is a terminal)");
   c->add_flag("--strict", args.strict,
               "fail (exit 1) when a cluster can never run a job of the trace, after printing");
   c->add_flag("--classes", args.classes,
@@ -376,7 +398,20 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
       if (!parsed) return failed(err, "the policy has errors:\n" + parsed.error().message);
       policy = std::move(*parsed);
     }
-    auto result = sim::run(*cluster, *trace, policy ? &*policy : nullptr);
+    sim::Options options;
+    // A long run says how far it is, on a terminal only: a script's stderr stays clean.
+    const bool show = !args.quiet && isatty(STDERR_FILENO) == 1;
+    const auto started = std::chrono::steady_clock::now();
+    if (show) {
+      options.progress = [&](uint64_t submitted, uint64_t total) {
+        const double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        err << '\r' << progress_line(sc.cluster, submitted, total, elapsed) << "\x1b[K"
+            << std::flush;
+      };
+    }
+    auto result = sim::run(*cluster, *trace, policy ? &*policy : nullptr, options);
+    if (show) err << "\r\x1b[K" << std::flush;
     if (!result) return failed(err, result.error().message);
     result->policy = sc.policy;
     for (const sim::NeverRunnable& n : result->never) {

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -25,9 +26,16 @@ struct SimulateArgs {
   bool csv = false;
   bool classes = false;
   bool sizes = false;
+  bool quiet = false;   // no progress line
   bool strict = false;  // a job the cluster can never run fails the run
   std::string svg;
 };
+
+// The progress line composerctl keeps on a terminal's standard error:
+// "simulate fixed.conf: 250000 of 1000000 jobs submitted (25.0%), 25000 jobs/s, ETA 00:00:30"
+// (SimulateProgress.LineSaysRateAndEta).
+std::string progress_line(const std::string& cluster, uint64_t submitted, uint64_t total,
+                          double elapsed_s);
 
 // Registers `simulate` and `simulate compare` on `app`.
 SimulateArgs& add_simulate_command(CLI::App& app, SimulateArgs& args);

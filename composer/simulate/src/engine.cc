@@ -31,6 +31,9 @@ namespace {
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 constexpr int64_t kBackfillInterval = 30;             // s, Slurm's bf_interval default
 constexpr int64_t kStuckAfterS = int64_t{8} * 86400;  // longer than the policy's weekly horizon
+// How far ahead a job's run is checked against the caps: the policy repeats weekly, so a
+// longer run meets no cap beyond eight days.
+constexpr int64_t kHorizonS = int64_t{8} * 86400;
 // Job sizes for the waits by size: the smallest GPU count of each bucket and its name.
 constexpr std::array<std::pair<uint32_t, const char*>, 7> kSizes = {{{0, "0 GPUs"},
                                                                      {1, "1 GPU"},
@@ -109,6 +112,8 @@ class Engine {
     }
     zone_gpus_.assign(zones.size(), 0);
     zone_mem_.assign(zones.size(), 0);
+    zone_held_gpus_.assign(zones.size(), 0);
+    zone_held_mem_.assign(zones.size(), 0);
     for (const Device& d : cluster.devices) {
       const size_t z = zones.at(d.zone);
       if (d.type == DeviceType::kGpu) zone_gpus_[z] += 1;
@@ -134,6 +139,7 @@ class Engine {
           largest = std::max(largest, d.capacity_bytes);
         }
       }
+      s.largest_block = largest;
       max_node_gpus_ = std::max<uint64_t>(max_node_gpus_, std::min<uint64_t>(gpus, h.gpu_slots));
       max_node_mem_ =
           std::max<uint64_t>(max_node_mem_, std::min<uint64_t>(mem, largest * h.mem_slots));
@@ -191,6 +197,9 @@ class Engine {
       while (next < jobs_.size() && jobs_[next].job->submit_s == t) {
         if (admissible(next)) queue_.push_back(next);
         ++next;
+        if (options_.progress && next % std::max<uint64_t>(options_.progress_every, 1) == 0) {
+          options_.progress(next, jobs_.size());
+        }
       }
       while (!wakes_.empty() && *wakes_.begin() <= t) wakes_.erase(wakes_.begin());
       pass(t);
@@ -200,6 +209,7 @@ class Engine {
             "still waiting when nothing was left to run: no placement on the idle "
             "cluster, or no policy window, ever took it");
     }
+    if (options_.progress) options_.progress(next, jobs_.size());
     return finish_result(outcomes);
   }
 
@@ -209,6 +219,7 @@ class Engine {
     std::vector<size_t> zones;
     uint32_t gpus_held = 0;
     uint32_t mem_held = 0;
+    uint64_t largest_block = 0;  // of the memory its zones hold
     bool private_zones = false;  // no other host reaches any of its zones
   };
 
@@ -387,14 +398,20 @@ class Engine {
 
   // A cheap test of what allocate() would refuse for certain: too few slots or free devices
   // within the host's zones. The allocator decides everything else.
+  // Devices the reservation holds count as taken; memory needs at least as many slots as
+  // blocks of the host's largest size would take.
   bool may_fit(const HostState& h, const Request& r) const {
     if (r.gpus > 0 && h.gpus_held + r.gpus > h.host->gpu_slots) return false;
-    if (r.mem_bytes > 0 && h.mem_held >= h.host->mem_slots) return false;
+    if (r.mem_bytes > 0) {
+      if (h.largest_block == 0) return false;
+      const uint64_t blocks = (r.mem_bytes + h.largest_block - 1) / h.largest_block;
+      if (h.mem_held + blocks > h.host->mem_slots) return false;
+    }
     uint64_t gpus = 0;
     uint64_t mem = 0;
     for (size_t z : h.zones) {
-      gpus += zone_gpus_[z];
-      mem += zone_mem_[z];
+      gpus += zone_gpus_[z] - zone_held_gpus_[z];
+      mem += zone_mem_[z] - zone_held_mem_[z];
     }
     return gpus >= r.gpus && mem >= r.mem_bytes;
   }
@@ -486,6 +503,8 @@ class Engine {
     if (!on) {
       for (const std::string& id : held_ids_) alloc_.set_holder(id, "");
       held_ids_.clear();
+      std::fill(zone_held_gpus_.begin(), zone_held_gpus_.end(), 0);
+      std::fill(zone_held_mem_.begin(), zone_held_mem_.end(), 0);
       return;
     }
     using Key = std::pair<size_t, DeviceType>;  // (zone, type)
@@ -509,6 +528,8 @@ class Engine {
         if (left <= 0 || now == nullptr || now->composition_id) continue;
         alloc_.set_holder(id, "reservation");
         held_ids_.push_back(id);
+        (d.type == DeviceType::kGpu ? zone_held_gpus_[d.zone] : zone_held_mem_[d.zone]) +=
+            d.type == DeviceType::kGpu ? 1 : d.bytes;
         --left;
       }
     }
@@ -677,7 +698,7 @@ class Engine {
     std::set<int64_t> at = {t};
     for (const Stretch& st : build_stretches(c, t)) at.insert(st.from);
     for (const auto& [end, used] : class_ends_[c]) {
-      if (end > t && end < t + int64_t{8} * 86400) at.insert(end);
+      if (end > t && end < t + kHorizonS) at.insert(end);
     }
     for (int64_t when : at) {
       if (fits(s, when, build_stretches(c, when))) return when;
@@ -693,17 +714,42 @@ class Engine {
     return cached.second;
   }
 
-  std::vector<Stretch> build_stretches(size_t cls, int64_t t) const {
-    std::vector<Stretch> out;
-    const int64_t horizon = t + int64_t{8} * 86400;
-    for (int64_t at = t; at < horizon;) {
+  // The class's caps from window change to window change, read from the evaluator for a
+  // fortnight at a time: the scheduler asks for the next eight days at every event time.
+  struct Timeline {
+    int64_t from = 0;
+    int64_t to = 0;
+    std::vector<std::pair<int64_t, std::array<uint64_t, 3>>> caps;  // (from, caps), in order
+  };
+
+  const Timeline& timeline(size_t cls, int64_t t) {
+    if (timelines_.size() <= cls) timelines_.resize(cls + 1);
+    Timeline& tl = timelines_[cls];
+    if (!tl.caps.empty() && t >= tl.from && t + kHorizonS <= tl.to) return tl;
+    tl.caps.clear();
+    tl.from = t;
+    tl.to = t + 2 * kHorizonS;
+    for (int64_t at = t; at < tl.to;) {
       auto in_force = evaluator_->caps_in_force(at, class_names_[cls]);
       if (!in_force) {
-        out.push_back({at, {0, 0, 0}, {}});
+        tl.caps.push_back({at, {0, 0, 0}});
         break;
       }
-      out.push_back({at, in_force->caps.value, {}});
-      at = in_force->until_s.value_or(horizon);
+      tl.caps.push_back({at, in_force->caps.value});
+      at = in_force->until_s.value_or(tl.to);
+    }
+    return tl;
+  }
+
+  std::vector<Stretch> build_stretches(size_t cls, int64_t t) {
+    std::vector<Stretch> out;
+    const Timeline& tl = timeline(cls, t);
+    auto it = std::upper_bound(tl.caps.begin(), tl.caps.end(), t,
+                               [](int64_t at, const auto& c) { return at < c.first; });
+    --it;  // tl.from <= t
+    out.push_back({t, it->second, {}});
+    for (++it; it != tl.caps.end() && it->first < t + kHorizonS; ++it) {
+      out.push_back({it->first, it->second, {}});
     }
     // A running job counts from the first stretch to the one its time limit ends in.
     std::array<uint64_t, 2> total = {class_usage_[cls].first, class_usage_[cls].second};
@@ -884,20 +930,30 @@ class Engine {
     strand_gpus_ = false;
     strand_mem_ = false;
     examined = 0;
+    std::set<Shape> fits;  // shapes placeable now: nothing changes during this loop
     for (size_t i : queue_) {
       if (examined++ >= options_.max_job_test || (strand_gpus_ && strand_mem_)) break;
       SimJob& s = jobs_[i];
       if (s.job->gpus > free_gpus_ || job_mem(s) > free_mem_) continue;
       if (s.job->gpus == 0 && job_mem(s) == 0) continue;
+      if (fits.contains(s.shape)) continue;
       if (!failed.contains(s.shape)) {
-        if (placeable(s)) continue;
+        if (placeable(s)) {
+          fits.insert(s.shape);
+          continue;
+        }
         failed.insert(s.shape);
       }
       strand_gpus_ |= s.job->gpus > 0 && free_gpus_ > 0;
       strand_mem_ |= job_mem(s) > 0 && free_mem_ > 0;
     }
     if (evaluator_ && !queue_.empty()) {
-      if (auto b = evaluator_->schedule().next_boundary(t)) wakes_.insert(*b);
+      // The next window change after t is the same for every t before it.
+      if (!(t >= boundary_asked_ && boundary_ && t < *boundary_)) {
+        boundary_asked_ = t;
+        boundary_ = evaluator_->schedule().next_boundary(t);
+      }
+      if (boundary_) wakes_.insert(*boundary_);
     }
   }
 
@@ -950,6 +1006,8 @@ class Engine {
   std::unordered_map<std::string, DevInfo> devs_;
   std::vector<uint64_t> zone_gpus_;
   std::vector<uint64_t> zone_mem_;
+  std::vector<uint64_t> zone_held_gpus_;  // what hold() holds, by zone
+  std::vector<uint64_t> zone_held_mem_;
   std::vector<HostState> hosts_;
   uint64_t free_gpus_ = 0;
   uint64_t free_mem_ = 0;
@@ -971,6 +1029,9 @@ class Engine {
   std::vector<std::pair<uint64_t, uint64_t>> class_busy_;  // GPUs, bytes (allocated)
   std::map<std::string, size_t> never_index_;
   std::map<size_t, std::pair<int64_t, std::vector<Stretch>>> stretch_cache_;
+  std::vector<Timeline> timelines_;  // by class
+  int64_t boundary_asked_ = 0;       // next_boundary(boundary_asked_) is boundary_
+  std::optional<int64_t> boundary_;
   int64_t now_ = 0;
   int64_t step_ = 86400;
   int64_t last_progress_ = 0;

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -111,6 +112,10 @@ struct Options {
   // Length of one point of the use-over-time series (the charts); 0: a day, or an hour for
   // traces shorter than a week.
   int64_t series_step_s = 0;
+  // Told how many jobs of how many have been submitted, every `progress_every` submits and
+  // once at the end (composerctl's progress line).
+  std::function<void(uint64_t submitted, uint64_t total)> progress;
+  uint64_t progress_every = 16384;
 };
 
 struct WaitStats {
