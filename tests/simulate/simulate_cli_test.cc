@@ -160,6 +160,36 @@ TEST_F(SimulateCli, BadInputIsRefusedWithASentence) {
                        "FixedNode, NodeName, DeviceGroup, Fabric, FabricName)\n");
 }
 
+// sweep: one cluster file with ${NAME} in it, a point per value, and the frontier. The trace's
+// three jobs on a pool of 4, 8 and 16 GPUs: on 4 they wait 0, 100 and 200 s, 8 run them at once,
+// and 16 are no better than 8 for twice the GPUs, so 4 and 8 are on the frontier.
+TEST_F(SimulateCli, SweepPrintsTheFrontier) {
+  write("sweep.conf",
+        "Fabric=sim\nNodeName=n[1-2] Zones=z GpuSlots=16\n"
+        "DeviceGroup=g Type=gpu Model=A100 Zone=z Count=${GPUS}\n");
+  const Ran r = ctl({"simulate", "sweep", "--trace", f("trace.csv"), "--cluster", f("sweep.conf"),
+                     "--vary", "GPUS=4,8,16", "-P", "-o", "SCENARIO,GPUS,WAIT_MEAN,FRONTIER"});
+  ASSERT_EQ(r.rc, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "SCENARIO|GPUS|WAIT_MEAN|FRONTIER\nGPUS=4|4|100|yes\nGPUS=8|8|0|yes\n"
+            "GPUS=16|16|0|no\n");
+
+  Ran bad = ctl({"simulate", "sweep", "--trace", f("trace.csv"), "--cluster", f("sweep.conf"),
+                 "--vary", "BLOCK=16G"});
+  EXPECT_EQ(bad.rc, kExitUsage);
+  EXPECT_NE(bad.err.find("--vary BLOCK: neither " + f("sweep.conf") + " uses ${BLOCK}"),
+            std::string::npos)
+      << bad.err;
+  bad = ctl({"simulate", "sweep", "--trace", f("trace.csv"), "--cluster", f("sweep.conf"), "--vary",
+             "GPUS=4,8", "--vary", "X=1"});
+  EXPECT_EQ(bad.rc, kExitUsage);
+  EXPECT_NE(bad.err.find("--vary X has 1 values, --vary GPUS 2"), std::string::npos) << bad.err;
+  bad = ctl({"simulate", "sweep", "--trace", f("trace.csv"), "--cluster", f("sweep.conf"), "--vary",
+             "GPUS"});
+  EXPECT_EQ(bad.rc, kExitUsage);
+  EXPECT_NE(bad.err.find("expected NAME=V1,V2,..."), std::string::npos) << bad.err;
+}
+
 // The progress line (shown only while stderr is a terminal, never with --quiet): how far,
 // how fast, how long still.
 TEST(SimulateProgress, LineSaysRateAndEta) {

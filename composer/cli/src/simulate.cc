@@ -4,6 +4,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -27,7 +30,48 @@ namespace sim = composer::simulate;
 struct Scenario {
   std::string cluster;
   std::string policy;
+  // simulate sweep: the files' text with the point's values put in, and the point's name.
+  std::optional<std::string> cluster_text;
+  std::optional<std::string> policy_text;
+  std::string label;
 };
+
+// `text` with every ${NAME} of `values` replaced by its value.
+std::string substitute(std::string text,
+                       const std::vector<std::pair<std::string, std::string>>& values) {
+  for (const auto& [name, value] : values) {
+    const std::string key = "${" + name + "}";
+    for (size_t at = text.find(key); at != std::string::npos;
+         at = text.find(key, at + value.size())) {
+      text.replace(at, key.size(), value);
+    }
+  }
+  return text;
+}
+
+// The sweep's frontier: the points no other point beats on every one of installed GPUs,
+// installed memory, mean wait and stranded GPU-hours (and on one of them strictly).
+std::vector<bool> frontier(const std::vector<sim::Result>& rs) {
+  const auto key = [](const sim::Result& r) {
+    return std::array<double, 4>{static_cast<double>(r.gpus), static_cast<double>(r.mem_bytes),
+                                 r.wait.mean_s, r.stranded_gpu_hours()};
+  };
+  std::vector<bool> on(rs.size(), true);
+  for (size_t a = 0; a < rs.size(); ++a) {
+    for (size_t b = 0; b < rs.size() && on[a]; ++b) {
+      const auto ka = key(rs[a]);
+      const auto kb = key(rs[b]);
+      bool no_worse = true;
+      bool better = false;
+      for (size_t i = 0; i < 4; ++i) {
+        no_worse = no_worse && kb[i] <= ka[i];
+        better = better || kb[i] < ka[i];
+      }
+      if (no_worse && better) on[a] = false;
+    }
+  }
+  return on;
+}
 
 // Messages quote the files they refuse: every line shown with printable(), never a raw byte
 // (SimulateCli.BadInputIsRefusedWithASentence).
@@ -87,7 +131,8 @@ const Figure kRatioFigures[] = {
     {"MAKESPAN_RATIO", [](const sim::Result& r) { return static_cast<double>(r.makespan_s); }},
 };
 
-Table scenario_table(const std::vector<sim::Result>& results, Format format, bool ratios) {
+Table scenario_table(const std::vector<sim::Result>& results, Format format, bool ratios,
+                     const std::vector<bool>* on_frontier = nullptr) {
   std::vector<Column> cols = {{"SCENARIO"},
                               {"POLICY"},
                               {"GPUS", true},
@@ -113,7 +158,9 @@ Table scenario_table(const std::vector<sim::Result>& results, Format format, boo
   if (ratios) {
     for (const Figure& f : kRatioFigures) cols.push_back({f.header, true});
   }
+  if (on_frontier != nullptr) cols.push_back({"FRONTIER"});
   Table t(std::move(cols));
+  size_t index = 0;
   for (const sim::Result& r : results) {
     std::vector<std::string> row = {r.cluster,
                                     r.policy.empty() ? "-" : r.policy,
@@ -140,6 +187,8 @@ Table scenario_table(const std::vector<sim::Result>& results, Format format, boo
     if (ratios) {
       for (const Figure& f : kRatioFigures) row.push_back(ratio(f.get(r), f.get(results.front())));
     }
+    if (on_frontier != nullptr) row.push_back((*on_frontier)[index] ? "yes" : "no");
+    ++index;
     t.add_row(std::move(row));
   }
   return t;
@@ -327,6 +376,17 @@ SimulateArgs& add_simulate_command(CLI::App& app, SimulateArgs& args) {
                    "CLUSTER[:POLICY]: a cluster file, with its own policy file if given "
                    "(else --policy's)")
       ->required();
+  args.sweep = args.command->add_subcommand(
+      "sweep",
+      "One cluster (and policy) file with ${NAME} in it, run once per value of NAME: "
+      "waits and stranded capacity against the hardware, and which points are on the frontier");
+  args.sweep->fallthrough();
+  args.sweep
+      ->add_option("--vary", args.vary,
+                   "NAME=V1,V2,...: the values of ${NAME}, one point each; several --vary "
+                   "take their values point by point (the same number of each)")
+      ->type_name("NAME=VALUES")
+      ->required();
   return args;
 }
 
@@ -334,9 +394,62 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
                  std::ostream& err) {
   const Format format = output.format;
   const bool comparing = args.compare->parsed();
+  const bool sweeping = args.sweep->parsed();
   if (args.trace.empty()) return usage_error(err, "--trace FILE is required");
   std::vector<Scenario> scenarios;
-  if (comparing) {
+  if (sweeping) {
+    if (args.cluster.empty()) return usage_error(err, "--cluster FILE is required");
+    std::vector<std::pair<std::string, std::vector<std::string>>> vary;
+    for (const std::string& v : args.vary) {
+      const auto eq = v.find('=');
+      const std::string name = v.substr(0, std::min(eq, v.size()));
+      const bool named = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+      });
+      std::vector<std::string> values =
+          eq == std::string::npos ? std::vector<std::string>{} : split(v.substr(eq + 1), ',');
+      if (!named || values.empty() ||
+          std::any_of(values.begin(), values.end(),
+                      [](const std::string& x) { return x.empty(); })) {
+        return usage_error(
+            err, "--vary '" + v + "': expected NAME=V1,V2,... (NAME of letters, digits and _)");
+      }
+      if (!vary.empty() && values.size() != vary.front().second.size()) {
+        return usage_error(err, "--vary " + name + " has " + std::to_string(values.size()) +
+                                    " values, --vary " + vary.front().first + " " +
+                                    std::to_string(vary.front().second.size()) +
+                                    ": each point takes one value of each");
+      }
+      vary.emplace_back(name, std::move(values));
+    }
+    auto cluster_text = config::read_file(args.cluster);
+    if (!cluster_text) return failed(err, cluster_text.error().message);
+    std::optional<std::string> policy_text;
+    if (!args.policy.empty()) {
+      auto text = config::read_file(args.policy);
+      if (!text) return failed(err, text.error().message);
+      policy_text = std::move(*text);
+    }
+    for (const auto& [name, values] : vary) {
+      const std::string key = "${" + name + "}";
+      if (cluster_text->find(key) == std::string::npos &&
+          (!policy_text || policy_text->find(key) == std::string::npos)) {
+        return usage_error(err, "--vary " + name + ": neither " + args.cluster +
+                                    (policy_text ? " nor " + args.policy : "") + " uses " + key);
+      }
+    }
+    for (size_t k = 0; k < vary.front().second.size(); ++k) {
+      std::vector<std::pair<std::string, std::string>> point;
+      std::string label;
+      for (const auto& [name, values] : vary) {
+        point.emplace_back(name, values[k]);
+        label += (label.empty() ? "" : " ") + name + "=" + values[k];
+      }
+      Scenario sc{args.cluster, args.policy, substitute(*cluster_text, point), std::nullopt, label};
+      if (policy_text) sc.policy_text = substitute(*policy_text, point);
+      scenarios.push_back(std::move(sc));
+    }
+  } else if (comparing) {
     if (!args.cluster.empty()) {
       return usage_error(err,
                          "simulate compare takes its cluster files as arguments, not "
@@ -361,9 +474,11 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
     return usage_error(err, "--csv cannot be combined with -P or --json");
   }
   const bool ratios = comparing;
+  const std::vector<bool> no_points;
   if (!output.fields.empty()) {
-    Table shape = args.classes || args.sizes ? class_table({}, format, args.sizes)
-                                             : scenario_table({}, format, ratios);
+    Table shape = args.classes || args.sizes
+                      ? class_table({}, format, args.sizes)
+                      : scenario_table({}, format, ratios, sweeping ? &no_points : nullptr);
     if (Status fits = shape.select(output.fields); !fits) {
       return usage_error(err, fits.error().message);
     }
@@ -387,14 +502,17 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
   std::vector<sim::Result> results;
   uint64_t never = 0;
   for (const Scenario& sc : scenarios) {
-    auto cluster = sim::load_cluster(sc.cluster);
+    const std::string where = sc.label.empty() ? "" : " (" + sc.label + ")";
+    auto cluster = sc.cluster_text ? sim::parse_cluster(*sc.cluster_text, sc.cluster + where)
+                                   : sim::load_cluster(sc.cluster);
     if (!cluster) return failed(err, cluster.error().message);
     std::optional<policies::Policy> policy;
     if (!sc.policy.empty()) {
-      auto text = config::read_file(sc.policy);
+      auto text =
+          sc.policy_text ? Expected<std::string>(*sc.policy_text) : config::read_file(sc.policy);
       if (!text) return failed(err, text.error().message);
       auto parsed = policies::parse_policy(
-          *text, sc.policy, [](std::string_view z) { return policies::load_time_zone(z); });
+          *text, sc.policy + where, [](std::string_view z) { return policies::load_time_zone(z); });
       if (!parsed) return failed(err, "the policy has errors:\n" + parsed.error().message);
       policy = std::move(*parsed);
     }
@@ -414,6 +532,7 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
     if (show) err << "\r\x1b[K" << std::flush;
     if (!result) return failed(err, result.error().message);
     result->policy = sc.policy;
+    if (!sc.label.empty()) result->cluster = sc.label;
     for (const sim::NeverRunnable& n : result->never) {
       err << "composerctl: cluster " << shown(sc.cluster) << " can never run " << n.jobs
           << (n.jobs == 1 ? " job" : " jobs") << " of the trace (" << shown(args.trace) << " line "
@@ -435,8 +554,11 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
     Json::Value v;
     v["trace"] = args.trace;
     v["scenarios"] = Json::Value(Json::arrayValue);
-    for (const sim::Result& r : results) {
+    const std::vector<bool> on = frontier(results);
+    for (size_t k = 0; k < results.size(); ++k) {
+      const sim::Result& r = results[k];
       Json::Value x = result_json(r);
+      if (sweeping) x["frontier"] = static_cast<bool>(on[k]);
       if (ratios) {
         for (const Figure& f : kRatioFigures) {
           const double base = f.get(results.front());
@@ -453,8 +575,10 @@ int run_simulate(const SimulateArgs& args, const OutputOptions& output, std::ost
   }
   // Whole seconds in --csv, as with -P.
   const Format cells = args.csv ? Format::kParsable : format;
-  Table table = args.classes || args.sizes ? class_table(results, cells, args.sizes)
-                                           : scenario_table(results, cells, ratios);
+  const std::vector<bool> on_frontier = frontier(results);
+  Table table = args.classes || args.sizes
+                    ? class_table(results, cells, args.sizes)
+                    : scenario_table(results, cells, ratios, sweeping ? &on_frontier : nullptr);
   if (args.csv) {
     if (!output.fields.empty()) (void)table.select(output.fields);  // checked above
     print_csv(out, table, output.header);

@@ -17,6 +17,8 @@ namespace composer::cli {
 struct SimulateArgs {
   CLI::App* command = nullptr;
   CLI::App* compare = nullptr;
+  CLI::App* sweep = nullptr;
+  std::vector<std::string> vary;  // sweep: NAME=V1,V2,...
   std::string trace;
   std::string cluster;
   std::string policy;
