@@ -109,6 +109,7 @@ void report(const char* what, const sim::Result& r, double wall, double cpu) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as it comes, also into a file
   std::string philly = COMPOSER_SOURCE_DIR "/contrib/simulate/traces/philly_subset_training.csv";
   std::string fixed = COMPOSER_SOURCE_DIR "/contrib/simulate/fixed.conf";
   std::string composable = COMPOSER_SOURCE_DIR "/contrib/simulate/composable.conf";
