@@ -116,7 +116,7 @@ Expected<int64_t> parse_trace_time(std::string_view text, const policies::TimeZo
   }
   const int64_t days = policies::days_from_civil(c.year, c.month, c.day);
   if (policies::civil_from_days(days).day != c.day) return refuse();  // 2024-02-30
-  const int64_t wall = days * 86400 + c.hour * 3600 + c.minute * 60 + c.second;
+  const int64_t wall = days * 86400 + int64_t{c.hour} * 3600 + int64_t{c.minute} * 60 + c.second;
   if (i == text.size()) {
     return zone.to_utc(c);
   }
@@ -128,7 +128,7 @@ Expected<int64_t> parse_trace_time(std::string_view text, const policies::TimeZo
   if (i < text.size() && text[i] == ':') ++i;
   auto om = digits(text, i, 2);
   if (!om || i != text.size() || *oh > 23 || *om > 59) return refuse();
-  return wall - sign * (*oh * 3600 + *om * 60);
+  return wall - sign * (int64_t{*oh} * 3600 + int64_t{*om} * 60);
 }
 
 Expected<Trace> parse_csv_trace(std::string_view text, const std::string& path, int64_t epoch_s) {
