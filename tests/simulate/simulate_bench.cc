@@ -67,7 +67,7 @@ sim::Trace generated(size_t jobs) {
     j.id = std::to_string(i + 1);
     j.submit_s = static_cast<int64_t>(now);
     j.duration_s = std::clamp<int64_t>(static_cast<int64_t>(dur(rng)), 300, 86400);
-    j.limit_s = std::min<int64_t>(j.duration_s * 2, 2 * 86400);
+    j.limit_s = std::min<int64_t>(j.duration_s * 2, int64_t{2} * 86400);
     j.gpus = shapes[rng() % 10];
     j.mem_bytes = uint64_t{mems[rng() % 6]} * composer::kGiB;
     j.workload = rng() % 4 == 0 ? "inference" : "training";
