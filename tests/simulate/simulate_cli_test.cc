@@ -190,6 +190,34 @@ TEST_F(SimulateCli, SweepPrintsTheFrontier) {
   EXPECT_NE(bad.err.find("expected NAME=V1,V2,..."), std::string::npos) << bad.err;
 }
 
+// A site's own history: sacct -P output as the trace, its times in the zone sacct printed
+// them in (--time-zone), else UTC.
+TEST_F(SimulateCli, SacctExportIsATrace) {
+  write("sacct.txt",
+        "JobID|Submit|Start|End|Elapsed|Timelimit|ReqTRES|AllocTRES|Partition|Account|QOS|"
+        "AdminComment|State\n"
+        "7|2024-03-04T10:00:00|2024-03-04T10:00:00|2024-03-04T11:00:00|01:00:00|02:00:00|"
+        "cpu=8,node=1,gres/gpu=4|cpu=8,node=1,gres/gpu=4|train|ml|normal||COMPLETED\n"
+        "7.batch|2024-03-04T10:00:00|2024-03-04T10:00:00|2024-03-04T11:00:00|01:00:00|||||ml|||"
+        "COMPLETED\n"
+        "8|2024-03-04T10:10:00|2024-03-04T10:20:00|2024-03-04T10:50:00|00:30:00|01:00:00|"
+        "cpu=4,node=1,gres/gpu=4|cpu=4,node=1,gres/gpu=4|train|ml|normal||COMPLETED\n");
+  Ran r = ctl({"simulate", "--trace", f("sacct.txt"), "--cluster", f("fixed.conf"), "--json"});
+  ASSERT_EQ(r.rc, kExitOk) << r.err;
+  Json::Value v;
+  std::istringstream in(r.out);
+  ASSERT_TRUE(Json::parseFromStream(Json::CharReaderBuilder(), in, &v, nullptr));
+  const Json::Value& s = v["scenarios"][0];
+  EXPECT_EQ(s["jobs"].asUInt64(), 2u);
+  EXPECT_EQ(s["trace_rules"]["steps"].asUInt64(), 1u);
+  EXPECT_EQ(s["first_submit_s"].asInt64(), 1709546400);  // 2024-03-04T10:00:00Z
+  EXPECT_EQ(s["wait"]["max_s"].asInt64(), 0);            // two 4-GPU servers
+  r = ctl({"simulate", "--trace", f("sacct.txt"), "--cluster", f("fixed.conf"), "--json",
+           "--time-zone", "America/New_York"});
+  ASSERT_EQ(r.rc, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("\"first_submit_s\" : 1709564400"), std::string::npos);  // 15:00Z
+}
+
 // The progress line (shown only while stderr is a terminal, never with --quiet): how far,
 // how fast, how long still.
 TEST(SimulateProgress, LineSaysRateAndEta) {
