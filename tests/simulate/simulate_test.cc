@@ -121,6 +121,63 @@ TEST(SimulateHandComputed, EasyBackfill) {
   EXPECT_DOUBLE_EQ(r.result.wait.mean_s, (0 + 99 + 0 + 50) / 4.0);
 }
 
+// EASY backfill by place on three 4-GPU servers. j0 (2 GPUs, 0-100) and j2 (3 GPUs) share
+// n1 and n3 with j1 (4 GPUs) on n2. C (4 GPUs, at 1) needs a whole server: n1 at 100, its
+// shadow time. D (1 GPU for 500 s, at 2) runs past it. Free in total at 100 are 4 + 1 GPUs,
+// one more than C takes, so a test of totals lets D take n1's first free GPU and C waits for
+// D until 502. By place D may not take n1's GPUs: it runs on n3, and C starts at 100.
+TEST(SimulateBackfill, FixedServersKeepTheReservedServer) {
+  const Trace t =
+      csv("0,100,2,,,,0,0,\n0,1000,4,,,,0,0,\n0,1000,3,,,,0,0,\n1,10,4,,,,0,0,\n2,500,1,,,,0,0,\n");
+  const Outcome r = simulate(cluster("FixedNode=n[1-3] Gpus=4\n"), t);
+  ASSERT_EQ(r.jobs.size(), 5u);
+  EXPECT_EQ(r.jobs[0].nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(r.jobs[2].nodes, std::vector<std::string>{"n3"});
+  EXPECT_EQ(r.jobs[3].start_s, 100);
+  EXPECT_EQ(r.jobs[3].nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(r.jobs[4].start_s, 2);
+  EXPECT_EQ(r.jobs[4].nodes, std::vector<std::string>{"n3"});
+  EXPECT_EQ(r.result.backfilled, 1u);
+}
+
+// The same on a memory pool of four 64G blocks on one host. j0 holds two blocks until 100, j1
+// one. C asks 130G: three blocks, at 100. D asks 2G for 500 s. Requested bytes against whole
+// blocks would leave 192G - 130G = 62G for D at the shadow time, so D would take the last
+// free block and C would wait for it; in whole blocks nothing is left over: D waits for C.
+TEST(SimulateBackfill, MemoryBlocksAreComparedWhole) {
+  const Trace t =
+      csv("0,100,0,128,,,0,0,\n0,1000,0,64,,,0,0,\n1,10,0,130,,,0,0,\n2,500,0,2,,,0,0,\n");
+  const Outcome r = simulate(cluster("Fabric=sim\nNodeName=n1 Zones=z MemSlots=4\n"
+                                     "DeviceGroup=m Type=mem Model=CXL Zone=z Count=4 Size=64G\n"),
+                             t);
+  ASSERT_EQ(r.jobs.size(), 4u);
+  EXPECT_EQ(r.jobs[2].start_s, 100);
+  EXPECT_EQ(r.jobs[2].mem_bytes, 192 * kGiB);
+  EXPECT_EQ(r.jobs[3].start_s, 110);
+  EXPECT_EQ(r.result.backfilled, 0u);
+}
+
+// Zones of a pool: hosts n1 and n2 each reach their own zone of 4 GPUs. j0 (2 GPUs until 100)
+// is on z1, j1 (3 GPUs) on z2. C (4 GPUs, at 1) is reserved on z1 at 100. D (1 GPU for 500 s)
+// fits z1's free GPUs now and z2's: first fit would take z1's and delay C to 502; by place it
+// takes z2's and C starts at 100. E (1 GPU for 500 s) finds nothing beside C and waits for it.
+TEST(SimulateBackfill, PoolZonesKeepTheReservedDevices) {
+  const Trace t =
+      csv("0,100,2,,,,0,0,\n0,1000,3,,,,0,0,\n1,10,4,,,,0,0,\n2,500,1,,,,0,0,\n3,500,1,,,,0,0,\n");
+  const Outcome r = simulate(
+      cluster("Fabric=sim\nNodeName=n1 Zones=z1 GpuSlots=8\nNodeName=n2 Zones=z2 GpuSlots=8\n"
+              "DeviceGroup=a Type=gpu Model=A100 Zone=z1 Count=4\n"
+              "DeviceGroup=b Type=gpu Model=A100 Zone=z2 Count=4\n"),
+      t);
+  ASSERT_EQ(r.jobs.size(), 5u);
+  EXPECT_EQ(r.jobs[0].nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(r.jobs[1].nodes, std::vector<std::string>{"n2"});
+  EXPECT_EQ(r.jobs[2].start_s, 100);
+  EXPECT_EQ(r.jobs[3].start_s, 2);
+  EXPECT_EQ(r.jobs[3].nodes, std::vector<std::string>{"n2"});
+  EXPECT_EQ(r.jobs[4].start_s, 110);
+}
+
 // A policy window boundary. Mon 1970-01-05 07:00 UTC is second 0; training may hold 2 GPUs
 // from 08:00 to 20:00 and the whole 4-GPU pool otherwise.
 //   A 4 GPUs 07:00-07:30: outside the window, runs.
@@ -159,6 +216,29 @@ TEST(SimulateHandComputed, PolicyWindowBoundary) {
 }
 
 // Jobs larger than a server span several; larger than the cluster, never run, with a
+// A cap counts a running job only while the job overlaps the window (by its time limit), as
+// Slurm's blocker reservations hold cap licenses only over their own time. Mon 07:00 UTC is
+// second 0; training may hold 2 of the 4 GPUs from 08:00 to 20:00.
+//   A 2 GPUs 07:00-07:50: ends before the window.
+//   B 2 GPUs for 2 h at 07:10: 4 GPUs with A before 08:00 (no cap), 2 in the window: starts
+//     at once. Counting A for the whole run would hold B until 07:50.
+//   C 2 GPUs for 1 h at 07:20: B overlaps every window C's run does: C waits for B's end.
+TEST(SimulatePolicy, CapsCountRunningJobsOnlyWhileTheyOverlap) {
+  const int64_t epoch = 4 * 86400 + 7 * 3600;
+  const Trace t = csv(
+      "0,3000,2,,,training,0,0,\n600,7200,2,,,training,0,0,\n1200,3600,2,,,training,0,0,\n", epoch);
+  const policies::Policy p = policy(
+      "Window=day Start=08:00 End=20:00\nClass=training\nDefaultClass=training\n"
+      "Limit=training Window=day Gpus=2\n");
+  const Outcome r = simulate(cluster("Fabric=sim\nNodeName=n1 Zones=z GpuSlots=4\n"
+                                     "DeviceGroup=g Type=gpu Model=A100 Zone=z Count=4\n"),
+                             t, &p);
+  ASSERT_EQ(r.jobs.size(), 3u);
+  EXPECT_EQ(r.jobs[0].start_s, epoch);
+  EXPECT_EQ(r.jobs[1].start_s, epoch + 600);
+  EXPECT_EQ(r.jobs[2].start_s, epoch + 600 + 7200);
+}
+
 // sentence.
 TEST(SimulateHandComputed, NodesAndNeverRunnable) {
   const Trace t = csv("0,10,16,,,,0,0,\n0,10,24,,,,0,0,\n0,10,40,,,,0,0,\n");
@@ -269,6 +349,16 @@ TEST(SimulateTrace, MalformedCsvRowsNameLineAndField) {
   EXPECT_EQ(bad("0,10\n"),
             "t.csv line 2: expected 9 comma-separated fields (submit_time_s,duration_s,gpus,mem_gb,"
             "cpus,type,wait_s,censored,extra), found 2");
+  // Eight fields are as wrong as two, and ten as eight.
+  EXPECT_EQ(bad("0,10,4,,,,0,0\n"),
+            "t.csv line 2: expected 9 comma-separated fields (submit_time_s,duration_s,gpus,mem_gb,"
+            "cpus,type,wait_s,censored,extra), found 8");
+  EXPECT_EQ(bad("0,10,4,,,,0,0,,\n"),
+            "t.csv line 2: expected 9 comma-separated fields (submit_time_s,duration_s,gpus,mem_gb,"
+            "cpus,type,wait_s,censored,extra), found 10");
+  // Bytes that are not text are shown escaped, never raw.
+  EXPECT_EQ(bad("0,1\x01\xff,4,,,,0,0,\n"),
+            "t.csv line 2: duration_s='1\\x01\\xff': expected whole seconds from 0");
   auto header = parse_csv_trace("a,b\n", "t.csv", 0);
   ASSERT_FALSE(header);
   EXPECT_EQ(header.error().message,
@@ -394,6 +484,24 @@ TEST(SimulateCluster, BadLinesAreRefusedWithASentence) {
   EXPECT_EQ(bad("FixedNode=n1 Gpus=4\nNodeName=n1 Zones=z\n"
                 "DeviceGroup=g Type=gpu Model=A Zone=z Count=1\n"),
             "c.conf: node 'n1' is both a FixedNode and a NodeName");
+  // A key that describes no hardware is a mistake, not a default.
+  EXPECT_EQ(bad("FixedNode=n1 Gpus=4\nFrobnicate=yes\n"),
+            "c.conf line 2: unknown key 'Frobnicate' (allowed in a cluster file: FixedNode, "
+            "NodeName, DeviceGroup, Fabric, FabricName)");
+  EXPECT_EQ(bad("Fabric=sim\nNodeName=h1 Zones=z\nStateDir=/tmp\n"
+                "DeviceGroup=g Type=gpu Model=A Zone=z Count=1\n"),
+            "c.conf line 3: unknown key 'StateDir' (allowed in a cluster file: FixedNode, "
+            "NodeName, DeviceGroup, Fabric, FabricName)");
+  // A cluster no job could use: its only node reaches no zone with GPUs, or has no slots.
+  const std::string no_job =
+      "c.conf: no node can take a GPU or a memory block (no GPU or memory in the zones it "
+      "reaches, or no GpuSlots=/MemSlots=): the cluster can serve no job";
+  EXPECT_EQ(bad("Fabric=sim\nNodeName=h1 Zones=z2 GpuSlots=4\n"
+                "DeviceGroup=g Type=gpu Model=A Zone=z1 Count=4\n"),
+            no_job);
+  EXPECT_EQ(bad("Fabric=sim\nNodeName=h1 Zones=z1\nDeviceGroup=g Type=gpu Model=A Zone=z1 "
+                "Count=4\n"),
+            no_job);
 }
 
 TEST(SimulateCluster, PolicyThatDoesNotFitThePoolIsRefused) {
@@ -412,6 +520,91 @@ TEST(SimulateChart, SvgCarriesTheSeries) {
   EXPECT_NE(svg.find("data-class=\"training\""), std::string::npos);
   EXPECT_NE(svg.find("data-class=\"inference\""), std::string::npos);
   EXPECT_NE(svg.find("class=\"cell\""), std::string::npos);
+}
+
+// A chart names its cluster and policy, its axes their units, and says when the trace carries
+// no memory instead of drawing an empty memory panel.
+TEST(SimulateChart, TitledWithClusterPolicyAndUnits) {
+  Outcome r =
+      simulate(cluster("FixedNode=n[1-2] Gpus=4 Memory=64G\n"), csv("0,3600,4,,,training,0,0,\n"));
+  r.result.cluster = "fixed.conf";
+  r.result.policy = "daynight.policy";
+  std::string svg = result_svg(r.result);
+  EXPECT_NE(svg.find(">Fixed servers fixed.conf, policy daynight.policy, "), std::string::npos)
+      << svg.substr(0, 600);
+  EXPECT_EQ(svg.find("Composable pool use"), std::string::npos);
+  EXPECT_NE(svg.find(">GPUs attached (average per interval)<"), std::string::npos);
+  EXPECT_EQ(svg.find("data-type=\"mem\""), std::string::npos);
+  EXPECT_NE(svg.find("The trace asks for no memory: no memory chart (1 of 1 rows give none)."),
+            std::string::npos);
+
+  r = simulate(cluster("Fabric=sim\nNodeName=n1 Zones=z GpuSlots=4 MemSlots=4\n"
+                       "DeviceGroup=g Type=gpu Model=A100 Zone=z Count=4\n"
+                       "DeviceGroup=m Type=mem Model=CXL Zone=z Count=4 Size=16G\n"),
+               csv("0,3600,4,20,,training,0,0,\n"));
+  r.result.cluster = "pool.conf";
+  svg = result_svg(r.result);
+  EXPECT_NE(svg.find(">Cluster pool.conf, no policy, "), std::string::npos);
+  EXPECT_NE(svg.find(">GiB attached (average per interval)<"), std::string::npos);
+  EXPECT_EQ(svg.find("asks for no memory"), std::string::npos);
+}
+
+// Every kind of stranded capacity, by hand. One host reaches 4 GPUs and two 64G blocks.
+//   A 0 GPUs and 128G, 0-100: both blocks.
+//   B 2 GPUs and 64G at 0: waits for memory until 100 (4 GPUs idle while it waits, but it
+//     does not fit the free memory, so nothing "fits nowhere"); 100-200.
+//   C 0 GPUs and 2G at 0: waits too, then takes the other block beside B, 100-150: a whole
+//     64G block for 2G, 62G lost to rounding for 50 s.
+TEST(SimulateHandComputed, EveryKindOfStrandedCapacity) {
+  const Trace t = csv("0,100,0,128,,,0,0,\n0,100,2,64,,,0,0,\n0,50,0,2,,,0,0,\n");
+  const Outcome r = simulate(cluster("Fabric=sim\nNodeName=n1 Zones=z GpuSlots=4 MemSlots=4\n"
+                                     "DeviceGroup=g Type=gpu Model=A100 Zone=z Count=4\n"
+                                     "DeviceGroup=m Type=mem Model=CXL Zone=z Count=2 Size=64G\n"),
+                             t);
+  ASSERT_EQ(r.jobs.size(), 3u);
+  EXPECT_EQ(r.jobs[1].start_s, 100);
+  EXPECT_EQ(r.jobs[2].start_s, 100);
+  EXPECT_EQ(r.jobs[2].mem_bytes, 64 * kGiB);
+  EXPECT_EQ(r.result.stranded_gpu_s, 0);
+  EXPECT_EQ(r.result.stranded_mem_mib_s, 0);
+  EXPECT_EQ(r.result.idle_waiting_gpu_s, 4 * 100);
+  EXPECT_EQ(r.result.idle_waiting_mem_mib_s, 0);  // nothing free while they waited
+  EXPECT_EQ(r.result.rounding_mem_mib_s, 62 * 1024 * 50);
+  EXPECT_EQ(r.result.asked_mem_mib_s, 128 * 1024 * 100 + 64 * 1024 * 100 + 2 * 1024 * 50);
+  EXPECT_DOUBLE_EQ(r.result.rounding_mem_gib_hours(), 62.0 * 50 / 3600);
+}
+
+// The progress callback hears every `progress_every` submits and once at the end.
+TEST(SimulateHandComputed, ProgressIsReported) {
+  const Trace t =
+      csv("0,10,1,,,,0,0,\n1,10,1,,,,0,0,\n2,10,1,,,,0,0,\n3,10,1,,,,0,0,\n"
+          "4,10,1,,,,0,0,\n");
+  std::vector<std::pair<uint64_t, uint64_t>> heard;
+  Options o;
+  o.progress_every = 2;
+  o.progress = [&](uint64_t done, uint64_t total) { heard.emplace_back(done, total); };
+  auto r = run(cluster("FixedNode=n1 Gpus=4\n"), t, nullptr, o);
+  ASSERT_TRUE(r);
+  const std::vector<std::pair<uint64_t, uint64_t>> want = {{2, 5}, {4, 5}, {5, 5}};
+  EXPECT_EQ(heard, want);
+}
+
+// Waits by job size and weighted by GPUs, on the EASY backfill trace: waits 0 (2 GPUs),
+// 99 (4 GPUs), 0 (2 GPUs), 50 (2 GPUs).
+TEST(SimulateHandComputed, WaitsBySizeAndGpuWeighted) {
+  const Trace t =
+      csv("0,100,2,,,,0,0,\n1,10,4,,,,0,0,\n2,50,2,,,,0,0,\n60,200,2,,,,0,0,\n"
+          "70,10,1,,,,0,0,\n");
+  const Outcome r = simulate(cluster("FixedNode=n1 Gpus=4\n"), t);
+  ASSERT_EQ(r.jobs.size(), 5u);
+  const int64_t w4 = r.jobs[4].start_s - 70;
+  EXPECT_DOUBLE_EQ(r.result.wait_gpu_weighted_s, (99.0 * 4 + 50 * 2 + w4 * 1) / 11);
+  ASSERT_EQ(r.result.by_size.size(), 2u);
+  EXPECT_EQ(r.result.by_size[0].name, "1 GPU");
+  EXPECT_EQ(r.result.by_size[0].jobs, 1u);
+  EXPECT_EQ(r.result.by_size[1].name, "2-4 GPUs");
+  EXPECT_EQ(r.result.by_size[1].jobs, 4u);
+  EXPECT_DOUBLE_EQ(r.result.by_size[1].mean_s, (0 + 99 + 0 + 50) / 4.0);
 }
 
 }  // namespace

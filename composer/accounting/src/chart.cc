@@ -137,6 +137,7 @@ constexpr const char* kUnknownFill = "#cccccc";
 // Pool use over time for one type; returns the panel's height.
 int usage_panel(std::ostringstream& out, const Series& series, const Colours& colours,
                 const std::string& time_zone, int top) {
+  const std::string unit = series.unit.empty() ? "devices" : series.unit;
   std::set<std::string> class_set;
   double peak = 0;
   for (const auto& p : series.points) {
@@ -156,8 +157,8 @@ int usage_panel(std::ostringstream& out, const Series& series, const Colours& co
 
   out << "<g class=\"usage\" data-type=\"" << escape(series.type) << "\">\n";
   out << "<text x=\"" << kLeft << "\" y=\"" << top + 18
-      << "\" font-size=\"15\" font-weight=\"bold\">" << escape(series.type)
-      << ": devices attached by workload class (average per interval)</text>\n";
+      << "\" font-size=\"15\" font-weight=\"bold\">" << escape(series.type) << ": " << escape(unit)
+      << " attached by workload class (average per interval)</text>\n";
   // Axes and a few gridlines with their values.
   for (int i = 0; i <= 4; ++i) {
     const double v = peak * i / 4;
@@ -220,7 +221,8 @@ int usage_panel(std::ostringstream& out, const Series& series, const Colours& co
       << ")</text>\n";
   out << "<text class=\"axis-title\" data-axis=\"y\" x=\"16\" y=\"" << base - kPlotHeight / 2
       << "\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 16 "
-      << base - kPlotHeight / 2 << ")\">devices attached (average per interval)</text>\n";
+      << base - kPlotHeight / 2 << ")\">" << escape(unit)
+      << " attached (average per interval)</text>\n";
   // Legend.
   int ly = top + 40;
   for (size_t c = 0; c < classes.size(); ++c, ly += 18) {
@@ -307,6 +309,12 @@ std::string report_svg(const Report& report) {
   std::ostringstream body;
   const Colours colours = class_colours(report);
   int y = 40;
+  std::ostringstream notes;
+  for (const std::string& note : report.notes) {
+    y += 18;
+    notes << "<text class=\"note\" x=\"" << kLeft << "\" y=\"" << y << "\" font-size=\"13\">"
+          << escape(note) << "</text>\n";
+  }
   for (const Series& s : report.series) {
     y += usage_panel(body, s, colours, report.time_zone, y);
     for (const HeatMap& h : report.heat_maps) {
@@ -320,10 +328,11 @@ std::string report_svg(const Report& report) {
       << "\" font-family=\"sans-serif\" data-start-ms=\"" << report.start_ms << "\" data-end-ms=\""
       << report.end_ms << "\">\n"
       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      << "<text x=\"" << kLeft << "\" y=\"24\" font-size=\"17\">Composable pool use, "
+      << "<text class=\"title\" x=\"" << kLeft << "\" y=\"24\" font-size=\"17\">"
+      << escape(report.title.empty() ? "Composable pool use" : report.title) << ", "
       << label_time(report.start_ms) << " to " << label_time(report.end_ms) << " ("
       << escape(report.time_zone) << ")</text>\n"
-      << body.str() << "</svg>\n";
+      << notes.str() << body.str() << "</svg>\n";
   return out.str();
 }
 

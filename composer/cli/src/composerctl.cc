@@ -350,6 +350,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   add_simulate_command(app, simulate_args);
   output_options(simulate_args.command);
   output_options(simulate_args.compare);
+  output_options(simulate_args.sweep);
   // After the commands, which would inherit it.
   app.footer("Run 'composerctl COMMAND --help' for the options of a command.");
 

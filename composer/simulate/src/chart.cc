@@ -14,6 +14,16 @@ std::string result_svg(const Result& r) {
   report.start_ms = r.first_submit_s * 1000;
   report.end_ms = (r.first_submit_s + r.makespan_s) * 1000;
   report.time_zone = "UTC";
+  // Every chart says which cluster and policy it shows: compare writes one per scenario.
+  report.title = (r.fixed_servers == r.hosts ? "Fixed servers " : "Cluster ") + r.cluster +
+                 (r.policy.empty() ? ", no policy" : ", policy " + r.policy);
+  report.notes.push_back("GPUs in GPUs, memory in GiB; trace " + r.trace);
+  const bool no_memory = r.job_mem_mib_s == 0;
+  if (no_memory && r.mem_bytes > 0) {
+    report.notes.push_back("The trace asks for no memory: no memory chart (" +
+                           std::to_string(r.counts.no_memory) + " of " +
+                           std::to_string(r.counts.rows) + " rows give none).");
+  }
   const int64_t mem_mib = static_cast<int64_t>(r.mem_bytes / kMiB);
   // Memory is drawn in GiB: MiB-seconds / 1024 as GiB-seconds.
   const struct {
@@ -22,9 +32,10 @@ std::string result_svg(const Result& r) {
     bool gpu;
   } kinds[] = {{"gpu", static_cast<int64_t>(r.gpus), true}, {"mem", mem_mib / 1024, false}};
   for (const auto& k : kinds) {
-    if (k.installed == 0) continue;
+    if (k.installed == 0 || (!k.gpu && no_memory)) continue;
     accounting::Series series;
     series.type = k.type;
+    series.unit = k.gpu ? "GPUs" : "GiB";
     for (const SeriesPoint& p : r.series) {
       accounting::SeriesPoint q;
       q.start_ms = p.start_s * 1000;

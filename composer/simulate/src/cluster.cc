@@ -1,6 +1,7 @@
 // Cluster files: composer.conf's own lines through composerd's parser and fabric set-up, plus
 // FixedNode lines for servers with their own devices.
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <utility>
@@ -100,6 +101,14 @@ Expected<Cluster> parse_cluster(std::string_view text, const std::string& path) 
   std::vector<std::string> rest = split(text, '\n');
   bool composable = false;
   Status read = config::read_lines(text, path, [&](const config::Line& line) -> Status {
+    // Only the lines that describe hardware: a misspelt key would otherwise be a silent
+    // default (SimulateCluster.BadLinesAreRefusedWithASentence).
+    if (line.key != "fixednode" && !line.key.starts_with("fabric") && line.key != "nodename" &&
+        line.key != "devicegroup") {
+      return invalid("unknown key '" + line.written_key() +
+                     "' (allowed in a cluster file: FixedNode, NodeName, DeviceGroup, Fabric, "
+                     "FabricName)");
+    }
     if (line.key == "fixednode") {
       rest[static_cast<size_t>(line.number - 1)].clear();
       return parse_fixed_line(line, c, fixed_names);
@@ -140,9 +149,30 @@ Expected<Cluster> parse_cluster(std::string_view text, const std::string& path) 
   if (c.hosts.empty()) {
     return config::at(path, 0, "no FixedNode= or NodeName= line: the cluster has no node");
   }
+  std::set<std::string> gpu_zones;
+  std::set<std::string> mem_zones;
   for (const Device& d : c.devices) {
-    if (d.type == DeviceType::kGpu) ++c.gpus;
-    if (d.type == DeviceType::kMem) c.mem_bytes += d.capacity_bytes;
+    if (d.type == DeviceType::kGpu) {
+      ++c.gpus;
+      gpu_zones.insert(d.zone);
+    }
+    if (d.type == DeviceType::kMem) {
+      c.mem_bytes += d.capacity_bytes;
+      mem_zones.insert(d.zone);
+    }
+  }
+  // A cluster no job could use runs every trace to "never runnable": refused instead
+  // (SimulateCluster.BadLinesAreRefusedWithASentence).
+  const bool serves = std::any_of(c.hosts.begin(), c.hosts.end(), [&](const Host& h) {
+    return std::any_of(h.zones.begin(), h.zones.end(), [&](const std::string& z) {
+      return (h.gpu_slots > 0 && gpu_zones.contains(z)) ||
+             (h.mem_slots > 0 && mem_zones.contains(z));
+    });
+  });
+  if (!serves) {
+    return config::at(path, 0,
+                      "no node can take a GPU or a memory block (no GPU or memory in the zones "
+                      "it reaches, or no GpuSlots=/MemSlots=): the cluster can serve no job");
   }
   return c;
 }

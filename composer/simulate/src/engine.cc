@@ -31,6 +31,17 @@ namespace {
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 constexpr int64_t kBackfillInterval = 30;             // s, Slurm's bf_interval default
 constexpr int64_t kStuckAfterS = int64_t{8} * 86400;  // longer than the policy's weekly horizon
+// How far ahead a job's run is checked against the caps: the policy repeats weekly, so a
+// longer run meets no cap beyond eight days.
+constexpr int64_t kHorizonS = int64_t{8} * 86400;
+// Job sizes for the waits by size: the smallest GPU count of each bucket and its name.
+constexpr std::array<std::pair<uint32_t, const char*>, 7> kSizes = {{{0, "0 GPUs"},
+                                                                     {1, "1 GPU"},
+                                                                     {2, "2-4 GPUs"},
+                                                                     {5, "5-8 GPUs"},
+                                                                     {9, "9-16 GPUs"},
+                                                                     {17, "17-64 GPUs"},
+                                                                     {65, "65+ GPUs"}}};
 
 using Shape = std::vector<std::pair<uint32_t, uint64_t>>;  // (gpus, mem) per node
 
@@ -101,6 +112,8 @@ class Engine {
     }
     zone_gpus_.assign(zones.size(), 0);
     zone_mem_.assign(zones.size(), 0);
+    zone_held_gpus_.assign(zones.size(), 0);
+    zone_held_mem_.assign(zones.size(), 0);
     for (const Device& d : cluster.devices) {
       const size_t z = zones.at(d.zone);
       if (d.type == DeviceType::kGpu) zone_gpus_[z] += 1;
@@ -126,6 +139,7 @@ class Engine {
           largest = std::max(largest, d.capacity_bytes);
         }
       }
+      s.largest_block = largest;
       max_node_gpus_ = std::max<uint64_t>(max_node_gpus_, std::min<uint64_t>(gpus, h.gpu_slots));
       max_node_mem_ =
           std::max<uint64_t>(max_node_mem_, std::min<uint64_t>(mem, largest * h.mem_slots));
@@ -183,6 +197,9 @@ class Engine {
       while (next < jobs_.size() && jobs_[next].job->submit_s == t) {
         if (admissible(next)) queue_.push_back(next);
         ++next;
+        if (options_.progress && next % std::max<uint64_t>(options_.progress_every, 1) == 0) {
+          options_.progress(next, jobs_.size());
+        }
       }
       while (!wakes_.empty() && *wakes_.begin() <= t) wakes_.erase(wakes_.begin());
       pass(t);
@@ -192,6 +209,7 @@ class Engine {
             "still waiting when nothing was left to run: no placement on the idle "
             "cluster, or no policy window, ever took it");
     }
+    if (options_.progress) options_.progress(next, jobs_.size());
     return finish_result(outcomes);
   }
 
@@ -201,6 +219,7 @@ class Engine {
     std::vector<size_t> zones;
     uint32_t gpus_held = 0;
     uint32_t mem_held = 0;
+    uint64_t largest_block = 0;  // of the memory its zones hold
     bool private_zones = false;  // no other host reaches any of its zones
   };
 
@@ -237,9 +256,8 @@ class Engine {
   void never(SimJob& s, const std::string& reason) {
     ++result_.never_runnable;
     auto [it, fresh] = never_index_.emplace(reason, result_.never.size());
-    if (fresh) result_.never.push_back({reason, 0});
+    if (fresh) result_.never.push_back({reason, 0, s.job->line, s.job->id});
     result_.never[it->second].jobs++;
-    (void)s;
   }
 
   std::string shape_text(const SimJob& s) const {
@@ -268,6 +286,7 @@ class Engine {
     if (fresh) {
       class_names_.push_back(s.cls);
       class_usage_.push_back({0, 0});
+      class_ends_.emplace_back();
       class_busy_.push_back({0, 0});
     }
     s.cls_index = it->second;
@@ -379,14 +398,20 @@ class Engine {
 
   // A cheap test of what allocate() would refuse for certain: too few slots or free devices
   // within the host's zones. The allocator decides everything else.
+  // Devices the reservation holds count as taken; memory needs at least as many slots as
+  // blocks of the host's largest size would take.
   bool may_fit(const HostState& h, const Request& r) const {
     if (r.gpus > 0 && h.gpus_held + r.gpus > h.host->gpu_slots) return false;
-    if (r.mem_bytes > 0 && h.mem_held >= h.host->mem_slots) return false;
+    if (r.mem_bytes > 0) {
+      if (h.largest_block == 0) return false;
+      const uint64_t blocks = (r.mem_bytes + h.largest_block - 1) / h.largest_block;
+      if (h.mem_held + blocks > h.host->mem_slots) return false;
+    }
     uint64_t gpus = 0;
     uint64_t mem = 0;
     for (size_t z : h.zones) {
-      gpus += zone_gpus_[z];
-      mem += zone_mem_[z];
+      gpus += zone_gpus_[z] - zone_held_gpus_[z];
+      mem += zone_mem_[z] - zone_held_mem_[z];
     }
     return gpus >= r.gpus && mem >= r.mem_bytes;
   }
@@ -405,6 +430,7 @@ class Engine {
         if (used[h] || !may_fit(hosts_[h], r)) continue;
         auto ids = alloc_.allocate(hosts_[h].host->node, r);
         if (!ids) continue;
+        if (guard_ && !within_spare_slots(h, *ids)) continue;
         if (!owner && s.parts.size() > 1 && !hosts_[h].private_zones) return std::nullopt;
         out.push_back({hosts_[h].host->node, h, std::move(*ids), {}});
         if (owner) take(out.back(), *owner, true);
@@ -444,15 +470,99 @@ class Engine {
   // Whether the job could be placed now, changing nothing: first fit without taking where that
   // is exact, else
   // a trial placement undone at once.
-  bool placeable(SimJob& s) {
+  // With `where`, the placement it would take.
+  bool placeable(SimJob& s, std::vector<Placement>* where = nullptr) {
     if (s.job->gpus > free_gpus_ || job_mem(s) > free_mem_) return false;
     std::vector<Placement> planned;
-    if (auto exact = first_fit(s, planned, std::nullopt)) return *exact;
+    if (auto exact = first_fit(s, planned, std::nullopt)) {
+      if (where != nullptr) *where = std::move(planned);
+      return *exact;
+    }
     std::vector<Placement> kept = std::move(s.placed);
     const bool ok = place(s, -1);
-    if (ok) release(s);
+    if (ok) {
+      release(s);
+      if (where != nullptr) *where = s.placed;
+    }
     s.placed = std::move(kept);
     return ok;
+  }
+
+  // ---- the reservation's places ----
+
+  // A job that runs past the shadow time must leave, in every zone, as many devices of each
+  // type as the reserved job takes there then, less those that free up by then (running jobs
+  // whose time limits end by the shadow time): so many of the reserved job's devices that are
+  // free now are held (Allocator::set_holder: never allocated, no attach slot counted) while
+  // such a job is placed, and free again for everything else. Devices of one zone and type
+  // are alike, so this is "never delay the reserved job", as Slurm's backfill keeps it.
+  // Switched only when the next placement needs the other state.
+  void hold(bool on) {
+    if (held_ == on) return;
+    held_ = on;
+    if (!on) {
+      for (const std::string& id : held_ids_) alloc_.set_holder(id, "");
+      held_ids_.clear();
+      std::fill(zone_held_gpus_.begin(), zone_held_gpus_.end(), 0);
+      std::fill(zone_held_mem_.begin(), zone_held_mem_.end(), 0);
+      return;
+    }
+    using Key = std::pair<size_t, DeviceType>;  // (zone, type)
+    std::map<Key, int64_t> keep;
+    for (const Placement& p : reserved_) {
+      for (const std::string& id : p.ids) {
+        const DevInfo& d = devs_.at(id);
+        ++keep[{d.zone, d.type}];
+      }
+    }
+    for (auto it = expected_.begin(); it != expected_.end() && it->first <= shadow_; ++it) {
+      for (const Placement& p : jobs_[it->second].placed) {
+        for (const DevInfo* d : p.info) --keep[{d->zone, d->type}];
+      }
+    }
+    for (const Placement& p : reserved_) {
+      for (const std::string& id : p.ids) {
+        const DevInfo& d = devs_.at(id);
+        int64_t& left = keep[{d.zone, d.type}];
+        const Device* now = alloc_.device(id);
+        if (left <= 0 || now == nullptr || now->composition_id) continue;
+        alloc_.set_holder(id, "reservation");
+        held_ids_.push_back(id);
+        (d.type == DeviceType::kGpu ? zone_held_gpus_[d.zone] : zone_held_mem_[d.zone]) +=
+            d.type == DeviceType::kGpu ? 1 : d.bytes;
+        --left;
+      }
+    }
+  }
+
+  // Attach slots are the host's own: a job running past the shadow time may use a slot of a
+  // host the reserved job is placed on only if the host still has one spare for the reserved
+  // job then.
+  bool within_spare_slots(size_t h, const std::vector<std::string>& ids) const {
+    auto it = spare_slots_.find(h);
+    if (it == spare_slots_.end()) return true;
+    const std::array<int64_t, 2> need = slots_of(ids);
+    return need[0] <= it->second[0] && need[1] <= it->second[1];
+  }
+
+  std::array<int64_t, 2> slots_of(const std::vector<std::string>& ids) const {
+    std::array<int64_t, 2> n{0, 0};
+    for (const std::string& id : ids) {
+      const DevInfo& d = devs_.at(id);
+      if (d.type == DeviceType::kGpu) ++n[0];
+      if (d.type == DeviceType::kMem) ++n[1];
+    }
+    return n;
+  }
+
+  void use_spare_slots(const SimJob& s) {
+    for (const Placement& p : s.placed) {
+      auto it = spare_slots_.find(p.host);
+      if (it == spare_slots_.end()) continue;
+      const std::array<int64_t, 2> n = slots_of(p.ids);
+      it->second[0] -= n[0];
+      it->second[1] -= n[1];
+    }
   }
 
   // ---- time ----
@@ -466,6 +576,10 @@ class Engine {
     result_.mem_mib_s += busy_mib * dt;
     if (strand_gpus_) result_.stranded_gpu_s += static_cast<int64_t>(free_gpus_) * dt;
     if (strand_mem_) result_.stranded_mem_mib_s += static_cast<int64_t>(free_mem_ / kMiB) * dt;
+    if (waiting_gpu_jobs_ > 0) result_.idle_waiting_gpu_s += static_cast<int64_t>(free_gpus_) * dt;
+    if (waiting_mem_jobs_ > 0) {
+      result_.idle_waiting_mem_mib_s += static_cast<int64_t>(free_mem_ / kMiB) * dt;
+    }
     // The series, one point per step from the first submit.
     int64_t a = now_;
     while (a < t) {
@@ -513,12 +627,17 @@ class Engine {
     ++result_.started;
     class_usage_[s.cls_index].first += s.job->gpus;
     class_usage_[s.cls_index].second += s.mem_gib;
+    if (evaluator_) class_changed(s, true);
     class_busy_[s.cls_index].first += s.job->gpus;
     class_busy_[s.cls_index].second += s.got_mem;
     ends_.emplace(t + s.job->duration_s, i);
     expected_.emplace(t + s.job->limit_s, i);
     result_.job_gpu_s += static_cast<int64_t>(s.job->gpus) * s.job->duration_s;
     result_.job_mem_mib_s += static_cast<int64_t>(s.got_mem / kMiB) * s.job->duration_s;
+    const auto asked_mib = static_cast<int64_t>((s.job->mem_bytes + kMiB - 1) / kMiB);
+    result_.asked_mem_mib_s += asked_mib * s.job->duration_s;
+    result_.rounding_mem_mib_s +=
+        (static_cast<int64_t>(s.got_mem / kMiB) - asked_mib) * s.job->duration_s;
     last_progress_ = t;
   }
 
@@ -527,6 +646,7 @@ class Engine {
     release(s);
     class_usage_[s.cls_index].first -= s.job->gpus;
     class_usage_[s.cls_index].second -= s.mem_gib;
+    if (evaluator_) class_changed(s, false);
     class_busy_[s.cls_index].first -= s.job->gpus;
     class_busy_[s.cls_index].second -= s.got_mem;
     expected_.erase({s.start_s + s.job->limit_s, i});
@@ -541,53 +661,132 @@ class Engine {
 
   // ---- the scheduler ----
 
-  // The policy's answer for the job now, with its class's running jobs counted (the cap
-  // licenses Slurm would hold for them).
-  bool policy_allows(const SimJob& s, int64_t t, std::optional<int64_t>* earliest) {
+  struct Stretch {
+    int64_t from = 0;
+    std::array<uint64_t, 3> caps{};  // GPUs, GiB, NVMe drives
+    std::array<uint64_t, 2> used{};  // GPUs, GiB of the class's running jobs overlapping it
+  };
+
+  // The policy's answer for the job at t: its class's running jobs plus itself must fit the
+  // caps of every stretch of windows its run [t, t + time limit) overlaps, where a running
+  // job counts in a stretch only if it overlaps it (by its own time limit), as Slurm's blocker
+  // reservations hold cap licenses only over their own time (SimulatePolicy.*). The stretches
+  // of the next eight days are read once per class and time; the policy repeats weekly, so a
+  // longer run meets no cap beyond them.
+  bool policy_allows(const SimJob& s, int64_t t) {
     if (!evaluator_) return true;
-    const policies::JobQuery q = query(s, class_usage_[s.cls_index], t);
-    if (earliest != nullptr) {
-      auto a = evaluator_->admit(q);
-      if (!a) return false;
-      *earliest = a->earliest_s;
-      return a->admitted;
-    }
-    // Only whether it fits now: the caps in force over each stretch of its run, as admit()
-    // checks them, without admit()'s search for the earliest start. The stretches of the next
-    // eight days are read once per class and time; the policy repeats weekly, so a longer run
-    // meets no cap beyond them.
-    const uint64_t want[3] = {q.gpus, gib_rounded_up(q.mem_bytes), q.nvme};
-    const int64_t end = t + q.time_limit_s;
-    for (const Stretch& st : stretches(s.cls_index, t)) {
+    return fits(s, t, stretches(s.cls_index, t));
+  }
+
+  bool fits(const SimJob& s, int64_t t, const std::vector<Stretch>& list) const {
+    const int64_t end = t + std::max<int64_t>(s.job->limit_s, 1);
+    const uint64_t job[2] = {s.job->gpus, s.mem_gib};
+    for (const Stretch& st : list) {
       if (st.from >= end) break;
-      for (size_t i = 0; i < 3; ++i) {
-        if (want[i] > st.caps[i]) return false;
+      for (size_t i = 0; i < 2; ++i) {
+        if (st.used[i] + job[i] > st.caps[i]) return false;
       }
     }
     return true;
   }
 
-  struct Stretch {
-    int64_t from = 0;
-    std::array<uint64_t, 3> caps{};
-  };
+  // The earliest start from t within a week at which the policy admits the job: at t, at a
+  // change of windows, or when a running job of its class reaches its time limit.
+  std::optional<int64_t> earliest_allowed(const SimJob& s, int64_t t) {
+    if (!evaluator_) return t;
+    const size_t c = s.cls_index;
+    std::set<int64_t> at = {t};
+    for (const Stretch& st : build_stretches(c, t)) at.insert(st.from);
+    for (const auto& [end, used] : class_ends_[c]) {
+      if (end > t && end < t + kHorizonS) at.insert(end);
+    }
+    for (int64_t when : at) {
+      if (fits(s, when, build_stretches(c, when))) return when;
+    }
+    return std::nullopt;
+  }
 
   const std::vector<Stretch>& stretches(size_t cls, int64_t t) {
     auto& cached = stretch_cache_[cls];
     if (cached.first == t && !cached.second.empty()) return cached.second;
     cached.first = t;
-    cached.second.clear();
-    const int64_t horizon = t + int64_t{8} * 86400;
-    for (int64_t at = t; at < horizon;) {
+    cached.second = build_stretches(cls, t);
+    return cached.second;
+  }
+
+  // The class's caps from window change to window change, read from the evaluator for a
+  // fortnight at a time: the scheduler asks for the next eight days at every event time.
+  struct Timeline {
+    int64_t from = 0;
+    int64_t to = 0;
+    std::vector<std::pair<int64_t, std::array<uint64_t, 3>>> caps;  // (from, caps), in order
+  };
+
+  const Timeline& timeline(size_t cls, int64_t t) {
+    if (timelines_.size() <= cls) timelines_.resize(cls + 1);
+    Timeline& tl = timelines_[cls];
+    if (!tl.caps.empty() && t >= tl.from && t + kHorizonS <= tl.to) return tl;
+    tl.caps.clear();
+    tl.from = t;
+    tl.to = t + 2 * kHorizonS;
+    for (int64_t at = t; at < tl.to;) {
       auto in_force = evaluator_->caps_in_force(at, class_names_[cls]);
       if (!in_force) {
-        cached.second.push_back({at, {0, 0, 0}});
+        tl.caps.push_back({at, {0, 0, 0}});
         break;
       }
-      cached.second.push_back({at, in_force->caps.value});
-      at = in_force->until_s.value_or(horizon);
+      tl.caps.push_back({at, in_force->caps.value});
+      at = in_force->until_s.value_or(tl.to);
     }
-    return cached.second;
+    return tl;
+  }
+
+  std::vector<Stretch> build_stretches(size_t cls, int64_t t) {
+    std::vector<Stretch> out;
+    const Timeline& tl = timeline(cls, t);
+    auto it = std::upper_bound(tl.caps.begin(), tl.caps.end(), t,
+                               [](int64_t at, const auto& c) { return at < c.first; });
+    --it;  // tl.from <= t
+    out.push_back({t, it->second, {}});
+    for (++it; it != tl.caps.end() && it->first < t + kHorizonS; ++it) {
+      out.push_back({it->first, it->second, {}});
+    }
+    // A running job counts from the first stretch to the one its time limit ends in.
+    std::array<uint64_t, 2> total = {class_usage_[cls].first, class_usage_[cls].second};
+    auto e = class_ends_[cls].begin();
+    for (Stretch& st : out) {
+      for (; e != class_ends_[cls].end() && e->first <= st.from; ++e) {
+        total[0] -= e->second[0];
+        total[1] -= e->second[1];
+      }
+      st.used = total;
+    }
+    return out;
+  }
+
+  // A job of the class started or ended at the current time: the cached stretches follow.
+  void class_changed(const SimJob& s, bool started) {
+    const int64_t end = s.start_s + s.job->limit_s;
+    std::array<uint64_t, 2>& at_end = class_ends_[s.cls_index][end];
+    if (started) {
+      at_end[0] += s.job->gpus;
+      at_end[1] += s.mem_gib;
+    } else {
+      at_end[0] -= s.job->gpus;
+      at_end[1] -= s.mem_gib;
+      if (at_end[0] == 0 && at_end[1] == 0) class_ends_[s.cls_index].erase(end);
+    }
+    auto cached = stretch_cache_.find(s.cls_index);
+    if (cached == stretch_cache_.end()) return;
+    if (!started || cached->second.first != now_) {
+      cached->second.second.clear();
+      return;
+    }
+    for (Stretch& st : cached->second.second) {
+      if (st.from >= end) break;
+      st.used[0] += s.job->gpus;
+      st.used[1] += s.mem_gib;
+    }
   }
 
   // When the top job could start if every running job ran to its time limit, and what it
@@ -595,9 +794,10 @@ class Engine {
   // their expected end and put back afterwards.
   void reserve(size_t top, int64_t t) {
     SimJob& s = jobs_[top];
+    hold(false);
     shadow_ = kNever;
-    extra_gpus_ = std::numeric_limits<uint64_t>::max();
-    extra_mem_ = std::numeric_limits<uint64_t>::max();
+    reserved_.clear();
+    spare_slots_.clear();
     // A released job is counted free at once, but its devices go back to the allocator only
     // once the top job could use them: on a host that may fit one of its parts (may_fit() is
     // what allocate() needs), or at once where other hosts share the zones. Until then the
@@ -608,7 +808,8 @@ class Engine {
     std::vector<Part> counted_only;
     std::vector<Part> given_back;
     int64_t at = t;
-    bool ok = placeable(s);
+    std::vector<Placement> where;
+    bool ok = placeable(s, &where);
     for (auto it = expected_.begin(); !ok && it != expected_.end(); ++it) {
       const size_t j = it->second;
       for (size_t k = 0; k < jobs_[j].placed.size(); ++k) {
@@ -631,12 +832,19 @@ class Engine {
         changed = true;
         return true;
       });
-      if (changed) ok = placeable(s);
+      if (changed) ok = placeable(s, &where);
     }
     if (ok) {
       shadow_ = at;
-      extra_gpus_ = free_gpus_ - s.job->gpus;
-      extra_mem_ = free_mem_ - job_mem(s);
+      reserved_ = std::move(where);
+      // The hosts' attach slots held at the shadow time, less the reserved job's.
+      for (const Placement& p : reserved_) {
+        const HostState& hs = hosts_[p.host];
+        const std::array<int64_t, 2> n = slots_of(p.ids);
+        spare_slots_[p.host] = {
+            static_cast<int64_t>(hs.host->gpu_slots) - static_cast<int64_t>(hs.gpus_held) - n[0],
+            static_cast<int64_t>(hs.host->mem_slots) - static_cast<int64_t>(hs.mem_held) - n[1]};
+      }
     }
     for (auto r = given_back.rbegin(); r != given_back.rend(); ++r) {
       take_devices(jobs_[r->first].placed[r->second], static_cast<int64_t>(r->first) + 1, true);
@@ -644,9 +852,11 @@ class Engine {
     for (size_t j : released) {
       for (Placement& p : jobs_[j].placed) count(p, true);
     }
-    std::optional<int64_t> earliest;
-    if (!policy_allows(s, std::max(t, shadow_ == kNever ? t : shadow_), &earliest) && earliest) {
-      shadow_ = shadow_ == kNever ? *earliest : std::max(shadow_, *earliest);
+    if (evaluator_) {
+      const int64_t from = std::max(t, shadow_ == kNever ? t : shadow_);
+      if (auto earliest = earliest_allowed(s, from); earliest && *earliest > from) {
+        shadow_ = *earliest;
+      }
     }
     shadow_job_ = top;
     shadow_valid_ = true;
@@ -654,7 +864,8 @@ class Engine {
   }
 
   void pass(int64_t t) {
-    std::set<Shape> failed;  // shapes that found no place: starting jobs only takes devices
+    std::set<Shape> failed;       // shapes that found no place: starting jobs only takes devices
+    std::set<Shape> failed_past;  // and none past the shadow time, beside the reserved job
     bool blocked = false;
     size_t examined = 0;
     std::vector<size_t> waiting;
@@ -669,26 +880,33 @@ class Engine {
       SimJob& s = jobs_[i];
       bool started = false;
       if (blocked) {
-        const bool in_time = t + s.job->limit_s <= shadow_;
-        const bool beside = s.job->gpus <= extra_gpus_ && job_mem(s) <= extra_mem_;
-        if ((in_time || beside) && !failed.contains(s.shape) && policy_allows(s, t, nullptr)) {
-          if (place(s, static_cast<int64_t>(i) + 1)) {
+        // EASY backfill by place: a job that ends (by its time limit) before the shadow time
+        // may use anything free; one that runs past it only what the reserved job does not
+        // take then: not its devices, not the attach slots it needs on its hosts. Pinned by
+        // SimulateBackfill.*.
+        const bool in_time = t + s.job->limit_s <= shadow_ || reserved_.empty();
+        const bool shape_failed =
+            failed.contains(s.shape) || (!in_time && failed_past.contains(s.shape));
+        if (!shape_failed && policy_allows(s, t)) {
+          hold(!in_time);
+          guard_ = !in_time;
+          const bool placed = place(s, static_cast<int64_t>(i) + 1);
+          guard_ = false;
+          if (placed) {
+            if (!in_time) use_spare_slots(s);
             start(i, t);
             ++result_.backfilled;
             started = true;
-            if (!in_time) {
-              extra_gpus_ -= s.job->gpus;
-              extra_mem_ -= job_mem(s);
-            }
           } else {
-            failed.insert(s.shape);
+            (in_time ? failed : failed_past).insert(s.shape);
           }
         }
-      } else if (policy_allows(s, t, nullptr) && !failed.contains(s.shape) &&
+      } else if (policy_allows(s, t) && !failed.contains(s.shape) &&
                  place(s, static_cast<int64_t>(i) + 1)) {
         start(i, t);
         started = true;
       } else {
+        hold(false);
         if (!failed.contains(s.shape) && !placeable(s)) failed.insert(s.shape);
         blocked = true;
         // Recomputed for a new top job, once its time has come, and after ends at most every
@@ -701,24 +919,41 @@ class Engine {
       if (!started) waiting.push_back(i);
     }
     queue_ = std::move(waiting);
+    waiting_gpu_jobs_ = 0;
+    waiting_mem_jobs_ = 0;
+    for (size_t i : queue_) {
+      waiting_gpu_jobs_ += jobs_[i].job->gpus > 0 ? 1 : 0;
+      waiting_mem_jobs_ += jobs_[i].job->mem_bytes > 0 ? 1 : 0;
+    }
+    hold(false);
     // Stranding: a waiting job that fits in the free totals but finds no place.
     strand_gpus_ = false;
     strand_mem_ = false;
     examined = 0;
+    std::set<Shape> fits;  // shapes placeable now: nothing changes during this loop
     for (size_t i : queue_) {
       if (examined++ >= options_.max_job_test || (strand_gpus_ && strand_mem_)) break;
       SimJob& s = jobs_[i];
       if (s.job->gpus > free_gpus_ || job_mem(s) > free_mem_) continue;
       if (s.job->gpus == 0 && job_mem(s) == 0) continue;
+      if (fits.contains(s.shape)) continue;
       if (!failed.contains(s.shape)) {
-        if (placeable(s)) continue;
+        if (placeable(s)) {
+          fits.insert(s.shape);
+          continue;
+        }
         failed.insert(s.shape);
       }
       strand_gpus_ |= s.job->gpus > 0 && free_gpus_ > 0;
       strand_mem_ |= job_mem(s) > 0 && free_mem_ > 0;
     }
     if (evaluator_ && !queue_.empty()) {
-      if (auto b = evaluator_->schedule().next_boundary(t)) wakes_.insert(*b);
+      // The next window change after t is the same for every t before it.
+      if (!(t >= boundary_asked_ && boundary_ && t < *boundary_)) {
+        boundary_asked_ = t;
+        boundary_ = evaluator_->schedule().next_boundary(t);
+      }
+      if (boundary_) wakes_.insert(*boundary_);
     }
   }
 
@@ -727,6 +962,9 @@ class Engine {
     if (result_.makespan_s < 0) result_.makespan_s = 0;
     std::vector<int64_t> all;
     std::map<std::string, std::vector<int64_t>> by_class;
+    std::array<std::vector<int64_t>, kSizes.size()> by_size;
+    double gpu_wait = 0;
+    double gpus = 0;
     for (const SimJob& s : jobs_) {
       if (outcomes != nullptr) {
         JobOutcome o;
@@ -745,9 +983,18 @@ class Engine {
       const int64_t w = s.start_s - s.job->submit_s;
       all.push_back(w);
       by_class[s.cls.empty() ? "(none)" : s.cls].push_back(w);
+      size_t b = 0;
+      while (b + 1 < kSizes.size() && s.job->gpus >= kSizes[b + 1].first) ++b;
+      by_size[b].push_back(w);
+      gpu_wait += static_cast<double>(s.job->gpus) * static_cast<double>(w);
+      gpus += s.job->gpus;
     }
     result_.wait = stats("all", std::move(all));
+    result_.wait_gpu_weighted_s = gpus > 0 ? gpu_wait / gpus : 0;
     for (auto& [name, waits] : by_class) result_.by_class.push_back(stats(name, std::move(waits)));
+    for (size_t b = 0; b < kSizes.size(); ++b) {
+      if (!by_size[b].empty()) result_.by_size.push_back(stats(kSizes[b].second, by_size[b]));
+    }
     return std::move(result_);
   }
 
@@ -759,6 +1006,8 @@ class Engine {
   std::unordered_map<std::string, DevInfo> devs_;
   std::vector<uint64_t> zone_gpus_;
   std::vector<uint64_t> zone_mem_;
+  std::vector<uint64_t> zone_held_gpus_;  // what hold() holds, by zone
+  std::vector<uint64_t> zone_held_mem_;
   std::vector<HostState> hosts_;
   uint64_t free_gpus_ = 0;
   uint64_t free_mem_ = 0;
@@ -775,21 +1024,31 @@ class Engine {
   std::map<std::string, size_t> class_index_;
   std::vector<std::string> class_names_;
   std::vector<std::pair<uint64_t, uint64_t>> class_usage_;  // GPUs, GiB (licenses)
-  std::vector<std::pair<uint64_t, uint64_t>> class_busy_;   // GPUs, bytes (allocated)
+  // Per class: the running jobs' GPUs and GiB by the end of their time limit.
+  std::vector<std::map<int64_t, std::array<uint64_t, 2>>> class_ends_;
+  std::vector<std::pair<uint64_t, uint64_t>> class_busy_;  // GPUs, bytes (allocated)
   std::map<std::string, size_t> never_index_;
   std::map<size_t, std::pair<int64_t, std::vector<Stretch>>> stretch_cache_;
+  std::vector<Timeline> timelines_;  // by class
+  int64_t boundary_asked_ = 0;       // next_boundary(boundary_asked_) is boundary_
+  std::optional<int64_t> boundary_;
   int64_t now_ = 0;
   int64_t step_ = 86400;
   int64_t last_progress_ = 0;
   bool keep_placements_ = false;
   bool strand_gpus_ = false;
   bool strand_mem_ = false;
+  size_t waiting_gpu_jobs_ = 0;  // queued jobs that ask for GPUs, after the last pass
+  size_t waiting_mem_jobs_ = 0;
   bool shadow_valid_ = false;
   size_t shadow_job_ = std::numeric_limits<size_t>::max();
   int64_t shadow_at_ = 0;
   int64_t shadow_ = kNever;
-  uint64_t extra_gpus_ = 0;
-  uint64_t extra_mem_ = 0;
+  std::vector<Placement> reserved_;  // the reserved job's places at the shadow time
+  std::unordered_map<size_t, std::array<int64_t, 2>> spare_slots_;  // host: GPU, memory slots
+  bool held_ = false;
+  std::vector<std::string> held_ids_;  // what hold(true) held
+  bool guard_ = false;
   Result result_;
 };
 

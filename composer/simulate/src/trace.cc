@@ -10,10 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "composer/accounting/time_spec.h"
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/config/conf_file.h"
+#include "composer/policies/time_zone.h"
 #include "composer/simulate/simulate.h"
 
 namespace composer::simulate {
@@ -27,7 +27,7 @@ const std::vector<std::string> kSacctColumns = {
 
 Error bad(const std::string& path, int line, const std::string& field, std::string_view value,
           const std::string& rule) {
-  return config::at(path, line, field + "='" + std::string(value) + "': " + rule);
+  return config::at(path, line, field + "='" + printable(value) + "': " + rule);
 }
 
 std::optional<int64_t> whole(std::string_view s) {
@@ -63,7 +63,73 @@ std::optional<uint32_t> gpu_count(std::string_view s, TraceCounts& counts) {
   return static_cast<uint32_t>(up);
 }
 
+// Two digits or more, as a number, from text[i]; advances i.
+std::optional<int> digits(std::string_view text, size_t& i, size_t n) {
+  if (i + n > text.size()) return std::nullopt;
+  int v = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const char c = text[i + k];
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  i += n;
+  return v;
+}
+
 }  // namespace
+
+Expected<int64_t> parse_trace_time(std::string_view text, const policies::TimeZone& zone) {
+  const auto refuse = [&]() -> Error {
+    return Error{ErrorCode::kInvalidArgument,
+                 "'" + printable(text) +
+                     "' is not a time; expected YYYY-MM-DD[THH:MM[:SS]] (a space may stand for "
+                     "the T), optionally ending in Z or an offset such as +02:00"};
+  };
+  size_t i = 0;
+  policies::CivilTime c;
+  auto year = digits(text, i, 4);
+  if (!year || i >= text.size() || text[i++] != '-') return refuse();
+  auto month = digits(text, i, 2);
+  if (!month || i >= text.size() || text[i++] != '-') return refuse();
+  auto day = digits(text, i, 2);
+  if (!day) return refuse();
+  c.year = *year;
+  c.month = *month;
+  c.day = *day;
+  if (i < text.size() && (text[i] == 'T' || text[i] == ' ')) {
+    ++i;
+    auto hour = digits(text, i, 2);
+    if (!hour || i >= text.size() || text[i++] != ':') return refuse();
+    auto minute = digits(text, i, 2);
+    if (!minute) return refuse();
+    c.hour = *hour;
+    c.minute = *minute;
+    if (i < text.size() && text[i] == ':') {
+      ++i;
+      auto second = digits(text, i, 2);
+      if (!second) return refuse();
+      c.second = *second;
+    }
+  }
+  if (c.month < 1 || c.month > 12 || c.day < 1 || c.hour > 23 || c.minute > 59 || c.second > 59) {
+    return refuse();
+  }
+  const int64_t days = policies::days_from_civil(c.year, c.month, c.day);
+  if (policies::civil_from_days(days).day != c.day) return refuse();  // 2024-02-30
+  const int64_t wall = days * 86400 + int64_t{c.hour} * 3600 + int64_t{c.minute} * 60 + c.second;
+  if (i == text.size()) {
+    return zone.to_utc(c);
+  }
+  if (text[i] == 'Z' && i + 1 == text.size()) return wall;
+  if (text[i] != '+' && text[i] != '-') return refuse();
+  const int sign = text[i++] == '+' ? 1 : -1;
+  auto oh = digits(text, i, 2);
+  if (!oh) return refuse();
+  if (i < text.size() && text[i] == ':') ++i;
+  auto om = digits(text, i, 2);
+  if (!om || i != text.size() || *oh > 23 || *om > 59) return refuse();
+  return wall - sign * (int64_t{*oh} * 3600 + int64_t{*om} * 60);
+}
 
 Expected<Trace> parse_csv_trace(std::string_view text, const std::string& path, int64_t epoch_s) {
   Trace t;
@@ -77,7 +143,7 @@ Expected<Trace> parse_csv_trace(std::string_view text, const std::string& path, 
     const std::string_view row = trim(lines[i]);
     if (row.empty()) continue;
     std::vector<std::string> f = split(row, ',');
-    if (f.size() < 8) {
+    if (f.size() != 9) {
       return config::at(path, n,
                         "expected 9 comma-separated fields (" + std::string(kCsvHeader) +
                             "), found " + std::to_string(f.size()));
@@ -220,7 +286,8 @@ std::string comment_workload(std::string_view comment) {
 
 }  // namespace
 
-Expected<Trace> parse_sacct_trace(std::string_view text, const std::string& path) {
+Expected<Trace> parse_sacct_trace(std::string_view text, const std::string& path,
+                                  const policies::TimeZone& zone) {
   Trace t;
   t.name = path;
   const std::vector<std::string> lines = split(text, '\n');
@@ -236,7 +303,6 @@ Expected<Trace> parse_sacct_trace(std::string_view text, const std::string& path
                             join(kSacctColumns, ","));
     }
   }
-  const int64_t now_ms = 0;  // sacct prints full dates: no relative times to resolve
   for (size_t i = 1; i < lines.size(); ++i) {
     const int n = static_cast<int>(i + 1);
     const std::string_view row = trim(lines[i]);
@@ -261,9 +327,9 @@ Expected<Trace> parse_sacct_trace(std::string_view text, const std::string& path
       if (v.empty() || iequals(v, "Unknown") || iequals(v, "None")) {
         return std::optional<int64_t>{};
       }
-      auto ms = accounting::parse_slurm_time(v, now_ms);
-      if (!ms) return bad(path, n, field, v, ms.error().message);
-      return std::optional<int64_t>{*ms / 1000};
+      auto at = parse_trace_time(v, zone);
+      if (!at) return bad(path, n, field, v, at.error().message);
+      return std::optional<int64_t>{*at};
     };
     auto submit = time_of("Submit");
     if (!submit) return submit.error();
@@ -321,16 +387,17 @@ Expected<Trace> parse_sacct_trace(std::string_view text, const std::string& path
   return t;
 }
 
-Expected<Trace> load_trace(const std::string& path, const std::string& epoch) {
+Expected<Trace> load_trace(const std::string& path, const std::string& epoch,
+                           const policies::TimeZone& zone) {
   auto text = config::read_file(path);
   if (!text) return text.error();
   const std::string_view first = trim(std::string_view(*text).substr(0, text->find('\n')));
-  if (first.find('|') != std::string_view::npos) return parse_sacct_trace(*text, path);
+  if (first.find('|') != std::string_view::npos) return parse_sacct_trace(*text, path, zone);
   int64_t epoch_s = 0;
   if (!epoch.empty()) {
-    auto ms = accounting::parse_slurm_time(epoch, 0);
-    if (!ms) return Error{ErrorCode::kInvalidArgument, "--start: " + ms.error().message};
-    epoch_s = *ms / 1000;
+    auto at = parse_trace_time(epoch, zone);
+    if (!at) return Error{ErrorCode::kInvalidArgument, "--start: " + at.error().message};
+    epoch_s = *at;
   } else {
     // The first row's wall clock, when its extra field carries one (submitted=...).
     const std::vector<std::string> lines = split(*text, '\n', {.skip_empty = true});
@@ -338,11 +405,11 @@ Expected<Trace> load_trace(const std::string& path, const std::string& epoch) {
       const std::vector<std::string> f = split(lines[1], ',');
       const auto at = f.size() > 8 ? f[8].find("submitted=") : std::string::npos;
       if (at != std::string::npos) {
-        std::string when = split(f[8].substr(at + 10), ';').front();
-        std::replace(when.begin(), when.end(), ' ', 'T');
-        auto ms = accounting::parse_slurm_time(when, 0);
+        const std::string when = split(f[8].substr(at + 10), ';').front();
+        auto wall = parse_trace_time(when, zone);
+        if (!wall) return config::at(path, 2, "extra: submitted=" + wall.error().message);
         auto offset = whole(f[0]);
-        if (ms && offset) epoch_s = *ms / 1000 - *offset;
+        if (offset) epoch_s = *wall - *offset;
       }
     }
   }

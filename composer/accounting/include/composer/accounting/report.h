@@ -104,6 +104,7 @@ struct SeriesPoint {
 struct Series {
   std::string type;
   std::vector<SeriesPoint> points;
+  std::string unit;  // what one unit of the y axis is ("GPUs", "GiB"); empty: devices
 };
 
 // Device-ms per pooled type, in kAllDeviceTypes order (gpu, mem, nvme).
@@ -171,8 +172,11 @@ struct Failure {
 
 struct Report {
   int64_t start_ms = 0;
-  int64_t end_ms = 0;       // after clamping to now
-  std::string time_zone;    // of the hour-of-day, day and weekday slots
+  int64_t end_ms = 0;     // after clamping to now
+  std::string time_zone;  // of the hour-of-day, day and weekday slots
+  // The charts' heading (empty: "Composable pool use") and sentences under it.
+  std::string title;
+  std::vector<std::string> notes;
   bool restricted = false;  // groupings cover only the caller's own jobs
 
   std::vector<PoolUsage> pools;    // by type, then model

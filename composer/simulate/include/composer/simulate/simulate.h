@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "composer/common/error.h"
 #include "composer/model/model.h"
 #include "composer/policies/policy.h"
+#include "composer/policies/time_zone.h"
 
 namespace composer::simulate {
 
@@ -85,13 +87,22 @@ struct Trace {
 // submit_time_s,duration_s,gpus,mem_gb,cpus,type,wait_s,censored,extra. submit_time_s counts
 // from `epoch_s`. A malformed row refuses the file: "FILE line N: FIELD='VALUE': rule".
 Expected<Trace> parse_csv_trace(std::string_view text, const std::string& path, int64_t epoch_s);
+// A trace's wall clock: YYYY-MM-DD[THH:MM[:SS]] (a space may stand for the T), in `zone`
+// unless the text ends in Z or an offset (+02:00, -0500). Seconds since the epoch. Never the
+// machine's local time: the same trace gives the same result under every TZ
+// (SimulateTime.SameResultUnderEveryTz).
+Expected<int64_t> parse_trace_time(std::string_view text, const policies::TimeZone& zone);
+
 // sacct -a -P -o JobID,Submit,Start,End,Elapsed,Timelimit,ReqTRES,AllocTRES,Partition,Account,
 // QOS,AdminComment,State (the header line names the columns; their order may differ). Times
-// are read with accounting::parse_slurm_time (local time, as sacct prints them).
-Expected<Trace> parse_sacct_trace(std::string_view text, const std::string& path);
-// Either form, by the header line. `epoch` (a Slurm time, for the CSV's second 0) may be
-// empty: then the first row's extra submitted= (minus its submit_time_s), else 1970-01-01.
-Expected<Trace> load_trace(const std::string& path, const std::string& epoch);
+// are read by parse_trace_time in `zone` (export with TZ=UTC, or name sacct's zone).
+Expected<Trace> parse_sacct_trace(std::string_view text, const std::string& path,
+                                  const policies::TimeZone& zone = policies::TimeZone::utc());
+// Either form, by the header line. `epoch` (parse_trace_time's form, for the CSV's second 0)
+// may be empty: then the first row's extra submitted= (minus its submit_time_s), else
+// 1970-01-01 00:00 UTC. Times without an offset are in `zone`.
+Expected<Trace> load_trace(const std::string& path, const std::string& epoch,
+                           const policies::TimeZone& zone = policies::TimeZone::utc());
 
 // ---- The simulation -------------------------------------------------------------------------
 
@@ -101,6 +112,10 @@ struct Options {
   // Length of one point of the use-over-time series (the charts); 0: a day, or an hour for
   // traces shorter than a week.
   int64_t series_step_s = 0;
+  // Told how many jobs of how many have been submitted, every `progress_every` submits and
+  // once at the end (composerctl's progress line).
+  std::function<void(uint64_t submitted, uint64_t total)> progress;
+  uint64_t progress_every = 16384;
 };
 
 struct WaitStats {
@@ -116,6 +131,8 @@ struct WaitStats {
 struct NeverRunnable {
   std::string reason;  // a sentence for the first such job
   uint64_t jobs = 0;
+  int first_line = 0;    // the first such job's line in the trace
+  std::string first_id;  // and its id
 };
 
 // Busy devices over one series point, by class (device-seconds; memory in MiB-seconds).
@@ -149,10 +166,21 @@ struct Result {
   int64_t mem_mib_s = 0;
   int64_t job_gpu_s = 0;
   int64_t job_mem_mib_s = 0;
+  // Stranded capacity, every kind side by side (docs/CAPACITY.md, "Definitions"):
+  // fits nowhere now: free while a waiting job fits the free totals but finds no place;
   int64_t stranded_gpu_s = 0;
   int64_t stranded_mem_mib_s = 0;
+  // idle while jobs wait: free while any job that asks for the type waits, for any reason
+  // (no place, memory, a policy cap, the backfill reservation);
+  int64_t idle_waiting_gpu_s = 0;
+  int64_t idle_waiting_mem_mib_s = 0;
+  // lost to block rounding: the blocks' capacity over what the jobs asked for, x duration.
+  int64_t rounding_mem_mib_s = 0;
+  int64_t asked_mem_mib_s = 0;      // what the jobs that ran asked for, x duration
   WaitStats wait;                   // over the jobs that ran
+  double wait_gpu_weighted_s = 0;   // sum of GPUs x wait over the sum of GPUs
   std::vector<WaitStats> by_class;  // by name
+  std::vector<WaitStats> by_size;   // by GPUs asked: 0, 1, 2-4, 5-8, 9-16, 17-64, 65+
   std::vector<SeriesPoint> series;
   // Busy device time and elapsed time per UTC weekday (0 = Monday) and hour, for the heat map.
   std::array<std::array<int64_t, 24>, 7> gpu_heat_s{};
@@ -165,6 +193,19 @@ struct Result {
   double stranded_gpu_hours() const { return static_cast<double>(stranded_gpu_s) / 3600.0; }
   double stranded_mem_gib_hours() const {
     return static_cast<double>(stranded_mem_mib_s) / 1024.0 / 3600.0;
+  }
+  double idle_waiting_gpu_hours() const { return static_cast<double>(idle_waiting_gpu_s) / 3600.0; }
+  double idle_waiting_mem_gib_hours() const {
+    return static_cast<double>(idle_waiting_mem_mib_s) / 1024.0 / 3600.0;
+  }
+  double rounding_mem_gib_hours() const {
+    return static_cast<double>(rounding_mem_mib_s) / 1024.0 / 3600.0;
+  }
+  // The blocks' capacity over what the jobs asked, minus 1 (0.52: 52% more); 0 without memory.
+  double rounding_share() const {
+    return asked_mem_mib_s == 0
+               ? 0
+               : static_cast<double>(rounding_mem_mib_s) / static_cast<double>(asked_mem_mib_s);
   }
 };
 
