@@ -17,15 +17,12 @@
 #include <string_view>
 
 #include "composer/common/error.h"
+#include "composer/db/sql_text.h"
 
 namespace composer::db::sqlite {
 
-// One named SQL statement: what it does (for error messages) and its text. Every statement of
-// the component is such a constant at the top of its .cc file.
-struct Sql {
-  std::string_view what;  // "inserting composition"
-  std::string_view text;
-};
+// Statements are named constants (sql_text.h), shared in form with any other backend.
+using db::Sql;
 
 class Failure : public std::exception {
  public:
