@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "pg_server.h"
+#include "composer/test_support/pg_server.h"
 
 namespace composer::db::testing {
 
@@ -120,7 +120,7 @@ class PgRaw final : public RawDatabase {
 // Stops the shared PostgreSQL at the end of the test process.
 class PgEnvironment : public ::testing::Environment {
  public:
-  void TearDown() override { PgServer::stop_shared(); }
+  void TearDown() override { test_support::PgServer::stop_shared(); }
 };
 [[maybe_unused]] ::testing::Environment* const kPgEnvironment =
     ::testing::AddGlobalTestEnvironment(new PgEnvironment);
@@ -153,7 +153,7 @@ void StoreTest::SetUp() {
   if (backend() == Backend::kPostgresql) {
     std::string why;
     bool installed = true;
-    PgServer* server = PgServer::shared(why, installed);
+    test_support::PgServer* server = test_support::PgServer::shared(why, installed);
     if (!installed) GTEST_SKIP() << why;
     ASSERT_NE(server, nullptr) << why;
     pg_conninfo_ = server->fresh_database();

@@ -1,4 +1,4 @@
-#include "pg_server.h"
+#include "composer/test_support/pg_server.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-namespace composer::db::testing {
+namespace composer::test_support {
 namespace {
 
 namespace fs = std::filesystem;
@@ -92,7 +92,7 @@ PgServer* PgServer::shared(std::string& why, bool& installed) {
     gid = nobody->pw_gid;
   }
   std::unique_ptr<PgServer> server(new PgServer());
-  server->dir_ = std::make_unique<test_support::TempDir>("composer-pg");
+  server->dir_ = std::make_unique<TempDir>("composer-pg");
   const std::string root = server->dir_->path().string();
   if (chown(root.c_str(), uid, gid) != 0) {
     why = "cannot give " + root + " to the user postgres runs as";
@@ -155,4 +155,4 @@ std::string PgServer::fresh_database() {
   return conninfo(name);
 }
 
-}  // namespace composer::db::testing
+}  // namespace composer::test_support

@@ -1,7 +1,7 @@
-// A real PostgreSQL for the store's tests: initdb into a temporary directory, then postgres
-// listening only on a socket in that directory (no TCP), as a user that is not root (postgres
-// refuses root: `nobody` when the tests run as root). Stopped by its PID when destroyed.
-// The binaries are found under /usr/lib/postgresql/*/bin, or in $COMPOSER_PG_BINDIR.
+// A real PostgreSQL for the tests of the store and of composerd on it: initdb into a temporary
+// directory, then postgres listening only on a socket in that directory (no TCP), as a user that is
+// not root (postgres refuses root: `nobody` when the tests run as root). Stopped by its PID when
+// destroyed. The binaries are found under /usr/lib/postgresql/*/bin, or in $COMPOSER_PG_BINDIR.
 #pragma once
 
 #include <sys/types.h>
@@ -11,7 +11,7 @@
 
 #include "composer/test_support/temp_dir.h"
 
-namespace composer::db::testing {
+namespace composer::test_support {
 
 class PgServer {
  public:
@@ -34,11 +34,11 @@ class PgServer {
 
  private:
   PgServer() = default;
-  std::unique_ptr<test_support::TempDir> dir_;
+  std::unique_ptr<TempDir> dir_;
   std::string socket_dir_;
   int port_ = 0;
   pid_t pid_ = -1;
   int databases_ = 0;
 };
 
-}  // namespace composer::db::testing
+}  // namespace composer::test_support
