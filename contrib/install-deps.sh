@@ -4,14 +4,16 @@
 # prometheus brings promtool (alert rule tests), python3-prometheus-client and python3-yaml the
 # independent /metrics parser of tests/integration/check_scrape.py; chromium and python3-pil
 # render every chart into a PNG that must not be blank (tests/accounting/check_chart_render.sh);
-# clang-14 and libclang-rt-14-dev build the fuzz targets with libFuzzer (tests/fuzz).
+# clang-14 and libclang-rt-14-dev build the fuzz targets with libFuzzer (tests/fuzz);
+# postgresql is the server the store's tests start for the PostgreSQL store (they skip it
+# where it is absent).
 # Usage: contrib/install-deps.sh [--list]   (--list prints the packages and installs nothing)
 set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git ccache debhelper systemd
   clang-format clang-tidy clang-14 libclang-rt-14-dev
-  libsqlite3-dev sqlite3 libjsoncpp-dev libcurl4-openssl-dev libssl-dev libboost-dev libcpp-httplib-dev libcli11-dev
+  libsqlite3-dev sqlite3 libpq-dev postgresql libjsoncpp-dev libcurl4-openssl-dev libssl-dev libboost-dev libcpp-httplib-dev libcli11-dev
   libgtest-dev libgmock-dev
   munge libmunge-dev libsystemd-dev
   slurmctld slurmd slurm-client libslurm-dev
