@@ -746,15 +746,19 @@ TEST_F(StoreTest, ReadsDoNotWaitForAWriterHoldingTheLock) {
   ASSERT_TRUE(exec_raw(*raw, "ROLLBACK").ok());
 }
 
-TEST_F(StoreTest, FailingCallDoesNotRollBackTheOthersInItsBatch) {
+TEST_P(BackendTest, FailingCallDoesNotRollBackTheOthersInItsBatch) {
   add_inventory();
   auto taken = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10);
   ASSERT_TRUE(taken.ok());
   const WriteStats before = store().write_stats();
 
   // Hold the write lock from outside so the calls below pile up and share one batch.
-  auto raw = raw_connection(db_path());
-  ASSERT_TRUE(exec_raw(*raw, "BEGIN IMMEDIATE").ok());
+  auto raw = raw_database();
+  // SQLite: the database's one write lock; PostgreSQL: a lock on every composition row.
+  ASSERT_TRUE(raw->exec(backend() == Backend::kSqlite
+                            ? "BEGIN IMMEDIATE"
+                            : "BEGIN; LOCK TABLE compositions IN EXCLUSIVE MODE")
+                  .ok());
   std::vector<Expected<Composition>> results(5, Error());
   std::vector<std::thread> threads;
   // Call 2 wants gpu-0, which composition 1 holds: it must fail alone.
@@ -767,7 +771,7 @@ TEST_F(StoreTest, FailingCallDoesNotRollBackTheOthersInItsBatch) {
     });
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  ASSERT_TRUE(exec_raw(*raw, "COMMIT").ok());
+  ASSERT_TRUE(raw->exec("COMMIT").ok());
   for (auto& t : threads) t.join();
 
   for (size_t i = 0; i < results.size(); ++i) {
