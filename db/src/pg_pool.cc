@@ -102,7 +102,7 @@ void Writer::run_batch(std::deque<Job>& batch) {
   for (size_t i = 0; i < batch.size(); ++i) batch[i].done(results[i]);
 }
 
-void ReaderPool::with_connection(const std::function<void(Connection&)>& read) {
+void ReaderPool::with_connection(const std::function<void(Connection&)>& read, bool snapshot) {
   std::unique_ptr<Connection> connection;
   {
     std::lock_guard lock(mu_);
@@ -112,10 +112,12 @@ void ReaderPool::with_connection(const std::function<void(Connection&)>& read) {
     }
   }
   if (!connection || !connection->usable()) connection = Connection::open(conninfo_);
-  {
-    Transaction snapshot(*connection, true);
+  if (snapshot) {
+    Transaction transaction(*connection, true);
     read(*connection);
-    snapshot.commit();
+    transaction.commit();
+  } else {
+    read(*connection);
   }
   std::lock_guard lock(mu_);
   if (idle_.size() < max_idle_) idle_.push_back(std::move(connection));

@@ -62,8 +62,10 @@ class ReaderPool {
   explicit ReaderPool(std::string conninfo, size_t max_idle = 16)
       : conninfo_(std::move(conninfo)), max_idle_(max_idle) {}
 
-  // Runs `read` on an idle connection or a new one, inside one read-only snapshot.
-  void with_connection(const std::function<void(Connection&)>& read);
+  // Runs `read` on an idle connection or a new one. With `snapshot`, inside one read-only
+  // transaction, so that several statements see the same database; a read of one statement
+  // needs none (the statement is its own snapshot) and saves the round trips.
+  void with_connection(const std::function<void(Connection&)>& read, bool snapshot);
 
  private:
   const std::string conninfo_;

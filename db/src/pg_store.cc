@@ -473,20 +473,22 @@ class PgStore final : public Store {
   Status scan_events(int64_t since_ms, int64_t until_ms,
                      const std::function<bool(const Event&)>& visit) override {
     if (Status s = check_range(since_ms, until_ms); !s) return s;
-    auto done = read<bool>([&](Connection& db) {
-      Event e;
-      Result before = db.run(pg::kScanStateEvents, Params().add(since_ms));
-      while (before.step()) {
-        read_event_into(before, e);
-        if (!visit(e)) return true;
-      }
-      Result range = db.run(pg::kScanRange, Params().add(since_ms).add(until_ms));
-      while (range.step()) {
-        read_event_into(range, e);
-        if (!visit(e)) return true;
-      }
-      return true;
-    });
+    auto done = read<bool>(
+        [&](Connection& db) {
+          Event e;
+          Result before = db.run(pg::kScanStateEvents, Params().add(since_ms));
+          while (before.step()) {
+            read_event_into(before, e);
+            if (!visit(e)) return true;
+          }
+          Result range = db.run(pg::kScanRange, Params().add(since_ms).add(until_ms));
+          while (range.step()) {
+            read_event_into(range, e);
+            if (!visit(e)) return true;
+          }
+          return true;
+        },
+        /*snapshot=*/true);
     if (!done) return done.error();
     return Status::Ok();
   }
@@ -494,13 +496,15 @@ class PgStore final : public Store {
   Status walk_report(int64_t since_ms, int64_t until_ms, const ReportWalk& walk) override {
     if (Status s = check_range(since_ms, until_ms); !s) return s;
     return run_walk(walk, [&](WalkSteps& steps) {
-      auto done = read<bool>([&](Connection& db) {
-        StepWriter out(steps);
-        PgRollupSource source(db);
-        merge_rollup_walk(source, since_ms, until_ms, out);
-        out.flush();
-        return true;
-      });
+      auto done = read<bool>(
+          [&](Connection& db) {
+            StepWriter out(steps);
+            PgRollupSource source(db);
+            merge_rollup_walk(source, since_ms, until_ms, out);
+            out.flush();
+            return true;
+          },
+          /*snapshot=*/true);
       return done ? Status::Ok() : Status(done.error());
     });
   }
@@ -542,12 +546,13 @@ class PgStore final : public Store {
   WriteStats write_stats() const override { return writer_->stats(); }
 
  private:
-  // Runs `query` in one read-only snapshot; failures become an Error.
+  // Runs `query` on a reading connection, its statements in one read-only snapshot where
+  // `snapshot` says so; failures become an Error.
   template <typename T, typename Query>
-  Expected<T> read(Query&& query) {
+  Expected<T> read(Query&& query, bool snapshot = false) {
     try {
       std::optional<T> out;
-      readers_.with_connection([&](Connection& db) { out.emplace(query(db)); });
+      readers_.with_connection([&](Connection& db) { out.emplace(query(db)); }, snapshot);
       return std::move(*out);
     } catch (const Failure& f) {
       return f.error();
