@@ -4,9 +4,8 @@
 # prometheus brings promtool (alert rule tests), python3-prometheus-client and python3-yaml the
 # independent /metrics parser of tests/integration/check_scrape.py; chromium and python3-pil
 # render every chart into a PNG that must not be blank (tests/accounting/check_chart_render.sh);
-# clang-14 and libclang-rt-14-dev build the fuzz targets with libFuzzer (tests/fuzz);
-# postgresql is the server the store's tests start for the PostgreSQL store (they skip it
-# where it is absent).
+# clang-14 and libclang-rt-14-dev build the fuzz targets with libFuzzer (tests/fuzz); libpq-dev
+# and postgresql the PostgreSQL store and its tests against a server they start themselves.
 # Usage: contrib/install-deps.sh [--list]   (--list prints the packages and installs nothing)
 set -euo pipefail
 

@@ -184,7 +184,7 @@ TEST_F(Placement, AvoidSharedKeepsTheClassAndTheOthersApartBothWays) {
   alloc.give_back(*t);
   more = alloc.allocate("n2", gpus(3), "critical");
   ASSERT_TRUE(more.ok()) << more.error();
-  // And the other classes are told why they are short.
+  // And the other classes hear why they are short.
   auto big = alloc.allocate("n1", gpus(8), "inference");
   ASSERT_FALSE(big.ok());
   EXPECT_THAT(big.error().message,

@@ -83,7 +83,7 @@ TEST_F(GroupWriterTest, AFailingCallIsRolledBackAloneWhileItsBatchCommits) {
   EXPECT_EQ(query_int(*outside, "SELECT count(*) FROM t WHERE v IN (1, 3, 5)"), 3);
 }
 
-// A caller that leaves a callback goes on at once; the callback is told on the writer's
+// A caller that leaves a callback goes on at once; the callback is called on the writer's
 // thread once the change is committed, and at once on the caller's when the writer is closing.
 TEST_F(GroupWriterTest, ACallbackIsToldOnTheWritersThreadOnceCommitted) {
   auto writer = make_writer();
@@ -94,7 +94,7 @@ TEST_F(GroupWriterTest, ACallbackIsToldOnTheWritersThreadOnceCommitted) {
   writer->submit(insert(7), [&told](Status s) {
     told.set_value({std::move(s), std::this_thread::get_id()});
   });
-  // submit() returned without waiting for the lock; nothing is told before the commit.
+  // submit() returned without waiting for the lock; no callback runs before the commit.
   EXPECT_EQ(answer.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
   ASSERT_TRUE(exec_raw(*outside, "ROLLBACK").ok());
   auto [status, thread] = answer.get();

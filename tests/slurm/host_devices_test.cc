@@ -494,7 +494,7 @@ TEST_F(HostSideTest, NoRescanBetweenAnEpilogsRemovalAndTheDetach) {
 }
 
 // CXL memory: the prolog binds the region's dax device to kmem and onlines its blocks (movable)
-// on the node it targets, the job is told that node, and the epilog offlines the blocks and
+// on the node it targets, the job gets that node, and the epilog offlines the blocks and
 // gives the region back to device_dax before the release.
 TEST_F(HostSideTest, CxlMemoryIsOnlinedOnItsNodeAndOfflinedBeforeTheRelease) {
   api.devices = {testing::device("mem-c-0", DeviceType::kMem, "numa:2", 64 * kGiB)};

@@ -85,7 +85,7 @@ TEST(JobState, ReadsFilesOfThePreviousVersion) {
   ASSERT_TRUE(s->has_value());
   EXPECT_TRUE((*s)->devices[0].identity.empty());
   EXPECT_FALSE((*s)->nvme_paths.has_value());
-  // Its job is told what that version told it: the drives' ids.
+  // Its job gets what that version gave it: the drives' ids.
   for (const auto& [name, value] : task_environment(**s)) {
     if (name == "COMPOSER_NVME") {
       EXPECT_EQ(value, "nvme-07");

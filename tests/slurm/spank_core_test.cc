@@ -352,7 +352,7 @@ TEST_F(SpankCoreTest, EpilogRemovesFromHostReleasesAndForgets) {
 }
 
 // A process that outlived the job still holds a device: the epilog succeeds (the node stays in
-// service), nothing is removed or released, and composerd is told to hold the composition.
+// service), nothing is removed or released, and composerd is asked to hold the composition.
 // Later hooks of other jobs on the node release it once the process is gone.
 TEST_F(SpankCoreTest, EpilogHoldsDevicesAProcessStillHoldsAndALaterHookReleasesThem) {
   show_devices();

@@ -72,7 +72,7 @@ void OperationWaiter::stop() {
   }
   start_.notify_all();
   for (auto& t : starters_) t.join();
-  std::vector<Waiting> left;  // then every change still waited for is told
+  std::vector<Waiting> left;  // then every change still waited for gets its answer
   {
     std::lock_guard lock(mu_);
     for (auto& r : running_) {
@@ -321,7 +321,7 @@ void OperationWaiter::poll_loop() {
     }
     // Follows one running operation; true while it still runs.
     const auto follow = [this](Running& r) {
-      // Changes past their deadline are told so; the operation is followed while any waits.
+      // Changes past their deadline end with a timeout; the operation is followed while any waits.
       const int64_t now = clock_.now_ms();
       std::erase_if(r.waiting, [&](Waiting& w) {
         if (w.deadline_ms > now) return false;

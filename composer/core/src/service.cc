@@ -86,7 +86,7 @@ CompositionService::CompositionService(db::Store& store, Fabric& fabric, const C
                                  .completion_threads = options.completion_threads})) {}
 
 CompositionService::~CompositionService() {
-  // Every fabric change still waited for is told first (its completion may still write);
+  // Every fabric change still waited for gets its answer first (its completion may still write);
   // then the writes under way end and their steps run, before anything they use goes.
   waiter_->stop();
   std::unique_lock lock(steps_mu_);

@@ -71,7 +71,7 @@ class FrontDoor {
   // `answer` runs on a worker thread for each request that passed the limits and hands its
   // answer to the reply, there or later from another thread (a compose waits for the fabric
   // without a worker); `refusal` makes the JSON body of what the HTTP layer refuses (status,
-  // sentence); `answered` is told of every answer just before it is written.
+  // sentence); `answered` is called with every answer just before it is written.
   using Answer = std::function<void(HttpRequest&, HttpReply)>;
   using Refusal = std::function<HttpResponse(int status, const std::string& sentence)>;
   using Answered = std::function<void(const HttpRequest&, const HttpResponse&)>;

@@ -31,7 +31,7 @@ class Histogram {
  public:
   // The usual bounds (5 ms .. 30 s, then 1, 2, 5, 10, 20, 30 and 60 minutes) below
   // `max_seconds`, then `max_seconds` itself: the last finite bucket is the timeout the
-  // observed calls run under, so a call that ran into it is told from one that nearly did.
+  // observed calls run under, so a call that ran into it stands apart from one that nearly did.
   static std::vector<double> bounds_up_to(double max_seconds);
 
   explicit Histogram(std::vector<double> bounds);

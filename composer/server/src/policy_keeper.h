@@ -39,13 +39,13 @@ class PolicyKeeper {
   // Slurm keeps enforcing what was applied to it.
   Status load();
 
-  // Validates `body` against the pool and stores it as a new version, unless it is the text in
-  // force (then nothing changes) or a dry run. Errors name every problem of the file.
   // A policy compiled into Slurm's objects (plan_at()).
   struct PlanInForce {
     policies::Plan plan;
     policies::TimeZone time_zone;  // the policy's: the blockers' start times are in it
   };
+  // Validates `body` against the pool and stores it as a new version, unless it is the text in
+  // force (then nothing changes) or a dry run. Errors name every problem of the file.
   // `compiled`, when given, receives the checked policy's plan for now (for the Slurm diff).
   Expected<api::PolicyApplied> apply(const api::PolicyBody& body, const Caller& caller,
                                      std::optional<PlanInForce>* compiled = nullptr);

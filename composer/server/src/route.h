@@ -42,7 +42,7 @@ class Access {
  public:
   static Access anyone();  // no credential needed (health, metrics)
   static Access user();    // any caller with a valid credential
-  // Root and AdminUsers only; others are told "only root and AdminUsers may <may>".
+  // Root and AdminUsers only; others get "only root and AdminUsers may <may>".
   static Access admin(std::string may);
   // Root, AdminUsers and ComposeUsers (compose and release jobs).
   static Access composer();
@@ -100,7 +100,7 @@ class Call {
 
 // A route's work: the JSON body of its 200 answer, or the error to answer with.
 using Handler = std::function<Expected<Json::Value>(const Call&)>;
-// The same told later, from any thread, exactly once: a route whose work waits for the fabric.
+// The same answered later, from any thread, exactly once: a route whose work waits for the fabric.
 // The handler reads what it needs from the Call before it returns (the Call does not outlive
 // the handler; `answer` may).
 using Answer = std::function<void(Expected<Json::Value>)>;

@@ -20,8 +20,8 @@ Error bad(const std::string& arg, const std::string& rule) {
   return Error{ErrorCode::kInvalidArgument, "plugstack argument '" + arg + "': " + rule};
 }
 
-// composer.conf's typed values (composer/config), their sentences ("KEY=VALUE: RULE") told as
-// a plugstack argument's.
+// composer.conf's typed values (composer/config), their sentences ("KEY=VALUE: RULE") worded
+// as a plugstack argument's.
 Error bad(const std::string& arg, const Error& typed) {
   const std::string& m = typed.message;
   return bad(arg, m.rfind(arg + ": ", 0) == 0 ? m.substr(arg.size() + 2) : m);

@@ -40,7 +40,7 @@ class GroupWriter {
   // caller's): the writer runs nothing else meanwhile, and a write from it would never end.
   using Done = std::function<void(Status)>;
 
-  // Queues `body`; `done` is told once its change is committed (or refused).
+  // Queues `body`; `done` is called once its change is committed (or refused).
   void submit(Body body, Done done);
   // Queues `body`; the future is ready once its change is committed (or refused).
   std::future<Status> submit(Body body);

@@ -115,7 +115,7 @@ class Connection {
   // Runs a pragma and returns the first column of its first row as text ("" if no row).
   std::string pragma(std::string_view what, std::string_view pragma);
 
-  // For measurements (store_bench --statements): `timer` is told each step of each statement
+  // For measurements (store_bench --statements): `timer` is called with each step of each statement
   // this connection runs, with the nanoseconds it took (a statement's triggers included).
   using StatementTimer = std::function<void(const Sql& sql, int64_t ns)>;
   void time_statements(StatementTimer timer) { timer_ = std::move(timer); }

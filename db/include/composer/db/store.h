@@ -28,7 +28,7 @@ struct StoreOptions {
   // synchronous=FULL: a commit survives power loss. Off only for throw-away test databases.
   bool durable = true;
   int busy_timeout_ms = 5000;
-  // For measurements (store_bench --statements): told each step of each statement the writer
+  // For measurements (store_bench --statements): called with each step of each statement the writer
   // runs, by what the statement does ("appending event"), with the nanoseconds it took.
   std::function<void(std::string_view what, int64_t ns)> writer_statement_timer;
 };

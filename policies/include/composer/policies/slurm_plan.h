@@ -116,7 +116,9 @@ std::string render_actions(const std::vector<Action>& actions);
 // pool (drains, failures, foreign devices) and the policy. composerd holds the difference
 // back with one license-only "hold" reservation per managed license, which nobody can run in
 // (Users=root, StartTime=now, Duration=infinite): hold = configured total - wanted. A hold is
-// updated in place, never deleted (a gap would let jobs slip in); at 0 it stays, empty.
+// updated in place while it holds something (deleting and re-creating it would leave a gap
+// that jobs slip into), and deleted once it would hold 0, which Slurm 26.05 refuses to keep
+// (SyncPlanTest.AHoldIsUpdatedInPlaceAndDeletedWhenItHoldsNothing).
 
 // "hold_fabric_gpu" for fabric_gpu.
 std::string hold_name(std::string_view license);

@@ -561,7 +561,7 @@ struct FakeRedfish::Impl {
         res[std::string(kZones) + z]["@Redfish.CollectionCapabilities"] = caps;
       }
     }
-    // Every system takes blocks the way this service is told to advertise.
+    // Every system takes blocks the way this service was set to advertise.
     for (auto& [uri, v] : res) {
       if (!uri.starts_with(std::string(kSystems) + "/") || !v.isMember("Actions")) continue;
       if (o.patch_only) {

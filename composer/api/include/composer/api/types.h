@@ -40,7 +40,6 @@ struct HealthInfo {
   bool operator==(const HealthInfo&) const = default;
 };
 
-// POST /v1/devices/{id}/drain.
 // One page of a list (GET /v1/devices, /v1/compositions, /v1/events): `next_cursor` asks for
 // the next page (the list's own order: devices by id, compositions newest first, events by
 // time), empty on the last page.
@@ -53,7 +52,8 @@ using DevicePage = Page<Device>;
 using CompositionPage = Page<Composition>;
 using EventPage = Page<Event>;
 
-// The body of a drain (devices, domains) and of a node's hold on a composition: why.
+// The body of a drain (POST /v1/devices/{id}/drain, and of domains) and of a node's hold on a
+// composition: why.
 struct DrainBody {
   std::string reason;
 

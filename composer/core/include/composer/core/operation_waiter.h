@@ -9,7 +9,7 @@
 // fabric applies changes one at a time (Fabric::serialises_changes(), a Liqid Director), one
 // batch runs at a time and carries every change waiting when it starts (Fabric::apply_batch()):
 // a thousand attaches cost two edits, not a thousand in a row. A deadline bounds each change,
-// queue included: one that has not ended by then is told it timed out (the fabric may still
+// queue included: one that has not ended by then ends with a timeout (the fabric may still
 // finish it; the caller's recovery deals with that, as it does for a crash).
 //
 // What to do when a change ends runs on one of a few completion threads, never on the poller,
@@ -86,9 +86,9 @@ class OperationWaiter {
 
   void enqueue(Waiting w);
   // Starts a group of one lane (one change, or a batch) whose slot is taken, outside the lock;
-  // what ends at once is told, the rest is followed by the poller.
-  // `queued`: a starter thread starts it, and what ends at once is told on completion threads;
-  // else the caller's thread, which is told at once.
+  // what ends at once gets its answer, the rest is followed by the poller.
+  // `queued`: a starter thread starts it, and what ends at once gets its answer on completion
+  // threads; else the caller's thread starts it and gets the answer at once.
   void start(std::string lane, std::vector<Waiting> group, bool queued);
   void release(const std::string& lane);
   // Tells `w.done` how it ended: on a completion thread, or at once when inline_done.
@@ -107,7 +107,7 @@ class OperationWaiter {
   std::condition_variable completed_;  // completion threads
   bool stopping_ = false;              // no new change; the poller ends
   bool starters_stop_ = false;         // the poller has ended: the starter threads end
-  bool completers_stop_ = false;       // every completion told: the completion threads end
+  bool completers_stop_ = false;       // every completion called: the completion threads end
   uint64_t batches_ = 0;
   std::map<std::string, size_t> running_per_lane_;
   std::vector<Running> running_;

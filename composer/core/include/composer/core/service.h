@@ -85,8 +85,8 @@ class CompositionService {
 
   // Idempotent: a retry for the same (job, node) and request answers the same composition.
   Expected<Composition> compose(const ComposeInput& input);
-  // The same, without holding the caller's thread while the fabric attaches: `done` is told
-  // the answer once, on the caller's thread when it is known at once (a refusal, a repeated
+  // The same, without holding the caller's thread while the fabric attaches: `done` is called
+  // with the answer once, on the caller's thread when it is known at once (a refusal, a repeated
   // request), else on one of the service's completion threads.
   void compose_async(const ComposeInput& input, std::function<void(Expected<Composition>)> done);
   // Idempotent: nullopt when the job never had a composition on the node; the released
@@ -101,7 +101,7 @@ class CompositionService {
   // (in `nodes` order) is returned. Idempotent like compose().
   Expected<std::vector<Composition>> compose_job(const ComposeInput& input,
                                                  const std::vector<std::string>& nodes);
-  // The same without holding the caller's thread: `done` is told once, as compose_async's is.
+  // The same without holding the caller's thread: `done` is called once, as compose_async's is.
   void compose_job_async(const ComposeInput& input, const std::vector<std::string>& nodes,
                          std::function<void(Expected<std::vector<Composition>>)> done);
   // Releases every live composition of the job, all nodes at once; the released compositions
@@ -109,7 +109,7 @@ class CompositionService {
   // still released; the error names the node.
   Expected<std::vector<Composition>> release_job(uint32_t job_id);
   // The same without holding the caller's thread: every node's detach is started at once and
-  // `done` is told once, when the last has ended.
+  // `done` is called once, when the last has ended.
   void release_job_async(uint32_t job_id,
                          std::function<void(Expected<std::vector<Composition>>)> done);
 
@@ -154,7 +154,8 @@ class CompositionService {
   std::optional<Device> pooled_device(const std::string& id) const;
   Status check_possible(const std::string& node, const Request& request) const;
 
-  // Used by the reconciler.
+  // Every live composition as the pool holds it now: the reconciler's rounds, the failure
+  // reactor and the metrics read it.
   struct LiveEntry {
     int64_t id = 0;
     uint32_t job_id = 0;

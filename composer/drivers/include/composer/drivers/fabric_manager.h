@@ -1,5 +1,5 @@
-// What every driver that talks to a fabric manager over the network (redfish, liqid) is told
-// about reaching it, and the one set of checks of those settings. composerd fills them from
+// What every driver that talks to a fabric manager over the network (redfish, liqid) is given
+// to reach it, and the one set of checks of those settings. composerd fills them from
 // composer.conf's Fabric* keys (composer/setup/src/fabric_setup.cc).
 #pragma once
 

@@ -1,8 +1,9 @@
 // The controller's side of a composed job, for Slurm's PrologSlurmctld (composer-slurmctld):
 // every node of the job composed before it launches, from slurmctld's host, so that a failure
 // requeues a batch job (or refuses salloc/srun) instead of draining a node. The node prolog
-// then only does the host side (plugstack argument compose=controller) and each node's epilog
-// releases its node after the host side is clear, as with compose=node.
+// then only does the host side (plugstack argument compose=controller), each node's epilog
+// only clears the host side, and EpilogSlurmctld (composer-slurmctld again) releases the job
+// once every node's epilog is done.
 #pragma once
 
 #include <cstdint>

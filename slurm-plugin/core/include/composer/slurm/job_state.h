@@ -26,7 +26,7 @@ struct JobState {
   std::vector<Device> devices;
   std::string cuda_visible_devices;  // decided by the prolog, which can read sysfs
   // The drives' block devices (/dev/nvme0n1, ...), found by the prolog. Files of the earlier
-  // version have none: their jobs are told the drives' ids, as that version told them.
+  // version have none: their jobs get the drives' ids, as that version gave them.
   std::optional<std::vector<std::string>> nvme_paths;
   // Set when the job must not run (its request could not be served and that is not the
   // node's fault): the task hooks fail the job's steps with this sentence.

@@ -35,7 +35,8 @@ enum class OnUnavailable {
 // Where a job's devices are composed.
 enum class ComposeOn {
   kNode,        // the slurmd prolog of each node composes that node
-  kController,  // PrologSlurmctld (composer-slurmctld) composes every node; the prolog reads
+  kController,  // PrologSlurmctld (composer-slurmctld) composes every node and
+                // EpilogSlurmctld releases them; the prolog reads its node's composition
 };
 
 struct SpankConfig {

@@ -40,7 +40,7 @@ Expected<std::vector<Composition>> compose_job_waiting(
     ComposerApi& api, const ComposeCall& call, const std::vector<std::string>& nodes,
     uint32_t free_wait_s, const std::function<void(const std::string&)>& log);
 
-// "compose compose-gpus=2 failed (unavailable): ...": how a failed compose is told, by the
+// "compose compose-gpus=2 failed (unavailable): ...": how a failed compose is worded, by the
 // prolog and by composer-slurmctld alike.
 std::string compose_failure(const JobOptions& options, const Error& e);
 
@@ -64,10 +64,15 @@ Status task_init_privileged(JobContext& ctx, const SpankConfig& config);
 size_t release_held_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
 
 // Job epilog (root, slurmd). Waits (busy_wait) until no process holds an attached device,
-// removes the devices from the host, asks composerd to release and deletes the state file.
-// Fails only when a device is still held after busy_wait: the composition is then kept (so the
-// fabric does not pull a device from under a running process) and the node drains. A failed
-// release is logged and left to composerd's reconciler.
+// removes the devices from the host, asks composerd to release (compose=node; under
+// compose=controller EpilogSlurmctld releases the job) and deletes the state file. A device
+// still in use after busy_wait is not pulled from under its process: the epilog sets the
+// node's hold on the composition (ComposerApi::hold), which composerd's releases respect, and
+// a later prolog, epilog or composer-node-check on the node releases it once it is free
+// (EpilogHoldsDevicesAProcessStillHoldsAndALaterHookReleasesThem). Fails, and so drains the
+// node, only when composerd cannot be asked to hold
+// (EpilogFailsWhenComposerdCannotHoldDevicesStillInUse). A failed release is logged and left
+// to composerd's reconciler (ReleaseFailureNeverFailsTheEpilog).
 Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
 
 }  // namespace composer::slurm
