@@ -285,29 +285,36 @@ ALTER TABLE hosts ADD COLUMN domains TEXT NOT NULL DEFAULT '';
 // for each composition, its first end event. (Nothing here sorts or materialises: in the
 // trigger that would cost a temporary file on every end event.)
 // Kinds are compared one by one, not with IN (sql_terms.h).
-#define ROLLUP_COLUMNS                                                                          \
-  "composition_id, first_id, first_ts, first_kind, ready_ts, releasing_ts, end_id, end_ts, "    \
-  "end_kind, end_from, end_detail, job_id, node, uid, user, account, workload, policy_window, " \
-  "devices, events, other_events, whole"
-#define ROLLUP_SELECT \
-  "SELECT e.composition_id, f.id, f.ts_ms, f.kind,"                                                \
-  " MAX(CASE WHEN x.kind = 'ready' THEN x.ts_ms END),"                                             \
-  " MAX(CASE WHEN x.kind = 'releasing' THEN x.ts_ms END),"                                         \
-  " e.id, e.ts_ms, e.kind, e.from_state, e.detail, f.job_id, f.node, f.uid, f.user, f.account,"    \
-  " f.workload, f.policy_window, f.devices, COUNT(*), SUM(NOT " SQL_IS_STATE_KIND("x.kind") "),"   \
-  " SUM(x.kind = 'ready') <= 1 AND SUM(" SQL_IS_END_KIND("x.kind") ") = 1"                         \
-  " AND MIN(x.uid) = MAX(x.uid) AND MAX(x.ts_ms) <= e.ts_ms AND MAX(x.id) = e.id"                  \
-  " AND NOT EXISTS (SELECT 1 FROM events o WHERE o.composition_id = e.composition_id"              \
-  " AND NOT " SQL_IS_STATE_KIND("o.kind") " AND NOT " SQL_IS_DEVICE_KIND("o.kind")                 \
-  " AND (o.ts_ms < f.ts_ms OR (o.ts_ms = f.ts_ms AND o.id < f.id)))"                               \
-  " AND EXISTS (SELECT 1 FROM compositions c WHERE c.id = e.composition_id"                        \
-  " AND " SQL_IS_END_KIND("c.state") " AND c.updated_ms = e.ts_ms AND c.created_ms <= f.ts_ms)"    \
-  " FROM events e"                                                                                 \
-  " JOIN events f ON f.id = (SELECT MIN(id) FROM events WHERE composition_id = e.composition_id"   \
-  " AND " SQL_IS_STATE_KIND("kind") " AND ts_ms = (SELECT MIN(ts_ms) FROM events"                  \
-  " WHERE composition_id = e.composition_id AND " SQL_IS_STATE_KIND("kind") "))"                   \
-  " JOIN events x ON x.composition_id = e.composition_id AND NOT " SQL_IS_DEVICE_KIND("x.kind")
-constexpr sqlite::Sql kMigration9{
+constexpr Text kRollupColumns(
+    "composition_id, first_id, first_ts, first_kind, ready_ts, releasing_ts, end_id, end_ts, "
+    "end_kind, end_from, end_detail, job_id, node, uid, user, account, workload, policy_window, "
+    "devices, events, other_events, whole");
+constexpr auto kRollupSelect = joined<
+    "SELECT e.composition_id, f.id, f.ts_ms, f.kind,"
+    " MAX(CASE WHEN x.kind = 'ready' THEN x.ts_ms END),"
+    " MAX(CASE WHEN x.kind = 'releasing' THEN x.ts_ms END),"
+    " e.id, e.ts_ms, e.kind, e.from_state, e.detail, f.job_id, f.node, f.uid, f.user, f.account,"
+    " f.workload, f.policy_window, f.devices, COUNT(*), SUM(NOT ",
+    is_state_kind<"x.kind">, "), SUM(x.kind = 'ready') <= 1 AND SUM(", is_end_kind<"x.kind">,
+    ") = 1"
+    " AND MIN(x.uid) = MAX(x.uid) AND MAX(x.ts_ms) <= e.ts_ms AND MAX(x.id) = e.id"
+    " AND NOT EXISTS (SELECT 1 FROM events o WHERE o.composition_id = e.composition_id"
+    " AND NOT ",
+    is_state_kind<"o.kind">, " AND NOT ", is_device_kind<"o.kind">,
+    " AND (o.ts_ms < f.ts_ms OR (o.ts_ms = f.ts_ms AND o.id < f.id)))"
+    " AND EXISTS (SELECT 1 FROM compositions c WHERE c.id = e.composition_id AND ",
+    is_end_kind<"c.state">,
+    " AND c.updated_ms = e.ts_ms AND c.created_ms <= f.ts_ms)"
+    " FROM events e"
+    " JOIN events f ON f.id = (SELECT MIN(id) FROM events WHERE composition_id = e.composition_id"
+    " AND ",
+    is_state_kind<"kind">,
+    " AND ts_ms = (SELECT MIN(ts_ms) FROM events WHERE composition_id = e.composition_id AND ",
+    is_state_kind<"kind">,
+    "))"
+    " JOIN events x ON x.composition_id = e.composition_id AND NOT ",
+    is_device_kind<"x.kind">>;
+constexpr Sql kMigration9 = statement<
     "the rollup of ended compositions (migration 9)",
     // Stored in the order compositions began (the key), so that a report reads its rows in
     // one pass over the table, not one lookup per row from an index.
@@ -333,23 +340,27 @@ constexpr sqlite::Sql kMigration9{
     // Events of no composition and no device (refused composes, foreign holders): a report
     // counts them in its range without reading them.
     "CREATE INDEX events_unattached_by_ts ON events (ts_ms)"
-    " WHERE composition_id IS NULL AND NOT " SQL_IS_DEVICE_KIND("kind") ";"
+    " WHERE composition_id IS NULL AND NOT ",
+    is_device_kind<"kind">,
+    ";"
     "CREATE TRIGGER events_roll_up_ended_composition AFTER INSERT ON events"
-    " WHEN NEW.composition_id IS NOT NULL AND " SQL_IS_END_KIND("NEW.kind")
-    " BEGIN INSERT INTO composition_rollup (" ROLLUP_COLUMNS ") " ROLLUP_SELECT
+    " WHEN NEW.composition_id IS NOT NULL AND ",
+    is_end_kind<"NEW.kind">, " BEGIN INSERT INTO composition_rollup (", kRollupColumns, ") ",
+    kRollupSelect,
     " WHERE e.id = NEW.id ON CONFLICT (composition_id) DO UPDATE SET whole = 0; END;"
     "CREATE TRIGGER events_roll_up_late_event AFTER INSERT ON events"
     " WHEN NEW.composition_id IS NOT NULL"
-    " AND NOT " SQL_IS_END_KIND("NEW.kind") " AND NOT " SQL_IS_DEVICE_KIND("NEW.kind")
+    " AND NOT ",
+    is_end_kind<"NEW.kind">, " AND NOT ", is_device_kind<"NEW.kind">,
     " BEGIN UPDATE composition_rollup SET whole = 0"
     " WHERE composition_id = NEW.composition_id AND whole = 1; END;"
     // The ledger so far: one row per composition with an end event, from its first one.
-    "INSERT INTO composition_rollup (" ROLLUP_COLUMNS ") " ROLLUP_SELECT
-    " WHERE e.composition_id IS NOT NULL AND " SQL_IS_END_KIND("e.kind")
+    "INSERT INTO composition_rollup (",
+    kRollupColumns, ") ", kRollupSelect, " WHERE e.composition_id IS NOT NULL AND ",
+    is_end_kind<"e.kind">,
     " AND e.id = (SELECT MIN(id) FROM events WHERE composition_id = e.composition_id"
-    " AND " SQL_IS_END_KIND("kind") ") GROUP BY e.id;"};
-#undef ROLLUP_SELECT
-#undef ROLLUP_COLUMNS
+    " AND ",
+    is_end_kind<"kind">, ") GROUP BY e.id;">;
 
 // Migration 10: a node's hold on a composition whose devices a process on the host still holds
 // after the job ended (the node's epilog found them in use). '' for none; while set, nothing
@@ -364,19 +375,24 @@ ALTER TABLE compositions ADD COLUMN host_hold TEXT NOT NULL DEFAULT '';
 // index's WHERE, before and after each state change), every event appended and every device
 // given to a composition. The same rows, the same refusals; a missing composition still
 // passes the trigger (its NULL), as before.
-constexpr sqlite::Sql kMigration11{
+constexpr Sql kMigration11 = statement<
     "live and device-event lists tested one by one (migration 11)",
     "DROP INDEX compositions_one_live_per_job_node;"
     "CREATE UNIQUE INDEX compositions_one_live_per_job_node ON compositions (job_id, node)"
-    " WHERE " SQL_IS_LIVE_STATE("state") ";"
+    " WHERE ",
+    is_live_state<"state">,
+    ";"
     "DROP INDEX events_device_by_ts;"
-    "CREATE INDEX events_device_by_ts ON events (ts_ms) WHERE " SQL_IS_DEVICE_KIND("kind") ";"
+    "CREATE INDEX events_device_by_ts ON events (ts_ms) WHERE ",
+    is_device_kind<"kind">,
+    ";"
     "DROP TRIGGER composition_devices_owner_must_be_live;"
     "CREATE TRIGGER composition_devices_owner_must_be_live"
     " BEFORE INSERT ON composition_devices"
-    " WHEN NEW.live = 1 AND (SELECT NOT " SQL_IS_LIVE_STATE("state")
+    " WHEN NEW.live = 1 AND (SELECT NOT ",
+    is_live_state<"state">,
     " FROM compositions WHERE id = NEW.composition_id)"
-    " BEGIN SELECT RAISE(ABORT, 'a device can only be given to a live composition'); END;"};
+    " BEGIN SELECT RAISE(ABORT, 'a device can only be given to a live composition'); END;">;
 
 struct Migration {
   int version;

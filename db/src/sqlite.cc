@@ -27,12 +27,6 @@ std::string describe(std::string_view what, std::string_view detail) {
 }
 }  // namespace
 
-void fail(ErrorCode code, std::string_view message) {
-  std::string text = "store: ";
-  text += message;
-  throw Failure(Error(code, std::move(text)));
-}
-
 ErrorCode error_code_for(int sqlite_result) {
   switch (sqlite_result & 0xff) {
     case SQLITE_CONSTRAINT:

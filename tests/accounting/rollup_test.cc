@@ -5,6 +5,7 @@
 // the end, a compositions row that disagrees), over ranges whose edges cut compositions. And
 // the rollup migration 9 fills for an existing ledger is the one its trigger keeps.
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "composer/accounting/report_json.h"
 #include "composer/api/codec.h"
 #include "composer/db/store.h"
+#include "composer/test_support/pg_server.h"
 #include "composer/test_support/temp_dir.h"
 #include "ledger.h"
 
@@ -44,6 +46,7 @@ class RollupTest : public ::testing::Test {
     for (const char* suffix : {"", "-wal", "-shm"}) {
       std::filesystem::remove(dir_.file(std::string("composer.db") + suffix));
     }
+    if (pg_ != nullptr) conninfo_ = pg_->fresh_database();
     ids_.clear();
     reopen();
     std::vector<Host> hosts;
@@ -76,7 +79,8 @@ class RollupTest : public ::testing::Test {
 
   void reopen() {
     store_.reset();
-    auto s = db::Store::open(dir_.file("composer.db"), {.durable = false});
+    auto s = conninfo_.empty() ? db::Store::open(dir_.file("composer.db"), {.durable = false})
+                               : db::Store::open_postgresql(conninfo_);
     ASSERT_TRUE(s.ok()) << s.error();
     store_ = std::move(s).value();
   }
@@ -380,7 +384,28 @@ class RollupTest : public ::testing::Test {
     reopen();
   }
 
+  void walked_is_event_by_event_on_the_stores_ledgers() {
+    for (uint64_t seed : {1u, 2u, 3u}) {
+      SCOPED_TRACE("seed " + std::to_string(seed));
+      fresh_store();
+      std::mt19937_64 rng(seed);
+      const Written w = write_random_ledger(rng, 220);
+      ASSERT_FALSE(w.uids.empty()) << w.times.size();
+      // The ledger's start and end, instants between events, and instants exactly at events.
+      std::vector<int64_t> at = {kT0 - kH, kT0, w.times.back() + kH};
+      for (size_t i = 0; i < w.times.size(); i += w.times.size() / 7) {
+        at.push_back(w.times[i]);
+        at.push_back(w.times[i] + 1);
+      }
+      expect_same_over(at, {*w.uids.begin(), *w.uids.rbegin()});
+    }
+    EXPECT_GT(with_compositions_, compared_ / 2);
+  }
+
   test_support::TempDir dir_{"composer-rollup"};
+  // The PostgreSQL runs: the server, and the database of the store; else an SQLite file.
+  test_support::PgServer* pg_ = nullptr;
+  std::string conninfo_;
   std::unique_ptr<db::Store> store_;
   std::vector<std::string> ids_;
   int compared_ = 0;
@@ -388,21 +413,35 @@ class RollupTest : public ::testing::Test {
 };
 
 TEST_F(RollupTest, WalkedReportIsTheEventByEventReportOnTheStoresLedgers) {
-  for (uint64_t seed : {1u, 2u, 3u}) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    fresh_store();
-    std::mt19937_64 rng(seed);
-    const Written w = write_random_ledger(rng, 220);
-    ASSERT_FALSE(w.uids.empty()) << w.times.size();
-    // The ledger's start and end, instants between events, and instants exactly at events.
-    std::vector<int64_t> at = {kT0 - kH, kT0, w.times.back() + kH};
-    for (size_t i = 0; i < w.times.size(); i += w.times.size() / 7) {
-      at.push_back(w.times[i]);
-      at.push_back(w.times[i] + 1);
-    }
-    expect_same_over(at, {*w.uids.begin(), *w.uids.rbegin()});
+  walked_is_event_by_event_on_the_stores_ledgers();
+}
+
+// The same on the PostgreSQL store: its rollup is kept by its own trigger.
+class RollupOnPostgreSQL : public RollupTest {
+ protected:
+  void SetUp() override {
+    std::string why;
+    bool installed = true;
+    pg_ = test_support::PgServer::shared(why, installed);
+    if (!installed) GTEST_SKIP() << why;
+    ASSERT_NE(pg_, nullptr) << why;
+    RollupTest::SetUp();
   }
-  EXPECT_GT(with_compositions_, compared_ / 2);
+  void TearDown() override {
+    store_.reset();
+    test_support::PgServer::stop_shared();
+  }
+};
+
+TEST_F(RollupOnPostgreSQL, WalkedReportIsTheEventByEventReportOnTheStoresLedgers) {
+  walked_is_event_by_event_on_the_stores_ledgers();
+  // The walk read rollup rows, not only events one by one: the trigger wrote whole rows.
+  PGconn* db = PQconnectdb(conninfo_.c_str());
+  PGresult* r = PQexec(db, "SELECT count(*) FROM composition_rollup WHERE whole = 1");
+  ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQerrorMessage(db);
+  EXPECT_GT(std::stoi(PQgetvalue(r, 0, 0)), 20);
+  PQclear(r);
+  PQfinish(db);
 }
 
 // Appended by plain SQL, as report_bench does: the trigger keeps the rollup all the same. Beside

@@ -9,6 +9,7 @@
 #include "composer/accounting/report.h"
 #include "composer/accounting/report_json.h"
 #include "composer/db/store.h"
+#include "composer/test_support/pg_server.h"
 #include "composer/test_support/temp_dir.h"
 #include "ledger.h"
 
@@ -22,7 +23,8 @@ class StoreScanTest : public ::testing::Test {
  protected:
   void SetUp() override {
     testing::use_utc();
-    auto s = db::Store::open(dir_.file("composer.db"), {.durable = false});
+    auto s = conninfo_.empty() ? db::Store::open(dir_.file("composer.db"), {.durable = false})
+                               : db::Store::open_postgresql(conninfo_);
     ASSERT_TRUE(s.ok()) << s.error();
     store_ = std::move(s).value();
     Host h;
@@ -82,48 +84,73 @@ class StoreScanTest : public ::testing::Test {
   }
 
   test_support::TempDir dir_{"composer-accounting"};
+  void scan_is_the_whole_ledger() {
+    // Many short compositions early on, one long one across the middle, one still live.
+    for (uint32_t j = 1; j <= 20; ++j) {
+      const int64_t t = kT0 + j * 60000;
+      release(compose(j, {"g1"}, t), t + 30000);
+    }
+    const int64_t long_one = compose(100, {"g2", "m1"}, kT0 + kH);
+    ASSERT_TRUE(store_->set_drained("g1", true, "cable", "uid 0", kT0 + 2 * kH).ok());
+    ASSERT_TRUE(store_->set_drained("g1", false, "", "uid 0", kT0 + 3 * kH).ok());
+    release(long_one, kT0 + 5 * kH);
+    compose(101, {"g1"}, kT0 + 6 * kH);
+    ASSERT_TRUE(store_->set_health("g2", Health::kCritical, "lost", kT0 + 7 * kH).ok());
+
+    for (auto [start, end] : {std::pair{kT0, kT0 + 8 * kH}, std::pair{kT0 + 4 * kH, kT0 + 8 * kH},
+                              std::pair{kT0 + 2 * kH + 1, kT0 + 6 * kH + 1},
+                              std::pair{kT0 + 7 * kH + 5, kT0 + 9 * kH}}) {
+      const ReportOptions o{.start_ms = start, .end_ms = end, .now_ms = kT0 + 9 * kH};
+      uint64_t delivered = 0;
+      const Report scanned = from_scan(o, &delivered);
+      const Report full = from_everything(o);
+      Json::Value a = to_json(scanned), b = to_json(full);
+      // The counters of what was read differ by design; every figure must not.
+      a.removeMember("events_read");
+      b.removeMember("events_read");
+      EXPECT_EQ(a, b) << "range " << start - kT0 << ".." << end - kT0;
+      EXPECT_EQ(scanned.events_ignored, 0u);
+    }
+    // From 4h on, the 20 short compositions (80 events) before it are not read at all.
+    uint64_t delivered = 0;
+    const Report late = from_scan(
+        {.start_ms = kT0 + 4 * kH, .end_ms = kT0 + 8 * kH, .now_ms = kT0 + 9 * kH}, &delivered);
+    EXPECT_LT(delivered, 15u);
+    // g2 and m1 were held by job 100 from 1h to 5h+500ms: 1h and 500 ms of it inside.
+    for (const auto& p : late.pools) {
+      if (p.type == "mem") {
+        EXPECT_EQ(p.usage.attached_ms, kH + 500);
+      }
+    }
+  }
+
+  std::string conninfo_;  // the PostgreSQL runs: the database; empty: an SQLite file
   std::unique_ptr<db::Store> store_;
   std::vector<Device> inventory_;
 };
 
-TEST_F(StoreScanTest, ScanGivesTheSameReportAsTheWholeLedger) {
-  // Many short compositions early on, one long one across the middle, one still live.
-  for (uint32_t j = 1; j <= 20; ++j) {
-    const int64_t t = kT0 + j * 60000;
-    release(compose(j, {"g1"}, t), t + 30000);
-  }
-  const int64_t long_one = compose(100, {"g2", "m1"}, kT0 + kH);
-  ASSERT_TRUE(store_->set_drained("g1", true, "cable", "uid 0", kT0 + 2 * kH).ok());
-  ASSERT_TRUE(store_->set_drained("g1", false, "", "uid 0", kT0 + 3 * kH).ok());
-  release(long_one, kT0 + 5 * kH);
-  compose(101, {"g1"}, kT0 + 6 * kH);
-  ASSERT_TRUE(store_->set_health("g2", Health::kCritical, "lost", kT0 + 7 * kH).ok());
+TEST_F(StoreScanTest, ScanGivesTheSameReportAsTheWholeLedger) { scan_is_the_whole_ledger(); }
 
-  for (auto [start, end] :
-       {std::pair{kT0, kT0 + 8 * kH}, std::pair{kT0 + 4 * kH, kT0 + 8 * kH},
-        std::pair{kT0 + 2 * kH + 1, kT0 + 6 * kH + 1}, std::pair{kT0 + 7 * kH + 5, kT0 + 9 * kH}}) {
-    const ReportOptions o{.start_ms = start, .end_ms = end, .now_ms = kT0 + 9 * kH};
-    uint64_t delivered = 0;
-    const Report scanned = from_scan(o, &delivered);
-    const Report full = from_everything(o);
-    Json::Value a = to_json(scanned), b = to_json(full);
-    // The counters of what was read differ by design; every figure must not.
-    a.removeMember("events_read");
-    b.removeMember("events_read");
-    EXPECT_EQ(a, b) << "range " << start - kT0 << ".." << end - kT0;
-    EXPECT_EQ(scanned.events_ignored, 0u);
+// The same on the PostgreSQL store, in a database of a private server.
+class StoreScanOnPostgreSQL : public StoreScanTest {
+ protected:
+  void SetUp() override {
+    std::string why;
+    bool installed = true;
+    test_support::PgServer* pg = test_support::PgServer::shared(why, installed);
+    if (!installed) GTEST_SKIP() << why;
+    ASSERT_NE(pg, nullptr) << why;
+    conninfo_ = pg->fresh_database();
+    StoreScanTest::SetUp();
   }
-  // From 4h on, the 20 short compositions (80 events) before it are not read at all.
-  uint64_t delivered = 0;
-  const Report late = from_scan(
-      {.start_ms = kT0 + 4 * kH, .end_ms = kT0 + 8 * kH, .now_ms = kT0 + 9 * kH}, &delivered);
-  EXPECT_LT(delivered, 15u);
-  // g2 and m1 were held by job 100 from 1h to 5h+500ms: 1h and 500 ms of it inside.
-  for (const auto& p : late.pools) {
-    if (p.type == "mem") {
-      EXPECT_EQ(p.usage.attached_ms, kH + 500);
-    }
+  void TearDown() override {
+    store_.reset();
+    test_support::PgServer::stop_shared();
   }
+};
+
+TEST_F(StoreScanOnPostgreSQL, ScanGivesTheSameReportAsTheWholeLedger) {
+  scan_is_the_whole_ledger();
 }
 
 // The inventory as composerd hands it to the report: each device from the store, with the

@@ -11,7 +11,7 @@ namespace {
 
 using S = CompositionState;
 
-TEST_F(StoreTest, EightThreadsTimesTwoHundredCyclesLoseNothing) {
+TEST_P(BackendTest, EightThreadsTimesTwoHundredCyclesLoseNothing) {
   constexpr int kThreads = 8;
   constexpr int kCycles = 200;
   reopen(/*durable=*/true);

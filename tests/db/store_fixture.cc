@@ -1,6 +1,10 @@
 #include "store_fixture.h"
 
+#include <libpq-fe.h>
+
 #include <stdexcept>
+
+#include "composer/test_support/pg_server.h"
 
 namespace composer::db::testing {
 
@@ -68,7 +72,94 @@ Status exec_raw(sqlite::Connection& db, const std::string& sql) {
   return e;
 }
 
-void StoreTest::SetUp() { reopen(); }
+namespace {
+
+class SqliteRaw final : public RawDatabase {
+ public:
+  explicit SqliteRaw(const std::string& path) : db_(raw_connection(path)) {}
+  Status exec(const std::string& sql) override { return exec_raw(*db_, sql); }
+  int64_t query_int(const std::string& sql) override { return testing::query_int(*db_, sql); }
+
+ private:
+  std::unique_ptr<sqlite::Connection> db_;
+};
+
+class PgRaw final : public RawDatabase {
+ public:
+  explicit PgRaw(const std::string& conninfo) : db_(PQconnectdb(conninfo.c_str())) {}
+  ~PgRaw() override { PQfinish(db_); }
+  PgRaw(const PgRaw&) = delete;
+  PgRaw& operator=(const PgRaw&) = delete;
+  Status exec(const std::string& sql) override {
+    PGresult* r = PQexec(db_, sql.c_str());
+    const ExecStatusType status = PQresultStatus(r);
+    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) {
+      PQclear(r);
+      return Status::Ok();
+    }
+    const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    const bool constraint = state != nullptr && std::string(state).substr(0, 2) == "23";
+    Error e(constraint ? ErrorCode::kConflict : ErrorCode::kInternal, PQerrorMessage(db_));
+    PQclear(r);
+    return e;
+  }
+  int64_t query_int(const std::string& sql) override {
+    PGresult* r = PQexec(db_, sql.c_str());
+    int64_t v = -1;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)) {
+      v = std::stoll(PQgetvalue(r, 0, 0));
+    }
+    PQclear(r);
+    return v;
+  }
+
+ private:
+  PGconn* db_;
+};
+
+// Stops the shared PostgreSQL at the end of the test process.
+class PgEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { test_support::PgServer::stop_shared(); }
+};
+[[maybe_unused]] ::testing::Environment* const kPgEnvironment =
+    ::testing::AddGlobalTestEnvironment(new PgEnvironment);
+
+}  // namespace
+
+std::string backend_name(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::kSqlite ? "SQLite" : "PostgreSQL";
+}
+
+std::unique_ptr<RawDatabase> StoreTest::raw_database() {
+  if (backend() == Backend::kPostgresql) return std::make_unique<PgRaw>(pg_conninfo_);
+  return std::make_unique<SqliteRaw>(db_path());
+}
+
+std::string StoreTest::unique_refusal(const std::string& table,
+                                      const std::vector<std::string>& columns) {
+  std::string out;
+  for (const auto& c : columns) {
+    if (backend() == Backend::kSqlite) {
+      out += (out.empty() ? "" : ", ") + table + "." + c;
+    } else {
+      out += (out.empty() ? "(" : ", ") + c;
+    }
+  }
+  return backend() == Backend::kSqlite ? out : out + ")=";
+}
+
+void StoreTest::SetUp() {
+  if (backend() == Backend::kPostgresql) {
+    std::string why;
+    bool installed = true;
+    test_support::PgServer* server = test_support::PgServer::shared(why, installed);
+    if (!installed) GTEST_SKIP() << why;
+    ASSERT_NE(server, nullptr) << why;
+    pg_conninfo_ = server->fresh_database();
+  }
+  reopen();
+}
 
 void StoreTest::TearDown() { store_.reset(); }
 
@@ -76,7 +167,8 @@ void StoreTest::reopen(bool durable) {
   store_.reset();
   StoreOptions options;
   options.durable = durable;
-  auto opened = Store::open(db_path(), options);
+  auto opened = backend() == Backend::kPostgresql ? Store::open_postgresql(pg_conninfo_)
+                                                  : Store::open(db_path(), options);
   ASSERT_TRUE(opened.ok()) << opened.error();
   store_ = std::move(*opened);
 }

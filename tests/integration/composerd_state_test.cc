@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "composer/test_support/pg_server.h"
 #include "composerd_process.h"
 #include "raw_request.h"
 
@@ -167,6 +168,42 @@ TEST(ComposerdState, ARestartChangesNothingOnTheSimFabric) {
   ASSERT_TRUE(c.release(7, "n1").ok());
   EXPECT_EQ(composerd.stop(), 0);
   EXPECT_TRUE(sim_fabric_holds(composerd).empty()) << "the release detached everything";
+}
+
+// StateBackend=postgresql: composerd keeps its state in the database its StateUrlFile names,
+// finds it there after a restart, makes no SQLite file, and never logs the connection string.
+TEST(ComposerdState, KeepsItsStateInPostgreSQLWhenToldTo) {
+  std::string why;
+  bool installed = true;
+  test_support::PgServer* pg = test_support::PgServer::shared(why, installed);
+  if (!installed) GTEST_SKIP() << why;
+  ASSERT_NE(pg, nullptr) << why;
+  test_support::TempDir secrets("composer-secret");
+  const std::string url_file = secrets.file("state.url");
+  {
+    std::ofstream out(url_file);
+    out << pg->fresh_database() << " password=s3cret-in-the-url\n";
+  }
+  ASSERT_EQ(::chmod(url_file.c_str(), 0600), 0);
+  {
+    ComposerdProcess composerd("StateBackend=postgresql\nStateUrlFile=" + url_file + "\n");
+    auto composed =
+        composerd.client().compose(7, "n1", body(Request{.gpus = 2, .mem_bytes = 64ull << 30}));
+    ASSERT_TRUE(composed.ok()) << composed.error();
+    ASSERT_EQ(composed->state, CompositionState::kReady);
+    EXPECT_EQ(composerd.stop(), 0);
+    composerd.start();
+    auto shown = composerd.client().show(7, "n1");
+    ASSERT_TRUE(shown.ok()) << shown.error();
+    EXPECT_EQ(shown->state, CompositionState::kReady);
+    EXPECT_EQ(shown->devices.size(), 3u);
+    ASSERT_TRUE(composerd.client().release(7, "n1").ok());
+    EXPECT_EQ(composerd.stop(), 0);
+    EXPECT_FALSE(std::filesystem::exists(composerd.state_dir() + "/composer.db"));
+    EXPECT_THAT(composerd.log(), HasSubstr("store: opened PostgreSQL"));
+    EXPECT_THAT(composerd.log(), ::testing::Not(HasSubstr("s3cret")));
+  }
+  test_support::PgServer::stop_shared();
 }
 
 // SimFailAttaches= makes the first attach calls fail, as a fabric that refuses them would.

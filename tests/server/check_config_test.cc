@@ -53,6 +53,33 @@ TEST_F(CheckConfig, AGoodFileAndAStateDirStillToCreate) {
   EXPECT_FALSE(std::filesystem::exists(dir_.file("composerd.log")));
 }
 
+TEST_F(CheckConfig, TheStatesConnectionStringFileFollowsTheRuleOfSecrets) {
+  const std::string url = dir_.file("state.url");
+  {
+    std::ofstream out(url);
+    out << "# the writable primary\nhost=db1,db2 password=s3cret target_session_attrs=read-write\n";
+  }
+  const std::string head = "StateBackend=postgresql\nStateUrlFile=" + url + "\n";
+  ASSERT_EQ(::chmod(url.c_str(), 0640), 0);
+  expect_refused(head, conf_ + " line 3: StateUrlFile " + url +
+                           " has mode 640, so group or others may read it; run chmod 600");
+  ASSERT_EQ(::chmod(url.c_str(), 0600), 0);
+  Status s = check(head);
+  EXPECT_TRUE(s.ok()) << s.error();
+  {
+    std::ofstream out(url, std::ios::app);
+    out << "host=db3 password=other\n";
+  }
+  s = check(head);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message, HasSubstr("line 3 is a second setting"));
+  // The refusal never shows the file's content.
+  EXPECT_THAT(s.error().message, ::testing::Not(HasSubstr("s3cret")));
+  EXPECT_THAT(s.error().message, ::testing::Not(HasSubstr("other")));
+  expect_refused("StateBackend=postgresql\nStateUrlFile=" + dir_.file("none.url") + "\n",
+                 "StateUrlFile " + dir_.file("none.url") + " cannot be read");
+}
+
 TEST_F(CheckConfig, UnknownUsersAndGroups) {
   expect_refused("ListenPort=7000\nAdminUsers=root,no-such-user-here\n",
                  conf_ + " line 3: AdminUsers: no such user 'no-such-user-here'");

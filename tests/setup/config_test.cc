@@ -35,6 +35,12 @@ TEST(Config, DefaultsAndSettings) {
   EXPECT_TRUE(sync->slurm_sync);
   EXPECT_EQ(sync->slurm_scontrol, "/opt/slurm/bin/scontrol");
   EXPECT_EQ(sync->slurm_conf, "/etc/s.conf");
+  // SQLite unless told otherwise; PostgreSQL through a file holding the connection string.
+  EXPECT_EQ(c->state_backend, "sqlite");
+  auto pg = parse("StateBackend=PostgreSQL\nStateUrlFile=/etc/slurm/composer-state.url\n");
+  ASSERT_TRUE(pg.ok()) << pg.error();
+  EXPECT_EQ(pg->state_backend, "postgresql");
+  EXPECT_EQ(pg->state_url_file, "/etc/slurm/composer-state.url");
 }
 
 TEST(Config, RefusesWithFileLineAndRule) {
@@ -85,6 +91,17 @@ TEST(Config, RefusesWithFileLineAndRule) {
             "line 2: NodeName=m2: fabric host 'm1' is already the fabric host of m1"},
            {"SimFailAttaches=-1\n", "line 1: SimFailAttaches=-1: expected a whole number"},
            {"StateGroup=a,b\n", "line 1: StateGroup=a,b: names may hold only"},
+           {"StateBackend=mysql\n", "line 1: StateBackend=mysql: expected sqlite or postgresql"},
+           {"StateBackend=postgresql\n",
+            "line 1: StateBackend=postgresql needs its connection string in exactly one of "
+            "StateUrlFile="},
+           {"StateBackend=postgresql\nStateUrl=dbname=c\nStateUrlFile=/etc/c.url\n",
+            "line 1: StateBackend=postgresql needs its connection string in exactly one"},
+           {"StateUrl=dbname=c\n",
+            "line 1: StateUrl= names a PostgreSQL database, which only "
+            "StateBackend=postgresql uses"},
+           {"StateBackend=postgresql\nStateUrlFile=c.url\n",
+            "line 2: StateUrlFile=c.url: expected an absolute path"},
        }) {
     auto c = parse(k.text);
     ASSERT_FALSE(c.ok()) << k.text;

@@ -10,9 +10,8 @@
 
 namespace composer::drivers {
 
-Status load_fabric_credentials(const std::string& path, const std::string& driver,
-                               std::string* username, std::string* password) {
-  const std::string file = driver + " credentials file ";
+Status check_secret_file(const std::string& path, const std::string& what) {
+  const std::string file = what + " ";
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     return Error{ErrorCode::kInvalidArgument,
@@ -33,6 +32,38 @@ Status load_fabric_credentials(const std::string& path, const std::string& drive
                  file + path + " has mode " + mode +
                      ", so group or others may read it; run chmod 600 " + path};
   }
+  return Status::Ok();
+}
+
+Expected<std::string> read_secret_line(const std::string& path, const std::string& what) {
+  if (Status s = check_secret_file(path, what); !s) return s.error();
+  std::ifstream in(path);
+  if (!in) return Error{ErrorCode::kInvalidArgument, what + " " + path + " cannot be opened"};
+  std::string line;
+  std::string found;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    if (!found.empty()) {
+      return Error{ErrorCode::kInvalidArgument,
+                   what + " " + path + " line " + std::to_string(number) +
+                       " is a second setting; the file holds one line"};
+    }
+    found = line.substr(start);
+  }
+  if (found.empty()) {
+    return Error{ErrorCode::kInvalidArgument, what + " " + path + " holds no setting"};
+  }
+  return found;
+}
+
+Status load_fabric_credentials(const std::string& path, const std::string& driver,
+                               std::string* username, std::string* password) {
+  const std::string file = driver + " credentials file ";
+  if (Status s = check_secret_file(path, driver + " credentials file"); !s) return s;
   std::ifstream in(path);
   if (!in) {
     return Error{ErrorCode::kInvalidArgument, file + path + " cannot be opened"};

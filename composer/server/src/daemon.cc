@@ -24,6 +24,7 @@
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
+#include "composer/drivers/credentials.h"
 #include "composer/drivers/sim_fabric.h"
 #include "composer/server/auth.h"
 #include "composer/server/http_api.h"
@@ -191,6 +192,14 @@ Status distinct_files(const setup::Config& c) {
   return Status::Ok();
 }
 
+// StateUrl=, or the one line of StateUrlFile= (which follows the rule of every secret file).
+Expected<std::string> state_url(const setup::Config& c) {
+  if (c.state_url_file.empty()) return c.state_url;
+  auto url = drivers::read_secret_line(c.state_url_file, "StateUrlFile");
+  if (!url) return config::at(c.path, c.line_of("stateurlfile"), url.error().message);
+  return url;
+}
+
 }  // namespace
 
 Status check_config(const setup::Config& c) {
@@ -205,6 +214,9 @@ Status check_config(const setup::Config& c) {
   }
   if (auto owner = state_owner(c); !owner) return at("stategroup", owner.error().message);
   if (auto s = distinct_files(c); !s) return s;
+  if (c.state_backend == "postgresql") {
+    if (auto url = state_url(c); !url) return url.error();
+  }
   struct stat st {};
   if (::stat(c.state_dir.c_str(), &st) == 0) {
     if (auto s = prepare_state_dir(c.state_dir, StateOwner{}); !s) {
@@ -283,7 +295,10 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
   auto owner = state_owner(config);
   if (!owner) return owner.error();
   if (auto s = prepare_state_dir(config.state_dir, *owner); !s) return s.error();
-  if (auto s = create_private_file(config.database, *owner); !s) return s.error();
+  const bool on_sqlite = config.state_backend != "postgresql";
+  if (on_sqlite) {
+    if (auto s = create_private_file(config.database, *owner); !s) return s.error();
+  }
 
   auto admins = resolve_users(config.admin_users);
   if (!admins) return admins.error();
@@ -291,15 +306,27 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
   if (!composers) return composers.error();
   impl->auth = std::make_unique<Authenticator>(config.munge_socket, *admins, *composers);
 
-  if (auto s = writable_database(config.database); !s) return s.error();
-  db::StoreOptions opts;
-  opts.durable = config.durable;
-  auto store = db::Store::open(config.database, opts);
-  if (!store) {
-    return Error{store.error().code,
-                 "opening the database " + config.database + ": " + store.error().message};
+  if (on_sqlite) {
+    if (auto s = writable_database(config.database); !s) return s.error();
+    db::StoreOptions opts;
+    opts.durable = config.durable;
+    auto store = db::Store::open(config.database, opts);
+    if (!store) {
+      return Error{store.error().code,
+                   "opening the database " + config.database + ": " + store.error().message};
+    }
+    impl->store = std::move(store).value();
+  } else {
+    auto url = state_url(config);
+    if (!url) return url.error();
+    // The connection string is never in a message: it may hold a password.
+    auto store = db::Store::open_postgresql(*url);
+    if (!store) {
+      return Error{store.error().code, "opening the PostgreSQL store (StateBackend=postgresql): " +
+                                           store.error().message};
+    }
+    impl->store = std::move(store).value();
   }
-  impl->store = std::move(store).value();
 
   auto fabric = setup::make_fabric(config, metered_drivers(impl->fabric_meters));
   if (!fabric) return fabric.error();
@@ -323,7 +350,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
   }
   impl->service = std::make_unique<CompositionService>(*impl->store, *impl->fabric, clock, sopts);
   if (auto s = impl->service->start(); !s) {
-    return Error{s.error().code, "the database " + config.database + ": " + s.error().message};
+    const std::string where =
+        on_sqlite ? "the database " + config.database : "the PostgreSQL store";
+    return Error{s.error().code, where + ": " + s.error().message};
   }
   auto recovered = impl->service->recover();
   if (!recovered) return recovered.error();
@@ -498,11 +527,13 @@ Status Daemon::run() {
       if (!i.stopping.load()) publish_snapshot();
     }
   });
-  log::info("composerd listening", {{"address", in.config.listen_address},
-                                    {"port", std::to_string(in.config.listen_port)},
-                                    {"socket", in.config.listen_socket},
-                                    {"fabric", in.config.fabric},
-                                    {"database", in.config.database}});
+  log::info(
+      "composerd listening",
+      {{"address", in.config.listen_address},
+       {"port", std::to_string(in.config.listen_port)},
+       {"socket", in.config.listen_socket},
+       {"fabric", in.config.fabric},
+       {"database", in.config.state_backend == "postgresql" ? "postgresql" : in.config.database}});
   service_manager::ready("serving the API on " + in.config.listen_address + ":" +
                          std::to_string(in.config.listen_port));
   in.http->run();

@@ -654,6 +654,22 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
       // composerd's working directory is nobody's business: never a file relative to it.
       if (auto s = config::absolute_path(k, value); !s) return s;
       cfg.database = value;
+    } else if (key == "statebackend") {
+      if (lower(value) != "sqlite" && lower(value) != "postgresql") {
+        return invalid(k + "=" + value + ": expected sqlite or postgresql");
+      }
+      cfg.state_backend = lower(value);
+    } else if (key == "stateurl") {
+      // Never quoted back: it may hold a password.
+      if (value.empty()) {
+        return invalid(k +
+                       " needs a libpq connection string, e.g. StateUrl=host=db1,db2 "
+                       "dbname=composer target_session_attrs=read-write");
+      }
+      cfg.state_url = value;
+    } else if (key == "stateurlfile") {
+      if (auto s = config::absolute_path(k, value); !s) return s;
+      cfg.state_url_file = value;
     } else if (key == "stategroup") {
       if (auto s = config::name(k, value); !s) return s;
       cfg.state_group = value;
@@ -799,6 +815,18 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
   cfg.snapshot = state.snapshot();
   if (cfg.database.empty()) cfg.database = cfg.state_dir + "/composer.db";
   auto at = [&](int line, const std::string& why) { return config::at(path, line, why); };
+  if (cfg.state_backend == "postgresql") {
+    if (cfg.state_url.empty() == cfg.state_url_file.empty()) {
+      return at(cfg.line_of("statebackend"),
+                "StateBackend=postgresql needs its connection string in exactly one of "
+                "StateUrlFile= (a file only composerd's user may read) and StateUrl=");
+    }
+  } else if (!cfg.state_url.empty() || !cfg.state_url_file.empty()) {
+    return at(cfg.line_of(cfg.state_url.empty() ? "stateurlfile" : "stateurl"),
+              std::string(cfg.state_url.empty() ? "StateUrlFile" : "StateUrl") +
+                  "= names a PostgreSQL database, which only StateBackend=postgresql uses; "
+                  "add StateBackend=postgresql or remove it");
+  }
   // Unless given, one peer may hold half of ApiMaxConnections.
   if (cfg.line_of("apimaxconnectionsperpeer") == 0) {
     cfg.api_max_connections_per_peer = std::max(1, cfg.api_max_connections / 2);

@@ -1,14 +1,12 @@
 // A small RAII layer over the SQLite C API, used only inside the db component.
 //
-// Failures throw sqlite::Failure carrying a composer::Error whose message says what was being
-// done ("store: inserting composition: UNIQUE constraint failed: ..."); the Store turns them
-// back into Expected/Status at its edge, so exceptions never leave the component.
+// Failures throw db::Failure (failure.h), whose message says what was being done ("store:
+// inserting composition: UNIQUE constraint failed: ...").
 #pragma once
 
 #include <sqlite3.h>
 
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,28 +15,16 @@
 #include <string_view>
 
 #include "composer/common/error.h"
+#include "composer/db/failure.h"
+#include "composer/db/sql_text.h"
 
 namespace composer::db::sqlite {
 
-// One named SQL statement: what it does (for error messages) and its text. Every statement of
-// the component is such a constant at the top of its .cc file.
-struct Sql {
-  std::string_view what;  // "inserting composition"
-  std::string_view text;
-};
+// Statements are named constants (sql_text.h), shared in form with any other backend.
+using db::Sql;
 
-class Failure : public std::exception {
- public:
-  explicit Failure(Error error) : error_(std::move(error)) {}
-  const Error& error() const { return error_; }
-  const char* what() const noexcept override { return error_.message.c_str(); }
-
- private:
-  Error error_;
-};
-
-// Throws Failure(code, "store: " + message).
-[[noreturn]] void fail(ErrorCode code, std::string_view message);
+using db::fail;
+using db::Failure;
 
 // Maps an SQLite result code to the project's error codes: constraint violations are
 // kConflict, a busy or unreachable database kUnavailable, anything else kInternal.

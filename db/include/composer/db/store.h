@@ -82,6 +82,10 @@ class Store {
  public:
   static Expected<std::unique_ptr<Store>> open(const std::string& path,
                                                const StoreOptions& options = {});
+  // The store in a PostgreSQL database (libpq connection string `conninfo`): the same
+  // guarantees, enforced by its schema. kUnavailable, naming no part of the string (it may
+  // hold a password), when the server cannot be reached.
+  static Expected<std::unique_ptr<Store>> open_postgresql(const std::string& conninfo);
   virtual ~Store() = default;
 
   virtual int schema_version() = 0;

@@ -86,6 +86,13 @@ struct Config {
   // composerd's user (0700, 0600).
   std::string state_group;
   std::string database;  // default: <state_dir>/composer.db
+  // StateBackend=: where the store lives. sqlite (the default) is `database`; postgresql is
+  // a PostgreSQL database reached with a libpq connection string, given in StateUrlFile= (a
+  // root/composer-only file, as FabricCredentials=) or, for a string without a password,
+  // StateUrl=. composerd never logs nor prints the string.
+  std::string state_backend = "sqlite";
+  std::string state_url;
+  std::string state_url_file;
   std::string snapshot;  // default: <state_dir>/snapshot.json
   std::string log_file;  // empty: stderr
   log::Level log_level = log::Level::kInfo;
