@@ -293,5 +293,27 @@ TEST_F(GpuHealthTest, DcgmJobMapAndHookFollowAttachAndRelease) {
   EXPECT_FALSE(exists("3"));
 }
 
+// A composition an epilog left held (its GPU was still in use) is released later by the node
+// check: the hook hears "detached" then, and the job map is rebuilt without it.
+TEST_F(GpuHealthTest, AHeldGpuReleasedLaterTellsTheHookDetached) {
+  config.gpu_hook = tmp / "hook.sh";
+  config.dcgm_job_dir = tmp / "dcgm-map";
+  tmp.write("hook.sh", "#!/bin/sh\necho \"$@\" >>'" + (tmp / "hook.log") + "'\n");
+  ASSERT_EQ(::chmod((tmp / "hook.sh").c_str(), 0755), 0);
+  tmp.write("dcgm-map/1", "31\n");  // as written before the epilog
+  JobState held;
+  held.job_id = 31;
+  held.node = "node1";
+  held.composition_id = 31;
+  held.devices = {gpu_at("gpu-a", kA)};
+  held.held = "still in use after 10 s: pid 4242 holds gpu-a (/dev/nvidia1)";
+  ASSERT_TRUE(write_job_state(config.state_dir, held));
+  FakeJob node;
+  EXPECT_EQ(release_held_on_node(node, api, config), 0u) << join(node.errors, "\n");
+  ASSERT_EQ(api.released.size(), 1u);
+  EXPECT_EQ(tmp.read("hook.log"), "detached 31 0000:41:00.0\n");
+  EXPECT_FALSE(std::filesystem::exists(tmp / "dcgm-map/1"));
+}
+
 }  // namespace
 }  // namespace composer::slurm

@@ -445,6 +445,10 @@ bool release_held(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
     ctx.error(said + "removing " + whose + " from the host: " + s.error().message +
               "; releasing anyway");
   }
+  // The removal moved the GPU indices above them; the daemons stopped at its epilog may start.
+  if (has_gpu(held.devices)) {
+    tell_gpu_stack(ctx, config, host, "detached", other, held.devices, 0, said);
+  }
   if (Status s = api.hold(other, node, ""); !s && s.error().code != ErrorCode::kNotFound) {
     ctx.error(said + "clearing the hold on " + whose + " failed (" +
               std::string(to_string(s.error().code)) + "): " + s.error().message);
