@@ -191,6 +191,11 @@ TEST_F(GpuHealthTest, TheNodeCheckReportsBadGpusAndNeverFailsForThem) {
   EXPECT_EQ(check_gpu_health_on_node(node, api, config), 1u);
   EXPECT_EQ(std::get<2>(api.failed.back()), "gpu-a");
 
+  // host_check=rescan: addresses are the fabric's, which the host need not show: no verdict.
+  config.host_check = HostCheck::kRescan;
+  EXPECT_EQ(check_gpu_health_on_node(node, api, config), 0u);
+  config.host_check = HostCheck::kWait;
+
   // composerd away: logged, still no failure of the check.
   api.fail_error = Error{ErrorCode::kUnavailable, "connection refused"};
   EXPECT_EQ(check_gpu_health_on_node(node, api, config), 1u);
@@ -209,6 +214,15 @@ TEST_F(GpuHealthTest, TheEpilogReportsABadGpuAndSucceeds) {
   EXPECT_EQ(std::get<2>(api.failed[0]), "gpu-a");
   // Released as usual: the failed GPU goes back to the pool, where composerd keeps it out.
   ASSERT_EQ(api.released.size(), 1u);
+
+  // host_check=rescan: the prolog did not look for the GPUs, so nothing is judged by address.
+  config.host_check = HostCheck::kRescan;
+  running(13, {gpu_at("gpu-c", "0000:99:00.0")});
+  FakeJob other;
+  other.id = 13;
+  other.options = end.options;
+  ASSERT_TRUE(job_epilog(other, api, config)) << join(other.errors, "\n");
+  EXPECT_EQ(api.failed.size(), 1u);
 }
 
 TEST_F(GpuHealthTest, NvmlMissingOnTheHostLeavesTheBusCheck) {

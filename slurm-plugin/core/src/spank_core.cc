@@ -524,7 +524,8 @@ size_t release_held_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig
 }
 
 size_t check_gpu_health_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
-  if (config.gpu_health == GpuHealth::kOff || config.host_check == HostCheck::kOff) return 0;
+  // As in the epilog: only GPUs the prolog found on the host (host_check=wait).
+  if (config.gpu_health == GpuHealth::kOff || config.host_check != HostCheck::kWait) return 0;
   const std::string said = "composer: node check: node " + ctx.node() + ": ";
   HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
   std::unique_ptr<Nvml> nvml;
@@ -824,7 +825,9 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     const std::string said = "composer: epilog: " + at + ": ";
     if (has_gpu(devices)) {
       // What the job's last moments did to its GPUs, before they go back to the pool.
-      if (config.gpu_health != GpuHealth::kOff) {
+      // Only where the prolog found the GPUs on the host (host_check=wait): with rescan, an
+      // address is the fabric's, which the host need not show.
+      if (config.gpu_health != GpuHealth::kOff && config.host_check == HostCheck::kWait) {
         std::unique_ptr<Nvml> nvml = nvml_for(ctx, config, said);
         report_bad_gpus(ctx, api, host, nvml.get(), *job_id, node, devices, said);
       }
