@@ -656,6 +656,9 @@ scenario_bad_gpu_fails_its_job_not_the_node() {
   scancel "$j"
   wait_until 30 finished "$j" || fail "job $j not cancelled" || return 1
   wait_until 30 nothing_attached || fail "$(attached) devices attached after job $j" || return 1
+  # The fake host forgets what it showed once a rescan finds it detached (hide-next hides only
+  # a device it never showed).
+  echo 1 >"$E2E_DIR/host/sys/bus/pci/rescan"
   [[ $(failed_gpus) == "$gpu" ]] || fail "after job $j: failed '$(failed_gpus)', expected $gpu" ||
     return 1
   ! node_drained "$NODE" || fail "node $NODE drained after job $j" || return 1
