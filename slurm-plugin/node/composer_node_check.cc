@@ -1,11 +1,14 @@
-// composer-node-check: releases the held compositions of a node once nothing uses their
-// devices. An epilog that finds a job's devices still in use after busy_wait leaves them
+// composer-node-check: checks the health of the node's composed GPUs (the bus and NVML; each
+// bad one is reported to composerd, which marks it failed: spank_core.h,
+// check_gpu_health_on_node), and releases the held compositions of a node once nothing uses
+// their devices. An epilog that finds a job's devices still in use after busy_wait leaves them
 // attached and tells composerd to hold them; the next prolog or epilog on the node releases
 // them once they are free. On a node that runs no further job, this program does: slurmd's
 // HealthCheckProgram, or a line in the site's node health script. Root, no arguments; its
 // settings are the spank_composer.so line of plugstack.conf ($COMPOSER_PLUGSTACK, else the
 // installed plugstack.conf.d/composer.conf). Lines go to stderr and to syslog. Exits 0, also
-// when compositions stay held (their holders logged): slurmd runs its HealthCheckProgram before
+// when compositions stay held (their holders logged) or GPUs were reported bad (a GPU is no
+// reason to take the node out): slurmd runs its HealthCheckProgram before
 // it registers (Slurm's documentation of some releases: again until it exits 0), and a device
 // still in use is no reason to keep the node from its controller. Exits 1 only when it cannot read
 // its settings (the plugin, which reads the same line, cannot load either). It never drains the
@@ -72,6 +75,12 @@ int run() {
   }
   NodeContext ctx;
   cs::ClientComposerApi api(*config);
+  // Health first: a bad GPU of a held composition is reported before it is released.
+  const size_t bad = cs::check_gpu_health_on_node(ctx, api, *config);
+  if (bad > 0) {
+    say(LOG_WARNING, "composer: node check: node " + ctx.node() + ": " + std::to_string(bad) +
+                         " GPU(s) reported failed to composerd; the node stays in service");
+  }
   const size_t held = cs::release_held_on_node(ctx, api, *config);
   if (held > 0) {
     say(LOG_INFO, "composer: node check: node " + ctx.node() + ": " + std::to_string(held) +

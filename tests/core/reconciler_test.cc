@@ -275,6 +275,48 @@ TEST_F(ReconcilerTest, CopiesHealthFromTheFabric) {
   EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
 }
 
+// A device a node's host reports bad (slurm-plugin's GPU health check) is failed for the
+// failure reactor, and stays failed through the fabric's "healthy" and a restart until an
+// admin resumes it.
+TEST_F(ReconcilerTest, AFailureAHostReportedStandsUntilAnAdminResumes) {
+  auto c = service_->compose(job(16, "n1", Request{.gpus = 1}));
+  ASSERT_TRUE(c.ok()) << c.error();
+  const std::string id = c->devices[0].id;
+  EXPECT_FALSE(service_->fail_reported(16, "n1", id, "", "uid 0").ok());  // a reason is needed
+  auto failed = service_->fail_reported(16, "n1", id, "XID 79", "uid 0");
+  ASSERT_TRUE(failed.ok()) << failed.error();
+  EXPECT_EQ(failed->state(), DeviceState::kFailed);
+  EXPECT_EQ(failed->drain_reason, "failed on its host: XID 79");
+  auto impacts = service_->failure_impacts();
+  ASSERT_EQ(impacts.size(), 1u);
+  EXPECT_EQ(impacts[0].entry.job_id, 16u);
+  EXPECT_EQ(impacts[0].failed, std::vector<std::string>{id});
+  // Repeated: no new event.
+  auto events = store_->events({});
+  ASSERT_TRUE(events.ok());
+  const size_t before = events->size();
+  ASSERT_TRUE(service_->fail_reported(16, "n1", id, "XID 79", "uid 0").ok());
+  EXPECT_EQ(store_->events({})->size(), before);
+
+  auto r = make();
+  EXPECT_EQ(r.run_once().health_changes, 0);  // the fabric says ok; the host's report stands
+  EXPECT_EQ(store_->device(id)->health, Health::kCritical);
+  ASSERT_TRUE(service_->release(16, "n1").ok());
+  open();  // as after a composerd restart
+  EXPECT_TRUE(service_->host_failed(id));
+  EXPECT_EQ(service_->pooled_device(id)->state(), DeviceState::kFailed);
+  auto again = make();
+  again.run_once();
+  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
+
+  auto resumed = service_->resume(id, "uid 0");
+  ASSERT_TRUE(resumed.ok()) << resumed.error();
+  EXPECT_EQ(resumed->state(), DeviceState::kFree);
+  EXPECT_FALSE(service_->host_failed(id));
+  again.run_once();
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+}
+
 TEST_F(ReconcilerTest, RecoveryFinishesAnAttachThatCompletedBeforeACrash) {
   // A crash between the fabric's attach and the "ready" record: the intent is durable.
   Composition intent;

@@ -615,6 +615,9 @@ scenario_device_never_appearing_fails_cleanly() {
   wait_until 30 finished "$j" || fail "job $j not cancelled" || return 1
   scontrol update nodename="$NODE" state=resume
   wait_until 15 nothing_attached || fail "$(attached) devices attached after job $j" || return 1
+  # The fake host forgets a hidden device once a rescan finds it detached: without one, the next
+  # job given the same GPU would not see it either.
+  echo 1 >"$E2E_DIR/host/sys/bus/pci/rescan"
   wait_until 30 node_idle "$NODE" || fail "node $NODE is $(node_state "$NODE") after resume" || return 1
   [[ $(event_kinds "$j") == *released* ]] || fail "ledger of $j: $(event_kinds "$j")" || return 1
   local unseen
@@ -627,6 +630,55 @@ scenario_device_never_appearing_fails_cleanly() {
     --munge-socket "$MUNGE_SOCKET" devices resume "$unseen" >/dev/null ||
     fail "composerctl devices resume $unseen failed"
 }
+# E2E_HOST_CHECK=wait: NVML (tests/slurm's fake libnvidia-ml.so.1, scripted) reports a running
+# job's GPU bad (XID 79). composer-node-check tells composerd, which fails the GPU and gives the
+# job its class's reaction (notify without a policy) within a reconciler round; the node stays in
+# service. After the job the GPU stays out of the pool until an admin resumes it.
+failed_gpus() { api_all /v1/devices "state=failed" | jq -r '[.devices[].id] | join(",")'; }
+reacted() { [[ $(event_kinds "$1") == *degraded* || $(event_kinds "$1") == *requeued* ]]; }
+scenario_bad_gpu_fails_its_job_not_the_node() {
+  local nvml
+  nvml=$(realpath -m "${FAKE_NVML:-$BUILD_DIR/tests/slurm/fake_nvml/libnvidia-ml.so.1}")
+  [[ -f $nvml ]] || { echo "  (no fake libnvidia-ml at $nvml: nothing to check)"; return 0; }
+  local j
+  j=$(sbatch --parsable -o /dev/null --compose-gpus=1 --wrap 'sleep 300') || return 1
+  local file=$E2E_DIR/plugin-state/job-$j.json
+  wait_until 60 test -f "$file" || cancel_and_fail "$j" "job $j has no state file" || return 1
+  wait_until 60 state_is "$j" RUNNING || cancel_and_fail "$j" "job $j is $(job_state "$j")" ||
+    return 1
+  local gpu address
+  gpu=$(jq -r '[.devices[] | select(.type=="gpu")][0].id' "$file")
+  address=$(jq -r '[.devices[] | select(.type=="gpu")][0].address' "$file")
+  local plugstack=$E2E_DIR/etc/plugstack-nvml.conf script=$E2E_DIR/nvml-script
+  sed "s|spank_composer.so |spank_composer.so nvml_library=$nvml |" "$E2E_DIR/etc/plugstack.conf" \
+    >"$plugstack"
+  echo "$address xid 79" >"$script"
+  local check out
+  check=$(realpath -m "${COMPOSER_NODE_CHECK:-$BUILD_DIR/slurm-plugin/composer-node-check}")
+  out=$(FAKE_NVML_SCRIPT=$script COMPOSER_PLUGSTACK=$plugstack SLURMD_NODENAME=$NODE "$check" 2>&1) ||
+    cancel_and_fail "$j" "composer-node-check failed: $out" || return 1
+  [[ $out == *"$gpu reported failed to composerd: NVML reports critical XID 79 at $address"* ]] ||
+    cancel_and_fail "$j" "composer-node-check said: $out" || return 1
+  [[ $(failed_gpus) == "$gpu" ]] || cancel_and_fail "$j" "failed: '$(failed_gpus)', expected $gpu" ||
+    return 1
+  wait_until 30 reacted "$j" || cancel_and_fail "$j" "no reaction for job $j: $(event_kinds "$j")" ||
+    return 1
+  ! node_drained "$NODE" || cancel_and_fail "$j" "node $NODE drained for a GPU" || return 1
+  scancel "$j"
+  wait_until 30 finished "$j" || fail "job $j not cancelled" || return 1
+  wait_until 30 nothing_attached || fail "$(attached) devices attached after job $j" || return 1
+  # The fake host forgets what it showed once a rescan finds it detached (hide-next hides only
+  # a device it never showed).
+  echo 1 >"$E2E_DIR/host/sys/bus/pci/rescan"
+  [[ $(failed_gpus) == "$gpu" ]] || fail "after job $j: failed '$(failed_gpus)', expected $gpu" ||
+    return 1
+  ! node_drained "$NODE" || fail "node $NODE drained after job $j" || return 1
+  "${COMPOSERCTL:-$BUILD_DIR/composer/cli/composerctl}" --server "$E2E_URL" \
+    --munge-socket "$MUNGE_SOCKET" devices resume "$gpu" >/dev/null ||
+    fail "composerctl devices resume $gpu failed" || return 1
+  [[ -z $(failed_gpus) ]] || fail "still failed after the resume: $(failed_gpus)"
+}
+
 hold_of() { api "/v1/compositions/$1/$NODE" | jq -r '.hold // empty'; }  # JOB: why its node holds it
 is_held() { [[ -n $(hold_of "$1") ]]; }
 node_drained() { [[ $(node_state "$1") == drain* ]]; }
@@ -649,7 +701,8 @@ ALL_SCENARIOS=(
 )
 if [[ ${E2E_HOST_CHECK:-rescan} == wait ]]; then
   ALL_SCENARIOS+=(scenario_device_still_in_use_is_held_then_released_by_the_next_job
-    scenario_held_device_is_released_by_the_node_check scenario_device_never_appearing_fails_cleanly)
+    scenario_held_device_is_released_by_the_node_check scenario_bad_gpu_fails_its_job_not_the_node
+    scenario_device_never_appearing_fails_cleanly)
   ALL_SCENARIOS+=(scenario_memory_in_use_is_held_not_detached)
 fi
 if [[ $COMPOSE == controller ]]; then

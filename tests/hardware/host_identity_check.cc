@@ -10,7 +10,11 @@
 //     (the numbers the fence denies), and CUDA_VISIBLE_DEVICES for it is its UUID;
 //   - with --nvidia-smi FILE (nvidia-smi --query-gpu=pci.bus_id,uuid --format=csv,noheader),
 //     each GPU's UUID is the one nvidia-smi gives for its bus id, and no GPU nvidia-smi lists
-//     is missing.
+//     is missing;
+//   - NVML (libnvidia-ml.so.1, or --nvml LIBRARY; with --root only when --nvml is given), loaded
+//     through the health check's own dlopen path (gpu_health.h), gives each GPU the driver's
+//     UUID at its address, and its health is read (printed: a bad GPU is what the check is for,
+//     not a failure of it).
 // One line per GPU. Exits 0 when every check holds, 1 when one does not, 77 on a host without
 // NVIDIA GPUs (ctest: skipped). tests/hardware/check_real_gpu.sh runs it. --root DIR looks at
 // DIR/sys, DIR/proc and DIR/dev instead (host_identity_check_test runs it so on a fake host).
@@ -23,6 +27,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "composer/common/strings.h"
+#include "composer/slurm/gpu_health.h"
 #include "composer/slurm/host_devices.h"
 
 namespace {
@@ -83,13 +89,16 @@ std::optional<std::string> found_at(const HostDevices& host, const Device& devic
 int main(int argc, char** argv) {
   std::string smi_file;
   std::string root;
+  std::string nvml_library;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--nvidia-smi" && i + 1 < argc) {
       smi_file = argv[++i];
+    } else if (std::string(argv[i]) == "--nvml" && i + 1 < argc) {
+      nvml_library = argv[++i];
     } else if (std::string(argv[i]) == "--root" && i + 1 < argc) {
       root = argv[++i];
     } else {
-      std::cerr << "usage: host_identity_check [--nvidia-smi FILE] [--root DIR]\n";
+      std::cerr << "usage: host_identity_check [--nvidia-smi FILE] [--root DIR] [--nvml LIBRARY]\n";
       return 2;
     }
   }
@@ -117,6 +126,14 @@ int main(int argc, char** argv) {
       if (f.size() == 2) smi[sysfs_address(f[0])] = f[1];
     }
     check(!smi.empty(), "no GPU in " + smi_file);
+  }
+  std::unique_ptr<composer::slurm::Nvml> nvml;
+  if (root.empty() || !nvml_library.empty()) {
+    const std::string library =
+        nvml_library.empty() ? composer::slurm::Nvml::kLibrary : nvml_library;
+    auto loaded = composer::slurm::Nvml::load(library);
+    check(static_cast<bool>(loaded), "NVML: " + (loaded ? std::string() : loaded.error().message));
+    if (loaded) nvml = std::move(*loaded);
   }
   for (const std::string& address : gpus) {
     const fs::path dir = fs::path(sys) / "bus/pci/devices" / address;
@@ -154,6 +171,15 @@ int main(int argc, char** argv) {
     }
     check(host.cuda_visible_devices({gpu}) == uuid,
           address + ": CUDA_VISIBLE_DEVICES=" + host.cuda_visible_devices({gpu}));
+    if (nvml) {
+      const std::string nvml_uuid = nvml->uuid(address);
+      check(nvml_uuid == uuid, address + ": NVML gives UUID " +
+                                   (nvml_uuid.empty() ? "(none)" : nvml_uuid) + " at its address");
+      const std::vector<composer::slurm::BadGpu> bad =
+          composer::slurm::check_gpus(host, nvml.get(), {gpu}, std::chrono::milliseconds(1000));
+      std::cout << "  health (NVML and the bus): " << (bad.empty() ? "ok" : "BAD: " + bad[0].why)
+                << "\n";
+    }
   }
   for (const auto& [address, uuid] : smi) {
     check(std::find(gpus.begin(), gpus.end(), address) != gpus.end(),

@@ -25,9 +25,15 @@ using test_support::FakeHost;
 using test_support::FakePciFunction;
 using test_support::nvidia_gpu;
 
-RunResult probe(const std::string& root, const std::string& smi = "") {
+RunResult probe(const std::string& root, const std::string& smi = "",
+                const std::string& nvml_script = "") {
   RunOptions o;
   o.argv = {HOST_IDENTITY_CHECK, "--root", root};
+  if (!nvml_script.empty()) {
+    o.argv.push_back("--nvml");
+    o.argv.push_back(FAKE_NVML_LIBRARY);
+    o.env.push_back("FAKE_NVML_SCRIPT=" + nvml_script);
+  }
   if (!smi.empty()) {
     o.argv.push_back("--nvidia-smi");
     o.argv.push_back(smi);
@@ -78,6 +84,25 @@ TEST(HostIdentityCheck, HoldsOnAHostLaidOutAsTheKernelAndTheDriverLayItOut) {
   EXPECT_EQ(missing.status, 1) << missing.output;
   EXPECT_NE(missing.output.find("nvidia-smi lists 0000:e1:00.0"), std::string::npos)
       << missing.output;
+
+  // NVML through the health check's dlopen path (the fake libnvidia-ml): each GPU's UUID there
+  // must be the driver's, and its health is read and printed.
+  const std::string script = (tmp.path() / "nvml").string();
+  std::ofstream(script)
+      << "0000:41:00.0 ok\n0000:41:00.0 uuid GPU-11111111-2222-3333-4444-555555555555\n"
+         "0000:c1:00.0 xid 79\n0000:c1:00.0 uuid GPU-66666666-7777-8888-9999-000000000000\n";
+  const RunResult nvml = probe(root, "", script);
+  EXPECT_EQ(nvml.status, 0) << nvml.output;
+  EXPECT_NE(nvml.output.find("health (NVML and the bus): ok"), std::string::npos) << nvml.output;
+  EXPECT_NE(nvml.output.find("health (NVML and the bus): BAD: NVML reports critical XID 79"),
+            std::string::npos)
+      << nvml.output;
+  std::ofstream(script) << "0000:41:00.0 ok\n0000:c1:00.0 ok\n";
+  const RunResult wrong = probe(root, "", script);
+  EXPECT_EQ(wrong.status, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("0000:41:00.0: NVML gives UUID GPU-fake-0000:41:00.0 at its address"),
+            std::string::npos)
+      << wrong.output;
 }
 
 }  // namespace

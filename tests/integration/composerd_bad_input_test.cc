@@ -370,7 +370,7 @@ std::vector<Probe> probes_for(const Row& r) {
     bodies = job_compose_bodies();
   } else if (r.method == "PUT" && bare == "/v1/policy") {
     bodies = policy_bodies();
-  } else if (r.method == "POST" && bare.ends_with("/drain")) {
+  } else if (r.method == "POST" && (bare.ends_with("/drain") || bare.ends_with("/fail"))) {
     bodies = drain_bodies();
   } else if (r.method == "POST") {
     bodies = empty_bodies();
@@ -382,7 +382,7 @@ std::vector<Probe> probes_for(const Row& r) {
       body.insert(body.size() - 1, ",\"nodes\":[\"n1\"]");
     } else if (r.method == "PUT" && bare.starts_with("/v1/compositions/")) {
       body = body_of(kComposeBody);
-    } else if (bare.ends_with("/drain")) {
+    } else if (bare.ends_with("/drain") || bare.ends_with("/fail")) {
       body = "{\"reason\":\"maintenance\"}";
     } else {
       body = "{}";

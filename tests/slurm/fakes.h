@@ -120,6 +120,15 @@ class FakeComposer : public ComposerApi {
     unseen.emplace_back(job_id, node, device_id, reason);
     return Status::Ok();
   }
+  // fail_reported(): recorded as (job, node, device, reason), answered with fail_error when set.
+  std::optional<Error> fail_error;
+  std::vector<std::tuple<uint32_t, std::string, std::string, std::string>> failed;
+  Status fail_reported(uint32_t job_id, const std::string& node, const std::string& device_id,
+                       const std::string& reason) override {
+    failed.emplace_back(job_id, node, device_id, reason);
+    if (fail_error) return *fail_error;
+    return Status::Ok();
+  }
   // hold(): recorded (reason "" clears), answered with hold_error when set.
   std::optional<Error> hold_error;
   std::vector<std::tuple<uint32_t, std::string, std::string>> holds;

@@ -1,5 +1,9 @@
 #include "composer/slurm/plugin_config.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace composer::slurm {
@@ -46,6 +50,35 @@ TEST(PlugstackArgs, ParsesEveryArgument) {
   EXPECT_EQ(c->devices_cgroup, "/cg/devices");
   EXPECT_EQ(c->cpuset_cgroup, "/cg/cpuset");
   EXPECT_EQ(c->unified_cgroup, "/cg/v2");
+}
+
+TEST(PlugstackArgs, GpuHealthAndGpuStackArguments) {
+  Expected<SpankConfig> d = parse_plugstack_args({});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->gpu_health, GpuHealth::kNvml);
+  EXPECT_EQ(d->nvml_library, "libnvidia-ml.so.1");
+  EXPECT_EQ(d->dcgm_job_dir, "");
+  EXPECT_EQ(d->gpu_hook, "");
+  Expected<SpankConfig> c = parse_plugstack_args(
+      {"gpu_health=bus", "nvml_library=/opt/nvidia/lib/libnvidia-ml.so.1",
+       "dcgm_job_dir=/run/dcgm-job-map/", "gpu_hook=/etc/slurm/gpu-hook"});
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->gpu_health, GpuHealth::kBus);
+  EXPECT_EQ(c->nvml_library, "/opt/nvidia/lib/libnvidia-ml.so.1");
+  EXPECT_EQ(c->dcgm_job_dir, "/run/dcgm-job-map");
+  EXPECT_EQ(c->gpu_hook, "/etc/slurm/gpu-hook");
+  for (const auto& [arg, why] : std::vector<std::pair<std::string, std::string>>{
+           {"gpu_health=dcgm", "expected nvml (the bus and NVML), bus (the bus only) or off"},
+           {"nvml_library=lib/libnvidia-ml.so.1", "expected a library file name"},
+           {"nvml_library=", "expected a library file name"},
+           {"dcgm_job_dir=run/map", "dcgm_job_dir"},
+           {"gpu_hook=hook.sh", "gpu_hook"}}) {
+    Expected<SpankConfig> bad = parse_plugstack_args({arg});
+    ASSERT_FALSE(bad) << arg;
+    EXPECT_NE(bad.error().message.find("plugstack argument '" + arg + "'"), std::string::npos)
+        << bad.error();
+    EXPECT_NE(bad.error().message.find(why), std::string::npos) << bad.error();
+  }
 }
 
 TEST(PlugstackArgs, UnknownArgumentIsNamed) {

@@ -211,6 +211,18 @@ Expected<Device> Client::drain_unseen(uint32_t job_id, std::string_view node, st
       "POST " + p.plain, [](const Json::Value& v) { return api::from_json<Device>(v); });
 }
 
+Expected<Device> Client::fail_reported(uint32_t job_id, std::string_view node, std::string_view id,
+                                       std::string_view reason) const {
+  if (Status s = require_name(node, "node"); !s) return s.error();
+  if (Status s = require_name(id, "device id"); !s) return s.error();
+  if (Status s = require_name(reason, "failure reason"); !s) return s.error();
+  Path p = Path::composition(job_id, node);
+  p.segment("devices").segment(id).segment("fail");
+  return decoded<Device>(
+      call("POST", p, api::to_text(api::to_json(api::DrainBody{std::string(reason)})), true),
+      "POST " + p.plain, [](const Json::Value& v) { return api::from_json<Device>(v); });
+}
+
 Expected<std::vector<Composition>> Client::compose_job(uint32_t job_id,
                                                        const api::ComposeBody& body) const {
   for (const std::string& node : body.nodes) {

@@ -112,6 +112,8 @@ ReconcileReport Reconciler::run_once() {
     for (const Device& d : inventory->devices) {
       auto known = service_.pooled_device(d.id);
       if (!known || known->health == d.health) continue;
+      // A failure a host reported stands until an admin resumes the device.
+      if (service_.host_failed(d.id)) continue;
       if (known->health == Health::kCritical && owned.count(d.id) &&
           inventory->attached.count(d.id) == 0) {
         continue;

@@ -141,8 +141,16 @@ Status CompositionService::start() {
   auto live = store_.compositions(filter);
   if (!live) return live.error();
 
+  // A failure a host reported stands across restarts: its drain reason says so, and the
+  // fabric's health (which upsert_devices wrote) does not lift it.
+  std::vector<std::string> reported;
+  for (const Device& d : *devices) {
+    if (d.drained && d.drain_reason.starts_with(kHostFailed)) reported.push_back(d.id);
+  }
   {
     std::lock_guard lock(mu_);
+    host_failed_.clear();
+    host_failed_.insert(reported.begin(), reported.end());
     allocator_.load(*hosts, std::move(*devices));  // empties `devices`
     live_.clear();
     for (const auto& c : *live) {
@@ -159,6 +167,12 @@ Status CompositionService::start() {
       // The class of what each live composition holds, for the avoid-shared rules.
       allocator_.take(c.node, e.devices, c.id, c.workload);
       live_.emplace(Key{c.job_id, c.node}, std::move(e));
+    }
+  }
+  for (const std::string& id : reported) {
+    if (Status s = mark_health(id, Health::kCritical, "failed on its host before the restart");
+        !s) {
+      return s;
     }
   }
   // What the fabric already holds outside composerd is foreign from the first request on.
@@ -914,23 +928,27 @@ Expected<Device> CompositionService::drain(const std::string& device_id, const s
   return store_.device(device_id);
 }
 
+Status CompositionService::held_by(uint32_t job_id, const std::string& node,
+                                   const std::string& device_id) const {
+  std::lock_guard lock(mu_);
+  auto it = live_.find(Key{job_id, node});
+  if (it == live_.end()) {
+    return Error{ErrorCode::kNotFound, where(job_id, node) + " has no live composition"};
+  }
+  const auto& held = it->second.devices;
+  if (std::find(held.begin(), held.end(), device_id) == held.end()) {
+    return Error{ErrorCode::kInvalidArgument, where(job_id, node) +
+                                                  ": its composition does not hold '" + device_id +
+                                                  "'; a node drains only what it was given"};
+  }
+  return Status::Ok();
+}
+
 Expected<Device> CompositionService::drain_unseen(uint32_t job_id, const std::string& node,
                                                   const std::string& device_id,
                                                   const std::string& reason,
                                                   const std::string& actor) {
-  {
-    std::lock_guard lock(mu_);
-    auto it = live_.find(Key{job_id, node});
-    if (it == live_.end()) {
-      return Error{ErrorCode::kNotFound, where(job_id, node) + " has no live composition"};
-    }
-    const auto& held = it->second.devices;
-    if (std::find(held.begin(), held.end(), device_id) == held.end()) {
-      return Error{ErrorCode::kInvalidArgument,
-                   where(job_id, node) + ": its composition does not hold '" + device_id +
-                       "'; a node drains only what it was given"};
-    }
-  }
+  if (Status s = held_by(job_id, node, device_id); !s) return s.error();
   auto drained = drain(device_id, reason, actor);
   if (drained) {
     log::warning("a node's host never showed a device it was given; drained",
@@ -942,14 +960,52 @@ Expected<Device> CompositionService::drain_unseen(uint32_t job_id, const std::st
   return drained;
 }
 
+Expected<Device> CompositionService::fail_reported(uint32_t job_id, const std::string& node,
+                                                   const std::string& device_id,
+                                                   const std::string& reason,
+                                                   const std::string& actor) {
+  if (reason.empty()) {
+    return Error{ErrorCode::kInvalidArgument, "a failure report needs a reason: what the host saw"};
+  }
+  if (Status s = held_by(job_id, node, device_id); !s) return s.error();
+  if (host_failed(device_id)) return store_.device(device_id);
+  const std::string why = std::string(kHostFailed) + reason;
+  // Drained first: the device stays out of the pool even if the health write fails.
+  if (auto d = drain(device_id, why, actor); !d) return d.error();
+  if (Status s =
+          mark_health(device_id, Health::kCritical, "reported by node " + node + ": " + reason);
+      !s) {
+    return s.error();
+  }
+  {
+    std::lock_guard lock(mu_);
+    host_failed_.insert(device_id);
+  }
+  log::error(
+      "a node's host reports a device of its job failed; marked failed",
+      {{"job", std::to_string(job_id)}, {"node", node}, {"device", device_id}, {"reason", reason}});
+  return store_.device(device_id);
+}
+
+bool CompositionService::host_failed(const std::string& device_id) const {
+  std::lock_guard lock(mu_);
+  return host_failed_.contains(device_id);
+}
+
 Expected<Device> CompositionService::resume(const std::string& device_id,
                                             const std::string& actor) {
   if (auto s = store_.set_drained(device_id, false, "", actor, clock_.now_ms()); !s) {
     return s.error();
   }
+  bool was_host_failed = false;
   {
     std::lock_guard lock(mu_);
     allocator_.set_drained(device_id, false, "");
+    was_host_failed = host_failed_.erase(device_id) > 0;
+  }
+  // The admin vouches for it; the reconciler's next pass reads the fabric's own health again.
+  if (was_host_failed) {
+    if (Status s = mark_health(device_id, Health::kOk, "resumed by " + actor); !s) return s.error();
   }
   return store_.device(device_id);
 }

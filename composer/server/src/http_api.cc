@@ -244,6 +244,20 @@ class Handlers {
     return api::to_json(*drained);
   }
 
+  // POST /v1/compositions/{job}/{node}/devices/{id}/fail: the node's host found a device of
+  // the job's composition bad (slurm-plugin's GPU health check).
+  Expected<Json::Value> fail_reported(const Call& call) {
+    auto target = job_and_node(call);
+    if (!target) return target.error();
+    auto body = api::from_text<api::DrainBody>(call.body());
+    if (!body) return body.error();
+    auto failed = ctx_.service.fail_reported(target->job, target->node, call.match(3), body->reason,
+                                             "uid " + std::to_string(call.caller().uid));
+    if (!failed) return failed.error();
+    if (ctx_.pool_changed) ctx_.pool_changed();
+    return api::to_json(*failed);
+  }
+
   Expected<Json::Value> list_compositions(const Call& call) {
     db::CompositionFilter f;
     auto job = call.job("job");
@@ -449,6 +463,8 @@ void install_routes(Router& router, ApiContext& ctx) {
              [h](const Call& c) { return h->hold(c, false); });
   routes.add("POST", comp + "/devices/([^/]+)/drain", composer, {},
              [h](const Call& c) { return h->drain_unseen(c); });
+  routes.add("POST", comp + "/devices/([^/]+)/fail", composer, {},
+             [h](const Call& c) { return h->fail_reported(c); });
   const std::string job = R"(/v1/compositions/([^/]+))";
   routes.add_async("PUT", job, composer, {},
                    [h](const Call& c, const Answer& answer) { h->compose_job(c, answer); });

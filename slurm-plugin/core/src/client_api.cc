@@ -64,6 +64,13 @@ Status ClientComposerApi::drain_unseen(uint32_t job_id, const std::string& node,
   return Status::Ok();
 }
 
+Status ClientComposerApi::fail_reported(uint32_t job_id, const std::string& node,
+                                        const std::string& device_id, const std::string& reason) {
+  Expected<Device> failed = client_.fail_reported(job_id, node, device_id, reason);
+  if (!failed) return failed.error();
+  return Status::Ok();
+}
+
 Expected<Composition> ClientComposerApi::show(uint32_t job_id, const std::string& node) {
   return client_.show(job_id, node);
 }

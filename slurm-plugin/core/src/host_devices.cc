@@ -772,15 +772,7 @@ std::string HostDevices::cuda_visible_devices(const std::vector<Device>& gpus) c
     uuids.push_back(std::move(u));
   }
   if (uuids.size() == gpus.size()) return join(uuids);
-  std::vector<std::string> all;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(sysfs_ + "/bus/pci/devices", ec)) {
-    if (first_line(entry.path() / "vendor") == "0x10de" &&
-        first_line(entry.path() / "class").rfind("0x03", 0) == 0) {
-      all.push_back(entry.path().filename().string());
-    }
-  }
-  std::sort(all.begin(), all.end());
+  const std::vector<std::string> all = nvidia_gpus();
   std::string out;
   bool all_found = true;
   for (const Device& g : gpus) {
@@ -792,6 +784,19 @@ std::string HostDevices::cuda_visible_devices(const std::vector<Device>& gpus) c
     out += (out.empty() ? "" : ",") + std::to_string(it - all.begin());
   }
   return all_found ? out : "";
+}
+
+std::vector<std::string> HostDevices::nvidia_gpus() const {
+  std::vector<std::string> all;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(sysfs_ + "/bus/pci/devices", ec)) {
+    if (first_line(entry.path() / "vendor") == "0x10de" &&
+        first_line(entry.path() / "class").rfind("0x03", 0) == 0) {
+      all.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(all.begin(), all.end());
+  return all;
 }
 
 }  // namespace composer::slurm

@@ -66,6 +66,19 @@ Setter one_of(E SpankConfig::*field, const std::vector<std::pair<std::string, E>
   };
 }
 
+// A shared library: a file name the dynamic loader looks up (libnvidia-ml.so.1) or an
+// absolute path.
+Setter library(std::string SpankConfig::*field) {
+  return [field](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
+    if (value.empty() || (value.find('/') != std::string::npos && value.front() != '/') ||
+        value.find_first_of(" \t") != std::string::npos) {
+      return bad(arg, "expected a library file name (libnvidia-ml.so.1) or an absolute path");
+    }
+    c->*field = value;
+    return Status::Ok();
+  };
+}
+
 // A composerd URL: http://, https:// or unix:/PATH (its ListenSocket).
 Setter url(std::string SpankConfig::*field) {
   return [field](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
@@ -112,6 +125,13 @@ const std::map<std::string, Setter>& setters() {
                          {{"node", ComposeOn::kNode}, {"controller", ComposeOn::kController}},
                          "expected node (each node's prolog composes) or controller "
                          "(PrologSlurmctld=composer-slurmctld composes)")},
+      {"gpu_health",
+       one_of(&SpankConfig::gpu_health,
+              {{"nvml", GpuHealth::kNvml}, {"bus", GpuHealth::kBus}, {"off", GpuHealth::kOff}},
+              "expected nvml (the bus and NVML), bus (the bus only) or off")},
+      {"nvml_library", library(&SpankConfig::nvml_library)},
+      {"dcgm_job_dir", absolute_path(&SpankConfig::dcgm_job_dir, true)},
+      {"gpu_hook", absolute_path(&SpankConfig::gpu_hook, true)},
       {"on_unavailable",
        one_of(&SpankConfig::on_unavailable,
               {{"drain", OnUnavailable::kDrain}, {"fail_job", OnUnavailable::kFailJob}},

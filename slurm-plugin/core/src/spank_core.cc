@@ -11,6 +11,8 @@
 
 #include "composer/common/files.h"
 #include "composer/slurm/device_fence.h"
+#include "composer/slurm/gpu_health.h"
+#include "composer/slurm/gpu_stack.h"
 #include "composer/slurm/host_devices.h"
 #include "composer/slurm/job_state.h"
 
@@ -61,6 +63,61 @@ std::string holder_list(const std::vector<Holder>& holders) {
            h.device_id + " (" + h.target + ")";
   }
   return who;
+}
+
+// How long a health check listens for XIDs from NVML (which tells only those that come while
+// it listens).
+constexpr std::chrono::milliseconds kXidWait{200};
+
+// NVML for the health check (gpu_health=nvml), or null: the bus alone (gpu_health=bus, or the
+// library does not load here, which `said` logs).
+std::unique_ptr<Nvml> nvml_for(JobContext& ctx, const SpankConfig& config,
+                               const std::string& said) {
+  if (config.gpu_health != GpuHealth::kNvml) return nullptr;
+  Expected<std::unique_ptr<Nvml>> loaded = Nvml::load(config.nvml_library);
+  if (!loaded) {
+    ctx.info(said + loaded.error().message + "; the GPU health check looks at the bus only");
+    return nullptr;
+  }
+  return std::move(*loaded);
+}
+
+bool has_gpu(const std::vector<Device>& devices) {
+  return std::any_of(devices.begin(), devices.end(), [](const Device& d) {
+    return d.type == DeviceType::kGpu && !d.address.empty();
+  });
+}
+
+// The GPU health check of a job's devices on this node: each bad GPU is reported to composerd,
+// which marks it failed (its job gets its class's reaction; the node is not drained). Answers
+// how many were bad.
+size_t report_bad_gpus(JobContext& ctx, ComposerApi& api, const HostDevices& host, const Nvml* nvml,
+                       uint32_t job_id, const std::string& node, const std::vector<Device>& devices,
+                       const std::string& said) {
+  const std::vector<BadGpu> bad = check_gpus(host, nvml, devices, kXidWait);
+  for (const BadGpu& gpu : bad) {
+    const std::string why = "the host of node " + node + " found it bad while job " +
+                            std::to_string(job_id) + " held it: " + gpu.why;
+    if (Status s = api.fail_reported(job_id, node, gpu.device_id, why); !s) {
+      ctx.error(said + "composerd was not told that " + gpu.device_id + " is bad (" +
+                std::string(to_string(s.error().code)) + "): " + s.error().message + "; " +
+                gpu.why);
+    } else {
+      ctx.error(said + gpu.device_id + " reported failed to composerd: " + gpu.why);
+    }
+  }
+  return bad.size();
+}
+
+// The GPU stack told (gpu_stack.h): the DCGM job map rebuilt (`leaving`: a job whose GPUs are
+// about to go) and the site's hook run for `event`. Failures are logged; the hook goes on.
+void tell_gpu_stack(JobContext& ctx, const SpankConfig& config, const HostDevices& host,
+                    std::string_view event, uint32_t job_id, const std::vector<Device>& devices,
+                    uint32_t leaving, const std::string& said) {
+  if (Status s = write_job_map(config, host, leaving); !s) ctx.error(said + s.error().message);
+  if (Status s = run_gpu_hook(config, event, job_id, devices); !s) {
+    ctx.error(said + "gpu_hook " + std::string(event) + ": " + s.error().message);
+  }
 }
 
 }  // namespace
@@ -317,6 +374,10 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
   }
   lock.reset();
   fence_from_others(ctx, config, job_id, host, state.devices, "composer: prolog: " + at + ": ");
+  if (has_gpu(state.devices)) {
+    tell_gpu_stack(ctx, config, host, "attach", job_id, state.devices, 0,
+                   "composer: prolog: " + at + ": ");
+  }
   ctx.info("composer: prolog: " + at + ": attached " + device_list(state.devices) +
            " (composition " + std::to_string(state.composition_id) + ")");
   return Status::Ok();
@@ -383,6 +444,10 @@ bool release_held(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
   if (Status s = host.remove(held.devices); !s) {
     ctx.error(said + "removing " + whose + " from the host: " + s.error().message +
               "; releasing anyway");
+  }
+  // The removal moved the GPU indices above them; the daemons stopped at its epilog may start.
+  if (has_gpu(held.devices)) {
+    tell_gpu_stack(ctx, config, host, "detached", other, held.devices, 0, said);
   }
   if (Status s = api.hold(other, node, ""); !s && s.error().code != ErrorCode::kNotFound) {
     ctx.error(said + "clearing the hold on " + whose + " failed (" +
@@ -456,6 +521,27 @@ size_t release_held_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig
     if (!release_held(ctx, api, config, **file, node, said)) ++still_held;
   }
   return still_held;
+}
+
+size_t check_gpu_health_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
+  // As in the epilog: only GPUs the prolog found on the host (host_check=wait).
+  if (config.gpu_health == GpuHealth::kOff || config.host_check != HostCheck::kWait) return 0;
+  const std::string said = "composer: node check: node " + ctx.node() + ": ";
+  HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
+  std::unique_ptr<Nvml> nvml;
+  bool loaded = false;
+  size_t bad = 0;
+  for (uint32_t job : other_jobs(config.state_dir, 0)) {
+    Expected<std::optional<JobState>> file = read_job_state(config.state_dir, job);
+    if (!file || !file->has_value() || !has_gpu((*file)->devices)) continue;
+    if (!loaded) {
+      nvml = nvml_for(ctx, config, said);
+      loaded = true;
+    }
+    const std::string& node = (*file)->node.empty() ? ctx.node() : (*file)->node;
+    bad += report_bad_gpus(ctx, api, host, nvml.get(), job, node, (*file)->devices, said);
+  }
+  return bad;
 }
 
 Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
@@ -736,6 +822,18 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   if (have_state && config.host_check != HostCheck::kOff) {
     const std::vector<Device>& devices = (*state)->devices;
     HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
+    const std::string said = "composer: epilog: " + at + ": ";
+    if (has_gpu(devices)) {
+      // What the job's last moments did to its GPUs, before they go back to the pool.
+      // Only where the prolog found the GPUs on the host (host_check=wait): with rescan, an
+      // address is the fabric's, which the host need not show.
+      if (config.gpu_health != GpuHealth::kOff && config.host_check == HostCheck::kWait) {
+        std::unique_ptr<Nvml> nvml = nvml_for(ctx, config, said);
+        report_bad_gpus(ctx, api, host, nvml.get(), *job_id, node, devices, said);
+      }
+      // The GPU daemons let go of the GPUs before the busy check looks for holders.
+      tell_gpu_stack(ctx, config, host, "detach", *job_id, devices, *job_id, said);
+    }
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(config.busy_wait_s);
     std::vector<Holder> holders = host.holders(devices);
@@ -801,6 +899,13 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   }
   if (Status s = remove_job_state(config.state_dir, *job_id); !s) {
     ctx.error("composer: epilog: " + at + ": " + s.error().message);
+  }
+  // The removal moved the indices of the GPUs above the job's; daemons stopped for the detach
+  // may start again.
+  if (have_state && has_gpu((*state)->devices) && config.host_check != HostCheck::kOff) {
+    HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
+    tell_gpu_stack(ctx, config, host, "detached", *job_id, (*state)->devices, 0,
+                   "composer: epilog: " + at + ": ");
   }
   if (std::optional<UnifiedFence> v2 = recorded_unified_fence(config);
       v2 && config.fence != Fence::kOff) {

@@ -104,6 +104,10 @@ class Client {
   // `id` of the job's composition there; composerd drains it with `reason`.
   Expected<Device> drain_unseen(uint32_t job_id, std::string_view node, std::string_view id,
                                 std::string_view reason) const;
+  // POST /v1/compositions/{job}/{node}/devices/{id}/fail: the node's host found device `id`
+  // of the job's composition there bad; composerd marks it failed with `reason`.
+  Expected<Device> fail_reported(uint32_t job_id, std::string_view node, std::string_view id,
+                                 std::string_view reason) const;
   // GET /v1/compositions/{job}/{node}.
   Expected<Composition> show(uint32_t job_id, std::string_view node) const;
   Expected<std::vector<Composition>> compositions(const CompositionQuery& query = {}) const;

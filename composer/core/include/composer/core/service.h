@@ -126,8 +126,22 @@ class CompositionService {
   Expected<Device> drain_unseen(uint32_t job_id, const std::string& node,
                                 const std::string& device_id, const std::string& reason,
                                 const std::string& actor);
+  // A node's host found a GPU of the job's live composition there bad (NVML, a critical XID,
+  // gone from the bus): the device is marked failed (health critical, so the failure reactor
+  // gives the job holding it its class's reaction) and drained with kHostFailed and `reason`
+  // (so no later job gets it). The fabric's health does not clear it (the reconciler leaves
+  // it), a restart does not either (the drain reason says where it came from): only resume()
+  // does. The node is never drained for it. Repeated, it changes nothing. kNotFound without a
+  // live composition; kInvalidArgument for a device the composition does not hold.
+  static constexpr std::string_view kHostFailed = "failed on its host: ";
+  Expected<Device> fail_reported(uint32_t job_id, const std::string& node,
+                                 const std::string& device_id, const std::string& reason,
+                                 const std::string& actor);
+  // Whether the device's failure came from a host (fail_reported) and stands.
+  bool host_failed(const std::string& device_id) const;
   Expected<Device> drain(const std::string& device_id, const std::string& reason,
                          const std::string& actor);
+  // Lifts a drain; a failure a host reported (fail_reported) goes with it.
   Expected<Device> resume(const std::string& device_id, const std::string& actor);
   // Drains (or resumes) every device of a failure domain at once, all or none, for a planned
   // maintenance: live compositions keep their devices until they end; the log says when the
@@ -265,6 +279,9 @@ class CompositionService {
   // fabric's, already read (recover() reads it once for all); null: read here when needed.
   Status resolve_unfinished_entry(const LiveEntry& entry, const Key& key, bool give_up,
                                   const FabricInventory* inventory);
+  // Whether the job's live composition on the node holds the device (the ids a node may
+  // drain or report failed): kNotFound, kInvalidArgument, as drain_unseen says.
+  Status held_by(uint32_t job_id, const std::string& node, const std::string& device_id) const;
   // Drains devices the fabric may still hold, in the store and the pool, with one reason.
   void drain_devices(const std::vector<std::string>& ids, const std::string& reason);
 
@@ -280,6 +297,8 @@ class CompositionService {
   std::condition_variable changed_;
   Allocator allocator_;
   std::map<Key, LiveEntry> live_;
+  // Devices whose failure a host reported (fail_reported) until an admin resumes them.
+  std::set<std::string> host_failed_;
   // Devices allocated or given back since begin_holder_round(): their holder waits a round.
   std::set<std::string> touched_;
   // The steps of composes and releases after a store write (then()), and how many are still

@@ -22,6 +22,8 @@ class ClientComposerApi : public ComposerApi {
   Status hold(uint32_t job_id, const std::string& node, const std::string& reason) override;
   Status drain_unseen(uint32_t job_id, const std::string& node, const std::string& device_id,
                       const std::string& reason) override;
+  Status fail_reported(uint32_t job_id, const std::string& node, const std::string& device_id,
+                       const std::string& reason) override;
 
  private:
   client::Client client_;

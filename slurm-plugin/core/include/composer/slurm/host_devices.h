@@ -109,6 +109,10 @@ class HostDevices {
   // (vendor 0x10de, class 0x03xxxx), sorted by PCI address. Else "": where a GPU sits is not
   // known (host_check=rescan or off, no UUID), and a guess could name another job's GPU.
   std::string cuda_visible_devices(const std::vector<Device>& gpus) const;
+  // The PCI addresses of every NVIDIA GPU the host shows (vendor 0x10de, class 0x03xxxx),
+  // sorted: a GPU's position here is its index under CUDA_DEVICE_ORDER=PCI_BUS_ID, and NVML's
+  // (which enumerates in PCI bus order, as DCGM numbers the GPUs it finds).
+  std::vector<std::string> nvidia_gpus() const;
 
  private:
   friend class DeviceSearch;

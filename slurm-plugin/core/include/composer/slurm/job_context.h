@@ -64,6 +64,10 @@ class ComposerApi {
   // The host never showed `device_id` of the job's composition: composerd drains it.
   virtual Status drain_unseen(uint32_t job_id, const std::string& node,
                               const std::string& device_id, const std::string& reason) = 0;
+  // The host found `device_id` of the job's composition bad (gpu_health.h): composerd marks it
+  // failed, out of the pool until an admin resumes it; the node is not drained.
+  virtual Status fail_reported(uint32_t job_id, const std::string& node,
+                               const std::string& device_id, const std::string& reason) = 0;
 };
 
 }  // namespace composer::slurm

@@ -39,6 +39,14 @@ enum class ComposeOn {
                 // EpilogSlurmctld releases them; the prolog reads its node's composition
 };
 
+// Where the GPU health check (gpu_health.h) looks.
+enum class GpuHealth {
+  kNvml,  // the bus and NVML (libnvidia-ml loaded at run time; the bus alone where it does not
+          // load)
+  kBus,   // the bus only
+  kOff,   // no check
+};
+
 struct SpankConfig {
   // composerd's own default address (composer/config).
   std::string server = std::string("http://") + config::kDefaultListenAddress + ":" +
@@ -72,6 +80,14 @@ struct SpankConfig {
   uint32_t epilog_wait_s = 300;
   OnUnavailable on_unavailable = OnUnavailable::kDrain;
   ComposeOn compose_on = ComposeOn::kController;
+  GpuHealth gpu_health = GpuHealth::kNvml;
+  std::string nvml_library = "libnvidia-ml.so.1";  // a name the loader looks up, or a path
+  // DCGM-exporter's HPC job-mapping directory (its --hpc-job-mapping-dir): one file per GPU
+  // index naming the job; empty: none written.
+  std::string dcgm_job_dir;
+  // Run after the prolog found a job's GPUs and before the epilog lets go of them, so that
+  // the host's GPU daemons look again: HOOK attach|detach|detached JOB ADDRESS...; empty: none.
+  std::string gpu_hook;
 };
 
 // Parses "key=value" arguments as SPANK hands them over (argv of the plugstack.conf line).

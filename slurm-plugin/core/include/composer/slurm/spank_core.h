@@ -63,6 +63,12 @@ Status task_init_privileged(JobContext& ctx, const SpankConfig& config);
 // (their holders logged).
 size_t release_held_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
 
+// The node check's GPU health check (gpu_health.h): the GPUs each state file on the node names
+// (running jobs, and held compositions) are checked on the bus and with NVML (gpu_health=);
+// each bad one is reported to composerd, which marks it failed and gives the job holding it its
+// class's reaction; the node is never drained for it. Answers how many were bad.
+size_t check_gpu_health_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
+
 // Job epilog (root, slurmd). Waits (busy_wait) until no process holds an attached device,
 // removes the devices from the host, asks composerd to release (compose=node; under
 // compose=controller EpilogSlurmctld releases the job) and deletes the state file. A device
