@@ -21,24 +21,8 @@ fail() { echo "  FAIL: $*" >&2; return 1; }
 
 E2E_URL=${E2E_URL:-http://127.0.0.1:$E2E_PORT}
 
-# GET on composerd's API with a munge credential for "GET <path>".
-api() {
-  local path=$1 query=${2:-}
-  curl -fsS -H "Authorization: Munge $(munge -S "$MUNGE_SOCKET" -s "GET $path")" \
-    "$E2E_URL$path${query:+?$query}"
-}
-# Every page of a list (GET /v1/devices, /v1/compositions, /v1/events: the last path segment
-# names its key) as one answer {"KEY": [...]}; each page's next_cursor asks for the next.
-api_all() {
-  local path=$1 query=${2:-} key=${1##*/} cursor="" page items='[]'
-  while :; do
-    page=$(api "$path" "$query${cursor:+${query:+&}cursor=$cursor}") || return 1
-    items=$(jq -c --argjson acc "$items" --arg k "$key" '$acc + .[$k]' <<<"$page") || return 1
-    cursor=$(jq -r '.next_cursor // empty' <<<"$page")
-    [[ -n $cursor ]] || break
-  done
-  jq -c --arg k "$key" '{($k): .}' <<<"$items"
-}
+# shellcheck source=api.sh
+source "$(dirname "${BASH_SOURCE[0]}")/api.sh"  # api, api_all
 attached() { api_all /v1/devices "state=attached" | jq '.devices | length'; }
 # The GPU UUIDs composerd reports for GPU ids (comma-separated), in the same order.
 gpu_uuids() {
