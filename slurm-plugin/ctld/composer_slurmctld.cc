@@ -85,7 +85,7 @@ int run() {
     (void)cs::controller_epilog(*job, api, slurm_probe(job->job_id), config->epilog_wait_s, log);
     return 0;
   }
-  return cs::controller_prolog(*job, api, config->free_wait_s, log) ? 0 : 1;
+  return cs::controller_prolog(*job, api, config->free_wait_s, config->outage_wait_s, log) ? 0 : 1;
 }
 
 }  // namespace
