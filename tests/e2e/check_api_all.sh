@@ -4,7 +4,7 @@
 # api answers from generated pages.
 set -euo pipefail
 command -v jq >/dev/null || { echo "check_api_all: no jq; skipped"; exit 77; }
-# shellcheck source=api.sh
+# shellcheck source-path=SCRIPTDIR source=api.sh
 source "$(dirname "${BASH_SOURCE[0]}")/api.sh"
 
 # Page N (cursor c1, c2 or none) of /v1/events: 1,000 events with a 150-byte detail each.

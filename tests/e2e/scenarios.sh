@@ -21,7 +21,7 @@ fail() { echo "  FAIL: $*" >&2; return 1; }
 
 E2E_URL=${E2E_URL:-http://127.0.0.1:$E2E_PORT}
 
-# shellcheck source=api.sh
+# shellcheck source-path=SCRIPTDIR source=api.sh
 source "$(dirname "${BASH_SOURCE[0]}")/api.sh"  # api, api_all
 attached() { api_all /v1/devices "state=attached" | jq '.devices | length'; }
 # The GPU UUIDs composerd reports for GPU ids (comma-separated), in the same order.

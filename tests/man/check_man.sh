@@ -254,7 +254,7 @@ printed=$("$composerd" --check --config "$bad_conf" 2>&1 >/dev/null | head -n 1 
 rm -f "$bad_conf"
 if [[ $printed != "composerd: error: $bad_conf line 2: "* ]]; then
   fail "composerd --check on a bad line 2 printed '$printed', not 'composerd: error: FILE line 2: ...'"
-elif ! grep -qF '`composerd: error: <file> line <n>: ...`' "$admin"; then
+elif ! grep -qF "\`composerd: error: <file> line <n>: ...\`" "$admin"; then
   fail "docs/ADMIN.md: the troubleshooting table does not show 'composerd: error: <file> line <n>: ...' as composerd prints it ('$printed')"
 fi
 
