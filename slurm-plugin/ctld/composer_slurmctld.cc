@@ -11,10 +11,10 @@
 
 #include <cstdlib>
 #include <exception>
-#include <iostream>
 #include <string>
 #include <vector>
 
+#include "composer/common/files.h"
 #include "composer/common/slurm_text.h"
 #include "composer/common/strings.h"
 #include "composer/common/subprocess.h"
@@ -54,8 +54,10 @@ cs::SlurmProbe slurm_probe(uint32_t job_id) {
   return probe;
 }
 
+// Whole lines: slurmctld runs this program for many jobs at once into one log
+// (check_whole_lines.sh).
 void say(int priority, const std::string& line) {
-  std::cerr << line << "\n";
+  composer::write_line(STDERR_FILENO, line);
   syslog(priority, "%s", line.c_str());
 }
 
@@ -83,7 +85,7 @@ int run() {
     (void)cs::controller_epilog(*job, api, slurm_probe(job->job_id), config->epilog_wait_s, log);
     return 0;
   }
-  return cs::controller_prolog(*job, api, config->free_wait_s, log) ? 0 : 1;
+  return cs::controller_prolog(*job, api, config->free_wait_s, config->outage_wait_s, log) ? 0 : 1;
 }
 
 }  // namespace

@@ -18,11 +18,11 @@
 
 #include <cstdlib>
 #include <exception>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "composer/common/files.h"
 #include "composer/slurm/client_api.h"
 #include "composer/slurm/job_context.h"
 #include "composer/slurm/plugin_config.h"
@@ -32,8 +32,9 @@ namespace cs = composer::slurm;
 
 namespace {
 
+// Whole lines (composer::write_line), as composer-slurmctld's.
 void say(int priority, const std::string& line) {
-  std::cerr << line << "\n";
+  composer::write_line(STDERR_FILENO, line);
   syslog(priority, "%s", line.c_str());
 }
 

@@ -41,10 +41,14 @@ std::vector<std::string> g_start_environment;
 int option_callback(int val, const char* optarg, int /*remote*/) {
   try {
     const std::string_view name = cs::kAllOptions[val];
-    composer::Status s = cs::apply_option(name, optarg == nullptr ? "" : optarg, &g_options);
+    const char* value = optarg == nullptr ? "" : optarg;
+    composer::Status s = cs::apply_option(name, value, &g_options);
     if (!s) {
       slurm_error("composer: %s", s.error().message.c_str());
       return -1;
+    }
+    if (const std::string note = cs::read_as(name, value); !note.empty()) {
+      slurm_info("composer: %s", note.c_str());
     }
     return 0;
   } catch (const std::exception& e) {

@@ -27,6 +27,24 @@ TEST(ParseSize, RefusesWithASentence) {
   }
 }
 
+// As Slurm 22.05's --mem: "64GB" is 64G, binary (sbatch --mem=64GB takes it so), and every
+// refusal says the allowed form.
+TEST(ParseSize, ABIsBinary) {
+  EXPECT_EQ(*parse_size("64GB"), 64 * kGiB);
+  EXPECT_EQ(*parse_size("64gb"), 64 * kGiB);
+  EXPECT_EQ(*parse_size("512MB"), 512 * kMiB);
+  EXPECT_EQ(*parse_size("2TB"), 2 * kTiB);
+  for (const char* bad : {"64B", "64GX", "99999999999999999999T", "2048T", "0G", "1.5G"}) {
+    auto r = parse_size(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message.find("expected a whole number of at most 1024T with an optional "
+                                     "K, M, G or T suffix (binary, as Slurm's --mem reads them: "
+                                     "64G and 64GB are both 64 GiB"),
+              std::string::npos)
+        << r.error().message;
+  }
+}
+
 TEST(ParseSize, ZeroIsNoneOnlyWhereAsked) {
   EXPECT_EQ(*parse_size("0", ZeroSize::kNone), 0u);
   EXPECT_EQ(*parse_size("0G", ZeroSize::kNone), 0u);

@@ -1,5 +1,8 @@
 #include "composer/core/reconciler.h"
 
+#include <chrono>
+#include <memory>
+#include <mutex>
 #include <set>
 
 #include "composer/test_support/forwarding_fabric.h"
@@ -348,6 +351,99 @@ TEST_F(ReconcilerTest, RecoveryRollsBackAnAttachThatNeverHappened) {
   EXPECT_FALSE(store_->live_composition(22, "n1")->has_value());
   EXPECT_TRUE(fabric_->inventory()->attached.empty());
   EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
+}
+
+// Detaches that report running until `want` of them have started (or 3 s have passed): they
+// end at once when started together, one after another (3 s for the first) when not. Counts how
+// many had started when the first ended.
+class GatedDetaches : public test_support::ForwardingFabric {
+ public:
+  GatedDetaches(Fabric& to, size_t want) : ForwardingFabric(to), want_(want) {}
+  Expected<Operation> detach(const std::string& host,
+                             const std::vector<std::string>& ids) override {
+    auto op = to_.detach(host, ids);
+    if (!op) return op;
+    std::lock_guard lock(mu_);
+    if (started_++ == 0) first_ = std::chrono::steady_clock::now();
+    return Operation{.id = "gated-" + std::to_string(started_), .state = OperationState::kRunning};
+  }
+  Expected<Operation> operation_status(const std::string& id) override {
+    if (!id.starts_with("gated-")) return to_.operation_status(id);
+    std::lock_guard lock(mu_);
+    const bool open =
+        started_ >= want_ || std::chrono::steady_clock::now() - first_ > std::chrono::seconds(3);
+    if (open && started_when_first_done_ == 0) started_when_first_done_ = started_;
+    return Operation{.id = id, .state = open ? OperationState::kDone : OperationState::kRunning};
+  }
+  size_t started_when_first_done() {
+    std::lock_guard lock(mu_);
+    return started_when_first_done_;
+  }
+
+ private:
+  const size_t want_;
+  std::mutex mu_;
+  size_t started_ = 0;
+  size_t started_when_first_done_ = 0;
+  std::chrono::steady_clock::time_point first_;
+};
+
+// The service again on the same store, over `fabric`.
+std::unique_ptr<CompositionService> service_over(db::Store& store, Fabric& fabric,
+                                                 const Clock& clock) {
+  auto s = std::make_unique<CompositionService>(
+      store, fabric, clock,
+      ServiceOptions{
+          .compose_timeout_ms = 2000, .release_timeout_ms = 2000, .poll_interval_ms = 1});
+  EXPECT_TRUE(s->start().ok());
+  return s;
+}
+
+// Compositions a crash left releasing are settled at once at start-up, not one detach after
+// another (composerd listens only once they are).
+TEST_F(ReconcilerTest, RecoverySettlesManyAtOnce) {
+  constexpr uint32_t kJobs = 4;
+  for (uint32_t j = 0; j < kJobs; ++j) {
+    ASSERT_TRUE(service_->compose(job(60 + j, "n1", Request{.gpus = 1})).ok());
+    auto live = store_->live_composition(60 + j, "n1");
+    ASSERT_TRUE(live.ok() && live->has_value());
+    ASSERT_TRUE(store_
+                    ->transition((*live)->id, CompositionState::kReady,
+                                 CompositionState::kReleasing, "", clock_.now_ms())
+                    .ok());
+  }
+  service_.reset();
+  GatedDetaches gated(*fabric_, kJobs);
+  auto service = service_over(*store_, gated, clock_);
+  auto settled = service->recover();
+  ASSERT_TRUE(settled.ok()) << settled.error();
+  EXPECT_EQ(*settled, static_cast<int>(kJobs));
+  EXPECT_EQ(gated.started_when_first_done(), kJobs);
+  EXPECT_TRUE(fabric_->inventory()->attached.empty());
+}
+
+// Jobs Slurm ended are released at once, not one detach after another: a slow fabric keeps no
+// device attached long past the grace.
+TEST_F(ReconcilerTest, ReleasesEndedJobsAtOnce) {
+  constexpr uint32_t kJobs = 4;
+  for (uint32_t j = 0; j < kJobs; ++j) {
+    ASSERT_TRUE(service_->compose(job(70 + j, "n1", Request{.gpus = 1})).ok());
+  }
+  service_.reset();
+  GatedDetaches gated(*fabric_, kJobs);
+  auto service = service_over(*store_, gated, clock_);
+  Reconciler r(*service, clock_,
+               ReconcilerOptions{.interval_ms = 1000,
+                                 .orphan_grace_ms = 30000,
+                                 .stuck_after_ms = 60000,
+                                 .active_jobs = []() -> Expected<std::set<uint32_t>> {
+                                   return std::set<uint32_t>{};
+                                 }});
+  EXPECT_EQ(r.run_once().ended_jobs_released, 0);  // first seen gone
+  clock_.advance_ms(31000);
+  EXPECT_EQ(r.run_once().ended_jobs_released, static_cast<int>(kJobs));
+  EXPECT_EQ(gated.started_when_first_done(), kJobs);
+  EXPECT_TRUE(fabric_->inventory()->attached.empty());
 }
 
 TEST_F(ReconcilerTest, SettlesACompositionStuckReleasing) {

@@ -202,6 +202,29 @@ TEST_F(ServiceTest, ExhaustionIsRefusedAndChangesNothing) {
   EXPECT_EQ(free_of(DeviceType::kGpu), 4u);
 }
 
+// A prolog asks again every 0.25 s while devices are being freed: the ledger keeps one
+// "refused" event for the whole wait, a new one for another reason or after a pause, and the
+// episode ends when the job composes.
+TEST_F(ServiceTest, OneRefusedEventPerEpisode) {
+  ASSERT_TRUE(service_->compose(job(1, "n2", Request{.gpus = 4})).ok());
+  auto refused = [this](uint32_t id) {
+    const auto k = kinds(id);
+    return std::count(k.begin(), k.end(), "refused");
+  };
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_FALSE(service_->compose(job(2, "n2", Request{.gpus = 1})).ok());
+    clock_.advance_ms(250);
+  }
+  EXPECT_EQ(refused(2), 1);
+  // Another node of the same job is an episode of its own.
+  ASSERT_FALSE(service_->compose(job(2, "nope", Request{.gpus = 1})).ok());
+  EXPECT_EQ(refused(2), 2);
+  // A pause longer than the episode's gap starts a new one.
+  clock_.advance_ms(11000);
+  ASSERT_FALSE(service_->compose(job(2, "n2", Request{.gpus = 1})).ok());
+  EXPECT_EQ(refused(2), 3);
+}
+
 TEST_F(ServiceTest, EmptyRequestAndUnknownNodeAreRefused) {
   auto empty = service_->compose(job(3, "n1", Request{}));
   ASSERT_FALSE(empty.ok());

@@ -5,11 +5,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <json/json.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "composer/drivers/redfish_fabric.h"
+#include "composer/test_support/temp_dir.h"
 #include "composer/testing/fake_redfish.h"
 #include "composer/testing/redfish_driver.h"
 
@@ -63,6 +68,38 @@ bool skipped(const FabricInventory& inv, const std::string& part, const std::str
   return std::any_of(inv.skipped.begin(), inv.skipped.end(), [&](const std::string& s) {
     return s.find(part) != std::string::npos && s.find(why) != std::string::npos;
   });
+}
+
+// A block of no type, and one whose type starts with a vowel, are told with the right article:
+// "an untyped block", "an IO block".
+TEST(RedfishRealServices, AnUnpooledBlockIsToldInPlainWords) {
+  test_support::TempDir dir("redfish-mockups");
+  std::filesystem::copy(COMPOSER_REDFISH_MOCKUPS_DIR, dir.path(),
+                        std::filesystem::copy_options::recursive);
+  const auto block = dir.path() / "public-composability/CompositionService/ResourceBlocks";
+  auto retype = [&](const std::string& id, const Json::Value& types) {
+    const auto file = block / id / "index.json";
+    Json::Value b;
+    {
+      std::ifstream in(file);
+      ASSERT_TRUE(Json::parseFromStream(Json::CharReaderBuilder(), in, &b, nullptr)) << file;
+    }
+    b["ResourceBlockType"] = types;
+    std::ofstream(file) << b.toStyledString();
+  };
+  retype("NetworkBlock8", Json::Value(Json::arrayValue));
+  Json::Value io(Json::arrayValue);
+  io.append("IO");
+  retype("DriveBlock7", io);
+  FakeRedfishOptions fo = small();
+  fo.mockups = dir.path().string();
+  Served s = serve(fo);
+  ASSERT_TRUE(s.ok);
+  EXPECT_TRUE(skipped(s.inv, "NetworkBlock8",
+                      "an untyped block; only GPU, memory and NVMe drive blocks are pooled"))
+      << ::testing::PrintToString(s.inv.skipped);
+  EXPECT_TRUE(skipped(s.inv, "DriveBlock7", "an IO block; only GPU"))
+      << ::testing::PrintToString(s.inv.skipped);
 }
 
 TEST(RedfishRealServices, TheMockupsWholeReportWhatIsAlreadyHeld) {

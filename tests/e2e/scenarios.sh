@@ -21,24 +21,8 @@ fail() { echo "  FAIL: $*" >&2; return 1; }
 
 E2E_URL=${E2E_URL:-http://127.0.0.1:$E2E_PORT}
 
-# GET on composerd's API with a munge credential for "GET <path>".
-api() {
-  local path=$1 query=${2:-}
-  curl -fsS -H "Authorization: Munge $(munge -S "$MUNGE_SOCKET" -s "GET $path")" \
-    "$E2E_URL$path${query:+?$query}"
-}
-# Every page of a list (GET /v1/devices, /v1/compositions, /v1/events: the last path segment
-# names its key) as one answer {"KEY": [...]}; each page's next_cursor asks for the next.
-api_all() {
-  local path=$1 query=${2:-} key=${1##*/} cursor="" page items='[]'
-  while :; do
-    page=$(api "$path" "$query${cursor:+${query:+&}cursor=$cursor}") || return 1
-    items=$(jq -c --argjson acc "$items" --arg k "$key" '$acc + .[$k]' <<<"$page") || return 1
-    cursor=$(jq -r '.next_cursor // empty' <<<"$page")
-    [[ -n $cursor ]] || break
-  done
-  jq -c --arg k "$key" '{($k): .}' <<<"$items"
-}
+# shellcheck source-path=SCRIPTDIR source=api.sh
+source "$(dirname "${BASH_SOURCE[0]}")/api.sh"  # api, api_all
 attached() { api_all /v1/devices "state=attached" | jq '.devices | length'; }
 # The GPU UUIDs composerd reports for GPU ids (comma-separated), in the same order.
 gpu_uuids() {
@@ -455,6 +439,28 @@ scenario_composerd_away_requeues_without_draining() {
   wait_until 15 nothing_attached || fail "$(attached) devices attached after job $j"
 }
 
+# compose=controller: a composerd restart of a few seconds (shorter than outage_wait) requeues no
+# job: composer-slurmctld asks again until composerd is back and says so in its log.
+scenario_composerd_restart_requeues_nothing() {
+  local j
+  "$CLUSTER" stop-composerd
+  j=$(sbatch --parsable -o "$OUT/%j.out" --compose-gpus=1 --wrap true) || {
+    "$CLUSTER" start-composerd
+    return 1
+  }
+  sleep 3
+  "$CLUSTER" start-composerd
+  wait_until 60 finished "$j" || cancel_and_fail "$j" "job $j did not run ($(job_state "$j"), $(job_field "$j" Reason))" ||
+    return 1
+  [[ $(job_state "$j") == COMPLETED && $(job_field "$j" Restarts) == 0 ]] ||
+    fail "job $j ended $(job_state "$j") after $(job_field "$j" Restarts) restart(s)" || return 1
+  ctld_said "composer: prolog_slurmctld: job $j: cannot connect to unix:.*; asking again for up to [0-9]+ s" ||
+    fail "composer-slurmctld did not say it waited for composerd (job $j): $(tail -3 "$E2E_DIR/log/composer-slurmctld.log")" || return 1
+  ctld_said "composer: prolog_slurmctld: job $j: composerd answered again after" ||
+    fail "composer-slurmctld did not say composerd was back (job $j)" || return 1
+  wait_until 15 nothing_attached || fail "$(attached) devices attached after job $j"
+}
+
 # What the fabric held before composerd came (the Redfish mockups' pre-composed and shared
 # blocks) is foreign: never given to a job, never detached, whatever ran before this check.
 scenario_foreign_devices_are_never_touched() {
@@ -708,4 +714,5 @@ fi
 if [[ $COMPOSE == controller ]]; then
   ALL_SCENARIOS=("${ALL_SCENARIOS[@]/scenario_refused_compose_fails_the_job_not_the_node/scenario_refused_compose_requeues_the_job}")
   ALL_SCENARIOS=("${ALL_SCENARIOS[@]/scenario_composerd_down_at_prolog_drains_and_requeues_held/scenario_composerd_away_requeues_without_draining}")
+  ALL_SCENARIOS+=(scenario_composerd_restart_requeues_nothing)
 fi

@@ -165,6 +165,19 @@ TEST(HttpClient, ConnectionRefusedIsUnavailableAndNamesTheUrl) {
   EXPECT_NE(r.error().message.find(url), std::string::npos) << r.error().message;
 }
 
+// composerd's ListenSocket down (a restart): the sentence names the socket tried and the
+// system's reason, never the URL's stand-in host ("localhost port 80").
+TEST(HttpClient, AUnixSocketErrorNamesIt) {
+  HttpOptions o = fast(0);
+  o.unix_socket = "/nonexistent/composerd.sock";
+  HttpClient http(o);
+  auto r = http.send({"PUT", "http://localhost/v1/compositions/7", "{}", nullptr});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(r.error().message,
+            "cannot connect to unix:/nonexistent/composerd.sock: No such file or directory");
+}
+
 TEST(HttpClient, ConnectionRefusedIsRetriedForGetOnly) {
   const std::string url = "http://127.0.0.1:" + std::to_string(test_support::free_port()) + "/x";
   HttpClient http(fast(2));

@@ -396,6 +396,73 @@ TEST_F(FrontDoorTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_EQ(free_gpus(), before);
 }
 
+// HEAD is answered as GET without the body, and authenticated as HEAD: a credential made for
+// "HEAD /v1/pool" is good for it, one made for "GET /v1/pool" is not.
+TEST_F(FrontDoorTest, HeadIsAuthenticatedAsHead) {
+  auto head = [](const std::string& payload) {
+    const int fd = connect_to(port());
+    EXPECT_GE(fd, 0);
+    send_all(fd, "HEAD /v1/pool HTTP/1.1\r\nHost: x\r\nAuthorization: Munge " +
+                     munge_credential(daemon_->munge_socket(), payload) +
+                     "\r\nConnection: close\r\n\r\n");
+    const std::string got = read_until_close(fd, std::chrono::milliseconds(5000));
+    ::close(fd);
+    return got;
+  };
+  const std::string ok = head("HEAD /v1/pool");
+  EXPECT_EQ(ok.rfind("HTTP/1.1 200 ", 0), 0u) << ok;
+  const size_t end = ok.find("\r\n\r\n");
+  ASSERT_NE(end, std::string::npos) << ok;
+  EXPECT_EQ(ok.size(), end + 4) << "a HEAD answer carries no body: " << ok;
+  const std::string other = head("GET /v1/pool");
+  EXPECT_EQ(other.rfind("HTTP/1.1 401 ", 0), 0u) << other;
+}
+
+// Every method composerd does not serve on a path, known to HTTP or not, is answered with the
+// JSON error body every other error has (a HEAD answer carries none, as HTTP wants).
+TEST_F(FrontDoorTest, EveryMethodErrorCarriesTheJsonErrorBody) {
+  for (const std::string line :
+       {"OPTIONS * HTTP/1.1", "OPTIONS /v1/pool HTTP/1.1", "TRACE /v1/health HTTP/1.1",
+        "CONNECT 127.0.0.1:443 HTTP/1.1", "PATCH /v1/pool HTTP/1.1", "DELETE /v1/health HTTP/1.1",
+        "POST /v1/health HTTP/1.1", "FOO /v1/pool HTTP/1.1", "get /v1/pool HTTP/1.1",
+        "M-SEARCH * HTTP/1.1"}) {
+    const int fd = connect_to(port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(send_all(fd, line + "\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    const auto got = answers_in(read_until_close(fd, std::chrono::milliseconds(5000)));
+    ::close(fd);
+    ASSERT_EQ(got.size(), 1u) << line;
+    EXPECT_GE(got[0].status, 400) << line;
+    EXPECT_FALSE(error_of(got[0])["message"].asString().empty()) << line << ": " << got[0].body;
+  }
+}
+
+// A body cut short by the client closing its side is answered (it may still read) with a
+// sentence saying how much came, and logged.
+TEST_F(FrontDoorTest, ABodyCutShortIsAnsweredAndLogged) {
+  const std::string put = "PUT /v1/compositions/8/n1";
+  const int fd = connect_to(port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_all(fd, put + " HTTP/1.1\r\nHost: x\r\nAuthorization: Munge " +
+                               munge_credential(daemon_->munge_socket(), put) +
+                               "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+                               "{\"uid\":0,"));
+  ::shutdown(fd, SHUT_WR);
+  const auto got = answers_in(read_until_close(fd, std::chrono::milliseconds(5000)));
+  ::close(fd);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, 400);
+  EXPECT_EQ(error_of(got[0])["message"].asString(),
+            "request body ended after 9 of 100 bytes: the client closed its side");
+  const auto until = Clock::now() + kPrompt;
+  while (daemon_->log().find("api request body cut short") == std::string::npos &&
+         Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(daemon_->log().find("api request body cut short"), std::string::npos) << daemon_->log();
+  EXPECT_FALSE(daemon_->client().show(8, "n1").ok());  // nothing was composed
+}
+
 // With every connection busy reading a request (none idle to shed), one more is answered 503
 // with a sentence naming the cap, and served again once a place is free.
 TEST(FrontDoorCap, ANewConnectionPastTheCapIsToldWhyWhenNoneIsIdle) {

@@ -9,6 +9,7 @@
 #   spank_composer.8   every plugstack argument and job option (man_plugin_lists prints them
 #                      from the plugins' core) and the job_submit keys
 #   composerctl.bash-completion   every command and option of composerctl's --help
+#   docs/ADMIN.md      the config error form of its troubleshooting table is what composerd prints
 # "Documented" means: a .TP/.TQ item of the page, in the section named above, starts with it
 # (a key as KEY=, case-insensitive), or a command has a subsection of its own.
 #
@@ -241,6 +242,20 @@ else
       fail "composer.conf.5: job_submit key $key is not an item of JOB_SUBMIT SETTINGS"
   done
   echo "check_man: composer.conf.5: $n keys and options"
+fi
+
+# ---- docs/ADMIN.md's troubleshooting table --------------------------------------------------
+
+# The config error row shows the form composerd prints for a bad line ("<file> line <n>: ").
+admin=$source/docs/ADMIN.md
+bad_conf=$(mktemp)
+printf 'Fabric=sim\nColour=blue\n' >"$bad_conf"
+printed=$("$composerd" --check --config "$bad_conf" 2>&1 >/dev/null | head -n 1 || true)
+rm -f "$bad_conf"
+if [[ $printed != "composerd: error: $bad_conf line 2: "* ]]; then
+  fail "composerd --check on a bad line 2 printed '$printed', not 'composerd: error: FILE line 2: ...'"
+elif ! grep -qF "\`composerd: error: <file> line <n>: ...\`" "$admin"; then
+  fail "docs/ADMIN.md: the troubleshooting table does not show 'composerd: error: <file> line <n>: ...' as composerd prints it ('$printed')"
 fi
 
 # ---- the plugins ---------------------------------------------------------------------------

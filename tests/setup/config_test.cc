@@ -1,5 +1,7 @@
 #include "composer/setup/config.h"
 
+#include "composer/core/service.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -41,6 +43,17 @@ TEST(Config, DefaultsAndSettings) {
   ASSERT_TRUE(pg.ok()) << pg.error();
   EXPECT_EQ(pg->state_backend, "postgresql");
   EXPECT_EQ(pg->state_url_file, "/etc/slurm/composer-state.url");
+}
+
+// A job array's prologs arrive from one peer (slurmctld's host, composer-slurmctld), at most
+// ApiMaxConnectionsPerPeer at once: by default the fabric takes them all at once, so a burst
+// costs about one operation, not one per wave of MaxFabricOperations (docs/ADMIN.md,
+// "Capacity and sizing"; the burst of 500 at 2 s took 2.27x one operation at 256).
+TEST(Config, TheDefaultFabricLimitTakesABurstFromOnePeerAtOnce) {
+  auto c = parse("");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_GE(c->max_fabric_operations, c->api_max_connections_per_peer);
+  EXPECT_EQ(ServiceOptions{}.max_fabric_operations, static_cast<size_t>(c->max_fabric_operations));
 }
 
 TEST(Config, RefusesWithFileLineAndRule) {

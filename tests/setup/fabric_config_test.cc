@@ -131,6 +131,21 @@ TEST(FabricConfig, AUrlWithAQueryStringIsRefusedWithoutIt) {
   EXPECT_THAT(line.error().message, Not(HasSubstr("s3cret")));
 }
 
+TEST(FabricConfig, AUrlWithAPathIsRefusedWithoutIt) {
+  const std::string base = "Fabric=redfish\nFabricCredentials=/c\n";
+  for (const std::string url : {"https://fm:8443/api/s3cret", "https://fm/s3cret/"}) {
+    auto c = parse(base + "FabricUrl=" + url + "\n");
+    ASSERT_FALSE(c.ok());
+    EXPECT_THAT(c.error().message, HasSubstr("line 3"));
+    EXPECT_THAT(c.error().message, HasSubstr("/<redacted>: expected http(s)://HOST[:PORT] only"));
+    EXPECT_THAT(c.error().message, Not(HasSubstr("s3cret")));
+  }
+  auto line = parse("FabricName=pod-a Driver=redfish Url=https://fm/x/s3cret Credentials=/c\n");
+  ASSERT_FALSE(line.ok());
+  EXPECT_THAT(line.error().message, HasSubstr("Url=https://fm/<redacted>"));
+  EXPECT_THAT(line.error().message, Not(HasSubstr("s3cret")));
+}
+
 TEST(FabricConfig, CredentialsInTheUrlAreRefusedWithoutRepeatingThem) {
   auto c = parse("Fabric=liqid\nFabricUrl=https://admin:Hunter2@fm\n");
   ASSERT_FALSE(c.ok());

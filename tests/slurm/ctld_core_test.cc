@@ -1,6 +1,7 @@
 #include "composer/slurm/ctld_core.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include <gtest/gtest.h>
@@ -63,7 +64,8 @@ TEST(ControllerProlog, ComposesEveryNodeOfTheJobWithOneCall) {
   Expected<ControllerJob> job = controller_job(prolog_env());
   ASSERT_TRUE(job);
   std::vector<std::string> log;
-  ASSERT_TRUE(controller_prolog(*job, api, 0, [&log](const std::string& l) { log.push_back(l); }));
+  ASSERT_TRUE(
+      controller_prolog(*job, api, 0, 0, [&log](const std::string& l) { log.push_back(l); }));
   EXPECT_TRUE(api.composed.empty());
   ASSERT_EQ(api.composed_jobs.size(), 1u);
   const auto& [call, nodes] = api.composed_jobs[0];
@@ -85,7 +87,7 @@ TEST(ControllerProlog, AFailureIsToldWithComposerdsSentence) {
   api.compose_failures = -1;
   Expected<ControllerJob> job = controller_job(prolog_env());
   ASSERT_TRUE(job);
-  Status s = controller_prolog(*job, api, 0, [](const std::string&) {});
+  Status s = controller_prolog(*job, api, 0, 0, [](const std::string&) {});
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().code, ErrorCode::kUnavailable);
   EXPECT_EQ(s.error().message,
@@ -103,12 +105,58 @@ TEST(ControllerProlog, AShortfallIsAskedAgainWhileAReleaseIsUnderWay) {
   Expected<ControllerJob> job = controller_job(prolog_env());
   ASSERT_TRUE(job);
   std::vector<std::string> log;
-  ASSERT_TRUE(controller_prolog(*job, api, 5, [&log](const std::string& l) { log.push_back(l); }));
+  ASSERT_TRUE(
+      controller_prolog(*job, api, 5, 0, [&log](const std::string& l) { log.push_back(l); }));
   EXPECT_EQ(api.composed_jobs.size(), 3u);  // two shortfalls, then the whole job
   ASSERT_FALSE(log.empty());
   EXPECT_EQ(log[0],
             "composer: prolog_slurmctld: job 41: job 41 on node cn1: gpu: asked 2, none free in "
             "zone z1; asking again for up to 5 s");
+}
+
+// A composerd restart of a few seconds: composer-slurmctld asks again (every second, within
+// outage_wait) instead of failing the job, which Slurm would requeue; it says that it waits and
+// when composerd is back.
+TEST(ControllerProlog, AComposerdRestartIsRiddenOut) {
+  FakeComposer api;
+  api.compose_error = Error{ErrorCode::kUnavailable,
+                            "cannot connect to unix:/run/composer/composerd.sock: No such file or "
+                            "directory (after 4 attempts)"};
+  api.compose_failures = 2;
+  Expected<ControllerJob> job = controller_job(prolog_env());
+  ASSERT_TRUE(job);
+  std::vector<std::string> log;
+  ASSERT_TRUE(
+      controller_prolog(*job, api, 0, 10, [&log](const std::string& l) { log.push_back(l); }));
+  EXPECT_EQ(api.composed_jobs.size(), 3u);  // two while composerd is down, then the whole job
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[0],
+            "composer: prolog_slurmctld: job 41: cannot connect to "
+            "unix:/run/composer/composerd.sock: No such file or directory (after 4 attempts); "
+            "asking again for up to 10 s");
+  EXPECT_EQ(log[1].rfind("composer: prolog_slurmctld: job 41: composerd answered again after ", 0),
+            0u)
+      << log[1];
+}
+
+// The bound holds: a composerd that stays away fails the job once outage_wait has passed, and
+// outage_wait=0 fails it at once.
+TEST(ControllerProlog, AnOutageLongerThanTheBoundFailsTheJob) {
+  FakeComposer api;
+  api.compose_error = Error{ErrorCode::kUnavailable, "cannot connect to http://ctl:6830: refused"};
+  api.compose_failures = -1;
+  Expected<ControllerJob> job = controller_job(prolog_env());
+  ASSERT_TRUE(job);
+  const auto began = std::chrono::steady_clock::now();
+  Status s = controller_prolog(*job, api, 0, 2, [](const std::string&) {});
+  const auto took = std::chrono::steady_clock::now() - began;
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kUnavailable);
+  EXPECT_GE(api.composed_jobs.size(), 2u);
+  EXPECT_LE(took, std::chrono::seconds(3));
+  api.composed_jobs.clear();
+  EXPECT_FALSE(controller_prolog(*job, api, 30, 0, [](const std::string&) {}));
+  EXPECT_EQ(api.composed_jobs.size(), 1u);
 }
 
 Expected<ControllerJob> epilog_job() {
@@ -219,7 +267,7 @@ TEST(ControllerProlog, AJobThatAsksForNothingIsLeftAlone) {
   Expected<ControllerJob> job =
       controller_job({"SLURM_JOB_ID=5", "SLURM_JOB_UID=0", "SLURM_JOB_NODELIST=cn1"});
   ASSERT_TRUE(job);
-  EXPECT_TRUE(controller_prolog(*job, api, 0, [](const std::string&) {}));
+  EXPECT_TRUE(controller_prolog(*job, api, 0, 0, [](const std::string&) {}));
   EXPECT_TRUE(api.composed.empty());
 }
 

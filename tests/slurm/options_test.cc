@@ -68,6 +68,27 @@ TEST(Options, BadMemoryExplainsTheSizeRule) {
   EXPECT_FALSE(apply("compose-mem", "2048T", &o));
 }
 
+// "64GB" is read as Slurm 22.05's --mem reads it (64G, binary), and the user is told so; a
+// size too large says the allowed form.
+TEST(Options, AByteSuffixIsReadAsSlurmReadsItAndSaidSo) {
+  JobOptions o;
+  ASSERT_TRUE(apply("compose-mem", "64GB", &o));
+  EXPECT_EQ(o.request.mem_bytes, 64 * kGiB);
+  EXPECT_EQ(read_as("compose-mem", "64GB"),
+            "--compose-mem=64GB read as 64G: sizes are binary, as Slurm's --mem reads them (1G "
+            "is 1024M)");
+  EXPECT_EQ(read_as("compose-mem", "64G"), "");
+  EXPECT_EQ(read_as("compose-mem", "64X"), "");
+  EXPECT_EQ(read_as("compose-gpus", "2"), "");
+  Status s = apply("compose-mem", "2048T", &o);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message,
+            "--compose-mem=2048T: size '2048T' is larger than the 1024T any pool can hold: "
+            "expected a whole number of at most 1024T with an optional K, M, G or T suffix "
+            "(binary, as Slurm's --mem reads them: 64G and 64GB are both 64 GiB; a bare number "
+            "is megabytes), for example 64G");
+}
+
 // As Slurm's --gres=gpu:0: zero of a resource asks for none of it, alike for all three.
 TEST(Options, ZeroAsksForNothingOfEveryResource) {
   for (const auto& [name, value] :

@@ -9,6 +9,19 @@
 
 namespace composer {
 
+void write_line(int fd, std::string_view line) {
+  std::string text;
+  text.reserve(line.size() + 1);
+  text.append(line).push_back('\n');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
 Status write_file_atomically(const std::string& path, std::string_view text, mode_t mode,
                              Durability durability) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());

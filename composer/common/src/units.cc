@@ -12,9 +12,12 @@ std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 }  // namespace
 
 Expected<uint64_t> parse_size(std::string_view text, ZeroSize zero) {
+  // Read as Slurm's --mem reads a size (22.05): binary units, and a B after the unit changes
+  // nothing ("64GB" is 64G, 64 GiB), as sbatch --mem=64GB takes it (units_test, ABIsBinary).
   const std::string rule =
-      "expected a whole number with an optional K, M, G or T suffix (a bare number is "
-      "megabytes), for example 64G";
+      "expected a whole number of at most 1024T with an optional K, M, G or T suffix (binary, "
+      "as Slurm's --mem reads them: 64G and 64GB are both 64 GiB; a bare number is megabytes), "
+      "for example 64G";
   if (text.empty()) return Error{ErrorCode::kInvalidArgument, "empty size: " + rule};
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
@@ -26,7 +29,7 @@ Expected<uint64_t> parse_size(std::string_view text, ZeroSize zero) {
   uint64_t number = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, number);
   if (ec != std::errc() || ptr != text.data() + digits) {
-    return Error{ErrorCode::kInvalidArgument, "size " + quoted(text) + " is too large"};
+    return Error{ErrorCode::kInvalidArgument, "size " + quoted(text) + " is too large: " + rule};
   }
   std::string suffix;
   for (char c : text.substr(digits))
@@ -60,11 +63,11 @@ Expected<uint64_t> parse_size(std::string_view text, ZeroSize zero) {
   if (number == 0) {
     if (zero == ZeroSize::kNone) return uint64_t{0};
     return Error{ErrorCode::kInvalidArgument,
-                 "size " + quoted(text) + " must be greater than zero"};
+                 "size " + quoted(text) + " must be greater than zero: " + rule};
   }
   if (number > kMaxMemBytes / unit) {
     return Error{ErrorCode::kInvalidArgument,
-                 "size " + quoted(text) + " is larger than the 1024T any pool can hold"};
+                 "size " + quoted(text) + " is larger than the 1024T any pool can hold: " + rule};
   }
   return number * unit;
 }

@@ -1,5 +1,7 @@
 #include "composer/core/reconciler.h"
 
+#include <condition_variable>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -7,6 +9,13 @@
 #include "composer/common/thread_name.h"
 
 namespace composer {
+namespace {
+
+// Releases of ended jobs the reconciler has under way at once, at most (the fabric's own
+// limit, MaxFabricOperations, queues what it cannot take).
+constexpr size_t kReleasesAtOnce = 64;
+
+}  // namespace
 
 Reconciler::Reconciler(CompositionService& service, const Clock& clock, ReconcilerOptions options)
     : service_(service), clock_(clock), options_(std::move(options)) {}
@@ -143,6 +152,7 @@ ReconcileReport Reconciler::run_once() {
     } else {
       std::set<int64_t> still_gone;
       std::set<int64_t> still_kept;
+      std::vector<const CompositionService::LiveEntry*> due;  // past their grace
       for (const auto& e : ended) {
         if (!e.hold.empty()) {
           // The node found its devices in use after the job and holds them; it releases them
@@ -171,16 +181,36 @@ ReconcileReport Reconciler::run_once() {
         still_gone.insert(e.id);
         auto [seen, inserted] = gone_seen_ms_.emplace(e.id, now);
         if (inserted || now - seen->second < options_.orphan_grace_ms) continue;
-        auto released = service_.release(e.job_id, e.node);
-        if (released) {
-          ++report.ended_jobs_released;
-          still_gone.erase(e.id);
-          log::warning("reconciler released the devices of a job Slurm no longer runs",
-                       {{"job", std::to_string(e.job_id)}, {"node", e.node}});
-        } else {
-          ++report.errors;
-        }
+        due.push_back(&e);
       }
+      // Released at once, at most kReleasesAtOnce in flight: one slow detach holds up none of
+      // the others past their grace (reconciler_test, ReleasesEndedJobsAtOnce).
+      std::mutex mu;
+      std::condition_variable idle;
+      size_t in_flight = 0;
+      for (const auto* e : due) {
+        {
+          std::unique_lock lock(mu);
+          idle.wait(lock, [&] { return in_flight < kReleasesAtOnce; });
+          ++in_flight;
+        }
+        service_.release_async(
+            e->job_id, e->node, [&, e](const Expected<std::optional<Composition>>& released) {
+              std::lock_guard lock(mu);
+              if (released) {
+                ++report.ended_jobs_released;
+                still_gone.erase(e->id);
+                log::warning("reconciler released the devices of a job Slurm no longer runs",
+                             {{"job", std::to_string(e->job_id)}, {"node", e->node}});
+              } else {
+                ++report.errors;
+              }
+              --in_flight;
+              idle.notify_all();
+            });
+      }
+      std::unique_lock lock(mu);
+      idle.wait(lock, [&] { return in_flight == 0; });
       std::erase_if(gone_seen_ms_, [&](const auto& kv) { return still_gone.count(kv.first) == 0; });
       std::erase_if(kept_, [&](int64_t id) { return still_kept.count(id) == 0; });
     }

@@ -27,6 +27,10 @@ std::vector<std::string> device_ids(const Composition& c) {
   return ids;
 }
 
+// Compositions start-up recovery settles at once, at most (each holds a thread while its
+// fabric operation runs).
+constexpr size_t kRecoverAtOnce = 64;
+
 std::string where(uint32_t job_id, const std::string& node) {
   return "job " + std::to_string(job_id) + " on node " + node;
 }
@@ -210,16 +214,25 @@ Expected<int> CompositionService::recover() {
   if (!unfinished.empty()) {
     if (auto inv = fabric_.inventory(); inv) inventory = std::move(inv).value();
   }
-  int resolved = 0;
-  for (int64_t id : unfinished) {
-    if (auto s = resolve_unfinished(id, false, inventory ? &*inventory : nullptr); s) {
-      ++resolved;
-    } else {
-      log::warning("recovery left a composition unsettled",
-                   {{"composition", std::to_string(id)}, {"error", s.error().message}});
+  // Settled at once, at most kRecoverAtOnce at a time: each may wait out a fabric operation,
+  // and composerd listens only once all are (reconciler_test, RecoverySettlesManyAtOnce).
+  std::atomic<int> resolved{0};
+  if (!unfinished.empty()) {
+    const size_t width = std::min(
+        {unfinished.size(), kRecoverAtOnce, std::max<size_t>(1, options_.max_fabric_operations)});
+    WorkQueue settle(width, "recover");
+    for (int64_t id : unfinished) {
+      settle.post([this, id, &resolved, &inventory] {
+        if (auto s = resolve_unfinished(id, false, inventory ? &*inventory : nullptr); s) {
+          resolved.fetch_add(1);
+        } else {
+          log::warning("recovery left a composition unsettled",
+                       {{"composition", std::to_string(id)}, {"error", s.error().message}});
+        }
+      });
     }
-  }
-  return resolved;
+  }  // the queue runs every task before it goes
+  return resolved.load();
 }
 
 std::string CompositionService::fabric_host(const std::string& node) const {
@@ -302,9 +315,25 @@ void CompositionService::forget(const Key& key, const std::vector<std::string>& 
 }
 
 Error CompositionService::refuse(const ComposeInput& in, Error why) {
-  // The ledger keeps the refusal, so `events --job` and reports show why nothing was composed.
+  // The ledger keeps the refusal, so `events --job` and reports show why nothing was composed:
+  // once per episode. A prolog asks again every 0.25 s while devices are being freed, and each
+  // retry is the same refusal; an episode of a (job, node) ends when it is refused for another
+  // reason (code) or asked nothing for kRefusalEpisodeGapMs (service_test,
+  // OneRefusedEventPerEpisode).
+  const int64_t now = clock_.now_ms();
+  {
+    std::lock_guard lock(refusals_mu_);
+    std::erase_if(refusals_,
+                  [now](const auto& kv) { return now - kv.second.last_ms > kRefusalEpisodeGapMs; });
+    auto [it, fresh] = refusals_.try_emplace(Key{in.job_id, in.node}, Refusal{why.code, now});
+    if (!fresh) {
+      const bool same = it->second.code == why.code;
+      it->second = Refusal{why.code, now};
+      if (same) return why;
+    }
+  }
   Event e;
-  e.ts_ms = clock_.now_ms();
+  e.ts_ms = now;
   e.kind = "refused";
   e.job_id = in.job_id;
   e.node = in.node;

@@ -313,8 +313,12 @@ Expected<std::optional<Device>> RedfishFabric::Impl::read_block(const Json::Valu
     }
     return std::optional<Device>(d);
   }
-  *skip = "a " + (type_list.empty() ? std::string("untyped") : join(type_list, "+")) +
-          " block; only GPU, memory and NVMe drive blocks are pooled";
+  // "an untyped block", "an IO block", "a Network block": the article follows the word.
+  std::string kind = join(type_list, "+");
+  if (kind.empty()) kind = "untyped";
+  const bool vowel = std::string_view("AEIOUaeiou").find(kind.front()) != std::string_view::npos;
+  *skip =
+      (vowel ? "an " : "a ") + kind + " block; only GPU, memory and NVMe drive blocks are pooled";
   return std::optional<Device>{};
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -216,13 +217,27 @@ Attempt perform(CURL* h, const HttpOptions& o, const HttpRequest& req,
     return a;
   }
 
-  const std::string detail = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
-  const std::string what = req.method + " " + url;
+  std::string detail = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
+  std::string where = url;  // what the sentences name as tried
+  std::string what = req.method + " " + url;
+  if (!o.unix_socket.empty()) {
+    // The URL's host only names the request's Host: the sentence names the socket, and the
+    // system's reason replaces curl's "localhost port 80" (http_test, AUnixSocketErrorNamesIt).
+    where = "unix:" + o.unix_socket;
+    const size_t path = url.find('/', url.find("//") == std::string::npos ? 0 : url.find("//") + 2);
+    what = req.method + " " + where + (path == std::string::npos ? "" : url.substr(path));
+    long os_errno = 0;
+    if (curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK && os_errno != 0) {
+      detail = std::strerror(static_cast<int>(os_errno));
+    } else {
+      detail = curl_easy_strerror(rc);
+    }
+  }
   switch (rc) {
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
-      a.error = Error{ErrorCode::kUnavailable, "cannot connect to " + url + ": " + detail};
+      a.error = Error{ErrorCode::kUnavailable, "cannot connect to " + where + ": " + detail};
       a.connection_failed = true;
       break;
     case CURLE_GOT_NOTHING:
@@ -230,13 +245,13 @@ Attempt perform(CURL* h, const HttpOptions& o, const HttpRequest& req,
     case CURLE_RECV_ERROR:
     case CURLE_PARTIAL_FILE:
       a.error = Error{ErrorCode::kUnavailable,
-                      "the connection to " + url + " broke during " + what + ": " + detail};
+                      "the connection to " + where + " broke during " + what + ": " + detail};
       a.connection_failed = true;
       break;
     case CURLE_OPERATION_TIMEDOUT: {
       if (!sent) {
         a.error = Error{ErrorCode::kUnavailable,
-                        "cannot connect to " + url + ": no connection within " +
+                        "cannot connect to " + where + ": no connection within " +
                             std::to_string(std::min(o.connect_timeout_ms, o.timeout_ms)) + " ms"};
         a.connection_failed = true;
       } else {

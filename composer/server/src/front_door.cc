@@ -279,9 +279,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
           if (ec == http::error::body_limit) {
             return self->refuse(413, self->body_sentence());
           }
-          if (ec == beast::error::timeout || ec == asio::error::operation_aborted ||
-              ec == http::error::end_of_stream || ec == asio::error::eof ||
-              ec == asio::error::connection_reset || ec == http::error::partial_message) {
+          if (ec == asio::error::operation_aborted) return self->close();  // stopping
+          if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+              ec == http::error::partial_message) {
+            // The client closed its side before the whole body came: told, if it still
+            // reads, and logged (composerd_front_door_test, ABodyCutShortIsAnsweredAndLogged).
+            return self->refuse(400, self->cut_short("the client closed its side"),
+                                "api request body cut short");
+          }
+          if (ec == beast::error::timeout || ec == asio::error::connection_reset) {
+            log::warning("api request body cut short",
+                         {{"peer", self->peer_},
+                          {"cause", self->cut_short(ec == beast::error::timeout
+                                                        ? "no more came within ApiRequestTimeout"
+                                                        : "the client reset the connection")}});
             return self->close();
           }
           if (ec) return self->refuse(400, self->malformed());
@@ -289,6 +300,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
         });
   }
 
+  // "request body ended after 10 of 100 bytes: WHY" (the total when the header gave one).
+  std::string cut_short(const std::string& why) const {
+    const auto& req = parser_->get();
+    const auto expected = parser_->content_length();  // none for a chunked body
+    return "request body ended after " + std::to_string(req.body().size()) +
+           (expected ? " of " + std::to_string(*expected) : std::string()) + " bytes: " + why;
+  }
   std::string body_sentence() const {
     return "request body larger than " + std::to_string(door_.limits.body_bytes) +
            " bytes, the most composerd reads";
@@ -325,15 +343,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto work = asio::make_work_guard(door_.io);
     door_.workers->post([self = shared_from_this(), req, keep, executor, &door = door_,
                          work = std::move(work)]() mutable {
+      // HEAD keeps its name: its credential names HEAD (the router answers it as GET).
       const bool head = req->method == "HEAD";
-      if (head) req->method = "GET";
       // The reply holds the connection, the request and the io loop's work until it is sent.
       auto held = std::make_shared<decltype(work)>(std::move(work));
       auto sent = std::make_shared<std::atomic<bool>>(false);
       HttpReply reply = [self, req, keep, executor, &door, head, held,
                          sent](HttpResponse res) mutable {
         if (sent->exchange(true)) return;
-        if (head) req->method = "HEAD";
         door.answered(*req, res);
         asio::post(executor, [self, res = std::move(res), keep, head]() mutable {
           self->write(std::move(res), keep && !self->door_.stopping.load(), head);
@@ -366,13 +383,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
                       });
   }
 
-  // What the HTTP layer refuses: answered, then the connection is closed.
-  void refuse(int status, const std::string& sentence) {
+  // What the HTTP layer refuses: answered, then the connection is closed. Logged at debug,
+  // or at warning under the title `warn` when given.
+  void refuse(int status, const std::string& sentence, const char* warn = nullptr) {
     parser_.reset();
     HttpResponse res = door_.refusal(status, sentence);
     HttpRequest none;
     door_.answered(none, res);
-    log::debug("api refused",
+    log::write(warn != nullptr ? log::Level::kWarning : log::Level::kDebug,
+               warn != nullptr ? warn : "api refused",
                {{"peer", peer_}, {"status", std::to_string(status)}, {"cause", sentence}});
     write(std::move(res), false, false);
   }

@@ -42,7 +42,8 @@ struct LocalPeer {
 
 // One request as the routes see it.
 struct HttpRequest {
-  std::string method;  // as sent (GET, PUT, ...); HEAD is answered as GET without the body
+  std::string
+      method;  // as sent (GET, PUT, HEAD, ...); HEAD is routed as GET, answered without the body
   std::string target;  // the request target as sent
   std::string path;    // the target's path, percent-decoded
   std::string query;   // the text after '?', as sent

@@ -270,10 +270,13 @@ Status parse_fabric_key(const std::string& key, const std::string& k, const std:
                        "carry a token; put credentials in the credentials file); expected "
                        "http(s)://HOST[:PORT] only"};
     }
-    if (authority.empty() || authority.find('/') != std::string::npos) {
-      return Error{
-          ErrorCode::kInvalidArgument,
-          k + "=" + value + ": expected http(s)://HOST[:PORT] only; the driver adds the API path"};
+    // Nor the path, which may carry a token too (https://fm/api/<token>): shown up to the '/'.
+    if (const size_t path = authority.find('/'); authority.empty() || path != std::string::npos) {
+      const std::string shown =
+          authority.empty() ? value : value.substr(0, value.size() - authority.size() + path);
+      return Error{ErrorCode::kInvalidArgument,
+                   k + "=" + shown + (authority.empty() ? "" : "/<redacted>") +
+                       ": expected http(s)://HOST[:PORT] only; the driver adds the API path"};
     }
     f.url = value;
     return Status::Ok();

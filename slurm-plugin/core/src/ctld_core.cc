@@ -60,6 +60,7 @@ Expected<ControllerJob> controller_job(const std::vector<std::string>& environme
 }
 
 Status controller_prolog(const ControllerJob& job, ComposerApi& api, uint32_t free_wait_s,
+                         uint32_t outage_wait_s,
                          const std::function<void(const std::string&)>& log) {
   if (!job.options.composes()) return Status::Ok();
   const std::string at = "composer: prolog_slurmctld: job " + std::to_string(job.job_id) + ": ";
@@ -71,7 +72,7 @@ Status controller_prolog(const ControllerJob& job, ComposerApi& api, uint32_t fr
   call.workload = job.options.workload;
   call.request = job.options.request;
   Expected<std::vector<Composition>> composed = compose_job_waiting(
-      api, call, job.nodes, free_wait_s, [&](const std::string& l) { log(at + l); });
+      api, call, job.nodes, free_wait_s, outage_wait_s, [&](const std::string& l) { log(at + l); });
   if (!composed) {
     const std::string why =
         "job " + std::to_string(job.job_id) + ": " + compose_failure(job.options, composed.error());

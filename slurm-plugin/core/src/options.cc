@@ -80,6 +80,14 @@ Status apply_option(std::string_view name, std::string_view value, JobOptions* o
                                                 "--compose-nvme, --workload)"};
 }
 
+std::string read_as(std::string_view name, std::string_view value) {
+  if (name != kOptMem || value.empty() || (value.back() != 'B' && value.back() != 'b')) return "";
+  Expected<uint64_t> bytes = parse_size(value, ZeroSize::kNone);
+  if (!bytes || *bytes == 0) return "";
+  return flag(kOptMem, value) + " read as " + format_size(*bytes) +
+         ": sizes are binary, as Slurm's --mem reads them (1G is 1024M)";
+}
+
 std::string spank_env_name(std::string_view option) {
   std::string name = "_SLURM_SPANK_OPTION_" + std::string(kPluginName) + "_";
   for (char c : option) name += c == '-' ? '_' : c;

@@ -121,6 +121,7 @@ const std::map<std::string, Setter>& setters() {
       {"busy_wait", number(&SpankConfig::busy_wait_s, 0, 3600)},
       {"free_wait", number(&SpankConfig::free_wait_s, 0, 3600)},
       {"epilog_wait", number(&SpankConfig::epilog_wait_s, 0, 86400)},
+      {"outage_wait", number(&SpankConfig::outage_wait_s, 0, 3600)},
       {"compose", one_of(&SpankConfig::compose_on,
                          {{"node", ComposeOn::kNode}, {"controller", ComposeOn::kController}},
                          "expected node (each node's prolog composes) or controller "

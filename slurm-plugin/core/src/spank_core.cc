@@ -20,6 +20,9 @@ namespace composer::slurm {
 namespace {
 
 constexpr std::chrono::milliseconds kFreePoll{250};
+// How often composer-slurmctld asks again while composerd is down (each try is a connect
+// with its own retries).
+constexpr std::chrono::milliseconds kOutagePoll{1000};
 // How long a hook waits for one of the node's HostLocks: the others hold them for a look, a
 // rescan, or an epilog's detach.
 constexpr std::chrono::seconds kLockWait{30};
@@ -383,24 +386,40 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
   return Status::Ok();
 }
 
-// attempt(), asked again every kFreePoll for up to free_wait_s while it answers kInsufficient.
+// attempt(), asked again every kFreePoll for up to free_wait_s while it answers kInsufficient,
+// and every kOutagePoll for up to outage_wait_s while composerd cannot be reached or answers
+// unavailable (a restart: composerd settles what it left unfinished before it listens). Each
+// wait has its own bound, counted from the first such answer, and is logged once.
 template <typename Attempt>
-auto asking_while_short(const Attempt& attempt, uint32_t free_wait_s,
+auto asking_while_short(const Attempt& attempt, uint32_t free_wait_s, uint32_t outage_wait_s,
                         const std::function<void(const std::string&)>& log) {
+  using Clock = std::chrono::steady_clock;
   auto answer = attempt();
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(free_wait_s);
-  bool waited = false;
-  while (!answer && answer.error().code == ErrorCode::kInsufficient &&
-         std::chrono::steady_clock::now() + kFreePoll <= give_up) {
-    if (!waited) {
-      log(answer.error().message + "; asking again for up to " + std::to_string(free_wait_s) +
-          " s");
-      waited = true;
+  std::optional<Clock::time_point> short_since;
+  std::optional<Clock::time_point> down_since;
+  for (;;) {
+    const auto now = Clock::now();
+    const bool is_short = !answer && answer.error().code == ErrorCode::kInsufficient;
+    const bool is_down = !answer && answer.error().code == ErrorCode::kUnavailable;
+    if (!is_down && down_since) {
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - *down_since).count();
+      log("composerd answered again after " + std::to_string(ms) + " ms");
+      down_since.reset();
     }
-    std::this_thread::sleep_for(kFreePoll);
+    if (!is_short && !is_down) return answer;
+    auto& since = is_short ? short_since : down_since;
+    const uint32_t bound_s = is_short ? free_wait_s : outage_wait_s;
+    const auto poll = is_short ? kFreePoll : kOutagePoll;
+    if (!since) {
+      if (bound_s == 0) return answer;
+      since = now;
+      log(answer.error().message + "; asking again for up to " + std::to_string(bound_s) + " s");
+    }
+    if (now + poll > *since + std::chrono::seconds(bound_s)) return answer;
+    std::this_thread::sleep_for(poll);
     answer = attempt();
   }
-  return answer;
 }
 
 }  // namespace
@@ -413,13 +432,15 @@ std::string compose_failure(const JobOptions& options, const Error& e) {
 Expected<Composition> compose_waiting(ComposerApi& api, const ComposeCall& call,
                                       uint32_t free_wait_s,
                                       const std::function<void(const std::string&)>& log) {
-  return asking_while_short([&] { return api.compose(call); }, free_wait_s, log);
+  return asking_while_short([&] { return api.compose(call); }, free_wait_s, 0, log);
 }
 
 Expected<std::vector<Composition>> compose_job_waiting(
     ComposerApi& api, const ComposeCall& call, const std::vector<std::string>& nodes,
-    uint32_t free_wait_s, const std::function<void(const std::string&)>& log) {
-  return asking_while_short([&] { return api.compose_job(call, nodes); }, free_wait_s, log);
+    uint32_t free_wait_s, uint32_t outage_wait_s,
+    const std::function<void(const std::string&)>& log) {
+  return asking_while_short([&] { return api.compose_job(call, nodes); }, free_wait_s,
+                            outage_wait_s, log);
 }
 
 namespace {

@@ -23,4 +23,10 @@ enum class Durability { kPowerLoss, kCrash };
 Status write_file_atomically(const std::string& path, std::string_view text, mode_t mode = 0644,
                              Durability durability = Durability::kPowerLoss);
 
+// Writes `line` and its newline to `fd` with one write() (the rest again only after a short
+// write): the lines of programs that share a log (slurmctld runs composer-slurmctld for many
+// jobs at once) never interleave within a line, as a line and its newline written apart do.
+// What cannot be written is dropped: a log line is never worth failing for.
+void write_line(int fd, std::string_view line);
+
 }  // namespace composer

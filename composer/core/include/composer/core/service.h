@@ -36,7 +36,7 @@ struct ServiceOptions {
   int64_t poll_interval_ms = 20;       // operation status polling while a fabric call runs
   // Fabric operations (attaches and detaches) running at once per fabric; more wait in a queue
   // (composer.conf's MaxFabricOperations).
-  size_t max_fabric_operations = 256;
+  size_t max_fabric_operations = 1024;
   // Threads that carry composes and releases on once their fabric operation ended (record
   // ready, or roll back), and as many that carry them on once a store write is durable.
   size_t completion_threads = 8;
@@ -271,7 +271,8 @@ class CompositionService {
   // A write that would settle the entry failed: it stays live as the store still has it
   // (not busy, same state, its devices held), and the failure is logged.
   void keep_unsettled(const Key& key, std::string_view what, const Error& cause);
-  // Records a refused compose as a ledger event of kind "refused" and returns `why`.
+  // Records a refused compose as a ledger event of kind "refused", once per refusal episode,
+  // and returns `why`.
   Error refuse(const ComposeInput& in, Error why);
   Expected<Composition> fail_compose(const LiveEntry& entry, const std::string& host,
                                      const std::string& why);
@@ -301,6 +302,15 @@ class CompositionService {
   std::set<std::string> host_failed_;
   // Devices allocated or given back since begin_holder_round(): their holder waits a round.
   std::set<std::string> touched_;
+  // The refusal episode of each (job, node) refused in the last kRefusalEpisodeGapMs: its
+  // code and when it was last refused (refuse()).
+  struct Refusal {
+    ErrorCode code = ErrorCode::kInternal;
+    int64_t last_ms = 0;
+  };
+  static constexpr int64_t kRefusalEpisodeGapMs = 10000;
+  std::mutex refusals_mu_;
+  std::map<Key, Refusal> refusals_;
   // The steps of composes and releases after a store write (then()), and how many are still
   // to come.
   std::mutex steps_mu_;

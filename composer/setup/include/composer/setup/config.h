@@ -119,8 +119,11 @@ struct Config {
   int64_t api_idle_timeout_ms = 60000;      // a keep-alive connection between requests
   int64_t compose_timeout_ms = 60000;
   int64_t release_timeout_ms = 60000;
-  // Attaches and detaches running at once on each fabric; more wait their turn in a queue.
-  int max_fabric_operations = 256;
+  // Attaches and detaches running at once on each fabric; more wait their turn in a queue. As
+  // many as one peer may send requests at once (api_max_connections_per_peer): a job array's
+  // prologs, all from slurmctld's host, reach the fabric in one wave (setup's config_test,
+  // TheDefaultFabricLimitTakesABurstFromOnePeerAtOnce).
+  int max_fabric_operations = 1024;
   int64_t reconcile_interval_ms = 10000;
   int64_t orphan_grace_ms = 60000;
   int64_t stuck_after_ms = 180000;

@@ -33,9 +33,12 @@ struct ControllerJob {
 Expected<ControllerJob> controller_job(const std::vector<std::string>& environment);
 
 // Composes the job on all of its nodes with one call (composerd composes them at once, all or
-// nothing), asked again for up to free_wait_s while the pool is short (compose_job_waiting).
-// The failure names the node that could not be composed. `log` gets one line per step.
+// nothing), asked again for up to free_wait_s while the pool is short and for up to
+// outage_wait_s while composerd cannot be reached (compose_job_waiting): a composerd restart
+// of a few seconds fails no job, so Slurm requeues none. The failure names the node that
+// could not be composed. `log` gets one line per step.
 Status controller_prolog(const ControllerJob& job, ComposerApi& api, uint32_t free_wait_s,
+                         uint32_t outage_wait_s,
                          const std::function<void(const std::string&)>& log);
 
 // What EpilogSlurmctld asks Slurm. EpilogSlurmctld starts when the job ends, beside the node

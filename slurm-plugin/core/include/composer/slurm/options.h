@@ -40,6 +40,11 @@ struct JobOptions {
 // "--compose-gpus=two: expected [MODEL:]N with N a whole number from 0 to 64, e.g. A100:2".
 Status apply_option(std::string_view name, std::string_view value, JobOptions* options);
 
+// What an accepted option was read as, when the text leaves room for doubt: a size with a B
+// after its unit ("--compose-mem=64GB read as 64G: sizes are binary, as Slurm's --mem reads
+// them"); "" otherwise. The SPANK plugin tells the user at submission.
+std::string read_as(std::string_view name, std::string_view value);
+
 // How sbatch carries an option to slurmctld in job_desc->spank_job_env:
 // "_SLURM_SPANK_OPTION_composer_compose_gpus".
 std::string spank_env_name(std::string_view option);

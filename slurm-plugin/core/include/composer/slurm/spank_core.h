@@ -35,10 +35,13 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
 Expected<Composition> compose_waiting(ComposerApi& api, const ComposeCall& call,
                                       uint32_t free_wait_s,
                                       const std::function<void(const std::string&)>& log);
-// The same for api.compose_job: the job on all of `nodes` at once.
+// The same for api.compose_job: the job on all of `nodes` at once; also asked again every
+// second for up to outage_wait_s while composerd cannot be reached or answers unavailable (a
+// restart), with one line when that wait starts and one when composerd answers again.
 Expected<std::vector<Composition>> compose_job_waiting(
     ComposerApi& api, const ComposeCall& call, const std::vector<std::string>& nodes,
-    uint32_t free_wait_s, const std::function<void(const std::string&)>& log);
+    uint32_t free_wait_s, uint32_t outage_wait_s,
+    const std::function<void(const std::string&)>& log);
 
 // "compose compose-gpus=2 failed (unavailable): ...": how a failed compose is worded, by the
 // prolog and by composer-slurmctld alike.
