@@ -42,9 +42,9 @@
 # (data under $E2E_DIR/db, TCP on 127.0.0.1:E2E_DB_PORT, default 26820), installing
 # mariadb-server and slurmdbd if missing.
 # E2E_SLURM_EXTRA: lines added to slurm.conf as they are (a scenario's Epilog, say).
-# E2E_OUTAGE_WAIT (default 10): with compose=controller, how long composer-slurmctld asks
-# again while composerd is away (the plugstack line's outage_wait=), short so that a scenario
-# that keeps composerd away sees its job requeued soon.
+# E2E_OUTAGE_WAIT (default 10): how long composer-slurmctld and the node prologs ask again
+# while composerd is away (the plugstack line's outage_wait=), short so that a scenario that
+# keeps composerd away sees its job requeued (or, with compose=node, its node drained) soon.
 # E2E_HOST_CHECK=rescan (default): the plugin rescans a fake sysfs where nothing appears.
 # E2E_HOST_CHECK=wait (one node only): the node is a fake host (composer_fake_host, root
 # $E2E_DIR/host) whose kernel follows the fabric: at the prolog's rescan the devices composerd
@@ -260,7 +260,7 @@ CONF
   # The redfish lines need the fake's port: start_fake_redfish appends them.
 
   cat >"$E2E_DIR/etc/plugstack.conf" <<CONF
-required $PLUGINS/spank_composer.so server=$E2E_URL timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET $(host_roots) busy_wait=5 compose=$E2E_COMPOSE$([[ $E2E_COMPOSE == controller ]] && echo " controller_server=unix:$E2E_DIR/run/composerd.sock outage_wait=$E2E_OUTAGE_WAIT")
+required $PLUGINS/spank_composer.so server=$E2E_URL timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET $(host_roots) busy_wait=5 compose=$E2E_COMPOSE outage_wait=$E2E_OUTAGE_WAIT$([[ $E2E_COMPOSE == controller ]] && echo " controller_server=unix:$E2E_DIR/run/composerd.sock")
 CONF
   if [[ $E2E_COMPOSE == controller ]]; then
     # slurmctld gives its scripts an environment of its own: the wrapper names the plugstack

@@ -69,12 +69,16 @@ class FakeComposer : public ComposerApi {
   // show(): the composition compose() would answer, unless show_error is set; in the state
   // show_states names for its job, or not found for a job in unknown_jobs.
   std::optional<Error> show_error;
+  int show_failures = -1;  // calls answered with show_error before one succeeds; -1: all
   std::map<uint32_t, CompositionState> show_states;
   std::set<uint32_t> unknown_jobs;
   std::vector<std::pair<uint32_t, std::string>> shown;
   Expected<Composition> show(uint32_t job_id, const std::string& node) override {
     shown.emplace_back(job_id, node);
-    if (show_error) return *show_error;
+    if (show_error && show_failures != 0) {
+      if (show_failures > 0) --show_failures;
+      return *show_error;
+    }
     if (unknown_jobs.contains(job_id)) {
       return Error{ErrorCode::kNotFound, "no composition for job " + std::to_string(job_id)};
     }

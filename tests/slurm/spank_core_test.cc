@@ -35,6 +35,7 @@ class SpankCoreTest : public ::testing::Test {
     config.host_wait_s = 1;
     config.busy_wait_s = 0;
     config.free_wait_s = 0;
+    config.outage_wait_s = 0;  // a test that rides out an outage says so
     config.retries = 3;
     config.compose_on = ComposeOn::kNode;  // the prolog composes; a test says controller
     tmp.write("sys/bus/pci/rescan", "");
@@ -174,7 +175,40 @@ TEST_F(SpankCoreTest, UnavailableDrainsByDefault) {
   ASSERT_FALSE(job_prolog(job, api, config));
   ASSERT_EQ(job.errors.size(), 1u);
   EXPECT_NE(job.errors[0].find("on_unavailable=drain"), std::string::npos);
-  EXPECT_NE(job.errors[0].find("after 3 retries"), std::string::npos);
+  EXPECT_NE(job.errors[0].find("composerd unreachable; outage_wait=0 s"), std::string::npos)
+      << job.errors[0];
+}
+
+// A composerd restart while the node's prolog reads the composition PrologSlurmctld made: the
+// prolog asks again every second within outage_wait and runs the host side, instead of failing
+// and so draining the node; it says when it starts waiting and when composerd is back.
+TEST_F(SpankCoreTest, TheControllerPrologRidesOutAComposerdRestart) {
+  show_devices();
+  config.compose_on = ComposeOn::kController;
+  config.outage_wait_s = 10;
+  api.show_error = Error{ErrorCode::kUnavailable, "cannot connect to http://127.0.0.1:6830"};
+  api.show_failures = 2;
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_TRUE(job.errors.empty()) << job.errors[0];
+  EXPECT_EQ(api.shown.size(), 3u);
+  ASSERT_TRUE(state());
+  EXPECT_EQ(state()->error, "");
+  EXPECT_EQ(state()->devices.size(), 3u);
+  bool waits = false;
+  bool back = false;
+  for (const std::string& line : job.infos) {
+    waits = waits || line.find(
+                         "cannot connect to http://127.0.0.1:6830; asking again for up to "
+                         "10 s") != std::string::npos;
+    back = back || line.find("composerd answered again after ") != std::string::npos;
+  }
+  EXPECT_TRUE(waits);
+  EXPECT_TRUE(back);
+
+  // Longer than the bound: the node drains (on_unavailable=drain), as before.
+  config.outage_wait_s = 1;
+  api.show_failures = -1;
+  EXPECT_FALSE(job_prolog(job, api, config));
 }
 
 TEST_F(SpankCoreTest, UnavailableCanFailTheJobInstead) {

@@ -430,9 +430,9 @@ std::string compose_failure(const JobOptions& options, const Error& e) {
 }
 
 Expected<Composition> compose_waiting(ComposerApi& api, const ComposeCall& call,
-                                      uint32_t free_wait_s,
+                                      uint32_t free_wait_s, uint32_t outage_wait_s,
                                       const std::function<void(const std::string&)>& log) {
-  return asking_while_short([&] { return api.compose(call); }, free_wait_s, 0, log);
+  return asking_while_short([&] { return api.compose(call); }, free_wait_s, outage_wait_s, log);
 }
 
 Expected<std::vector<Composition>> compose_job_waiting(
@@ -595,7 +595,11 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
 
   if (config.compose_on == ComposeOn::kController) {
     // PrologSlurmctld composed every node of the job before it launched: only the host side.
-    Expected<Composition> composed = api.show(*job_id, node);
+    // A composerd restarting now is waited for, as composer-slurmctld waits for it, rather
+    // than drained for (SpankCoreTest.TheControllerPrologRidesOutAComposerdRestart).
+    Expected<Composition> composed = asking_while_short(
+        [&] { return api.show(*job_id, node); }, 0, config.outage_wait_s,
+        [&](const std::string& line) { ctx.info("composer: prolog: " + at + ": " + line); });
     if (!composed) {
       const Error& e = composed.error();
       if (e.code == ErrorCode::kNotFound) {
@@ -637,18 +641,18 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     before = HostDevices(config.sysfs_root, config.proc_root, config.dev_root).pci_functions();
   }
   Expected<Composition> composition = compose_waiting(
-      api, call, config.free_wait_s,
+      api, call, config.free_wait_s, config.outage_wait_s,
       [&](const std::string& line) { ctx.info("composer: prolog: " + at + ": " + line); });
   if (!composition) {
     const Error& e = composition.error();
     const std::string cause = compose_failure(*options, e);
     if (e.code == ErrorCode::kUnavailable) {
       if (config.on_unavailable == OnUnavailable::kFailJob) {
-        return fail_job(cause + " (composerd unreachable after " + std::to_string(config.retries) +
-                        " retries, on_unavailable=fail_job)");
+        return fail_job(cause + " (composerd unreachable; outage_wait=" +
+                        std::to_string(config.outage_wait_s) + " s, on_unavailable=fail_job)");
       }
-      ctx.error("composer: prolog: " + at + ": " + cause + " (composerd unreachable after " +
-                std::to_string(config.retries) + " retries, on_unavailable=drain)");
+      ctx.error("composer: prolog: " + at + ": " + cause + " (composerd unreachable; outage_wait=" +
+                std::to_string(config.outage_wait_s) + " s, on_unavailable=drain)");
       return e;
     }
     if (node_fault(e.code)) {

@@ -72,9 +72,10 @@ struct SpankConfig {
   // a finished job's licenses to the next job before that job's epilog has released its
   // devices, so a shortfall at start is most often a release still under way.
   uint32_t free_wait_s = 30;
-  // How long composer-slurmctld asks again while composerd cannot be reached (a restart):
-  // longer than composerd takes to start, shorter than a job should wait for a composerd that
-  // is gone. 0: fail at once (Slurm requeues the job).
+  // How long composer-slurmctld and the node prolog ask again while composerd cannot be
+  // reached (a restart): longer than composerd takes to start, shorter than a job should wait
+  // for a composerd that is gone. 0: fail at once (composer-slurmctld: Slurm requeues the
+  // job; the node prolog: on_unavailable says).
   uint32_t outage_wait_s = 60;
   // composer-slurmctld's composerd when not `server` (e.g. unix:/run/composer/composerd.sock,
   // composerd's ListenSocket on the controller: no munge round trip).

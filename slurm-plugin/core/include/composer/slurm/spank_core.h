@@ -22,22 +22,22 @@ Expected<JobOptions> read_job_options(JobContext& ctx);
 // the host see the devices and writes the job's state file. First it removes the state files
 // other jobs left with devices whose compositions composerd no longer holds (their epilogs
 // never ran here, e.g. the node rebooted under them). Returns an error, and so fails the
-// prolog and drains the node, only for a fault of the fabric or of this node (and for an
-// unreachable composerd under on_unavailable=drain). A request that cannot be served for any
-// other reason is recorded in the state file and fails the job's steps instead. Logs one line
-// naming the job, the node and the cause for every failure.
+// prolog and drains the node, only for a fault of the fabric or of this node (and for a
+// composerd unreachable for longer than outage_wait_s under on_unavailable=drain). A request that
+// cannot be served for any other reason is recorded in the state file and fails the job's steps
+// instead. Logs one line naming the job, the node and the cause for every failure.
 Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
 
 // api.compose, asked again every 0.25 s for up to free_wait_s while composerd answers
 // insufficient_resources: Slurm gives a finished job's licenses to the next job before that
 // job's epilog has released its devices, so a shortfall at a start is most often a release
-// under way. `log` gets one line when it starts waiting.
+// under way. Also asked again every second for up to outage_wait_s while composerd cannot be
+// reached or answers unavailable (a restart). `log` gets one line when a wait starts and one
+// when composerd answers again after an outage.
 Expected<Composition> compose_waiting(ComposerApi& api, const ComposeCall& call,
-                                      uint32_t free_wait_s,
+                                      uint32_t free_wait_s, uint32_t outage_wait_s,
                                       const std::function<void(const std::string&)>& log);
-// The same for api.compose_job: the job on all of `nodes` at once; also asked again every
-// second for up to outage_wait_s while composerd cannot be reached or answers unavailable (a
-// restart), with one line when that wait starts and one when composerd answers again.
+// The same for api.compose_job: the job on all of `nodes` at once.
 Expected<std::vector<Composition>> compose_job_waiting(
     ComposerApi& api, const ComposeCall& call, const std::vector<std::string>& nodes,
     uint32_t free_wait_s, uint32_t outage_wait_s,
