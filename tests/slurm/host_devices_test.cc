@@ -24,6 +24,7 @@
 #include "composer/common/units.h"
 #include "composer/slurm/job_state.h"
 #include "composer/slurm/spank_core.h"
+#include "composer/test_support/eventually.h"
 #include "composer/test_support/fake_host.h"
 #include "fakes.h"
 #include "temp_dir.h"
@@ -292,9 +293,7 @@ TEST_F(HostSideTest, TwoJobsOnOneNodeGetTheirOwnGpusByUuid) {
   // The epilog removes only the job's own functions from the host.
   FakeJob end_a = job(101, 2);
   ASSERT_TRUE(job_epilog(end_a, api, config));
-  for (int i = 0; i < 200 && host.removed().size() < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  test_support::eventually([&] { return host.removed().size() >= 2; });
   std::vector<std::string> removed = host.removed();
   std::sort(removed.begin(), removed.end());
   EXPECT_EQ(removed, (std::vector<std::string>{"0000:41:00.0", "0000:42:00.0"}));
@@ -511,9 +510,8 @@ TEST_F(HostSideTest, CxlMemoryIsOnlinedOnItsNodeAndOfflinedBeforeTheRelease) {
   FakeJob end = memory_job(361);
   ASSERT_TRUE(job_epilog(end, api, config)) << join(end.errors, "\n");
   ASSERT_EQ(api.released.size(), 1u);
-  for (int i = 0; i < 200 && dax_driver("dax0.0") != "device_dax"; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  test_support::eventually(
+      [&] { return dax_driver("dax0.0") == "device_dax" && host.memory_states(2).empty(); });
   EXPECT_TRUE(host.memory_states(2).empty());  // offlined, then removed by kmem's unbind
   EXPECT_EQ(dax_driver("dax0.0"), "device_dax");
   EXPECT_TRUE(api.holds.empty());
@@ -594,9 +592,8 @@ TEST_F(HostSideTest, MemoryInUseIsHeldNotDetached) {
             std::string::npos)
       << std::get<2>(api.holds[0]);
   // The kernel refused the offline: the blocks stay online.
-  for (int i = 0; i < 200 && host.memory_states(2) != std::vector<std::string>(2, "online"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  test_support::eventually(
+      [&] { return host.memory_states(2) == std::vector<std::string>(2, "online"); });
   EXPECT_EQ(host.memory_states(2), std::vector<std::string>(2, "online"));
   EXPECT_FALSE(state(381)->held.empty());
 
@@ -745,9 +742,7 @@ TEST_F(HostSideTest, ADriveARealProcessKeepsOpenIsHeldUntilTheNextJobFindsItFree
   ASSERT_EQ(api.holds.size(), 2u);
   EXPECT_EQ(std::get<2>(api.holds[1]), "");
   // The fake kernel acts on the write to `remove` on its own thread, as the kernel does.
-  for (int i = 0; i < 200 && host.removed().empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  test_support::eventually([&] { return !host.removed().empty(); });
   EXPECT_EQ(host.removed(), (std::vector<std::string>{"0000:87:00.0"}));
   EXPECT_FALSE(state(611));
 }
@@ -820,9 +815,7 @@ TEST_F(HostSideTest, TheNodeCheckReleasesAHeldDriveOnAnIdleNode) {
   EXPECT_EQ(release_held_on_node(free, api, config), 0u) << join(free.errors, "\n");
   EXPECT_EQ(api.released, (std::vector<std::pair<uint32_t, std::string>>{{621u, "node1"}}));
   EXPECT_EQ(std::get<2>(api.holds.back()), "");
-  for (int i = 0; i < 200 && host.removed().empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  test_support::eventually([&] { return !host.removed().empty(); });
   EXPECT_EQ(host.removed(), (std::vector<std::string>{"0000:88:00.0"}));
   EXPECT_FALSE(state(621));
   // Nothing held any more: a later check does nothing.

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "composer/test_support/eventually.h"
 #include "composer/test_support/fake_host.h"
 #include "composer/test_support/munge_daemon.h"
 #include "composer/test_support/ports.h"
@@ -100,14 +101,6 @@ std::string first_line(const std::filesystem::path& p) {
   std::string line;
   std::getline(in, line);
   return line;
-}
-
-// Waits up to 2 s for `done`, as a caller waiting for the kernel would.
-template <typename F>
-bool eventually(F done) {
-  for (int i = 0; i < 400 && !done(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  return done();
 }
 
 TEST(FakeHost, FunctionsAppearAtARescanAndGoAtRemoveAsTheKernelDoes) {
