@@ -1,33 +1,25 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets in a clang tree beside the host build (-DCOMPOSER_FUZZ=ON, every
-# library instrumented for libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer) and runs
+# Builds the fuzz targets in the clang tree beside the host build that the sanitizer level
+# shares (tests/sanitizer/configure.sh: every library instrumented for libFuzzer,
+# AddressSanitizer and UndefinedBehaviorSanitizer) and runs
 # each for COMPOSER_FUZZ_SECONDS (default 20) from its seed corpus (corpus/<target>/, copied:
 # what the run finds stays in the tree, the repository's corpus is not changed). Any crash,
 # sanitizer report, leak or broken invariant fails the run and leaves the input that
 # provoked it in the tree's artifacts/ folder. Prints per target the executions and the
 # findings.
-# Usage: tests/fuzz/run.sh HOST_BUILD_DIR [FUZZ_BUILD_DIR]
+# Usage: tests/fuzz/run.sh HOST_BUILD_DIR
 #   a long run: COMPOSER_FUZZ_SECONDS=3600 tests/fuzz/run.sh build
 #   one target: COMPOSER_FUZZ_ONLY=policy_file tests/fuzz/run.sh build
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
-host=$(cd "${1:?usage: run.sh HOST_BUILD_DIR [FUZZ_BUILD_DIR]}" && pwd)
-tree=$(realpath -m "${2:-$host/fuzz}")
+host=$(cd "${1:?usage: run.sh HOST_BUILD_DIR}" && pwd)
 seconds=${COMPOSER_FUZZ_SECONDS:-20}
-clang=$(command -v clang++-14 || command -v clang++ || true)
-[[ -n $clang ]] || { echo "fuzz: clang++ not found (contrib/install-deps.sh installs clang-14)" >&2; exit 1; }
 
 targets=(api_json composer_conf policy_file job_options credentials redfish_answers liqid_answers)
 [[ -n ${COMPOSER_FUZZ_ONLY:-} ]] && read -r -a targets <<<"${COMPOSER_FUZZ_ONLY//,/ }"
 
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-# Warnings are the GCC build's business (-Werror there); clang here only instruments.
-cmake -S "$SRC" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
-  -DCMAKE_CXX_COMPILER="$clang" -DCOMPOSER_FUZZ=ON \
-  -DCOMPOSER_SANITIZE=address,undefined,fuzzer-no-link -DCOMPOSER_WERROR=OFF \
-  -DCOMPOSER_BUILD_TESTS=ON "${launcher[@]}" >/dev/null
+tree=$("$SRC/tests/sanitizer/configure.sh" "$host")
 echo "fuzz: building ${targets[*]}"
 cmake --build "$tree" --target "${targets[@]/#/fuzz_}"
 

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The unit level built with AddressSanitizer and UndefinedBehaviorSanitizer: a second build
-# tree beside this one (-DCOMPOSER_SANITIZE=address,undefined), holding only what the unit
-# tests run, and every unit test run in it. Any finding stops the test that provoked it.
+# tree beside this one, the one the fuzz level uses too (tests/sanitizer/configure.sh), holding
+# only what the unit tests run, and every unit test run in it. Any finding stops the test that
+# provoked it.
 # COMPOSER_SANITIZER_LEVELS=unit,integration (contrib/test.sh --full) builds the whole tree and
 # runs the integration level there too: composerd, composerctl and the fake fabric services
 # sanitized, started for real.
-# Usage: tests/sanitizer/run.sh HOST_BUILD_DIR [SANITIZER_BUILD_DIR]
+# Usage: tests/sanitizer/run.sh HOST_BUILD_DIR
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
-host=$(cd "${1:?usage: run.sh HOST_BUILD_DIR [SANITIZER_BUILD_DIR]}" && pwd)
-tree=$(realpath -m "${2:-$host/sanitize}")
+host=$(cd "${1:?usage: run.sh HOST_BUILD_DIR}" && pwd)
 
 levels=${COMPOSER_SANITIZER_LEVELS:-unit}
 labels="^(${levels//,/|})\$"
@@ -22,11 +22,7 @@ mapfile -t targets < <(
     while read -r f; do [[ -x $f && ! -d $f ]] && basename "$f" .so; done | sort -u)
 ((${#targets[@]})) || { echo "sanitizer: no unit test programs found in $host" >&2; exit 1; }
 
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S "$SRC" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" \
-  -DCOMPOSER_SANITIZE=address,undefined -DCOMPOSER_WERROR=ON -DCOMPOSER_BUILD_TESTS=ON \
-  "${launcher[@]}" >/dev/null
+tree=$("$HERE/configure.sh" "$host")
 if [[ $levels == unit ]]; then
   echo "sanitizer: building ${#targets[@]} targets: ${targets[*]}"
   cmake --build "$tree" --target "${targets[@]}"
