@@ -59,9 +59,9 @@ TEST(PlugstackArgs, GpuHealthAndGpuStackArguments) {
   EXPECT_EQ(d->nvml_library, "libnvidia-ml.so.1");
   EXPECT_EQ(d->dcgm_job_dir, "");
   EXPECT_EQ(d->gpu_hook, "");
-  Expected<SpankConfig> c = parse_plugstack_args(
-      {"gpu_health=bus", "nvml_library=/opt/nvidia/lib/libnvidia-ml.so.1",
-       "dcgm_job_dir=/run/dcgm-job-map/", "gpu_hook=/etc/slurm/gpu-hook"});
+  Expected<SpankConfig> c =
+      parse_plugstack_args({"gpu_health=bus", "nvml_library=/opt/nvidia/lib/libnvidia-ml.so.1",
+                            "dcgm_job_dir=/run/dcgm-job-map/", "gpu_hook=/etc/slurm/gpu-hook"});
   ASSERT_TRUE(c) << c.error();
   EXPECT_EQ(c->gpu_health, GpuHealth::kBus);
   EXPECT_EQ(c->nvml_library, "/opt/nvidia/lib/libnvidia-ml.so.1");
