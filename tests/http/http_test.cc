@@ -191,11 +191,13 @@ TEST(HttpClient, ConnectionRefusedIsRetriedForGetOnly) {
 }
 
 TEST(HttpClient, SlowAnswerIsATimeoutAndComesQuickly) {
-  TestServer t;
+  // What the handler uses outlives the server: the server is destroyed first, and stopping it
+  // waits for the handler still waking up after the release.
   std::mutex mu;
   std::condition_variable cv;
   bool release = false;
   std::atomic<int> hits{0};
+  TestServer t;
   t.server.Get("/slow", [&](const httplib::Request&, httplib::Response& res) {
     ++hits;
     std::unique_lock<std::mutex> lock(mu);
@@ -260,9 +262,9 @@ TEST(HttpClient, ConnectTimeoutIsUnavailable) {
 // On a connection kept from an earlier request a silent server is still a timeout, not a
 // connection that could not be made: the request went out.
 TEST(HttpClient, SilenceOnAReusedConnectionIsATimeout) {
-  TestServer t;
   std::atomic<bool> slow{false};
   std::atomic<int> hits{0};
+  TestServer t;  // after what its handler uses, so it goes first
   t.server.Get("/r", [&](const httplib::Request&, httplib::Response& res) {
     ++hits;
     if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(800));
