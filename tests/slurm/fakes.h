@@ -10,8 +10,27 @@
 #include <vector>
 
 #include "composer/slurm/job_context.h"
+#include "composer/slurm/plugin_config.h"
+#include "composer/test_support/fake_host.h"
 
 namespace composer::slurm::testing {
+
+// The plugin's settings for a prolog or epilog on `host`: its sysfs, /proc and /dev, the job
+// state below `tmp`, and never the machine's own cgroups (a test that wants a hierarchy lays
+// out a fake one). Devices are waited for 2 s; holders are not waited for.
+inline SpankConfig fake_host_config(const std::string& tmp, const test_support::FakeHost& host) {
+  SpankConfig config;
+  config.state_dir = tmp + "/state";
+  config.sysfs_root = host.sysfs_root();
+  config.proc_root = host.proc_root();
+  config.dev_root = host.dev_root();
+  config.devices_cgroup = tmp + "/no-cgroup/devices";
+  config.cpuset_cgroup = tmp + "/no-cgroup/cpuset";
+  config.unified_cgroup = tmp + "/no-cgroup/unified";
+  config.host_wait_s = 2;
+  config.busy_wait_s = 0;
+  return config;
+}
 
 class FakeJob : public JobContext {
  public:

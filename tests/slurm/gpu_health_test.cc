@@ -42,15 +42,7 @@ Device gpu_at(const std::string& id, const std::string& address) {
 class GpuHealthTest : public ::testing::Test {
  protected:
   GpuHealthTest() : host(tmp.path() / "host") {
-    config.state_dir = tmp / "state";
-    config.sysfs_root = host.sysfs_root();
-    config.proc_root = host.proc_root();
-    config.dev_root = host.dev_root();
-    config.devices_cgroup = tmp / "no-cgroup/devices";
-    config.cpuset_cgroup = tmp / "no-cgroup/cpuset";
-    config.unified_cgroup = tmp / "no-cgroup/unified";
-    config.busy_wait_s = 0;
-    config.host_wait_s = 2;
+    config = testing::fake_host_config(tmp.path().string(), host);
     config.nvml_library = FAKE_NVML_LIBRARY;
     ::setenv("FAKE_NVML_SCRIPT", (tmp / "nvml-script").c_str(), 1);
     ::unsetenv("FAKE_NVML_INIT_FAIL");

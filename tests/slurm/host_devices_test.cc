@@ -79,16 +79,7 @@ FakePciFunction drive_function(const std::string& address, const std::string& se
 class HostSideTest : public ::testing::Test {
  protected:
   HostSideTest() : host(tmp.path() / "host") {
-    config.state_dir = tmp / "state";
-    config.sysfs_root = host.sysfs_root();
-    config.proc_root = host.proc_root();
-    config.dev_root = host.dev_root();
-    // Never the host's own cgroups: a test that wants a hierarchy lays out a fake one.
-    config.devices_cgroup = tmp / "no-cgroup/devices";
-    config.cpuset_cgroup = tmp / "no-cgroup/cpuset";
-    config.unified_cgroup = tmp / "no-cgroup/unified";
-    config.host_wait_s = 2;
-    config.busy_wait_s = 0;
+    config = testing::fake_host_config(tmp.path().string(), host);
     config.compose_on = ComposeOn::kNode;  // the prolog composes and the epilog releases
     // The node's own GPU, which no composed job may get.
     host.add_present(gpu_function("0000:01:00.0", "GPU-local-0000"));
