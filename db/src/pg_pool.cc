@@ -34,9 +34,10 @@ bool lost(const Failure& f, const std::unique_ptr<Connection>& connection) {
   return f.error().code == ErrorCode::kUnavailable && (!connection || !connection->usable());
 }
 
-// 100 ms, doubling to 1 s: a primary switch takes seconds.
+// 100 ms, doubling to 400 ms: a primary switch takes seconds, and the first write after it
+// should not wait long.
 std::chrono::milliseconds pause_after(int tries) {
-  return std::chrono::milliseconds(std::min(1000, 100 << std::min(tries, 4)));
+  return std::chrono::milliseconds(100 << std::min(tries, 2));
 }
 
 }  // namespace
