@@ -310,7 +310,8 @@ start() {
     fi
   done
   wait_healthy
-  psql_primary -c "CREATE ROLE composer LOGIN PASSWORD 'composer-ha'" >/dev/null
+  # CREATEDB: the benchmark makes a fresh database for each composerd it starts.
+  psql_primary -c "CREATE ROLE composer LOGIN CREATEDB PASSWORD 'composer-ha'" >/dev/null
   psql_primary -c "CREATE DATABASE composer OWNER composer" >/dev/null
   echo "cluster.sh: primary $(primary), synchronous standby $(sync_standby); ttl ${HA_TTL} s, loop_wait ${HA_LOOP_WAIT} s, retry_timeout ${HA_RETRY_TIMEOUT} s"
 }
