@@ -193,6 +193,7 @@ TEST(HaFailover, ThePrimaryDiesWhileClientsComposeAndNothingIsLostOrDoubled) {
         round, primary.c_str(), ttl, took, told.composes, told.compose_errors, told.releases,
         told.release_errors, clients);
     for (const auto& [what, n] : told.errors) std::printf("  %ld x %s\n", n, what.c_str());
+    std::fflush(stdout);
 
     // Every compose a client was told succeeded is in the ledger: its composition, with its
     // job and node, and the event that made it ready.
