@@ -188,6 +188,10 @@ void Writer::run_batch(std::deque<Job>& batch) {
         Steady::now() >= deadline) {
       break;
     }
+    // A new connection for the next try even where this one still answers: a server that
+    // became a standby answers every write "read-only", and libpq finds the new primary only
+    // when it connects.
+    connection_.reset();
     log::warning("store: write transaction failed; trying again",
                  {{"error", failure.message}, {"calls", std::to_string(batch.size())}});
     std::this_thread::sleep_for(pause_after(tries));

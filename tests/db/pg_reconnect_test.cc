@@ -5,6 +5,7 @@
 // is not.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "store_fixture.h"
@@ -88,6 +89,33 @@ TEST_F(PgReconnectTest, ACommitAnsweredWithAWarningIsFoundOutAndNotRunAgain) {
   ASSERT_TRUE(store().add_event(note("warned")).ok());
   EXPECT_EQ(notes("warned"), 1);
   EXPECT_EQ(raw_database()->query_int("SELECT nextval('commits_seen')"), 2) << "one COMMIT only";
+}
+
+// A server that became a standby keeps its sessions but answers every write "read-only"
+// (SQLSTATE 25006): the writer leaves that connection for a new one, which libpq opens on
+// whichever host now takes writes. Here the first session to commit an event is the one
+// refused, for good.
+TEST_F(PgReconnectTest, AWriteRefusedAsReadOnlyGoesOnOverANewConnection) {
+  add_inventory();
+  auto raw = raw_database();
+  ASSERT_TRUE(
+      raw->exec("CREATE SEQUENCE refused_session;"
+                "CREATE FUNCTION read_only_once() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN"
+                " IF (SELECT NOT is_called FROM refused_session) THEN"
+                "  PERFORM setval('refused_session', pg_backend_pid()); END IF;"
+                " IF (SELECT last_value FROM refused_session) = pg_backend_pid() THEN"
+                "  RAISE EXCEPTION 'cannot execute INSERT in a read-only transaction'"
+                "  USING ERRCODE = '25006'; END IF;"
+                " RETURN NULL; END $$;"
+                "CREATE CONSTRAINT TRIGGER read_only_once AFTER INSERT ON events"
+                " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION read_only_once()")
+          .ok());
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(store().add_event(note("moved")).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5))
+      << "the refused connection was tried until the bound";
+  EXPECT_EQ(notes("moved"), 1);
 }
 
 }  // namespace
