@@ -173,8 +173,10 @@ TEST(HaFailover, ThePrimaryDiesWhileClientsComposeAndNothingIsLostOrDoubled) {
     std::this_thread::sleep_for(std::chrono::seconds(3));
     const std::string primary = cluster("primary");
     ASSERT_FALSE(primary.empty()) << "no primary before round " << round;
-    killed_at = Clock::now().time_since_epoch().count();
     cluster("kill " + primary);
+    // Once the kill has returned: a compose sent while the script was still finding the
+    // processes could succeed on the old primary.
+    killed_at = Clock::now().time_since_epoch().count();
     const auto deadline = Clock::now() + std::chrono::seconds(ttl + 60);
     while (recovered_at.load() == 0 && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
