@@ -170,8 +170,24 @@ TEST(HaFailover, ThePrimaryDiesWhileClientsComposeAndNothingIsLostOrDoubled) {
         }
       });
     }
+    // The clients stop and are joined however the round ends (a failed assertion returns).
+    struct Joiner {
+      std::atomic<bool>& stop;
+      std::vector<std::thread>& threads;
+      ~Joiner() {
+        stop = true;
+        for (auto& t : threads) {
+          if (t.joinable()) t.join();
+        }
+      }
+    } joiner{stop, threads};
     std::this_thread::sleep_for(std::chrono::seconds(3));
-    const std::string primary = cluster("primary");
+    // Patroni's REST API may be slow to answer on a loaded machine: ask again for a while.
+    std::string primary;
+    for (int i = 0; i < 40 && primary.empty(); ++i) {
+      primary = cluster("primary");
+      if (primary.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
     ASSERT_FALSE(primary.empty()) << "no primary before round " << round;
     cluster("kill " + primary);
     // Once the kill has returned: a compose sent while the script was still finding the
