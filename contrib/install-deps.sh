@@ -5,7 +5,8 @@
 # independent /metrics parser of tests/integration/check_scrape.py; chromium and python3-pil
 # render every chart into a PNG that must not be blank (tests/accounting/check_chart_render.sh);
 # clang-14 and libclang-rt-14-dev build the fuzz targets with libFuzzer (tests/fuzz); libpq-dev
-# and postgresql the PostgreSQL store and its tests against a server they start themselves.
+# and postgresql the PostgreSQL store and its tests against a server they start themselves;
+# etcd-server and patroni the HA suite's replicated PostgreSQL (tests/ha).
 # mmdebstrap makes the release matrix's chroots (tests/releases).
 # Usage: contrib/install-deps.sh [--list]   (--list prints the packages and installs nothing)
 set -euo pipefail
@@ -13,7 +14,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git ccache debhelper systemd
   clang-format clang-tidy clang-14 libclang-rt-14-dev
-  libsqlite3-dev sqlite3 libpq-dev postgresql libjsoncpp-dev libcurl4-openssl-dev libssl-dev libboost-dev libcpp-httplib-dev libcli11-dev
+  libsqlite3-dev sqlite3 libpq-dev postgresql etcd-server patroni libjsoncpp-dev libcurl4-openssl-dev libssl-dev libboost-dev libcpp-httplib-dev libcli11-dev
   libgtest-dev libgmock-dev
   munge libmunge-dev libsystemd-dev
   slurmctld slurmd slurm-client libslurm-dev

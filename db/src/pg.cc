@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace composer::db::pg {
@@ -12,7 +13,9 @@ namespace {
 ErrorCode error_code_for(std::string_view sqlstate) {
   if (sqlstate.substr(0, 2) == "23") return ErrorCode::kConflict;
   if (sqlstate.substr(0, 2) == "08" || sqlstate == "40001" || sqlstate == "40P01" ||
-      sqlstate == "57P01" || sqlstate == "57P02" || sqlstate == "57P03") {
+      sqlstate == "57P01" || sqlstate == "57P02" || sqlstate == "57P03" ||
+      // A read-only transaction: the server is a standby now (a primary switch).
+      sqlstate == "25006") {
     return ErrorCode::kUnavailable;
   }
   return ErrorCode::kInternal;
@@ -93,9 +96,16 @@ std::unique_ptr<Connection> Connection::open(const std::string& conninfo) {
     throw Failure(Error(ErrorCode::kUnavailable,
                         "store: connecting to PostgreSQL: " + trimmed(PQerrorMessage(raw))));
   }
-  // Notices (a NOTICE from a migration) are not for composerd's log.
-  PQsetNoticeProcessor(
-      raw, [](void*, const char*) {}, nullptr);
+  // Notices (a NOTICE from a migration) are not for composerd's log; WARNINGs are counted.
+  PQsetNoticeReceiver(
+      raw,
+      [](void* arg, const PGresult* notice) {
+        const char* severity = PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
+        if (severity != nullptr && std::string_view(severity) == "WARNING") {
+          ++*static_cast<uint64_t*>(arg);
+        }
+      },
+      &c->warnings_);
   return c;
 }
 

@@ -1,17 +1,66 @@
 #include "pg_pool.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <future>
+#include <random>
 #include <string>
 #include <utility>
 
+#include "composer/common/clock.h"
 #include "composer/common/log.h"
+#include "pg_statements.h"
 
 namespace composer::db::pg {
+namespace {
 
-Writer::Writer(std::string conninfo, std::unique_ptr<Connection> connection)
-    : conninfo_(std::move(conninfo)), connection_(std::move(connection)) {
+using Steady = std::chrono::steady_clock;
+
+// A name no other writer has had: 128 random bits.
+std::string new_writer_id() {
+  std::random_device random;
+  char out[33];
+  std::snprintf(out, sizeof out, "%08x%08x%08x%08x", random(), random(), random(), random());
+  return out;
+}
+
+int64_t now_ms() { return SystemClock::instance().now_ms(); }
+
+// Whether `f` says the server is out of reach or no longer the primary: worth a new connection
+// and another try (kUnavailable; a serialization failure or a deadlock on a live connection is
+// the batch's call's own answer).
+bool lost(const Failure& f, const std::unique_ptr<Connection>& connection) {
+  return f.error().code == ErrorCode::kUnavailable && (!connection || !connection->usable());
+}
+
+// 100 ms, doubling to 400 ms: a primary switch takes seconds, and the first write after it
+// should not wait long.
+std::chrono::milliseconds pause_after(int tries) {
+  return std::chrono::milliseconds(100 << std::min(tries, 2));
+}
+
+}  // namespace
+
+bool resolve_batch(Connection& connection, const std::string& writer, int64_t number, int64_t now) {
+  Transaction transaction(connection);
+  Result r = connection.run(kResolveBatch, Params().add(writer).add(now));
+  const int64_t committed = r.step() ? r.int64(0) : 0;
+  transaction.commit();
+  return committed >= number;
+}
+
+Writer::Writer(std::string conninfo, std::unique_ptr<Connection> connection,
+               std::chrono::milliseconds retry_for)
+    : conninfo_(std::move(conninfo)),
+      retry_for_(retry_for),
+      id_(new_writer_id()),
+      connection_(std::move(connection)) {
+  try {
+    connection_->run(kForgetWriters, Params().add(now_ms() - int64_t{7} * 24 * 3600 * 1000));
+  } catch (const Failure& f) {
+    log::warning("store: could not forget old writers", {{"error", f.error().message}});
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -28,7 +77,7 @@ void Writer::submit(Body body, Done done) {
   {
     std::lock_guard lock(mu_);
     if (!stopping_) {
-      queue_.push_back({std::move(body), std::move(done)});
+      queue_.push_back({std::move(body), std::move(done), Steady::now()});
       wake_.notify_all();
       return;
     }
@@ -61,9 +110,9 @@ void Writer::loop() {
   }
 }
 
-void Writer::run_batch(std::deque<Job>& batch) {
-  std::vector<Status> results(batch.size());
-  bool committed = false;
+Writer::Outcome Writer::attempt(std::deque<Job>& batch, std::vector<Status>& results,
+                                int64_t number, Error& failure) {
+  bool commit_sent = false;
   try {
     if (!connection_ || !connection_->usable()) connection_ = Connection::open(conninfo_);
     Transaction transaction(*connection_);
@@ -79,15 +128,80 @@ void Writer::run_batch(std::deque<Job>& batch) {
         results[i] = Error(ErrorCode::kInternal, std::string("store: ") + e.what());
       }
     }
+    connection_->run(kMarkBatch, Params().add(id_).add(number).add(now_ms()));
+    const uint64_t warnings = connection_->warnings();
+    commit_sent = true;
     transaction.commit();
-    committed = true;
+    // A WARNING on COMMIT: the wait for the synchronous standby was cancelled, the commit may
+    // be on this server alone (pg.h, Connection::warnings).
+    if (connection_->warnings() != warnings) {
+      failure = Error(ErrorCode::kUnavailable, "store: the commit was answered with a warning");
+      return Outcome::kUnknown;
+    }
+    return Outcome::kCommitted;
   } catch (const Failure& f) {
-    // BEGIN or COMMIT failed, or the connection broke: nothing of this batch is known to be
-    // durable, and every call of it says so.
+    failure = f.error();
+    // The server answered the COMMIT with an error: it did not commit. No answer at all: it
+    // may have.
+    if (commit_sent && lost(f, connection_)) return Outcome::kUnknown;
+    return Outcome::kNotCommitted;
+  }
+}
+
+void Writer::run_batch(std::deque<Job>& batch) {
+  Steady::time_point oldest = batch.front().since;
+  for (const Job& j : batch) oldest = std::min(oldest, j.since);
+  const Steady::time_point deadline = oldest + retry_for_;
+  std::vector<Status> results(batch.size());
+  bool committed = false;
+  Error failure;
+  for (int tries = 0;; ++tries) {
+    std::fill(results.begin(), results.end(), Status::Ok());
+    const int64_t number = ++number_;
+    Outcome outcome = attempt(batch, results, number, failure);
+    while (outcome == Outcome::kUnknown) {
+      // Until the writer's row says: the batch is either durable on the primary, or can
+      // never commit (the write below waited for it).
+      try {
+        if (!connection_ || !connection_->usable()) connection_ = Connection::open(conninfo_);
+        outcome = resolve_batch(*connection_, id_, number, now_ms()) ? Outcome::kCommitted
+                                                                     : Outcome::kNotCommitted;
+        log::warning("store: a commit without an answer was found out",
+                     {{"batch", std::to_string(number)},
+                      {"committed", outcome == Outcome::kCommitted ? "yes" : "no"}});
+      } catch (const Failure& f) {
+        if (Steady::now() >= deadline) {
+          failure = Error(ErrorCode::kUnavailable,
+                          "store: the database went away during a commit, and whether it took "
+                          "effect cannot be known until it is reachable again: " +
+                              f.error().message);
+          break;
+        }
+        std::this_thread::sleep_for(pause_after(tries++));
+      }
+    }
+    if (outcome == Outcome::kCommitted) {
+      committed = true;
+      break;
+    }
+    if (outcome == Outcome::kUnknown || failure.code != ErrorCode::kUnavailable ||
+        Steady::now() >= deadline) {
+      break;
+    }
+    // A new connection for the next try even where this one still answers: a server that
+    // became a standby answers every write "read-only", and libpq finds the new primary only
+    // when it connects.
+    connection_.reset();
+    log::warning("store: write transaction failed; trying again",
+                 {{"error", failure.message}, {"calls", std::to_string(batch.size())}});
+    std::this_thread::sleep_for(pause_after(tries));
+  }
+  if (!committed) {
+    // Nothing of this batch is known to be durable, and every call of it says so.
     log::error("store: write transaction failed",
-               {{"error", f.error().message}, {"calls", std::to_string(batch.size())}});
+               {{"error", failure.message}, {"calls", std::to_string(batch.size())}});
     for (Status& s : results) {
-      if (s.ok()) s = f.error();
+      if (s.ok()) s = failure;
     }
   }
   {
@@ -102,25 +216,41 @@ void Writer::run_batch(std::deque<Job>& batch) {
   for (size_t i = 0; i < batch.size(); ++i) batch[i].done(results[i]);
 }
 
-void ReaderPool::with_connection(const std::function<void(Connection&)>& read, bool snapshot) {
-  std::unique_ptr<Connection> connection;
-  {
-    std::lock_guard lock(mu_);
-    if (!idle_.empty()) {
-      connection = std::move(idle_.back());
-      idle_.pop_back();
+void ReaderPool::with_connection(const std::function<void(Connection&)>& read, bool snapshot,
+                                 bool retry) {
+  const Steady::time_point deadline = Steady::now() + retry_for_;
+  for (int tries = 0;; ++tries) {
+    std::unique_ptr<Connection> connection;
+    {
+      std::lock_guard lock(mu_);
+      if (!idle_.empty()) {
+        connection = std::move(idle_.back());
+        idle_.pop_back();
+      }
     }
+    try {
+      if (!connection || !connection->usable()) connection = Connection::open(conninfo_);
+      if (snapshot) {
+        Transaction transaction(*connection, true);
+        read(*connection);
+        transaction.commit();
+      } else {
+        read(*connection);
+      }
+    } catch (const Failure& f) {
+      if (!retry || !lost(f, connection) || Steady::now() >= deadline) throw;
+      // The other idle connections went to the same server: let them go too.
+      {
+        std::lock_guard lock(mu_);
+        idle_.clear();
+      }
+      if (tries > 0) std::this_thread::sleep_for(pause_after(tries - 1));
+      continue;
+    }
+    std::lock_guard lock(mu_);
+    if (idle_.size() < max_idle_) idle_.push_back(std::move(connection));
+    return;
   }
-  if (!connection || !connection->usable()) connection = Connection::open(conninfo_);
-  if (snapshot) {
-    Transaction transaction(*connection, true);
-    read(*connection);
-    transaction.commit();
-  } else {
-    read(*connection);
-  }
-  std::lock_guard lock(mu_);
-  if (idle_.size() < max_idle_) idle_.push_back(std::move(connection));
 }
 
 }  // namespace composer::db::pg

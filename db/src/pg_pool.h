@@ -1,10 +1,20 @@
 // The PostgreSQL store's connections: one writer thread that group-commits, as GroupWriter
 // does for SQLite (each call in its own SAVEPOINT of one transaction, one commit for all, so
 // one synchronous replication round trip for the batch), and a pool of reading connections.
-// A connection found broken is opened again on its next use: the server may have restarted
-// or, under Patroni, another host may now be the primary.
+//
+// A connection found broken is opened again, and the work retried, until `retry_for` has
+// passed since the oldest call waiting: the server may have restarted or, under Patroni,
+// another host may now be the primary (the connection string lists them all, with
+// target_session_attrs=read-write). A batch that broke before its COMMIT was sent is simply
+// run again. One whose COMMIT got no answer may or may not have taken effect: each batch also
+// writes its number into this writer's row of store_writers, and after reconnecting the
+// writer writes that row again (pg::resolve_batch), which waits for a transaction still
+// holding it and commits only once a synchronous standby has everything before it; the
+// number found there says whether the batch committed. Only then is it answered, or run
+// again. A call is never told it succeeded unless its commit is proven.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -27,7 +37,10 @@ class Writer {
   using Body = std::function<void(Connection&)>;
   using Done = std::function<void(Status)>;
 
-  Writer(std::string conninfo, std::unique_ptr<Connection> connection);
+  static constexpr std::chrono::milliseconds kRetryFor{15000};
+
+  Writer(std::string conninfo, std::unique_ptr<Connection> connection,
+         std::chrono::milliseconds retry_for = kRetryFor);
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
   // Runs and commits everything already submitted, then stops the thread.
@@ -43,11 +56,19 @@ class Writer {
   struct Job {
     Body body;
     Done done;
+    std::chrono::steady_clock::time_point since;
   };
+  enum class Outcome { kCommitted, kNotCommitted, kUnknown };
   void loop();
   void run_batch(std::deque<Job>& batch);
+  // One try of the batch under number `number`; `failure` says why when not committed.
+  Outcome attempt(std::deque<Job>& batch, std::vector<Status>& results, int64_t number,
+                  Error& failure);
 
   const std::string conninfo_;
+  const std::chrono::milliseconds retry_for_;
+  const std::string id_;  // this writer's row in store_writers
+  int64_t number_ = 0;    // the last batch number tried
   std::unique_ptr<Connection> connection_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
@@ -57,19 +78,30 @@ class Writer {
   std::thread thread_;
 };
 
+// Whether batch `number` of writer `writer` committed: writes the writer's row again (waiting
+// for a transaction that holds it) and commits, synchronously replicated where the server is
+// set so. Throws Failure when that cannot be done now.
+bool resolve_batch(Connection& connection, const std::string& writer, int64_t number,
+                   int64_t now_ms);
+
 class ReaderPool {
  public:
-  explicit ReaderPool(std::string conninfo, size_t max_idle = 16)
-      : conninfo_(std::move(conninfo)), max_idle_(max_idle) {}
+  explicit ReaderPool(std::string conninfo, size_t max_idle = 16,
+                      std::chrono::milliseconds retry_for = Writer::kRetryFor)
+      : conninfo_(std::move(conninfo)), max_idle_(max_idle), retry_for_(retry_for) {}
 
   // Runs `read` on an idle connection or a new one. With `snapshot`, inside one read-only
   // transaction, so that several statements see the same database; a read of one statement
-  // needs none (the statement is its own snapshot) and saves the round trips.
-  void with_connection(const std::function<void(Connection&)>& read, bool snapshot);
+  // needs none (the statement is its own snapshot) and saves the round trips. With `retry`,
+  // a read that fails on a lost connection runs again on a new one until `retry_for` has
+  // passed (`read` must then be safe to run again: it hands nothing out before it returns).
+  void with_connection(const std::function<void(Connection&)>& read, bool snapshot,
+                       bool retry = false);
 
  private:
   const std::string conninfo_;
   const size_t max_idle_;
+  const std::chrono::milliseconds retry_for_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_;
 };

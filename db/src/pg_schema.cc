@@ -212,11 +212,18 @@ constexpr Sql kMigration1 = statement<
     "CREATE TRIGGER events_roll_up AFTER INSERT ON events FOR EACH ROW"
     " EXECUTE FUNCTION composer_roll_up();">;
 
+// Migration 2: each store writer's last committed batch (pg_pool.h), so that a writer whose
+// COMMIT got no answer (the primary died) can find out whether it took effect.
+constexpr Sql kMigration2 =
+    statement<"recording each writer's last committed batch (migration 2)",
+              "CREATE TABLE store_writers ("
+              " writer TEXT PRIMARY KEY, batch BIGINT NOT NULL, updated_ms BIGINT NOT NULL);">;
+
 struct Migration {
   int version;
   const Sql* sql;
 };
-constexpr Migration kMigrations[] = {{1, &kMigration1}};
+constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}};
 
 // One composerd migrates at a time; the others wait and then find the work done.
 constexpr Sql kLock{"waiting for the migration lock",

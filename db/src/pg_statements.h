@@ -182,4 +182,17 @@ inline constexpr Sql kSelectPolicies{"listing policy versions",
                                      "SELECT id, applied_ms, uid, \"user\", file, sha256, text "
                                      "FROM policies ORDER BY id DESC LIMIT $1::bigint"};
 
+// Each writer's row (pg_pool.h): the number of its last committed batch.
+inline constexpr Sql kMarkBatch{
+    "recording the batch's number",
+    "INSERT INTO store_writers (writer, batch, updated_ms) VALUES ($1, $2, $3)"
+    " ON CONFLICT (writer) DO UPDATE SET batch = EXCLUDED.batch, updated_ms = EXCLUDED.updated_ms"};
+inline constexpr Sql kResolveBatch{
+    "finding out whether a commit took effect",
+    "INSERT INTO store_writers (writer, batch, updated_ms) VALUES ($1, 0, $2)"
+    " ON CONFLICT (writer) DO UPDATE SET updated_ms = EXCLUDED.updated_ms RETURNING batch"};
+// Rows of writers gone a week: no batch of theirs can still be waiting for an answer.
+inline constexpr Sql kForgetWriters{"forgetting old writers",
+                                    "DELETE FROM store_writers WHERE updated_ms < $1"};
+
 }  // namespace composer::db::pg

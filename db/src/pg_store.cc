@@ -488,7 +488,7 @@ class PgStore final : public Store {
           }
           return true;
         },
-        /*snapshot=*/true);
+        /*snapshot=*/true, /*retry=*/false);
     if (!done) return done.error();
     return Status::Ok();
   }
@@ -504,7 +504,7 @@ class PgStore final : public Store {
             out.flush();
             return true;
           },
-          /*snapshot=*/true);
+          /*snapshot=*/true, /*retry=*/false);
       return done ? Status::Ok() : Status(done.error());
     });
   }
@@ -547,12 +547,13 @@ class PgStore final : public Store {
 
  private:
   // Runs `query` on a reading connection, its statements in one read-only snapshot where
-  // `snapshot` says so; failures become an Error.
+  // `snapshot` says so; failures become an Error. A query that hands rows to a visitor as it
+  // reads them gives `retry` false: run again after a lost connection, it would hand them twice.
   template <typename T, typename Query>
-  Expected<T> read(Query&& query, bool snapshot = false) {
+  Expected<T> read(Query&& query, bool snapshot = false, bool retry = true) {
     try {
       std::optional<T> out;
-      readers_.with_connection([&](Connection& db) { out.emplace(query(db)); }, snapshot);
+      readers_.with_connection([&](Connection& db) { out.emplace(query(db)); }, snapshot, retry);
       return std::move(*out);
     } catch (const Failure& f) {
       return f.error();

@@ -30,11 +30,17 @@
 // page by page through the client, and composerd's peak resident memory (VmHWM).
 //
 //   composer_bench --scale
+//
+// With --postgresql CONNINFO (a role that may create databases), only this: the steady cycles
+// on SQLite and on that PostgreSQL side by side, then the slow-fabric burst on PostgreSQL
+// (tests/ha/bench.sh runs it against a primary with one synchronous standby).
 // Results and the command that produced them: docs/BENCHMARKS.md.
 #include <httplib.h>
+#include <libpq-fe.h>
 #include <munge.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -492,6 +498,53 @@ std::string pool_lines(int nodes) {
 
 }  // namespace
 
+// Compose+release cycles by `clients` clients, each on a node of its own (b0001...), for
+// `seconds`.
+struct Steady {
+  long cycles = 0;
+  long errors = 0;
+  double elapsed_s = 0;
+  std::vector<double> compose_ms;
+};
+
+Steady steady_cycles(const composer::testing::ComposerdProcess& daemon, int clients, int seconds) {
+  std::atomic<bool> stop{false};
+  std::atomic<long> cycles{0};
+  std::atomic<long> errors{0};
+  std::vector<std::vector<double>> compose_ms(static_cast<size_t>(clients));
+  std::vector<std::thread> threads;
+  const auto t0 = Clock::now();
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      auto cli = daemon.client();
+      char node[16];
+      std::snprintf(node, sizeof node, "b%04d", c + 1);
+      uint32_t job = 1'000'000u * static_cast<uint32_t>(c + 1);
+      while (!stop.load(std::memory_order_relaxed)) {
+        ++job;
+        const auto s = Clock::now();
+        auto r = cli.compose(job, node, one_gpu());
+        compose_ms[static_cast<size_t>(c)].push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+        if (!r.ok() || !cli.release(job, node).ok()) {
+          ++errors;
+          continue;
+        }
+        ++cycles;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  stop = true;
+  for (auto& t : threads) t.join();
+  Steady out;
+  out.elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  out.cycles = cycles.load();
+  out.errors = errors.load();
+  for (const auto& v : compose_ms) out.compose_ms.insert(out.compose_ms.end(), v.begin(), v.end());
+  return out;
+}
+
 // composerd's peak resident memory in MiB (VmHWM of /proc/PID/status).
 double peak_mib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -611,6 +664,91 @@ int liqid_bench(int burst, int machines, int latency_ms) {
   return b.errors == 0 ? 0 : 1;
 }
 
+// A fresh database on the server `conninfo` reaches (its role may create databases), for one
+// composerd; returns the connection string for it.
+std::string fresh_pg_database(const std::string& conninfo, const std::string& name) {
+  PGconn* c = PQconnectdb(conninfo.c_str());
+  bool ok = PQstatus(c) == CONNECTION_OK;
+  std::string why = PQerrorMessage(c);
+  if (ok) {
+    for (const std::string& sql : {"DROP DATABASE IF EXISTS " + name, "CREATE DATABASE " + name}) {
+      PGresult* r = PQexec(c, sql.c_str());
+      ok = ok && PQresultStatus(r) == PGRES_COMMAND_OK;
+      if (!ok) why = PQerrorMessage(c);
+      PQclear(r);
+    }
+  }
+  PQfinish(c);
+  if (!ok) throw std::runtime_error("making database " + name + ": " + why);
+  return conninfo + " dbname=" + name;  // a later keyword wins in libpq
+}
+
+// The state URL file composerd reads (mode 0600, as it demands).
+std::string state_url_file(const composer::test_support::TempDir& dir,
+                           const std::string& conninfo) {
+  const std::string path = dir.file("state.url");
+  std::ofstream(path) << conninfo << "\n";
+  ::chmod(path.c_str(), 0600);
+  return path;
+}
+
+// With --postgresql: the zero-latency steady cycles on SQLite (Durable=yes) and on the
+// PostgreSQL `conninfo` reaches (tests/ha/bench.sh: a primary with one synchronous standby),
+// one after the other in this run, then the slow-fabric burst on PostgreSQL.
+int postgresql_bench(const std::string& conninfo, int clients, int seconds, int burst,
+                     int latency_ms, int in_flight) {
+  composer::test_support::TempDir dir("composer-bench-pg");
+  const std::string pool = pool_lines(clients);
+  long errors = 0;
+  double sqlite_rate = 0;
+  {
+    composer::testing::ComposerdProcess daemon("Durable=yes\nLogLevel=warning\n", pool);
+    const Steady st = steady_cycles(daemon, clients, seconds);
+    sqlite_rate = static_cast<double>(st.cycles) / st.elapsed_s;
+    std::printf("steady on SQLite (Durable=yes): %d clients, %.1f s: %.0f cycles/s, %ld errors\n",
+                clients, st.elapsed_s, sqlite_rate, st.errors);
+    print_latency("SQLite steady compose", st.compose_ms);
+    errors += st.errors;
+  }
+  {
+    const std::string url = state_url_file(dir, fresh_pg_database(conninfo, "bench_steady"));
+    composer::testing::ComposerdProcess daemon(
+        "StateBackend=postgresql\nStateUrlFile=" + url + "\nLogLevel=warning\n", pool);
+    const Steady st = steady_cycles(daemon, clients, seconds);
+    const double rate = static_cast<double>(st.cycles) / st.elapsed_s;
+    std::printf(
+        "steady on PostgreSQL (synchronous standby): %d clients, %.1f s: %.0f cycles/s = %.2fx "
+        "SQLite's, %ld errors\n",
+        clients, st.elapsed_s, rate, rate / std::max(1.0, sqlite_rate), st.errors);
+    print_latency("PostgreSQL steady compose", st.compose_ms);
+    const std::string m = scrape(daemon);
+    std::printf("PostgreSQL store: %.0f changes in %.0f transactions\n",
+                metric(m, "composer_store_write_calls_total"),
+                metric(m, "composer_store_transactions_total"));
+    errors += st.errors;
+  }
+  {
+    const std::string url = state_url_file(dir, fresh_pg_database(conninfo, "bench_burst"));
+    const int slow_nodes = (burst + 7) / 8 + 1;
+    composer::testing::ComposerdProcess daemon(
+        "StateBackend=postgresql\nStateUrlFile=" + url +
+            "\nLogLevel=warning\nSimLatency=" + std::to_string(latency_ms) +
+            "\nMaxFabricOperations=" + std::to_string(in_flight) + "\n",
+        pool_lines(slow_nodes));
+    const Burst one = compose_burst(daemon, 1, 9'000'000, slow_nodes);
+    const Burst slow = compose_burst(daemon, burst, 9'100'000);
+    std::printf(
+        "slow fabric on PostgreSQL (synchronous standby): %d ms per attach, "
+        "MaxFabricOperations=%d: one compose %.2f s; a burst of %d concurrent composes %.2f s "
+        "in all = %.2fx one operation, %ld errors\n",
+        latency_ms, in_flight, one.wall_s, burst, slow.wall_s, slow.wall_s * 1000.0 / latency_ms,
+        slow.errors + one.errors);
+    print_latency("slow-fabric burst latency", slow.ms);
+    errors += slow.errors + one.errors;
+  }
+  return errors == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--scale") return scale_bench();
   if (argc >= 2 && std::string(argv[1]) == "--liqid") {
@@ -633,8 +771,13 @@ int main(int argc, char** argv) {
   int in_flight = 1000;
   int api_threads = 0;  // 0: composerd's own default (ApiThreads=64)
   bool durable = true;
+  std::string postgresql;  // --postgresql CONNINFO
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--postgresql" && i + 1 < argc && argv[i + 1][0] != '\0') {
+      postgresql = argv[++i];
+      continue;
+    }
     int* value = a == "--clients"       ? &clients
                  : a == "--seconds"     ? &seconds
                  : a == "--burst"       ? &burst
@@ -650,11 +793,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "composer_bench: bad argument '%s'; usage: composer_bench [--clients N] "
                    "[--seconds S] [--burst B] [--latency MS] [--in-flight N] [--api-threads N] "
-                   "[--not-durable], "
+                   "[--not-durable] [--postgresql CONNINFO], "
                    "every number above 0\n",
                    a.c_str());
       return 2;
     }
+  }
+  if (!postgresql.empty()) {
+    return postgresql_bench(postgresql, clients, seconds, burst, latency_ms, in_flight);
   }
   const int nodes = std::max(clients, (burst + 7) / 8);
   const std::string pool = pool_lines(nodes);
@@ -687,44 +833,14 @@ int main(int argc, char** argv) {
   const double cpu0_daemon = cpu_seconds(daemon.pid());
   const double cpu0_munged = cpu_seconds(daemon.munged_pid());
   const double cpu0_self = self_cpu_seconds();
-  std::atomic<bool> stop{false};
-  std::atomic<long> cycles{0};
-  std::atomic<long> errors{0};
-  std::vector<std::vector<double>> compose_ms(clients);
-  std::vector<std::thread> threads;
-  const auto t0 = Clock::now();
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&, c] {
-      auto cli = daemon.client();
-      char node[16];
-      std::snprintf(node, sizeof node, "b%04d", c + 1);
-      uint32_t job = 1'000'000u * static_cast<uint32_t>(c + 1);
-      while (!stop.load(std::memory_order_relaxed)) {
-        ++job;
-        const auto s = Clock::now();
-        auto r = cli.compose(job, node, one_gpu());
-        compose_ms[c].push_back(
-            std::chrono::duration<double, std::milli>(Clock::now() - s).count());
-        if (!r.ok() || !cli.release(job, node).ok()) {
-          ++errors;
-          continue;
-        }
-        ++cycles;
-      }
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::seconds(seconds));
-  stop = true;
-  for (auto& t : threads) t.join();
-  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::vector<double> all;
-  for (const auto& v : compose_ms) all.insert(all.end(), v.begin(), v.end());
+  const Steady steady = steady_cycles(daemon, clients, seconds);
+  const std::vector<double>& all = steady.compose_ms;
   std::printf("steady: %d clients, %.1f s: %ld compose+release cycles, %.0f cycles/s, %ld errors\n",
-              clients, elapsed, cycles.load(), static_cast<double>(cycles.load()) / elapsed,
-              errors.load());
+              clients, steady.elapsed_s, steady.cycles,
+              static_cast<double>(steady.cycles) / steady.elapsed_s, steady.errors);
   print_latency("steady compose latency", all);
   {
-    const double n = static_cast<double>(std::max(1L, cycles.load()));
+    const double n = static_cast<double>(std::max(1L, steady.cycles));
     const double d = (cpu_seconds(daemon.pid()) - cpu0_daemon) * 1000 / n;
     const double m = (cpu_seconds(daemon.munged_pid()) - cpu0_munged) * 1000 / n;
     const double c = (self_cpu_seconds() - cpu0_self) * 1000 / n;
@@ -840,5 +956,5 @@ int main(int argc, char** argv) {
   }
   const long burst_errors = fast.errors + ready.errors + released + loop.errors + released_ready +
                             paired_errors + slow.errors + serial.errors;
-  return errors.load() == 0 && burst_errors == 0 ? 0 : 1;
+  return steady.errors == 0 && burst_errors == 0 ? 0 : 1;
 }

@@ -39,10 +39,12 @@ packages() {  # packages SUITE KIND: the package list, space-separated
       # browser the chart render check uses (chromium, python3-pil: it runs on the host only
       # and skips where they are missing), which would only make each chroot much bigger, nor
       # the fuzz level's clang 14 (host only; a newer release has another clang), nor
-      # mmdebstrap, which makes these chroots.
+      # mmdebstrap, which makes these chroots, nor the HA level's etcd and Patroni (tests/ha
+      # runs on the host only).
       local deps
       deps=$("$SRC/contrib/install-deps.sh" --list | tr ' ' '\n' |
-        grep -vxE 'chromium|python3-pil|clang-14|libclang-rt-14-dev|mmdebstrap' | xargs)
+        grep -vxE 'chromium|python3-pil|clang-14|libclang-rt-14-dev|mmdebstrap|etcd-server|patroni' |
+        xargs)
       echo "$deps dpkg-dev fakeroot file"
       ;;
     run)

@@ -4,8 +4,8 @@
 // connection. Parameters go as text, results come back as text and are read through the same
 // column accessors as sqlite::Statement, so rows.h decodes both. Failures throw db::Failure
 // (failure.h): a refused constraint (SQLSTATE class 23) is kConflict, a lost or unreachable
-// server (class 08), a serialization failure or a deadlock kUnavailable, anything else
-// kInternal.
+// server (class 08, or one that shut down or became a standby), a serialization failure or a
+// deadlock kUnavailable, anything else kInternal.
 #pragma once
 
 #include <libpq-fe.h>
@@ -102,6 +102,10 @@ class Connection {
   void exec(const Sql& sql);
   // False once the connection to the server is lost.
   bool usable() const { return PQstatus(connection_.get()) == CONNECTION_OK; }
+  // WARNINGs the server has sent on this connection so far. A COMMIT answered with one may
+  // not be what it says: a primary whose wait for its synchronous standby is cancelled
+  // reports the commit done although no standby may have it (Writer checks it).
+  uint64_t warnings() const { return warnings_; }
 
  private:
   struct Finish {
@@ -112,6 +116,7 @@ class Connection {
 
   std::unique_ptr<PGconn, Finish> connection_;
   std::map<std::string_view, std::string, std::less<>> prepared_;  // text -> name
+  uint64_t warnings_ = 0;
 };
 
 // BEGIN ... COMMIT once; rolls back in its destructor if not committed.
