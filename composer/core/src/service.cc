@@ -1234,11 +1234,6 @@ void CompositionService::set_placement(
   allocator_.set_placement(std::move(rules));
 }
 
-Status CompositionService::check_possible(const std::string& node, const Request& request) const {
-  std::lock_guard lock(mu_);
-  return allocator_.check_possible(node, request);
-}
-
 std::vector<CompositionService::LiveEntry> CompositionService::live() const {
   std::lock_guard lock(mu_);
   std::vector<LiveEntry> out;

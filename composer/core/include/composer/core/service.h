@@ -166,7 +166,6 @@ class CompositionService {
   std::vector<Host> hosts() const;
   // The pool's current view of one device.
   std::optional<Device> pooled_device(const std::string& id) const;
-  Status check_possible(const std::string& node, const Request& request) const;
 
   // Every live composition as the pool holds it now: the reconciler's rounds, the failure
   // reactor and the metrics read it.
