@@ -108,7 +108,8 @@ TEST_F(ReconcilerTest, WhatTheFabricHoldsAtStartIsForeignAndARestartWritesNothin
     int writes = 0;
   } counting(*fabric_);
   service_.reset();
-  CompositionService restarted(*store_, counting, clock_);
+  LivePool pool(*store_, clock_);
+  CompositionService restarted(*store_, counting, pool, clock_);
   ASSERT_TRUE(restarted.start().ok());
   ASSERT_TRUE(restarted.recover().ok());
   EXPECT_EQ(restarted.pooled_device("gpu-b-3")->state(), DeviceState::kForeign);
@@ -185,7 +186,8 @@ TEST_F(ReconcilerTest, ASharedBlockIsForeignWithItsHolders) {
     }
   } sharing(*fabric_);
   service_.reset();
-  CompositionService service(*store_, sharing, clock_);
+  LivePool pool(*store_, clock_);
+  CompositionService service(*store_, sharing, pool, clock_);
   ASSERT_TRUE(service.start().ok());
   EXPECT_EQ(service.pooled_device("gpu-b-2")->holder, "shared by systems host-1, host-2");
   auto all = service.compose(job(12, "n2", Request{.gpus = 4}));
@@ -225,7 +227,8 @@ TEST_F(ReconcilerTest, LeavesDevicesOfHostsItDoesNotServeAlone) {
   } served(**fabric);
 
   service_.reset();
-  CompositionService service(*store_, served, clock_);
+  LivePool pool(*store_, clock_);
+  CompositionService service(*store_, served, pool, clock_);
   ASSERT_TRUE(service.start().ok());
   // Not handed out: foreign, with its holder.
   auto d = store_->device("gpu-a-0");
@@ -389,10 +392,10 @@ class GatedDetaches : public test_support::ForwardingFabric {
 };
 
 // The service again on the same store, over `fabric`.
-std::unique_ptr<CompositionService> service_over(db::Store& store, Fabric& fabric,
+std::unique_ptr<CompositionService> service_over(db::Store& store, Fabric& fabric, LivePool& pool,
                                                  const Clock& clock) {
   auto s = std::make_unique<CompositionService>(
-      store, fabric, clock,
+      store, fabric, pool, clock,
       ServiceOptions{
           .compose_timeout_ms = 2000, .release_timeout_ms = 2000, .poll_interval_ms = 1});
   EXPECT_TRUE(s->start().ok());
@@ -414,7 +417,8 @@ TEST_F(ReconcilerTest, RecoverySettlesManyAtOnce) {
   }
   service_.reset();
   GatedDetaches gated(*fabric_, kJobs);
-  auto service = service_over(*store_, gated, clock_);
+  LivePool pool(*store_, clock_);
+  auto service = service_over(*store_, gated, pool, clock_);
   auto settled = service->recover();
   ASSERT_TRUE(settled.ok()) << settled.error();
   EXPECT_EQ(*settled, static_cast<int>(kJobs));
@@ -431,7 +435,8 @@ TEST_F(ReconcilerTest, ReleasesEndedJobsAtOnce) {
   }
   service_.reset();
   GatedDetaches gated(*fabric_, kJobs);
-  auto service = service_over(*store_, gated, clock_);
+  LivePool pool(*store_, clock_);
+  auto service = service_over(*store_, gated, pool, clock_);
   Reconciler r(*service, clock_,
                ReconcilerOptions{.interval_ms = 1000,
                                  .orphan_grace_ms = 30000,

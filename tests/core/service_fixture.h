@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "composer/common/units.h"
+#include "composer/core/live_pool.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
 #include "composer/drivers/sim_fabric.h"
@@ -61,6 +62,7 @@ class ServiceTest : public ::testing::Test {
 
   void open() {
     service_.reset();
+    pool_.reset();
     store_.reset();
     auto store = db::Store::open(dir_.file("composer.db"), db::StoreOptions{.durable = false});
     ASSERT_TRUE(store.ok()) << store.error();
@@ -70,8 +72,9 @@ class ServiceTest : public ::testing::Test {
       ASSERT_TRUE(fabric.ok()) << fabric.error();
       fabric_ = std::move(fabric).value();
     }
+    pool_ = std::make_unique<LivePool>(*store_, clock_);
     service_ = std::make_unique<CompositionService>(
-        *store_, *fabric_, clock_,
+        *store_, *fabric_, *pool_, clock_,
         ServiceOptions{
             .compose_timeout_ms = 2000, .release_timeout_ms = 2000, .poll_interval_ms = 1});
     auto started = service_->start();
@@ -110,6 +113,7 @@ class ServiceTest : public ::testing::Test {
   ManualClock clock_{1'700'000'000'000};
   std::unique_ptr<db::Store> store_;
   std::unique_ptr<SimFabric> fabric_;
+  std::unique_ptr<LivePool> pool_;  // before the service on it, so that it goes after it
   std::unique_ptr<CompositionService> service_;
 };
 

@@ -21,6 +21,7 @@
 #include "composer/common/strings.h"
 #include "composer/common/thread_name.h"
 #include "composer/config/conf_file.h"
+#include "composer/core/live_pool.h"
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
@@ -266,6 +267,7 @@ struct Daemon::Impl {
   std::unique_ptr<db::Store> store;
   FabricMeters fabric_meters;  // outlives the fabric, whose calls it times
   std::unique_ptr<Fabric> fabric;
+  std::unique_ptr<LivePool> pool;  // before what works on it, so that it goes after them
   std::unique_ptr<CompositionService> service;
   std::unique_ptr<FailureReactor> reactor;
   std::unique_ptr<Reconciler> reconciler;
@@ -348,7 +350,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
   if (!intervals.empty()) {
     sopts.poll_interval_ms = *std::min_element(intervals.begin(), intervals.end());
   }
-  impl->service = std::make_unique<CompositionService>(*impl->store, *impl->fabric, clock, sopts);
+  impl->pool = std::make_unique<LivePool>(*impl->store, clock);
+  impl->service =
+      std::make_unique<CompositionService>(*impl->store, *impl->fabric, *impl->pool, clock, sopts);
   if (auto s = impl->service->start(); !s) {
     const std::string where =
         on_sqlite ? "the database " + config.database : "the PostgreSQL store";
