@@ -95,7 +95,7 @@ class FullDiskTest : public ::testing::Test {
 
   uint32_t free_gpus() {
     uint32_t n = 0;
-    for (const auto& row : service_->pool_summary()) {
+    for (const auto& row : pool_->pool_summary()) {
       if (row.type == DeviceType::kGpu) n += row.free;
     }
     return n;

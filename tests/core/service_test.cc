@@ -114,7 +114,7 @@ TEST_F(ServiceTest, AJobIsComposedOnAllItsNodesAtOnceAndReleasedWithOneCall) {
 TEST_F(ServiceTest, AHeldCompositionIsReleasedByNoOneUntilTheHoldIsCleared) {
   ASSERT_TRUE(service_->compose_job(job(30, "", Request{.gpus = 1}), {"n1", "n2"}).ok());
   const std::string why = "still in use after 30 s: pid 77 holds gpu-0 (/dev/nvidia0)";
-  auto held = service_->set_hold(30, "n1", why, "uid 0");
+  auto held = admin_->set_hold(30, "n1", why, "uid 0");
   ASSERT_TRUE(held.ok()) << held.error();
   EXPECT_EQ(held->hold, why);
   EXPECT_EQ(held->state, CompositionState::kReady);
@@ -136,11 +136,11 @@ TEST_F(ServiceTest, AHeldCompositionIsReleasedByNoOneUntilTheHoldIsCleared) {
   ASSERT_FALSE(service_->release(30, "n1").ok());
 
   // Setting it on what is not live, or on nothing, changes nothing.
-  auto gone = service_->set_hold(30, "n2", why, "uid 0");
+  auto gone = admin_->set_hold(30, "n2", why, "uid 0");
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
 
-  ASSERT_TRUE(service_->set_hold(30, "n1", "", "uid 0").ok());
+  ASSERT_TRUE(admin_->set_hold(30, "n1", "", "uid 0").ok());
   auto released = service_->release(30, "n1");
   ASSERT_TRUE(released.ok()) << released.error();
   ASSERT_TRUE(released->has_value());
@@ -158,16 +158,16 @@ TEST_F(ServiceTest, ANodeDrainsOnlyADeviceItsJobWasGiven) {
   ASSERT_TRUE(c.ok()) << c.error();
   const std::string mine = c->devices[0].id;
   const std::string other = mine == "gpu-a-0" ? "gpu-a-1" : "gpu-a-0";
-  auto refused = service_->drain_unseen(31, "n1", other, "never showed", "uid 0");
+  auto refused = admin_->drain_unseen(31, "n1", other, "never showed", "uid 0");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(refused.error().message.find("does not hold '" + other + "'"), std::string::npos)
       << refused.error();
-  EXPECT_EQ(service_->drain_unseen(32, "n1", mine, "never showed", "uid 0").error().code,
+  EXPECT_EQ(admin_->drain_unseen(32, "n1", mine, "never showed", "uid 0").error().code,
             ErrorCode::kNotFound);
   EXPECT_FALSE(store_->device(other)->drained);
 
-  auto drained = service_->drain_unseen(31, "n1", mine, "never showed", "uid 0");
+  auto drained = admin_->drain_unseen(31, "n1", mine, "never showed", "uid 0");
   ASSERT_TRUE(drained.ok()) << drained.error();
   EXPECT_TRUE(drained->drained);
   EXPECT_EQ(drained->drain_reason, "never showed");
@@ -277,16 +277,16 @@ TEST_F(ServiceTest, FailedDetachDuringReleaseKeepsItReleasingUntilRetried) {
 
 TEST_F(ServiceTest, DrainedDevicesAreNotAllocatedAndResumeBringsThemBack) {
   for (const char* id : {"gpu-a-0", "gpu-a-1", "gpu-a-2", "gpu-a-3"}) {
-    ASSERT_TRUE(service_->drain(id, "firmware update", "uid 0").ok());
+    ASSERT_TRUE(admin_->drain(id, "firmware update", "uid 0").ok());
   }
   auto c = service_->compose(job(13, "n1", Request{.gpus = 2}));
   ASSERT_TRUE(c.ok()) << c.error();
   for (const auto& d : c->devices) EXPECT_EQ(d.zone, "z2") << d.id;
-  auto resumed = service_->resume("gpu-a-0", "uid 0");
+  auto resumed = admin_->resume("gpu-a-0", "uid 0");
   ASSERT_TRUE(resumed.ok());
   EXPECT_FALSE(resumed->drained);
-  EXPECT_FALSE(service_->drain("gpu-a-0", "", "uid 0").ok());  // a reason is required
-  EXPECT_EQ(service_->drain("no-such", "x", "uid 0").error().code, ErrorCode::kNotFound);
+  EXPECT_FALSE(admin_->drain("gpu-a-0", "", "uid 0").ok());  // a reason is required
+  EXPECT_EQ(admin_->drain("no-such", "x", "uid 0").error().code, ErrorCode::kNotFound);
 }
 
 TEST_F(ServiceTest, StateSurvivesARestartOfTheService) {

@@ -1,12 +1,12 @@
 // The live pool: the allocator (the in-memory view of the pool devices are picked from) and the
 // live compositions, under one lock, shared by the composition service (compose and release,
-// service.h) and what reads the pool.
+// service.h) and the device administration (holds, drains, foreign devices, device_admin.h).
 //
-// Besides the entries the service works on, it answers the read views the rest of composerd acts
+// Besides the entries those two work on, it answers the read views the rest of composerd acts
 // on (the pool, the live compositions, failure impacts) and keeps the reconciler's holder
 // round: which devices the fabric shows held outside composerd. What it changes in memory it
-// writes to the store first where the store keeps it (health, holders, claims); the service
-// writes the compositions itself.
+// writes to the store first where the store keeps it (health, holders, claims); the services
+// write the compositions themselves.
 #pragma once
 
 #include <condition_variable>
@@ -111,7 +111,7 @@ class LivePool {
   std::vector<Impact> failure_impacts() const;
   // Every failure domain of the pool with how many of its devices failed (0 included).
   std::map<FailureDomain, uint32_t> failed_by_domain() const;
-  // Whether the device's failure came from a host (CompositionService::fail_reported) and stands.
+  // Whether the device's failure came from a host (DeviceAdmin::fail_reported) and stands.
   bool host_failed(const std::string& device_id) const;
 
   // Holders, read from the fabric by the reconciler. begin_holder_round() before reading the
@@ -142,7 +142,7 @@ class LivePool {
   // still hold, store and pool, one by one (a device the store cannot mark is still kept out).
   void set_drained(const std::vector<std::string>& ids, bool drained, const std::string& reason);
   void drain_devices(const std::vector<std::string>& ids, const std::string& reason);
-  // The start of the drain reason of a failure a host reported (CompositionService::fail_reported):
+  // The start of the drain reason of a failure a host reported (DeviceAdmin::fail_reported):
   // what CompositionService::start finds it again by after a restart.
   static constexpr std::string_view kHostFailed = "failed on its host: ";
   void mark_host_failed(const std::string& device_id);

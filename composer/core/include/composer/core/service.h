@@ -5,7 +5,8 @@
 // composing or releasing, with its devices), so after a crash recover() can finish or roll
 // back whatever was under way. The live pool (live_pool.h) mirrors the store and is what
 // allocation reads; its lock serialises allocation, while store commits and fabric calls run
-// outside it.
+// outside it. Holds, drains and foreign devices are the device administration's
+// (device_admin.h), on the same pool.
 #pragma once
 
 #include <atomic>
@@ -16,7 +17,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,7 +46,7 @@ struct ServiceOptions {
 
 class CompositionService {
  public:
-  // `pool` outlives the service.
+  // `pool` is shared with the device administration and the readers; it outlives the service.
   CompositionService(db::Store& store, Fabric& fabric, LivePool& pool, const Clock& clock,
                      ServiceOptions options = {});
   // Tells every fabric change still waited for that composerd is stopping, and waits for the
@@ -92,80 +92,6 @@ class CompositionService {
   void release_job_async(uint32_t job_id,
                          std::function<void(Expected<std::vector<Composition>>)> done);
 
-  // Installs the policy's compose-time check (LivePool::set_admission_check).
-  void set_admission_check(AdmissionCheck check) { pool_.set_admission_check(std::move(check)); }
-
-  // A node's hold on the job's ready composition there (Composition::hold): `cause` (the
-  // processes that still hold its devices after the job) sets it, "" clears it. While it is
-  // set, release() answers kConflict, release_job() and the reconciler leave it as it is:
-  // nothing is detached under a live holder. kNotFound without a live composition; kConflict
-  // when setting it on one that is not ready. `actor` is recorded with the event.
-  Expected<Composition> set_hold(uint32_t job_id, const std::string& node, const std::string& cause,
-                                 const std::string& actor);
-  // A node drains a device of the job's live composition there that its host never showed
-  // after the attach, so that no later job gets it before an admin has looked. kNotFound
-  // without a live composition; kInvalidArgument for a device the composition does not hold.
-  Expected<Device> drain_unseen(uint32_t job_id, const std::string& node,
-                                const std::string& device_id, const std::string& reason,
-                                const std::string& actor);
-  // A node's host found a GPU of the job's live composition there bad (NVML, a critical XID,
-  // gone from the bus): the device is marked failed (health critical, so the failure reactor
-  // gives the job holding it its class's reaction) and drained with LivePool::kHostFailed and
-  // `reason` (so no later job gets it). The fabric's health does not clear it (the reconciler
-  // leaves it), a restart does not either (the drain reason says where it came from): only resume()
-  // does. The node is never drained for it. Repeated, it changes nothing. kNotFound without a
-  // live composition; kInvalidArgument for a device the composition does not hold.
-  Expected<Device> fail_reported(uint32_t job_id, const std::string& node,
-                                 const std::string& device_id, const std::string& reason,
-                                 const std::string& actor);
-  Expected<Device> drain(const std::string& device_id, const std::string& reason,
-                         const std::string& actor);
-  // Lifts a drain; a failure a host reported (fail_reported) goes with it.
-  Expected<Device> resume(const std::string& device_id, const std::string& actor);
-  // Drains (or resumes) every device of a failure domain at once, all or none, for a planned
-  // maintenance: live compositions keep their devices until they end; the log says when the
-  // domain's last one has. kNotFound (naming the pool's domains) when no device is in it.
-  Expected<std::vector<Device>> set_domain_drained(const FailureDomain& domain, bool drained,
-                                                   const std::string& reason,
-                                                   const std::string& actor);
-  // An admin's decisions about devices held outside composerd, each a ledger event with the
-  // actor. adopt: a foreign device composed into one host is detached from it now (the admin
-  // vouches that nothing there uses it) and joins the pool. release_foreign: composerd gives up
-  // its claim on a device it attached that no live composition owns (the reconciler would
-  // take it back); it stays where it is, foreign, until the fabric frees it.
-  Expected<Device> adopt(const std::string& device_id, const std::string& actor);
-  Expected<Device> release_foreign(const std::string& device_id, const std::string& actor);
-
-  // The pool's read views, its holder round and its health, as the live pool gives them.
-  using LiveEntry = LivePool::LiveEntry;
-  using Impact = LivePool::Impact;
-  std::vector<PoolRow> pool_summary() const { return pool_.pool_summary(); }
-  std::map<DeviceType, std::set<FailureDomain>> failure_domains() const {
-    return pool_.failure_domains();
-  }
-  void set_placement(std::map<std::string, policies::PlacementRule, std::less<>> rules) {
-    pool_.set_placement(std::move(rules));
-  }
-  std::vector<Host> hosts() const { return pool_.hosts(); }
-  std::optional<Device> pooled_device(const std::string& id) const {
-    return pool_.pooled_device(id);
-  }
-  // Whether the device's failure came from a host (fail_reported) and stands.
-  bool host_failed(const std::string& device_id) const { return pool_.host_failed(device_id); }
-  std::vector<LiveEntry> live() const { return pool_.live(); }
-  std::vector<Impact> failure_impacts() const { return pool_.failure_impacts(); }
-  std::map<FailureDomain, uint32_t> failed_by_domain() const { return pool_.failed_by_domain(); }
-  void begin_holder_round() { pool_.begin_holder_round(); }
-  Expected<std::map<std::string, std::string>> note_holders(const FabricInventory& inventory) {
-    return pool_.note_holders(inventory);
-  }
-  Status unclaim(const std::vector<std::string>& device_ids, const std::string& fabric_host) {
-    return pool_.unclaim(device_ids, fabric_host);
-  }
-  Status mark_health(const std::string& device_id, Health health, const std::string& detail) {
-    return pool_.mark_health(device_id, health, detail);
-  }
-
   // Resolves an unfinished composition nobody is working on: composing -> finish (the fabric
   // shows every device attached) or roll back; releasing -> retry the detach. `give_up` (the
   // reconciler's timeout): composing rolls back without asking the fabric, and a detach that
@@ -185,7 +111,7 @@ class CompositionService {
             detach_errors_.load(std::memory_order_relaxed)};
   }
 
-  // A detach outside any composition (adopt), by the fabric's name for the host,
+  // A detach outside any composition (DeviceAdmin::adopt), by the fabric's name for the host,
   // waited for and counted like the others.
   Status detach_from_host(const std::string& host, const std::vector<std::string>& ids,
                           int64_t timeout_ms);
@@ -196,6 +122,7 @@ class CompositionService {
 
  private:
   using Key = LivePool::Key;
+  using LiveEntry = LivePool::LiveEntry;
 
   // The rest of a release once the fabric's detach ended: record it released (answers the
   // composition as recorded), or (give_up) failed with its devices drained (nullopt), or leave
