@@ -32,7 +32,8 @@ class DeviceAdmin {
   // processes that still hold its devices after the job) sets it, "" clears it. While it is
   // set, release() answers kConflict, release_job() and the reconciler leave it as it is:
   // nothing is detached under a live holder. kNotFound without a live composition; kConflict
-  // when setting it on one that is not ready. `actor` is recorded with the event.
+  // when setting it on one that is not ready. `actor` is recorded with the event
+  // (device_admin_test, AHeldCompositionIsReleasedByNoOneUntilTheHoldIsCleared).
   Expected<Composition> set_hold(uint32_t job_id, const std::string& node, const std::string& cause,
                                  const std::string& actor);
   // A node drains a device of the job's live composition there that its host never showed
@@ -47,7 +48,8 @@ class DeviceAdmin {
   // `reason` (so no later job gets it). The fabric's health does not clear it (the reconciler
   // leaves it), a restart does not either (the drain reason says where it came from): only
   // resume() does. The node is never drained for it. Repeated, it changes nothing. kNotFound
-  // without a live composition; kInvalidArgument for a device the composition does not hold.
+  // without a live composition; kInvalidArgument for a device the composition does not hold
+  // (device_admin_test, AFailureAHostReportedStandsUntilResumed).
   Expected<Device> fail_reported(uint32_t job_id, const std::string& node,
                                  const std::string& device_id, const std::string& reason,
                                  const std::string& actor);
@@ -57,7 +59,8 @@ class DeviceAdmin {
   Expected<Device> resume(const std::string& device_id, const std::string& actor);
   // Drains (or resumes) every device of a failure domain at once, all or none, for a planned
   // maintenance: live compositions keep their devices until they end; the log says when the
-  // domain's last one has. kNotFound (naming the pool's domains) when no device is in it.
+  // domain's last one has. kNotFound (naming the pool's domains) when no device is in it
+  // (device_admin_test, AFailureDomainIsDrainedWholeAndResumedWhole).
   Expected<std::vector<Device>> set_domain_drained(const FailureDomain& domain, bool drained,
                                                    const std::string& reason,
                                                    const std::string& actor);

@@ -74,7 +74,8 @@ class LivePool {
   };
   // A ready composition holding devices that failed (health critical: reported so by the
   // fabric, or lost by it): those devices and the failure domains they are in (sorted, each
-  // once). What the failure reactions (server/failure_reactor.h) and the metrics act on.
+  // once). What the failure reactions (server/failure_reactor.h) and the metrics act on
+  // (live_pool_test, FailureImpactsNameTheReadyCompositionsFailedDevicesHit).
   struct Impact {
     LiveEntry entry;
     std::vector<std::string> failed;
@@ -122,6 +123,7 @@ class LivePool {
   // composed or released since begin_holder_round() (touch()) are left for the next round
   // (the inventory may predate the change). Returns composerd's orphans: claimed devices
   // attached to the claim's host that no live composition owns (device -> fabric host).
+  // (live_pool_test, TheHolderRoundLeavesWhatChangedSinceItBegan)
   void begin_holder_round();
   Expected<std::map<std::string, std::string>> note_holders(const FabricInventory& inventory);
   // The same for the devices `seen` in an inventory whose `attached` and `held` are given.
@@ -156,7 +158,7 @@ class LivePool {
   // is busy; nothing is reserved), else the admission check and the allocation in one step:
   // the devices taken for a new busy entry in state composing (`entry`, with the policy
   // window it is composed under). An error is a refusal (admission or allocation), as they
-  // word it.
+  // word it (live_pool_test, ReserveAdmitsAndAllocatesInOneStep).
   struct Reservation {
     std::optional<LiveEntry> existing;
     LiveEntry entry;
@@ -167,7 +169,8 @@ class LivePool {
   void record_id(const Key& key, int64_t id);
   // Waits (at most wait_ms) while another call works on the entry, then marks it busy for the
   // caller if `check` passes it. nullopt without a live entry; the entry still busy (not
-  // taken) when the wait ran out; check's error, untaken.
+  // taken) when the wait ran out; check's error, untaken (live_pool_test,
+  // AnEntryIsTakenByOneCallAtATime).
   Expected<std::optional<LiveEntry>> take(const Key& key, int64_t wait_ms,
                                           const std::function<Status(const LiveEntry&)>& check);
   // The same by composition id, without waiting: nullopt when it is not live (resolved
