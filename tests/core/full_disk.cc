@@ -64,8 +64,9 @@ class FullDiskTest : public ::testing::Test {
     ASSERT_TRUE(sim.ok()) << sim.error();
     sim_ = std::move(sim).value();
     fabric_ = std::make_unique<HookedFabric>(*sim_);
+    pool_ = std::make_unique<LivePool>(*store_, clock_);
     service_ = std::make_unique<CompositionService>(
-        *store_, *fabric_, clock_,
+        *store_, *fabric_, *pool_, clock_,
         ServiceOptions{
             .compose_timeout_ms = 2000, .release_timeout_ms = 2000, .poll_interval_ms = 1});
     auto started = service_->start();
@@ -74,6 +75,7 @@ class FullDiskTest : public ::testing::Test {
 
   void TearDown() override {
     service_.reset();
+    pool_.reset();
     store_.reset();
     if (mounted_) ::umount2(disk_.c_str(), MNT_DETACH);
   }
@@ -93,7 +95,7 @@ class FullDiskTest : public ::testing::Test {
 
   uint32_t free_gpus() {
     uint32_t n = 0;
-    for (const auto& row : service_->pool_summary()) {
+    for (const auto& row : pool_->pool_summary()) {
       if (row.type == DeviceType::kGpu) n += row.free;
     }
     return n;
@@ -116,6 +118,7 @@ class FullDiskTest : public ::testing::Test {
   std::unique_ptr<db::Store> store_;
   std::unique_ptr<SimFabric> sim_;
   std::unique_ptr<HookedFabric> fabric_;
+  std::unique_ptr<LivePool> pool_;
   std::unique_ptr<CompositionService> service_;
 };
 

@@ -4,6 +4,7 @@
 #include "composer/core/operation_waiter.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +55,7 @@ class TimedFabric final : public Fabric {
     --status_reads_;
     std::lock_guard lock(mu_);
     ++polls_;
+    status_threads_.insert(gettid());
     auto it = ends_.find(id);
     if (it == ends_.end()) return Error{ErrorCode::kNotFound, "no operation " + id};
     if (std::chrono::steady_clock::now() < it->second) {
@@ -103,6 +106,15 @@ class TimedFabric final : public Fabric {
   // Each status read takes this long, as a request to a fabric manager does.
   void set_status_ms(int ms) { status_ms_ = ms; }
   int most_status_reads_at_once() const { return most_status_reads_.load(); }
+  // Status reads so far, and the threads (kernel ids, never reused this soon) that made them.
+  uint64_t polls() {
+    std::lock_guard lock(mu_);
+    return polls_;
+  }
+  size_t status_threads() {
+    std::lock_guard lock(mu_);
+    return status_threads_.size();
+  }
 
  private:
   static std::string lane_of(const std::string& s) { return s.substr(0, s.find(':')); }
@@ -115,6 +127,7 @@ class TimedFabric final : public Fabric {
   std::map<std::string, int> running_;
   std::map<std::string, int> max_running_;
   std::vector<size_t> batch_sizes_;
+  std::set<pid_t> status_threads_;
   std::atomic<int> status_ms_{0};
   std::atomic<int> status_reads_{0};
   std::atomic<int> most_status_reads_{0};
@@ -159,7 +172,7 @@ TEST(OperationWaiter, AThousandOperationsInFlightTakeOneLatencyAndNoThreadEach) 
     waiter.submit(attach_to("a:host-" + std::to_string(i)), clock.now_ms() + 30000, ended.done());
   }
   EXPECT_EQ(waiter.in_flight(), 1000u);
-  // At most the status readers of a poll round (16) come and go; never one per operation.
+  // At most the status readers (16, kept for every round); never one per operation.
   EXPECT_LE(threads_of_this_process(), threads_before + 16) << "a thread per operation";
   ASSERT_EQ(all_done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
   const double seconds =
@@ -190,6 +203,26 @@ TEST(OperationWaiter, StatusesOfManyOperationsAreReadSeveralAtOnce) {
   for (auto& f : done) EXPECT_TRUE(f.get().ok());
   EXPECT_GT(fabric.most_status_reads_at_once(), 1);
   EXPECT_LE(fabric.most_status_reads_at_once(), 16);
+}
+
+// The status readers are started once and serve every round after: many rounds of 64
+// operations in flight read their statuses on the same few threads, none started per round.
+TEST(OperationWaiter, PollRoundsStartNoThreads) {
+  TimedFabric fabric(400);
+  SystemClock clock;
+  OperationWaiter waiter(fabric, clock, {.poll_interval_ms = 5, .max_in_flight = 100});
+  Ended ended;
+  ended.expected = 64;
+  auto all_done = ended.last.get_future();
+  for (int i = 0; i < 64; ++i) {
+    waiter.submit(attach_to("a:h" + std::to_string(i)), clock.now_ms() + 30000, ended.done());
+  }
+  ASSERT_EQ(all_done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  for (const Status& s : ended.all) EXPECT_TRUE(s.ok()) << s.error();
+  // Several rounds ran (each reads all 64), so threads started per round would show here.
+  ASSERT_GE(fabric.polls(), 64u * 5);
+  // The 16 status readers, and the poller once fewer than 8 are left to read.
+  EXPECT_LE(fabric.status_threads(), 16u + 1u);
 }
 
 TEST(OperationWaiter, EachFabricRunsAtMostItsLimitAndTheRestWaitTheirTurn) {

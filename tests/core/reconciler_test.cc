@@ -15,7 +15,7 @@ class ReconcilerTest : public ServiceTest {
  protected:
   Reconciler make() {
     return Reconciler(
-        *service_, clock_,
+        *service_, *pool_, clock_,
         ReconcilerOptions{.interval_ms = 1000, .orphan_grace_ms = 30000, .stuck_after_ms = 60000});
   }
 };
@@ -40,7 +40,7 @@ TEST_F(ReconcilerTest, DetachesAnOrphanOnlyAfterTheGracePeriod) {
   const std::string id = c->devices[0].id;
   make_orphan(*store_, 4, id, clock_.now_ms());
   open();
-  EXPECT_EQ(service_->pooled_device(id)->state(), DeviceState::kFree) << "an orphan is not foreign";
+  EXPECT_EQ(pool_->pooled_device(id)->state(), DeviceState::kFree) << "an orphan is not foreign";
   auto r = make();
   EXPECT_EQ(r.run_once().orphans_detached, 0);
   clock_.advance_ms(10000);
@@ -108,17 +108,18 @@ TEST_F(ReconcilerTest, WhatTheFabricHoldsAtStartIsForeignAndARestartWritesNothin
     int writes = 0;
   } counting(*fabric_);
   service_.reset();
-  CompositionService restarted(*store_, counting, clock_);
+  LivePool pool(*store_, clock_);
+  CompositionService restarted(*store_, counting, pool, clock_);
   ASSERT_TRUE(restarted.start().ok());
   ASSERT_TRUE(restarted.recover().ok());
-  EXPECT_EQ(restarted.pooled_device("gpu-b-3")->state(), DeviceState::kForeign);
-  Reconciler r(restarted, clock_, ReconcilerOptions{.orphan_grace_ms = 0});
+  EXPECT_EQ(pool.pooled_device("gpu-b-3")->state(), DeviceState::kForeign);
+  Reconciler r(restarted, pool, clock_, ReconcilerOptions{.orphan_grace_ms = 0});
   for (int round = 0; round < 10; ++round) {
     clock_.advance_ms(60000);
     r.run_once();
   }
   EXPECT_EQ(counting.writes, 0);
-  EXPECT_EQ(restarted.pooled_device(c->devices[0].id)->state(), DeviceState::kAttached);
+  EXPECT_EQ(pool.pooled_device(c->devices[0].id)->state(), DeviceState::kAttached);
   EXPECT_EQ(r.totals().lost_marked_failed, 0);
 }
 
@@ -126,13 +127,13 @@ TEST_F(ReconcilerTest, AdoptDetachesAForeignDeviceAndPoolsIt) {
   ASSERT_TRUE(fabric_->attach_behind_back("gpu-a-1", "host-1").ok());
   auto r = make();
   r.run_once();
-  auto not_foreign = service_->adopt("gpu-a-0", "uid 0");
+  auto not_foreign = admin_->adopt("gpu-a-0", "uid 0");
   ASSERT_FALSE(not_foreign.ok());
   EXPECT_EQ(not_foreign.error().code, ErrorCode::kConflict);
   EXPECT_NE(not_foreign.error().message.find("not foreign"), std::string::npos)
       << not_foreign.error();
-  EXPECT_EQ(service_->adopt("no-such", "uid 0").error().code, ErrorCode::kNotFound);
-  auto adopted = service_->adopt("gpu-a-1", "uid 0");
+  EXPECT_EQ(admin_->adopt("no-such", "uid 0").error().code, ErrorCode::kNotFound);
+  auto adopted = admin_->adopt("gpu-a-1", "uid 0");
   ASSERT_TRUE(adopted.ok()) << adopted.error();
   EXPECT_EQ(adopted->state(), DeviceState::kFree);
   EXPECT_EQ(fabric_->inventory()->attached.count("gpu-a-1"), 0u);
@@ -152,13 +153,13 @@ TEST_F(ReconcilerTest, ReleaseForeignLeavesAnOrphanWhereItIsForGood) {
   auto c = service_->compose(job(11, "n1", Request{.gpus = 1}));
   ASSERT_TRUE(c.ok());
   const std::string id = c->devices[0].id;
-  auto owned = service_->release_foreign(id, "uid 0");
+  auto owned = admin_->release_foreign(id, "uid 0");
   ASSERT_FALSE(owned.ok());
   EXPECT_NE(owned.error().message.find("release the job instead"), std::string::npos)
       << owned.error();
   make_orphan(*store_, 11, id, clock_.now_ms());
   open();
-  auto released = service_->release_foreign(id, "uid 0");
+  auto released = admin_->release_foreign(id, "uid 0");
   ASSERT_TRUE(released.ok()) << released.error();
   EXPECT_EQ(released->state(), DeviceState::kForeign);
   EXPECT_EQ(store_->claims()->count(id), 0u);
@@ -168,8 +169,8 @@ TEST_F(ReconcilerTest, ReleaseForeignLeavesAnOrphanWhereItIsForGood) {
     EXPECT_EQ(r.run_once().orphans_detached, 0);
   }
   EXPECT_EQ(fabric_->inventory()->attached.at(id), "host-1");
-  EXPECT_EQ(service_->release_foreign(id, "uid 0").error().code, ErrorCode::kConflict);
-  EXPECT_EQ(service_->release_foreign("gpu-b-0", "uid 0").error().code, ErrorCode::kConflict)
+  EXPECT_EQ(admin_->release_foreign(id, "uid 0").error().code, ErrorCode::kConflict);
+  EXPECT_EQ(admin_->release_foreign("gpu-b-0", "uid 0").error().code, ErrorCode::kConflict)
       << "a free device has no attachment to hand over";
 }
 
@@ -185,15 +186,17 @@ TEST_F(ReconcilerTest, ASharedBlockIsForeignWithItsHolders) {
     }
   } sharing(*fabric_);
   service_.reset();
-  CompositionService service(*store_, sharing, clock_);
+  LivePool pool(*store_, clock_);
+  CompositionService service(*store_, sharing, pool, clock_);
+  DeviceAdmin admin(service, pool, clock_);
   ASSERT_TRUE(service.start().ok());
-  EXPECT_EQ(service.pooled_device("gpu-b-2")->holder, "shared by systems host-1, host-2");
+  EXPECT_EQ(pool.pooled_device("gpu-b-2")->holder, "shared by systems host-1, host-2");
   auto all = service.compose(job(12, "n2", Request{.gpus = 4}));
   EXPECT_FALSE(all.ok()) << "n2 reaches only z2, whose four GPUs include the shared one";
   auto three = service.compose(job(13, "n2", Request{.gpus = 3}));
   ASSERT_TRUE(three.ok()) << three.error();
   for (const auto& d : three->devices) EXPECT_NE(d.id, "gpu-b-2");
-  auto adopted = service.adopt("gpu-b-2", "uid 0");
+  auto adopted = admin.adopt("gpu-b-2", "uid 0");
   ASSERT_FALSE(adopted.ok());
   EXPECT_NE(adopted.error().message.find("shared by systems"), std::string::npos)
       << adopted.error();
@@ -225,7 +228,8 @@ TEST_F(ReconcilerTest, LeavesDevicesOfHostsItDoesNotServeAlone) {
   } served(**fabric);
 
   service_.reset();
-  CompositionService service(*store_, served, clock_);
+  LivePool pool(*store_, clock_);
+  CompositionService service(*store_, served, pool, clock_);
   ASSERT_TRUE(service.start().ok());
   // Not handed out: foreign, with its holder.
   auto d = store_->device("gpu-a-0");
@@ -233,7 +237,7 @@ TEST_F(ReconcilerTest, LeavesDevicesOfHostsItDoesNotServeAlone) {
   EXPECT_EQ(d->state(), DeviceState::kForeign);
   EXPECT_NE(d->holder.find("host-x"), std::string::npos) << d->holder;
   // And never detached as an orphan.
-  Reconciler r(service, clock_, ReconcilerOptions{.orphan_grace_ms = 0});
+  Reconciler r(service, pool, clock_, ReconcilerOptions{.orphan_grace_ms = 0});
   r.run_once();
   clock_.advance_ms(100000);
   EXPECT_EQ(r.run_once().orphans_detached, 0);
@@ -285,12 +289,12 @@ TEST_F(ReconcilerTest, AFailureAHostReportedStandsUntilAnAdminResumes) {
   auto c = service_->compose(job(16, "n1", Request{.gpus = 1}));
   ASSERT_TRUE(c.ok()) << c.error();
   const std::string id = c->devices[0].id;
-  EXPECT_FALSE(service_->fail_reported(16, "n1", id, "", "uid 0").ok());  // a reason is needed
-  auto failed = service_->fail_reported(16, "n1", id, "XID 79", "uid 0");
+  EXPECT_FALSE(admin_->fail_reported(16, "n1", id, "", "uid 0").ok());  // a reason is needed
+  auto failed = admin_->fail_reported(16, "n1", id, "XID 79", "uid 0");
   ASSERT_TRUE(failed.ok()) << failed.error();
   EXPECT_EQ(failed->state(), DeviceState::kFailed);
   EXPECT_EQ(failed->drain_reason, "failed on its host: XID 79");
-  auto impacts = service_->failure_impacts();
+  auto impacts = pool_->failure_impacts();
   ASSERT_EQ(impacts.size(), 1u);
   EXPECT_EQ(impacts[0].entry.job_id, 16u);
   EXPECT_EQ(impacts[0].failed, std::vector<std::string>{id});
@@ -298,7 +302,7 @@ TEST_F(ReconcilerTest, AFailureAHostReportedStandsUntilAnAdminResumes) {
   auto events = store_->events({});
   ASSERT_TRUE(events.ok());
   const size_t before = events->size();
-  ASSERT_TRUE(service_->fail_reported(16, "n1", id, "XID 79", "uid 0").ok());
+  ASSERT_TRUE(admin_->fail_reported(16, "n1", id, "XID 79", "uid 0").ok());
   EXPECT_EQ(store_->events({})->size(), before);
 
   auto r = make();
@@ -306,16 +310,16 @@ TEST_F(ReconcilerTest, AFailureAHostReportedStandsUntilAnAdminResumes) {
   EXPECT_EQ(store_->device(id)->health, Health::kCritical);
   ASSERT_TRUE(service_->release(16, "n1").ok());
   open();  // as after a composerd restart
-  EXPECT_TRUE(service_->host_failed(id));
-  EXPECT_EQ(service_->pooled_device(id)->state(), DeviceState::kFailed);
+  EXPECT_TRUE(pool_->host_failed(id));
+  EXPECT_EQ(pool_->pooled_device(id)->state(), DeviceState::kFailed);
   auto again = make();
   again.run_once();
   EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
 
-  auto resumed = service_->resume(id, "uid 0");
+  auto resumed = admin_->resume(id, "uid 0");
   ASSERT_TRUE(resumed.ok()) << resumed.error();
   EXPECT_EQ(resumed->state(), DeviceState::kFree);
-  EXPECT_FALSE(service_->host_failed(id));
+  EXPECT_FALSE(pool_->host_failed(id));
   again.run_once();
   EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
 }
@@ -389,10 +393,10 @@ class GatedDetaches : public test_support::ForwardingFabric {
 };
 
 // The service again on the same store, over `fabric`.
-std::unique_ptr<CompositionService> service_over(db::Store& store, Fabric& fabric,
+std::unique_ptr<CompositionService> service_over(db::Store& store, Fabric& fabric, LivePool& pool,
                                                  const Clock& clock) {
   auto s = std::make_unique<CompositionService>(
-      store, fabric, clock,
+      store, fabric, pool, clock,
       ServiceOptions{
           .compose_timeout_ms = 2000, .release_timeout_ms = 2000, .poll_interval_ms = 1});
   EXPECT_TRUE(s->start().ok());
@@ -414,7 +418,8 @@ TEST_F(ReconcilerTest, RecoverySettlesManyAtOnce) {
   }
   service_.reset();
   GatedDetaches gated(*fabric_, kJobs);
-  auto service = service_over(*store_, gated, clock_);
+  LivePool pool(*store_, clock_);
+  auto service = service_over(*store_, gated, pool, clock_);
   auto settled = service->recover();
   ASSERT_TRUE(settled.ok()) << settled.error();
   EXPECT_EQ(*settled, static_cast<int>(kJobs));
@@ -431,8 +436,9 @@ TEST_F(ReconcilerTest, ReleasesEndedJobsAtOnce) {
   }
   service_.reset();
   GatedDetaches gated(*fabric_, kJobs);
-  auto service = service_over(*store_, gated, clock_);
-  Reconciler r(*service, clock_,
+  LivePool pool(*store_, clock_);
+  auto service = service_over(*store_, gated, pool, clock_);
+  Reconciler r(*service, pool, clock_,
                ReconcilerOptions{.interval_ms = 1000,
                                  .orphan_grace_ms = 30000,
                                  .stuck_after_ms = 60000,
@@ -465,7 +471,7 @@ TEST_F(ReconcilerTest, ReleasesTheDevicesOfAJobSlurmNoLongerRunsAfterTheGrace) {
   ASSERT_TRUE(service_->compose(job(32, "n1", Request{.gpus = 1})).ok());
   std::set<uint32_t> running{31, 32};
   bool slurm_up = true;
-  Reconciler r(*service_, clock_,
+  Reconciler r(*service_, *pool_, clock_,
                ReconcilerOptions{.interval_ms = 1000,
                                  .orphan_grace_ms = 30000,
                                  .stuck_after_ms = 60000,
@@ -498,7 +504,7 @@ TEST_F(ReconcilerTest, KeepsTheDevicesOfAnEndedJobWhileItsNodeIsDrained) {
   std::set<std::string> drained{"n1"};
   bool sinfo_up = true;
   Reconciler r(
-      *service_, clock_,
+      *service_, *pool_, clock_,
       ReconcilerOptions{.interval_ms = 1000,
                         .orphan_grace_ms = 30000,
                         .stuck_after_ms = 60000,
@@ -531,8 +537,8 @@ TEST_F(ReconcilerTest, KeepsTheDevicesOfAnEndedJobWhileItsNodeIsDrained) {
 // cleared.
 TEST_F(ReconcilerTest, KeepsTheDevicesOfAnEndedJobWhileItsNodeHoldsThem) {
   ASSERT_TRUE(service_->compose(job(43, "n1", Request{.gpus = 1})).ok());
-  ASSERT_TRUE(service_->set_hold(43, "n1", "pid 9 holds gpu-0", "uid 0").ok());
-  Reconciler r(*service_, clock_,
+  ASSERT_TRUE(admin_->set_hold(43, "n1", "pid 9 holds gpu-0", "uid 0").ok());
+  Reconciler r(*service_, *pool_, clock_,
                ReconcilerOptions{.interval_ms = 1000,
                                  .orphan_grace_ms = 30000,
                                  .stuck_after_ms = 60000,
@@ -547,7 +553,7 @@ TEST_F(ReconcilerTest, KeepsTheDevicesOfAnEndedJobWhileItsNodeHoldsThem) {
   EXPECT_EQ(r.run_once().ended_jobs_released, 0);
   EXPECT_TRUE(store_->live_composition(43, "n1")->has_value());
 
-  ASSERT_TRUE(service_->set_hold(43, "n1", "", "uid 0").ok());
+  ASSERT_TRUE(admin_->set_hold(43, "n1", "", "uid 0").ok());
   EXPECT_EQ(r.run_once().ended_jobs_released, 0);  // first seen gone without a hold
   clock_.advance_ms(31000);
   EXPECT_EQ(r.run_once().ended_jobs_released, 1);

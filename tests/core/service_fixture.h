@@ -1,4 +1,5 @@
-// A composition service on a fresh database file and a small sim fabric:
+// A composition service and the device administration, on their live pool, a fresh database
+// file and a small sim fabric:
 // node n1 reaches zones z1 (near) and z2; node n2 reaches only z2.
 #pragma once
 
@@ -7,6 +8,8 @@
 #include <memory>
 
 #include "composer/common/units.h"
+#include "composer/core/device_admin.h"
+#include "composer/core/live_pool.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
 #include "composer/drivers/sim_fabric.h"
@@ -60,7 +63,9 @@ class ServiceTest : public ::testing::Test {
   void SetUp() override { open(); }
 
   void open() {
+    admin_.reset();
     service_.reset();
+    pool_.reset();
     store_.reset();
     auto store = db::Store::open(dir_.file("composer.db"), db::StoreOptions{.durable = false});
     ASSERT_TRUE(store.ok()) << store.error();
@@ -70,10 +75,12 @@ class ServiceTest : public ::testing::Test {
       ASSERT_TRUE(fabric.ok()) << fabric.error();
       fabric_ = std::move(fabric).value();
     }
+    pool_ = std::make_unique<LivePool>(*store_, clock_);
     service_ = std::make_unique<CompositionService>(
-        *store_, *fabric_, clock_,
+        *store_, *fabric_, *pool_, clock_,
         ServiceOptions{
             .compose_timeout_ms = 2000, .release_timeout_ms = 2000, .poll_interval_ms = 1});
+    admin_ = std::make_unique<DeviceAdmin>(*service_, *pool_, clock_);
     auto started = service_->start();
     ASSERT_TRUE(started.ok()) << started.error();
   }
@@ -90,7 +97,7 @@ class ServiceTest : public ::testing::Test {
 
   uint32_t free_of(DeviceType t) {
     uint32_t n = 0;
-    for (const auto& row : service_->pool_summary()) {
+    for (const auto& row : pool_->pool_summary()) {
       if (row.type == t) n += row.free;
     }
     return n;
@@ -110,7 +117,9 @@ class ServiceTest : public ::testing::Test {
   ManualClock clock_{1'700'000'000'000};
   std::unique_ptr<db::Store> store_;
   std::unique_ptr<SimFabric> fabric_;
+  std::unique_ptr<LivePool> pool_;  // before the services on it, so that it goes after them
   std::unique_ptr<CompositionService> service_;
+  std::unique_ptr<DeviceAdmin> admin_;
 };
 
 }  // namespace composer::testing

@@ -108,73 +108,6 @@ TEST_F(ServiceTest, AJobIsComposedOnAllItsNodesAtOnceAndReleasedWithOneCall) {
   EXPECT_TRUE(repeated->empty());
 }
 
-// A node's hold keeps a composition from every release, the job's included, survives a restart
-// of the service, and once cleared the composition releases as any other. Each change of the
-// hold is one event.
-TEST_F(ServiceTest, AHeldCompositionIsReleasedByNoOneUntilTheHoldIsCleared) {
-  ASSERT_TRUE(service_->compose_job(job(30, "", Request{.gpus = 1}), {"n1", "n2"}).ok());
-  const std::string why = "still in use after 30 s: pid 77 holds gpu-0 (/dev/nvidia0)";
-  auto held = service_->set_hold(30, "n1", why, "uid 0");
-  ASSERT_TRUE(held.ok()) << held.error();
-  EXPECT_EQ(held->hold, why);
-  EXPECT_EQ(held->state, CompositionState::kReady);
-
-  auto refused = service_->release(30, "n1");
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
-  EXPECT_NE(refused.error().message.find(why), std::string::npos) << refused.error();
-  auto job_released = service_->release_job(30);
-  ASSERT_TRUE(job_released.ok()) << job_released.error();
-  ASSERT_EQ(job_released->size(), 1u);
-  EXPECT_EQ((*job_released)[0].node, "n2");
-  auto kept = store_->live_composition(30, "n1");
-  ASSERT_TRUE(kept.ok() && kept->has_value());
-  EXPECT_EQ((*kept)->hold, why);
-  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
-
-  open();  // as after a composerd restart
-  ASSERT_FALSE(service_->release(30, "n1").ok());
-
-  // Setting it on what is not live, or on nothing, changes nothing.
-  auto gone = service_->set_hold(30, "n2", why, "uid 0");
-  ASSERT_FALSE(gone.ok());
-  EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
-
-  ASSERT_TRUE(service_->set_hold(30, "n1", "", "uid 0").ok());
-  auto released = service_->release(30, "n1");
-  ASSERT_TRUE(released.ok()) << released.error();
-  ASSERT_TRUE(released->has_value());
-  EXPECT_EQ((*released)->state, CompositionState::kReleased);
-  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
-  std::vector<std::string> k = kinds(30);
-  EXPECT_EQ(std::count(k.begin(), k.end(), "hold"), 1);
-  EXPECT_EQ(std::count(k.begin(), k.end(), "unhold"), 1);
-}
-
-// A node drains a device of its own job's composition that its host never showed; it cannot
-// drain anything else.
-TEST_F(ServiceTest, ANodeDrainsOnlyADeviceItsJobWasGiven) {
-  auto c = service_->compose(job(31, "n1", Request{.gpus = 1}));
-  ASSERT_TRUE(c.ok()) << c.error();
-  const std::string mine = c->devices[0].id;
-  const std::string other = mine == "gpu-a-0" ? "gpu-a-1" : "gpu-a-0";
-  auto refused = service_->drain_unseen(31, "n1", other, "never showed", "uid 0");
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_NE(refused.error().message.find("does not hold '" + other + "'"), std::string::npos)
-      << refused.error();
-  EXPECT_EQ(service_->drain_unseen(32, "n1", mine, "never showed", "uid 0").error().code,
-            ErrorCode::kNotFound);
-  EXPECT_FALSE(store_->device(other)->drained);
-
-  auto drained = service_->drain_unseen(31, "n1", mine, "never showed", "uid 0");
-  ASSERT_TRUE(drained.ok()) << drained.error();
-  EXPECT_TRUE(drained->drained);
-  EXPECT_EQ(drained->drain_reason, "never showed");
-  ASSERT_TRUE(service_->release(31, "n1").ok());
-  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);  // not handed out again until resumed
-}
-
 TEST_F(ServiceTest, AJobOneNodeCannotServeGetsNothingAnywhere) {
   ASSERT_TRUE(service_->compose(job(21, "n2", Request{.gpus = 3})).ok());  // z2 keeps one GPU
   auto c = service_->compose_job(job(22, "", Request{.gpus = 2}), {"n1", "n2"});
@@ -273,20 +206,6 @@ TEST_F(ServiceTest, FailedDetachDuringReleaseKeepsItReleasingUntilRetried) {
   ASSERT_TRUE(again.ok()) << again.error();
   EXPECT_EQ((*again)->state, CompositionState::kReleased);
   EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
-}
-
-TEST_F(ServiceTest, DrainedDevicesAreNotAllocatedAndResumeBringsThemBack) {
-  for (const char* id : {"gpu-a-0", "gpu-a-1", "gpu-a-2", "gpu-a-3"}) {
-    ASSERT_TRUE(service_->drain(id, "firmware update", "uid 0").ok());
-  }
-  auto c = service_->compose(job(13, "n1", Request{.gpus = 2}));
-  ASSERT_TRUE(c.ok()) << c.error();
-  for (const auto& d : c->devices) EXPECT_EQ(d.zone, "z2") << d.id;
-  auto resumed = service_->resume("gpu-a-0", "uid 0");
-  ASSERT_TRUE(resumed.ok());
-  EXPECT_FALSE(resumed->drained);
-  EXPECT_FALSE(service_->drain("gpu-a-0", "", "uid 0").ok());  // a reason is required
-  EXPECT_EQ(service_->drain("no-such", "x", "uid 0").error().code, ErrorCode::kNotFound);
 }
 
 TEST_F(ServiceTest, StateSurvivesARestartOfTheService) {

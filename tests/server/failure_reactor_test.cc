@@ -43,7 +43,7 @@ class FailureReactorTest : public testing::ServiceTest {
       return Status::Ok();
     };
     return std::make_unique<FailureReactor>(
-        *service_,
+        *pool_, *store_,
         [this](std::string_view workload) {
           auto it = reactions_.find(std::string(workload));
           if (it != reactions_.end()) return it->second;
@@ -62,7 +62,7 @@ class FailureReactorTest : public testing::ServiceTest {
   }
 
   void fail(const std::string& device) {
-    ASSERT_TRUE(service_->mark_health(device, Health::kCritical, "reported by the fabric").ok());
+    ASSERT_TRUE(pool_->mark_health(device, Health::kCritical, "reported by the fabric").ok());
   }
 
   std::vector<Event> reactions(uint32_t job_id) {
@@ -190,7 +190,7 @@ TEST_F(FailureReactorTest, TheDefaultIsNotifySaidSo) {
 TEST_F(FailureReactorTest, ImpactsNameOnlyTheFailedDevices) {
   const Composition c = compose(13, "n1", "batch", 2);
   fail(c.devices[0].id);
-  const auto impacts = service_->failure_impacts();
+  const auto impacts = pool_->failure_impacts();
   ASSERT_EQ(impacts.size(), 1u);
   EXPECT_EQ(impacts[0].entry.job_id, 13u);
   EXPECT_EQ(impacts[0].failed, std::vector<std::string>{c.devices[0].id});

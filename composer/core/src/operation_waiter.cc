@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <latch>
 #include <thread>
 #include <utility>
 
@@ -38,20 +39,13 @@ OperationWaiter::OperationWaiter(Fabric& fabric, const Clock& clock, OperationWa
     : fabric_(fabric), clock_(clock), options_(options) {
   options_.max_in_flight = std::max<size_t>(1, options_.max_in_flight);
   options_.poll_interval_ms = std::max<int64_t>(1, options_.poll_interval_ms);
+  const size_t workers = std::max<size_t>(1, options_.completion_threads);
+  completers_ = std::make_unique<WorkQueue>(workers, "fabric-finish");
+  starters_ = std::make_unique<WorkQueue>(workers, "fabric-start");
   poller_ = std::thread([this] {
     name_this_thread("fabric-poll");
     poll_loop();
   });
-  for (size_t i = 0; i < std::max<size_t>(1, options_.completion_threads); ++i) {
-    completers_.emplace_back([this] {
-      name_this_thread("fabric-finish");
-      worker_loop(false);
-    });
-    starters_.emplace_back([this] {
-      name_this_thread("fabric-start");
-      worker_loop(true);
-    });
-  }
 }
 
 OperationWaiter::~OperationWaiter() { stop(); }
@@ -64,14 +58,10 @@ void OperationWaiter::stop() {
   }
   wake_.notify_all();
   poller_.join();
+  readers_.reset();  // idle: a round waits for its readers
   // Starts still waiting are refused (start() sees stopping_); once the starters have ended,
   // nothing adds to running_ (a submit now is refused on its caller's thread).
-  {
-    std::lock_guard lock(mu_);
-    starters_stop_ = true;
-  }
-  start_.notify_all();
-  for (auto& t : starters_) t.join();
+  starters_.reset();
   std::vector<Waiting> left;  // then every change still waited for gets its answer
   {
     std::lock_guard lock(mu_);
@@ -88,12 +78,7 @@ void OperationWaiter::stop() {
     const Error why = stopping(w.change);
     complete(std::move(w), why);
   }
-  {
-    std::lock_guard lock(mu_);
-    completers_stop_ = true;
-  }
-  completed_.notify_all();
-  for (auto& t : completers_) t.join();
+  completers_.reset();  // runs every completion still to come, then joins
 }
 
 void OperationWaiter::submit(FabricChange change, int64_t deadline_ms, Done done) {
@@ -254,11 +239,7 @@ void OperationWaiter::complete(Waiting w, Status how) {
 }
 
 void OperationWaiter::post(std::function<void()> task, bool start) {
-  {
-    std::lock_guard lock(mu_);
-    (start ? starts_ : tasks_).push_back(std::move(task));
-  }
-  (start ? start_ : completed_).notify_one();
+  (start ? starters_ : completers_)->post(std::move(task));
 }
 
 void OperationWaiter::poll_loop() {
@@ -346,43 +327,29 @@ void OperationWaiter::poll_loop() {
     };
     // Each status is a request to the fabric manager (a Redfish task monitor is a GET): a
     // thousand in flight, read one after another, would make a round last a thousand
-    // round trips. Up to kStatusReaders are read at once, by threads of this round.
+    // round trips. Up to kStatusReaders are read at once, by the waiter's status readers: the
+    // threads of a WorkQueue started by the first round that needs them and kept for every
+    // round after (operation_waiter_test, PollRoundsStartNoThreads).
     std::vector<char> runs(batch.size(), 0);
     const size_t readers = std::min(kStatusReaders, batch.size() / kStatusesPerReader);
     if (readers <= 1) {
       for (size_t i = 0; i < batch.size(); ++i) runs[i] = follow(batch[i]) ? 1 : 0;
     } else {
+      if (!readers_) readers_ = std::make_unique<WorkQueue>(kStatusReaders, "fabric-status");
       std::atomic<size_t> next{0};
-      std::vector<std::thread> pool;
-      pool.reserve(readers);
+      std::latch read(static_cast<std::ptrdiff_t>(readers));
       for (size_t t = 0; t < readers; ++t) {
-        pool.emplace_back([&] {
+        readers_->post([&] {
           for (size_t i = next++; i < batch.size(); i = next++) runs[i] = follow(batch[i]) ? 1 : 0;
+          read.count_down();
         });
       }
-      for (auto& t : pool) t.join();
+      read.wait();
     }
     std::lock_guard lock(mu_);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (runs[i] != 0) running_.push_back(std::move(batch[i]));
     }
-  }
-}
-
-void OperationWaiter::worker_loop(bool start) {
-  auto& queue = start ? starts_ : tasks_;
-  auto& cv = start ? start_ : completed_;
-  const bool& stop = start ? starters_stop_ : completers_stop_;
-  for (;;) {
-    std::function<void()> next;
-    {
-      std::unique_lock lock(mu_);
-      cv.wait(lock, [&] { return !queue.empty() || stop; });
-      if (queue.empty()) return;  // stopping, and nothing left to do
-      next = std::move(queue.front());
-      queue.pop_front();
-    }
-    next();
   }
 }
 

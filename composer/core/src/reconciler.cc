@@ -17,8 +17,9 @@ constexpr size_t kReleasesAtOnce = 64;
 
 }  // namespace
 
-Reconciler::Reconciler(CompositionService& service, const Clock& clock, ReconcilerOptions options)
-    : service_(service), clock_(clock), options_(std::move(options)) {}
+Reconciler::Reconciler(CompositionService& service, LivePool& pool, const Clock& clock,
+                       ReconcilerOptions options)
+    : service_(service), pool_(pool), clock_(clock), options_(std::move(options)) {}
 
 Reconciler::~Reconciler() { stop(); }
 
@@ -27,7 +28,7 @@ ReconcileReport Reconciler::run_once() {
   const int64_t now = clock_.now_ms();
 
   // 1. Stuck compositions.
-  for (const auto& e : service_.live()) {
+  for (const auto& e : pool_.live()) {
     if (e.busy || e.state == CompositionState::kReady) continue;
     if (now - e.since_ms < options_.stuck_after_ms) continue;
     if (auto s = service_.resolve_unfinished(e.id, true); s) {
@@ -43,7 +44,7 @@ ReconcileReport Reconciler::run_once() {
   }
 
   // 2. Records against the fabric's inventory.
-  service_.begin_holder_round();
+  pool_.begin_holder_round();
   auto inventory = service_.fabric().inventory();
   if (!inventory) {
     ++report.errors;
@@ -51,10 +52,10 @@ ReconcileReport Reconciler::run_once() {
                  {{"cause", inventory.error().message}});
   } else {
     std::map<std::string, std::string> host_of_node;
-    for (const auto& h : service_.hosts()) host_of_node[h.node] = h.fabric_id;
+    for (const auto& h : pool_.hosts()) host_of_node[h.node] = h.fabric_id;
     // device -> fabric host that should hold it, from live compositions
     std::map<std::string, std::string> owned;
-    const auto live = service_.live();
+    const auto live = pool_.live();
     for (const auto& e : live) {
       const auto host = host_of_node.count(e.node) ? host_of_node[e.node] : e.node;
       for (const auto& d : e.devices) {
@@ -64,7 +65,7 @@ ReconcileReport Reconciler::run_once() {
     // Foreign devices (held outside composerd) are marked and never touched. Orphans are
     // composerd's own: claimed (the ledger shows composerd attached them there), attached,
     // owned by no live composition; they are taken back after the grace period.
-    auto orphans = service_.note_holders(*inventory);
+    auto orphans = pool_.note_holders(*inventory);
     if (!orphans) {
       ++report.errors;
       log::warning("reconciler could not record the fabric's holders",
@@ -82,7 +83,7 @@ ReconcileReport Reconciler::run_once() {
         still_orphaned.erase(device);
         // A detach still running keeps the claim: the next round drops it once the fabric
         // shows the device free.
-        if (op->state == OperationState::kDone) (void)service_.unclaim({device}, host);
+        if (op->state == OperationState::kDone) (void)pool_.unclaim({device}, host);
         log::warning("reconciler detached an orphaned device",
                      {{"device", device}, {"host", host}});
       } else {
@@ -102,12 +103,12 @@ ReconcileReport Reconciler::run_once() {
       for (const auto& d : e.devices) {
         auto it = inventory->attached.find(d);
         if (it != inventory->attached.end() && it->second == host) continue;
-        if (auto known = service_.pooled_device(d); !known || known->health == Health::kCritical) {
+        if (auto known = pool_.pooled_device(d); !known || known->health == Health::kCritical) {
           continue;  // already failed
         }
         const std::string detail = "the fabric lost the attachment to node " + e.node +
                                    " while job " + std::to_string(e.job_id) + " held it";
-        if (service_.mark_health(d, Health::kCritical, detail)) {
+        if (pool_.mark_health(d, Health::kCritical, detail)) {
           ++report.lost_marked_failed;
           log::error("device lost by the fabric",
                      {{"device", d}, {"node", e.node}, {"job", std::to_string(e.job_id)}});
@@ -119,22 +120,22 @@ ReconcileReport Reconciler::run_once() {
     // Health as the fabric reported it in the same inventory, where it changed (lost devices
     // stay failed). Reading Fabric::health() as well would walk the whole fabric again.
     for (const Device& d : inventory->devices) {
-      auto known = service_.pooled_device(d.id);
+      auto known = pool_.pooled_device(d.id);
       if (!known || known->health == d.health) continue;
       // A failure a host reported stands until an admin resumes the device.
-      if (service_.host_failed(d.id)) continue;
+      if (pool_.host_failed(d.id)) continue;
       if (known->health == Health::kCritical && owned.count(d.id) &&
           inventory->attached.count(d.id) == 0) {
         continue;
       }
-      if (service_.mark_health(d.id, d.health, "reported by the fabric")) ++report.health_changes;
+      if (pool_.mark_health(d.id, d.health, "reported by the fabric")) ++report.health_changes;
     }
   }
 
   // 3. Compositions of jobs Slurm no longer has: release them after the grace period.
   if (options_.active_jobs) {
     auto jobs = options_.active_jobs();
-    auto ended = service_.live();
+    auto ended = pool_.live();
     if (jobs) {
       std::erase_if(ended, [&](const auto& e) {
         return e.busy || e.state != CompositionState::kReady || jobs->count(e.job_id) != 0;
@@ -152,7 +153,7 @@ ReconcileReport Reconciler::run_once() {
     } else {
       std::set<int64_t> still_gone;
       std::set<int64_t> still_kept;
-      std::vector<const CompositionService::LiveEntry*> due;  // past their grace
+      std::vector<const LivePool::LiveEntry*> due;  // past their grace
       for (const auto& e : ended) {
         if (!e.hold.empty()) {
           // The node found its devices in use after the job and holds them; it releases them

@@ -20,20 +20,9 @@ Status counted(Status s, std::atomic<uint64_t>& errors) {
   return s;
 }
 
-std::vector<std::string> device_ids(const Composition& c) {
-  std::vector<std::string> ids;
-  ids.reserve(c.devices.size());
-  for (const auto& d : c.devices) ids.push_back(d.id);
-  return ids;
-}
-
 // Compositions start-up recovery settles at once, at most (each holds a thread while its
 // fabric operation runs).
 constexpr size_t kRecoverAtOnce = 64;
-
-std::string where(uint32_t job_id, const std::string& node) {
-  return "job " + std::to_string(job_id) + " on node " + node;
-}
 
 // The answer of an asynchronous call, waited for on this thread.
 template <typename T, typename Call>
@@ -76,10 +65,11 @@ void gather(size_t n, const std::function<void(size_t, std::function<void(T)>)>&
 
 }  // namespace
 
-CompositionService::CompositionService(db::Store& store, Fabric& fabric, const Clock& clock,
-                                       ServiceOptions options)
+CompositionService::CompositionService(db::Store& store, Fabric& fabric, LivePool& pool,
+                                       const Clock& clock, ServiceOptions options)
     : store_(store),
       fabric_(fabric),
+      pool_(pool),
       clock_(clock),
       options_(options),
       steps_(std::make_unique<WorkQueue>(options.completion_threads, "compose-step")),
@@ -149,41 +139,21 @@ Status CompositionService::start() {
   // fabric's health (which upsert_devices wrote) does not lift it.
   std::vector<std::string> reported;
   for (const Device& d : *devices) {
-    if (d.drained && d.drain_reason.starts_with(kHostFailed)) reported.push_back(d.id);
+    if (d.drained && d.drain_reason.starts_with(LivePool::kHostFailed)) reported.push_back(d.id);
   }
-  {
-    std::lock_guard lock(mu_);
-    host_failed_.clear();
-    host_failed_.insert(reported.begin(), reported.end());
-    allocator_.load(*hosts, std::move(*devices));  // empties `devices`
-    live_.clear();
-    for (const auto& c : *live) {
-      LiveEntry e{.id = c.id,
-                  .job_id = c.job_id,
-                  .node = c.node,
-                  .state = c.state,
-                  .request = c.request,
-                  .devices = device_ids(c),
-                  .since_ms = c.updated_ms,
-                  .busy = false,
-                  .workload = c.workload,
-                  .hold = c.hold};
-      // The class of what each live composition holds, for the avoid-shared rules.
-      allocator_.take(c.node, e.devices, c.id, c.workload);
-      live_.emplace(Key{c.job_id, c.node}, std::move(e));
-    }
-  }
+  pool_.load(*hosts, std::move(*devices), *live, reported);  // empties `devices`
   for (const std::string& id : reported) {
-    if (Status s = mark_health(id, Health::kCritical, "failed on its host before the restart");
+    if (Status s =
+            pool_.mark_health(id, Health::kCritical, "failed on its host before the restart");
         !s) {
       return s;
     }
   }
   // What the fabric already holds outside composerd is foreign from the first request on.
-  auto orphans = note_holders(seen, inventory->attached, inventory->held);
+  auto orphans = pool_.note_holders(seen, inventory->attached, inventory->held);
   if (!orphans) return orphans.error();
   uint32_t foreign = 0;
-  for (const auto& row : pool_summary()) foreign += row.foreign;
+  for (const auto& row : pool_.pool_summary()) foreign += row.foreign;
   log::info("pool loaded", {{"hosts", std::to_string(hosts->size())},
                             {"devices", std::to_string(pooled)},
                             {"live_compositions", std::to_string(live->size())},
@@ -196,19 +166,8 @@ Status CompositionService::start() {
   return Status::Ok();
 }
 
-void CompositionService::set_admission_check(AdmissionCheck check) {
-  std::lock_guard lock(mu_);
-  admission_ = std::move(check);
-}
-
 Expected<int> CompositionService::recover() {
-  std::vector<int64_t> unfinished;
-  {
-    std::lock_guard lock(mu_);
-    for (const auto& [key, e] : live_) {
-      if (e.state != CompositionState::kReady) unfinished.push_back(e.id);
-    }
-  }
+  const std::vector<int64_t> unfinished = pool_.unfinished();
   // One read of the fabric serves every composition left composing.
   std::optional<FabricInventory> inventory;
   if (!unfinished.empty()) {
@@ -235,15 +194,9 @@ Expected<int> CompositionService::recover() {
   return resolved.load();
 }
 
-std::string CompositionService::fabric_host(const std::string& node) const {
-  std::lock_guard lock(mu_);
-  const Host* h = allocator_.host(node);
-  return h != nullptr ? h->fabric_id : node;
-}
-
 Status CompositionService::detach_devices(const std::string& node,
                                           const std::vector<std::string>& ids, int64_t timeout_ms) {
-  return detach_from_host(fabric_host(node), ids, timeout_ms);
+  return detach_from_host(pool_.fabric_host(node), ids, timeout_ms);
 }
 
 Status CompositionService::detach_from_host(const std::string& host,
@@ -255,63 +208,12 @@ Status CompositionService::detach_from_host(const std::string& host,
       detach_errors_);
 }
 
-std::optional<CompositionService::LiveEntry> CompositionService::wait_idle(
-    std::unique_lock<std::mutex>& lock, const Key& key, int64_t timeout_ms) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    auto it = live_.find(key);
-    if (it == live_.end()) return std::nullopt;
-    if (!it->second.busy) return it->second;
-    if (changed_.wait_until(lock, until) == std::cv_status::timeout) {
-      it = live_.find(key);
-      if (it == live_.end()) return std::nullopt;
-      return it->second;  // still busy: the caller sees busy=true and answers accordingly
-    }
-  }
-}
-
-void CompositionService::unbusy(const Key& key) {
-  std::lock_guard lock(mu_);
-  if (auto it = live_.find(key); it != live_.end()) it->second.busy = false;
-  changed_.notify_all();
-}
-
 void CompositionService::keep_unsettled(const Key& key, std::string_view what, const Error& cause) {
-  unbusy(key);
+  pool_.unbusy(key);
   log::error(what, {{"job", std::to_string(key.first)},
                     {"node", key.second},
                     {"cause", cause.message},
                     {"next", "kept live; a release or the reconciler settles it"}});
-}
-
-void CompositionService::forget(const Key& key, const std::vector<std::string>& free_devices) {
-  std::vector<std::pair<FailureDomain, size_t>> emptied;
-  {
-    std::lock_guard lock(mu_);
-    allocator_.give_back(free_devices);
-    touched_.insert(free_devices.begin(), free_devices.end());
-    live_.erase(key);
-    changed_.notify_all();
-    // A drained domain whose last composition this was is ready for its maintenance.
-    std::set<FailureDomain> seen;
-    for (const std::string& id : free_devices) {
-      const Device* d = allocator_.device(id);
-      if (d == nullptr || !d->drained) continue;
-      for (const FailureDomain& dom : d->domains) {
-        if (!seen.insert(dom).second) continue;
-        const std::vector<std::string> ids = allocator_.in_domain(dom);
-        const bool empty = std::all_of(ids.begin(), ids.end(), [&](const std::string& other) {
-          const Device* o = allocator_.device(other);
-          return o->drained && !o->composition_id;
-        });
-        if (empty) emptied.emplace_back(dom, ids.size());
-      }
-    }
-  }
-  for (const auto& [dom, n] : emptied) {
-    log::info("failure domain drained and empty: no composition uses it",
-              {{"domain", to_string(dom)}, {"devices", std::to_string(n)}});
-  }
 }
 
 Error CompositionService::refuse(const ComposeInput& in, Error why) {
@@ -414,18 +316,13 @@ Expected<std::vector<Composition>> CompositionService::release_job(uint32_t job_
 void CompositionService::release_job_async(
     uint32_t job_id, std::function<void(Expected<std::vector<Composition>>)> done) {
   std::vector<std::string> nodes;
-  {
-    std::lock_guard lock(mu_);
-    for (auto it = live_.lower_bound(Key{job_id, ""});
-         it != live_.end() && it->first.first == job_id; ++it) {
-      // A node's hold keeps its composition until the node clears it (set_hold).
-      if (it->second.hold.empty()) {
-        nodes.push_back(it->first.second);
-      } else {
-        log::warning("kept a composition the node holds", {{"job", std::to_string(job_id)},
-                                                           {"node", it->first.second},
-                                                           {"hold", it->second.hold}});
-      }
+  for (const auto& [node, hold] : pool_.job_nodes(job_id)) {
+    // A node's hold keeps its composition until the node clears it (DeviceAdmin::set_hold).
+    if (hold.empty()) {
+      nodes.push_back(node);
+    } else {
+      log::warning("kept a composition the node holds",
+                   {{"job", std::to_string(job_id)}, {"node", node}, {"hold", hold}});
     }
   }
   if (nodes.empty()) return done(std::vector<Composition>{});
@@ -453,71 +350,36 @@ Expected<Composition> CompositionService::compose(const ComposeInput& in) {
 void CompositionService::compose_async(const ComposeInput& in,
                                        std::function<void(Expected<Composition>)> done) {
   if (in.request.empty()) {
-    return done(Error{ErrorCode::kInvalidArgument,
-                      where(in.job_id, in.node) + ": the request asks for nothing to compose"});
+    return done(
+        Error{ErrorCode::kInvalidArgument,
+              job_on_node(in.job_id, in.node) + ": the request asks for nothing to compose"});
   }
   const Key key{in.job_id, in.node};
-  LiveEntry entry;
-  std::string window;  // the policy window it is composed under
-  {
-    std::unique_lock lock(mu_);
-    auto existing = wait_idle(lock, key, options_.compose_timeout_ms);
-    if (existing) {
-      if (existing->request != in.request) {
-        return done(Error{ErrorCode::kConflict,
-                          where(in.job_id, in.node) + " already has a composition (" +
-                              existing->request.to_string() + ") that differs from this request (" +
-                              in.request.to_string() + ")"});
-      }
-      if (existing->busy) {
-        return done(Error{ErrorCode::kTimeout,
-                          where(in.job_id, in.node) + ": the composition is still being composed"});
-      }
-      lock.unlock();
-      if (existing->state == CompositionState::kReady) {
-        return done(store_.composition(existing->id));
-      }
-      return done(Error{ErrorCode::kConflict, where(in.job_id, in.node) + ": the composition is " +
-                                                  std::string(to_string(existing->state)) +
-                                                  ", not ready"});
-    }
-    Admission admitted{.workload = in.workload, .window = ""};
-    if (admission_) {
-      auto held = [this](std::string_view workload) {
-        std::vector<Request> out;
-        for (const auto& [k, e] : live_) {
-          if (e.workload == workload) out.push_back(e.request);
-        }
-        return out;
-      };
-      auto a = admission_(in, held);
-      if (!a) {
-        lock.unlock();
-        return done(refuse(
-            in, Error{a.error().code, where(in.job_id, in.node) + ": " + a.error().message}));
-      }
-      admitted = std::move(*a);
-    }
-    window = admitted.window;
-    auto picked = allocator_.allocate(in.node, in.request, admitted.workload);
-    if (!picked) {
-      lock.unlock();
-      return done(refuse(in, Error{picked.error().code,
-                                   where(in.job_id, in.node) + ": " + picked.error().message}));
-    }
-    allocator_.take(in.node, *picked, 0, admitted.workload);
-    touched_.insert(picked->begin(), picked->end());
-    entry = LiveEntry{.id = 0,
-                      .job_id = in.job_id,
-                      .node = in.node,
-                      .state = CompositionState::kComposing,
-                      .request = in.request,
-                      .devices = *picked,
-                      .since_ms = clock_.now_ms(),
-                      .busy = true,
-                      .workload = admitted.workload};
-    live_[key] = entry;
+  auto reserved = pool_.reserve(in, options_.compose_timeout_ms);
+  if (!reserved) {
+    return done(refuse(in, Error{reserved.error().code, job_on_node(in.job_id, in.node) + ": " +
+                                                            reserved.error().message}));
   }
+  if (const auto& existing = reserved->existing) {
+    if (existing->request != in.request) {
+      return done(Error{ErrorCode::kConflict,
+                        job_on_node(in.job_id, in.node) + " already has a composition (" +
+                            existing->request.to_string() + ") that differs from this request (" +
+                            in.request.to_string() + ")"});
+    }
+    if (existing->busy) {
+      return done(Error{ErrorCode::kTimeout, job_on_node(in.job_id, in.node) +
+                                                 ": the composition is still being composed"});
+    }
+    if (existing->state == CompositionState::kReady) {
+      return done(store_.composition(existing->id));
+    }
+    return done(
+        Error{ErrorCode::kConflict, job_on_node(in.job_id, in.node) + ": the composition is " +
+                                        std::string(to_string(existing->state)) + ", not ready"});
+  }
+  LiveEntry entry = reserved->entry;
+  const std::string window = reserved->window;  // the policy window it is composed under
 
   // Intent first: the composition and its devices are durable before the fabric is touched.
   // This thread goes on meanwhile; the rest runs on a step thread once the store has it.
@@ -536,16 +398,12 @@ void CompositionService::compose_async(const ComposeInput& in,
       then<Composition>(
           [this, key, entry, done = std::move(done)](Expected<Composition> created) mutable {
             if (!created) {
-              forget(key, entry.devices);
+              pool_.forget(key, entry.devices);
               return done(created.error());
             }
             entry.id = created->id;
-            {
-              std::lock_guard lock(mu_);
-              allocator_.take(entry.node, entry.devices, entry.id, entry.workload);
-              live_[key].id = entry.id;
-            }
-            const std::string host = fabric_host(entry.node);
+            pool_.record_id(key, entry.id);
+            const std::string host = pool_.fabric_host(entry.node);
             waiter_->submit(
                 FabricChange{.attach = true, .fabric_host = host, .device_ids = entry.devices},
                 clock_.now_ms() + options_.compose_timeout_ms,
@@ -568,14 +426,7 @@ void CompositionService::finish_compose(const LiveEntry& entry, const std::strin
           // than hand out devices the ledger does not show.
           return done(fail_compose(entry, host, "recording ready: " + ready.error().message));
         }
-        {
-          std::lock_guard lock(mu_);
-          auto& e = live_[Key{entry.job_id, entry.node}];
-          e.state = CompositionState::kReady;
-          e.since_ms = clock_.now_ms();
-          e.busy = false;
-          changed_.notify_all();
-        }
+        pool_.set_state(Key{entry.job_id, entry.node}, CompositionState::kReady, false);
         log::info("composed", {{"job", std::to_string(entry.job_id)},
                                {"node", entry.node},
                                {"composition", std::to_string(entry.id)},
@@ -623,15 +474,16 @@ Expected<Composition> CompositionService::fail_compose(const LiveEntry& entry,
   if (!still_held.empty()) {
     // The fabric may still hold them: keep them out of the pool until an admin looks; the
     // claim stays, so the reconciler takes them back as orphans.
-    drain_devices(still_held, "detach failed while rolling back job " +
-                                  std::to_string(entry.job_id) + ": " + undone.error().message);
+    pool_.drain_devices(still_held, "detach failed while rolling back job " +
+                                        std::to_string(entry.job_id) + ": " +
+                                        undone.error().message);
   }
-  forget(key, entry.devices);
+  pool_.forget(key, entry.devices);
   log::error("compose failed", {{"job", std::to_string(entry.job_id)},
                                 {"node", entry.node},
                                 {"host", host},
                                 {"cause", why}});
-  return Error{ErrorCode::kFabric, where(entry.job_id, entry.node) + ": " + why};
+  return Error{ErrorCode::kFabric, job_on_node(entry.job_id, entry.node) + ": " + why};
 }
 
 Expected<std::optional<Composition>> CompositionService::release(uint32_t job_id,
@@ -644,37 +496,34 @@ void CompositionService::release_async(
     uint32_t job_id, const std::string& node,
     std::function<void(Expected<std::optional<Composition>>)> done) {
   const Key key{job_id, node};
-  LiveEntry entry;
-  {
-    std::unique_lock lock(mu_);
-    auto existing = wait_idle(lock, key, options_.compose_timeout_ms + options_.release_timeout_ms);
-    if (!existing) {
-      lock.unlock();
-      // Nothing live: answer the newest past composition, if any (a repeated release).
-      db::CompositionFilter filter;
-      filter.job_id = job_id;
-      filter.node = node;
-      filter.limit = 1;
-      auto past = store_.compositions(filter);
-      if (!past) return done(past.error());
-      if (past->empty()) return done(std::optional<Composition>{});
-      return done(std::optional<Composition>{past->front()});
-    }
-    if (existing->busy) {
-      return done(Error{ErrorCode::kTimeout, where(job_id, node) +
-                                                 ": another call is still working on this "
-                                                 "composition"});
-    }
-    if (!existing->hold.empty()) {
-      return done(Error{ErrorCode::kConflict,
-                        where(job_id, node) + ": the node holds the composition (" +
-                            existing->hold +
-                            "); the node releases it once nothing holds its devices, or an admin "
-                            "clears the hold (composerctl compositions unhold)"});
-    }
-    entry = *existing;
-    live_[key].busy = true;
+  auto taken = pool_.take(key, options_.compose_timeout_ms + options_.release_timeout_ms,
+                          [&](const LivePool::LiveEntry& e) -> Status {
+                            if (e.hold.empty()) return Status::Ok();
+                            return Error{ErrorCode::kConflict,
+                                         job_on_node(job_id, node) +
+                                             ": the node holds the composition (" + e.hold +
+                                             "); the node releases it once nothing holds its "
+                                             "devices, or an admin clears the hold (composerctl "
+                                             "compositions unhold)"};
+                          });
+  if (!taken) return done(taken.error());
+  if (!*taken) {
+    // Nothing live: answer the newest past composition, if any (a repeated release).
+    db::CompositionFilter filter;
+    filter.job_id = job_id;
+    filter.node = node;
+    filter.limit = 1;
+    auto past = store_.compositions(filter);
+    if (!past) return done(past.error());
+    if (past->empty()) return done(std::optional<Composition>{});
+    return done(std::optional<Composition>{past->front()});
   }
+  if ((*taken)->busy) {
+    return done(Error{ErrorCode::kTimeout, job_on_node(job_id, node) +
+                                               ": another call is still working on this "
+                                               "composition"});
+  }
+  LiveEntry entry = **taken;
   if (entry.state == CompositionState::kReady) {
     // The intent is durable before the fabric is touched; this thread goes on meanwhile.
     store_.transition_async(entry.id, CompositionState::kReady, CompositionState::kReleasing, "",
@@ -682,15 +531,11 @@ void CompositionService::release_async(
                             then<Composition>([this, entry, key, done = std::move(done)](
                                                   const Expected<Composition>& releasing) mutable {
                               if (!releasing) {
-                                unbusy(key);
+                                pool_.unbusy(key);
                                 return done(releasing.error());
                               }
                               entry.state = CompositionState::kReleasing;
-                              {
-                                std::lock_guard lock(mu_);
-                                live_[key].state = CompositionState::kReleasing;
-                                live_[key].since_ms = clock_.now_ms();
-                              }
+                              pool_.set_state(key, CompositionState::kReleasing, true);
                               detach_released(entry, key, std::move(done));
                             }));
     return;
@@ -711,7 +556,7 @@ void CompositionService::detach_released(
     const LiveEntry& entry, const Key& key,
     std::function<void(Expected<std::optional<Composition>>)> done) {
   // The detach runs without holding this thread; the rest when it has ended.
-  const std::string host = fabric_host(entry.node);
+  const std::string host = pool_.fabric_host(entry.node);
   waiter_->submit(FabricChange{.attach = false, .fabric_host = host, .device_ids = entry.devices},
                   clock_.now_ms() + options_.release_timeout_ms,
                   [this, entry, key, done = std::move(done)](Status detached) {
@@ -727,64 +572,12 @@ void CompositionService::detach_released(
                   });
 }
 
-Expected<Composition> CompositionService::set_hold(uint32_t job_id, const std::string& node,
-                                                   const std::string& cause,
-                                                   const std::string& actor) {
-  const Key key{job_id, node};
-  LiveEntry entry;
-  {
-    std::unique_lock lock(mu_);
-    auto existing = wait_idle(lock, key, options_.release_timeout_ms);
-    if (!existing) {
-      return Error{ErrorCode::kNotFound, where(job_id, node) + " has no live composition"};
-    }
-    if (existing->busy) {
-      return Error{ErrorCode::kTimeout,
-                   where(job_id, node) + ": another call is still working on this composition"};
-    }
-    if (!cause.empty() && existing->state != CompositionState::kReady) {
-      return Error{ErrorCode::kConflict, where(job_id, node) + ": the composition is " +
-                                             std::string(to_string(existing->state)) +
-                                             "; only a ready one can be held"};
-    }
-    entry = *existing;
-    live_[key].busy = true;
-  }
-  auto held = store_.set_hold(entry.id, cause, actor, clock_.now_ms());
-  {
-    std::lock_guard lock(mu_);
-    if (held) live_[key].hold = held->hold;
-  }
-  unbusy(key);
-  if (!held) return held.error();
-  if (cause.empty()) {
-    log::info("hold cleared", {{"job", std::to_string(job_id)}, {"node", node}, {"by", actor}});
-  } else {
-    log::warning(
-        "devices held on the host after the job; not released until the node clears "
-        "the hold",
-        {{"job", std::to_string(job_id)}, {"node", node}, {"hold", cause}});
-  }
-  return held;
-}
-
 Status CompositionService::resolve_unfinished(int64_t composition_id, bool give_up,
                                               const FabricInventory* inventory) {
-  LiveEntry entry;
-  Key key;
-  {
-    std::lock_guard lock(mu_);
-    auto it = std::find_if(live_.begin(), live_.end(),
-                           [&](const auto& kv) { return kv.second.id == composition_id; });
-    if (it == live_.end()) return Status::Ok();  // already resolved
-    if (it->second.busy) {
-      return Error{ErrorCode::kConflict,
-                   "composition " + std::to_string(composition_id) + " is being worked on"};
-    }
-    it->second.busy = true;
-    entry = it->second;
-    key = it->first;
-  }
+  auto taken = pool_.take_id(composition_id);
+  if (!taken) return taken.error();
+  if (!*taken) return Status::Ok();  // already resolved
+  const auto& [key, entry] = **taken;
   return resolve_unfinished_entry(entry, key, give_up, inventory);
 }
 
@@ -792,7 +585,7 @@ Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, cons
                                                     bool give_up,
                                                     const FabricInventory* inventory) {
   if (entry.state == CompositionState::kReady) {
-    unbusy(key);
+    pool_.unbusy(key);
     return Status::Ok();
   }
   if (entry.state == CompositionState::kRequested || entry.state == CompositionState::kComposing) {
@@ -805,7 +598,7 @@ Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, cons
         if (read) inventory = &*read;
       }
       if (inventory != nullptr) {
-        const std::string host = fabric_host(entry.node);
+        const std::string host = pool_.fabric_host(entry.node);
         all_attached = std::all_of(entry.devices.begin(), entry.devices.end(), [&](const auto& id) {
           auto it = inventory->attached.find(id);
           return it != inventory->attached.end() && it->second == host;
@@ -817,22 +610,16 @@ Status CompositionService::resolve_unfinished_entry(const LiveEntry& entry, cons
           store_.transition(entry.id, CompositionState::kComposing, CompositionState::kReady,
                             "finished after restart", clock_.now_ms());
       if (!ready) {
-        unbusy(key);
+        pool_.unbusy(key);
         return ready.error();
       }
-      std::lock_guard lock(mu_);
-      auto& e = live_[key];
-      e.state = CompositionState::kReady;
-      e.since_ms = clock_.now_ms();
-      e.busy = false;
-      changed_.notify_all();
+      pool_.set_state(key, CompositionState::kReady, false);
       log::info("composition finished after restart", {{"composition", std::to_string(entry.id)}});
       return Status::Ok();
     }
-    auto failed = fail_compose(entry, fabric_host(entry.node),
+    auto failed = fail_compose(entry, pool_.fabric_host(entry.node),
                                give_up ? "timed out while composing" : "rolled back after restart");
-    std::lock_guard lock(mu_);
-    if (live_.contains(key)) return failed.error();  // not recorded: still composing
+    if (pool_.contains(key)) return failed.error();  // not recorded: still composing
     return Status::Ok();
   }
   // releasing: detach (idempotent) and record released.
@@ -848,11 +635,11 @@ Expected<std::optional<Composition>> CompositionService::finish_release(const Li
                                                                         const Status& detached) {
   if (!detached) {
     if (!give_up) {
-      unbusy(key);
+      pool_.unbusy(key);
       log::warning("release incomplete, will retry", {{"composition", std::to_string(entry.id)},
                                                       {"cause", detached.error().message}});
       return Error{detached.error().code,
-                   where(entry.job_id, entry.node) +
+                   job_on_node(entry.job_id, entry.node) +
                        ": release incomplete, composerd will retry: " + detached.error().message};
     }
     const std::string why = "timed out while releasing: " + detached.error().message;
@@ -863,8 +650,8 @@ Expected<std::optional<Composition>> CompositionService::finish_release(const Li
       keep_unsettled(key, "release gave up, and recording it failed", failed.error());
       return failed.error();
     }
-    drain_devices(entry.devices, "detach failed: " + detached.error().message);
-    forget(key, entry.devices);
+    pool_.drain_devices(entry.devices, "detach failed: " + detached.error().message);
+    pool_.forget(key, entry.devices);
     log::error("release gave up; devices drained",
                {{"composition", std::to_string(entry.id)}, {"cause", why}});
     return std::optional<Composition>{};
@@ -876,401 +663,16 @@ Expected<std::optional<Composition>> CompositionService::finish_release(const Li
 }
 
 Expected<std::optional<Composition>> CompositionService::recorded_released(
-    const LiveEntry& entry, const Key& key, Expected<Composition> released) {
+    const LiveEntry& entry, const Key& key, Expected<Composition>&& released) {
   if (!released) {
-    unbusy(key);
+    pool_.unbusy(key);
     return released.error();
   }
-  forget(key, entry.devices);
+  pool_.forget(key, entry.devices);
   log::info("released", {{"job", std::to_string(entry.job_id)},
                          {"node", entry.node},
                          {"composition", std::to_string(entry.id)}});
   return std::optional<Composition>{std::move(released).value()};
-}
-
-void CompositionService::drain_devices(const std::vector<std::string>& ids,
-                                       const std::string& reason) {
-  // One by one: a device the store cannot mark is still kept out of the pool.
-  for (const auto& id : ids) {
-    (void)store_.set_drained(id, true, reason, "composerd", clock_.now_ms());
-    std::lock_guard lock(mu_);
-    allocator_.set_drained(id, true, reason);
-  }
-}
-
-Expected<std::vector<Device>> CompositionService::set_domain_drained(const FailureDomain& domain,
-                                                                     bool drained,
-                                                                     const std::string& reason,
-                                                                     const std::string& actor) {
-  if (drained && reason.empty()) {
-    return Error{ErrorCode::kInvalidArgument, "drain needs a reason, as scontrol's does"};
-  }
-  std::vector<std::string> ids;
-  std::set<FailureDomain> known;
-  {
-    std::lock_guard lock(mu_);
-    ids = allocator_.in_domain(domain);
-    if (ids.empty()) {
-      for (const auto& [type, of_type] : allocator_.domains())
-        known.insert(of_type.begin(), of_type.end());
-    }
-  }
-  if (ids.empty()) {
-    std::vector<std::string> names;
-    for (const FailureDomain& d : known) names.push_back(to_string(d));
-    return Error{ErrorCode::kNotFound,
-                 "no device is in failure domain " + to_string(domain) +
-                     (names.empty() ? "; the pool has no failure domains"
-                                    : "; the pool's domains: " + join(names, ", "))};
-  }
-  // All of the domain or nothing, in one transaction.
-  if (auto s = store_.set_drained(ids, drained, drained ? reason : "", actor, clock_.now_ms());
-      !s) {
-    return s.error();
-  }
-  {
-    std::lock_guard lock(mu_);
-    for (const std::string& id : ids) allocator_.set_drained(id, drained, drained ? reason : "");
-  }
-  std::vector<Device> out;
-  out.reserve(ids.size());
-  for (const std::string& id : ids) {
-    auto d = store_.device(id);
-    if (!d) return d.error();
-    out.push_back(std::move(*d));
-  }
-  return out;
-}
-
-Expected<Device> CompositionService::drain(const std::string& device_id, const std::string& reason,
-                                           const std::string& actor) {
-  if (reason.empty()) {
-    return Error{ErrorCode::kInvalidArgument, "drain needs a reason, as scontrol's does"};
-  }
-  if (auto s = store_.set_drained(device_id, true, reason, actor, clock_.now_ms()); !s) {
-    return s.error();
-  }
-  {
-    std::lock_guard lock(mu_);
-    allocator_.set_drained(device_id, true, reason);
-  }
-  return store_.device(device_id);
-}
-
-Status CompositionService::held_by(uint32_t job_id, const std::string& node,
-                                   const std::string& device_id) const {
-  std::lock_guard lock(mu_);
-  auto it = live_.find(Key{job_id, node});
-  if (it == live_.end()) {
-    return Error{ErrorCode::kNotFound, where(job_id, node) + " has no live composition"};
-  }
-  const auto& held = it->second.devices;
-  if (std::find(held.begin(), held.end(), device_id) == held.end()) {
-    return Error{ErrorCode::kInvalidArgument, where(job_id, node) +
-                                                  ": its composition does not hold '" + device_id +
-                                                  "'; a node drains only what it was given"};
-  }
-  return Status::Ok();
-}
-
-Expected<Device> CompositionService::drain_unseen(uint32_t job_id, const std::string& node,
-                                                  const std::string& device_id,
-                                                  const std::string& reason,
-                                                  const std::string& actor) {
-  if (Status s = held_by(job_id, node, device_id); !s) return s.error();
-  auto drained = drain(device_id, reason, actor);
-  if (drained) {
-    log::warning("a node's host never showed a device it was given; drained",
-                 {{"job", std::to_string(job_id)},
-                  {"node", node},
-                  {"device", device_id},
-                  {"reason", reason}});
-  }
-  return drained;
-}
-
-Expected<Device> CompositionService::fail_reported(uint32_t job_id, const std::string& node,
-                                                   const std::string& device_id,
-                                                   const std::string& reason,
-                                                   const std::string& actor) {
-  if (reason.empty()) {
-    return Error{ErrorCode::kInvalidArgument, "a failure report needs a reason: what the host saw"};
-  }
-  if (Status s = held_by(job_id, node, device_id); !s) return s.error();
-  if (host_failed(device_id)) return store_.device(device_id);
-  const std::string why = std::string(kHostFailed) + reason;
-  // Drained first: the device stays out of the pool even if the health write fails.
-  if (auto d = drain(device_id, why, actor); !d) return d.error();
-  if (Status s =
-          mark_health(device_id, Health::kCritical, "reported by node " + node + ": " + reason);
-      !s) {
-    return s.error();
-  }
-  {
-    std::lock_guard lock(mu_);
-    host_failed_.insert(device_id);
-  }
-  log::error(
-      "a node's host reports a device of its job failed; marked failed",
-      {{"job", std::to_string(job_id)}, {"node", node}, {"device", device_id}, {"reason", reason}});
-  return store_.device(device_id);
-}
-
-bool CompositionService::host_failed(const std::string& device_id) const {
-  std::lock_guard lock(mu_);
-  return host_failed_.contains(device_id);
-}
-
-Expected<Device> CompositionService::resume(const std::string& device_id,
-                                            const std::string& actor) {
-  if (auto s = store_.set_drained(device_id, false, "", actor, clock_.now_ms()); !s) {
-    return s.error();
-  }
-  bool was_host_failed = false;
-  {
-    std::lock_guard lock(mu_);
-    allocator_.set_drained(device_id, false, "");
-    was_host_failed = host_failed_.erase(device_id) > 0;
-  }
-  // The admin vouches for it; the reconciler's next pass reads the fabric's own health again.
-  if (was_host_failed) {
-    if (Status s = mark_health(device_id, Health::kOk, "resumed by " + actor); !s) return s.error();
-  }
-  return store_.device(device_id);
-}
-
-void CompositionService::begin_holder_round() {
-  std::lock_guard lock(mu_);
-  touched_.clear();
-}
-
-Expected<std::map<std::string, std::string>> CompositionService::note_holders(
-    const FabricInventory& inventory) {
-  std::vector<std::string> seen;
-  seen.reserve(inventory.devices.size());
-  for (const Device& d : inventory.devices) seen.push_back(d.id);
-  return note_holders(seen, inventory.attached, inventory.held);
-}
-
-Expected<std::map<std::string, std::string>> CompositionService::note_holders(
-    const std::vector<std::string>& seen, const std::map<std::string, std::string>& attached,
-    const std::map<std::string, std::string>& held) {
-  auto claims = store_.claims();
-  if (!claims) return claims.error();
-  std::map<std::string, std::string> orphans;
-  std::vector<std::pair<std::string, std::string>> changes;
-  std::map<std::string, std::vector<std::string>> stale_claims;  // fabric host -> devices
-  {
-    std::lock_guard lock(mu_);
-    for (const std::string& id : seen) {
-      const Device* d = allocator_.device(id);
-      if (d == nullptr || d->composition_id || touched_.count(id) != 0) continue;
-      std::string holder;
-      auto claim = claims->find(id);
-      if (auto h = held.find(id); h != held.end()) {
-        holder = h->second;
-      } else if (auto at = attached.find(id); at != attached.end()) {
-        if (claim != claims->end() && claim->second == at->second) {
-          orphans.emplace(id, at->second);
-        } else {
-          holder = "host " + at->second;
-        }
-      } else if (claim != claims->end()) {
-        stale_claims[claim->second].push_back(id);
-      }
-      if (holder != d->holder) changes.emplace_back(id, std::move(holder));
-    }
-  }
-  for (const auto& [host, ids] : stale_claims) {
-    if (auto s = store_.drop_claims(ids, host); !s) return s.error();
-  }
-  if (changes.empty()) return orphans;
-  if (auto s = store_.set_holders(changes, "foreign", "composerd", "", clock_.now_ms()); !s) {
-    return s.error();
-  }
-  std::lock_guard lock(mu_);
-  for (const auto& [id, holder] : changes) {
-    allocator_.set_holder(id, holder);
-    if (holder.empty()) {
-      log::info("the fabric freed a foreign device", {{"device", id}});
-    } else {
-      log::warning("device held outside composerd; it is not pooled until the fabric frees it",
-                   {{"device", id}, {"holder", holder}});
-    }
-  }
-  return orphans;
-}
-
-Status CompositionService::unclaim(const std::vector<std::string>& device_ids,
-                                   const std::string& fabric_host) {
-  return store_.drop_claims(device_ids, fabric_host);
-}
-
-Expected<Device> CompositionService::adopt(const std::string& device_id, const std::string& actor) {
-  auto d = pooled_device(device_id);
-  if (!d) return Error{ErrorCode::kNotFound, "no device '" + device_id + "'"};
-  if (!d->foreign()) {
-    return Error{ErrorCode::kConflict,
-                 "device " + device_id + " is " + std::string(to_string(d->state())) +
-                     ", not foreign: only a device held outside composerd can be adopted"};
-  }
-  auto inventory = fabric_.inventory();
-  if (!inventory) {
-    return Error{inventory.error().code,
-                 "adopting " + device_id + ": reading the fabric: " + inventory.error().message};
-  }
-  if (auto held = inventory->held.find(device_id); held != inventory->held.end()) {
-    return Error{ErrorCode::kConflict,
-                 "device " + device_id + " is " + held->second +
-                     "; composerd adopts only a device composed into one host: free it on the "
-                     "fabric first"};
-  }
-  std::string detail = "adopted by " + actor;
-  if (auto at = inventory->attached.find(device_id); at != inventory->attached.end()) {
-    if (auto s = detach_from_host(at->second, {device_id}, options_.release_timeout_ms); !s) {
-      return Error{s.error().code, "adopting " + device_id + ": detaching it from host " +
-                                       at->second + ": " + s.error().message};
-    }
-    detail += "; detached from host " + at->second;
-  }
-  {
-    std::lock_guard lock(mu_);
-    touched_.insert(device_id);
-  }
-  if (auto s = store_.set_holders({{device_id, ""}}, "adopt", actor, detail, clock_.now_ms()); !s) {
-    return s.error();
-  }
-  {
-    std::lock_guard lock(mu_);
-    allocator_.set_holder(device_id, "");
-  }
-  log::warning("foreign device adopted into the pool", {{"device", device_id}, {"by", actor}});
-  return store_.device(device_id);
-}
-
-Expected<Device> CompositionService::release_foreign(const std::string& device_id,
-                                                     const std::string& actor) {
-  auto d = pooled_device(device_id);
-  if (!d) return Error{ErrorCode::kNotFound, "no device '" + device_id + "'"};
-  if (d->composition_id) {
-    return Error{ErrorCode::kConflict, "device " + device_id + " is in composition " +
-                                           std::to_string(*d->composition_id) + " on node " +
-                                           d->node + "; release the job instead"};
-  }
-  if (d->foreign()) {
-    return Error{ErrorCode::kConflict,
-                 "device " + device_id + " is already foreign (held by " + d->holder + ")"};
-  }
-  auto claims = store_.claims();
-  if (!claims) return claims.error();
-  auto inventory = fabric_.inventory();
-  if (!inventory) {
-    return Error{inventory.error().code,
-                 "releasing " + device_id + ": reading the fabric: " + inventory.error().message};
-  }
-  auto at = inventory->attached.find(device_id);
-  auto claim = claims->find(device_id);
-  if (at == inventory->attached.end() || claim == claims->end() || claim->second != at->second) {
-    return Error{ErrorCode::kConflict,
-                 "device " + device_id +
-                     " is not attached by composerd to any host, so there is nothing to hand "
-                     "over; release-foreign is for a device composerd attached that no job owns"};
-  }
-  const std::string host = at->second;
-  {
-    std::lock_guard lock(mu_);
-    touched_.insert(device_id);
-  }
-  if (auto s = store_.drop_claims({device_id}, host); !s) return s.error();
-  const std::string holder = "host " + host;
-  if (auto s = store_.set_holders(
-          {{device_id, holder}}, "release-foreign", actor,
-          "released by " + actor + ": composerd no longer claims it on " + holder, clock_.now_ms());
-      !s) {
-    return s.error();
-  }
-  {
-    std::lock_guard lock(mu_);
-    allocator_.set_holder(device_id, holder);
-  }
-  log::warning("device handed over to its host; composerd no longer claims it",
-               {{"device", device_id}, {"host", host}, {"by", actor}});
-  return store_.device(device_id);
-}
-
-Status CompositionService::mark_health(const std::string& device_id, Health health,
-                                       const std::string& detail) {
-  if (auto s = store_.set_health(device_id, health, detail, clock_.now_ms()); !s) return s;
-  std::lock_guard lock(mu_);
-  allocator_.set_health(device_id, health);
-  return Status::Ok();
-}
-
-std::map<DeviceType, std::set<FailureDomain>> CompositionService::failure_domains() const {
-  std::lock_guard lock(mu_);
-  return allocator_.domains();
-}
-
-std::vector<PoolRow> CompositionService::pool_summary() const {
-  std::lock_guard lock(mu_);
-  return allocator_.summary();
-}
-
-std::vector<Host> CompositionService::hosts() const {
-  std::lock_guard lock(mu_);
-  return allocator_.hosts();
-}
-
-std::optional<Device> CompositionService::pooled_device(const std::string& id) const {
-  std::lock_guard lock(mu_);
-  const Device* d = allocator_.device(id);
-  if (d == nullptr) return std::nullopt;
-  return *d;
-}
-
-void CompositionService::set_placement(
-    std::map<std::string, policies::PlacementRule, std::less<>> rules) {
-  std::lock_guard lock(mu_);
-  allocator_.set_placement(std::move(rules));
-}
-
-Status CompositionService::check_possible(const std::string& node, const Request& request) const {
-  std::lock_guard lock(mu_);
-  return allocator_.check_possible(node, request);
-}
-
-std::vector<CompositionService::LiveEntry> CompositionService::live() const {
-  std::lock_guard lock(mu_);
-  std::vector<LiveEntry> out;
-  out.reserve(live_.size());
-  for (const auto& [key, e] : live_) out.push_back(e);
-  return out;
-}
-
-std::vector<CompositionService::Impact> CompositionService::failure_impacts() const {
-  std::lock_guard lock(mu_);
-  std::vector<Impact> out;
-  for (const auto& [key, e] : live_) {
-    if (e.state != CompositionState::kReady) continue;
-    Impact impact;
-    std::set<FailureDomain> domains;
-    for (const std::string& id : e.devices) {
-      const Device* d = allocator_.device(id);
-      if (d == nullptr || d->health != Health::kCritical) continue;
-      impact.failed.push_back(id);
-      domains.insert(d->domains.begin(), d->domains.end());
-    }
-    if (impact.failed.empty()) continue;
-    impact.entry = e;
-    impact.domains.assign(domains.begin(), domains.end());
-    out.push_back(std::move(impact));
-  }
-  return out;
-}
-
-std::map<FailureDomain, uint32_t> CompositionService::failed_by_domain() const {
-  std::lock_guard lock(mu_);
-  return allocator_.failed_by_domain();
 }
 
 }  // namespace composer

@@ -21,6 +21,8 @@
 #include "composer/common/strings.h"
 #include "composer/common/thread_name.h"
 #include "composer/config/conf_file.h"
+#include "composer/core/device_admin.h"
+#include "composer/core/live_pool.h"
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
@@ -266,7 +268,9 @@ struct Daemon::Impl {
   std::unique_ptr<db::Store> store;
   FabricMeters fabric_meters;  // outlives the fabric, whose calls it times
   std::unique_ptr<Fabric> fabric;
+  std::unique_ptr<LivePool> pool;  // before what works on it, so that it goes after them
   std::unique_ptr<CompositionService> service;
+  std::unique_ptr<DeviceAdmin> admin;
   std::unique_ptr<FailureReactor> reactor;
   std::unique_ptr<Reconciler> reconciler;
   std::unique_ptr<Authenticator> auth;
@@ -348,7 +352,10 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
   if (!intervals.empty()) {
     sopts.poll_interval_ms = *std::min_element(intervals.begin(), intervals.end());
   }
-  impl->service = std::make_unique<CompositionService>(*impl->store, *impl->fabric, clock, sopts);
+  impl->pool = std::make_unique<LivePool>(*impl->store, clock);
+  impl->service =
+      std::make_unique<CompositionService>(*impl->store, *impl->fabric, *impl->pool, clock, sopts);
+  impl->admin = std::make_unique<DeviceAdmin>(*impl->service, *impl->pool, clock);
   if (auto s = impl->service->start(); !s) {
     const std::string where =
         on_sqlite ? "the database " + config.database : "the PostgreSQL store";
@@ -361,14 +368,13 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
                  {{"count", std::to_string(*recovered)}});
   }
 
-  impl->policy =
-      std::make_unique<PolicyKeeper>(*impl->store, *impl->service, clock, config.workloads);
+  impl->policy = std::make_unique<PolicyKeeper>(*impl->store, *impl->pool, clock, config.workloads);
   impl->policy->set_domain_levels(config.domain_levels);
   if (auto s = impl->policy->load(); !s) return s.error();
-  impl->service->set_admission_check(impl->policy->admission_check());
+  impl->pool->set_admission_check(impl->policy->admission_check());
   if (config.slurm_sync) {
     impl->slurm = std::make_unique<SlurmSync>(
-        *impl->service, *impl->policy, clock,
+        *impl->pool, *impl->policy, clock,
         SlurmSyncOptions{.scontrol = config.slurm_scontrol,
                          .slurm_conf = config.slurm_conf,
                          .interval_ms = config.reconcile_interval_ms,
@@ -391,7 +397,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
     };
   }
   impl->reactor = std::make_unique<FailureReactor>(
-      *impl->service,
+      *impl->pool, *impl->store,
       [keeper = impl->policy.get()](std::string_view workload) {
         return keeper->reaction(workload);
       },
@@ -400,9 +406,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
           : no_slurm_job_actions(),
       clock);
   ropts.after_pass = [reactor = impl->reactor.get()] { (void)reactor->run_once(); };
-  impl->reconciler = std::make_unique<Reconciler>(*impl->service, clock, ropts);
+  impl->reconciler = std::make_unique<Reconciler>(*impl->service, *impl->pool, clock, ropts);
   impl->metrics =
-      std::make_unique<Metrics>(*impl->service, impl->reconciler.get(),
+      std::make_unique<Metrics>(*impl->pool, *impl->service, impl->reconciler.get(),
                                 MetricsOptions{.version = COMPOSER_VERSION,
                                                .fabric = config.fabric,
                                                .compose_timeout_ms = config.compose_timeout_ms,
@@ -431,6 +437,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
   auto& in = *daemon->impl_;
   in.api = std::make_unique<ApiContext>(ApiContext{
       .service = *in.service,
+      .admin = *in.admin,
+      .pool = *in.pool,
       .auth = *in.auth,
       .workloads = config.workloads,
       .fabric = config.fabric,
@@ -478,9 +486,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
 
 void Daemon::publish_snapshot() {
   auto& in = *impl_;
-  api::PoolSnapshot snap = api::make_snapshot(in.service->pool_summary(), in.service->hosts(), 0);
+  api::PoolSnapshot snap = api::make_snapshot(in.pool->pool_summary(), in.pool->hosts(), 0);
   // What job_submit needs to refuse a placement rule a job can never meet.
-  for (const auto& [type, domains] : in.service->failure_domains()) {
+  for (const auto& [type, domains] : in.pool->failure_domains()) {
     for (const FailureDomain& d : domains) ++snap.pool(type).domains[d.level];
   }
   if (in.slurm) snap.model_licenses = in.slurm->model_licenses();

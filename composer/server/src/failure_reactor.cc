@@ -54,9 +54,10 @@ SlurmJobActions no_slurm_job_actions() {
           .notify = [off](uint32_t, const std::string&) -> Status { return off(); }};
 }
 
-FailureReactor::FailureReactor(CompositionService& service, ReactionOf reaction_of,
+FailureReactor::FailureReactor(const LivePool& pool, db::Store& store, ReactionOf reaction_of,
                                SlurmJobActions slurm, const Clock& clock)
-    : service_(service),
+    : pool_(pool),
+      store_(store),
       reaction_of_(std::move(reaction_of)),
       slurm_(std::move(slurm)),
       clock_(clock) {}
@@ -65,18 +66,18 @@ FailureReactor::Report FailureReactor::run_once() {
   std::lock_guard pass(pass_mu_);
   Report report;
   // The compositions failed devices hit, by job: a job on several nodes reacts once.
-  std::map<uint32_t, std::vector<CompositionService::Impact>> by_job;
-  for (auto& impact : service_.failure_impacts()) {
+  std::map<uint32_t, std::vector<LivePool::Impact>> by_job;
+  for (auto& impact : pool_.failure_impacts()) {
     by_job[impact.entry.job_id].push_back(std::move(impact));
   }
   if (by_job.empty()) return report;
   // The live compositions of the jobs hit, read once for the pass.
   std::map<uint32_t, std::set<int64_t>> live_ids;
-  for (const auto& e : service_.live()) {
+  for (const auto& e : pool_.live()) {
     if (by_job.count(e.job_id)) live_ids[e.job_id].insert(e.id);
   }
   for (const auto& [job, impacts] : by_job) {
-    auto events = service_.store().events(db::EventFilter{.job_id = job});
+    auto events = store_.events(db::EventFilter{.job_id = job});
     if (!events) {
       ++report.errors;
       log::warning("cannot read a job's ledger to react to its failed devices",
@@ -95,7 +96,7 @@ FailureReactor::Report FailureReactor::run_once() {
     }
     if (reacted) continue;
 
-    const CompositionService::LiveEntry& first = impacts.front().entry;
+    const LivePool::LiveEntry& first = impacts.front().entry;
     std::vector<std::string> failed, nodes;
     std::set<FailureDomain> domain_set;
     for (const auto& impact : impacts) {
@@ -121,7 +122,7 @@ FailureReactor::Report FailureReactor::run_once() {
     ev.node = join(nodes, ",");
     ev.workload = first.workload;
     ev.devices = failed;
-    if (auto c = service_.store().composition(first.id); c) {
+    if (auto c = store_.composition(first.id); c) {
       ev.uid = c->uid;
       ev.user = c->user;
       ev.account = c->account;
@@ -161,7 +162,7 @@ FailureReactor::Report FailureReactor::run_once() {
               : action == Action::kNotify ? kDegraded
                                           : kIgnored;
     ev.detail = cause + "; " + rule + ": " + done;
-    if (auto s = service_.store().add_event(ev); !s) {
+    if (auto s = store_.add_event(ev); !s) {
       // Without its event the reaction would repeat next pass: a requeue must not.
       ++report.errors;
       log::error("cannot record a failure reaction in the ledger",

@@ -21,7 +21,8 @@
 
 #include "composer/common/clock.h"
 #include "composer/common/error.h"
-#include "composer/core/service.h"
+#include "composer/core/live_pool.h"
+#include "composer/db/store.h"
 #include "composer/policies/policy.h"
 
 namespace composer::server {
@@ -44,8 +45,8 @@ using ReactionOf = std::function<policies::FailureReaction(std::string_view work
 
 class FailureReactor {
  public:
-  FailureReactor(CompositionService& service, ReactionOf reaction_of, SlurmJobActions slurm,
-                 const Clock& clock);
+  FailureReactor(const LivePool& pool, db::Store& store, ReactionOf reaction_of,
+                 SlurmJobActions slurm, const Clock& clock);
 
   struct Report {
     int requeued = 0;
@@ -59,7 +60,8 @@ class FailureReactor {
   Report totals() const;
 
  private:
-  CompositionService& service_;
+  const LivePool& pool_;
+  db::Store& store_;
   ReactionOf reaction_of_;
   SlurmJobActions slurm_;
   const Clock& clock_;

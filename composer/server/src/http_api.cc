@@ -225,8 +225,8 @@ class Handlers {
       if (!body) return body.error();
       reason = std::move(body->reason);
     }
-    auto held = ctx_.service.set_hold(target->job, target->node, reason,
-                                      "uid " + std::to_string(call.caller().uid));
+    auto held = ctx_.admin.set_hold(target->job, target->node, reason,
+                                    "uid " + std::to_string(call.caller().uid));
     if (!held) return held.error();
     return api::to_json(*held);
   }
@@ -238,8 +238,8 @@ class Handlers {
     if (!target) return target.error();
     auto body = api::from_text<api::DrainBody>(call.body());
     if (!body) return body.error();
-    auto drained = ctx_.service.drain_unseen(target->job, target->node, call.match(3), body->reason,
-                                             "uid " + std::to_string(call.caller().uid));
+    auto drained = ctx_.admin.drain_unseen(target->job, target->node, call.match(3), body->reason,
+                                           "uid " + std::to_string(call.caller().uid));
     if (!drained) return drained.error();
     return api::to_json(*drained);
   }
@@ -251,8 +251,8 @@ class Handlers {
     if (!target) return target.error();
     auto body = api::from_text<api::DrainBody>(call.body());
     if (!body) return body.error();
-    auto failed = ctx_.service.fail_reported(target->job, target->node, call.match(3), body->reason,
-                                             "uid " + std::to_string(call.caller().uid));
+    auto failed = ctx_.admin.fail_reported(target->job, target->node, call.match(3), body->reason,
+                                           "uid " + std::to_string(call.caller().uid));
     if (!failed) return failed.error();
     if (ctx_.pool_changed) ctx_.pool_changed();
     return api::to_json(*failed);
@@ -292,9 +292,9 @@ class Handlers {
                                  [](const Composition& c) { return std::to_string(c.id); }));
   }
 
-  Expected<Json::Value> pool(const Call&) { return api::pool_to_json(ctx_.service.pool_summary()); }
+  Expected<Json::Value> pool(const Call&) { return api::pool_to_json(ctx_.pool.pool_summary()); }
 
-  Expected<Json::Value> hosts(const Call&) { return api::hosts_to_json(ctx_.service.hosts()); }
+  Expected<Json::Value> hosts(const Call&) { return api::hosts_to_json(ctx_.pool.hosts()); }
 
   Expected<Json::Value> devices(const Call& call) {
     db::DeviceFilter f;
@@ -343,7 +343,7 @@ class Handlers {
     auto body = action_body(call, drain);
     if (!body) return body.error();
     const std::string actor = "uid " + std::to_string(call.caller().uid);
-    auto devices = ctx_.service.set_domain_drained(*domain, drain, *body, actor);
+    auto devices = ctx_.admin.set_domain_drained(*domain, drain, *body, actor);
     if (!devices) return devices.error();
     if (ctx_.pool_changed) ctx_.pool_changed();
     return api::devices_to_json(*devices);
@@ -363,15 +363,15 @@ class Handlers {
     auto d = [&] {
       switch (action) {
         case DeviceAction::kDrain:
-          return ctx_.service.drain(id, reason, actor);
+          return ctx_.admin.drain(id, reason, actor);
         case DeviceAction::kResume:
-          return ctx_.service.resume(id, actor);
+          return ctx_.admin.resume(id, actor);
         case DeviceAction::kAdopt:
-          return ctx_.service.adopt(id, actor);
+          return ctx_.admin.adopt(id, actor);
         case DeviceAction::kReleaseForeign:
           break;
       }
-      return ctx_.service.release_foreign(id, actor);
+      return ctx_.admin.release_foreign(id, actor);
     }();
     if (!d) return d.error();
     if (ctx_.pool_changed) ctx_.pool_changed();
@@ -410,7 +410,7 @@ class Handlers {
                       .uptime_s = (ctx_.clock.now_ms() - ctx_.started_ms) / 1000,
                       .slurm_licenses = ctx_.slurm_licenses,
                       .license_server = ctx_.license_server};
-    if (ctx_.service.pool_summary().empty()) {
+    if (ctx_.pool.pool_summary().empty()) {
       h.status = "warning";
       h.warnings.push_back(
           "the fabric shows no pooled device: every compose is refused (composerd --check "

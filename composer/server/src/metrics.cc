@@ -298,9 +298,10 @@ setup::WrapDriver metered_drivers(FabricMeters& meters) {
   };
 }
 
-Metrics::Metrics(CompositionService& service, const Reconciler* reconciler, MetricsOptions options,
-                 const Clock& clock)
-    : service_(service),
+Metrics::Metrics(const LivePool& pool, const CompositionService& service,
+                 const Reconciler* reconciler, MetricsOptions options, const Clock& clock)
+    : pool_(pool),
+      service_(service),
       reconciler_(reconciler),
       options_(std::move(options)),
       clock_(clock),
@@ -377,7 +378,7 @@ std::string Metrics::render() const {
   // graph shows 0 rather than a gap.
   family(out, "composer_devices", "gauge", "Pooled devices by type, model, zone and state.");
   std::string bytes;
-  for (const PoolRow& r : service_.pool_summary()) {
+  for (const PoolRow& r : pool_.pool_summary()) {
     const std::string base = "type=\"" + std::string(to_string(r.type)) + "\",model=\"" +
                              label_value(r.model) + "\",zone=\"" + label_value(r.zone) + "\"";
     const std::pair<const char*, uint32_t> states[] = {
@@ -402,7 +403,7 @@ std::string Metrics::render() const {
                              CompositionState::kReady, CompositionState::kReleasing}) {
     live[std::string(to_string(s))] = 0;
   }
-  for (const auto& e : service_.live()) ++live[std::string(to_string(e.state))];
+  for (const auto& e : pool_.live()) ++live[std::string(to_string(e.state))];
   for (const auto& [state, n] : live) {
     sample(out, "composer_compositions", "state=\"" + state + "\"", n);
   }
@@ -410,7 +411,7 @@ std::string Metrics::render() const {
          "Live compositions their node holds: a process still used the devices after the job.");
   {
     int held = 0;
-    for (const auto& e : service_.live()) held += e.hold.empty() ? 0 : 1;
+    for (const auto& e : pool_.live()) held += e.hold.empty() ? 0 : 1;
     sample(out, "composer_compositions_held", "", held);
   }
 
@@ -445,10 +446,10 @@ std::string Metrics::render() const {
   // Failure domains, only for a pool that has some (a family without samples reads as an empty
   // gauge to a parser): every domain is written, zeros included, so an alert on > 0 and a
   // graph of 0 both work.
-  const std::map<FailureDomain, uint32_t> failed = service_.failed_by_domain();
+  const std::map<FailureDomain, uint32_t> failed = pool_.failed_by_domain();
   if (!failed.empty()) {
     std::map<FailureDomain, std::set<uint32_t>> hit;
-    for (const auto& impact : service_.failure_impacts()) {
+    for (const auto& impact : pool_.failure_impacts()) {
       for (const FailureDomain& d : impact.domains) hit[d].insert(impact.entry.job_id);
     }
     const auto domain_labels = [](const FailureDomain& d) {

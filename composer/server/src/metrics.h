@@ -1,9 +1,9 @@
 // composerd's Prometheus metrics (text exposition format 0.0.4) on GET /metrics, without
 // authentication, like /v1/health. Counters and histograms live here and are fed by the HTTP
 // layer and by the fabric meters (every fabric driver call, timed per fabric); gauges are read
-// from the service, the reconciler and /proc/self when scraped. Every family is written as
-// one block (HELP, TYPE, then its samples) and numbers as Prometheus prints them: "0.005",
-// "30", "1e+06", "+Inf". docs/METRICS.md lists the families.
+// from the live pool, the service, the reconciler and /proc/self when scraped. Every family is
+// written as one block (HELP, TYPE, then its samples) and numbers as Prometheus prints them:
+// "0.005", "30", "1e+06", "+Inf". docs/METRICS.md lists the families.
 #pragma once
 
 #include <array>
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "composer/core/fabric.h"
+#include "composer/core/live_pool.h"
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
@@ -106,8 +107,8 @@ struct MetricsOptions {
 class Metrics {
  public:
   // `reconciler` may be null (its counters are then left out).
-  Metrics(CompositionService& service, const Reconciler* reconciler, MetricsOptions options,
-          const Clock& clock);
+  Metrics(const LivePool& pool, const CompositionService& service, const Reconciler* reconciler,
+          MetricsOptions options, const Clock& clock);
 
   // One answered API request; `path` is reduced to its route ("/v1/compositions/{job}/{node}")
   // so job ids and node names do not become label values.
@@ -159,7 +160,8 @@ class Metrics {
   static std::string number(double v);
 
  private:
-  CompositionService& service_;
+  const LivePool& pool_;
+  const CompositionService& service_;  // its fabric errors
   const Reconciler* reconciler_;
   MetricsOptions options_;
   const Clock& clock_;

@@ -78,9 +78,9 @@ std::map<std::string, pol::PlacementRule, std::less<>> placement_rules(const pol
 }
 }  // namespace
 
-PolicyKeeper::PolicyKeeper(db::Store& store, CompositionService& service, const Clock& clock,
+PolicyKeeper::PolicyKeeper(db::Store& store, LivePool& pool, const Clock& clock,
                            std::vector<std::string> workloads)
-    : store_(store), service_(service), clock_(clock), workloads_(std::move(workloads)) {}
+    : store_(store), pool_(pool), clock_(clock), workloads_(std::move(workloads)) {}
 
 PolicyKeeper::~PolicyKeeper() = default;
 
@@ -93,7 +93,7 @@ Expected<std::shared_ptr<const PolicyKeeper::Active>> PolicyKeeper::compile(
     const PolicyVersion& version) const {
   auto parsed = pol::parse_policy(version.text, version.file, zones());
   if (!parsed) return parsed.error();
-  const pol::PoolSize pool = pol::PoolSize::from_rows(service_.pool_summary());
+  const pol::PoolSize pool = pol::PoolSize::from_rows(pool_.pool_summary());
   const pol::Validation checked = pol::validate(*parsed, pool);
   if (!checked.ok()) return bad(checked.to_string());
   if (!parsed->placements.empty()) {
@@ -139,7 +139,7 @@ Status PolicyKeeper::load() {
                 {"cause", compiled.error().message}});
     return Status::Ok();
   }
-  service_.set_placement(placement_rules((*compiled)->evaluator.policy()));
+  pool_.set_placement(placement_rules((*compiled)->evaluator.policy()));
   std::lock_guard lock(mu_);
   active_ = std::move(*compiled);
   log::info("policy loaded",
@@ -184,7 +184,7 @@ Expected<api::PolicyApplied> PolicyKeeper::apply(const api::PolicyBody& body, co
   auto active =
       std::make_shared<const Active>(*added, (*compiled)->evaluator.policy(),
                                      (*compiled)->evaluator.pool(), clock_.now_ms() / 1000);
-  service_.set_placement(placement_rules(active->evaluator.policy()));
+  pool_.set_placement(placement_rules(active->evaluator.policy()));
   {
     std::lock_guard lock(mu_);
     active_ = std::move(active);

@@ -17,7 +17,7 @@
 #include "composer/api/snapshot.h"
 #include "composer/common/clock.h"
 #include "composer/common/error.h"
-#include "composer/core/service.h"
+#include "composer/core/live_pool.h"
 #include "composer/db/store.h"
 #include "composer/policies/slurm_plan.h"
 #include "composer/server/auth.h"
@@ -27,7 +27,7 @@ namespace composer::server {
 class PolicyKeeper {
  public:
   // `workloads`: composer.conf's Workloads= (empty: any); a policy may only name those classes.
-  PolicyKeeper(db::Store& store, CompositionService& service, const Clock& clock,
+  PolicyKeeper(db::Store& store, LivePool& pool, const Clock& clock,
                std::vector<std::string> workloads);
   ~PolicyKeeper();
 
@@ -89,7 +89,7 @@ class PolicyKeeper {
   Expected<std::shared_ptr<const Active>> compile(const PolicyVersion& version) const;
 
   db::Store& store_;
-  CompositionService& service_;
+  LivePool& pool_;
   const Clock& clock_;
   std::vector<std::string> workloads_;
   std::vector<std::string> domain_levels_;

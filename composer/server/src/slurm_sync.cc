@@ -28,9 +28,9 @@ bool name_in(const std::vector<pol::LicenseCount>& licenses, const std::string& 
 
 }  // namespace
 
-SlurmSync::SlurmSync(CompositionService& service, const PolicyKeeper& keeper, const Clock& clock,
+SlurmSync::SlurmSync(const LivePool& pool, const PolicyKeeper& keeper, const Clock& clock,
                      SlurmSyncOptions options)
-    : service_(service), keeper_(keeper), clock_(clock), options_(std::move(options)) {}
+    : pool_(pool), keeper_(keeper), clock_(clock), options_(std::move(options)) {}
 
 SlurmSync::~SlurmSync() { stop(); }
 
@@ -154,7 +154,7 @@ Expected<pol::SyncPlan> SlurmSync::preview(const std::optional<PolicyKeeper::Pla
   std::lock_guard lock(round_mu_);
   auto state = read_state();
   if (!state) return state.error();
-  return compute(plan, *state, service_.pool_summary());
+  return compute(plan, *state, pool_.pool_summary());
 }
 
 SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
@@ -177,7 +177,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
     }
     return report;
   }
-  const std::vector<PoolRow> rows = service_.pool_summary();
+  const std::vector<PoolRow> rows = pool_.pool_summary();
   {
     // The model licenses Slurm has: job_submit may add them to jobs (the snapshot says so).
     std::vector<std::string> models;

@@ -22,7 +22,7 @@
 
 #include "composer/common/clock.h"
 #include "composer/common/error.h"
-#include "composer/core/service.h"
+#include "composer/core/live_pool.h"
 #include "composer/policies/slurm_plan.h"
 #include "composer/setup/config.h"
 #include "policy_keeper.h"
@@ -53,7 +53,7 @@ struct SyncReport {
 
 class SlurmSync {
  public:
-  SlurmSync(CompositionService& service, const PolicyKeeper& keeper, const Clock& clock,
+  SlurmSync(const LivePool& pool, const PolicyKeeper& keeper, const Clock& clock,
             SlurmSyncOptions options);
   ~SlurmSync();
   SlurmSync(const SlurmSync&) = delete;
@@ -105,7 +105,7 @@ class SlurmSync {
   std::string slurm_name(const std::string& license) const;
   void loop();
 
-  CompositionService& service_;
+  const LivePool& pool_;
   const PolicyKeeper& keeper_;
   const Clock& clock_;
   SlurmSyncOptions options_;

@@ -33,6 +33,7 @@
 
 #include "composer/common/clock.h"
 #include "composer/common/error.h"
+#include "composer/common/work_queue.h"
 #include "composer/core/fabric.h"
 
 namespace composer {
@@ -96,28 +97,25 @@ class OperationWaiter {
   // A task for the completion threads (`start` false) or the starter threads.
   void post(std::function<void()> task, bool start = false);
   void poll_loop();
-  void worker_loop(bool start);
 
   Fabric& fabric_;
   const Clock& clock_;
   OperationWaiterOptions options_;
 
   mutable std::mutex mu_;
-  std::condition_variable wake_;       // the poller: room on a lane, or stopping
-  std::condition_variable completed_;  // completion threads
-  bool stopping_ = false;              // no new change; the poller ends
-  bool starters_stop_ = false;         // the poller has ended: the starter threads end
-  bool completers_stop_ = false;       // every completion called: the completion threads end
+  std::condition_variable wake_;  // the poller: room on a lane, or stopping
+  bool stopping_ = false;         // no new change; the poller ends
   uint64_t batches_ = 0;
   std::map<std::string, size_t> running_per_lane_;
   std::vector<Running> running_;
   std::map<std::string, std::deque<Waiting>> queued_;
-  std::deque<std::function<void()>> tasks_;   // for the completion threads
-  std::deque<std::function<void()>> starts_;  // for the starter threads
-  std::condition_variable start_;             // starter threads
+  // The waiter's threads besides the poller, each set a WorkQueue: completions, starts, and
+  // the status readers of a poll round (started by the first round with enough operations to
+  // share out, used only by the poller).
+  std::unique_ptr<WorkQueue> completers_;
+  std::unique_ptr<WorkQueue> starters_;
+  std::unique_ptr<WorkQueue> readers_;
   std::thread poller_;
-  std::vector<std::thread> completers_;
-  std::vector<std::thread> starters_;
 };
 
 }  // namespace composer

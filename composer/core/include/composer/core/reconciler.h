@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "composer/common/clock.h"
+#include "composer/core/live_pool.h"
 #include "composer/core/service.h"
 
 namespace composer {
@@ -57,7 +58,9 @@ struct ReconcileReport {
 
 class Reconciler {
  public:
-  Reconciler(CompositionService& service, const Clock& clock, ReconcilerOptions options);
+  // Settles and releases through `service`; reads and records holders and health in `pool`.
+  Reconciler(CompositionService& service, LivePool& pool, const Clock& clock,
+             ReconcilerOptions options);
   ~Reconciler();
   Reconciler(const Reconciler&) = delete;
   Reconciler& operator=(const Reconciler&) = delete;
@@ -72,6 +75,7 @@ class Reconciler {
 
  private:
   CompositionService& service_;
+  LivePool& pool_;
   const Clock& clock_;
   ReconcilerOptions options_;
   std::map<std::string, int64_t> orphan_seen_ms_;  // device id -> first seen unowned

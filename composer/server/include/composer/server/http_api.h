@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "composer/core/device_admin.h"
+#include "composer/core/live_pool.h"
 #include "composer/core/service.h"
 #include "composer/server/auth.h"
 
@@ -18,7 +20,9 @@ class PolicyKeeper;
 class SlurmSync;
 
 struct ApiContext {
-  CompositionService& service;
+  CompositionService& service;  // compose and release
+  DeviceAdmin& admin;           // holds, drains, foreign devices
+  const LivePool& pool;         // the pool and hosts it shows
   const Authenticator& auth;
   std::vector<std::string> workloads;  // allowed classes; empty: any
   std::string fabric;
