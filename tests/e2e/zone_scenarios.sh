@@ -39,7 +39,6 @@ source "$HERE/scenarios.sh"  # helpers: api, job_field, wait_until, fail, ...
 step() { echo "zone e2e: $*"; }
 OUT=$E2E_DIR/out
 mkdir -p "$OUT"
-epoch() { date -d "$1" +%s; }
 
 failed=0
 fillers=()
@@ -55,6 +54,8 @@ step "z1 empty: fillers ${fillers[*]} hold its 4 GPUs on cn1 for ${FILL_S} s"
 # The snapshot job_submit reads is republished every ReconcileInterval (5 s here).
 sleep 6
 jobs=()
+# Slurm sets a requeued job's SubmitTime anew: the first submission is taken here.
+submitted=$(date +%s)
 for ((i = 0; i < JOBS; i++)); do
   jobs+=("$(sbatch --parsable -o "$OUT/%j.out" --compose-gpus=1 --wrap 'date +%s; sleep 5')") ||
     { fail "sbatch refused a job"; exit 1; }
@@ -72,7 +73,7 @@ for j in "${jobs[@]}"; do
   r=$(job_field "$j" Restarts) node=$(job_field "$j" NodeList) state=$(job_state "$j")
   # From submission to the moment the job's script ran (after the PrologSlurmctld that composed
   # it): StartTime is only when Slurm last allocated it.
-  lost=$(($(head -1 "$OUT/$j.out") - $(epoch "$(job_field "$j" SubmitTime)")))
+  lost=$(($(head -1 "$OUT/$j.out") - submitted))
   printf 'zone e2e: %-6s %-8s %-5s %-10s %s\n' "$j" "$r" "$node" "$lost" "$state"
   total_requeues=$((total_requeues + r)) total_lost=$((total_lost + lost))
   ((lost > max_lost)) && max_lost=$lost
