@@ -9,9 +9,11 @@
 #     on cn1, its PrologSlurmctld waits for a free GPU in z1 (free_wait) and fails, and Slurm
 #     requeues them, over and over until the fillers end.
 # Prints per job: requeues (Restarts), the node it ran on, and the seconds from submission to
-# the start that lasted; then the totals. Passes when no job was requeued and each ran on cn2;
-# with ZONE_MEASURE_ONLY=yes it only prints (docs/BENCHMARKS.md measures the product without
-# zones in the scheduler so).
+# the moment its script ran; then the totals. Passes when no job was requeued and each ran on
+# cn2. Then a held job, kept off cn1 at submit, waits while z1 gets room and z2 runs dry:
+# composerd (SlurmSync=yes) must move its exclusion to cn2, and released it runs on cn1, not
+# requeued. With ZONE_MEASURE_ONLY=yes only the figures are printed (docs/BENCHMARKS.md
+# measures the product without zones in the scheduler so).
 # Usage: BUILD_DIR=<build> tests/e2e/zone_scenarios.sh. About two minutes (ZONE_FILL_S longer
 # without zones in the scheduler). Exits 77 (skipped) when not root.
 set -uo pipefail
@@ -25,7 +27,7 @@ fi
 BUILD_DIR=$(cd "${BUILD_DIR:-$SRC/build}" && pwd)
 export BUILD_DIR
 export E2E_DIR=${E2E_DIR:-$(mktemp -d /tmp/composer-e2e-zones.XXXXXX)}
-export E2E_NODES=2 E2E_ZONES=2 E2E_GPUS=8 E2E_SUBNET=${E2E_SUBNET:-235}
+export E2E_NODES=2 E2E_ZONES=2 E2E_GPUS=8 E2E_SLURM_SYNC=yes E2E_SUBNET=${E2E_SUBNET:-235}
 export E2E_PORT=${E2E_PORT:-21830} CTLD_PORT=${CTLD_PORT:-21817} SLURMD_PORT=${SLURMD_PORT:-21818}
 FILL_S=${ZONE_FILL_S:-90}
 JOBS=${ZONE_JOBS:-4}
@@ -83,6 +85,39 @@ for j in "${jobs[@]}"; do
   fi
 done
 echo "zone e2e: RESULT jobs=$JOBS requeues=$total_requeues lost_s_total=$total_lost lost_s_max=$max_lost"
+
+# A waiting job follows the zones: held while z1 is dry (kept off cn1), then z1 has room and
+# z2 runs dry; composerd (SlurmSync) moves the job's exclusion to cn2 while it waits, and once
+# released it runs on cn1, never requeued.
+exc_is() { [[ $(job_field "$1" ExcNodeList) == "$2" ]]; }
+if [[ ${ZONE_MEASURE_ONLY:-no} != yes ]]; then
+  held=$(sbatch --parsable --hold -o /dev/null --compose-gpus=1 --wrap 'sleep 1') ||
+    { fail "sbatch refused the held job"; exit 1; }
+  # job_submit excludes cn1 when the snapshot already shows z2 with room again (the jobs above
+  # just ended), composerd's next round otherwise.
+  wait_until 30 exc_is "$held" cn1 ||
+    { fail "job $held: ExcNodeList=$(job_field "$held" ExcNodeList), not cn1"; failed=1; }
+  for j in "${fillers[@]}"; do scancel "$j"; done
+  fillers=()
+  for ((i = 0; i < 4; i++)); do
+    fillers+=("$(sbatch --parsable -w cn2 -o /dev/null --compose-gpus=1 --wrap "sleep $FILL_S")")
+  done
+  for j in "${fillers[@]}"; do
+    wait_until 60 has_devices "$j" cn2 || { fail "filler $j did not get its GPU on cn2"; failed=1; }
+  done
+  step "z2 empty, z1 free: waiting for composerd to move job $held's exclusion"
+  if wait_until 30 exc_is "$held" cn2; then
+    scontrol release "$held"
+    wait_until 60 finished "$held" || fail "job $held: $(job_state "$held") $(job_field "$held" Reason)"
+    r=$(job_field "$held" Restarts) node=$(job_field "$held" NodeList)
+    step "job $held: requeues $r, ran on $node, $(job_state "$held")"
+    [[ $r == 0 && $node == cn1 && $(job_state "$held") == COMPLETED ]] ||
+      { fail "job $held: requeued $r times, ran on $node"; failed=1; }
+  else
+    fail "job $held: ExcNodeList=$(job_field "$held" ExcNodeList) after 30 s, not cn2"
+    failed=1
+  fi
+fi
 for j in "${fillers[@]}"; do scancel "$j"; done
 if ((failed)); then
   echo "zone e2e: FAILED (logs in $E2E_DIR/log)" >&2

@@ -63,6 +63,7 @@ TEST(Submit, KeepsAJobOffNodesWhoseZonesAreDry) {
   Expected<SubmitChanges> c = review_submission(j, &s, "", false);
   ASSERT_TRUE(c) << c.error();
   EXPECT_EQ(c->exc_nodes, "cn1,cn3");
+  EXPECT_EQ(c->admin_comment, "composer: gpus=2 nodes=1 avoid=cn1,cn3");
   // A job that names its nodes, or excludes some itself, keeps its choice.
   j.req_nodes = "cn1";
   c = review_submission(j, &s, "", false);
