@@ -12,7 +12,7 @@
 namespace composer::server {
 namespace {
 
-std::string null_is_empty(std::string v) { return v == "(null)" ? std::string() : v; }
+std::string null_is_empty(const std::string& v) { return v == "(null)" ? std::string() : v; }
 
 // A node list in either form (Slurm's "cn[1,3]", composer's "cn1,cn3"), sorted; nullopt when
 // it does not expand.
