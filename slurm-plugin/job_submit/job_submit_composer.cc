@@ -149,6 +149,8 @@ int review(job_desc_msg_t* job, uint32_t submit_uid, char** err_msg) {
   in.partition = text(job->partition);
   in.qos = text(job->qos);
   in.account = text(job->account);
+  in.req_nodes = text(job->req_nodes);
+  in.exc_nodes = text(job->exc_nodes);
   if (job->time_limit != NO_VAL && job->time_limit != INFINITE) {
     in.time_limit_s = int64_t{job->time_limit} * 60;
   }
@@ -175,6 +177,11 @@ int review(job_desc_msg_t* job, uint32_t submit_uid, char** err_msg) {
   replace(&job->licenses, changes->licenses);
   replace(&job->tres_per_node, changes->tres_per_node);
   replace(&job->admin_comment, changes->admin_comment);
+  if (!changes->exc_nodes.empty()) {
+    replace(&job->exc_nodes, changes->exc_nodes);
+    slurm_verbose("composer: %s: uid %u: kept off %s: their zones cannot serve the job now",
+                  __func__, submit_uid, changes->exc_nodes.c_str());
+  }
   append_spank_env(job, changes->spank_env_add);
   slurm_verbose("composer: %s: uid %u: nodes=%u licenses=%s tres_per_node=%s workload=%s (%s)",
                 __func__, submit_uid, changes->nodes, changes->licenses.c_str(),

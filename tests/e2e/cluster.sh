@@ -17,7 +17,10 @@
 #                   E2E_GPU_MODELS=MODEL:N,... splits the GPUs into groups gpu-a, gpu-b, ... of
 #                   those models (the counts add up to E2E_GPUS); E2E_GPU_DOMAINS=yes puts each
 #                   group in an enclosure of its own (DomainLevels=enclosure, gpu-a in
-#                   enclosure:encl-a, ...), the failure domains of the pool. Its SimHealthFile is
+#                   enclosure:encl-a, ...), the failure domains of the pool. E2E_ZONES=Z
+#                   (default 1) splits every group evenly over zones z1..zZ (gpu-a-z1, ...;
+#                   each count must divide by Z) and gives node cnI the one zone z((I-1)%Z+1):
+#                   a pool whose nodes reach different parts of it. Its SimHealthFile is
 #                   $E2E_DIR/composer/sim-health: "DEVICE critical" there fails a device as a
 #                   fabric reports it, "DEVICE ok" heals it;
 #   FABRIC=redfish  the fake Redfish composition service (tests/drivers/fake_redfish) on
@@ -64,6 +67,8 @@ E2E_GPU_MODELS=${E2E_GPU_MODELS:-A100-80G:$E2E_GPUS}
 E2E_GPU_DOMAINS=${E2E_GPU_DOMAINS:-no}
 E2E_MEM_BLOCKS=${E2E_MEM_BLOCKS:-4}
 E2E_NVME=${E2E_NVME:-4}
+E2E_ZONES=${E2E_ZONES:-1}
+[[ $E2E_ZONES =~ ^[1-9]$ ]] || { echo "cluster: E2E_ZONES=$E2E_ZONES: expected 1 to 9" >&2; exit 2; }
 E2E_PORT=${E2E_PORT:-16830}
 CTLD_PORT=${CTLD_PORT:-16817}
 SLURMD_PORT=${SLURMD_PORT:-16818}
@@ -104,6 +109,10 @@ if [[ $E2E_SLURM_LICENSES == remote ]]; then
   }
 elif [[ $E2E_SLURM_LICENSES != local ]]; then
   echo "cluster: E2E_SLURM_LICENSES=$E2E_SLURM_LICENSES: expected local or remote" >&2
+  exit 2
+fi
+if ((E2E_ZONES > 1)) && [[ $FABRIC != sim || $E2E_NODES -lt $E2E_ZONES ]]; then
+  echo "cluster: E2E_ZONES=$E2E_ZONES needs FABRIC=sim and at least as many nodes (E2E_NODES)" >&2
   exit 2
 fi
 if ((E2E_NODES > 1)) && [[ $FABRIC != sim ]]; then
@@ -188,6 +197,20 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: by the clock (a try may
   die "timed out after ${limit}s waiting for $what"
 }
 
+# zone_groups "NAME Type=.. Model=.." COUNT [EXTRA]: one DeviceGroup line, or with E2E_ZONES=Z
+# one per zone (NAME-zK, COUNT/Z devices in zone zK).
+zone_groups() {
+  local name=${1%% *} rest=${1#* } count=$2 extra=${3:-} z
+  if ((E2E_ZONES == 1)); then
+    echo "DeviceGroup=$name $rest Zone=z1 Count=$count$extra"
+    return 0
+  fi
+  ((count % E2E_ZONES == 0)) || die "E2E_ZONES=$E2E_ZONES: $name's $count devices do not split evenly"
+  for ((z = 1; z <= E2E_ZONES; z++)); do
+    echo "DeviceGroup=$name-z$z $rest Zone=z$z Count=$((count / E2E_ZONES))$extra"
+  done
+}
+
 # The sim fabric's GPU groups from E2E_GPU_MODELS: gpu-a, gpu-b, ... one per model.
 gpu_groups() {
   local entry model count sum=0 letters=abcdefghij i=0
@@ -197,7 +220,7 @@ gpu_groups() {
     model=${entry%%:*} count=${entry#*:}
     [[ $entry == *:* && $model =~ ^[A-Za-z0-9._-]+$ && $count =~ ^[1-9][0-9]*$ && $i -lt 10 ]] ||
       die "E2E_GPU_MODELS=$E2E_GPU_MODELS: expected MODEL:COUNT,... (at most 10 models)"
-    echo "DeviceGroup=gpu-${letters:i:1} Type=gpu Model=$model Zone=z1 Count=$count$(
+    zone_groups "gpu-${letters:i:1} Type=gpu Model=$model" "$count" "$(
       [[ $E2E_GPU_DOMAINS == yes ]] && echo " Domains=enclosure:encl-${letters:i:1}")"
     sum=$((sum + count)) i=$((i + 1))
   done
@@ -247,14 +270,14 @@ CONF
     {
       printf 'Fabric=sim\nSimLatency=20\nSimHealthFile=%s\n' "$E2E_DIR/composer/sim-health"
       [[ $E2E_GPU_DOMAINS == yes ]] && echo "DomainLevels=enclosure"
+      local i=0
       for n in "${NODES[@]}"; do
-        echo "NodeName=$n Zones=z1 GpuSlots=$E2E_GPUS MemSlots=$E2E_MEM_BLOCKS NvmeSlots=$E2E_NVME"
+        echo "NodeName=$n Zones=z$((i % E2E_ZONES + 1)) GpuSlots=$E2E_GPUS MemSlots=$E2E_MEM_BLOCKS NvmeSlots=$E2E_NVME"
+        i=$((i + 1))
       done
       gpu_groups
-      cat <<CONF
-DeviceGroup=cxl-a Type=mem Model=CXL-DDR5 Zone=z1 Count=$E2E_MEM_BLOCKS Size=64G
-DeviceGroup=nvme-a Type=nvme Model=P5620 Zone=z1 Count=$E2E_NVME Size=1T
-CONF
+      zone_groups "cxl-a Type=mem Model=CXL-DDR5" "$E2E_MEM_BLOCKS" " Size=64G"
+      zone_groups "nvme-a Type=nvme Model=P5620" "$E2E_NVME" " Size=1T"
     } >>"$E2E_DIR/etc/composer.conf"
   fi
   # The redfish lines need the fake's port: start_fake_redfish appends them.

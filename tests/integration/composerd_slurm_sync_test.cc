@@ -508,3 +508,35 @@ TEST(SlurmSyncConfig, CheckRefusesAnScontrolThatIsNotExecutable) {
 
 }  // namespace
 }  // namespace composer::testing
+
+namespace composer::testing {
+namespace {
+
+// Zones in the scheduler: once n2's zone is dry, a pending composed job is kept off n2 by an
+// update of its ExcNodeList and admin comment (zone_steering.h), within a round.
+TEST_F(SlurmSyncTest, APendingJobIsKeptOffANodeWhoseZonesAreDry) {
+  auto c = daemon_.client();
+  // n2 reaches z2 only; its eight H100 go to a job there. n1 still reaches z1's A100.
+  auto composed =
+      c.compose(50, "n2", api::ComposeBody{.uid = 1000, .user = "alice", .request = {.gpus = 8}});
+  ASSERT_TRUE(composed.ok()) << composed.error();
+  std::ofstream(slurm_ + "/jobs")
+      << "JobId=51 JobName=w JobState=PENDING Reason=Resources ReqNodeList=(null) "
+         "ExcNodeList=(null) AdminComment=composer: gpus=1 nodes=1 StdIn=/dev/null\n"
+         "JobId=52 JobName=x JobState=PENDING Reason=Resources ReqNodeList=(null) "
+         "ExcNodeList=n1 AdminComment=composer: gpus=1 nodes=1 StdIn=/dev/null\n";
+  const std::string steer =
+      "update JobId=51 ExcNodeList=n2 AdminComment=composer: gpus=1 nodes=1 avoid=n2\n";
+  bool steered = false;
+  for (int i = 0; i < 100 && !steered; ++i) {
+    steered = calls().find(steer) != std::string::npos;
+    if (!steered) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(steered) << calls() << daemon_.log();
+  // Job 52 excludes n1 itself: its choice stands.
+  EXPECT_EQ(calls().find("JobId=52"), std::string::npos) << calls();
+  EXPECT_TRUE(logged("a pending job's excluded nodes follow the zones")) << daemon_.log();
+}
+
+}  // namespace
+}  // namespace composer::testing

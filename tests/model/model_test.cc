@@ -80,6 +80,14 @@ TEST(Request, TheAdminCommentReadsBackAsWritten) {
   EXPECT_FALSE(parse_admin_comment("composer: colour=red"));
 }
 
+TEST(Request, TheAdminCommentCarriesTheNodesAZoneKeptTheJobOff) {
+  const ComposerComment c{.request = {.gpus = 1}, .nodes = 1, .avoid = "cn1,cn3"};
+  EXPECT_EQ(to_admin_comment(c), "composer: gpus=1 nodes=1 avoid=cn1,cn3");
+  auto back = parse_admin_comment(to_admin_comment(c));
+  ASSERT_TRUE(back && *back);
+  EXPECT_EQ(**back, c);
+}
+
 }  // namespace
 }  // namespace composer
 

@@ -96,6 +96,84 @@ TEST(Snapshot, MakeSnapshotSumsRowsAndTakesTheLargestSlots) {
   EXPECT_EQ(s.nvme.total, 0u);
 }
 
+// Rows of GPUs per zone: z1 has `z1_free` of 4 free, z2 `z2_free` of 4; cn1 reaches z1, cn2
+// reaches z2, cn3 both.
+std::vector<PoolRow> zone_rows(uint32_t z1_free, uint32_t z2_free) {
+  std::vector<PoolRow> rows(2);
+  for (int i = 0; i < 2; ++i) {
+    rows[i].type = DeviceType::kGpu;
+    rows[i].model = "A100-80G";
+    rows[i].zone = i == 0 ? "z1" : "z2";
+    rows[i].total = 4;
+    rows[i].free = i == 0 ? z1_free : z2_free;
+    rows[i].attached = 4 - rows[i].free;
+  }
+  return rows;
+}
+std::vector<Host> zone_hosts() {
+  std::vector<Host> hosts(3);
+  hosts[0].node = "cn1";
+  hosts[0].zones = {"z1"};
+  hosts[1].node = "cn2";
+  hosts[1].zones = {"z2"};
+  hosts[2].node = "cn3";
+  hosts[2].zones = {"z1", "z2"};
+  for (Host& h : hosts) h.gpu_slots = 8;
+  return hosts;
+}
+
+TEST(Snapshot, ZonesArePublishedOnlyWhereNodesReachDifferentOnes) {
+  api::PoolSnapshot s = api::make_snapshot(zone_rows(0, 3), zone_hosts(), 1);
+  EXPECT_EQ(s.zones.at("z1").gpus, 0u);
+  EXPECT_EQ(s.zones.at("z2").gpus, 3u);
+  EXPECT_EQ(s.zones.at("z2").gpu_models.at("A100-80G"), 3u);
+  EXPECT_EQ(s.node_zones.at("cn3"), (std::vector<std::string>{"z1", "z2"}));
+  Expected<api::PoolSnapshot> back = api::snapshot_from_json(api::to_json(s));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(*back, s);
+  // Every node reaching the same zones: any node is as good as another.
+  std::vector<Host> same = zone_hosts();
+  for (Host& h : same) h.zones = {"z1", "z2"};
+  api::PoolSnapshot one = api::make_snapshot(zone_rows(0, 3), same, 1);
+  EXPECT_TRUE(one.zones.empty());
+  EXPECT_TRUE(one.node_zones.empty());
+  EXPECT_FALSE(api::to_json(one).isMember("zones"));
+}
+
+TEST(Snapshot, NodesOutOfReachAreThoseWhoseZonesCannotServe) {
+  api::PoolSnapshot s = api::make_snapshot(zone_rows(0, 3), zone_hosts(), 1);
+  Request one;
+  one.gpus = 1;
+  EXPECT_EQ(api::nodes_out_of_reach(s, one, 1), (std::vector<std::string>{"cn1"}));
+  // cn3 reaches both zones: what they have free together counts.
+  s = api::make_snapshot(zone_rows(2, 2), zone_hosts(), 1);
+  Request three;
+  three.gpus = 3;
+  EXPECT_EQ(api::nodes_out_of_reach(s, three, 1), (std::vector<std::string>{"cn1", "cn2"}));
+  // By model: no H100 anywhere is no advice (Slurm's licenses hold the job).
+  Request h100 = one;
+  h100.gpu_model = "H100";
+  EXPECT_TRUE(api::nodes_out_of_reach(s, h100, 1).empty());
+  Request a100 = three;
+  a100.gpu_model = "A100-80G";
+  EXPECT_EQ(api::nodes_out_of_reach(s, a100, 1), (std::vector<std::string>{"cn1", "cn2"}));
+}
+
+TEST(Snapshot, NodesOutOfReachGiveNoAdviceWhenTooFewNodesCouldServe) {
+  api::PoolSnapshot s = api::make_snapshot(zone_rows(0, 3), zone_hosts(), 1);
+  Request one;
+  one.gpus = 1;
+  // cn2 and cn3 can: a two-node job is kept off cn1, a three-node job is not kept off any.
+  EXPECT_EQ(api::nodes_out_of_reach(s, one, 2), (std::vector<std::string>{"cn1"}));
+  EXPECT_TRUE(api::nodes_out_of_reach(s, one, 3).empty());
+  // Nothing free anywhere, nothing asked, or no zones published: no advice.
+  s = api::make_snapshot(zone_rows(0, 0), zone_hosts(), 1);
+  EXPECT_TRUE(api::nodes_out_of_reach(s, one, 1).empty());
+  s = api::make_snapshot(zone_rows(0, 3), zone_hosts(), 1);
+  EXPECT_TRUE(api::nodes_out_of_reach(s, Request{}, 1).empty());
+  EXPECT_TRUE(api::nodes_out_of_reach(sample(), one, 1).empty());
+}
+
 TEST(Snapshot, ReaderIgnoresUnknownFieldsButNotWrongTypes) {
   Expected<api::PoolSnapshot> s = api::snapshot_from_json(
       parse(R"({"version":1,"future":true,"pools":{"gpu":{"total":3,"colour":"red"}}})"));

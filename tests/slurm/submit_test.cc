@@ -54,6 +54,34 @@ TEST(Submit, TranslatesIntoLicensesGresAndComment) {
   EXPECT_EQ(c->admin_comment, "composer: gpus=2 mem=64G nvme=1 nodes=1");
 }
 
+TEST(Submit, KeepsAJobOffNodesWhoseZonesAreDry) {
+  api::PoolSnapshot s = pool();
+  s.zones["z1"].gpus = 0;
+  s.zones["z2"].gpus = 4;
+  s.node_zones = {{"cn1", {"z1"}}, {"cn2", {"z2"}}, {"cn3", {"z1"}}};
+  SubmittedJob j = job({"compose_gpus=2"});
+  Expected<SubmitChanges> c = review_submission(j, &s, "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->exc_nodes, "cn1,cn3");
+  EXPECT_EQ(c->admin_comment, "composer: gpus=2 nodes=1 avoid=cn1,cn3");
+  // A job that names its nodes, or excludes some itself, keeps its choice.
+  j.req_nodes = "cn1";
+  c = review_submission(j, &s, "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->exc_nodes, "");
+  j.req_nodes.clear();
+  j.exc_nodes = "cn2";
+  c = review_submission(j, &s, "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->exc_nodes, "");
+  // More than z2 has free: no node can serve it now, so none is excluded (licenses hold it).
+  j = job({"compose_gpus=4", "compose_nvme=1"});
+  s.zones["z2"].nvme = 0;
+  c = review_submission(j, &s, "", false);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->exc_nodes, "");
+}
+
 TEST(Submit, MultipliesLicensesByNodesAndChargesWholeBlocks) {
   SubmittedJob j = job({"compose_gpus=A100-80G:2", "compose_mem=1536M"});
   j.min_nodes = 3;

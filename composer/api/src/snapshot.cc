@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <utility>
 
 #include <json/reader.h>
@@ -51,6 +52,20 @@ SnapshotPool read_pool(const Json::Value& v, const std::string& path) {
     for (const std::string& level : levels.names()) p.domains[level] = levels.u32(level);
   }
   return p;
+}
+
+ZoneFree read_zone(const Json::Value& v, const std::string& path) {
+  JsonObject r(v, path, "a zone's free counts", {}, kLater);
+  ZoneFree z;
+  r.get_if("gpus", &z.gpus, as_u32);
+  r.get_if("mem_bytes", &z.mem_bytes, as_u64);
+  r.get_if("nvme", &z.nvme, as_u32);
+  if (const Json::Value* m = r.optional("gpu_models")) {
+    const JsonObject models =
+        JsonObject::map(*m, r.path("gpu_models"), "a map of models to counts");
+    for (const std::string& name : models.names()) z.gpu_models[name] = models.u32(name);
+  }
+  return z;
 }
 
 std::vector<CapStretch> read_stretches(const Json::Value& v, const std::string& path) {
@@ -171,7 +186,57 @@ PoolSnapshot make_snapshot(const std::vector<PoolRow>& rows, const std::vector<H
       p.max_node_slots = std::max(p.max_node_slots, h.slots(t));
     }
   }
+  // Zones matter to the scheduler only where some node reaches other zones than another.
+  std::set<std::set<std::string>> reach;
+  for (const Host& h : hosts) reach.insert(std::set<std::string>(h.zones.begin(), h.zones.end()));
+  if (reach.size() > 1) {
+    for (const Host& h : hosts) s.node_zones[h.node] = h.zones;
+    for (const PoolRow& r : rows) {
+      ZoneFree& z = s.zones[r.zone];
+      switch (r.type) {
+        case DeviceType::kGpu:
+          z.gpus += r.free;
+          if (!r.model.empty()) z.gpu_models[r.model] += r.free;
+          break;
+        case DeviceType::kMem:
+          z.mem_bytes += r.free_bytes;
+          break;
+        case DeviceType::kNvme:
+          z.nvme += r.free;
+          break;
+      }
+    }
+  }
   return s;
+}
+
+std::vector<std::string> nodes_out_of_reach(const PoolSnapshot& snapshot, const Request& request,
+                                            uint32_t nodes) {
+  std::vector<std::string> out;
+  if (snapshot.node_zones.empty() || request.empty()) return out;
+  uint32_t serving = 0;
+  for (const auto& [node, zone_list] : snapshot.node_zones) {
+    ZoneFree sum;
+    for (const std::string& zone : std::set<std::string>(zone_list.begin(), zone_list.end())) {
+      const auto z = snapshot.zones.find(zone);
+      if (z == snapshot.zones.end()) continue;
+      sum.gpus += z->second.gpus;
+      if (const auto m = z->second.gpu_models.find(request.gpu_model);
+          m != z->second.gpu_models.end()) {
+        sum.gpu_models[request.gpu_model] += m->second;
+      }
+      sum.mem_bytes += z->second.mem_bytes;
+      sum.nvme += z->second.nvme;
+    }
+    const uint32_t gpus = request.gpu_model.empty() ? sum.gpus : sum.gpu_models[request.gpu_model];
+    if (gpus >= request.gpus && sum.mem_bytes >= request.mem_bytes && sum.nvme >= request.nvme) {
+      ++serving;
+    } else {
+      out.push_back(node);
+    }
+  }
+  if (serving < std::max<uint32_t>(nodes, 1)) out.clear();
+  return out;
 }
 
 Json::Value to_json(const PoolSnapshot& s) {
@@ -227,6 +292,23 @@ Json::Value to_json(const PoolSnapshot& s) {
   v["blocker_reservations"] = blockers;
   v["model_licenses"] = names_to_json(s.model_licenses);
   v["license_server"] = s.license_server;
+  if (!s.node_zones.empty()) {
+    Json::Value zones(Json::objectValue);
+    for (const auto& [name, z] : s.zones) {
+      Json::Value jz(Json::objectValue);
+      jz["gpus"] = z.gpus;
+      Json::Value models(Json::objectValue);
+      for (const auto& [model, n] : z.gpu_models) models[model] = n;
+      jz["gpu_models"] = models;
+      jz["mem_bytes"] = Json::UInt64(z.mem_bytes);
+      jz["nvme"] = z.nvme;
+      zones[name] = jz;
+    }
+    v["zones"] = zones;
+    Json::Value reach(Json::objectValue);
+    for (const auto& [node, list] : s.node_zones) reach[node] = names_to_json(list);
+    v["node_zones"] = reach;
+  }
   return v;
 }
 
@@ -254,6 +336,19 @@ Expected<PoolSnapshot> snapshot_from_json(const Json::Value& v) {
         r.get_if("blocker_reservations", &s.blocker_reservations, as_strings);
         r.get_if("model_licenses", &s.model_licenses, read_names);
         r.get_if("license_server", &s.license_server, as_string);
+        if (const Json::Value* z = r.optional("zones")) {
+          const JsonObject zones = JsonObject::map(*z, "zones", "a map of zones to free counts");
+          for (const std::string& name : zones.names()) {
+            s.zones[name] = zones.get(name, read_zone);
+          }
+        }
+        if (const Json::Value* n = r.optional("node_zones")) {
+          const JsonObject reach =
+              JsonObject::map(*n, "node_zones", "a map of nodes to the zones they reach");
+          for (const std::string& node : reach.names()) {
+            s.node_zones[node] = reach.get(node, read_names);
+          }
+        }
         return s;
       },
       "snapshot");

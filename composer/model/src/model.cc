@@ -179,7 +179,9 @@ constexpr std::string_view kCommentMark = "composer: ";
 std::string to_admin_comment(const ComposerComment& c) {
   std::string out = std::string(kCommentMark) + c.request.to_string();
   if (!c.workload.empty()) out += " workload=" + c.workload;
-  return out + " nodes=" + std::to_string(c.nodes);
+  out += " nodes=" + std::to_string(c.nodes);
+  if (!c.avoid.empty()) out += " avoid=" + c.avoid;
+  return out;
 }
 
 Expected<std::optional<ComposerComment>> parse_admin_comment(std::string_view comment) {
@@ -193,7 +195,7 @@ Expected<std::optional<ComposerComment>> parse_admin_comment(std::string_view co
     return Error{ErrorCode::kInvalidArgument,
                  "admin comment: '" + std::string(word) + "' " + why +
                      " (job_submit writes \"composer: gpus=[MODEL:]N mem=SIZE nvme=N "
-                     "workload=CLASS nodes=N\")"};
+                     "workload=CLASS nodes=N [avoid=NODES]\")"};
   };
   std::string_view rest = comment.substr(at + kCommentMark.size());
   while (!rest.empty()) {
@@ -226,8 +228,10 @@ Expected<std::optional<ComposerComment>> parse_admin_comment(std::string_view co
       auto n = parse_count(value, 1u << 20);
       if (!n || *n == 0) return bad(word, "is not nodes=N, N from 1");
       c.nodes = *n;
+    } else if (key == "avoid" && !value.empty()) {
+      c.avoid = std::string(value);
     } else {
-      return bad(word, "is not one of gpus=, mem=, nvme=, workload=, nodes=");
+      return bad(word, "is not one of gpus=, mem=, nvme=, workload=, nodes=, avoid=");
     }
   }
   return std::optional<ComposerComment>(std::move(c));

@@ -283,6 +283,11 @@ struct Daemon::Impl {
   std::mutex snapshot_mu;
   std::string last_snapshot;  // content without the timestamp, to skip identical writes
   std::atomic<bool> stopping{false};
+  // Zones in the scheduler: the last snapshot had zones (node_zones), and a compose or release
+  // has changed what they have free since; the publisher then writes it again within 100 ms
+  // rather than at the end of the interval, so that job_submit sees a zone run dry at once.
+  std::atomic<bool> zones_published{false};
+  std::atomic<bool> zones_changed{false};
 };
 
 Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -452,6 +457,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
             self->publish_snapshot();
             if (self->impl_->slurm) self->impl_->slurm->poke();
           },
+      .compositions_changed = [self] { self->impl_->zones_changed = true; },
       .metrics = in.metrics.get(),
       .policy = in.policy.get(),
       .slurm = in.slurm.get(),
@@ -500,6 +506,7 @@ void Daemon::publish_snapshot() {
       snap.workload_classes.push_back(wc);
     }
   }
+  in.zones_published = !snap.node_zones.empty();
   std::lock_guard lock(in.snapshot_mu);
   const std::string content = api::to_text(api::to_json(snap));
   snap.generated_ms = in.clock.now_ms();
@@ -523,7 +530,8 @@ Status Daemon::run() {
   }
   in.reconciler->start();
   if (in.slurm) in.slurm->start();
-  // Republish the snapshot with each reconciler pass's view, so its age shows liveness.
+  // Republish the snapshot with each reconciler pass's view, so its age shows liveness, and
+  // soon after a compose or release where it carries zones (ComposerdZones.*).
   std::thread publisher([this] {
     name_this_thread("snapshot");
     auto& i = *impl_;
@@ -531,6 +539,7 @@ Status Daemon::run() {
       for (int64_t waited = 0; waited < i.config.reconcile_interval_ms && !i.stopping.load();
            waited += 100) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (i.zones_published.load() && i.zones_changed.exchange(false)) break;
       }
       if (!i.stopping.load()) publish_snapshot();
     }

@@ -38,17 +38,21 @@ void observe(Metrics* metrics, void (Metrics::*observe)(double, std::string_view
 }
 
 // What an asynchronous route does once the service has answered: the metric observed from the
-// call (this moment) to the answer, then the answer encoded, or its error.
+// call (this moment) to the answer, then the answer encoded, or its error; then `changed`,
+// when set (a compose or release has ended, whatever its outcome).
 template <typename T, typename Encode>
-std::function<void(Expected<T>)> answer_when_done(Metrics* metrics,
-                                                  void (Metrics::*observe_it)(double,
-                                                                              std::string_view),
-                                                  Encode encode, Answer answer) {
+std::function<void(Expected<T>)> answer_when_done(
+    Metrics* metrics, void (Metrics::*observe_it)(double, std::string_view), Encode encode,
+    Answer answer, std::function<void()> changed = {}) {
   return [metrics, observe_it, began = std::chrono::steady_clock::now(), encode,
-          answer = std::move(answer)](Expected<T> r) {
+          answer = std::move(answer), changed = std::move(changed)](Expected<T> r) {
     observe(metrics, observe_it, began, r);
-    if (!r) return answer(r.error());
-    answer(encode(*r));
+    if (!r) {
+      answer(r.error());
+    } else {
+      answer(encode(*r));
+    }
+    if (changed) changed();
   };
 }
 
@@ -139,10 +143,10 @@ class Handlers {
                         std::to_string(job)));
     }
     in->first.node = node;
-    ctx_.service.compose_async(in->first,
-                               answer_when_done<Composition>(
-                                   ctx_.metrics, &Metrics::observe_compose,
-                                   [](const Composition& c) { return api::to_json(c); }, answer));
+    ctx_.service.compose_async(in->first, answer_when_done<Composition>(
+                                              ctx_.metrics, &Metrics::observe_compose,
+                                              [](const Composition& c) { return api::to_json(c); },
+                                              answer, ctx_.compositions_changed));
   }
 
   // PUT /v1/compositions/{job}: every node of the body's `nodes` at once, all or nothing; the
@@ -168,7 +172,8 @@ class Handlers {
     ctx_.service.compose_job_async(
         in->first, nodes,
         answer_when_done<std::vector<Composition>>(ctx_.metrics, &Metrics::observe_compose,
-                                                   api::compositions_to_json, answer));
+                                                   api::compositions_to_json, answer,
+                                                   ctx_.compositions_changed));
   }
 
   // DELETE /v1/compositions/{job}: every live composition of the job; the answer comes when
@@ -179,7 +184,8 @@ class Handlers {
     ctx_.service.release_job_async(
         static_cast<uint32_t>(*job),
         answer_when_done<std::vector<Composition>>(ctx_.metrics, &Metrics::observe_release,
-                                                   api::compositions_to_json, answer));
+                                                   api::compositions_to_json, answer,
+                                                   ctx_.compositions_changed));
   }
 
   Expected<Json::Value> show(const Call& call) {
@@ -208,10 +214,10 @@ class Handlers {
   void release(const Call& call, const Answer& answer) {
     auto target = job_and_node(call);
     if (!target) return answer(target.error());
-    ctx_.service.release_async(
-        target->job, target->node,
-        answer_when_done<std::optional<Composition>>(ctx_.metrics, &Metrics::observe_release,
-                                                     api::release_to_json, answer));
+    ctx_.service.release_async(target->job, target->node,
+                               answer_when_done<std::optional<Composition>>(
+                                   ctx_.metrics, &Metrics::observe_release, api::release_to_json,
+                                   answer, ctx_.compositions_changed));
   }
 
   // POST (with {"reason": ...}) and DELETE /v1/compositions/{job}/{node}/hold: the node's

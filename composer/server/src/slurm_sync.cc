@@ -12,6 +12,7 @@
 #include "composer/common/thread_name.h"
 #include "composer/config/conf_file.h"
 #include "composer/server/slurm_jobs.h"
+#include "composer/server/zone_steering.h"
 
 namespace composer::server {
 
@@ -64,11 +65,43 @@ void SlurmSync::poke() {
 void SlurmSync::loop() {
   for (;;) {
     round(true);
+    steer_zones();
     std::unique_lock lock(mu_);
     wake_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms),
                    [this] { return stopping_ || poked_; });
     if (stopping_) return;
     poked_ = false;
+  }
+}
+
+void SlurmSync::steer_zones() {
+  const api::PoolSnapshot zones =
+      api::make_snapshot(service_.pool_summary(), service_.hosts(), clock_.now_ms());
+  if (zones.node_zones.empty()) return;  // every node reaches the same zones
+  Expected<std::vector<PendingJob>> jobs = [&]() -> Expected<std::vector<PendingJob>> {
+    auto text = scontrol({"--all", "-o", "show", "job"});
+    if (!text) return text.error();
+    return parse_pending_jobs(*text);
+  }();
+  if (!jobs) {
+    if (jobs.error().message != last_steer_error_) {
+      log::warning("slurm: cannot read the pending jobs; zones steer none this round",
+                   {{"cause", jobs.error().message}});
+      last_steer_error_ = jobs.error().message;
+    }
+    return;
+  }
+  last_steer_error_.clear();
+  for (const Steer& s : steer_pending(*jobs, zones)) {
+    if (auto ran = scontrol(s.scontrol_args()); !ran) {
+      // A job that started or ended since it was read: the next round reads it again.
+      log::info("slurm: could not change a pending job's excluded nodes",
+                {{"job", std::to_string(s.job_id)}, {"cause", ran.error().message}});
+      continue;
+    }
+    log::info("slurm: a pending job's excluded nodes follow the zones",
+              {{"job", std::to_string(s.job_id)},
+               {"excluded", s.exc_nodes.empty() ? "none" : s.exc_nodes}});
   }
 }
 

@@ -5,7 +5,8 @@
 // one hold reservation per managed license, sized to what the pool cannot serve, and the
 // policy's blocker reservations) and applies the difference with scontrol. The plan of a
 // round is applied whole or not at all: a license Slurm lacks refuses it before anything
-// runs, and when a command fails the ones already run are undone; the log says which.
+// runs, and when a command fails the ones already run are undone; the log says which. After
+// each round of its loop it also steers pending jobs by zone (steer_zones).
 #pragma once
 
 #include <atomic>
@@ -104,6 +105,9 @@ class SlurmSync {
   // The name Slurm gives one of the licenses composerd counts: NAME, or NAME@SERVER.
   std::string slurm_name(const std::string& license) const;
   void loop();
+  // Zones in the scheduler: each pending composed job's excluded nodes brought to what the
+  // zones can serve now (zone_steering.h). Runs after each round of the loop.
+  void steer_zones();
 
   const LivePool& pool_;
   const PolicyKeeper& keeper_;
@@ -113,8 +117,9 @@ class SlurmSync {
   // The reservations composerd manages that Slurm had last round, each with what it held
   // (licenses, users, length); empty where that round changed it, so it is read afresh.
   std::map<std::string, std::string> known_;
-  std::string last_error_;     // logged once until it changes
-  std::string last_warnings_;  // the same for the plan's warnings
+  std::string last_error_;        // logged once until it changes
+  std::string last_warnings_;     // the same for the plan's warnings
+  std::string last_steer_error_;  // the same for steer_zones()
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::vector<std::string> model_licenses_;  // under mu_

@@ -461,8 +461,15 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
     out.tres_per_node =
         append(out.tres_per_node, job.gres_prefix + kNvmeGres + ":" + std::to_string(r.nvme));
   }
-  const std::string comment =
-      to_admin_comment({.request = r, .workload = out.workload, .nodes = out.nodes});
+  // Zones in the scheduler: keep the job off nodes whose zones are dry while others are not,
+  // so that Slurm does not start it where PrologSlurmctld must refuse it and have it requeued.
+  // A job that chose its nodes itself keeps its choice. The comment's avoid= tells composerd
+  // the exclusion is its own to change while the job waits.
+  if (snapshot != nullptr && job.req_nodes.empty() && job.exc_nodes.empty()) {
+    out.exc_nodes = join(api::nodes_out_of_reach(*snapshot, r, out.nodes));
+  }
+  const std::string comment = to_admin_comment(
+      {.request = r, .workload = out.workload, .nodes = out.nodes, .avoid = out.exc_nodes});
   out.admin_comment = job.admin_comment.empty() ? comment : job.admin_comment + "; " + comment;
   return out;
 }

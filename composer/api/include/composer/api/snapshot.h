@@ -16,7 +16,9 @@
 //                        "stretches": {"gpu": [{"cap": 16, "seconds": 43200}]}}],
 //  "policy_id": 3, "default_class": "training",
 //  "blocker_reservations": ["day_block_inference"],
-//  "model_licenses": ["fabric_gpu_h100"], "license_server": ""}
+//  "model_licenses": ["fabric_gpu_h100"], "license_server": "",
+//  "zones": {"z1": {"gpus": 0, "gpu_models": {}, "mem_bytes": 0, "nvme": 2}, "z2": {...}},
+//  "node_zones": {"cn1": ["z1"], "cn2": ["z2"]}}
 #pragma once
 
 #include <cstdint>
@@ -87,6 +89,15 @@ struct WorkloadClass {
   bool operator==(const WorkloadClass&) const = default;
 };
 
+// What one zone has free now (allocatable devices: not attached, drained, failed or foreign).
+struct ZoneFree {
+  uint32_t gpus = 0;
+  std::map<std::string, uint32_t> gpu_models;
+  uint64_t mem_bytes = 0;
+  uint32_t nvme = 0;
+  bool operator==(const ZoneFree&) const = default;
+};
+
 struct PoolSnapshot {
   int version = kSnapshotVersion;
   int64_t generated_ms = 0;
@@ -109,6 +120,11 @@ struct PoolSnapshot {
   // licenses: Slurm names them fabric_gpu@SERVER, and job_submit asks for them so. Empty:
   // slurm.conf's licenses, by their plain names.
   std::string license_server;
+  // Zones in the scheduler (docs/ADMIN.md "Zones"): what each zone has free and the zones each
+  // node reaches, only where the nodes do not all reach the same zones (empty otherwise:
+  // every node is as good as another, and the pool's licenses say all).
+  std::map<std::string, ZoneFree> zones;
+  std::map<std::string, std::vector<std::string>> node_zones;
 
   const SnapshotPool& pool(DeviceType t) const;
   SnapshotPool& pool(DeviceType t);
@@ -119,6 +135,14 @@ struct PoolSnapshot {
 // Builds a snapshot from the pool summary and the hosts (what composerd has in memory).
 PoolSnapshot make_snapshot(const std::vector<PoolRow>& rows, const std::vector<Host>& hosts,
                            int64_t now_ms);
+
+// The nodes a job asking `request` on each of `nodes` nodes had better not start on: those
+// whose zones together have less free than one node's request, by the snapshot's zones.
+// Empty (no advice) without zones, or when fewer than `nodes` nodes could serve it: Slurm's
+// licenses hold such a job, and excluding every node would make Slurm refuse it for good.
+// Sorted. SnapshotTest.NodesOutOfReach*.
+std::vector<std::string> nodes_out_of_reach(const PoolSnapshot& snapshot, const Request& request,
+                                            uint32_t nodes);
 
 Json::Value to_json(const PoolSnapshot& snapshot);
 // Strict about the types of the fields it knows; a sentence names the field that is wrong.

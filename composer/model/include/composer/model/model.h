@@ -177,10 +177,14 @@ struct ComposerComment {
   Request request;       // per node
   std::string workload;  // the class job_submit gave it; empty: none
   uint32_t nodes = 1;    // the node count its licenses are priced on
+  // The nodes job_submit or composerd excluded because their zones could not serve the job
+  // ("cn1,cn3"; docs/ADMIN.md "Zones"): the job's ExcNodeList while it is this, composerd's
+  // to change. Empty: none.
+  std::string avoid;
 
   bool operator==(const ComposerComment&) const = default;
 };
-// "composer: gpus=A100:2 workload=training nodes=2"
+// "composer: gpus=A100:2 workload=training nodes=2 [avoid=cn1,cn3]"
 std::string to_admin_comment(const ComposerComment& c);
 // The composer part of a job's whole admin comment (Slurm's AdminComment); nullopt when there
 // is none (a job job_submit did not compose). kInvalidArgument naming a word that is not one

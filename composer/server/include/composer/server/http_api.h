@@ -35,6 +35,8 @@ struct ApiContext {
   const Clock& clock;
   // Called after a drain, a resume or a new policy version: what the snapshot shows changed.
   std::function<void()> pool_changed;
+  // Called when a compose or a release has ended: what each zone has free changed.
+  std::function<void()> compositions_changed;
   // Counts compose/release outcomes and serves GET /metrics when set (metrics.h).
   Metrics* metrics = nullptr;
   // Serves /v1/policy when set (policy_keeper.h).

@@ -14,7 +14,9 @@
 //     A memory request takes ceil(size / block) blocks, one attach slot each; where the pool's
 //     blocks differ in size the block is the largest, so Slurm counts the fewest blocks the
 //     request can take and composerd checks exactly at compose time;
-//   admin comment: "composer: gpus=A100:2 mem=64G nvme=1 workload=training nodes=2".
+//   admin comment: "composer: gpus=A100:2 mem=64G nvme=1 workload=training nodes=2";
+//   excluded nodes, on a pool whose nodes reach different zones, when the snapshot shows a
+//   node's zones unable to serve the job while enough other nodes can (SubmitChanges::exc_nodes).
 // The workload class is --workload's; without it, while composerd enforces a policy, the
 // class the policy's rules give (partition, QOS, account, DefaultClass: policies/classify.h,
 // the same function composerd uses), which is then also written into the job's SPANK
@@ -57,6 +59,8 @@ struct SubmittedJob {
   std::string qos;
   std::string account;
   std::optional<int64_t> time_limit_s;  // nullopt: not given (NO_VAL) or unlimited (INFINITE)
+  std::string req_nodes;                // -w / --nodelist as submitted; empty: not given
+  std::string exc_nodes;                // -x / --exclude as submitted; empty: not given
   // How the running Slurm writes a GRES in tres_per_*: "gres/" since 23.11 (slurmctld converts
   // older clients' "gres:" while unpacking, before job_submit, and refuses "gres:" written by a
   // plugin), "gres:" before. Only what the plugin writes uses it; every spelling is recognised.
@@ -79,6 +83,10 @@ struct SubmitChanges {
   std::string workload_reason;
   // Entries to append to the job's SPANK environment (the class the rules chose).
   std::vector<std::string> spank_env_add;
+  // Zones in the scheduler: the nodes whose zones cannot serve the job now while enough
+  // others can (api::nodes_out_of_reach), comma-separated, for the job's excluded nodes.
+  // Empty: leave them; always so for a job that names its nodes (-w) or excludes some (-x).
+  std::string exc_nodes;
 };
 
 // Why a job was refused, in Slurm's terms: the glue answers each with the Slurm error code
