@@ -76,7 +76,7 @@ void SlurmSync::loop() {
 
 void SlurmSync::steer_zones() {
   const api::PoolSnapshot zones =
-      api::make_snapshot(service_.pool_summary(), service_.hosts(), clock_.now_ms());
+      api::make_snapshot(pool_.pool_summary(), pool_.hosts(), clock_.now_ms());
   if (zones.node_zones.empty()) return;  // every node reaches the same zones
   Expected<std::vector<PendingJob>> jobs = [&]() -> Expected<std::vector<PendingJob>> {
     auto text = scontrol({"--all", "-o", "show", "job"});
