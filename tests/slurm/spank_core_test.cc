@@ -385,6 +385,20 @@ TEST_F(SpankCoreTest, EpilogRemovesFromHostReleasesAndForgets) {
   EXPECT_FALSE(state());
 }
 
+// compose=controller: the node's epilog releases its own node too, so that it ends after
+// EpilogSlurmctld and its end starts Slurm's next scheduling pass with the licenses back.
+TEST_F(SpankCoreTest, UnderControllerComposeTheEpilogReleasesItsNode) {
+  show_devices();
+  config.compose_on = ComposeOn::kController;
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_TRUE(api.composed.empty());
+  ASSERT_TRUE(job_epilog(job, api, config));
+  EXPECT_EQ(tmp.read("sys/bus/pci/devices/0000:41:00.0/remove"), "1\n");
+  ASSERT_EQ(api.released.size(), 1u);
+  EXPECT_EQ(api.released[0], std::make_pair(4711u, std::string("node1")));
+  EXPECT_FALSE(state());
+}
+
 // A process that outlived the job still holds a device: the epilog succeeds (the node stays in
 // service), nothing is removed or released, and composerd is asked to hold the composition.
 // Later hooks of other jobs on the node release it once the process is gone.
