@@ -917,7 +917,13 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   // the two ends, and only a node epilog's end starts a scheduling pass at once (an
   // EpilogSlurmctld that ends last leaves the next job to the backfill pass, seconds later:
   // docs/BENCHMARKS.md, "Short composed jobs").
-  if (Expected<bool> released = api.release(*job_id, node); !released) {
+  // A composerd restart meanwhile is ridden out as the prologs do (outage_wait): the devices
+  // are not free until composerd has them back, and the job's licenses stay with it until then
+  // (EpilogRidesOutAComposerdRestart).
+  Expected<bool> released = asking_while_short(
+      [&] { return api.release(*job_id, node); }, 0, config.outage_wait_s,
+      [&](const std::string& l) { ctx.info("composer: epilog: " + at + ": " + l); });
+  if (!released) {
     ctx.error("composer: epilog: " + at + ": release failed (" +
               std::string(to_string(released.error().code)) + "): " + released.error().message +
               "; composerd's reconciler will release it");
