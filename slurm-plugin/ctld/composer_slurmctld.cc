@@ -2,7 +2,7 @@
 // slurmctld runs it (as SlurmUser, with no arguments) before a job launches: it composes all
 // of the job's nodes with one call to composerd, and exits non-zero when that fails (Slurm
 // then requeues a batch job and refuses salloc/srun; no node drains). At the job's end it
-// waits for the node epilogs to clear the host side, then releases the job with one call.
+// releases the nodes that ran no epilog (each node's epilog releases its own).
 // Its settings are the spank_composer.so line of plugstack.conf ($COMPOSER_PLUGSTACK, else
 // the installed plugstack.conf.d/composer.conf). Lines go to stderr and to syslog (slurmctld
 // keeps no output of its scripts).
@@ -82,7 +82,7 @@ int run() {
   auto log = [](const std::string& line) { say(LOG_INFO, line); };
   if (epilog) {
     // Never fails the epilog: what an ended job still holds, the reconciler releases.
-    (void)cs::controller_epilog(*job, api, slurm_probe(job->job_id), config->epilog_wait_s, log);
+    (void)cs::controller_epilog(*job, api, slurm_probe(job->job_id), log);
     return 0;
   }
   return cs::controller_prolog(*job, api, config->free_wait_s, config->outage_wait_s, log) ? 0 : 1;

@@ -68,6 +68,7 @@ class FakeComposer : public ComposerApi {
   std::optional<Error> compose_error;
   int compose_failures = -1;  // calls answered with compose_error before one succeeds; -1: all
   std::optional<Error> release_error;
+  int release_failures = -1;  // release() calls answered with release_error first; -1: all
   std::vector<Device> devices;
   std::vector<ComposeCall> composed;
   std::vector<std::pair<uint32_t, std::string>> released;
@@ -110,7 +111,10 @@ class FakeComposer : public ComposerApi {
   Expected<bool> release(uint32_t job_id, const std::string& node) override {
     released.emplace_back(job_id, node);
     if (on_release) on_release();
-    if (release_error) return *release_error;
+    if (release_error && release_failures != 0) {
+      if (release_failures > 0) --release_failures;
+      return *release_error;
+    }
     return true;
   }
   // compose_job() answers like compose() for the whole job, one ready composition per node.

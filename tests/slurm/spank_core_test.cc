@@ -385,6 +385,20 @@ TEST_F(SpankCoreTest, EpilogRemovesFromHostReleasesAndForgets) {
   EXPECT_FALSE(state());
 }
 
+// compose=controller: the node's epilog releases its own node too, so that it ends after
+// EpilogSlurmctld and its end starts Slurm's next scheduling pass with the licenses back.
+TEST_F(SpankCoreTest, UnderControllerComposeTheEpilogReleasesItsNode) {
+  show_devices();
+  config.compose_on = ComposeOn::kController;
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_TRUE(api.composed.empty());
+  ASSERT_TRUE(job_epilog(job, api, config));
+  EXPECT_EQ(tmp.read("sys/bus/pci/devices/0000:41:00.0/remove"), "1\n");
+  ASSERT_EQ(api.released.size(), 1u);
+  EXPECT_EQ(api.released[0], std::make_pair(4711u, std::string("node1")));
+  EXPECT_FALSE(state());
+}
+
 // A process that outlived the job still holds a device: the epilog succeeds (the node stays in
 // service), nothing is removed or released, and composerd is asked to hold the composition.
 // Later hooks of other jobs on the node release it once the process is gone.
@@ -516,9 +530,35 @@ TEST_F(SpankCoreTest, ReleaseFailureNeverFailsTheEpilog) {
   config.host_check = HostCheck::kOff;
   ASSERT_TRUE(job_prolog(job, api, config));
   api.release_error = Error{ErrorCode::kUnavailable, "composerd is down"};
+  config.outage_wait_s = 0;
   ASSERT_TRUE(job_epilog(job, api, config));
   ASSERT_EQ(job.errors.size(), 1u);
   EXPECT_NE(job.errors[0].find("reconciler"), std::string::npos);
+  EXPECT_FALSE(state());
+}
+
+// A composerd restart while the epilog releases: asked again every second within
+// outage_wait, with a line when the wait starts and one when composerd is back, so that the
+// ended job's devices go back to the pool without waiting for the reconciler.
+TEST_F(SpankCoreTest, EpilogRidesOutAComposerdRestart) {
+  config.host_check = HostCheck::kOff;
+  config.outage_wait_s = 10;
+  ASSERT_TRUE(job_prolog(job, api, config));
+  api.release_error = Error{ErrorCode::kUnavailable, "cannot connect to http://127.0.0.1:6830"};
+  api.release_failures = 1;
+  ASSERT_TRUE(job_epilog(job, api, config));
+  EXPECT_TRUE(job.errors.empty()) << job.errors[0];
+  EXPECT_EQ(api.released.size(), 2u);
+  bool waits = false;
+  bool back = false;
+  for (const std::string& line : job.infos) {
+    waits = waits || line.find(
+                         "cannot connect to http://127.0.0.1:6830; asking again for up "
+                         "to 10 s") != std::string::npos;
+    back = back || line.find("composerd answered again after ") != std::string::npos;
+  }
+  EXPECT_TRUE(waits);
+  EXPECT_TRUE(back);
   EXPECT_FALSE(state());
 }
 

@@ -119,8 +119,9 @@ std::string slurm_config_text(const SlurmConfig& c) {
       << scheduler_parameters(c) << "\n"
       << "# with slurmdbd, to see licenses and GRES in sacct:\n"
       << (remote(c) ? "" : "#") << "AccountingStorageTRES=" << tres(c) << "\n"
-      << "# composer-slurmctld composes each job before it launches and releases it at the end\n"
-      << "# (the plugin's default, compose=controller; with compose=node leave both out):\n"
+      << "# composer-slurmctld composes each job before it launches and, at its end, releases\n"
+      << "# the nodes that ran no epilog (the plugin's default, compose=controller; with\n"
+      << "# compose=node leave both out):\n"
       << "PrologSlurmctld=/usr/sbin/composer-slurmctld\n"
       << "EpilogSlurmctld=/usr/sbin/composer-slurmctld\n"
       << "# composerd manages at run time (SlurmSync=yes), not in slurm.conf: " << managed(c)

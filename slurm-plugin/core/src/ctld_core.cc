@@ -1,9 +1,7 @@
 #include "composer/slurm/ctld_core.h"
 
 #include <algorithm>
-#include <chrono>
 #include <string_view>
-#include <thread>
 
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
@@ -14,8 +12,6 @@ namespace composer::slurm {
 namespace {
 
 Error bad(const std::string& why) { return Error{ErrorCode::kInvalidArgument, why}; }
-
-constexpr std::chrono::milliseconds kEpilogPoll{250};
 
 }  // namespace
 
@@ -101,43 +97,36 @@ Expected<std::vector<std::string>> completing_nodes(std::string_view squeue_outp
 }
 
 Status controller_epilog(const ControllerJob& job, ComposerApi& api, const SlurmProbe& slurm,
-                         uint32_t wait_s, const std::function<void(const std::string&)>& log) {
+                         const std::function<void(const std::string&)>& log) {
   if (!job.options.composes()) return Status::Ok();
   const std::string at = "composer: epilog_slurmctld: job " + std::to_string(job.job_id) + ": ";
   auto give_up = [&](const Error& e) {
     log(at + e.message + "; composerd's reconciler releases the job once Slurm has ended it");
     return e;
   };
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
-  for (;;) {
-    Expected<std::vector<std::string>> left = slurm.completing();
-    if (!left) return give_up(left.error());
-    if (left->empty()) break;
-    if (std::chrono::steady_clock::now() + kEpilogPoll > until) {
-      return give_up(Error{ErrorCode::kTimeout, "node epilogs still running after " +
-                                                    std::to_string(wait_s) + " s on " +
-                                                    join(*left, ",")});
-    }
-    std::this_thread::sleep_for(kEpilogPoll);
-  }
-  Expected<std::vector<std::string>> drained = slurm.drained(job.nodes);
-  if (!drained) return give_up(drained.error());
-  if (drained->empty()) {
-    Expected<size_t> released = api.release_job(job.job_id);
-    if (!released) return give_up(released.error());
-    log(at + std::to_string(*released) + " composition(s) released");
-    return Status::Ok();
-  }
-  log(at + "keeping the compositions of drained node(s) " + join(*drained, ",") +
-      " (an epilog that found its devices in use drains its node)");
-  Status out = Status::Ok();
+  // Asked once, never waited on: a node still completing releases its own composition at the
+  // end of its epilog, which must end after this program (ctld_core.h).
+  Expected<std::vector<std::string>> left = slurm.completing();
+  if (!left) return give_up(left.error());
+  std::vector<std::string> gone;
   for (const std::string& node : job.nodes) {
+    if (std::find(left->begin(), left->end(), node) == left->end()) gone.push_back(node);
+  }
+  if (gone.empty()) return Status::Ok();
+  Expected<std::vector<std::string>> drained = slurm.drained(gone);
+  if (!drained) return give_up(drained.error());
+  if (!drained->empty()) {
+    log(at + "keeping the compositions of drained node(s) " + join(*drained, ",") +
+        " (an epilog that found its devices in use drains its node)");
+  }
+  Status out = Status::Ok();
+  for (const std::string& node : gone) {
     if (std::find(drained->begin(), drained->end(), node) != drained->end()) continue;
     Expected<bool> released = api.release(job.job_id, node);
     if (!released) {
       out = give_up(released.error());
     } else if (*released) {
-      log(at + node + " released");
+      log(at + node + " released (its node epilog did not)");
     }
   }
   return out;

@@ -842,7 +842,7 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     if (state && options && !options->composes()) return Status::Ok();
   }
 
-  // The epilog detaches the devices itself (compose=node): no rescan from their removal on.
+  // The epilog has its devices detached (its release): no rescan from their removal on.
   std::optional<HostLock> detaching;
   if (have_state && config.host_check != HostCheck::kOff) {
     const std::vector<Device>& devices = (*state)->devices;
@@ -903,7 +903,7 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
                 "epilog on this node releases them once nothing holds them");
       return Status::Ok();
     }
-    if (config.compose_on == ComposeOn::kNode && !devices.empty()) {
+    if (!devices.empty()) {
       detaching = no_rescan_until_detached(ctx, config, "composer: epilog: " + at + ": ");
     }
     if (Status s = host.remove(devices); !s) {
@@ -912,10 +912,18 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     }
   }
 
-  if (config.compose_on == ComposeOn::kController) {
-    // composer-slurmctld, as EpilogSlurmctld, releases the job once every node's epilog is done.
-    ctx.info("composer: epilog: " + at + ": host side cleared");
-  } else if (Expected<bool> released = api.release(*job_id, node); !released) {
+  // Under either compose= mode the node's own epilog releases its node once the host side is
+  // clear, and so ends after EpilogSlurmctld: Slurm returns a job's licenses when the last of
+  // the two ends, and only a node epilog's end starts a scheduling pass at once (an
+  // EpilogSlurmctld that ends last leaves the next job to the backfill pass, seconds later:
+  // docs/BENCHMARKS.md, "Short composed jobs").
+  // A composerd restart meanwhile is ridden out as the prologs do (outage_wait): the devices
+  // are not free until composerd has them back, and the job's licenses stay with it until then
+  // (EpilogRidesOutAComposerdRestart).
+  Expected<bool> released = asking_while_short(
+      [&] { return api.release(*job_id, node); }, 0, config.outage_wait_s,
+      [&](const std::string& l) { ctx.info("composer: epilog: " + at + ": " + l); });
+  if (!released) {
     ctx.error("composer: epilog: " + at + ": release failed (" +
               std::string(to_string(released.error().code)) + "): " + released.error().message +
               "; composerd's reconciler will release it");

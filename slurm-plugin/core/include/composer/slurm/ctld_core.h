@@ -2,8 +2,8 @@
 // every node of the job composed before it launches, from slurmctld's host, so that a failure
 // requeues a batch job (or refuses salloc/srun) instead of draining a node. The node prolog
 // then only does the host side (plugstack argument compose=controller), each node's epilog
-// only clears the host side, and EpilogSlurmctld (composer-slurmctld again) releases the job
-// once every node's epilog is done.
+// clears the host side and releases its node, and EpilogSlurmctld (composer-slurmctld again)
+// releases the nodes that ran no epilog (a node that failed under the job).
 #pragma once
 
 #include <cstdint>
@@ -57,12 +57,17 @@ struct SlurmProbe {
 Expected<std::vector<std::string>> completing_nodes(std::string_view squeue_output,
                                                     uint32_t job_id);
 
-// EpilogSlurmctld: waits (up to wait_s) until every node's epilog has cleared the host side,
-// then releases the job's compositions with one call. A node whose epilog drained it (devices
-// still in use) keeps its composition, the others are released one by one; when Slurm cannot
-// be asked or the wait runs out, nothing is released here (composerd's reconciler releases
-// what an ended job still holds). The failure is for the log only.
+// EpilogSlurmctld: releases the nodes of the job that Slurm no longer lists as completing
+// when it starts (a node that failed under the job runs no epilog), one by one, and keeps a
+// drained node's composition. It waits for nothing: every other node's epilog releases its own
+// node and so ends after this program. Slurm returns a job's licenses when the last of the two
+// ends, and starts a scheduling pass at once at a node epilog's end but not at
+// EpilogSlurmctld's (22.05): an EpilogSlurmctld that waited for the node epilogs left every
+// next job to the backfill pass (docs/BENCHMARKS.md, "Short composed jobs";
+// ControllerEpilog.ReleasesOnlyTheNodesThatRunNoEpilogAndWaitsForNone). When Slurm or
+// composerd cannot be asked, composerd's reconciler releases what the ended job still holds.
+// The failure is for the log only.
 Status controller_epilog(const ControllerJob& job, ComposerApi& api, const SlurmProbe& slurm,
-                         uint32_t wait_s, const std::function<void(const std::string&)>& log);
+                         const std::function<void(const std::string&)>& log);
 
 }  // namespace composer::slurm

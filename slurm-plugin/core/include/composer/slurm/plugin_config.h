@@ -80,8 +80,8 @@ struct SpankConfig {
   // composer-slurmctld's composerd when not `server` (e.g. unix:/run/composer/composerd.sock,
   // composerd's ListenSocket on the controller: no munge round trip).
   std::string controller_server;
-  // compose=controller: how long EpilogSlurmctld waits for the job's node epilogs to finish
-  // before it releases the job's compositions.
+  // Read and ignored, so that a plugstack line that sets it still parses: EpilogSlurmctld no
+  // longer waits for the node epilogs (ctld_core.h, controller_epilog).
   uint32_t epilog_wait_s = 300;
   OnUnavailable on_unavailable = OnUnavailable::kDrain;
   ComposeOn compose_on = ComposeOn::kController;

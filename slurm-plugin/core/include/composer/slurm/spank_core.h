@@ -73,8 +73,9 @@ size_t release_held_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig
 size_t check_gpu_health_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
 
 // Job epilog (root, slurmd). Waits (busy_wait) until no process holds an attached device,
-// removes the devices from the host, asks composerd to release (compose=node; under
-// compose=controller EpilogSlurmctld releases the job) and deletes the state file. A device
+// removes the devices from the host, asks composerd to release its node's composition (under
+// either compose= mode: UnderControllerComposeTheEpilogReleasesItsNode) and deletes the state
+// file. A device
 // still in use after busy_wait is not pulled from under its process: the epilog sets the
 // node's hold on the composition (ComposerApi::hold), which composerd's releases respect, and
 // a later prolog, epilog or composer-node-check on the node releases it once it is free
