@@ -206,9 +206,10 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
                        "print composerctl's version and exit");
   Settings s;
   app.add_option("--server", s.server,
-                 "composerd's URL (else $COMPOSER_SERVER, else " +
+                 "composerd's URL, or several separated by commas, tried in order (else "
+                 "$COMPOSER_SERVER, else " +
                      std::string(client::kDefaultServerUrl) + ")")
-      ->type_name("URL");
+      ->type_name("URL[,URL...]");
   app.add_option("--munge-socket", s.munge_socket,
                  "munged's socket (else $COMPOSER_MUNGE_SOCKET, else munge's default)")
       ->type_name("PATH");
@@ -383,14 +384,13 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       return run_simulate(simulate_args, s.output(), out, err);
     }
     client::ClientOptions options;
-    options.url =
-        s.server.empty() ? env_or("COMPOSER_SERVER", client::kDefaultServerUrl) : s.server;
+    const bool from_flag = !s.server.empty();
+    options.servers = from_flag ? s.server : env_or("COMPOSER_SERVER", client::kDefaultServerUrl);
     options.munge_socket =
         s.munge_socket.empty() ? env_or("COMPOSER_MUNGE_SOCKET", "") : s.munge_socket;
-    if (!client::supported_server_url(options.url)) {
-      throw UsageError{"--server: '" + options.url +
-                       "' is not a URL; expected http://HOST:PORT, https://HOST:PORT or "
-                       "unix:/PATH (composerd's ListenSocket)"};
+    if (auto list = client::parse_server_list(options.servers); !list) {
+      throw UsageError{std::string(from_flag ? "--server" : "$COMPOSER_SERVER") + ": " +
+                       list.error().message};
     }
     // Validate every argument before anything is sent.
     client::DeviceQuery dq;
