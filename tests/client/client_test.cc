@@ -577,5 +577,35 @@ TEST_F(ClientTest, ServersShareOneTimeBound) {
   EXPECT_LT(took, std::chrono::milliseconds(2600));
   EXPECT_LT(a.seen().size() + b.seen().size(), 12u);
 }
+TEST_F(ClientTest, ServersCutASlowServerAtTheCallsBound) {
+  // One attempt may take 50 + 1000 ms. The standby takes 600 of them, so the active one it
+  // names gets what is left (about 450 ms), not a whole timeout of its own.
+  FakeComposerd slow(munge_->socket_path());
+  slow.server().Get("/v1/pool", [](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    pool_answer(res);
+  });
+  fake_->server().Get("/v1/pool", [&](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    standby(res, slow.url());
+  });
+  ClientOptions o = options();
+  o.connect_timeout_ms = 50;
+  o.timeout_ms = 1000;
+  o.retries = 0;
+  o.servers = fake_->url() + "," + slow.url();
+  Client c(o);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = c.pool();
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable) << r.error();
+  EXPECT_NE(
+      r.error().message.find(slow.url() + ": no answer to GET " + slow.url() + "/v1/pool within "),
+      std::string::npos)
+      << r.error();
+  EXPECT_LT(took, std::chrono::milliseconds(1400));
+}
+
 }  // namespace
 }  // namespace composer::client
