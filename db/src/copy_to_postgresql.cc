@@ -3,11 +3,11 @@
 // Rows are copied table by table as each database's own catalog describes them (column names
 // from SQLite's table_info and PostgreSQL's information_schema), so neither schema is written
 // down a second time here. What this file knows is the order: parents before the tables that
-// refer to them, and the tables PostgreSQL's triggers fill (claims from device links, the
-// rollup from end events) after what fills them; their rows are then replaced by the file's.
+// refer to them, and the derived tables (claims, the rollup) after what they derive from.
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -44,6 +44,9 @@ class Texts {
  private:
   std::deque<std::string> texts_;
 };
+
+// Parameters in one INSERT of many rows: far below PostgreSQL's 65535.
+constexpr size_t kParametersPerStatement = 4000;
 
 std::string quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }
 
@@ -146,32 +149,40 @@ int64_t copy_table(sqlite::Connection& from, pg::Connection& to, Texts& texts,
     }
   }
   std::string columns;
-  std::string values;
-  for (size_t i = 0; i < source.size(); ++i) {
-    columns += (i == 0 ? "" : ", ") + quoted(source[i]);
-    values += (i == 0 ? "$" : ", $") + std::to_string(i + 1);
-  }
+  for (size_t i = 0; i < source.size(); ++i) columns += (i == 0 ? "" : ", ") + quoted(source[i]);
   bool has_rowid = true;
   {
     auto s = from.statement(kSqliteHasRowid);
     s->bind(1, table);
     has_rowid = s->step() && s->int64(0) != 0;
   }
-  // Rows made by triggers while earlier tables were copied give way to the file's own.
-  if (pg_count(to, texts, table) > 0) {
-    to.exec(texts.make("clearing " + std::string(table), "DELETE FROM " + quoted(table)));
-  }
-  const Sql insert =
-      texts.make("copying " + std::string(table),
-                 "INSERT INTO " + quoted(table) + " (" + columns + ")" +
-                     (overriding ? " OVERRIDING SYSTEM VALUE" : "") + " VALUES (" + values + ")");
+  // Many rows a statement: one round trip per row made a ledger of a million events take
+  // most of an hour.
+  auto insert = [&](size_t rows) {
+    std::string values;
+    size_t n = 0;
+    for (size_t r = 0; r < rows; ++r) {
+      values += r == 0 ? "(" : ", (";
+      for (size_t i = 0; i < source.size(); ++i) {
+        values += (i == 0 ? "$" : ", $") + std::to_string(++n);
+      }
+      values += ")";
+    }
+    return texts.make("copying " + std::string(table),
+                      "INSERT INTO " + quoted(table) + " (" + columns + ")" +
+                          (overriding ? " OVERRIDING SYSTEM VALUE" : "") + " VALUES " + values);
+  };
+  const size_t batch =
+      std::max<size_t>(1, kParametersPerStatement / std::max<size_t>(1, source.size()));
+  const Sql full = insert(batch);
   const Sql select =
       texts.make("reading " + std::string(table), "SELECT " + columns + " FROM " + quoted(table) +
                                                       (has_rowid ? " ORDER BY rowid" : ""));
   int64_t rows = 0;
+  pg::Params p;
+  size_t pending = 0;
   auto s = from.statement(select);
   while (s->step()) {
-    pg::Params p;
     for (int i = 0; i < static_cast<int>(source.size()); ++i) {
       if (s->is_null(i)) {
         p.add(std::nullopt);
@@ -179,9 +190,14 @@ int64_t copy_table(sqlite::Connection& from, pg::Connection& to, Texts& texts,
         p.add(s->text_view(i));
       }
     }
-    to.run(insert, p);
     ++rows;
+    if (++pending == batch) {
+      to.run(full, p);
+      p = pg::Params();
+      pending = 0;
+    }
   }
+  if (pending > 0) to.run(insert(pending), p);
   return rows;
 }
 
@@ -256,8 +272,21 @@ Expected<CopyCounts> copy_to_postgresql(const std::string& database, const std::
                          " rows): copy into a new database (createdb -O composer composer)"};
       }
     }
+    // The schema's triggers check and derive each row as composerd writes it, which for a
+    // whole ledger at once costs more than the copy itself (the rollup is recomputed for every
+    // end event). The rows come from a file where the same rules held, the derived tables come
+    // along, and the checks below compare the result; the triggers are back before the commit,
+    // and a rollback takes this back too.
+    for (std::string_view table : kTables) {
+      to->exec(texts.make("pausing the triggers of " + std::string(table),
+                          "ALTER TABLE " + quoted(table) + " DISABLE TRIGGER USER"));
+    }
     for (std::string_view table : kTables) {
       counts.rows.emplace_back(std::string(table), copy_table(*from, *to, texts, table, database));
+    }
+    for (std::string_view table : kTables) {
+      to->exec(texts.make("resuming the triggers of " + std::string(table),
+                          "ALTER TABLE " + quoted(table) + " ENABLE TRIGGER USER"));
     }
     // The next id each identity hands out comes after the copied ones.
     std::vector<std::pair<std::string, std::string>> identities;

@@ -104,6 +104,15 @@ TEST_F(CopyTest, CopiesEveryTableAndThePostgresqlStoreGoesOnFromThere) {
   auto next = moved.create_composition(make_composition(5, "node2"), {"gpu-3"}, 210);
   ASSERT_TRUE(next.ok()) << next.error();
   EXPECT_GT(next->id, 3);
+  // The schema's triggers are back: a release frees the devices and drops their claims.
+  ASSERT_TRUE(moved.transition(1, S::kReady, S::kReleasing, "", 230).ok());
+  ASSERT_TRUE(moved.transition(1, S::kReleasing, S::kReleased, "", 240).ok());
+  auto after = moved.claims();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->count("gpu-0"), 0u);
+  EXPECT_EQ(after->count("mem-0"), 0u);
+  auto reused = moved.create_composition(make_composition(6, "node3"), {"gpu-0"}, 250);
+  EXPECT_TRUE(reused.ok()) << reused.error();
   auto policy =
       moved.add_policy(PolicyVersion{0, 0, 0, "root", "b.policy", std::string(64, 'b'), "y"}, 220);
   ASSERT_TRUE(policy.ok()) << policy.error();
