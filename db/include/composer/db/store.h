@@ -256,7 +256,8 @@ struct CopyCounts {
 // exclusive lock and keeps it to the end, so composerd cannot start meanwhile; refuses
 // (kConflict) a store that holds any row, and a file of another schema version
 // (kInvalidArgument). The target is left as it was on every refusal or failure. No sentence
-// names any part of `conninfo` (it may hold a password). composerctl state copy-to-postgresql.
+// names any part of `conninfo` (it may hold a password). composerctl state copy-to-postgresql;
+// copy_test pins each of these.
 Expected<CopyCounts> copy_to_postgresql(const std::string& database, const std::string& conninfo);
 
 }  // namespace composer::db

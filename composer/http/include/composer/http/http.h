@@ -43,7 +43,7 @@ struct HttpRequest {
   std::function<Expected<std::vector<std::string>>()> headers;
   // When set, no attempt runs past it: each one's connect and total timeouts shrink to the time
   // left, and no attempt starts after it (a caller that shares one bound among several
-  // servers, composer::client::Client).
+  // servers, composer::client::Client; http_test, NoAttemptRunsPastTheDeadline).
   std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
