@@ -7,10 +7,17 @@
 #include <regex>
 #include <sstream>
 
+#include <sys/stat.h>
+
+#include <fstream>
+
 #include "composer/api/codec.h"
 #include "composer/common/units.h"
+#include "composer/db/store.h"
 #include "composer/test_support/munge_daemon.h"
+#include "composer/test_support/pg_server.h"
 #include "composer/test_support/ports.h"
+#include "composer/test_support/temp_dir.h"
 #include "composer/test_support/test_server.h"
 
 namespace composer::cli {
@@ -220,6 +227,85 @@ TEST_F(ComposerctlTest, UnreachableServerExitsOneNamingTheUrl) {
   EXPECT_EQ(o.rc, 1);
   EXPECT_EQ(o.err.rfind("composerctl: error: cannot connect to " + url + "/v1/pool", 0), 0u)
       << o.err;
+}
+
+TEST_F(ComposerctlTest, ServerListGoesFromAStandbyToTheActiveOne) {
+  TestServer standby;
+  standby.server.Get("/v1/pool", [&](const httplib::Request&, httplib::Response& res) {
+    Json::Value body = api::to_json(Error{ErrorCode::kUnavailable, "a standby"});
+    body["active"] = server_.url();
+    answer(res, body, 503);
+  });
+  ::setenv("COMPOSER_SERVER", (standby.url() + "," + server_.url()).c_str(), 1);
+  Outcome o = run_ctl({"pool", "-P"}, /*with_server=*/false);
+  ::unsetenv("COMPOSER_SERVER");
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(requests(), (std::vector<std::string>{"GET /v1/pool"}));
+}
+
+TEST_F(ComposerctlTest, BadServerListIsAUsageErrorNamingWhereItCameFrom) {
+  ::setenv("COMPOSER_SERVER", "http://ctl1:6830,,http://ctl2:6830", 1);
+  Outcome o = run_ctl({"pool"}, /*with_server=*/false);
+  ::unsetenv("COMPOSER_SERVER");
+  EXPECT_EQ(o.rc, 2);
+  EXPECT_EQ(o.err.rfind("composerctl: error: $COMPOSER_SERVER: server list "
+                        "'http://ctl1:6830,,http://ctl2:6830': an empty entry; expected",
+                        0),
+            0u)
+      << o.err;
+  o = run_ctl({"--server", "http://ctl1:6830,ctl2", "pool"}, /*with_server=*/false);
+  EXPECT_EQ(o.rc, 2);
+  EXPECT_EQ(o.err.rfind("composerctl: error: --server: server list 'http://ctl1:6830,ctl2': "
+                        "'ctl2' is not a URL",
+                        0),
+            0u)
+      << o.err;
+  EXPECT_TRUE(requests().empty());
+}
+
+// state copy-to-postgresql against a real PostgreSQL (pg_server.h), from a SQLite store made
+// by the store itself.
+TEST_F(ComposerctlTest, StateCopyToPostgresqlCopiesAndNeverShowsThePassword) {
+  std::string why;
+  bool installed = true;
+  test_support::PgServer* pg = test_support::PgServer::shared(why, installed);
+  if (!installed) GTEST_SKIP() << why;
+  ASSERT_NE(pg, nullptr) << why;
+  test_support::TempDir dir("composerctl-copy");
+  const std::string database = dir.file("composer.db");
+  {
+    auto store = db::Store::open(database);
+    ASSERT_TRUE(store.ok()) << store.error();
+    Host h;
+    h.node = "node1";
+    ASSERT_TRUE((*store)->upsert_hosts({h}).ok());
+  }
+  const std::string url_file = dir.file("state.url");
+  std::ofstream(url_file) << pg->fresh_database() << " password=hunter2-secret\n";
+  ASSERT_EQ(::chmod(url_file.c_str(), 0644), 0);
+  const std::vector<std::string> args = {"state",  "copy-to-postgresql", "--database",
+                                         database, "--url-file",         url_file};
+  Outcome o = run_ctl(args, /*with_server=*/false);
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find(url_file), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("chmod 600"), std::string::npos) << o.err;
+
+  ASSERT_EQ(::chmod(url_file.c_str(), 0600), 0);
+  o = run_ctl(args, /*with_server=*/false);
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("composerctl: hosts: 1 rows copied\n"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("both hold the same 0 live compositions and 0 device claims. Set "
+                       "StateBackend=postgresql and StateUrlFile=" +
+                       url_file),
+            std::string::npos)
+      << o.out;
+  o = run_ctl(args, /*with_server=*/false);
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_EQ(o.err,
+            "composerctl: error: the PostgreSQL store is not empty (hosts has 1 rows): copy into "
+            "a new database (createdb -O composer composer)\n");
+  EXPECT_EQ((o.out + o.err).find("hunter2"), std::string::npos);
+  test_support::PgServer::stop_shared();
 }
 
 TEST_F(ComposerctlTest, ServerComesFromTheEnvironmentWhenNotGiven) {

@@ -130,7 +130,7 @@ class ClientTest : public ::testing::Test {
 
   ClientOptions options() const {
     ClientOptions o;
-    o.url = fake_->url();
+    o.servers = fake_->url();
     o.munge_socket = munge_->socket_path();
     o.connect_timeout_ms = 500;
     o.timeout_ms = 3000;
@@ -373,27 +373,27 @@ TEST_F(ClientTest, RefusesEmptyNamesAndBadUrlsWithoutSending) {
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.error().message, "drain reason must not be empty");
   ClientOptions o = options();
-  o.url = "127.0.0.1:6830";
+  o.servers = "127.0.0.1:6830";
   Client bad(o);
   auto p = bad.pool();
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_EQ(
-      p.error().message,
-      "server URL '127.0.0.1:6830' must start with http://, https:// or unix:/PATH, for example "
-      "http://127.0.0.1:6830");
+  EXPECT_EQ(p.error().message,
+            "server list '127.0.0.1:6830': '127.0.0.1:6830' is not a URL; expected composerd "
+            "URLs separated by commas, each http://HOST:PORT, https://HOST:PORT or unix:/PATH, "
+            "for example http://127.0.0.1:6830,http://ctl2:6830");
   EXPECT_TRUE(fake_->seen().empty());
 }
 
 TEST_F(ClientTest, ConnectionRefusedNamesTheUrl) {
   ClientOptions o = options();
-  o.url = "http://127.0.0.1:" + std::to_string(test_support::free_port());
+  o.servers = "http://127.0.0.1:" + std::to_string(test_support::free_port());
   o.retries = 1;
   Client c(o);
   auto r = c.pool();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
-  EXPECT_NE(r.error().message.find(o.url + "/v1/pool"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find(o.servers + "/v1/pool"), std::string::npos) << r.error().message;
 }
 
 TEST_F(ClientTest, OneClientServesManyThreads) {
@@ -411,6 +411,200 @@ TEST_F(ClientTest, OneClientServesManyThreads) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 90);
   for (const Seen& s : fake_->seen()) EXPECT_EQ(s.decode, EMUNGE_SUCCESS);
+}
+
+// Several servers: an active composerd and its standbys (client.h). Each fake records what
+// reached it; a standby answers 503 with "active" as composerd's standby does.
+
+// A standby's answer: the usual error body and the active composerd's URL.
+void standby(httplib::Response& res, const std::string& active) {
+  Json::Value body = api::to_json(Error{ErrorCode::kUnavailable, "this composerd is a standby"});
+  body["active"] = active;
+  answer(res, body, 503);
+}
+
+void pool_answer(httplib::Response& res) { answer(res, api::pool_to_json({PoolRow{}})); }
+
+std::string dead_url() { return "http://127.0.0.1:" + std::to_string(test_support::free_port()); }
+
+TEST_F(ClientTest, ServersFirstDownSecondActiveAndRemembered) {
+  fake_->server().Get("/v1/pool",
+                      [](const httplib::Request&, httplib::Response& res) { pool_answer(res); });
+  FakeComposerd standing(munge_->socket_path());
+  standing.server().Get("/v1/pool", [&](const httplib::Request&, httplib::Response& res) {
+    standby(res, fake_->url());
+  });
+  ClientOptions o = options();
+  const std::string dead = dead_url();
+  o.servers = dead + "," + standing.url() + "," + fake_->url();
+  Client c(o);
+  EXPECT_EQ(c.active_server(), dead);
+  auto first = c.pool();
+  ASSERT_TRUE(first.ok()) << first.error();
+  EXPECT_EQ(c.active_server(), fake_->url());
+  EXPECT_EQ(standing.seen().size(), 1u);
+  // The next call goes straight to the server that answered as active.
+  auto second = c.pool();
+  ASSERT_TRUE(second.ok()) << second.error();
+  EXPECT_EQ(standing.seen().size(), 1u);
+  ASSERT_EQ(fake_->seen().size(), 2u);
+  for (const Seen& s : fake_->seen()) EXPECT_EQ(s.decode, EMUNGE_SUCCESS);
+}
+
+TEST_F(ClientTest, ServersStandbyNamesTheActiveOneWhichIsAskedNext) {
+  fake_->server().Post("/v1/devices/gpu-a-00/drain",
+                       [](const httplib::Request&, httplib::Response& res) {
+                         answer(res, api::to_json(gpu("gpu-a-00")));
+                       });
+  FakeComposerd standing(munge_->socket_path());
+  standing.server().Post(
+      "/v1/devices/gpu-a-00/drain",
+      [&](const httplib::Request&, httplib::Response& res) { standby(res, fake_->url() + "/"); });
+  FakeComposerd skipped(munge_->socket_path());
+  ClientOptions o = options();
+  o.servers = standing.url() + "," + skipped.url() + "," + fake_->url();
+  Client c(o);
+  // POST is never sent twice to one server, but a standby's refusal moves it on.
+  auto d = c.drain("gpu-a-00", "maintenance");
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_EQ(standing.seen().size(), 1u);
+  EXPECT_TRUE(skipped.seen().empty());
+  EXPECT_EQ(fake_->seen().size(), 1u);
+  EXPECT_EQ(c.active_server(), fake_->url());
+}
+
+TEST_F(ClientTest, ServersAllDownNamesEveryUrlAndWhatItSaid) {
+  FakeComposerd standing(munge_->socket_path());
+  standing.server().Get("/v1/pool", [](const httplib::Request&, httplib::Response& res) {
+    standby(res, "http://ctl9:6830");
+  });
+  ClientOptions o = options();
+  o.retries = 1;
+  const std::string a = dead_url();
+  const std::string b = dead_url();
+  o.servers = a + "," + b + "," + standing.url();
+  Client c(o);
+  auto r = c.pool();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  // curl words the refusal in its own way ("Couldn't connect to server"): the rest is ours.
+  const std::string& m = r.error().message;
+  EXPECT_EQ(m.rfind("no composerd answered GET /v1/pool as the active one: " + a +
+                        ": cannot connect to " + a + "/v1/pool: ",
+                    0),
+            0u)
+      << m;
+  EXPECT_NE(m.find("; " + b + ": cannot connect to " + b + "/v1/pool: "), std::string::npos) << m;
+  EXPECT_TRUE(m.ends_with("; " + standing.url() +
+                          ": a standby naming http://ctl9:6830 as active (not in the server "
+                          "list) (2 rounds)"))
+      << m;
+  EXPECT_EQ(standing.seen().size(), 2u);  // once a round
+}
+
+TEST_F(ClientTest, ServersLoneStandbySaysWhoIsActive) {
+  fake_->server().Get("/v1/pool", [](const httplib::Request&, httplib::Response& res) {
+    standby(res, "http://ctl2:6830");
+  });
+  ClientOptions o = options();
+  o.retries = 0;
+  Client c(o);
+  auto r = c.pool();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(r.error().message, "composerd at " + fake_->url() +
+                                   " is a standby naming http://ctl2:6830 as active (not in the "
+                                   "server list) (GET /v1/pool)");
+}
+
+TEST_F(ClientTest, ServersAnyOtherAnswerIsTheAnswer) {
+  // A 503 without "active" (a composerd settling what it left unfinished) and a 404 are
+  // answers: the next server is not asked.
+  fake_->server().Get("/v1/pool", [](const httplib::Request&, httplib::Response& res) {
+    answer(res, api::to_json(Error{ErrorCode::kUnavailable, "recovering, try again"}), 503);
+  });
+  fake_->server().Get("/v1/compositions/4711/node1",
+                      [](const httplib::Request&, httplib::Response& res) {
+                        answer(res, api::to_json(Error{ErrorCode::kNotFound, "no such"}), 404);
+                      });
+  FakeComposerd other(munge_->socket_path());
+  other.server().Get("/v1/pool",
+                     [](const httplib::Request&, httplib::Response& res) { pool_answer(res); });
+  ClientOptions o = options();
+  o.retries = 1;
+  o.servers = fake_->url() + "," + other.url();
+  Client c(o);
+  auto r = c.pool();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(r.error().message, "recovering, try again");
+  auto s = c.show(4711, "node1");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(other.seen().empty());
+  EXPECT_EQ(c.active_server(), fake_->url());
+}
+
+TEST_F(ClientTest, ServersShareOneTimeBound) {
+  // Two standbys naming each other, each slow to say so: the call ends when one server's
+  // bound is spent, 6 x (50 + 300) ms plus the backoffs = 2.1 s, not after 12 answers of
+  // 250 ms (3 s).
+  FakeComposerd a(munge_->socket_path());
+  FakeComposerd b(munge_->socket_path());
+  a.server().Get("/v1/pool", [&](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    standby(res, b.url());
+  });
+  b.server().Get("/v1/pool", [&](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    standby(res, a.url());
+  });
+  ClientOptions o = options();
+  o.connect_timeout_ms = 50;
+  o.timeout_ms = 300;
+  o.retries = 5;
+  o.backoff_ms = 1;
+  o.servers = a.url() + "," + b.url();
+  Client c(o);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = c.pool();
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable) << r.error();
+  EXPECT_EQ(r.error().message.rfind("no composerd answered GET /v1/pool as the active one: ", 0),
+            0u)
+      << r.error();
+  EXPECT_LT(took, std::chrono::milliseconds(2600));
+  EXPECT_LT(a.seen().size() + b.seen().size(), 12u);
+}
+TEST_F(ClientTest, ServersCutASlowServerAtTheCallsBound) {
+  // One attempt may take 50 + 1000 ms. The standby takes 600 of them, so the active one it
+  // names gets what is left (about 450 ms), not a whole timeout of its own.
+  FakeComposerd slow(munge_->socket_path());
+  slow.server().Get("/v1/pool", [](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    pool_answer(res);
+  });
+  fake_->server().Get("/v1/pool", [&](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    standby(res, slow.url());
+  });
+  ClientOptions o = options();
+  o.connect_timeout_ms = 50;
+  o.timeout_ms = 1000;
+  o.retries = 0;
+  o.servers = fake_->url() + "," + slow.url();
+  Client c(o);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = c.pool();
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable) << r.error();
+  EXPECT_NE(
+      r.error().message.find(slow.url() + ": no answer to GET " + slow.url() + "/v1/pool within "),
+      std::string::npos)
+      << r.error();
+  EXPECT_LT(took, std::chrono::milliseconds(1400));
 }
 
 }  // namespace

@@ -360,5 +360,38 @@ TEST(HttpClient, SendsBodiesAsJson) {
   EXPECT_EQ(type, "application/json");
 }
 
+TEST(HttpClient, NoAttemptRunsPastTheDeadline) {
+  // A server that answers 503 forever: retries stop at the deadline, not after 20 of them.
+  std::atomic<int> hits{0};
+  TestServer busy;
+  busy.server.Get("/busy", [&](const httplib::Request&, httplib::Response& res) {
+    ++hits;
+    res.status = 503;
+  });
+  HttpOptions o = fast(20);
+  o.backoff_ms = 100;
+  HttpClient http(o);
+  HttpRequest req{"GET", busy.url() + "/busy", "", nullptr};
+  req.deadline = Clock::now() + std::chrono::milliseconds(400);
+  auto r = http.send(req);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->status, 503);
+  EXPECT_LT(hits.load(), 6);
+
+  // A slow server: the attempt's timeout shrinks to the time left.
+  TestServer slow;
+  slow.server.Get("/slow", [](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    res.set_content("{}", "application/json");
+  });
+  HttpRequest late{"GET", slow.url() + "/slow", "", nullptr};
+  late.deadline = Clock::now() + std::chrono::milliseconds(300);
+  const auto start = Clock::now();
+  auto t = http.send(late);
+  EXPECT_LT(elapsed_ms(start), 1000);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().code, ErrorCode::kTimeout) << t.error();
+}
+
 }  // namespace
 }  // namespace composer::http

@@ -173,7 +173,7 @@ TEST(ComposerdAccess, TheUnixSocketKnowsItsCallerFromTheKernel) {
   ComposerdProcess d("ListenSocket=" + sock + "\n");
 
   client::ClientOptions o;
-  o.url = "unix:" + sock;
+  o.servers = "unix:" + sock;
   o.retries = 0;
   o.munge_socket = dir.file("no-munged-here");
   client::Client local(o);
@@ -186,7 +186,7 @@ TEST(ComposerdAccess, TheUnixSocketKnowsItsCallerFromTheKernel) {
   ASSERT_TRUE(released.ok()) << released.error();
   EXPECT_EQ(released->size(), 1u);
   // Over TCP the same client settings fail: there the credential is needed.
-  o.url = d.url();
+  o.servers = d.url();
   EXPECT_FALSE(client::Client(o).pool().ok());
 
   auto as_nobody = [&](const std::string& method, const std::string& path) {

@@ -111,7 +111,7 @@ class ComposerdProcess {
 
   client::Client client(long timeout_ms = 30000) const {
     client::ClientOptions o;
-    o.url = url();
+    o.servers = url();
     o.timeout_ms = timeout_ms;
     o.retries = 1;
     o.munge_socket = munge_->socket_path();

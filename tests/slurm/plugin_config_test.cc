@@ -81,6 +81,24 @@ TEST(PlugstackArgs, GpuHealthAndGpuStackArguments) {
   }
 }
 
+TEST(PlugstackArgs, ServerListsForActiveAndStandbyComposerd) {
+  Expected<SpankConfig> c = parse_plugstack_args(
+      {"server=http://ctl1:6830,http://ctl2:6830",
+       "controller_server=unix:/run/composer/composerd.sock,http://ctl2:6830"});
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->server, "http://ctl1:6830,http://ctl2:6830");
+  EXPECT_EQ(c->controller_server, "unix:/run/composer/composerd.sock,http://ctl2:6830");
+  for (const char* arg : {"server=http://ctl1:6830,", "server=http://ctl1:6830,ctl2:6830",
+                          "controller_server=http://a:1,http://A:1/"}) {
+    Expected<SpankConfig> bad = parse_plugstack_args({arg});
+    ASSERT_FALSE(bad) << arg;
+    EXPECT_EQ(
+        bad.error().message.rfind(std::string("plugstack argument '") + arg + "': server list", 0),
+        0u)
+        << bad.error();
+  }
+}
+
 TEST(PlugstackArgs, UnknownArgumentIsNamed) {
   Expected<SpankConfig> c = parse_plugstack_args({"server=http://h:1", "colour=blue"});
   ASSERT_FALSE(c);

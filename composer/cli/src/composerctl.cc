@@ -17,6 +17,7 @@
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/db/store.h"
+#include "composer/drivers/credentials.h"
 #include "explain_job.h"
 #include "output.h"
 #include "policy.h"
@@ -206,9 +207,10 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
                        "print composerctl's version and exit");
   Settings s;
   app.add_option("--server", s.server,
-                 "composerd's URL (else $COMPOSER_SERVER, else " +
+                 "composerd's URL, or several separated by commas, tried in order (else "
+                 "$COMPOSER_SERVER, else " +
                      std::string(client::kDefaultServerUrl) + ")")
-      ->type_name("URL");
+      ->type_name("URL[,URL...]");
   app.add_option("--munge-socket", s.munge_socket,
                  "munged's socket (else $COMPOSER_MUNGE_SOCKET, else munge's default)")
       ->type_name("PATH");
@@ -340,6 +342,24 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       ->add_option("--database", backup_database,
                    "composerd's database (StateDir/composer.db; default " + backup_database + ")")
       ->type_name("PATH");
+  auto* state_cmd =
+      app.add_subcommand("state", "composerd's stored state (on its host, composerd stopped)");
+  state_cmd->require_subcommand(1);
+  auto* copy_cmd = state_cmd->add_subcommand(
+      "copy-to-postgresql",
+      "Copy composerd's SQLite database into an empty PostgreSQL store, with checks");
+  std::string copy_database = "/var/lib/slurm-composer/composer.db";
+  std::string copy_url_file;
+  copy_cmd
+      ->add_option("--database", copy_database,
+                   "composerd's database (StateDir/composer.db; default " + copy_database + ")")
+      ->type_name("PATH");
+  copy_cmd
+      ->add_option("--url-file", copy_url_file,
+                   "the file holding the store's libpq connection string, as StateUrlFile= "
+                   "names it (root or composerd's user only, mode 0600)")
+      ->type_name("FILE")
+      ->required();
   auto policy = add_policy_command(app);
   for (CLI::App* c : policy_commands(*policy)) output_options(c);
   output_options(policy_apply_command(*policy), Shape::kJson);
@@ -363,6 +383,27 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     return kExitUsage;
   }
 
+  if (copy_cmd->parsed()) {
+    // Local: the file and the database, composerd stopped; the string is never printed.
+    auto conninfo = drivers::read_secret_line(copy_url_file, "--url-file");
+    if (!conninfo) {
+      err << kProgram << ": error: " << conninfo.error().message << "\n";
+      return kExitFailed;
+    }
+    auto copied = db::copy_to_postgresql(copy_database, *conninfo);
+    if (!copied) {
+      err << kProgram << ": error: " << copied.error().message << "\n";
+      return kExitFailed;
+    }
+    for (const auto& [table, rows] : copied->rows) {
+      out << "composerctl: " << table << ": " << rows << " rows copied\n";
+    }
+    out << "composerctl: " << copy_database << " copied to PostgreSQL; both hold the same "
+        << copied->live_compositions << " live compositions and " << copied->claims
+        << " device claims. Set StateBackend=postgresql and StateUrlFile=" << copy_url_file
+        << " in composer.conf, then start composerd.\n";
+    return kExitOk;
+  }
   if (backup_cmd->parsed()) {
     // Local: SQLite's online backup of the file composerd writes; composerd is not asked.
     if (Status s_backup = db::backup(backup_database, backup_file); !s_backup) {
@@ -383,14 +424,13 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       return run_simulate(simulate_args, s.output(), out, err);
     }
     client::ClientOptions options;
-    options.url =
-        s.server.empty() ? env_or("COMPOSER_SERVER", client::kDefaultServerUrl) : s.server;
+    const bool from_flag = !s.server.empty();
+    options.servers = from_flag ? s.server : env_or("COMPOSER_SERVER", client::kDefaultServerUrl);
     options.munge_socket =
         s.munge_socket.empty() ? env_or("COMPOSER_MUNGE_SOCKET", "") : s.munge_socket;
-    if (!client::supported_server_url(options.url)) {
-      throw UsageError{"--server: '" + options.url +
-                       "' is not a URL; expected http://HOST:PORT, https://HOST:PORT or "
-                       "unix:/PATH (composerd's ListenSocket)"};
+    if (auto list = client::parse_server_list(options.servers); !list) {
+      throw UsageError{std::string(from_flag ? "--server" : "$COMPOSER_SERVER") + ": " +
+                       list.error().message};
     }
     // Validate every argument before anything is sent.
     client::DeviceQuery dq;

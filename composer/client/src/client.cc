@@ -1,5 +1,9 @@
 #include "composer/client/client.h"
 
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <thread>
 #include <utility>
 
 #include "composer/api/codec.h"
@@ -9,13 +13,15 @@
 namespace composer::client {
 namespace {
 
-http::HttpOptions http_options(const ClientOptions& o) {
+// One server's HTTP client: alone, it retries as HttpClient does; among several, each call
+// tries it once per round and the rounds are Client::call's.
+http::HttpOptions http_options(const ClientOptions& o, const std::string& url, bool alone) {
   http::HttpOptions h;
   h.connect_timeout_ms = o.connect_timeout_ms;
   h.timeout_ms = o.timeout_ms;
-  h.retries = o.retries;
+  h.retries = alone ? o.retries : 0;
   h.backoff_ms = o.backoff_ms;
-  if (o.url.starts_with(kUnixScheme)) h.unix_socket = o.url.substr(kUnixScheme.size());
+  if (url.starts_with(kUnixScheme)) h.unix_socket = url.substr(kUnixScheme.size());
   return h;
 }
 
@@ -65,46 +71,154 @@ struct Client::Path {
   }
 };
 
-bool supported_server_url(std::string_view url) {
-  return url.starts_with("http://") || url.starts_with("https://") ||
-         (url.starts_with(kUnixScheme) && url.substr(kUnixScheme.size()).starts_with('/'));
-}
+struct Client::Server {
+  std::string url;   // as the list names it
+  std::string base;  // what request paths are appended to
+  bool unix_socket = false;
+  std::unique_ptr<http::HttpClient> http;
+};
 
-Client::Client(ClientOptions options)
-    : options_(std::move(options)), http_(http_options(options_)) {}
+Client::Client(ClientOptions options) : options_(std::move(options)) {
+  Expected<std::vector<std::string>> urls = parse_server_list(options_.servers);
+  if (!urls) {
+    usable_ = urls.error();
+    return;
+  }
+  for (const std::string& url : *urls) {
+    Server s;
+    s.url = url;
+    s.unix_socket = url.starts_with(kUnixScheme);
+    // On composerd's Unix socket the URL's host only names the request's Host.
+    std::string_view base = s.unix_socket ? std::string_view("http://localhost") : url;
+    while (base.ends_with('/')) base.remove_suffix(1);
+    s.base = base;
+    s.http = std::make_unique<http::HttpClient>(http_options(options_, url, urls->size() == 1));
+    servers_.push_back(std::move(s));
+  }
+}
 
 Client::~Client() = default;
 
+std::string Client::active_server() const {
+  return servers_.empty() ? "" : servers_[active_.load() % servers_.size()].url;
+}
+
+namespace {
+
+// A standby's answer (HTTP 503 whose JSON body carries "active"): the active composerd's URL
+// as the standby names it ("" when it knows none), or nullopt for any other answer.
+std::optional<std::string> standby_naming(const http::HttpResponse& answer) {
+  if (answer.status != 503) return std::nullopt;
+  auto json = api::parse_json(answer.body);
+  if (!json || !json->isObject() || !json->isMember("active")) return std::nullopt;
+  const Json::Value& active = (*json)["active"];
+  return active.isString() ? active.asString() : std::string();
+}
+
+// What a standby said, for the sentences.
+std::string standby_sentence(const std::string& active, bool listed) {
+  if (active.empty()) return "a standby that knows no active composerd";
+  return "a standby naming " + active + " as active" + (listed ? "" : " (not in the server list)");
+}
+
+}  // namespace
+
 Expected<Json::Value> Client::call(const std::string& method, const Path& path,
                                    const std::string& body, bool authenticate) const {
-  std::string_view base = options_.url;
-  if (!supported_server_url(base)) {
-    return Error{ErrorCode::kInvalidArgument,
-                 "server URL '" + options_.url +
-                     "' must start with http://, https:// or unix:/PATH, for example " +
-                     kDefaultServerUrl};
-  }
-  // On composerd's Unix socket the kernel tells composerd who calls: no credential.
-  if (base.starts_with(kUnixScheme)) {
-    base = "http://localhost";
-    authenticate = false;
-  }
-  while (base.ends_with('/')) base.remove_suffix(1);
+  if (!usable_) return usable_.error();
   const std::string what = method + " " + path.plain;
-
-  http::HttpRequest req;
-  req.method = method;
-  req.url = std::string(base) + path.wire + path.query;
-  req.body = body;
-  if (authenticate) {
-    req.headers = [this, payload = what]() -> Expected<std::vector<std::string>> {
-      auto cred = munge_credential(payload, options_.munge_socket);
-      if (!cred) return cred.error();
-      return std::vector<std::string>{"Authorization: Munge " + *cred};
-    };
+  // One bound for the whole call: what a single server could take (client.h).
+  const bool idempotent = http::HttpClient::idempotent(method);
+  const int rounds = 1 + (idempotent ? std::max(0, options_.retries) : 0);
+  const http::HttpClient& pacing = *servers_.front().http;
+  std::chrono::milliseconds bound{rounds * (options_.connect_timeout_ms + options_.timeout_ms)};
+  for (int r = 1; r < rounds; ++r) {
+    bound += std::chrono::milliseconds(
+        std::min(pacing.options().max_backoff_ms, options_.backoff_ms << std::min(r - 1, 20)));
   }
-  auto answer = http_.send(req);
-  if (!answer) return answer.error();
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+
+  auto request_to = [&](const Server& s) {
+    http::HttpRequest req;
+    req.method = method;
+    req.url = s.base + path.wire + path.query;
+    req.body = body;
+    if (servers_.size() > 1) req.deadline = deadline;
+    // On composerd's Unix socket the kernel tells composerd who calls: no credential.
+    if (authenticate && !s.unix_socket) {
+      req.headers = [this, payload = what]() -> Expected<std::vector<std::string>> {
+        auto cred = munge_credential(payload, options_.munge_socket);
+        if (!cred) return cred.error();
+        return std::vector<std::string>{"Authorization: Munge " + *cred};
+      };
+    }
+    return req;
+  };
+  auto find = [&](const std::string& url) -> std::optional<size_t> {
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      if (api::same_server(servers_[i].url, url)) return i;
+    }
+    return std::nullopt;
+  };
+
+  std::optional<http::HttpResponse> answer;
+  std::vector<std::string> said(servers_.size());  // each server's last word, for the sentence
+  bool standby_only = false;  // the lone server is a standby (its sentence is the error)
+  int rounds_done = 0;
+  for (int round = 1; round <= rounds && !answer; ++round) {
+    if (round > 1) {
+      const auto pause = pacing.backoff(round - 1);
+      if (std::chrono::steady_clock::now() + pause >= deadline) break;
+      std::this_thread::sleep_for(pause);
+    }
+    ++rounds_done;
+    std::vector<bool> tried(servers_.size(), false);
+    std::optional<size_t> next = active_.load() % servers_.size();
+    while (next && !answer) {
+      const size_t i = *next;
+      tried[i] = true;
+      next.reset();
+      if (servers_.size() > 1 && std::chrono::steady_clock::now() >= deadline) {
+        if (said[i].empty()) said[i] = "not tried: the call's time was up";
+      } else {
+        // A server that did not answer before the call's bound is no answer either.
+        const bool capped =
+            servers_.size() > 1 && deadline - std::chrono::steady_clock::now() <
+                                       std::chrono::milliseconds(options_.timeout_ms);
+        Expected<http::HttpResponse> got = servers_[i].http->send(request_to(servers_[i]));
+        const bool cut = capped && !got && got.error().code == ErrorCode::kTimeout;
+        if (!got) {
+          if (got.error().code != ErrorCode::kUnavailable && !cut) return got.error();
+          if (servers_.size() == 1) return got.error();
+          said[i] = got.error().message;
+        } else if (std::optional<std::string> active = standby_naming(*got)) {
+          const std::optional<size_t> named = find(*active);
+          said[i] = standby_sentence(*active, named.has_value());
+          standby_only = servers_.size() == 1;
+          if (named && !tried[*named]) next = named;
+        } else {
+          active_.store(i);
+          answer = std::move(*got);
+        }
+      }
+      for (size_t j = 0; !next && !answer && j < servers_.size(); ++j) {
+        if (!tried[j]) next = j;
+      }
+    }
+  }
+  if (!answer) {
+    if (standby_only) {
+      return Error{ErrorCode::kUnavailable, "composerd at " + servers_.front().url + " is " +
+                                                said.front() + " (" + what + ")"};
+    }
+    std::string message = "no composerd answered " + what + " as the active one:";
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      message += (i == 0 ? " " : "; ") + servers_[i].url + ": " +
+                 (said[i].empty() ? "not tried" : said[i]);
+    }
+    if (rounds_done > 1) message += " (" + std::to_string(rounds_done) + " rounds)";
+    return Error{ErrorCode::kUnavailable, message};
+  }
 
   auto json = api::parse_json(answer->body);
   if (answer->status >= 200 && answer->status < 300) {

@@ -143,9 +143,17 @@ bool HttpClient::retryable_status(long status) {
 
 namespace {
 
-Attempt perform(CURL* h, const HttpOptions& o, const HttpRequest& req,
+Attempt perform(CURL* h, const HttpOptions& options, const HttpRequest& req,
                 const std::vector<std::string>& extra_headers) {
   Attempt a;
+  HttpOptions o = options;
+  if (req.deadline) {
+    const long left = std::max<long>(1, std::chrono::ceil<std::chrono::milliseconds>(
+                                            *req.deadline - std::chrono::steady_clock::now())
+                                            .count());
+    o.connect_timeout_ms = std::min(o.connect_timeout_ms, left);
+    o.timeout_ms = std::min(o.timeout_ms, left);
+  }
   const std::string& url = req.url;
   char errbuf[CURL_ERROR_SIZE] = {0};
   Received received;
@@ -306,7 +314,10 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& req) const {
     const bool retry =
         attempt < max_attempts &&
         (a.connection_failed || (a.response && retryable_status(a.response->status)));
-    if (!retry) {
+    const std::chrono::milliseconds pause = backoff(attempt);
+    const bool past_deadline =
+        req.deadline && std::chrono::steady_clock::now() + pause >= *req.deadline;
+    if (!retry || past_deadline) {
       if (a.response) {
         a.response->attempts = attempt;
         return std::move(*a.response);
@@ -314,7 +325,7 @@ Expected<HttpResponse> HttpClient::send(const HttpRequest& req) const {
       if (attempt > 1) a.error.message += " (after " + std::to_string(attempt) + " attempts)";
       return a.error;
     }
-    std::this_thread::sleep_for(backoff(attempt));
+    std::this_thread::sleep_for(pause);
   }
 }
 

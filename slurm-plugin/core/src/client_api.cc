@@ -4,7 +4,7 @@ namespace composer::slurm {
 
 client::ClientOptions client_options(const SpankConfig& config) {
   client::ClientOptions o;
-  o.url = config.server;
+  o.servers = config.server;
   o.connect_timeout_ms = long{config.connect_timeout_s} * 1000;
   o.timeout_ms = long{config.timeout_s} * 1000;
   o.retries = static_cast<int>(config.retries);

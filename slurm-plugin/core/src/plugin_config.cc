@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "composer/api/server_list.h"
 #include "composer/common/strings.h"
 #include "composer/config/conf_file.h"
 
@@ -79,13 +80,11 @@ Setter library(std::string SpankConfig::*field) {
   };
 }
 
-// A composerd URL: http://, https:// or unix:/PATH (its ListenSocket).
-Setter url(std::string SpankConfig::*field) {
+// composerd's URLs: one, or an active composerd and its standbys separated by commas, each
+// http://, https:// or unix:/PATH (its ListenSocket); the clients' own list parser.
+Setter servers(std::string SpankConfig::*field) {
   return [field](const std::string& arg, const std::string& value, SpankConfig* c) -> Status {
-    if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0 &&
-        value.rfind("unix:/", 0) != 0) {
-      return bad(arg, "expected a URL starting with http://, https:// or unix:/");
-    }
+    if (auto list = api::parse_server_list(value); !list) return bad(arg, list.error().message);
     c->*field = value;
     return Status::Ok();
   };
@@ -93,8 +92,8 @@ Setter url(std::string SpankConfig::*field) {
 
 const std::map<std::string, Setter>& setters() {
   static const std::map<std::string, Setter> table = {
-      {"server", url(&SpankConfig::server)},
-      {"controller_server", url(&SpankConfig::controller_server)},
+      {"server", servers(&SpankConfig::server)},
+      {"controller_server", servers(&SpankConfig::controller_server)},
       {"connect_timeout", number(&SpankConfig::connect_timeout_s, 1, 300)},
       {"timeout", number(&SpankConfig::timeout_s, 1, 3600)},
       {"retries", number(&SpankConfig::retries, 0, 20)},

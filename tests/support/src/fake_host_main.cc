@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   composer::client::ClientOptions options;
-  options.url = server;
+  options.servers = server;
   options.munge_socket = munge_socket;
   options.timeout_ms = 5000;
   options.retries = 1;

@@ -240,4 +240,24 @@ class Store {
 // leaves no file behind. composerctl backup; restore in docs/ADMIN.md.
 Status backup(const std::string& database, const std::string& file);
 
+// What copy_to_postgresql copied: each table's rows in the order copied, and what the checks
+// found equal on both sides.
+struct CopyCounts {
+  std::vector<std::pair<std::string, int64_t>> rows;
+  int64_t live_compositions = 0;
+  int64_t claims = 0;
+};
+
+// Moving a site to PostgreSQL: copies composerd's SQLite database at `database` into the
+// PostgreSQL database `conninfo` (its schema made, or migrated, first), in one transaction that
+// commits only when every table's row count, the live compositions with their devices and the
+// device claims are equal on both sides. Refuses (kConflict) while something holds the file
+// open (composerd runs), which it learns from SQLite's lock: the copy takes the file's
+// exclusive lock and keeps it to the end, so composerd cannot start meanwhile; refuses
+// (kConflict) a store that holds any row, and a file of another schema version
+// (kInvalidArgument). The target is left as it was on every refusal or failure. No sentence
+// names any part of `conninfo` (it may hold a password). composerctl state copy-to-postgresql;
+// copy_test pins each of these.
+Expected<CopyCounts> copy_to_postgresql(const std::string& database, const std::string& conninfo);
+
 }  // namespace composer::db

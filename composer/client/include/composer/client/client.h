@@ -4,10 +4,21 @@
 // "METHOD PATH", except on composerd's Unix socket (url unix:/PATH), where the kernel names
 // the caller. Error answers become an Error with the server's code and message; transport
 // failures come from HttpClient (kUnavailable, kTimeout). A Client may be shared by threads.
+//
+// Several servers (an active composerd and its standbys, like Slurm's SlurmctldHost lines) are
+// followed: each call tries them in order, starting with the one that last answered as
+// active. A connection that fails, or an HTTP 503 whose body carries "active" (a standby,
+// naming the active composerd's URL, tried next when it is in the list), moves on to the next
+// server; any other answer is the call's answer. Idempotent calls go round the list up to
+// `retries` more times with HttpClient's backoff between rounds. The whole call stays within
+// what one server could take: (retries + 1) x (connect_timeout_ms + timeout_ms) plus the
+// backoffs. When no server answers as active the error (kUnavailable) names every URL tried and
+// what each said (client_test, "Servers" tests).
 #pragma once
 
 #include <json/value.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -17,6 +28,7 @@
 #include <vector>
 
 #include "composer/api/policy.h"
+#include "composer/api/server_list.h"
 #include "composer/api/types.h"
 #include "composer/common/error.h"
 #include "composer/http/http.h"
@@ -24,15 +36,17 @@
 
 namespace composer::client {
 
-inline constexpr char kDefaultServerUrl[] = "http://127.0.0.1:6830";
+using api::kDefaultServerUrl;
 // "unix:/run/composer/composerd.sock": composerd's ListenSocket on this host; calls carry no
 // munge credential there (composerd reads the caller's uid from the kernel).
 inline constexpr std::string_view kUnixScheme = "unix:";
-// Whether `url` is one a Client can use: http://, https:// or unix:/PATH.
-bool supported_server_url(std::string_view url);
+// The server lists every client takes (api/server_list.h).
+using api::parse_server_list;
+using api::supported_server_url;
 
 struct ClientOptions {
-  std::string url = kDefaultServerUrl;
+  // A server list (parse_server_list); calls fail with its sentence when it is not one.
+  std::string servers = kDefaultServerUrl;
   long connect_timeout_ms = 2000;
   long timeout_ms = 60000;
   int retries = 3;
@@ -143,6 +157,8 @@ class Client {
       const std::vector<std::pair<std::string, std::string>>& params = {}) const;
 
   const ClientOptions& options() const { return options_; }
+  // The URL of the server tried first by the next call (the one last answered as active).
+  std::string active_server() const;
 
  private:
   struct Path;
@@ -153,8 +169,12 @@ class Client {
   Expected<Json::Value> call(const std::string& method, const Path& path, const std::string& body,
                              bool authenticate) const;
 
+  struct Server;
   ClientOptions options_;
-  http::HttpClient http_;
+  Status usable_;  // the server list's sentence when it is not one
+  std::vector<Server> servers_;
+  // The index in servers_ of the server that last answered as active: tried first.
+  mutable std::atomic<size_t> active_{0};
 };
 
 }  // namespace composer::client

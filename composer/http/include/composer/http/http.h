@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,6 +41,10 @@ struct HttpRequest {
   // Called before every attempt for extra header lines ("Authorization: ..."), so each attempt
   // can carry a fresh credential. An error ends the call without sending anything.
   std::function<Expected<std::vector<std::string>>()> headers;
+  // When set, no attempt runs past it: each one's connect and total timeouts shrink to the time
+  // left, and no attempt starts after it (a caller that shares one bound among several
+  // servers, composer::client::Client; http_test, NoAttemptRunsPastTheDeadline).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 // Any HTTP answer, whatever its status; transport failures are an Error instead.

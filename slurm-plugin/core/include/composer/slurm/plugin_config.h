@@ -48,7 +48,8 @@ enum class GpuHealth {
 };
 
 struct SpankConfig {
-  // composerd's own default address (composer/config).
+  // composerd's own default address (composer/config); or a server list, an active composerd
+  // and its standbys tried in order (api/server_list.h).
   std::string server = std::string("http://") + config::kDefaultListenAddress + ":" +
                        std::to_string(config::kDefaultListenPort);
   uint32_t connect_timeout_s = 5;
@@ -78,7 +79,7 @@ struct SpankConfig {
   // job; the node prolog: on_unavailable says).
   uint32_t outage_wait_s = 60;
   // composer-slurmctld's composerd when not `server` (e.g. unix:/run/composer/composerd.sock,
-  // composerd's ListenSocket on the controller: no munge round trip).
+  // composerd's ListenSocket on the controller: no munge round trip); a server list too.
   std::string controller_server;
   // Read and ignored, so that a plugstack line that sets it still parses: EpilogSlurmctld no
   // longer waits for the node epilogs (ctld_core.h, controller_epilog).
