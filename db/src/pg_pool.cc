@@ -48,6 +48,37 @@ WriteStats Writer::stats() const {
   return stats_;
 }
 
+void Writer::fence(int64_t epoch, int64_t lease_ms) {
+  lease_ms_ = lease_ms;
+  fence_ = epoch;
+}
+
+namespace {
+
+constexpr Sql kHoldsEpoch{"checking that this composerd is still the active one",
+                          "SELECT 1 FROM leadership WHERE id = 1 AND epoch = $1 FOR SHARE"};
+constexpr Sql kTransactionTimeout{
+    "setting the longest a write transaction may stay idle",
+    "SELECT set_config('idle_in_transaction_session_timeout', $1, false)"};
+
+}  // namespace
+
+void Writer::check_fence() {
+  const int64_t epoch = fence_.load();
+  if (epoch == kNotFenced) return;
+  if (epoch == 0) {
+    fail(ErrorCode::kUnavailable, "this composerd is a standby; only the active one writes");
+  }
+  // FOR SHARE holds the row until COMMIT: a takeover, which updates it, waits for this
+  // transaction or makes it fail here (leadership_test, FencedWriteIsRefused).
+  Result r = connection_->run(kHoldsEpoch, Params().add(epoch));
+  if (!r.step()) {
+    fail(ErrorCode::kUnavailable, "another composerd took over (this one held epoch " +
+                                      std::to_string(epoch) +
+                                      "); this composerd is no longer active and wrote nothing");
+  }
+}
+
 void Writer::loop() {
   for (;;) {
     std::deque<Job> batch;
@@ -65,7 +96,15 @@ void Writer::run_batch(std::deque<Job>& batch) {
   std::vector<Status> results(batch.size());
   bool committed = false;
   try {
-    if (!connection_ || !connection_->usable()) connection_ = Connection::open(conninfo_);
+    if (!connection_ || !connection_->usable()) {
+      connection_ = Connection::open(conninfo_);
+      lease_set_ = false;
+    }
+    if (fence_.load() == 0) check_fence();
+    if (fence_.load() != kNotFenced && !lease_set_) {
+      connection_->run(kTransactionTimeout, Params().add(std::to_string(lease_ms_.load()) + "ms"));
+      lease_set_ = true;
+    }
     Transaction transaction(*connection_);
     for (size_t i = 0; i < batch.size(); ++i) {
       Savepoint savepoint(*connection_);
@@ -79,6 +118,7 @@ void Writer::run_batch(std::deque<Job>& batch) {
         results[i] = Error(ErrorCode::kInternal, std::string("store: ") + e.what());
       }
     }
+    check_fence();
     transaction.commit();
     committed = true;
   } catch (const Failure& f) {

@@ -5,6 +5,7 @@
 // or, under Patroni, another host may now be the primary.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -38,6 +39,9 @@ class Writer {
   void submit(Body body, Done done);
   Status run(Body body);
   WriteStats stats() const;
+  // Store::fence: every batch commits only while the leadership row holds `epoch` (0: none
+  // commits).
+  void fence(int64_t epoch, int64_t lease_ms);
 
  private:
   struct Job {
@@ -46,9 +50,16 @@ class Writer {
   };
   void loop();
   void run_batch(std::deque<Job>& batch);
+  // Throws Failure unless this composerd may commit (fence()).
+  void check_fence();
+
+  static constexpr int64_t kNotFenced = -1;
 
   const std::string conninfo_;
   std::unique_ptr<Connection> connection_;
+  std::atomic<int64_t> fence_{kNotFenced};
+  std::atomic<int64_t> lease_ms_{0};
+  bool lease_set_ = false;  // on connection_, by the writer's thread
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::deque<Job> queue_;

@@ -212,11 +212,20 @@ constexpr Sql kMigration1 = statement<
     "CREATE TRIGGER events_roll_up AFTER INSERT ON events FOR EACH ROW"
     " EXECUTE FUNCTION composer_roll_up();">;
 
+// Migration 2: the leadership of several composerd on one database (leadership.h): one row,
+// epoch 0 until the first composerd takes over.
+constexpr Sql kMigration2 = statement<
+    "adding the leadership row (migration 2)",
+    "CREATE TABLE leadership ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1), epoch BIGINT NOT NULL CHECK (epoch >= 0),"
+    " holder TEXT NOT NULL, url TEXT NOT NULL, since_ms BIGINT NOT NULL);"
+    "INSERT INTO leadership (id, epoch, holder, url, since_ms) VALUES (1, 0, '', '', 0);">;
+
 struct Migration {
   int version;
   const Sql* sql;
 };
-constexpr Migration kMigrations[] = {{1, &kMigration1}};
+constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}};
 
 // One composerd migrates at a time; the others wait and then find the work done.
 constexpr Sql kLock{"waiting for the migration lock",
