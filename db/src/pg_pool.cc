@@ -97,6 +97,40 @@ WriteStats Writer::stats() const {
   return stats_;
 }
 
+void Writer::fence(int64_t epoch, int64_t lease_ms) {
+  lease_ms_ = lease_ms;
+  fence_ = epoch;
+}
+
+namespace {
+
+constexpr Sql kHoldsEpoch{"checking that this composerd is still the active one",
+                          "SELECT 1 FROM leadership WHERE id = 1 AND epoch = $1 FOR SHARE"};
+constexpr Sql kTransactionTimeout{
+    "setting the longest a write transaction may stay idle",
+    "SELECT set_config('idle_in_transaction_session_timeout', $1, false)"};
+
+}  // namespace
+
+void Writer::check_fence() {
+  fenced_out_ = false;
+  const int64_t epoch = fence_.load();
+  if (epoch == kNotFenced) return;
+  if (epoch == 0) {
+    fenced_out_ = true;  // a refused write is not tried again
+    fail(ErrorCode::kUnavailable, "this composerd is a standby; only the active one writes");
+  }
+  // FOR SHARE holds the row until COMMIT: a takeover, which updates it, waits for this
+  // transaction or makes it fail here (leadership_test, FencedWriteIsRefused).
+  Result r = connection_->run(kHoldsEpoch, Params().add(epoch));
+  if (!r.step()) {
+    fenced_out_ = true;
+    fail(ErrorCode::kUnavailable, "another composerd took over (this one held epoch " +
+                                      std::to_string(epoch) +
+                                      "); this composerd is no longer active and wrote nothing");
+  }
+}
+
 void Writer::loop() {
   for (;;) {
     std::deque<Job> batch;
@@ -113,8 +147,17 @@ void Writer::loop() {
 Writer::Outcome Writer::attempt(std::deque<Job>& batch, std::vector<Status>& results,
                                 int64_t number, Error& failure) {
   bool commit_sent = false;
+  fenced_out_ = false;
   try {
-    if (!connection_ || !connection_->usable()) connection_ = Connection::open(conninfo_);
+    if (!connection_ || !connection_->usable()) {
+      connection_ = Connection::open(conninfo_);
+      lease_set_ = false;
+    }
+    if (fence_.load() == 0) check_fence();
+    if (fence_.load() != kNotFenced && !lease_set_) {
+      connection_->run(kTransactionTimeout, Params().add(std::to_string(lease_ms_.load()) + "ms"));
+      lease_set_ = true;
+    }
     Transaction transaction(*connection_);
     for (size_t i = 0; i < batch.size(); ++i) {
       Savepoint savepoint(*connection_);
@@ -129,6 +172,7 @@ Writer::Outcome Writer::attempt(std::deque<Job>& batch, std::vector<Status>& res
       }
     }
     connection_->run(kMarkBatch, Params().add(id_).add(number).add(now_ms()));
+    check_fence();
     const uint64_t warnings = connection_->warnings();
     commit_sent = true;
     transaction.commit();
@@ -163,7 +207,10 @@ void Writer::run_batch(std::deque<Job>& batch) {
       // Until the writer's row says: the batch is either durable on the primary, or can
       // never commit (the write below waited for it).
       try {
-        if (!connection_ || !connection_->usable()) connection_ = Connection::open(conninfo_);
+        if (!connection_ || !connection_->usable()) {
+          connection_ = Connection::open(conninfo_);
+          lease_set_ = false;
+        }
         outcome = resolve_batch(*connection_, id_, number, now_ms()) ? Outcome::kCommitted
                                                                      : Outcome::kNotCommitted;
         log::warning("store: a commit without an answer was found out",
@@ -184,7 +231,7 @@ void Writer::run_batch(std::deque<Job>& batch) {
       committed = true;
       break;
     }
-    if (outcome == Outcome::kUnknown || failure.code != ErrorCode::kUnavailable ||
+    if (outcome == Outcome::kUnknown || failure.code != ErrorCode::kUnavailable || fenced_out_ ||
         Steady::now() >= deadline) {
       break;
     }

@@ -14,6 +14,7 @@
 // again. A call is never told it succeeded unless its commit is proven.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -51,6 +52,9 @@ class Writer {
   void submit(Body body, Done done);
   Status run(Body body);
   WriteStats stats() const;
+  // Store::fence: every batch commits only while the leadership row holds `epoch` (0: none
+  // commits).
+  void fence(int64_t epoch, int64_t lease_ms);
 
  private:
   struct Job {
@@ -64,12 +68,20 @@ class Writer {
   // One try of the batch under number `number`; `failure` says why when not committed.
   Outcome attempt(std::deque<Job>& batch, std::vector<Status>& results, int64_t number,
                   Error& failure);
+  // Throws Failure unless this composerd may commit (fence()).
+  void check_fence();
+
+  static constexpr int64_t kNotFenced = -1;
 
   const std::string conninfo_;
   const std::chrono::milliseconds retry_for_;
   const std::string id_;  // this writer's row in store_writers
   int64_t number_ = 0;    // the last batch number tried
   std::unique_ptr<Connection> connection_;
+  std::atomic<int64_t> fence_{kNotFenced};
+  std::atomic<int64_t> lease_ms_{0};
+  bool lease_set_ = false;  // on connection_, by the writer's thread
+  bool fenced_out_ = false;  // the last fence check refused: no retry (writer's thread)
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::deque<Job> queue_;

@@ -219,11 +219,20 @@ constexpr Sql kMigration2 =
               "CREATE TABLE store_writers ("
               " writer TEXT PRIMARY KEY, batch BIGINT NOT NULL, updated_ms BIGINT NOT NULL);">;
 
+// Migration 3: the leadership of several composerd on one database (leadership.h): one row,
+// epoch 0 until the first composerd takes over.
+constexpr Sql kMigration3 = statement<
+    "adding the leadership row (migration 3)",
+    "CREATE TABLE leadership ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1), epoch BIGINT NOT NULL CHECK (epoch >= 0),"
+    " holder TEXT NOT NULL, url TEXT NOT NULL, since_ms BIGINT NOT NULL);"
+    "INSERT INTO leadership (id, epoch, holder, url, since_ms) VALUES (1, 0, '', '', 0);">;
+
 struct Migration {
   int version;
   const Sql* sql;
 };
-constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}};
+constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}};
 
 // One composerd migrates at a time; the others wait and then find the work done.
 constexpr Sql kLock{"waiting for the migration lock",

@@ -545,6 +545,8 @@ class PgStore final : public Store {
 
   WriteStats write_stats() const override { return writer_->stats(); }
 
+  void fence(int64_t epoch, int64_t lease_ms) override { writer_->fence(epoch, lease_ms); }
+
  private:
   // Runs `query` on a reading connection, its statements in one read-only snapshot where
   // `snapshot` says so; failures become an Error. A query that hands rows to a visitor as it

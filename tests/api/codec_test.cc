@@ -259,6 +259,18 @@ TEST(Codec, PoolRowEventHealthAndBodiesRoundTrip) {
       from_text<HealthInfo>(R"({"status":"ok","fabric":"sim","version":"0.1.0","uptime_s":1})");
   ASSERT_TRUE(h_back.ok()) << h_back.error();
   EXPECT_EQ(h_back->slurm_licenses, "local");
+  EXPECT_EQ(h_back->role, "");
+  // Several composerd on one store: who is active, the epoch and since when.
+  h.role = "standby";
+  h.epoch = 4;
+  h.active = "http://ctl1:6830";
+  h.active_since_ms = 1700000000000;
+  h_back = from_json<HealthInfo>(to_json(h));
+  ASSERT_TRUE(h_back.ok()) << h_back.error();
+  EXPECT_EQ(*h_back, h);
+  EXPECT_FALSE(from_text<HealthInfo>(R"({"status":"ok","fabric":"sim","version":"0.1.0",)"
+                                     R"("uptime_s":1,"role":"leader"})")
+                   .ok());
 
   auto body = from_text<ComposeBody>(kBody);
   ASSERT_TRUE(body.ok()) << body.error();

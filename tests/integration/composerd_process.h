@@ -37,8 +37,12 @@ inline std::string default_pool_lines() {
 
 class ComposerdProcess {
  public:
-  explicit ComposerdProcess(std::string extra_conf = "", std::string pool = default_pool_lines())
-      : extra_(std::move(extra_conf)), pool_(std::move(pool)) {
+  // `port`: 0 for one the kernel picks. `standby`: start() returns once it answers as a
+  // standby (StateBackend=postgresql, another composerd active); otherwise only once it is
+  // active.
+  explicit ComposerdProcess(std::string extra_conf = "", std::string pool = default_pool_lines(),
+                            int port = 0, bool standby = false)
+      : extra_(std::move(extra_conf)), pool_(std::move(pool)), standby_(standby) {
     auto munge = test_support::MungeDaemon::start();
     if (!munge) throw std::runtime_error("munged: " + munge.error().message);
     munge_ = std::move(munge).value();
@@ -50,7 +54,7 @@ class ComposerdProcess {
           p, std::filesystem::perms::others_exec | std::filesystem::perms::group_exec,
           std::filesystem::perm_options::add);
     }
-    port_ = test_support::free_port();
+    port_ = port != 0 ? port : test_support::free_port();
     write_config();
     start();
   }
@@ -79,8 +83,9 @@ class ComposerdProcess {
       _exit(127);
     }
     auto c = client(2000);
-    for (int i = 0; i < 200; ++i) {
-      if (c.health().ok()) return;
+    for (int i = 0; i < 400; ++i) {
+      // A composerd on PostgreSQL answers as a standby before it takes over.
+      if (auto h = c.health(); h.ok() && (standby_ || h->role != "standby")) return;
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
@@ -89,6 +94,21 @@ class ComposerdProcess {
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
     throw std::runtime_error("composerd did not answer /v1/health: " + log());
+  }
+
+  // Waits up to `timeout_ms` for it to exit by itself; returns the exit status, or -1 if it
+  // still runs (or was not running).
+  int wait_exit(int timeout_ms) {
+    if (pid_ <= 0) return -1;
+    int status = 0;
+    for (int waited = 0; waited <= timeout_ms; waited += 25) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return -1;
   }
 
   // SIGTERM and wait; returns the exit status (or -1 if it was not running).
@@ -139,6 +159,7 @@ class ComposerdProcess {
   std::string extra_;
   std::string pool_;
   int port_ = 0;
+  bool standby_ = false;
   pid_t pid_ = -1;
 };
 

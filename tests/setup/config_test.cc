@@ -43,6 +43,19 @@ TEST(Config, DefaultsAndSettings) {
   ASSERT_TRUE(pg.ok()) << pg.error();
   EXPECT_EQ(pg->state_backend, "postgresql");
   EXPECT_EQ(pg->state_url_file, "/etc/slurm/composer-state.url");
+  // Several composerd on it: each advertises its URL, derived from where it listens unless
+  // given; the lease is in seconds.
+  EXPECT_EQ(pg->leader_lease_ms, 5000);
+  EXPECT_EQ(pg->advertised_url(), "http://127.0.0.1:6830");
+  auto ha = parse(
+      "StateBackend=postgresql\nStateUrl=dbname=c\nAdvertiseUrl=http://ctl1:6830\n"
+      "LeaderLease=9\n");
+  ASSERT_TRUE(ha.ok()) << ha.error();
+  EXPECT_EQ(ha->advertised_url(), "http://ctl1:6830");
+  EXPECT_EQ(ha->leader_lease_ms, 9000);
+  auto v6 = parse("StateBackend=postgresql\nStateUrl=dbname=c\nListenAddress=::1\nListenPort=7\n");
+  ASSERT_TRUE(v6.ok()) << v6.error();
+  EXPECT_EQ(v6->advertised_url(), "http://[::1]:7");
 }
 
 // A job array's prologs arrive from one peer (slurmctld's host, composer-slurmctld), at most
@@ -115,6 +128,12 @@ TEST(Config, RefusesWithFileLineAndRule) {
             "StateBackend=postgresql uses"},
            {"StateBackend=postgresql\nStateUrlFile=c.url\n",
             "line 2: StateUrlFile=c.url: expected an absolute path"},
+           {"AdvertiseUrl=http://ctl1:6830\n",
+            "line 1: AdvertiseUrl= is for several composerd sharing one PostgreSQL store"},
+           {"StateBackend=postgresql\nStateUrl=dbname=c\nLeaderLease=1\n",
+            "line 3: LeaderLease=1: expected a whole number"},
+           {"StateBackend=postgresql\nStateUrl=dbname=c\nAdvertiseUrl=ctl1:6830\n",
+            "line 3: AdvertiseUrl=ctl1:6830: expected the URL clients reach this composerd at"},
        }) {
     auto c = parse(k.text);
     ASSERT_FALSE(c.ok()) << k.text;

@@ -251,9 +251,9 @@ ComposeBody decode<ComposeBody>(const Json::Value& v, const std::string& path) {
 
 template <>
 HealthInfo decode<HealthInfo>(const Json::Value& v, const std::string& path) {
-  JsonObject r(
-      v, path, "a health answer",
-      {"status", "fabric", "version", "uptime_s", "warnings", "slurm_licenses", "license_server"});
+  JsonObject r(v, path, "a health answer",
+               {"status", "fabric", "version", "uptime_s", "warnings", "slurm_licenses",
+                "license_server", "role", "epoch", "active", "active_since_ms"});
   HealthInfo h;
   h.status = r.string("status");
   h.fabric = r.string("fabric");
@@ -265,6 +265,13 @@ HealthInfo decode<HealthInfo>(const Json::Value& v, const std::string& path) {
     refuse(r.path("slurm_licenses"), "expected local or remote");
   }
   r.get_if("license_server", &h.license_server, as_string);
+  r.get_if("role", &h.role, as_string);
+  if (!h.role.empty() && h.role != "active" && h.role != "standby") {
+    refuse(r.path("role"), "expected active or standby");
+  }
+  if (v.isMember("epoch")) h.epoch = r.id("epoch");
+  r.get_if("active", &h.active, as_string);
+  if (v.isMember("active_since_ms")) h.active_since_ms = r.id("active_since_ms");
   return h;
 }
 
@@ -585,6 +592,12 @@ Json::Value to_json(const HealthInfo& h) {
   v["warnings"] = std::move(warnings);
   v["slurm_licenses"] = h.slurm_licenses;
   if (!h.license_server.empty()) v["license_server"] = h.license_server;
+  if (!h.role.empty()) {
+    v["role"] = h.role;
+    v["epoch"] = i64(h.epoch);
+    v["active"] = h.active;
+    v["active_since_ms"] = i64(h.active_since_ms);
+  }
   return v;
 }
 

@@ -128,10 +128,11 @@ Expected<Reply> RedfishFabric::Impl::request(const std::string& method, const st
     req.method = method;
     req.url = url(uri);
     if (body != nullptr) req.body = api::to_text(*body);
-    req.headers = [this, extra]() -> Expected<std::vector<std::string>> {
+    req.headers = [this, extra, changes = method != "GET"]() -> Expected<std::vector<std::string>> {
       auto h = auth_headers();
       if (!h) return h;
       for (const std::string& line : extra) h->push_back(line);
+      if (changes && o.epoch > 0) h->push_back("X-Composer-Epoch: " + std::to_string(o.epoch));
       return h;
     };
     auto r = http.send(req);

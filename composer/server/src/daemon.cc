@@ -22,6 +22,7 @@
 #include "composer/common/thread_name.h"
 #include "composer/config/conf_file.h"
 #include "composer/core/device_admin.h"
+#include "composer/core/fenced_fabric.h"
 #include "composer/core/live_pool.h"
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
@@ -35,6 +36,7 @@
 #include "composer/setup/fabric_setup.h"
 #include "failure_reactor.h"
 #include "front_door.h"
+#include "leader_watch.h"
 #include "metrics.h"
 #include "policy_keeper.h"
 #include "route.h"
@@ -194,12 +196,20 @@ Status distinct_files(const setup::Config& c) {
   return Status::Ok();
 }
 
-// StateUrl=, or the one line of StateUrlFile= (which follows the rule of every secret file).
-Expected<std::string> state_url(const setup::Config& c) {
-  if (c.state_url_file.empty()) return c.state_url;
-  auto url = drivers::read_secret_line(c.state_url_file, "StateUrlFile");
-  if (!url) return config::at(c.path, c.line_of("stateurlfile"), url.error().message);
-  return url;
+// The takeover as a ledger event, before recovery settles what the previous active composerd
+// left half-way.
+Status record_takeover(db::Store& store, const LeaderWatch& leader, const Clock& clock) {
+  const auto t = leader.takeover();
+  if (!t) return Status::Ok();
+  Event e;
+  e.ts_ms = clock.now_ms();
+  e.kind = "takeover";
+  e.user = t->now.holder;
+  e.detail = "epoch " + std::to_string(t->old_epoch) + " -> " + std::to_string(t->now.epoch) +
+             "; " + t->now.holder + " at " + t->now.url + " is active" +
+             (t->old_holder.empty() ? std::string() : ", after " + t->old_holder);
+  log::warning("takeover recorded", {{"detail", e.detail}});
+  return store.add_event(e);
 }
 
 }  // namespace
@@ -297,7 +307,8 @@ Daemon::~Daemon() {
   if (impl_->reconciler) impl_->reconciler->stop();
 }
 
-Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, const Clock& clock) {
+Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, const Clock& clock,
+                                                 LeaderWatch* leader) {
   if (auto s = check_config(config); !s) return s.error();
   auto impl = std::make_unique<Impl>(clock);
   impl->config = config;
@@ -337,7 +348,22 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
     impl->store = std::move(store).value();
   }
 
-  auto fabric = setup::make_fabric(config, metered_drivers(impl->fabric_meters));
+  // With a leadership, every write commits only under its epoch, and each driver tells the
+  // fabric manager the epoch and changes nothing once the leadership is lost.
+  setup::Config drivers = config;
+  setup::WrapDriver wrap = metered_drivers(impl->fabric_meters);
+  if (leader != nullptr) {
+    impl->store->fence(leader->epoch(), leader->lease_ms());
+    drivers.fabric_config.epoch = leader->epoch();
+    for (setup::FabricSpec& f : drivers.fabrics) f.config.epoch = leader->epoch();
+    wrap = [metered = std::move(wrap), leader](std::unique_ptr<Fabric> driver,
+                                               const std::string& name,
+                                               const setup::FabricConfig& f) {
+      return std::unique_ptr<Fabric>(std::make_unique<FencedFabric>(
+          metered(std::move(driver), name, f), [leader] { return leader->held(); }));
+    };
+  }
+  auto fabric = setup::make_fabric(drivers, wrap);
   if (!fabric) return fabric.error();
   impl->fabric = std::move(fabric).value();
 
@@ -365,6 +391,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
     const std::string where =
         on_sqlite ? "the database " + config.database : "the PostgreSQL store";
     return Error{s.error().code, where + ": " + s.error().message};
+  }
+  if (leader != nullptr) {
+    if (auto s = record_takeover(*impl->store, *leader, clock); !s) return s.error();
   }
   auto recovered = impl->service->recover();
   if (!recovered) return recovered.error();
@@ -429,6 +458,9 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
                                     .degraded = static_cast<uint64_t>(t.notified),
                                     .ignored = static_cast<uint64_t>(t.ignored)};
   });
+  if (leader != nullptr) {
+    impl->metrics->set_leadership([leader] { return leader->metrics(); });
+  }
   if (impl->slurm) {
     impl->metrics->set_slurm_sync([sync = impl->slurm.get()] {
       return Metrics::SlurmSyncFigures{.recreated = sync->drift_recreated(),
@@ -461,6 +493,8 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
       .metrics = in.metrics.get(),
       .policy = in.policy.get(),
       .slurm = in.slurm.get(),
+      .leadership = leader == nullptr ? std::function<void(api::HealthInfo&)>()
+                                      : [leader](api::HealthInfo& h) { leader->describe(h); },
   });
   install_routes(in.router, *in.api);
   const FrontDoorLimits limits{

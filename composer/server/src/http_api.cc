@@ -422,6 +422,7 @@ class Handlers {
           "the fabric shows no pooled device: every compose is refused (composerd --check "
           "--discover shows what the fabric holds and what was skipped)");
     }
+    if (ctx_.leadership) ctx_.leadership(h);
     return api::to_json(h);
   }
 

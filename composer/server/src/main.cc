@@ -1,7 +1,8 @@
 // composerd: the slurm-composer daemon. Runs in the foreground and tells systemd when it is
 // ready (Type=notify; service_manager.h); stops cleanly on SIGTERM or SIGINT; on SIGHUP reopens
 // its log file and re-reads LogLevel and LogFile (every other setting takes effect at the next
-// start).
+// start). With StateBackend=postgresql it is a standby until it holds the leadership
+// (leader_watch.h).
 #include <malloc.h>
 #include <signal.h>
 #include <CLI/CLI.hpp>
@@ -9,13 +10,17 @@
 #include <atomic>
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <mutex>
 #include <thread>
 
+#include "composer/common/clock.h"
 #include "composer/common/log.h"
 #include "composer/server/daemon.h"
 #include "composer/server/service_manager.h"
 #include "composer/setup/config.h"
 #include "composer/setup/fabric_setup.h"
+#include "leader_watch.h"
 
 namespace {
 
@@ -159,12 +164,19 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto daemon = composer::server::Daemon::create(*config);
-  if (!daemon) {
-    composer::log::error("composerd cannot start", {{"cause", daemon.error().message}});
-    std::cerr << "composerd: error: " << daemon.error().message << "\n";
-    return 1;
+  // StateBackend=postgresql: composerd is a standby until it holds the leadership.
+  std::unique_ptr<composer::server::LeaderWatch> leader;
+  if (config->state_backend == "postgresql") {
+    auto opened = composer::server::LeaderWatch::open(*config);
+    if (!opened) {
+      composer::log::error("composerd cannot start", {{"cause", opened.error().message}});
+      std::cerr << "composerd: error: " << opened.error().message << "\n";
+      return 1;
+    }
+    leader = std::move(opened).value();
   }
+  std::mutex running_mu;
+  composer::server::Daemon* running = nullptr;
   std::atomic<bool> signalled{false};
   std::thread waiter([&] {
     int sig = 0;
@@ -176,14 +188,50 @@ int main(int argc, char** argv) {
     }
     if (signalled.exchange(true)) return;  // woken by main to exit
     composer::log::info("signal received, shutting down", {{"signal", std::to_string(sig)}});
-    (*daemon)->stop();
+    if (leader) leader->stop();
+    std::lock_guard lock(running_mu);
+    if (running != nullptr) running->stop();
   });
-  auto status = (*daemon)->run();
   // Wakes the waiter from sigwait (SIGTERM is blocked in every thread): nothing is terminated.
-  if (!signalled.exchange(true)) {
-    pthread_kill(waiter.native_handle(), SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
+  auto stop_waiter = [&] {
+    if (!signalled.exchange(true)) {
+      pthread_kill(waiter.native_handle(), SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
+    }
+    waiter.join();
+  };
+  if (leader) {
+    auto won = leader->wait_until_active();
+    if (!won || !*won) {
+      stop_waiter();
+      if (!won) {
+        composer::log::error("composerd cannot serve", {{"cause", won.error().message}});
+        std::cerr << "composerd: error: " << won.error().message << "\n";
+        return 1;
+      }
+      composer::log::info("composerd exited cleanly (a standby)");
+      return 0;
+    }
   }
-  waiter.join();
+
+  auto daemon =
+      composer::server::Daemon::create(*config, composer::SystemClock::instance(), leader.get());
+  if (!daemon) {
+    stop_waiter();
+    composer::log::error("composerd cannot start", {{"cause", daemon.error().message}});
+    std::cerr << "composerd: error: " << daemon.error().message << "\n";
+    return 1;
+  }
+  {
+    std::lock_guard lock(running_mu);
+    running = daemon->get();
+    if (signalled.load()) running->stop();
+  }
+  auto status = (*daemon)->run();
+  {
+    std::lock_guard lock(running_mu);
+    running = nullptr;
+  }
+  stop_waiter();
   if (!status) {
     composer::log::error("composerd failed", {{"cause", status.error().message}});
     std::cerr << "composerd: error: " << status.error().message << "\n";

@@ -287,6 +287,21 @@ std::unique_ptr<Fabric> metered(std::unique_ptr<Fabric> fabric, FabricMeter& met
   return std::make_unique<MeteredFabric>(std::move(fabric), meter);
 }
 
+std::string leadership_metrics(bool active, int64_t epoch, int64_t since_ms) {
+  std::string out;
+  family(out, "composer_leader", "gauge",
+         "1 while this composerd is the active one of those sharing its PostgreSQL store, 0 "
+         "while it is a standby.");
+  sample(out, "composer_leader", "", active ? 1 : 0);
+  family(out, "composer_leader_epoch", "gauge",
+         "The leadership epoch: one more at each takeover; 0 before any composerd was active.");
+  sample(out, "composer_leader_epoch", "", static_cast<double>(epoch));
+  family(out, "composer_leader_since_seconds", "gauge",
+         "Since when (Unix time) the active composerd is active.");
+  sample(out, "composer_leader_since_seconds", "", static_cast<double>(since_ms) / 1000);
+  return out;
+}
+
 setup::WrapDriver metered_drivers(FabricMeters& meters) {
   return [&meters](std::unique_ptr<Fabric> driver, const std::string& name,
                    const setup::FabricConfig& f) {
@@ -542,6 +557,8 @@ std::string Metrics::render() const {
            "with Durable=yes).");
     sample(out, "composer_store_transactions_total", "", static_cast<double>(w.transactions));
   }
+
+  if (leadership_) out += leadership_();
 
   render_process(out);
 

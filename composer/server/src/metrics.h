@@ -96,6 +96,10 @@ std::unique_ptr<Fabric> metered(std::unique_ptr<Fabric> fabric, FabricMeter& met
 // metrics). `meters` must outlive the fabric.
 setup::WrapDriver metered_drivers(FabricMeters& meters);
 
+// The composer_leader, composer_leader_epoch and composer_leader_since_seconds families: whether
+// this composerd is the active one, the leadership epoch and since when the active one is.
+std::string leadership_metrics(bool active, int64_t epoch, int64_t since_ms);
+
 struct MetricsOptions {
   std::string version;
   std::string fabric;  // Fabric= (the driver) for composer_build_info
@@ -150,6 +154,10 @@ class Metrics {
     store_writes_ = std::move(source);
   }
 
+  // The leadership's lines (leadership_metrics) with StateBackend=postgresql. Unset: the
+  // composer_leader* families are left out.
+  void set_leadership(std::function<std::string()> source) { leadership_ = std::move(source); }
+
   std::string render() const;
 
   // "/v1/compositions/4711/node1" -> "/v1/compositions/{job}/{node}"; unknown paths -> "other".
@@ -170,6 +178,7 @@ class Metrics {
   std::function<db::WriteStats()> store_writes_;
   std::function<SlurmSyncFigures()> slurm_sync_;
   std::function<ReactionFigures()> failure_reactions_;
+  std::function<std::string()> leadership_;
 
   mutable std::mutex mu_;
   std::map<std::tuple<std::string, std::string, int>, uint64_t> requests_;  // route, method, code

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -673,6 +674,17 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     } else if (key == "stateurlfile") {
       if (auto s = config::absolute_path(k, value); !s) return s;
       cfg.state_url_file = value;
+    } else if (key == "advertiseurl") {
+      const bool http = value.starts_with("http://") || value.starts_with("https://");
+      if (!http || value.size() <= value.find("//") + 2 ||
+          value.find_first_of(" \t\"") != std::string::npos) {
+        return invalid(k + "=" + value +
+                       ": expected the URL clients reach this composerd at, "
+                       "http(s)://HOST[:PORT], e.g. AdvertiseUrl=http://ctl1:6830");
+      }
+      cfg.advertise_url = value;
+    } else if (key == "leaderlease") {
+      return set_ms(cfg.leader_lease_ms, 2, 300);
     } else if (key == "stategroup") {
       if (auto s = config::name(k, value); !s) return s;
       cfg.state_group = value;
@@ -829,6 +841,15 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
               std::string(cfg.state_url.empty() ? "StateUrlFile" : "StateUrl") +
                   "= names a PostgreSQL database, which only StateBackend=postgresql uses; "
                   "add StateBackend=postgresql or remove it");
+  } else {
+    for (const char* key : {"AdvertiseUrl", "LeaderLease"}) {
+      if (cfg.line_of(lower(key)) != 0) {
+        return at(cfg.line_of(lower(key)),
+                  std::string(key) +
+                      "= is for several composerd sharing one PostgreSQL store; with "
+                      "StateBackend=sqlite one composerd is always active: remove it");
+      }
+    }
   }
   // Unless given, one peer may hold half of ApiMaxConnections.
   if (cfg.line_of("apimaxconnectionsperpeer") == 0) {
@@ -908,6 +929,18 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
 
 std::string sim_state_file(const std::string& database, const std::string& fabric_name) {
   return database + (fabric_name.empty() ? ".sim" : ".sim-" + fabric_name);
+}
+
+std::string Config::advertised_url() const {
+  if (!advertise_url.empty()) return advertise_url;
+  std::string host = listen_address;
+  if (host.empty() || host == "0.0.0.0" || host == "::") {
+    char name[256] = {0};
+    host = ::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0' ? name : "localhost";
+  } else if (host.find(':') != std::string::npos) {
+    host = "[" + host + "]";  // an IPv6 address
+  }
+  return "http://" + host + ":" + std::to_string(listen_port);
 }
 
 Expected<Config> load_config(const std::string& path) {

@@ -51,6 +51,7 @@ void fill_manager_options(const FabricConfig& f, drivers::FabricManagerOptions* 
   o->request_timeout_ms = static_cast<long>(f.request_timeout_ms);
   o->host_map = f.host_map;
   o->default_slots = f.slots;
+  o->epoch = f.epoch;
 }
 
 Expected<std::unique_ptr<Fabric>> make_driver(const DriverSpec& d) {

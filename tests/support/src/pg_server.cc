@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 #include <thread>
@@ -101,7 +102,11 @@ PgServer* PgServer::shared(std::string& why, bool& installed) {
   const std::string data = root + "/data";
   const std::string log = root + "/log";
   server->socket_dir_ = root;
+  // The port names the socket file; COMPOSER_PG_PORT picks it (tests run side by side).
   server->port_ = 34500 + static_cast<int>(getpid() % 100);
+  if (const char* port = std::getenv("COMPOSER_PG_PORT"); port != nullptr && *port != '\0') {
+    server->port_ = std::atoi(port);
+  }
   const pid_t init = spawn({bindir + "/initdb", "-D", data, "-U", "composer", "-A", "trust",
                             "--no-locale", "-E", "UTF8", "--no-sync"},
                            uid, gid, log);

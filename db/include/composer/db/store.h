@@ -222,6 +222,14 @@ class Store {
   // How the writes were batched so far.
   virtual WriteStats write_stats() const = 0;
 
+  // Several composerd on one PostgreSQL store (leadership.h): from now on every write
+  // transaction commits only while the leadership row holds `epoch`, and is refused
+  // (kUnavailable, nothing of it kept) once another composerd took over; epoch 0 refuses every
+  // write (a standby). A transaction left open longer than `lease_ms` (a stopped process) is
+  // ended by the server, so it cannot hold back the one that takes over. The SQLite store has
+  // one composerd, always active: nothing to fence, and it ignores this.
+  virtual void fence(int64_t /*epoch*/, int64_t /*lease_ms*/) {}
+
  protected:
   // An *_async call's answer, waited for on this thread.
   template <typename T>

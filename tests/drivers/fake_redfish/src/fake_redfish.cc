@@ -127,7 +127,8 @@ struct FakeRedfish::Impl {
   uint64_t next_task = 1;
   std::deque<FakeRedfishFault> faults;
   std::map<std::string, uint64_t> counts;
-  std::vector<std::string> log;  // "METHOD /path" of every request but the control ones
+  std::vector<std::string> log;              // "METHOD /path" of every request but the control ones
+  std::vector<FakeRedfish::Change> changes;  // the requests that change the service
   std::map<std::string, std::vector<std::string>> generated;
   uint64_t next_connection = 100;
   uint64_t next_system = 1;
@@ -980,6 +981,13 @@ struct FakeRedfish::Impl {
       for (const auto& [key, value] : req.params) {
         line += (line.find('?') == std::string::npos ? "?" : "&") + key + "=" + value;
       }
+      if (req.method != "GET" && line.find("/SessionService/") == std::string::npos) {
+        const std::string epoch = req.get_header_value("X-Composer-Epoch");
+        changes.push_back({line, epoch.empty() ? 0 : std::stoll(epoch),
+                           std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count()});
+      }
       log.push_back(std::move(line));
       if (!o.root_redirect.empty() && req.method == "GET" && req.path == kRoot) {
         // The root moved: to its trailing-slash form here, or to another origin.
@@ -1475,6 +1483,11 @@ Status FakeRedfish::connect_behind_back(const std::vector<std::string>& initiato
 std::vector<std::string> FakeRedfish::request_log() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->log;
+}
+
+std::vector<FakeRedfish::Change> FakeRedfish::changes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->changes;
 }
 
 uint64_t FakeRedfish::writes() const {

@@ -36,6 +36,13 @@ struct HealthInfo {
   // NAME@license_server (composer.conf's SlurmLicenses=). Absent from older composerd: local.
   std::string slurm_licenses = "local";
   std::string license_server{};
+  // StateBackend=postgresql, several composerd on one store: "active" or "standby", the
+  // leadership epoch, the URL of the active composerd and since when (ms since the Unix epoch)
+  // it is. Empty role (absent from the JSON): one composerd alone, always active (SQLite).
+  std::string role{};
+  int64_t epoch = 0;
+  std::string active{};
+  int64_t active_since_ms = 0;
 
   bool operator==(const HealthInfo&) const = default;
 };

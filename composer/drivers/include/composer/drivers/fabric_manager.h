@@ -33,6 +33,10 @@ struct FabricManagerOptions {
   std::map<std::string, std::string> host_map;
   // Attach slots per type where the manager publishes no limit.
   uint32_t default_slots = 8;
+  // Above 0: the leadership epoch of the composerd that runs the driver (several composerd on
+  // one PostgreSQL store), sent as "X-Composer-Epoch: N" with every request that changes the
+  // fabric, so a fabric manager (or a test's) can tell which epoch asked.
+  int64_t epoch = 0;
 };
 
 // Checks the settings and completes them: trims trailing '/' from base_url and reads the

@@ -22,12 +22,17 @@ namespace composer::server {
 // and the line of the key ("PATH line N: ..."; "PATH: ..." for a default).
 Status check_config(const setup::Config& config);
 
+class LeaderWatch;
+
 class Daemon {
  public:
   // Every part tells time by `clock` (the service, the reconciler, the policy, the routes);
-  // it must outlive the daemon.
+  // it must outlive the daemon. With StateBackend=postgresql, `leader` is this composerd's
+  // leadership, already taken over (LeaderWatch::wait_until_active); it must outlive the
+  // daemon: the store's writes and the fabric's changes are fenced by it.
   static Expected<std::unique_ptr<Daemon>> create(const setup::Config& config,
-                                                  const Clock& clock = SystemClock::instance());
+                                                  const Clock& clock = SystemClock::instance(),
+                                                  LeaderWatch* leader = nullptr);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "composer/api/types.h"
 #include "composer/core/device_admin.h"
 #include "composer/core/live_pool.h"
 #include "composer/core/service.h"
@@ -43,6 +44,8 @@ struct ApiContext {
   PolicyKeeper* policy = nullptr;
   // With SlurmSync=yes: applies a policy to Slurm and shows its plan (slurm_sync.h).
   SlurmSync* slurm = nullptr;
+  // With StateBackend=postgresql: adds the leadership to GET /v1/health (leader_watch.h).
+  std::function<void(api::HealthInfo&)> leadership{};
 };
 
 void install_routes(Router& router, ApiContext& ctx);

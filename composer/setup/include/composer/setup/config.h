@@ -66,6 +66,8 @@ struct FabricConfig {
   uint32_t slots = 8;          // FabricSlots: attach slots when the fabric gives none
   // Fabric host id -> Slurm node, from NodeName lines; empty: every fabric host is served.
   std::map<std::string, std::string> host_map;
+  // Not a key: the leadership epoch composerd runs the driver under (FabricManagerOptions).
+  int64_t epoch = 0;
 };
 
 // One FabricName line.
@@ -78,6 +80,9 @@ struct FabricSpec {
 };
 
 struct Config {
+  // AdvertiseUrl=, or the URL derived from ListenAddress= and ListenPort=.
+  std::string advertised_url() const;
+
   std::string path;  // where it was read from
   std::string listen_address = config::kDefaultListenAddress;
   int listen_port = kDefaultPort;
@@ -93,6 +98,13 @@ struct Config {
   std::string state_backend = "sqlite";
   std::string state_url;
   std::string state_url_file;
+  // With StateBackend=postgresql several composerd may share the store, one of them active
+  // (db/leadership.h). AdvertiseUrl=: the URL the others name to clients while this one is
+  // active; empty: http://<ListenAddress, or the host name for a wildcard>:<ListenPort>
+  // (advertised_url()). LeaderLease=: seconds a stopped or cut-off active composerd keeps the
+  // leadership before another may take it over.
+  std::string advertise_url;
+  int64_t leader_lease_ms = 5000;
   std::string snapshot;  // default: <state_dir>/snapshot.json
   std::string log_file;  // empty: stderr
   log::Level log_level = log::Level::kInfo;

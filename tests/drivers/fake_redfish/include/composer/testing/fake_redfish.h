@@ -152,6 +152,14 @@ class FakeRedfish {
   // them would change the service (any method but GET, outside the SessionService).
   std::vector<std::string> request_log() const;
   uint64_t writes() const;
+  // Each request that would change the service, with the X-Composer-Epoch header it carried
+  // (0: none) and when it arrived (ms since the Unix epoch): which composerd's leadership asked.
+  struct Change {
+    std::string line;  // as request_log() has it
+    int64_t epoch = 0;
+    int64_t at_ms = 0;
+  };
+  std::vector<Change> changes() const;
   uint64_t requests(const std::string& method) const;
 
   // The same over HTTP, for shell tests (no authentication, loopback only):

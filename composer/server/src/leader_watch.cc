@@ -1,0 +1,207 @@
+#include "leader_watch.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "composer/api/codec.h"
+#include "composer/common/clock.h"
+#include "composer/common/log.h"
+#include "composer/common/thread_name.h"
+#include "composer/config/conf_file.h"
+#include "composer/drivers/credentials.h"
+#include "composer/server/service_manager.h"
+#include "metrics.h"
+#include "route.h"
+
+#ifndef COMPOSER_VERSION
+#define COMPOSER_VERSION "0.0.0"
+#endif
+
+namespace composer::server {
+
+Expected<std::string> state_url(const setup::Config& c) {
+  if (c.state_url_file.empty()) return c.state_url;
+  auto url = drivers::read_secret_line(c.state_url_file, "StateUrlFile");
+  if (!url) return config::at(c.path, c.line_of("stateurlfile"), url.error().message);
+  return url;
+}
+
+namespace {
+
+std::string holder_name() {
+  char host[256] = {0};
+  const std::string name =
+      ::gethostname(host, sizeof host - 1) == 0 && host[0] != '\0' ? host : "unknown";
+  return name + ":" + std::to_string(::getpid());
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<LeaderWatch>> LeaderWatch::open(const setup::Config& config) {
+  auto url = state_url(config);
+  if (!url) return url.error();
+  auto lock = db::Leadership::open({.conninfo = *url,
+                                    .holder = holder_name(),
+                                    .url = config.advertised_url(),
+                                    .lease_ms = config.leader_lease_ms});
+  if (!lock) {
+    return Error{lock.error().code,
+                 "the leadership lock (StateBackend=postgresql): " + lock.error().message};
+  }
+  return std::unique_ptr<LeaderWatch>(new LeaderWatch(config, std::move(lock).value()));
+}
+
+LeaderWatch::LeaderWatch(setup::Config config, std::unique_ptr<db::Leadership> lock)
+    : config_(std::move(config)), lock_(std::move(lock)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+LeaderWatch::~LeaderWatch() {
+  stop();
+  thread_.join();
+}
+
+void LeaderWatch::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+}
+
+void LeaderWatch::loop() {
+  name_this_thread("leadership");
+  // A standby tries once a second; the active one renews five times a lease.
+  const auto pause = std::chrono::milliseconds(std::min<int64_t>(1000, lock_->lease_ms() / 5));
+  bool warned = false;
+  for (;;) {
+    bool active = false;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_ && !won_) return;
+      active = won_.has_value();
+    }
+    if (active) {
+      renew();
+    } else {
+      auto taken = lock_->try_take(now_ms());
+      if (taken && *taken) {
+        log::warning("this composerd takes over as the active one",
+                     {{"epoch", std::to_string((*taken)->now.epoch)},
+                      {"previous_epoch", std::to_string((*taken)->old_epoch)},
+                      {"previous_holder", (*taken)->old_holder}});
+        std::lock_guard lock(mu_);
+        won_ = **taken;
+        seen_ = (*taken)->now;
+        changed_.notify_all();
+        continue;
+      }
+      auto row = taken ? lock_->current() : Expected<db::Leader>(taken.error());
+      if (row) {
+        std::lock_guard lock(mu_);
+        seen_ = *row;
+        warned = false;
+      } else if (!warned) {
+        log::warning("standby: cannot read the leadership", {{"cause", row.error().message}});
+        warned = true;
+      }
+    }
+    std::unique_lock lock(mu_);
+    changed_.wait_for(lock, pause, [this] { return stopping_; });
+    if (stopping_) return;
+  }
+}
+
+void LeaderWatch::renew() {
+  if (Status s = lock_->renew(); !s) {
+    // Nothing more may reach the fabric or the store from here (see the header).
+    log::error("leadership lost: composerd exits so that it can start again as a standby",
+               {{"cause", s.error().message}});
+    std::_Exit(kLeadershipLostExit);
+  }
+}
+
+Expected<std::optional<db::Takeover>> LeaderWatch::wait_until_active() {
+  Router router;
+  const auto started = now_ms();
+  router.add("GET", "/v1/health", [this, started](const HttpRequest&, const HttpReply& reply) {
+    api::HealthInfo h{.status = "ok",
+                      .fabric = config_.fabric,
+                      .version = COMPOSER_VERSION,
+                      .uptime_s = (now_ms() - started) / 1000};
+    describe(h);
+    reply(HttpResponse{.status = 200, .body = api::to_text(api::to_json(h))});
+  });
+  router.add("GET", "/metrics", [this](const HttpRequest&, const HttpReply& reply) {
+    reply(HttpResponse{.status = 200,
+                       .body = metrics(),
+                       .content_type = "text/plain; version=0.0.4; charset=utf-8"});
+  });
+  for (const char* method : {"GET", "PUT", "POST", "DELETE"}) {
+    router.add(method, ".*",
+               [this](const HttpRequest&, const HttpReply& reply) { reply(refusal()); });
+  }
+  FrontDoor door(
+      FrontDoorLimits{
+          .request_timeout_ms = config_.api_request_timeout_ms,
+          .idle_timeout_ms = config_.api_idle_timeout_ms,
+          .max_connections = static_cast<size_t>(config_.api_max_connections),
+          .max_connections_per_peer = static_cast<size_t>(config_.api_max_connections_per_peer),
+          .workers = 4},
+      [&router](HttpRequest& req, const HttpReply& reply) { router.answer(req, reply); },
+      &Router::refusal, [](const HttpRequest&, const HttpResponse&) {});
+  if (auto s = door.bind(config_.listen_address, config_.listen_port); !s) return s.error();
+  if (!config_.listen_socket.empty()) {
+    if (auto s = door.bind_local(config_.listen_socket); !s) return s.error();
+  }
+  log::info("composerd is a standby", {{"advertises", config_.advertised_url()}});
+  service_manager::ready("a standby: serving health and metrics, naming the active composerd");
+  std::thread serving([&door] {
+    name_this_thread("standby");
+    door.run();
+  });
+  std::optional<db::Takeover> won;
+  {
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [this] { return stopping_ || won_.has_value(); });
+    won = won_;
+  }
+  door.stop();
+  serving.join();
+  return won;
+}
+
+void LeaderWatch::describe(api::HealthInfo& health) const {
+  std::lock_guard lock(mu_);
+  health.role = won_ ? "active" : "standby";
+  health.epoch = seen_.epoch;
+  health.active = seen_.url;
+  health.active_since_ms = seen_.since_ms;
+}
+
+HttpResponse LeaderWatch::refusal() const {
+  db::Leader seen;
+  {
+    std::lock_guard lock(mu_);
+    seen = seen_;
+  }
+  const std::string who = seen.url.empty() || seen.epoch == 0 ? "no composerd is active yet"
+                                                              : "the active one is " + seen.url;
+  Json::Value body = api::to_json(
+      Error{ErrorCode::kUnavailable,
+            "this composerd is a standby (" + config_.advertised_url() + "); " + who + ": ask it"});
+  body["active"] = seen.epoch == 0 ? std::string() : seen.url;
+  return HttpResponse{.status = 503, .body = api::to_text(body)};
+}
+
+std::string LeaderWatch::metrics() const {
+  std::lock_guard lock(mu_);
+  return leadership_metrics(won_.has_value(), seen_.epoch, seen_.since_ms);
+}
+
+}  // namespace composer::server
