@@ -708,6 +708,47 @@ TEST_F(HostSideTest, DrivesAreFoundBySerialAndHeldByARealProcessDelayRelease) {
   EXPECT_EQ(api.released.size(), 1u);
 }
 
+// On a real kernel (tests/kvm) the nvme driver shows a hot-added controller, with its serial,
+// before it has scanned the namespaces: the prolog finds the drive by its serial at once and
+// waits for its block device, so that COMPOSER_NVME names the namespace, not the drive's id.
+TEST_F(HostSideTest, PrologWaitsForTheNamespaceOfADriveFoundBeforeIt) {
+  Device drive;
+  drive.id = "nvme-z1-02";
+  drive.type = DeviceType::kNvme;
+  drive.identity = {"0x8086", "0x0b60", "FRN100000002", ""};
+  api.devices = {drive};
+  host.set_namespace_delay(std::chrono::milliseconds(700));
+  host.attach(drive_function("0000:87:00.0", "FRN100000002"));
+  FakeJob a = job(602, 0);
+  a.options = {{"compose-nvme", "1"}};
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  ASSERT_EQ(state(602)->devices[0].address, "0000:87:00.0");
+  const std::string ctrl = host.nvme_controller("0000:87:00.0");
+  ASSERT_FALSE(ctrl.empty());
+  EXPECT_EQ(task_env(602, "COMPOSER_NVME"), host.dev_root() + "/" + ctrl + "n1");
+}
+
+// A drive that never shows a namespace is named by its id after host_wait, with one line.
+TEST_F(HostSideTest, ADriveWithoutANamespaceIsNamedByItsIdAfterHostWait) {
+  Device drive;
+  drive.id = "nvme-z1-03";
+  drive.type = DeviceType::kNvme;
+  drive.identity = {"0x8086", "0x0b60", "FRN100000003", ""};
+  api.devices = {drive};
+  host.set_namespace_delay(std::chrono::hours(1));
+  host.attach(drive_function("0000:88:00.0", "FRN100000003"));
+  config.host_wait_s = 1;
+  FakeJob a = job(603, 0);
+  a.options = {{"compose-nvme", "1"}};
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  EXPECT_EQ(task_env(603, "COMPOSER_NVME"), "nvme-z1-03");
+  EXPECT_NE(join(a.infos, "\n")
+                .find("drive nvme-z1-03 at 0000:88:00.0 shows no namespace after "
+                      "1 s; COMPOSER_NVME names it by its id"),
+            std::string::npos)
+      << join(a.infos, "\n");
+}
+
 // A real process keeps a job's drive open past busy_wait: the epilog succeeds without removing
 // or releasing it and tells composerd to hold it; the next job's prolog on the node, once the
 // process has gone, removes the drive from the host and releases it.

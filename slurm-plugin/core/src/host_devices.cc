@@ -166,6 +166,16 @@ std::vector<std::string> HostDevices::nvme_namespaces(const std::string& address
   return out;
 }
 
+std::vector<std::string> HostDevices::wait_nvme_namespaces(const std::string& address,
+                                                           std::chrono::milliseconds wait) const {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    std::vector<std::string> out = nvme_namespaces(address);
+    if (!out.empty() || std::chrono::steady_clock::now() >= deadline) return out;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 std::vector<DeviceNode> HostDevices::device_nodes(const std::vector<Device>& devices) const {
   std::vector<DeviceNode> out;
   std::optional<uint32_t> nvidia;

@@ -332,8 +332,6 @@ void FakeHost::materialise(const FakePciFunction& f) {
     put(staged / "nvme" / ctrl / "model", "FAKE NVME\n");
     const std::string n = std::to_string(next_nvme_ - 1);
     put(staged / "nvme" / ctrl / "dev", std::to_string(kNvmeMajor) + ":" + n + "\n");
-    put(staged / "nvme" / ctrl / (ctrl + "n1") / "dev",
-        std::to_string(kBlockExtMajor) + ":" + n + "\n");
   }
   const fs::path dir = root_ / "sys/devices" / bridge(f.address) / f.address;
   retire(dir);  // a function seen at this address before is gone for good
@@ -351,12 +349,29 @@ void FakeHost::materialise(const FakePciFunction& f) {
   }
   if (!ctrl.empty()) {
     put(root_ / "dev" / ctrl, "");
-    put(root_ / "dev" / (ctrl + "n1"), "");
+    if (namespace_delay_.count() == 0) {
+      add_namespace(dir / "nvme" / ctrl, ctrl);
+    } else {
+      namespaces_due_.push_back(
+          {std::chrono::steady_clock::now() + namespace_delay_, f.address, ctrl});
+    }
   }
   std::error_code ec;
   fs::create_directory_symlink("../../../devices/" + bridge(f.address) + "/" + f.address,
                                root_ / "sys/bus/pci/devices" / f.address, ec);
   present_.push_back(f.address);
+}
+
+// Under mu_: a drive's namespace 1, in sysfs under its controller and in /dev.
+void FakeHost::add_namespace(const fs::path& ctrl_dir, const std::string& ctrl) {
+  put(ctrl_dir / (ctrl + "n1") / "dev",
+      std::to_string(kBlockExtMajor) + ":" + ctrl.substr(4) + "\n");
+  put(root_ / "dev" / (ctrl + "n1"), "");
+}
+
+void FakeHost::set_namespace_delay(std::chrono::milliseconds delay) {
+  std::lock_guard lock(mu_);
+  namespace_delay_ = delay;
 }
 
 // Under mu_.
@@ -460,6 +475,16 @@ void FakeHost::watch() {
         }
         materialise(it->second);
         it = arriving_.erase(it);
+      }
+      for (auto it = namespaces_due_.begin(); it != namespaces_due_.end();) {
+        if (it->due > now) {
+          ++it;
+          continue;
+        }
+        // Not for a function gone meanwhile, nor one shown again since (another controller).
+        const fs::path ctrl_dir = root_ / "sys/bus/pci/devices" / it->address / "nvme" / it->ctrl;
+        if (std::error_code ec; fs::exists(ctrl_dir, ec)) add_namespace(ctrl_dir, it->ctrl);
+        it = namespaces_due_.erase(it);
       }
       follow_dax();
       unplug_removed();

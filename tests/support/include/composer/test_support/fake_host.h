@@ -3,7 +3,8 @@
 // kernel does when root writes to them:
 //   <root>/sys/devices/pci<DDDD>:<BB>/<address>/   vendor, device, class, subsystem_vendor,
 //       subsystem_device, revision, numa_node, remove, config (64 bytes), resource0; for a
-//       drive nvme/nvme<N>/{serial,model} and nvme/nvme<N>/nvme<N>n1/
+//       drive nvme/nvme<N>/{serial,model} and nvme/nvme<N>/nvme<N>n1/ (with the controller,
+//       or set_namespace_delay() later, as the nvme driver's namespace scan)
 //   <root>/sys/bus/pci/devices/<address> -> ../../../devices/pci<DDDD>:<BB>/<address>
 //   <root>/sys/bus/pci/rescan        writing "1": every function the fabric attached appears
 //   <root>/sys/devices/system/node/node<N>/
@@ -99,6 +100,10 @@ class FakeHost {
   void add_present(const FakePciFunction& f);
   // A function the fabric attached: it appears at the next rescan, after `delay`.
   void attach(FakePciFunction f, std::chrono::milliseconds delay = std::chrono::milliseconds(0));
+  // How long after a drive's controller its namespace (nvme<N>n1 in sysfs and /dev) appears
+  // (default: with it). The real kernel's nvme driver scans namespaces once the controller is
+  // up, after the function and its serial are shown (tests/kvm: about 0.2 s under TCG).
+  void set_namespace_delay(std::chrono::milliseconds delay);
   // CXL memory or any NUMA node: <sys>/devices/system/node/node<N>/ appears at once.
   void add_numa_node(int node);
   // A CXL memory region the fabric attached, as a dax device in devdax mode: `name`
@@ -135,6 +140,7 @@ class FakeHost {
     std::chrono::milliseconds delay;
   };
   void materialise(const FakePciFunction& f);
+  void add_namespace(const std::filesystem::path& ctrl_dir, const std::string& ctrl);
   void unplug(const std::string& address);
   void retire(const std::filesystem::path& dir);
   void unplug_removed();
@@ -147,6 +153,13 @@ class FakeHost {
   mutable std::mutex mu_;
   std::vector<Pending> pending_;
   std::vector<std::pair<std::chrono::steady_clock::time_point, FakePciFunction>> arriving_;
+  struct DueNamespace {
+    std::chrono::steady_clock::time_point due;
+    std::string address;
+    std::string ctrl;  // "nvme3"
+  };
+  std::vector<DueNamespace> namespaces_due_;
+  std::chrono::milliseconds namespace_delay_{0};
   std::vector<std::string> present_;
   std::vector<std::string> removed_;
   std::set<std::string> removed_after_rescan_;  // since the rescan now waiting was written
