@@ -174,14 +174,18 @@ awk -v s="$p_start" -v c="$p_compose" -v e="$p_end" -v k="$card" -v b="$blk_add"
   printf "kvm: compose request to drive usable in the guest: %.2f s: fabric %.2f s (composerd, Redfish; QMP device_add %s s), kernel hot-add %.2f s (pciehp card present to %s; %.2f s of it after composerd answered), prolog %.2f s\n", e - s, c - s, q, b - k, "the block device", waited, e - c - waited
 }' >&2
 
-# --- the release: busy while a process holds the drive, removed by device_del once free
-g "nohup sleep 600 <$dev >/dev/null 2>&1 & echo \$! >/mnt/share/holder.pid"
+# --- the release: busy while a process holds the drive, removed by device_del once free. The
+# holder has only the namespace's generic character device open (/dev/ng<N>n<M>, which the
+# kernel shows beside the block device): that uses the drive as much.
+generic=/dev/ng${dev#/dev/nvme}
+g "test -c $generic" || fail "the guest shows no generic character device $generic for $dev"
+g "nohup sleep 600 <$generic >/dev/null 2>&1 & echo \$! >/mnt/share/holder.pid"
 t=$SECONDS
 out=$(g "$HOST_SIDE epilog $JOB 0 -- $ARGS 2>&1") || fail "the epilog failed: $out"
 echo "$out" >&2
-grep -q 'still in use\|holds\|held' <<<"$out" || fail "the epilog did not hold the busy drive: $out"
+grep -q "still in use after 5 s: pid [0-9]* holds [a-z0-9-]* ($generic)" <<<"$out" || fail "the epilog did not hold the drive $generic keeps busy: $out"
 g "test -b $dev" || fail "the epilog took $dev away from under its process"
-log "epilog: drive held while a process keeps it open ($((SECONDS - t)) s)"
+log "epilog: drive held while a process keeps $generic open ($((SECONDS - t)) s)"
 g "kill \$(cat /mnt/share/holder.pid)"
 t=$SECONDS
 g "rm -f /mnt/share/blk-down; (while [ -e /sys/class/block/${dev#/dev/} ]; do sleep 0.02; done; cut -d' ' -f1 /proc/uptime >/mnt/share/blk-down) >/dev/null 2>&1 &"

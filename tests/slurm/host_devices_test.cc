@@ -216,8 +216,10 @@ class HostSideTest : public ::testing::Test {
   // A job's drive (at `address`) that a real process keeps open past busy_wait: the job's
   // epilog succeeds, leaves the drive attached and on the host, and tells composerd to hold it.
   // The holder's pid (0 after a test failure); it lets go once `stop` exists.
+  // The process holds the namespace's block device, or with `generic` its generic character
+  // device (/dev/ng<N>n1).
   pid_t held_drive(uint32_t job_id, const std::string& id, const std::string& address,
-                   const std::string& stop) {
+                   const std::string& stop, bool generic = false) {
     Device drive;
     drive.id = id;
     drive.type = DeviceType::kNvme;
@@ -231,7 +233,9 @@ class HostSideTest : public ::testing::Test {
       ADD_FAILURE() << join(a.errors, "\n");
       return 0;
     }
-    const pid_t pid = hold_open(host.dev_root() + "/" + host.nvme_controller(address) + "n1", stop);
+    const std::string ctrl = host.nvme_controller(address);
+    const pid_t pid = hold_open(
+        host.dev_root() + "/" + (generic ? "ng" + ctrl.substr(4) + "n1" : ctrl + "n1"), stop);
     if (pid == 0) return 0;
     config.busy_wait_s = 1;
     const size_t holds = api.holds.size();
@@ -779,6 +783,18 @@ TEST_F(HostSideTest, ADriveARealProcessKeepsOpenIsHeldUntilTheNextJobFindsItFree
   EXPECT_FALSE(state(611));
 }
 
+// The kernel shows each namespace twice: the block device nvme<N>n1 and the generic character
+// device ng<N>n1 (NVMe passthrough), seen beside it in a QEMU guest (tests/kvm). A process that
+// holds only the latter uses the drive as much, and holds its release.
+TEST_F(HostSideTest, AProcessHoldingTheDrivesGenericCharacterDeviceHoldsItsRelease) {
+  const std::string stop = tmp / "let-go-621";
+  const pid_t pid = held_drive(621, "nvme-z1-04", "0000:89:00.0", stop, /*generic=*/true);
+  ASSERT_GT(pid, 0);
+  std::ofstream{stop} << "go\n";
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
 // The epilog returns once the host no longer shows the job's functions, as the kernel's remove
 // does (the fake kernel acts on its own thread): a snapshot the next prolog takes right after
 // must not hold a function on its way out, which a later rescan would show again at the same
@@ -875,7 +891,10 @@ TEST_F(HostSideTest, APrologFencesItsDevicesFromTheJobsAlreadyRunning) {
   b.options["compose-nvme"] = "1";
   ASSERT_TRUE(job_prolog(b, api, config)) << join(b.errors, "\n");
   const std::string n = host.nvme_controller("0000:86:00.0").substr(4);
-  EXPECT_EQ(denied(running), "b 259:" + n + " rwm\nc 195:7 rwm\nc 241:" + n + " rwm\n");
+  // The namespace's block device, the GPU, the generic character device of the namespace
+  // (ng<N>n1: passthrough to the same drive) and the controller.
+  EXPECT_EQ(denied(running),
+            "b 259:" + n + " rwm\nc 195:7 rwm\nc 240:" + n + " rwm\nc 241:" + n + " rwm\n");
   EXPECT_EQ(denied(running + "/step_0"), "");  // the kernel passes the job's rules down
   // Its own cgroup, made later by its first step, is not fenced from its own devices.
   const std::string own = job_cgroup(701);

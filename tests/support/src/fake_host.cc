@@ -49,7 +49,9 @@ FakeHost::FakeHost(fs::path root) : root_(std::move(root)) {
   put(root_ / "sys/bus/pci/rescan", "");
   // The majors of the drivers it fakes, as a host with them loaded lists them.
   put(root_ / "proc/devices", "Character devices:\n  1 mem\n  4 tty\n195 nvidia-frontend\n" +
-                                  std::to_string(kNvmeMajor) + " nvme\n\nBlock devices:\n  8 sd\n" +
+                                  std::to_string(kNvmeMajor) + " nvme\n" +
+                                  std::to_string(kNvmeGenericMajor) +
+                                  " nvme-generic\n\nBlock devices:\n  8 sd\n" +
                                   std::to_string(kBlockExtMajor) + " blkext\n");
   add_numa_node(0);
   add_numa_node(1);
@@ -367,6 +369,10 @@ void FakeHost::add_namespace(const fs::path& ctrl_dir, const std::string& ctrl) 
   put(ctrl_dir / (ctrl + "n1") / "dev",
       std::to_string(kBlockExtMajor) + ":" + ctrl.substr(4) + "\n");
   put(root_ / "dev" / (ctrl + "n1"), "");
+  // And its generic character device, as the kernel (6.1) shows beside the block device.
+  const std::string generic = "ng" + ctrl.substr(4) + "n1";
+  put(ctrl_dir / generic / "dev", std::to_string(kNvmeGenericMajor) + ":" + ctrl.substr(4) + "\n");
+  put(root_ / "dev" / generic, "");
 }
 
 void FakeHost::set_namespace_delay(std::chrono::milliseconds delay) {
@@ -382,6 +388,7 @@ void FakeHost::unplug(const std::string& address) {
     const std::string ctrl = e.path().filename().string();
     fs::remove(root_ / "dev" / ctrl, ec);
     fs::remove(root_ / "dev" / (ctrl + "n1"), ec);
+    fs::remove(root_ / "dev" / ("ng" + ctrl.substr(4) + "n1"), ec);
   }
   const fs::path info = root_ / "proc/driver/nvidia/gpus" / address;
   const std::string text = slurp(info / "information");

@@ -3,16 +3,18 @@
 // kernel does when root writes to them:
 //   <root>/sys/devices/pci<DDDD>:<BB>/<address>/   vendor, device, class, subsystem_vendor,
 //       subsystem_device, revision, numa_node, remove, config (64 bytes), resource0; for a
-//       drive nvme/nvme<N>/{serial,model} and nvme/nvme<N>/nvme<N>n1/ (with the controller,
-//       or set_namespace_delay() later, as the nvme driver's namespace scan)
+//       drive nvme/nvme<N>/{serial,model} and nvme/nvme<N>/{nvme<N>n1,ng<N>n1}/ (the
+//       namespace's block and generic character device; with the controller, or
+//       set_namespace_delay() later, as the nvme driver's namespace scan)
 //   <root>/sys/bus/pci/devices/<address> -> ../../../devices/pci<DDDD>:<BB>/<address>
 //   <root>/sys/bus/pci/rescan        writing "1": every function the fabric attached appears
 //   <root>/sys/devices/system/node/node<N>/
 //   <root>/proc/driver/nvidia/gpus/<address>/information  (Model, GPU UUID, Bus Location,
 //       Device Minor) for NVIDIA GPUs
-//   <root>/dev/nvidia<minor>, <root>/dev/nvme<N>, <root>/dev/nvme<N>n1  (plain files); their
-//       numbers in <root>/proc/devices (nvidia 195) and in the `dev` files of
-//       nvme/nvme<N>/ (kNvmeMajor:N) and nvme/nvme<N>/nvme<N>n1/ (kBlockExtMajor:N)
+//   <root>/dev/nvidia<minor>, <root>/dev/nvme<N>, <root>/dev/nvme<N>n1, <root>/dev/ng<N>n1
+//       (plain files); their numbers in <root>/proc/devices (nvidia 195) and in the `dev`
+//       files of nvme/nvme<N>/ (kNvmeMajor:N), nvme/nvme<N>/nvme<N>n1/ (kBlockExtMajor:N) and
+//       nvme/nvme<N>/ng<N>n1/ (kNvmeGenericMajor:N)
 //   <root>/sys/bus/dax/devices/dax<R>.0/   target_node, size, driver -> the dax driver bound
 //   <root>/sys/bus/dax/drivers/{device_dax,kmem}/{new_id,unbind}
 //   <root>/sys/devices/system/memory/memory<K>/  state, node<N> -> its node; and
@@ -84,6 +86,7 @@ class FakeHost {
   // The device numbers the host gives NVMe controllers and namespaces (dynamic on a real host).
   static constexpr int kNvmeMajor = 241;
   static constexpr int kBlockExtMajor = 259;
+  static constexpr int kNvmeGenericMajor = 240;
 
   // Lays out an empty host (no PCI functions, NUMA nodes 0 and 1) under `root` and starts
   // the thread that acts on rescan and remove.
