@@ -110,22 +110,33 @@ int run(int argc, char** argv) {
   }
   uint32_t job = 0;
   uint32_t uid = 0;
-  if (!whole(argv[2], &job) || job == 0) return usage(std::string("bad JOB '") + argv[2] + "'");
-  if (!whole(argv[3], &uid)) return usage(std::string("bad UID '") + argv[3] + "'");
+  if (!whole(argv[2], &job) || job == 0) {
+    return usage(std::string("JOB '") + argv[2] + "': expected a job id from 1 to 4294967295");
+  }
+  if (!whole(argv[3], &uid)) {
+    return usage(std::string("UID '") + argv[3] + "': expected a uid from 0 to 4294967295");
+  }
   std::map<std::string, std::string> options;
   int i = 4;
-  for (; i < argc && std::string(argv[i]) != "--"; ++i) {
+  while (i < argc && std::string(argv[i]) != "--") {
     const std::string a = argv[i];
     const std::string value = i + 1 < argc ? argv[i + 1] : "";
     const size_t eq = value.find('=');
     if (a != "--option" || eq == std::string::npos) {
-      return usage("unknown or incomplete argument '" + a + "'");
+      return usage("unknown or incomplete argument '" + a +
+                   "': allowed are --option NAME=VALUE and -- before the plugstack arguments");
     }
     bool known = false;
     for (std::string_view name : cs::kAllOptions) known = known || name == value.substr(0, eq);
-    if (!known) return usage("unknown job option '" + value.substr(0, eq) + "'");
+    if (!known) {
+      std::string names;
+      for (std::string_view name : cs::kAllOptions) {
+        names += (names.empty() ? "" : ", ") + std::string(name);
+      }
+      return usage("unknown job option '" + value.substr(0, eq) + "': allowed are " + names);
+    }
     options[value.substr(0, eq)] = value.substr(eq + 1);
-    ++i;
+    i += 2;
   }
   if (i >= argc) return usage("no -- before the plugstack arguments");
   const std::vector<std::string> args(argv + i + 1, argv + argc);

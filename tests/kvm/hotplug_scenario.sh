@@ -13,7 +13,8 @@
 # Prints the time from the compose request to the drive usable in the guest, split into the
 # fabric (composerd, Redfish and QMP), the kernel's hot-add and the prolog's own time, and the
 # release's. Environment: BUILD_DIR (default build), KVM_DIR (default /tmp/guest-kvm; wiped at
-# start), KVM_PORT (default 37830). Root; installs qemu-system-x86 and mmdebstrap if missing;
+# start), KVM_PORT (default 37830), KVM_DRIVES (default 1; up to 4): the drives the job asks
+# for, hot-plugged into as many root ports at once. Root; installs qemu-system-x86 and mmdebstrap if missing;
 # exits 77 (skipped) when it cannot (no network for apt or for the first image).
 set -euo pipefail
 
@@ -23,12 +24,14 @@ BUILD_DIR=$(realpath -m "${BUILD_DIR:-$SRC/build}")
 KVM_DIR=$(realpath -m "${KVM_DIR:-/tmp/guest-kvm}")
 KVM_PORT=${KVM_PORT:-37830}
 GUEST=$KVM_DIR/guests/node01
+KVM_DRIVES=${KVM_DRIVES:-1}
 JOB=101
 T0=$SECONDS
 
 log() { echo "kvm: [$((SECONDS - T0)) s] $*" >&2; }
 fail() { log "FAIL: $*"; exit 1; }
 
+[[ $KVM_DRIVES =~ ^[1-4]$ ]] || fail "KVM_DRIVES=$KVM_DRIVES: allowed are 1 to 4 (the guest's root ports)"
 [[ $(id -u) == 0 ]] || { log "skipped: must run as root (QEMU's guest image, munged)"; exit 77; }
 COMPOSERD=$BUILD_DIR/composer/server/composerd
 FAKE_REDFISH=$BUILD_DIR/tests/drivers/fake_redfish/fake_redfish
@@ -121,6 +124,12 @@ NodeName=guest FabricHost=node01
 CONF
 setsid "$COMPOSERD" -f "$KVM_DIR/etc/composer.conf" >>"$KVM_DIR/log/composerd.out" 2>&1 &
 PIDS+=($!)
+composerd_pid=$!
+for _ in $(seq 200); do
+  timeout 2 bash -c "</dev/tcp/127.0.0.1/$KVM_PORT" 2>/dev/null && break
+  kill -0 "$composerd_pid" 2>/dev/null || fail "composerd exited: $(tail -3 "$KVM_DIR/log/composerd.out")"
+  sleep 0.1
+done
 
 wait "$boot_pid" || fail "the guest did not boot: $(cat "$KVM_DIR/log/boot.log")"
 cat "$KVM_DIR/log/boot.log" >&2
@@ -134,7 +143,7 @@ printf 'required spank_composer.so %s\n' "$ARGS" >"$GUEST/share/plugstack.conf"
 g "install -o munge -g munge -m 400 /mnt/share/munge.key /etc/munge/munge.key &&
    mkdir -p /run/munge && chown munge:munge /run/munge &&
    runuser -u munge -- /usr/sbin/munged &&
-   for i in \$(seq 600); do timeout 2 bash -c '</dev/tcp/10.0.2.2/$KVM_PORT' 2>/dev/null && exit 0; sleep 0.5; done
+   for i in \$(seq 120); do timeout 2 bash -c '</dev/tcp/10.0.2.2/$KVM_PORT' 2>/dev/null && exit 0; sleep 0.5; done
    echo 'composerd at 10.0.2.2:$KVM_PORT not reachable from the guest'; ip -4 addr; exit 1" ||
   fail "the guest cannot reach composerd"
 log "guest: munged up, composerd reachable"
@@ -143,22 +152,31 @@ log "guest: munged up, composerd reachable"
 before=$(g "ls /sys/bus/pci/devices | wc -l")
 # The kernel's block uevents with their times (the guest's monotonic clock, as /proc/uptime).
 g "nohup udevadm monitor --kernel --subsystem-match=block >/mnt/share/uevents 2>&1 </dev/null & echo \$! >/mnt/share/monitor.pid"
-out=$(g "SLURM_JOB_USER=root $HOST_SIDE prolog $JOB 0 --option compose-nvme=1 -- $ARGS 2>&1") ||
+out=$(g "SLURM_JOB_USER=root $HOST_SIDE prolog $JOB 0 --option compose-nvme=$KVM_DRIVES -- $ARGS 2>&1") ||
   fail "the prolog failed in the guest: $out"
 echo "$out" >&2
 timing=$(grep '^timing: prolog' <<<"$out") || fail "no timing line from the prolog"
-serial=$(grep -o 'attach [A-Z0-9]*' "$KVM_DIR/log/fake_redfish.log" | head -1 | cut -d' ' -f2)
-[[ -n $serial ]] || fail "the fabric hot-plugged nothing: $(cat "$KVM_DIR/log/fake_redfish.log")"
-qmp_add=$(grep -o "qmp: attach $serial: device_add into rp[0-9]* [0-9.]* s" "$KVM_DIR/log/fake_redfish.log" | awk '{print $(NF-1)}')
+mapfile -t serials < <(grep -o '^qmp: attach [A-Z0-9]*' "$KVM_DIR/log/fake_redfish.log" | cut -d' ' -f3)
+((${#serials[@]} == KVM_DRIVES)) ||
+  fail "the fabric hot-plugged ${#serials[@]} drive(s), not $KVM_DRIVES: $(cat "$KVM_DIR/log/fake_redfish.log")"
+qmp_add=$(grep -o "^qmp: attach ${serials[0]}: device_add into rp[0-9]* [0-9.]* s" "$KVM_DIR/log/fake_redfish.log" | awk '{print $(NF-1)}')
 
 # --- the job: its variables, its block device, the drive's identity in the guest's kernel
 vars=$(g "$HOST_SIDE task $JOB 0 -- $ARGS 2>/dev/null") || fail "the task hook failed: $vars"
-dev=$(sed -n 's/^COMPOSER_NVME=//p' <<<"$vars")
-[[ $dev == /dev/nvme*n1 ]] || fail "COMPOSER_NVME is '$dev', not a namespace's block device: $vars"
-got=$(g "test -b $dev && cat /sys/class/block/${dev#/dev/}/device/serial | tr -d ' ' && dd if=$dev of=/dev/null bs=4096 count=16 status=none && echo read-ok") ||
-  fail "the job cannot use $dev: $got"
-[[ $got == "$serial"$'\n'read-ok ]] || fail "the guest's $dev has serial/read '$got', the fabric attached $serial"
-log "job $JOB: $dev is drive $serial (the serial the fabric reported), readable"
+IFS=, read -r -a devs <<<"$(sed -n 's/^COMPOSER_NVME=//p' <<<"$vars")"
+((${#devs[@]} == KVM_DRIVES)) || fail "COMPOSER_NVME names ${#devs[@]} device(s), not $KVM_DRIVES: $vars"
+seen=()
+for dev in "${devs[@]}"; do
+  [[ $dev == /dev/nvme*n1 ]] || fail "COMPOSER_NVME holds '$dev', not a namespace's block device: $vars"
+  got=$(g "test -b $dev && cat /sys/class/block/${dev#/dev/}/device/serial | tr -d ' ' && dd if=$dev of=/dev/null bs=4096 count=16 status=none && echo read-ok") ||
+    fail "the job cannot use $dev: $got"
+  serial=${got%$'\n'read-ok}
+  [[ $got == "$serial"$'\n'read-ok && " ${serials[*]} " == *" $serial "* && " ${seen[*]} " != *" $serial "* ]] ||
+    fail "the guest's $dev has serial/read '$got'; the fabric attached ${serials[*]}"
+  seen+=("$serial")
+  log "job $JOB: $dev is drive $serial (a serial the fabric reported), readable"
+done
+dev=${devs[0]}
 
 # The split: the fabric is the prolog's compose call (composerd, Redfish and QMP's device_add);
 # the kernel's hot-add runs from pciehp's "Card present" to the namespace's block device (its
@@ -166,9 +184,11 @@ log "job $JOB: $dev is drive $serial (the serial the fabric reported), readable"
 # own time is the rest, after composerd answered and the kernel had finished.
 read -r p_start p_compose p_end < <(sed 's/.*start=\([0-9.]*\) compose_done=\([0-9.]*\) end=\([0-9.]*\).*/\1 \2 \3/' <<<"$timing")
 g "kill \$(cat /mnt/share/monitor.pid)" || true
-blk_add=$(sed -n "s|^KERNEL\[\([0-9.]*\)\] add .*/${dev#/dev/} (block)\$|\1|p" "$GUEST/share/uevents" | head -1)
-card=$(g "dmesg" | sed -n 's/^\[ *\([0-9.]*\)\] pcieport.*Card present$/\1/p' | tail -1)
-[[ -n $blk_add && -n $card ]] || fail "no uevent for $dev or no pciehp 'Card present' in the guest's log"
+# With several drives: from the first card present to the last block device.
+blk_add=$(sed -n "s|^KERNEL\[\([0-9.]*\)\] add .*/nvme[0-9]*n1 (block)\$|\1|p" "$GUEST/share/uevents" | sort -n | tail -1)
+card=$(g "dmesg" | sed -n 's/^\[ *\([0-9.]*\)\] pcieport.*Card present$/\1/p' | sort -n | head -1)
+(($(grep -c ' add .*/nvme[0-9]*n1 (block)$' "$GUEST/share/uevents") == KVM_DRIVES)) && [[ -n $card ]] ||
+  fail "not $KVM_DRIVES block uevents for the drives, or no pciehp 'Card present' in the guest's log"
 awk -v s="$p_start" -v c="$p_compose" -v e="$p_end" -v k="$card" -v b="$blk_add" -v q="${qmp_add:-?}" 'BEGIN {
   waited = b - c; if (waited < 0) waited = 0
   printf "kvm: compose request to drive usable in the guest: %.2f s: fabric %.2f s (composerd, Redfish; QMP device_add %s s), kernel hot-add %.2f s (pciehp card present to %s; %.2f s of it after composerd answered), prolog %.2f s\n", e - s, c - s, q, b - k, "the block device", waited, e - c - waited
@@ -188,15 +208,18 @@ g "test -b $dev" || fail "the epilog took $dev away from under its process"
 log "epilog: drive held while a process keeps $generic open ($((SECONDS - t)) s)"
 g "kill \$(cat /mnt/share/holder.pid)"
 t=$SECONDS
-g "rm -f /mnt/share/blk-down; (while [ -e /sys/class/block/${dev#/dev/} ]; do sleep 0.02; done; cut -d' ' -f1 /proc/uptime >/mnt/share/blk-down) >/dev/null 2>&1 &"
 out=$(g "c0=\$(cut -d' ' -f1 /proc/uptime); COMPOSER_PLUGSTACK=/mnt/share/plugstack.conf $NODE_CHECK 2>&1; echo \"rc=\$? start=\$c0 end=\$(cut -d' ' -f1 /proc/uptime)\"")
 echo "$out" >&2
 grep -q '^rc=0' <<<"$out" || fail "composer-node-check failed: $out"
-qmp_del=$(grep -o "qmp: detach $serial: device_del until DEVICE_DELETED [0-9.]* s" "$KVM_DIR/log/fake_redfish.log" | awk '{print $(NF-1)}')
-[[ -n $qmp_del ]] || fail "the fabric did not detach $serial: $(tail -5 "$KVM_DIR/log/fake_redfish.log")"
-g "test ! -e $dev && ! grep -qx '$serial' /sys/class/nvme/*/serial 2>/dev/null" ||
-  fail "$dev is still in the guest after the release"
+qmp_del=$(grep -o "^qmp: detach [A-Z0-9]*: device_del until DEVICE_DELETED [0-9.]* s" "$KVM_DIR/log/fake_redfish.log" | awk '{print $(NF-1)}' | xargs)
+(($(wc -w <<<"$qmp_del") == KVM_DRIVES)) ||
+  fail "the fabric did not detach all of ${serials[*]}: $(tail -5 "$KVM_DIR/log/fake_redfish.log")"
+for dev in "${devs[@]}"; do
+  g "test ! -e $dev" || fail "$dev is still in the guest after the release"
+done
+g "! ls /sys/class/nvme/ 2>/dev/null | grep -q ." || fail "the guest still shows NVMe controllers: $(g 'ls /sys/class/nvme')"
+dev=${devs[0]}
 after=$(g "ls /sys/bus/pci/devices | wc -l")
 [[ $after == "$before" ]] || fail "the guest shows $after PCI functions after the release, $before before the attach"
-log "release once free: $((SECONDS - t)) s (QMP device_del until DEVICE_DELETED: $qmp_del s); $dev gone from the guest"
+log "release once free: $((SECONDS - t)) s (QMP device_del until DEVICE_DELETED: $qmp_del s); ${devs[*]} gone from the guest"
 log "PASS"
