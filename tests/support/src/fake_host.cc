@@ -330,7 +330,11 @@ void FakeHost::materialise(const FakePciFunction& f) {
   std::string ctrl;
   if (is_nvme(f)) {
     ctrl = "nvme" + std::to_string(next_nvme_++);
-    put(staged / "nvme" / ctrl / "serial", f.serial + "\n");
+    // The 20 bytes of the identify data's serial number, padded with spaces, as the kernel
+    // shows them (tests/kvm).
+    std::string serial = f.serial;
+    if (serial.size() < 20) serial.resize(20, ' ');
+    put(staged / "nvme" / ctrl / "serial", serial + "\n");
     put(staged / "nvme" / ctrl / "model", "FAKE NVME\n");
     const std::string n = std::to_string(next_nvme_ - 1);
     put(staged / "nvme" / ctrl / "dev", std::to_string(kNvmeMajor) + ":" + n + "\n");
