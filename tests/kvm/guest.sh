@@ -9,14 +9,15 @@
 #   guest.sh stop DIR           stop the guest (by its PID), also after a start that failed
 #
 # The image: the root file system chroot.sh makes (kind guest: tests/kvm/guest-setup.sh) as an
-# ext4 disk image, with its kernel and initrd beside it (bookworm-guest-image/), in
-# $COMPOSER_GUEST_CACHE (default
-# /var/cache/slurm-composer/guests), made again when that root file system is. A guest boots it
-# read-only (snapshot: its writes are thrown away) by direct kernel boot, with:
+# ext4 disk image, with its kernel and initrd beside it, in bookworm-guest-image/ of
+# $COMPOSER_GUEST_CACHE (default /var/cache/slurm-composer/guests, where that root file system
+# is cached too), made again when the root file system is. A guest boots it read-only
+# (snapshot: its writes are thrown away) by direct kernel boot, with:
 #   DIR/qmp.sock      its QMP socket; DIR/console.log  its serial console; DIR/qemu.pid
 #   DIR/share         a 9p share the guest mounts at /mnt/share: the test agent's mailbox
-#   $GUEST_TREE       (default: this source tree) shared read-only at the same path inside, so
-#                     that the build tree's programs run there as they are
+#   $GUEST_TREE       (default: this source tree; the scenarios share the build tree) shared
+#                     read-only at the same path inside, so that the built programs run there
+#                     as they are
 #   GUEST_SLOTS       (default 4) empty pcie-root-ports rp1..rpN with native hot-plug (pciehp)
 #   GUEST_MEM         (default 1024) MiB of memory, GUEST_CPUS (default 2)
 # QEMU's user networking: the guest is 10.0.2.15 and reaches this machine's loopback at
