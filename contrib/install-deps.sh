@@ -7,7 +7,8 @@
 # clang-14 and libclang-rt-14-dev build the fuzz targets with libFuzzer (tests/fuzz); libpq-dev
 # and postgresql the PostgreSQL store and its tests against a server they start themselves;
 # etcd-server and patroni the HA suite's replicated PostgreSQL (tests/ha).
-# mmdebstrap makes the release matrix's chroots (tests/releases).
+# mmdebstrap makes the release matrix's chroots (tests/releases) and the kvm level's guest image;
+# qemu-system-x86 runs its guests (tests/kvm).
 # Usage: contrib/install-deps.sh [--list]   (--list prints the packages and installs nothing)
 set -euo pipefail
 
@@ -21,7 +22,7 @@ packages=(
   curl procps iproute2 tzdata bc jq openssl hostname libxml2-dev
   prometheus python3-prometheus-client python3-yaml
   chromium python3-pil
-  mmdebstrap
+  mmdebstrap qemu-system-x86
 )
 
 if [[ ${1:-} == --list ]]; then

@@ -11,9 +11,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "composer/http/http.h"
+#include "composer/test_support/temp_dir.h"
 
 namespace composer::testing {
 namespace {
@@ -217,6 +220,72 @@ TEST(FakeRedfish, HostBlocksComposeOneSystemPerComputeBlockAndRefuseASecond) {
   EXPECT_THAT(r->body, HasSubstr("needs one compute block"));
   EXPECT_TRUE(fake.systems_with_block("node02").empty());
   EXPECT_TRUE(fake.systems_with_block("gpu-z2-00").empty());
+}
+
+// tests/kvm's fabric: each drive's attach and detach runs the hot-plug command before the
+// answer, with the drive's serial; a command that fails leaves the drive where it was.
+TEST(FakeRedfish, HotPlugCommandRunsForEachDriveAndAFailureChangesNothing) {
+  test_support::TempDir dir("composer-redfish-hotplug");
+  const std::string calls = (dir.path() / "calls").string();
+  const std::string refuse = (dir.path() / "refuse").string();
+  FakeRedfishOptions o;
+  o.drive_vendor_id = "0x1b36";
+  o.drive_device_id = "0x0010";
+  o.hot_plug = "sh -c 'echo \"$*\" >>" + calls + "; test ! -e " + refuse +
+               " || { echo no free slot; exit 1; }' hook";
+  auto s = FakeRedfish::start(o);
+  ASSERT_TRUE(s.ok()) << s;
+  FakeRedfish& fake = **s;
+  http::HttpClient http(http::HttpOptions{.retries = 0});
+  const std::string rb = "/redfish/v1/CompositionService/ResourceBlocks/";
+  auto act = [&](const std::string& action, const std::string& block) {
+    return http.send(
+        {.method = "POST",
+         .url = fake.base_url() + "/redfish/v1/Systems/node01/Actions/ComputerSystem." + action,
+         .body = R"({"ResourceBlock":{"@odata.id":")" + rb + block + "\"}}",
+         .headers = [] {
+           return Expected<std::vector<std::string>>(
+               std::vector<std::string>{"Authorization: Basic YWRtaW46Y29tcG9zZXItdGVzdC1wdw=="});
+         }});
+  };
+  auto read_calls = [&] {
+    std::ifstream in(calls);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  auto r = act("AddResourceBlock", "nvme-z1-00");
+  ASSERT_TRUE(r.ok()) << r;
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(read_calls(), "attach node01 nvme-z1-00 FRN100000000\n");
+  // A GPU has no stand-in to plug: nothing runs for it.
+  r = act("AddResourceBlock", "gpu-z1-00");
+  ASSERT_TRUE(r.ok()) << r;
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(read_calls(), "attach node01 nvme-z1-00 FRN100000000\n");
+  // The drive reports the ids the command's device has.
+  auto drive = http.send({.method = "GET",
+                          .url = fake.base_url() + rb + "nvme-z1-00/PCIeDevices/0/PCIeFunctions/0",
+                          .headers = [] {
+                            return Expected<std::vector<std::string>>(std::vector<std::string>{
+                                "Authorization: Basic YWRtaW46Y29tcG9zZXItdGVzdC1wdw=="});
+                          }});
+  ASSERT_TRUE(drive.ok()) << drive;
+  EXPECT_THAT(drive->body, HasSubstr("0x1b36"));
+  EXPECT_THAT(drive->body, HasSubstr("0x0010"));
+  std::ofstream(refuse) << "";
+  r = act("RemoveResourceBlock", "nvme-z1-00");
+  ASSERT_TRUE(r.ok()) << r;
+  EXPECT_EQ(r->status, 500);
+  EXPECT_THAT(r->body, HasSubstr("the detach of nvme-z1-00 failed: no free slot"));
+  EXPECT_EQ(fake.system_blocks("node01").size(), 3u);  // its compute block, the GPU, the drive
+  r = act("AddResourceBlock", "nvme-z1-01");
+  ASSERT_TRUE(r.ok()) << r;
+  EXPECT_EQ(r->status, 500);
+  EXPECT_TRUE(fake.systems_with_block("nvme-z1-01").empty());
+  EXPECT_EQ(read_calls(),
+            "attach node01 nvme-z1-00 FRN100000000\ndetach node01 nvme-z1-00 FRN100000000\n"
+            "attach node01 nvme-z1-01 FRN100000001\n");
 }
 
 }  // namespace

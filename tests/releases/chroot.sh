@@ -12,7 +12,9 @@
 # KIND is `build` (compilers, every package contrib/install-deps.sh names, debian/control's
 # Build-Depends, Debian's packaging tools) or `run` (only what the e2e scripts need: Slurm,
 # munge, a shell's tools): the clean system the built packages are installed into (apt fetches
-# their dependencies from the archive then, as on a site's machine).
+# their dependencies from the archive then, as on a site's machine); or `guest`: the root file
+# system of the QEMU guests of tests/kvm (a kernel, systemd, udev, nvme-cli, ndctl, numactl,
+# slurmd and the libraries the built plugin needs), set up by tests/kvm/guest-setup.sh.
 #
 # Cache: $COMPOSER_CHROOT_CACHE (default /var/cache/slurm-composer/chroots), one folder per
 # suite and kind, rebuilt when the package list or this script's recipe changes. Every mount is
@@ -42,8 +44,9 @@ packages() {  # packages SUITE KIND: the package list, space-separated
       # mmdebstrap, which makes these chroots, nor the HA level's etcd and Patroni (tests/ha
       # runs on the host only).
       local deps
+      # Nor QEMU, which runs the kvm level's guests on the host.
       deps=$("$SRC/contrib/install-deps.sh" --list | tr ' ' '\n' |
-        grep -vxE 'chromium|python3-pil|clang-14|libclang-rt-14-dev|mmdebstrap|etcd-server|patroni' |
+        grep -vxE 'chromium|python3-pil|clang-14|libclang-rt-14-dev|mmdebstrap|etcd-server|patroni|qemu-system-x86' |
         xargs)
       echo "$deps dpkg-dev fakeroot file"
       ;;
@@ -51,7 +54,12 @@ packages() {  # packages SUITE KIND: the package list, space-separated
       echo "slurmctld slurmd slurm-client munge curl jq procps iproute2 hostname ca-certificates" \
         "python3 bc openssl tzdata"
       ;;
-    *) die "unknown kind '$kind': allowed are build and run" ;;
+    guest)
+      echo "linux-image-amd64 systemd systemd-sysv udev kmod dbus nvme-cli numactl ndctl daxctl" \
+        "slurmd slurm-client munge libcurl4 libjsoncpp25 libmunge2 iproute2 procps util-linux" \
+        "e2fsprogs psmisc"
+      ;;
+    *) die "unknown kind '$kind': allowed are build, run and guest" ;;
   esac
 }
 
@@ -71,6 +79,14 @@ create() {  # create SUITE KIND
     hooks+=(--customize-hook="mkdir -p \"\$1/tmp/build-deps/debian\"")
     hooks+=(--customize-hook="copy-in $SRC/debian/control /tmp/build-deps/debian")
     hooks+=(--customize-hook='chroot "$1" apt-get build-dep -y -qq /tmp/build-deps && rm -rf "$1/tmp/build-deps"')
+  fi
+  if [[ $kind == guest ]]; then
+    # A machine of its own rather than a chroot: its boot and its test agent, made again when
+    # the setup script changes.
+    local setup=$SRC/tests/kvm/guest-setup.sh
+    want="$want setup=$(sha256sum "$setup" | cut -c1-16)"
+    hooks+=(--customize-hook="copy-in $setup /tmp")
+    hooks+=(--customize-hook='chroot "$1" /bin/sh /tmp/guest-setup.sh && rm -f "$1/tmp/guest-setup.sh"')
   fi
   # One maker per chroot: the test command fetches every chroot in the background while the
   # release tests may already ask for theirs; a second caller waits here, then finds it made.

@@ -216,8 +216,10 @@ class HostSideTest : public ::testing::Test {
   // A job's drive (at `address`) that a real process keeps open past busy_wait: the job's
   // epilog succeeds, leaves the drive attached and on the host, and tells composerd to hold it.
   // The holder's pid (0 after a test failure); it lets go once `stop` exists.
+  // The process holds the namespace's block device, or with `generic` its generic character
+  // device (/dev/ng<N>n1).
   pid_t held_drive(uint32_t job_id, const std::string& id, const std::string& address,
-                   const std::string& stop) {
+                   const std::string& stop, bool generic = false) {
     Device drive;
     drive.id = id;
     drive.type = DeviceType::kNvme;
@@ -231,7 +233,9 @@ class HostSideTest : public ::testing::Test {
       ADD_FAILURE() << join(a.errors, "\n");
       return 0;
     }
-    const pid_t pid = hold_open(host.dev_root() + "/" + host.nvme_controller(address) + "n1", stop);
+    const std::string ctrl = host.nvme_controller(address);
+    const pid_t pid = hold_open(
+        host.dev_root() + "/" + (generic ? "ng" + ctrl.substr(4) + "n1" : ctrl + "n1"), stop);
     if (pid == 0) return 0;
     config.busy_wait_s = 1;
     const size_t holds = api.holds.size();
@@ -708,6 +712,47 @@ TEST_F(HostSideTest, DrivesAreFoundBySerialAndHeldByARealProcessDelayRelease) {
   EXPECT_EQ(api.released.size(), 1u);
 }
 
+// On a real kernel (tests/kvm) the nvme driver shows a hot-added controller, with its serial,
+// before it has scanned the namespaces: the prolog finds the drive by its serial at once and
+// waits for its block device, so that COMPOSER_NVME names the namespace, not the drive's id.
+TEST_F(HostSideTest, PrologWaitsForTheNamespaceOfADriveFoundBeforeIt) {
+  Device drive;
+  drive.id = "nvme-z1-02";
+  drive.type = DeviceType::kNvme;
+  drive.identity = {"0x8086", "0x0b60", "FRN100000002", ""};
+  api.devices = {drive};
+  host.set_namespace_delay(std::chrono::milliseconds(700));
+  host.attach(drive_function("0000:87:00.0", "FRN100000002"));
+  FakeJob a = job(602, 0);
+  a.options = {{"compose-nvme", "1"}};
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  ASSERT_EQ(state(602)->devices[0].address, "0000:87:00.0");
+  const std::string ctrl = host.nvme_controller("0000:87:00.0");
+  ASSERT_FALSE(ctrl.empty());
+  EXPECT_EQ(task_env(602, "COMPOSER_NVME"), host.dev_root() + "/" + ctrl + "n1");
+}
+
+// A drive that never shows a namespace is named by its id after host_wait, with one line.
+TEST_F(HostSideTest, ADriveWithoutANamespaceIsNamedByItsIdAfterHostWait) {
+  Device drive;
+  drive.id = "nvme-z1-03";
+  drive.type = DeviceType::kNvme;
+  drive.identity = {"0x8086", "0x0b60", "FRN100000003", ""};
+  api.devices = {drive};
+  host.set_namespace_delay(std::chrono::hours(1));
+  host.attach(drive_function("0000:88:00.0", "FRN100000003"));
+  config.host_wait_s = 1;
+  FakeJob a = job(603, 0);
+  a.options = {{"compose-nvme", "1"}};
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  EXPECT_EQ(task_env(603, "COMPOSER_NVME"), "nvme-z1-03");
+  EXPECT_NE(join(a.infos, "\n")
+                .find("drive nvme-z1-03 at 0000:88:00.0 shows no namespace after "
+                      "1 s; COMPOSER_NVME names it by its id"),
+            std::string::npos)
+      << join(a.infos, "\n");
+}
+
 // A real process keeps a job's drive open past busy_wait: the epilog succeeds without removing
 // or releasing it and tells composerd to hold it; the next job's prolog on the node, once the
 // process has gone, removes the drive from the host and releases it.
@@ -736,6 +781,18 @@ TEST_F(HostSideTest, ADriveARealProcessKeepsOpenIsHeldUntilTheNextJobFindsItFree
   test_support::eventually([&] { return !host.removed().empty(); });
   EXPECT_EQ(host.removed(), (std::vector<std::string>{"0000:87:00.0"}));
   EXPECT_FALSE(state(611));
+}
+
+// The kernel shows each namespace twice: the block device nvme<N>n1 and the generic character
+// device ng<N>n1 (NVMe passthrough), seen beside it in a QEMU guest (tests/kvm). A process that
+// holds only the latter uses the drive as much, and holds its release.
+TEST_F(HostSideTest, AProcessHoldingTheDrivesGenericCharacterDeviceHoldsItsRelease) {
+  const std::string stop = tmp / "let-go-621";
+  const pid_t pid = held_drive(621, "nvme-z1-04", "0000:89:00.0", stop, /*generic=*/true);
+  ASSERT_GT(pid, 0);
+  std::ofstream{stop} << "go\n";
+  int status = 0;
+  waitpid(pid, &status, 0);
 }
 
 // The epilog returns once the host no longer shows the job's functions, as the kernel's remove
@@ -834,7 +891,10 @@ TEST_F(HostSideTest, APrologFencesItsDevicesFromTheJobsAlreadyRunning) {
   b.options["compose-nvme"] = "1";
   ASSERT_TRUE(job_prolog(b, api, config)) << join(b.errors, "\n");
   const std::string n = host.nvme_controller("0000:86:00.0").substr(4);
-  EXPECT_EQ(denied(running), "b 259:" + n + " rwm\nc 195:7 rwm\nc 241:" + n + " rwm\n");
+  // The namespace's block device, the GPU, the generic character device of the namespace
+  // (ng<N>n1: passthrough to the same drive) and the controller.
+  EXPECT_EQ(denied(running),
+            "b 259:" + n + " rwm\nc 195:7 rwm\nc 240:" + n + " rwm\nc 241:" + n + " rwm\n");
   EXPECT_EQ(denied(running + "/step_0"), "");  // the kernel passes the job's rules down
   // Its own cgroup, made later by its first step, is not fenced from its own devices.
   const std::string own = job_cgroup(701);

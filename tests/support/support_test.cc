@@ -132,9 +132,13 @@ TEST(FakeHost, FunctionsAppearAtARescanAndGoAtRemoveAsTheKernelDoes) {
   EXPECT_TRUE(fs::exists(host.dev_root() + "/nvidia1"));  // minor 0 is the local GPU's
   const std::string ctrl = host.nvme_controller("0000:81:00.0");
   EXPECT_EQ(ctrl, "nvme0");
-  EXPECT_EQ(first_line(devices / "0000:81:00.0/nvme/nvme0/serial"), "S64XNA0R123456");
+  // Padded to the identify data's 20 bytes, as the kernel shows it.
+  EXPECT_EQ(first_line(devices / "0000:81:00.0/nvme/nvme0/serial"), "S64XNA0R123456      ");
   EXPECT_TRUE(fs::exists(devices / "0000:81:00.0/nvme/nvme0/nvme0n1"));
   EXPECT_TRUE(fs::exists(host.dev_root() + "/nvme0n1"));
+  // The namespace's generic character device beside it.
+  EXPECT_EQ(first_line(devices / "0000:81:00.0/nvme/nvme0/ng0n1/dev"), "240:0");
+  EXPECT_TRUE(fs::exists(host.dev_root() + "/ng0n1"));
   // Hot-unplug: the function, its driver's entries and its device nodes go.
   std::ofstream(devices / "0000:41:00.0/remove") << "1\n";
   ASSERT_TRUE(eventually([&] { return !fs::exists(devices / "0000:41:00.0"); }));
@@ -142,6 +146,30 @@ TEST(FakeHost, FunctionsAppearAtARescanAndGoAtRemoveAsTheKernelDoes) {
   EXPECT_FALSE(fs::exists(host.dev_root() + "/nvidia1"));
   EXPECT_TRUE(fs::exists(host.dev_root() + "/nvidia0"));
   EXPECT_EQ(host.removed(), std::vector<std::string>{"0000:41:00.0"});
+}
+
+// The nvme driver scans a controller's namespaces once the controller is up: with a namespace
+// delay the controller and its serial show first, the namespace that much later.
+TEST(FakeHost, ADrivesNamespaceFollowsItsControllerAfterTheNamespaceDelay) {
+  TempDir tmp("fake-host-ns");
+  FakeHost host(tmp.path() / "host");
+  namespace fs = std::filesystem;
+  host.set_namespace_delay(std::chrono::seconds(2));
+  FakePciFunction drive;
+  drive.address = "0000:82:00.0";
+  drive.vendor = "0x1b36";
+  drive.device = "0x0010";
+  drive.class_code = "0x010802";
+  drive.serial = "FRN100000000";
+  host.attach(drive);
+  const fs::path devices = fs::path(host.sysfs_root()) / "bus/pci/devices";
+  std::ofstream(devices.parent_path() / "rescan") << "1\n";
+  ASSERT_TRUE(eventually([&] { return fs::exists(devices / "0000:82:00.0/nvme/nvme0/serial"); }));
+  EXPECT_FALSE(fs::exists(devices / "0000:82:00.0/nvme/nvme0/nvme0n1"));
+  EXPECT_FALSE(fs::exists(host.dev_root() + "/nvme0n1"));
+  ASSERT_TRUE(eventually([&] { return fs::exists(host.dev_root() + "/nvme0n1"); }));
+  EXPECT_TRUE(fs::exists(devices / "0000:82:00.0/nvme/nvme0/nvme0n1/dev"));
+  EXPECT_TRUE(fs::exists(host.dev_root() + "/ng0n1"));
 }
 
 // The kernel's rescan is done when its write returns: a remove written after it takes away

@@ -105,6 +105,11 @@ std::optional<DeviceNode> dev_node(const fs::path& dir, char type) {
   return DeviceNode{type, number[0], number[1], dir.filename().string()};
 }
 
+// "ng3n" for controller "nvme3": the prefix of its namespaces' generic character devices.
+std::string generic_prefix(const std::string& ctrl) {
+  return ctrl.rfind("nvme", 0) == 0 ? "ng" + ctrl.substr(4) + "n" : ctrl + "-generic-n";
+}
+
 }  // namespace
 
 std::string numa_node(const std::string& address) {
@@ -166,6 +171,16 @@ std::vector<std::string> HostDevices::nvme_namespaces(const std::string& address
   return out;
 }
 
+std::vector<std::string> HostDevices::wait_nvme_namespaces(const std::string& address,
+                                                           std::chrono::milliseconds wait) const {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    std::vector<std::string> out = nvme_namespaces(address);
+    if (!out.empty() || std::chrono::steady_clock::now() >= deadline) return out;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 std::vector<DeviceNode> HostDevices::device_nodes(const std::vector<Device>& devices) const {
   std::vector<DeviceNode> out;
   std::optional<uint32_t> nvidia;
@@ -193,6 +208,12 @@ std::vector<DeviceNode> HostDevices::device_nodes(const std::vector<Device>& dev
       std::error_code ns_ec;
       for (const auto& ns : fs::directory_iterator(ctrl.path(), ns_ec)) {
         const std::string name = ns.path().filename().string();
+        // A namespace's generic character device (ng<X>n<Y>, the kernel's NVMe passthrough
+        // node beside the block device nvme<X>n<Y>): a job that opens it reaches the drive too.
+        if (name.rfind(generic_prefix(c), 0) == 0 && name.size() > generic_prefix(c).size()) {
+          if (std::optional<DeviceNode> n = dev_node(ns.path(), 'c')) out.push_back(*n);
+          continue;
+        }
         if (name.rfind(c + "n", 0) != 0 || name.size() <= c.size() + 1) continue;
         if (std::optional<DeviceNode> n = dev_node(ns.path(), 'b')) out.push_back(*n);
         std::error_code part_ec;
@@ -465,6 +486,7 @@ std::vector<Holder> HostDevices::holders(const std::vector<Device>& devices) con
         const std::string ctrl = entry.path().filename().string();
         p.exact.push_back(dev_ + "/" + ctrl);
         p.prefix.push_back(dev_ + "/" + ctrl + "n");
+        p.prefix.push_back(dev_ + "/" + generic_prefix(ctrl));
       }
     }
     patterns.push_back(std::move(p));

@@ -356,11 +356,23 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
   for (const Device& d : state.devices) {
     if (d.type == DeviceType::kGpu) gpus.push_back(d);
     if (d.type == DeviceType::kNvme) {
-      std::vector<std::string> ns = d.address.empty() || config.host_check == HostCheck::kOff
-                                        ? std::vector<std::string>{}
-                                        : host.nvme_namespaces(d.address);
+      // A drive found by its serial may show its namespaces a moment later (the nvme driver
+      // scans them once the controller is up): wait for them as for the drive
+      // (PrologWaitsForTheNamespaceOfADriveFoundBeforeIt).
+      std::vector<std::string> ns =
+          d.address.empty() || config.host_check == HostCheck::kOff ? std::vector<std::string>{}
+          : config.host_check == HostCheck::kWait
+              ? host.wait_nvme_namespaces(d.address, std::chrono::seconds(config.host_wait_s))
+              : host.nvme_namespaces(d.address);
       // A drive the host shows no namespace of is named by its id, as before it was found.
-      if (ns.empty()) ns.push_back(d.id);
+      if (ns.empty()) {
+        if (config.host_check == HostCheck::kWait) {
+          ctx.info("composer: prolog: " + at + ": drive " + d.id + " at " + d.address +
+                   " shows no namespace after " + std::to_string(config.host_wait_s) +
+                   " s; COMPOSER_NVME names it by its id");
+        }
+        ns.push_back(d.id);
+      }
       nvme_paths.insert(nvme_paths.end(), ns.begin(), ns.end());
     }
   }

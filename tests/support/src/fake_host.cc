@@ -49,7 +49,9 @@ FakeHost::FakeHost(fs::path root) : root_(std::move(root)) {
   put(root_ / "sys/bus/pci/rescan", "");
   // The majors of the drivers it fakes, as a host with them loaded lists them.
   put(root_ / "proc/devices", "Character devices:\n  1 mem\n  4 tty\n195 nvidia-frontend\n" +
-                                  std::to_string(kNvmeMajor) + " nvme\n\nBlock devices:\n  8 sd\n" +
+                                  std::to_string(kNvmeMajor) + " nvme\n" +
+                                  std::to_string(kNvmeGenericMajor) +
+                                  " nvme-generic\n\nBlock devices:\n  8 sd\n" +
                                   std::to_string(kBlockExtMajor) + " blkext\n");
   add_numa_node(0);
   add_numa_node(1);
@@ -328,12 +330,14 @@ void FakeHost::materialise(const FakePciFunction& f) {
   std::string ctrl;
   if (is_nvme(f)) {
     ctrl = "nvme" + std::to_string(next_nvme_++);
-    put(staged / "nvme" / ctrl / "serial", f.serial + "\n");
+    // The 20 bytes of the identify data's serial number, padded with spaces, as the kernel
+    // shows them (tests/kvm).
+    std::string serial = f.serial;
+    if (serial.size() < 20) serial.resize(20, ' ');
+    put(staged / "nvme" / ctrl / "serial", serial + "\n");
     put(staged / "nvme" / ctrl / "model", "FAKE NVME\n");
     const std::string n = std::to_string(next_nvme_ - 1);
     put(staged / "nvme" / ctrl / "dev", std::to_string(kNvmeMajor) + ":" + n + "\n");
-    put(staged / "nvme" / ctrl / (ctrl + "n1") / "dev",
-        std::to_string(kBlockExtMajor) + ":" + n + "\n");
   }
   const fs::path dir = root_ / "sys/devices" / bridge(f.address) / f.address;
   retire(dir);  // a function seen at this address before is gone for good
@@ -351,12 +355,33 @@ void FakeHost::materialise(const FakePciFunction& f) {
   }
   if (!ctrl.empty()) {
     put(root_ / "dev" / ctrl, "");
-    put(root_ / "dev" / (ctrl + "n1"), "");
+    if (namespace_delay_.count() == 0) {
+      add_namespace(dir / "nvme" / ctrl, ctrl);
+    } else {
+      namespaces_due_.push_back(
+          {std::chrono::steady_clock::now() + namespace_delay_, f.address, ctrl});
+    }
   }
   std::error_code ec;
   fs::create_directory_symlink("../../../devices/" + bridge(f.address) + "/" + f.address,
                                root_ / "sys/bus/pci/devices" / f.address, ec);
   present_.push_back(f.address);
+}
+
+// Under mu_: a drive's namespace 1, in sysfs under its controller and in /dev.
+void FakeHost::add_namespace(const fs::path& ctrl_dir, const std::string& ctrl) {
+  put(ctrl_dir / (ctrl + "n1") / "dev",
+      std::to_string(kBlockExtMajor) + ":" + ctrl.substr(4) + "\n");
+  put(root_ / "dev" / (ctrl + "n1"), "");
+  // And its generic character device, as the kernel (6.1) shows beside the block device.
+  const std::string generic = "ng" + ctrl.substr(4) + "n1";
+  put(ctrl_dir / generic / "dev", std::to_string(kNvmeGenericMajor) + ":" + ctrl.substr(4) + "\n");
+  put(root_ / "dev" / generic, "");
+}
+
+void FakeHost::set_namespace_delay(std::chrono::milliseconds delay) {
+  std::lock_guard lock(mu_);
+  namespace_delay_ = delay;
 }
 
 // Under mu_.
@@ -367,6 +392,7 @@ void FakeHost::unplug(const std::string& address) {
     const std::string ctrl = e.path().filename().string();
     fs::remove(root_ / "dev" / ctrl, ec);
     fs::remove(root_ / "dev" / (ctrl + "n1"), ec);
+    fs::remove(root_ / "dev" / ("ng" + ctrl.substr(4) + "n1"), ec);
   }
   const fs::path info = root_ / "proc/driver/nvidia/gpus" / address;
   const std::string text = slurp(info / "information");
@@ -460,6 +486,16 @@ void FakeHost::watch() {
         }
         materialise(it->second);
         it = arriving_.erase(it);
+      }
+      for (auto it = namespaces_due_.begin(); it != namespaces_due_.end();) {
+        if (it->due > now) {
+          ++it;
+          continue;
+        }
+        // Not for a function gone meanwhile, nor one shown again since (another controller).
+        const fs::path ctrl_dir = root_ / "sys/bus/pci/devices" / it->address / "nvme" / it->ctrl;
+        if (std::error_code ec; fs::exists(ctrl_dir, ec)) add_namespace(ctrl_dir, it->ctrl);
+        it = namespaces_due_.erase(it);
       }
       follow_dax();
       unplug_removed();

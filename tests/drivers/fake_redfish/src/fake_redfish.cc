@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -130,6 +131,7 @@ struct FakeRedfish::Impl {
   std::vector<std::string> log;              // "METHOD /path" of every request but the control ones
   std::vector<FakeRedfish::Change> changes;  // the requests that change the service
   std::map<std::string, std::vector<std::string>> generated;
+  std::map<std::string, std::string> drive_serial;  // generated drive block URI -> its serial
   uint64_t next_connection = 100;
   uint64_t next_system = 1;
 
@@ -518,7 +520,9 @@ struct FakeRedfish::Impl {
         char serial[32];
         std::snprintf(serial, sizeof serial, "FRN%d%08u", z, i);
         d["SerialNumber"] = serial;
-        const std::string dev = add_pcie_device(name, serial, "0x8086", "0x0b60", "0x010802");
+        const std::string dev =
+            add_pcie_device(name, serial, o.drive_vendor_id, o.drive_device_id, "0x010802");
+        drive_serial[std::string(kBlocks) + "/" + name] = serial;
         d["Links"]["PCIeFunctions"].append(link(dev + "/PCIeFunctions/0"));
         add_block(name, "Storage", {z}, "Drives", d);
         generated["nvme"].push_back(name);
@@ -915,6 +919,9 @@ struct FakeRedfish::Impl {
       r.status = 204;
       return;
     }
+    if (std::string why = hot_plug(system, add, remove); !why.empty()) {
+      return fail(r, 500, "InternalError", why);
+    }
     apply(system, add, remove);
     if (o.sloppy) {
       r.status = 204;
@@ -926,6 +933,37 @@ struct FakeRedfish::Impl {
     info["Message"] = "The request completed successfully.";
     ok["@Message.ExtendedInfo"].append(info);
     send(r, 200, ok);
+  }
+
+  // o.hot_plug run for each generated drive taken away from or given to `system` (removals
+  // first), as "COMMAND detach|attach SYSTEM-ID BLOCK-ID SERIAL"; "" when every run exits 0,
+  // else what went wrong, and the blocks stay where they were. Its output goes to stderr.
+  std::string hot_plug(const std::string& system, const std::vector<std::string>& add,
+                       const std::vector<std::string>& remove) {
+    if (o.hot_plug.empty()) return "";
+    auto run = [&](const char* action, const std::string& block) -> std::string {
+      auto it = drive_serial.find(block);
+      if (it == drive_serial.end()) return "";
+      const std::string cmd = o.hot_plug + " " + action + " " + last_segment(system) + " " +
+                              last_segment(block) + " " + it->second + " 2>&1";
+      FILE* p = ::popen(cmd.c_str(), "r");
+      if (p == nullptr) return std::string("cannot run the hot-plug command: ") + strerror(errno);
+      std::string out;
+      char buf[512];
+      while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+      const int status = ::pclose(p);
+      std::fputs(out.c_str(), stderr);
+      if (status == 0) return "";
+      while (!out.empty() && out.back() == '\n') out.pop_back();
+      return std::string("the ") + action + " of " + last_segment(block) + " failed: " + out;
+    };
+    for (const std::string& b : remove) {
+      if (std::string why = run("detach", b); !why.empty()) return why;
+    }
+    for (const std::string& b : add) {
+      if (std::string why = run("attach", b); !why.empty()) return why;
+    }
+    return "";
   }
 
   bool authenticated(const httplib::Request& req) const {

@@ -4,6 +4,7 @@
 //                [--cxl] [--cxl-chunks N] [--host-blocks] [--mockups DIR]
 //                [--page-size N] [--root-redirect /|URL] [--broken-capabilities]
 //                [--noop-actions] [--old-style-errors] [--login-status N] [--reserve BLOCK]...
+//                [--drive-ids VENDOR:DEVICE] [--hot-plug COMMAND]
 // The mockups are served whole (pre-composed, shared, multi-zone and SAS blocks as they are);
 // the other flags are the options of FakeRedfishOptions of the same names.
 // Prints "listening on http://127.0.0.1:PORT" and serves until SIGTERM or SIGINT.
@@ -70,6 +71,23 @@ int main(int argc, char** argv) {
       } else {
         o.root_redirect = argv[++i];
       }
+    } else if (a == "--drive-ids" && i + 1 < argc) {
+      const std::string ids = argv[++i];
+      const size_t colon = ids.find(':');
+      auto hex = [](const std::string& t) {
+        return t.size() == 6 && t.starts_with("0x") &&
+               t.find_first_not_of("0123456789abcdef", 2) == std::string::npos;
+      };
+      if (colon == std::string::npos || !hex(ids.substr(0, colon)) || !hex(ids.substr(colon + 1))) {
+        std::cerr << "fake_redfish: --drive-ids " << ids
+                  << ": expected VENDOR:DEVICE as 0x plus four lower-case hex digits each, "
+                     "e.g. 0x1b36:0x0010\n";
+        return 2;
+      }
+      o.drive_vendor_id = ids.substr(0, colon);
+      o.drive_device_id = ids.substr(colon + 1);
+    } else if (a == "--hot-plug" && i + 1 < argc) {
+      o.hot_plug = argv[++i];
     } else if (a == "--cxl") {
       o.cxl = true;
     } else if (a == "--host-blocks") {
@@ -91,7 +109,8 @@ int main(int argc, char** argv) {
                    "--gpus-per-zone N, --hosts N, --username U, --password P, --mockups DIR, "
                    "--cxl, --cxl-chunks N, --host-blocks, --page-size N, --root-redirect /|URL, "
                    "--broken-capabilities, --noop-actions, --old-style-errors, "
-                   "--login-status N, --reserve BLOCK\n";
+                   "--login-status N, --reserve BLOCK, --drive-ids VENDOR:DEVICE, "
+                   "--hot-plug COMMAND\n";
       return 2;
     }
   }

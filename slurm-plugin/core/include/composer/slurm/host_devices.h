@@ -53,6 +53,12 @@ class HostDevices {
   std::string gpu_uuid(const std::string& address) const;
   // The block devices of a drive's namespaces, <dev>/nvme<X>n<Y>, sorted; empty if none.
   std::vector<std::string> nvme_namespaces(const std::string& address) const;
+  // The same, polled every 0.1 s for up to `wait` until the drive shows one: the nvme driver
+  // shows the controller (and its serial) first and scans its namespaces after the controller
+  // is up, so a drive found by its serial may not have its block device yet (tests/kvm showed
+  // it on a real kernel; FakeHost's namespace_delay holds the case).
+  std::vector<std::string> wait_nvme_namespaces(const std::string& address,
+                                                std::chrono::milliseconds wait) const;
 
   // Processes with an open file on a device. The rule (documented in README.md): a file
   // descriptor under <proc>/<pid>/fd whose link target

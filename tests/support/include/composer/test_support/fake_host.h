@@ -3,15 +3,18 @@
 // kernel does when root writes to them:
 //   <root>/sys/devices/pci<DDDD>:<BB>/<address>/   vendor, device, class, subsystem_vendor,
 //       subsystem_device, revision, numa_node, remove, config (64 bytes), resource0; for a
-//       drive nvme/nvme<N>/{serial,model} and nvme/nvme<N>/nvme<N>n1/
+//       drive nvme/nvme<N>/{serial,model} and nvme/nvme<N>/{nvme<N>n1,ng<N>n1}/ (the
+//       namespace's block and generic character device; with the controller, or
+//       set_namespace_delay() later, as the nvme driver's namespace scan)
 //   <root>/sys/bus/pci/devices/<address> -> ../../../devices/pci<DDDD>:<BB>/<address>
 //   <root>/sys/bus/pci/rescan        writing "1": every function the fabric attached appears
 //   <root>/sys/devices/system/node/node<N>/
 //   <root>/proc/driver/nvidia/gpus/<address>/information  (Model, GPU UUID, Bus Location,
 //       Device Minor) for NVIDIA GPUs
-//   <root>/dev/nvidia<minor>, <root>/dev/nvme<N>, <root>/dev/nvme<N>n1  (plain files); their
-//       numbers in <root>/proc/devices (nvidia 195) and in the `dev` files of
-//       nvme/nvme<N>/ (kNvmeMajor:N) and nvme/nvme<N>/nvme<N>n1/ (kBlockExtMajor:N)
+//   <root>/dev/nvidia<minor>, <root>/dev/nvme<N>, <root>/dev/nvme<N>n1, <root>/dev/ng<N>n1
+//       (plain files); their numbers in <root>/proc/devices (nvidia 195) and in the `dev`
+//       files of nvme/nvme<N>/ (kNvmeMajor:N), nvme/nvme<N>/nvme<N>n1/ (kBlockExtMajor:N) and
+//       nvme/nvme<N>/ng<N>n1/ (kNvmeGenericMajor:N)
 //   <root>/sys/bus/dax/devices/dax<R>.0/   target_node, size, driver -> the dax driver bound
 //   <root>/sys/bus/dax/drivers/{device_dax,kmem}/{new_id,unbind}
 //   <root>/sys/devices/system/memory/memory<K>/  state, node<N> -> its node; and
@@ -83,6 +86,7 @@ class FakeHost {
   // The device numbers the host gives NVMe controllers and namespaces (dynamic on a real host).
   static constexpr int kNvmeMajor = 241;
   static constexpr int kBlockExtMajor = 259;
+  static constexpr int kNvmeGenericMajor = 240;
 
   // Lays out an empty host (no PCI functions, NUMA nodes 0 and 1) under `root` and starts
   // the thread that acts on rescan and remove.
@@ -99,6 +103,10 @@ class FakeHost {
   void add_present(const FakePciFunction& f);
   // A function the fabric attached: it appears at the next rescan, after `delay`.
   void attach(FakePciFunction f, std::chrono::milliseconds delay = std::chrono::milliseconds(0));
+  // How long after a drive's controller its namespace (nvme<N>n1 in sysfs and /dev) appears
+  // (default: with it). The real kernel's nvme driver scans namespaces once the controller is
+  // up, after the function and its serial are shown (tests/kvm: about 0.2 s under TCG).
+  void set_namespace_delay(std::chrono::milliseconds delay);
   // CXL memory or any NUMA node: <sys>/devices/system/node/node<N>/ appears at once.
   void add_numa_node(int node);
   // A CXL memory region the fabric attached, as a dax device in devdax mode: `name`
@@ -135,6 +143,7 @@ class FakeHost {
     std::chrono::milliseconds delay;
   };
   void materialise(const FakePciFunction& f);
+  void add_namespace(const std::filesystem::path& ctrl_dir, const std::string& ctrl);
   void unplug(const std::string& address);
   void retire(const std::filesystem::path& dir);
   void unplug_removed();
@@ -147,6 +156,13 @@ class FakeHost {
   mutable std::mutex mu_;
   std::vector<Pending> pending_;
   std::vector<std::pair<std::chrono::steady_clock::time_point, FakePciFunction>> arriving_;
+  struct DueNamespace {
+    std::chrono::steady_clock::time_point due;
+    std::string address;
+    std::string ctrl;  // "nvme3"
+  };
+  std::vector<DueNamespace> namespaces_due_;
+  std::chrono::milliseconds namespace_delay_{0};
   std::vector<std::string> present_;
   std::vector<std::string> removed_;
   std::set<std::string> removed_after_rescan_;  // since the rescan now waiting was written

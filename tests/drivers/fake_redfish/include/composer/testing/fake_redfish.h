@@ -28,6 +28,15 @@ struct FakeRedfishOptions {
   // <block>/PCIeDevices/0 has function 0 with VendorId and DeviceId (0x10DE:0x20B5 for A100,
   // 0x10DE:0x2331 for H100, 0x8086:0x0b60 for the drives).
   uint32_t gpus_per_zone = 16;
+  // The PCI ids the drives report (QEMU's nvme device is 0x1b36:0x0010).
+  std::string drive_vendor_id = "0x8086";
+  std::string drive_device_id = "0x0b60";
+  // Not empty: a command that makes a drive's attach and detach real (tests/kvm: QMP
+  // device_add and device_del on the composed system's QEMU guest). For each generated drive an
+  // action or PATCH (without task_ms) adds to or removes from a system, it runs
+  // "COMMAND attach|detach SYSTEM-ID BLOCK-ID SERIAL" (sh -c) before answering; when it exits
+  // non-zero the change answers 500 with its output and nothing changes.
+  std::string hot_plug;
   uint32_t memory_per_zone = 2;
   uint32_t drives_per_zone = 2;
   // Generated composed systems node01..nodeNN (HostName the same), each with its own compute
