@@ -132,7 +132,10 @@ Status Leadership::renew() {
   if (mine == 0) return Error(ErrorCode::kUnavailable, "leadership: not held");
   const int64_t started = steady_ns();
   auto now = read_row();
-  if (!now) return now.error();
+  if (!now) {
+    regain_epoch_ = mine;  // the connection broke: whether another took over is not known
+    return now.error();
+  }
   if (now->epoch != mine) {
     lose();
     return Error(ErrorCode::kUnavailable, "leadership: taken over by " + now->holder + " (epoch " +
@@ -146,6 +149,41 @@ Status Leadership::renew() {
   }
   valid_until_ns_ = started + options_.lease_ms * 1'000'000;
   return Status::Ok();
+}
+
+Expected<bool> Leadership::regain() {
+  std::lock_guard lock(mu_);
+  const int64_t mine = regain_epoch_.load();
+  if (mine == 0 || epoch_.load() != 0) {
+    return Error(ErrorCode::kInternal, "leadership: nothing to take again");
+  }
+  try {
+    if (!connection_ || !connection_->usable()) connect();
+    const int64_t started = steady_ns();
+    Result locked = connection_->run(kTryLock);
+    const bool got = locked.step() && locked.text_view(0) == "t";
+    Result row = connection_->run(kCurrent);
+    if (!row.step()) fail(ErrorCode::kInternal, "the leadership row is missing");
+    if (row.int64(0) != mine) {
+      regain_epoch_ = 0;
+      connection_.reset();  // lets the lock go if this session took it
+      log::error("leadership lost: another composerd took over while the database was away",
+                 {{"epoch", std::to_string(row.int64(0))}, {"holder", row.text(1)}});
+      return false;
+    }
+    if (!got) {
+      // Our old session, not yet ended by the server, may still hold it.
+      return Error(ErrorCode::kUnavailable, "leadership: the lock is still held elsewhere");
+    }
+    connection_->run(kIdleTimeout, Params().add(std::to_string(options_.lease_ms) + "ms"));
+    valid_until_ns_ = started + options_.lease_ms * 1'000'000;
+    regain_epoch_ = 0;
+    epoch_ = mine;
+    return true;
+  } catch (const Failure& f) {
+    if (connection_ && !connection_->usable()) connection_.reset();
+    return f.error();
+  }
 }
 
 bool Leadership::held() const { return epoch_.load() != 0 && steady_ns() < valid_until_ns_.load(); }

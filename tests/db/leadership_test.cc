@@ -4,6 +4,7 @@
 #include "composer/db/leadership.h"
 
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 
 #include <chrono>
 #include <memory>
@@ -51,6 +52,28 @@ class LeadershipTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return std::nullopt;
+  }
+
+  // Ends every other session on the test's database, as a primary that dies does.
+  void end_sessions() {
+    PGconn* c = PQconnectdb(conninfo_.c_str());
+    PGresult* r = PQexec(c,
+                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE datname = current_database() AND pid <> pg_backend_pid()");
+    EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQerrorMessage(c);
+    PQclear(r);
+    PQfinish(c);
+  }
+
+  // Calls regain() until it knows, or `seconds` pass.
+  Expected<bool> regain_within(Leadership& l, int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    Expected<bool> r = l.regain();
+    while (!r && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      r = l.regain();
+    }
+    return r;
   }
 
   std::string conninfo_;
@@ -143,6 +166,53 @@ TEST_F(LeadershipTest, StoppedHolderLosesTheLockAfterOneLease) {
   EXPECT_EQ(taken->now.epoch, 2);
   EXPECT_FALSE(a->renew().ok());
   EXPECT_FALSE(a->held());
+}
+
+// The primary dies under the holder (its session ends): nobody took over, so the holder takes
+// the lock again under the same epoch and stays active, as composerd does across a Patroni
+// switch (tests/ha).
+TEST_F(LeadershipTest, TheLockIsTakenAgainAfterItsConnectionBroke) {
+  auto a = contender("a");
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(take_within(*a, 5));
+  const int64_t epoch = a->epoch();
+  end_sessions();
+  EXPECT_FALSE(a->renew().ok());
+  EXPECT_FALSE(a->held());
+  EXPECT_EQ(a->regainable(), epoch);
+  auto again = regain_within(*a, 10);
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_TRUE(*again);
+  EXPECT_TRUE(a->held());
+  EXPECT_EQ(a->epoch(), epoch);
+  EXPECT_EQ(a->regainable(), 0);
+  EXPECT_TRUE(a->renew().ok());
+  // Held for real: another contender cannot take it.
+  auto b = contender("b");
+  ASSERT_TRUE(b);
+  auto t = b->try_take(2000);
+  ASSERT_TRUE(t.ok()) << t.error();
+  EXPECT_FALSE(t->has_value());
+}
+
+// While the holder's connection was down another composerd took over: the old holder learns it
+// lost for good and is not held again.
+TEST_F(LeadershipTest, ALockTakenOverMeanwhileIsNotTakenAgain) {
+  auto a = contender("a");
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(take_within(*a, 5));
+  end_sessions();
+  EXPECT_FALSE(a->renew().ok());
+  auto b = contender("b");
+  ASSERT_TRUE(b);
+  auto taken = take_within(*b, 10);
+  ASSERT_TRUE(taken);
+  auto again = regain_within(*a, 10);
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_FALSE(*again);
+  EXPECT_FALSE(a->held());
+  EXPECT_EQ(a->regainable(), 0);
+  EXPECT_TRUE(b->renew().ok());
 }
 
 }  // namespace

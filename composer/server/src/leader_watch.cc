@@ -118,12 +118,36 @@ void LeaderWatch::loop() {
 }
 
 void LeaderWatch::renew() {
-  if (Status s = lock_->renew(); !s) {
-    // Nothing more may reach the fabric or the store from here (see the header).
-    log::error("leadership lost: composerd exits so that it can start again as a standby",
-               {{"cause", s.error().message}});
-    std::_Exit(kLeadershipLostExit);
+  Status s = lock_->renew();
+  if (s) return;
+  if (lock_->regainable() != 0) {
+    // Only the lock's connection broke (the primary died, say): nobody can take over without
+    // the database either, and no fabric change starts meanwhile (held() is false). Take the
+    // lock again under the same epoch once the database answers, or learn that another did.
+    log::warning("leadership: the lock's connection is lost; taking it again under the same epoch",
+                 {{"cause", s.error().message}});
+    const auto pause = std::chrono::milliseconds(std::min<int64_t>(1000, lock_->lease_ms() / 5));
+    for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        changed_.wait_for(lock, pause, [this] { return stopping_; });
+        if (stopping_) return;
+      }
+      auto again = lock_->regain();
+      if (!again) continue;
+      if (*again) {
+        log::warning("leadership kept: the lock is held again under the same epoch",
+                     {{"epoch", std::to_string(lock_->epoch())}});
+        return;
+      }
+      s = Error(ErrorCode::kUnavailable, "another composerd took over while the database was away");
+      break;
+    }
   }
+  // Nothing more may reach the fabric or the store from here (see the header).
+  log::error("leadership lost: composerd exits so that it can start again as a standby",
+             {{"cause", s.error().message}});
+  std::_Exit(kLeadershipLostExit);
 }
 
 Expected<std::optional<db::Takeover>> LeaderWatch::wait_until_active() {

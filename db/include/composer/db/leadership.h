@@ -65,8 +65,19 @@ class Leadership {
   // The row as it stands.
   Expected<Leader> current();
   // The holder's heartbeat: the lock connection is alive and the row still holds our epoch.
-  // An error: leadership is lost (and held() is false from then on).
+  // An error: leadership is lost (and held() is false from then on); regainable() then says
+  // whether only the lock's connection was lost, with the row still holding our epoch.
   Status renew();
+  // After a renewal failed because the lock's connection broke (the primary died, say): the
+  // epoch to take the lock again under, else 0 (taken over, or the lease ran out first).
+  int64_t regainable() const { return regain_epoch_.load(); }
+  // One try to take the lock again under regainable()'s epoch on a new connection. true: held
+  // again, the epoch unchanged, so nobody took over meanwhile; false: another composerd holds
+  // the epoch now, leadership is lost for good; an error: not known yet (the database does not
+  // answer, or our old session still holds the lock): try again. composerd keeps no fabric
+  // change going meanwhile (held() is false) (leadership_test,
+  // TheLockIsTakenAgainAfterItsConnectionBroke).
+  Expected<bool> regain();
   // Whether this composerd may still act as the active one: it took the lock, has not seen it
   // lost, and its lease since the last renewal began has not run out (a monotonic clock, so a
   // process stopped for longer than the lease finds it ran out the moment it runs again).
@@ -86,6 +97,7 @@ class Leadership {
   std::unique_ptr<pg::Connection> connection_;  // the lock's session
   std::atomic<int64_t> epoch_{0};               // 0: not held
   std::atomic<int64_t> valid_until_ns_{0};      // steady_clock, since its epoch
+  std::atomic<int64_t> regain_epoch_{0};        // see regainable()
 };
 
 }  // namespace composer::db
