@@ -8,6 +8,7 @@
 #include <set>
 
 #include "composer/common/error.h"
+#include "composer/common/slurm_text.h"
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/policies/evaluate.h"
@@ -714,28 +715,6 @@ Expected<SlurmState> parse_slurm_state(std::string_view licenses_text,
     state.reservations.push_back(std::move(r));
   }
   return state;
-}
-
-ScontrolFields parse_scontrol_line(std::string_view line) {
-  ScontrolFields out;
-  for (const auto& word : split(line, ' ', {.trim = true, .skip_empty = true})) {
-    const auto eq = word.find('=');
-    const bool starts_field =
-        eq != std::string::npos && eq > 0 && std::isupper(static_cast<unsigned char>(word[0])) != 0;
-    if (starts_field) {
-      out.emplace_back(word.substr(0, eq), word.substr(eq + 1));
-    } else if (!out.empty()) {
-      std::string& value = out.back().second;
-      value += value.empty() ? word : " " + word;
-    }
-  }
-  return out;
-}
-
-std::string scontrol_field(const ScontrolFields& fields, std::string_view key) {
-  for (const auto& [k, v] : fields)
-    if (k == key) return v;
-  return "";
 }
 
 Expected<std::vector<LicenseCount>> parse_licenses(std::string_view text) {

@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "composer/common/slurm_text.h"
 #include "composer/common/units.h"
 #include "policy_fixture.h"
 

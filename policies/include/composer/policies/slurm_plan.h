@@ -134,15 +134,7 @@ Expected<SlurmState> parse_slurm_state(std::string_view licenses_text,
                                        std::string_view reservations_text);
 
 // --- reading scontrol's one-line output -----------------------------------------------------
-
-// The Key=Value fields of one `scontrol -o show ...` line, in order. Slurm's keys all start
-// with a capital letter; a word that does not (no '=', or a lower-case key) continues the
-// value before it, so that a value with spaces stays whole: a job's
-// "AdminComment=composer: gpus=2 nodes=1", a path with a space.
-using ScontrolFields = std::vector<std::pair<std::string, std::string>>;
-ScontrolFields parse_scontrol_line(std::string_view line);
-// The value of `key`; "" when absent.
-std::string scontrol_field(const ScontrolFields& fields, std::string_view key);
+// (each line's Key=Value fields: parse_scontrol_line, composer/common/slurm_text.h)
 
 // A license list as scontrol prints it and -L takes it: "fabric_gpu:4,matlab" (a name alone
 // counts 1); "" and "(null)" are none. kInvalidArgument naming a count that is not one.
