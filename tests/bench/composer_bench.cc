@@ -62,9 +62,9 @@
 
 #include "../integration/composerd_process.h"
 #include "../integration/metrics_text.h"
-#include "../integration/raw_socket.h"
 #include "composer/api/codec.h"
 #include "composer/client/munge_credential.h"
+#include "composer/test_support/raw_socket.h"
 #include "composer/testing/fake_liqid.h"
 
 namespace {
@@ -329,9 +329,9 @@ Burst ready_burst(const composer::testing::ComposerdProcess& daemon, int burst,
 // 1,000 woken at once. Each latency runs from the instant (before the first write) to its
 // whole answer.
 Burst loop_burst(const composer::testing::ComposerdProcess& daemon, int burst, uint32_t first_job) {
-  using composer::testing::answers_in;
-  using composer::testing::connect_to;
-  using composer::testing::send_all;
+  using composer::test_support::answers_in;
+  using composer::test_support::connect_to;
+  using composer::test_support::send_all;
   Burst out;
   out.ms.assign(static_cast<size_t>(burst), 0);
   const std::string body = composer::api::to_text(composer::api::to_json(one_gpu()));

@@ -1,6 +1,8 @@
 // The fabric contract: what composerd relies on from every driver, checked against each, and
-// against several fabrics behind one MultiFabric.
-// A harness per driver sets up two hosts and four free GPUs, and injects the faults.
+// against several fabrics behind one MultiFabric: inventory, attach, detach, retries, faults,
+// health, restarts, devices attached by someone else, device identity, failure domains and
+// batches. A harness per driver sets up two hosts and four free GPUs, injects the faults, and
+// states what its driver does not do (no failure domains, no batches), which the suite checks.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +20,7 @@
 #include "composer/drivers/redfish_fabric.h"
 #include "composer/drivers/sim_fabric.h"
 #include "composer/test_support/forwarding_fabric.h"
+#include "composer/test_support/inventory.h"
 #include "composer/testing/fake_liqid.h"
 #include "composer/testing/fake_redfish.h"
 #include "composer/testing/redfish_driver.h"
@@ -26,6 +29,28 @@ namespace composer {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Follows an operation to its end, as composerd does.
+Status finish(Fabric& f, Expected<Operation> op) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (op.ok() && op->state == OperationState::kRunning) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Error{ErrorCode::kTimeout, "operation " + op->id + " still running after 10 s"};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    op = f.operation_status(op->id);
+  }
+  if (!op.ok()) return op.error();
+  if (op->state == OperationState::kFailed) return Error{ErrorCode::kFabric, op->error};
+  return Status::Ok();
+}
+
+// Another client of the same Redfish service attaches `device` to `host`.
+bool other_client(const testing::FakeRedfish& fake, const std::string& host,
+                  const std::string& device) {
+  auto other = drivers::harness::connect_driver(drivers::harness::driver_options(fake, 10));
+  return other != nullptr && finish(*other, other->attach(host, {device})).ok();
+}
 
 class Harness {
  public:
@@ -43,6 +68,16 @@ class Harness {
   // that lives in its driver (sim). writes(): requests that would change the fabric so far.
   virtual bool restart() { return false; }
   virtual uint64_t writes() const { return 0; }
+  // What the driver states it can do, which the suite then checks. The failure domain levels
+  // every one of the four devices reports (none for a fabric that reports no domains).
+  virtual std::vector<std::string> domain_levels() const = 0;
+  // Whether the driver takes several changes as one fabric change (apply_batch).
+  virtual bool batches() const { return false; }
+  // Whether the four devices carry a host-side identity (DeviceIdentity).
+  virtual bool identities() const { return true; }
+  // Attaches a device to a host the way someone other than composerd would (another client of
+  // the fabric manager); false where no one else can (none of the drivers here).
+  virtual bool attach_outside(const std::string& host, const std::string& device) = 0;
 };
 
 class SimHarness final : public Harness {
@@ -63,6 +98,7 @@ class SimHarness final : public Harness {
     g.model = "A100-80G";
     g.zone = "z1";
     g.count = 4;
+    g.domains = {{.level = "enclosure", .name = "enc-1"}};
     c.groups.push_back(g);
     c.latency_ms = 20;  // attach and detach run for a while, as on real fabrics
     auto f = SimFabric::create(c);
@@ -80,6 +116,13 @@ class SimHarness final : public Harness {
   }
   void set_health(const std::string& d, Health h) override {
     EXPECT_TRUE(fabric_->set_health(d, h).ok());
+  }
+  std::vector<std::string> domain_levels() const override { return {"enclosure"}; }
+  bool batches() const override { return true; }
+  // The simulated fabric lives in its driver: an attach composerd did not record is one
+  // through the same instance.
+  bool attach_outside(const std::string& host, const std::string& device) override {
+    return finish(*fabric_, fabric_->attach(host, {device})).ok();
   }
 
  private:
@@ -128,6 +171,12 @@ class RedfishHarness final : public Harness {
   uint64_t writes() const override { return fake_->writes(); }
   void set_health(const std::string& d, Health h) override {
     EXPECT_TRUE(fake_->set_health(d, drivers::harness::health_word(h)).ok());
+  }
+  // The fake's generated resource blocks link no Chassis: no failure domains (the mockup's
+  // own blocks do: RedfishFabric tests).
+  std::vector<std::string> domain_levels() const override { return {}; }
+  bool attach_outside(const std::string& host, const std::string& device) override {
+    return other_client(*fake_, host, device);
   }
 
  private:
@@ -190,6 +239,13 @@ class RedfishCxlHarness final : public Harness {
   void set_health(const std::string& d, Health h) override {
     EXPECT_TRUE(fake_->set_health(d.substr(4), drivers::harness::health_word(h)).ok());
   }
+  std::vector<std::string> domain_levels() const override { return {"enclosure"}; }
+  // The generated pool's memory chunks sit behind target endpoints that name no PCI function
+  // or serial: no identity (the mockup's type 3 device has one: RedfishCxl tests).
+  bool identities() const override { return false; }
+  bool attach_outside(const std::string& host, const std::string& device) override {
+    return other_client(*fake_, host, device);
+  }
 
  private:
   void fail(const std::string& method, const std::string& path, const std::string& message) {
@@ -250,6 +306,14 @@ class LiqidHarness final : public Harness {
                                                            : "FAILED")
                     .ok());
   }
+  // The Director reports no chassis or enclosure of a device: no failure domains.
+  std::vector<std::string> domain_levels() const override { return {}; }
+  bool batches() const override { return true; }
+  bool attach_outside(const std::string& host, const std::string& device) override {
+    auto other = drivers::LiqidFabric::create(options_);
+    EXPECT_TRUE(other.ok()) << other;
+    return other.ok() && finish(**other, (*other)->attach(host, {device})).ok();
+  }
 
  private:
   void fail(const std::string& method, const std::string& message) {
@@ -266,21 +330,6 @@ class LiqidHarness final : public Harness {
   std::unique_ptr<testing::FakeLiqid> fake_;
   std::unique_ptr<drivers::LiqidFabric> fabric_;
 };
-
-// Follows an operation to its end, as composerd does.
-Status finish(Fabric& f, Expected<Operation> op) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (op.ok() && op->state == OperationState::kRunning) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return Error{ErrorCode::kTimeout, "operation " + op->id + " still running after 10 s"};
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    op = f.operation_status(op->id);
-  }
-  if (!op.ok()) return op.error();
-  if (op->state == OperationState::kFailed) return Error{ErrorCode::kFabric, op->error};
-  return Status::Ok();
-}
 
 template <typename H>
 class FabricContract : public ::testing::Test {
@@ -354,8 +403,15 @@ class MultiHarness final : public Harness {
   void set_health(const std::string& d, Health h) override {
     liqid_.set_health(d.substr(d.find(':') + 1), h);
   }
+  std::vector<std::string> domain_levels() const override { return liqid_.domain_levels(); }
+  bool batches() const override { return liqid_.batches(); }
+  bool identities() const override { return liqid_.identities(); }
+  bool attach_outside(const std::string& host, const std::string& device) override {
+    return liqid_.attach_outside(unqualified(host), unqualified(device));
+  }
 
  private:
+  static std::string unqualified(const std::string& id) { return id.substr(id.find(':') + 1); }
   static std::vector<std::string> qualified(std::vector<std::string> ids) {
     for (std::string& id : ids) id = MultiFabric::qualify("pod-lq", id);
     return ids;
@@ -518,6 +574,88 @@ TYPED_TEST(FabricContract, ARestartSendsNoWriteToTheFabric) {
   ASSERT_TRUE(h.ok()) << h;
   EXPECT_EQ(this->attached(), this->records_);
   EXPECT_EQ(this->h_->writes(), writes);
+}
+
+// A device someone else attached is reported attached to its host, as composerd's own are, so
+// composerd can tell it foreign by its ledger; composerd's attach of it elsewhere is refused.
+TYPED_TEST(FabricContract, ADeviceAttachedOutsideComposerdIsReportedWithItsHost) {
+  ASSERT_TRUE(this->h_->attach_outside(this->host(1), this->gpu(3)));
+  auto inv = this->fabric().inventory();
+  ASSERT_TRUE(inv.ok()) << inv;
+  ASSERT_TRUE(inv->attached.contains(this->gpu(3)));
+  EXPECT_EQ(inv->attached.at(this->gpu(3)), this->host(1));
+  EXPECT_FALSE(inv->held.contains(this->gpu(3)));
+  for (const Device& d : inv->devices) EXPECT_FALSE(d.composition_id.has_value()) << d.id;
+  Status elsewhere = this->attach(0, {this->gpu(3)});
+  ASSERT_FALSE(elsewhere.ok());
+  EXPECT_EQ(elsewhere.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(this->attached().at(this->gpu(3)), this->host(1));
+}
+
+// Every device carries what its host can recognise it by, and no two devices the same; or,
+// where the harness states none, none at all.
+TYPED_TEST(FabricContract, EveryDeviceHasAnIdentityOfItsOwn) {
+  auto inv = this->fabric().inventory();
+  ASSERT_TRUE(inv.ok()) << inv;
+  std::map<std::string, std::string> owner;  // identity -> device
+  for (const std::string& g : this->h_->gpus()) {
+    const Device* d = test_support::find_device(*inv, g);
+    ASSERT_NE(d, nullptr) << g;
+    if (!this->h_->identities()) {
+      EXPECT_TRUE(d->identity.empty()) << g;
+      continue;
+    }
+    EXPECT_FALSE(d->identity.empty()) << g;
+    const std::string key = d->identity.pci_vendor + "/" + d->identity.pci_device + "/" +
+                            d->identity.serial + "/" + d->identity.uuid;
+    auto [it, fresh] = owner.emplace(key, g);
+    EXPECT_TRUE(fresh) << g << " has the identity of " << it->second << ": " << key;
+  }
+}
+
+// Failure domains: the levels the driver states, one domain per level, sorted by level.
+TYPED_TEST(FabricContract, EveryDeviceReportsTheFailureDomainsTheDriverStates) {
+  auto inv = this->fabric().inventory();
+  ASSERT_TRUE(inv.ok()) << inv;
+  for (const std::string& g : this->h_->gpus()) {
+    const Device* d = test_support::find_device(*inv, g);
+    ASSERT_NE(d, nullptr) << g;
+    std::vector<std::string> levels;
+    for (const FailureDomain& dom : d->domains) {
+      levels.push_back(dom.level);
+      EXPECT_FALSE(dom.name.empty()) << g;
+    }
+    EXPECT_EQ(levels, this->h_->domain_levels()) << g;
+  }
+}
+
+// Batches: a driver that states it batches takes several changes as one operation, refusing
+// alone the one it cannot take; one that does not says so and changes nothing. A fabric that
+// applies changes one at a time gets every change as a batch from composerd: it must batch.
+TYPED_TEST(FabricContract, BatchesAreTakenWholeOrRefusedAsTheDriverStates) {
+  Fabric& f = this->fabric();
+  if (f.serialises_changes(f.lane(this->host(0)))) {
+    EXPECT_TRUE(this->h_->batches());
+  }
+  const std::vector<FabricChange> changes = {
+      {.attach = true, .fabric_host = this->host(0), .device_ids = {this->gpu(0)}},
+      {.attach = true, .fabric_host = this->host(1), .device_ids = {"no-such-device"}},
+      {.attach = true, .fabric_host = this->host(1), .device_ids = {this->gpu(2)}}};
+  auto started = f.apply_batch(changes);
+  if (!this->h_->batches()) {
+    ASSERT_FALSE(started.ok());
+    EXPECT_THAT(started.error().message, HasSubstr("no batches of changes"));
+    EXPECT_TRUE(this->attached().empty());
+    return;
+  }
+  ASSERT_TRUE(started.ok()) << started;
+  ASSERT_EQ(started->refused.size(), 1u);
+  EXPECT_EQ(started->refused.begin()->first, 1u);
+  EXPECT_EQ(started->refused.begin()->second.code, ErrorCode::kNotFound);
+  ASSERT_TRUE(finish(f, started->operation).ok());
+  const std::map<std::string, std::string> want = {{this->gpu(0), this->host(0)},
+                                                   {this->gpu(2), this->host(1)}};
+  EXPECT_EQ(this->attached(), want);
 }
 
 }  // namespace

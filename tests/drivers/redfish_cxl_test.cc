@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "composer/drivers/redfish_fabric.h"
+#include "composer/test_support/inventory.h"
 #include "composer/testing/fake_redfish.h"
 #include "composer/testing/redfish_driver.h"
 
@@ -40,19 +41,8 @@ std::unique_ptr<RedfishFabric> connect(const FakeRedfish& fake) {
   return harness::connect_driver(harness::driver_options(fake, 10));
 }
 
-const Device* find(const FabricInventory& inv, const std::string& id) {
-  for (const Device& d : inv.devices) {
-    if (d.id == id) return &d;
-  }
-  return nullptr;
-}
-
-const Host* find_host(const FabricInventory& inv, const std::string& id) {
-  for (const Host& h : inv.hosts) {
-    if (h.fabric_id == id) return &h;
-  }
-  return nullptr;
-}
+using test_support::find_device;
+using test_support::find_host;
 
 TEST(RedfishCxl, MemoryChunksBehindTargetEndpointsArePooledMemory) {
   auto fake = serve(cxl());
@@ -64,7 +54,7 @@ TEST(RedfishCxl, MemoryChunksBehindTargetEndpointsArePooledMemory) {
 
   // The mockup's pooled type 3 device: 16 GiB of persistent memory in CXL zone 3, connected
   // to the CXL-System's initiator I3 (connection 13).
-  const Device* t3 = find(*inv, "cxl-T3");
+  const Device* t3 = find_device(*inv, "cxl-T3");
   ASSERT_NE(t3, nullptr);
   EXPECT_EQ(t3->type, DeviceType::kMem);
   EXPECT_EQ(t3->capacity_bytes, uint64_t{16384} << 20);
@@ -79,7 +69,7 @@ TEST(RedfishCxl, MemoryChunksBehindTargetEndpointsArePooledMemory) {
   EXPECT_EQ(t3->identity.pci_device, "0xabcd");
   EXPECT_EQ(t3->identity.serial, "0x4c1d96fffeddd835");
   EXPECT_EQ(t3->identity.uuid, "");
-  const Device* t2 = find(*inv, "cxl-T2");
+  const Device* t2 = find_device(*inv, "cxl-T2");
   ASSERT_NE(t2, nullptr);
   EXPECT_EQ(t2->capacity_bytes, uint64_t{4096} << 20);
   EXPECT_EQ(t2->zone, "cxl-2");
@@ -87,21 +77,22 @@ TEST(RedfishCxl, MemoryChunksBehindTargetEndpointsArePooledMemory) {
   EXPECT_THAT(t2->domains, ElementsAre(FailureDomain{"blade", "PooledCXLType2"}));
   EXPECT_THAT(t3->domains, ElementsAre(FailureDomain{"module", "PooledCXLType3"}));
   // T5 is in no connection: free.
-  ASSERT_NE(find(*inv, "cxl-T5"), nullptr);
-  EXPECT_THAT(find(*inv, "cxl-T5")->domains, ElementsAre(FailureDomain{"blade", "CXL-Chassis"},
-                                                         FailureDomain{"module", "CXLType3"}));
+  ASSERT_NE(find_device(*inv, "cxl-T5"), nullptr);
+  EXPECT_THAT(
+      find_device(*inv, "cxl-T5")->domains,
+      ElementsAre(FailureDomain{"blade", "CXL-Chassis"}, FailureDomain{"module", "CXLType3"}));
   EXPECT_FALSE(inv->attached.contains("cxl-T5"));
   // Generated pool memory.
-  const Device* tp1 = find(*inv, "cxl-TP1");
+  const Device* tp1 = find_device(*inv, "cxl-TP1");
   ASSERT_NE(tp1, nullptr);
   EXPECT_EQ(tp1->capacity_bytes, uint64_t{64} << 30);
   EXPECT_EQ(tp1->model, "CXL Volatile");
   EXPECT_FALSE(inv->attached.contains("cxl-TP1"));
   // Endpoints that expose no memory (the type 1 device, the switch) are no devices.
-  EXPECT_EQ(find(*inv, "cxl-T1"), nullptr);
-  EXPECT_EQ(find(*inv, "cxl-1"), nullptr);
+  EXPECT_EQ(find_device(*inv, "cxl-T1"), nullptr);
+  EXPECT_EQ(find_device(*inv, "cxl-1"), nullptr);
   // The composition service's blocks are still there.
-  EXPECT_NE(find(*inv, "gpu-z1-00"), nullptr);
+  EXPECT_NE(find_device(*inv, "gpu-z1-00"), nullptr);
 
   // Hosts: the system behind the initiators, with the zones its initiators sit in; a composed
   // system that also has an initiator is one host reaching both.
@@ -284,7 +275,7 @@ TEST(RedfishCxl, WorksAgainstASloppyServiceAndNamesHostsByTheMap) {
   ASSERT_NE(sys, nullptr);
   EXPECT_EQ(sys->node, "bigmem1");
   EXPECT_EQ(find_host(*inv, "node01"), nullptr);  // not in the map: not a host
-  ASSERT_NE(find(*inv, "cxl-TP1"), nullptr);
+  ASSERT_NE(find_device(*inv, "cxl-TP1"), nullptr);
 
   auto op = fabric->attach("node02", {"cxl-TP1"});
   ASSERT_TRUE(op.ok()) << op;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "composer/drivers/redfish_fabric.h"
+#include "composer/test_support/inventory.h"
 #include "composer/testing/fake_redfish.h"
 #include "composer/testing/redfish_driver.h"
 
@@ -39,19 +40,8 @@ std::unique_ptr<RedfishFabric> connect(RedfishOptions o) {
   return harness::connect_driver(std::move(o));
 }
 
-const Device* find(const FabricInventory& inv, const std::string& id) {
-  for (const Device& d : inv.devices) {
-    if (d.id == id) return &d;
-  }
-  return nullptr;
-}
-
-const Host* find_host(const FabricInventory& inv, const std::string& id) {
-  for (const Host& h : inv.hosts) {
-    if (h.fabric_id == id) return &h;
-  }
-  return nullptr;
-}
+using test_support::find_device;
+using test_support::find_host;
 
 TEST(RedfishFabric, InventoryMapsBlocksZonesAndComposedSystems) {
   auto fake = serve();
@@ -60,7 +50,7 @@ TEST(RedfishFabric, InventoryMapsBlocksZonesAndComposedSystems) {
   auto inv = fabric->inventory();
   ASSERT_TRUE(inv.ok()) << inv;
 
-  const Device* gpu = find(*inv, "gpu-z2-03");
+  const Device* gpu = find_device(*inv, "gpu-z2-03");
   ASSERT_NE(gpu, nullptr);
   EXPECT_EQ(gpu->type, DeviceType::kGpu);
   EXPECT_EQ(gpu->model, "H100-80G");
@@ -72,20 +62,20 @@ TEST(RedfishFabric, InventoryMapsBlocksZonesAndComposedSystems) {
   EXPECT_EQ(gpu->identity.pci_vendor, "0x10de");
   EXPECT_EQ(gpu->identity.pci_device, "0x2331");
   EXPECT_EQ(gpu->address, "");
-  const Device* nvme = find(*inv, "nvme-z2-00");
+  const Device* nvme = find_device(*inv, "nvme-z2-00");
   ASSERT_NE(nvme, nullptr);
   EXPECT_EQ(nvme->identity,
             (DeviceIdentity{"0x8086", "0x0b60", "FRN200000000", ""}));  // Links.PCIeFunctions
   // The mockup's own offload block: a GPU with the processor's model.
-  const Device* mock_gpu = find(*inv, "OffloadBlock9");
+  const Device* mock_gpu = find_device(*inv, "OffloadBlock9");
   ASSERT_NE(mock_gpu, nullptr);
   EXPECT_EQ(mock_gpu->model, "Contoso Workstation VID2000");
   EXPECT_TRUE(mock_gpu->identity.empty());  // the mockup names none
-  const Device* mem = find(*inv, "mem-z1-00");
+  const Device* mem = find_device(*inv, "mem-z1-00");
   ASSERT_NE(mem, nullptr);
   EXPECT_EQ(mem->type, DeviceType::kMem);
   EXPECT_EQ(mem->capacity_bytes, uint64_t{64} << 30);
-  const Device* drive = find(*inv, "DriveBlock3");
+  const Device* drive = find_device(*inv, "DriveBlock3");
   ASSERT_NE(drive, nullptr);
   EXPECT_EQ(drive->type, DeviceType::kNvme);
   EXPECT_EQ(drive->capacity_bytes, 274877906944u);
@@ -93,9 +83,9 @@ TEST(RedfishFabric, InventoryMapsBlocksZonesAndComposedSystems) {
   EXPECT_THAT(drive->domains, ElementsAre(FailureDomain{"enclosure", "ComposableEnclosure"},
                                           FailureDomain{"module", "ComposableModule3"}));
   // Compute blocks and the network block are not pooled devices.
-  EXPECT_EQ(find(*inv, "ComputeBlock1"), nullptr);
-  EXPECT_EQ(find(*inv, "NetworkBlock8"), nullptr);
-  EXPECT_EQ(find(*inv, "compute-node01"), nullptr);
+  EXPECT_EQ(find_device(*inv, "ComputeBlock1"), nullptr);
+  EXPECT_EQ(find_device(*inv, "NetworkBlock8"), nullptr);
+  EXPECT_EQ(find_device(*inv, "compute-node01"), nullptr);
 
   const Host* n2 = find_host(*inv, "node02");
   ASSERT_NE(n2, nullptr);
@@ -432,7 +422,7 @@ TEST(RedfishFabric, WorksAgainstASloppyService) {
   ASSERT_TRUE(fabric);
   auto inv = fabric->inventory();
   ASSERT_TRUE(inv.ok()) << inv;
-  EXPECT_NE(find(*inv, "gpu-z1-00"), nullptr);
+  EXPECT_NE(find_device(*inv, "gpu-z1-00"), nullptr);
   EXPECT_NE(find_host(*inv, "node01"), nullptr);
   auto op = fabric->attach("node01", {"gpu-z1-00"});
   ASSERT_TRUE(op.ok()) << op;

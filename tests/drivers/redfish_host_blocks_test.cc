@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "composer/drivers/redfish_fabric.h"
+#include "composer/test_support/inventory.h"
 #include "composer/testing/fake_redfish.h"
 #include "composer/testing/redfish_driver.h"
 
@@ -40,12 +41,7 @@ std::unique_ptr<RedfishFabric> connect(RedfishOptions o) {
   return harness::connect_driver(std::move(o));
 }
 
-const Host* find_host(const FabricInventory& inv, const std::string& id) {
-  for (const Host& h : inv.hosts) {
-    if (h.fabric_id == id) return &h;
-  }
-  return nullptr;
-}
+using test_support::find_host;
 
 TEST(RedfishHostBlocks, ComputerSystemBlocksAreHostsWithTheirOwnZones) {
   auto fake = serve();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "composer/drivers/redfish_fabric.h"
+#include "composer/test_support/inventory.h"
 #include "composer/test_support/temp_dir.h"
 #include "composer/testing/fake_redfish.h"
 #include "composer/testing/redfish_driver.h"
@@ -61,8 +62,8 @@ Served serve(const FakeRedfishOptions& fo, void (*tweak)(RedfishOptions*) = null
   return s;
 }
 
-using harness::find_device;
-using harness::find_host;
+using test_support::find_device;
+using test_support::find_host;
 
 bool skipped(const FabricInventory& inv, const std::string& part, const std::string& why) {
   return std::any_of(inv.skipped.begin(), inv.skipped.end(), [&](const std::string& s) {

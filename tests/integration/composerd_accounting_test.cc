@@ -58,13 +58,6 @@ class ComposerdAccountingTest : public ::testing::Test {
     return r->body;
   }
 
-  CommandResult ctl(const std::string& args, const std::string& as_user = "") {
-    std::string cmd = std::string(COMPOSERCTL_PATH) + " --server " + daemon_->url() +
-                      " --munge-socket " + daemon_->munge_socket() + " " + args;
-    if (!as_user.empty()) cmd = "runuser -u " + as_user + " -- " + cmd;
-    return run_command(cmd);
-  }
-
   static ComposerdProcess* daemon_;
 };
 ComposerdProcess* ComposerdAccountingTest::daemon_ = nullptr;
@@ -169,7 +162,7 @@ TEST_F(ComposerdAccountingTest, PolicyWindowInForceIsAMetric) {
   EXPECT_EQ(row.cap[0], std::optional<uint64_t>(6));
   EXPECT_EQ(row.cap[1], std::optional<uint64_t>(128));
   EXPECT_EQ(row.cap[2], std::nullopt);  // the policy does not cap NVMe for training
-  auto table = ctl("report windows -P --start now-1hour --end now");
+  auto table = ctl(*daemon_, "report windows -P --start now-1hour --end now");
   ASSERT_EQ(table.code, 0) << table.out;
   EXPECT_NE(table.out.find("CAP_GPUS|CAP_MEM_GIB|CAP_NVME"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("always|training|"), std::string::npos) << table.out;
@@ -234,27 +227,28 @@ TEST_F(ComposerdAccountingTest, ReportMatchesTheLedger) {
   EXPECT_NEAR(report->by_workload.back().mem_gib_hours, 64.0 * mem_ms / 3600000.0, 1e-9);
 
   // composerctl shows the same figures.
-  auto parsable = ctl("report workload -P --start now-1hour --end now");
+  auto parsable = ctl(*daemon_, "report workload -P --start now-1hour --end now");
   ASSERT_EQ(parsable.code, 0) << parsable.out;
   EXPECT_NE(parsable.out.find("WORKLOAD|GPU_H|MEM_H|NVME_H|MEM_GIB_H|JOBS|COMPOSITIONS"),
             std::string::npos)
       << parsable.out;
   EXPECT_NE(parsable.out.find("training|"), std::string::npos);
-  auto csv = ctl("report utilisation --csv --start now-1hour --end now");
+  auto csv = ctl(*daemon_, "report utilisation --csv --start now-1hour --end now");
   ASSERT_EQ(csv.code, 0) << csv.out;
   EXPECT_NE(csv.out.find("gpu,A100-80G,8,"), std::string::npos) << csv.out;
   // -o picks the columns of any of them, --csv included; -n drops the header.
-  auto picked = ctl("report utilisation --csv -n -o model,Devices --start now-1hour --end now");
+  auto picked =
+      ctl(*daemon_, "report utilisation --csv -n -o model,Devices --start now-1hour --end now");
   ASSERT_EQ(picked.code, 0) << picked.out;
   EXPECT_NE(picked.out.find("A100-80G,8\n"), std::string::npos) << picked.out;
   EXPECT_EQ(picked.out.find("MODEL"), std::string::npos) << picked.out;
-  auto as_json = ctl("report top --json --start now-1hour --end now");
+  auto as_json = ctl(*daemon_, "report top --json --start now-1hour --end now");
   ASSERT_EQ(as_json.code, 0) << as_json.out;
   auto top = api::parse_json(as_json.out);
   ASSERT_TRUE(top.ok()) << as_json.out;
   ASSERT_TRUE(top->isArray());
   EXPECT_GE(top->size(), 2u);
-  auto table = ctl("report latency --start now-1hour --end now");
+  auto table = ctl(*daemon_, "report latency --start now-1hour --end now");
   ASSERT_EQ(table.code, 0) << table.out;
   EXPECT_NE(table.out.find("compose"), std::string::npos);
 }
@@ -266,7 +260,7 @@ TEST_F(ComposerdAccountingTest, SvgChartIsWrittenAndParses) {
   ASSERT_TRUE(c.release(701, "n1").ok());
   test_support::TempDir dir("composer-chart");
   const std::string svg = dir.file("use.svg");
-  auto r = ctl("report --start now-2hours --end now --svg " + svg);
+  auto r = ctl(*daemon_, "report --start now-2hours --end now --svg " + svg);
   ASSERT_EQ(r.code, 0) << r.out;
   std::ifstream in(svg);
   std::stringstream text;
@@ -283,13 +277,13 @@ TEST_F(ComposerdAccountingTest, UsersSeeOnlyTheirOwnJobs) {
   auto c = daemon_->client();
   ASSERT_TRUE(c.compose(801, "n1", body(Request{.gpus = 1}, "training")).ok());
   ASSERT_TRUE(c.release(801, "n1").ok());
-  auto r = ctl("report user -P --noheader --start now-1hour --end now", "nobody");
+  auto r = ctl(*daemon_, "report user -P --noheader --start now-1hour --end now", "nobody");
   if (r.code == 127 || r.out.find("runuser") != std::string::npos) {
     GTEST_SKIP() << "runuser is not available: " << r.out;
   }
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out, "");  // alice's jobs are not nobody's
-  auto pools = ctl("report -P --noheader --start now-1hour --end now", "nobody");
+  auto pools = ctl(*daemon_, "report -P --noheader --start now-1hour --end now", "nobody");
   ASSERT_EQ(pools.code, 0) << pools.out;
   EXPECT_NE(pools.out.find("gpu|A100-80G|8|"), std::string::npos) << pools.out;
 }
@@ -310,13 +304,13 @@ TEST_F(ComposerdAccountingTest, BadReportRequestsAreRefused) {
                     "/v1/reports?start_ms=1&end_ms=2", "", false);
   EXPECT_EQ(raw.status, 401);
 
-  auto r = ctl("report --start yesterdayish");
+  auto r = ctl(*daemon_, "report --start yesterdayish");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--start: time 'yesterdayish' is not valid"), std::string::npos) << r.out;
-  r = ctl("report nonsense");
+  r = ctl(*daemon_, "report nonsense");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("'nonsense' is not a section"), std::string::npos) << r.out;
-  r = ctl("report --start now --end now-1hour");
+  r = ctl(*daemon_, "report --start now --end now-1hour");
   EXPECT_EQ(r.code, 2);
 }
 

@@ -99,11 +99,6 @@ TEST(ComposerdDomains, DevicesCarryTheirDomainsAndSpreadPlacesOverBothEnclosures
       << waits.error().message;
 }
 
-CommandResult ctl(const ComposerdProcess& daemon, const std::string& args) {
-  return run_command(std::string(COMPOSERCTL_PATH) + " --server " + daemon.url() +
-                     " --munge-socket " + daemon.munge_socket() + " " + args);
-}
-
 // A planned maintenance of one enclosure: what it would hit, the drain of the whole domain
 // at once, running jobs left to finish, and the word when it is empty.
 TEST(ComposerdDomains, ADomainDrainTakesNothingFromRunningJobsAndSaysWhenItIsEmpty) {

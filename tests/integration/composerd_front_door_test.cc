@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "composer/api/codec.h"
+#include "composer/test_support/raw_socket.h"
 #include "composerd_process.h"
 #include "raw_request.h"
-#include "raw_socket.h"
 
 namespace composer::testing {
 namespace {
@@ -37,6 +37,10 @@ constexpr long kMaxRssBytes = 200L << 20;
 constexpr auto kPrompt = std::chrono::seconds(5);  // "within a few seconds", on a busy machine
 
 using Clock = std::chrono::steady_clock;
+using test_support::Answer;
+using test_support::answers_in;
+using test_support::connect_to;
+using test_support::send_all;
 
 long rss_bytes(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");

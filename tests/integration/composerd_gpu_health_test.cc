@@ -124,9 +124,7 @@ TEST(ComposerdGpuHealth, ABadGpuReportedByTheNodeCheckFailsItsJobNotTheNodeAndCo
   EXPECT_FALSE(refused.ok());
 
   // An admin's resume offers it back.
-  CommandResult resumed =
-      run_command(std::string(COMPOSERCTL_PATH) + " --server " + daemon.url() + " --munge-socket " +
-                  daemon.munge_socket() + " devices resume " + gpu);
+  CommandResult resumed = ctl(daemon, "devices resume " + gpu);
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   EXPECT_EQ(device(after, gpu)->state(), DeviceState::kFree);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));

@@ -60,14 +60,6 @@ class PolicyTest : public ::testing::Test {
     return raw_request("127.0.0.1", port, daemon_.munge_socket(), method, path, b, true);
   }
 
-  CommandResult ctl(const std::string& args, const std::string& env = "",
-                    const std::string& as_user = "") {
-    std::string cmd = std::string(COMPOSERCTL_PATH) + " --server " + daemon_.url() +
-                      " --munge-socket " + daemon_.munge_socket() + " " + args;
-    if (!as_user.empty()) cmd = "runuser -u " + as_user + " -- " + cmd;
-    return run_command(env.empty() ? cmd : "env " + env + " " + cmd);
-  }
-
   // A file anyone may read (composerctl may run as another user).
   std::string write_file(const std::string& name, const std::string& text) {
     const std::string path = files_.file(name);
@@ -148,17 +140,16 @@ TEST_F(PolicyTest, BadPoliciesAreRefusedNamingTheLineAndTheRule) {
 
 TEST_F(PolicyTest, AnyoneReadsOnlyAdminsChange) {
   apply(kAlways);
-  auto show = ctl("policy show", "", "nobody");
+  auto show = ctl(daemon_, "policy show", "nobody");
   EXPECT_EQ(show.code, 0) << show.out;
   EXPECT_NE(show.out.find("Limit=training Window=always Gpus=4"), std::string::npos) << show.out;
-  auto history = ctl("policy history -P", "", "nobody");
+  auto history = ctl(daemon_, "policy history -P", "nobody");
   EXPECT_EQ(history.code, 0) << history.out;
   EXPECT_NE(history.out.find("1|"), std::string::npos) << history.out;
 
   const std::string file = write_file("n.policy", kDayNight);
-  auto change =
-      ctl("policy apply --dry-run " + file,
-          "PATH=" + std::string(FAKE_SCONTROL_DIR) + ":/usr/sbin:/usr/bin:/bin", "nobody");
+  auto change = ctl(daemon_, "policy apply --dry-run " + file, "nobody",
+                    "PATH=" + std::string(FAKE_SCONTROL_DIR) + ":/usr/sbin:/usr/bin:/bin");
   EXPECT_EQ(change.code, 1) << change.out;
   EXPECT_NE(change.out.find("only root and AdminUsers may change the policy"), std::string::npos)
       << change.out;
@@ -252,7 +243,7 @@ TEST_F(PolicyTest, ARefusedComposeIsALedgerEventOfTheJob) {
   EXPECT_EQ((*events)[0].workload, "training");
   EXPECT_NE((*events)[0].detail.find("may hold at most 4 GPUs"), std::string::npos)
       << (*events)[0].detail;
-  auto shown = ctl("events --job 29 -P");
+  auto shown = ctl(daemon_, "events --job 29 -P");
   EXPECT_EQ(shown.code, 0) << shown.out;
   EXPECT_NE(shown.out.find("refused"), std::string::npos) << shown.out;
   // Nothing else changed: no composition, nothing attached.
@@ -376,13 +367,13 @@ TEST_F(PolicyTest, ExplainSaysWhetherWhenAndWhichLimitHolds) {
   EXPECT_FALSE(long_run->admitted);
 
   // The same question through composerctl, in UTC so the times read as above.
-  auto cli =
-      ctl("policy explain -P --workload training --gpus 4 --time-limit 1:00:00 --start "
-          "2026-11-30T21:00",
-          "TZ=UTC");
+  auto cli = ctl(daemon_,
+                 "policy explain -P --workload training --gpus 4 --time-limit 1:00:00 --start "
+                 "2026-11-30T21:00",
+                 "", "TZ=UTC");
   EXPECT_EQ(cli.code, 0) << cli.out;
   EXPECT_NE(cli.out.find("training|no|2026-12-01T08:00:00|"), std::string::npos) << cli.out;
-  auto bad = ctl("policy explain --workload training --time-limit soon");
+  auto bad = ctl(daemon_, "policy explain --workload training --time-limit soon");
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("--time-limit: 'soon' is not a time limit"), std::string::npos) << bad.out;
   auto unknown = raw("GET", "/v1/policy/explain?workload=training&gpus=1&time_limit_s=60&colour=1");

@@ -181,6 +181,18 @@ inline CommandResult run_command(const std::string& cmd) {
   return r;
 }
 
+#ifdef COMPOSERCTL_PATH  // defined by the builds that know composerctl's path
+// composerctl against `daemon`, optionally as another user (runuser) and with more environment
+// (`env`: NAME=value words for env(1)).
+inline CommandResult ctl(const ComposerdProcess& daemon, const std::string& args,
+                         const std::string& as_user = "", const std::string& env = "") {
+  std::string cmd = std::string(COMPOSERCTL_PATH) + " --server " + daemon.url() +
+                    " --munge-socket " + daemon.munge_socket() + " " + args;
+  if (!as_user.empty()) cmd = "runuser -u " + as_user + " -- " + cmd;
+  return run_command(env.empty() ? cmd : "env " + env + " " + cmd);
+}
+#endif
+
 // A fabric credentials file (username, password) in `dir`, with the mode composerd demands
 // unless a test wants another.
 inline std::string write_credentials(const test_support::TempDir& dir, const std::string& user,

@@ -191,15 +191,11 @@ TEST_F(SlurmSyncTest, APlanSlurmRefusesPartWayIsUndoneWhole) {
 TEST_F(SlurmSyncTest, PolicyApplyGoesThroughComposerdAndTheBlockersAreKept) {
   const std::string file = files_.file("day.policy");
   std::ofstream(file) << kDayNight;
-  auto ctl = [&](const std::string& args) {
-    return run_command(std::string(COMPOSERCTL_PATH) + " --server " + daemon_.url() +
-                       " --munge-socket " + daemon_.munge_socket() + " " + args + " 2>&1");
-  };
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // a round with no policy
   ASSERT_EQ(calls(), "");
 
   // slurm.conf lacks the cap licenses: refused, nothing stored, nothing run.
-  auto refused = ctl("policy apply " + file);
+  auto refused = ctl(daemon_, "policy apply " + file);
   EXPECT_EQ(refused.code, 1) << refused.out;
   EXPECT_NE(refused.out.find("Slurm has no license training_gpu_cap: add training_gpu_cap:12"),
             std::string::npos)
@@ -212,7 +208,7 @@ TEST_F(SlurmSyncTest, PolicyApplyGoesThroughComposerdAndTheBlockersAreKept) {
   std::ofstream(slurm_ + "/licenses", std::ios::app)
       << "LicenseName=training_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n"
          "LicenseName=inference_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n";
-  auto dry = ctl("policy apply --dry-run " + file);
+  auto dry = ctl(daemon_, "policy apply --dry-run " + file);
   EXPECT_EQ(dry.code, 0) << dry.out;
   EXPECT_NE(dry.out.find("create  day_block_inference"), std::string::npos) << dry.out;
   EXPECT_NE(dry.out.find("create  hold_training_gpu_cap  hold back 4 of training_gpu_cap"),
@@ -222,7 +218,7 @@ TEST_F(SlurmSyncTest, PolicyApplyGoesThroughComposerdAndTheBlockersAreKept) {
   EXPECT_EQ(calls(), "");
   EXPECT_FALSE(daemon_.client().policy().ok());
 
-  auto applied = ctl("policy apply " + file);
+  auto applied = ctl(daemon_, "policy apply " + file);
   EXPECT_EQ(applied.code, 0) << applied.out;
   EXPECT_NE(applied.out.find("Slurm: applied"), std::string::npos) << applied.out;
   EXPECT_NE(applied.out.find("composerd stored the policy as version 1"), std::string::npos)
@@ -243,7 +239,7 @@ TEST_F(SlurmSyncTest, PolicyApplyGoesThroughComposerdAndTheBlockersAreKept) {
   // Rounds and the same policy again change nothing.
   std::filesystem::remove(slurm_ + "/calls");
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  auto again = ctl("policy apply " + file);
+  auto again = ctl(daemon_, "policy apply " + file);
   EXPECT_EQ(again.code, 0) << again.out;
   EXPECT_NE(again.out.find("Changes to Slurm: none."), std::string::npos) << again.out;
   EXPECT_NE(again.out.find("composerd already has this policy (version 1)"), std::string::npos)
@@ -280,13 +276,9 @@ TEST_F(SlurmSyncTest, ExplainJobSaysWhichLicenseHoldsAPendingJobAndWhy) {
          "AdminComment=composer: gpus=14 workload=training nodes=1 StdIn=/dev/null\n"
          "JobId=44 JobState=RUNNING Reason=None TimeLimit=01:00:00 NumNodes=1 "
          "Licenses=fabric_gpu:1\n";
-  auto ctl = [&](const std::string& args) {
-    return run_command("env PATH=" + std::string(FAKE_SCONTROL_DIR) + ":/usr/sbin:/usr/bin:/bin " +
-                       COMPOSERCTL_PATH + " --server " + daemon_.url() + " --munge-socket " +
-                       daemon_.munge_socket() + " " + args);
-  };
+  const std::string path = "PATH=" + std::string(FAKE_SCONTROL_DIR) + ":/usr/sbin:/usr/bin:/bin";
 
-  auto pool = ctl("policy explain --job 42");
+  auto pool = ctl(daemon_, "policy explain --job 42", "", path);
   EXPECT_EQ(pool.code, 0) << pool.out;
   EXPECT_NE(
       pool.out.find("Job 42 is pending on licenses: fabric_gpu (15 asked, 14 free) holds it."),
@@ -297,7 +289,9 @@ TEST_F(SlurmSyncTest, ExplainJobSaysWhichLicenseHoldsAPendingJobAndWhy) {
                           "hold_fabric_gpu keeps back what the pool cannot serve)"),
             std::string::npos)
       << pool.out;
-  auto parsable = ctl("policy explain --job 42 -P -o license,asked,total,used,reserved,free,holds");
+  auto parsable =
+      ctl(daemon_, "policy explain --job 42 -P -o license,asked,total,used,reserved,free,holds", "",
+          path);
   EXPECT_EQ(parsable.code, 0) << parsable.out;
   EXPECT_EQ(parsable.out,
             "LICENSE|ASKED|TOTAL|USED|RESERVED|FREE|HOLDS\nfabric_gpu|15|16|0|2|14|yes\n");
@@ -309,9 +303,9 @@ TEST_F(SlurmSyncTest, ExplainJobSaysWhichLicenseHoldsAPendingJobAndWhy) {
          "LicenseName=inference_gpu_cap Total=16 Used=0 Free=16 Reserved=0 Remote=no\n";
   const std::string file = files_.file("day.policy");
   std::ofstream(file) << kDayNight;
-  auto applied = ctl("policy apply " + file);
+  auto applied = ctl(daemon_, "policy apply " + file, "", path);
   ASSERT_EQ(applied.code, 0) << applied.out;
-  auto cap = ctl("policy explain --job 43 --json");
+  auto cap = ctl(daemon_, "policy explain --job 43 --json", "", path);
   EXPECT_EQ(cap.code, 0) << cap.out;
   EXPECT_NE(cap.out.find("\"license\" : \"training_gpu_cap\""), std::string::npos) << cap.out;
   EXPECT_NE(cap.out.find("The policy caps all training jobs together through training_gpu_cap"),
@@ -323,10 +317,10 @@ TEST_F(SlurmSyncTest, ExplainJobSaysWhichLicenseHoldsAPendingJobAndWhy) {
   EXPECT_NE(cap.out.find("caps training jobs at"), std::string::npos) << cap.out;
   EXPECT_NE(cap.out.find("\"workload\" : \"training\""), std::string::npos) << cap.out;
 
-  auto running = ctl("policy explain --job 44");
+  auto running = ctl(daemon_, "policy explain --job 44", "", path);
   EXPECT_EQ(running.code, 0) << running.out;
   EXPECT_EQ(running.out, "Job 44 is RUNNING, not pending: no license holds it.\n");
-  auto unknown = ctl("policy explain --job 99");
+  auto unknown = ctl(daemon_, "policy explain --job 99", "", path);
   EXPECT_EQ(unknown.code, 1) << unknown.out;
   EXPECT_NE(unknown.out.find("composerctl: error: Slurm knows no job 99"), std::string::npos)
       << unknown.out;
@@ -364,10 +358,8 @@ TEST_F(SlurmSyncTest, AModelsLicenseFollowsTheDevicesOfThatModel) {
       << "JobId=45 JobName=h JobState=PENDING Reason=Licenses TimeLimit=01:00:00 NumNodes=1 "
          "Licenses=fabric_gpu:8,fabric_gpu_h100:8 "
          "AdminComment=composer: gpus=H100:8 nodes=1 StdIn=/dev/null\n";
-  auto explained =
-      run_command("env PATH=" + std::string(FAKE_SCONTROL_DIR) + ":/usr/sbin:/usr/bin:/bin " +
-                  COMPOSERCTL_PATH + " --server " + daemon_.url() + " --munge-socket " +
-                  daemon_.munge_socket() + " explain 45");
+  auto explained = ctl(daemon_, "explain 45", "",
+                       "PATH=" + std::string(FAKE_SCONTROL_DIR) + ":/usr/sbin:/usr/bin:/bin");
   EXPECT_EQ(explained.code, 0) << explained.out;
   EXPECT_NE(explained.out.find("Job 45 is pending on licenses: fabric_gpu_h100 (8 asked, 6 free) "
                                "holds it."),
@@ -455,8 +447,7 @@ TEST(SlurmSyncRemote, CountsFollowThePoolWithoutReservations) {
   EXPECT_TRUE(logged_drift) << daemon.log();
 
   // slurm-config tells a site with remote licenses what it needs instead of Licenses=.
-  auto config = run_command(std::string(COMPOSERCTL_PATH) + " --server " + daemon.url() +
-                            " --munge-socket " + daemon.munge_socket() + " slurm-config");
+  auto config = ctl(daemon, "slurm-config");
   EXPECT_EQ(config.code, 0) << config.out;
   EXPECT_EQ(config.out.find("\nLicenses="), std::string::npos) << config.out;
   EXPECT_NE(config.out.find("\nSchedulerParameters=bf_licenses,allow_zero_lic\n"),

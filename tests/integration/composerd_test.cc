@@ -56,13 +56,6 @@ class ComposerdTest : public ::testing::Test {
     return raw_request("127.0.0.1", port, daemon_->munge_socket(), method, path, b, cred);
   }
 
-  CommandResult ctl(const std::string& args, const std::string& as_user = "") {
-    std::string cmd = std::string(COMPOSERCTL_PATH) + " --server " + daemon_->url() +
-                      " --munge-socket " + daemon_->munge_socket() + " " + args;
-    if (!as_user.empty()) cmd = "runuser -u " + as_user + " -- " + cmd;
-    return run_command(cmd);
-  }
-
   static ComposerdProcess* daemon_;
 };
 ComposerdProcess* ComposerdTest::daemon_ = nullptr;
@@ -384,57 +377,57 @@ TEST_F(ComposerdTest, UsersReadOnlyTheirOwnJobsAndCannotChangeThePool) {
   ASSERT_TRUE(c.compose(201, "n1", body(Request{.gpus = 1}, 65534)).ok());  // nobody's job
   ASSERT_TRUE(c.compose(202, "n1", body(Request{.gpus = 1}, 0)).ok());      // root's job
 
-  auto mine = ctl("compositions list -P", "nobody");
+  auto mine = ctl(*daemon_, "compositions list -P", "nobody");
   ASSERT_EQ(mine.code, 0) << mine.out;
   EXPECT_NE(mine.out.find("|201|"), std::string::npos) << mine.out;
   EXPECT_EQ(mine.out.find("|202|"), std::string::npos) << mine.out;
 
-  EXPECT_EQ(ctl("compositions show 201 n1", "nobody").code, 0);
-  auto other = ctl("compositions show 202 n1", "nobody");
+  EXPECT_EQ(ctl(*daemon_, "compositions show 201 n1", "nobody").code, 0);
+  auto other = ctl(*daemon_, "compositions show 202 n1", "nobody");
   EXPECT_NE(other.code, 0);
   EXPECT_NE(other.out.find("no composition"), std::string::npos) << other.out;
 
-  auto drain = ctl("devices drain gpu-a-0 --reason test", "nobody");
+  auto drain = ctl(*daemon_, "devices drain gpu-a-0 --reason test", "nobody");
   EXPECT_NE(drain.code, 0);
   EXPECT_NE(drain.out.find("may not"), std::string::npos) << drain.out;
   for (const char* cmd : {"devices adopt gpu-a-0", "devices release-foreign gpu-a-0"}) {
-    auto refused = ctl(cmd, "nobody");
+    auto refused = ctl(*daemon_, cmd, "nobody");
     EXPECT_NE(refused.code, 0) << cmd;
     EXPECT_NE(refused.out.find("may not"), std::string::npos) << cmd << ": " << refused.out;
   }
-  auto release = ctl("compositions release 201 n1", "nobody");
+  auto release = ctl(*daemon_, "compositions release 201 n1", "nobody");
   EXPECT_NE(release.code, 0);
   EXPECT_TRUE(c.show(201, "n1").ok());
   EXPECT_EQ(c.show(201, "n1")->state, CompositionState::kReady);
-  EXPECT_EQ(ctl("pool", "nobody").code, 0);  // the pool is public
+  EXPECT_EQ(ctl(*daemon_, "pool", "nobody").code, 0);  // the pool is public
 }
 
 TEST_F(ComposerdTest, ComposerctlDrainsAndResumesAndPrintsThreeFormats) {
-  auto drained = ctl("devices drain gpu-b-7 --reason 'fan failure'");
+  auto drained = ctl(*daemon_, "devices drain gpu-b-7 --reason 'fan failure'");
   ASSERT_EQ(drained.code, 0) << drained.out;
-  auto list = ctl("devices list --state drained -P");
+  auto list = ctl(*daemon_, "devices list --state drained -P");
   ASSERT_EQ(list.code, 0) << list.out;
   EXPECT_NE(list.out.find("\ngpu-b-7|"), std::string::npos) << list.out;
   EXPECT_EQ(free_by_type()["gpu"], 15u);
-  auto json = ctl("pool --json");
+  auto json = ctl(*daemon_, "pool --json");
   ASSERT_EQ(json.code, 0);
   EXPECT_NE(json.out.find("\"drained\""), std::string::npos) << json.out;
-  auto table = ctl("pool");
+  auto table = ctl(*daemon_, "pool");
   ASSERT_EQ(table.code, 0);
   EXPECT_NE(table.out.find("H100"), std::string::npos) << table.out;
-  ASSERT_EQ(ctl("devices resume gpu-b-7").code, 0);
+  ASSERT_EQ(ctl(*daemon_, "devices resume gpu-b-7").code, 0);
   EXPECT_EQ(free_by_type()["gpu"], 16u);
   // A refusal names what was typed, not the daemon's parts.
-  auto unknown = ctl("devices drain nosuch --reason test");
+  auto unknown = ctl(*daemon_, "devices drain nosuch --reason test");
   EXPECT_EQ(unknown.code, 1);
   EXPECT_NE(unknown.out.find("composerctl: error: no device 'nosuch'\n"), std::string::npos)
       << unknown.out;
   EXPECT_EQ(unknown.out.find("store:"), std::string::npos) << unknown.out;
   // Adopt is for foreign devices only; release-foreign for what composerd attached.
-  auto adopt = ctl("devices adopt gpu-b-7");
+  auto adopt = ctl(*daemon_, "devices adopt gpu-b-7");
   EXPECT_EQ(adopt.code, 1);
   EXPECT_NE(adopt.out.find("gpu-b-7 is free, not foreign"), std::string::npos) << adopt.out;
-  auto handed = ctl("devices release-foreign gpu-b-7");
+  auto handed = ctl(*daemon_, "devices release-foreign gpu-b-7");
   EXPECT_EQ(handed.code, 1);
   EXPECT_NE(handed.out.find("not attached by composerd"), std::string::npos) << handed.out;
 }
@@ -467,14 +460,14 @@ TEST_F(ComposerdTest, ANodesHoldKeepsACompositionFromEveryReleaseUntilCleared) {
   EXPECT_EQ(empty.status, 400) << empty.body;
   EXPECT_NE(empty.body.find("reason: must say why"), std::string::npos) << empty.body;
 
-  auto listed = ctl("compositions --live --job 121 -P");
+  auto listed = ctl(*daemon_, "compositions --live --job 121 -P");
   ASSERT_EQ(listed.code, 0) << listed.out;
   EXPECT_NE(listed.out.find("|" + why + "\n"), std::string::npos) << listed.out;
-  auto admin_release = ctl("compositions release 121 n1");
+  auto admin_release = ctl(*daemon_, "compositions release 121 n1");
   EXPECT_EQ(admin_release.code, 1);
   EXPECT_NE(admin_release.out.find("compositions unhold"), std::string::npos) << admin_release.out;
 
-  auto cleared = ctl("compositions unhold 121 n1 -P");
+  auto cleared = ctl(*daemon_, "compositions unhold 121 n1 -P");
   ASSERT_EQ(cleared.code, 0) << cleared.out;
   auto released = c.release(121, "n1");
   ASSERT_TRUE(released.ok()) << released.error();
@@ -510,12 +503,12 @@ TEST_F(ComposerdTest, ANodeDrainsADeviceItsHostNeverShowedAndNothingElse) {
   EXPECT_EQ(drained->drain_reason, why);
   ASSERT_TRUE(c.release(131, "n1").ok());
   EXPECT_EQ(free_by_type()["gpu"], 15u);
-  ASSERT_EQ(ctl("devices resume " + mine).code, 0);
+  ASSERT_EQ(ctl(*daemon_, "devices resume " + mine).code, 0);
   EXPECT_EQ(free_by_type()["gpu"], 16u);
 }
 
 TEST_F(ComposerdTest, SlurmConfigMatchesThePool) {
-  auto r = ctl("slurm-config");
+  auto r = ctl(*daemon_, "slurm-config");
   ASSERT_EQ(r.code, 0) << r.out;
   // 8 A100 + 8 H100, 16 x 64G blocks, 4 drives; both nodes have 8 GPU, 16 memory and 4 NVMe
   // slots.

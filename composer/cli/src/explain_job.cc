@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "composer/api/codec.h"
+#include "composer/common/slurm_text.h"
 #include "composer/common/strings.h"
 #include "composer/common/subprocess.h"
 #include "composer/common/units.h"
@@ -167,8 +168,8 @@ Expected<std::string> scontrol(const std::vector<std::string>& args) {
 Expected<SlurmJob> parse_scontrol_job(std::string_view text) {
   for (const auto& line : split(text, '\n', {.trim = true, .skip_empty = true})) {
     if (!line.starts_with("JobId=")) continue;
-    const pol::ScontrolFields f = pol::parse_scontrol_line(line);
-    const auto get = [&f](std::string_view key) { return pol::scontrol_field(f, key); };
+    const ScontrolFields f = parse_scontrol_line(line);
+    const auto get = [&f](std::string_view key) { return scontrol_field(f, key); };
     SlurmJob job;
     auto id = parse_count(get("JobId"), std::numeric_limits<uint32_t>::max());
     if (!id || *id == 0)

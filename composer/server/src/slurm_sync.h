@@ -24,6 +24,7 @@
 #include "composer/common/clock.h"
 #include "composer/common/error.h"
 #include "composer/core/live_pool.h"
+#include "composer/policies/remote_licenses.h"
 #include "composer/policies/slurm_plan.h"
 #include "composer/setup/config.h"
 #include "policy_keeper.h"

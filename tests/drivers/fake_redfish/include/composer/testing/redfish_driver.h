@@ -38,20 +38,6 @@ inline std::unique_ptr<RedfishFabric> connect_driver(RedfishOptions o) {
   return f.ok() ? std::move(f).value() : nullptr;
 }
 
-// A device or a host of an inventory by id; nullptr if it has none.
-inline const Device* find_device(const FabricInventory& inv, const std::string& id) {
-  for (const Device& d : inv.devices) {
-    if (d.id == id) return &d;
-  }
-  return nullptr;
-}
-inline const Host* find_host(const FabricInventory& inv, const std::string& fabric_id) {
-  for (const Host& h : inv.hosts) {
-    if (h.fabric_id == fabric_id) return &h;
-  }
-  return nullptr;
-}
-
 // Restarting composerd against the same fake: a new driver instance, running tasks handed
 // back to the caller.
 inline std::unique_ptr<RedfishFabric> reconnect(const testing::FakeRedfish& fake, long poll_ms) {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace composer::testing {
+namespace composer::test_support {
 
 // A blocking TCP connection to 127.0.0.1:port, or -1.
 inline int connect_to(int port) {
@@ -65,4 +65,4 @@ inline std::vector<Answer> answers_in(const std::string& text) {
   return out;
 }
 
-}  // namespace composer::testing
+}  // namespace composer::test_support
