@@ -4,10 +4,10 @@
 #include <optional>
 #include <utility>
 
+#include "composer/common/slurm_text.h"
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/config/conf_file.h"
-#include "composer/policies/slurm_plan.h"
 
 namespace composer::server {
 namespace {
@@ -31,16 +31,16 @@ Expected<std::vector<PendingJob>> parse_pending_jobs(std::string_view text) {
   for (const std::string& raw : split(std::string(text), '\n')) {
     const std::string line(trim(raw));
     if (line.empty() || line.starts_with("No jobs")) continue;
-    const policies::ScontrolFields f = policies::parse_scontrol_line(line);
-    Expected<uint32_t> id = parse_count(policies::scontrol_field(f, "JobId"), 0xfffffff0U);
+    const ScontrolFields f = parse_scontrol_line(line);
+    Expected<uint32_t> id = parse_count(scontrol_field(f, "JobId"), 0xfffffff0U);
     if (!id) {
       return Error{ErrorCode::kInvalidArgument, "scontrol show jobs: no JobId in: " + line};
     }
-    if (policies::scontrol_field(f, "JobState") != "PENDING") continue;
+    if (scontrol_field(f, "JobState") != "PENDING") continue;
     out.push_back({.id = *id,
-                   .exc_nodes = null_is_empty(policies::scontrol_field(f, "ExcNodeList")),
-                   .req_nodes = null_is_empty(policies::scontrol_field(f, "ReqNodeList")),
-                   .admin_comment = null_is_empty(policies::scontrol_field(f, "AdminComment"))});
+                   .exc_nodes = null_is_empty(scontrol_field(f, "ExcNodeList")),
+                   .req_nodes = null_is_empty(scontrol_field(f, "ReqNodeList")),
+                   .admin_comment = null_is_empty(scontrol_field(f, "AdminComment"))});
   }
   return out;
 }
