@@ -13,7 +13,7 @@
 # Prints the time from the compose request to the drive usable in the guest, split into the
 # fabric (composerd, Redfish and QMP), the kernel's hot-add and the prolog's own time, and the
 # release's. Environment: BUILD_DIR (default build), KVM_DIR (default /tmp/guest-kvm; wiped at
-# start), KVM_PORT (default 37830), KVM_DRIVES (default 1; up to 4): the drives the job asks
+# start), KVM_PORT (default 29830, below the ephemeral ports), KVM_DRIVES (default 1; up to 4): the drives the job asks
 # for, hot-plugged into as many root ports at once. Root; installs qemu-system-x86 and mmdebstrap if missing;
 # exits 77 (skipped) when it cannot (no network for apt or for the first image).
 set -euo pipefail
@@ -22,7 +22,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 BUILD_DIR=$(realpath -m "${BUILD_DIR:-$SRC/build}")
 KVM_DIR=$(realpath -m "${KVM_DIR:-/tmp/guest-kvm}")
-KVM_PORT=${KVM_PORT:-37830}
+KVM_PORT=${KVM_PORT:-29830}
 GUEST=$KVM_DIR/guests/node01
 KVM_DRIVES=${KVM_DRIVES:-1}
 JOB=101
