@@ -48,7 +48,7 @@ class Texts {
 // Parameters in one INSERT of many rows: far below PostgreSQL's 65535.
 constexpr size_t kParametersPerStatement = 4000;
 
-std::string quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }
+std::string sql_identifier(std::string_view name) { return "\"" + std::string(name) + "\""; }
 
 constexpr Sql kTakeFile{"taking the database for the copy alone",
                         "PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE"};
@@ -104,14 +104,14 @@ std::vector<std::string> pg_rows(pg::Connection& c, const Sql& sql, int columns)
 }
 
 int64_t sqlite_count(sqlite::Connection& c, Texts& texts, std::string_view table) {
-  auto s = c.statement(
-      texts.make("counting " + std::string(table), "SELECT COUNT(*) FROM " + quoted(table)));
+  auto s = c.statement(texts.make("counting " + std::string(table),
+                                  "SELECT COUNT(*) FROM " + sql_identifier(table)));
   return s->step() ? s->int64(0) : 0;
 }
 
 int64_t pg_count(pg::Connection& c, Texts& texts, std::string_view table) {
-  pg::Result r =
-      c.run(texts.make("counting " + std::string(table), "SELECT COUNT(*) FROM " + quoted(table)));
+  pg::Result r = c.run(texts.make("counting " + std::string(table),
+                                  "SELECT COUNT(*) FROM " + sql_identifier(table)));
   return r.step() ? r.int64(0) : 0;
 }
 
@@ -149,7 +149,8 @@ int64_t copy_table(sqlite::Connection& from, pg::Connection& to, Texts& texts,
     }
   }
   std::string columns;
-  for (size_t i = 0; i < source.size(); ++i) columns += (i == 0 ? "" : ", ") + quoted(source[i]);
+  for (size_t i = 0; i < source.size(); ++i)
+    columns += (i == 0 ? "" : ", ") + sql_identifier(source[i]);
   bool has_rowid = true;
   {
     auto s = from.statement(kSqliteHasRowid);
@@ -169,15 +170,15 @@ int64_t copy_table(sqlite::Connection& from, pg::Connection& to, Texts& texts,
       values += ")";
     }
     return texts.make("copying " + std::string(table),
-                      "INSERT INTO " + quoted(table) + " (" + columns + ")" +
+                      "INSERT INTO " + sql_identifier(table) + " (" + columns + ")" +
                           (overriding ? " OVERRIDING SYSTEM VALUE" : "") + " VALUES " + values);
   };
   const size_t batch =
       std::max<size_t>(1, kParametersPerStatement / std::max<size_t>(1, source.size()));
   const Sql full = insert(batch);
-  const Sql select =
-      texts.make("reading " + std::string(table), "SELECT " + columns + " FROM " + quoted(table) +
-                                                      (has_rowid ? " ORDER BY rowid" : ""));
+  const Sql select = texts.make("reading " + std::string(table),
+                                "SELECT " + columns + " FROM " + sql_identifier(table) +
+                                    (has_rowid ? " ORDER BY rowid" : ""));
   int64_t rows = 0;
   pg::Params p;
   size_t pending = 0;
@@ -279,14 +280,14 @@ Expected<CopyCounts> copy_to_postgresql(const std::string& database, const std::
     // and a rollback takes this back too.
     for (std::string_view table : kTables) {
       to->exec(texts.make("pausing the triggers of " + std::string(table),
-                          "ALTER TABLE " + quoted(table) + " DISABLE TRIGGER USER"));
+                          "ALTER TABLE " + sql_identifier(table) + " DISABLE TRIGGER USER"));
     }
     for (std::string_view table : kTables) {
       counts.rows.emplace_back(std::string(table), copy_table(*from, *to, texts, table, database));
     }
     for (std::string_view table : kTables) {
       to->exec(texts.make("resuming the triggers of " + std::string(table),
-                          "ALTER TABLE " + quoted(table) + " ENABLE TRIGGER USER"));
+                          "ALTER TABLE " + sql_identifier(table) + " ENABLE TRIGGER USER"));
     }
     // The next id each identity hands out comes after the copied ones.
     std::vector<std::pair<std::string, std::string>> identities;
@@ -296,9 +297,9 @@ Expected<CopyCounts> copy_to_postgresql(const std::string& database, const std::
     }
     for (const auto& [table, column] : identities) {
       to->run(texts.make("moving the identity of " + table + "." + column,
-                         "SELECT setval(pg_get_serial_sequence('" + quoted(table) + "', '" +
-                             column + "'), COALESCE((SELECT MAX(" + quoted(column) + ") FROM " +
-                             quoted(table) + "), 0) + 1, false)"));
+                         "SELECT setval(pg_get_serial_sequence('" + sql_identifier(table) + "', '" +
+                             column + "'), COALESCE((SELECT MAX(" + sql_identifier(column) +
+                             ") FROM " + sql_identifier(table) + "), 0) + 1, false)"));
     }
     for (const auto& [table, rows] : counts.rows) {
       const int64_t file = sqlite_count(*from, texts, table);

@@ -99,7 +99,7 @@ Composition insert_composition(Connection& db, const Composition& c,
     auto d = find_device(db, id);
     if (!d) {
       refuse(ErrorCode::kNotFound, "creating composition for job " + std::to_string(c.job_id) +
-                                       " on " + c.node + ": no device " + quoted(id));
+                                       " on " + c.node + ": no device " + db::quoted(id));
     }
     created.devices.push_back(std::move(*d));
   }
@@ -284,7 +284,7 @@ class PgStore final : public Store {
   Expected<Device> device(const std::string& id) override {
     auto found = read<std::optional<Device>>([&id](Connection& db) { return find_device(db, id); });
     if (!found.ok()) return found.error();
-    if (!*found) return Error(ErrorCode::kNotFound, "no device " + quoted(id));
+    if (!*found) return Error(ErrorCode::kNotFound, "no device " + db::quoted(id));
     return std::move(**found);
   }
 
@@ -377,7 +377,7 @@ class PgStore final : public Store {
     return writer_->run([&](Connection& db) {
       for (const std::string& device_id : device_ids) {
         auto found = find_device(db, device_id);
-        if (!found) refuse(ErrorCode::kNotFound, "no device " + quoted(device_id));
+        if (!found) refuse(ErrorCode::kNotFound, "no device " + db::quoted(device_id));
         const Device before = *found;
         Device after = before;
         after.drained = drained;
@@ -398,7 +398,7 @@ class PgStore final : public Store {
                     int64_t now_ms) override {
     return writer_->run([&](Connection& db) {
       auto found = find_device(db, device_id);
-      if (!found) refuse(ErrorCode::kNotFound, "no device " + quoted(device_id));
+      if (!found) refuse(ErrorCode::kNotFound, "no device " + db::quoted(device_id));
       if (found->health == health) return;
       db.run(pg::kSetHealth, Params().add(device_id).add(to_string(health)));
       append_event(db, owned_device_event(db, *found, "health", to_string(found->health),
@@ -413,7 +413,7 @@ class PgStore final : public Store {
     return writer_->run([&](Connection& db) {
       for (const auto& [id, holder] : holders) {
         auto found = find_device(db, id);
-        if (!found) refuse(ErrorCode::kNotFound, "no device " + quoted(id));
+        if (!found) refuse(ErrorCode::kNotFound, "no device " + db::quoted(id));
         if (found->holder == holder) continue;
         const Device before = *found;
         Device after = before;

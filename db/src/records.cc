@@ -22,7 +22,7 @@ Status storable_domains(const std::vector<FailureDomain>& domains, const std::st
   for (const FailureDomain& domain : domains) {
     if (!valid_list_item(to_string(domain)) || !parse_failure_domain(to_string(domain))) {
       return Error(ErrorCode::kInvalidArgument,
-                   "store: " + what + ": failure domain " + quoted(to_string(domain)) +
+                   "store: " + what + ": failure domain " + db::quoted(to_string(domain)) +
                        " is not valid: level and name must be non-empty, without commas or "
                        "spaces, and the level without ':'");
     }
@@ -62,7 +62,7 @@ std::vector<FailureDomain> read_domains(std::string_view column, const std::stri
     auto domain = parse_failure_domain(item);
     if (!domain) {
       fail(ErrorCode::kInternal,
-           what + ": malformed failure domain " + quoted(item) + " in the database");
+           what + ": malformed failure domain " + db::quoted(item) + " in the database");
     }
     out.push_back(std::move(*domain));
   }
@@ -91,13 +91,13 @@ Status storable(const std::vector<Host>& hosts) {
   for (const Host& h : hosts) {
     if (!valid_list_item(h.node)) {
       return Error(ErrorCode::kInvalidArgument,
-                   "store: host node name " + quoted(h.node) +
+                   "store: host node name " + db::quoted(h.node) +
                        " is not valid: it must be non-empty, without commas or spaces");
     }
     for (const auto& zone : h.zones) {
       if (!valid_list_item(zone)) {
         return Error(ErrorCode::kInvalidArgument,
-                     "store: host " + h.node + ": zone " + quoted(zone) +
+                     "store: host " + h.node + ": zone " + db::quoted(zone) +
                          " is not valid: it must be non-empty, without commas or spaces");
       }
     }
@@ -110,7 +110,7 @@ Status storable(const std::vector<Device>& devices) {
   for (const Device& d : devices) {
     if (!valid_list_item(d.id)) {
       return Error(ErrorCode::kInvalidArgument,
-                   "store: device id " + quoted(d.id) +
+                   "store: device id " + db::quoted(d.id) +
                        " is not valid: it must be non-empty, without commas or spaces");
     }
     if (Status s = storable_domains(d.domains, "device " + d.id); !s) return s;
@@ -125,7 +125,7 @@ Status storable(const std::vector<Device>& devices) {
 
 Status storable(const PolicyVersion& version) {
   if (version.sha256.size() != 64) {
-    return Error(ErrorCode::kInvalidArgument, "store: policy sha256 " + quoted(version.sha256) +
+    return Error(ErrorCode::kInvalidArgument, "store: policy sha256 " + db::quoted(version.sha256) +
                                                   " is not a SHA-256 in hex (64 characters)");
   }
   return Status::Ok();
@@ -139,7 +139,7 @@ Status creatable(const Composition& c, const std::vector<std::string>& ids) {
   }
   if (!valid_list_item(c.node)) {
     return Error(ErrorCode::kInvalidArgument,
-                 "store: composition node name " + quoted(c.node) +
+                 "store: composition node name " + db::quoted(c.node) +
                      " is not valid: it must be non-empty, without commas or spaces");
   }
   if (!storable_size(c.request.mem_bytes)) {
@@ -151,7 +151,7 @@ Status creatable(const Composition& c, const std::vector<std::string>& ids) {
   for (const auto& id : ids) {
     if (!seen.insert(id).second) {
       return Error(ErrorCode::kInvalidArgument,
-                   "store: device " + quoted(id) + " is listed twice for one composition");
+                   "store: device " + db::quoted(id) + " is listed twice for one composition");
     }
   }
   return Status::Ok();

@@ -25,8 +25,8 @@ E parse_column(const Row& s, int column, std::optional<E> (*parse)(std::string_v
                std::string_view what) {
   auto value = parse(s.text_view(column));
   if (!value) {
-    fail(ErrorCode::kInternal,
-         "unknown " + std::string(what) + " " + quoted(s.text_view(column)) + " in the database");
+    fail(ErrorCode::kInternal, "unknown " + std::string(what) + " " +
+                                   db::quoted(s.text_view(column)) + " in the database");
   }
   return *value;
 }

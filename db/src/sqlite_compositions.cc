@@ -28,7 +28,7 @@ Composition insert_composition(Connection& db, const Composition& c,
     auto d = sqlite::find_device(db, id);
     if (!d) {
       refuse(ErrorCode::kNotFound, "creating composition for job " + std::to_string(c.job_id) +
-                                       " on " + c.node + ": no device " + quoted(id));
+                                       " on " + c.node + ": no device " + db::quoted(id));
     }
     created.devices.push_back(std::move(*d));
   }

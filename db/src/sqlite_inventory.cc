@@ -98,7 +98,7 @@ Expected<std::vector<Device>> SqliteStore::devices(const DeviceFilter& filter) {
 Expected<Device> SqliteStore::device(const std::string& id) {
   auto found = read<std::optional<Device>>([&id](Connection& db) { return find_device(db, id); });
   if (!found.ok()) return found.error();
-  if (!*found) return Error(ErrorCode::kNotFound, "no device " + quoted(id));
+  if (!*found) return Error(ErrorCode::kNotFound, "no device " + db::quoted(id));
   return std::move(**found);
 }
 
@@ -107,7 +107,7 @@ Status SqliteStore::set_drained(const std::vector<std::string>& device_ids, bool
   return write_status([&](Connection& db) {
     for (const std::string& device_id : device_ids) {
       auto found = find_device(db, device_id);
-      if (!found) refuse(ErrorCode::kNotFound, "no device " + quoted(device_id));
+      if (!found) refuse(ErrorCode::kNotFound, "no device " + db::quoted(device_id));
       const Device before = *found;
       Device after = before;
       after.drained = drained;
@@ -129,7 +129,7 @@ Status SqliteStore::set_health(const std::string& device_id, Health health, std:
                                int64_t now_ms) {
   return write_status([&](Connection& db) {
     auto found = find_device(db, device_id);
-    if (!found) refuse(ErrorCode::kNotFound, "no device " + quoted(device_id));
+    if (!found) refuse(ErrorCode::kNotFound, "no device " + db::quoted(device_id));
     if (found->health == health) return;
     db.statement(sqlite::kSetHealth)->bind(1, device_id).bind(2, to_string(health)).run();
     append_event(db, sqlite::device_event(db, *found, "health", to_string(found->health),
@@ -144,7 +144,7 @@ Status SqliteStore::set_holders(const std::vector<std::pair<std::string, std::st
   return write_status([&](Connection& db) {
     for (const auto& [id, holder] : holders) {
       auto found = find_device(db, id);
-      if (!found) refuse(ErrorCode::kNotFound, "no device " + quoted(id));
+      if (!found) refuse(ErrorCode::kNotFound, "no device " + db::quoted(id));
       if (found->holder == holder) continue;
       const Device before = *found;
       Device after = before;

@@ -111,7 +111,7 @@ std::unique_ptr<Connection> open_writer(const std::string& path, const StoreOpti
 Expected<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreOptions& options) {
   if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) {
     return Error(ErrorCode::kInvalidArgument,
-                 "store: database path " + quoted(path) +
+                 "store: database path " + db::quoted(path) +
                      " is not valid: give the path of a file (readers and the writer open it "
                      "separately, so an in-memory database or URI cannot work)");
   }
