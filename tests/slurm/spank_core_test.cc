@@ -1,8 +1,10 @@
 #include "composer/slurm/spank_core.h"
 
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -624,6 +626,33 @@ class MemPolicyTest : public SpankCoreTest {
   int answer = 0;
   MempolicyCall before;
 };
+
+// The call the task hook makes by default, against this machine's kernel: each test runs it
+// in a thread of its own, whose policy goes with it.
+TEST(MempolicyCall, TheDefaultCallGivesTheKernelTheNodesAsAMask) {
+  const MempolicyCall real = replace_mempolicy_call({});
+  replace_mempolicy_call(real);
+  int bound = -1;
+  long mode = -1;
+  unsigned long mask[4] = {};
+  int empty = -1;
+  int missing = -1;
+  std::thread([&] {
+    bound = real(MempolicyMode::kBind, {0});
+    if (bound == 0) {
+      int m = -1;
+      if (::syscall(SYS_get_mempolicy, &m, mask, sizeof(mask) * 8, nullptr, 0UL) == 0) mode = m;
+    }
+    empty = real(MempolicyMode::kBind, {});
+    missing = real(MempolicyMode::kInterleave, {200});
+  }).join();
+  if (bound == ENOSYS) GTEST_SKIP() << "this kernel was built without NUMA";
+  ASSERT_EQ(bound, 0) << std::strerror(bound);
+  EXPECT_EQ(mode, static_cast<long>(MempolicyMode::kBind));
+  EXPECT_EQ(mask[0], 1UL);  // node 0, and no other
+  EXPECT_EQ(empty, EINVAL);
+  EXPECT_EQ(missing, EINVAL);  // a node the host does not have
+}
 
 TEST_F(MemPolicyTest, BindPlacesTheJobsMemoryOnItsCxlNodesOnly) {
   job.options["compose-mem-policy"] = "bind";
