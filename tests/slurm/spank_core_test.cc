@@ -682,6 +682,14 @@ TEST_F(MemPolicyTest, PreferredRunsAsBeforeWhereTheKernelLacksPreferredMany) {
 
 TEST_F(MemPolicyTest, InterleaveSpreadsOverDramAndCxlNodes) {
   job.options["compose-mem-policy"] = "interleave";
+  // Another job's CXL memory on the node is no DRAM of this one's.
+  JobState other;
+  other.job_id = job.id + 1;
+  other.node = job.node_name;
+  other.composition_id = 99;
+  other.devices = {device("mem-09", DeviceType::kMem, "numa:3", 8 * kGiB)};
+  ASSERT_TRUE(write_job_state(config.state_dir, other));
+  fs::create_directories(tmp / "sys/devices/system/node/node3");
   FakeJob task;
   ASSERT_TRUE(run_task(task));
   EXPECT_EQ(calls, (std::vector<Call>{{MempolicyMode::kInterleave, {0, 1, 2}}}));
