@@ -4,6 +4,7 @@
 #include <unistd.h>  // environ
 
 #include <exception>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -70,7 +71,15 @@ struct spank_option g_spank_options[] = {
     {const_cast<char*>("workload"), const_cast<char*>("CLASS"),
      const_cast<char*>("Workload class of the job for the pool's policies (e.g. training)."), 1, 3,
      option_callback},
+    {const_cast<char*>("compose-mem-policy"), const_cast<char*>("POLICY"),
+     const_cast<char*>("Place the job's memory: bind (CXL only), preferred (DRAM first, the "
+                       "default), interleave (all nodes) or weighted:D:C (D pages on DRAM to C "
+                       "on CXL; Linux 6.9+). Needs --compose-mem."),
+     1, 4, option_callback},
 };
+
+// option_callback's `val` indexes kAllOptions.
+static_assert(sizeof(g_spank_options) / sizeof(g_spank_options[0]) == std::size(cs::kAllOptions));
 
 composer::Expected<cs::SpankConfig> load_config(int ac, char** av) {
   std::vector<std::string> args;
@@ -124,10 +133,17 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
   });
 }
 
+// What no single option shows (a memory policy without memory) is refused before submission;
 // srun inside a job: a step that asks for a composition of its own is refused before it starts.
 extern "C" int slurm_spank_init_post_opt(spank_t /*sp*/, int /*ac*/, char** /*av*/) {
   return guarded(__func__, [&] {
-    if (spank_context() != S_CTX_LOCAL) return 0;
+    const spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
+    if (composer::Status s = cs::check_options(g_options); !s) {
+      slurm_error("composer: %s", s.error().message.c_str());
+      return -1;
+    }
+    if (ctx != S_CTX_LOCAL) return 0;
     composer::Status s = cs::check_step_options(g_options, g_start_environment);
     if (!s) {
       slurm_error("%s", s.error().message.c_str());

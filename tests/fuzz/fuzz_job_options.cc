@@ -26,6 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)slurm::apply_option(name, value, &options);
     env.push_back(slurm::spank_env_name(name) + "=" + value);
   }
+  (void)slurm::check_options(options);
   (void)slurm::describe(options);
   (void)slurm::options_from_spank_env(env);
   (void)slurm::check_step_options(options, env);

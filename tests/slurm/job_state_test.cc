@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
+#include <string>
 
 #include "composer/api/codec.h"
 #include "composer/common/units.h"
@@ -94,6 +96,31 @@ TEST(JobState, ReadsFilesOfThePreviousVersion) {
   // Its addresses are another job's devices for a prolog of job 4712.
   EXPECT_EQ(addresses_of_other_jobs(tmp / "state", 4712), std::set<std::string>{"0000:81:00.0"});
   EXPECT_TRUE(addresses_of_other_jobs(tmp / "state", 4711).empty());
+}
+
+TEST(JobState, KeepsTheMemoryPolicyAndFilesWithoutOneArePreferred) {
+  TempDir tmp;
+  JobState s = example();
+  s.mem_policy = "weighted:3:1";
+  ASSERT_TRUE(write_job_state(tmp / "state", s));
+  Expected<std::optional<JobState>> back = read_job_state(tmp / "state", 4711);
+  ASSERT_TRUE(back && back->has_value());
+  EXPECT_EQ((*back)->mem_policy, "weighted:3:1");
+  auto exported = [](const JobState& state) {
+    std::map<std::string, std::string> env;
+    for (const auto& [name, value] : task_environment(state)) env[name] = value;
+    return env;
+  };
+  EXPECT_EQ(exported(**back)["COMPOSER_MEM_POLICY"], "weighted:3:1");
+  // A file of the version before the option: its job had the kernel's default, DRAM first.
+  s.mem_policy = "";
+  ASSERT_TRUE(write_job_state(tmp / "state", s));
+  back = read_job_state(tmp / "state", 4711);
+  ASSERT_TRUE(back && back->has_value());
+  EXPECT_EQ(exported(**back)["COMPOSER_MEM_POLICY"], "preferred");
+  // Without CXL memory there is no policy to tell.
+  s.devices.pop_back();
+  EXPECT_EQ(exported(s).count("COMPOSER_MEM_POLICY"), 0u);
 }
 
 TEST(JobState, KeepsTheDrivesPathsAndIdentities) {

@@ -37,6 +37,72 @@ TEST(Options, ParsesMemoryNvmeAndWorkload) {
   EXPECT_EQ(describe(o), "compose-mem=64G compose-nvme=1 workload=training");
 }
 
+TEST(Options, ParsesEachMemoryPolicy) {
+  JobOptions o;
+  EXPECT_EQ(o.mem_policy.kind, MemPolicy::Kind::kPreferred);  // the default: today's placement
+  ASSERT_TRUE(apply("compose-mem-policy", "bind", &o));
+  EXPECT_EQ(o.mem_policy.kind, MemPolicy::Kind::kBind);
+  ASSERT_TRUE(apply("compose-mem-policy", "interleave", &o));
+  EXPECT_EQ(o.mem_policy.kind, MemPolicy::Kind::kInterleave);
+  ASSERT_TRUE(apply("compose-mem-policy", "preferred", &o));
+  EXPECT_EQ(o.mem_policy, MemPolicy{});
+  // A ratio is kept in its smallest form: the node is given the smallest weights that make it.
+  ASSERT_TRUE(apply("compose-mem-policy", "weighted:6:2", &o));
+  EXPECT_EQ(o.mem_policy.kind, MemPolicy::Kind::kWeighted);
+  EXPECT_EQ(o.mem_policy.dram_weight, 3u);
+  EXPECT_EQ(o.mem_policy.cxl_weight, 1u);
+  EXPECT_EQ(to_string(o.mem_policy), "weighted:3:1");
+  ASSERT_TRUE(apply("compose-mem", "64G", &o));
+  EXPECT_EQ(describe(o), "compose-mem=64G compose-mem-policy=weighted:3:1");
+  for (const char* text : {"bind", "preferred", "interleave", "weighted:255:1"}) {
+    Expected<MemPolicy> p = parse_mem_policy(text);
+    ASSERT_TRUE(p) << text;
+    EXPECT_EQ(to_string(*p), text);
+  }
+}
+
+TEST(Options, BadMemoryPoliciesNameFlagValueAndWhatIsAllowed) {
+  for (const char* bad :
+       {"", "Bind", "local", "weighted", "weighted:3", "weighted:0:1", "weighted:1:0",
+        "weighted:256:1", "weighted:3:1:1", "weighted:-1:2", "weighted:a:b", "interleave "}) {
+    JobOptions o;
+    Status s = apply("compose-mem-policy", bad, &o);
+    ASSERT_FALSE(s) << bad;
+    EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(s.error().message.rfind("--compose-mem-policy=" + std::string(bad) + ": ", 0), 0u)
+        << s.error().message;
+    EXPECT_NE(s.error().message.find("bind, preferred, interleave or weighted:D:C"),
+              std::string::npos);
+    EXPECT_NE(s.error().message.find("1 to 255"), std::string::npos);
+    EXPECT_EQ(o, JobOptions{}) << bad;  // a bad value changes nothing
+  }
+}
+
+TEST(Options, AMemoryPolicyNeedsComposedMemory) {
+  JobOptions o;
+  ASSERT_TRUE(apply("compose-gpus", "1", &o));
+  ASSERT_TRUE(apply("compose-mem-policy", "bind", &o));
+  Status s = check_options(o);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message,
+            "--compose-mem-policy=bind: a memory policy places the job's composed CXL memory; "
+            "give --compose-mem=SIZE with it");
+  ASSERT_TRUE(apply("compose-mem", "0", &o));  // no memory is no memory to place
+  EXPECT_FALSE(check_options(o));
+  ASSERT_TRUE(apply("compose-mem", "8G", &o));
+  EXPECT_TRUE(check_options(o));
+  // The default said out loud needs nothing.
+  JobOptions plain;
+  ASSERT_TRUE(apply("compose-mem-policy", "preferred", &plain));
+  EXPECT_TRUE(check_options(plain));
+  // job_submit reads the job's options from its SPANK environment: refused there too.
+  Expected<JobOptions> from_env =
+      options_from_spank_env({spank_env_name("compose-gpus") + "=1",
+                              spank_env_name("compose-mem-policy") + "=interleave"});
+  ASSERT_FALSE(from_env);
+  EXPECT_NE(from_env.error().message.find("--compose-mem-policy=interleave: "), std::string::npos);
+}
+
 TEST(Options, WorkloadAloneComposesNothing) {
   JobOptions o;
   ASSERT_TRUE(apply("workload", "inference", &o));

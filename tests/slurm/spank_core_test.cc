@@ -1,8 +1,12 @@
 #include "composer/slurm/spank_core.h"
 
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -10,6 +14,7 @@
 #include "composer/common/units.h"
 #include "composer/slurm/host_devices.h"
 #include "composer/slurm/job_state.h"
+#include "composer/slurm/mem_policy.h"
 #include "fakes.h"
 #include "temp_dir.h"
 
@@ -572,6 +577,205 @@ TEST_F(SpankCoreTest, EpilogOfAJobWithoutCompositionCallsNothing) {
   job.options.clear();
   ASSERT_TRUE(job_epilog(job, api, config));
   EXPECT_TRUE(api.released.empty());
+}
+
+}  // namespace
+}  // namespace composer::slurm
+
+namespace composer::slurm {
+namespace {
+
+// The set_mempolicy(2) calls of the task hook, seen instead of made.
+class MemPolicyTest : public SpankCoreTest {
+ protected:
+  MemPolicyTest() {
+    before = replace_mempolicy_call([this](MempolicyMode mode, const std::set<int>& nodes) {
+      calls.emplace_back(mode, nodes);
+      return answer;
+    });
+    show_devices();  // CXL memory on NUMA node 2 beside DRAM nodes 0 and 1
+    fs::create_directories(tmp / "sys/devices/system/node/node0");
+    fs::create_directories(tmp / "sys/devices/system/node/node1");
+  }
+  ~MemPolicyTest() override { replace_mempolicy_call(std::move(before)); }
+
+  // A kernel with weighted interleave (6.9 and later).
+  void offer_weighted_interleave() {
+    for (int n : {0, 1, 2, 3}) {
+      tmp.write("sys/kernel/mm/mempolicy/weighted_interleave/node" + std::to_string(n), "1\n");
+    }
+  }
+  std::string weight(int node) {
+    std::ifstream in(tmp /
+                     ("sys/kernel/mm/mempolicy/weighted_interleave/node" + std::to_string(node)));
+    std::string w;
+    std::getline(in, w);
+    return w;
+  }
+
+  // The prolog, then one task of the job; answers the task hook's status.
+  Status run_task(FakeJob& task) {
+    EXPECT_TRUE(job_prolog(job, api, config));
+    task.id = job.id;
+    task.options = job.options;
+    return task_init(task, config);
+  }
+
+  using Call = std::pair<MempolicyMode, std::set<int>>;
+  std::vector<Call> calls;
+  int answer = 0;
+  MempolicyCall before;
+};
+
+// The call the task hook makes by default, against this machine's kernel: each test runs it
+// in a thread of its own, whose policy goes with it.
+TEST(MempolicyCall, TheDefaultCallGivesTheKernelTheNodesAsAMask) {
+  const MempolicyCall real = replace_mempolicy_call({});
+  replace_mempolicy_call(real);
+  int bound = -1;
+  long mode = -1;
+  unsigned long mask[4] = {};
+  int empty = -1;
+  int missing = -1;
+  std::thread([&] {
+    bound = real(MempolicyMode::kBind, {0});
+    if (bound == 0) {
+      int m = -1;
+      if (::syscall(SYS_get_mempolicy, &m, mask, sizeof(mask) * 8, nullptr, 0UL) == 0) mode = m;
+    }
+    empty = real(MempolicyMode::kBind, {});
+    missing = real(MempolicyMode::kInterleave, {200});
+  }).join();
+  if (bound == ENOSYS) GTEST_SKIP() << "this kernel was built without NUMA";
+  ASSERT_EQ(bound, 0) << std::strerror(bound);
+  EXPECT_EQ(mode, static_cast<long>(MempolicyMode::kBind));
+  EXPECT_EQ(mask[0], 1UL);  // node 0, and no other
+  EXPECT_EQ(empty, EINVAL);
+  EXPECT_EQ(missing, EINVAL);  // a node the host does not have
+}
+
+TEST_F(MemPolicyTest, BindPlacesTheJobsMemoryOnItsCxlNodesOnly) {
+  job.options["compose-mem-policy"] = "bind";
+  FakeJob task;
+  ASSERT_TRUE(run_task(task));
+  EXPECT_EQ(calls, (std::vector<Call>{{MempolicyMode::kBind, {2}}}));
+  EXPECT_EQ(state()->mem_policy, "bind");
+  EXPECT_EQ(task.env["COMPOSER_MEM_POLICY"], "bind");
+}
+
+TEST_F(MemPolicyTest, PreferredIsTheDefaultAndPutsDramFirst) {
+  FakeJob task;
+  ASSERT_TRUE(run_task(task));
+  EXPECT_EQ(calls, (std::vector<Call>{{MempolicyMode::kPreferredMany, {0, 1}}}));
+  EXPECT_EQ(state()->mem_policy, "preferred");
+  EXPECT_EQ(task.env["COMPOSER_MEM_POLICY"], "preferred");
+}
+
+TEST_F(MemPolicyTest, PreferredRunsAsBeforeWhereTheKernelLacksPreferredMany) {
+  job.options["compose-mem-policy"] = "preferred";
+  answer = EINVAL;  // before Linux 5.15
+  FakeJob task;
+  ASSERT_TRUE(run_task(task));
+  EXPECT_EQ(calls.size(), 1u);
+  EXPECT_TRUE(task.errors.empty());
+}
+
+TEST_F(MemPolicyTest, InterleaveSpreadsOverDramAndCxlNodes) {
+  job.options["compose-mem-policy"] = "interleave";
+  // Another job's CXL memory on the node is no DRAM of this one's.
+  JobState other;
+  other.job_id = job.id + 1;
+  other.node = job.node_name;
+  other.composition_id = 99;
+  other.devices = {device("mem-09", DeviceType::kMem, "numa:3", 8 * kGiB)};
+  ASSERT_TRUE(write_job_state(config.state_dir, other));
+  fs::create_directories(tmp / "sys/devices/system/node/node3");
+  FakeJob task;
+  ASSERT_TRUE(run_task(task));
+  EXPECT_EQ(calls, (std::vector<Call>{{MempolicyMode::kInterleave, {0, 1, 2}}}));
+  EXPECT_EQ(task.env["COMPOSER_MEM_POLICY"], "interleave");
+}
+
+TEST_F(MemPolicyTest, WeightedGivesTheNodeTheRatioAndInterleavesByIt) {
+  offer_weighted_interleave();
+  job.options["compose-mem-policy"] = "weighted:6:2";
+  FakeJob task;
+  ASSERT_TRUE(run_task(task));
+  EXPECT_EQ(calls, (std::vector<Call>{{MempolicyMode::kWeightedInterleave, {0, 1, 2}}}));
+  EXPECT_EQ(weight(0), "3");
+  EXPECT_EQ(weight(1), "3");
+  EXPECT_EQ(weight(2), "1");
+  EXPECT_EQ(weight(3), "1");  // no node of the job's: untouched
+  EXPECT_EQ(task.env["COMPOSER_MEM_POLICY"], "weighted:3:1");
+}
+
+TEST_F(MemPolicyTest, WeightedIsRefusedBeforeComposingWhereTheKernelLacksIt) {
+  job.options["compose-mem-policy"] = "weighted:3:1";
+  FakeJob task;
+  Status s = run_task(task);
+  ASSERT_FALSE(s);
+  EXPECT_TRUE(api.composed.empty());
+  EXPECT_NE(state()->error.find("--compose-mem-policy=weighted:3:1 needs Linux 6.9 or later"),
+            std::string::npos)
+      << state()->error;
+  EXPECT_NE(s.error().message.find("needs Linux 6.9 or later"), std::string::npos);
+  EXPECT_TRUE(calls.empty());
+}
+
+TEST_F(MemPolicyTest, ASecondJobCannotChangeTheWeightsAnotherJobInterleavesBy) {
+  offer_weighted_interleave();
+  job.options["compose-mem-policy"] = "weighted:3:1";
+  ASSERT_TRUE(job_prolog(job, api, config));
+  FakeJob second;
+  second.id = job.id + 1;
+  second.options = {{"compose-mem", "8G"}, {"compose-mem-policy", "weighted:2:1"}};
+  api.devices = {device("mem-01", DeviceType::kMem, "numa:3", 8 * kGiB)};
+  fs::create_directories(tmp / "sys/devices/system/node/node3");
+  ASSERT_TRUE(job_prolog(second, api, config));  // the job's fault, not the node's
+  Expected<std::optional<JobState>> file = read_job_state(config.state_dir, second.id);
+  ASSERT_TRUE(file && file->has_value());
+  EXPECT_NE((*file)->error.find("job 4711 on this node interleaves by weighted:3:1"),
+            std::string::npos)
+      << (*file)->error;
+  EXPECT_EQ((*file)->devices.size(), 1u);  // kept for its epilog to give back
+  EXPECT_EQ(weight(0), "3");
+  EXPECT_EQ(weight(3), "1");
+  // The same ratio changes nothing for the first job: it is served.
+  FakeJob third;
+  third.id = job.id + 2;
+  third.options = {{"compose-mem", "8G"}, {"compose-mem-policy", "weighted:3:1"}};
+  ASSERT_TRUE(job_prolog(third, api, config));
+  file = read_job_state(config.state_dir, third.id);
+  ASSERT_TRUE(file && file->has_value());
+  EXPECT_EQ((*file)->error, "");
+}
+
+TEST_F(MemPolicyTest, APolicyThatCannotBeSetFailsTheStep) {
+  job.options["compose-mem-policy"] = "bind";
+  answer = EINVAL;
+  FakeJob task;
+  Status s = run_task(task);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find(
+                "--compose-mem-policy=bind: set_mempolicy(MPOL_BIND, nodes 2) failed: "),
+            std::string::npos)
+      << s.error().message;
+}
+
+TEST_F(MemPolicyTest, APolicyWithoutComposedMemoryFailsTheJob) {
+  job.options = {{"compose-gpus", "2"}, {"compose-mem-policy", "interleave"}};
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_TRUE(api.composed.empty());
+  EXPECT_NE(state()->error.find("give --compose-mem=SIZE with it"), std::string::npos);
+}
+
+TEST_F(MemPolicyTest, AJobWithoutCxlMemorySetsNoPolicy) {
+  job.options = {{"compose-gpus", "2"}};
+  api.devices.pop_back();
+  FakeJob task;
+  ASSERT_TRUE(run_task(task));
+  EXPECT_TRUE(calls.empty());
+  EXPECT_EQ(task.env.count("COMPOSER_MEM_POLICY"), 0u);
 }
 
 }  // namespace

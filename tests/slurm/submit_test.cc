@@ -653,6 +653,29 @@ TEST(Submit, RefusesJobsLongerThanTheStretchTheirAmountIsAllowed) {
   }
 }
 
+// The memory policy is checked again where the job reaches slurmctld: sbatch's own check can
+// be bypassed by anyone who talks to slurmctld directly.
+TEST(Submit, AMemoryPolicyIsCheckedAgainAtSubmission) {
+  const api::PoolSnapshot s = pool();
+  Refusal r = Refusal::kNoSnapshot;
+  Expected<SubmitChanges> c =
+      review_submission(job({"compose_gpus=1", "compose_mem_policy=bind"}), &s, "", false, &r);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(r, Refusal::kBadRequest);
+  EXPECT_NE(c.error().message.find("--compose-mem-policy=bind: a memory policy places the job's "
+                                   "composed CXL memory; give --compose-mem=SIZE with it"),
+            std::string::npos)
+      << c.error().message;
+  c = review_submission(job({"compose_mem=1G", "compose_mem_policy=weighted:0:1"}), &s, "", false,
+                        &r);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(r, Refusal::kBadRequest);
+  c = review_submission(job({"compose_mem=1G", "compose_mem_policy=interleave"}), &s, "", false,
+                        &r);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->options.mem_policy.kind, MemPolicy::Kind::kInterleave);
+}
+
 // Each refusal says what kind it is, for the glue's Slurm error code (slurm-plugin/README.md,
 // "Refusals"): a node range is not a GRES problem, an unknown class not a license problem.
 TEST(Submit, EveryRefusalSaysItsKind) {

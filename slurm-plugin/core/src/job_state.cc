@@ -73,6 +73,7 @@ Status write_job_state(const std::string& state_dir, const JobState& state) {
   v["cuda_visible_devices"] = state.cuda_visible_devices;
   v["error"] = state.error;
   if (!state.held.empty()) v["held"] = state.held;
+  if (!state.mem_policy.empty()) v["mem_policy"] = state.mem_policy;
   if (state.nvme_paths) {
     Json::Value paths(Json::arrayValue);
     for (const std::string& p : *state.nvme_paths) paths.append(p);
@@ -102,7 +103,7 @@ Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, u
       [&] {
         api::JsonObject r(*json, "", "a job state",
                           {"job_id", "node", "composition_id", "cuda_visible_devices", "error",
-                           "devices", "nvme_paths", "held"});
+                           "devices", "nvme_paths", "held", "mem_policy"});
         JobState s;
         s.job_id = r.u32("job_id");
         s.node = r.string("node");
@@ -112,6 +113,7 @@ Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, u
         // Optional: files of the earlier version have none.
         if (r.has("nvme_paths")) s.nvme_paths = r.strings("nvme_paths");
         if (r.has("held")) s.held = r.string("held");
+        if (r.has("mem_policy")) s.mem_policy = r.string("mem_policy");
         s.devices = r.array("devices", [&](const Json::Value& d, const std::string& at) {
           return api::as_device(upgraded_device(d, s), at);
         });
@@ -192,6 +194,7 @@ std::vector<std::pair<std::string, std::string>> task_environment(const JobState
   std::vector<std::string> gpus;
   std::vector<std::string> nvme;
   std::vector<std::string> numa;
+  bool memory = false;
   for (const Device& d : state.devices) {
     switch (d.type) {
       case DeviceType::kGpu:
@@ -201,6 +204,7 @@ std::vector<std::pair<std::string, std::string>> task_environment(const JobState
         nvme.push_back(d.id);
         break;
       case DeviceType::kMem: {
+        memory = true;
         const std::string n = numa_node(d.address);
         if (!n.empty() && std::find(numa.begin(), numa.end(), n) == numa.end()) numa.push_back(n);
         break;
@@ -215,6 +219,10 @@ std::vector<std::pair<std::string, std::string>> task_environment(const JobState
   env.emplace_back("COMPOSER_GPUS", join(gpus));
   env.emplace_back("COMPOSER_MEM_NUMA", join(numa));
   env.emplace_back("COMPOSER_NVME", state.nvme_paths ? join(*state.nvme_paths) : join(nvme));
+  if (memory) {
+    env.emplace_back("COMPOSER_MEM_POLICY",
+                     state.mem_policy.empty() ? std::string("preferred") : state.mem_policy);
+  }
   return env;
 }
 

@@ -1,5 +1,8 @@
 #include "composer/slurm/options.h"
 
+#include <numeric>
+#include <optional>
+
 #include "composer/common/names.h"
 #include "composer/common/units.h"
 
@@ -67,17 +70,91 @@ Status parse_workload(std::string_view value, JobOptions* o) {
   return Status::Ok();
 }
 
+// "3" of "weighted:3:1": a weight from 1 to kMaxMemWeight.
+std::optional<uint32_t> weight(std::string_view text) {
+  Expected<uint32_t> n = parse_count(text, kMaxMemWeight);
+  if (!n || *n == 0) return std::nullopt;
+  return *n;
+}
+
 }  // namespace
+
+std::string to_string(const MemPolicy& policy) {
+  switch (policy.kind) {
+    case MemPolicy::Kind::kPreferred:
+      return "preferred";
+    case MemPolicy::Kind::kBind:
+      return "bind";
+    case MemPolicy::Kind::kInterleave:
+      return "interleave";
+    case MemPolicy::Kind::kWeighted:
+      return "weighted:" + std::to_string(policy.dram_weight) + ":" +
+             std::to_string(policy.cxl_weight);
+  }
+  return "preferred";
+}
+
+Expected<MemPolicy> parse_mem_policy(std::string_view value) {
+  MemPolicy p;
+  if (value == "preferred") return p;
+  if (value == "bind") {
+    p.kind = MemPolicy::Kind::kBind;
+    return p;
+  }
+  if (value == "interleave") {
+    p.kind = MemPolicy::Kind::kInterleave;
+    return p;
+  }
+  if (value.starts_with("weighted:")) {
+    const std::string_view ratio = value.substr(9);
+    const size_t colon = ratio.find(':');
+    if (colon != std::string_view::npos) {
+      const std::optional<uint32_t> d = weight(ratio.substr(0, colon));
+      const std::optional<uint32_t> c = weight(ratio.substr(colon + 1));
+      if (d && c) {
+        // One ratio, one form: the weights the node is given are the smallest that make it.
+        const uint32_t g = std::gcd(*d, *c);
+        p.kind = MemPolicy::Kind::kWeighted;
+        p.dram_weight = *d / g;
+        p.cxl_weight = *c / g;
+        return p;
+      }
+    }
+  }
+  return Error{ErrorCode::kInvalidArgument,
+               flag(kOptMemPolicy, value) +
+                   ": expected bind, preferred, interleave or weighted:D:C with D and C whole "
+                   "numbers from 1 to " +
+                   std::to_string(kMaxMemWeight) + " (pages on DRAM to pages on CXL), e.g. " +
+                   "weighted:3:1"};
+}
 
 Status apply_option(std::string_view name, std::string_view value, JobOptions* options) {
   if (name == kOptGpus) return parse_gpus(value, options);
   if (name == kOptMem) return parse_mem(value, options);
   if (name == kOptNvme) return parse_nvme(value, options);
   if (name == kOptWorkload) return parse_workload(value, options);
+  if (name == kOptMemPolicy) {
+    Expected<MemPolicy> p = parse_mem_policy(value);
+    if (!p) return p.error();
+    options->mem_policy = *p;
+    return Status::Ok();
+  }
   return Error{ErrorCode::kInvalidArgument, "--" + std::string(name) +
                                                 " is not an option of the composer plugin "
                                                 "(known: --compose-gpus, --compose-mem, "
-                                                "--compose-nvme, --workload)"};
+                                                "--compose-mem-policy, --compose-nvme, "
+                                                "--workload)"};
+}
+
+Status check_options(const JobOptions& options) {
+  if (options.mem_policy != MemPolicy{} && options.request.mem_bytes == 0) {
+    return Error{ErrorCode::kInvalidArgument,
+                 flag(kOptMemPolicy, to_string(options.mem_policy)) +
+                     ": a memory policy places the job's composed CXL memory; give " +
+                     "--compose-mem=SIZE with it"};
+  }
+  return Status::Ok();
 }
 
 std::string read_as(std::string_view name, std::string_view value) {
@@ -106,6 +183,7 @@ Expected<JobOptions> options_from_spank_env(const std::vector<std::string>& entr
       }
     }
   }
+  if (Status s = check_options(options); !s) return s.error();
   return options;
 }
 
@@ -122,6 +200,7 @@ std::string describe(const JobOptions& o) {
   if (o.request.mem_bytes > 0) add(kOptMem, format_size(o.request.mem_bytes));
   if (o.request.nvme > 0) add(kOptNvme, std::to_string(o.request.nvme));
   if (!o.workload.empty()) add(kOptWorkload, o.workload);
+  if (o.mem_policy != MemPolicy{}) add(kOptMemPolicy, to_string(o.mem_policy));
   return out.empty() ? "nothing" : out;
 }
 

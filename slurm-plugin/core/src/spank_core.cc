@@ -15,6 +15,7 @@
 #include "composer/slurm/gpu_stack.h"
 #include "composer/slurm/host_devices.h"
 #include "composer/slurm/job_state.h"
+#include "composer/slurm/mem_policy.h"
 
 namespace composer::slurm {
 namespace {
@@ -132,6 +133,7 @@ Expected<JobOptions> read_job_options(JobContext& ctx) {
       if (Status s = apply_option(name, *value, &options); !s) return s.error();
     }
   }
+  if (Status s = check_options(options); !s) return s.error();
   return options;
 }
 
@@ -383,6 +385,20 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
              " sit and the fabric gave no UUID for each; host_check=wait finds them");
   }
   state.nvme_paths = std::move(nvme_paths);
+  // Weighted interleave: the node's weights for the job, checked against the other jobs' and
+  // given under the node's mempolicy lock until the state file names them. A job refused here
+  // keeps its devices in the file, for its epilog to give back.
+  std::optional<HostLock> weighing;
+  if (Expected<MemPolicy> policy = parse_mem_policy(state.mem_policy);
+      policy && policy->kind == MemPolicy::Kind::kWeighted) {
+    Expected<HostLock> taken = HostLock::take(config.state_dir, kLockWait, kMempolicyLock);
+    Status s = taken ? give_node_weights(config, state, *policy) : Status(taken.error());
+    if (taken) weighing.emplace(std::move(*taken));
+    if (!s) {
+      state.error = s.error().message;
+      ctx.error("composer: prolog: " + at + ": " + state.error + "; the job's steps will fail");
+    }
+  }
   if (Status s = write_job_state(config.state_dir, state); !s) {
     ctx.error("composer: prolog: " + at + ": cannot write the state file: " + s.error().message);
     return s;
@@ -604,6 +620,11 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   tidy_other_jobs(ctx, api, config, *job_id, node, at, "prolog", options && options->composes());
   if (!options) return fail_job("bad option: " + options.error().message);
   if (!options->composes()) return Status::Ok();
+  if (options->request.mem_bytes > 0) state.mem_policy = to_string(options->mem_policy);
+  // Known only here, on the node: nothing is composed for a job its kernel cannot serve.
+  if (Status s = check_kernel_for(config, options->mem_policy); !s) {
+    return fail_job(s.error().message);
+  }
 
   if (config.compose_on == ComposeOn::kController) {
     // PrologSlurmctld composed every node of the job before it launched: only the host side.
@@ -709,6 +730,12 @@ Status task_init(JobContext& ctx, const SpankConfig& config) {
       ctx.error("composer: task: " + at + ": cannot set " + name + ": " + set.error().message);
       return set;
     }
+  }
+  // After the privileged hook widened the cpuset to the CXL nodes; what the task executes
+  // inherits the policy.
+  if (Status placed = apply_mem_policy(config, s); !placed) {
+    ctx.error("composer: task: " + at + ": " + placed.error().message);
+    return placed;
   }
   return Status::Ok();
 }

@@ -35,6 +35,9 @@ struct JobState {
   // holders). composerd keeps the composition (its hold); a later prolog or epilog on the node
   // releases it once nothing holds the devices, then removes the file.
   std::string held;
+  // --compose-mem-policy as the prolog accepted it (to_string(MemPolicy)); "" in files of the
+  // earlier version, which is preferred. The task hook applies it (apply_mem_policy).
+  std::string mem_policy;
 
   bool operator==(const JobState&) const = default;
 };
@@ -93,7 +96,8 @@ class HostLock {
 // The variables a task of the job sees, in a fixed order:
 //   CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER (only with GPUs), COMPOSER_GPUS,
 //   COMPOSER_MEM_NUMA (NUMA node ids only; empty when the fabric gave none),
-//   COMPOSER_NVME (nvme_paths).
+//   COMPOSER_NVME (nvme_paths), COMPOSER_MEM_POLICY (only with CXL memory: the policy the
+//   task hook gave each task, "preferred" when the job named none).
 std::vector<std::pair<std::string, std::string>> task_environment(const JobState& state);
 
 }  // namespace composer::slurm

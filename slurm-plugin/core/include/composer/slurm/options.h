@@ -24,12 +24,37 @@ inline constexpr std::string_view kOptGpus = "compose-gpus";
 inline constexpr std::string_view kOptMem = "compose-mem";
 inline constexpr std::string_view kOptNvme = "compose-nvme";
 inline constexpr std::string_view kOptWorkload = "workload";
-inline constexpr std::string_view kAllOptions[] = {kOptGpus, kOptMem, kOptNvme, kOptWorkload};
+inline constexpr std::string_view kOptMemPolicy = "compose-mem-policy";
+// In the order the SPANK plugin registers them (its option callback's `val` indexes this).
+inline constexpr std::string_view kAllOptions[] = {kOptGpus, kOptMem, kOptNvme, kOptWorkload,
+                                                   kOptMemPolicy};
+
+// Largest weight of weighted interleave: the kernel keeps each node's weight in a byte.
+inline constexpr uint32_t kMaxMemWeight = 255;
+
+// Where the job's memory goes across the node's local DRAM and its composed CXL NUMA nodes
+// (--compose-mem-policy). kPreferred is what a job that says nothing gets.
+struct MemPolicy {
+  enum class Kind { kPreferred, kBind, kInterleave, kWeighted };
+  Kind kind = Kind::kPreferred;
+  // kWeighted: pages on each DRAM node to pages on each CXL node, reduced ("6:2" is 3:1).
+  uint32_t dram_weight = 0;
+  uint32_t cxl_weight = 0;
+
+  bool operator==(const MemPolicy&) const = default;
+};
+
+// "preferred", "bind", "interleave", "weighted:3:1": as the user types it and the state file
+// and COMPOSER_MEM_POLICY carry it.
+std::string to_string(const MemPolicy& policy);
+// The same words back; the error sentence names the flag, the value and what is allowed.
+Expected<MemPolicy> parse_mem_policy(std::string_view value);
 
 // What a job asked for, per node.
 struct JobOptions {
   Request request;
   std::string workload;  // empty: not given
+  MemPolicy mem_policy;
 
   // The job asked for a composition (a workload class alone asks for nothing).
   bool composes() const { return !request.empty(); }
@@ -39,6 +64,10 @@ struct JobOptions {
 // Applies one option to `options`. The error sentence names the flag, the value and the rule:
 // "--compose-gpus=two: expected [MODEL:]N with N a whole number from 0 to 64, e.g. A100:2".
 Status apply_option(std::string_view name, std::string_view value, JobOptions* options);
+
+// What cannot be told from one option alone: a memory policy needs --compose-mem with a size.
+// Checked wherever the options of a job come together (submission, job_submit, the prolog).
+Status check_options(const JobOptions& options);
 
 // What an accepted option was read as, when the text leaves room for doubt: a size with a B
 // after its unit ("--compose-mem=64GB read as 64G: sizes are binary, as Slurm's --mem reads
@@ -54,7 +83,8 @@ std::string spank_env_name(std::string_view option);
 // bypassed by anyone who talks to slurmctld directly.
 Expected<JobOptions> options_from_spank_env(const std::vector<std::string>& entries);
 
-// "compose-gpus=A100:2 compose-mem=64G workload=training": for log lines.
+// "compose-gpus=A100:2 compose-mem=64G workload=training": for log lines (the memory policy
+// only when it is not the default).
 std::string describe(const JobOptions& options);
 
 // A job step (srun inside an existing job: SLURM_JOB_ID in its environment) cannot change what
