@@ -566,6 +566,11 @@ TEST_F(HostSideTest, TwoRegionsOfOneSizeWithoutANodeTakeTheTwoDaxDevicesOfThatSi
   EXPECT_EQ(state(373)->devices[0].address, "numa:6");
   EXPECT_EQ(state(373)->devices[1].address, "numa:7");
   EXPECT_EQ(task_env(373, "COMPOSER_MEM_NUMA"), "6,7");
+  // The fake kernel applies a write to a block's state on its own thread.
+  test_support::eventually([&] {
+    return host.memory_states(6) == std::vector<std::string>(2, "online") &&
+           host.memory_states(7) == std::vector<std::string>(2, "online");
+  });
   EXPECT_EQ(host.memory_states(6), std::vector<std::string>(2, "online"));
   EXPECT_EQ(host.memory_states(7), std::vector<std::string>(2, "online"));
 }
