@@ -551,13 +551,17 @@ TEST_F(ClientTest, ServersShareOneTimeBound) {
   // 250 ms (3 s).
   FakeComposerd a(munge_->socket_path());
   FakeComposerd b(munge_->socket_path());
-  a.server().Get("/v1/pool", [&](const httplib::Request&, httplib::Response& res) {
+  // By value: a handler still answering when the test ends must not reach the other server,
+  // which goes first.
+  const std::string a_url = a.url();
+  const std::string b_url = b.url();
+  a.server().Get("/v1/pool", [b_url](const httplib::Request&, httplib::Response& res) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    standby(res, b.url());
+    standby(res, b_url);
   });
-  b.server().Get("/v1/pool", [&](const httplib::Request&, httplib::Response& res) {
+  b.server().Get("/v1/pool", [a_url](const httplib::Request&, httplib::Response& res) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    standby(res, a.url());
+    standby(res, a_url);
   });
   ClientOptions o = options();
   o.connect_timeout_ms = 50;
@@ -585,10 +589,12 @@ TEST_F(ClientTest, ServersCutASlowServerAtTheCallsBound) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1200));
     pool_answer(res);
   });
-  fake_->server().Get("/v1/pool", [&](const httplib::Request&, httplib::Response& res) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
-    standby(res, slow.url());
-  });
+  // By value: the fixture's server outlives `slow`.
+  fake_->server().Get("/v1/pool",
+                      [slow_url = slow.url()](const httplib::Request&, httplib::Response& res) {
+                        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+                        standby(res, slow_url);
+                      });
   ClientOptions o = options();
   o.connect_timeout_ms = 50;
   o.timeout_ms = 1000;
