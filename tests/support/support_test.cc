@@ -154,7 +154,7 @@ TEST(FakeHost, ADrivesNamespaceFollowsItsControllerAfterTheNamespaceDelay) {
   TempDir tmp("fake-host-ns");
   FakeHost host(tmp.path() / "host");
   namespace fs = std::filesystem;
-  host.set_namespace_delay(std::chrono::seconds(5));
+  host.set_namespace_delay(std::chrono::seconds(2));
   FakePciFunction drive;
   drive.address = "0000:82:00.0";
   drive.vendor = "0x1b36";

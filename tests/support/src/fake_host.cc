@@ -370,13 +370,15 @@ void FakeHost::materialise(const FakePciFunction& f) {
 
 // Under mu_: a drive's namespace 1, in sysfs under its controller and in /dev.
 void FakeHost::add_namespace(const fs::path& ctrl_dir, const std::string& ctrl) {
-  put(ctrl_dir / (ctrl + "n1") / "dev",
-      std::to_string(kBlockExtMajor) + ":" + ctrl.substr(4) + "\n");
-  put(root_ / "dev" / (ctrl + "n1"), "");
-  // And its generic character device, as the kernel (6.1) shows beside the block device.
+  // Its generic character device, as the kernel (6.1) shows beside the block device, comes
+  // first: whoever sees the block device finds both (support_test,
+  // ADrivesNamespaceFollowsItsControllerAfterTheNamespaceDelay).
   const std::string generic = "ng" + ctrl.substr(4) + "n1";
   put(ctrl_dir / generic / "dev", std::to_string(kNvmeGenericMajor) + ":" + ctrl.substr(4) + "\n");
   put(root_ / "dev" / generic, "");
+  put(ctrl_dir / (ctrl + "n1") / "dev",
+      std::to_string(kBlockExtMajor) + ":" + ctrl.substr(4) + "\n");
+  put(root_ / "dev" / (ctrl + "n1"), "");
 }
 
 void FakeHost::set_namespace_delay(std::chrono::milliseconds delay) {
