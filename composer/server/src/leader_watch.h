@@ -13,6 +13,10 @@
 // flight, steps queued) was built as the active one, and ending the process is the one way to
 // be sure none of it reaches the fabric again. Its supervisor (systemd's Restart=on-failure)
 // starts it again, as a standby (composerd_leadership_test).
+// When only the lock's connection broke (a primary switch under Patroni), it is not lost yet:
+// the watch takes the lock again under the same epoch once the database answers, and exits
+// only when another composerd holds the epoch (leadership_test,
+// TheLockIsTakenAgainAfterItsConnectionBroke; tests/ha).
 #pragma once
 
 #include <atomic>
