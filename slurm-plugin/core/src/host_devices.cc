@@ -613,6 +613,18 @@ Expected<std::string> bring_online(const std::string& sysfs, const std::string& 
     }
     if (Status s = write_text(drivers / "kmem/new_id", dax.name); !s) return s.error();
   }
+  // The kernel shows the driver link once kmem's probe has added every block of the region: a
+  // list taken before that may miss blocks still being added (pinned by
+  // HostSideTest.MemoryWithoutANodeIsTheDaxDeviceOfItsSize).
+  const auto bound = [&] {
+    for (const DaxDevice& now : dax_devices(sysfs)) {
+      if (now.name == dax.name) return now.driver == "kmem";
+    }
+    return false;
+  };
+  while (!bound() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   std::vector<fs::path> blocks;
   while ((blocks = memory_blocks(sysfs, dax.target_node)).empty() &&
          std::chrono::steady_clock::now() < deadline) {

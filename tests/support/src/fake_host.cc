@@ -168,7 +168,6 @@ void FakeHost::follow_dax() {
   }
   if (std::string name = take_name(drivers / "kmem/new_id"); dax_.contains(name)) {
     Dax& d = dax_[name];
-    bind_dax(root_ / "sys/bus/dax/devices" / name, "kmem");
     if (d.first_block < 0) {
       d.first_block = next_block_;
       next_block_ += d.blocks;
@@ -186,6 +185,8 @@ void FakeHost::follow_dax() {
                                      root_ / "sys/devices/system/node" / node / b, ec);
       }
     }
+    // Bound once every block is there, as the driver link follows a finished probe.
+    bind_dax(root_ / "sys/bus/dax/devices" / name, "kmem");
   }
   if (std::string name = take_name(drivers / "kmem/unbind"); dax_.contains(name)) {
     Dax& d = dax_[name];
