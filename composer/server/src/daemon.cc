@@ -27,7 +27,6 @@
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
-#include "composer/drivers/credentials.h"
 #include "composer/drivers/sim_fabric.h"
 #include "composer/server/auth.h"
 #include "composer/server/http_api.h"

@@ -11,9 +11,9 @@
 #include "composer/api/codec.h"
 #include "composer/common/clock.h"
 #include "composer/common/log.h"
+#include "composer/common/secret_file.h"
 #include "composer/common/thread_name.h"
 #include "composer/config/conf_file.h"
-#include "composer/drivers/credentials.h"
 #include "composer/server/service_manager.h"
 #include "metrics.h"
 #include "route.h"
@@ -26,7 +26,7 @@ namespace composer::server {
 
 Expected<std::string> state_url(const setup::Config& c) {
   if (c.state_url_file.empty()) return c.state_url;
-  auto url = drivers::read_secret_line(c.state_url_file, "StateUrlFile");
+  auto url = read_secret_line(c.state_url_file, "StateUrlFile");
   if (!url) return config::at(c.path, c.line_of("stateurlfile"), url.error().message);
   return url;
 }
