@@ -129,7 +129,7 @@ scenario_active_composerd_killed_during_array() {
     fi
   fi
   wait_until 300 bash -c "[[ -z \$(squeue -h -j $j) ]]" ||
-    problem+="${problem:+; }array $j still queued 300 s after it was submitted: $(squeue -h -j "$j" | head -5)"
+    problem+="${problem:+; }array $j still queued after 300 s more: $(squeue -h -j "$j" -o "%i %T %r" | head -5 | paste -sd,)"
   killed=$(($(now_ms) - t0))
   kill "$watcher" 2>/dev/null
   wait "$watcher" 2>/dev/null
