@@ -551,6 +551,10 @@ std::string Metrics::render() const {
            "Write transactions committed: changes arriving together share one (one fsync each "
            "with Durable=yes).");
     sample(out, "composer_store_transactions_total", "", static_cast<double>(w.transactions));
+    family(out, "composer_store_round_trips_total", "counter",
+           "Times the store's writer waited for PostgreSQL's answer (a statement, or a flight of "
+           "them); 0 on SQLite.");
+    sample(out, "composer_store_round_trips_total", "", static_cast<double>(w.round_trips));
   }
 
   if (leadership_) out += leadership_();
