@@ -777,7 +777,7 @@ bool wait_for(const fs::path& path, std::chrono::steady_clock::time_point deadli
 std::string nd_region_at(const std::string& sysfs, uint64_t resource) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(fs::path(sysfs) / "bus/nd/devices", ec)) {
-    const std::string n = e.path().filename().string();
+    std::string n = e.path().filename().string();
     if (n.rfind("region", 0) == 0 && sysfs_number(e.path() / "resource") == resource) return n;
   }
   return "";
