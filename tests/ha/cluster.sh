@@ -141,6 +141,10 @@ bootstrap:
         max_replication_slots: 6
         wal_keep_size: 64MB
         wal_log_hints: "on"
+        # A standby whose primary died asks for WAL again this soon (PostgreSQL's default 5 s):
+        # with synchronous_mode_strict no commit is taken until the standby left streams from
+        # the new primary (docs/BENCHMARKS.md, "High availability").
+        wal_retrieve_retry_interval: 500ms
   initdb:
     - encoding: UTF8
     - no-locale

@@ -364,10 +364,17 @@ void HaFailover::campaign(Fault fault) {
           } else {
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
           }
-          auto released = cli.release(job, node);
-          std::lock_guard lock(told.mu);
-          ++told.releases;
-          if (!released.ok()) ++told.release_errors;
+          // A refused release is asked again, as a node's epilog does: a composition left
+          // behind would hold its GPUs for the rest of the round.
+          for (;;) {
+            auto released = cli.release(job, node);
+            std::lock_guard lock(told.mu);
+            ++told.releases;
+            if (released.ok()) break;
+            ++told.release_errors;
+            if (stop.load()) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          }
         }
       });
     }
@@ -455,7 +462,13 @@ void HaFailover::campaign(Fault fault) {
       // one runs again: it must exit (75) or turn standby, having changed nothing.
       std::this_thread::sleep_for(std::chrono::seconds(1));
       ::kill(old->pid(), SIGCONT);
+      const auto resumed = Clock::now();
       const int status = old->wait_exit(15000);
+      std::printf("  resumed, the old composerd %s after %.1f s\n",
+                  status == -1                                     ? "still runs"
+                  : WIFEXITED(status) && WEXITSTATUS(status) == 75 ? "exited with status 75"
+                                                                   : "ended otherwise",
+                  std::chrono::duration<double>(Clock::now() - resumed).count());
       if (status == -1) {
         EXPECT_TRUE(old->becomes("standby", 5))
             << "round " << round
