@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need, builds, checks formatting and runs every test level:
-#   unit, integration (real composerd on loopback), ha (composerd on a PostgreSQL under Patroni
-#   whose primary is killed, tests/ha) and e2e (throw-away Slurm clusters, every
-#   suite side by side on ports of its own) on this machine's Slurm; the release matrix
-#   (tests/releases): for Debian trixie (Slurm 24.11) and sid (26.05) the packages built with
-#   the release's compiler and Slurm, installed into a clean chroot, and the one-node e2e suite
-#   run from the installed files; the sanitizer level, the unit tests again in a clang build
+#   unit, integration (real composerd on loopback), ha (two composerd on a PostgreSQL under
+#   Patroni whose primary is killed, tests/ha; with --full also the active composerd killed and
+#   frozen) and e2e (throw-away Slurm clusters, every suite side by side on ports of its own)
+#   on this machine's Slurm; the release matrix (tests/releases): for Debian trixie (Slurm
+#   24.11) and sid (26.05) the packages built with the release's compiler and Slurm, installed
+#   into a clean chroot, and the one-node e2e suite run from the installed files; the sanitizer level, the unit tests again in a clang build
 #   with AddressSanitizer and UndefinedBehaviorSanitizer; the fuzz level, every fuzz target
 #   (tests/fuzz) 20 seconds from its seed corpus, in that same instrumented tree; and the lint
 #   level (clang-tidy, the architecture's arrows against the CMake links).
@@ -13,8 +13,9 @@
 #   --full  also, in each release, the package build with the unit level inside, the
 #           integration level and every e2e suite from the build tree; this machine's release
 #           (bookworm, 22.05) packages built and installed the same way; the kill -9 campaign
-#           at 40 rounds of 64 clients instead of 4 of 12; the PostgreSQL primary killed in 20
-#           rounds instead of one (tests/ha); the integration level in the
+#           at 40 rounds of 64 clients instead of 4 of 12; the HA suite's three faults (the
+#           PostgreSQL primary killed, the active composerd killed, frozen) in 20 rounds each
+#           instead of the first in one (tests/ha); the integration level in the
 #           sanitizer build too; and each fuzz target for ten minutes (long)
 # Environment: COMPOSER_RELEASES=off skips the release matrix (it needs Debian's archive the
 # first time; its chroots are cached in /var/cache/slurm-composer/chroots).
@@ -26,8 +27,9 @@ if [[ ${1:-} == --full ]]; then
   export COMPOSER_RELEASE_FULL=1
   # The kill -9 campaign (tests/integration/composerd_crash_test.cc) at full length.
   export COMPOSER_CRASH_ROUNDS=${COMPOSER_CRASH_ROUNDS:-40} COMPOSER_CRASH_CLIENTS=${COMPOSER_CRASH_CLIENTS:-64}
-  # The PostgreSQL primary's host killed 20 times under clients (tests/ha), not once.
-  export COMPOSER_HA_ROUNDS=${COMPOSER_HA_ROUNDS:-20}
+  # Every HA fault (the PostgreSQL primary's host killed, the active composerd killed, the
+  # active composerd frozen), 20 rounds each under clients (tests/ha), not the first once.
+  export COMPOSER_HA_FAULTS=${COMPOSER_HA_FAULTS:-all} COMPOSER_HA_ROUNDS=${COMPOSER_HA_ROUNDS:-20}
   # The integration level in the sanitizer build too, and each fuzz target ten minutes.
   export COMPOSER_SANITIZER_LEVELS=${COMPOSER_SANITIZER_LEVELS:-unit,integration}
   export COMPOSER_FUZZ_SECONDS=${COMPOSER_FUZZ_SECONDS:-600}

@@ -228,6 +228,23 @@ TEST_F(LiqidDriver, EveryChangeCarriesTheLeadershipEpoch) {
   for (int64_t e : fake_->write_epochs()) EXPECT_EQ(e, 7);
 }
 
+// A composerd stopped in the middle of a change finds, as the next changing request leaves,
+// that it may no longer change the fabric: nothing is sent (tests/ha, composerd-freeze).
+TEST_F(LiqidDriver, SendsNoChangeOnceItMayNoLonger) {
+  drivers::LiqidOptions o = options();
+  bool may = true;
+  o.may_change = [&may] { return may; };
+  auto& f = connect(o);
+  ASSERT_TRUE(f.inventory().ok());
+  const uint64_t writes = fake_->writes();
+  may = false;
+  auto op = f.attach("node01", {"gpu0"});
+  EXPECT_TRUE(!op.ok() || op->state == OperationState::kFailed);
+  EXPECT_EQ(fake_->writes(), writes);
+  expect_untouched({});
+  ASSERT_TRUE(f.inventory().ok());  // reads still pass
+}
+
 // A batch: every change planned against one read, one edit per machine carrying all of that
 // machine's changes (attaches and detaches together), a change the Director cannot take
 // refused alone, and a machine whose edit fails failing only its own changes.

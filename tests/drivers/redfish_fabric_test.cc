@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -126,6 +127,32 @@ TEST(RedfishFabric, AttachAndDetachThroughTheActions) {
   op = fabric->detach("node01", {"gpu-z1-00", "gpu-z1-01", "gpu-z1-02"});
   ASSERT_TRUE(op.ok()) << op;
   EXPECT_THAT(fake->system_blocks("node01"), ElementsAre("compute-node01"));
+}
+
+// A composerd that lost its leadership while a change was under way (stopped after the change
+// began): the driver asks again as each changing request leaves, and sends none; reads go on.
+TEST(RedfishFabric, SendsNoChangeOnceItMayNoLonger) {
+  auto fake = serve();
+  RedfishOptions o = options(*fake);
+  std::atomic<bool> may{true};
+  o.epoch = 3;
+  o.may_change = [&may] { return may.load(); };
+  auto fabric = connect(o);
+  ASSERT_TRUE(fabric);
+  ASSERT_TRUE(fabric->attach("node01", {"gpu-z1-00"}).ok());
+  ASSERT_EQ(fake->changes().size(), 1u);
+  EXPECT_EQ(fake->changes().front().epoch, 3);
+
+  may = false;
+  auto op = fabric->attach("node01", {"gpu-z1-01"});
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.error().code, ErrorCode::kUnavailable);
+  EXPECT_THAT(op.error().message, HasSubstr("may no longer change the fabric"));
+  op = fabric->detach("node01", {"gpu-z1-00"});
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(fake->changes().size(), 1u);
+  EXPECT_THAT(fake->system_blocks("node01"), ElementsAre("compute-node01", "gpu-z1-00"));
+  EXPECT_TRUE(fabric->inventory().ok());
 }
 
 TEST(RedfishFabric, UnknownHostOrDeviceIsNotFound) {

@@ -5,7 +5,8 @@
 # asynchronous), for the HA tests and the benchmark. Everything runs as the user postgres, or
 # nobody where there is none.
 #
-#   cluster.sh start     install the packages if missing, start etcd and Patroni, wait until
+#   cluster.sh start     install the packages if missing, wait (up to 70 s) until no socket
+#                        uses the cluster's ports, start etcd and Patroni, wait until
 #                        there is a primary with a synchronous standby and a database composer
 #   cluster.sh stop      stop everything this script started, by PID (also after a start that
 #                        failed half-way, and twice)
@@ -60,6 +61,19 @@ etcd_peer() { echo $((HA_PORT + 10 * $1 + 2)); }
 rest_port() { echo $((HA_PORT + 10 * $1 + 3)); }
 pg_port() { echo $((HA_PORT + 10 * $1 + 4)); }
 
+# Whether no socket uses any of the cluster's ports. They lie in the kernel's range for the
+# local ports of outgoing connections, and after a run of many clients one of them may be a
+# closed connection's for up to a minute (TIME_WAIT): PostgreSQL then cannot listen on it, and
+# a member whose start failed so came up unable to stream.
+ports_free() {
+  local i p
+  for i in "${MEMBERS[@]}"; do
+    for p in "$(etcd_client "$i")" "$(etcd_peer "$i")" "$(rest_port "$i")" "$(pg_port "$i")"; do
+      [[ -z $(ss -Htan "( sport = :$p )" 2>/dev/null) ]] || return 1
+    done
+  done
+}
+
 etcd_hosts() {
   local out=() i
   for i in "${MEMBERS[@]}"; do out+=("127.0.0.1:$(etcd_client "$i")"); done
@@ -86,7 +100,7 @@ run_user() {
 
 install_packages() {
   local missing=() p
-  for p in etcd-server patroni postgresql-15 curl; do
+  for p in etcd-server patroni postgresql-15 curl iproute2; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
   if ((${#missing[@]})); then
@@ -141,6 +155,10 @@ bootstrap:
         max_replication_slots: 6
         wal_keep_size: 64MB
         wal_log_hints: "on"
+        # A standby whose primary died asks for WAL again this soon (PostgreSQL's default 5 s):
+        # with synchronous_mode_strict no commit is taken until the standby left streams from
+        # the new primary (docs/BENCHMARKS.md, "High availability").
+        wal_retrieve_retry_interval: 500ms
   initdb:
     - encoding: UTF8
     - no-locale
@@ -265,6 +283,11 @@ start() {
   [[ -n $bindir ]] || die "no PostgreSQL binaries under /usr/lib/postgresql/*/bin"
   user=$(run_user)
   stop
+  local deadline=$((SECONDS + 70))
+  until ports_free; do
+    ((SECONDS < deadline)) || die "a port in $HA_PORT..$((HA_PORT + 99)) is still in use after 70 s (ss -tan)"
+    sleep 1
+  done
   rm -rf "$HA_DIR"
   mkdir -p "$HA_DIR"
   chmod 755 "$HA_DIR"
@@ -291,7 +314,7 @@ start() {
       --initial-cluster-token composer-ha --heartbeat-interval 100 --election-timeout 1000 \
       --quota-backend-bytes 134217728
   done
-  local deadline=$((SECONDS + 60))
+  deadline=$((SECONDS + 60))
   until etcd_healthy; do
     ((SECONDS < deadline)) || die "etcd did not become healthy within 60 s; see $HA_DIR/etcd*.log"
     sleep 0.5

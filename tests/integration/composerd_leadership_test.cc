@@ -108,17 +108,6 @@ class ComposerdLeadership : public ::testing::Test {
     return h.ok() ? *h : api::HealthInfo{};
   }
 
-  // Waits up to `seconds` for `d` to say it is active.
-  static bool becomes_active(const ComposerdProcess& d, int seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto h = d.client(1000).health();
-      if (h.ok() && h->role == "active") return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-
   int first_port_ = 0;
   test_support::TempDir secrets_{"composer-secret"};
   std::string url_file_;
@@ -129,7 +118,7 @@ class ComposerdLeadership : public ::testing::Test {
 
 TEST_F(ComposerdLeadership, StandbyNamesTheActiveOneAndTakesOverWhenItIsKilled) {
   auto a = start(0, false);
-  ASSERT_TRUE(becomes_active(*a, 10)) << a->log();
+  ASSERT_TRUE(a->becomes("active", 10)) << a->log();
   auto b = start(1, true);
   const api::HealthInfo standby = health(*b);
   EXPECT_EQ(standby.role, "standby");
@@ -199,14 +188,14 @@ TEST_F(ComposerdLeadership, StandbyNamesTheActiveOneAndTakesOverWhenItIsKilled) 
 
 TEST_F(ComposerdLeadership, AFrozenActiveOneChangesNothingOnceItRunsAgain) {
   auto a = start(0, false);
-  ASSERT_TRUE(becomes_active(*a, 10)) << a->log();
+  ASSERT_TRUE(a->becomes("active", 10)) << a->log();
   auto b = start(1, true);
   ASSERT_TRUE(a->client().compose(21, "node01", body(1)).ok()) << a->log();
 
   ::kill(a->pid(), SIGSTOP);
   // A compose sent to the frozen one waits in its socket until it runs again.
   std::thread late([&a] { (void)a->client(8000).compose(22, "node01", body(1)); });
-  ASSERT_TRUE(becomes_active(*b, 20)) << b->log();
+  ASSERT_TRUE(b->becomes("active", 20)) << b->log();
   const api::HealthInfo taken = health(*b);
   EXPECT_EQ(taken.epoch, 2);
   const int64_t takeover_ms = taken.active_since_ms;
@@ -246,7 +235,7 @@ TEST_F(ComposerdLeadership, AFrozenActiveOneChangesNothingOnceItRunsAgain) {
 // a copy of the active one's, renewed every ReconcileInterval.
 TEST_F(ComposerdLeadership, TheStandbyKeepsACopyOfTheActiveOnesSnapshot) {
   auto a = start(0, false);
-  ASSERT_TRUE(becomes_active(*a, 10)) << a->log();
+  ASSERT_TRUE(a->becomes("active", 10)) << a->log();
   auto b = start(1, true);
   const std::string copy = b->state_dir() + "/snapshot.json";
   const auto same_pool = [&] {

@@ -39,16 +39,15 @@ class ComposerdProcess {
  public:
   // `port`: 0 for one the kernel picks. `standby`: start() returns once it answers as a
   // standby (StateBackend=postgresql, another composerd active); otherwise only once it is
-  // active. `munge`: the munged of the cluster it belongs to (several composerd share one
-  // munge key); none: a private one.
+  // active. `munge`: the munged of another composerd, for clients that reach both with one
+  // credential (a server list); none: a munged of its own.
   explicit ComposerdProcess(std::string extra_conf = "", std::string pool = default_pool_lines(),
                             int port = 0, bool standby = false,
                             std::shared_ptr<test_support::MungeDaemon> munge = nullptr)
-      : munge_(std::move(munge)),
-        extra_(std::move(extra_conf)),
-        pool_(std::move(pool)),
-        standby_(standby) {
-    if (!munge_) {
+      : extra_(std::move(extra_conf)), pool_(std::move(pool)), standby_(standby) {
+    if (munge != nullptr) {
+      munge_ = std::move(munge);
+    } else {
       auto started = test_support::MungeDaemon::start();
       if (!started) throw std::runtime_error("munged: " + started.error().message);
       munge_ = std::move(started).value();
@@ -80,6 +79,12 @@ class ComposerdProcess {
     // No Slurm runs beside these daemons: squeue would only fail every round.
     if (extra_.find("SlurmJobCheck=") == std::string::npos) out << "SlurmJobCheck=no\n";
     out << extra_ << pool_;
+  }
+
+  // Starts it again (after it exited or was killed), as a standby or as the active one.
+  void start(bool standby) {
+    standby_ = standby;
+    start();
   }
 
   void start() {
@@ -136,6 +141,17 @@ class ComposerdProcess {
     return status;
   }
 
+  // Waits up to `seconds` for GET /v1/health to say `role` ("active", "standby").
+  bool becomes(const std::string& role, int seconds) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    auto c = client(1000);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (auto h = c.health(); h.ok() && h->role == role) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
   client::Client client(long timeout_ms = 30000) const {
     client::ClientOptions o;
     o.servers = url();
@@ -151,6 +167,7 @@ class ComposerdProcess {
   std::string log_path() const { return dir_.file("composerd.log"); }
   std::string state_dir() const { return dir_.file("state"); }
   const std::string& munge_socket() const { return munge_->socket_path(); }
+  std::shared_ptr<test_support::MungeDaemon> munge() const { return munge_; }
   pid_t munged_pid() const { return munge_->pid(); }
   pid_t pid() const { return pid_; }
   std::string log() const {

@@ -167,7 +167,13 @@ struct LiqidFabric::Impl {
       req.method = method;
       req.url = url(path);
       if (body != nullptr) req.body = api::to_text(*body);
-      req.headers = [this, basic, changes = method != "GET"]() {
+      req.headers = [this, basic, changes = method != "GET",
+                     what = method + " " + path]() -> Expected<std::vector<std::string>> {
+        // Asked here, as the request leaves, not only before the change began.
+        if (changes && o.may_change && !o.may_change()) {
+          return Error{ErrorCode::kUnavailable,
+                       "this composerd may no longer change the fabric: " + what + " not sent"};
+        }
         auto h = auth_headers(basic);
         if (h && changes && o.epoch > 0)
           h->push_back("X-Composer-Epoch: " + std::to_string(o.epoch));

@@ -128,7 +128,13 @@ Expected<Reply> RedfishFabric::Impl::request(const std::string& method, const st
     req.method = method;
     req.url = url(uri);
     if (body != nullptr) req.body = api::to_text(*body);
-    req.headers = [this, extra, changes = method != "GET"]() -> Expected<std::vector<std::string>> {
+    req.headers = [this, extra, changes = method != "GET",
+                   what = method + " " + uri]() -> Expected<std::vector<std::string>> {
+      // Asked here, as the request leaves, not only before the change began.
+      if (changes && o.may_change && !o.may_change()) {
+        return Error{ErrorCode::kUnavailable,
+                     "this composerd may no longer change the fabric: " + what + " not sent"};
+      }
       auto h = auth_headers();
       if (!h) return h;
       for (const std::string& line : extra) h->push_back(line);

@@ -359,8 +359,15 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
   setup::WrapDriver wrap = metered_drivers(impl->fabric_meters);
   if (leader != nullptr) {
     impl->store->fence(leader->epoch(), leader->lease_ms());
+    // The drivers ask again as each change leaves: a composerd stopped in the middle of a
+    // change sends nothing once it runs again (tests/ha, composerd-freeze).
+    auto may_change = [leader] { return leader->held(); };
     drivers.fabric_config.epoch = leader->epoch();
-    for (setup::FabricSpec& f : drivers.fabrics) f.config.epoch = leader->epoch();
+    drivers.fabric_config.may_change = may_change;
+    for (setup::FabricSpec& f : drivers.fabrics) {
+      f.config.epoch = leader->epoch();
+      f.config.may_change = may_change;
+    }
     wrap = [metered = std::move(wrap), leader](std::unique_ptr<Fabric> driver,
                                                const std::string& name,
                                                const setup::FabricConfig& f) {

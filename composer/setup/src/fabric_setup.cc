@@ -53,6 +53,7 @@ void fill_manager_options(const FabricConfig& f, drivers::FabricManagerOptions* 
   o->host_map = f.host_map;
   o->default_slots = f.slots;
   o->epoch = f.epoch;
+  o->may_change = f.may_change;
 }
 
 Expected<std::unique_ptr<Fabric>> make_driver(const DriverSpec& d) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -37,6 +38,12 @@ struct FabricManagerOptions {
   // one PostgreSQL store), sent as "X-Composer-Epoch: N" with every request that changes the
   // fabric, so a fabric manager (or a test's) can tell which epoch asked.
   int64_t epoch = 0;
+  // When set, asked as each request that changes the fabric is sent (after the reads that
+  // prepare it); false: the request is refused (kUnavailable) before it leaves. composerd's
+  // leadership: a composerd stopped after FencedFabric's check, in the middle of a change,
+  // finds its lease ran out the moment it runs again and sends nothing
+  // (RedfishFabric.SendsNoChangeOnceItMayNoLonger; tests/ha, composerd-freeze).
+  std::function<bool()> may_change;
 };
 
 // Checks the settings and completes them: trims trailing '/' from base_url and reads the

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -66,8 +67,10 @@ struct FabricConfig {
   uint32_t slots = 8;          // FabricSlots: attach slots when the fabric gives none
   // Fabric host id -> Slurm node, from NodeName lines; empty: every fabric host is served.
   std::map<std::string, std::string> host_map;
-  // Not a key: the leadership epoch composerd runs the driver under (FabricManagerOptions).
+  // Not keys: the leadership epoch composerd runs the driver under, and whether it still may
+  // change the fabric (FabricManagerOptions).
   int64_t epoch = 0;
+  std::function<bool()> may_change;
 };
 
 // One FabricName line.
