@@ -106,14 +106,14 @@ Setter<T> text(
   };
 }
 
-// A whole number from min to max (config::whole_number).
+// A whole number from min to max (config::whole_number), stored times `scale`.
 template <class T, class F>
-Setter<T> whole(F field, int64_t min, int64_t max) {
+Setter<T> whole(F field, int64_t min, int64_t max, int64_t scale = 1) {
   return [=](const std::string& key, const std::string& value, T& into) -> Status {
     Expected<int64_t> n = whole_number(key, value, min, max);
     if (!n) return n.error();
     auto& f = field_of(field, into);
-    f = static_cast<std::remove_reference_t<decltype(f)>>(*n);
+    f = static_cast<std::remove_reference_t<decltype(f)>>(*n * scale);
     return Status::Ok();
   };
 }
@@ -121,12 +121,7 @@ Setter<T> whole(F field, int64_t min, int64_t max) {
 // Whole seconds from min_s to max_s, kept in milliseconds.
 template <class T, class F>
 Setter<T> seconds(F field, int64_t min_s, int64_t max_s) {
-  return [=](const std::string& key, const std::string& value, T& into) -> Status {
-    Expected<int64_t> n = whole_number(key, value, min_s, max_s);
-    if (!n) return n.error();
-    field_of(field, into) = *n * 1000;
-    return Status::Ok();
-  };
+  return whole<T>(field, min_s, max_s, 1000);
 }
 
 // A duration with its unit (config::duration_ms), in milliseconds.
