@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "composer/common/clock.h"
+#include "composer/common/units.h"
 #include "composer/db/store.h"
 
 namespace {
@@ -57,14 +58,10 @@ struct Options {
 }
 
 int parse_int(const char* flag, const char* text, int low, int high) {
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || v < low || v > high) {
-    const std::string why = std::string(flag) + ": '" + text + "' is not a whole number from " +
-                            std::to_string(low) + " to " + std::to_string(high);
-    usage(why.c_str());
-  }
-  return static_cast<int>(v);
+  auto v = composer::parse_whole_number(flag, text, static_cast<uint64_t>(low),
+                                        static_cast<uint64_t>(high));
+  if (!v) usage(v.error().message.c_str());
+  return static_cast<int>(*v);
 }
 
 Options parse(int argc, char** argv) {

@@ -294,4 +294,16 @@ std::string placement_never(const PlacementRule& rule, std::string_view class_na
   return "";
 }
 
+bool is_managed_license(std::string_view name) {
+  return name.starts_with("fabric_") || (name.size() > 4 && name.ends_with("_cap"));
+}
+
+std::string hold_name(std::string_view license) { return "hold_" + std::string(license); }
+
+bool is_hold_name(std::string_view name) {
+  constexpr std::string_view kHoldPrefix = "hold_";
+  return name.size() > kHoldPrefix.size() && name.starts_with(kHoldPrefix) &&
+         is_managed_license(name.substr(kHoldPrefix.size()));
+}
+
 }  // namespace composer::policies

@@ -20,7 +20,6 @@ namespace composer::cli {
 namespace {
 
 using ::testing::HasSubstr;
-namespace pol = composer::policies;
 
 // As Slurm 22.05 prints a pending composed job with `scontrol -o show job 42`.
 std::string job_line(const std::string& state, const std::string& reason,
@@ -47,10 +46,10 @@ SlurmJob job(const std::string& state, const std::string& reason, const std::str
   return j ? *j : SlurmJob{};
 }
 
-std::vector<pol::LicenseUse> licenses(const std::string& text) {
-  auto l = pol::parse_license_use(text);
+std::vector<LicenseUse> licenses(const std::string& text) {
+  auto l = parse_license_use(text);
   EXPECT_TRUE(l) << l.error().message;
-  return l ? *l : std::vector<pol::LicenseUse>{};
+  return l ? *l : std::vector<LicenseUse>{};
 }
 
 TEST(ExplainJobTest, ReadsTheJobLine) {
@@ -60,8 +59,7 @@ TEST(ExplainJobTest, ReadsTheJobLine) {
   EXPECT_EQ(j->id, 42u);
   EXPECT_EQ(j->state, "PENDING");
   EXPECT_EQ(j->reason, "Licenses");
-  EXPECT_EQ(j->licenses,
-            (std::vector<pol::LicenseCount>{{"fabric_gpu", 4}, {"training_gpu_cap", 4}}));
+  EXPECT_EQ(j->licenses, (std::vector<LicenseCount>{{"fabric_gpu", 4}, {"training_gpu_cap", 4}}));
   EXPECT_EQ(j->time_limit_s, 7200);
   EXPECT_EQ(j->partition, "gpu");
   EXPECT_EQ(j->account, "ml");

@@ -82,6 +82,28 @@ TEST(ParseCount, StrictDigitsWithinMax) {
   EXPECT_FALSE(parse_count("", 64).ok());
 }
 
+// One reader, one sentence: the whole range of uint64_t, nothing else.
+TEST(WholeNumber, DigitsFromMinToMaxAnyWidth) {
+  EXPECT_EQ(*parse_whole_number("n", "5000000000", 0, 10000000000), 5000000000u);
+  EXPECT_EQ(*parse_whole_number("n", "18446744073709551615", 0, UINT64_MAX), UINT64_MAX);
+  EXPECT_EQ(*parse_whole_number("n", "007", 7, 7), 7u);
+  for (const char* bad : {"", "-1", "+1", " 1", "1 ", "1.0", "0x1", "6", "11"}) {
+    auto r = parse_whole_number("n", bad, 7, 10);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(r.error().message,
+              "n: '" + std::string(bad) + "' is not a whole number from 7 to 10");
+  }
+  EXPECT_EQ(parse_whole_number("n", "18446744073709551616", 0, UINT64_MAX).error().message,
+            "n: '18446744073709551616' is not a whole number from 0 to 18446744073709551615");
+  EXPECT_EQ(whole_number_rule(1, 65535), "a whole number from 1 to 65535");
+}
+
+TEST(WholeNumber, ACountSaysWhatItIs) {
+  EXPECT_EQ(parse_count("65", 64).error().message,
+            "count: '65' is not a whole number from 0 to 64");
+}
+
 TEST(SlurmDuration, EveryFormSlurmPrintsAndReads) {
   EXPECT_EQ(*parse_slurm_duration("1-02:03:04"), 93784);
   EXPECT_EQ(*parse_slurm_duration("02:03:04"), 7384);

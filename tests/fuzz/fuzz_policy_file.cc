@@ -7,7 +7,7 @@
 
 #include "composer/policies/evaluate.h"
 #include "composer/policies/parser.h"
-#include "composer/policies/slurm_plan.h"
+#include "composer/policies/slurm_holds.h"
 #include "composer/policies/validate.h"
 
 namespace pol = composer::policies;

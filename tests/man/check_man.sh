@@ -208,15 +208,21 @@ config_cc=$source/composer/setup/src/config.cc
 submit_cc=$source/slurm-plugin/core/src/submit_config.cc
 # The keys both read (composer/config): composerd's and the job_submit plugin's.
 shared_cc=$source/composer/config/src/shared_keys.cc
-# The keys the job_submit plugin's parser compares (it lower-cases them first).
-submit_keys=$(grep -ohE 'key == "[a-z]+"' "$submit_cc" "$shared_cc" | sed -E 's/.*"(.*)"/\1/' | sort -u)
-[[ -n $submit_keys ]] || fail "$submit_cc: found no 'key == \"...\"' comparisons; has the parser changed?"
+# The keys the job_submit plugin reads: the shared ones its parser compares (lower case) and
+# the rows of its table of settings ({"JobSubmit...", ...}), lower-cased.
+submit_keys=$(grep -ohE 'key == "[a-z]+"|\{"JobSubmit[A-Za-z]+"' "$submit_cc" "$shared_cc" |
+  sed -E 's/.*"(.*)"/\1/' | tr '[:upper:]' '[:lower:]' | sort -u)
+[[ $(grep -c '^jobsubmit' <<<"$submit_keys") -ge 1 ]] ||
+  fail "$submit_cc: found no {\"JobSubmit...\"} rows of its table of settings; has the parser changed?"
 
 if ! c_page=$(page composer.conf.5); then
   fail "composer.conf.5: no such page in $man"
 else
   c_items=$(items "$c_page")
-  conf_keys_found=$(grep -ohE '"[a-z][a-z0-9_]*"' "$config_cc" "$shared_cc" | tr -d '"' | sort -u | "$conf_keys")
+  # Every word literal of the two files, lower-cased: the tables spell their keys as the
+  # documentation does (ListenPort, Url).
+  conf_keys_found=$(grep -ohE '"[A-Za-z][A-Za-z0-9_]*"' "$config_cc" "$shared_cc" | tr -d '"' |
+    tr '[:upper:]' '[:lower:]' | sort -u | "$conf_keys")
   [[ $(grep -c '^top ' <<<"$conf_keys_found") -ge 10 ]] ||
     fail "man_conf_keys found fewer than 10 composer.conf keys; has the parser changed?"
   n=0

@@ -4,7 +4,7 @@
 // FabricName (an option on such a line). A word is accepted when a one-line file using it is
 // refused for any reason but an unknown key or option (a bad value, a missing NodeName line).
 // A FabricName line takes the Fabric* keys without the word Fabric, so a candidate
-// "fabricurl" is asked about as "url" too.
+// "fabricurl" is asked about as "url" too, and a candidate "url" as "fabricurl".
 #include <algorithm>
 #include <iostream>
 #include <string>
@@ -26,7 +26,11 @@ int main() {
   for (std::string word; std::getline(std::cin, word);) {
     if (word.empty()) continue;
     words.push_back(word);
-    if (word.size() > 6 && word.rfind("fabric", 0) == 0) words.push_back(word.substr(6));
+    if (word.size() > 6 && word.rfind("fabric", 0) == 0) {
+      words.push_back(word.substr(6));
+    } else {
+      words.push_back("fabric" + word);
+    }
   }
   std::sort(words.begin(), words.end());
   words.erase(std::unique(words.begin(), words.end()), words.end());

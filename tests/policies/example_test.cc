@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "composer/policies/evaluate.h"
-#include "composer/policies/slurm_plan.h"
+#include "composer/policies/slurm_holds.h"
 #include "composer/policies/validate.h"
 #include "policy_fixture.h"
 

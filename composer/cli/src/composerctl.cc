@@ -91,17 +91,15 @@ uint32_t job_id_arg(const std::string& text, std::string_view flag) {
 }
 
 size_t limit_arg(const std::string& text) {
-  auto n = parse_count(text, std::numeric_limits<uint32_t>::max());
-  if (!n) throw UsageError{"--limit: '" + text + "' is not a whole number from 0 to 4294967295"};
+  auto n = parse_whole_number("--limit", text, 0, std::numeric_limits<uint32_t>::max());
+  if (!n) throw UsageError{n.error().message};
   return *n;
 }
 
 // --page-size: items per request, as composerd allows (docs/API.md: 1 to 10000).
 size_t page_size_arg(const std::string& text) {
-  auto n = parse_count(text, 10000);
-  if (!n || *n == 0) {
-    throw UsageError{"--page-size: '" + text + "' is not a whole number from 1 to 10000"};
-  }
+  auto n = parse_whole_number("--page-size", text, 1, 10000);
+  if (!n) throw UsageError{n.error().message};
   return *n;
 }
 

@@ -60,7 +60,7 @@ std::vector<std::string> license_models(std::string_view name, const std::vector
 // For a pool license (`models` empty) the pool's devices of type `t`; for a model license the
 // GPUs of its models.
 std::string pool_why(DeviceType t, const std::vector<std::string>& models, const LicenseVerdict& v,
-                     const pol::LicenseUse& use, const std::vector<PoolRow>& pool) {
+                     const LicenseUse& use, const std::vector<PoolRow>& pool) {
   PoolRow sum;
   for (const PoolRow& r : pool) {
     if (r.type != t) continue;
@@ -112,7 +112,7 @@ std::string pool_why(DeviceType t, const std::vector<std::string>& models, const
 }
 
 std::string cap_why(const std::string& cls, DeviceType t, const LicenseVerdict& v,
-                    const pol::LicenseUse& use,
+                    const LicenseUse& use,
                     const std::optional<Expected<api::PolicyExplanation>>& policy) {
   const auto amount = [t](uint64_t n) { return pol::format_amount(t, n); };
   if (!v.holds) {
@@ -142,7 +142,7 @@ std::string cap_why(const std::string& cls, DeviceType t, const LicenseVerdict& 
   return out;
 }
 
-std::string other_why(const LicenseVerdict& v, const pol::LicenseUse& use) {
+std::string other_why(const LicenseVerdict& v, const LicenseUse& use) {
   if (!v.holds) return "not composerd's; enough free";
   return "not composerd's: of Slurm's " + std::to_string(use.total) + ", " +
          std::to_string(use.used) + " are used and " + std::to_string(use.reserved) +
@@ -177,7 +177,7 @@ Expected<SlurmJob> parse_scontrol_job(std::string_view text) {
     job.id = *id;
     job.state = get("JobState");
     job.reason = get("Reason");
-    auto licenses = pol::parse_licenses(get("Licenses"));
+    auto licenses = parse_licenses(get("Licenses"));
     if (!licenses)
       return bad_job("job " + std::to_string(job.id) + ": Licenses=" + get("Licenses") + ": " +
                      licenses.error().message);
@@ -237,7 +237,7 @@ std::optional<Event> last_refusal(const std::vector<Event>& events) {
   return refusal;
 }
 
-JobExplanation explain_job(const SlurmJob& job, const std::vector<pol::LicenseUse>& licenses,
+JobExplanation explain_job(const SlurmJob& job, const std::vector<LicenseUse>& licenses,
                            const ComposerdView& composerd) {
   JobExplanation e;
   e.job = job.id;
@@ -319,12 +319,12 @@ Table job_explain_table(const JobExplanation& e) {
            {"HOLDS"},
            {"WHY"}});
   for (const auto& v : e.licenses) {
-    const auto n = [&v](uint64_t pol::LicenseUse::*field) {
+    const auto n = [&v](uint64_t LicenseUse::*field) {
       return v.slurm ? std::to_string((*v.slurm).*field) : "";
     };
-    t.add_row({v.license, std::to_string(v.asked), n(&pol::LicenseUse::total),
-               n(&pol::LicenseUse::used), n(&pol::LicenseUse::reserved),
-               v.slurm ? std::to_string(v.slurm->available()) : "", yes_no(v.holds), v.why});
+    t.add_row({v.license, std::to_string(v.asked), n(&LicenseUse::total), n(&LicenseUse::used),
+               n(&LicenseUse::reserved), v.slurm ? std::to_string(v.slurm->available()) : "",
+               yes_no(v.holds), v.why});
   }
   return t;
 }
@@ -394,7 +394,7 @@ int run_explain_job(uint32_t job_id, const client::Client& client, const OutputO
   }
   auto job = parse_scontrol_job(*shown);
   if (!job) return fail(job.error());
-  std::vector<pol::LicenseUse> licenses;
+  std::vector<LicenseUse> licenses;
   ComposerdView composerd;
   if (job->state == "PENDING" && job->composer) {
     // Why composerd did not compose it last time, if it refused.
@@ -410,7 +410,7 @@ int run_explain_job(uint32_t job_id, const client::Client& client, const OutputO
   if (pending_on_licenses(*job)) {
     auto text = scontrol({"-o", "show", "licenses"});
     if (!text) return fail(text.error());
-    auto use = pol::parse_license_use(*text);
+    auto use = parse_license_use(*text);
     if (!use) return fail(use.error());
     licenses = std::move(*use);
     bool pool = false, cap = false;

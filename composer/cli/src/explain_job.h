@@ -21,8 +21,8 @@
 #include "composer/api/policy.h"
 #include "composer/client/client.h"
 #include "composer/common/error.h"
+#include "composer/common/slurm_text.h"
 #include "composer/model/model.h"
-#include "composer/policies/slurm_plan.h"
 #include "output.h"
 
 namespace composer::cli {
@@ -32,7 +32,7 @@ struct SlurmJob {
   uint32_t id = 0;
   std::string state;   // JobState: PENDING, RUNNING, ...
   std::string reason;  // Reason: Licenses, Priority, None, ...
-  std::vector<policies::LicenseCount> licenses;
+  std::vector<LicenseCount> licenses;
   std::optional<int64_t> time_limit_s;  // nullopt: UNLIMITED (or a partition's limit)
   std::string partition, account, qos;
   uint32_t nodes = 1;
@@ -54,8 +54,8 @@ client::PolicyQuery policy_query(const SlurmJob& job);
 struct LicenseVerdict {
   std::string license;
   uint64_t asked = 0;
-  std::optional<policies::LicenseUse> slurm;  // nullopt: Slurm has no such license
-  bool holds = false;                         // asked > what is free to the job
+  std::optional<LicenseUse> slurm;  // nullopt: Slurm has no such license
+  bool holds = false;               // asked > what is free to the job
   std::string why;
 };
 
@@ -85,7 +85,7 @@ struct ComposerdView {
 std::optional<Event> last_refusal(const std::vector<Event>& events);
 
 // The sentences; pure, for tests. `licenses`: `scontrol -o show licenses`, parsed.
-JobExplanation explain_job(const SlurmJob& job, const std::vector<policies::LicenseUse>& licenses,
+JobExplanation explain_job(const SlurmJob& job, const std::vector<LicenseUse>& licenses,
                            const ComposerdView& composerd);
 
 // LICENSE, ASKED, TOTAL, USED, RESERVED, FREE, HOLDS, WHY: one row per license asked.

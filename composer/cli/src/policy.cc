@@ -63,9 +63,8 @@ int64_t time_limit_arg(const std::string& text) {
 
 uint64_t count_arg(const std::string& text, std::string_view flag) {
   if (text.empty()) return 0;
-  auto n = parse_count(text, 1u << 20);
-  if (!n)
-    throw Usage{std::string(flag) + ": '" + text + "' is not a whole number from 0 to 1048576"};
+  auto n = parse_whole_number(flag, text, 0, 1u << 20);
+  if (!n) throw Usage{n.error().message};
   return *n;
 }
 

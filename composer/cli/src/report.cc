@@ -228,11 +228,8 @@ int run_report(const ReportArgs& args, const client::Client& client, const Outpu
   std::vector<std::pair<std::string, std::string>> params{{"start_ms", std::to_string(*start)},
                                                           {"end_ms", std::to_string(*end)}};
   if (!args.top.empty()) {
-    auto n = parse_count(args.top, static_cast<uint32_t>(accounting::kMaxTopJobs));
-    if (!n) {
-      return usage_error(err, "--top: '" + args.top + "' is not a whole number from 0 to " +
-                                  std::to_string(accounting::kMaxTopJobs));
-    }
+    auto n = parse_whole_number("--top", args.top, 0, accounting::kMaxTopJobs);
+    if (!n) return usage_error(err, n.error().message);
     params.emplace_back("top", std::to_string(*n));
   }
 

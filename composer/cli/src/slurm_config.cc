@@ -9,7 +9,6 @@
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/policies/policy.h"
-#include "composer/policies/slurm_plan.h"
 
 namespace composer::cli {
 namespace {

@@ -1,5 +1,6 @@
 #include "composer/common/units.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <vector>
@@ -88,22 +89,28 @@ std::string format_size(uint64_t bytes) {
   return std::to_string(bytes);
 }
 
+std::string whole_number_rule(uint64_t min, uint64_t max) {
+  return "a whole number from " + std::to_string(min) + " to " + std::to_string(max);
+}
+
+Expected<uint64_t> parse_whole_number(std::string_view name, std::string_view text, uint64_t min,
+                                      uint64_t max) {
+  uint64_t n = 0;
+  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(),
+                                                   [](char c) { return c >= '0' && c <= '9'; });
+  const auto [end, ec] = digits ? std::from_chars(text.data(), text.data() + text.size(), n)
+                                : std::from_chars_result{text.data(), std::errc::invalid_argument};
+  if (ec != std::errc() || end != text.data() + text.size() || n < min || n > max) {
+    return Error{ErrorCode::kInvalidArgument, std::string(name) + ": '" + printable(text) +
+                                                  "' is not " + whole_number_rule(min, max)};
+  }
+  return n;
+}
+
 Expected<uint32_t> parse_count(std::string_view text, uint32_t max) {
-  if (text.empty()) return Error{ErrorCode::kInvalidArgument, "empty count"};
-  for (char c : text) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) {
-      return Error{ErrorCode::kInvalidArgument, "bad count " + quoted(text) +
-                                                    ": expected a whole number from 0 to " +
-                                                    std::to_string(max)};
-    }
-  }
-  uint64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || value > max) {
-    return Error{ErrorCode::kInvalidArgument,
-                 "count " + quoted(text) + " is above the maximum of " + std::to_string(max)};
-  }
-  return static_cast<uint32_t>(value);
+  Expected<uint64_t> n = parse_whole_number("count", text, 0, max);
+  if (!n) return n.error();
+  return static_cast<uint32_t>(*n);
 }
 
 Expected<std::optional<int64_t>> parse_slurm_duration(std::string_view text) {

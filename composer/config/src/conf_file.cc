@@ -110,11 +110,13 @@ Status single_setting(const Line& line, std::set<std::string>& seen) {
 
 Expected<int64_t> whole_number(const std::string& key, const std::string& value, int64_t min,
                                int64_t max) {
-  auto n = parse_count(value, static_cast<uint32_t>(std::min<int64_t>(max, UINT32_MAX)));
-  if (!n || *n < min) {
-    return invalid(key + "=" + value + ": expected a whole number from " + std::to_string(min) +
-                   " to " + std::to_string(max));
-  }
+  // common's one reader, over the whole range the sentence names (a maximum above UINT32_MAX
+  // was once refused under a sentence that allowed it: config_test,
+  // ConfFile.AWholeNumberReachesTheMaximumItsSentenceNames).
+  const auto low = static_cast<uint64_t>(min);
+  const auto high = static_cast<uint64_t>(max);
+  Expected<uint64_t> n = parse_whole_number(key, value, low, high);
+  if (!n) return invalid(key + "=" + value + ": expected " + whole_number_rule(low, high));
   return static_cast<int64_t>(*n);
 }
 
@@ -137,7 +139,11 @@ Expected<int64_t> duration_ms(const std::string& key, const std::string& value, 
                         : unit == "m"                 ? 60000
                                                       : 0;
   int64_t ms = -1;
-  if (digits > 0 && digits <= 9 && scale > 0) ms = std::stoll(value.substr(0, digits)) * scale;
+  if (digits <= 9 && scale > 0) {
+    if (auto n = parse_whole_number(key, value.substr(0, digits), 0, 999999999)) {
+      ms = static_cast<int64_t>(*n) * scale;
+    }
+  }
   if (ms < min_ms || ms > max_ms) {
     return invalid(key + "=" + value + ": expected a duration such as 500ms, 10s or 2m, from " +
                    std::to_string(min_ms) + "ms to " + std::to_string(max_ms / 1000) + "s");
@@ -151,6 +157,14 @@ Status name(const std::string& key, const std::string& value) {
     return invalid(key + "=" + value + ": names may hold only letters, digits, '-', '_' and '.'");
   }
   return Status::Ok();
+}
+
+Expected<std::vector<std::string>> name_list(const std::string& key, const std::string& value) {
+  std::vector<std::string> names = split(value, ',', {.trim = true});
+  for (const std::string& n : names) {
+    if (Status s = name(key, n); !s) return s.error();
+  }
+  return names;
 }
 
 Status absolute_path(const std::string& key, const std::string& value) {

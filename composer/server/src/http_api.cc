@@ -65,7 +65,7 @@ constexpr uint64_t kMaxPage = 10000;
 Expected<size_t> page_size(const Call& call) {
   const auto text = call.text("limit");
   if (!text) return static_cast<size_t>(kDefaultPage);
-  auto limit = whole_number("limit", *text, 1, kMaxPage);
+  auto limit = parse_whole_number("limit", *text, 1, kMaxPage);
   if (!limit) return limit.error();
   return static_cast<size_t>(*limit);
 }
@@ -91,7 +91,7 @@ Error bad_cursor(const std::string& text, std::string_view form) {
 Expected<std::optional<int64_t>> composition_cursor(const Call& call) {
   const auto text = call.text("cursor");
   if (!text) return std::optional<int64_t>{};
-  auto id = whole_number("cursor", *text, 1, std::numeric_limits<int64_t>::max());
+  auto id = parse_whole_number("cursor", *text, 1, std::numeric_limits<int64_t>::max());
   if (!id) return bad_cursor(*text, "a composition id");
   return std::optional<int64_t>{static_cast<int64_t>(*id)};
 }
@@ -102,8 +102,8 @@ Expected<std::optional<db::EventCursor>> event_cursor(const Call& call) {
   const size_t dash = text->find('-');
   if (dash == std::string::npos) return bad_cursor(*text, "TIME-ID");
   constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-  auto ts = whole_number("cursor", std::string_view(*text).substr(0, dash), 0, kMax);
-  auto id = whole_number("cursor", std::string_view(*text).substr(dash + 1), 1, kMax);
+  auto ts = parse_whole_number("cursor", std::string_view(*text).substr(0, dash), 0, kMax);
+  auto id = parse_whole_number("cursor", std::string_view(*text).substr(dash + 1), 1, kMax);
   if (!ts || !id) return bad_cursor(*text, "TIME-ID");
   return std::optional<db::EventCursor>{
       db::EventCursor{static_cast<int64_t>(*ts), static_cast<int64_t>(*id)}};
@@ -119,7 +119,7 @@ struct JobNode {
 
 // The (job, node) of a /v1/compositions/{job}/{node} request, checked.
 Expected<JobNode> job_and_node(const Call& call) {
-  auto job = whole_number("job id", call.match(1), 1, kMaxJobId);
+  auto job = parse_whole_number("job id", call.match(1), 1, kMaxJobId);
   if (!job) return job.error();
   JobNode out{static_cast<uint32_t>(*job), call.match(2)};
   if (auto s = check_node(out.node); !s) return s.error();
@@ -152,7 +152,7 @@ class Handlers {
   // PUT /v1/compositions/{job}: every node of the body's `nodes` at once, all or nothing; the
   // answer comes when the last node's attach has ended.
   void compose_job(const Call& call, const Answer& answer) {
-    auto job = whole_number("job id", call.match(1), 1, kMaxJobId);
+    auto job = parse_whole_number("job id", call.match(1), 1, kMaxJobId);
     if (!job) return answer(job.error());
     auto in = compose_input(call, static_cast<uint32_t>(*job));
     if (!in) return answer(in.error());
@@ -179,7 +179,7 @@ class Handlers {
   // DELETE /v1/compositions/{job}: every live composition of the job; the answer comes when
   // the last node's detach has ended, and no worker waits for it.
   void release_job(const Call& call, const Answer& answer) {
-    auto job = whole_number("job id", call.match(1), 1, kMaxJobId);
+    auto job = parse_whole_number("job id", call.match(1), 1, kMaxJobId);
     if (!job) return answer(job.error());
     ctx_.service.release_job_async(
         static_cast<uint32_t>(*job),

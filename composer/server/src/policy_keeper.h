@@ -19,7 +19,7 @@
 #include "composer/common/error.h"
 #include "composer/core/live_pool.h"
 #include "composer/db/store.h"
-#include "composer/policies/slurm_plan.h"
+#include "composer/policies/compile_plan.h"
 #include "composer/server/auth.h"
 
 namespace composer::server {

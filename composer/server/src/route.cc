@@ -1,7 +1,6 @@
 #include "route.h"
 
 #include <algorithm>
-#include <charconv>
 #include <exception>
 #include <stdexcept>
 #include <utility>
@@ -85,20 +84,6 @@ Expected<Caller> admit(const Authenticator& auth, const Access& access, const Ht
 
 Error bad(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
 
-Expected<uint64_t> whole_number(std::string_view name, std::string_view text, uint64_t min,
-                                uint64_t max) {
-  uint64_t n = 0;
-  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(),
-                                                   [](char c) { return c >= '0' && c <= '9'; });
-  const auto [end, ec] = digits ? std::from_chars(text.data(), text.data() + text.size(), n)
-                                : std::from_chars_result{text.data(), std::errc::invalid_argument};
-  if (ec != std::errc() || end != text.data() + text.size() || n < min || n > max) {
-    return bad(std::string(name) + ": '" + printable(text) + "' is not a whole number from " +
-               std::to_string(min) + " to " + std::to_string(max));
-  }
-  return n;
-}
-
 Access Access::anyone() { return Access(Who::kAnyone, ""); }
 Access Access::user() { return Access(Who::kUser, ""); }
 Access Access::admin(std::string may) { return Access(Who::kAdmin, std::move(may)); }
@@ -120,7 +105,7 @@ std::optional<std::string> Call::text(const std::string& name) const {
 Expected<std::optional<uint64_t>> Call::number(const std::string& name, uint64_t max) const {
   auto v = text(name);
   if (!v) return std::optional<uint64_t>{};
-  auto n = whole_number(name, *v, 0, max);
+  auto n = parse_whole_number(name, *v, 0, max);
   if (!n) return n.error();
   return std::optional<uint64_t>{*n};
 }
@@ -128,7 +113,7 @@ Expected<std::optional<uint64_t>> Call::number(const std::string& name, uint64_t
 Expected<std::optional<uint32_t>> Call::job(const std::string& name) const {
   auto v = text(name);
   if (!v) return std::optional<uint32_t>{};
-  auto n = whole_number(name, *v, 1, kMaxJobId);
+  auto n = parse_whole_number(name, *v, 1, kMaxJobId);
   if (!n) return n.error();
   return std::optional<uint32_t>{static_cast<uint32_t>(*n)};
 }
@@ -136,7 +121,7 @@ Expected<std::optional<uint32_t>> Call::job(const std::string& name) const {
 Expected<std::optional<int64_t>> Call::time_ms(const std::string& name) const {
   auto v = text(name);
   if (!v) return std::optional<int64_t>{};
-  auto n = whole_number(name, *v, 0, kMaxTimeMs);
+  auto n = parse_whole_number(name, *v, 0, kMaxTimeMs);
   if (!n) {
     return bad(name + ": '" + printable(*v) + "' is not a time in milliseconds since the epoch (" +
                "a whole number from 0 to " + std::to_string(kMaxTimeMs) + ")");

@@ -20,6 +20,7 @@
 
 #include "composer/common/error.h"
 #include "composer/common/strings.h"
+#include "composer/common/units.h"
 #include "composer/server/auth.h"
 #include "front_door.h"
 
@@ -32,10 +33,6 @@ inline constexpr uint64_t kMaxTimeMs = uint64_t{1} << 52;  // a time in ms since
 
 // The caller's input is wrong: 400 with this sentence.
 Error bad(std::string message);
-
-// "NAME: 'TEXT' is not a whole number from MIN to MAX" unless `text` is one.
-Expected<uint64_t> whole_number(std::string_view name, std::string_view text, uint64_t min,
-                                uint64_t max);
 
 // Who may call a route.
 class Access {

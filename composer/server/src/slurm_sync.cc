@@ -20,7 +20,7 @@ namespace pol = composer::policies;
 
 namespace {
 
-bool name_in(const std::vector<pol::LicenseCount>& licenses, const std::string& name) {
+bool name_in(const std::vector<LicenseCount>& licenses, const std::string& name) {
   for (const auto& l : licenses) {
     if (l.name == name) return true;
   }
@@ -120,7 +120,7 @@ Expected<SlurmSync::SlurmRead> SlurmSync::read_state() const {
   if (!lic) return lic.error();
   auto res = scontrol({"-o", "show", "reservations"});
   if (!res) return res.error();
-  auto state = pol::parse_slurm_state(*lic, *res);
+  auto state = parse_slurm_state(*lic, *res);
   if (!state) return state.error();
   SlurmRead read{std::move(*state), {}};
   if (options_.remote_licenses) {
@@ -142,10 +142,10 @@ std::string SlurmSync::slurm_name(const std::string& license) const {
 
 pol::SyncPlan SlurmSync::compute(const std::optional<PolicyKeeper::PlanInForce>& plan,
                                  const SlurmRead& read, const std::vector<PoolRow>& rows) const {
-  const pol::SlurmState& state = read.state;
+  const SlurmState& state = read.state;
   // Pool licenses: what the pool can serve now, for every type the pool has devices of.
   const pol::PoolSize pool = pol::PoolSize::from_rows(rows);
-  std::vector<pol::LicenseCount> wanted;
+  std::vector<LicenseCount> wanted;
   for (DeviceType t : kAllDeviceTypes) {
     bool any = false;
     for (const auto& r : rows) any = any || (r.type == t && r.total > 0);
@@ -159,8 +159,7 @@ pol::SyncPlan SlurmSync::compute(const std::optional<PolicyKeeper::PlanInForce>&
     remote =
         pol::remote_license_plan(wanted, read.remote, options_.license_server, options_.cluster);
   }
-  std::vector<pol::LicenseCount> held =
-      options_.remote_licenses ? std::vector<pol::LicenseCount>{} : wanted;
+  std::vector<LicenseCount> held = options_.remote_licenses ? std::vector<LicenseCount>{} : wanted;
   if (plan) {
     // The plan's cap licenses, each sized to its class's highest cap (its pool licenses are
     // sized above, from the pool as it is now).
@@ -231,7 +230,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
   for (const auto& r : state->state.reservations) {
     if (!pol::is_hold_name(r.name) && !pol::is_blocker_name(r.name)) continue;
     const std::string held =
-        pol::format_licenses(r.licenses) + " " + r.users + " " + std::to_string(r.duration_min);
+        format_licenses(r.licenses) + " " + r.users + " " + std::to_string(r.duration_min);
     auto before = known_.find(r.name);
     if (before != known_.end() && !before->second.empty() && before->second != held) {
       changed_outside.insert(r.name);

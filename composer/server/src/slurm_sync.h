@@ -25,7 +25,7 @@
 #include "composer/common/error.h"
 #include "composer/core/live_pool.h"
 #include "composer/policies/remote_licenses.h"
-#include "composer/policies/slurm_plan.h"
+#include "composer/policies/slurm_holds.h"
 #include "composer/setup/config.h"
 #include "policy_keeper.h"
 
@@ -96,7 +96,7 @@ class SlurmSync {
   }
   // Slurm's licenses and reservations, and with remote licenses slurmdbd's resources.
   struct SlurmRead {
-    policies::SlurmState state;
+    SlurmState state;
     std::vector<policies::RemoteLicense> remote;
   };
   Expected<SlurmRead> read_state() const;

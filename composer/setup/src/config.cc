@@ -14,6 +14,7 @@
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/config/conf_file.h"
+#include "composer/config/settings.h"
 #include "composer/config/shared_keys.h"
 
 namespace composer::setup {
@@ -129,11 +130,9 @@ Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std
       info.fabric = v;
     } else if (k == "zones") {
       info.zones = true;
-      proto.zones.clear();
-      for (const auto& z : list(v)) {
-        if (auto s = config::name("Zones", z); !s) return s;
-        proto.zones.push_back(z);
-      }
+      auto zones = config::name_list("Zones", v);
+      if (!zones) return zones.error();
+      proto.zones = std::move(*zones);
     } else if (k == "domains") {
       auto domains = parse_domains(pairs[i].key, v);
       if (!domains) return domains.error();
@@ -231,99 +230,247 @@ Status parse_group_line(const std::vector<Pair>& pairs, Config& cfg, std::set<st
   return Status::Ok();
 }
 
-// One Fabric* key into the fabric settings. An unknown key answers an error with no message.
-Status parse_fabric_key(const std::string& key, const std::string& k, const std::string& value,
-                        FabricConfig& f) {
-  auto absolute = [&](std::string& field) -> Status {
-    if (value.empty() || value[0] != '/') {
-      return Error{ErrorCode::kInvalidArgument, k + "=" + value + ": expected an absolute path"};
-    }
-    field = value;
-    return Status::Ok();
-  };
-  auto duration = [&](int64_t& field, int64_t min_ms, int64_t max_ms) -> Status {
-    auto ms = config::duration_ms(k, value, min_ms, max_ms);
-    if (!ms) return ms.error();
-    field = *ms;
-    return Status::Ok();
-  };
-  if (key == "fabricname") {
-    f.name = value;
-    return config::name(k, value);
+// FabricUrl= (Url= on a FabricName line): http(s)://HOST[:PORT] only. The sentence never
+// repeats a part that may carry a secret.
+Status fabric_url(const std::string& k, const std::string& value) {
+  const std::string v = lower(value);
+  if (!v.starts_with("http://") && !v.starts_with("https://")) {
+    return invalid(k + ": expected http(s)://HOST[:PORT] of the fabric manager");
   }
-  if (key == "fabricurl") {
-    const std::string v = lower(value);
-    if (!v.starts_with("http://") && !v.starts_with("https://")) {
-      return Error{ErrorCode::kInvalidArgument,
-                   k + ": expected http(s)://HOST[:PORT] of the fabric manager"};
-    }
-    const std::string authority = value.substr(value.find("//") + 2);
-    // The sentence never repeats a URL that carries a password.
-    if (authority.find('@') != std::string::npos) {
-      return Error{ErrorCode::kInvalidArgument,
-                   k + " must not carry credentials; put them in the credentials file"};
-    }
-    // Nor one with a query string or a fragment (?token=...): shown up to the '?' only.
-    if (const size_t query = value.find_first_of("?#"); query != std::string::npos) {
-      return Error{ErrorCode::kInvalidArgument,
-                   k + "=" + value.substr(0, query) +
-                       "?<redacted>: a URL with a query string or fragment is refused (it may "
-                       "carry a token; put credentials in the credentials file); expected "
-                       "http(s)://HOST[:PORT] only"};
-    }
-    // Nor the path, which may carry a token too (https://fm/api/<token>): shown up to the '/'.
-    if (const size_t path = authority.find('/'); authority.empty() || path != std::string::npos) {
-      const std::string shown =
-          authority.empty() ? value : value.substr(0, value.size() - authority.size() + path);
-      return Error{ErrorCode::kInvalidArgument,
-                   k + "=" + shown + (authority.empty() ? "" : "/<redacted>") +
-                       ": expected http(s)://HOST[:PORT] only; the driver adds the API path"};
-    }
-    f.url = value;
-    return Status::Ok();
+  const std::string authority = value.substr(value.find("//") + 2);
+  // Never a URL that carries a password.
+  if (authority.find('@') != std::string::npos) {
+    return invalid(k + " must not carry credentials; put them in the credentials file");
   }
-  if (key == "fabriccredentials") return absolute(f.credentials_file);
-  if (key == "fabriccafile") return absolute(f.ca_file);
-  if (key == "fabricauth") {
-    f.auth = lower(value);
-    if (f.auth != "session" && f.auth != "basic" && f.auth != "apikey") {
-      return Error{
-          ErrorCode::kInvalidArgument,
-          k + "=" + value + ": expected session or basic (redfish), apikey or basic (liqid)"};
-    }
-    return Status::Ok();
+  // Nor one with a query string or a fragment (?token=...): shown up to the '?' only.
+  if (const size_t query = value.find_first_of("?#"); query != std::string::npos) {
+    return invalid(k + "=" + value.substr(0, query) +
+                   "?<redacted>: a URL with a query string or fragment is refused (it may "
+                   "carry a token; put credentials in the credentials file); expected "
+                   "http(s)://HOST[:PORT] only");
   }
-  if (key == "fabricverifytls") {
-    auto b = config::yes_no(k, value);
-    if (!b) return b.error();
-    f.verify_tls = *b;
-    return Status::Ok();
+  // Nor the path, which may carry a token too (https://fm/api/<token>): shown up to the '/'.
+  if (const size_t path = authority.find('/'); authority.empty() || path != std::string::npos) {
+    const std::string shown =
+        authority.empty() ? value : value.substr(0, value.size() - authority.size() + path);
+    return invalid(k + "=" + shown + (authority.empty() ? "" : "/<redacted>") +
+                   ": expected http(s)://HOST[:PORT] only; the driver adds the API path");
   }
-  if (key == "fabricconnecttimeout") return duration(f.connect_timeout_ms, 100, 300000);
-  if (key == "fabrictimeout") return duration(f.request_timeout_ms, 100, 600000);
-  if (key == "fabricpollinterval") return duration(f.poll_interval_ms, 10, 60000);
-  if (key == "fabrictaskwait") return duration(f.task_wait_ms, 0, 3600000);
-  if (key == "fabricnodenames") {
-    const std::string v = lower(value);
-    if (v != "id" && v != "hostname") {
-      return Error{ErrorCode::kInvalidArgument, k + "=" + value + ": expected id or hostname"};
-    }
-    f.use_host_name = v == "hostname";
-    return Status::Ok();
-  }
-  if (key == "fabricslots") {
-    auto n = config::whole_number(k, value, 1, 1024);
-    if (!n) return n.error();
-    f.slots = static_cast<uint32_t>(*n);
-    return Status::Ok();
-  }
-  return Error{ErrorCode::kInvalidArgument, ""};
+  return Status::Ok();
 }
 
-// The options of a FabricName line: the Fabric* keys without the word Fabric, and Driver=.
-constexpr const char* kFabricLineOptions =
-    "Driver, Url, Credentials, Auth, CaFile, VerifyTls, ConnectTimeout, Timeout, PollInterval, "
-    "TaskWait, NodeNames, Slots";
+namespace set = config::set;
+using config::KeyCase;
+using config::Settings;
+
+// One fabric's settings: the Fabric* keys of a file with one fabric without the word Fabric,
+// and the options of a FabricName line (beside Driver=), in the order refusals list them.
+const Settings<FabricConfig>& fabric_settings() {
+  using F = FabricConfig;
+  static const Settings<F> table(
+      KeyCase::kInsensitive,
+      {
+          {"Url", set::text<F>(&F::url, fabric_url)},
+          {"Credentials", set::absolute_path<F>(&F::credentials_file)},
+          {"Auth",
+           set::one_of<F>(&F::auth,
+                          std::vector<std::pair<std::string, std::string>>{
+                              {"session", "session"}, {"basic", "basic"}, {"apikey", "apikey"}},
+                          "expected session or basic (redfish), apikey or basic (liqid)")},
+          {"CaFile", set::absolute_path<F>(&F::ca_file)},
+          {"VerifyTls", set::yes_no<F>(&F::verify_tls)},
+          {"ConnectTimeout", set::duration<F>(&F::connect_timeout_ms, 100, 300000)},
+          {"Timeout", set::duration<F>(&F::request_timeout_ms, 100, 600000)},
+          {"PollInterval", set::duration<F>(&F::poll_interval_ms, 10, 60000)},
+          {"TaskWait", set::duration<F>(&F::task_wait_ms, 0, 3600000)},
+          {"NodeNames", set::one_of<F>(&F::use_host_name,
+                                       std::vector<std::pair<std::string, bool>>{
+                                           {"id", false}, {"hostname", true}},
+                                       "expected id or hostname")},
+          {"Slots", set::whole<F>(&F::slots, 1, 1024)},
+      });
+  return table;
+}
+
+// SlurmLicenseServer= and SlurmCluster=: Slurm's names, as sacctmgr takes them.
+Status slurm_name(const std::string& k, const std::string& value) {
+  if (valid_name(value, 64)) return Status::Ok();
+  return invalid(k + "=" + value +
+                 ": expected a name of letters, digits, '-', '_' and '.' (at most 64)");
+}
+
+// Slurm's sacctmgr or scontrol: a path or a name on PATH, one word.
+config::Setter<Config> slurm_command(std::string Config::*field, const std::string& command) {
+  return set::text<Config>(field, [command](const std::string& k, const std::string& value) {
+    if (value.empty() || value.find_first_of(" \t") != std::string::npos) {
+      return Status(invalid(k + "=" + value + ": expected the path of Slurm's " + command +
+                            " (or a name on PATH), no spaces"));
+    }
+    return Status::Ok();
+  });
+}
+
+// composerd's settings, one line each: every key of composer.conf but the object lines
+// (NodeName, DeviceGroup, FabricName with options), the keys shared with the job_submit plugin
+// (shared_keys.h) and the plugin's own (JobSubmit*).
+const Settings<Config>& settings() {
+  using C = Config;
+  auto sim = [](C& c) -> SimConfig& { return c.sim; };
+  static const Settings<C> table = [&] {
+    Settings<C> t(KeyCase::kInsensitive,
+                  {
+                      {"ListenAddress",
+                       set::text<C>(&C::listen_address,
+                                    [](const std::string& k, const std::string& value) -> Status {
+                                      if (value.empty()) return invalid(k + " needs a value");
+                                      if (!listen_address(value)) {
+                                        return invalid(
+                                            k + "=" + value +
+                                            ": expected an IPv4 or IPv6 address (127.0.0.1, ::1, "
+                                            "0.0.0.0) or a host name (letters, digits, '-' and "
+                                            "'.')");
+                                      }
+                                      return Status::Ok();
+                                    })},
+                      {"ListenPort", set::whole<C>(&C::listen_port, 1, 65535)},
+                      // composerd's working directory is nobody's business: never a file relative
+                      // to it.
+                      {"Database", set::absolute_path<C>(&C::database)},
+                      {"StateBackend",
+                       set::one_of<C>(&C::state_backend,
+                                      std::vector<std::pair<std::string, std::string>>{
+                                          {"sqlite", "sqlite"}, {"postgresql", "postgresql"}},
+                                      "expected sqlite or postgresql")},
+                      // Never quoted back: it may hold a password.
+                      {"StateUrl",
+                       set::text<C>(&C::state_url,
+                                    [](const std::string& k, const std::string& value) -> Status {
+                                      if (!value.empty()) return Status::Ok();
+                                      return invalid(k +
+                                                     " needs a libpq connection string, e.g. "
+                                                     "StateUrl=host=db1,db2 dbname=composer "
+                                                     "target_session_attrs=read-write");
+                                    })},
+                      {"StateUrlFile", set::absolute_path<C>(&C::state_url_file)},
+                      {"AdvertiseUrl",
+                       set::text<C>(
+                           &C::advertise_url,
+                           [](const std::string& k, const std::string& value) -> Status {
+                             const bool http =
+                                 value.starts_with("http://") || value.starts_with("https://");
+                             if (http && value.size() > value.find("//") + 2 &&
+                                 value.find_first_of(" \t\"") == std::string::npos) {
+                               return Status::Ok();
+                             }
+                             return invalid(k + "=" + value +
+                                            ": expected the URL clients reach this composerd at, "
+                                            "http(s)://HOST[:PORT], e.g. "
+                                            "AdvertiseUrl=http://ctl1:6830");
+                           })},
+                      {"LeaderLease", set::seconds<C>(&C::leader_lease_ms, 2, 300)},
+                      {"StateGroup", set::name<C>(&C::state_group)},
+                      {"LogFile", set::absolute_path<C>(&C::log_file)},
+                      {"LogLevel",
+                       [](const std::string& k, const std::string& value, C& c) -> Status {
+                         if (log::parse_level(lower(value), &c.log_level)) return Status::Ok();
+                         return invalid(k + "=" + value +
+                                        ": expected debug, info, warning or error");
+                       }},
+                      {"AdminUsers", set::names<C>(&C::admin_users)},
+                      {"ListenSocket",
+                       set::text<C>(&C::listen_socket,
+                                    [](const std::string& k, const std::string& value) -> Status {
+                                      if (!value.empty() && value.front() == '/')
+                                        return Status::Ok();
+                                      return invalid(k + "=" + value +
+                                                     ": expected an absolute path, e.g. "
+                                                     "/run/composer/composerd.sock");
+                                    })},
+                      {"ComposeUsers", set::names<C>(&C::compose_users)},
+                      {"Workloads", set::names<C>(&C::workloads)},
+                      {"DomainLevels",
+                       [](const std::string& k, const std::string& value, C& c) -> Status {
+                         Expected<std::vector<std::string>> levels = config::name_list(k, value);
+                         if (!levels) return levels.error();
+                         if (levels->empty()) {
+                           return invalid(k + " needs a value, e.g. DomainLevels=enclosure,power");
+                         }
+                         std::set<std::string> seen;
+                         for (const auto& level : *levels) {
+                           if (!seen.insert(level).second) {
+                             return invalid(k + "=" + value + ": level '" + level +
+                                            "' is given twice");
+                           }
+                         }
+                         c.domain_levels = std::move(*levels);
+                         return Status::Ok();
+                       }},
+                      {"MungeSocket", set::absolute_path<C>(&C::munge_socket)},
+                      {"ApiThreads", set::whole<C>(&C::api_threads, 2, 4096)},
+                      {"ApiMaxConnections", set::whole<C>(&C::api_max_connections, 16, 1000000)},
+                      {"ApiMaxConnectionsPerPeer",
+                       set::whole<C>(&C::api_max_connections_per_peer, 1, 1000000)},
+                      {"ApiMaxHeaderBytes",
+                       set::whole<C>(&C::api_max_header_bytes, 16384, 1 << 20)},
+                      {"ApiMaxHeaders", set::whole<C>(&C::api_max_headers, 16, 10000)},
+                      {"ApiMaxBodyBytes", set::whole<C>(&C::api_max_body_bytes, 65536, 1 << 28)},
+                      {"ApiRequestTimeout", set::seconds<C>(&C::api_request_timeout_ms, 1, 3600)},
+                      {"ApiIdleTimeout", set::seconds<C>(&C::api_idle_timeout_ms, 1, 86400)},
+                      {"ComposeTimeout", set::seconds<C>(&C::compose_timeout_ms, 1, 3600)},
+                      {"ReleaseTimeout", set::seconds<C>(&C::release_timeout_ms, 1, 3600)},
+                      {"MaxFabricOperations", set::whole<C>(&C::max_fabric_operations, 1, 65536)},
+                      {"ReconcileInterval", set::seconds<C>(&C::reconcile_interval_ms, 1, 3600)},
+                      {"OrphanGrace", set::seconds<C>(&C::orphan_grace_ms, 0, 86400)},
+                      {"StuckAfter", set::seconds<C>(&C::stuck_after_ms, 1, 86400)},
+                      {"Durable", set::yes_no<C>(&C::durable)},
+                      {"SlurmJobCheck", set::yes_no<C>(&C::slurm_job_check)},
+                      {"SlurmConf", set::text<C>(&C::slurm_conf)},
+                      {"SlurmSync", set::yes_no<C>(&C::slurm_sync)},
+                      {"SlurmLicenses",
+                       set::one_of<C>(
+                           &C::slurm_remote_licenses,
+                           std::vector<std::pair<std::string, bool>>{{"local", false},
+                                                                     {"remote", true}},
+                           "expected local (slurm.conf's licenses, held down by reservations) "
+                           "or remote (slurmdbd's resources, counted by composerd)")},
+                      {"SlurmLicenseServer", set::text<C>(&C::slurm_license_server, slurm_name)},
+                      {"SlurmCluster", set::text<C>(&C::slurm_cluster, slurm_name)},
+                      {"SlurmSacctmgr", slurm_command(&C::slurm_sacctmgr, "sacctmgr")},
+                      {"SlurmScontrol", slurm_command(&C::slurm_scontrol, "scontrol")},
+                      {"Fabric",
+                       set::one_of<C>(
+                           &C::fabric,
+                           std::vector<std::pair<std::string, std::string>>{
+                               {"sim", "sim"}, {"redfish", "redfish"}, {"liqid", "liqid"}},
+                           "expected sim, redfish or liqid")},
+                      {"FabricName",
+                       set::name<C>([](C& c) -> std::string& { return c.fabric_config.name; })},
+                      // The simulated fabric's (sim only).
+                      {"SimLatency",
+                       set::whole<C>([sim](C& c) -> int& { return sim(c).latency_ms; }, 0, 600000)},
+                      {"SimSerialize",
+                       set::yes_no<C>([sim](C& c) -> bool& { return sim(c).serialise; })},
+                      {"SimHealthFile",
+                       set::text<C>([sim](C& c) -> std::string& { return sim(c).health_file; },
+                                    [](const std::string& k, const std::string& value) -> Status {
+                                      if (!value.empty() && value[0] == '/') return Status::Ok();
+                                      return invalid(
+                                          k + "=" + value +
+                                          ": expected an absolute path (the file need not "
+                                          "exist yet)");
+                                    })},
+                      {"SimFailAttaches",
+                       set::whole<C>([sim](C& c) -> uint32_t& { return sim(c).fail_attaches; }, 0,
+                                     1000000)},
+                      {"SimFailDetaches",
+                       set::whole<C>([sim](C& c) -> uint32_t& { return sim(c).fail_detaches; }, 0,
+                                     1000000)},
+                  });
+    t.add_all("Fabric", fabric_settings(), [](C& c) -> FabricConfig& { return c.fabric_config; });
+    return t;
+  }();
+  return table;
+}
 
 Status parse_fabric_line(const std::vector<Pair>& pairs, FabricSpec& spec,
                          std::set<std::string>& seen) {
@@ -349,14 +496,12 @@ Status parse_fabric_line(const std::vector<Pair>& pairs, FabricSpec& spec,
       }
       continue;
     }
-    Status st = key == "name" || key.starts_with("fabric")
-                    ? Status(Error{ErrorCode::kInvalidArgument, ""})
-                    : parse_fabric_key("fabric" + key, k, v, spec.config);
-    if (!st && st.error().message.empty()) {
-      return Error{ErrorCode::kInvalidArgument,
-                   "unknown FabricName option '" + k + "' (allowed: " + kFabricLineOptions + ")"};
+    const config::Setter<FabricConfig>* setter = fabric_settings().find(key);
+    if (setter == nullptr) {
+      return invalid("unknown FabricName option '" + k + "' (allowed: Driver, " +
+                     fabric_settings().names() + ")");
     }
-    if (!st) return st;
+    if (Status st = (*setter)(k, v, spec.config); !st) return st;
     if (real_option.empty()) real_option = k;
   }
   if (spec.driver.empty()) {
@@ -586,7 +731,6 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
   Status read = config::read_lines(text, path, [&](const config::Line& line) -> Status {
     const std::vector<Pair>& pairs = line.pairs;
     const std::string& key = line.key;
-    const std::string& value = line.value();
     if (key == "nodename") {
       NodeLine info;
       info.line = line.number;
@@ -617,207 +761,19 @@ Expected<Config> parse_config(std::string_view text, const std::string& path) {
     }
     if (auto s = config::single_setting(line, seen_keys); !s) return s;
     cfg.lines[key] = line.number;
-
     const std::string& k = line.written_key();
-    auto set_ms = [&](int64_t& field, int64_t min_s, int64_t max_s) {
-      auto n = config::whole_number(k, value, min_s, max_s);
-      if (!n) return Status(n.error());
-      field = *n * 1000;
-      return Status::Ok();
-    };
-    auto set_int = [&](int& field, int64_t min, int64_t max) {
-      auto n = config::whole_number(k, value, min, max);
-      if (!n) return Status(n.error());
-      field = static_cast<int>(*n);
-      return Status::Ok();
-    };
-    auto set_bool = [&](bool& field) {
-      auto b = config::yes_no(k, value);
-      if (!b) return Status(b.error());
-      field = *b;
-      return Status::Ok();
-    };
-    auto set_names = [&](std::vector<std::string>& field, const std::string& what) {
-      field = list(value);
-      for (const auto& n : field) {
-        if (auto s = config::name(what, n); !s) return s;
-      }
-      return Status::Ok();
-    };
-    if (key == "listenaddress") {
-      if (value.empty()) return invalid("ListenAddress needs a value");
-      if (!listen_address(value)) {
-        return invalid(k + "=" + value +
-                       ": expected an IPv4 or IPv6 address (127.0.0.1, ::1, 0.0.0.0) or a host "
-                       "name (letters, digits, '-' and '.')");
-      }
-      cfg.listen_address = value;
-    } else if (key == "listenport") {
-      return set_int(cfg.listen_port, 1, 65535);
-    } else if (key == "database") {
-      // composerd's working directory is nobody's business: never a file relative to it.
-      if (auto s = config::absolute_path(k, value); !s) return s;
-      cfg.database = value;
-    } else if (key == "statebackend") {
-      if (lower(value) != "sqlite" && lower(value) != "postgresql") {
-        return invalid(k + "=" + value + ": expected sqlite or postgresql");
-      }
-      cfg.state_backend = lower(value);
-    } else if (key == "stateurl") {
-      // Never quoted back: it may hold a password.
-      if (value.empty()) {
-        return invalid(k +
-                       " needs a libpq connection string, e.g. StateUrl=host=db1,db2 "
-                       "dbname=composer target_session_attrs=read-write");
-      }
-      cfg.state_url = value;
-    } else if (key == "stateurlfile") {
-      if (auto s = config::absolute_path(k, value); !s) return s;
-      cfg.state_url_file = value;
-    } else if (key == "advertiseurl") {
-      const bool http = value.starts_with("http://") || value.starts_with("https://");
-      if (!http || value.size() <= value.find("//") + 2 ||
-          value.find_first_of(" \t\"") != std::string::npos) {
-        return invalid(k + "=" + value +
-                       ": expected the URL clients reach this composerd at, "
-                       "http(s)://HOST[:PORT], e.g. AdvertiseUrl=http://ctl1:6830");
-      }
-      cfg.advertise_url = value;
-    } else if (key == "leaderlease") {
-      return set_ms(cfg.leader_lease_ms, 2, 300);
-    } else if (key == "stategroup") {
-      if (auto s = config::name(k, value); !s) return s;
-      cfg.state_group = value;
-    } else if (key == "logfile") {
-      if (auto s = config::absolute_path(k, value); !s) return s;
-      cfg.log_file = value;
-    } else if (key == "loglevel") {
-      if (!log::parse_level(lower(value), &cfg.log_level)) {
-        return invalid("LogLevel=" + value + ": expected debug, info, warning or error");
-      }
-    } else if (key == "adminusers") {
-      return set_names(cfg.admin_users, "AdminUsers");
-    } else if (key == "listensocket") {
-      if (value.empty() || value.front() != '/') {
-        return invalid("ListenSocket=" + value +
-                       ": expected an absolute path, e.g. "
-                       "/run/composer/composerd.sock");
-      }
-      cfg.listen_socket = value;
-    } else if (key == "composeusers") {
-      return set_names(cfg.compose_users, "ComposeUsers");
-    } else if (key == "workloads") {
-      return set_names(cfg.workloads, "Workloads");
-    } else if (key == "domainlevels") {
-      if (auto st = set_names(cfg.domain_levels, k); !st) return st;
-      std::set<std::string> levels;
-      for (const auto& level : cfg.domain_levels) {
-        if (!levels.insert(level).second) {
-          return invalid(k + "=" + value + ": level '" + level + "' is given twice");
-        }
-      }
-      if (cfg.domain_levels.empty()) {
-        return invalid(k + " needs a value, e.g. DomainLevels=enclosure,power");
-      }
-    } else if (key == "mungesocket") {
-      if (auto s = config::absolute_path(k, value); !s) return s;
-      cfg.munge_socket = value;
-    } else if (key == "apithreads") {
-      return set_int(cfg.api_threads, 2, 4096);
-    } else if (key == "apimaxconnections") {
-      return set_int(cfg.api_max_connections, 16, 1000000);
-    } else if (key == "apimaxconnectionsperpeer") {
-      return set_int(cfg.api_max_connections_per_peer, 1, 1000000);
-    } else if (key == "apimaxheaderbytes") {
-      return set_int(cfg.api_max_header_bytes, 16384, 1 << 20);
-    } else if (key == "apimaxheaders") {
-      return set_int(cfg.api_max_headers, 16, 10000);
-    } else if (key == "apimaxbodybytes") {
-      return set_int(cfg.api_max_body_bytes, 65536, 1 << 28);
-    } else if (key == "apirequesttimeout") {
-      return set_ms(cfg.api_request_timeout_ms, 1, 3600);
-    } else if (key == "apiidletimeout") {
-      return set_ms(cfg.api_idle_timeout_ms, 1, 86400);
-    } else if (key == "composetimeout") {
-      return set_ms(cfg.compose_timeout_ms, 1, 3600);
-    } else if (key == "releasetimeout") {
-      return set_ms(cfg.release_timeout_ms, 1, 3600);
-    } else if (key == "maxfabricoperations") {
-      return set_int(cfg.max_fabric_operations, 1, 65536);
-    } else if (key == "reconcileinterval") {
-      return set_ms(cfg.reconcile_interval_ms, 1, 3600);
-    } else if (key == "orphangrace") {
-      return set_ms(cfg.orphan_grace_ms, 0, 86400);
-    } else if (key == "stuckafter") {
-      return set_ms(cfg.stuck_after_ms, 1, 86400);
-    } else if (key == "durable") {
-      return set_bool(cfg.durable);
-    } else if (key == "slurmjobcheck") {
-      return set_bool(cfg.slurm_job_check);
-    } else if (key == "slurmconf") {
-      cfg.slurm_conf = value;
-    } else if (key == "slurmsync") {
-      return set_bool(cfg.slurm_sync);
-    } else if (key == "slurmlicenses") {
-      const std::string v = lower(value);
-      if (v != "local" && v != "remote") {
-        return invalid("SlurmLicenses=" + value +
-                       ": expected local (slurm.conf's licenses, held down by reservations) or "
-                       "remote (slurmdbd's resources, counted by composerd)");
-      }
-      cfg.slurm_remote_licenses = v == "remote";
-    } else if (key == "slurmlicenseserver" || key == "slurmcluster") {
-      if (!valid_name(value, 64)) {
-        return invalid(k + "=" + value +
-                       ": expected a name of letters, digits, '-', '_' and '.' (at most 64)");
-      }
-      (key == "slurmcluster" ? cfg.slurm_cluster : cfg.slurm_license_server) = value;
-    } else if (key == "slurmsacctmgr") {
-      if (value.empty() || value.find_first_of(" \t") != std::string::npos) {
-        return invalid("SlurmSacctmgr=" + value +
-                       ": expected the path of Slurm's sacctmgr (or a name on PATH), no spaces");
-      }
-      cfg.slurm_sacctmgr = value;
-    } else if (key == "slurmscontrol") {
-      if (value.empty() || value.find_first_of(" \t") != std::string::npos) {
-        return invalid("SlurmScontrol=" + value +
-                       ": expected the path of Slurm's scontrol (or a name on PATH), no spaces");
-      }
-      cfg.slurm_scontrol = value;
-    } else if (key == "fabric") {
+    const config::Setter<Config>* setter = settings().find(key);
+    if (setter == nullptr) return invalid("unknown key '" + k + "'");
+    // Where the fabric's settings were given, to refuse those its driver does not take once
+    // the whole file is read (check_fabric, check_fabrics).
+    if (key == "fabric") {
       fabric_line = line.number;
-      cfg.fabric = lower(value);
-      if (cfg.fabric != "sim" && cfg.fabric != "redfish" && cfg.fabric != "liqid") {
-        return invalid("Fabric=" + value + ": expected sim, redfish or liqid");
-      }
-    } else if (key.starts_with("fabric") && key != "fabrichost") {
+    } else if (key.starts_with("fabric")) {
       fabric_key_lines[k] = line.number;
-      Status st = parse_fabric_key(key, k, value, cfg.fabric_config);
-      if (!st && st.error().message.empty()) return invalid("unknown key '" + k + "'");
-      return st;
-    } else if (key == "simlatency") {
+    } else if (key.starts_with("sim")) {
       fabric_key_lines[k] = -line.number;  // sim only
-      return set_int(cfg.sim.latency_ms, 0, 600000);
-    } else if (key == "simserialize") {
-      fabric_key_lines[k] = -line.number;  // sim only
-      return set_bool(cfg.sim.serialise);
-    } else if (key == "simhealthfile") {
-      fabric_key_lines[k] = -line.number;  // sim only
-      if (value.empty() || value[0] != '/') {
-        return invalid("SimHealthFile=" + value +
-                       ": expected an absolute path (the file need not exist yet)");
-      }
-      cfg.sim.health_file = value;
-    } else if (key == "simfailattaches" || key == "simfaildetaches") {
-      fabric_key_lines[k] = -line.number;  // sim only
-      auto n = config::whole_number(k, value, 0, 1000000);
-      if (!n) return n.error();
-      (key == "simfailattaches" ? cfg.sim.fail_attaches : cfg.sim.fail_detaches) =
-          static_cast<uint32_t>(*n);
-    } else {
-      return invalid("unknown key '" + k + "'");
     }
-    return Status::Ok();
+    return (*setter)(k, line.value(), cfg);
   });
   if (!read) return read.error();
   if (state.state_dir.find_first_not_of('/') == std::string::npos) {

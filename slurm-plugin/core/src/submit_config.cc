@@ -3,13 +3,35 @@
 #include <set>
 
 #include "composer/common/strings.h"
+#include "composer/config/settings.h"
 
 namespace composer::slurm {
 namespace {
 
-constexpr const char* kOwnKeys = "JobSubmitSnapshotMissing, JobSubmitSnapshotMaxAge";
+namespace set = config::set;
 
 Error invalid(const std::string& why) { return Error{ErrorCode::kInvalidArgument, why}; }
+
+// The job_submit plugin's own keys of composer.conf; composerd's reader passes them by.
+const config::Settings<SubmitConfig>& settings() {
+  using S = SubmitConfig;
+  static const config::Settings<S> table(
+      config::KeyCase::kInsensitive,
+      {
+          {"JobSubmitSnapshotMissing", set::one_of<S>(&S::refuse_without_snapshot,
+                                                      std::vector<std::pair<std::string, bool>>{
+                                                          {"accept", false}, {"refuse", true}},
+                                                      "expected accept or refuse")},
+          {"JobSubmitSnapshotMaxAge",
+           [](const std::string& k, const std::string& value, S& c) -> Status {
+             Expected<int64_t> n = config::whole_number(k, value, 0, int64_t{365} * 24 * 3600);
+             if (!n) return invalid(n.error().message + " (seconds; 0 turns the age check off)");
+             c.snapshot_max_age_s = static_cast<uint32_t>(*n);
+             return Status::Ok();
+           }},
+      });
+  return table;
+}
 
 }  // namespace
 
@@ -27,20 +49,12 @@ Expected<SubmitConfig> parse_submit_config(std::string_view text, const std::str
     if (key.rfind("jobsubmit", 0) != 0) return Status::Ok();
     if (Status s = config::single_setting(line, seen); !s) return s;
     const std::string& k = line.written_key();
-    const std::string& value = line.value();
-    if (key == "jobsubmitsnapshotmissing") {
-      const std::string v = lower(value);
-      if (v != "accept" && v != "refuse")
-        return invalid(k + "=" + value + ": expected accept or refuse");
-      out.refuse_without_snapshot = v == "refuse";
-    } else if (key == "jobsubmitsnapshotmaxage") {
-      Expected<int64_t> n = config::whole_number(k, value, 0, int64_t{365} * 24 * 3600);
-      if (!n) return invalid(n.error().message + " (seconds; 0 turns the age check off)");
-      out.snapshot_max_age_s = static_cast<uint32_t>(*n);
-    } else {
-      return invalid("unknown key '" + k + "' (the job_submit plugin's keys: " + kOwnKeys + ")");
+    const config::Setter<SubmitConfig>* setter = settings().find(key);
+    if (setter == nullptr) {
+      return invalid("unknown key '" + k +
+                     "' (the job_submit plugin's keys: " + settings().names() + ")");
     }
-    return Status::Ok();
+    return (*setter)(k, line.value(), out);
   });
   if (!read) return read.error();
   out.snapshot_path = state.snapshot();

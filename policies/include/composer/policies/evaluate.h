@@ -1,5 +1,5 @@
 // Caps in force and admission of hypothetical jobs, exactly as the policy states them (the
-// Slurm compilation in slurm_plan.h approximates this and says where).
+// Slurm compilation in compile_plan.h approximates this and says where).
 #pragma once
 
 #include <array>

@@ -223,6 +223,13 @@ std::string remote_license_name(std::string_view name, std::string_view server);
 // (fabric_gpu, fabric_mem, fabric_nvme, fabric_gpu_<model>), by its plain name or as a remote
 // license (NAME@SERVER). Cap licenses and a site's own licenses are not.
 bool is_pool_license(std::string_view name);
+// Whether a license is one composerd manages in Slurm: a pool or model license (fabric_*) or
+// a cap license (*_cap).
+bool is_managed_license(std::string_view name);
+// The reservation that holds back what the pool cannot serve of a managed license
+// (slurm_holds.h): "hold_fabric_gpu" for fabric_gpu.
+std::string hold_name(std::string_view license);
+bool is_hold_name(std::string_view reservation_name);
 
 // Share rounding: floor(pool x share), except that a share above zero of a non-empty pool
 // is never less than 1, so a class with a small share can still run something.

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "composer/common/error.h"
-#include "composer/policies/slurm_plan.h"
+#include "composer/policies/slurm_holds.h"
 
 namespace composer::policies {
 

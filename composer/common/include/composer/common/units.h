@@ -38,7 +38,19 @@ uint64_t gib_rounded_down(uint64_t bytes);
 // 68719476736 -> "64G"; exact multiples use the largest unit, others fall back to "M"/bytes.
 std::string format_size(uint64_t bytes);
 
-// Strict unsigned integer: digits only, no sign, no spaces, fits in uint32_t.
+// "a whole number from MIN to MAX": the one wording of the rule every refused whole number
+// states, whatever names the value around it.
+std::string whole_number_rule(uint64_t min, uint64_t max);
+
+// The one reader of a whole number someone wrote (a flag, a URL parameter, a composer.conf
+// value, a plugstack argument): digits only, no sign, no blanks, from min to max, any max up to
+// UINT64_MAX. Refused with "NAME: 'TEXT' is not a whole number from MIN to MAX"
+// (units_test, WholeNumber*).
+Expected<uint64_t> parse_whole_number(std::string_view name, std::string_view text, uint64_t min,
+                                      uint64_t max);
+
+// parse_whole_number from 0 to `max`, as a uint32_t, for what the machine writes (sysfs, cgroup
+// and Slurm's own fields); the refusal names it "count".
 Expected<uint32_t> parse_count(std::string_view text, uint32_t max);
 
 // A duration in the forms Slurm prints and reads for a time limit or an elapsed time, in

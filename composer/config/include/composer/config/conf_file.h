@@ -54,7 +54,8 @@ Error at(const std::string& path, int line, const std::string& why);
 Status single_setting(const Line& line, std::set<std::string>& seen);
 
 // The typed values. `key` is the key as written; each refusal reads "KEY=VALUE: expected ...".
-// A whole number from min to max (at most 4294967295).
+// A whole number from min to max (0 <= min <= max), read by common's parse_whole_number:
+// "KEY=VALUE: expected a whole number from MIN to MAX".
 Expected<int64_t> whole_number(const std::string& key, const std::string& value, int64_t min,
                                int64_t max);
 // yes/no, true/false, on/off, 1/0 (any case).
@@ -64,6 +65,9 @@ Expected<int64_t> duration_ms(const std::string& key, const std::string& value, 
                               int64_t max_ms);
 // A name as Slurm's (composer/common/names.h); "KEY needs a value" when empty.
 Status name(const std::string& key, const std::string& value);
+
+// Comma-separated names ("root, slurm"), each trimmed and a name as Slurm's.
+Expected<std::vector<std::string>> name_list(const std::string& key, const std::string& value);
 
 // Slurm's host list: "node[01-03],gpu7" -> node01 node02 node03 gpu7 (zero padding kept).
 // Refuses malformed ranges with a sentence.
