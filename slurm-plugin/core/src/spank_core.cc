@@ -859,6 +859,26 @@ Status task_init_privileged(JobContext& ctx, const SpankConfig& config) {
   return Status::Ok();
 }
 
+namespace {
+
+// The epilog's half of weighted interleave: the node's weights as they were before the job
+// (restore_node_weights), under the node's mempolicy lock, which the caller holds until the
+// state file no longer names them. A failure is logged: the job has ended either way.
+std::optional<HostLock> restore_weights(JobContext& ctx, const SpankConfig& config,
+                                        const JobState& state, const std::string& at) {
+  if (state.weights_before.empty()) return std::nullopt;
+  Expected<HostLock> taken = HostLock::take(config.state_dir, kLockWait, kMempolicyLock);
+  Status s = taken ? restore_node_weights(config, state) : Status(taken.error());
+  if (!s) {
+    ctx.error("composer: epilog: " + at +
+              ": restoring the node's weighted interleave weights: " + s.error().message);
+  }
+  if (!taken) return std::nullopt;
+  return std::optional<HostLock>(std::move(*taken));
+}
+
+}  // namespace
+
 Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
   Expected<uint32_t> job_id = ctx.job_id();
   if (!job_id) {
@@ -934,6 +954,9 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
       }
       JobState kept = **state;
       kept.held = cause;
+      // The job has ended: its weights go back now, not when the devices do.
+      std::optional<HostLock> weighing = restore_weights(ctx, config, kept, at);
+      kept.weights_before.clear();
       if (Status s = write_job_state(config.state_dir, kept); !s) {
         ctx.error("composer: epilog: " + at + ": cannot record the hold: " + s.error().message);
       }
@@ -969,9 +992,12 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   } else if (*released) {
     ctx.info("composer: epilog: " + at + ": released");
   }
+  std::optional<HostLock> weighing;
+  if (have_state) weighing = restore_weights(ctx, config, **state, at);
   if (Status s = remove_job_state(config.state_dir, *job_id); !s) {
     ctx.error("composer: epilog: " + at + ": " + s.error().message);
   }
+  weighing.reset();
   // The removal moved the indices of the GPUs above the job's; daemons stopped for the detach
   // may start again.
   if (have_state && has_gpu((*state)->devices) && config.host_check != HostCheck::kOff) {
