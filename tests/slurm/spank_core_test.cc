@@ -680,6 +680,51 @@ TEST_F(MemPolicyTest, PreferredRunsAsBeforeWhereTheKernelLacksPreferredMany) {
   EXPECT_TRUE(task.errors.empty());
 }
 
+// The workload class's default (the policy's MemPolicy line) reaches the task through the
+// composition composerd answers, under either compose= mode.
+TEST_F(MemPolicyTest, AJobThatAsksForNoneRunsUnderItsClasssDefault) {
+  api.class_mem_policy = "interleave";
+  FakeJob task;
+  ASSERT_TRUE(run_task(task));
+  ASSERT_EQ(api.composed.size(), 1u);
+  EXPECT_FALSE(api.composed[0].mem_policy);  // composerd is asked for no policy
+  EXPECT_EQ(calls, (std::vector<Call>{{MempolicyMode::kInterleave, {0, 1, 2}}}));
+  EXPECT_EQ(state()->mem_policy, "interleave");
+  EXPECT_EQ(task.env["COMPOSER_MEM_POLICY"], "interleave");
+
+  config.compose_on = ComposeOn::kController;
+  api.class_mem_policy = "bind";
+  FakeJob second;
+  second.id = job.id + 1;
+  second.options = job.options;
+  ASSERT_TRUE(job_prolog(second, api, config));
+  Expected<std::optional<JobState>> file = read_job_state(config.state_dir, second.id);
+  ASSERT_TRUE(file && file->has_value());
+  EXPECT_EQ((*file)->mem_policy, "bind");
+}
+
+TEST_F(MemPolicyTest, TheJobsOwnPolicyGoesToComposerd) {
+  job.options["compose-mem-policy"] = "weighted:6:2";
+  offer_weighted_interleave();
+  FakeJob task;
+  ASSERT_TRUE(run_task(task));
+  ASSERT_EQ(api.composed.size(), 1u);
+  ASSERT_TRUE(api.composed[0].mem_policy);
+  EXPECT_EQ(to_string(*api.composed[0].mem_policy), "weighted:3:1");
+}
+
+TEST_F(MemPolicyTest, AWeightedClassDefaultFailsTheStepsWhereTheKernelLacksIt) {
+  api.class_mem_policy = "weighted:3:1";
+  FakeJob task;
+  Status s = run_task(task);
+  ASSERT_FALSE(s);
+  EXPECT_NE(state()->error.find("--compose-mem-policy=weighted:3:1 needs Linux 6.9 or later"),
+            std::string::npos)
+      << state()->error;
+  EXPECT_EQ(state()->devices.size(), api.devices.size());  // kept for the epilog to give back
+  EXPECT_TRUE(calls.empty());
+}
+
 TEST_F(MemPolicyTest, InterleaveSpreadsOverDramAndCxlNodes) {
   job.options["compose-mem-policy"] = "interleave";
   // Another job's CXL memory on the node is no DRAM of this one's.

@@ -673,7 +673,7 @@ TEST(Submit, AMemoryPolicyIsCheckedAgainAtSubmission) {
   c = review_submission(job({"compose_mem=1G", "compose_mem_policy=interleave"}), &s, "", false,
                         &r);
   ASSERT_TRUE(c) << c.error();
-  EXPECT_EQ(c->options.mem_policy.kind, MemPolicy::Kind::kInterleave);
+  EXPECT_EQ(c->options.mem_policy->kind, MemPolicy::Kind::kInterleave);
 }
 
 // Each refusal says what kind it is, for the glue's Slurm error code (slurm-plugin/README.md,
