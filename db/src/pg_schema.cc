@@ -228,11 +228,17 @@ constexpr Sql kMigration3 = statement<
     " holder TEXT NOT NULL, url TEXT NOT NULL, since_ms BIGINT NOT NULL);"
     "INSERT INTO leadership (id, epoch, holder, url, since_ms) VALUES (1, 0, '', '', 0);">;
 
+// Migration 4: the memory policy a composition's tasks run under (SQLite's migration 12).
+constexpr Sql kMigration4 =
+    statement<"memory policies of compositions (migration 4)",
+              "ALTER TABLE compositions ADD COLUMN mem_policy TEXT NOT NULL DEFAULT '';">;
+
 struct Migration {
   int version;
   const Sql* sql;
 };
-constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}};
+constexpr Migration kMigrations[] = {
+    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}};
 
 // One composerd migrates at a time; the others wait and then find the work done.
 constexpr Sql kLock{"waiting for the migration lock",

@@ -28,7 +28,7 @@ inline constexpr Text kDeviceFilter(
 inline constexpr Text kCompositionColumns(
     "c.id, c.job_id, c.node, c.uid, c.\"user\", c.account, c.workload, c.gpus, c.gpu_model, "
     "c.mem_bytes, c.nvme, c.state, c.created_ms, c.updated_ms, c.attempts, c.last_error, "
-    "c.policy_window, c.host_hold");
+    "c.policy_window, c.host_hold, c.mem_policy");
 template <Text selection>
 inline constexpr auto compositions_with_devices =
     joined<"WITH c AS (", selection, ") SELECT ", kCompositionColumns, ", ", kDeviceColumns,
@@ -95,8 +95,8 @@ inline constexpr Sql kDeleteClaim{
 inline constexpr Sql kInsertComposition{
     "inserting composition",
     "INSERT INTO compositions (job_id, node, uid, \"user\", account, workload, gpus, gpu_model, "
-    "mem_bytes, nvme, state, created_ms, updated_ms, policy_window) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13) RETURNING id"};
+    "mem_bytes, nvme, state, created_ms, updated_ms, policy_window, mem_policy) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14) RETURNING id"};
 inline constexpr Sql kLinkDevice{
     "giving a device to a composition",
     "INSERT INTO composition_devices (composition_id, device_id) VALUES ($1, $2)"};

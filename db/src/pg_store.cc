@@ -120,7 +120,8 @@ Composition insert_composition(Connection& db, const Composition& c,
                                                   .add(c.request.nvme)
                                                   .add(to_string(c.state))
                                                   .add(now_ms)
-                                                  .add(c.window));
+                                                  .add(c.window)
+                                                  .add(c.mem_policy));
     r.step();
     created.id = r.int64(0);
     step.release();
@@ -144,7 +145,8 @@ Composition insert_composition(Connection& db, const Composition& c,
     d.node = created.node;
   }
   created.state = CompositionState::kRequested;
-  append_event(db, composition_event(created, "requested", "", "requested", "", now_ms));
+  append_event(db, composition_event(created, "requested", "", "requested",
+                                     requested_detail(created), now_ms));
   if (c.state == CompositionState::kComposing) {
     created.state = CompositionState::kComposing;
     append_event(db, composition_event(created, "composing", "requested", "composing", "", now_ms));
