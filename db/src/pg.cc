@@ -28,15 +28,10 @@ std::string trimmed(const char* message) {
   return s;
 }
 
-constexpr Sql kBegin{"beginning a transaction", "BEGIN"};
 constexpr Sql kBeginReadOnly{"beginning a read-only transaction",
                              "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"};
 constexpr Sql kCommit{"committing", "COMMIT"};
 constexpr Sql kRollback{"rolling back", "ROLLBACK"};
-constexpr Sql kSavepoint{"taking a savepoint", "SAVEPOINT call"};
-constexpr Sql kRelease{"releasing a savepoint", "RELEASE SAVEPOINT call"};
-constexpr Sql kRollbackTo{"rolling back to a savepoint",
-                          "ROLLBACK TO SAVEPOINT call; RELEASE SAVEPOINT call"};
 
 }  // namespace
 
@@ -46,6 +41,22 @@ Params& Params::add(uint64_t v) {
          "value " + std::to_string(v) + " is larger than the largest storable integer (2^63-1)");
   }
   return add(static_cast<int64_t>(v));
+}
+
+Params& Params::add(const std::vector<std::string>& items) {
+  // An array literal: each item quoted, its quotes and backslashes escaped.
+  std::string literal = "{";
+  for (const std::string& item : items) {
+    if (literal.size() > 1) literal += ',';
+    literal += '"';
+    for (const char ch : item) {
+      if (ch == '"' || ch == '\\') literal += '\\';
+      literal += ch;
+    }
+    literal += '"';
+  }
+  literal += '}';
+  return text(std::move(literal));
 }
 
 int64_t Result::changes() const {
@@ -129,28 +140,147 @@ void Connection::fail_with(const Sql& sql, PGresult* result) {
   throw Failure(Error(code, "store: " + std::string(sql.what) + ": " + message));
 }
 
-Result Connection::run(const Sql& sql, const Params& params) {
+const std::string& Connection::prepared(const Sql& sql) {
   auto it = prepared_.find(sql.text);
-  if (it == prepared_.end()) {
-    const std::string name = "s" + std::to_string(prepared_.size());
-    const std::string text(sql.text);
+  if (it != prepared_.end()) return it->second;
+  const std::string name = "s" + std::to_string(names_++);
+  const std::string text(sql.text);
+  if (in_pipeline()) {
+    if (PQsendPrepare(connection_.get(), name.c_str(), text.c_str(), 0, nullptr) == 0) {
+      fail_with(sql, nullptr);
+    }
+    pending_.push_back({Pending::kPreparation, sql.text});
+  } else {
+    round_trip();
     PGresult* r = PQprepare(connection_.get(), name.c_str(), text.c_str(), 0, nullptr);
     if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK) fail_with(sql, r);
     PQclear(r);
-    it = prepared_.emplace(sql.text, name).first;
   }
+  return prepared_.emplace(sql.text, name).first->second;
+}
+
+namespace {
+
+std::vector<const char*> values_of(const Params& params) {
   std::vector<const char*> values;
   values.reserve(params.values().size());
   for (const auto& v : params.values()) values.push_back(v ? v->c_str() : nullptr);
-  PGresult* r = PQexecPrepared(connection_.get(), it->second.c_str(),
-                               static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0);
+  return values;
+}
+
+bool succeeded(PGresult* r) {
   const ExecStatusType status = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) fail_with(sql, r);
+  return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+}
+
+constexpr Sql kSync{"ending a group of statements", ""};
+constexpr Sql kReceiving{"reading the answers to a group of statements", ""};
+
+}  // namespace
+
+Result Connection::run(const Sql& sql, const Params& params) {
+  const std::string& name = prepared(sql);
+  const std::vector<const char*> values = values_of(params);
+  round_trip();
+  PGresult* r = PQexecPrepared(connection_.get(), name.c_str(), static_cast<int>(values.size()),
+                               values.data(), nullptr, nullptr, 0);
+  if (!succeeded(r)) fail_with(sql, r);
   return Result(sql, r);
+}
+
+void Connection::enter_pipeline() {
+  if (PQenterPipelineMode(connection_.get()) == 0) fail_with(kSync, nullptr);
+}
+
+void Connection::send(const Sql& sql, const Params& params) {
+  const std::string& name = prepared(sql);
+  const std::vector<const char*> values = values_of(params);
+  if (PQsendQueryPrepared(connection_.get(), name.c_str(), static_cast<int>(values.size()),
+                          values.data(), nullptr, nullptr, 0) == 0) {
+    fail_with(sql, nullptr);
+  }
+  pending_.push_back({Pending::kStatement, {}});
+}
+
+void Connection::send_plain(const Sql& sql) {
+  const std::string text(sql.text);
+  if (PQsendQueryParams(connection_.get(), text.c_str(), 0, nullptr, nullptr, nullptr, nullptr,
+                        0) == 0) {
+    fail_with(sql, nullptr);
+  }
+  pending_.push_back({Pending::kStatement, {}});
+}
+
+void Connection::sync() {
+  round_trip();
+  if (PQpipelineSync(connection_.get()) == 0) fail_with(kSync, nullptr);
+  pending_.push_back({Pending::kSync, {}});
+}
+
+PGresult* Connection::next_answer() {
+  PGresult* r = PQgetResult(connection_.get());
+  if (r == nullptr) fail_with(kReceiving, nullptr);
+  if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) return r;
+  // Each statement's answer ends with a NULL; a sync's does not.
+  if (PGresult* more = PQgetResult(connection_.get()); more != nullptr) {
+    PQclear(more);
+    if (succeeded(r)) {
+      PQclear(r);
+      fail(ErrorCode::kInternal, "store: a statement of a group gave more than one answer");
+    }
+  }
+  return r;
+}
+
+Result Connection::receive(const Sql& sql) {
+  for (;;) {
+    if (pending_.empty() || pending_.front().kind == Pending::kSync) {
+      fail(ErrorCode::kInternal, "store: " + std::string(sql.what) + ": no answer is due");
+    }
+    const Pending next = pending_.front();
+    pending_.pop_front();
+    PGresult* r = next_answer();
+    if (next.kind == Pending::kPreparation) {
+      if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        prepared_.erase(next.text);
+        fail_with(sql, r);
+      }
+      PQclear(r);
+      continue;
+    }
+    if (!succeeded(r)) fail_with(sql, r);
+    return Result(sql, r);
+  }
+}
+
+void Connection::skip_to_sync() {
+  while (!pending_.empty()) {
+    const Pending next = pending_.front();
+    pending_.pop_front();
+    PGresult* r = next_answer();
+    const ExecStatusType status = PQresultStatus(r);
+    PQclear(r);
+    if (next.kind == Pending::kSync) {
+      if (status != PGRES_PIPELINE_SYNC) {
+        fail(ErrorCode::kInternal, "store: a group of statements ended out of step");
+      }
+      return;
+    }
+    // A preparation the server skipped or refused names nothing there.
+    if (next.kind == Pending::kPreparation && status != PGRES_COMMAND_OK) {
+      prepared_.erase(next.text);
+    }
+  }
+  fail(ErrorCode::kInternal, "store: no group of statements was ended");
+}
+
+void Connection::leave_pipeline() {
+  if (PQexitPipelineMode(connection_.get()) == 0) fail_with(kSync, nullptr);
 }
 
 void Connection::exec(const Sql& sql) {
   const std::string text(sql.text);
+  round_trip();
   PGresult* r = PQexec(connection_.get(), text.c_str());
   const ExecStatusType status = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) fail_with(sql, r);
@@ -161,8 +291,14 @@ Transaction::Transaction(Connection& connection, bool read_only) : connection_(c
   connection_.exec(read_only ? kBeginReadOnly : kBegin);
 }
 
+Transaction::Transaction(Connection& connection, Queued) : connection_(connection) {
+  connection_.send_plain(kBegin);
+}
+
+void Transaction::received() { connection_.receive(kBegin); }
+
 Transaction::~Transaction() {
-  if (done_) return;
+  if (done_ || connection_.in_pipeline()) return;
   try {
     connection_.exec(kRollback);
   } catch (const Failure&) {  // NOLINT(bugprone-empty-catch): a lost connection rolls back

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <future>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -56,6 +57,7 @@ Writer::Writer(std::string conninfo, std::unique_ptr<Connection> connection,
       retry_for_(retry_for),
       id_(new_writer_id()),
       connection_(std::move(connection)) {
+  connection_->count_round_trips_in(&round_trips_);
   try {
     connection_->run(kForgetWriters, Params().add(now_ms() - int64_t{7} * 24 * 3600 * 1000));
   } catch (const Failure& f) {
@@ -73,11 +75,11 @@ Writer::~Writer() {
   thread_.join();
 }
 
-void Writer::submit(Body body, Done done) {
+void Writer::submit(Body body, Done done, Flight flight) {
   {
     std::lock_guard lock(mu_);
     if (!stopping_) {
-      queue_.push_back({std::move(body), std::move(done), Steady::now()});
+      queue_.push_back({std::move(body), std::move(done), Steady::now(), std::move(flight)});
       wake_.notify_all();
       return;
     }
@@ -94,7 +96,15 @@ Status Writer::run(Body body) {
 
 WriteStats Writer::stats() const {
   std::lock_guard lock(mu_);
-  return stats_;
+  WriteStats out = stats_;
+  out.round_trips = round_trips_.load(std::memory_order_relaxed);
+  return out;
+}
+
+void Writer::connect() {
+  connection_ = Connection::open(conninfo_);
+  connection_->count_round_trips_in(&round_trips_);
+  lease_set_ = false;
 }
 
 void Writer::fence(int64_t epoch, int64_t lease_ms) {
@@ -112,23 +122,30 @@ constexpr Sql kTransactionTimeout{
 
 }  // namespace
 
-void Writer::check_fence() {
-  fenced_out_ = false;
+int64_t Writer::fence_epoch() {
   const int64_t epoch = fence_.load();
-  if (epoch == kNotFenced) return;
   if (epoch == 0) {
     fenced_out_ = true;  // a refused write is not tried again
     fail(ErrorCode::kUnavailable, "this composerd is a standby; only the active one writes");
   }
+  return epoch;
+}
+
+void Writer::fenced(int64_t epoch) {
+  fenced_out_ = true;
+  fail(ErrorCode::kUnavailable, "another composerd took over (this one held epoch " +
+                                    std::to_string(epoch) +
+                                    "); this composerd is no longer active and wrote nothing");
+}
+
+void Writer::check_fence() {
+  fenced_out_ = false;
+  const int64_t epoch = fence_epoch();
+  if (epoch == kNotFenced) return;
   // FOR SHARE holds the row until COMMIT: a takeover, which updates it, waits for this
   // transaction or makes it fail here (leadership_test, FencedWriteIsRefused).
   Result r = connection_->run(kHoldsEpoch, Params().add(epoch));
-  if (!r.step()) {
-    fenced_out_ = true;
-    fail(ErrorCode::kUnavailable, "another composerd took over (this one held epoch " +
-                                      std::to_string(epoch) +
-                                      "); this composerd is no longer active and wrote nothing");
-  }
+  if (!r.step()) fenced(epoch);
 }
 
 void Writer::loop() {
@@ -144,35 +161,108 @@ void Writer::loop() {
   }
 }
 
+void Writer::run_alone(Job& job, Status& result) {
+  Savepoint savepoint(*connection_);
+  try {
+    job.body(*connection_);
+    savepoint.release();
+  } catch (const Failure& f) {
+    if (!connection_->usable()) throw;
+    result = f.error();
+  } catch (const std::exception& e) {
+    result = Error(ErrorCode::kInternal, std::string("store: ") + e.what());
+  }
+}
+
+void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int64_t number,
+                       Transaction& transaction) {
+  Connection& db = *connection_;
+  bool begin_due = true;  // BEGIN is queued (attempt) and its answer not read yet
+  size_t next = 0;
+  for (;;) {
+    // One flight: the calls from `next` that can go in one (all of them, mostly), and, after
+    // the batch's last call, its number and the fence check.
+    size_t end = next;
+    while (end < batch.size() && batch[end].flight.send && end - next < kFlightCalls) ++end;
+    const bool last = end == batch.size();
+    if (!db.in_pipeline()) db.enter_pipeline();
+    for (size_t i = next; i < end; ++i) {
+      db.send_plain(kSavepoint);
+      batch[i].flight.send(db);
+      db.send_plain(kRelease);
+    }
+    int64_t epoch = kNotFenced;
+    if (last) {
+      db.send(kMarkBatch, Params().add(id_).add(number).add(now_ms()));
+      epoch = fence_epoch();
+      if (epoch != kNotFenced) db.send(kHoldsEpoch, Params().add(epoch));
+    }
+    db.sync();
+    if (begin_due) {
+      transaction.received();
+      begin_due = false;
+    }
+    size_t refused = end;  // the call the server refused, if one was
+    std::optional<Failure> refusal;
+    for (size_t i = next; i < end && !refusal; ++i) {
+      try {
+        db.receive(kSavepoint);
+        batch[i].flight.receive(db);
+        db.receive(kRelease);
+      } catch (const Failure& f) {
+        refused = i;
+        refusal = f;
+      } catch (const std::exception& e) {
+        refused = i;
+        refusal = Failure(Error(ErrorCode::kInternal, std::string("store: ") + e.what()));
+      }
+    }
+    if (refusal) {
+      db.skip_to_sync();
+      // Not the server's refusal: an answer that could not be read, after which the calls
+      // behind it went on. The batch fails.
+      if (!db.usable() || !db.transaction_failed()) throw *refusal;
+      db.leave_pipeline();
+      db.exec(kRollbackTo);
+      run_alone(batch[refused], results[refused]);
+      next = refused + 1;
+    } else {
+      bool holds = true;
+      if (last) {
+        db.receive(kMarkBatch);
+        if (epoch != kNotFenced) holds = db.receive(kHoldsEpoch).step();
+      }
+      db.skip_to_sync();
+      if (last) {
+        db.leave_pipeline();
+        if (!holds) fenced(epoch);
+        // fence() changed it meanwhile: held to the new one, before COMMIT.
+        if (fence_.load() != epoch) check_fence();
+        return;
+      }
+      next = end;
+    }
+    for (; next < batch.size() && !batch[next].flight.send; ++next) {
+      if (db.in_pipeline()) db.leave_pipeline();
+      run_alone(batch[next], results[next]);
+    }
+  }
+}
+
 Writer::Outcome Writer::attempt(std::deque<Job>& batch, std::vector<Status>& results,
                                 int64_t number, Error& failure) {
   bool commit_sent = false;
   fenced_out_ = false;
   try {
-    if (!connection_ || !connection_->usable()) {
-      connection_ = Connection::open(conninfo_);
-      lease_set_ = false;
-    }
+    if (!connection_ || !connection_->usable()) connect();
     if (fence_.load() == 0) check_fence();
     if (fence_.load() != kNotFenced && !lease_set_) {
       connection_->run(kTransactionTimeout, Params().add(std::to_string(lease_ms_.load()) + "ms"));
       lease_set_ = true;
     }
-    Transaction transaction(*connection_);
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Savepoint savepoint(*connection_);
-      try {
-        batch[i].body(*connection_);
-        savepoint.release();
-      } catch (const Failure& f) {
-        if (!connection_->usable()) throw;
-        results[i] = f.error();
-      } catch (const std::exception& e) {
-        results[i] = Error(ErrorCode::kInternal, std::string("store: ") + e.what());
-      }
-    }
-    connection_->run(kMarkBatch, Params().add(id_).add(number).add(now_ms()));
-    check_fence();
+    connection_->enter_pipeline();
+    Transaction transaction(*connection_, Transaction::Queued{});
+    run_calls(batch, results, number, transaction);
     const uint64_t warnings = connection_->warnings();
     commit_sent = true;
     transaction.commit();
@@ -185,6 +275,12 @@ Writer::Outcome Writer::attempt(std::deque<Job>& batch, std::vector<Status>& res
     return Outcome::kCommitted;
   } catch (const Failure& f) {
     failure = f.error();
+    // Answers still due in the pipeline: the connection cannot be used again, and closing it
+    // rolls the transaction back.
+    if (connection_ && connection_->in_pipeline()) {
+      connection_.reset();
+      return Outcome::kNotCommitted;
+    }
     // The server answered the COMMIT with an error: it did not commit. No answer at all: it
     // may have.
     if (commit_sent && lost(f, connection_)) return Outcome::kUnknown;
@@ -207,10 +303,7 @@ void Writer::run_batch(std::deque<Job>& batch) {
       // Until the writer's row says: the batch is either durable on the primary, or can
       // never commit (the write below waited for it).
       try {
-        if (!connection_ || !connection_->usable()) {
-          connection_ = Connection::open(conninfo_);
-          lease_set_ = false;
-        }
+        if (!connection_ || !connection_->usable()) connect();
         outcome = resolve_batch(*connection_, id_, number, now_ms()) ? Outcome::kCommitted
                                                                      : Outcome::kNotCommitted;
         log::warning("store: a commit without an answer was found out",

@@ -12,6 +12,13 @@
 // holding it and commits only once a synchronous standby has everything before it; the
 // number found there says whether the batch committed. Only then is it answered, or run
 // again. A call is never told it succeeded unless its commit is proven.
+//
+// A call that gives a Flight goes to the server in one flight with the batch's other such
+// calls (libpq's pipeline mode): BEGIN, each call in its savepoint, the batch's number and
+// the fence check are one round trip, and COMMIT, sent once the fence check has answered, the
+// second. A call of the flight the server refuses stops the rest of the flight: its savepoint
+// is rolled back, the call runs again on its own (its Body, which says why in its own words),
+// and the calls after it go in a new flight.
 #pragma once
 
 #include <atomic>
@@ -37,6 +44,15 @@ class Writer {
   // A call reports failure by throwing Failure (or any std::exception: kInternal).
   using Body = std::function<void(Connection&)>;
   using Done = std::function<void(Status)>;
+  // A call sent without waiting for the answers: `send` queues its statements
+  // (Connection::send), `receive` reads their answers in the same order (Connection::receive).
+  // The server refuses whatever the call refuses (a statement of `send` fails), so that a
+  // refusal undoes the call alone; `receive` throws only on an answer it cannot read, which
+  // fails the batch.
+  struct Flight {
+    std::function<void(Connection&)> send;
+    std::function<void(Connection&)> receive;
+  };
 
   static constexpr std::chrono::milliseconds kRetryFor{15000};
 
@@ -49,7 +65,7 @@ class Writer {
 
   // Queues `body`; `done` is handed its status once the change is committed (or refused), on
   // the writer's thread (Store::Answer says what it may do there).
-  void submit(Body body, Done done);
+  void submit(Body body, Done done, Flight flight = {});
   Status run(Body body);
   WriteStats stats() const;
   // Store::fence: every batch commits only while the leadership row holds `epoch` (0: none
@@ -61,15 +77,32 @@ class Writer {
     Body body;
     Done done;
     std::chrono::steady_clock::time_point since;
+    Flight flight;
   };
+  // The most calls sent in one flight: what waits unread on either side stays small.
+  static constexpr size_t kFlightCalls = 256;
   enum class Outcome { kCommitted, kNotCommitted, kUnknown };
   void loop();
+  // A new connection_, counting its round trips.
+  void connect();
   void run_batch(std::deque<Job>& batch);
   // One try of the batch under number `number`; `failure` says why when not committed.
   Outcome attempt(std::deque<Job>& batch, std::vector<Status>& results, int64_t number,
                   Error& failure);
+  // Runs the batch's calls, its number and the fence check inside the open transaction.
+  // `transaction`'s BEGIN is queued in the connection's pipeline; the connection leaves
+  // pipeline mode when this returns.
+  void run_calls(std::deque<Job>& batch, std::vector<Status>& results, int64_t number,
+                 Transaction& transaction);
+  // Runs `job`'s Body in a savepoint of its own; its failure is its result.
+  void run_alone(Job& job, Status& result);
   // Throws Failure unless this composerd may commit (fence()).
   void check_fence();
+  // The epoch the fence check holds this batch to; kNotFenced when there is none. Throws
+  // Failure when this composerd is a standby.
+  int64_t fence_epoch();
+  // Throws the Failure of a fence check that found another epoch than `epoch`.
+  [[noreturn]] void fenced(int64_t epoch);
 
   static constexpr int64_t kNotFenced = -1;
 
@@ -87,6 +120,7 @@ class Writer {
   std::deque<Job> queue_;
   bool stopping_ = false;
   WriteStats stats_;
+  std::atomic<uint64_t> round_trips_{0};
   std::thread thread_;
 };
 

@@ -228,9 +228,22 @@ constexpr Sql kMigration3 = statement<
     " holder TEXT NOT NULL, url TEXT NOT NULL, since_ms BIGINT NOT NULL);"
     "INSERT INTO leadership (id, epoch, holder, url, since_ms) VALUES (1, 0, '', '', 0);">;
 
-// Migration 4: the memory policy a composition's tasks run under (SQLite's migration 12).
-constexpr Sql kMigration4 =
-    statement<"memory policies of compositions (migration 4)",
+// Migration 4: a refusal a statement can make itself (pg_statements.h,
+// kTransitionComposition), so that a write sent in one flight with others is refused by the
+// database, which undoes it alone.
+constexpr Sql kMigration4{
+    "adding composer_refuse_unless (migration 4)",
+    "CREATE FUNCTION composer_refuse_unless(ok boolean) RETURNS boolean LANGUAGE plpgsql"
+    " VOLATILE AS $$ BEGIN"
+    " IF ok IS NOT TRUE THEN"
+    "  RAISE EXCEPTION 'refused: the write changed nothing'"
+    "  USING ERRCODE = 'integrity_constraint_violation';"
+    " END IF;"
+    " RETURN true; END $$;"};
+
+// Migration 5: the memory policy a composition's tasks run under (SQLite's migration 12).
+constexpr Sql kMigration5 =
+    statement<"memory policies of compositions (migration 5)",
               "ALTER TABLE compositions ADD COLUMN mem_policy TEXT NOT NULL DEFAULT '';">;
 
 struct Migration {
@@ -238,7 +251,7 @@ struct Migration {
   const Sql* sql;
 };
 constexpr Migration kMigrations[] = {
-    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}};
+    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}, {5, &kMigration5}};
 
 // One composerd migrates at a time; the others wait and then find the work done.
 constexpr Sql kLock{"waiting for the migration lock",

@@ -121,6 +121,54 @@ inline constexpr Sql kSelectCompositions = statement<
     "listing compositions",
     compositions_with_devices<joined<"SELECT * FROM compositions WHERE", kCompositionFilter>>>;
 
+// A new composition, its device links and its events in one statement, for a write sent in
+// one flight with others (pg_pool.h, Writer::Flight): the parameters of kInsertComposition,
+// then $14 the device ids (text[], in order), $15 them joined as the events list them. Its
+// rows are the composition's id and each device as it was before (kSelectDevice's columns).
+// What the store refuses the database refuses here too (the schema's indexes, keys and
+// triggers), and the write then runs again as insert_composition to say why.
+inline constexpr Sql kCreateComposition = statement<
+    "inserting composition",
+    "WITH c AS (INSERT INTO compositions (job_id, node, uid, \"user\", account, workload, gpus,"
+    " gpu_model, mem_bytes, nvme, state, created_ms, updated_ms, policy_window, mem_policy)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14) RETURNING id),"
+    " given AS (SELECT id, n FROM unnest($15::text[]) WITH ORDINALITY AS g(id, n)),"
+    " links AS (INSERT INTO composition_devices (composition_id, device_id)"
+    " SELECT c.id, given.id FROM c, given ORDER BY given.n),"
+    " logged AS (INSERT INTO events (ts_ms, kind, composition_id, job_id, node, uid, \"user\","
+    " account, workload, from_state, to_state, devices, detail, policy_window)"
+    " SELECT $12, k.kind, c.id, $1, $2, $3, $4, $5, $6, k.from_state, k.kind, $16,"
+    // The first event records the memory policy as requested_detail (records.h) writes it.
+    " CASE WHEN k.n = 1 AND $14 <> '' THEN 'mem_policy=' || $14 ELSE '' END, $13"
+    " FROM c, (VALUES (1, 'requested', ''), (2, 'composing', 'requested')) AS k(n, kind,"
+    " from_state) WHERE k.n = 1 OR $11 = 'composing' ORDER BY k.n)"
+    " SELECT c.id, ",
+    kDeviceColumns, " FROM c LEFT JOIN given ON true LEFT JOIN devices d ON d.id = given.id",
+    kDeviceOwnerJoin, " ORDER BY given.n">;
+// A state change and its event in one statement, for a write sent in one flight with others:
+// kUpdateCompositionState's parameters; its rows are kSelectComposition's, as the composition
+// was before. The database refuses the statement (composer_refuse_unless, migration 4) unless
+// it changed the state, and the write then runs again on its own to say why.
+inline constexpr Sql kTransitionComposition = statement<
+    "changing composition state",
+    "WITH u AS (UPDATE compositions SET state = $2, updated_ms = $3, attempts = attempts + $4,"
+    " last_error = CASE WHEN $2 = 'failed' THEN $6 ELSE last_error END"
+    " WHERE id = $1 AND state = $5"
+    " RETURNING id, job_id, node, uid, \"user\", account, workload, policy_window),"
+    " logged AS (INSERT INTO events (ts_ms, kind, composition_id, job_id, node, uid, \"user\","
+    " account, workload, from_state, to_state, devices, detail, policy_window)"
+    " SELECT $3, $2, u.id, u.job_id, u.node, u.uid, u.\"user\", u.account, u.workload, $5, $2,"
+    " COALESCE((SELECT string_agg(l.device_id, ',' ORDER BY l.seq) FROM composition_devices l"
+    " WHERE l.composition_id = u.id), ''), $6, u.policy_window FROM u),"
+    " c AS (SELECT * FROM compositions WHERE id = $1)"
+    // The refusal's row is on the kept side of a LEFT JOIN, so it is always evaluated.
+    " SELECT ",
+    kCompositionColumns, ", ", kDeviceColumns,
+    " FROM (SELECT composer_refuse_unless((SELECT COUNT(*) FROM u) = 1)) AS changed"
+    " LEFT JOIN c ON true"
+    " LEFT JOIN composition_devices cd ON cd.composition_id = c.id"
+    " LEFT JOIN devices d ON d.id = cd.device_id",
+    kDeviceOwnerJoin, " ORDER BY c.id DESC, cd.seq">;
 inline constexpr Sql kInsertEvent{
     "appending event",
     "INSERT INTO events (ts_ms, kind, composition_id, job_id, node, uid, \"user\", account, "

@@ -91,6 +91,48 @@ Event owned_device_event(Connection& db, const Device& d, std::string_view kind,
   return device_event(owner, d, kind, from, to, user, detail, now_ms);
 }
 
+// kInsertComposition's parameters (and the first of kCreateComposition's).
+Params composition_params(const Composition& c, int64_t now_ms) {
+  return Params()
+      .add(c.job_id)
+      .add(c.node)
+      .add(c.uid)
+      .add(c.user)
+      .add(c.account)
+      .add(c.workload)
+      .add(c.request.gpus)
+      .add(c.request.gpu_model)
+      .add(c.request.mem_bytes)
+      .add(c.request.nvme)
+      .add(to_string(c.state))
+      .add(now_ms)
+      .add(c.window)
+      .add(c.mem_policy);
+}
+
+// The composition kCreateComposition inserted, from its rows: what insert_composition returns.
+Composition created_composition(Result r, const Composition& c, int64_t now_ms) {
+  Composition created = c;
+  created.devices.clear();
+  created.id = 0;
+  while (r.step()) {
+    created.id = r.int64(0);
+    if (!r.is_null(1)) created.devices.push_back(read_device(r, 1));
+  }
+  if (created.id == 0) fail(ErrorCode::kInternal, "store: inserting composition: no id came back");
+  created.created_ms = now_ms;
+  created.updated_ms = now_ms;
+  created.attempts = 0;
+  created.last_error.clear();
+  for (auto& d : created.devices) {
+    d.composition_id = created.id;
+    d.node = created.node;
+  }
+  created.state = c.state == CompositionState::kComposing ? CompositionState::kComposing
+                                                          : CompositionState::kRequested;
+  return created;
+}
+
 Composition insert_composition(Connection& db, const Composition& c,
                                const std::vector<std::string>& ids, int64_t now_ms) {
   Composition created = c;
@@ -107,21 +149,7 @@ Composition insert_composition(Connection& db, const Composition& c,
   // savepoint of its own, so the message can still be completed by a read.
   try {
     pg::Savepoint step(db);
-    Result r = db.run(pg::kInsertComposition, Params()
-                                                  .add(c.job_id)
-                                                  .add(c.node)
-                                                  .add(c.uid)
-                                                  .add(c.user)
-                                                  .add(c.account)
-                                                  .add(c.workload)
-                                                  .add(c.request.gpus)
-                                                  .add(c.request.gpu_model)
-                                                  .add(c.request.mem_bytes)
-                                                  .add(c.request.nvme)
-                                                  .add(to_string(c.state))
-                                                  .add(now_ms)
-                                                  .add(c.window)
-                                                  .add(c.mem_policy));
+    Result r = db.run(pg::kInsertComposition, composition_params(c, now_ms));
     r.step();
     created.id = r.int64(0);
     step.release();
@@ -295,24 +323,34 @@ class PgStore final : public Store {
     if (auto refused = creatable(c, ids); !refused) return done(refused.error());
     write_async<Composition>(
         [c, ids, now_ms](Connection& db) { return insert_composition(db, c, ids, now_ms); },
-        std::move(done));
+        std::move(done),
+        [c, ids, now_ms](Connection& db) {
+          db.send(pg::kCreateComposition,
+                  composition_params(c, now_ms).add(ids).add(join(ids, kListSeparator)));
+        },
+        [c, now_ms](Connection& db) {
+          return created_composition(db.receive(pg::kCreateComposition), c, now_ms);
+        });
   }
 
   void transition_async(int64_t id, CompositionState from, CompositionState to,
                         std::string_view detail, int64_t now_ms, bool attempt,
                         Answer<Composition> done) override {
     if (auto refused = transitionable(id, from, to); !refused) return done(refused.error());
+    const auto params = [id, from, to, detail = std::string(detail), now_ms, attempt] {
+      return Params()
+          .add(id)
+          .add(to_string(to))
+          .add(now_ms)
+          .add(attempt ? 1 : 0)
+          .add(to_string(from))
+          .add(detail);
+    };
     write_async<Composition>(
-        [id, from, to, detail = std::string(detail), now_ms, attempt](Connection& db) {
+        [id, from, to, detail = std::string(detail), now_ms, attempt, params](Connection& db) {
           Composition c = existing_composition(db, id);
           check_state(c, from);
-          Result r = db.run(pg::kUpdateCompositionState, Params()
-                                                             .add(id)
-                                                             .add(to_string(to))
-                                                             .add(now_ms)
-                                                             .add(attempt ? 1 : 0)
-                                                             .add(to_string(from))
-                                                             .add(detail));
+          Result r = db.run(pg::kUpdateCompositionState, params());
           if (r.changes() != 1) {
             refuse(ErrorCode::kConflict,
                    "composition " + std::to_string(id) + " changed meanwhile");
@@ -322,7 +360,17 @@ class PgStore final : public Store {
           apply_transition(c, to, detail, now_ms, attempt);
           return c;
         },
-        std::move(done));
+        std::move(done),
+        [params](Connection& db) { db.send(pg::kTransitionComposition, params()); },
+        [id, to, detail = std::string(detail), now_ms, attempt](Connection& db) {
+          auto found = first_of(db.receive(pg::kTransitionComposition));
+          if (!found || found->id != id) {
+            fail(ErrorCode::kInternal, "store: changing composition state: composition " +
+                                           std::to_string(id) + " did not come back");
+          }
+          apply_transition(*found, to, detail, now_ms, attempt);
+          return std::move(*found);
+        });
   }
 
   Expected<Composition> set_hold(int64_t id, std::string_view cause, std::string_view actor,
@@ -565,14 +613,26 @@ class PgStore final : public Store {
       return Error(ErrorCode::kInternal, std::string("store: ") + e.what());
     }
   }
+  // With `send` and `receive`, the write goes in one flight with others (pg::Writer::Flight),
+  // and `body`, which does the same, runs only to say why the database refused it.
   template <typename T>
-  void write_async(std::function<T(Connection&)> body, Answer<T> done) {
+  void write_async(std::function<T(Connection&)> body, Answer<T> done,
+                   std::function<void(Connection&)> send = {},
+                   std::function<T(Connection&)> receive = {}) {
     auto result = std::make_shared<std::optional<T>>();
+    pg::Writer::Flight flight;
+    if (send) {
+      flight.send = std::move(send);
+      flight.receive = [receive = std::move(receive), result](Connection& db) {
+        *result = receive(db);
+      };
+    }
     writer_->submit([body = std::move(body), result](Connection& db) { *result = body(db); },
                     [result, done = std::move(done)](const Status& status) {
                       if (!status.ok()) return done(status.error());
                       done(std::move(**result));
-                    });
+                    },
+                    std::move(flight));
   }
   template <typename T>
   Expected<T> write(std::function<T(Connection&)> body) {

@@ -692,6 +692,20 @@ std::string state_url_file(const composer::test_support::TempDir& dir,
   return path;
 }
 
+// The PostgreSQL store's writes between two scrapes of /metrics: changes, the transactions
+// that committed them, and the writer's round trips to the server.
+void print_store_writes(const char* what, const std::string& before, const std::string& after) {
+  const auto delta = [&](const char* name) { return metric(after, name) - metric(before, name); };
+  const double changes = delta("composer_store_write_calls_total");
+  const double transactions = delta("composer_store_transactions_total");
+  const double trips = delta("composer_store_round_trips_total");
+  std::printf(
+      "PostgreSQL store, %s: %.0f changes in %.0f transactions (%.1f a transaction), %.0f round "
+      "trips (%.2f a change, %.1f a transaction)\n",
+      what, changes, transactions, changes / std::max(1.0, transactions), trips,
+      trips / std::max(1.0, changes), trips / std::max(1.0, transactions));
+}
+
 // With --postgresql: the zero-latency steady cycles on SQLite (Durable=yes) and on the
 // PostgreSQL `conninfo` reaches (tests/ha/bench.sh: a primary with one synchronous standby),
 // one after the other in this run, then the slow-fabric burst on PostgreSQL.
@@ -714,6 +728,7 @@ int postgresql_bench(const std::string& conninfo, int clients, int seconds, int 
     const std::string url = state_url_file(dir, fresh_pg_database(conninfo, "bench_steady"));
     composer::testing::ComposerdProcess daemon(
         "StateBackend=postgresql\nStateUrlFile=" + url + "\nLogLevel=warning\n", pool);
+    const std::string m0 = scrape(daemon);
     const Steady st = steady_cycles(daemon, clients, seconds);
     const double rate = static_cast<double>(st.cycles) / st.elapsed_s;
     std::printf(
@@ -721,10 +736,7 @@ int postgresql_bench(const std::string& conninfo, int clients, int seconds, int 
         "SQLite's, %ld errors\n",
         clients, st.elapsed_s, rate, rate / std::max(1.0, sqlite_rate), st.errors);
     print_latency("PostgreSQL steady compose", st.compose_ms);
-    const std::string m = scrape(daemon);
-    std::printf("PostgreSQL store: %.0f changes in %.0f transactions\n",
-                metric(m, "composer_store_write_calls_total"),
-                metric(m, "composer_store_transactions_total"));
+    print_store_writes("steady", m0, scrape(daemon));
     errors += st.errors;
   }
   {
@@ -736,7 +748,9 @@ int postgresql_bench(const std::string& conninfo, int clients, int seconds, int 
             "\nMaxFabricOperations=" + std::to_string(in_flight) + "\n",
         pool_lines(slow_nodes));
     const Burst one = compose_burst(daemon, 1, 9'000'000, slow_nodes);
+    const std::string m0 = scrape(daemon);
     const Burst slow = compose_burst(daemon, burst, 9'100'000);
+    print_store_writes("slow-fabric burst", m0, scrape(daemon));
     std::printf(
         "slow fabric on PostgreSQL (synchronous standby): %d ms per attach, "
         "MaxFabricOperations=%d: one compose %.2f s; a burst of %d concurrent composes %.2f s "

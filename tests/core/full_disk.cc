@@ -17,10 +17,10 @@
 #include <gtest/gtest.h>
 
 #include "composer/common/units.h"
+#include "composer/core/forwarding_fabric.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
 #include "composer/drivers/sim_fabric.h"
-#include "composer/test_support/forwarding_fabric.h"
 #include "composer/test_support/temp_dir.h"
 #include "service_fixture.h"
 
@@ -30,7 +30,7 @@ namespace {
 bool g_private_mounts = false;  // set by main() once this process has its own mount namespace
 
 // The sim fabric, with a hook run just before each attach or detach is passed on.
-class HookedFabric : public test_support::ForwardingFabric {
+class HookedFabric : public ForwardingFabric {
  public:
   using ForwardingFabric::ForwardingFabric;
   std::function<void()> before_attach;
@@ -38,12 +38,12 @@ class HookedFabric : public test_support::ForwardingFabric {
   Expected<Operation> attach(const std::string& host,
                              const std::vector<std::string>& ids) override {
     if (before_attach) before_attach();
-    return to_.attach(host, ids);
+    return inner_.attach(host, ids);
   }
   Expected<Operation> detach(const std::string& host,
                              const std::vector<std::string>& ids) override {
     if (before_detach) before_detach();
-    return to_.detach(host, ids);
+    return inner_.detach(host, ids);
   }
 };
 

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <set>
 
-#include "composer/test_support/forwarding_fabric.h"
+#include "composer/core/forwarding_fabric.h"
 #include "service_fixture.h"
 
 namespace composer::testing {
@@ -95,15 +95,15 @@ TEST_F(ReconcilerTest, WhatTheFabricHoldsAtStartIsForeignAndARestartWritesNothin
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE(fabric_->attach_behind_back("gpu-b-3", "host-2").ok());
   // Count the writes a restart sends to the fabric.
-  struct Counting final : public test_support::ForwardingFabric {
+  struct Counting final : public ForwardingFabric {
     using ForwardingFabric::ForwardingFabric;
     Expected<Operation> attach(const std::string& h, const std::vector<std::string>& ids) override {
       ++writes;
-      return to_.attach(h, ids);
+      return inner_.attach(h, ids);
     }
     Expected<Operation> detach(const std::string& h, const std::vector<std::string>& ids) override {
       ++writes;
-      return to_.detach(h, ids);
+      return inner_.detach(h, ids);
     }
     int writes = 0;
   } counting(*fabric_);
@@ -176,11 +176,11 @@ TEST_F(ReconcilerTest, ReleaseForeignLeavesAnOrphanWhereItIsForGood) {
 
 TEST_F(ReconcilerTest, ASharedBlockIsForeignWithItsHolders) {
   // The fabric shows gpu-b-2 shared by two systems (Redfish SharingEnabled).
-  class Sharing final : public test_support::ForwardingFabric {
+  class Sharing final : public ForwardingFabric {
    public:
     using ForwardingFabric::ForwardingFabric;
     Expected<FabricInventory> inventory() override {
-      auto inv = to_.inventory();
+      auto inv = inner_.inventory();
       if (inv) inv->held["gpu-b-2"] = "shared by systems host-1, host-2";
       return inv;
     }
@@ -216,11 +216,11 @@ TEST_F(ReconcilerTest, LeavesDevicesOfHostsItDoesNotServeAlone) {
   ASSERT_TRUE((*fabric)->attach("host-x", {"gpu-a-0"}).ok());
 
   // Only n1 and n2 are served: a service over a fabric view that hides host-x.
-  class ServedOnly final : public test_support::ForwardingFabric {
+  class ServedOnly final : public ForwardingFabric {
    public:
     using ForwardingFabric::ForwardingFabric;
     Expected<FabricInventory> inventory() override {
-      auto inv = to_.inventory();
+      auto inv = inner_.inventory();
       if (!inv) return inv;
       std::erase_if(inv->hosts, [](const Host& h) { return h.fabric_id == "host-x"; });
       return inv;
@@ -360,19 +360,19 @@ TEST_F(ReconcilerTest, RecoveryRollsBackAnAttachThatNeverHappened) {
 // Detaches that report running until `want` of them have started (or 3 s have passed): they
 // end at once when started together, one after another (3 s for the first) when not. Counts how
 // many had started when the first ended.
-class GatedDetaches : public test_support::ForwardingFabric {
+class GatedDetaches : public ForwardingFabric {
  public:
   GatedDetaches(Fabric& to, size_t want) : ForwardingFabric(to), want_(want) {}
   Expected<Operation> detach(const std::string& host,
                              const std::vector<std::string>& ids) override {
-    auto op = to_.detach(host, ids);
+    auto op = inner_.detach(host, ids);
     if (!op) return op;
     std::lock_guard lock(mu_);
     if (started_++ == 0) first_ = std::chrono::steady_clock::now();
     return Operation{.id = "gated-" + std::to_string(started_), .state = OperationState::kRunning};
   }
   Expected<Operation> operation_status(const std::string& id) override {
-    if (!id.starts_with("gated-")) return to_.operation_status(id);
+    if (!id.starts_with("gated-")) return inner_.operation_status(id);
     std::lock_guard lock(mu_);
     const bool open =
         started_ >= want_ || std::chrono::steady_clock::now() - first_ > std::chrono::seconds(3);

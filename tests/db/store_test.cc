@@ -822,6 +822,64 @@ TEST_P(BackendTest, FailingCallDoesNotRollBackTheOthersInItsBatch) {
   EXPECT_EQ(event_count(), 2 + 4 * 2);
 }
 
+// On PostgreSQL a batch's compositions and state changes go to the server in one flight: a
+// batch costs two round trips (the flight, then COMMIT), however many calls it holds. Run one
+// after another they would cost several each.
+TEST_P(BackendTest, ABatchOfCompositionsAndStateChangesCostsTwoRoundTrips) {
+  if (backend() != Backend::kPostgresql) GTEST_SKIP() << "SQLite answers in this process";
+  add_inventory();
+  auto taken = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10);
+  ASSERT_TRUE(taken.ok()) << taken.error();
+  const WriteStats before = store().write_stats();
+  EXPECT_GT(before.round_trips, 0u);
+
+  auto raw = raw_database();
+  ASSERT_TRUE(raw->exec("BEGIN; LOCK TABLE compositions IN EXCLUSIVE MODE").ok());
+  std::vector<Status> results(6, Status::Ok());
+  std::vector<std::thread> threads;
+  // Five new compositions (the third wants gpu-0, which composition 1 holds: refused in the
+  // middle of its flight) and composition 1 made ready.
+  const std::vector<std::string> wants = {"gpu-1", "gpu-2", "gpu-0", "gpu-3", "mem-0"};
+  for (size_t i = 0; i < wants.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto r = store().create_composition(make_composition(static_cast<uint32_t>(100 + i), "node2"),
+                                          {wants[i]}, 20);
+      results[i] = r.ok() ? Status::Ok() : Status(r.error());
+    });
+  }
+  threads.emplace_back([&] {
+    auto r = store().transition(taken->id, CompositionState::kComposing, CompositionState::kReady,
+                                "", 30, true);
+    results[5] = r.ok() ? Status::Ok() : Status(r.error());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(raw->exec("COMMIT").ok());
+  for (auto& t : threads) t.join();
+
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i == 2) {
+      ASSERT_FALSE(results[i].ok());
+      EXPECT_EQ(results[i].error().code, ErrorCode::kConflict);
+      EXPECT_THAT(results[i].error().message, HasSubstr("gpu-0"));
+    } else {
+      EXPECT_TRUE(results[i].ok()) << i << ": " << results[i].error();
+    }
+  }
+  const WriteStats after = store().write_stats();
+  const uint64_t transactions = after.transactions - before.transactions;
+  ASSERT_GE(transactions, 1u);
+  ASSERT_LE(transactions, 6u);
+  // Two a batch; the refused call runs again on its own (a savepoint, its statements, the
+  // rollback to the savepoint, the rest of the flight): a dozen more at most.
+  EXPECT_LE(after.round_trips - before.round_trips, 2 * transactions + 16)
+      << transactions << " transactions";
+  auto ready = store().composition(taken->id);
+  ASSERT_TRUE(ready.ok());
+  EXPECT_EQ(ready->state, CompositionState::kReady);
+  EXPECT_EQ(ready->attempts, 1u);
+  EXPECT_EQ(event_count(), 2 + 4 * 2 + 1);
+}
+
 }  // namespace
 }  // namespace composer::db::testing
 

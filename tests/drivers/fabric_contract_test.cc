@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "composer/core/fabric.h"
+#include "composer/core/forwarding_fabric.h"
 #include "composer/drivers/liqid_fabric.h"
 #include "composer/drivers/multi_fabric.h"
 #include "composer/drivers/redfish_fabric.h"
 #include "composer/drivers/sim_fabric.h"
-#include "composer/test_support/forwarding_fabric.h"
 #include "composer/test_support/inventory.h"
 #include "composer/testing/fake_liqid.h"
 #include "composer/testing/fake_redfish.h"
@@ -378,10 +378,8 @@ class MultiHarness final : public Harness {
  public:
   MultiHarness() {
     std::vector<MultiFabric::Member> members;
-    members.push_back(
-        {"lab", std::make_unique<test_support::ForwardingFabric>(bystander_.fabric())});
-    members.push_back(
-        {"pod-lq", std::make_unique<test_support::ForwardingFabric>(liqid_.fabric())});
+    members.push_back({"lab", std::make_unique<ForwardingFabric>(bystander_.fabric())});
+    members.push_back({"pod-lq", std::make_unique<ForwardingFabric>(liqid_.fabric())});
     auto m = MultiFabric::create(std::move(members));
     EXPECT_TRUE(m.ok()) << m;
     if (m.ok()) fabric_ = std::move(m).value();

@@ -214,6 +214,20 @@ TEST_F(LiqidDriver, AttachRelatesInsideOneEditAndReprograms) {
   expect_untouched({"mem0"});
 }
 
+// Several composerd on one PostgreSQL store: every change carries the leadership epoch of the
+// one that made it, as the Redfish driver's do, so the fabric's side can tell.
+TEST_F(LiqidDriver, EveryChangeCarriesTheLeadershipEpoch) {
+  drivers::LiqidOptions o = options();
+  o.epoch = 7;
+  auto& f = connect(o);
+  ASSERT_TRUE(f.inventory().ok());
+  EXPECT_THAT(fake_->write_epochs(), IsEmpty());  // reads carry none
+  auto op = f.attach("node01", {"gpu0"});
+  ASSERT_TRUE(op.ok()) << op;
+  ASSERT_FALSE(fake_->write_epochs().empty());
+  for (int64_t e : fake_->write_epochs()) EXPECT_EQ(e, 7);
+}
+
 // A batch: every change planned against one read, one edit per machine carrying all of that
 // machine's changes (attaches and detaches together), a change the Director cannot take
 // refused alone, and a machine whose edit fails failing only its own changes.

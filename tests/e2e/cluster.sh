@@ -8,6 +8,8 @@
 #                      failed half-way, and twice)
 #   cluster.sh env     print the variables a shell needs to use the cluster
 #   cluster.sh start-slurmd NODE | stop-slurmd NODE   one node's slurmd (E2E_NODES>1)
+#   cluster.sh start-composerd [I] | stop-composerd [I]   composerd I (1 or 2), or every one;
+#                      started again, a composerd of two is a standby until the other dies
 #
 # Environment: BUILD_DIR (default build; PLUGIN_DIR, COMPOSERD and FAKE_REDFISH override the
 # paths inside it), E2E_DIR (default /tmp/composer-e2e), the ports E2E_PORT (composerd),
@@ -44,6 +46,14 @@
 # E2E_ACCOUNTING=yes adds slurmdbd (port E2E_DBD_PORT, default 26819) on a MariaDB of our own
 # (data under $E2E_DIR/db, TCP on 127.0.0.1:E2E_DB_PORT, default 26820), installing
 # mariadb-server and slurmdbd if missing.
+# E2E_COMPOSERDS=2 (default 1): two composerd on the controller host, the first active and
+# the second its standby (ports E2E_PORT and E2E_PORT2, default E2E_PORT+1; Unix sockets
+# run/composerd.sock and run/composerd-2.sock; logs log/composerd.log and log/composerd-2.log;
+# composer.conf and composer-2.conf), sharing one store on a PostgreSQL of our own
+# (StateBackend=postgresql; Debian's postgresql-15, installed if missing, initdb'd under
+# $E2E_DIR/pg and run as the user postgres with its socket there, on port E2E_PG_PORT, default
+# 26821, and no TCP; composer.conf's StateUrlFile= is etc/composer-state.url) and one StateDir (the sim fabric's state file, the pool snapshot). The
+# plugstack's server= and controller_server= list both. Sim fabric only.
 # E2E_SLURM_EXTRA: lines added to slurm.conf as they are (a scenario's Epilog, say).
 # E2E_OUTAGE_WAIT (default 10): how long composer-slurmctld and the node prologs ask again
 # while composerd is away (the plugstack line's outage_wait=), short so that a scenario that
@@ -92,6 +102,16 @@ E2E_COMPOSE=${E2E_COMPOSE:-controller}
 E2E_OUTAGE_WAIT=${E2E_OUTAGE_WAIT:-10}
 E2E_DBD_PORT=${E2E_DBD_PORT:-26819}
 E2E_DB_PORT=${E2E_DB_PORT:-26820}
+E2E_COMPOSERDS=${E2E_COMPOSERDS:-1}
+E2E_PORT2=${E2E_PORT2:-$((E2E_PORT + 1))}
+E2E_PG_PORT=${E2E_PG_PORT:-26821}
+[[ $E2E_COMPOSERDS == 1 || $E2E_COMPOSERDS == 2 ]] ||
+  { echo "cluster: E2E_COMPOSERDS=$E2E_COMPOSERDS: expected 1 or 2" >&2; exit 2; }
+if [[ $E2E_COMPOSERDS == 2 && ($FABRIC != sim || $E2E_HOST_CHECK != rescan) ]]; then
+  echo "cluster: E2E_COMPOSERDS=2 needs FABRIC=sim and E2E_HOST_CHECK=rescan (both composerd" \
+    "take over the sim fabric's state file in their shared StateDir)" >&2
+  exit 2
+fi
 [[ $FABRIC == sim || $FABRIC == redfish ]] ||
   { echo "cluster: FABRIC=$FABRIC: allowed are sim and redfish" >&2; exit 2; }
 [[ $E2E_NODES =~ ^[1-9][0-9]?$ ]] ||
@@ -135,6 +155,16 @@ else
 fi
 NODE=${NODES[0]}
 E2E_URL=http://$LISTEN_ADDR:$E2E_PORT
+# Every composerd, in the order clients try them (the plugstack's lists).
+COMPOSERDS=(1)
+E2E_URLS=$E2E_URL
+CTLD_SERVERS=unix:$E2E_DIR/run/composerd.sock
+if [[ $E2E_COMPOSERDS == 2 ]]; then
+  COMPOSERDS=(1 2)
+  E2E_URLS+=,http://$LISTEN_ADDR:$E2E_PORT2
+  CTLD_SERVERS+=,unix:$E2E_DIR/run/composerd-2.sock
+fi
+PG_DIR=$E2E_DIR/pg  # the PostgreSQL of E2E_COMPOSERDS=2: its data, and its socket
 
 PLUGINS=$(realpath -m "${PLUGIN_DIR:-$BUILD_DIR/slurm-plugin}")
 COMPOSERD=$(realpath -m "${COMPOSERD:-$BUILD_DIR/composer/server/composerd}")
@@ -156,35 +186,51 @@ install_packages() {
     log "installing slurm and munge (missing: ${missing[*]})"
     DEBIAN_FRONTEND=noninteractive apt-get install -y slurmctld slurmd slurm-client munge >/dev/null
   fi
-  [[ $E2E_ACCOUNTING == yes ]] || return 0
-  missing=()
-  for bin in slurmdbd mariadbd mariadb-install-db mariadb; do
-    command -v "$bin" >/dev/null 2>&1 || [[ -x /usr/sbin/$bin ]] || missing+=("$bin")
-  done
-  ((${#missing[@]})) || return 0
-  # The packages' postinst may start the system's own MariaDB (and slurmdbd) where
-  # policy-rc.d lets it: those are stopped again, by their pid files, when the install
-  # started them. Ours never depends on them (--no-defaults, its own socket, port and data).
-  local pidfile before=()
+  if [[ $E2E_ACCOUNTING == yes ]]; then
+    missing=()
+    for bin in slurmdbd mariadbd mariadb-install-db mariadb; do
+      command -v "$bin" >/dev/null 2>&1 || [[ -x /usr/sbin/$bin ]] || missing+=("$bin")
+    done
+    if ((${#missing[@]})); then
+      install_stopping_services "missing: ${missing[*]}" mariadb-server slurmdbd
+    fi
+  fi
+  if [[ $E2E_COMPOSERDS == 2 && -z $(pg_bindir) ]]; then
+    install_stopping_services "no /usr/lib/postgresql/*/bin/postgres" postgresql-15
+  fi
+}
+
+# install_stopping_services WHY PACKAGE...: the packages' postinst may start the system's own
+# MariaDB, slurmdbd or PostgreSQL where policy-rc.d lets it: those are stopped again, by their
+# pid files, when the install started them. Ours never depend on them (their own data, socket
+# and port).
+install_stopping_services() {
+  local why=$1 pidfile before=()
+  shift
   for pidfile in "${SYSTEM_PID_FILES[@]}"; do
     if pid_file_alive "$pidfile"; then before+=("$pidfile"); fi
   done
-  log "installing mariadb-server and slurmdbd (missing: ${missing[*]})"
+  log "installing $* ($why)"
   # A fresh chroot has no package lists yet: read them, then try again.
-  DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-server slurmdbd >/dev/null 2>&1 || {
+  DEBIAN_FRONTEND=noninteractive apt-get install -y "$@" >/dev/null 2>&1 || {
     apt-get update -qq &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-server slurmdbd >/dev/null
-  } || die "cannot install mariadb-server and slurmdbd"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y "$@" >/dev/null
+  } || die "cannot install $*"
   for pidfile in "${SYSTEM_PID_FILES[@]}"; do
     [[ " ${before[*]} " == *" $pidfile "* ]] && continue
     if pid_file_alive "$pidfile"; then
-      log "the install started $(ps -o comm= -p "$(cat "$pidfile")"): stopping it"
-      kill -TERM "$(cat "$pidfile")" || true
+      log "the install started $(ps -o comm= -p "$(head -1 "$pidfile")"): stopping it"
+      kill -TERM "$(head -1 "$pidfile")" || true
     fi
   done
 }
-SYSTEM_PID_FILES=(/run/mysqld/mysqld.pid /run/slurmdbd.pid)
-pid_file_alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+SYSTEM_PID_FILES=(/run/mysqld/mysqld.pid /run/slurmdbd.pid /run/postgresql/15-main.pid)
+pid_file_alive() { [[ -s $1 ]] && kill -0 "$(head -1 "$1")" 2>/dev/null; }
+# The newest PostgreSQL's binaries, or nothing.
+pg_bindir() {
+  local d
+  for d in /usr/lib/postgresql/*/bin; do [[ -x $d/postgres ]] && echo "$d"; done | sort -V | tail -1
+}
 
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: by the clock (a try may take seconds)
   local limit=$1 what=$2 deadline
@@ -281,9 +327,23 @@ CONF
     } >>"$E2E_DIR/etc/composer.conf"
   fi
   # The redfish lines need the fake's port: start_fake_redfish appends them.
+  if [[ $E2E_COMPOSERDS == 2 ]]; then
+    # The connection string in a file only composerd's user reads, as a site keeps it.
+    (
+      umask 077
+      echo "host=$PG_DIR port=$E2E_PG_PORT dbname=composer user=composer" >"$E2E_DIR/etc/composer-state.url"
+    )
+    printf 'StateBackend=postgresql\nStateUrlFile=%s\n' "$E2E_DIR/etc/composer-state.url" \
+      >>"$E2E_DIR/etc/composer.conf"
+    # The second composerd: the same settings and StateDir, its own port, socket and log.
+    sed -e "s|^ListenPort=.*|ListenPort=$E2E_PORT2|" \
+      -e "s|^ListenSocket=.*|ListenSocket=$E2E_DIR/run/composerd-2.sock|" \
+      -e "s|^LogFile=.*|LogFile=$E2E_DIR/log/composerd-2.log|" \
+      "$E2E_DIR/etc/composer.conf" >"$E2E_DIR/etc/composer-2.conf"
+  fi
 
   cat >"$E2E_DIR/etc/plugstack.conf" <<CONF
-required $PLUGINS/spank_composer.so server=$E2E_URL timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET $(host_roots) busy_wait=5 compose=$E2E_COMPOSE outage_wait=$E2E_OUTAGE_WAIT$([[ $E2E_COMPOSE == controller ]] && echo " controller_server=unix:$E2E_DIR/run/composerd.sock")
+required $PLUGINS/spank_composer.so server=$E2E_URLS timeout=30 connect_timeout=2 retries=2 backoff_ms=200 state_dir=$E2E_DIR/plugin-state munge_socket=$MUNGE_SOCKET $(host_roots) busy_wait=5 compose=$E2E_COMPOSE outage_wait=$E2E_OUTAGE_WAIT$([[ $E2E_COMPOSE == controller ]] && echo " controller_server=$CTLD_SERVERS")
 CONF
   if [[ $E2E_COMPOSE == controller ]]; then
     # slurmctld gives its scripts an environment of its own: the wrapper names the plugstack
@@ -505,15 +565,61 @@ start_munged() {
   wait_for 10 "munged" bash -c "munge -S '$MUNGE_SOCKET' -n | unmunge -S '$MUNGE_SOCKET'"
 }
 
+composerd_suffix() { [[ $1 == 1 ]] || echo "-$1"; }  # composerd_suffix I: its files' suffix
+composerd_is() { [[ $(curl -fsS "$2/v1/health" | jq -r .role) == "$1" ]]; }  # ROLE URL
+
+# start_composerd [I]: composerd I, or each in turn. Of two, the first started takes the
+# leadership: the second is started once the first says it is active.
 start_composerd() {
   [[ -x $COMPOSERD ]] || die "composerd not built: $COMPOSERD"
-  setsid "$COMPOSERD" -f "$E2E_DIR/etc/composer.conf" >>"$E2E_DIR/log/composerd.out" 2>&1 &
-  echo $! >"$E2E_DIR/run/composerd.pid"
-  wait_for 20 "composerd on $LISTEN_ADDR:$E2E_PORT" curl -fsS "$E2E_URL/v1/health"
+  local i sfx url
+  for i in "${@:-${COMPOSERDS[@]}}"; do
+    [[ " ${COMPOSERDS[*]} " == *" $i "* ]] || die "no composerd '$i' in this cluster (${COMPOSERDS[*]})"
+    sfx=$(composerd_suffix "$i")
+    url=$(cut -d, -f"$i" <<<"$E2E_URLS")
+    setsid "$COMPOSERD" -f "$E2E_DIR/etc/composer$sfx.conf" >>"$E2E_DIR/log/composerd$sfx.out" 2>&1 &
+    echo $! >"$E2E_DIR/run/composerd$sfx.pid"
+    wait_for 20 "composerd $i on $url" curl -fsS "$url/v1/health"
+    if [[ $E2E_COMPOSERDS == 2 && $# == 0 && $i == 1 ]]; then
+      wait_for 20 "composerd 1 to be active" composerd_is active "$url"
+    fi
+  done
   wait_for 10 "the pool snapshot" test -s "$E2E_DIR/composer/snapshot.json"
 }
 
-stop_composerd() { stop_pid composerd; }
+stop_composerd() {  # stop_composerd [I]: composerd I, or every one
+  local i
+  for i in "${@:-${COMPOSERDS[@]}}"; do stop_pid "composerd$(composerd_suffix "$i")"; done
+}
+
+# --- E2E_COMPOSERDS=2: their PostgreSQL ---------------------------------------------------------
+# As the store's tests start theirs (tests/support's PgServer): initdb, then postgres as a user
+# that is not root, its socket in its own folder and no TCP, fsync off (a test's data).
+pg_user() { if id postgres >/dev/null 2>&1; then echo postgres; else echo nobody; fi; }
+as_pg_user() {
+  local user
+  user=$(pg_user)
+  setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups -- "$@"
+}
+start_postgresql() {
+  local bindir
+  bindir=$(pg_bindir)
+  [[ -n $bindir ]] || die "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/postgres)"
+  mkdir -p "$PG_DIR"
+  chown "$(pg_user)": "$PG_DIR"
+  as_pg_user "$bindir/initdb" -D "$PG_DIR/data" -U composer -A trust --no-locale -E UTF8 \
+    --no-sync >>"$E2E_DIR/log/postgres-init.log" 2>&1 ||
+    die "initdb failed (see $E2E_DIR/log/postgres-init.log)"
+  setsid setpriv --reuid="$(pg_user)" --regid="$(id -g "$(pg_user)")" --init-groups -- \
+    "$bindir/postgres" -D "$PG_DIR/data" -k "$PG_DIR" -p "$E2E_PG_PORT" -c listen_addresses= \
+    -c fsync=off >>"$E2E_DIR/log/postgres.log" 2>&1 </dev/null &
+  echo $! >"$E2E_DIR/run/postgres.pid"
+  wait_for 30 "postgres on $PG_DIR port $E2E_PG_PORT" \
+    "$bindir/pg_isready" -q -h "$PG_DIR" -p "$E2E_PG_PORT" -U composer
+  "$bindir/createdb" -h "$PG_DIR" -p "$E2E_PG_PORT" -U composer composer ||
+    die "cannot create the database composer (see $E2E_DIR/log/postgres.log)"
+}
+
 
 # --- Several nodes: a bridge, one network namespace per node --------------------------------
 node_addr() { echo "10.$E2E_SUBNET.0.$((10 + $1))"; }  # node_addr I
@@ -730,6 +836,7 @@ stop_all() {
   stop_pid slurmdbd
   stop_pid mariadbd 30  # it flushes InnoDB first
   stop_composerd
+  stop_pid postgres 30  # once its clients are gone: a smart shutdown waits for them
   stop_pid fake_redfish
   stop_pid fake_host
   stop_pid munged
@@ -745,6 +852,7 @@ case ${1:-} in
     if [[ $MULTI == yes ]]; then start_network; fi
     start_munged
     if [[ $FABRIC == redfish ]]; then start_fake_redfish; fi
+    if [[ $E2E_COMPOSERDS == 2 ]]; then start_postgresql; fi
     start_composerd
     if [[ $E2E_HOST_CHECK == wait ]]; then start_fake_host; fi
     write_slurm_configs
@@ -753,20 +861,20 @@ case ${1:-} in
       start_slurmdbd
     fi
     start_slurm
-    log "up: SLURM_CONF=$SLURM_CONF, nodes ${NODES[*]}, composerd on $LISTEN_ADDR:$E2E_PORT (Fabric=$FABRIC), accounting $E2E_ACCOUNTING, logs in $E2E_DIR/log"
+    log "up: SLURM_CONF=$SLURM_CONF, nodes ${NODES[*]}, composerd on ${E2E_URLS//http:\/\//} (Fabric=$FABRIC), accounting $E2E_ACCOUNTING, logs in $E2E_DIR/log"
     ;;
   stop) stop_all ;;
-  start-composerd) start_composerd ;;
-  stop-composerd) stop_composerd ;;
+  start-composerd) shift; start_composerd "$@" ;;
+  stop-composerd) shift; stop_composerd "$@" ;;
   start-slurmd) start_slurmd "${2:?usage: $0 start-slurmd NODE}" ;;
   stop-slurmd) stop_slurmd "${2:?usage: $0 stop-slurmd NODE}" ;;
   env)
     echo "export SLURM_CONF=$SLURM_CONF E2E_DIR=$E2E_DIR E2E_PORT=$E2E_PORT MUNGE_SOCKET=$MUNGE_SOCKET NODE=$NODE FABRIC=$FABRIC"
     echo "export E2E_URL=$E2E_URL E2E_NODES=$E2E_NODES E2E_NODE_NAMES='${NODES[*]}' E2E_ACCOUNTING=$E2E_ACCOUNTING E2E_COMPOSE=$E2E_COMPOSE"
-    echo "export E2E_HOST_CHECK=$E2E_HOST_CHECK"
+    echo "export E2E_HOST_CHECK=$E2E_HOST_CHECK E2E_COMPOSERDS=$E2E_COMPOSERDS E2E_URLS=$E2E_URLS"
     ;;
   *)
-    echo "usage: $0 start|stop|env|start-composerd|stop-composerd|start-slurmd NODE|stop-slurmd NODE" >&2
+    echo "usage: $0 start|stop|env|start-composerd [I]|stop-composerd [I]|start-slurmd NODE|stop-slurmd NODE" >&2
     exit 2
     ;;
 esac

@@ -89,7 +89,8 @@ read -r -a ALL_NODES <<<"${E2E_NODE_NAMES:-$NODE}"
 # How often composerd's reconciler has released the devices of an ended job so far: where
 # the epilogs do their work it never has to.
 reconciler_releases() {
-  grep -cF "reconciler released the devices of a job Slurm no longer runs" "$E2E_DIR/log/composerd.log"
+  # Every composerd's log (composerd-2.log too, E2E_COMPOSERDS=2).
+  cat "$E2E_DIR"/log/composerd*.log | grep -cF "reconciler released the devices of a job Slurm no longer runs"
 }
 # A line composer-slurmctld wrote (its stderr, log/composer-slurmctld.log in this harness).
 ctld_said() { grep -qE -- "$1" "$E2E_DIR/log/composer-slurmctld.log" 2>/dev/null; }

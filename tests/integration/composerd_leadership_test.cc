@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "composer/api/snapshot.h"
 #include "composer/test_support/pg_server.h"
 #include "composer/testing/fake_redfish.h"
 #include "composerd_process.h"
@@ -91,8 +92,14 @@ class ComposerdLeadership : public ::testing::Test {
 
   int port(int offset) const { return first_port_ == 0 ? 0 : first_port_ + offset; }
 
+  // Each with its own state directory, all of one munge domain, as on a site's hosts.
   std::unique_ptr<ComposerdProcess> start(int offset, bool standby) {
-    return std::make_unique<ComposerdProcess>(conf_, "", port(offset), standby);
+    if (!munge_) {
+      auto started = test_support::MungeDaemon::start();
+      if (!started) throw std::runtime_error("munged: " + started.error().message);
+      munge_ = std::move(started).value();
+    }
+    return std::make_unique<ComposerdProcess>(conf_, "", port(offset), standby, munge_);
   }
 
   static api::HealthInfo health(const ComposerdProcess& d) {
@@ -117,6 +124,7 @@ class ComposerdLeadership : public ::testing::Test {
   std::string url_file_;
   std::unique_ptr<FakeRedfish> fake_;
   std::string conf_;
+  std::shared_ptr<test_support::MungeDaemon> munge_;
 };
 
 TEST_F(ComposerdLeadership, StandbyNamesTheActiveOneAndTakesOverWhenItIsKilled) {
@@ -232,6 +240,40 @@ TEST_F(ComposerdLeadership, AFrozenActiveOneChangesNothingOnceItRunsAgain) {
   std::cout << "frozen composerd: " << old_epoch << " fabric changes before the takeover, "
             << new_epoch << " by the new active one, none from the old one after it ("
             << wall_ms() - takeover_ms << " ms since)\n";
+}
+
+// job_submit on a standby's host (a backup slurmctld's) reads the snapshot the standby keeps:
+// a copy of the active one's, renewed every ReconcileInterval.
+TEST_F(ComposerdLeadership, TheStandbyKeepsACopyOfTheActiveOnesSnapshot) {
+  auto a = start(0, false);
+  ASSERT_TRUE(becomes_active(*a, 10)) << a->log();
+  auto b = start(1, true);
+  const std::string copy = b->state_dir() + "/snapshot.json";
+  const auto same_pool = [&] {
+    auto theirs = api::read_snapshot(a->state_dir() + "/snapshot.json");
+    auto ours = api::read_snapshot(copy);
+    if (!theirs || !ours) return false;
+    theirs->generated_ms = ours->generated_ms = 0;
+    return *theirs == *ours;
+  };
+  const auto within = [](int seconds, const auto& what) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (what()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  ASSERT_TRUE(within(10, same_pool)) << b->log();
+  // The copy is renewed (its age is the active one's liveness to job_submit), not made once.
+  auto before = api::read_snapshot(copy);
+  ASSERT_TRUE(before.ok()) << before.error();
+  EXPECT_GT(before->pool(DeviceType::kGpu).total, 0u);
+  EXPECT_TRUE(within(10, [&] {
+    auto now = api::read_snapshot(copy);
+    return now.ok() && now->generated_ms >= before->generated_ms + 1000;
+  })) << b->log();
+  EXPECT_TRUE(within(10, same_pool)) << b->log();
 }
 
 }  // namespace

@@ -39,13 +39,20 @@ class ComposerdProcess {
  public:
   // `port`: 0 for one the kernel picks. `standby`: start() returns once it answers as a
   // standby (StateBackend=postgresql, another composerd active); otherwise only once it is
-  // active.
+  // active. `munge`: the munged of the cluster it belongs to (several composerd share one
+  // munge key); none: a private one.
   explicit ComposerdProcess(std::string extra_conf = "", std::string pool = default_pool_lines(),
-                            int port = 0, bool standby = false)
-      : extra_(std::move(extra_conf)), pool_(std::move(pool)), standby_(standby) {
-    auto munge = test_support::MungeDaemon::start();
-    if (!munge) throw std::runtime_error("munged: " + munge.error().message);
-    munge_ = std::move(munge).value();
+                            int port = 0, bool standby = false,
+                            std::shared_ptr<test_support::MungeDaemon> munge = nullptr)
+      : munge_(std::move(munge)),
+        extra_(std::move(extra_conf)),
+        pool_(std::move(pool)),
+        standby_(standby) {
+    if (!munge_) {
+      auto started = test_support::MungeDaemon::start();
+      if (!started) throw std::runtime_error("munged: " + started.error().message);
+      munge_ = std::move(started).value();
+    }
     // Let unprivileged test users reach the private munge socket.
     for (auto p = std::filesystem::path(munge_->socket_path()).parent_path();
          p != p.root_path() && p.string().find("composer") != std::string::npos;
@@ -155,7 +162,7 @@ class ComposerdProcess {
 
  private:
   test_support::TempDir dir_{"composer-integration"};
-  std::unique_ptr<test_support::MungeDaemon> munge_;
+  std::shared_ptr<test_support::MungeDaemon> munge_;
   std::string extra_;
   std::string pool_;
   int port_ = 0;

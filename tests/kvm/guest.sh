@@ -20,6 +20,11 @@
 #                     as they are
 #   GUEST_SLOTS       (default 4) empty pcie-root-ports rp1..rpN with native hot-plug (pciehp)
 #   GUEST_MEM         (default 1024) MiB of memory, GUEST_CPUS (default 2)
+#   GUEST_CXL         (default 0: none) MiB of CXL memory: a CXL Type 3 device present at
+#                     boot (QEMU 7.2 offers persistent memory only: its `memdev`, a file
+#                     DIR/cxl-mem.raw, and a label area DIR/cxl-lsa.raw) behind a CXL host bridge
+#                     (pxb-cxl) and root port (cxl-rp), and a fixed memory window (cxl-fmw) of
+#                     4 GiB for it: no region until the host side creates one
 # QEMU's user networking: the guest is 10.0.2.15 and reaches this machine's loopback at
 # 10.0.2.2. KVM is used where a guest boots under it within GUEST_KVM_WAIT (default 60) s, else
 # TCG; the verdict is kept in the cache for this QEMU, kernel and host kernel
@@ -93,12 +98,17 @@ boot() {  # boot DIR IMAGE ACCEL WAIT: 0 once the agent answers within WAIT seco
     -nodefaults -no-user-config -display none
     -kernel "$img/vmlinuz" -initrd "$img/initrd.img"
     -append "root=/dev/vda rw console=ttyS0 panic=-1 composer.src=$GUEST_TREE"
-    -drive "file=$img/root.img,if=virtio,format=raw,snapshot=on"
     -serial "file:$dir/console.log"
     -qmp "unix:$dir/qmp.sock,server=on,wait=off"
-    -virtfs "local,path=$dir/share,mount_tag=share,security_model=none,id=share"
-    -virtfs "local,path=$GUEST_TREE,mount_tag=src,security_model=none,readonly=on,id=src"
-    -netdev user,id=net0 -device virtio-net-pci,netdev=net0
+    # Each device on the root bus by name: QEMU would put one without a bus on a CXL host
+    # bridge's bus (GUEST_CXL), which takes only bridges.
+    -drive "file=$img/root.img,if=none,id=root,format=raw,snapshot=on"
+    -device virtio-blk-pci,drive=root,bus=pcie.0
+    -fsdev "local,id=share,path=$dir/share,security_model=none"
+    -device virtio-9p-pci,fsdev=share,mount_tag=share,bus=pcie.0
+    -fsdev "local,id=src,path=$GUEST_TREE,security_model=none,readonly=on"
+    -device virtio-9p-pci,fsdev=src,mount_tag=src,bus=pcie.0
+    -netdev user,id=net0 -device virtio-net-pci,netdev=net0,bus=pcie.0
     # Native PCIe hot-plug (pciehp and its attention button), as a server's slots, rather
     # than QEMU's ACPI hot-plug.
     -global ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off
@@ -107,6 +117,27 @@ boot() {  # boot DIR IMAGE ACCEL WAIT: 0 once the agent answers within WAIT seco
   for ((i = 1; i <= slots; i++)); do
     args+=(-device "pcie-root-port,id=rp$i,bus=pcie.0,chassis=$i,slot=$i")
   done
+  local cxl=${GUEST_CXL:-0}
+  [[ $cxl =~ ^[0-9]+$ ]] || die "GUEST_CXL=$cxl: expected MiB of CXL memory (0: none)"
+  if ((cxl > 0)); then
+    # Regions are made of 256 MiB granules of the window.
+    ((cxl % 256 == 0 && cxl <= 4096)) || die "GUEST_CXL=$cxl: allowed are multiples of 256 up to 4096"
+    args[1]="q35,accel=$accel,cxl=on"
+    # The guest's RAM as NUMA node 0 by name: QEMU then gives the guest an SRAT, and only with
+    # one does Linux make a NUMA node of its own for the CXL window (node 1), which the
+    # region's memory joins when it is onlined.
+    args+=(
+      -object "memory-backend-ram,id=ram0,size=${GUEST_MEM:-1024}M"
+      -numa "node,nodeid=0,cpus=0-$((${GUEST_CPUS:-2} - 1)),memdev=ram0"
+      -object "memory-backend-file,id=cxl-mem0,share=on,mem-path=$dir/cxl-mem.raw,size=${cxl}M"
+      -object "memory-backend-file,id=cxl-lsa0,share=on,mem-path=$dir/cxl-lsa.raw,size=256M"
+      -device pxb-cxl,bus_nr=32,bus=pcie.0,id=cxl.0
+      -device cxl-rp,port=0,bus=cxl.0,id=cxl-rp0,chassis=32,slot=0
+      -device cxl-type3,bus=cxl-rp0,memdev=cxl-mem0,lsa=cxl-lsa0,id=cxl-pmem0
+      -M cxl-fmw.0.targets.0=cxl.0,cxl-fmw.0.size=4G
+    )
+    rm -f "$dir/cxl-mem.raw" "$dir/cxl-lsa.raw"
+  fi
   rm -rf "$dir/share"
   mkdir -p "$dir/share"
   rm -f "$dir/qmp.sock" "$dir/console.log"

@@ -1,29 +1,36 @@
 // composer_kvm_host_side: the SPANK plugin's node hooks (spank_core.h: job_prolog, task_init,
 // job_epilog) run on this host as slurmd would run them, for the kvm level's guests, where no
 // slurmd runs them.
-//   composer_kvm_host_side prolog|task|epilog JOB UID [--option NAME=VALUE]... -- PLUGSTACK-ARGS...
+//   composer_kvm_host_side prolog|task|epilog JOB UID [--option NAME=VALUE]... [--run COMMAND]
+//                          -- PLUGSTACK-ARGS...
 // The plugstack arguments are those of the spank_composer.so line (plugin_config.h); each
 // --option is one of the job's --compose-* options (kAllOptions) as the user gave it. The node
 // is $SLURMD_NODENAME, else the host's short name; the job's environment is this program's.
-// The task hook prints each variable it exports as NAME=VALUE on stdout. Every hook prints its
-// timing on stderr in the guest's boot-time clock (/proc/uptime), so that a test can put it
-// beside the kernel's: "timing: prolog start=12.345 compose_done=13.456 end=15.678"
+// The task hook prints each variable it exports as NAME=VALUE on stdout; with --run, COMMAND
+// (sh -c) then replaces this process, as the job's task does, with the environment the hook
+// set and the memory policy it asked for in COMPOSER_KVM_TASK_POLICY (see run()). Every hook
+// prints its timing on stderr in the guest's boot-time clock (/proc/uptime), so that a test can put
+// it beside the kernel's: "timing: prolog start=12.345 compose_done=13.456 end=15.678"
 // (compose_done: when composerd answered the compose). Exits 0 when the hook succeeded, 1 with
 // its line when it failed, 2 on a bad argument.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "composer/common/files.h"
 #include "composer/slurm/client_api.h"
 #include "composer/slurm/job_context.h"
+#include "composer/slurm/mem_policy.h"
 #include "composer/slurm/options.h"
 #include "composer/slurm/plugin_config.h"
 #include "composer/slurm/spank_core.h"
@@ -117,14 +124,22 @@ int run(int argc, char** argv) {
     return usage(std::string("UID '") + argv[3] + "': expected a uid from 0 to 4294967295");
   }
   std::map<std::string, std::string> options;
+  std::string run_command;
   int i = 4;
   while (i < argc && std::string(argv[i]) != "--") {
     const std::string a = argv[i];
     const std::string value = i + 1 < argc ? argv[i + 1] : "";
+    if (a == "--run" && hook == "task" && !value.empty()) {
+      run_command = value;
+      i += 2;
+      continue;
+    }
     const size_t eq = value.find('=');
     if (a != "--option" || eq == std::string::npos) {
-      return usage("unknown or incomplete argument '" + a +
-                   "': allowed are --option NAME=VALUE and -- before the plugstack arguments");
+      return usage(
+          "unknown or incomplete argument '" + a +
+          "': allowed are --option NAME=VALUE, --run COMMAND (task only) and -- before the "
+          "plugstack arguments");
     }
     bool known = false;
     for (std::string_view name : cs::kAllOptions) known = known || name == value.substr(0, eq);
@@ -143,6 +158,19 @@ int run(int argc, char** argv) {
   composer::Expected<cs::SpankConfig> config = cs::parse_plugstack_args(args);
   if (!config) return usage(config.error().message);
 
+  // The memory policy the task hook sets is not set on this process but kept, printed
+  // ("mempolicy: MODE:MASK", the numbers of set_mempolicy(2)) and given to --run's COMMAND as
+  // COMPOSER_KVM_TASK_POLICY, which composer_kvm_touch applies to its buffer with mbind(2).
+  // Under QEMU 7.2's TCG the CXL window is emulated I/O memory: data there works, but code run
+  // from it and page tables walked in it do not, and a task's own policy places those too (the
+  // task died of SIGSEGV at once).
+  std::string task_policy;
+  cs::replace_mempolicy_call([&](cs::MempolicyMode mode, const std::set<int>& nodes) {
+    unsigned long mask = 0;
+    for (int n : nodes) mask |= 1UL << n;
+    task_policy = std::to_string(static_cast<int>(mode)) + ":" + std::to_string(mask);
+    return 0;
+  });
   HostContext ctx(job, uid, options);
   TimedApi api(*config);
   const double start = uptime();
@@ -162,6 +190,15 @@ int run(int argc, char** argv) {
   if (!s) {
     composer::write_line(STDERR_FILENO,
                          "composer_kvm_host_side: " + hook + ": " + s.error().message);
+    return 1;
+  }
+  if (!task_policy.empty()) composer::write_line(STDERR_FILENO, "mempolicy: " + task_policy);
+  if (!run_command.empty()) {
+    if (!task_policy.empty()) ::setenv("COMPOSER_KVM_TASK_POLICY", task_policy.c_str(), 1);
+    std::cout.flush();
+    ::execl("/bin/sh", "sh", "-c", run_command.c_str(), static_cast<char*>(nullptr));
+    composer::write_line(STDERR_FILENO, "composer_kvm_host_side: cannot run /bin/sh: " +
+                                            std::string(std::strerror(errno)));
     return 1;
   }
   return 0;

@@ -13,8 +13,15 @@
 # Prints the time from the compose request to the drive usable in the guest, split into the
 # fabric (composerd, Redfish and QMP), the kernel's hot-add and the prolog's own time, and the
 # release's. Environment: BUILD_DIR (default build), KVM_DIR (default /tmp/guest-kvm; wiped at
-# start), KVM_PORT (default 29830, below the ephemeral ports), KVM_DRIVES (default 1; up to 4): the drives the job asks
-# for, hot-plugged into as many root ports at once. Root; installs qemu-system-x86 and mmdebstrap if missing;
+# start), KVM_PORT (default 29830, below the ephemeral ports), KVM_DRIVES (default 1; up to 4; 0:
+# no drive): the drives the job asks for, hot-plugged into as many root ports at once.
+# KVM_CXL (default 0: none; MiB, a multiple of 256): the guest boots with a CXL Type 3 device of
+# that much persistent memory (QEMU 7.2 offers no other kind; guest.sh's GUEST_CXL), and the
+# fake Redfish service's memory blocks are of that size. Then, after the drive, one job per
+# memory policy (bind, preferred, interleave) composes a block: the prolog makes the region
+# and onlines it as a NUMA node, the task allocates under the policy the task hook gave it
+# and /proc/PID/numa_maps must show its pages where the policy says, and the epilog offlines
+# the node and destroys the region. weighted must be refused with the kernel it needs. Root; installs qemu-system-x86 and mmdebstrap if missing;
 # exits 77 (skipped) when it cannot (no network for apt or for the first image).
 set -euo pipefail
 
@@ -31,14 +38,19 @@ T0=$SECONDS
 log() { echo "kvm: [$((SECONDS - T0)) s] $*" >&2; }
 fail() { log "FAIL: $*"; exit 1; }
 
-[[ $KVM_DRIVES =~ ^[1-4]$ ]] || fail "KVM_DRIVES=$KVM_DRIVES: allowed are 1 to 4 (the guest's root ports)"
+KVM_CXL=${KVM_CXL:-0}
+[[ $KVM_DRIVES =~ ^[0-4]$ ]] || fail "KVM_DRIVES=$KVM_DRIVES: allowed are 0 to 4 (the guest's root ports)"
+[[ $KVM_CXL =~ ^[0-9]+$ ]] && ((KVM_CXL % 256 == 0 && KVM_CXL <= 4096)) ||
+  fail "KVM_CXL=$KVM_CXL: allowed are 0 (no CXL memory) and multiples of 256 up to 4096 (MiB)"
+((KVM_DRIVES + KVM_CXL > 0)) || fail "KVM_DRIVES=0 and KVM_CXL=0: nothing to check"
 [[ $(id -u) == 0 ]] || { log "skipped: must run as root (QEMU's guest image, munged)"; exit 77; }
 COMPOSERD=$BUILD_DIR/composer/server/composerd
 FAKE_REDFISH=$BUILD_DIR/tests/drivers/fake_redfish/fake_redfish
 HOST_SIDE=$BUILD_DIR/tests/kvm/composer_kvm_host_side
 NODE_CHECK=$BUILD_DIR/slurm-plugin/composer-node-check
-for f in "$COMPOSERD" "$FAKE_REDFISH" "$HOST_SIDE" "$NODE_CHECK"; do
-  [[ -n $f && -x $f ]] || fail "not built: ${f:-composerd} (build composerd, fake_redfish, composer_kvm_host_side, composer-node-check)"
+TOUCH=$BUILD_DIR/tests/kvm/composer_kvm_touch
+for f in "$COMPOSERD" "$FAKE_REDFISH" "$HOST_SIDE" "$NODE_CHECK" "$TOUCH"; do
+  [[ -n $f && -x $f ]] || fail "not built: ${f:-composerd} (build composerd, fake_redfish, composer_kvm_host_side, composer_kvm_touch, composer-node-check)"
 done
 
 missing=()
@@ -79,7 +91,7 @@ t=$SECONDS
   { cat "$KVM_DIR/log/image.log" >&2; log "skipped: no guest image (Debian's archive unreachable?)"; exit 77; }
 log "guest image ready in $((SECONDS - t)) s"
 t_boot=$SECONDS
-GUEST_TREE=$BUILD_DIR "$HERE/guest.sh" start "$GUEST" 2>"$KVM_DIR/log/boot.log" &
+GUEST_CXL=$KVM_CXL GUEST_TREE=$BUILD_DIR "$HERE/guest.sh" start "$GUEST" 2>"$KVM_DIR/log/boot.log" &
 boot_pid=$!
 
 MUNGE_SOCKET=$KVM_DIR/munge/munge.socket
@@ -94,7 +106,7 @@ cred=$KVM_DIR/etc/fabric.cred
 (umask 077 && printf 'username=composer\npassword=kvm-%s\n' "$RANDOM$RANDOM" >"$cred")
 setsid "$FAKE_REDFISH" --port-file "$KVM_DIR/run/fake_redfish.port" --hosts 1 --gpus-per-zone 1 \
   --username composer --password "$(sed -n 's/^password=//p' "$cred")" \
-  --drive-ids 0x1b36:0x0010 --hot-plug "$HERE/qmp.py --guests $KVM_DIR/guests" \
+  --drive-ids 0x1b36:0x0010 --memory-mib "$((KVM_CXL > 0 ? KVM_CXL : 65536))" --hot-plug "$HERE/qmp.py --guests $KVM_DIR/guests" \
   >>"$KVM_DIR/log/fake_redfish.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 100); do [[ -s $KVM_DIR/run/fake_redfish.port ]] && break; sleep 0.1; done
@@ -148,6 +160,7 @@ g "install -o munge -g munge -m 400 /mnt/share/munge.key /etc/munge/munge.key &&
   fail "the guest cannot reach composerd"
 log "guest: munged up, composerd reachable"
 
+if ((KVM_DRIVES > 0)); then
 # --- compose, hot-add, prolog
 before=$(g "ls /sys/bus/pci/devices | wc -l")
 # The kernel's block uevents with their times (the guest's monotonic clock, as /proc/uptime).
@@ -222,4 +235,62 @@ dev=${devs[0]}
 after=$(g "ls /sys/bus/pci/devices | wc -l")
 [[ $after == "$before" ]] || fail "the guest shows $after PCI functions after the release, $before before the attach"
 log "release once free: $((SECONDS - t)) s (QMP device_del until DEVICE_DELETED: $qmp_del s); ${devs[*]} gone from the guest"
+fi
+
+if ((KVM_CXL > 0)); then
+  # --- CXL memory: one job per policy, each composing a block of the guest's CXL device's size.
+  job=200
+  for policy in bind preferred interleave; do
+    job=$((job + 1))
+    out=$(g "SLURM_JOB_USER=root $HOST_SIDE prolog $job 0 --option compose-mem=${KVM_CXL}M --option compose-mem-policy=$policy -- $ARGS 2>&1") ||
+      fail "the prolog of job $job ($policy) failed in the guest: $out"
+    read -r p_start p_compose p_end < <(grep '^timing: prolog' <<<"$out" |
+      sed 's/.*start=\([0-9.]*\) compose_done=\([0-9.]*\) end=\([0-9.]*\).*/\1 \2 \3/')
+    regions=$(g "ls /sys/bus/cxl/devices | grep -c '^region' || true")
+    [[ $regions == 1 ]] || fail "job $job: the guest shows $regions CXL regions, not the one its prolog made"
+    got=$(g "$HOST_SIDE task $job 0 --run '$TOUCH 32' -- $ARGS 2>&1") || fail "job $job's task failed: $got"
+    node=$(sed -n 's/^COMPOSER_MEM_NUMA=//p' <<<"$got")
+    [[ $node =~ ^[0-9]+$ && $node != 0 ]] || fail "job $job: COMPOSER_MEM_NUMA is '$node', not the CXL node: $got"
+    pages=$(grep '^pages:' <<<"$got") || fail "job $job: no pages line: $got"
+    # The policy the task hook set, as get_mempolicy(2) answers it: MPOL_BIND (2) on the CXL
+    # node, MPOL_PREFERRED_MANY (5) on DRAM, MPOL_INTERLEAVE (3) on both.
+    case $policy in
+      bind) want="2:$(printf '0x%x' $((1 << node)))" ;;
+      preferred) want=5:0x1 ;;
+      interleave) want="3:$(printf '0x%x' $((1 | 1 << node)))" ;;
+    esac
+    [[ $pages == *" policy $want" ]] || fail "job $job ($policy): the task hook set policy ${pages##* policy }, not $want"
+    # The node's memory as the kernel counts it, online.
+    mib=$(g "grep MemTotal /sys/devices/system/node/node$node/meminfo" | awk '{print int($(NF-1) / 1024)}')
+    awk -v p="$policy" -v n="$node" -v line="$pages" 'BEGIN {
+      split(line, w, /[ =]/); total = 0
+      for (i = 1; i in w; i++) if (w[i] ~ /^N[0-9]+$/) { c[substr(w[i], 2)] = w[i + 1]; total += w[i + 1] }
+      dram = c[0] + 0; cxl = c[n] + 0
+      if (total == 0) { print "no pages counted: " line; exit 1 }
+      if (p == "bind" && cxl < total * 0.99) { print "bind: " cxl " of " total " pages on node " n; exit 1 }
+      if (p == "preferred" && dram < total * 0.99) { print "preferred: " dram " of " total " pages on DRAM node 0"; exit 1 }
+      if (p == "interleave" && (dram + cxl < total * 0.99 || (dram - cxl) ^ 2 > (total * 0.05) ^ 2)) {
+        print "interleave: node 0 " dram ", node " n " " cxl " of " total " pages: not within 5% of even"; exit 1 }
+    }' >&2 || fail "job $job ($policy): the pages are not where the policy says: $pages"
+    awk -v j="$job" -v s="$p_start" -v c="$p_compose" -v e="$p_end" -v p="$policy" -v n="$node" -v m="$mib" -v pg="$pages" 'BEGIN {
+      printf "kvm: job %s (%s): compose request to memory usable in the guest: %.2f s: fabric %.2f s (composerd, Redfish), host side %.2f s (region, namespace, dax, kmem, blocks online); node %s, %s MiB online; %s\n", j, p, e - s, c - s, e - c, n, m, pg
+    }' >&2
+    t=$SECONDS
+    out=$(g "$HOST_SIDE epilog $job 0 -- $ARGS 2>&1") || fail "job $job's epilog failed: $out"
+    left=$(g "ls /sys/bus/cxl/devices | grep -c '^region' || true; ls /sys/bus/dax/devices | wc -l; ls /sys/devices/system/node/node$node 2>/dev/null | grep -c '^memory' || true" | xargs)
+    [[ $left == "0 0 0" ]] || fail "job $job: after the epilog the guest shows CXL regions, dax devices, blocks of node $node: $left"
+    log "job $job ($policy): $pages; epilog offlined node $node and destroyed the region in $((SECONDS - t)) s"
+  done
+  # weighted interleave needs Linux 6.9; the guest runs 6.1. The prolog composes nothing and
+  # records why, so that the job's steps fail with it (the node is not drained for it).
+  job=$((job + 1))
+  out=$(g "SLURM_JOB_USER=root $HOST_SIDE prolog $job 0 --option compose-mem=${KVM_CXL}M --option compose-mem-policy=weighted:3:1 -- $ARGS 2>&1") || true
+  grep -q 'weighted:3:1 needs Linux 6.9 or later' <<<"$out" || fail "the weighted policy's refusal names no kernel: $out"
+  [[ $(g "ls /sys/bus/cxl/devices | grep -c '^region' || true") == 0 ]] || fail "the refused job made a region"
+  if got=$(g "$HOST_SIDE task $job 0 -- $ARGS 2>&1"); then
+    fail "the task of job $job, whose weighted policy was refused, ran: $got"
+  fi
+  grep -q 'needs Linux 6.9 or later' <<<"$got" || fail "job $job's task failed without the kernel's sentence: $got"
+  log "weighted:3:1 refused: $(grep -o 'needs Linux 6.9[^;]*' <<<"$out" | head -1)"
+fi
 log "PASS"

@@ -17,25 +17,59 @@ api::PoolSnapshot zones(uint32_t z1_free, uint32_t z2_free) {
   return s;
 }
 
-TEST(ZoneSteeringTest, ReadsPendingJobsFromScontrol) {
+TEST(ZoneSteeringTest, ReadsPendingAndStartingJobsFromScontrol) {
   const std::string text =
       "JobId=7 JobName=wrap UserId=u(1) JobState=PENDING Reason=BeginTime ReqNodeList=(null) "
       "ExcNodeList=cn1 AdminComment=composer: gpus=1 nodes=1 avoid=cn1 Partition=main\n"
       "JobId=8 JobName=wrap JobState=RUNNING ReqNodeList=(null) ExcNodeList=(null)\n"
-      "JobId=9 JobState=PENDING ReqNodeList=cn2 ExcNodeList=(null) AdminComment=(null)\n";
-  Expected<std::vector<PendingJob>> jobs = parse_pending_jobs(text);
+      "JobId=9 JobState=PENDING ReqNodeList=cn2 ExcNodeList=(null) AdminComment=(null)\n"
+      "JobId=10 JobState=CONFIGURING NodeList=cn[1-2] AdminComment=composer: gpus=1 nodes=2\n";
+  Expected<SlurmJobs> jobs = parse_slurm_jobs(text);
   ASSERT_TRUE(jobs) << jobs.error();
-  ASSERT_EQ(jobs->size(), 2u);
-  EXPECT_EQ((*jobs)[0], (PendingJob{.id = 7,
-                                    .exc_nodes = "cn1",
-                                    .req_nodes = "",
-                                    .admin_comment = "composer: gpus=1 nodes=1 avoid=cn1"}));
-  EXPECT_EQ((*jobs)[1], (PendingJob{.id = 9, .req_nodes = "cn2"}));
-  ASSERT_TRUE(parse_pending_jobs("No jobs in the system\n"));
-  EXPECT_TRUE(parse_pending_jobs("No jobs in the system\n")->empty());
-  Expected<std::vector<PendingJob>> bad = parse_pending_jobs("JobState=PENDING\n");
+  ASSERT_EQ(jobs->pending.size(), 2u);
+  EXPECT_EQ(jobs->pending[0], (PendingJob{.id = 7,
+                                          .exc_nodes = "cn1",
+                                          .req_nodes = "",
+                                          .admin_comment = "composer: gpus=1 nodes=1 avoid=cn1"}));
+  EXPECT_EQ(jobs->pending[1], (PendingJob{.id = 9, .req_nodes = "cn2"}));
+  EXPECT_EQ(jobs->starting,
+            (std::vector<StartingJob>{
+                {.id = 10, .nodes = "cn[1-2]", .admin_comment = "composer: gpus=1 nodes=2"}}));
+  ASSERT_TRUE(parse_slurm_jobs("No jobs in the system\n"));
+  EXPECT_TRUE(parse_slurm_jobs("No jobs in the system\n")->pending.empty());
+  Expected<SlurmJobs> bad = parse_slurm_jobs("JobState=PENDING\n");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("no JobId"), std::string::npos) << bad.error().message;
+}
+
+// Slurm started job 4 on cn1 in the same pass that left job 5 pending; job 4's prolog has not
+// composed yet, so z1's one GPU still counts free. It is job 4's: job 5 is kept off cn1.
+TEST(ZoneSteeringTest, WhatAStartingJobWillTakeIsNotFree) {
+  const std::vector<PendingJob> pending = {{.id = 5, .admin_comment = "composer: gpus=1 nodes=1"}};
+  const std::vector<StartingJob> starting = {
+      {.id = 4, .nodes = "cn1", .admin_comment = "composer: gpus=1 nodes=1"}};
+  const auto not_yet = [](uint32_t) { return false; };
+  const api::PoolSnapshot left = less_starting(zones(1, 4), starting, not_yet);
+  EXPECT_EQ(left.zones.at("z1").gpus, 0u);
+  EXPECT_EQ(left.zones.at("z2").gpus, 4u);
+  std::vector<Steer> s = steer_pending(pending, left);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].exc_nodes, "cn1");
+  // Once composerd holds job 4's devices the pool's counts say so already: not taken twice.
+  const auto composed = [](uint32_t id) { return id == 4; };
+  EXPECT_EQ(less_starting(zones(1, 4), starting, composed), zones(1, 4));
+  EXPECT_TRUE(steer_pending(pending, less_starting(zones(1, 4), starting, composed)).empty());
+  // A job on both nodes takes from each node's zones; never below zero.
+  const std::vector<StartingJob> wide = {
+      {.id = 6, .nodes = "cn[1-2]", .admin_comment = "composer: gpus=2 nodes=2"}};
+  const api::PoolSnapshot both = less_starting(zones(1, 4), wide, not_yet);
+  EXPECT_EQ(both.zones.at("z1").gpus, 0u);
+  EXPECT_EQ(both.zones.at("z2").gpus, 2u);
+  // Not a composed job, or a model the zone lacks: nothing taken.
+  const std::vector<StartingJob> other = {
+      {.id = 7, .nodes = "cn1"},
+      {.id = 8, .nodes = "cn1", .admin_comment = "composer: gpus=H100:1 nodes=1"}};
+  EXPECT_EQ(less_starting(zones(1, 4), other, not_yet), zones(1, 4));
 }
 
 TEST(ZoneSteeringTest, AJobIsKeptOffADryZoneAndLetBackWhenItHasRoom) {

@@ -512,6 +512,35 @@ TEST_F(HostSideTest, CxlMemoryIsOnlinedOnItsNodeAndOfflinedBeforeTheRelease) {
   EXPECT_TRUE(api.holds.empty());
 }
 
+// A CXL device whose capacity is in no region (QEMU 7.2's persistent Type 3 device present at
+// boot, in kvm_hotplug): the prolog makes the region, its namespace and dax device, and onlines
+// it; the epilog offlines it and destroys the region, so the next job can make it again.
+TEST_F(HostSideTest, CxlMemoryInNoRegionGetsARegionMadeAndDestroyed) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  api.devices = {testing::device("mem-r-0", DeviceType::kMem, "", 512 * kMiB)};
+  host.add_cxl_memory("mem0", 512 * kMiB, 2, 3);
+  host.add_cxl_memory("mem1", 256 * kMiB, 3, 1);  // another size: not this job's
+  config.host_wait_s = 5;
+  for (uint32_t id : {401u, 402u}) {
+    FakeJob a = memory_job(id);
+    ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+    EXPECT_EQ(state(id)->devices[0].address, "numa:2");
+    EXPECT_EQ(task_env(id, "COMPOSER_MEM_NUMA"), "2");
+    EXPECT_EQ(host.cxl_regions().size(), 1u);
+    test_support::eventually(
+        [&] { return host.memory_states(2) == std::vector<std::string>(3, "online"); });
+    EXPECT_EQ(host.memory_states(2), std::vector<std::string>(3, "online"));
+
+    FakeJob end = memory_job(id);
+    ASSERT_TRUE(job_epilog(end, api, config)) << join(end.errors, "\n");
+    EXPECT_EQ(api.released.size(), id - 400);
+    test_support::eventually([&] { return host.dax_names().empty(); });
+    EXPECT_TRUE(host.dax_names().empty());
+    EXPECT_TRUE(host.cxl_regions().empty());
+    EXPECT_TRUE(host.memory_states(2).empty());
+  }
+}
+
 // The region's dax device appears some time after the attach (as a PCI function may): the
 // prolog waits for it within host_wait.
 TEST_F(HostSideTest, ARegionThatAppearsLateIsWaitedFor) {

@@ -14,10 +14,10 @@
 #include "composer/api/codec.h"
 #include "composer/client/client.h"
 #include "composer/common/clock.h"
+#include "composer/common/secret_file.h"
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/db/store.h"
-#include "composer/drivers/credentials.h"
 #include "explain_job.h"
 #include "output.h"
 #include "policy.h"
@@ -385,7 +385,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
 
   if (copy_cmd->parsed()) {
     // Local: the file and the database, composerd stopped; the string is never printed.
-    auto conninfo = drivers::read_secret_line(copy_url_file, "--url-file");
+    auto conninfo = read_secret_line(copy_url_file, "--url-file");
     if (!conninfo) {
       err << kProgram << ": error: " << conninfo.error().message << "\n";
       return kExitFailed;

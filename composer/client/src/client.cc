@@ -123,20 +123,54 @@ std::string standby_sentence(const std::string& active, bool listed) {
 
 }  // namespace
 
+namespace {
+
+// The answer of the server that answered as the active one, as the API's value or its error.
+Expected<Json::Value> read_answer(const http::HttpResponse& answer, const std::string& what) {
+  auto json = api::parse_json(answer.body);
+  if (answer.status >= 200 && answer.status < 300) {
+    if (!json) {
+      return Error{ErrorCode::kInternal,
+                   "composerd's answer to " + what + " is not JSON: " + json.error().message};
+    }
+    return std::move(*json);
+  }
+  if (json) {
+    if (auto error = api::from_json<api::ErrorBody>(*json)) return error->error;
+  }
+  std::string message = "composerd answered HTTP " + std::to_string(answer.status) + " to " + what;
+  if (!answer.body.empty()) message += ": " + excerpt(answer.body);
+  return Error{api::error_code_for_status(answer.status), message};
+}
+
+}  // namespace
+
 Expected<Json::Value> Client::call(const std::string& method, const Path& path,
                                    const std::string& body, bool authenticate) const {
   if (!usable_) return usable_.error();
   const std::string what = method + " " + path.plain;
+  Expected<http::HttpResponse> answer = send_to_active(method, path, body, authenticate, what);
+  if (!answer) return answer.error();
+  return read_answer(*answer, what);
+}
+
+std::chrono::steady_clock::time_point Client::call_deadline(int rounds) const {
   // One bound for the whole call: what a single server could take (client.h).
-  const bool idempotent = http::HttpClient::idempotent(method);
-  const int rounds = 1 + (idempotent ? std::max(0, options_.retries) : 0);
   const http::HttpClient& pacing = *servers_.front().http;
   std::chrono::milliseconds bound{rounds * (options_.connect_timeout_ms + options_.timeout_ms)};
   for (int r = 1; r < rounds; ++r) {
     bound += std::chrono::milliseconds(
         std::min(pacing.options().max_backoff_ms, options_.backoff_ms << std::min(r - 1, 20)));
   }
-  const auto deadline = std::chrono::steady_clock::now() + bound;
+  return std::chrono::steady_clock::now() + bound;
+}
+
+Expected<http::HttpResponse> Client::send_to_active(const std::string& method, const Path& path,
+                                                    const std::string& body, bool authenticate,
+                                                    const std::string& what) const {
+  const int rounds = 1 + (http::HttpClient::idempotent(method) ? std::max(0, options_.retries) : 0);
+  const auto deadline = call_deadline(rounds);
+  const http::HttpClient& pacing = *servers_.front().http;
 
   auto request_to = [&](const Server& s) {
     http::HttpRequest req;
@@ -161,11 +195,10 @@ Expected<Json::Value> Client::call(const std::string& method, const Path& path,
     return std::nullopt;
   };
 
-  std::optional<http::HttpResponse> answer;
   std::vector<std::string> said(servers_.size());  // each server's last word, for the sentence
   bool standby_only = false;  // the lone server is a standby (its sentence is the error)
   int rounds_done = 0;
-  for (int round = 1; round <= rounds && !answer; ++round) {
+  for (int round = 1; round <= rounds; ++round) {
     if (round > 1) {
       const auto pause = pacing.backoff(round - 1);
       if (std::chrono::steady_clock::now() + pause >= deadline) break;
@@ -174,7 +207,7 @@ Expected<Json::Value> Client::call(const std::string& method, const Path& path,
     ++rounds_done;
     std::vector<bool> tried(servers_.size(), false);
     std::optional<size_t> next = active_.load() % servers_.size();
-    while (next && !answer) {
+    while (next) {
       const size_t i = *next;
       tried[i] = true;
       next.reset();
@@ -198,42 +231,25 @@ Expected<Json::Value> Client::call(const std::string& method, const Path& path,
           if (named && !tried[*named]) next = named;
         } else {
           active_.store(i);
-          answer = std::move(*got);
+          return std::move(*got);
         }
       }
-      for (size_t j = 0; !next && !answer && j < servers_.size(); ++j) {
+      for (size_t j = 0; !next && j < servers_.size(); ++j) {
         if (!tried[j]) next = j;
       }
     }
   }
-  if (!answer) {
-    if (standby_only) {
-      return Error{ErrorCode::kUnavailable, "composerd at " + servers_.front().url + " is " +
-                                                said.front() + " (" + what + ")"};
-    }
-    std::string message = "no composerd answered " + what + " as the active one:";
-    for (size_t i = 0; i < servers_.size(); ++i) {
-      message += (i == 0 ? " " : "; ") + servers_[i].url + ": " +
-                 (said[i].empty() ? "not tried" : said[i]);
-    }
-    if (rounds_done > 1) message += " (" + std::to_string(rounds_done) + " rounds)";
-    return Error{ErrorCode::kUnavailable, message};
+  if (standby_only) {
+    return Error{ErrorCode::kUnavailable, "composerd at " + servers_.front().url + " is " +
+                                              said.front() + " (" + what + ")"};
   }
-
-  auto json = api::parse_json(answer->body);
-  if (answer->status >= 200 && answer->status < 300) {
-    if (!json) {
-      return Error{ErrorCode::kInternal,
-                   "composerd's answer to " + what + " is not JSON: " + json.error().message};
-    }
-    return std::move(*json);
+  std::string message = "no composerd answered " + what + " as the active one:";
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    message +=
+        (i == 0 ? " " : "; ") + servers_[i].url + ": " + (said[i].empty() ? "not tried" : said[i]);
   }
-  if (json) {
-    if (auto error = api::from_json<api::ErrorBody>(*json)) return error->error;
-  }
-  std::string message = "composerd answered HTTP " + std::to_string(answer->status) + " to " + what;
-  if (!answer->body.empty()) message += ": " + excerpt(answer->body);
-  return Error{api::error_code_for_status(answer->status), message};
+  if (rounds_done > 1) message += " (" + std::to_string(rounds_done) + " rounds)";
+  return Error{ErrorCode::kUnavailable, message};
 }
 
 namespace {

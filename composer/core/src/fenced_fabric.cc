@@ -11,18 +11,18 @@ Status FencedFabric::may_change() const {
 Expected<Operation> FencedFabric::attach(const std::string& host,
                                          const std::vector<std::string>& ids) {
   if (Status s = may_change(); !s) return s.error();
-  return inner_->attach(host, ids);
+  return inner_.attach(host, ids);
 }
 
 Expected<Operation> FencedFabric::detach(const std::string& host,
                                          const std::vector<std::string>& ids) {
   if (Status s = may_change(); !s) return s.error();
-  return inner_->detach(host, ids);
+  return inner_.detach(host, ids);
 }
 
 Expected<BatchStarted> FencedFabric::apply_batch(const std::vector<FabricChange>& changes) {
   if (Status s = may_change(); !s) return s.error();
-  return inner_->apply_batch(changes);
+  return inner_.apply_batch(changes);
 }
 
 }  // namespace composer

@@ -167,7 +167,12 @@ struct LiqidFabric::Impl {
       req.method = method;
       req.url = url(path);
       if (body != nullptr) req.body = api::to_text(*body);
-      req.headers = [this, basic] { return auth_headers(basic); };
+      req.headers = [this, basic, changes = method != "GET"]() {
+        auto h = auth_headers(basic);
+        if (h && changes && o.epoch > 0)
+          h->push_back("X-Composer-Epoch: " + std::to_string(o.epoch));
+        return h;
+      };
       const std::string what = "liqid: " + method + " " + path;
       auto r = (method == "GET" ? reads : writes).send(req);
       if (!r) return Error{r.error().code, what + ": " + r.error().message};

@@ -27,7 +27,6 @@
 #include "composer/core/reconciler.h"
 #include "composer/core/service.h"
 #include "composer/db/store.h"
-#include "composer/drivers/credentials.h"
 #include "composer/drivers/sim_fabric.h"
 #include "composer/server/auth.h"
 #include "composer/server/http_api.h"
@@ -300,6 +299,12 @@ struct Daemon::Impl {
   std::atomic<bool> zones_changed{false};
 };
 
+Status prepare_state(const setup::Config& config) {
+  auto owner = state_owner(config);
+  if (!owner) return owner.error();
+  return prepare_state_dir(config.state_dir, *owner);
+}
+
 Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Daemon::~Daemon() {
@@ -314,7 +319,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
   impl->config = config;
   auto owner = state_owner(config);
   if (!owner) return owner.error();
-  if (auto s = prepare_state_dir(config.state_dir, *owner); !s) return s.error();
+  if (auto s = prepare_state(config); !s) return s.error();
   const bool on_sqlite = config.state_backend != "postgresql";
   if (on_sqlite) {
     if (auto s = create_private_file(config.database, *owner); !s) return s.error();
@@ -490,6 +495,12 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
             if (self->impl_->slurm) self->impl_->slurm->poke();
           },
       .compositions_changed = [self] { self->impl_->zones_changed = true; },
+      .snapshot =
+          [self] {
+            api::PoolSnapshot snap = self->build_snapshot();
+            snap.generated_ms = self->impl_->clock.now_ms();
+            return snap;
+          },
       .metrics = in.metrics.get(),
       .policy = in.policy.get(),
       .slurm = in.slurm.get(),
@@ -524,7 +535,7 @@ Expected<std::unique_ptr<Daemon>> Daemon::create(const setup::Config& config, co
   return daemon;
 }
 
-void Daemon::publish_snapshot() {
+api::PoolSnapshot Daemon::build_snapshot() const {
   auto& in = *impl_;
   api::PoolSnapshot snap = api::make_snapshot(in.pool->pool_summary(), in.pool->hosts(), 0);
   // What job_submit needs to refuse a placement rule a job can never meet.
@@ -540,6 +551,12 @@ void Daemon::publish_snapshot() {
       snap.workload_classes.push_back(wc);
     }
   }
+  return snap;
+}
+
+void Daemon::publish_snapshot() {
+  auto& in = *impl_;
+  api::PoolSnapshot snap = build_snapshot();
   in.zones_published = !snap.node_zones.empty();
   std::lock_guard lock(in.snapshot_mu);
   const std::string content = api::to_text(api::to_json(snap));

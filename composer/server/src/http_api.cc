@@ -299,6 +299,10 @@ class Handlers {
   }
 
   Expected<Json::Value> pool(const Call&) { return api::pool_to_json(ctx_.pool.pool_summary()); }
+  Expected<Json::Value> snapshot(const Call&) {
+    if (!ctx_.snapshot) return Error{ErrorCode::kNotFound, "this composerd publishes no snapshot"};
+    return api::to_json(ctx_.snapshot());
+  }
 
   Expected<Json::Value> hosts(const Call&) { return api::hosts_to_json(ctx_.pool.hosts()); }
 
@@ -482,6 +486,7 @@ void install_routes(Router& router, ApiContext& ctx) {
              {"job", "user", "state", "node", "live", "limit", "cursor"},
              [h](const Call& c) { return h->list_compositions(c); });
   routes.add("GET", "/v1/pool", user, {}, [h](const Call& c) { return h->pool(c); });
+  routes.add("GET", "/v1/snapshot", user, {}, [h](const Call& c) { return h->snapshot(c); });
   routes.add("GET", "/v1/devices", user, {"type", "state", "zone", "node", "limit", "cursor"},
              [h](const Call& c) { return h->devices(c); });
   routes.add("GET", "/v1/hosts", user, {}, [h](const Call& c) { return h->hosts(c); });

@@ -9,11 +9,14 @@
 #include <utility>
 
 #include "composer/api/codec.h"
+#include "composer/api/server_list.h"
+#include "composer/api/snapshot.h"
+#include "composer/client/client.h"
 #include "composer/common/clock.h"
 #include "composer/common/log.h"
+#include "composer/common/secret_file.h"
 #include "composer/common/thread_name.h"
 #include "composer/config/conf_file.h"
-#include "composer/drivers/credentials.h"
 #include "composer/server/service_manager.h"
 #include "metrics.h"
 #include "route.h"
@@ -26,7 +29,7 @@ namespace composer::server {
 
 Expected<std::string> state_url(const setup::Config& c) {
   if (c.state_url_file.empty()) return c.state_url;
-  auto url = drivers::read_secret_line(c.state_url_file, "StateUrlFile");
+  auto url = read_secret_line(c.state_url_file, "StateUrlFile");
   if (!url) return config::at(c.path, c.line_of("stateurlfile"), url.error().message);
   return url;
 }
@@ -183,6 +186,12 @@ Expected<std::optional<db::Takeover>> LeaderWatch::wait_until_active() {
   if (!config_.listen_socket.empty()) {
     if (auto s = door.bind_local(config_.listen_socket); !s) return s.error();
   }
+  // job_submit on this host (a backup slurmctld's) reads the snapshot here too: the standby
+  // keeps a copy of the active one's.
+  std::thread copying([this] {
+    name_this_thread("snapshot");
+    copy_snapshots();
+  });
   log::info("composerd is a standby", {{"advertises", config_.advertised_url()}});
   service_manager::ready("a standby: serving health and metrics, naming the active composerd");
   std::thread serving([&door] {
@@ -197,6 +206,7 @@ Expected<std::optional<db::Takeover>> LeaderWatch::wait_until_active() {
   }
   door.stop();
   serving.join();
+  copying.join();
   return won;
 }
 
@@ -226,6 +236,42 @@ HttpResponse LeaderWatch::refusal() const {
 std::string LeaderWatch::metrics() const {
   std::lock_guard lock(mu_);
   return leadership_metrics(won_.has_value(), seen_.epoch, seen_.since_ms);
+}
+
+void LeaderWatch::copy_snapshots() {
+  std::string last_error;
+  for (;;) {
+    std::string active;
+    {
+      std::unique_lock lock(mu_);
+      changed_.wait_for(lock, std::chrono::milliseconds(config_.reconcile_interval_ms),
+                        [this] { return stopping_ || won_.has_value(); });
+      if (stopping_ || won_) return;
+      active = seen_.url;
+    }
+    if (active.empty() || api::same_server(active, config_.advertised_url())) continue;
+    Status s = copy_snapshot(active);
+    if (!s && s.error().message != last_error) {
+      log::warning("standby: cannot copy the active composerd's pool snapshot",
+                   {{"active", active}, {"cause", s.error().message}});
+    } else if (s && !last_error.empty()) {
+      log::info("standby: copies the active composerd's pool snapshot again", {{"active", active}});
+    }
+    last_error = s ? "" : s.error().message;
+  }
+}
+
+Status LeaderWatch::copy_snapshot(const std::string& active) const {
+  const client::Client c({.servers = active,
+                          .connect_timeout_ms = 1000,
+                          .timeout_ms = 5000,
+                          .retries = 0,
+                          .munge_socket = config_.munge_socket});
+  Expected<Json::Value> json = c.get_json({"snapshot"});
+  if (!json) return json.error();
+  Expected<api::PoolSnapshot> snapshot = api::snapshot_from_json(*json);
+  if (!snapshot) return snapshot.error();
+  return api::write_snapshot(config_.snapshot, *snapshot);
 }
 
 }  // namespace composer::server

@@ -78,6 +78,11 @@ class LeaderWatch {
   void loop();
   // The active one's heartbeat; ends the process when the leadership is lost.
   void renew();
+  // While a standby: writes the active one's pool snapshot (GET /v1/snapshot) to SnapshotFile
+  // every ReconcileInterval, so that job_submit on this host reads what the active one
+  // publishes (ComposerdLeadership.TheStandbyKeepsACopyOfTheActiveOnesSnapshot).
+  void copy_snapshots();
+  Status copy_snapshot(const std::string& active) const;
 
   const setup::Config config_;
   std::unique_ptr<db::Leadership> lock_;

@@ -200,7 +200,10 @@ int main(int argc, char** argv) {
     waiter.join();
   };
   if (leader) {
-    auto won = leader->wait_until_active();
+    auto won = [&]() -> composer::Expected<std::optional<composer::db::Takeover>> {
+      if (composer::Status s = composer::server::prepare_state(*config); !s) return s.error();
+      return leader->wait_until_active();
+    }();
     if (!won || !*won) {
       stop_waiter();
       if (!won) {

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "composer/core/forwarding_fabric.h"
 #include "composer/model/model.h"
 
 namespace composer::server {
@@ -246,38 +247,32 @@ auto timed(FabricMeter& meter, std::string_view operation, F&& call) {
 }
 
 // Times every call of the driver it wraps.
-class MeteredFabric final : public Fabric {
+class MeteredFabric final : public ForwardingFabric {
  public:
   MeteredFabric(std::unique_ptr<Fabric> inner, FabricMeter& meter)
-      : inner_(std::move(inner)), meter_(meter) {}
-  std::string_view driver() const override { return inner_->driver(); }
+      : ForwardingFabric(std::move(inner)), meter_(meter) {}
   Expected<FabricInventory> inventory() override {
-    return timed(meter_, "inventory", [&] { return inner_->inventory(); });
+    return timed(meter_, "inventory", [&] { return inner_.inventory(); });
   }
   Expected<Operation> attach(const std::string& host,
                              const std::vector<std::string>& ids) override {
-    return timed(meter_, "attach", [&] { return inner_->attach(host, ids); });
+    return timed(meter_, "attach", [&] { return inner_.attach(host, ids); });
   }
   Expected<Operation> detach(const std::string& host,
                              const std::vector<std::string>& ids) override {
-    return timed(meter_, "detach", [&] { return inner_->detach(host, ids); });
-  }
-  std::string lane(const std::string& host) const override { return inner_->lane(host); }
-  bool serialises_changes(const std::string& lane) const override {
-    return inner_->serialises_changes(lane);
+    return timed(meter_, "detach", [&] { return inner_.detach(host, ids); });
   }
   Expected<BatchStarted> apply_batch(const std::vector<FabricChange>& changes) override {
-    return timed(meter_, "apply_batch", [&] { return inner_->apply_batch(changes); });
+    return timed(meter_, "apply_batch", [&] { return inner_.apply_batch(changes); });
   }
   Expected<Operation> operation_status(const std::string& id) override {
-    return timed(meter_, "operation_status", [&] { return inner_->operation_status(id); });
+    return timed(meter_, "operation_status", [&] { return inner_.operation_status(id); });
   }
   Expected<std::vector<std::pair<std::string, Health>>> health() override {
-    return timed(meter_, "health", [&] { return inner_->health(); });
+    return timed(meter_, "health", [&] { return inner_.health(); });
   }
 
  private:
-  std::unique_ptr<Fabric> inner_;
   FabricMeter& meter_;
 };
 
@@ -556,6 +551,10 @@ std::string Metrics::render() const {
            "Write transactions committed: changes arriving together share one (one fsync each "
            "with Durable=yes).");
     sample(out, "composer_store_transactions_total", "", static_cast<double>(w.transactions));
+    family(out, "composer_store_round_trips_total", "counter",
+           "Times the store's writer waited for PostgreSQL's answer (a statement, or a flight of "
+           "them); 0 on SQLite.");
+    sample(out, "composer_store_round_trips_total", "", static_cast<double>(w.round_trips));
   }
 
   if (leadership_) out += leadership_();

@@ -75,13 +75,13 @@ void SlurmSync::loop() {
 }
 
 void SlurmSync::steer_zones() {
-  const api::PoolSnapshot zones =
+  const api::PoolSnapshot pool =
       api::make_snapshot(pool_.pool_summary(), pool_.hosts(), clock_.now_ms());
-  if (zones.node_zones.empty()) return;  // every node reaches the same zones
-  Expected<std::vector<PendingJob>> jobs = [&]() -> Expected<std::vector<PendingJob>> {
+  if (pool.node_zones.empty()) return;  // every node reaches the same zones
+  Expected<SlurmJobs> jobs = [&]() -> Expected<SlurmJobs> {
     auto text = scontrol({"--all", "-o", "show", "job"});
     if (!text) return text.error();
-    return parse_pending_jobs(*text);
+    return parse_slurm_jobs(*text);
   }();
   if (!jobs) {
     if (jobs.error().message != last_steer_error_) {
@@ -92,7 +92,9 @@ void SlurmSync::steer_zones() {
     return;
   }
   last_steer_error_.clear();
-  for (const Steer& s : steer_pending(*jobs, zones)) {
+  const api::PoolSnapshot zones = less_starting(
+      pool, jobs->starting, [this](uint32_t id) { return !pool_.job_nodes(id).empty(); });
+  for (const Steer& s : steer_pending(jobs->pending, zones)) {
     if (auto ran = scontrol(s.scontrol_args()); !ran) {
       // A job that started or ended since it was read: the next round reads it again.
       log::info("slurm: could not change a pending job's excluded nodes",

@@ -26,8 +26,8 @@ std::optional<std::vector<std::string>> node_set(const std::string& list) {
 
 }  // namespace
 
-Expected<std::vector<PendingJob>> parse_pending_jobs(std::string_view text) {
-  std::vector<PendingJob> out;
+Expected<SlurmJobs> parse_slurm_jobs(std::string_view text) {
+  SlurmJobs out;
   for (const std::string& raw : split(std::string(text), '\n')) {
     const std::string line(trim(raw));
     if (line.empty() || line.starts_with("No jobs")) continue;
@@ -36,13 +36,59 @@ Expected<std::vector<PendingJob>> parse_pending_jobs(std::string_view text) {
     if (!id) {
       return Error{ErrorCode::kInvalidArgument, "scontrol show jobs: no JobId in: " + line};
     }
-    if (scontrol_field(f, "JobState") != "PENDING") continue;
-    out.push_back({.id = *id,
-                   .exc_nodes = null_is_empty(scontrol_field(f, "ExcNodeList")),
-                   .req_nodes = null_is_empty(scontrol_field(f, "ReqNodeList")),
-                   .admin_comment = null_is_empty(scontrol_field(f, "AdminComment"))});
+    const std::string state = scontrol_field(f, "JobState");
+    if (state == "PENDING") {
+      out.pending.push_back({.id = *id,
+                             .exc_nodes = null_is_empty(scontrol_field(f, "ExcNodeList")),
+                             .req_nodes = null_is_empty(scontrol_field(f, "ReqNodeList")),
+                             .admin_comment = null_is_empty(scontrol_field(f, "AdminComment"))});
+    } else if (state == "CONFIGURING") {
+      out.starting.push_back({.id = *id,
+                              .nodes = null_is_empty(scontrol_field(f, "NodeList")),
+                              .admin_comment = null_is_empty(scontrol_field(f, "AdminComment"))});
+    }
   }
   return out;
+}
+
+api::PoolSnapshot less_starting(api::PoolSnapshot snapshot,
+                                const std::vector<StartingJob>& starting,
+                                const std::function<bool(uint32_t)>& composed) {
+  for (const StartingJob& job : starting) {
+    if (composed(job.id)) continue;  // what it holds is out of the pool's free counts already
+    Expected<std::optional<ComposerComment>> comment = parse_admin_comment(job.admin_comment);
+    if (!comment || !*comment) continue;
+    const Request& want = (*comment)->request;
+    const auto nodes = node_set(job.nodes);
+    if (!nodes) continue;
+    for (const std::string& node : *nodes) {
+      const auto reach = snapshot.node_zones.find(node);
+      if (reach == snapshot.node_zones.end()) continue;
+      uint32_t gpus = want.gpus;
+      uint64_t mem = want.mem_bytes;
+      uint32_t nvme = want.nvme;
+      for (const std::string& zone : reach->second) {
+        const auto z = snapshot.zones.find(zone);
+        if (z == snapshot.zones.end()) continue;
+        api::ZoneFree& free = z->second;
+        uint32_t g = std::min(gpus, free.gpus);
+        if (!want.gpu_model.empty()) {
+          const auto model = free.gpu_models.find(want.gpu_model);
+          g = model == free.gpu_models.end() ? 0 : std::min(g, model->second);
+          if (g > 0) model->second -= g;
+        }
+        free.gpus -= g;
+        gpus -= g;
+        const uint64_t m = std::min(mem, free.mem_bytes);
+        free.mem_bytes -= m;
+        mem -= m;
+        const uint32_t n = std::min(nvme, free.nvme);
+        free.nvme -= n;
+        nvme -= n;
+      }
+    }
+  }
+  return snapshot;
 }
 
 std::vector<std::string> Steer::scontrol_args() const {

@@ -9,6 +9,7 @@
 
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
+#include "composer/core/forwarding_fabric.h"
 #include "composer/core/guarded_fabric.h"
 #include "composer/drivers/credentials.h"
 #include "composer/drivers/liqid_fabric.h"
@@ -88,44 +89,21 @@ Expected<std::unique_ptr<Fabric>> make_driver(const DriverSpec& d) {
 
 // The failure domains of composer.conf's NodeName lines on the hosts of every inventory
 // (a fabric manager knows the hosts, not the switch or the power feed each hangs on).
-class HostDomainsFabric final : public Fabric {
+class HostDomainsFabric final : public ForwardingFabric {
  public:
   HostDomainsFabric(std::unique_ptr<Fabric> inner,
                     std::map<std::string, std::vector<FailureDomain>> domains)
-      : inner_(std::move(inner)), domains_(std::move(domains)) {}
-  std::string_view driver() const override { return inner_->driver(); }
+      : ForwardingFabric(std::move(inner)), domains_(std::move(domains)) {}
   Expected<FabricInventory> inventory() override {
-    auto inv = inner_->inventory();
+    auto inv = inner_.inventory();
     if (!inv) return inv;
     for (Host& h : inv->hosts) {
       if (auto it = domains_.find(h.node); it != domains_.end()) h.domains = it->second;
     }
     return inv;
   }
-  Expected<Operation> attach(const std::string& host,
-                             const std::vector<std::string>& ids) override {
-    return inner_->attach(host, ids);
-  }
-  Expected<Operation> detach(const std::string& host,
-                             const std::vector<std::string>& ids) override {
-    return inner_->detach(host, ids);
-  }
-  std::string lane(const std::string& host) const override { return inner_->lane(host); }
-  bool serialises_changes(const std::string& lane) const override {
-    return inner_->serialises_changes(lane);
-  }
-  Expected<BatchStarted> apply_batch(const std::vector<FabricChange>& changes) override {
-    return inner_->apply_batch(changes);
-  }
-  Expected<Operation> operation_status(const std::string& id) override {
-    return inner_->operation_status(id);
-  }
-  Expected<std::vector<std::pair<std::string, Health>>> health() override {
-    return inner_->health();
-  }
 
  private:
-  std::unique_ptr<Fabric> inner_;
   std::map<std::string, std::vector<FailureDomain>> domains_;
 };
 

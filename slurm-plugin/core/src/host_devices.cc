@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <string_view>
 #include <system_error>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "composer/common/strings.h"
+#include "composer/common/subprocess.h"
 #include "composer/common/units.h"
 
 namespace composer::slurm {
@@ -601,14 +603,38 @@ std::vector<std::string> set_blocks(const std::vector<fs::path>& blocks, const s
 
 namespace {
 
+// A driver the kernel has as a module that nothing may have loaded yet (kmem: nothing loads it
+// before its first use; dax_pmem: udev loads it some time after the first libnvdimm dax device
+// appears), loaded as daxctl and ndctl do: `dir` is its directory under <sysfs>/bus/.../drivers.
+Status load_driver(const fs::path& dir, const char* module, const std::string& id) {
+  if (std::error_code ec; fs::exists(dir, ec)) return Status::Ok();
+  Expected<std::string> loaded = run_checked(
+      RunOptions{.argv = {"modprobe", module}, .with_stderr = true, .timeout_ms = 30000});
+  if (!loaded) {
+    return Error{ErrorCode::kInternal, id + ": the kernel has no " + module + " driver (" +
+                                           dir.string() + "): " + loaded.error().message};
+  }
+  return Status::Ok();
+}
+
 // A region's dax device bound to kmem (as `daxctl reconfigure-device --mode=system-ram` does)
 // and its blocks onlined: the node it became.
 Expected<std::string> bring_online(const std::string& sysfs, const std::string& id,
                                    const DaxDevice& dax,
                                    std::chrono::steady_clock::time_point deadline) {
   const fs::path drivers = fs::path(sysfs) / "bus/dax/drivers";
-  if (dax.driver != "kmem") {
-    if (dax.driver == "device_dax") {
+  // The driver bound now, not when the device was listed: device_dax binds a dax device some
+  // time after it appears (udev loads the module), also after a look that saw none.
+  const auto driver_now = [&] {
+    for (const DaxDevice& now : dax_devices(sysfs)) {
+      if (now.name == dax.name) return now.driver;
+    }
+    return std::string();
+  };
+  std::string driver = driver_now();
+  if (driver != "kmem") {
+    if (Status s = load_driver(drivers / "kmem", "kmem", id); !s) return s.error();
+    if (driver == "device_dax") {
       if (Status s = write_text(drivers / "device_dax/unbind", dax.name); !s) return s.error();
     }
     if (Status s = write_text(drivers / "kmem/new_id", dax.name); !s) return s.error();
@@ -616,13 +642,15 @@ Expected<std::string> bring_online(const std::string& sysfs, const std::string& 
   // The kernel shows the driver link once kmem's probe has added every block of the region: a
   // list taken before that may miss blocks still being added (pinned by
   // HostSideTest.MemoryWithoutANodeIsTheDaxDeviceOfItsSize).
-  const auto bound = [&] {
-    for (const DaxDevice& now : dax_devices(sysfs)) {
-      if (now.name == dax.name) return now.driver == "kmem";
+  while ((driver = driver_now()) != "kmem" && std::chrono::steady_clock::now() < deadline) {
+    // device_dax came first after all
+    // (HostSideTest.CxlMemoryInNoRegionGetsARegionMadeAndDestroyed): taken from it, and a device no
+    // driver has given to kmem, which knows it from new_id.
+    if (driver == "device_dax") {
+      (void)write_text(drivers / "device_dax/unbind", dax.name);
+      driver.clear();
     }
-    return false;
-  };
-  while (!bound() && std::chrono::steady_clock::now() < deadline) {
+    if (driver.empty()) (void)write_text(drivers / "kmem/bind", dax.name);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   std::vector<fs::path> blocks;
@@ -639,6 +667,257 @@ Expected<std::string> bring_online(const std::string& sysfs, const std::string& 
                                           dax.target_node + " did not come online"};
   }
   return dax.target_node;
+}
+
+// --- CXL regions the host side makes itself. A CXL Type 3 device whose capacity is there at
+// boot but in no region (persistent memory, as QEMU 7.2 offers it; checked in the kvm level's
+// kvm_cxl_memory) shows no dax device until someone makes a region of it. The host side does
+// what `cxl create-region -t pmem` and `ndctl create-namespace -m devdax` do, through the
+// kernel's sysfs (Documentation/ABI/testing/sysfs-bus-cxl and sysfs-bus-nvdimm), and at the
+// offline undoes it (`ndctl destroy-namespace`, `cxl destroy-region`). Its namespaces are
+// named kRegionName, so that a region an admin made is never destroyed.
+
+constexpr std::string_view kRegionName = "slurm-composer";
+
+// A hexadecimal ("0x20000000") or decimal sysfs number; nullopt if it is neither.
+std::optional<uint64_t> sysfs_number(const fs::path& path) {
+  std::string text = std::string(trim(first_line(path)));
+  int base = 10;
+  if (text.rfind("0x", 0) == 0) {
+    text = text.substr(2);
+    base = 16;
+  }
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v, base);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+std::string random_uuid() {
+  std::random_device rd;
+  std::string out;
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; ++i) {
+    unsigned b = rd() & 0xffu;
+    if (i == 6) b = (b & 0x0fu) | 0x40u;  // version 4
+    if (i == 8) b = (b & 0x3fu) | 0x80u;  // RFC 4122 variant
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kHex[b >> 4];
+    out += kHex[b & 0xfu];
+  }
+  return out;
+}
+
+// An endpoint decoder of a CXL memory device with no capacity in any region, and the root
+// decoder (a host's fixed memory window that takes persistent memory) to make a region in.
+struct FreeCxlMemory {
+  std::string memdev;
+  std::string endpoint_decoder;
+  std::string root_decoder;
+};
+
+// The CXL memory devices whose persistent capacity is `size` and unused: each with the first
+// endpoint decoder of its port that maps nothing.
+std::vector<FreeCxlMemory> free_cxl_memory(const std::string& sysfs, uint64_t size) {
+  const fs::path bus = fs::path(sysfs) / "bus/cxl/devices";
+  std::vector<FreeCxlMemory> out;
+  std::string root;
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(bus, ec))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) {
+    if (root.empty() && first_line(bus / n / "devtype") == "cxl_decoder_root" &&
+        first_line(bus / n / "cap_pmem") == "1" && fs::exists(bus / n / "create_pmem_region", ec)) {
+      root = n;
+    }
+  }
+  if (root.empty()) return out;
+  for (const std::string& n : names) {
+    if (n.rfind("endpoint", 0) != 0) continue;
+    std::error_code link_ec;
+    const std::string memdev = fs::read_symlink(bus / n / "uport", link_ec).filename().string();
+    if (memdev.empty() || sysfs_number(bus / memdev / "pmem/size") != size) continue;
+    // The port's decoders: decoder<port>.<k> in its own directory.
+    std::vector<std::string> decoders;
+    std::error_code dec_ec;
+    for (const auto& d : fs::directory_iterator(bus / n, dec_ec)) {
+      const std::string name = d.path().filename().string();
+      if (name.rfind("decoder", 0) == 0) decoders.push_back(name);
+    }
+    std::sort(decoders.begin(), decoders.end());
+    bool used = false;
+    std::string free;
+    for (const std::string& d : decoders) {
+      const std::optional<uint64_t> dpa = sysfs_number(bus / n / d / "dpa_size");
+      if (dpa.value_or(1) != 0) {
+        used = true;
+      } else if (free.empty()) {
+        free = d;
+      }
+    }
+    if (!used && !free.empty()) out.push_back(FreeCxlMemory{memdev, free, root});
+  }
+  return out;
+}
+
+// Waits for `path` to exist until `deadline`.
+bool wait_for(const fs::path& path, std::chrono::steady_clock::time_point deadline) {
+  std::error_code ec;
+  while (!fs::exists(path, ec)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+// The libnvdimm region (<sysfs>/bus/nd/devices/region<N>) of the CXL region that starts at
+// host physical address `resource`: "" if none.
+std::string nd_region_at(const std::string& sysfs, uint64_t resource) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(sysfs) / "bus/nd/devices", ec)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("region", 0) == 0 && sysfs_number(e.path() / "resource") == resource) return n;
+  }
+  return "";
+}
+
+// A persistent-memory region of `size` on `m`, a namespace named kRegionName over all of it
+// and its dax device (devdax): the dax device, ready for bring_online.
+Expected<DaxDevice> make_cxl_region(const std::string& sysfs, const std::string& id,
+                                    const FreeCxlMemory& m, uint64_t size,
+                                    std::chrono::steady_clock::time_point deadline) {
+  const fs::path cxl = fs::path(sysfs) / "bus/cxl";
+  const fs::path root = cxl / "devices" / m.root_decoder;
+  const std::string region = std::string(trim(first_line(root / "create_pmem_region")));
+  // Each value ends in a newline, as echo writes it: the kernel takes a region's uuid only
+  // with its newline (37 characters), not without.
+  auto step = [&](const fs::path& file, const std::string& text) -> Status {
+    if (Status s = write_text(file, text.ends_with('\n') ? text : text + "\n"); !s) {
+      return Error{ErrorCode::kInternal,
+                   id + ": making a CXL region of " + m.memdev + ": " + s.error().message};
+    }
+    return Status::Ok();
+  };
+  if (region.empty()) {
+    return Error{ErrorCode::kInternal,
+                 id + ": " + m.root_decoder + " offers no region name (create_pmem_region)"};
+  }
+  // Loaded before the region's dax seed exists, so that the driver binds only what it is told.
+  if (Status s = load_driver(fs::path(sysfs) / "bus/nd/drivers/dax_pmem", "dax_pmem", id); !s) {
+    return s.error();
+  }
+  const fs::path r = cxl / "devices" / region;
+  const fs::path ep = cxl / "devices" / m.endpoint_decoder;
+  for (const auto& [file, text] : std::initializer_list<std::pair<fs::path, std::string>>{
+           {root / "create_pmem_region", region},
+           {r / "uuid", random_uuid()},
+           {r / "interleave_granularity", "256"},
+           {r / "interleave_ways", "1"},
+           {ep / "mode", "pmem"},
+           {ep / "dpa_size", std::to_string(size)},
+           {r / "size", std::to_string(size)},
+           {r / "target0", m.endpoint_decoder},
+           {r / "commit", "1"},
+           {cxl / "drivers/cxl_region/bind", region}}) {
+    if (Status s = step(file, text); !s) return s.error();
+  }
+  // libnvdimm shows the region as one of its own (cxl_pmem_region), at the same address.
+  const std::optional<uint64_t> resource = sysfs_number(r / "resource");
+  std::string nd;
+  while (resource && (nd = nd_region_at(sysfs, *resource)).empty() &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (nd.empty()) {
+    return Error{ErrorCode::kTimeout,
+                 id + ": " + region + " of " + m.memdev + " made no libnvdimm region"};
+  }
+  const fs::path ndd = fs::path(sysfs) / "bus/nd/devices";
+  const std::string ns = std::string(trim(first_line(ndd / nd / "namespace_seed")));
+  const std::string dax = std::string(trim(first_line(ndd / nd / "dax_seed")));
+  if (ns.empty() || dax.empty()) {
+    return Error{ErrorCode::kInternal, id + ": " + nd + " offers no namespace or dax seed"};
+  }
+  for (const auto& [file, text] : std::initializer_list<std::pair<fs::path, std::string>>{
+           {ndd / ns / "uuid", random_uuid()},
+           {ndd / ns / "alt_name", std::string(kRegionName)},
+           {ndd / ns / "size", std::to_string(size)},
+           {ndd / dax / "uuid", random_uuid()},
+           {ndd / dax / "mode", "pmem"},
+           {ndd / dax / "align", "2097152"},
+           {ndd / dax / "namespace", ns}}) {
+    if (Status s = step(file, text); !s) return s.error();
+  }
+  // A driver loaded after the dax seed got its namespace binds it itself.
+  std::error_code bound_ec;
+  if (fs::read_symlink(ndd / dax / "driver", bound_ec).filename() != "dax_pmem") {
+    if (Status s = step(fs::path(sysfs) / "bus/nd/drivers/dax_pmem/bind", dax); !s) {
+      return s.error();
+    }
+  }
+  if (!wait_for(fs::path(sysfs) / "bus/dax/devices" / dax, deadline)) {
+    return Error{ErrorCode::kTimeout, id + ": " + nd + " showed no dax device " + dax};
+  }
+  for (DaxDevice& d : dax_devices(sysfs)) {
+    if (d.name == dax) return std::move(d);
+  }
+  return Error{ErrorCode::kInternal, id + ": " + dax + " went away"};
+}
+
+// Undoes make_cxl_region for the dax device `dax` once kmem let it go: true when it did, false
+// for a dax device in no namespace named kRegionName (left as it is).
+Expected<bool> destroy_cxl_region(const std::string& sysfs, const std::string& id,
+                                  const std::string& dax) {
+  std::error_code ec;
+  // <...>/ndbus<B>/region<N>/dax<N>.<K>/dax<N>.<K>: the libnvdimm dax device and region.
+  const fs::path path = fs::canonical(fs::path(sysfs) / "bus/dax/devices" / dax, ec);
+  if (ec) return false;
+  const fs::path nd_dax = path.parent_path();
+  const fs::path nd_region = nd_dax.parent_path();
+  const std::string ns = std::string(trim(first_line(nd_dax / "namespace")));
+  const fs::path ndd = fs::path(sysfs) / "bus/nd/devices";
+  if (ns.empty() || std::string(trim(first_line(ndd / ns / "alt_name"))) != kRegionName) {
+    return false;
+  }
+  const std::optional<uint64_t> resource = sysfs_number(nd_region / "resource");
+  auto step = [&](const fs::path& file, const std::string& text) -> Status {
+    if (Status s = write_text(file, text.ends_with('\n') ? text : text + "\n"); !s) {
+      return Error{ErrorCode::kInternal,
+                   id + ": destroying the CXL region of " + dax + ": " + s.error().message};
+    }
+    return Status::Ok();
+  };
+  // The namespace is let go by its dax device before it can be deleted (EBUSY until then).
+  for (const auto& [file, text] : std::initializer_list<std::pair<fs::path, std::string>>{
+           {fs::path(sysfs) / "bus/nd/drivers/dax_pmem/unbind", nd_dax.filename().string()},
+           {nd_dax / "namespace", "\n"},
+           {ndd / ns / "size", "0"}}) {
+    if (Status s = step(file, text); !s) return s.error();
+  }
+  const fs::path cxl = fs::path(sysfs) / "bus/cxl";
+  for (const auto& e : fs::directory_iterator(cxl / "devices", ec)) {
+    const std::string region = e.path().filename().string();
+    if (region.rfind("region", 0) != 0 || !resource ||
+        sysfs_number(e.path() / "resource") != resource) {
+      continue;
+    }
+    const std::string target = std::string(trim(first_line(e.path() / "target0")));
+    // The region's directory is the root decoder's child.
+    std::error_code c_ec;
+    const std::string root = fs::canonical(e.path(), c_ec).parent_path().filename().string();
+    for (const auto& [file, text] : std::initializer_list<std::pair<fs::path, std::string>>{
+             {cxl / "drivers/cxl_region/unbind", region},
+             {e.path() / "commit", "0"},
+             {e.path() / "target0", "\n"},
+             {cxl / "devices" / target / "dpa_size", "0"},
+             {cxl / "devices" / root / "delete_region", region}}) {
+      if (Status s = step(file, text); !s) return s.error();
+    }
+    break;
+  }
+  return true;
 }
 
 }  // namespace
@@ -674,6 +953,28 @@ Expected<std::vector<std::string>> HostDevices::online_memory(
     Expected<std::string> online = bring_online(sysfs_, d.id, *region, deadline);
     if (!online) return online.error();
     nodes[i] = *online;
+  }
+  // Capacity in no region yet: the host makes the regions (make_cxl_region), when it shows no
+  // dax device of that capacity and at least as many CXL memory devices of it that nothing maps.
+  for (auto it = nodeless.begin(); it != nodeless.end();) {
+    const auto& [size, wanted] = *it;
+    bool shown = false;
+    for (const DaxDevice& dax : dax_devices(sysfs_)) shown = shown || dax.size == size;
+    const std::vector<FreeCxlMemory> free =
+        shown ? std::vector<FreeCxlMemory>{} : free_cxl_memory(sysfs_, size);
+    if (free.size() < wanted.size()) {
+      ++it;
+      continue;
+    }
+    for (size_t k = 0; k < wanted.size(); ++k) {
+      const std::string& id = memory[wanted[k]].id;
+      Expected<DaxDevice> dax = make_cxl_region(sysfs_, id, free[k], size, deadline);
+      if (!dax) return dax.error();
+      Expected<std::string> online = bring_online(sysfs_, id, *dax, deadline);
+      if (!online) return online.error();
+      nodes[wanted[k]] = *online;
+    }
+    it = nodeless.erase(it);
   }
   if (nodeless.empty()) return nodes;
   // The dax devices in devdax mode of each capacity sought: taken when the host shows exactly
@@ -737,9 +1038,16 @@ Status HostDevices::offline_memory(const Device& d, std::chrono::milliseconds ti
                                              " still in use (" + join(stuck, ", ") +
                                              " would not go offline: pages that cannot move)"};
     }
-    // Given back to device_dax, as `daxctl reconfigure-device --mode=devdax` does it.
+    // Given back to device_dax, as `daxctl reconfigure-device --mode=devdax` does it; a region
+    // the host side made is destroyed instead (destroy_cxl_region).
     const fs::path drivers = fs::path(sysfs_) / "bus/dax/drivers";
     if (Status s = write_text(drivers / "kmem/unbind", dax.name); !s) return s;
+    std::error_code ec;
+    if (fs::exists(fs::path(sysfs_) / "bus/cxl/devices", ec)) {
+      Expected<bool> destroyed = destroy_cxl_region(sysfs_, d.id, dax.name);
+      if (!destroyed) return destroyed.error();
+      if (*destroyed) continue;
+    }
     if (Status s = write_text(drivers / "device_dax/new_id", dax.name); !s) return s;
   }
   return Status::Ok();

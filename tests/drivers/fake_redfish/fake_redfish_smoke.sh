@@ -1,13 +1,13 @@
 #!/bin/sh
 # The fake_redfish binary as shell tests use it: start, find the port, log in, attach a GPU,
-# inject a fault through the control endpoint, stop.
+# inject a fault through the control endpoint, memory blocks of the size asked for, stop.
 set -eu
 bin=$1
 dir=$(mktemp -d)
 pid=
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
-"$bin" --port-file "$dir/port" --gpus-per-zone 3 --hosts 2 >"$dir/log" 2>&1 &
+"$bin" --port-file "$dir/port" --gpus-per-zone 3 --hosts 2 --memory-mib 512 >"$dir/log" 2>&1 &
 pid=$!
 i=0
 while [ ! -s "$dir/port" ]; do
@@ -33,4 +33,6 @@ curl -s -X POST -d '{"kind":"status","method":"GET","path":"Systems","status":50
 curl -s -u "$auth" "$url/redfish/v1/Systems" | grep -q maintenance || fail "injected 503 not served"
 code=$(curl -s -o /dev/null -w '%{http_code}' -u "$auth" "$url/redfish/v1/Systems")
 [ "$code" = 200 ] || fail "the fault outlived its count: $code"
+curl -s -u "$auth" "$url/redfish/v1/CompositionService/ResourceBlocks/mem-z1-00/Memory/0" |
+  grep -q '"CapacityMiB" *: *512[,}]' || fail "mem-z1-00 is not of the 512 MiB --memory-mib asked for"
 echo "fake_redfish smoke test passed"

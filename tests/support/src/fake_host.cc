@@ -163,10 +163,25 @@ void FakeHost::follow_dax() {
   const fs::path drivers = root_ / "sys/bus/dax/drivers";
   const fs::path memory = root_ / "sys/devices/system/memory";
   const auto block = [&](int k) { return memory / ("memory" + std::to_string(k)); };
-  if (std::string name = take_name(drivers / "device_dax/unbind"); dax_.contains(name)) {
+  // A driver's unbind lets go only of a device that driver has.
+  const auto has = [&](const std::string& name, const char* driver) {
+    std::error_code ec;
+    return fs::read_symlink(root_ / "sys/bus/dax/devices" / name / "driver", ec).filename() ==
+           driver;
+  };
+  if (std::string name = take_name(drivers / "device_dax/unbind");
+      dax_.contains(name) && has(name, "device_dax")) {
     bind_dax(root_ / "sys/bus/dax/devices" / name, "");
   }
-  if (std::string name = take_name(drivers / "kmem/new_id"); dax_.contains(name)) {
+  std::string to_kmem = take_name(drivers / "kmem/new_id");
+  if (std::string name = take_name(drivers / "kmem/bind"); !name.empty()) to_kmem = name;
+  // Only a device no driver has: kmem does not take one from device_dax.
+  std::error_code bound_ec;
+  if (dax_.contains(to_kmem) &&
+      fs::is_symlink(root_ / "sys/bus/dax/devices" / to_kmem / "driver", bound_ec)) {
+    to_kmem.clear();
+  }
+  if (std::string name = to_kmem; dax_.contains(name)) {
     Dax& d = dax_[name];
     if (d.first_block < 0) {
       d.first_block = next_block_;
@@ -220,6 +235,198 @@ void FakeHost::follow_dax() {
         put(block(k) / "state", busy_nodes_.contains(d.target_node) ? "online\n" : "offline\n");
       }
     }
+  }
+}
+
+namespace {
+
+constexpr const char* kCxlRoot = "sys/devices/platform/ACPI0017:00/root0";
+constexpr const char* kNdBus = "sys/devices/platform/ACPI0017:00/root0/nvdimm-bridge0/ndbus0";
+
+std::string hex(uint64_t v) {
+  std::ostringstream out;
+  out << "0x" << std::hex << v;
+  return out.str();
+}
+
+uint64_t number_in(const fs::path& path) {
+  const std::string s = slurp(path);
+  try {
+    return std::stoull(s, nullptr, s.rfind("0x", 0) == 0 ? 16 : 10);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+std::string line_in(const fs::path& path) {
+  std::string s = slurp(path);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  return s;
+}
+
+// <root>/sys/bus/<bus>/devices/<name> -> the device's directory, as the kernel links it.
+void bus_link(const fs::path& root, const std::string& bus, const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(root / "sys/bus" / bus / "devices", ec);
+  fs::create_directory_symlink(fs::path("../../..") / fs::relative(dir, root / "sys"),
+                               root / "sys/bus" / bus / "devices" / dir.filename(), ec);
+}
+
+}  // namespace
+
+void FakeHost::add_cxl_memory(const std::string& memdev, uint64_t size_bytes, int target_node,
+                              int blocks) {
+  std::lock_guard lock(mu_);
+  const fs::path base = root_ / kCxlRoot;
+  if (cxl_.empty()) {
+    const fs::path root_decoder = base / "decoder0.0";
+    put(root_decoder / "devtype", "cxl_decoder_root\n");
+    put(root_decoder / "cap_pmem", "1\n");
+    put(root_decoder / "delete_region", "");
+    bus_link(root_, "cxl", root_decoder);
+    for (const char* f :
+         {"cxl/drivers/cxl_region/bind", "cxl/drivers/cxl_region/unbind",
+          "nd/drivers/dax_pmem/bind", "nd/drivers/dax_pmem/unbind", "dax/drivers/device_dax/new_id",
+          "dax/drivers/device_dax/unbind", "dax/drivers/kmem/new_id", "dax/drivers/kmem/unbind"}) {
+      if (!fs::exists(root_ / "sys/bus" / f)) put(root_ / "sys/bus" / f, "");
+    }
+    fs::create_directories(root_ / "sys/bus/nd/devices");
+    fs::create_directories(root_ / "sys/bus/dax/devices");
+    offer_region();
+  }
+  const fs::path mem = root_ / "sys/devices/pci0000:20/0000:20:00.0" / memdev;
+  put(mem / "pmem/size", hex(size_bytes) + "\n");
+  bus_link(root_, "cxl", mem);
+  const std::string port = std::to_string(next_port_++);
+  const fs::path endpoint = base / "port1" / ("endpoint" + port);
+  std::error_code ec;
+  fs::create_directories(endpoint, ec);
+  fs::create_directory_symlink(fs::relative(mem, endpoint), endpoint / "uport", ec);
+  bus_link(root_, "cxl", endpoint);
+  const std::string decoder = "decoder" + port + ".0";
+  put(endpoint / decoder / "mode", "none\n");
+  put(endpoint / decoder / "dpa_size", "0x0\n");
+  bus_link(root_, "cxl", endpoint / decoder);
+  cxl_[memdev] = CxlMemory{size_bytes, target_node, blocks, decoder};
+}
+
+// Under mu_: the root decoder offers the next region's name, its directory ready for it.
+void FakeHost::offer_region() {
+  const std::string name = "region" + std::to_string(next_region_);
+  const fs::path dir = root_ / kCxlRoot / "decoder0.0" / name;
+  for (const char* f : {"uuid", "target0"}) put(dir / f, "\n");
+  for (const char* f : {"interleave_ways", "interleave_granularity", "size", "commit"}) {
+    put(dir / f, "0\n");
+  }
+  // Each region at its own place in the window, 1 GiB apart.
+  put(dir / "resource",
+      hex((uint64_t{0x11} << 28) + (static_cast<uint64_t>(next_region_) << 30)) + "\n");
+  bus_link(root_, "cxl", dir);
+  put(root_ / kCxlRoot / "decoder0.0/create_pmem_region", name + "\n");
+  ++next_region_;
+}
+
+std::vector<std::string> FakeHost::cxl_regions() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root_ / "sys/bus/cxl/devices", ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("region", 0) == 0 && says_one(e.path() / "commit")) out.push_back(n);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> FakeHost::dax_names() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root_ / "sys/bus/dax/devices", ec)) {
+    out.push_back(e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Under mu_, after follow_dax (a dax device kmem lets go in one round can leave in the same).
+void FakeHost::follow_cxl() {
+  if (cxl_.empty()) return;
+  const fs::path bus = root_ / "sys/bus";
+  const fs::path cxl = bus / "cxl/devices";
+  std::error_code ec;
+  for (const std::string& name : std::exchange(unbound_dax_, {})) {
+    const fs::path dir = bus / "dax/devices" / name;
+    if (dax_.contains(name) && !fs::is_symlink(dir / "driver", ec)) bind_dax(dir, "device_dax");
+  }
+  if (std::string name = take_name(bus / "nd/drivers/dax_pmem/bind"); !name.empty()) {
+    const fs::path nd_dax = bus / "nd/devices" / name;
+    const std::string ns = line_in(nd_dax / "namespace");
+    const fs::path nd_region = fs::canonical(nd_dax, ec).parent_path();
+    const uint64_t size = number_in(nd_region / "size");
+    std::string region;
+    for (const auto& [r, m] : nd_region_of_) {
+      if (m == nd_region.filename().string()) region = r;
+    }
+    const std::string decoder = line_in(cxl / region / "target0");
+    const CxlMemory* memory = nullptr;
+    for (const auto& [memdev, m] : cxl_) {
+      if (m.endpoint_decoder == decoder) memory = &m;
+    }
+    if (memory != nullptr && !ns.empty() && number_in(bus / "nd/devices" / ns / "size") == size) {
+      // The memory map of the device's pages lives on the device (mode pmem), and the rest
+      // starts at the next 2 MiB: 526385152 bytes of a 512 MiB region, as the kernel shows.
+      const fs::path dax = fs::canonical(nd_dax, ec) / name;
+      put(dax / "target_node", std::to_string(memory->target_node) + "\n");
+      put(dax / "size", std::to_string(size - size / 64 - (uint64_t{2} << 20)) + "\n");
+      // No driver yet: device_dax binds it at the next round, as udev loads the module.
+      bus_link(root_, "dax", dax);
+      dax_[name] = Dax{memory->target_node, memory->blocks, -1};
+      unbound_dax_.insert(name);
+    }
+  }
+  if (std::string name = take_name(bus / "nd/drivers/dax_pmem/unbind"); !name.empty()) {
+    if (auto it = dax_.find(name); it != dax_.end() && it->second.first_block < 0) {
+      fs::remove(bus / "dax/devices" / name, ec);
+      dax_.erase(it);
+    }
+  }
+  if (std::string name = take_name(bus / "cxl/drivers/cxl_region/bind");
+      !name.empty() && says_one(cxl / name / "commit")) {
+    const std::string nd = "region" + std::to_string(nd_region_of_.size() + next_region_);
+    const fs::path dir = root_ / kNdBus / nd;
+    const std::string n = nd.substr(6);
+    put(dir / "resource", slurp(cxl / name / "resource"));
+    put(dir / "size", std::to_string(number_in(cxl / name / "size")) + "\n");
+    put(dir / "namespace_seed", "namespace" + n + ".0\n");
+    put(dir / "dax_seed", "dax" + n + ".0\n");
+    for (const char* f : {"uuid", "alt_name"}) put(dir / ("namespace" + n + ".0") / f, "\n");
+    put(dir / ("namespace" + n + ".0") / "size", "0\n");
+    for (const char* f : {"uuid", "namespace"}) put(dir / ("dax" + n + ".0") / f, "\n");
+    put(dir / ("dax" + n + ".0") / "mode", "none\n");
+    put(dir / ("dax" + n + ".0") / "align", "2097152\n");
+    // The region last: a region the host side finds has its seeds.
+    for (const std::string& d : {"namespace" + n + ".0", "dax" + n + ".0", nd}) {
+      bus_link(root_, "nd", d == nd ? dir : dir / d);
+    }
+    nd_region_of_[name] = nd;
+    offer_region();
+  }
+  if (std::string name = take_name(bus / "cxl/drivers/cxl_region/unbind"); !name.empty()) {
+    if (auto it = nd_region_of_.find(name); it != nd_region_of_.end()) {
+      const fs::path dir = root_ / kNdBus / it->second;
+      for (const auto& e : fs::directory_iterator(dir, ec)) {
+        fs::remove(bus / "nd/devices" / e.path().filename(), ec);
+      }
+      fs::remove(bus / "nd/devices" / it->second, ec);
+      fs::remove_all(dir, ec);
+      nd_region_of_.erase(it);
+    }
+  }
+  if (std::string name = take_name(root_ / kCxlRoot / "decoder0.0/delete_region");
+      !name.empty() && !says_one(cxl / name / "commit")) {
+    fs::remove(cxl / name, ec);
+    fs::remove_all(root_ / kCxlRoot / "decoder0.0" / name, ec);
   }
 }
 
@@ -501,6 +708,7 @@ void FakeHost::watch() {
         it = namespaces_due_.erase(it);
       }
       follow_dax();
+      follow_cxl();
       unplug_removed();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

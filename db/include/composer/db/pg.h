@@ -10,7 +10,9 @@
 
 #include <libpq-fe.h>
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -36,6 +38,8 @@ class Params {
   Params& add(std::string_view v) { return text(std::string(v)); }
   Params& add(const std::string& v) { return text(v); }
   Params& add(const char* v) { return text(v); }
+  // A text[] parameter.
+  Params& add(const std::vector<std::string>& items);
   Params& add(std::nullopt_t) {
     values_.emplace_back();
     return *this;
@@ -100,12 +104,39 @@ class Connection {
   Result run(const Sql& sql, const Params& params = {});
   // Runs one or more statements without parameters (migrations, BEGIN/COMMIT).
   void exec(const Sql& sql);
+
+  // libpq's pipeline mode: statements are sent without waiting for each answer, and the server
+  // answers them in order, so a group of them costs one round trip. Between enter_pipeline()
+  // and leave_pipeline() only send(), send_plain(), sync() and the receiving calls may be used.
+  void enter_pipeline();
+  // Queues `sql` (prepared on first use) with `params`.
+  void send(const Sql& sql, const Params& params = {});
+  // Queues one statement without parameters, not prepared (BEGIN, SAVEPOINT).
+  void send_plain(const Sql& sql);
+  // Ends a group: the server answers everything queued so far. After a statement fails, the
+  // server skips the rest up to the next sync (and the transaction is aborted).
+  void sync();
+  // The answer to the next statement queued, `sql`; throws Failure as run() does.
+  Result receive(const Sql& sql);
+  // Reads every answer up to the next sync's, skipped or not, and drops them.
+  void skip_to_sync();
+  // Leaves pipeline mode; every sync must have been received.
+  void leave_pipeline();
+  bool in_pipeline() const { return PQpipelineStatus(connection_.get()) != PQ_PIPELINE_OFF; }
+  // Whether the open transaction failed (only a ROLLBACK, or ROLLBACK TO a savepoint, is
+  // taken until then).
+  bool transaction_failed() const {
+    return PQtransactionStatus(connection_.get()) == PQTRANS_INERROR;
+  }
   // False once the connection to the server is lost.
   bool usable() const { return PQstatus(connection_.get()) == CONNECTION_OK; }
   // WARNINGs the server has sent on this connection so far. A COMMIT answered with one may
   // not be what it says: a primary whose wait for its synchronous standby is cancelled
   // reports the commit done although no standby may have it (Writer checks it).
   uint64_t warnings() const { return warnings_; }
+  // Adds one to `*counter` each time this connection waits for the server's answer: a
+  // statement run, or a group of them synced (`counter` outlives the connection).
+  void count_round_trips_in(std::atomic<uint64_t>* counter) { round_trips_ = counter; }
 
  private:
   struct Finish {
@@ -113,16 +144,45 @@ class Connection {
   };
   explicit Connection(PGconn* connection) : connection_(connection) {}
   [[noreturn]] void fail_with(const Sql& sql, PGresult* result);
+  // The name `sql` is prepared under, preparing it first (in the pipeline, when in one).
+  const std::string& prepared(const Sql& sql);
+  // The next answer's first result, and the end of that answer (its NULL) read.
+  PGresult* next_answer();
 
   std::unique_ptr<PGconn, Finish> connection_;
   std::map<std::string_view, std::string, std::less<>> prepared_;  // text -> name
+  uint64_t names_ = 0;  // statements named so far (a name is never used twice)
+  // In pipeline mode, the answers still to come, in order: a preparation's (the statement's
+  // text: forgotten if it fails), a statement's (empty), or a sync's.
+  struct Pending {
+    enum Kind { kPreparation, kStatement, kSync } kind;
+    std::string_view text;
+  };
+  std::deque<Pending> pending_;
   uint64_t warnings_ = 0;
+  std::atomic<uint64_t>* round_trips_ = nullptr;
+  void round_trip() {
+    if (round_trips_ != nullptr) round_trips_->fetch_add(1, std::memory_order_relaxed);
+  }
 };
+
+// The statements of a transaction and its savepoints, also for sending them in a pipeline.
+inline constexpr Sql kBegin{"beginning a transaction", "BEGIN"};
+inline constexpr Sql kSavepoint{"taking a savepoint", "SAVEPOINT call"};
+inline constexpr Sql kRelease{"releasing a savepoint", "RELEASE SAVEPOINT call"};
+inline constexpr Sql kRollbackTo{"rolling back to a savepoint",
+                                 "ROLLBACK TO SAVEPOINT call; RELEASE SAVEPOINT call"};
 
 // BEGIN ... COMMIT once; rolls back in its destructor if not committed.
 class Transaction {
  public:
   explicit Transaction(Connection& connection, bool read_only = false);
+  // A transaction whose BEGIN is queued in the connection's pipeline; received() reads its
+  // answer. Left in pipeline mode it is not rolled back here: the connection's owner drops
+  // the connection, which rolls it back.
+  struct Queued {};
+  Transaction(Connection& connection, Queued);
+  void received();
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
   ~Transaction();

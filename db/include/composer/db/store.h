@@ -76,6 +76,9 @@ struct WriteStats {
   uint64_t failed_calls = 0;   // of which refused or failed
   uint64_t transactions = 0;   // transactions committed: one fsync each when durable
   uint64_t largest_batch = 0;  // most calls that shared one transaction
+  // Times the writer waited for the database's answer (PostgreSQL only: a statement, or a
+  // flight of them; 0 on SQLite, which answers in this process).
+  uint64_t round_trips = 0;
 };
 
 class Store {

@@ -75,7 +75,8 @@ struct FakeLiqid::Impl {
   int next_digest = 1;
   std::deque<FakeLiqidFault> faults;
   std::map<std::string, uint64_t> counts;
-  uint64_t writes = 0;  // requests but GETs and the digest calls
+  uint64_t writes = 0;                // requests but GETs and the digest calls
+  std::vector<int64_t> write_epochs;  // X-Composer-Epoch of each of those
   uint64_t reprograms = 0;
   size_t most_edits = 0;
   std::mt19937_64 rng{std::random_device{}()};
@@ -243,7 +244,11 @@ struct FakeLiqid::Impl {
     {
       std::lock_guard<std::mutex> lock(mu);
       ++counts[req.method];
-      if (req.method != "GET" && !path.starts_with("digest")) ++writes;
+      if (req.method != "GET" && !path.starts_with("digest")) {
+        ++writes;
+        const std::string epoch = req.get_header_value("X-Composer-Epoch");
+        write_epochs.push_back(epoch.empty() ? 0 : std::stoll(epoch));
+      }
       if (!path.starts_with("digest")) fault = take_fault(req.method, path);
     }
     if (fault) {
@@ -528,6 +533,11 @@ size_t FakeLiqid::digests() const {
 uint64_t FakeLiqid::writes() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->writes;
+}
+
+std::vector<int64_t> FakeLiqid::write_epochs() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->write_epochs;
 }
 
 uint64_t FakeLiqid::reprograms() const {

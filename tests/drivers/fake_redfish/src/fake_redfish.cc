@@ -506,7 +506,7 @@ struct FakeRedfish::Impl {
         m["@odata.type"] = "#Memory.v1_20_0.Memory";
         m["MemoryDeviceType"] = "DDR5";
         m["Model"] = "CXL-DDR5";
-        m["CapacityMiB"] = Json::UInt64(64 * 1024);
+        m["CapacityMiB"] = Json::UInt64(o.memory_mib);
         add_block(name, "Memory", {z}, "Memory", m);
         generated["mem"].push_back(name);
       }

@@ -4,7 +4,7 @@
 //                [--cxl] [--cxl-chunks N] [--host-blocks] [--mockups DIR]
 //                [--page-size N] [--root-redirect /|URL] [--broken-capabilities]
 //                [--noop-actions] [--old-style-errors] [--login-status N] [--reserve BLOCK]...
-//                [--drive-ids VENDOR:DEVICE] [--hot-plug COMMAND]
+//                [--drive-ids VENDOR:DEVICE] [--hot-plug COMMAND] [--memory-mib N]
 // The mockups are served whole (pre-composed, shared, multi-zone and SAS blocks as they are);
 // the other flags are the options of FakeRedfishOptions of the same names.
 // Prints "listening on http://127.0.0.1:PORT" and serves until SIGTERM or SIGINT.
@@ -51,6 +51,13 @@ int main(int argc, char** argv) {
     } else if (a == "--hosts") {
       value(&n);
       o.hosts = static_cast<uint32_t>(n);
+    } else if (a == "--memory-mib") {
+      value(&n);
+      if (n == 0) {
+        std::cerr << "fake_redfish: --memory-mib needs a whole number from 1 to 1000000\n";
+        return 2;
+      }
+      o.memory_mib = static_cast<uint32_t>(n);
     } else if (a == "--cxl-chunks") {
       value(&n);
       o.cxl_chunks = static_cast<uint32_t>(n);
@@ -110,7 +117,7 @@ int main(int argc, char** argv) {
                    "--cxl, --cxl-chunks N, --host-blocks, --page-size N, --root-redirect /|URL, "
                    "--broken-capabilities, --noop-actions, --old-style-errors, "
                    "--login-status N, --reserve BLOCK, --drive-ids VENDOR:DEVICE, "
-                   "--hot-plug COMMAND\n";
+                   "--hot-plug COMMAND, --memory-mib N\n";
       return 2;
     }
   }

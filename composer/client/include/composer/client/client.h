@@ -19,6 +19,7 @@
 #include <json/value.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -168,6 +169,13 @@ class Client {
                                               const std::string& body) const;
   Expected<Json::Value> call(const std::string& method, const Path& path, const std::string& body,
                              bool authenticate) const;
+  // When a call of `rounds` rounds over the server list gives up.
+  std::chrono::steady_clock::time_point call_deadline(int rounds) const;
+  // The answer of the first server that answers as the active one, going round the list
+  // (client.h's header comment); the sentence naming what each said when none does.
+  Expected<http::HttpResponse> send_to_active(const std::string& method, const Path& path,
+                                              const std::string& body, bool authenticate,
+                                              const std::string& what) const;
 
   struct Server;
   ClientOptions options_;

@@ -11,34 +11,21 @@
 #include <string>
 #include <vector>
 
-#include "composer/core/fabric.h"
+#include "composer/core/forwarding_fabric.h"
 
 namespace composer {
 
-class FencedFabric final : public Fabric {
+class FencedFabric final : public ForwardingFabric {
  public:
   FencedFabric(std::unique_ptr<Fabric> inner, std::function<bool()> may_act)
-      : inner_(std::move(inner)), may_act_(std::move(may_act)) {}
+      : ForwardingFabric(std::move(inner)), may_act_(std::move(may_act)) {}
 
-  std::string_view driver() const override { return inner_->driver(); }
-  Expected<FabricInventory> inventory() override { return inner_->inventory(); }
   Expected<Operation> attach(const std::string& host, const std::vector<std::string>& ids) override;
   Expected<Operation> detach(const std::string& host, const std::vector<std::string>& ids) override;
-  std::string lane(const std::string& host) const override { return inner_->lane(host); }
-  bool serialises_changes(const std::string& lane) const override {
-    return inner_->serialises_changes(lane);
-  }
   Expected<BatchStarted> apply_batch(const std::vector<FabricChange>& changes) override;
-  Expected<Operation> operation_status(const std::string& id) override {
-    return inner_->operation_status(id);
-  }
-  Expected<std::vector<std::pair<std::string, Health>>> health() override {
-    return inner_->health();
-  }
 
  private:
   Status may_change() const;
-  std::unique_ptr<Fabric> inner_;
   std::function<bool()> may_act_;
 };
 

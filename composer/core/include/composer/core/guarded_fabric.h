@@ -10,28 +10,20 @@
 #include <string>
 #include <vector>
 
-#include "composer/core/fabric.h"
+#include "composer/core/forwarding_fabric.h"
 
 namespace composer {
 
-class GuardedFabric final : public Fabric {
+class GuardedFabric final : public ForwardingFabric {
  public:
-  explicit GuardedFabric(std::unique_ptr<Fabric> inner) : inner_(std::move(inner)) {}
+  explicit GuardedFabric(std::unique_ptr<Fabric> inner) : ForwardingFabric(std::move(inner)) {}
 
-  std::string_view driver() const override { return inner_->driver(); }
   Expected<FabricInventory> inventory() override;
   Expected<Operation> attach(const std::string& host, const std::vector<std::string>& ids) override;
   Expected<Operation> detach(const std::string& host, const std::vector<std::string>& ids) override;
-  std::string lane(const std::string& host) const override { return inner_->lane(host); }
-  bool serialises_changes(const std::string& lane) const override {
-    return inner_->serialises_changes(lane);
-  }
   Expected<BatchStarted> apply_batch(const std::vector<FabricChange>& changes) override;
   Expected<Operation> operation_status(const std::string& id) override;
   Expected<std::vector<std::pair<std::string, Health>>> health() override;
-
- private:
-  std::unique_ptr<Fabric> inner_;
 };
 
 // A networked driver made by `create` (its discovery reads the fabric manager's answers as its

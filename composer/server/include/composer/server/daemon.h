@@ -7,11 +7,17 @@
 #include <mutex>
 #include <string>
 
+#include "composer/api/snapshot.h"
 #include "composer/common/clock.h"
 #include "composer/common/error.h"
 #include "composer/setup/config.h"
 
 namespace composer::server {
+
+// StateDir as composerd needs it, the active one and a standby alike (a standby keeps its copy
+// of the snapshot there): a missing one is created with composerd's mode (StateGroup=), one
+// that exists is checked and left as it is.
+Status prepare_state(const setup::Config& config);
 
 // Every check Daemon::create makes before it changes anything, without binding the listen
 // address or contacting a fabric manager (composerd --check): AdminUsers and StateGroup
@@ -45,6 +51,8 @@ class Daemon {
 
   // Writes the pool snapshot the job_submit plugin reads.
   void publish_snapshot();
+  // The snapshot as it would be published now (generated_ms 0).
+  api::PoolSnapshot build_snapshot() const;
 
  private:
   struct Impl;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "composer/api/snapshot.h"
 #include "composer/api/types.h"
 #include "composer/core/device_admin.h"
 #include "composer/core/live_pool.h"
@@ -38,6 +39,8 @@ struct ApiContext {
   std::function<void()> pool_changed;
   // Called when a compose or a release has ended: what each zone has free changed.
   std::function<void()> compositions_changed;
+  // The pool snapshot job_submit reads (GET /v1/snapshot), as published now.
+  std::function<api::PoolSnapshot()> snapshot;
   // Counts compose/release outcomes and serves GET /metrics when set (metrics.h).
   Metrics* metrics = nullptr;
   // Serves /v1/policy when set (policy_keeper.h).

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,9 +27,33 @@ struct PendingJob {
   bool operator==(const PendingJob&) const = default;
 };
 
-// The pending jobs (JobState=PENDING) of `scontrol -o show jobs` output, one job per line;
-// "No jobs in the system" is none. kInvalidArgument naming a line without a JobId.
-Expected<std::vector<PendingJob>> parse_pending_jobs(std::string_view text);
+// A job Slurm has given its nodes whose prologs still run (JobState=CONFIGURING): its devices
+// may not be composed yet, and then the pool still counts them free.
+struct StartingJob {
+  uint32_t id = 0;
+  std::string nodes;  // NodeList, in Slurm's form ("cn[1-2]")
+  std::string admin_comment;
+  bool operator==(const StartingJob&) const = default;
+};
+
+struct SlurmJobs {
+  std::vector<PendingJob> pending;
+  std::vector<StartingJob> starting;
+};
+
+// The pending (JobState=PENDING) and starting (JobState=CONFIGURING) jobs of
+// `scontrol -o show jobs` output, one job per line; "No jobs in the system" is none.
+// kInvalidArgument naming a line without a JobId.
+Expected<SlurmJobs> parse_slurm_jobs(std::string_view text);
+
+// The snapshot less what the starting composed jobs that `composed` does not know yet will
+// take: each node's request taken from the zones that node reaches, in the zones' order, as far
+// as they have it. Without this a burst of jobs Slurm starts into one zone in one scheduling
+// pass counts the zone's devices free for each of them, and the pending jobs behind them are
+// not kept off it (ZoneSteeringTest.WhatAStartingJobWillTakeIsNotFree).
+api::PoolSnapshot less_starting(api::PoolSnapshot snapshot,
+                                const std::vector<StartingJob>& starting,
+                                const std::function<bool(uint32_t)>& composed);
 
 // A change to one pending job: its new ExcNodeList ("" clears it) and admin comment.
 struct Steer {

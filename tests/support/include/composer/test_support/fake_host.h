@@ -21,12 +21,31 @@
 //       <root>/sys/devices/system/node/node<N>/memory<K> -> the block
 // CXL memory as the kernel's dax and memory-hotplug interfaces show it: a dax device the fabric
 // attached is bound to device_dax; a dax device's name written to kmem/new_id (after
-// device_dax/unbind, as `daxctl reconfigure-device --mode=system-ram` does) binds it to kmem,
+// device_dax/unbind, as `daxctl reconfigure-device --mode=system-ram` does) or to kmem/bind
+// binds it to kmem if no driver has it,
 // and its memory blocks appear offline on its target node; "online", "online_movable" or
 // "online_kernel" written to a block's state onlines it, "offline" offlines it unless the node
 // is busy (set_memory_busy: pages that cannot be migrated; the state stays "online"); kmem/unbind
 // of a device whose blocks are all offline removes them, and it goes back to device_dax. A node
 // kmem made for a region goes with its last block, as a memory-only node goes offline.
+// CXL memory in no region yet (add_cxl_memory: a Type 3 device present at boot, as QEMU 7.2's
+// persistent memory in tests/kvm), as the kernel's CXL and libnvdimm buses show it:
+//   <root>/sys/bus/cxl/devices/decoder0.0 (root decoder: devtype, cap_pmem, create_pmem_region
+//       offering the next region's name, delete_region), mem<K> (pmem/size), endpoint<P>
+//       (uport -> mem<K>) with its decoder<P>.0 (mode, dpa_size), region<N> (uuid,
+//       interleave_ways, interleave_granularity, size, target0, commit, resource; the region
+//       offered is shown before the write that takes it, where the kernel makes it at that write)
+//   <root>/sys/bus/cxl/drivers/cxl_region/{bind,unbind}
+//   <root>/sys/bus/nd/devices/region<M>, namespace<M>.0, dax<M>.0 and
+//   <root>/sys/bus/nd/drivers/dax_pmem/{bind,unbind}
+// A committed region bound to cxl_region becomes a libnvdimm region at the same address, with
+// its namespace and dax seeds; its dax seed bound to dax_pmem (over a namespace of the region's
+// size) becomes the dax device <root>/sys/bus/dax/devices/dax<M>.0 (a link to its directory
+// under the libnvdimm dax device, as in the kernel), bound to device_dax a round later (udev
+// loads the module), smaller than the region by
+// the memory map it keeps on the device, as the kernel's is; kmem then onlines it as above.
+// dax_pmem/unbind of a dax device kmem let go removes it, cxl_region/unbind removes the
+// libnvdimm region, and delete_region a region no longer committed.
 // Writing "1" to a function's `remove` makes it disappear with its /proc and /dev entries, as
 // the kernel's hot-unplug does. The thread acts on writes after they return, where the kernel
 // acts within them; it keeps their order as far as it matters: a rescan written before a
@@ -115,6 +134,14 @@ class FakeHost {
   void add_dax(const std::string& name, int target_node, uint64_t size_bytes, int blocks);
   // The fabric took the region away: the dax device goes, and its memory blocks with it.
   void remove_dax(const std::string& name);
+  // A CXL Type 3 device `memdev` ("mem0") of `size_bytes` of persistent memory, present from
+  // the start and in no region (see the top). A region made of it targets `target_node`, and
+  // kmem makes `blocks` memory blocks of it.
+  void add_cxl_memory(const std::string& memdev, uint64_t size_bytes, int target_node, int blocks);
+  // The CXL regions committed (<sys>/bus/cxl/devices/region<N>/commit says 1), by name.
+  std::vector<std::string> cxl_regions() const;
+  // The dax devices the host shows (<sys>/bus/dax/devices), by name.
+  std::vector<std::string> dax_names() const;
   // Pages on `node` that cannot be migrated: its blocks refuse to go offline.
   void set_memory_busy(int node, bool busy);
   // The state of each memory block of `node` ("online", "offline"), in block order.
@@ -149,6 +176,8 @@ class FakeHost {
   void unplug_removed();
   void mirror();
   void follow_dax();
+  void follow_cxl();
+  void offer_region();
   void drop_node_if_empty(int node);
   void watch();
 
@@ -181,6 +210,17 @@ class FakeHost {
   std::set<int> busy_nodes_;
   std::set<int> memory_only_nodes_;  // made by kmem for a region, gone with its last block
   int next_block_ = 32;
+  struct CxlMemory {
+    uint64_t size = 0;
+    int target_node = 0;
+    int blocks = 0;
+    std::string endpoint_decoder;  // "decoder2.0"
+  };
+  std::map<std::string, CxlMemory> cxl_;             // by memdev
+  std::map<std::string, std::string> nd_region_of_;  // CXL region -> its libnvdimm region
+  std::set<std::string> unbound_dax_;  // made by dax_pmem, bound to device_dax next round
+  int next_region_ = 0;
+  int next_port_ = 2;
   std::atomic<int> rescans_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -88,6 +88,8 @@ class FakeLiqid {
   uint64_t requests(const std::string& method) const;
   // Requests that would change the Director: any method but GET, the digest calls aside.
   uint64_t writes() const;
+  // The X-Composer-Epoch each of those writes came with (0: none), in order.
+  std::vector<int64_t> write_epochs() const;
   // Reprograms applied; the most machines ever in edit mode at once.
   uint64_t reprograms() const;
   size_t most_edits_at_once() const;

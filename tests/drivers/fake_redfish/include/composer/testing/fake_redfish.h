@@ -38,6 +38,8 @@ struct FakeRedfishOptions {
   // non-zero the change answers 500 with its output and nothing changes.
   std::string hot_plug;
   uint32_t memory_per_zone = 2;
+  // The capacity of each generated memory block (the kvm level gives its guest's CXL device's).
+  uint32_t memory_mib = 64 * 1024;
   uint32_t drives_per_zone = 2;
   // Generated composed systems node01..nodeNN (HostName the same), each with its own compute
   // block; odd ones sit in zone 1, even ones in zone 2, and reach both.
