@@ -240,12 +240,18 @@ constexpr Sql kMigration4{
     "  USING ERRCODE = 'integrity_constraint_violation';"
     " END IF;"
     " RETURN true; END $$;"};
+
+// Migration 5: the memory policy a composition's tasks run under (SQLite's migration 12).
+constexpr Sql kMigration5 =
+    statement<"memory policies of compositions (migration 5)",
+              "ALTER TABLE compositions ADD COLUMN mem_policy TEXT NOT NULL DEFAULT '';">;
+
 struct Migration {
   int version;
   const Sql* sql;
 };
 constexpr Migration kMigrations[] = {
-    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}};
+    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}, {5, &kMigration5}};
 
 // One composerd migrates at a time; the others wait and then find the work done.
 constexpr Sql kLock{"waiting for the migration lock",

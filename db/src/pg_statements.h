@@ -28,7 +28,7 @@ inline constexpr Text kDeviceFilter(
 inline constexpr Text kCompositionColumns(
     "c.id, c.job_id, c.node, c.uid, c.\"user\", c.account, c.workload, c.gpus, c.gpu_model, "
     "c.mem_bytes, c.nvme, c.state, c.created_ms, c.updated_ms, c.attempts, c.last_error, "
-    "c.policy_window, c.host_hold");
+    "c.policy_window, c.host_hold, c.mem_policy");
 template <Text selection>
 inline constexpr auto compositions_with_devices =
     joined<"WITH c AS (", selection, ") SELECT ", kCompositionColumns, ", ", kDeviceColumns,
@@ -95,8 +95,8 @@ inline constexpr Sql kDeleteClaim{
 inline constexpr Sql kInsertComposition{
     "inserting composition",
     "INSERT INTO compositions (job_id, node, uid, \"user\", account, workload, gpus, gpu_model, "
-    "mem_bytes, nvme, state, created_ms, updated_ms, policy_window) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13) RETURNING id"};
+    "mem_bytes, nvme, state, created_ms, updated_ms, policy_window, mem_policy) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14) RETURNING id"};
 inline constexpr Sql kLinkDevice{
     "giving a device to a composition",
     "INSERT INTO composition_devices (composition_id, device_id) VALUES ($1, $2)"};
@@ -130,14 +130,16 @@ inline constexpr Sql kSelectCompositions = statement<
 inline constexpr Sql kCreateComposition = statement<
     "inserting composition",
     "WITH c AS (INSERT INTO compositions (job_id, node, uid, \"user\", account, workload, gpus,"
-    " gpu_model, mem_bytes, nvme, state, created_ms, updated_ms, policy_window)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13) RETURNING id),"
-    " given AS (SELECT id, n FROM unnest($14::text[]) WITH ORDINALITY AS g(id, n)),"
+    " gpu_model, mem_bytes, nvme, state, created_ms, updated_ms, policy_window, mem_policy)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14) RETURNING id),"
+    " given AS (SELECT id, n FROM unnest($15::text[]) WITH ORDINALITY AS g(id, n)),"
     " links AS (INSERT INTO composition_devices (composition_id, device_id)"
     " SELECT c.id, given.id FROM c, given ORDER BY given.n),"
     " logged AS (INSERT INTO events (ts_ms, kind, composition_id, job_id, node, uid, \"user\","
     " account, workload, from_state, to_state, devices, detail, policy_window)"
-    " SELECT $12, k.kind, c.id, $1, $2, $3, $4, $5, $6, k.from_state, k.kind, $15, '', $13"
+    " SELECT $12, k.kind, c.id, $1, $2, $3, $4, $5, $6, k.from_state, k.kind, $16,"
+    // The first event records the memory policy as requested_detail (records.h) writes it.
+    " CASE WHEN k.n = 1 AND $14 <> '' THEN 'mem_policy=' || $14 ELSE '' END, $13"
     " FROM c, (VALUES (1, 'requested', ''), (2, 'composing', 'requested')) AS k(n, kind,"
     " from_state) WHERE k.n = 1 OR $11 = 'composing' ORDER BY k.n)"
     " SELECT c.id, ",

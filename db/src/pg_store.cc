@@ -106,7 +106,8 @@ Params composition_params(const Composition& c, int64_t now_ms) {
       .add(c.request.nvme)
       .add(to_string(c.state))
       .add(now_ms)
-      .add(c.window);
+      .add(c.window)
+      .add(c.mem_policy);
 }
 
 // The composition kCreateComposition inserted, from its rows: what insert_composition returns.
@@ -172,7 +173,8 @@ Composition insert_composition(Connection& db, const Composition& c,
     d.node = created.node;
   }
   created.state = CompositionState::kRequested;
-  append_event(db, composition_event(created, "requested", "", "requested", "", now_ms));
+  append_event(db, composition_event(created, "requested", "", "requested",
+                                     requested_detail(created), now_ms));
   if (c.state == CompositionState::kComposing) {
     created.state = CompositionState::kComposing;
     append_event(db, composition_event(created, "composing", "requested", "composing", "", now_ms));

@@ -181,6 +181,10 @@ std::vector<std::string> device_ids(const Composition& c) {
   return ids;
 }
 
+std::string requested_detail(const Composition& c) {
+  return c.mem_policy.empty() ? std::string() : "mem_policy=" + c.mem_policy;
+}
+
 Event composition_event(const Composition& c, std::string_view kind, std::string_view from,
                         std::string_view to, std::string_view detail, int64_t now_ms) {
   Event e;

@@ -57,6 +57,10 @@ Status check_range(int64_t since_ms, int64_t until_ms);
 
 std::vector<std::string> device_ids(const Composition& c);
 
+// The detail of a composition's first event ("requested"), which the ledger keeps for good:
+// the memory policy its tasks run under ("mem_policy=interleave"), empty without one.
+std::string requested_detail(const Composition& c);
+
 // An event about composition `c`.
 Event composition_event(const Composition& c, std::string_view kind, std::string_view from,
                         std::string_view to, std::string_view detail, int64_t now_ms);

@@ -60,10 +60,10 @@ Device read_device(const Row& s, int first) {
 
 // Where the devices begin in a row of a composition with its devices: after the
 // composition's own columns (read_composition).
-inline constexpr int kCompositionDeviceColumn = 18;
+inline constexpr int kCompositionDeviceColumn = 19;
 
 // id, job_id, node, uid, user, account, workload, gpus, gpu_model, mem_bytes, nvme, state,
-// created_ms, updated_ms, attempts, last_error, policy_window, host_hold.
+// created_ms, updated_ms, attempts, last_error, policy_window, host_hold, mem_policy.
 template <typename Row>
 Composition read_composition(const Row& s) {
   Composition c;
@@ -85,6 +85,7 @@ Composition read_composition(const Row& s) {
   c.last_error = s.text(15);
   c.window = s.text(16);
   c.hold = s.text(17);
+  c.mem_policy = s.text(18);
   return c;
 }
 

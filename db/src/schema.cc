@@ -394,6 +394,13 @@ constexpr Sql kMigration11 = statement<
     " FROM compositions WHERE id = NEW.composition_id)"
     " BEGIN SELECT RAISE(ABORT, 'a device can only be given to a live composition'); END;">;
 
+// Migration 12: the memory policy a composition's tasks run under (the job's
+// --compose-mem-policy or its workload class's default); '' for one without memory and for
+// those composed before.
+constexpr sqlite::Sql kMigration12{"memory policies of compositions (migration 12)", R"sql(
+ALTER TABLE compositions ADD COLUMN mem_policy TEXT NOT NULL DEFAULT '';
+)sql"};
+
 struct Migration {
   int version;
   const sqlite::Sql* sql;
@@ -410,7 +417,8 @@ constexpr Migration kMigrations[] = {{1, &kMigration1},
                                      {8, &kMigration8},
                                      {9, &kMigration9},
                                      {10, &kMigration10},
-                                     {11, &kMigration11}};
+                                     {11, &kMigration11},
+                                     {12, &kMigration12}};
 
 constexpr sqlite::Sql kRecordMigration{
     "recording a migration",

@@ -47,6 +47,7 @@ Composition insert_composition(Connection& db, const Composition& c,
         .bind(11, to_string(c.state))
         .bind(12, now_ms)
         .bind(13, c.window)
+        .bind(14, c.mem_policy)
         .run();
   } catch (const Failure& f) {
     if (f.error().code != ErrorCode::kConflict) throw;
@@ -72,7 +73,8 @@ Composition insert_composition(Connection& db, const Composition& c,
   }
 
   created.state = CompositionState::kRequested;
-  append_event(db, composition_event(created, "requested", "", "requested", "", now_ms));
+  append_event(db, composition_event(created, "requested", "", "requested",
+                                     requested_detail(created), now_ms));
   if (c.state == CompositionState::kComposing) {
     created.state = CompositionState::kComposing;
     append_event(db, composition_event(created, "composing", "requested", "composing", "", now_ms));

@@ -25,12 +25,12 @@ inline constexpr Text kDeviceFilter(
     " WHEN d.holder <> '' THEN 'foreign' ELSE 'free' END)"
     " AND d.id > ?5");
 
-// Columns 0..17 (see read_composition), then the device columns from 18 (NULL when the
+// Columns 0..18 (see read_composition), then the device columns from 19 (NULL when the
 // composition never held a device).
 inline constexpr Text kCompositionColumns(
     "c.id, c.job_id, c.node, c.uid, c.user, c.account, c.workload, c.gpus, c.gpu_model, "
     "c.mem_bytes, c.nvme, c.state, c.created_ms, c.updated_ms, c.attempts, c.last_error, "
-    "c.policy_window, c.host_hold");
+    "c.policy_window, c.host_hold, c.mem_policy");
 // `selection` picks composition rows; every composition comes back with all its devices in
 // one query (a join, never one query per composition).
 template <Text selection>
@@ -114,8 +114,8 @@ inline constexpr Sql kDeleteClaim{
 inline constexpr Sql kInsertComposition{
     "inserting composition",
     "INSERT INTO compositions (job_id, node, uid, user, account, workload, gpus, gpu_model, "
-    "mem_bytes, nvme, state, created_ms, updated_ms, policy_window) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13)"};
+    "mem_bytes, nvme, state, created_ms, updated_ms, policy_window, mem_policy) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14)"};
 inline constexpr Sql kLinkDevice{"giving a device to a composition",
                                  "INSERT INTO composition_devices (composition_id, device_id) "
                                  "VALUES (?1, ?2)"};

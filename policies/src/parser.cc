@@ -227,10 +227,12 @@ class Parser {
       placement(n, pairs);
     } else if (kind == "onfailure") {
       on_failure(n, pairs);
+    } else if (kind == "mempolicy") {
+      mem_policy(n, pairs);
     } else {
       problems_.add(n, "unknown key " + pairs.front().key +
                            " at the start of a line: a line starts with TimeZone=, Window=, "
-                           "Class=, DefaultClass=, Limit=, Placement= or OnFailure=");
+                           "Class=, DefaultClass=, Limit=, Placement=, OnFailure= or MemPolicy=");
     }
   }
 
@@ -533,6 +535,59 @@ class Parser {
     policy_.reactions.push_back(std::move(r));
   }
 
+  // MemPolicy=CLASS [Default=POLICY] [Allow=KIND,...]
+  void mem_policy(int n, const std::vector<Pair>& pairs) {
+    if (!only_keys(n, pairs, {"default", "allow"})) return;
+    ClassMemPolicy m;
+    m.class_name = pairs[0].value;
+    m.line = n;
+    const std::string head = "MemPolicy=" + m.class_name;
+    const Pair* def = find(pairs, "default");
+    const Pair* allow = find(pairs, "allow");
+    if (!def && !allow) {
+      problems_.add(n, head +
+                           " needs Default=POLICY, Allow=LIST or both (e.g. Default=interleave "
+                           "Allow=preferred,interleave)");
+      return;
+    }
+    if (allow) {
+      for (const std::string& word : split(allow->value, ',')) {
+        const std::optional<MemPolicy::Kind> k = parse_mem_policy_kind(word);
+        if (!k) {
+          problems_.add(n, allow->key + "=" + allow->value + ": " + word +
+                               " is no memory policy: list preferred, bind, interleave or "
+                               "weighted, separated by commas");
+          return;
+        }
+        if (std::find(m.allowed.begin(), m.allowed.end(), *k) != m.allowed.end()) {
+          problems_.add(n, allow->key + "=" + allow->value + " names " + word + " twice");
+          return;
+        }
+        m.allowed.push_back(*k);
+      }
+    }
+    if (def) {
+      const std::optional<MemPolicy> p = parse_mem_policy_text(def->value);
+      if (!p) {
+        problems_.add(n, def->key + "=" + def->value + " is no memory policy: expected " +
+                             std::string(kMemPolicyForms));
+        return;
+      }
+      if (!m.allows(p->kind)) {
+        problems_.add(n, head + " " + def->key + "=" + def->value + " is not among " + allow->key +
+                             "=" + allow->value + ": a class's default must be a policy it allows");
+        return;
+      }
+      m.default_policy = *p;
+    } else if (!m.allows(MemPolicy::Kind::kPreferred)) {
+      problems_.add(n, head + " " + allow->key + "=" + allow->value +
+                           " leaves out preferred, the default of a job that asks for none: "
+                           "give Default= one of the allowed policies");
+      return;
+    }
+    policy_.mem_policies.push_back(std::move(m));
+  }
+
   void check_references() {
     std::vector<std::string> class_names, window_names;
     for (const auto& c : policy_.classes) class_names.push_back(c.name);
@@ -585,6 +640,18 @@ class Parser {
           problems_.add(r.line, "OnFailure=" + r.class_name + " is given twice (first on line " +
                                     std::to_string(policy_.reactions[j].line) +
                                     "): one reaction per class");
+          break;
+        }
+      }
+    }
+    for (size_t i = 0; i < policy_.mem_policies.size(); ++i) {
+      const ClassMemPolicy& m = policy_.mem_policies[i];
+      check_class(m.line, "MemPolicy", m.class_name);
+      for (size_t j = 0; j < i; ++j) {
+        if (policy_.mem_policies[j].class_name == m.class_name) {
+          problems_.add(m.line, "MemPolicy=" + m.class_name + " is given twice (first on line " +
+                                    std::to_string(policy_.mem_policies[j].line) +
+                                    "): one MemPolicy line per class");
           break;
         }
       }

@@ -8,6 +8,38 @@
 
 namespace composer::policies {
 
+bool ClassMemPolicy::allows(MemPolicy::Kind kind) const {
+  return allowed.empty() || std::find(allowed.begin(), allowed.end(), kind) != allowed.end();
+}
+
+std::string ClassMemPolicy::allowed_text() const {
+  std::string out;
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    if (i > 0) out += i + 1 == allowed.size() ? " or " : ", ";
+    out += kind_name(allowed[i]);
+  }
+  return out;
+}
+
+Expected<MemPolicy> class_mem_policy(const std::vector<ClassMemPolicy>& lines,
+                                     std::string_view class_name,
+                                     const std::optional<MemPolicy>& asked) {
+  const ClassMemPolicy* line = nullptr;
+  for (const ClassMemPolicy& l : lines) {
+    if (l.class_name == class_name) line = &l;
+  }
+  if (line == nullptr) return asked.value_or(MemPolicy{});
+  if (!asked) return line->default_policy.value_or(MemPolicy{});
+  if (line->allows(asked->kind)) return *asked;
+  return Error{ErrorCode::kInvalidArgument,
+               "--compose-mem-policy=" + to_string(*asked) + ": workload class " +
+                   line->class_name + " allows only " + line->allowed_text() + " (MemPolicy line " +
+                   std::to_string(line->line) +
+                   " of the policy); ask for one of those, or leave the option out for the "
+                   "class's default (" +
+                   to_string(line->default_policy.value_or(MemPolicy{})) + ")"};
+}
+
 namespace {
 constexpr std::string_view kDayNames[] = {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
 }

@@ -603,11 +603,12 @@ TEST_F(RollupTest, MigrationFillsTheRollupTheTriggerKeeps) {
       "DROP INDEX events_unattached_by_ts;"
       "DROP TABLE composition_rollup;"
       "ALTER TABLE compositions DROP COLUMN host_hold;"
+      "ALTER TABLE compositions DROP COLUMN mem_policy;"
       "DELETE FROM schema_migrations WHERE version >= 9;"
       "PRAGMA user_version = 8;"
       "COMMIT;");
   reopen();
-  EXPECT_EQ(store_->schema_version(), 11);
+  EXPECT_EQ(store_->schema_version(), 12);
   EXPECT_EQ(rollup_rows(), kept);
   expect_same_over({kT0, w.times[w.times.size() / 3], w.times[w.times.size() / 2], w.times.back()},
                    {});

@@ -52,6 +52,7 @@ Composition sample_composition() {
   c.updated_ms = 1714550401234;
   c.attempts = 1;
   c.last_error = "";
+  c.mem_policy = "weighted:3:1";
   c.devices = {attached_gpu()};
   return c;
 }
@@ -192,6 +193,7 @@ TEST(Codec, CompositionRoundTrips) {
   EXPECT_EQ(back->created_ms, c.created_ms);
   EXPECT_EQ(back->updated_ms, c.updated_ms);
   EXPECT_EQ(back->attempts, c.attempts);
+  EXPECT_EQ(back->mem_policy, "weighted:3:1");
   ASSERT_EQ(back->devices.size(), 1u);
   expect_same(back->devices[0], c.devices[0]);
 }
@@ -397,6 +399,25 @@ TEST(Codec, RequestFieldsDefaultToNothing) {
   auto empty = from_text<Request>("{}");
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
+}
+
+TEST(Codec, AComposeBodyCarriesTheJobsMemoryPolicyOnlyWhenGiven) {
+  ComposeBody b;
+  b.user = "alice";
+  EXPECT_FALSE(to_json(b).isMember("mem_policy"));  // a composerd without policies refuses it
+  b.mem_policy = "interleave";
+  auto back = from_json<ComposeBody>(to_json(b));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(back->mem_policy, "interleave");
+  auto reduced = from_text<ComposeBody>(R"({"uid":1000,"user":"alice","request":{},)"
+                                        R"("mem_policy":"weighted:6:2"})");
+  ASSERT_TRUE(reduced.ok()) << reduced.error();
+  EXPECT_EQ(reduced->mem_policy, "weighted:3:1");
+  EXPECT_EQ(refusal<ComposeBody>(R"({"uid":1000,"user":"alice","request":{},)"
+                                 R"("mem_policy":"local"})"),
+            "mem_policy: expected bind, preferred, interleave or weighted:D:C with D and C "
+            "whole numbers from 1 to 255 (pages on DRAM to pages on CXL), e.g. weighted:3:1, "
+            "got \"local\"");
 }
 
 TEST(Codec, RequestLimitsAreInclusive) {

@@ -549,8 +549,9 @@ TEST_F(ComposerctlTest, ListFiltersBecomeQueryParameters) {
   Outcome o = run_ctl(
       {"compositions", "--job", "4711", "--live", "--state", "ready", "--limit", "10", "-P"});
   EXPECT_EQ(o.rc, 0) << o.err;
-  EXPECT_EQ(o.out,
-            "ID|JOBID|NODE|USER|ACCOUNT|WORKLOAD|STATE|REQUEST|DEVICES|CREATED|ERROR|HOLD\n");
+  EXPECT_EQ(
+      o.out,
+      "ID|JOBID|NODE|USER|ACCOUNT|WORKLOAD|STATE|REQUEST|MEMPOLICY|DEVICES|CREATED|ERROR|HOLD\n");
   o = run_ctl({"events", "--job", "4711", "--since", "2024-05-01", "--limit", "5"});
   EXPECT_EQ(o.rc, 0) << o.err;
   // The same time grammar as report -S: Slurm's.

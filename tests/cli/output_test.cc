@@ -141,20 +141,22 @@ TEST_F(CliUtcTime, CompositionsShowRequestDevicesAndLocalTime) {
   c.request = Request{2, "A100-80G", 64 * kGiB, 0};
   c.state = CompositionState::kReady;
   c.created_ms = 1714564800000;  // 2024-05-01T12:00:00Z
+  c.mem_policy = "interleave";
   Device d1, d2;
   d1.id = "gpu-a-00";
   d2.id = "gpu-a-01";
   c.devices = {d1, d2};
   EXPECT_EQ(printed(composition_table({c}), Format::kTable),
             "ID  JOBID  NODE   USER   ACCOUNT  WORKLOAD  STATE  REQUEST                  "
-            "DEVICES            CREATED              ERROR  HOLD\n"
+            "MEMPOLICY   DEVICES            CREATED              ERROR  HOLD\n"
             "12   4711  node1  alice  physics  training  ready  gpus=A100-80G:2 mem=64G  "
-            "gpu-a-00,gpu-a-01  2024-05-01T12:00:00\n");
+            "interleave  gpu-a-00,gpu-a-01  2024-05-01T12:00:00\n");
   c.hold = "pid 9 holds gpu-a-00 (/dev/nvidia0)";
-  EXPECT_EQ(printed(composition_table({c}), Format::kParsable),
-            "ID|JOBID|NODE|USER|ACCOUNT|WORKLOAD|STATE|REQUEST|DEVICES|CREATED|ERROR|HOLD\n"
-            "12|4711|node1|alice|physics|training|ready|gpus=A100-80G:2 mem=64G|"
-            "gpu-a-00,gpu-a-01|2024-05-01T12:00:00||pid 9 holds gpu-a-00 (/dev/nvidia0)\n");
+  EXPECT_EQ(
+      printed(composition_table({c}), Format::kParsable),
+      "ID|JOBID|NODE|USER|ACCOUNT|WORKLOAD|STATE|REQUEST|MEMPOLICY|DEVICES|CREATED|ERROR|HOLD\n"
+      "12|4711|node1|alice|physics|training|ready|gpus=A100-80G:2 mem=64G|interleave|"
+      "gpu-a-00,gpu-a-01|2024-05-01T12:00:00||pid 9 holds gpu-a-00 (/dev/nvidia0)\n");
 }
 
 TEST_F(CliUtcTime, EventsAndHealth) {

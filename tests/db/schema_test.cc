@@ -17,9 +17,9 @@ namespace {
 using SchemaTest = StoreTest;
 
 TEST_F(SchemaTest, FreshFileIsMigratedToTheLatestVersionWithWalAndForeignKeys) {
-  EXPECT_EQ(store().schema_version(), 11);
+  EXPECT_EQ(store().schema_version(), 12);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 11);
+  EXPECT_EQ(query_int(*raw, "PRAGMA user_version"), 12);
   EXPECT_EQ(raw->pragma("journal mode", "journal_mode"), "wal");
   EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations WHERE version = 1"), 1);
   for (const char* table : {"hosts", "devices", "compositions", "composition_devices", "events"}) {
@@ -149,9 +149,9 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
 
   reopen();
   reopen();  // a second reopen must not re-run a migration either
-  EXPECT_EQ(store().schema_version(), 11);
+  EXPECT_EQ(store().schema_version(), 12);
   auto raw = raw_connection(db_path());
-  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 11);
+  EXPECT_EQ(query_int(*raw, "SELECT count(*) FROM schema_migrations"), 12);
 
   auto gpu1 = store().device("gpu-1");
   ASSERT_TRUE(gpu1.ok()) << gpu1.error();
@@ -166,6 +166,28 @@ TEST_F(SchemaTest, ReopeningKeepsVersionAndData) {
   EXPECT_EQ(event_count(), 3);  // drain, requested, composing
 }
 
+// A file of schema version 11 gets the compositions' memory policies, '' for those it has.
+TEST_F(SchemaTest, Migration12GivesCompositionsAnEmptyMemoryPolicy) {
+  add_inventory();
+  auto created = store().create_composition(make_composition(7, "node1"), {"gpu-0"}, 200);
+  ASSERT_TRUE(created.ok()) << created.error();
+  store_.reset();
+  {
+    auto raw = raw_connection(db_path());
+    for (const char* sql :
+         {"ALTER TABLE compositions DROP COLUMN mem_policy",
+          "DELETE FROM schema_migrations WHERE version = 12", "PRAGMA user_version = 11"}) {
+      ASSERT_TRUE(exec_raw(*raw, sql).ok()) << sql;
+    }
+  }
+  reopen();
+  EXPECT_EQ(store().schema_version(), 12);
+  auto c = store().composition(created->id);
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->mem_policy, "");
+  ASSERT_EQ(c->devices.size(), 1u);
+}
+
 // Turns the file back into one of schema version 6, as an earlier release left it: no
 // known_since_ms column, hosts' domains, the rollup nor compositions' host_hold, no record of
 // migrations 7 to 10. Then reopening migrates it again.
@@ -176,6 +198,7 @@ void downgrade_to_version_6(const std::string& path) {
         "DROP INDEX events_unattached_by_ts", "DROP TABLE composition_rollup",
         "ALTER TABLE devices DROP COLUMN known_since_ms", "ALTER TABLE hosts DROP COLUMN domains",
         "ALTER TABLE compositions DROP COLUMN host_hold",
+        "ALTER TABLE compositions DROP COLUMN mem_policy",
         "DELETE FROM schema_migrations WHERE version >= 7", "PRAGMA user_version = 6"}) {
     ASSERT_TRUE(exec_raw(*raw, sql).ok()) << sql;
   }
@@ -206,7 +229,7 @@ TEST_F(SchemaTest, Migration7DatesExistingDevicesFromTheLedgersStart) {
         exec_raw(*raw, "UPDATE schema_migrations SET applied_ms = 7000 WHERE version = 1").ok());
   }
   reopen();
-  EXPECT_EQ(store().schema_version(), 11);
+  EXPECT_EQ(store().schema_version(), 12);
   // The first event (the drain at 5000) is earlier than the file's creation (7000).
   for (const char* id : {"gpu-0", "gpu-1", "gpu-5", "mem-0", "nvme-0"}) {
     EXPECT_EQ(known_since(store(), id), 5000) << id;

@@ -317,6 +317,35 @@ TEST_P(BackendTest, CreatingInComposingRecordsBothStatesItPassed) {
   EXPECT_THAT(bad.error().message, HasSubstr("requested or composing, not ready"));
 }
 
+// The memory policy a composition's tasks run under is kept with it, and its first event
+// records it in the ledger.
+TEST_P(BackendTest, ACompositionKeepsItsMemoryPolicyAndItsFirstEventRecordsIt) {
+  add_inventory();
+  Composition c = make_composition(5, "node2");
+  c.request.mem_bytes = 8ULL << 30;
+  c.mem_policy = "weighted:3:1";
+  auto created = store().create_composition(c, {"mem-0"}, 50);
+  ASSERT_TRUE(created.ok()) << created.error();
+  EXPECT_EQ(created->mem_policy, "weighted:3:1");
+  auto live = store().live_composition(5, "node2");
+  ASSERT_TRUE(live.ok() && live->has_value());
+  EXPECT_EQ((*live)->mem_policy, "weighted:3:1");
+  ASSERT_EQ((*live)->devices.size(), 1u);  // the device columns come after it
+  EXPECT_EQ((*live)->devices[0].id, "mem-0");
+  auto again = store().composition(created->id);
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(again->mem_policy, "weighted:3:1");
+  auto events = store().events({});
+  ASSERT_TRUE(events.ok());
+  ASSERT_THAT(kinds_of(*events), ElementsAre("requested", "composing"));
+  EXPECT_EQ((*events)[0].detail, "mem_policy=weighted:3:1");
+  EXPECT_EQ((*events)[1].detail, "");
+  // A composition without memory has none.
+  auto gpus = store().create_composition(make_composition(6, "node2"), {"gpu-3"}, 60);
+  ASSERT_TRUE(gpus.ok()) << gpus.error();
+  EXPECT_EQ(gpus->mem_policy, "");
+}
+
 TEST_P(BackendTest, IllegalTransitionIsAConflictAndChangesNothing) {
   add_inventory();
   auto created = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10);

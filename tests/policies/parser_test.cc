@@ -90,6 +90,42 @@ TEST(PolicyParser, OnFailureLinesGiveEachClassItsReaction) {
   EXPECT_EQ(q.reaction("zz").action, FailureReaction::Action::kNotify);
 }
 
+TEST(PolicyParser, MemPolicyLinesGiveADefaultAndACap) {
+  const Policy p = parse_ok(
+      "Class=inference\nClass=training\nClass=batch\nClass=free\n"
+      "MemPolicy=inference Default=interleave Allow=preferred,interleave,weighted\n"
+      "mempolicy=training default=preferred\n"
+      "MemPolicy=batch Allow=preferred,bind\n");
+  ASSERT_EQ(p.mem_policies.size(), 3u);
+  EXPECT_EQ(p.mem_policies[0].line, 5);
+  const auto kind = [&](std::string_view cls, std::optional<MemPolicy> asked) {
+    Expected<MemPolicy> m = class_mem_policy(p.mem_policies, cls, asked);
+    return m ? to_string(*m) : m.error().message;
+  };
+  const MemPolicy bind{MemPolicy::Kind::kBind, 0, 0};
+  const MemPolicy weighted{MemPolicy::Kind::kWeighted, 3, 1};
+  // The class's default where the job asks for none; preferred without one, or without a line.
+  EXPECT_EQ(kind("inference", std::nullopt), "interleave");
+  EXPECT_EQ(kind("training", std::nullopt), "preferred");
+  EXPECT_EQ(kind("batch", std::nullopt), "preferred");
+  EXPECT_EQ(kind("free", std::nullopt), "preferred");
+  // What the job asks for where the class allows it: never changed.
+  EXPECT_EQ(kind("inference", weighted), "weighted:3:1");
+  EXPECT_EQ(kind("training", bind), "bind");  // no Allow=: every kind
+  EXPECT_EQ(kind("batch", bind), "bind");
+  EXPECT_EQ(kind("free", bind), "bind");
+  // Over the cap: refused with the class, what it allows and the line.
+  Expected<MemPolicy> over = class_mem_policy(p.mem_policies, "inference", bind);
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(over.error().message,
+            "--compose-mem-policy=bind: workload class inference allows only preferred, "
+            "interleave or weighted (MemPolicy line 5 of the policy); ask for one of those, or "
+            "leave the option out for the class's default (interleave)");
+  EXPECT_THAT(kind("batch", weighted), HasSubstr("workload class batch allows only preferred or "
+                                                 "bind (MemPolicy line 7 of the policy)"));
+}
+
 TEST(PolicyParser, WithoutTimeZoneLineUsesUtc) {
   const Policy p = parse_ok("Class=a\n");
   EXPECT_EQ(p.time_zone.name(), "UTC");
@@ -113,8 +149,31 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadLine{"Frobnicate=1\n",
                 "site.policy line 3: unknown key Frobnicate at the start of a line: a line starts "
-                "with TimeZone=, Window=, Class=, DefaultClass=, Limit=, Placement= or "
-                "OnFailure="},
+                "with TimeZone=, Window=, Class=, DefaultClass=, Limit=, Placement=, "
+                "OnFailure= or MemPolicy="},
+        BadLine{"MemPolicy=a\n", "line 3: MemPolicy=a needs Default=POLICY, Allow=LIST or both"},
+        BadLine{"MemPolicy=a Default=spread\n",
+                "line 3: Default=spread is no memory policy: expected bind, preferred, "
+                "interleave or weighted:D:C with D and C whole numbers from 1 to 255"},
+        BadLine{"MemPolicy=a Default=weighted:0:1\n", "line 3: Default=weighted:0:1 is no memory"},
+        BadLine{"MemPolicy=a Allow=preferred,local\n",
+                "line 3: Allow=preferred,local: local is no memory policy: list preferred, "
+                "bind, interleave or weighted, separated by commas"},
+        BadLine{"MemPolicy=a Allow=bind,bind Default=bind\n",
+                "line 3: Allow=bind,bind names bind twice"},
+        BadLine{"MemPolicy=a Default=bind Allow=preferred,interleave\n",
+                "line 3: MemPolicy=a Default=bind is not among Allow=preferred,interleave: a "
+                "class's default must be a policy it allows"},
+        BadLine{"MemPolicy=a Allow=interleave\n",
+                "line 3: MemPolicy=a Allow=interleave leaves out preferred, the default of a "
+                "job that asks for none: give Default= one of the allowed policies"},
+        BadLine{"MemPolicy=zz Default=bind\n",
+                "line 3: MemPolicy=zz names no class: define it with Class=zz"},
+        BadLine{"MemPolicy=a Default=bind\nMemPolicy=a Allow=bind,preferred\n",
+                "line 4: MemPolicy=a is given twice (first on line 3): one MemPolicy line per "
+                "class"},
+        BadLine{"MemPolicy=a Default=bind Rule=pack\n",
+                "line 3: unknown key Rule on a MemPolicy line: allowed keys are default, allow"},
         BadLine{"OnFailure=a\n",
                 "line 3: OnFailure=a needs Action=notify, Action=requeue or Action=none"},
         BadLine{"OnFailure=a Action=reboot\n",

@@ -107,6 +107,58 @@ TEST_F(PolicyKeeperTest, AComposeOverTheCapOfTheWindowInForceIsRefused) {
   EXPECT_FALSE(compose(3, 1).ok());
 }
 
+// A class's MemPolicy line at compose time: the default for a job that asks for none, the job's
+// own within the cap, a refusal over it; the composition and its first event carry the policy.
+TEST_F(PolicyKeeperTest, AComposeGetsItsClasssMemoryPolicyAndIsRefusedOverItsCap) {
+  auto k = keeper();
+  pool_->set_admission_check(k->admission_check());
+  ASSERT_TRUE(k->apply(body(std::string(kPolicy) +
+                            "MemPolicy=training Default=interleave Allow=preferred,interleave\n"),
+                       admin_)
+                  .ok());
+  const Request mem{.mem_bytes = 8 * kGiB};
+  auto by_default = service_->compose(job(1, "n1", mem));
+  ASSERT_TRUE(by_default.ok()) << by_default.error();
+  EXPECT_EQ(by_default->mem_policy, "interleave");
+  auto stored = store_->composition(by_default->id);
+  ASSERT_TRUE(stored.ok()) << stored.error();
+  EXPECT_EQ(stored->mem_policy, "interleave");
+  auto events = store_->events({.job_id = 1});
+  ASSERT_TRUE(events.ok() && !events->empty());
+  EXPECT_EQ(events->front().detail, "mem_policy=interleave");
+
+  ComposeInput own = job(2, "n1", mem);
+  own.mem_policy = "preferred";
+  auto asked = service_->compose(own);
+  ASSERT_TRUE(asked.ok()) << asked.error();
+  EXPECT_EQ(asked->mem_policy, "preferred");
+
+  ComposeInput over = job(3, "n1", mem);
+  over.mem_policy = "bind";
+  auto refused = service_->compose(over);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(refused.error().message,
+              HasSubstr("policy: --compose-mem-policy=bind: workload class training allows only "
+                        "preferred or interleave (MemPolicy line 6 of the policy)"));
+  // A composition without memory has no memory policy.
+  auto gpus = compose(4, 1);
+  ASSERT_TRUE(gpus.ok()) << gpus.error();
+  EXPECT_EQ(gpus->mem_policy, "");
+}
+
+// Without a policy the job's own memory policy stands, preferred where it gave none.
+TEST_F(PolicyKeeperTest, WithoutAPolicyTheJobsMemoryPolicyStands) {
+  ComposeInput own = job(1, "n1", Request{.mem_bytes = 8 * kGiB});
+  own.mem_policy = "weighted:3:1";
+  auto asked = service_->compose(own);
+  ASSERT_TRUE(asked.ok()) << asked.error();
+  EXPECT_EQ(asked->mem_policy, "weighted:3:1");
+  auto plain = service_->compose(job(2, "n1", Request{.mem_bytes = 8 * kGiB}));
+  ASSERT_TRUE(plain.ok()) << plain.error();
+  EXPECT_EQ(plain->mem_policy, "preferred");
+}
+
 TEST_F(PolicyKeeperTest, ARestartLoadsTheStoredVersionAndEnforcesIt) {
   ASSERT_TRUE(keeper()->apply(body(kPolicy), admin_).ok());
   auto k = keeper();  // a new keeper on the same store, as at a restart

@@ -58,6 +58,20 @@ TEST(ControllerJob, NamesWhatIsMissingOrBad) {
   EXPECT_EQ(job.error().message.rfind("--compose-gpus=lots: ", 0), 0u) << job.error();
 }
 
+TEST(ControllerProlog, PassesTheJobsMemoryPolicyToComposerd) {
+  FakeComposer api;
+  api.devices = {device("mem-00", DeviceType::kMem, "")};
+  std::vector<std::string> env = prolog_env();
+  env[6] = "SPANK__SLURM_SPANK_OPTION_composer_compose_mem=8G";
+  env.push_back("SPANK__SLURM_SPANK_OPTION_composer_compose_mem_policy=interleave");
+  Expected<ControllerJob> job = controller_job(env);
+  ASSERT_TRUE(job) << job.error();
+  ASSERT_TRUE(controller_prolog(*job, api, 0, 0, [](const std::string&) {}));
+  ASSERT_EQ(api.composed_jobs.size(), 1u);
+  ASSERT_TRUE(api.composed_jobs[0].first.mem_policy);
+  EXPECT_EQ(to_string(*api.composed_jobs[0].first.mem_policy), "interleave");
+}
+
 TEST(ControllerProlog, ComposesEveryNodeOfTheJobWithOneCall) {
   FakeComposer api;
   api.devices = {device("gpu-00", DeviceType::kGpu, "")};
@@ -74,6 +88,7 @@ TEST(ControllerProlog, ComposesEveryNodeOfTheJobWithOneCall) {
   EXPECT_EQ(call.uid, 1000u);
   EXPECT_EQ(call.workload, "training");
   EXPECT_EQ(call.request.gpus, 2u);
+  EXPECT_FALSE(call.mem_policy);  // none given: composerd gives the class's default
   EXPECT_TRUE(api.released.empty());
   EXPECT_EQ(log,
             (std::vector<std::string>{

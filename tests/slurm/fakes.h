@@ -72,6 +72,9 @@ class FakeComposer : public ComposerApi {
   std::vector<Device> devices;
   std::vector<ComposeCall> composed;
   std::vector<std::pair<uint32_t, std::string>> released;
+  // The memory policy composerd settles for a call that names none (a workload class's
+  // default, the policy's MemPolicy line); "" as a composerd without memory policies answers.
+  std::string class_mem_policy;
 
   // Called by compose() before it answers: what happens on the fabric or host meanwhile.
   std::function<void()> on_compose;
@@ -84,6 +87,7 @@ class FakeComposer : public ComposerApi {
     }
     Composition c = ready(call.job_id, call.node);
     c.request = call.request;
+    c.mem_policy = call.mem_policy ? to_string(*call.mem_policy) : class_mem_policy;
     return c;
   }
   // show(): the composition compose() would answer, unless show_error is set; in the state
@@ -103,6 +107,7 @@ class FakeComposer : public ComposerApi {
       return Error{ErrorCode::kNotFound, "no composition for job " + std::to_string(job_id)};
     }
     Composition c = ready(job_id, node);
+    c.mem_policy = class_mem_policy;
     if (auto it = show_states.find(job_id); it != show_states.end()) c.state = it->second;
     return c;
   }

@@ -39,19 +39,19 @@ TEST(Options, ParsesMemoryNvmeAndWorkload) {
 
 TEST(Options, ParsesEachMemoryPolicy) {
   JobOptions o;
-  EXPECT_EQ(o.mem_policy.kind, MemPolicy::Kind::kPreferred);  // the default: today's placement
+  EXPECT_FALSE(o.mem_policy);  // not given: the class's default, else today's placement
   ASSERT_TRUE(apply("compose-mem-policy", "bind", &o));
-  EXPECT_EQ(o.mem_policy.kind, MemPolicy::Kind::kBind);
+  EXPECT_EQ(o.mem_policy->kind, MemPolicy::Kind::kBind);
   ASSERT_TRUE(apply("compose-mem-policy", "interleave", &o));
-  EXPECT_EQ(o.mem_policy.kind, MemPolicy::Kind::kInterleave);
+  EXPECT_EQ(o.mem_policy->kind, MemPolicy::Kind::kInterleave);
   ASSERT_TRUE(apply("compose-mem-policy", "preferred", &o));
   EXPECT_EQ(o.mem_policy, MemPolicy{});
   // A ratio is kept in its smallest form: the node is given the smallest weights that make it.
   ASSERT_TRUE(apply("compose-mem-policy", "weighted:6:2", &o));
-  EXPECT_EQ(o.mem_policy.kind, MemPolicy::Kind::kWeighted);
-  EXPECT_EQ(o.mem_policy.dram_weight, 3u);
-  EXPECT_EQ(o.mem_policy.cxl_weight, 1u);
-  EXPECT_EQ(to_string(o.mem_policy), "weighted:3:1");
+  EXPECT_EQ(o.mem_policy->kind, MemPolicy::Kind::kWeighted);
+  EXPECT_EQ(o.mem_policy->dram_weight, 3u);
+  EXPECT_EQ(o.mem_policy->cxl_weight, 1u);
+  EXPECT_EQ(to_string(*o.mem_policy), "weighted:3:1");
   ASSERT_TRUE(apply("compose-mem", "64G", &o));
   EXPECT_EQ(describe(o), "compose-mem=64G compose-mem-policy=weighted:3:1");
   for (const char* text : {"bind", "preferred", "interleave", "weighted:255:1"}) {

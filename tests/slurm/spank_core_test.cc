@@ -680,6 +680,51 @@ TEST_F(MemPolicyTest, PreferredRunsAsBeforeWhereTheKernelLacksPreferredMany) {
   EXPECT_TRUE(task.errors.empty());
 }
 
+// The workload class's default (the policy's MemPolicy line) reaches the task through the
+// composition composerd answers, under either compose= mode.
+TEST_F(MemPolicyTest, AJobThatAsksForNoneRunsUnderItsClasssDefault) {
+  api.class_mem_policy = "interleave";
+  FakeJob task;
+  ASSERT_TRUE(run_task(task));
+  ASSERT_EQ(api.composed.size(), 1u);
+  EXPECT_FALSE(api.composed[0].mem_policy);  // composerd is asked for no policy
+  EXPECT_EQ(calls, (std::vector<Call>{{MempolicyMode::kInterleave, {0, 1, 2}}}));
+  EXPECT_EQ(state()->mem_policy, "interleave");
+  EXPECT_EQ(task.env["COMPOSER_MEM_POLICY"], "interleave");
+
+  config.compose_on = ComposeOn::kController;
+  api.class_mem_policy = "bind";
+  FakeJob second;
+  second.id = job.id + 1;
+  second.options = job.options;
+  ASSERT_TRUE(job_prolog(second, api, config));
+  Expected<std::optional<JobState>> file = read_job_state(config.state_dir, second.id);
+  ASSERT_TRUE(file && file->has_value());
+  EXPECT_EQ((*file)->mem_policy, "bind");
+}
+
+TEST_F(MemPolicyTest, TheJobsOwnPolicyGoesToComposerd) {
+  job.options["compose-mem-policy"] = "weighted:6:2";
+  offer_weighted_interleave();
+  FakeJob task;
+  ASSERT_TRUE(run_task(task));
+  ASSERT_EQ(api.composed.size(), 1u);
+  ASSERT_TRUE(api.composed[0].mem_policy);
+  EXPECT_EQ(to_string(*api.composed[0].mem_policy), "weighted:3:1");
+}
+
+TEST_F(MemPolicyTest, AWeightedClassDefaultFailsTheStepsWhereTheKernelLacksIt) {
+  api.class_mem_policy = "weighted:3:1";
+  FakeJob task;
+  Status s = run_task(task);
+  ASSERT_FALSE(s);
+  EXPECT_NE(state()->error.find("--compose-mem-policy=weighted:3:1 needs Linux 6.9 or later"),
+            std::string::npos)
+      << state()->error;
+  EXPECT_EQ(state()->devices.size(), api.devices.size());  // kept for the epilog to give back
+  EXPECT_TRUE(calls.empty());
+}
+
 TEST_F(MemPolicyTest, InterleaveSpreadsOverDramAndCxlNodes) {
   job.options["compose-mem-policy"] = "interleave";
   // Another job's CXL memory on the node is no DRAM of this one's.
@@ -776,6 +821,86 @@ TEST_F(MemPolicyTest, AJobWithoutCxlMemorySetsNoPolicy) {
   ASSERT_TRUE(run_task(task));
   EXPECT_TRUE(calls.empty());
   EXPECT_EQ(task.env.count("COMPOSER_MEM_POLICY"), 0u);
+}
+
+// The weights of weighted interleave are the node's: each job's epilog gives back what its
+// prolog changed, except where a job still running interleaves by them. No task runs here: the
+// epilog restores also after a task that crashed.
+TEST_F(MemPolicyTest, RestoresTheWeightsOnlyWhenNoRunningJobInterleavesByThem) {
+  offer_weighted_interleave();
+  const char* first[] = {"4", "4", "2", "9"};
+  for (int n : {0, 1, 2, 3}) {
+    tmp.write("sys/kernel/mm/mempolicy/weighted_interleave/node" + std::to_string(n),
+              std::string(first[n]) + "\n");
+  }
+  job.options["compose-mem-policy"] = "weighted:3:1";
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_EQ(weight(0), "3");
+  EXPECT_EQ(weight(2), "1");
+  // A second job with the same ratio on CXL node 3.
+  FakeJob second;
+  second.id = job.id + 1;
+  second.options = {{"compose-mem", "8G"}, {"compose-mem-policy", "weighted:3:1"}};
+  api.devices = {device("mem-01", DeviceType::kMem, "numa:3", 8 * kGiB)};
+  fs::create_directories(tmp / "sys/devices/system/node/node3");
+  ASSERT_TRUE(job_prolog(second, api, config));
+  EXPECT_EQ(weight(3), "1");
+
+  // The first job ends: its CXL node gets its weight back, the DRAM nodes the second job
+  // interleaves over keep theirs.
+  ASSERT_TRUE(job_epilog(job, api, config));
+  EXPECT_EQ(weight(0), "3");
+  EXPECT_EQ(weight(1), "3");
+  EXPECT_EQ(weight(2), "2");
+  EXPECT_EQ(weight(3), "1");
+  // The last one ends: every node has what it had before the first job, DRAM included.
+  ASSERT_TRUE(job_epilog(second, api, config));
+  EXPECT_EQ(weight(0), "4");
+  EXPECT_EQ(weight(1), "4");
+  EXPECT_EQ(weight(2), "2");
+  EXPECT_EQ(weight(3), "9");
+}
+
+TEST_F(MemPolicyTest, TheKernelsAutomaticWeightsComeBackAfterTheLastWeightedJob) {
+  offer_weighted_interleave();
+  tmp.write("sys/kernel/mm/mempolicy/weighted_interleave/auto", "true\n");
+  job.options["compose-mem-policy"] = "weighted:3:1";
+  ASSERT_TRUE(job_prolog(job, api, config));
+  // The kernel leaves auto mode at the first write of a weight.
+  tmp.write("sys/kernel/mm/mempolicy/weighted_interleave/auto", "false\n");
+  FakeJob other;  // a job that interleaves without weights changes nothing
+  other.id = job.id + 1;
+  other.options = {{"compose-mem", "8G"}, {"compose-mem-policy", "interleave"}};
+  ASSERT_TRUE(job_prolog(other, api, config));
+  ASSERT_TRUE(job_epilog(job, api, config));
+  std::ifstream in(tmp / "sys/kernel/mm/mempolicy/weighted_interleave/auto");
+  std::string mode;
+  std::getline(in, mode);
+  EXPECT_EQ(mode, "true");
+  EXPECT_EQ(weight(0), "1");
+}
+
+TEST_F(MemPolicyTest, AHeldJobsWeightsBindNoLaterJob) {
+  offer_weighted_interleave();
+  job.options["compose-mem-policy"] = "weighted:2:1";
+  ASSERT_TRUE(job_prolog(job, api, config));
+  EXPECT_EQ(weight(0), "2");
+  // Its epilog finds the devices held; the job has ended all the same.
+  JobState s = *state();
+  s.held = "still in use";
+  ASSERT_TRUE(write_job_state(config.state_dir, s));
+  // A later weighted job with another ratio is not refused for the held one, which stays
+  // while composerd cannot take its devices back.
+  api.hold_error = Error{ErrorCode::kUnavailable, "composerd is down"};
+  FakeJob later;
+  later.id = job.id + 1;
+  later.options = {{"compose-mem", "8G"}, {"compose-mem-policy", "weighted:3:1"}};
+  ASSERT_TRUE(job_prolog(later, api, config));
+  Expected<std::optional<JobState>> file = read_job_state(config.state_dir, later.id);
+  ASSERT_TRUE(file && file->has_value());
+  EXPECT_EQ((*file)->error, "");
+  EXPECT_EQ(weight(0), "3");
+  EXPECT_TRUE(read_job_state(config.state_dir, job.id)->has_value());
 }
 
 }  // namespace

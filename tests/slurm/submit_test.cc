@@ -575,6 +575,40 @@ TEST(Submit, RefusesWhatAPlacementRuleCanNeverMeet) {
             "'avoid-shared enclosure' of class training needs");
 }
 
+// The class's MemPolicy line (the snapshot carries it): a request over its cap is refused at
+// submission with composerd's sentence; within it, or without a request, the job goes on as
+// it is (composerd gives the default).
+TEST(Submit, AMemoryPolicyOverTheClasssCapIsRefused) {
+  api::PoolSnapshot s = policy_pool();
+  api::WorkloadClass& training = s.workload_classes[0];
+  training.mem_policy_default = "preferred";
+  training.mem_policy_allow = {"preferred", "weighted"};
+  training.mem_policy_line = 9;
+  Refusal r = Refusal::kNoSnapshot;
+  SubmittedJob j = job({"compose_mem=64G", "compose_mem_policy=bind"});
+  j.account = "ml";
+  Expected<SubmitChanges> c = review_submission(j, &s, "", false, &r);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(r, Refusal::kPolicy);
+  EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(c.error().message,
+            "composer: --compose-mem-policy=bind: workload class training allows only preferred "
+            "or weighted (MemPolicy line 9 of the policy); ask for one of those, or leave the "
+            "option out for the class's default (preferred)");
+  EXPECT_TRUE(review({"compose_mem=64G", "compose_mem_policy=weighted:2:1"}, {.account = "ml"}, s));
+  Expected<SubmitChanges> none = review({"compose_mem=64G"}, {.account = "ml"}, s);
+  ASSERT_TRUE(none) << none.error();
+  EXPECT_FALSE(none->options.mem_policy);  // not set here: composerd gives the default
+  // Another class has no line: any policy.
+  EXPECT_TRUE(review({"compose_mem=64G", "compose_mem_policy=bind"}, {.partition = "infer"}, s));
+  // The snapshot carries the line as composerd wrote it.
+  Expected<api::PoolSnapshot> back = api::snapshot_from_json(api::to_json(s));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->workload_classes[0].mem_policy_allow, training.mem_policy_allow);
+  EXPECT_EQ(back->workload_classes[0].mem_policy_line, 9);
+  EXPECT_EQ(back->workload_classes[0].mem_policy_default, "preferred");
+}
+
 TEST(Submit, UnclassifiedComposedJobsAreRefusedWithoutDefaultClass) {
   const api::PoolSnapshot s = policy_pool("");
   Expected<SubmitChanges> c = review({"compose_gpus=1"}, {.partition = "debug"}, s);
@@ -673,7 +707,7 @@ TEST(Submit, AMemoryPolicyIsCheckedAgainAtSubmission) {
   c = review_submission(job({"compose_mem=1G", "compose_mem_policy=interleave"}), &s, "", false,
                         &r);
   ASSERT_TRUE(c) << c.error();
-  EXPECT_EQ(c->options.mem_policy.kind, MemPolicy::Kind::kInterleave);
+  EXPECT_EQ(c->options.mem_policy->kind, MemPolicy::Kind::kInterleave);
 }
 
 // Each refusal says what kind it is, for the glue's Slurm error code (slurm-plugin/README.md,

@@ -140,11 +140,23 @@ Request decode<Request>(const Json::Value& v, const std::string& path) {
   return q;
 }
 
+namespace {
+// A memory policy as to_string(MemPolicy) writes it ("" for none), kept in that form.
+std::string as_mem_policy(const Json::Value& value, const std::string& path) {
+  std::string text = as_string(value, path);
+  if (text.empty()) return text;
+  std::optional<MemPolicy> p = parse_mem_policy_text(text);
+  if (!p) refuse(path, "expected " + std::string(kMemPolicyForms) + ", got \"" + text + "\"");
+  return to_string(*p);
+}
+}  // namespace
+
 template <>
 Composition decode<Composition>(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a composition",
                {"id", "job_id", "node", "uid", "user", "account", "workload", "request", "state",
-                "created_ms", "updated_ms", "attempts", "last_error", "devices", "window", "hold"});
+                "created_ms", "updated_ms", "attempts", "last_error", "devices", "window", "hold",
+                "mem_policy"});
   Composition c;
   c.id = r.id("id");
   c.job_id = r.u32("job_id");
@@ -166,6 +178,8 @@ Composition decode<Composition>(const Json::Value& v, const std::string& path) {
   r.get_if("window", &c.window, as_string);
   // Optional: answers of a composerd without host holds leave it out.
   r.get_if("hold", &c.hold, as_string);
+  // Optional: answers of a composerd without memory policies leave it out.
+  r.get_if("mem_policy", &c.mem_policy, as_mem_policy);
   return c;
 }
 
@@ -237,7 +251,7 @@ Event decode<Event>(const Json::Value& v, const std::string& path) {
 template <>
 ComposeBody decode<ComposeBody>(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a compose body",
-               {"uid", "user", "account", "workload", "request", "nodes"});
+               {"uid", "user", "account", "workload", "request", "nodes", "mem_policy"});
   ComposeBody b;
   b.uid = r.u32("uid");
   b.user = r.get("user", as_text);
@@ -246,6 +260,7 @@ ComposeBody decode<ComposeBody>(const Json::Value& v, const std::string& path) {
   r.get_if("workload", &b.workload, as_text);
   b.request = r.get("request", decode<Request>);
   r.get_if("nodes", &b.nodes, as_strings);
+  r.get_if("mem_policy", &b.mem_policy, as_mem_policy);
   return b;
 }
 
@@ -506,6 +521,7 @@ Json::Value to_json(const Composition& c) {
   v["attempts"] = c.attempts;
   v["last_error"] = c.last_error;
   v["hold"] = c.hold;
+  v["mem_policy"] = c.mem_policy;
   Json::Value devices(Json::arrayValue);
   for (const Device& d : c.devices) devices.append(to_json(d));
   v["devices"] = std::move(devices);
@@ -573,6 +589,8 @@ Json::Value to_json(const ComposeBody& b) {
   v["account"] = b.account;
   v["workload"] = b.workload;
   v["request"] = to_json(b.request);
+  // Only when the job gave one: a composerd without memory policies refuses the field.
+  if (!b.mem_policy.empty()) v["mem_policy"] = b.mem_policy;
   if (!b.nodes.empty()) {
     Json::Value nodes(Json::arrayValue);
     for (const std::string& n : b.nodes) nodes.append(n);

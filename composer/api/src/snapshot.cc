@@ -113,6 +113,23 @@ WorkloadClass read_class(const Json::Value& v, const std::string& path) {
       refuse(rule.path("type"), "expected gpu, mem or nvme");
     }
   }
+  if (const Json::Value* m = r.optional("mem_policy")) {
+    JsonObject mem(*m, r.path("mem_policy"), "a class's memory policy", {"default", "allow"},
+                   kLater);
+    c.mem_policy_default = mem.get("default", as_string);
+    if (!c.mem_policy_default.empty() && !parse_mem_policy_text(c.mem_policy_default)) {
+      refuse(mem.path("default"), "expected " + std::string(kMemPolicyForms));
+    }
+    c.mem_policy_allow = mem.get("allow", read_names);
+    for (const std::string& k : c.mem_policy_allow) {
+      if (!parse_mem_policy_kind(k))
+        refuse(mem.path("allow"),
+               "expected preferred, bind, "
+               "interleave or weighted");
+    }
+    c.mem_policy_line = static_cast<int>(mem.get("line", as_u32));
+    if (c.mem_policy_line == 0) refuse(mem.path("line"), "expected a line number from 1");
+  }
   return c;
 }
 
@@ -281,6 +298,13 @@ Json::Value to_json(const PoolSnapshot& s) {
       if (c.placement_count > 0) rule["count"] = c.placement_count;
       if (!c.placement_type.empty()) rule["type"] = c.placement_type;
       jc["placement"] = rule;
+    }
+    if (c.mem_policy_line > 0) {
+      Json::Value mem(Json::objectValue);
+      mem["default"] = c.mem_policy_default;
+      mem["allow"] = names_to_json(c.mem_policy_allow);
+      mem["line"] = c.mem_policy_line;
+      jc["mem_policy"] = mem;
     }
     classes.append(jc);
   }

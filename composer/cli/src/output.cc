@@ -315,6 +315,7 @@ Table composition_table(const std::vector<Composition>& compositions) {
            {"WORKLOAD"},
            {"STATE"},
            {"REQUEST"},
+           {"MEMPOLICY"},
            {"DEVICES"},
            {"CREATED"},
            {"ERROR"},
@@ -323,8 +324,8 @@ Table composition_table(const std::vector<Composition>& compositions) {
     std::vector<std::string> ids;
     for (const Device& d : c.devices) ids.push_back(d.id);
     t.add_row({std::to_string(c.id), std::to_string(c.job_id), c.node, c.user, c.account,
-               c.workload, std::string(to_string(c.state)), c.request.to_string(), join(ids),
-               format_time(c.created_ms), c.last_error, c.hold});
+               c.workload, std::string(to_string(c.state)), c.request.to_string(), c.mem_policy,
+               join(ids), format_time(c.created_ms), c.last_error, c.hold});
   }
   return t;
 }

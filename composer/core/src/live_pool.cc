@@ -260,7 +260,10 @@ Expected<LivePool::Reservation> LivePool::reserve(const ComposeInput& in, int64_
   Reservation out;
   out.existing = wait_idle(lock, key, wait_ms);
   if (out.existing) return out;
-  Admission admitted{.workload = in.workload, .window = ""};
+  // Without a policy the job's own memory policy stands, preferred where it gave none.
+  Admission admitted{.workload = in.workload,
+                     .window = "",
+                     .mem_policy = in.mem_policy.empty() ? "preferred" : in.mem_policy};
   if (admission_) {
     auto held = [this](std::string_view workload) {
       std::vector<Request> requests;
@@ -274,6 +277,8 @@ Expected<LivePool::Reservation> LivePool::reserve(const ComposeInput& in, int64_
     admitted = std::move(*a);
   }
   out.window = admitted.window;
+  // Placement over DRAM and CXL means nothing to a composition without memory.
+  if (in.request.mem_bytes > 0) out.mem_policy = admitted.mem_policy;
   auto picked = allocator_.allocate(in.node, in.request, admitted.workload);
   if (!picked) return picked.error();
   allocator_.take(in.node, *picked, 0, admitted.workload);

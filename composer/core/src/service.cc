@@ -380,6 +380,7 @@ void CompositionService::compose_async(const ComposeInput& in,
   }
   LiveEntry entry = reserved->entry;
   const std::string window = reserved->window;  // the policy window it is composed under
+  const std::string mem_policy = reserved->mem_policy;
 
   // Intent first: the composition and its devices are durable before the fabric is touched.
   // This thread goes on meanwhile; the rest runs on a step thread once the store has it.
@@ -391,6 +392,7 @@ void CompositionService::compose_async(const ComposeInput& in,
   record.account = in.account;
   record.workload = entry.workload;
   record.window = window;
+  record.mem_policy = mem_policy;
   record.request = in.request;
   record.state = CompositionState::kComposing;
   store_.create_composition_async(

@@ -1,12 +1,71 @@
 #include "composer/model/model.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include "composer/common/units.h"
 #include "composer/model/tally.h"
 
 namespace composer {
+
+std::string to_string(const MemPolicy& policy) {
+  if (policy.kind == MemPolicy::Kind::kWeighted) {
+    return "weighted:" + std::to_string(policy.dram_weight) + ":" +
+           std::to_string(policy.cxl_weight);
+  }
+  return std::string(kind_name(policy.kind));
+}
+
+std::string_view kind_name(MemPolicy::Kind kind) {
+  switch (kind) {
+    case MemPolicy::Kind::kPreferred:
+      return "preferred";
+    case MemPolicy::Kind::kBind:
+      return "bind";
+    case MemPolicy::Kind::kInterleave:
+      return "interleave";
+    case MemPolicy::Kind::kWeighted:
+      return "weighted";
+  }
+  return "preferred";
+}
+
+std::optional<MemPolicy::Kind> parse_mem_policy_kind(std::string_view word) {
+  for (MemPolicy::Kind k : {MemPolicy::Kind::kPreferred, MemPolicy::Kind::kBind,
+                            MemPolicy::Kind::kInterleave, MemPolicy::Kind::kWeighted}) {
+    if (word == kind_name(k)) return k;
+  }
+  return std::nullopt;
+}
+
+std::optional<MemPolicy> parse_mem_policy_text(std::string_view text) {
+  MemPolicy p;
+  if (text.starts_with("weighted:")) {
+    // "3" of "weighted:3:1": a weight from 1 to kMaxMemWeight.
+    auto weight = [](std::string_view w) -> std::optional<uint32_t> {
+      Expected<uint32_t> n = parse_count(w, kMaxMemWeight);
+      if (!n || *n == 0) return std::nullopt;
+      return *n;
+    };
+    const std::string_view ratio = text.substr(9);
+    const size_t colon = ratio.find(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    const std::optional<uint32_t> d = weight(ratio.substr(0, colon));
+    const std::optional<uint32_t> c = weight(ratio.substr(colon + 1));
+    if (!d || !c) return std::nullopt;
+    // One ratio, one form: the weights the node is given are the smallest that make it.
+    const uint32_t g = std::gcd(*d, *c);
+    p.kind = MemPolicy::Kind::kWeighted;
+    p.dram_weight = *d / g;
+    p.cxl_weight = *c / g;
+    return p;
+  }
+  std::optional<MemPolicy::Kind> kind = parse_mem_policy_kind(text);
+  if (!kind || *kind == MemPolicy::Kind::kWeighted) return std::nullopt;
+  p.kind = *kind;
+  return p;
+}
 namespace {
 template <typename E, size_t N>
 std::string_view name_of(const std::pair<E, std::string_view> (&table)[N], E value) {

@@ -448,7 +448,8 @@ class Handlers {
                     .user = body->user,
                     .account = body->account,
                     .workload = body->workload,
-                    .request = body->request};
+                    .request = body->request,
+                    .mem_policy = body->mem_policy};
     return std::pair{std::move(in), std::move(body->nodes)};
   }
 

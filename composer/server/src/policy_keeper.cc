@@ -247,7 +247,13 @@ AdmissionCheck PolicyKeeper::admission_check() {
                 const std::function<std::vector<Request>(std::string_view)>& held)
              -> Expected<Admission> {
     auto a = active();
-    if (!a) return Admission{.workload = in.workload, .window = ""};
+    const std::optional<MemPolicy> asked =
+        in.mem_policy.empty() ? std::nullopt : parse_mem_policy_text(in.mem_policy);
+    if (!a) {
+      return Admission{.workload = in.workload,
+                       .window = "",
+                       .mem_policy = to_string(asked.value_or(MemPolicy{}))};
+    }
     const pol::Evaluator& ev = a->evaluator;
     auto cls = pol::classify(ev.policy(), {in.workload, "", "", in.account});
     if (!cls) return Error{cls.error().code, "policy: " + cls.error().message};
@@ -275,7 +281,13 @@ AdmissionCheck PolicyKeeper::admission_check() {
                        until + "; it holds " + pol::format_amount(t, holds[i]) +
                        " and this composition asks for " + pol::format_amount(t, asks[i])};
     }
-    return Admission{.workload = cls->class_name, .window = caps->window};
+    // A request over the class's cap is refused, never changed; job_submit refuses it first
+    // where it can (the snapshot's classes).
+    Expected<MemPolicy> mem =
+        pol::class_mem_policy(ev.policy().mem_policies, cls->class_name, asked);
+    if (!mem) return Error{mem.error().code, "policy: " + mem.error().message};
+    return Admission{
+        .workload = cls->class_name, .window = caps->window, .mem_policy = to_string(*mem)};
   };
 }
 
@@ -371,6 +383,12 @@ bool PolicyKeeper::fill_snapshot(api::PoolSnapshot& snapshot) const {
       wc.placement_level = p.rule.level;
       wc.placement_count = p.rule.count;
       if (p.rule.type) wc.placement_type = std::string(to_string(*p.rule.type));
+    }
+    for (const pol::ClassMemPolicy& m : policy.mem_policies) {
+      if (m.class_name != c.name) continue;
+      if (m.default_policy) wc.mem_policy_default = to_string(*m.default_policy);
+      for (MemPolicy::Kind k : m.allowed) wc.mem_policy_allow.emplace_back(kind_name(k));
+      wc.mem_policy_line = m.line;
     }
     snapshot.workload_classes.push_back(std::move(wc));
   }

@@ -21,6 +21,7 @@ api::ComposeBody compose_body(const ComposeCall& call) {
   body.user = call.user;
   body.account = call.account;
   body.workload = call.workload;
+  if (call.mem_policy) body.mem_policy = to_string(*call.mem_policy);
   body.request = call.request;
   return body;
 }

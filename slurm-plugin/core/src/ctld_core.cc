@@ -67,6 +67,7 @@ Status controller_prolog(const ControllerJob& job, ComposerApi& api, uint32_t fr
   call.account = job.account;
   call.workload = job.options.workload;
   call.request = job.options.request;
+  call.mem_policy = job.options.mem_policy;
   Expected<std::vector<Composition>> composed = compose_job_waiting(
       api, call, job.nodes, free_wait_s, outage_wait_s, [&](const std::string& l) { log(at + l); });
   if (!composed) {

@@ -74,6 +74,11 @@ Status write_job_state(const std::string& state_dir, const JobState& state) {
   v["error"] = state.error;
   if (!state.held.empty()) v["held"] = state.held;
   if (!state.mem_policy.empty()) v["mem_policy"] = state.mem_policy;
+  if (!state.weights_before.empty()) {
+    Json::Value before(Json::objectValue);
+    for (const auto& [file, text] : state.weights_before) before[file] = text;
+    v["weights_before"] = before;
+  }
   if (state.nvme_paths) {
     Json::Value paths(Json::arrayValue);
     for (const std::string& p : *state.nvme_paths) paths.append(p);
@@ -103,7 +108,7 @@ Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, u
       [&] {
         api::JsonObject r(*json, "", "a job state",
                           {"job_id", "node", "composition_id", "cuda_visible_devices", "error",
-                           "devices", "nvme_paths", "held", "mem_policy"});
+                           "devices", "nvme_paths", "held", "mem_policy", "weights_before"});
         JobState s;
         s.job_id = r.u32("job_id");
         s.node = r.string("node");
@@ -114,6 +119,13 @@ Expected<std::optional<JobState>> read_job_state(const std::string& state_dir, u
         if (r.has("nvme_paths")) s.nvme_paths = r.strings("nvme_paths");
         if (r.has("held")) s.held = r.string("held");
         if (r.has("mem_policy")) s.mem_policy = r.string("mem_policy");
+        if (const Json::Value* w = r.optional("weights_before")) {
+          const api::JsonObject before =
+              api::JsonObject::map(*w, r.path("weights_before"), "a map of files to weights");
+          for (const std::string& file : before.names()) {
+            s.weights_before[file] = before.string(file);
+          }
+        }
         s.devices = r.array("devices", [&](const Json::Value& d, const std::string& at) {
           return api::as_device(upgraded_device(d, s), at);
         });

@@ -119,41 +119,134 @@ Status check_kernel_for(const SpankConfig& config, const MemPolicy& policy) {
                    kernel_release() + ": use interleave or preferred here"};
 }
 
-Status give_node_weights(const SpankConfig& config, const JobState& state,
-                         const MemPolicy& policy) {
+namespace {
+
+// The other jobs on the node whose weighted policy is in force: a state file without an error
+// (a refused job gave no weights) and not held (a held job has ended; its devices wait to go).
+std::vector<std::pair<JobState, MemPolicy>> running_weighted(const SpankConfig& config,
+                                                             uint32_t job_id) {
+  std::vector<std::pair<JobState, MemPolicy>> out;
+  for (uint32_t other : other_jobs(config.state_dir, job_id)) {
+    Expected<std::optional<JobState>> file = read_job_state(config.state_dir, other);
+    if (!file || !file->has_value() || !(*file)->error.empty() || !(*file)->held.empty()) continue;
+    Expected<MemPolicy> theirs = parse_mem_policy((*file)->mem_policy);
+    if (!theirs || theirs->kind != MemPolicy::Kind::kWeighted) continue;
+    out.emplace_back(std::move(**file), *theirs);
+  }
+  return out;
+}
+
+std::string node_file(int node) { return "node" + std::to_string(node); }
+constexpr std::string_view kAutoFile = "auto";
+
+// What a file of the weighted_interleave folder holds, without its newline; nullopt where the
+// kernel has no such file.
+std::optional<std::string> read_weight_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string text;
+  std::getline(in, text);
+  return text;
+}
+
+Status write_weight_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text << "\n";
+  out.flush();
+  if (!out) {
+    return Error{ErrorCode::kInternal,
+                 "cannot write " + text + " to " + path + ": " + std::strerror(errno)};
+  }
+  return Status::Ok();
+}
+
+// A name restore_node_weights may write: node<N> or auto, nothing that leaves the folder.
+bool is_weight_file(const std::string& name) {
+  if (name == kAutoFile) return true;
+  return name.starts_with("node") && name.size() > 4 &&
+         name.find_first_not_of("0123456789", 4) == std::string::npos;
+}
+
+}  // namespace
+
+Status give_node_weights(const SpankConfig& config, JobState& state, const MemPolicy& policy) {
   if (policy.kind != MemPolicy::Kind::kWeighted) return Status::Ok();
   const std::set<int> dram = dram_nodes(config, state.devices);
   const std::map<int, uint32_t> mine = weights_of(policy, dram, cxl_nodes(state.devices));
-  for (uint32_t other : other_jobs(config.state_dir, state.job_id)) {
-    Expected<std::optional<JobState>> file = read_job_state(config.state_dir, other);
-    if (!file || !file->has_value() || !(*file)->error.empty()) continue;
-    Expected<MemPolicy> theirs = parse_mem_policy((*file)->mem_policy);
-    if (!theirs || theirs->kind != MemPolicy::Kind::kWeighted) continue;
-    for (const auto& [node, w] : weights_of(*theirs, dram, cxl_nodes((*file)->devices))) {
+  const std::vector<std::pair<JobState, MemPolicy>> others = running_weighted(config, state.job_id);
+  for (const auto& [file, theirs] : others) {
+    for (const auto& [node, w] : weights_of(theirs, dram, cxl_nodes(file.devices))) {
       const auto at = mine.find(node);
       if (at == mine.end() || at->second == w) continue;
       return Error{ErrorCode::kConflict,
                    "--" + std::string(kOptMemPolicy) + "=" + to_string(policy) + ": job " +
-                       std::to_string(other) + " on this node interleaves by " +
-                       to_string(*theirs) + ", and the kernel keeps one weight per NUMA node " +
+                       std::to_string(file.job_id) + " on this node interleaves by " +
+                       to_string(theirs) + ", and the kernel keeps one weight per NUMA node " +
                        "for the whole node (node " + std::to_string(node) + " would go from " +
                        std::to_string(w) + " to " + std::to_string(at->second) +
-                       " under it); ask for " + to_string(*theirs) +
+                       " under it); ask for " + to_string(theirs) +
                        ", interleave or preferred, or for another node"};
     }
   }
+  // What each file held before the first running weighted job wrote it: a job already running
+  // knows it for the nodes it wrote (the weights on them now are its own), the kernel for the
+  // rest (RestoresTheWeightsOnlyWhenNoRunningJobInterleavesByThem).
   const std::string dir = weighted_interleave_dir(config.sysfs_root);
-  for (const auto& [node, w] : mine) {
-    const std::string path = dir + "/node" + std::to_string(node);
-    std::ofstream out(path);
-    out << w << "\n";
-    out.flush();
-    if (!out) {
-      return Error{ErrorCode::kInternal, "cannot write the weight " + std::to_string(w) + " to " +
-                                             path + ": " + std::strerror(errno)};
+  auto remember = [&](const std::string& name) {
+    for (const auto& [file, theirs] : others) {
+      if (const auto at = file.weights_before.find(name); at != file.weights_before.end()) {
+        state.weights_before[name] = at->second;
+        return;
+      }
     }
+    if (std::optional<std::string> now = read_weight_file(dir + "/" + name)) {
+      state.weights_before[name] = *now;
+    }
+  };
+  // A kernel that computes the weights itself (auto, 6.16 and later) stops at the first write.
+  remember(std::string(kAutoFile));
+  for (const auto& [node, w] : mine) remember(node_file(node));
+  for (const auto& [node, w] : mine) {
+    if (Status s = write_weight_file(dir + "/" + node_file(node), std::to_string(w)); !s) return s;
   }
   return Status::Ok();
+}
+
+Status restore_node_weights(const SpankConfig& config, const JobState& state) {
+  if (state.weights_before.empty()) return Status::Ok();
+  const std::vector<std::pair<JobState, MemPolicy>> others = running_weighted(config, state.job_id);
+  std::set<std::string> in_use;
+  const std::set<int> dram = dram_nodes(config, state.devices);
+  for (const auto& [file, theirs] : others) {
+    for (const auto& [node, w] : weights_of(theirs, dram, cxl_nodes(file.devices))) {
+      in_use.insert(node_file(node));
+    }
+  }
+  const std::string dir = weighted_interleave_dir(config.sysfs_root);
+  Status result = Status::Ok();
+  auto put_back = [&](const std::string& name, const std::string& text) {
+    if (!is_weight_file(name)) {
+      if (result) {
+        result = Error{ErrorCode::kInternal, "the state file names " + name +
+                                                 " among the weights to restore, which is no "
+                                                 "file of " +
+                                                 dir + "; left alone"};
+      }
+      return;
+    }
+    if (Status s = write_weight_file(dir + "/" + name, text); !s && result) result = s;
+  };
+  for (const auto& [name, text] : state.weights_before) {
+    if (name == kAutoFile || in_use.count(name)) continue;
+    put_back(name, text);
+  }
+  // Last: auto mode computes every node's weight again, so it comes back only when no job
+  // interleaves by weight any more.
+  if (const auto at = state.weights_before.find(std::string(kAutoFile));
+      at != state.weights_before.end() && others.empty() && at->second != "false") {
+    put_back(at->first, at->second);
+  }
+  return result;
 }
 
 Status apply_mem_policy(const SpankConfig& config, const JobState& state) {

@@ -70,63 +70,12 @@ Status parse_workload(std::string_view value, JobOptions* o) {
   return Status::Ok();
 }
 
-// "3" of "weighted:3:1": a weight from 1 to kMaxMemWeight.
-std::optional<uint32_t> weight(std::string_view text) {
-  Expected<uint32_t> n = parse_count(text, kMaxMemWeight);
-  if (!n || *n == 0) return std::nullopt;
-  return *n;
-}
-
 }  // namespace
 
-std::string to_string(const MemPolicy& policy) {
-  switch (policy.kind) {
-    case MemPolicy::Kind::kPreferred:
-      return "preferred";
-    case MemPolicy::Kind::kBind:
-      return "bind";
-    case MemPolicy::Kind::kInterleave:
-      return "interleave";
-    case MemPolicy::Kind::kWeighted:
-      return "weighted:" + std::to_string(policy.dram_weight) + ":" +
-             std::to_string(policy.cxl_weight);
-  }
-  return "preferred";
-}
-
 Expected<MemPolicy> parse_mem_policy(std::string_view value) {
-  MemPolicy p;
-  if (value == "preferred") return p;
-  if (value == "bind") {
-    p.kind = MemPolicy::Kind::kBind;
-    return p;
-  }
-  if (value == "interleave") {
-    p.kind = MemPolicy::Kind::kInterleave;
-    return p;
-  }
-  if (value.starts_with("weighted:")) {
-    const std::string_view ratio = value.substr(9);
-    const size_t colon = ratio.find(':');
-    if (colon != std::string_view::npos) {
-      const std::optional<uint32_t> d = weight(ratio.substr(0, colon));
-      const std::optional<uint32_t> c = weight(ratio.substr(colon + 1));
-      if (d && c) {
-        // One ratio, one form: the weights the node is given are the smallest that make it.
-        const uint32_t g = std::gcd(*d, *c);
-        p.kind = MemPolicy::Kind::kWeighted;
-        p.dram_weight = *d / g;
-        p.cxl_weight = *c / g;
-        return p;
-      }
-    }
-  }
+  if (std::optional<MemPolicy> p = parse_mem_policy_text(value)) return *p;
   return Error{ErrorCode::kInvalidArgument,
-               flag(kOptMemPolicy, value) +
-                   ": expected bind, preferred, interleave or weighted:D:C with D and C whole "
-                   "numbers from 1 to " +
-                   std::to_string(kMaxMemWeight) + " (pages on DRAM to pages on CXL), e.g. " +
-                   "weighted:3:1"};
+               flag(kOptMemPolicy, value) + ": expected " + std::string(kMemPolicyForms)};
 }
 
 Status apply_option(std::string_view name, std::string_view value, JobOptions* options) {
@@ -148,9 +97,9 @@ Status apply_option(std::string_view name, std::string_view value, JobOptions* o
 }
 
 Status check_options(const JobOptions& options) {
-  if (options.mem_policy != MemPolicy{} && options.request.mem_bytes == 0) {
+  if (options.mem_policy && *options.mem_policy != MemPolicy{} && options.request.mem_bytes == 0) {
     return Error{ErrorCode::kInvalidArgument,
-                 flag(kOptMemPolicy, to_string(options.mem_policy)) +
+                 flag(kOptMemPolicy, to_string(*options.mem_policy)) +
                      ": a memory policy places the job's composed CXL memory; give " +
                      "--compose-mem=SIZE with it"};
   }
@@ -200,7 +149,7 @@ std::string describe(const JobOptions& o) {
   if (o.request.mem_bytes > 0) add(kOptMem, format_size(o.request.mem_bytes));
   if (o.request.nvme > 0) add(kOptNvme, std::to_string(o.request.nvme));
   if (!o.workload.empty()) add(kOptWorkload, o.workload);
-  if (o.mem_policy != MemPolicy{}) add(kOptMemPolicy, to_string(o.mem_policy));
+  if (o.mem_policy) add(kOptMemPolicy, to_string(*o.mem_policy));
   return out.empty() ? "nothing" : out;
 }
 

@@ -388,11 +388,19 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
   // Weighted interleave: the node's weights for the job, checked against the other jobs' and
   // given under the node's mempolicy lock until the state file names them. A job refused here
   // keeps its devices in the file, for its epilog to give back.
+  // The policy composerd settled for the composition: the class's default where the job
+  // asked for none (a composerd without memory policies names none: the job's own stands).
+  if (!composition.mem_policy.empty() && !state.mem_policy.empty()) {
+    state.mem_policy = composition.mem_policy;
+  }
   std::optional<HostLock> weighing;
   if (Expected<MemPolicy> policy = parse_mem_policy(state.mem_policy);
       policy && policy->kind == MemPolicy::Kind::kWeighted) {
+    // A class's weighted default on a node whose kernel lacks it (the job's own request was
+    // refused before composing): its steps fail, naming the kernel.
+    Status s = check_kernel_for(config, *policy);
     Expected<HostLock> taken = HostLock::take(config.state_dir, kLockWait, kMempolicyLock);
-    Status s = taken ? give_node_weights(config, state, *policy) : Status(taken.error());
+    if (s) s = taken ? give_node_weights(config, state, *policy) : Status(taken.error());
     if (taken) weighing.emplace(std::move(*taken));
     if (!s) {
       state.error = s.error().message;
@@ -620,9 +628,13 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   tidy_other_jobs(ctx, api, config, *job_id, node, at, "prolog", options && options->composes());
   if (!options) return fail_job("bad option: " + options.error().message);
   if (!options->composes()) return Status::Ok();
-  if (options->request.mem_bytes > 0) state.mem_policy = to_string(options->mem_policy);
+  // What the job asked for; the composition names the policy composerd settled (the class's
+  // default where the job asked for none), which host_side takes.
+  if (options->request.mem_bytes > 0) {
+    state.mem_policy = to_string(options->mem_policy.value_or(MemPolicy{}));
+  }
   // Known only here, on the node: nothing is composed for a job its kernel cannot serve.
-  if (Status s = check_kernel_for(config, options->mem_policy); !s) {
+  if (Status s = check_kernel_for(config, options->mem_policy.value_or(MemPolicy{})); !s) {
     return fail_job(s.error().message);
   }
 
@@ -664,6 +676,7 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   call.account = ctx.getenv("SLURM_JOB_ACCOUNT").value_or("");
   call.workload = options->workload;
   call.request = options->request;
+  call.mem_policy = options->mem_policy;
 
   // What the host shows before the attach: the functions the attach brings are new against it
   // whenever they appear (this prolog's rescan, another's, or the kernel's own hot-plug), also
@@ -859,6 +872,26 @@ Status task_init_privileged(JobContext& ctx, const SpankConfig& config) {
   return Status::Ok();
 }
 
+namespace {
+
+// The epilog's half of weighted interleave: the node's weights as they were before the job
+// (restore_node_weights), under the node's mempolicy lock, which the caller holds until the
+// state file no longer names them. A failure is logged: the job has ended either way.
+std::optional<HostLock> restore_weights(JobContext& ctx, const SpankConfig& config,
+                                        const JobState& state, const std::string& at) {
+  if (state.weights_before.empty()) return std::nullopt;
+  Expected<HostLock> taken = HostLock::take(config.state_dir, kLockWait, kMempolicyLock);
+  Status s = taken ? restore_node_weights(config, state) : Status(taken.error());
+  if (!s) {
+    ctx.error("composer: epilog: " + at +
+              ": restoring the node's weighted interleave weights: " + s.error().message);
+  }
+  if (!taken) return std::nullopt;
+  return std::optional<HostLock>(std::move(*taken));
+}
+
+}  // namespace
+
 Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
   Expected<uint32_t> job_id = ctx.job_id();
   if (!job_id) {
@@ -934,6 +967,9 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
       }
       JobState kept = **state;
       kept.held = cause;
+      // The job has ended: its weights go back now, not when the devices do.
+      std::optional<HostLock> weighing = restore_weights(ctx, config, kept, at);
+      kept.weights_before.clear();
       if (Status s = write_job_state(config.state_dir, kept); !s) {
         ctx.error("composer: epilog: " + at + ": cannot record the hold: " + s.error().message);
       }
@@ -969,9 +1005,12 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   } else if (*released) {
     ctx.info("composer: epilog: " + at + ": released");
   }
+  std::optional<HostLock> weighing;
+  if (have_state) weighing = restore_weights(ctx, config, **state, at);
   if (Status s = remove_job_state(config.state_dir, *job_id); !s) {
     ctx.error("composer: epilog: " + at + ": " + s.error().message);
   }
+  weighing.reset();
   // The removal moved the indices of the GPUs above the job's; daemons stopped for the detach
   // may start again.
   if (have_state && has_gpu((*state)->devices) && config.host_check != HostCheck::kOff) {

@@ -146,6 +146,19 @@ policies::PlacementRule placement_rule(const api::WorkloadClass& c) {
   return rule;
 }
 
+// The class's MemPolicy line as the snapshot carries it (policies::class_mem_policy).
+policies::ClassMemPolicy class_mem_line(const api::WorkloadClass& c) {
+  policies::ClassMemPolicy line;
+  line.class_name = c.name;
+  line.line = c.mem_policy_line;
+  line.default_policy = parse_mem_policy_text(c.mem_policy_default);
+  for (const std::string& k : c.mem_policy_allow) {
+    if (std::optional<MemPolicy::Kind> kind = parse_mem_policy_kind(k))
+      line.allowed.push_back(*kind);
+  }
+  return line;
+}
+
 // The policy's rules as composerd applies them (policies::classify), for a job without
 // --workload.
 Expected<policies::Classification> classify(const SubmittedJob& job, const api::PoolSnapshot& s) {
@@ -408,6 +421,13 @@ Expected<SubmitChanges> review_submission(const SubmittedJob& job,
         return refused(Refusal::kPolicy, refuse(ErrorCode::kInvalidArgument, never));
       }
     }
+  }
+  if (cls != nullptr && cls->mem_policy_line > 0 && options->mem_policy) {
+    // A memory policy over the class's cap: refused now, with composerd's sentence, never
+    // changed (SubmitTest.AMemoryPolicyOverTheClasssCapIsRefused).
+    Expected<MemPolicy> m =
+        policies::class_mem_policy({class_mem_line(*cls)}, cls->name, options->mem_policy);
+    if (!m) return refused(Refusal::kPolicy, refuse(m.error().code, m.error().message));
   }
   // The pool's and the models' licenses as Slurm names them: NAME, or NAME@SERVER where they
   // are slurmdbd's remote licenses.

@@ -174,6 +174,30 @@ struct FailureReaction {
 std::string_view to_string(FailureReaction::Action action);
 std::optional<FailureReaction::Action> parse_failure_action(std::string_view s);
 
+// How a workload class's jobs use their composed CXL memory (MemPolicy lines): the memory
+// policy a job of the class that asks for none gets, and the kinds a job may ask for. The cap
+// is a list of kinds, not an order: placing pages on CXL is what bind, interleave and weighted
+// do in different measure, and a site allows the ones its class's work tolerates.
+struct ClassMemPolicy {
+  std::string class_name;
+  std::optional<MemPolicy> default_policy;  // nullopt: preferred
+  std::vector<MemPolicy::Kind> allowed;     // empty: every kind
+  int line = 0;
+  // "interleave" for a kind the class allows; "" when it allows every one.
+  bool allows(MemPolicy::Kind kind) const;
+  // "preferred or interleave": the allowed kinds, for sentences.
+  std::string allowed_text() const;
+};
+
+// The memory policy a job of class `class_name` runs under: `asked` where the class allows its
+// kind (kInvalidArgument naming the class, the kinds it allows and the policy file's line
+// otherwise: a request is never changed), the class's default where the job asked for none, else
+// preferred. The one rule for job_submit's refusal and composerd's compose-time check
+// (policies_test, MemPolicyLinesGiveADefaultAndACap).
+Expected<MemPolicy> class_mem_policy(const std::vector<ClassMemPolicy>& lines,
+                                     std::string_view class_name,
+                                     const std::optional<MemPolicy>& asked);
+
 struct Policy {
   std::string file;  // the name used in messages
   TimeZone time_zone;
@@ -183,8 +207,9 @@ struct Policy {
   std::string default_class;  // empty: jobs that match no class are refused
   int default_class_line = 0;
   std::vector<Limit> limits;
-  std::vector<Placement> placements;       // one per class at most; a class without one packs
-  std::vector<FailureReaction> reactions;  // one per class at most; a class without one: notify
+  std::vector<Placement> placements;         // one per class at most; a class without one packs
+  std::vector<FailureReaction> reactions;    // one per class at most; a class without one: notify
+  std::vector<ClassMemPolicy> mem_policies;  // one per class at most; without one: any, preferred
 
   const Window* find_window(std::string_view name) const;
   const WorkloadClass* find_class(std::string_view name) const;

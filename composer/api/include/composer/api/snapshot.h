@@ -85,6 +85,11 @@ struct WorkloadClass {
   std::string placement_level;
   uint32_t placement_count = 0;  // spread: at least this many domains
   std::string placement_type;    // spread: only this type ("gpu", "mem", "nvme"); empty: each
+  // The class's MemPolicy line: its default memory policy (empty: preferred), the kinds a job
+  // may ask for (empty: every one) and the line, for job_submit's refusal; line 0: none.
+  std::string mem_policy_default;
+  std::vector<std::string> mem_policy_allow;
+  int mem_policy_line = 0;
 
   bool operator==(const WorkloadClass&) const = default;
 };

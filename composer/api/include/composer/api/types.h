@@ -22,6 +22,9 @@ struct ComposeBody {
   std::string user, account, workload;
   Request request;
   std::vector<std::string> nodes{};
+  // --compose-mem-policy as the job gave it (to_string(MemPolicy)); empty: not given, so the
+  // workload class's default (the policy's MemPolicy line), else preferred.
+  std::string mem_policy{};
 
   bool operator==(const ComposeBody&) const = default;
 };

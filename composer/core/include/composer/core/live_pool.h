@@ -38,13 +38,17 @@ struct ComposeInput {
   std::string account;
   std::string workload;
   Request request;
+  // The job's --compose-mem-policy (to_string(MemPolicy)); empty: not given.
+  std::string mem_policy{};
 };
 
 // What a policy says about one compose call: the workload class the composition counts
-// against and the policy window in force; both are recorded with the composition and its events.
+// against, the policy window in force, and the memory policy its tasks run under (the job's,
+// or its class's default: policies::class_mem_policy); all are recorded with the composition.
 struct Admission {
   std::string workload;
   std::string window;
+  std::string mem_policy{};
 };
 // Decides whether `input` may be composed now. `held(workload)` lists the per-node requests of
 // that class's live compositions. Runs under the allocation lock, so the check and the
@@ -163,6 +167,7 @@ class LivePool {
     std::optional<LiveEntry> existing;
     LiveEntry entry;
     std::string window;
+    std::string mem_policy;  // Admission::mem_policy; empty for a request without memory
   };
   Expected<Reservation> reserve(const ComposeInput& in, int64_t wait_ms);
   // The composition the store created for a reserved entry.

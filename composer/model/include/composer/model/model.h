@@ -191,6 +191,34 @@ std::string to_admin_comment(const ComposerComment& c);
 // to_admin_comment() writes.
 Expected<std::optional<ComposerComment>> parse_admin_comment(std::string_view comment);
 
+// Largest weight of weighted interleave: the kernel keeps each node's weight in a byte.
+inline constexpr uint32_t kMaxMemWeight = 255;
+
+// Where a job's memory goes across a node's local DRAM and its composed CXL NUMA nodes
+// (--compose-mem-policy, the policy file's MemPolicy lines). kPreferred is what a job that
+// says nothing gets where no class default says otherwise.
+struct MemPolicy {
+  enum class Kind { kPreferred, kBind, kInterleave, kWeighted };
+  Kind kind = Kind::kPreferred;
+  // kWeighted: pages on each DRAM node to pages on each CXL node, reduced ("6:2" is 3:1).
+  uint32_t dram_weight = 0;
+  uint32_t cxl_weight = 0;
+
+  bool operator==(const MemPolicy&) const = default;
+};
+// "preferred", "bind", "interleave", "weighted:3:1": as the user types it and the state file,
+// COMPOSER_MEM_POLICY, the API and the store carry it.
+std::string to_string(const MemPolicy& policy);
+// The same words back (weights from 1 to kMaxMemWeight, reduced); nullopt for anything else.
+// Each reader says what is wrong in its own words, with kMemPolicyForms.
+std::optional<MemPolicy> parse_mem_policy_text(std::string_view text);
+inline constexpr std::string_view kMemPolicyForms =
+    "bind, preferred, interleave or weighted:D:C with D and C whole numbers from 1 to 255 "
+    "(pages on DRAM to pages on CXL), e.g. weighted:3:1";
+// A kind's one word ("weighted" for every ratio), as a class's allowed list names it.
+std::string_view kind_name(MemPolicy::Kind kind);
+std::optional<MemPolicy::Kind> parse_mem_policy_kind(std::string_view word);
+
 // The composition state machine:
 //   requested -> composing -> ready -> releasing -> released
 //   any of requested, composing, ready, releasing -> failed
@@ -222,6 +250,10 @@ struct Composition {
   // (its epilog waited busy_wait and they were still in use): why, naming the holders. While
   // set, nothing releases the composition; the node clears it once the host is clear.
   std::string hold;
+  // The memory policy its tasks run under (to_string(MemPolicy)): what the job asked for, or
+  // its workload class's default. Empty for a composition without memory, and for those
+  // composed before composerd knew of memory policies.
+  std::string mem_policy;
   std::vector<Device> devices;
 };
 

@@ -39,6 +39,8 @@ struct ComposeCall {
   std::string account;
   std::string workload;
   Request request;
+  // --compose-mem-policy as given; nullopt: composerd gives the class's default.
+  std::optional<MemPolicy> mem_policy;
 };
 
 // composerd, as the plugin uses it. Both calls are idempotent; the implementation bounds

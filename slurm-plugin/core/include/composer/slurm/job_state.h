@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -38,6 +39,11 @@ struct JobState {
   // --compose-mem-policy as the prolog accepted it (to_string(MemPolicy)); "" in files of the
   // earlier version, which is preferred. The task hook applies it (apply_mem_policy).
   std::string mem_policy;
+  // What the files of the kernel's weighted_interleave folder the prolog wrote for a weighted
+  // policy held before any running job changed them ("node2" -> "1", "auto" -> "true"): the
+  // epilog writes them back once no other running job interleaves by weight over that node
+  // (restore_node_weights). Empty for other policies and in files of the earlier version.
+  std::map<std::string, std::string> weights_before;
 
   bool operator==(const JobState&) const = default;
 };

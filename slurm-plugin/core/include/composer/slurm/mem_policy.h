@@ -51,8 +51,17 @@ Status check_kernel_for(const SpankConfig& config, const MemPolicy& policy);
 // them. The job's ratio D:C is applied as weight D on each DRAM node and C on each of its CXL
 // nodes. Another job on the node whose weighted policy gives one of those nodes another weight
 // would have its ratio changed under it: this job is refused instead (kConflict, naming it).
+// What the files it writes held before is kept in state.weights_before, for the epilog.
 // Call with the node's mempolicy lock held (MempolicyLock) until the state file is written.
-Status give_node_weights(const SpankConfig& config, const JobState& state, const MemPolicy& policy);
+Status give_node_weights(const SpankConfig& config, JobState& state, const MemPolicy& policy);
+
+// The epilog, for a job that gave the node weights (state.weights_before): writes back what
+// each file held before, except the nodes another running weighted job interleaves over (their
+// weights are that job's now; it restores them when it ends), and the kernel's auto mode only
+// when no such job is left. In the epilog rather than at the last task's exit: the epilog runs
+// also after a task that crashed or was killed. Call with the mempolicy lock held until the
+// state file is removed.
+Status restore_node_weights(const SpankConfig& config, const JobState& state);
 inline constexpr std::string_view kMempolicyLock = "mempolicy.lock";
 
 // The task hook: sets the job's policy (state.mem_policy) on the calling task.

@@ -29,24 +29,7 @@ inline constexpr std::string_view kOptMemPolicy = "compose-mem-policy";
 inline constexpr std::string_view kAllOptions[] = {kOptGpus, kOptMem, kOptNvme, kOptWorkload,
                                                    kOptMemPolicy};
 
-// Largest weight of weighted interleave: the kernel keeps each node's weight in a byte.
-inline constexpr uint32_t kMaxMemWeight = 255;
-
-// Where the job's memory goes across the node's local DRAM and its composed CXL NUMA nodes
-// (--compose-mem-policy). kPreferred is what a job that says nothing gets.
-struct MemPolicy {
-  enum class Kind { kPreferred, kBind, kInterleave, kWeighted };
-  Kind kind = Kind::kPreferred;
-  // kWeighted: pages on each DRAM node to pages on each CXL node, reduced ("6:2" is 3:1).
-  uint32_t dram_weight = 0;
-  uint32_t cxl_weight = 0;
-
-  bool operator==(const MemPolicy&) const = default;
-};
-
-// "preferred", "bind", "interleave", "weighted:3:1": as the user types it and the state file
-// and COMPOSER_MEM_POLICY carry it.
-std::string to_string(const MemPolicy& policy);
+// MemPolicy, to_string(MemPolicy) and kMaxMemWeight are the model's (composer/model/model.h).
 // The same words back; the error sentence names the flag, the value and what is allowed.
 Expected<MemPolicy> parse_mem_policy(std::string_view value);
 
@@ -54,7 +37,8 @@ Expected<MemPolicy> parse_mem_policy(std::string_view value);
 struct JobOptions {
   Request request;
   std::string workload;  // empty: not given
-  MemPolicy mem_policy;
+  // nullopt: not given (the workload class's default, else preferred, applies).
+  std::optional<MemPolicy> mem_policy;
 
   // The job asked for a composition (a workload class alone asks for nothing).
   bool composes() const { return !request.empty(); }
