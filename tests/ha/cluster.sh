@@ -23,16 +23,17 @@
 #   cluster.sh psql ARGS psql on the primary as the superuser
 #
 # Environment: HA_DIR (default /tmp/composer-ha; wiped at start, so it must be one of ours:
-# /tmp/composer-ha*), HA_PORT (default 36000; everything within HA_PORT..HA_PORT+99, which must
-# lie in 36000-36999): member I (1..3) has etcd's client port HA_PORT+10*I+1 and peer port +2,
-# Patroni's REST API +3 and PostgreSQL +4. HA_TTL (default 10), HA_LOOP_WAIT (2) and
+# /tmp/composer-ha*), HA_PORT (default 31000; everything within HA_PORT..HA_PORT+99, which must
+# lie in 31000-31999, below Linux's ephemeral ports, 32768-60999, that any program's outgoing
+# connection may take): member I (1..3) has etcd's client port HA_PORT+10*I+1 and peer port
+# +2, Patroni's REST API +3 and PostgreSQL +4. HA_TTL (default 10), HA_LOOP_WAIT (2) and
 # HA_RETRY_TIMEOUT (3) are Patroni's ttl, loop_wait and retry_timeout (loop_wait +
 # 2*retry_timeout must not exceed ttl): short, so that a failover takes seconds. PostgreSQL
 # is kept small (shared_buffers 16MB, 60 connections).
 set -euo pipefail
 
 HA_DIR=$(realpath -m "${HA_DIR:-/tmp/composer-ha}")
-HA_PORT=${HA_PORT:-36000}
+HA_PORT=${HA_PORT:-31000}
 HA_TTL=${HA_TTL:-10}
 HA_LOOP_WAIT=${HA_LOOP_WAIT:-2}
 HA_RETRY_TIMEOUT=${HA_RETRY_TIMEOUT:-3}
@@ -48,8 +49,8 @@ case $HA_DIR in
   /tmp/composer-ha*) ;;
   *) die "HA_DIR=$HA_DIR: only a folder under /tmp/composer-ha* is allowed (it is wiped at start)" ;;
 esac
-[[ $HA_PORT =~ ^[0-9]+$ ]] && ((HA_PORT >= 36000 && HA_PORT + 99 <= 36999)) ||
-  die "HA_PORT=$HA_PORT: give a number from 36000 to 36900 (the cluster uses HA_PORT..HA_PORT+99)"
+[[ $HA_PORT =~ ^[0-9]+$ ]] && ((HA_PORT >= 31000 && HA_PORT + 99 <= 31999)) ||
+  die "HA_PORT=$HA_PORT: give a number from 31000 to 31900 (the cluster uses HA_PORT..HA_PORT+99)"
 for v in HA_TTL HA_LOOP_WAIT HA_RETRY_TIMEOUT; do
   [[ ${!v} =~ ^[0-9]+$ ]] && ((${!v} > 0)) || die "$v=${!v}: give a whole number of seconds"
 done
