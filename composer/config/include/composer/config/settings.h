@@ -50,9 +50,9 @@ class Settings {
   void add_all(const std::string& prefix, const Settings<U>& inner, Part part) {
     for (const auto& [name, set] : inner.entries_) {
       add(prefix + name,
-          [set, part](const std::string& key, const std::string& value, T& into) -> Status {
-            return set(key, value, std::invoke(part, into));
-          });
+          // An init-capture: clang 14 cannot capture a structured binding by name.
+          [setter = set, part](const std::string& key, const std::string& value, T& into)
+              -> Status { return setter(key, value, std::invoke(part, into)); });
     }
   }
 
@@ -94,9 +94,9 @@ auto& field_of(const F& field, T& into) {
 
 // The value as written once `check` (a sentence, or Ok) lets it through.
 template <class T, class F>
-Setter<T> text(
-    F field,
-    std::function<Status(const std::string& key, const std::string& value)> check = nullptr) {
+Setter<T> text(F field,
+               const std::function<Status(const std::string& key, const std::string& value)>&
+                   check = nullptr) {
   return [=](const std::string& key, const std::string& value, T& into) -> Status {
     if (check) {
       if (Status s = check(key, value); !s) return s;
@@ -172,7 +172,7 @@ Setter<T> names(F field) {
 // One of a few words, each standing for a value of the field; any other word is refused with
 // "KEY=VALUE: RULE" (rule: "expected drain or fail_job"). Words are matched as keys are.
 template <class T, class F, class V>
-Setter<T> one_of(F field, std::vector<std::pair<std::string, V>> words, std::string rule,
+Setter<T> one_of(F field, std::vector<std::pair<std::string, V>> words, const std::string& rule,
                  KeyCase match = KeyCase::kInsensitive) {
   return [=](const std::string& key, const std::string& value, T& into) -> Status {
     const std::string v = match == KeyCase::kInsensitive ? lower(value) : value;
