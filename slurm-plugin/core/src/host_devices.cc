@@ -783,6 +783,9 @@ std::string nd_region_at(const std::string& sysfs, uint64_t resource) {
   return "";
 }
 
+// How long a bind the kernel refused may take to show the driver that probed the device itself.
+constexpr std::chrono::milliseconds kDriverSettle{2000};
+
 // A persistent-memory region of `size` on `m`, a namespace named kRegionName over all of it
 // and its dax device (devdax): the dax device, ready for bring_online.
 Expected<DaxDevice> make_cxl_region(const std::string& sysfs, const std::string& id,
@@ -850,11 +853,20 @@ Expected<DaxDevice> make_cxl_region(const std::string& sysfs, const std::string&
            {ndd / dax / "namespace", ns}}) {
     if (Status s = step(file, text); !s) return s.error();
   }
-  // A driver loaded after the dax seed got its namespace binds it itself.
-  std::error_code bound_ec;
-  if (fs::read_symlink(ndd / dax / "driver", bound_ec).filename() != "dax_pmem") {
+  // A driver loaded after the dax seed got its namespace binds it itself, at a moment of its
+  // own: a bind refused because that probe was under way (the kernel answers EBUSY) is no
+  // failure once the device shows dax_pmem as its driver (seen on the kvm level's guest).
+  const auto bound = [&] {
+    std::error_code ec;
+    return fs::read_symlink(ndd / dax / "driver", ec).filename() == "dax_pmem";
+  };
+  if (!bound()) {
     if (Status s = step(fs::path(sysfs) / "bus/nd/drivers/dax_pmem/bind", dax); !s) {
-      return s.error();
+      const auto settle = std::min(deadline, std::chrono::steady_clock::now() + kDriverSettle);
+      while (!bound() && std::chrono::steady_clock::now() < settle) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (!bound()) return s.error();
     }
   }
   if (!wait_for(fs::path(sysfs) / "bus/dax/devices" / dax, deadline)) {
