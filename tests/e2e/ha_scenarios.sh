@@ -167,13 +167,7 @@ scenario_active_composerd_killed_during_array() {
     return 1
   wait_until 15 nothing_attached || fail "$(attached) devices attached after array $j" || return 1
   pool_adds_up || fail "pool does not add up: $(api /v1/pool)" || return 1
-  local id missing=()
-  for id in $(scontrol show job "$j" -o | grep -o '^JobId=[0-9]*' | cut -d= -f2); do
-    [[ $(events_of_kind "$id" ready) -ge 1 && $(events_of_kind "$id" released) -ge 1 ]] ||
-      missing+=("$id")
-  done
-  ((${#missing[@]} == 0)) ||
-    fail "array $j: tasks without a compose and a release event: ${missing[*]}" || return 1
+  every_task_composed_and_released "$j"
 }
 
 # shellcheck disable=SC2034  # run.sh reads it

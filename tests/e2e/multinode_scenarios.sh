@@ -17,6 +17,17 @@ events_of_kind() {  # events_of_kind JOB KIND [NODE]
   api /v1/events "job=$1" |
     jq --arg k "$2" --arg n "${3:-}" '[.events[] | select(.kind == $k and ($n == "" or .node == $n))] | length'
 }
+# Every task of array JOB has a ready and a released event in the ledger; fails naming those
+# that have not.
+every_task_composed_and_released() {  # every_task_composed_and_released JOB
+  local id missing=()
+  for id in $(scontrol show job "$1" -o | grep -o '^JobId=[0-9]*' | cut -d= -f2); do
+    [[ $(events_of_kind "$id" ready) -ge 1 && $(events_of_kind "$id" released) -ge 1 ]] ||
+      missing+=("$id")
+  done
+  ((${#missing[@]} == 0)) ||
+    fail "array $1: tasks without a compose and a release event: ${missing[*]}" || return 1
+}
 live_compositions() {  # live_compositions [JOB]: how many compositions are live (of JOB)
   api_all /v1/compositions "live=1${1:+&job=$1}" | jq '.compositions | length'
 }
@@ -222,13 +233,7 @@ scenario_array() {
   no_live_composition || fail "$(live_compositions) compositions still live after array $j" ||
     return 1
   pool_adds_up || fail "pool does not add up: $(api /v1/pool)" || return 1
-  local id missing=()
-  for id in $(scontrol show job "$j" -o | grep -o '^JobId=[0-9]*' | cut -d= -f2); do
-    [[ $(events_of_kind "$id" ready) -ge 1 && $(events_of_kind "$id" released) -ge 1 ]] ||
-      missing+=("$id")
-  done
-  ((${#missing[@]} == 0)) ||
-    fail "array $j: tasks without a compose and a release event: ${missing[*]}" || return 1
+  every_task_composed_and_released "$j"
 }
 
 scenario_requeue() {
