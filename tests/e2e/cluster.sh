@@ -63,6 +63,17 @@
 # $E2E_DIR/host) whose kernel follows the fabric: at the prolog's rescan the devices composerd
 # attached appear with the identities the fabric reported, and the real processes holding its
 # device files show in its /proc; the plugin finds each device (host_check=wait).
+# E2E_GUEST=yes (FABRIC=redfish, one node): the node is a QEMU guest of the kvm level
+# (tests/kvm/guest.sh, folder $E2E_DIR/guests/node01, node name "guest", composed system
+# node01) with its own kernel: the fake Redfish service hot-plugs each drive it composes into
+# the guest over QMP (tests/kvm/qmp.py), and the guest runs munged (this cluster's key) and
+# slurmd with the real plugin, which finds each device in the guest's kernel (host_check=wait,
+# no roots). The guest sees this host's loopback at 10.0.2.2 (QEMU's user networking) and
+# slurmctld reaches its slurmd at 127.0.0.1:SLURMD_PORT (hostfwd). The build tree is shared
+# into the guest at its own path, so the plugin must be built inside BUILD_DIR. The guest has
+# this cluster's files at the same paths ($E2E_DIR/etc, its own munge socket, plugin state and
+# spool), its log folder being the host's $E2E_DIR/guests/node01/share/log; jobs see the
+# guest's mailbox at /mnt/share. Fabric calls get a minute (pciehp's removal takes seconds).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -90,6 +101,13 @@ E2E_NODES=${E2E_NODES:-1}
 E2E_SUBNET=${E2E_SUBNET:-231}
 E2E_ACCOUNTING=${E2E_ACCOUNTING:-no}
 E2E_HOST_CHECK=${E2E_HOST_CHECK:-rescan}
+E2E_GUEST=${E2E_GUEST:-no}
+[[ $E2E_GUEST == yes || $E2E_GUEST == no ]] ||
+  { echo "cluster: E2E_GUEST=$E2E_GUEST: expected yes or no" >&2; exit 2; }
+if [[ $E2E_GUEST == yes && ($FABRIC != redfish || ${E2E_NODES:-1} != 1 || $E2E_HOST_CHECK != rescan) ]]; then
+  echo "cluster: E2E_GUEST=yes needs FABRIC=redfish, E2E_NODES=1 and no E2E_HOST_CHECK (the guest's kernel is the host)" >&2
+  exit 2
+fi
 [[ $E2E_HOST_CHECK == rescan || $E2E_HOST_CHECK == wait ]] ||
   { echo "cluster: E2E_HOST_CHECK=$E2E_HOST_CHECK: allowed are rescan and wait" >&2; exit 2; }
 [[ $E2E_HOST_CHECK == rescan || $E2E_NODES == 1 ]] ||
@@ -151,8 +169,10 @@ if ((E2E_NODES > 1)); then
 else
   MULTI=no
   NODES=("$CTLD_HOST")
+  [[ $E2E_GUEST == yes ]] && NODES=(guest)
   LISTEN_ADDR=127.0.0.1
 fi
+GUEST_DIR=$E2E_DIR/guests/node01  # E2E_GUEST=yes: guest.sh's folder of the one guest
 NODE=${NODES[0]}
 E2E_URL=http://$LISTEN_ADDR:$E2E_PORT
 # Every composerd, in the order clients try them (the plugstack's lists).
@@ -287,6 +307,8 @@ write_configs() {  # the folder and every file but slurm.conf and gres.conf (the
     fi
   done
 
+  local fabric_wait=20
+  [[ $E2E_GUEST == yes ]] && fabric_wait=120
   cat >"$E2E_DIR/etc/composer.conf" <<CONF
 ListenAddress=$LISTEN_ADDR
 ListenPort=$E2E_PORT
@@ -297,8 +319,8 @@ LogLevel=info
 AdminUsers=root
 Workloads=training,inference
 MungeSocket=$MUNGE_SOCKET
-ComposeTimeout=20
-ReleaseTimeout=20
+ComposeTimeout=$fabric_wait
+ReleaseTimeout=$fabric_wait
 ReconcileInterval=5
 Durable=no
 CONF
@@ -378,7 +400,10 @@ mockups_dir() {
 # fake publishes none, so FabricSlots lets one host hold the whole pool, as with sim.
 # The plugin's view of the host: the fake sysfs and the real /proc, or the fake host's tree.
 host_roots() {
-  if [[ $E2E_HOST_CHECK == wait ]]; then
+  if [[ $E2E_GUEST == yes ]]; then
+    # Under TCG a hot-added drive takes seconds to show.
+    echo "host_check=wait host_wait=120"
+  elif [[ $E2E_HOST_CHECK == wait ]]; then
     echo "sysfs_root=$E2E_DIR/host/sys proc_root=$E2E_DIR/host/proc dev_root=$E2E_DIR/host/dev host_check=wait host_wait=10"
   else
     echo "sysfs_root=$E2E_DIR/sys proc_root=/proc host_check=rescan"
@@ -404,8 +429,16 @@ start_fake_redfish() {
     printf 'username=composer\npassword=%s\n' "$password" >"$cred"
   )
   rm -f "$port_file"
-  setsid "$FAKE_REDFISH" --mockups "$mockups" --port-file "$port_file" --hosts 1 --gpus-per-zone $((E2E_GPUS / 2)) \
-    --task-ms 20 --username composer --password "$password" \
+  # The guest's drives are the fake's own (the mockups' drives have no hot-plug), QEMU's NVMe
+  # controllers (1b36:0010), plugged as the change is asked for: the fake's tasks (--task-ms)
+  # run no hot-plug.
+  local pool=(--mockups "$mockups" --task-ms 20) fabric_timeout=5s
+  if [[ $E2E_GUEST == yes ]]; then
+    pool=(--drive-ids 0x1b36:0x0010 --hot-plug "$SRC/tests/kvm/qmp.py --guests $E2E_DIR/guests")
+    fabric_timeout=60s
+  fi
+  setsid "$FAKE_REDFISH" "${pool[@]}" --port-file "$port_file" --hosts 1 --gpus-per-zone $((E2E_GPUS / 2)) \
+    --username composer --password "$password" \
     >>"$E2E_DIR/log/fake_redfish.log" 2>&1 &
   echo $! >"$E2E_DIR/run/fake_redfish.pid"
   wait_for 10 "fake_redfish to listen" test -s "$port_file"
@@ -415,9 +448,9 @@ FabricName=fake-redfish
 FabricUrl=http://127.0.0.1:$(cat "$port_file")
 FabricCredentials=$cred
 FabricAuth=session
-FabricTimeout=5s
+FabricTimeout=$fabric_timeout
 FabricPollInterval=20ms
-FabricTaskWait=15s
+FabricTaskWait=$([[ $E2E_GUEST == yes ]] && echo 60s || echo 15s)
 FabricSlots=64
 NodeName=$NODE FabricHost=node01
 CONF
@@ -518,7 +551,7 @@ ${E2E_SLURM_EXTRA:-}
 CONF
   if [[ $MULTI == no ]]; then
     cat >>"$SLURM_CONF" <<CONF
-NodeName=$NODE CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cmem:$mem_slots,cnvme:$nvme State=UNKNOWN
+NodeName=$NODE$([[ $E2E_GUEST == yes ]] && echo " NodeAddr=127.0.0.1") CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cmem:$mem_slots,cnvme:$nvme State=UNKNOWN
 PartitionName=main Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 CONF
     return 0
@@ -727,11 +760,60 @@ nodes_idle() {  # every node idle
   ((idle == ${#NODES[@]}))
 }
 
+# --- E2E_GUEST=yes: the node is a QEMU guest -----------------------------------------------
+guest_sh() { "$SRC/tests/kvm/guest.sh" "$@"; }
+
+# Booted in the background while the services start (40 to 80 s under TCG); slurmctld reaches
+# the guest's slurmd through QEMU's hostfwd on this host's loopback.
+start_guest() {
+  [[ $PLUGINS/ == "$BUILD_DIR"/* ]] || die "E2E_GUEST=yes: the plugins ($PLUGINS) must be inside BUILD_DIR ($BUILD_DIR), the tree the guest sees"
+  GUEST_TREE=$BUILD_DIR GUEST_HOSTFWD="tcp:127.0.0.1:$SLURMD_PORT-:$SLURMD_PORT" \
+    guest_sh start "$GUEST_DIR" >>"$E2E_DIR/log/guest-boot.log" 2>&1 &
+  echo $! >"$E2E_DIR/run/guest-boot.pid"
+}
+
+# The guest's copies of this cluster's files: the controller and composerd where the guest
+# reaches them, then its own munged (this cluster's key) and slurmd, at the same paths.
+start_guest_slurmd() {
+  local pid
+  pid=$(cat "$E2E_DIR/run/guest-boot.pid")
+  wait "$pid" || die "the guest did not boot: $(tail -3 "$E2E_DIR/log/guest-boot.log")"
+  rm -f "$E2E_DIR/run/guest-boot.pid"
+  local files=$GUEST_DIR/share/e2e
+  mkdir -p "$files" "$GUEST_DIR/share/log"
+  sed "s|^SlurmctldHost=.*|SlurmctldHost=$CTLD_HOST(10.0.2.2)|" "$SLURM_CONF" >"$files/slurm.conf"
+  sed 's|http://127\.0\.0\.1:|http://10.0.2.2:|g' "$E2E_DIR/etc/plugstack.conf" >"$files/plugstack.conf"
+  cp "$E2E_DIR/etc/gres.conf" "$E2E_DIR/munge/munge.key" "$files/"
+  guest_sh exec "$GUEST_DIR" --timeout 120 -- "set -e
+    d=$E2E_DIR
+    mkdir -p \$d/etc \$d/munge \$d/run \$d/log \$d/state \$d/spool/slurmd-guest \$d/plugin-state
+    mount --bind /mnt/share/log \$d/log
+    cp /mnt/share/e2e/slurm.conf /mnt/share/e2e/plugstack.conf /mnt/share/e2e/gres.conf \$d/etc/
+    install -m 400 /mnt/share/e2e/munge.key \$d/munge/munge.key
+    /usr/sbin/munged --force --num-threads=2 --key-file=\$d/munge/munge.key --socket=$MUNGE_SOCKET \
+      --pid-file=\$d/run/munged.pid --log-file=\$d/log/munged.log --seed-file=\$d/munge/munged.seed
+    /usr/sbin/slurmd -f \$d/etc/slurm.conf -N guest" >>"$E2E_DIR/log/guest-boot.log" 2>&1 ||
+    die "munged or slurmd did not start in the guest: $(tail -5 "$E2E_DIR/log/guest-boot.log"; tail -5 "$GUEST_DIR/share/log/slurmd.log" 2>/dev/null)"
+  # Its registration crosses QEMU's user networking under TCG: seconds.
+  wait_for 120 "the guest's node to be idle" bash -c \
+    "SLURM_CONF='$SLURM_CONF' sinfo -h -n guest -o %T | grep -qx idle"
+}
+
+stop_guest() {
+  [[ -d $GUEST_DIR ]] || return 0
+  stop_pid guest-boot
+  guest_sh stop "$GUEST_DIR" 2>/dev/null || true
+}
+
 start_slurm() {
   for so in spank_composer.so job_submit_composer.so; do
     [[ -f $PLUGINS/$so ]] || die "plugin not built: $PLUGINS/$so"
   done
   COMPOSER_CONF=$E2E_DIR/etc/composer.conf /usr/sbin/slurmctld -f "$SLURM_CONF"
+  if [[ $E2E_GUEST == yes ]]; then
+    start_guest_slurmd
+    return 0
+  fi
   if [[ $MULTI == no ]]; then
     /usr/sbin/slurmd -f "$SLURM_CONF"
     wait_for 30 "node $NODE to be idle" bash -c \
@@ -831,6 +913,7 @@ stop_all() {
     stop_pid "$(basename "$file" .pid)" &  # the nodes side by side: each takes seconds
   done
   wait
+  stop_guest
   stop_network_processes
   stop_pid slurmctld
   stop_pid slurmdbd
@@ -850,6 +933,7 @@ case ${1:-} in
     "$0" stop || true
     write_configs
     if [[ $MULTI == yes ]]; then start_network; fi
+    if [[ $E2E_GUEST == yes ]]; then start_guest; fi
     start_munged
     if [[ $FABRIC == redfish ]]; then start_fake_redfish; fi
     if [[ $E2E_COMPOSERDS == 2 ]]; then start_postgresql; fi
