@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The kvm level's Slurm scenario: the node of a tests/e2e cluster is a QEMU guest with its own
+# kernel (cluster.sh's E2E_GUEST=yes), whose slurmd runs the real plugin. A batch job submitted
+# with --compose-nvme=1 lands on the guest; composer-slurmctld composes the drive, the fake
+# Redfish service hot-plugs it over QMP, the plugin's prolog in slurmd finds it by its serial in
+# the guest's kernel, the job's task sees COMPOSER_NVME name that drive's namespace and reads
+# it, and after the job the epilog and composer-slurmctld release it: device_del, and the drive
+# is gone from the guest, nothing attached, no state file left.
+#
+#   slurm_scenario.sh
+#
+# Environment: BUILD_DIR (default build), E2E_DIR (default /tmp/composer-e2e-kvm; wiped at
+# start; named composer-e2e*), E2E_PORT, CTLD_PORT, SLURMD_PORT (cluster.sh's; the ctest
+# entries give each scenario its own). Root; exits 77 (skipped) without QEMU, mmdebstrap or the
+# guest image (tests/kvm/guest.sh image), or not root.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+BUILD_DIR=$(realpath -m "${BUILD_DIR:-$SRC/build}")
+E2E_DIR=$(realpath -m "${E2E_DIR:-/tmp/composer-e2e-kvm}")
+export BUILD_DIR E2E_DIR E2E_GUEST=yes FABRIC=redfish
+T0=$SECONDS
+
+log() { echo "kvm: [$((SECONDS - T0)) s] $*" >&2; }
+die() { log "FAIL: $*"; exit 1; }
+
+[[ $(id -u) == 0 ]] || { log "skipped: must run as root (slurmd, QEMU's guest image)"; exit 77; }
+missing=()
+command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+if ((${#missing[@]})); then
+  log "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null ||
+    { log "skipped: cannot install ${missing[*]}"; exit 77; }
+fi
+image_log=$(mktemp)
+"$HERE/guest.sh" image >/dev/null 2>"$image_log" ||
+  { cat "$image_log" >&2; rm -f "$image_log"; log "skipped: no guest image (Debian's archive unreachable?)"; exit 77; }
+rm -f "$image_log"
+
+CLUSTER=$SRC/tests/e2e/cluster.sh
+cleanup() {
+  local rc=$? f
+  if ((rc != 0)); then
+    for f in "$E2E_DIR"/log/{slurmctld,composerd,composer-slurmctld,fake_redfish,guest-boot}.log \
+      "$E2E_DIR"/guests/node01/share/log/slurmd.log "$E2E_DIR"/guests/node01/console.log; do
+      [[ -f $f ]] && { echo "--- last lines of $f"; tail -25 "$f"; }
+    done >&2
+  fi
+  "$CLUSTER" stop || true
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+t=$SECONDS
+"$CLUSTER" start || die "the cluster with its guest node did not start"
+log "cluster up with the guest as its node in $((SECONDS - t)) s ($(grep -o 'booted under .*' "$E2E_DIR/log/guest-boot.log" || true))"
+eval "$("$CLUSTER" env)"
+export SLURM_CONF
+# shellcheck source=../e2e/scenarios.sh
+source "$SRC/tests/e2e/scenarios.sh"  # api, wait_until, job_state, attached, ...
+GUEST_DIR=$E2E_DIR/guests/node01
+SHARE=$GUEST_DIR/share  # the guest's /mnt/share
+g() { "$HERE/guest.sh" exec "$GUEST_DIR" --timeout 120 -- "$@"; }
+
+# --- a job composes a drive: hot-plugged, found by its serial, used by the job, released
+j=$(sbatch --parsable --compose-nvme=1 --chdir=/mnt/share -o "/mnt/share/job-%j.out" --wrap '
+  env | grep ^COMPOSER_ | sort
+  d=${COMPOSER_NVME%%,*}
+  test -b "$d" && echo "SERIAL=$(tr -d " " <"/sys/class/block/${d#/dev/}/device/serial")"
+  dd if="$d" of=/dev/null bs=4096 count=16 status=none && echo READ=ok') || die "sbatch refused the job"
+t=$SECONDS
+wait_until 120 finished "$j" || die "job $j did not finish within 120 s ($(job_state "$j"))"
+[[ $(job_state "$j") == COMPLETED ]] || die "job $j ended $(job_state "$j")"
+log "job $j ran on the guest and completed in $((SECONDS - t)) s"
+out=$SHARE/job-$j.out
+[[ -f $out ]] || die "job $j wrote no output in the guest"
+[[ $(job_field "$j" NodeList) == guest ]] || die "job $j ran on $(job_field "$j" NodeList), not the guest"
+dev=$(sed -n 's/^COMPOSER_NVME=//p' "$out")
+[[ $dev =~ ^/dev/nvme[0-9]+n1$ ]] || die "COMPOSER_NVME is '$dev', not one namespace of the guest's kernel: $(cat "$out")"
+# The drive composerd composed for the job, by the serial the fabric reported for it.
+ids=$(api /v1/events "job=$j" | jq -r '[.events[] | select(.kind == "ready") | .devices[]] | unique | join(",")')
+[[ -n $ids && $ids != *,* ]] || die "composerd's ledger names '$ids' as job $j's drive"
+serial=$(api_all /v1/devices type=nvme | jq -r --arg id "$ids" '.devices[] | select(.id == $id) | .identity.serial')
+[[ -n $serial ]] || die "composerd reports no serial for $ids"
+grep -qx "SERIAL=$serial" "$out" || die "job $j's $dev has serial '$(sed -n 's/^SERIAL=//p' "$out")', composerd's $ids has $serial"
+grep -qx READ=ok "$out" || die "job $j could not read $dev: $(cat "$out")"
+grep -q "^qmp: attach $serial: device_add into rp[0-9]" "$E2E_DIR/log/fake_redfish.log" ||
+  die "the fabric did not hot-plug $serial into the guest"
+log "job $j: $dev is drive $ids (serial $serial, hot-plugged over QMP), readable in the job"
+
+# The release: the epilog in the guest, composer-slurmctld's, and the fabric's device_del.
+wait_until 60 nothing_attached || die "$(attached) devices still attached after job $j"
+grep -q "^qmp: detach $serial: device_del until DEVICE_DELETED" "$E2E_DIR/log/fake_redfish.log" ||
+  die "the fabric did not device_del $serial: $(tail -3 "$E2E_DIR/log/fake_redfish.log")"
+g "test ! -e $dev && ! ls /sys/class/nvme/ 2>/dev/null | grep -q ." ||
+  die "the guest still shows $dev or an NVMe controller after the release"
+[[ $(event_kinds "$j") == *released* ]] || die "ledger of job $j: $(event_kinds "$j")"
+g "test ! -e $E2E_DIR/plugin-state/job-$j.json" || die "the guest's plugin state of job $j is left behind"
+log "job $j: released, device_del done, $dev gone from the guest ($(grep -o "DEVICE_DELETED [0-9.]* s" "$E2E_DIR/log/fake_redfish.log" | tail -1))"
+log PASS
