@@ -767,6 +767,10 @@ guest_sh() { "$SRC/tests/kvm/guest.sh" "$@"; }
 # the guest's slurmd through QEMU's hostfwd on this host's loopback.
 start_guest() {
   [[ $PLUGINS/ == "$BUILD_DIR"/* ]] || die "E2E_GUEST=yes: the plugins ($PLUGINS) must be inside BUILD_DIR ($BUILD_DIR), the tree the guest sees"
+  # QEMU's hostfwd cannot bind a port that still has connections in TIME-WAIT (a cluster
+  # started again at once: its last slurmd's, for up to a minute).
+  wait_for 90 "port $SLURMD_PORT to be free of the last guest's connections" bash -c \
+    "[[ -z \$(ss -Htan state time-wait '( sport = :$SLURMD_PORT )') ]]"
   GUEST_TREE=$BUILD_DIR GUEST_HOSTFWD="tcp:127.0.0.1:$SLURMD_PORT-:$SLURMD_PORT" \
     guest_sh start "$GUEST_DIR" >>"$E2E_DIR/log/guest-boot.log" 2>&1 &
   echo $! >"$E2E_DIR/run/guest-boot.pid"

@@ -6,6 +6,11 @@
 # the guest's kernel, the job's task sees COMPOSER_NVME name that drive's namespace and reads
 # it, and after the job the epilog and composer-slurmctld release it: device_del, and the drive
 # is gone from the guest, nothing attached, no state file left.
+# Then a surprise removal: a second job holds its drive open and reads it, and the fabric pulls
+# the drive by itself (fake_redfish's /control/unplug: device_del, the fabric no longer lists
+# it). The job's reads come back short, composerd's reconciler marks the drive failed (the
+# fabric lost the attachment) and tells the job on its standard error (notify), the job ends,
+# and its release leaves nothing composed, on the fabric or in the guest's state.
 #
 #   slurm_scenario.sh
 #
@@ -59,13 +64,14 @@ t=$SECONDS
 log "cluster up with the guest as its node in $((SECONDS - t)) s ($(grep -o 'booted under .*' "$E2E_DIR/log/guest-boot.log" || true))"
 eval "$("$CLUSTER" env)"
 export SLURM_CONF
-# shellcheck source=../e2e/scenarios.sh
+# shellcheck source-path=SCRIPTDIR source=../e2e/scenarios.sh
 source "$SRC/tests/e2e/scenarios.sh"  # api, wait_until, job_state, attached, ...
 GUEST_DIR=$E2E_DIR/guests/node01
 SHARE=$GUEST_DIR/share  # the guest's /mnt/share
 g() { "$HERE/guest.sh" exec "$GUEST_DIR" --timeout 120 -- "$@"; }
 
 # --- a job composes a drive: hot-plugged, found by its serial, used by the job, released
+# shellcheck disable=SC2016  # the job's shell expands its variables
 j=$(sbatch --parsable --compose-nvme=1 --chdir=/mnt/share -o "/mnt/share/job-%j.out" --wrap '
   env | grep ^COMPOSER_ | sort
   d=${COMPOSER_NVME%%,*}
@@ -100,4 +106,59 @@ g "test ! -e $dev && ! ls /sys/class/nvme/ 2>/dev/null | grep -q ." ||
 [[ $(event_kinds "$j") == *released* ]] || die "ledger of job $j: $(event_kinds "$j")"
 g "test ! -e $E2E_DIR/plugin-state/job-$j.json" || die "the guest's plugin state of job $j is left behind"
 log "job $j: released, device_del done, $dev gone from the guest ($(grep -o "DEVICE_DELETED [0-9.]* s" "$E2E_DIR/log/fake_redfish.log" | tail -1))"
+
+# --- surprise removal: the fabric pulls a running job's drive by itself (fake_redfish's
+# /control/unplug: device_del in the guest, and the fabric no longer lists the drive on node01).
+# The job holds the drive open and reads it (O_DIRECT, past the page cache) until a read comes
+# back short: Linux 6.1 answers reads of a drive removed under an open file with end of file
+# (0 bytes, the disk's size now 0), not with an error.
+# shellcheck disable=SC2016  # the job's shell expands its variables
+j=$(sbatch --parsable --compose-nvme=1 --chdir=/mnt/share -o "/mnt/share/job-%j.out" --wrap '
+  d=${COMPOSER_NVME%%,*}
+  exec 3<"$d" || exit 1
+  echo "HOLDING=$d"
+  n=0
+  while got=$(dd bs=4096 count=1 iflag=direct status=none <&3 2>/tmp/read.err | wc -c); [ "$got" = 4096 ]; do
+    n=$((n + 1))
+    [ $n -lt 1500 ] || { echo NEVER_LOST; exit 1; }
+    [ $n != 1 ] || touch "/mnt/share/reading-$SLURM_JOB_ID"
+    sleep 0.2
+  done
+  echo "LOST after $n reads: a read gave $got bytes $(cat /tmp/read.err)"
+  # Degraded, the job carries on until the test has looked.
+  for i in $(seq 600); do [ -e "/mnt/share/done-$SLURM_JOB_ID" ] && break; sleep 0.2; done') ||
+  die "sbatch refused the surprise job"
+wait_until 120 test -e "$SHARE/reading-$j" || die "job $j never read its drive ($(job_state "$j"))"
+ids=$(attached_to_job_of_type "$j" nvme)
+[[ -n $ids && $ids != *,* ]] || die "composerd holds '$ids' as job $j's drive"
+serial=$(api_all /v1/devices type=nvme | jq -r --arg id "$ids" '.devices[] | select(.id == $id) | .identity.serial')
+port=$(cat "$E2E_DIR/run/fake_redfish.port")
+t=$SECONDS
+curl -fsS -X POST -d "{\"block\":\"$ids\"}" "http://127.0.0.1:$port/control/unplug" ||
+  die "the fabric could not pull $ids"
+log "the fabric pulled $ids (serial $serial) from under job $j in $((SECONDS - t)) s ($(grep -o "DEVICE_DELETED [0-9.]* s" "$E2E_DIR/log/fake_redfish.log" | tail -1))"
+out=$SHARE/job-$j.out
+wait_until 60 grep -q '^LOST after' "$out" || die "job $j's reads of its drive never failed: $(cat "$out")"
+log "job $j: $(grep '^LOST after' "$out")"
+g "! ls /sys/class/nvme/ 2>/dev/null | grep -q ." || die "the guest still shows an NVMe controller after the pull"
+# composerd's reconciler sees the lost attachment: the drive failed, the job told (notify,
+# the default reaction) on its standard error.
+device() { api_all /v1/devices type=nvme | jq -c --arg id "$ids" '.devices[] | select(.id == $id)'; }
+device_failed() { [[ $(device | jq -r .health) == critical ]]; }
+wait_until 60 device_failed || die "composerd did not mark $ids failed: $(device)"
+log "composerd: $ids $(device | jq -r '"health \(.health), state \(.state)"')"
+wait_until 60 grep -q "device $ids failed" "$out" || die "job $j was not told: $(cat "$out")"
+log "job $j told: $(grep "device $ids failed" "$out" | head -1)"
+touch "$SHARE/done-$j"
+wait_until 60 finished "$j" || die "job $j did not finish after its drive was pulled ($(job_state "$j"))"
+log "job $j ended $(job_state "$j")"
+# Nothing leaked: no composition, the drive on no system of the fabric and in no state file.
+wait_until 60 nothing_attached || die "$(attached) devices still attached after job $j"
+[[ $(event_kinds "$j") == *released* ]] || die "ledger of job $j: $(event_kinds "$j")"
+g "test ! -e $E2E_DIR/plugin-state/job-$j.json" || die "the guest's plugin state of job $j is left behind"
+curl -fsS "http://127.0.0.1:$port/control/state" | jq -e --arg id "$ids" 'all(.systems[]; index($id) == null)' >/dev/null ||
+  die "the fabric still lists $ids on a system: $(curl -fsS "http://127.0.0.1:$port/control/state")"
+grep -q "composer: epilog: job $j on node guest: released" "$GUEST_DIR/share/log/slurmd.log" ||
+  die "the guest's epilog did not release job $j: $(grep "job $j" "$GUEST_DIR/share/log/slurmd.log")"
+log "job $j: released by its epilog; composerd now shows $ids $(device | jq -c '{state, health}')"
 log PASS
