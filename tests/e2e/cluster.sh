@@ -68,7 +68,8 @@
 # node01) with its own kernel: the fake Redfish service hot-plugs each drive it composes into
 # the guest over QMP (tests/kvm/qmp.py), and the guest runs munged (this cluster's key) and
 # slurmd with the real plugin, which finds each device in the guest's kernel (host_check=wait,
-# no roots). The guest sees this host's loopback at 10.0.2.2 (QEMU's user networking) and
+# no roots), each job in a cgroup v2 of its own (task/cgroup) where the plugin fences its
+# devices. The guest sees this host's loopback at 10.0.2.2 (QEMU's user networking) and
 # slurmctld reaches its slurmd at 127.0.0.1:SLURMD_PORT (hostfwd). The build tree is shared
 # into the guest at its own path, so the plugin must be built inside BUILD_DIR. The guest has
 # this cluster's files at the same paths ($E2E_DIR/etc, its own munge socket, plugin state and
@@ -785,18 +786,26 @@ start_guest_slurmd() {
   rm -f "$E2E_DIR/run/guest-boot.pid"
   local files=$GUEST_DIR/share/e2e
   mkdir -p "$files" "$GUEST_DIR/share/log"
-  sed "s|^SlurmctldHost=.*|SlurmctldHost=$CTLD_HOST(10.0.2.2)|" "$SLURM_CONF" >"$files/slurm.conf"
+  # The guest's slurmd puts each job in a cgroup v2 of its own, as a site's does, under the
+  # systemd unit it runs in (Delegate=yes), so that the plugin fences the jobs' devices; Slurm
+  # constrains none itself (ConstrainDevices=no): a refused open is the plugin's.
+  sed -e "s|^SlurmctldHost=.*|SlurmctldHost=$CTLD_HOST(10.0.2.2)|" \
+    -e 's|^TaskPlugin=.*|TaskPlugin=task/cgroup|' -e 's|^ProctrackType=.*|ProctrackType=proctrack/cgroup|' \
+    "$SLURM_CONF" >"$files/slurm.conf"
+  printf 'CgroupPlugin=cgroup/v2\nConstrainDevices=no\n' >"$files/cgroup.conf"
   sed 's|http://127\.0\.0\.1:|http://10.0.2.2:|g' "$E2E_DIR/etc/plugstack.conf" >"$files/plugstack.conf"
   cp "$E2E_DIR/etc/gres.conf" "$E2E_DIR/munge/munge.key" "$files/"
   guest_sh exec "$GUEST_DIR" --timeout 120 -- "set -e
     d=$E2E_DIR
     mkdir -p \$d/etc \$d/munge \$d/run \$d/log \$d/state \$d/spool/slurmd-guest \$d/plugin-state
     mount --bind /mnt/share/log \$d/log
-    cp /mnt/share/e2e/slurm.conf /mnt/share/e2e/plugstack.conf /mnt/share/e2e/gres.conf \$d/etc/
+    cp /mnt/share/e2e/slurm.conf /mnt/share/e2e/cgroup.conf /mnt/share/e2e/plugstack.conf \
+      /mnt/share/e2e/gres.conf \$d/etc/
     install -m 400 /mnt/share/e2e/munge.key \$d/munge/munge.key
     /usr/sbin/munged --force --num-threads=2 --key-file=\$d/munge/munge.key --socket=$MUNGE_SOCKET \
       --pid-file=\$d/run/munged.pid --log-file=\$d/log/munged.log --seed-file=\$d/munge/munged.seed
-    /usr/sbin/slurmd -f \$d/etc/slurm.conf -N guest" >>"$E2E_DIR/log/guest-boot.log" 2>&1 ||
+    systemd-run --unit=composer-slurmd -p Delegate=yes /usr/sbin/slurmd -D -f \$d/etc/slurm.conf -N guest" \
+    >>"$E2E_DIR/log/guest-boot.log" 2>&1 ||
     die "munged or slurmd did not start in the guest: $(tail -5 "$E2E_DIR/log/guest-boot.log"; tail -5 "$GUEST_DIR/share/log/slurmd.log" 2>/dev/null)"
   # Its registration crosses QEMU's user networking under TCG: seconds.
   wait_for 120 "the guest's node to be idle" bash -c \

@@ -6,9 +6,10 @@
 # the guest's kernel, the job's task sees COMPOSER_NVME name that drive's namespace and reads
 # it, and after the job the epilog and composer-slurmctld release it: device_del, and the drive
 # is gone from the guest, nothing attached, no state file left.
-# Then a surprise removal: a second job holds its drive open and reads it, and the fabric pulls
-# the drive by itself (fake_redfish's /control/unplug: device_del, the fabric no longer lists
-# it). The job's reads come back short, composerd's reconciler marks the drive failed (the
+# Then a second job holds its drive open and reads it; a third job on the node is refused that
+# drive (EPERM: the plugin's cgroup v2 device program, in the guest's kernel). Then a surprise
+# removal: the fabric pulls the drive by itself (fake_redfish's /control/unplug: device_del,
+# the fabric no longer lists it). The job's reads come back short, composerd's reconciler marks the drive failed (the
 # fabric lost the attachment) and tells the job on its standard error (notify), the job ends,
 # and its release leaves nothing composed, on the fabric or in the guest's state.
 #
@@ -131,6 +132,17 @@ j=$(sbatch --parsable --compose-nvme=1 --chdir=/mnt/share -o "/mnt/share/job-%j.
 wait_until 120 test -e "$SHARE/reading-$j" || die "job $j never read its drive ($(job_state "$j"))"
 ids=$(attached_to_job_of_type "$j" nvme)
 [[ -n $ids && $ids != *,* ]] || die "composerd holds '$ids' as job $j's drive"
+
+# --- the fence, in the guest's cgroup v2: another job on the node cannot open that drive
+# (the plugin's device program; Slurm constrains no device here), a process outside the jobs can.
+dev=$(sed -n 's/^HOLDING=//p' "$SHARE/job-$j.out")
+other=$(sbatch --parsable --chdir=/mnt/share -o "/mnt/share/job-%j.out" \
+  --wrap "dd if=$dev of=/dev/null bs=4096 count=1 status=none && echo OPENED") || die "sbatch refused the fenced job"
+wait_until 120 finished "$other" || die "job $other did not finish ($(job_state "$other"))"
+grep -q "failed to open '$dev': Operation not permitted" "$SHARE/job-$other.out" ||
+  die "job $other, beside job $j, was not refused $dev: $(cat "$SHARE/job-$other.out")"
+g "dd if=$dev of=/dev/null bs=4096 count=1 status=none" || die "a process outside the jobs cannot read $dev"
+log "job $other: $(cat "$SHARE/job-$other.out") (job $j's drive; outside the jobs it opens)"
 serial=$(api_all /v1/devices type=nvme | jq -r --arg id "$ids" '.devices[] | select(.id == $id) | .identity.serial')
 port=$(cat "$E2E_DIR/run/fake_redfish.port")
 t=$SECONDS
