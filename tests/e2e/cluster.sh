@@ -63,17 +63,18 @@
 # $E2E_DIR/host) whose kernel follows the fabric: at the prolog's rescan the devices composerd
 # attached appear with the identities the fabric reported, and the real processes holding its
 # device files show in its /proc; the plugin finds each device (host_check=wait).
-# E2E_GUEST=yes (FABRIC=redfish, one node): the node is a QEMU guest of the kvm level
-# (tests/kvm/guest.sh, folder $E2E_DIR/guests/node01, node name "guest", composed system
-# node01) with its own kernel: the fake Redfish service hot-plugs each drive it composes into
-# the guest over QMP (tests/kvm/qmp.py), and the guest runs munged (this cluster's key) and
+# E2E_GUEST=yes (FABRIC=redfish, E2E_NODES from 1 to 4): each node I is a QEMU guest of the
+# kvm level (tests/kvm/guest.sh, folder $E2E_DIR/guests/node0I, node name guestI, composed
+# system node0I) with its own kernel: the fake Redfish service hot-plugs each drive it composes
+# into its guest over QMP (tests/kvm/qmp.py), and each guest runs munged (this cluster's key) and
 # slurmd with the real plugin, which finds each device in the guest's kernel (host_check=wait,
 # no roots), each job in a cgroup v2 of its own (task/cgroup) where the plugin fences its
-# devices. The guest sees this host's loopback at 10.0.2.2 (QEMU's user networking) and
-# slurmctld reaches its slurmd at 127.0.0.1:SLURMD_PORT (hostfwd). The build tree is shared
+# devices. A guest sees this host's loopback at 10.0.2.2 (QEMU's user networking) and
+# slurmctld reaches guest I's slurmd at 127.0.0.1:SLURMD_PORT+I-1 (hostfwd; a job's steps
+# stay on one node: a guest cannot reach another's slurmd). The build tree is shared
 # into the guest at its own path, so the plugin must be built inside BUILD_DIR. The guest has
 # this cluster's files at the same paths ($E2E_DIR/etc, its own munge socket, plugin state and
-# spool), its log folder being the host's $E2E_DIR/guests/node01/share/log; jobs see the
+# spool), its log folder being the host's $E2E_DIR/guests/node0I/share/log; jobs see the
 # guest's mailbox at /mnt/share. Fabric calls get a minute (pciehp's removal takes seconds).
 set -euo pipefail
 
@@ -105,8 +106,8 @@ E2E_HOST_CHECK=${E2E_HOST_CHECK:-rescan}
 E2E_GUEST=${E2E_GUEST:-no}
 [[ $E2E_GUEST == yes || $E2E_GUEST == no ]] ||
   { echo "cluster: E2E_GUEST=$E2E_GUEST: expected yes or no" >&2; exit 2; }
-if [[ $E2E_GUEST == yes && ($FABRIC != redfish || ${E2E_NODES:-1} != 1 || $E2E_HOST_CHECK != rescan) ]]; then
-  echo "cluster: E2E_GUEST=yes needs FABRIC=redfish, E2E_NODES=1 and no E2E_HOST_CHECK (the guest's kernel is the host)" >&2
+if [[ $E2E_GUEST == yes && ($FABRIC != redfish || ! ${E2E_NODES:-1} =~ ^[1-4]$ || $E2E_HOST_CHECK != rescan) ]]; then
+  echo "cluster: E2E_GUEST=yes needs FABRIC=redfish, E2E_NODES from 1 to 4 and no E2E_HOST_CHECK (the guests' kernels are the hosts)" >&2
   exit 2
 fi
 [[ $E2E_HOST_CHECK == rescan || $E2E_HOST_CHECK == wait ]] ||
@@ -154,13 +155,13 @@ if ((E2E_ZONES > 1)) && [[ $FABRIC != sim || $E2E_NODES -lt $E2E_ZONES ]]; then
   echo "cluster: E2E_ZONES=$E2E_ZONES needs FABRIC=sim and at least as many nodes (E2E_NODES)" >&2
   exit 2
 fi
-if ((E2E_NODES > 1)) && [[ $FABRIC != sim ]]; then
+if ((E2E_NODES > 1)) && [[ $FABRIC != sim && $E2E_GUEST == no ]]; then
   echo "cluster: E2E_NODES=$E2E_NODES needs FABRIC=sim: the fake Redfish service maps one" \
     "composed system to this host only" >&2
   exit 2
 fi
 # The nodes: this host alone, or cn1..cnN behind the bridge. NODE is the first of them.
-if ((E2E_NODES > 1)); then
+if ((E2E_NODES > 1)) && [[ $E2E_GUEST == no ]]; then
   MULTI=yes
   NODES=()
   for ((n = 1; n <= E2E_NODES; n++)); do NODES+=("cn$n"); done
@@ -170,10 +171,12 @@ if ((E2E_NODES > 1)); then
 else
   MULTI=no
   NODES=("$CTLD_HOST")
-  [[ $E2E_GUEST == yes ]] && NODES=(guest)
   LISTEN_ADDR=127.0.0.1
+  if [[ $E2E_GUEST == yes ]]; then
+    NODES=()
+    for ((n = 1; n <= E2E_NODES; n++)); do NODES+=("guest$n"); done
+  fi
 fi
-GUEST_DIR=$E2E_DIR/guests/node01  # E2E_GUEST=yes: guest.sh's folder of the one guest
 NODE=${NODES[0]}
 E2E_URL=http://$LISTEN_ADDR:$E2E_PORT
 # Every composerd, in the order clients try them (the plugstack's lists).
@@ -438,7 +441,7 @@ start_fake_redfish() {
     pool=(--drive-ids 0x1b36:0x0010 --hot-plug "$SRC/tests/kvm/qmp.py --guests $E2E_DIR/guests")
     fabric_timeout=60s
   fi
-  setsid "$FAKE_REDFISH" "${pool[@]}" --port-file "$port_file" --hosts 1 --gpus-per-zone $((E2E_GPUS / 2)) \
+  setsid "$FAKE_REDFISH" "${pool[@]}" --port-file "$port_file" --hosts "${#NODES[@]}" --gpus-per-zone $((E2E_GPUS / 2)) \
     --username composer --password "$password" \
     >>"$E2E_DIR/log/fake_redfish.log" 2>&1 &
   echo $! >"$E2E_DIR/run/fake_redfish.pid"
@@ -453,8 +456,11 @@ FabricTimeout=$fabric_timeout
 FabricPollInterval=20ms
 FabricTaskWait=$([[ $E2E_GUEST == yes ]] && echo 60s || echo 15s)
 FabricSlots=64
-NodeName=$NODE FabricHost=node01
 CONF
+  local i
+  for ((i = 1; i <= ${#NODES[@]}; i++)); do
+    echo "NodeName=${NODES[i - 1]} FabricHost=$(printf 'node%02d' "$i")"
+  done >>"$E2E_DIR/etc/composer.conf"
 }
 
 # slurm.conf and gres.conf, with licenses and GRES counts from the pool composerd published.
@@ -550,9 +556,17 @@ Licenses=$licenses
 GresTypes=cgpu,cmem,cnvme
 ${E2E_SLURM_EXTRA:-}
 CONF
+  if [[ $E2E_GUEST == yes ]]; then
+    local i
+    for ((i = 1; i <= E2E_NODES; i++)); do
+      echo "NodeName=guest$i NodeAddr=127.0.0.1 Port=$((SLURMD_PORT + i - 1)) CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cmem:$mem_slots,cnvme:$nvme State=UNKNOWN"
+    done >>"$SLURM_CONF"
+    echo "PartitionName=main Nodes=guest[1-$E2E_NODES] Default=YES MaxTime=INFINITE State=UP" >>"$SLURM_CONF"
+    return 0
+  fi
   if [[ $MULTI == no ]]; then
     cat >>"$SLURM_CONF" <<CONF
-NodeName=$NODE$([[ $E2E_GUEST == yes ]] && echo " NodeAddr=127.0.0.1") CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cmem:$mem_slots,cnvme:$nvme State=UNKNOWN
+NodeName=$NODE CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cmem:$mem_slots,cnvme:$nvme State=UNKNOWN
 PartitionName=main Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 CONF
     return 0
@@ -761,31 +775,37 @@ nodes_idle() {  # every node idle
   ((idle == ${#NODES[@]}))
 }
 
-# --- E2E_GUEST=yes: the node is a QEMU guest -----------------------------------------------
+# --- E2E_GUEST=yes: the nodes are QEMU guests ----------------------------------------------
 guest_sh() { "$SRC/tests/kvm/guest.sh" "$@"; }
+guest_dir() { printf '%s/guests/node%02d' "$E2E_DIR" "$1"; }  # guest_dir I
 
-# Booted in the background while the services start (40 to 80 s under TCG); slurmctld reaches
-# the guest's slurmd through QEMU's hostfwd on this host's loopback.
-start_guest() {
-  [[ $PLUGINS/ == "$BUILD_DIR"/* ]] || die "E2E_GUEST=yes: the plugins ($PLUGINS) must be inside BUILD_DIR ($BUILD_DIR), the tree the guest sees"
-  # QEMU's hostfwd cannot bind a port that still has connections in TIME-WAIT (a cluster
-  # started again at once: its last slurmd's, for up to a minute).
-  wait_for 90 "port $SLURMD_PORT to be free of the last guest's connections" bash -c \
-    "[[ -z \$(ss -Htan state time-wait '( sport = :$SLURMD_PORT )') ]]"
-  GUEST_TREE=$BUILD_DIR GUEST_HOSTFWD="tcp:127.0.0.1:$SLURMD_PORT-:$SLURMD_PORT" \
-    guest_sh start "$GUEST_DIR" >>"$E2E_DIR/log/guest-boot.log" 2>&1 &
-  echo $! >"$E2E_DIR/run/guest-boot.pid"
+# Booted in the background while the services start (40 to 80 s each under TCG); slurmctld
+# reaches each guest's slurmd through QEMU's hostfwd on this host's loopback.
+start_guests() {
+  [[ $PLUGINS/ == "$BUILD_DIR"/* ]] || die "E2E_GUEST=yes: the plugins ($PLUGINS) must be inside BUILD_DIR ($BUILD_DIR), the tree the guests see"
+  local i port
+  for ((i = 1; i <= E2E_NODES; i++)); do
+    port=$((SLURMD_PORT + i - 1))
+    # QEMU's hostfwd cannot bind a port that still has connections in TIME-WAIT (a cluster
+    # started again at once: its last slurmd's, for up to a minute).
+    wait_for 90 "port $port to be free of the last guest's connections" bash -c \
+      "[[ -z \$(ss -Htan state time-wait '( sport = :$port )') ]]"
+    GUEST_TREE=$BUILD_DIR GUEST_HOSTFWD="tcp:127.0.0.1:$port-:$port" \
+      guest_sh start "$(guest_dir "$i")" >>"$E2E_DIR/log/guest$i-boot.log" 2>&1 &
+    echo $! >"$E2E_DIR/run/guest$i-boot.pid"
+  done
 }
 
-# The guest's copies of this cluster's files: the controller and composerd where the guest
+# Each guest's copies of this cluster's files: the controller and composerd where the guest
 # reaches them, then its own munged (this cluster's key) and slurmd, at the same paths.
-start_guest_slurmd() {
-  local pid
-  pid=$(cat "$E2E_DIR/run/guest-boot.pid")
-  wait "$pid" || die "the guest did not boot: $(tail -3 "$E2E_DIR/log/guest-boot.log")"
-  rm -f "$E2E_DIR/run/guest-boot.pid"
-  local files=$GUEST_DIR/share/e2e
-  mkdir -p "$files" "$GUEST_DIR/share/log"
+start_guest_slurmd() {  # start_guest_slurmd I
+  local i=$1 dir pid
+  dir=$(guest_dir "$i")
+  pid=$(cat "$E2E_DIR/run/guest$i-boot.pid")
+  wait "$pid" || die "guest $i did not boot: $(tail -3 "$E2E_DIR/log/guest$i-boot.log")"
+  rm -f "$E2E_DIR/run/guest$i-boot.pid"
+  local files=$dir/share/e2e
+  mkdir -p "$files" "$dir/share/log"
   # The guest's slurmd puts each job in a cgroup v2 of its own, as a site's does, under the
   # systemd unit it runs in (Delegate=yes), so that the plugin fences the jobs' devices; Slurm
   # constrains none itself (ConstrainDevices=no): a refused open is the plugin's.
@@ -795,27 +815,28 @@ start_guest_slurmd() {
   printf 'CgroupPlugin=cgroup/v2\nConstrainDevices=no\n' >"$files/cgroup.conf"
   sed 's|http://127\.0\.0\.1:|http://10.0.2.2:|g' "$E2E_DIR/etc/plugstack.conf" >"$files/plugstack.conf"
   cp "$E2E_DIR/etc/gres.conf" "$E2E_DIR/munge/munge.key" "$files/"
-  guest_sh exec "$GUEST_DIR" --timeout 120 -- "set -e
+  guest_sh exec "$dir" --timeout 120 -- "set -e
     d=$E2E_DIR
-    mkdir -p \$d/etc \$d/munge \$d/run \$d/log \$d/state \$d/spool/slurmd-guest \$d/plugin-state
+    mkdir -p \$d/etc \$d/munge \$d/run \$d/log \$d/state \$d/spool/slurmd-guest$i \$d/plugin-state
     mount --bind /mnt/share/log \$d/log
     cp /mnt/share/e2e/slurm.conf /mnt/share/e2e/cgroup.conf /mnt/share/e2e/plugstack.conf \
       /mnt/share/e2e/gres.conf \$d/etc/
     install -m 400 /mnt/share/e2e/munge.key \$d/munge/munge.key
     /usr/sbin/munged --force --num-threads=2 --key-file=\$d/munge/munge.key --socket=$MUNGE_SOCKET \
       --pid-file=\$d/run/munged.pid --log-file=\$d/log/munged.log --seed-file=\$d/munge/munged.seed
-    systemd-run --unit=composer-slurmd -p Delegate=yes /usr/sbin/slurmd -D -f \$d/etc/slurm.conf -N guest" \
-    >>"$E2E_DIR/log/guest-boot.log" 2>&1 ||
-    die "munged or slurmd did not start in the guest: $(tail -5 "$E2E_DIR/log/guest-boot.log"; tail -5 "$GUEST_DIR/share/log/slurmd.log" 2>/dev/null)"
-  # Its registration crosses QEMU's user networking under TCG: seconds.
-  wait_for 120 "the guest's node to be idle" bash -c \
-    "SLURM_CONF='$SLURM_CONF' sinfo -h -n guest -o %T | grep -qx idle"
+    systemd-run --unit=composer-slurmd -p Delegate=yes /usr/sbin/slurmd -D -f \$d/etc/slurm.conf -N guest$i" \
+    >>"$E2E_DIR/log/guest$i-boot.log" 2>&1 ||
+    die "munged or slurmd did not start in guest $i: $(tail -5 "$E2E_DIR/log/guest$i-boot.log"; tail -5 "$dir/share/log/slurmd.log" 2>/dev/null)"
 }
 
-stop_guest() {
-  [[ -d $GUEST_DIR ]] || return 0
-  stop_pid guest-boot
-  guest_sh stop "$GUEST_DIR" 2>/dev/null || true
+stop_guests() {
+  local file dir
+  for file in "$E2E_DIR"/run/guest*-boot.pid; do
+    [[ -f $file ]] && stop_pid "$(basename "$file" .pid)"
+  done
+  for dir in "$E2E_DIR"/guests/node*; do
+    [[ -d $dir ]] && { guest_sh stop "$dir" 2>/dev/null || true; }
+  done
 }
 
 start_slurm() {
@@ -824,7 +845,10 @@ start_slurm() {
   done
   COMPOSER_CONF=$E2E_DIR/etc/composer.conf /usr/sbin/slurmctld -f "$SLURM_CONF"
   if [[ $E2E_GUEST == yes ]]; then
-    start_guest_slurmd
+    local i
+    for ((i = 1; i <= E2E_NODES; i++)); do start_guest_slurmd "$i"; done
+    # Their registrations cross QEMU's user networking under TCG: seconds.
+    wait_for 120 "nodes ${NODES[*]} to be idle" nodes_idle
     return 0
   fi
   if [[ $MULTI == no ]]; then
@@ -926,7 +950,7 @@ stop_all() {
     stop_pid "$(basename "$file" .pid)" &  # the nodes side by side: each takes seconds
   done
   wait
-  stop_guest
+  stop_guests
   stop_network_processes
   stop_pid slurmctld
   stop_pid slurmdbd
@@ -946,7 +970,7 @@ case ${1:-} in
     "$0" stop || true
     write_configs
     if [[ $MULTI == yes ]]; then start_network; fi
-    if [[ $E2E_GUEST == yes ]]; then start_guest; fi
+    if [[ $E2E_GUEST == yes ]]; then start_guests; fi
     start_munged
     if [[ $FABRIC == redfish ]]; then start_fake_redfish; fi
     if [[ $E2E_COMPOSERDS == 2 ]]; then start_postgresql; fi

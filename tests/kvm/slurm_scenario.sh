@@ -12,11 +12,14 @@
 # the fabric no longer lists it). The job's reads come back short, composerd's reconciler marks the drive failed (the
 # fabric lost the attachment) and tells the job on its standard error (notify), the job ends,
 # and its release leaves nothing composed, on the fabric or in the guest's state.
+# With E2E_NODES=N (up to 4) the cluster has N guests, guest1..guestN; the jobs above run on
+# guest1, then one job on each guest at once gets a drive hot-plugged into its own guest.
 #
 #   slurm_scenario.sh
 #
 # Environment: BUILD_DIR (default build), E2E_DIR (default /tmp/composer-e2e-kvm; wiped at
-# start; named composer-e2e*), E2E_PORT, CTLD_PORT, SLURMD_PORT (cluster.sh's; the ctest
+# start; named composer-e2e*), E2E_NODES (default 1), E2E_PORT, CTLD_PORT, SLURMD_PORT (guest I's
+# slurmd on SLURMD_PORT+I-1) (cluster.sh's; the ctest
 # entries give each scenario its own). Root; exits 77 (skipped) without QEMU, mmdebstrap or the
 # guest image (tests/kvm/guest.sh image), or not root.
 set -euo pipefail
@@ -49,8 +52,8 @@ CLUSTER=$SRC/tests/e2e/cluster.sh
 cleanup() {
   local rc=$? f
   if ((rc != 0)); then
-    for f in "$E2E_DIR"/log/{slurmctld,composerd,composer-slurmctld,fake_redfish,guest-boot}.log \
-      "$E2E_DIR"/guests/node01/share/log/slurmd.log "$E2E_DIR"/guests/node01/console.log; do
+    for f in "$E2E_DIR"/log/{slurmctld,composerd,composer-slurmctld,fake_redfish}.log \
+      "$E2E_DIR"/log/guest*-boot.log "$E2E_DIR"/guests/node*/share/log/slurmd.log "$E2E_DIR"/guests/node*/console.log; do
       [[ -f $f ]] && { echo "--- last lines of $f"; tail -25 "$f"; }
     done >&2
   fi
@@ -62,18 +65,19 @@ trap 'exit 143' TERM INT
 
 t=$SECONDS
 "$CLUSTER" start || die "the cluster with its guest node did not start"
-log "cluster up with the guest as its node in $((SECONDS - t)) s ($(grep -o 'booted under .*' "$E2E_DIR/log/guest-boot.log" || true))"
+log "cluster up with its guests as its nodes in $((SECONDS - t)) s ($(cat "$E2E_DIR"/log/guest*-boot.log | grep -o 'booted under tcg in [0-9]* s\|booted under kvm in [0-9]* s' | paste -sd, -))"
 eval "$("$CLUSTER" env)"
 export SLURM_CONF
 # shellcheck source-path=SCRIPTDIR source=../e2e/scenarios.sh
 source "$SRC/tests/e2e/scenarios.sh"  # api, wait_until, job_state, attached, ...
+# The jobs run on guest1, whose folder is guests/node01 (its /mnt/share is SHARE).
 GUEST_DIR=$E2E_DIR/guests/node01
-SHARE=$GUEST_DIR/share  # the guest's /mnt/share
+SHARE=$GUEST_DIR/share
 g() { "$HERE/guest.sh" exec "$GUEST_DIR" --timeout 120 -- "$@"; }
 
 # --- a job composes a drive: hot-plugged, found by its serial, used by the job, released
 # shellcheck disable=SC2016  # the job's shell expands its variables
-j=$(sbatch --parsable --compose-nvme=1 --chdir=/mnt/share -o "/mnt/share/job-%j.out" --wrap '
+j=$(sbatch --parsable -w guest1 --compose-nvme=1 --chdir=/mnt/share -o "/mnt/share/job-%j.out" --wrap '
   env | grep ^COMPOSER_ | sort
   d=${COMPOSER_NVME%%,*}
   test -b "$d" && echo "SERIAL=$(tr -d " " <"/sys/class/block/${d#/dev/}/device/serial")"
@@ -84,7 +88,7 @@ wait_until 120 finished "$j" || die "job $j did not finish within 120 s ($(job_s
 log "job $j ran on the guest and completed in $((SECONDS - t)) s"
 out=$SHARE/job-$j.out
 [[ -f $out ]] || die "job $j wrote no output in the guest"
-[[ $(job_field "$j" NodeList) == guest ]] || die "job $j ran on $(job_field "$j" NodeList), not the guest"
+[[ $(job_field "$j" NodeList) == guest1 ]] || die "job $j ran on $(job_field "$j" NodeList), not guest1"
 dev=$(sed -n 's/^COMPOSER_NVME=//p' "$out")
 [[ $dev =~ ^/dev/nvme[0-9]+n1$ ]] || die "COMPOSER_NVME is '$dev', not one namespace of the guest's kernel: $(cat "$out")"
 # The drive composerd composed for the job, by the serial the fabric reported for it.
@@ -114,7 +118,7 @@ log "job $j: released, device_del done, $dev gone from the guest ($(grep -o "DEV
 # back short: Linux 6.1 answers reads of a drive removed under an open file with end of file
 # (0 bytes, the disk's size now 0), not with an error.
 # shellcheck disable=SC2016  # the job's shell expands its variables
-j=$(sbatch --parsable --compose-nvme=1 --chdir=/mnt/share -o "/mnt/share/job-%j.out" --wrap '
+j=$(sbatch --parsable -w guest1 --compose-nvme=1 --chdir=/mnt/share -o "/mnt/share/job-%j.out" --wrap '
   d=${COMPOSER_NVME%%,*}
   exec 3<"$d" || exit 1
   echo "HOLDING=$d"
@@ -136,7 +140,7 @@ ids=$(attached_to_job_of_type "$j" nvme)
 # --- the fence, in the guest's cgroup v2: another job on the node cannot open that drive
 # (the plugin's device program; Slurm constrains no device here), a process outside the jobs can.
 dev=$(sed -n 's/^HOLDING=//p' "$SHARE/job-$j.out")
-other=$(sbatch --parsable --chdir=/mnt/share -o "/mnt/share/job-%j.out" \
+other=$(sbatch --parsable -w guest1 --chdir=/mnt/share -o "/mnt/share/job-%j.out" \
   --wrap "dd if=$dev of=/dev/null bs=4096 count=1 status=none && echo OPENED") || die "sbatch refused the fenced job"
 wait_until 120 finished "$other" || die "job $other did not finish ($(job_state "$other"))"
 grep -q "failed to open '$dev': Operation not permitted" "$SHARE/job-$other.out" ||
@@ -170,7 +174,39 @@ wait_until 60 nothing_attached || die "$(attached) devices still attached after 
 g "test ! -e $E2E_DIR/plugin-state/job-$j.json" || die "the guest's plugin state of job $j is left behind"
 curl -fsS "http://127.0.0.1:$port/control/state" | jq -e --arg id "$ids" 'all(.systems[]; index($id) == null)' >/dev/null ||
   die "the fabric still lists $ids on a system: $(curl -fsS "http://127.0.0.1:$port/control/state")"
-grep -q "composer: epilog: job $j on node guest: released" "$GUEST_DIR/share/log/slurmd.log" ||
+grep -q "composer: epilog: job $j on node guest1: released" "$GUEST_DIR/share/log/slurmd.log" ||
   die "the guest's epilog did not release job $j: $(grep "job $j" "$GUEST_DIR/share/log/slurmd.log")"
 log "job $j: released by its epilog; composerd now shows $ids $(device | jq -c '{state, health}')"
+
+# --- E2E_NODES guests side by side: one job on each at once, each drive hot-plugged into the
+# job's own guest and found there by its serial.
+if ((${E2E_NODES:-1} > 1)); then
+  # k, not i: scenarios.sh's wait_until counts with i.
+  jobs=()
+  for ((k = 1; k <= E2E_NODES; k++)); do
+    # shellcheck disable=SC2016  # the job's shell expands its variables
+    jobs+=("$(sbatch --parsable -w "guest$k" --compose-nvme=1 --chdir=/mnt/share -o "/mnt/share/job-%j.out" --wrap '
+      d=${COMPOSER_NVME%%,*}
+      echo "SERIAL=$(tr -d " " <"/sys/class/block/${d#/dev/}/device/serial")"
+      echo "DRIVES=$(ls /sys/class/nvme | wc -l)"
+      sleep 10')") || die "sbatch refused the job for guest$k"
+  done
+  for ((k = 1; k <= E2E_NODES; k++)); do
+    j=${jobs[k - 1]}
+    wait_until 180 finished "$j" || die "job $j on guest$k did not finish ($(job_state "$j"))"
+    [[ $(job_state "$j") == COMPLETED ]] || die "job $j on guest$k ended $(job_state "$j")"
+    ids=$(api /v1/events "job=$j" | jq -r '[.events[] | select(.kind == "ready") | .devices[]] | unique | join(",")')
+    serial=$(api_all /v1/devices type=nvme | jq -r --arg id "$ids" '.devices[] | select(.id == $id) | .identity.serial')
+    out=$(printf '%s/guests/node%02d/share/job-%s.out' "$E2E_DIR" "$k" "$j")
+    [[ -n $serial && $(cat "$out" 2>/dev/null) == "SERIAL=$serial"$'\n'"DRIVES=1" ]] ||
+      die "job $j on guest$k saw '$(cat "$out" 2>/dev/null)'; composerd composed $ids (serial $serial) for it"
+    log "job $j: guest$k shows its drive $ids (serial $serial) and no other"
+  done
+  wait_until 60 nothing_attached || die "$(attached) devices still attached after jobs ${jobs[*]}"
+  for ((k = 1; k <= E2E_NODES; k++)); do
+    "$HERE/guest.sh" exec "$(printf '%s/guests/node%02d' "$E2E_DIR" "$k")" -- "! ls /sys/class/nvme | grep -q ." ||
+      die "guest$k still shows an NVMe controller after the release"
+  done
+  log "jobs ${jobs[*]}: released, every guest without its drive"
+fi
 log PASS
