@@ -815,8 +815,12 @@ start_guest_slurmd() {  # start_guest_slurmd I
   printf 'CgroupPlugin=cgroup/v2\nConstrainDevices=no\n' >"$files/cgroup.conf"
   sed 's|http://127\.0\.0\.1:|http://10.0.2.2:|g' "$E2E_DIR/etc/plugstack.conf" >"$files/plugstack.conf"
   cp "$E2E_DIR/etc/gres.conf" "$E2E_DIR/munge/munge.key" "$files/"
+  # The guest's $E2E_DIR is a tmpfs of its own: the path may lie in the build tree, which the
+  # guest sees read-only.
   guest_sh exec "$dir" --timeout 120 -- "set -e
     d=$E2E_DIR
+    mkdir -p \$d
+    mount -t tmpfs -o mode=755 composer-e2e \$d
     mkdir -p \$d/etc \$d/munge \$d/run \$d/log \$d/state \$d/spool/slurmd-guest$i \$d/plugin-state
     mount --bind /mnt/share/log \$d/log
     cp /mnt/share/e2e/slurm.conf /mnt/share/e2e/cgroup.conf /mnt/share/e2e/plugstack.conf \
