@@ -779,7 +779,7 @@ nodes_idle() {  # every node idle
 guest_sh() { "$SRC/tests/kvm/guest.sh" "$@"; }
 guest_dir() { printf '%s/guests/node%02d' "$E2E_DIR" "$1"; }  # guest_dir I
 
-# Booted in the background while the services start (40 to 80 s each under TCG); slurmctld
+# Booted in the background while slurmctld starts (40 to 80 s each under TCG); slurmctld
 # reaches each guest's slurmd through QEMU's hostfwd on this host's loopback.
 start_guests() {
   [[ $PLUGINS/ == "$BUILD_DIR"/* ]] || die "E2E_GUEST=yes: the plugins ($PLUGINS) must be inside BUILD_DIR ($BUILD_DIR), the tree the guests see"
@@ -974,11 +974,12 @@ case ${1:-} in
     "$0" stop || true
     write_configs
     if [[ $MULTI == yes ]]; then start_network; fi
-    if [[ $E2E_GUEST == yes ]]; then start_guests; fi
     start_munged
     if [[ $FABRIC == redfish ]]; then start_fake_redfish; fi
     if [[ $E2E_COMPOSERDS == 2 ]]; then start_postgresql; fi
     start_composerd
+    # After composerd: guests booting under TCG take every core, and composerd has 20 s.
+    if [[ $E2E_GUEST == yes ]]; then start_guests; fi
     if [[ $E2E_HOST_CHECK == wait ]]; then start_fake_host; fi
     write_slurm_configs
     if [[ $E2E_ACCOUNTING == yes ]]; then
