@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
-# The kvm level's Slurm scenario: the node of a tests/e2e cluster is a QEMU guest with its own
-# kernel (cluster.sh's E2E_GUEST=yes), whose slurmd runs the real plugin. A batch job submitted
-# with --compose-nvme=1 lands on the guest; composer-slurmctld composes the drive, the fake
-# Redfish service hot-plugs it over QMP, the plugin's prolog in slurmd finds it by its serial in
-# the guest's kernel, the job's task sees COMPOSER_NVME name that drive's namespace and reads
-# it, and after the job the epilog and composer-slurmctld release it: device_del, and the drive
-# is gone from the guest, nothing attached, no state file left.
+# The kvm level's Slurm scenario: the nodes of a tests/e2e cluster are QEMU guests with their
+# own kernels (cluster.sh's E2E_GUEST=yes), whose slurmd runs the real plugin. A batch job
+# submitted with --compose-nvme=1 lands on guest1; composer-slurmctld composes the drive, the
+# fake Redfish service hot-plugs it over QMP, the plugin's prolog in slurmd finds it by its
+# serial in the guest's kernel, the job's task sees COMPOSER_NVME name that drive's namespace
+# and reads it, and after the job the epilog and composer-slurmctld release it: device_del, and
+# the drive is gone from the guest, nothing attached, no state file left.
 # Then a second job holds its drive open and reads it; a third job on the node is refused that
 # drive (EPERM: the plugin's cgroup v2 device program, in the guest's kernel). Then a surprise
 # removal: the fabric pulls the drive by itself (fake_redfish's /control/unplug: device_del,
-# the fabric no longer lists it). The job's reads come back short, composerd's reconciler marks the drive failed (the
-# fabric lost the attachment) and tells the job on its standard error (notify), the job ends,
-# and its release leaves nothing composed, on the fabric or in the guest's state.
+# the fabric no longer lists it). The job's reads come back short, composerd's reconciler
+# marks the drive failed (the fabric lost the attachment) and tells the job on its standard
+# error (notify), the job ends, and its release leaves nothing composed, on the fabric or in
+# the guest's state.
 # With E2E_NODES=N (up to 4) the cluster has N guests, guest1..guestN; the jobs above run on
 # guest1, then one job on each guest at once gets a drive hot-plugged into its own guest.
 #
 #   slurm_scenario.sh
 #
 # Environment: BUILD_DIR (default build), E2E_DIR (default /tmp/composer-e2e-kvm; wiped at
-# start; named composer-e2e*), E2E_NODES (default 1), E2E_PORT, CTLD_PORT, SLURMD_PORT (guest I's
-# slurmd on SLURMD_PORT+I-1) (cluster.sh's; the ctest
-# entries give each scenario its own). Root; exits 77 (skipped) without QEMU, mmdebstrap or the
-# guest image (tests/kvm/guest.sh image), or not root.
+# start; named composer-e2e*), E2E_NODES (default 1), and cluster.sh's ports E2E_PORT,
+# CTLD_PORT and SLURMD_PORT (guest I's slurmd on SLURMD_PORT+I-1; the ctest entries give each
+# scenario its own). Root; exits 77 (skipped) without QEMU, mmdebstrap or the guest image
+# (tests/kvm/guest.sh image), or not root.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
