@@ -177,7 +177,9 @@ curl -fsS "http://127.0.0.1:$port/control/state" | jq -e --arg id "$ids" 'all(.s
   die "the fabric still lists $ids on a system: $(curl -fsS "http://127.0.0.1:$port/control/state")"
 grep -q "composer: epilog: job $j on node guest1: released" "$GUEST_DIR/share/log/slurmd.log" ||
   die "the guest's epilog did not release job $j: $(grep "job $j" "$GUEST_DIR/share/log/slurmd.log")"
-log "job $j: released by its epilog; composerd now shows $ids $(device | jq -c '{state, health}')"
+# Released, the pulled drive stays out of the pool (drained) until an admin resumes it.
+[[ $(device | jq -r .drained) == true ]] || die "composerd offers the pulled drive again: $(device)"
+log "job $j: released by its epilog; composerd now shows $ids $(device | jq -c '{state, health, drain_reason}')"
 
 # --- E2E_NODES guests side by side: one job on each at once, each drive hot-plugged into the
 # job's own guest and found there by its serial.
