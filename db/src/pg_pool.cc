@@ -177,7 +177,8 @@ void Writer::run_alone(Job& job, Status& result) {
 void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int64_t number,
                        Transaction& transaction) {
   Connection& db = *connection_;
-  bool begin_due = true;  // BEGIN is queued (attempt) and its answer not read yet
+  bool begin_due = true;    // BEGIN is queued (attempt) and its answer not read yet
+  bool savepoints = false;  // each call of a flight in its own savepoint: after a refusal
   size_t next = 0;
   for (;;) {
     // One flight: the calls from `next` that can go in one (all of them, mostly), and, after
@@ -187,9 +188,9 @@ void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int
     const bool last = end == batch.size();
     if (!db.in_pipeline()) db.enter_pipeline();
     for (size_t i = next; i < end; ++i) {
-      db.send_plain(kSavepoint);
+      if (savepoints) db.send_plain(kSavepoint);
       batch[i].flight.send(db);
-      db.send_plain(kRelease);
+      if (savepoints) db.send_plain(kRelease);
     }
     int64_t epoch = kNotFenced;
     if (last) {
@@ -206,9 +207,9 @@ void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int
     std::optional<Failure> refusal;
     for (size_t i = next; i < end && !refusal; ++i) {
       try {
-        db.receive(kSavepoint);
+        if (savepoints) db.receive(kSavepoint);
         batch[i].flight.receive(db);
-        db.receive(kRelease);
+        if (savepoints) db.receive(kRelease);
       } catch (const Failure& f) {
         refused = i;
         refusal = f;
@@ -223,9 +224,21 @@ void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int
       // behind it went on. The batch fails.
       if (!db.usable() || !db.transaction_failed()) throw *refusal;
       db.leave_pipeline();
-      db.exec(kRollbackTo);
-      run_alone(batch[refused], results[refused]);
-      next = refused + 1;
+      if (savepoints) {
+        db.exec(kRollbackTo);
+        run_alone(batch[refused], results[refused]);
+        next = refused + 1;
+      } else {
+        // Without savepoints the refusal undid the whole transaction: the batch runs again
+        // from its start, each call in its savepoint, in a new one. The calls before the
+        // refused one meet the same database as before, so it is refused again.
+        db.exec(kRollback);
+        db.exec(kBegin);
+        std::fill(results.begin(), results.end(), Status::Ok());
+        savepoints = true;
+        next = 0;
+        continue;
+      }
     } else {
       bool holds = true;
       if (last) {
