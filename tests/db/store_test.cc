@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "pg_statements.h"
 #include "store_fixture.h"
 
 namespace composer::db::testing {
@@ -964,6 +965,45 @@ TEST_P(BackendTest, ABatchWithARefusedWriteIsRunAgainWithoutItAndTheOthersCommit
   auto gpu0 = store().device("gpu-0");
   ASSERT_TRUE(gpu0.ok());
   EXPECT_EQ(gpu0->composition_id, taken->id);
+}
+
+// A write is a prepared statement whose plan PostgreSQL may make once and keep (a generic
+// plan), however the tables grow after. Its few devices and their owners are looked up by key
+// in that plan: a join there became a scan of every device and every composition, run again
+// by each write (docs/BENCHMARKS.md, "High availability").
+TEST_P(BackendTest, AWritesKeptPlanLooksUpItsDevicesAndTheirOwnersByKey) {
+  if (backend() != Backend::kPostgresql) GTEST_SKIP() << "SQLite plans each statement itself";
+  add_inventory();
+  auto taken = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10);
+  ASSERT_TRUE(taken.ok()) << taken.error();
+  auto raw = raw_database();
+  ASSERT_TRUE(raw->exec("SET plan_cache_mode = force_generic_plan").ok());
+  ASSERT_TRUE(raw->exec("PREPARE create_one AS " + std::string(pg::kCreateComposition.text)).ok());
+  ASSERT_TRUE(
+      raw->exec("PREPARE transition AS " + std::string(pg::kTransitionComposition.text)).ok());
+  // How many lines of a statement's plan name a sequential scan of devices or compositions.
+  ASSERT_TRUE(raw->exec("CREATE FUNCTION scans_in_plan(statement text) RETURNS bigint"
+                        " LANGUAGE plpgsql AS $$ DECLARE n bigint := 0; line text; BEGIN"
+                        " FOR line IN EXECUTE 'EXPLAIN ' || statement LOOP"
+                        "  IF line ~ 'Seq Scan on (devices|compositions)\\M' THEN n := n + 1;"
+                        "  END IF;"
+                        " END LOOP; RETURN n; END $$")
+                  .ok());
+  EXPECT_EQ(raw->query_int("SELECT scans_in_plan('EXECUTE create_one(7, ''node2'', 1000,"
+                           " ''alice'', ''physics'', ''training'', 1, ''A100-80G'', 0, 0,"
+                           " ''composing'', 20, '''', '''', ''{gpu-1}'', ''gpu-1'')')"),
+            0);
+  EXPECT_EQ(raw->query_int("SELECT scans_in_plan('EXECUTE transition(" + std::to_string(taken->id) +
+                           ", ''ready'', 30, 1, ''composing'', '''')')"),
+            0);
+  // The lookups find what the joins found.
+  auto ready = store().transition(taken->id, CompositionState::kComposing, CompositionState::kReady,
+                                  "", 30, true);
+  ASSERT_TRUE(ready.ok()) << ready.error();
+  ASSERT_EQ(ready->devices.size(), 1u);
+  EXPECT_EQ(ready->devices[0].id, "gpu-0");
+  EXPECT_EQ(ready->devices[0].composition_id, taken->id);
+  EXPECT_EQ(ready->devices[0].node, "node1");
 }
 
 }  // namespace
