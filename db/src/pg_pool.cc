@@ -105,6 +105,7 @@ void Writer::connect() {
   connection_ = Connection::open(conninfo_);
   connection_->count_round_trips_in(&round_trips_);
   lease_set_ = false;
+  plans_kept_ = false;
 }
 
 void Writer::fence(int64_t epoch, int64_t lease_ms) {
@@ -116,6 +117,12 @@ namespace {
 
 constexpr Sql kHoldsEpoch{"checking that this composerd is still the active one",
                           "SELECT 1 FROM leadership WHERE id = 1 AND epoch = $1 FOR SHARE"};
+// The writer's statements look up rows by key (pg_statements.h, kDeviceOwnerLookup), so one
+// plan made once serves every call: PostgreSQL's default planned them again for each call, a
+// fifth of the server's time for a burst of composes (docs/BENCHMARKS.md, "High
+// availability").
+constexpr Sql kKeepPlans{"keeping one plan for each of the writer's statements",
+                         "SET plan_cache_mode = force_generic_plan"};
 constexpr Sql kTransactionTimeout{
     "setting the longest a write transaction may stay idle",
     "SELECT set_config('idle_in_transaction_session_timeout', $1, false)"};
@@ -268,6 +275,10 @@ Writer::Outcome Writer::attempt(std::deque<Job>& batch, std::vector<Status>& res
   fenced_out_ = false;
   try {
     if (!connection_ || !connection_->usable()) connect();
+    if (!plans_kept_) {
+      connection_->exec(kKeepPlans);
+      plans_kept_ = true;
+    }
     if (fence_.load() == 0) check_fence();
     if (fence_.load() != kNotFenced && !lease_set_) {
       connection_->run(kTransactionTimeout, Params().add(std::to_string(lease_ms_.load()) + "ms"));

@@ -118,6 +118,7 @@ class Writer {
   std::atomic<int64_t> fence_{kNotFenced};
   std::atomic<int64_t> lease_ms_{0};
   bool lease_set_ = false;   // on connection_, by the writer's thread
+  bool plans_kept_ = false;  // likewise (kKeepPlans)
   bool fenced_out_ = false;  // the last fence check refused: no retry (writer's thread)
   mutable std::mutex mu_;
   std::condition_variable wake_;
