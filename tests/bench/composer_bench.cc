@@ -686,7 +686,7 @@ std::string fresh_pg_database(const std::string& conninfo, const std::string& na
 // The state URL file composerd reads (mode 0600, as it demands).
 std::string state_url_file(const composer::test_support::TempDir& dir,
                            const std::string& conninfo) {
-  const std::string path = dir.file("state.url");
+  std::string path = dir.file("state.url");
   std::ofstream(path) << conninfo << "\n";
   ::chmod(path.c_str(), 0600);
   return path;
