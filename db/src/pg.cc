@@ -31,7 +31,6 @@ std::string trimmed(const char* message) {
 constexpr Sql kBeginReadOnly{"beginning a read-only transaction",
                              "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"};
 constexpr Sql kCommit{"committing", "COMMIT"};
-constexpr Sql kRollback{"rolling back", "ROLLBACK"};
 
 }  // namespace
 

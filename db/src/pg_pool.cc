@@ -105,6 +105,7 @@ void Writer::connect() {
   connection_ = Connection::open(conninfo_);
   connection_->count_round_trips_in(&round_trips_);
   lease_set_ = false;
+  plans_kept_ = false;
 }
 
 void Writer::fence(int64_t epoch, int64_t lease_ms) {
@@ -116,6 +117,12 @@ namespace {
 
 constexpr Sql kHoldsEpoch{"checking that this composerd is still the active one",
                           "SELECT 1 FROM leadership WHERE id = 1 AND epoch = $1 FOR SHARE"};
+// The writer's statements look up rows by key (pg_statements.h, kDeviceOwnerLookup), so one
+// plan made once serves every call: PostgreSQL's default planned them again for each call, a
+// fifth of the server's time for a burst of composes (docs/BENCHMARKS.md, "High
+// availability").
+constexpr Sql kKeepPlans{"keeping one plan for each of the writer's statements",
+                         "SET plan_cache_mode = force_generic_plan"};
 constexpr Sql kTransactionTimeout{
     "setting the longest a write transaction may stay idle",
     "SELECT set_config('idle_in_transaction_session_timeout', $1, false)"};
@@ -177,7 +184,8 @@ void Writer::run_alone(Job& job, Status& result) {
 void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int64_t number,
                        Transaction& transaction) {
   Connection& db = *connection_;
-  bool begin_due = true;  // BEGIN is queued (attempt) and its answer not read yet
+  bool begin_due = true;    // BEGIN is queued (attempt) and its answer not read yet
+  bool savepoints = false;  // each call of a flight in its own savepoint: after a refusal
   size_t next = 0;
   for (;;) {
     // One flight: the calls from `next` that can go in one (all of them, mostly), and, after
@@ -187,9 +195,9 @@ void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int
     const bool last = end == batch.size();
     if (!db.in_pipeline()) db.enter_pipeline();
     for (size_t i = next; i < end; ++i) {
-      db.send_plain(kSavepoint);
+      if (savepoints) db.send_plain(kSavepoint);
       batch[i].flight.send(db);
-      db.send_plain(kRelease);
+      if (savepoints) db.send_plain(kRelease);
     }
     int64_t epoch = kNotFenced;
     if (last) {
@@ -206,9 +214,9 @@ void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int
     std::optional<Failure> refusal;
     for (size_t i = next; i < end && !refusal; ++i) {
       try {
-        db.receive(kSavepoint);
+        if (savepoints) db.receive(kSavepoint);
         batch[i].flight.receive(db);
-        db.receive(kRelease);
+        if (savepoints) db.receive(kRelease);
       } catch (const Failure& f) {
         refused = i;
         refusal = f;
@@ -223,9 +231,21 @@ void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int
       // behind it went on. The batch fails.
       if (!db.usable() || !db.transaction_failed()) throw *refusal;
       db.leave_pipeline();
-      db.exec(kRollbackTo);
-      run_alone(batch[refused], results[refused]);
-      next = refused + 1;
+      if (savepoints) {
+        db.exec(kRollbackTo);
+        run_alone(batch[refused], results[refused]);
+        next = refused + 1;
+      } else {
+        // Without savepoints the refusal undid the whole transaction: the batch runs again
+        // from its start, each call in its savepoint, in a new one. The calls before the
+        // refused one meet the same database as before, so it is refused again.
+        db.exec(kRollback);
+        db.exec(kBegin);
+        std::fill(results.begin(), results.end(), Status::Ok());
+        savepoints = true;
+        next = 0;
+        continue;
+      }
     } else {
       bool holds = true;
       if (last) {
@@ -255,6 +275,10 @@ Writer::Outcome Writer::attempt(std::deque<Job>& batch, std::vector<Status>& res
   fenced_out_ = false;
   try {
     if (!connection_ || !connection_->usable()) connect();
+    if (!plans_kept_) {
+      connection_->exec(kKeepPlans);
+      plans_kept_ = true;
+    }
     if (fence_.load() == 0) check_fence();
     if (fence_.load() != kNotFenced && !lease_set_) {
       connection_->run(kTransactionTimeout, Params().add(std::to_string(lease_ms_.load()) + "ms"));

@@ -14,11 +14,14 @@
 // again. A call is never told it succeeded unless its commit is proven.
 //
 // A call that gives a Flight goes to the server in one flight with the batch's other such
-// calls (libpq's pipeline mode): BEGIN, each call in its savepoint, the batch's number and
-// the fence check are one round trip, and COMMIT, sent once the fence check has answered, the
-// second. A call of the flight the server refuses stops the rest of the flight: its savepoint
-// is rolled back, the call runs again on its own (its Body, which says why in its own words),
-// and the calls after it go in a new flight.
+// calls (libpq's pipeline mode): BEGIN, each call, the batch's number and the fence check are
+// one round trip, and COMMIT, sent once the fence check has answered, the second. The calls
+// of a flight take no savepoint each (two statements and a subtransaction less a call), and
+// refusals are rare. When the server refuses a call of the flight, the whole batch is rolled
+// back and runs again with each call in its savepoint: the refused call's savepoint is rolled
+// back, the call runs again on its own (its Body, which says why in its own words), and the
+// calls after it go in a new flight, so the others still commit
+// (store_test.cc, ABatchWithARefusedWriteIsRunAgainWithoutItAndTheOthersCommit).
 #pragma once
 
 #include <atomic>
@@ -91,7 +94,8 @@ class Writer {
                   Error& failure);
   // Runs the batch's calls, its number and the fence check inside the open transaction.
   // `transaction`'s BEGIN is queued in the connection's pipeline; the connection leaves
-  // pipeline mode when this returns.
+  // pipeline mode when this returns. A refusal in a flight rolls everything back and runs the
+  // batch again in the same transaction's place, each call in a savepoint.
   void run_calls(std::deque<Job>& batch, std::vector<Status>& results, int64_t number,
                  Transaction& transaction);
   // Runs `job`'s Body in a savepoint of its own; its failure is its result.
@@ -114,6 +118,7 @@ class Writer {
   std::atomic<int64_t> fence_{kNotFenced};
   std::atomic<int64_t> lease_ms_{0};
   bool lease_set_ = false;   // on connection_, by the writer's thread
+  bool plans_kept_ = false;  // likewise (kKeepPlans)
   bool fenced_out_ = false;  // the last fence check refused: no retry (writer's thread)
   mutable std::mutex mu_;
   std::condition_variable wake_;

@@ -29,6 +29,17 @@ inline constexpr Text kCompositionColumns(
     "c.id, c.job_id, c.node, c.uid, c.\"user\", c.account, c.workload, c.gpus, c.gpu_model, "
     "c.mem_bytes, c.nvme, c.state, c.created_ms, c.updated_ms, c.attempts, c.last_error, "
     "c.policy_window, c.host_hold, c.mem_policy");
+// kDeviceOwnerJoin for a write's few devices: each device and its owner looked up by key, in
+// subqueries the planner cannot turn into joins (OFFSET 0). A write is a prepared statement
+// whose plan is made once, often while the tables are small and have no statistics yet: the
+// joins there became a scan of every device and every composition, hashed, run again by each
+// write as the tables grew (a third of the server's time for a burst of composes;
+// docs/BENCHMARKS.md, "High availability").
+inline constexpr Text kDeviceOwnerLookup(
+    " LEFT JOIN LATERAL (SELECT composition_id FROM composition_devices"
+    " WHERE device_id = d.id AND live = 1 OFFSET 0) owner ON true"
+    " LEFT JOIN LATERAL (SELECT node FROM compositions WHERE id = owner.composition_id"
+    " OFFSET 0) owner_c ON true");
 template <Text selection>
 inline constexpr auto compositions_with_devices =
     joined<"WITH c AS (", selection, ") SELECT ", kCompositionColumns, ", ", kDeviceColumns,
@@ -143,8 +154,10 @@ inline constexpr Sql kCreateComposition = statement<
     " FROM c, (VALUES (1, 'requested', ''), (2, 'composing', 'requested')) AS k(n, kind,"
     " from_state) WHERE k.n = 1 OR $11 = 'composing' ORDER BY k.n)"
     " SELECT c.id, ",
-    kDeviceColumns, " FROM c LEFT JOIN given ON true LEFT JOIN devices d ON d.id = given.id",
-    kDeviceOwnerJoin, " ORDER BY given.n">;
+    kDeviceColumns,
+    " FROM c LEFT JOIN given ON true"
+    " LEFT JOIN LATERAL (SELECT * FROM devices WHERE id = given.id OFFSET 0) d ON true",
+    kDeviceOwnerLookup, " ORDER BY given.n">;
 // A state change and its event in one statement, for a write sent in one flight with others:
 // kUpdateCompositionState's parameters; its rows are kSelectComposition's, as the composition
 // was before. The database refuses the statement (composer_refuse_unless, migration 4) unless
@@ -167,8 +180,8 @@ inline constexpr Sql kTransitionComposition = statement<
     " FROM (SELECT composer_refuse_unless((SELECT COUNT(*) FROM u) = 1)) AS changed"
     " LEFT JOIN c ON true"
     " LEFT JOIN composition_devices cd ON cd.composition_id = c.id"
-    " LEFT JOIN devices d ON d.id = cd.device_id",
-    kDeviceOwnerJoin, " ORDER BY c.id DESC, cd.seq">;
+    " LEFT JOIN LATERAL (SELECT * FROM devices WHERE id = cd.device_id OFFSET 0) d ON true",
+    kDeviceOwnerLookup, " ORDER BY c.id DESC, cd.seq">;
 inline constexpr Sql kInsertEvent{
     "appending event",
     "INSERT INTO events (ts_ms, kind, composition_id, job_id, node, uid, \"user\", account, "

@@ -54,6 +54,31 @@ class PgReconnectTest : public StoreTest {
   }
 };
 
+// The writer's statements keep one plan each (pg_pool.cc, kKeepPlans), on its first connection
+// and on the one it opens after losing it: a trigger on the ledger notes the setting each
+// write ran under.
+TEST_F(PgReconnectTest, TheWriterKeepsOnePlanAStatementAlsoOverANewConnection) {
+  add_inventory();
+  auto raw = raw_database();
+  ASSERT_TRUE(raw->exec("CREATE TABLE settings_seen (setting text NOT NULL);"
+                        "CREATE FUNCTION note_setting() RETURNS trigger LANGUAGE plpgsql AS $$"
+                        " BEGIN INSERT INTO settings_seen"
+                        " VALUES (current_setting('plan_cache_mode')); RETURN NULL; END $$;"
+                        "CREATE TRIGGER note_setting AFTER INSERT ON events"
+                        " FOR EACH ROW EXECUTE FUNCTION note_setting()")
+                  .ok());
+  ASSERT_TRUE(store().add_event(note("first")).ok());
+  terminate_sessions();
+  ASSERT_TRUE(store().add_event(note("second")).ok());
+  EXPECT_EQ(notes("first"), 1);
+  EXPECT_EQ(notes("second"), 1);
+  raw = raw_database();  // terminate_sessions ended the first
+  EXPECT_EQ(raw->query_int("SELECT COUNT(*) FROM settings_seen"), 2);
+  EXPECT_EQ(raw->query_int("SELECT COUNT(*) FROM settings_seen"
+                           " WHERE setting = 'force_generic_plan'"),
+            2);
+}
+
 TEST_F(PgReconnectTest, WritesAndReadsGoOnAfterTheServerDropsEveryConnection) {
   add_inventory();
   ASSERT_TRUE(store().devices({}).ok());  // a reading connection now waits in the pool

@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "pg_statements.h"
 #include "store_fixture.h"
 
 namespace composer::db::testing {
@@ -878,6 +881,129 @@ TEST_P(BackendTest, ABatchOfCompositionsAndStateChangesCostsTwoRoundTrips) {
   EXPECT_EQ(ready->state, CompositionState::kReady);
   EXPECT_EQ(ready->attempts, 1u);
   EXPECT_EQ(event_count(), 2 + 4 * 2 + 1);
+}
+
+// On PostgreSQL the calls of a flight take no savepoint each (pg_pool.h): a batch's rows are
+// written by its one transaction, with no subtransaction of their own. A call the server
+// refuses undoes the whole transaction; the batch then runs again without it (each call in a
+// savepoint, the refused one on its own to say why), and the others commit, once.
+TEST_P(BackendTest, ABatchWithARefusedWriteIsRunAgainWithoutItAndTheOthersCommit) {
+  if (backend() != Backend::kPostgresql) GTEST_SKIP() << "SQLite has no flights";
+  add_inventory();
+  auto taken = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10);
+  ASSERT_TRUE(taken.ok()) << taken.error();
+  auto raw = raw_database();
+
+  // Writes that pile up behind a lock on every composition row share a batch.
+  const auto in_one_batch = [&](const std::vector<std::function<Status()>>& calls) {
+    std::vector<Status> results(calls.size(), Status::Ok());
+    EXPECT_TRUE(raw->exec("BEGIN; LOCK TABLE compositions IN EXCLUSIVE MODE").ok());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      threads.emplace_back([&, i] { results[i] = calls[i](); });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_TRUE(raw->exec("COMMIT").ok());
+    for (auto& t : threads) t.join();
+    return results;
+  };
+  const auto create = [&](uint32_t job, const std::string& device) {
+    return [&, job, device] {
+      auto r = store().create_composition(make_composition(job, "node2"), {device}, 20);
+      return r.ok() ? Status::Ok() : Status(r.error());
+    };
+  };
+
+  // No refusal: one transaction's rows, no subtransaction's (a savepoint each gave each
+  // write's rows their own xmin).
+  WriteStats before = store().write_stats();
+  for (const Status& s : in_one_batch({create(100, "gpu-1"), create(101, "gpu-2"),
+                                       create(102, "gpu-3"), create(103, "mem-0")})) {
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  const auto batches =
+      static_cast<int64_t>(store().write_stats().transactions - before.transactions);
+  EXPECT_EQ(
+      raw->query_int("SELECT COUNT(DISTINCT xmin::text) FROM compositions WHERE job_id >= 100"),
+      batches);
+  EXPECT_EQ(raw->query_int("SELECT COUNT(DISTINCT xmin::text) FROM events WHERE job_id >= 100"),
+            batches);
+
+  // The second call wants gpu-0, which composition 1 holds; the others go on their way.
+  before = store().write_stats();
+  std::vector<std::function<Status()>> calls = {create(200, "gpu-4"), create(201, "gpu-0"),
+                                                create(202, "mem-1")};
+  for (uint32_t job = 100; job <= 103; ++job) {
+    auto live = store().live_composition(job, "node2");
+    ASSERT_TRUE(live.ok() && live->has_value()) << job;
+    calls.emplace_back([&, id = (*live)->id] {
+      auto r = store().transition(id, CompositionState::kComposing, CompositionState::kReady, "",
+                                  30, true);
+      return r.ok() ? Status::Ok() : Status(r.error());
+    });
+  }
+  const std::vector<Status> results = in_one_batch(calls);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i == 1) {
+      ASSERT_FALSE(results[i].ok());
+      EXPECT_EQ(results[i].error().code, ErrorCode::kConflict);
+      EXPECT_THAT(results[i].error().message, HasSubstr("gpu-0"));
+    } else {
+      EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
+    }
+  }
+  const WriteStats after = store().write_stats();
+  EXPECT_EQ(after.calls - before.calls, calls.size());
+  EXPECT_EQ(after.failed_calls - before.failed_calls, 1u);
+  // Each write once: composition 1's two events, four compositions of two, two more of two,
+  // four changes to ready of one.
+  EXPECT_EQ(event_count(), 2 + 4 * 2 + 2 * 2 + 4);
+  EXPECT_EQ(raw->query_int("SELECT COUNT(*) FROM compositions WHERE job_id = 201"), 0);
+  EXPECT_EQ(raw->query_int("SELECT COUNT(*) FROM compositions WHERE job_id >= 100 AND job_id <= "
+                           "103 AND state = 'ready' AND attempts = 1"),
+            4);
+  auto gpu0 = store().device("gpu-0");
+  ASSERT_TRUE(gpu0.ok());
+  EXPECT_EQ(gpu0->composition_id, taken->id);
+}
+
+// A write is a prepared statement whose plan PostgreSQL may make once and keep (a generic
+// plan), however the tables grow after. Its few devices and their owners are looked up by key
+// in that plan: a join there became a scan of every device and every composition, run again
+// by each write (docs/BENCHMARKS.md, "High availability").
+TEST_P(BackendTest, AWritesKeptPlanLooksUpItsDevicesAndTheirOwnersByKey) {
+  if (backend() != Backend::kPostgresql) GTEST_SKIP() << "SQLite plans each statement itself";
+  add_inventory();
+  auto taken = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10);
+  ASSERT_TRUE(taken.ok()) << taken.error();
+  auto raw = raw_database();
+  ASSERT_TRUE(raw->exec("SET plan_cache_mode = force_generic_plan").ok());
+  ASSERT_TRUE(raw->exec("PREPARE create_one AS " + std::string(pg::kCreateComposition.text)).ok());
+  ASSERT_TRUE(
+      raw->exec("PREPARE transition AS " + std::string(pg::kTransitionComposition.text)).ok());
+  // How many lines of a statement's plan name a sequential scan of devices or compositions.
+  ASSERT_TRUE(raw->exec("CREATE FUNCTION scans_in_plan(statement text) RETURNS bigint"
+                        " LANGUAGE plpgsql AS $$ DECLARE n bigint := 0; line text; BEGIN"
+                        " FOR line IN EXECUTE 'EXPLAIN ' || statement LOOP"
+                        "  IF line ~ 'Seq Scan on (devices|compositions)\\M' THEN n := n + 1;"
+                        "  END IF;"
+                        " END LOOP; RETURN n; END $$")
+                  .ok());
+  EXPECT_EQ(raw->query_int("SELECT scans_in_plan('EXECUTE create_one(7, ''node2'', 1000,"
+                           " ''alice'', ''physics'', ''training'', 1, ''A100-80G'', 0, 0,"
+                           " ''composing'', 20, '''', '''', ''{gpu-1}'', ''gpu-1'')')"),
+            0);
+  EXPECT_EQ(raw->query_int("SELECT scans_in_plan('EXECUTE transition(" + std::to_string(taken->id) +
+                           ", ''ready'', 30, 1, ''composing'', '''')')"),
+            0);
+  // The lookups find what the joins found.
+  auto ready = store().transition(taken->id, CompositionState::kComposing, CompositionState::kReady,
+                                  "", 30, true);
+  ASSERT_TRUE(ready.ok()) << ready.error();
+  ASSERT_EQ(ready->devices.size(), 1u);
+  EXPECT_EQ(ready->devices[0].id, "gpu-0");
+  EXPECT_EQ(ready->devices[0].composition_id, taken->id);
+  EXPECT_EQ(ready->devices[0].node, "node1");
 }
 
 }  // namespace

@@ -168,6 +168,7 @@ class Connection {
 
 // The statements of a transaction and its savepoints, also for sending them in a pipeline.
 inline constexpr Sql kBegin{"beginning a transaction", "BEGIN"};
+inline constexpr Sql kRollback{"rolling back", "ROLLBACK"};
 inline constexpr Sql kSavepoint{"taking a savepoint", "SAVEPOINT call"};
 inline constexpr Sql kRelease{"releasing a savepoint", "RELEASE SAVEPOINT call"};
 inline constexpr Sql kRollbackTo{"rolling back to a savepoint",
