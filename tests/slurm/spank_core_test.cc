@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -388,6 +389,14 @@ TEST_F(SpankCoreTest, EpilogRemovesFromHostReleasesAndForgets) {
   ASSERT_EQ(api.released.size(), 1u);
   EXPECT_EQ(api.released[0], std::make_pair(4711u, std::string("node1")));
   EXPECT_FALSE(state());
+  // The line says how long the busy check and the release took (array_phases.py reads it).
+  ASSERT_FALSE(job.infos.empty());
+  EXPECT_TRUE(std::regex_match(job.infos.back(),
+                               std::regex("composer: epilog: job 4711 on node node1: released "
+                                          "\\(busy check [0-9]+ ms, release [0-9]+ ms\\)")))
+      << job.infos.back();
+  // The walk of the processes shared with the epilogs beside it leaves nothing behind.
+  EXPECT_TRUE(fs::is_empty(tmp / "state/busy"));
 }
 
 // compose=controller: the node's epilog releases its own node too, so that it ends after
