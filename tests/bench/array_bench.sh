@@ -5,9 +5,10 @@
 #           same array without composing throttled to the pool's width (%8), ROUNDS (3) pairs
 #           side by side in one run, the order alternating; then where the last composed
 #           array's and the last plain one's time went, phase by phase, from slurmctld's log
-#           and composerd's (array_phases.py): the allocation to the composition and to
-#           PrologSlurmctld's end, the run, the job's end to its release, and the time from a
-#           task's end to the allocation of the task that takes its place.
+#           composerd's and slurmd's (array_phases.py): the allocation to the composition and
+#           to PrologSlurmctld's end, the run, the job's end to the node epilog's busy check,
+#           the busy check and the release call, the job's end to its release, and the time
+#           from a task's end to the allocation of the task that takes its place.
 #   outage  an array of TASKS (300) tasks of 1 s, 1 GPU each, on a fabric of 2 s per
 #           attach; composerd killed after OUTAGE_AT (20) s and started again 10 s later;
 #           prints how many tasks were requeued, how many completed, and what stayed attached.
@@ -105,6 +106,7 @@ printf '  waits for devices still being released (composer-slurmctld): %d\n' \
   "$(grep -c 'asking again for up to' "$ctld_log" || true)"
 # Where the last rounds' time went.
 python3 "$root/tests/bench/array_phases.py" --job "$composed_id" --width "$width" \
-  --slurmctld "$E2E_DIR/log/slurmctld.log" --composerd "$E2E_DIR/log/composerd.log"
+  --slurmctld "$E2E_DIR/log/slurmctld.log" --composerd "$E2E_DIR/log/composerd.log" \
+  --slurmd "$E2E_DIR/log/slurmd.log"
 python3 "$root/tests/bench/array_phases.py" --job "$plain_id" --width "$width" \
   --slurmctld "$E2E_DIR/log/slurmctld.log"

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Where the tasks of one job array spent their time, from slurmctld's log (SlurmctldDebug
-verbose: each task's allocation, its PrologSlurmctld's end, its end) and composerd's log (each
-composition made and released). Prints the median and the mean of each phase, and how many
-tasks Slurm started from its main scheduler and how many from its backfill pass.
+verbose: each task's allocation, its PrologSlurmctld's end, its end), composerd's log (each
+composition made and released) and slurmd's (each node epilog's busy check and release, as its
+"released (busy check N ms, release M ms)" line says). Prints the median and the mean of each
+phase, and how many tasks Slurm started from its main scheduler and how many from its backfill
+pass.
 Used by array_bench.sh; docs/BENCHMARKS.md, "Short composed jobs", says what the phases are."""
 import argparse
 import calendar
@@ -29,6 +31,7 @@ def main():
     parser.add_argument("--width", type=int, required=True, help="tasks running at once")
     parser.add_argument("--slurmctld", required=True, help="slurmctld's log of the run")
     parser.add_argument("--composerd", help="composerd's log (composed arrays)")
+    parser.add_argument("--slurmd", help="slurmd's log (composed arrays: the node epilogs)")
     args = parser.parse_args()
 
     alloc, by_backfill, configured, done, composed, released = {}, set(), {}, {}, {}, {}
@@ -60,6 +63,20 @@ def main():
                     (composed if m.group(2) == "composed" else released)[int(m.group(3))] = (
                         utc_seconds(m.group(1)))
 
+    # The node epilog writes its line once the release is done: its busy check began at the
+    # line's time less the two.
+    epilog = {}
+    if args.slurmd:
+        epilog_re = re.compile(r"^\[([0-9T:.-]+)\] composer: epilog: job (\d+) on node \S+: "
+                               r"released \(busy check (\d+) ms, release (\d+) ms\)")
+        with open(args.slurmd, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = epilog_re.match(line)
+                if m and int(m.group(2)) in alloc:
+                    check, release = int(m.group(3)) / 1000, int(m.group(4)) / 1000
+                    epilog[int(m.group(2))] = (local_seconds(m.group(1)) - check - release,
+                                               check, release)
+
     tasks = sorted(alloc, key=lambda j: alloc[j])
     ended = sorted(done, key=lambda j: done[j])
     phases = []
@@ -77,6 +94,11 @@ def main():
           [configured[j] - alloc[j] for j in tasks if j in configured])
     phase("PrologSlurmctld's end -> job end (launch and the 1 s task)",
           [done[j] - configured[j] for j in tasks if j in configured and j in done])
+    phase("job end -> the node epilog's busy check begins (Slurm starts the epilog)",
+          [epilog[j][0] - done[j] for j in tasks if j in epilog and j in done])
+    phase("node epilog: busy check (the walk of the node's processes)",
+          [epilog[j][1] for j in tasks if j in epilog])
+    phase("node epilog: release call", [epilog[j][2] for j in tasks if j in epilog])
     phase("job end -> released",
           [released[j] - done[j] for j in tasks if j in released and j in done])
     # The k-th task to start after the first `width` takes the place of the k-th to end.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -388,6 +389,14 @@ TEST_F(SpankCoreTest, EpilogRemovesFromHostReleasesAndForgets) {
   ASSERT_EQ(api.released.size(), 1u);
   EXPECT_EQ(api.released[0], std::make_pair(4711u, std::string("node1")));
   EXPECT_FALSE(state());
+  // The line says how long the busy check and the release took (array_phases.py reads it).
+  ASSERT_FALSE(job.infos.empty());
+  EXPECT_TRUE(std::regex_match(job.infos.back(),
+                               std::regex("composer: epilog: job 4711 on node node1: released "
+                                          "\\(busy check [0-9]+ ms, release [0-9]+ ms\\)")))
+      << job.infos.back();
+  // The walk of the processes shared with the epilogs beside it leaves nothing behind.
+  EXPECT_TRUE(fs::is_empty(tmp / "state/busy"));
 }
 
 // compose=controller: the node's epilog releases its own node too, so that it ends after
@@ -528,6 +537,36 @@ TEST_F(SpankCoreTest, AMappingWithoutADescriptorStillCountsAsHeld) {
             std::string::npos)
       << m;
   EXPECT_EQ(m.find("pid 43"), std::string::npos) << m;
+  EXPECT_TRUE(api.released.empty());
+}
+
+// A maps file is read in pieces of 64 KiB: a process with many mappings (a big program, a
+// language runtime) holds the device by a line that one piece cuts in two, and by a last line
+// without its newline, as by any other.
+TEST_F(SpankCoreTest, AMappingFarDownALongMapsFileStillCountsAsHeld) {
+  show_devices();
+  tmp.write("proc/driver/nvidia/gpus/0000:42:00.0/information", "Model: X\nDevice Minor: 5\n");
+  ASSERT_TRUE(job_prolog(job, api, config));
+  const std::string lib = "7f1000000000-7f1000001000 r-xp 00000000 08:01 99 /usr/lib/libc.so.6\n";
+  const std::string held = "7f0000000000-7f0000200000 rw-s 00000000 00:05 1234 /dev/nvidia5\n";
+  std::string cut;  // the held line across the first 64 KiB
+  while (cut.size() + lib.size() < 64 * 1024 - held.size() / 2) cut += lib;
+  cut += std::string(64 * 1024 - held.size() / 2 - cut.size() - 1, ' ') + "\n";
+  ASSERT_EQ(cut.size(), 64 * 1024 - held.size() / 2);
+  tmp.write("proc/44/maps", cut + held + lib);
+  std::string last;  // the held line last, with no newline
+  for (int i = 0; i < 3000; ++i) last += lib;
+  tmp.write("proc/45/maps", last +
+                                "7f2000000000-7f2001000000 rw-s 00000000 00:15 77 "
+                                "/sys/devices/pci0000:40/0000:40:01.0/0000:41:00.0/resource1");
+  ASSERT_TRUE(job_epilog(job, api, config));
+  ASSERT_EQ(api.holds.size(), 1u);
+  const std::string& m = std::get<2>(api.holds[0]);
+  EXPECT_NE(m.find("pid 44 holds gpu-01 (/dev/nvidia5)"), std::string::npos) << m;
+  EXPECT_NE(m.find("pid 45 holds gpu-00 (/sys/devices/pci0000:40/0000:40:01.0/0000:41:00.0/"
+                   "resource1)"),
+            std::string::npos)
+      << m;
   EXPECT_TRUE(api.released.empty());
 }
 

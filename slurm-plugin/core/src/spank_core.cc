@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "composer/common/files.h"
+#include "composer/slurm/busy_check.h"
 #include "composer/slurm/device_fence.h"
 #include "composer/slurm/gpu_health.h"
 #include "composer/slurm/gpu_stack.h"
@@ -916,6 +917,10 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
 
   // The epilog has its devices detached (its release): no rescan from their removal on.
   std::optional<HostLock> detaching;
+  // How long the busy check's first look and the release took, for the log (where a short
+  // composed job's end goes: docs/BENCHMARKS.md, "Short composed jobs").
+  using Clock = std::chrono::steady_clock;
+  Clock::duration busy_check{};
   if (have_state && config.host_check != HostCheck::kOff) {
     const std::vector<Device>& devices = (*state)->devices;
     HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
@@ -933,7 +938,12 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     }
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(config.busy_wait_s);
-    std::vector<Holder> holders = host.holders(devices);
+    // The first look shares one walk of the host's processes with the epilogs ending beside
+    // this one (busy_check.h); the looks while it waits for holders to go are its own.
+    const Clock::time_point looking = Clock::now();
+    std::vector<Holder> holders =
+        shared_holders(host, config.state_dir, *job_id, devices, kLockWait);
+    busy_check = Clock::now() - looking;
     if (!holders.empty() && config.busy_wait_s > 0) {
       ctx.info("composer: epilog: " + at + ": waiting up to " + std::to_string(config.busy_wait_s) +
                " s before releasing: " + holder_list(holders));
@@ -995,6 +1005,7 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   // A composerd restart meanwhile is ridden out as the prologs do (outage_wait): the devices
   // are not free until composerd has them back, and the job's licenses stay with it until then
   // (EpilogRidesOutAComposerdRestart).
+  const Clock::time_point releasing = Clock::now();
   Expected<bool> released = asking_while_short(
       [&] { return api.release(*job_id, node); }, 0, config.outage_wait_s,
       [&](const std::string& l) { ctx.info("composer: epilog: " + at + ": " + l); });
@@ -1003,7 +1014,11 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
               std::string(to_string(released.error().code)) + "): " + released.error().message +
               "; composerd's reconciler will release it");
   } else if (*released) {
-    ctx.info("composer: epilog: " + at + ": released");
+    const auto ms = [](Clock::duration d) {
+      return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+    };
+    ctx.info("composer: epilog: " + at + ": released (busy check " + ms(busy_check) +
+             " ms, release " + ms(Clock::now() - releasing) + " ms)");
   }
   std::optional<HostLock> weighing;
   if (have_state) weighing = restore_weights(ctx, config, **state, at);

@@ -79,6 +79,8 @@ std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint
 //                detached them, so that no rescan in between shows them again at the address a
 //                later attach would give them (where a prolog would take them for functions the
 //                host had before).
+//   busy.lock    exclusive: an epilog's walk of the host's processes for the epilogs that
+//                asked, and the reading of its answers (busy_check.h).
 class HostLock {
  public:
   static constexpr std::string_view kLooks = "host.lock";

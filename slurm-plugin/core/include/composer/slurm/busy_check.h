@@ -1,0 +1,40 @@
+// The epilog's busy check, shared by the epilogs of a node that end together.
+//
+// Each epilog must know, before anything is detached, which processes on the host still hold
+// its devices (HostDevices::holders), from a walk of every process that began after its job's
+// processes were gone. A walk costs the kernel tens of milliseconds on a busy host, and the
+// tasks of a job array end in waves: eight epilogs walking at once on two cores took half a
+// second each, the largest part of what a composed task's end costs before the next one
+// starts (docs/BENCHMARKS.md, "Short composed jobs"). So one walk answers every epilog that
+// asked before it began:
+//
+//   <state_dir>/busy/<job>.ask      an epilog waiting for a walk; its pid
+//   <state_dir>/busy/<job>.holders  what a walk found for it, one holder a line
+//   <state_dir>/busy.lock           exclusive: one walk at a time, and its answers read under it
+//
+// An epilog writes its ask, then takes the lock. Under it, an answer for its job was written by
+// a walk that took the ask away before it began, so after the epilog asked: the epilog takes
+// it. Without one, the epilog walks itself, for its own devices and those of every job whose
+// ask it finds (their state files name them), and leaves each of those its answer. A process
+// that asks is never a holder of what it asks about (as holders() leaves out its caller).
+// tests/slurm/busy_check_test.cc pins each of these (BusyCheckTest).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "composer/model/model.h"
+#include "composer/slurm/host_devices.h"
+
+namespace composer::slurm {
+
+// The processes holding `devices` (job `job_id`'s, as its state file in `state_dir` names
+// them), from a walk of the host's processes that began after this call. Waits up to
+// `lock_wait` for a walk another epilog is making; past it, walks alone.
+std::vector<Holder> shared_holders(const HostDevices& host, const std::string& state_dir,
+                                   uint32_t job_id, const std::vector<Device>& devices,
+                                   std::chrono::milliseconds lock_wait);
+
+}  // namespace composer::slurm
