@@ -4,7 +4,10 @@
 #include <munge.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -611,6 +614,86 @@ TEST_F(ClientTest, ServersCutASlowServerAtTheCallsBound) {
       std::string::npos)
       << r.error();
   EXPECT_LT(took, std::chrono::milliseconds(1400));
+}
+
+// A composerd that does not answer (frozen) until `released` is set or 20 s have passed.
+void frozen(const std::shared_ptr<std::atomic<bool>>& released) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!released->load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void health_answer(httplib::Response& res, const std::string& role, const std::string& active) {
+  api::HealthInfo h;
+  h.status = "ok";
+  h.fabric = "ok";
+  h.role = role;
+  h.epoch = role == "active" ? 2 : 1;
+  h.active = active;
+  answer(res, api::to_json(h));
+}
+
+TEST_F(ClientTest, ServersLeaveAFrozenServerOnceAnotherTookOver) {
+  // The composerd the call went to does not answer; after 3 s the other one is asked for its
+  // health, says it is active now, and gets the call.
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  fake_->server().Put("/v1/compositions/7/node1",
+                      [released](const httplib::Request&, httplib::Response& res) {
+                        frozen(released);
+                        answer(res, api::to_json(ready(7, "node1")));
+                      });
+  FakeComposerd taker(munge_->socket_path());
+  taker.server().Get("/v1/health", [](const httplib::Request&, httplib::Response& res) {
+    health_answer(res, "active", "");
+  });
+  taker.server().Put("/v1/compositions/7/node1",
+                     [](const httplib::Request&, httplib::Response& res) {
+                       answer(res, api::to_json(ready(7, "node1")));
+                     });
+  ClientOptions o = options();
+  o.timeout_ms = 15000;
+  o.retries = 0;
+  o.servers = fake_->url() + "," + taker.url();
+  Client c(o);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = c.compose(7, "node1", api::ComposeBody{});
+  const auto took = std::chrono::steady_clock::now() - start;
+  released->store(true);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->job_id, 7u);
+  EXPECT_GE(took, std::chrono::milliseconds(2900));
+  EXPECT_LT(took, std::chrono::milliseconds(6000));
+  EXPECT_EQ(c.active_server(), taker.url());
+  size_t puts = 0;
+  for (const Seen& s : taker.seen()) puts += s.method == "PUT" ? 1 : 0;
+  EXPECT_EQ(puts, 1u);
+}
+
+TEST_F(ClientTest, ServersWaitForASlowActiveServerWhileTheOthersAreStandbys) {
+  // A slow answer from the active composerd is waited for: the other one is asked, but it is
+  // a standby naming the slow one.
+  fake_->server().Put("/v1/compositions/7/node1",
+                      [](const httplib::Request&, httplib::Response& res) {
+                        std::this_thread::sleep_for(std::chrono::milliseconds(4500));
+                        answer(res, api::to_json(ready(7, "node1")));
+                      });
+  FakeComposerd standing(munge_->socket_path());
+  const std::string slow_url = fake_->url();
+  standing.server().Get("/v1/health", [slow_url](const httplib::Request&, httplib::Response& res) {
+    health_answer(res, "standby", slow_url);
+  });
+  ClientOptions o = options();
+  o.timeout_ms = 15000;
+  o.retries = 0;
+  o.servers = fake_->url() + "," + standing.url();
+  Client c(o);
+  auto r = c.compose(7, "node1", api::ComposeBody{});
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(c.active_server(), fake_->url());
+  const std::vector<Seen> asked = standing.seen();
+  EXPECT_FALSE(asked.empty());
+  for (const Seen& s : asked) EXPECT_EQ(s.path, "/v1/health");
 }
 
 }  // namespace

@@ -266,9 +266,20 @@ TEST_F(ReconcilerTest, MarksADeviceTheFabricLostAsFailed) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->state(), DeviceState::kFailed);
   EXPECT_EQ(r.run_once().lost_marked_failed, 0);  // once is enough
-  // Released, it does not go back to the pool: it is failed.
+  // Released, it does not go back to the pool: it is failed, and drained, so that it stays
+  // out when the fabric calls it healthy again, until an admin resumes it.
   ASSERT_TRUE(service_->release(6, "n1").ok());
   EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
+  r.run_once();
+  d = store_->device(id);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->drained);
+  EXPECT_EQ(d->drain_reason.rfind("lost by the fabric: the fabric lost the attachment", 0), 0u)
+      << d->drain_reason;
+  EXPECT_EQ(free_of(DeviceType::kGpu), 7u);
+  ASSERT_TRUE(admin_->resume(id, "uid 0").ok());
+  r.run_once();
+  EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
 }
 
 TEST_F(ReconcilerTest, CopiesHealthFromTheFabric) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -286,6 +287,25 @@ TEST(FakeRedfish, HotPlugCommandRunsForEachDriveAndAFailureChangesNothing) {
   EXPECT_EQ(read_calls(),
             "attach node01 nvme-z1-00 FRN100000000\ndetach node01 nvme-z1-00 FRN100000000\n"
             "attach node01 nvme-z1-01 FRN100000001\n");
+
+  // The fabric takes the drive away by itself (/control/unplug): the detach runs as for a
+  // removal asked for, and the system no longer lists the drive.
+  auto unplug = [&](const std::string& block) {
+    return http.send({.method = "POST",
+                      .url = fake.base_url() + "/control/unplug",
+                      .body = R"({"block":")" + block + R"("})",
+                      .headers = {}});
+  };
+  std::filesystem::remove(refuse);
+  r = unplug("nvme-z1-00");
+  ASSERT_TRUE(r.ok()) << r;
+  EXPECT_EQ(r->status, 204) << r->body;
+  EXPECT_TRUE(fake.systems_with_block("nvme-z1-00").empty());
+  EXPECT_THAT(read_calls(), ::testing::EndsWith("detach node01 nvme-z1-00 FRN100000000\n"));
+  r = unplug("nvme-z1-00");
+  ASSERT_TRUE(r.ok()) << r;
+  EXPECT_EQ(r->status, 404);
+  EXPECT_THAT(r->body, HasSubstr("'nvme-z1-00' is composed into no system"));
 }
 
 }  // namespace

@@ -63,6 +63,19 @@
 # $E2E_DIR/host) whose kernel follows the fabric: at the prolog's rescan the devices composerd
 # attached appear with the identities the fabric reported, and the real processes holding its
 # device files show in its /proc; the plugin finds each device (host_check=wait).
+# E2E_GUEST=yes (FABRIC=redfish, E2E_NODES from 1 to 4): each node I is a QEMU guest of the
+# kvm level (tests/kvm/guest.sh, folder $E2E_DIR/guests/node0I, node name guestI, composed
+# system node0I) with its own kernel: the fake Redfish service hot-plugs each drive it composes
+# into its guest over QMP (tests/kvm/qmp.py), and each guest runs munged (this cluster's key) and
+# slurmd with the real plugin, which finds each device in the guest's kernel (host_check=wait,
+# no roots), each job in a cgroup v2 of its own (task/cgroup) where the plugin fences its
+# devices. A guest sees this host's loopback at 10.0.2.2 (QEMU's user networking) and
+# slurmctld reaches guest I's slurmd at 127.0.0.1:SLURMD_PORT+I-1 (hostfwd; a job's steps
+# stay on one node: a guest cannot reach another's slurmd). The build tree is shared
+# into the guest at its own path, so the plugin must be built inside BUILD_DIR. The guest has
+# this cluster's files at the same paths ($E2E_DIR/etc, its own munge socket, plugin state and
+# spool), its log folder being the host's $E2E_DIR/guests/node0I/share/log; jobs see the
+# guest's mailbox at /mnt/share. Fabric calls get a minute (pciehp's removal takes seconds).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -90,6 +103,13 @@ E2E_NODES=${E2E_NODES:-1}
 E2E_SUBNET=${E2E_SUBNET:-231}
 E2E_ACCOUNTING=${E2E_ACCOUNTING:-no}
 E2E_HOST_CHECK=${E2E_HOST_CHECK:-rescan}
+E2E_GUEST=${E2E_GUEST:-no}
+[[ $E2E_GUEST == yes || $E2E_GUEST == no ]] ||
+  { echo "cluster: E2E_GUEST=$E2E_GUEST: expected yes or no" >&2; exit 2; }
+if [[ $E2E_GUEST == yes && ($FABRIC != redfish || ! ${E2E_NODES:-1} =~ ^[1-4]$ || $E2E_HOST_CHECK != rescan) ]]; then
+  echo "cluster: E2E_GUEST=yes needs FABRIC=redfish, E2E_NODES from 1 to 4 and no E2E_HOST_CHECK (the guests' kernels are the hosts)" >&2
+  exit 2
+fi
 [[ $E2E_HOST_CHECK == rescan || $E2E_HOST_CHECK == wait ]] ||
   { echo "cluster: E2E_HOST_CHECK=$E2E_HOST_CHECK: allowed are rescan and wait" >&2; exit 2; }
 [[ $E2E_HOST_CHECK == rescan || $E2E_NODES == 1 ]] ||
@@ -135,13 +155,13 @@ if ((E2E_ZONES > 1)) && [[ $FABRIC != sim || $E2E_NODES -lt $E2E_ZONES ]]; then
   echo "cluster: E2E_ZONES=$E2E_ZONES needs FABRIC=sim and at least as many nodes (E2E_NODES)" >&2
   exit 2
 fi
-if ((E2E_NODES > 1)) && [[ $FABRIC != sim ]]; then
+if ((E2E_NODES > 1)) && [[ $FABRIC != sim && $E2E_GUEST == no ]]; then
   echo "cluster: E2E_NODES=$E2E_NODES needs FABRIC=sim: the fake Redfish service maps one" \
     "composed system to this host only" >&2
   exit 2
 fi
 # The nodes: this host alone, or cn1..cnN behind the bridge. NODE is the first of them.
-if ((E2E_NODES > 1)); then
+if ((E2E_NODES > 1)) && [[ $E2E_GUEST == no ]]; then
   MULTI=yes
   NODES=()
   for ((n = 1; n <= E2E_NODES; n++)); do NODES+=("cn$n"); done
@@ -152,6 +172,10 @@ else
   MULTI=no
   NODES=("$CTLD_HOST")
   LISTEN_ADDR=127.0.0.1
+  if [[ $E2E_GUEST == yes ]]; then
+    NODES=()
+    for ((n = 1; n <= E2E_NODES; n++)); do NODES+=("guest$n"); done
+  fi
 fi
 NODE=${NODES[0]}
 E2E_URL=http://$LISTEN_ADDR:$E2E_PORT
@@ -287,6 +311,8 @@ write_configs() {  # the folder and every file but slurm.conf and gres.conf (the
     fi
   done
 
+  local fabric_wait=20
+  [[ $E2E_GUEST == yes ]] && fabric_wait=120
   cat >"$E2E_DIR/etc/composer.conf" <<CONF
 ListenAddress=$LISTEN_ADDR
 ListenPort=$E2E_PORT
@@ -297,8 +323,8 @@ LogLevel=info
 AdminUsers=root
 Workloads=training,inference
 MungeSocket=$MUNGE_SOCKET
-ComposeTimeout=20
-ReleaseTimeout=20
+ComposeTimeout=$fabric_wait
+ReleaseTimeout=$fabric_wait
 ReconcileInterval=5
 Durable=no
 CONF
@@ -378,7 +404,10 @@ mockups_dir() {
 # fake publishes none, so FabricSlots lets one host hold the whole pool, as with sim.
 # The plugin's view of the host: the fake sysfs and the real /proc, or the fake host's tree.
 host_roots() {
-  if [[ $E2E_HOST_CHECK == wait ]]; then
+  if [[ $E2E_GUEST == yes ]]; then
+    # Under TCG a hot-added drive takes seconds to show.
+    echo "host_check=wait host_wait=120"
+  elif [[ $E2E_HOST_CHECK == wait ]]; then
     echo "sysfs_root=$E2E_DIR/host/sys proc_root=$E2E_DIR/host/proc dev_root=$E2E_DIR/host/dev host_check=wait host_wait=10"
   else
     echo "sysfs_root=$E2E_DIR/sys proc_root=/proc host_check=rescan"
@@ -404,8 +433,16 @@ start_fake_redfish() {
     printf 'username=composer\npassword=%s\n' "$password" >"$cred"
   )
   rm -f "$port_file"
-  setsid "$FAKE_REDFISH" --mockups "$mockups" --port-file "$port_file" --hosts 1 --gpus-per-zone $((E2E_GPUS / 2)) \
-    --task-ms 20 --username composer --password "$password" \
+  # The guest's drives are the fake's own (the mockups' drives have no hot-plug), QEMU's NVMe
+  # controllers (1b36:0010), plugged as the change is asked for: the fake's tasks (--task-ms)
+  # run no hot-plug.
+  local pool=(--mockups "$mockups" --task-ms 20) fabric_timeout=5s
+  if [[ $E2E_GUEST == yes ]]; then
+    pool=(--drive-ids 0x1b36:0x0010 --hot-plug "$SRC/tests/kvm/qmp.py --guests $E2E_DIR/guests")
+    fabric_timeout=60s
+  fi
+  setsid "$FAKE_REDFISH" "${pool[@]}" --port-file "$port_file" --hosts "${#NODES[@]}" --gpus-per-zone $((E2E_GPUS / 2)) \
+    --username composer --password "$password" \
     >>"$E2E_DIR/log/fake_redfish.log" 2>&1 &
   echo $! >"$E2E_DIR/run/fake_redfish.pid"
   wait_for 10 "fake_redfish to listen" test -s "$port_file"
@@ -415,12 +452,15 @@ FabricName=fake-redfish
 FabricUrl=http://127.0.0.1:$(cat "$port_file")
 FabricCredentials=$cred
 FabricAuth=session
-FabricTimeout=5s
+FabricTimeout=$fabric_timeout
 FabricPollInterval=20ms
-FabricTaskWait=15s
+FabricTaskWait=$([[ $E2E_GUEST == yes ]] && echo 60s || echo 15s)
 FabricSlots=64
-NodeName=$NODE FabricHost=node01
 CONF
+  local i
+  for ((i = 1; i <= ${#NODES[@]}; i++)); do
+    echo "NodeName=${NODES[i - 1]} FabricHost=$(printf 'node%02d' "$i")"
+  done >>"$E2E_DIR/etc/composer.conf"
 }
 
 # slurm.conf and gres.conf, with licenses and GRES counts from the pool composerd published.
@@ -516,6 +556,14 @@ Licenses=$licenses
 GresTypes=cgpu,cmem,cnvme
 ${E2E_SLURM_EXTRA:-}
 CONF
+  if [[ $E2E_GUEST == yes ]]; then
+    local i
+    for ((i = 1; i <= E2E_NODES; i++)); do
+      echo "NodeName=guest$i NodeAddr=127.0.0.1 Port=$((SLURMD_PORT + i - 1)) CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cmem:$mem_slots,cnvme:$nvme State=UNKNOWN"
+    done >>"$SLURM_CONF"
+    echo "PartitionName=main Nodes=guest[1-$E2E_NODES] Default=YES MaxTime=INFINITE State=UP" >>"$SLURM_CONF"
+    return 0
+  fi
   if [[ $MULTI == no ]]; then
     cat >>"$SLURM_CONF" <<CONF
 NodeName=$NODE CPUs=$cpus RealMemory=$mem_mb Gres=cgpu:$gpus,cmem:$mem_slots,cnvme:$nvme State=UNKNOWN
@@ -727,11 +775,86 @@ nodes_idle() {  # every node idle
   ((idle == ${#NODES[@]}))
 }
 
+# --- E2E_GUEST=yes: the nodes are QEMU guests ----------------------------------------------
+guest_sh() { "$SRC/tests/kvm/guest.sh" "$@"; }
+guest_dir() { printf '%s/guests/node%02d' "$E2E_DIR" "$1"; }  # guest_dir I
+
+# Booted in the background while slurmctld starts (40 to 80 s each under TCG); slurmctld
+# reaches each guest's slurmd through QEMU's hostfwd on this host's loopback.
+start_guests() {
+  [[ $PLUGINS/ == "$BUILD_DIR"/* ]] || die "E2E_GUEST=yes: the plugins ($PLUGINS) must be inside BUILD_DIR ($BUILD_DIR), the tree the guests see"
+  local i port
+  for ((i = 1; i <= E2E_NODES; i++)); do
+    port=$((SLURMD_PORT + i - 1))
+    # QEMU's hostfwd cannot bind a port that still has connections in TIME-WAIT (a cluster
+    # started again at once: its last slurmd's, for up to a minute).
+    wait_for 90 "port $port to be free of the last guest's connections" bash -c \
+      "[[ -z \$(ss -Htan state time-wait '( sport = :$port )') ]]"
+    GUEST_TREE=$BUILD_DIR GUEST_HOSTFWD="tcp:127.0.0.1:$port-:$port" \
+      guest_sh start "$(guest_dir "$i")" >>"$E2E_DIR/log/guest$i-boot.log" 2>&1 &
+    echo $! >"$E2E_DIR/run/guest$i-boot.pid"
+  done
+}
+
+# Each guest's copies of this cluster's files: the controller and composerd where the guest
+# reaches them, then its own munged (this cluster's key) and slurmd, at the same paths.
+start_guest_slurmd() {  # start_guest_slurmd I
+  local i=$1 dir pid
+  dir=$(guest_dir "$i")
+  pid=$(cat "$E2E_DIR/run/guest$i-boot.pid")
+  wait "$pid" || die "guest $i did not boot: $(tail -3 "$E2E_DIR/log/guest$i-boot.log")"
+  rm -f "$E2E_DIR/run/guest$i-boot.pid"
+  local files=$dir/share/e2e
+  mkdir -p "$files" "$dir/share/log"
+  # The guest's slurmd puts each job in a cgroup v2 of its own, as a site's does, under the
+  # systemd unit it runs in (Delegate=yes), so that the plugin fences the jobs' devices; Slurm
+  # constrains none itself (ConstrainDevices=no): a refused open is the plugin's.
+  sed -e "s|^SlurmctldHost=.*|SlurmctldHost=$CTLD_HOST(10.0.2.2)|" \
+    -e 's|^TaskPlugin=.*|TaskPlugin=task/cgroup|' -e 's|^ProctrackType=.*|ProctrackType=proctrack/cgroup|' \
+    "$SLURM_CONF" >"$files/slurm.conf"
+  printf 'CgroupPlugin=cgroup/v2\nConstrainDevices=no\n' >"$files/cgroup.conf"
+  sed 's|http://127\.0\.0\.1:|http://10.0.2.2:|g' "$E2E_DIR/etc/plugstack.conf" >"$files/plugstack.conf"
+  cp "$E2E_DIR/etc/gres.conf" "$E2E_DIR/munge/munge.key" "$files/"
+  # The guest's $E2E_DIR is a tmpfs of its own: the path may lie in the build tree, which the
+  # guest sees read-only.
+  guest_sh exec "$dir" --timeout 120 -- "set -e
+    d=$E2E_DIR
+    mkdir -p \$d
+    mount -t tmpfs -o mode=755 composer-e2e \$d
+    mkdir -p \$d/etc \$d/munge \$d/run \$d/log \$d/state \$d/spool/slurmd-guest$i \$d/plugin-state
+    mount --bind /mnt/share/log \$d/log
+    cp /mnt/share/e2e/slurm.conf /mnt/share/e2e/cgroup.conf /mnt/share/e2e/plugstack.conf \
+      /mnt/share/e2e/gres.conf \$d/etc/
+    install -m 400 /mnt/share/e2e/munge.key \$d/munge/munge.key
+    /usr/sbin/munged --force --num-threads=2 --key-file=\$d/munge/munge.key --socket=$MUNGE_SOCKET \
+      --pid-file=\$d/run/munged.pid --log-file=\$d/log/munged.log --seed-file=\$d/munge/munged.seed
+    systemd-run --unit=composer-slurmd -p Delegate=yes /usr/sbin/slurmd -D -f \$d/etc/slurm.conf -N guest$i" \
+    >>"$E2E_DIR/log/guest$i-boot.log" 2>&1 ||
+    die "munged or slurmd did not start in guest $i: $(tail -5 "$E2E_DIR/log/guest$i-boot.log"; tail -5 "$dir/share/log/slurmd.log" 2>/dev/null)"
+}
+
+stop_guests() {
+  local file dir
+  for file in "$E2E_DIR"/run/guest*-boot.pid; do
+    [[ -f $file ]] && stop_pid "$(basename "$file" .pid)"
+  done
+  for dir in "$E2E_DIR"/guests/node*; do
+    [[ -d $dir ]] && { guest_sh stop "$dir" 2>/dev/null || true; }
+  done
+}
+
 start_slurm() {
   for so in spank_composer.so job_submit_composer.so; do
     [[ -f $PLUGINS/$so ]] || die "plugin not built: $PLUGINS/$so"
   done
   COMPOSER_CONF=$E2E_DIR/etc/composer.conf /usr/sbin/slurmctld -f "$SLURM_CONF"
+  if [[ $E2E_GUEST == yes ]]; then
+    local i
+    for ((i = 1; i <= E2E_NODES; i++)); do start_guest_slurmd "$i"; done
+    # Their registrations cross QEMU's user networking under TCG: seconds.
+    wait_for 120 "nodes ${NODES[*]} to be idle" nodes_idle
+    return 0
+  fi
   if [[ $MULTI == no ]]; then
     /usr/sbin/slurmd -f "$SLURM_CONF"
     wait_for 30 "node $NODE to be idle" bash -c \
@@ -831,6 +954,7 @@ stop_all() {
     stop_pid "$(basename "$file" .pid)" &  # the nodes side by side: each takes seconds
   done
   wait
+  stop_guests
   stop_network_processes
   stop_pid slurmctld
   stop_pid slurmdbd
@@ -854,6 +978,8 @@ case ${1:-} in
     if [[ $FABRIC == redfish ]]; then start_fake_redfish; fi
     if [[ $E2E_COMPOSERDS == 2 ]]; then start_postgresql; fi
     start_composerd
+    # After composerd: guests booting under TCG take every core, and composerd has 20 s.
+    if [[ $E2E_GUEST == yes ]]; then start_guests; fi
     if [[ $E2E_HOST_CHECK == wait ]]; then start_fake_host; fi
     write_slurm_configs
     if [[ $E2E_ACCOUNTING == yes ]]; then

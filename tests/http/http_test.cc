@@ -393,5 +393,39 @@ TEST(HttpClient, NoAttemptRunsPastTheDeadline) {
   EXPECT_EQ(t.error().code, ErrorCode::kTimeout) << t.error();
 }
 
+TEST(HttpClient, AnAttemptIsAbandonedWhenTheCallerSaysSo) {
+  // The caller's hook is asked while the answer is awaited; its sentence ends the attempt at
+  // once, without a retry, and is the error's reason.
+  std::atomic<int> hits{0};
+  TestServer slow;
+  slow.server.Get("/slow", [&](const httplib::Request&, httplib::Response& res) {
+    ++hits;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+    res.set_content("{}", "application/json");
+  });
+  HttpClient http(fast(3));
+  std::atomic<int> asked{0};
+  HttpRequest req{"GET", slow.url() + "/slow", "", nullptr};
+  req.abandon = [&]() -> std::optional<std::string> {
+    if (++asked < 2) return std::nullopt;
+    return "another server took over";
+  };
+  const auto start = Clock::now();
+  auto r = http.send(req);
+  EXPECT_LT(elapsed_ms(start), 1600);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable) << r.error();
+  EXPECT_EQ(r.error().message, "gave up on GET " + slow.url() + "/slow: another server took over");
+  EXPECT_EQ(asked.load(), 2);
+  EXPECT_EQ(hits.load(), 1);
+
+  // A hook that never says a word leaves the answer alone.
+  HttpRequest patient{"GET", slow.url() + "/slow", "", nullptr};
+  patient.abandon = []() -> std::optional<std::string> { return std::nullopt; };
+  auto ok = http.send(patient);
+  ASSERT_TRUE(ok.ok()) << ok.error();
+  EXPECT_EQ(ok->status, 200);
+}
+
 }  // namespace
 }  // namespace composer::http

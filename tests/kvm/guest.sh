@@ -32,7 +32,8 @@
 #                     CPUs: memory a dax device brings online as a node of its own, as a CXL
 #                     region's is, where the guest's kernel makes no CXL region
 # QEMU's user networking: the guest is 10.0.2.15 and reaches this machine's loopback at
-# 10.0.2.2. KVM is used where a guest boots under it within GUEST_KVM_WAIT (default 60) s, else
+# 10.0.2.2; GUEST_HOSTFWD (default none), QEMU's hostfwd rule (tcp:127.0.0.1:PORT-:PORT),
+# lets this machine reach a port of the guest. KVM is used where a guest boots under it within GUEST_KVM_WAIT (default 60) s, else
 # TCG; the verdict is kept in the cache for this QEMU, kernel and host kernel
 # (GUEST_ACCEL=kvm|tcg forces one). start waits up to GUEST_BOOT_WAIT (default 600) s for
 # the agent and prints how long the boot took. Must run as root; needs qemu-system-x86.
@@ -115,7 +116,7 @@ boot() {  # boot DIR IMAGE ACCEL WAIT: 0 once the agent answers within WAIT seco
     -device virtio-9p-pci,fsdev=share,mount_tag=share,bus=pcie.0
     -fsdev "local,id=src,path=$GUEST_TREE,security_model=none,readonly=on"
     -device virtio-9p-pci,fsdev=src,mount_tag=src,bus=pcie.0
-    -netdev user,id=net0 -device virtio-net-pci,netdev=net0,bus=pcie.0
+    -netdev "user,id=net0${GUEST_HOSTFWD:+,hostfwd=$GUEST_HOSTFWD}" -device virtio-net-pci,netdev=net0,bus=pcie.0
     # Native PCIe hot-plug (pciehp and its attention button), as a server's slots, rather
     # than QEMU's ACPI hot-plug.
     -global ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off

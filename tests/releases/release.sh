@@ -9,12 +9,19 @@
 #      throw-away cluster of the release's Slurm, on ports of its own;
 #   3. the packages are installed into a clean chroot of the release (a throw-away overlay of
 #      its run chroot) and a composed job runs from the installed files alone.
-# Usage: tests/releases/release.sh SUITE [--full] [--no-tests] [--wide-install] [--packages|--check]
+# Usage: tests/releases/release.sh SUITE [--full] [--no-tests] [--wide-install] [--installed COMMAND]
+#                                    [--packages|--check]
 #   SUITE       bookworm (Slurm 22.05), trixie (24.11) or sid (26.05)
 #   --full      every e2e suite in step 2 (also COMPOSER_RELEASE_FULL=1 in the environment)
 #   --no-tests  packages only (nocheck): steps 1 and 3, no test suites compiled
 #   --wide-install  step 3 runs every one-node e2e scenario but the 50-job array from the
 #               installed files, not three: the release's e2e suite when step 2 does not run
+#   --installed COMMAND  step 3 runs COMMAND (bash, in the source tree) instead, e.g. one
+#               multi-node scenario from the installed files: --no-tests --check --installed
+#               tests/e2e/zone_scenarios.sh. It finds the installed paths in BUILD_DIR,
+#               PLUGIN_DIR, COMPOSERD and COMPOSER_SLURMCTLD, the release's ports in E2E_PORT,
+#               CTLD_PORT and SLURMD_PORT and its subnet in E2E_SUBNET (each may be set anew
+#               in COMMAND), and the results folder at /debs
 #   --packages  step 1 alone; --check: steps 2 and 3 alone, on the packages (and, with tests,
 #               the build tree) an earlier --packages left. The test command runs them as two
 #               ctest entries so that only the compiling one holds the build lock.
@@ -30,17 +37,22 @@ suite=${1:-}
 shift || true
 full=no
 [[ ${COMPOSER_RELEASE_FULL:-0} == 1 ]] && full=yes
-tests=yes wide=no steps=all
+tests=yes wide=no steps=all installed=
 while (($#)); do
   case $1 in
     --full) full=yes ;;
     --no-tests) tests=no ;;
     --wide-install) wide=yes ;;
+    --installed)
+      [[ -n ${2:-} ]] || { echo "release: --installed needs a COMMAND (e.g. tests/e2e/run.sh)" >&2; exit 2; }
+      installed=$2
+      shift
+      ;;
     --packages) steps=packages ;;
     --check) steps=check ;;
     *)
       echo "release: unknown option '$1' (allowed: --full, --no-tests, --wide-install," \
-        "--packages, --check)" >&2
+        "--installed COMMAND, --packages, --check)" >&2
       exit 2
       ;;
   esac
@@ -52,7 +64,7 @@ case $suite in
   sid) port_base=23000 ;;
   *)
     echo "release: usage: release.sh bookworm|trixie|sid [--full] [--no-tests] [--wide-install]" \
-      "[--packages|--check]" >&2
+      "[--installed COMMAND] [--packages|--check]" >&2
     exit 2
     ;;
 esac
@@ -144,6 +156,8 @@ export COMPOSER_SLURMCTLD=\$(dpkg -L slurm-composer-plugins | grep -E '/composer
 export COMPOSER_NODE_CHECK=\$(dpkg -L slurm-composer-plugins | grep -E '/composer-node-check\$')
 [[ -x \$COMPOSER_NODE_CHECK ]]
 export E2E_PORT=$((port_base + 930)) CTLD_PORT=$((port_base + 917)) SLURMD_PORT=$((port_base + 918))
+# A multi-node scenario's subnet (--installed): 10.221.0.0/24 to 10.223.0.0/24, no e2e suite's.
+export E2E_SUBNET=$((port_base / 1000 + 200))
 export BUILD_DIR=/tmp PLUGIN_DIR=\$plugins COMPOSERD=\$composerd
 $(installed_scenarios)
 SCRIPT
@@ -151,8 +165,12 @@ SCRIPT
 
 # What step 3 runs: three scenarios where step 2 ran the release's e2e suite from the build
 # tree, else that suite itself (tests/e2e/scenarios.sh's own list), less its 50-job array
-# (minutes of waiting; the host runs it).
+# (minutes of waiting; the host runs it); or --installed's command.
 installed_scenarios() {
+  if [[ -n $installed ]]; then
+    printf 'cd /src/main\n%s\n' "$installed"
+    return
+  fi
   if [[ $wide == no ]]; then
     echo "/src/main/tests/e2e/run.sh batch_job_sees_its_devices srun_job_sees_its_devices" \
       "hand_made_gres_refused"

@@ -15,6 +15,11 @@ namespace {
 
 // One server's HTTP client: alone, it retries as HttpClient does; among several, each call
 // tries it once per round and the rounds are Client::call's.
+// How long a server may take before the others are asked whether one took over, and how often
+// they are asked after that (client.h's header comment).
+constexpr std::chrono::milliseconds kTakeoverPatience{3000};
+constexpr std::chrono::milliseconds kProbeEvery{1000};
+
 http::HttpOptions http_options(const ClientOptions& o, const std::string& url, bool alone) {
   http::HttpOptions h;
   h.connect_timeout_ms = o.connect_timeout_ms;
@@ -165,6 +170,24 @@ std::chrono::steady_clock::time_point Client::call_deadline(int rounds) const {
   return std::chrono::steady_clock::now() + bound;
 }
 
+std::optional<size_t> Client::other_active(size_t waiting_on,
+                                           std::chrono::milliseconds within) const {
+  for (size_t j = 0; j < servers_.size(); ++j) {
+    if (j == waiting_on) continue;
+    http::HttpRequest req;
+    req.method = "GET";
+    req.url = servers_[j].base + "/v1/health";
+    req.deadline = std::chrono::steady_clock::now() + within;
+    Expected<http::HttpResponse> got = servers_[j].http->send(req);
+    if (!got || got->status != 200) continue;
+    auto json = api::parse_json(got->body);
+    if (!json) continue;
+    auto health = api::from_json<api::HealthInfo>(*json);
+    if (health && health->role == "active") return j;
+  }
+  return std::nullopt;
+}
+
 Expected<http::HttpResponse> Client::send_to_active(const std::string& method, const Path& path,
                                                     const std::string& body, bool authenticate,
                                                     const std::string& what) const {
@@ -195,6 +218,8 @@ Expected<http::HttpResponse> Client::send_to_active(const std::string& method, c
     return std::nullopt;
   };
 
+  // Whether a slow server is watched for another taking over (client.h's header comment).
+  const bool watch = servers_.size() > 1 && http::HttpClient::idempotent(method);
   std::vector<std::string> said(servers_.size());  // each server's last word, for the sentence
   bool standby_only = false;  // the lone server is a standby (its sentence is the error)
   int rounds_done = 0;
@@ -206,6 +231,7 @@ Expected<http::HttpResponse> Client::send_to_active(const std::string& method, c
     }
     ++rounds_done;
     std::vector<bool> tried(servers_.size(), false);
+    bool revisited = false;  // a server that took over was asked again this round
     std::optional<size_t> next = active_.load() % servers_.size();
     while (next) {
       const size_t i = *next;
@@ -218,12 +244,31 @@ Expected<http::HttpResponse> Client::send_to_active(const std::string& method, c
         const bool capped =
             servers_.size() > 1 && deadline - std::chrono::steady_clock::now() <
                                        std::chrono::milliseconds(options_.timeout_ms);
-        Expected<http::HttpResponse> got = servers_[i].http->send(request_to(servers_[i]));
+        http::HttpRequest req = request_to(servers_[i]);
+        std::optional<size_t> took_over;
+        if (watch) {
+          req.abandon = [&, i,
+                         next_probe = std::chrono::steady_clock::now() +
+                                      kTakeoverPatience]() mutable -> std::optional<std::string> {
+            const auto now = std::chrono::steady_clock::now();
+            if (now < next_probe) return std::nullopt;
+            next_probe = now + kProbeEvery;
+            took_over = other_active(i, kProbeEvery);
+            if (!took_over) return std::nullopt;
+            return servers_[*took_over].url + " says it is the active composerd now";
+          };
+        }
+        Expected<http::HttpResponse> got = servers_[i].http->send(req);
         const bool cut = capped && !got && got.error().code == ErrorCode::kTimeout;
         if (!got) {
           if (got.error().code != ErrorCode::kUnavailable && !cut) return got.error();
           if (servers_.size() == 1) return got.error();
           said[i] = got.error().message;
+          // Asked next even if it answered as a standby earlier in this round.
+          if (took_over && !revisited) {
+            revisited = true;
+            next = *took_over;
+          }
         } else if (std::optional<std::string> active = standby_naming(*got)) {
           const std::optional<size_t> named = find(*active);
           said[i] = standby_sentence(*active, named.has_value());

@@ -109,6 +109,9 @@ ReconcileReport Reconciler::run_once() {
         const std::string detail = "the fabric lost the attachment to node " + e.node +
                                    " while job " + std::to_string(e.job_id) + " held it";
         if (pool_.mark_health(d, Health::kCritical, detail)) {
+          // Drained too, so that it stays out once released and the fabric calls it healthy
+          // again, until an admin resumes it (ReconcilerTest.MarksADeviceTheFabricLostAsFailed).
+          pool_.drain_devices({d}, "lost by the fabric: " + detail);
           ++report.lost_marked_failed;
           log::error("device lost by the fabric",
                      {{"device", d}, {"node", e.node}, {"job", std::to_string(e.job_id)}});
@@ -117,8 +120,9 @@ ReconcileReport Reconciler::run_once() {
         }
       }
     }
-    // Health as the fabric reported it in the same inventory, where it changed (lost devices
-    // stay failed). Reading Fabric::health() as well would walk the whole fabric again.
+    // Health as the fabric reported it in the same inventory, where it changed (a lost device
+    // stays failed while its composition holds it, and drained after). Reading
+    // Fabric::health() as well would walk the whole fabric again.
     for (const Device& d : inventory->devices) {
       auto known = pool_.pooled_device(d.id);
       if (!known || known->health == d.health) continue;

@@ -77,6 +77,25 @@ int on_prereq(void* user, char* /*remote_ip*/, char* /*local_ip*/, int /*remote_
   return CURL_PREREQFUNC_OK;
 }
 
+// What the progress callback needs to ask HttpRequest::abandon, and what it said.
+struct Abandon {
+  const std::function<std::optional<std::string>()>* ask = nullptr;
+  std::chrono::steady_clock::time_point next_ask;
+  std::optional<std::string> said;
+};
+
+constexpr std::chrono::milliseconds kAbandonAskEvery{500};
+
+int on_progress(void* user, curl_off_t /*dltotal*/, curl_off_t /*dlnow*/, curl_off_t /*ultotal*/,
+                curl_off_t /*ulnow*/) {
+  auto* a = static_cast<Abandon*>(user);
+  const auto now = std::chrono::steady_clock::now();
+  if (now < a->next_ask) return 0;
+  a->next_ask = now + kAbandonAskEvery;
+  a->said = (*a->ask)();
+  return a->said ? 1 : 0;  // non-zero: curl stops with CURLE_ABORTED_BY_CALLBACK
+}
+
 // One attempt's outcome: an answer, or an error and whether another attempt may help.
 struct Attempt {
   std::optional<HttpResponse> response;
@@ -186,6 +205,15 @@ Attempt perform(CURL* h, const HttpOptions& options, const HttpRequest& req,
   curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq);
   curl_easy_setopt(h, CURLOPT_PREREQDATA, &sent);
 
+  Abandon abandon;
+  if (req.abandon) {
+    abandon.ask = &req.abandon;
+    abandon.next_ask = std::chrono::steady_clock::now() + kAbandonAskEvery;
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &abandon);
+  }
+
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);  // timeouts without SIGALRM: we are threaded
@@ -268,6 +296,10 @@ Attempt perform(CURL* h, const HttpOptions& options, const HttpRequest& req,
       }
       break;
     }
+    case CURLE_ABORTED_BY_CALLBACK:
+      a.error = Error{ErrorCode::kUnavailable,
+                      "gave up on " + what + ": " + abandon.said.value_or(detail)};
+      break;
     case CURLE_WRITE_ERROR:
       a.error = Error{ErrorCode::kInternal,
                       received.too_large ? "the answer to " + what + " is larger than " +

@@ -1285,6 +1285,23 @@ struct FakeRedfish::Impl {
       r.status = 204;
       return;
     }
+    if (req.method == "POST" && path == "/control/unplug") {
+      const std::string block = body["block"].asString();
+      std::lock_guard<std::mutex> lock(mu);
+      const std::string uri = std::string(kBlocks) + "/" + block;
+      for (const auto& [system, blocks] : systems()) {
+        if (std::find(blocks.begin(), blocks.end(), block) == blocks.end()) continue;
+        const std::string sys = std::string(kSystems) + "/" + system;
+        if (std::string why = hot_plug(sys, {}, {uri}); !why.empty()) {
+          return fail(r, 500, "InternalError", why);
+        }
+        apply(sys, {}, {uri});
+        r.status = 204;
+        return;
+      }
+      return fail(r, 404, "ResourceMissingAtURI",
+                  "The resource block '" + block + "' is composed into no system.");
+    }
     if (req.method == "GET" && path == "/control/state") {
       std::lock_guard<std::mutex> lock(mu);
       Json::Value out;

@@ -13,7 +13,11 @@
 // `retries` more times with HttpClient's backoff between rounds. The whole call stays within
 // what one server could take: (retries + 1) x (connect_timeout_ms + timeout_ms) plus the
 // backoffs. When no server answers as active the error (kUnavailable) names every URL tried and
-// what each said (client_test, "Servers" tests).
+// what each said (client_test, "Servers" tests). A server that has not answered an idempotent
+// call within 3 s may be a frozen composerd whose leadership another took over: from then on
+// the other servers' health is asked once a second, and one that says it is active gets the
+// call (ServersLeaveAFrozenServerOnceAnotherTookOver); the frozen one cannot act on the
+// request once it resumes, its epoch being old.
 #pragma once
 
 #include <json/value.h>
@@ -176,6 +180,10 @@ class Client {
   Expected<http::HttpResponse> send_to_active(const std::string& method, const Path& path,
                                               const std::string& body, bool authenticate,
                                               const std::string& what) const;
+
+  // The index of a server other than `waiting_on` whose health says it is the active
+  // composerd, asking each for at most `within`.
+  std::optional<size_t> other_active(size_t waiting_on, std::chrono::milliseconds within) const;
 
   struct Server;
   ClientOptions options_;

@@ -45,6 +45,12 @@ struct HttpRequest {
   // left, and no attempt starts after it (a caller that shares one bound among several
   // servers, composer::client::Client; http_test, NoAttemptRunsPastTheDeadline).
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  // When set, asked about twice a second, on the calling thread, while an attempt is under
+  // way: a sentence ends the attempt there with kUnavailable ("gave up on ...: SENTENCE"),
+  // not retried. For a caller that learns elsewhere that this server will not answer
+  // (composer::client::Client, when another composerd took over; http_test,
+  // AnAttemptIsAbandonedWhenTheCallerSaysSo).
+  std::function<std::optional<std::string>()> abandon;
 };
 
 // Any HTTP answer, whatever its status; transport failures are an Error instead.

@@ -178,6 +178,10 @@ class FakeRedfish {
   //                          "status", "delay_ms", "message", "count", "skip"}
   //   POST /control/clear
   //   POST /control/health  {"block": ID, "health": "OK|Warning|Critical"}
+  //   POST /control/unplug  {"block": ID}: the fabric takes the block away from the system
+  //                          it is composed into, asked by no one (a link lost, a surprise
+  //                          removal): the hot-plug command's detach runs, then the system no
+  //                          longer lists it
   //   GET  /control/state   {"systems": {ID: [block, ...]}, "sessions": N}
 
  private:
