@@ -9,9 +9,11 @@
 #   guest.sh stop DIR           stop the guest (by its PID), also after a start that failed
 #
 # The image: the root file system chroot.sh makes (kind guest: tests/kvm/guest-setup.sh) as an
-# ext4 disk image, with its kernel and initrd beside it, in bookworm-guest-image/ of
+# ext4 disk image, with its kernel and initrd beside it, in SUITE-guest-image/ of
 # $COMPOSER_GUEST_CACHE (default /var/cache/slurm-composer/guests, where that root file system
-# is cached too), made again when the root file system is. A guest boots it read-only
+# is cached too), made again when the root file system is. SUITE is GUEST_SUITE: bookworm (the
+# default; Linux 6.1) or trixie (Linux 6.12, which has weighted interleave); each image is
+# cached under its own name. A guest boots it read-only
 # (snapshot: its writes are thrown away) by direct kernel boot, with:
 #   DIR/qmp.sock      its QMP socket; DIR/console.log  its serial console; DIR/qemu.pid
 #   DIR/share         a 9p share the guest mounts at /mnt/share: the test agent's mailbox
@@ -25,6 +27,10 @@
 #                     DIR/cxl-mem.raw, and a label area DIR/cxl-lsa.raw) behind a CXL host bridge
 #                     (pxb-cxl) and root port (cxl-rp), and a fixed memory window (cxl-fmw) of
 #                     4 GiB for it: no region until the host side creates one
+#   GUEST_PMEM        (default 0: none; not with GUEST_CXL) MiB of persistent memory: an ACPI
+#                     NVDIMM (its memory a file, DIR/pmem.raw) on NUMA node 1, which has no
+#                     CPUs: memory a dax device brings online as a node of its own, as a CXL
+#                     region's is, where the guest's kernel makes no CXL region
 # QEMU's user networking: the guest is 10.0.2.15 and reaches this machine's loopback at
 # 10.0.2.2; GUEST_HOSTFWD (default none), QEMU's hostfwd rule (tcp:127.0.0.1:PORT-:PORT),
 # lets this machine reach a port of the guest. KVM is used where a guest boots under it within GUEST_KVM_WAIT (default 60) s, else
@@ -37,16 +43,17 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 CACHE=${COMPOSER_GUEST_CACHE:-/var/cache/slurm-composer/guests}
 GUEST_TREE=${GUEST_TREE:-$SRC}
+SUITE=${GUEST_SUITE:-bookworm}
 
 log() { echo "guest: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 image() {
-  local root want img=$CACHE/bookworm-guest-image
-  root=$(COMPOSER_CHROOT_CACHE=$CACHE "$SRC/tests/releases/chroot.sh" create bookworm guest)
+  local root want img=$CACHE/$SUITE-guest-image
+  root=$(COMPOSER_CHROOT_CACHE=$CACHE "$SRC/tests/releases/chroot.sh" create "$SUITE" guest)
   want=$(cat "$root/.composer-chroot")
   local lock
-  exec {lock}>"$CACHE/.bookworm-guest-image.lock"
+  exec {lock}>"$CACHE/.$SUITE-guest-image.lock"
   flock "$lock"
   if [[ -f $img/marker && $(cat "$img/marker") == "$want" ]]; then
     echo "$img"
@@ -139,6 +146,22 @@ boot() {  # boot DIR IMAGE ACCEL WAIT: 0 once the agent answers within WAIT seco
     )
     rm -f "$dir/cxl-mem.raw" "$dir/cxl-lsa.raw"
   fi
+  local pmem=${GUEST_PMEM:-0}
+  [[ $pmem =~ ^[0-9]+$ ]] || die "GUEST_PMEM=$pmem: expected MiB of persistent memory (0: none)"
+  if ((pmem > 0)); then
+    ((cxl == 0 && pmem % 128 == 0 && pmem <= 4096)) ||
+      die "GUEST_PMEM=$pmem: allowed are multiples of 128 up to 4096, without GUEST_CXL"
+    args[1]="q35,accel=$accel,nvdimm=on"
+    args[3]="${GUEST_MEM:-1024},slots=1,maxmem=$((${GUEST_MEM:-1024} + pmem))M"
+    args+=(
+      -object "memory-backend-ram,id=ram0,size=${GUEST_MEM:-1024}M"
+      -numa "node,nodeid=0,cpus=0-$((${GUEST_CPUS:-2} - 1)),memdev=ram0"
+      -numa node,nodeid=1
+      -object "memory-backend-file,id=pmem0,share=on,mem-path=$dir/pmem.raw,size=${pmem}M"
+      -device nvdimm,memdev=pmem0,id=nvdimm0,node=1
+    )
+    rm -f "$dir/pmem.raw"
+  fi
   rm -rf "$dir/share"
   mkdir -p "$dir/share"
   rm -f "$dir/qmp.sock" "$dir/console.log"
@@ -165,7 +188,9 @@ start() {
   alive "$dir" && die "a guest already runs in $dir (pid $(pid_of "$dir")); stop it first"
   img=$(image)
   key="$(qemu-system-x86_64 --version | head -1) | $(cat "$img/marker" | sha256sum | cut -c1-16) | $(uname -r)"
+  # One verdict per suite: each image's key would otherwise overwrite the other's.
   verdict=$CACHE/accel
+  [[ $SUITE == bookworm ]] || verdict=$CACHE/accel-$SUITE
   if [[ -n ${GUEST_ACCEL:-} ]]; then
     [[ $GUEST_ACCEL == kvm || $GUEST_ACCEL == tcg ]] ||
       die "GUEST_ACCEL=$GUEST_ACCEL: allowed are kvm and tcg"
@@ -217,6 +242,8 @@ run_in() {  # exec DIR [--timeout S] -- COMMAND...
 }
 
 [[ $(id -u) == 0 ]] || die "must run as root"
+[[ $SUITE == bookworm || $SUITE == trixie ]] ||
+  die "GUEST_SUITE=$SUITE: allowed are bookworm (Linux 6.1) and trixie (Linux 6.12)"
 case ${1:-} in
   image) (($# == 1)) || die "usage: guest.sh image"; mkdir -p "$CACHE"; image ;;
   start) (($# == 2)) || die "usage: guest.sh start DIR"; start "$2" ;;

@@ -2,13 +2,15 @@
 // job_epilog) run on this host as slurmd would run them, for the kvm level's guests, where no
 // slurmd runs them.
 //   composer_kvm_host_side prolog|task|epilog JOB UID [--option NAME=VALUE]... [--run COMMAND]
-//                          -- PLUGSTACK-ARGS...
+//                          [--own-policy] -- PLUGSTACK-ARGS...
 // The plugstack arguments are those of the spank_composer.so line (plugin_config.h); each
 // --option is one of the job's --compose-* options (kAllOptions) as the user gave it. The node
 // is $SLURMD_NODENAME, else the host's short name; the job's environment is this program's.
 // The task hook prints each variable it exports as NAME=VALUE on stdout; with --run, COMMAND
 // (sh -c) then replaces this process, as the job's task does, with the environment the hook
-// set and the memory policy it asked for in COMPOSER_KVM_TASK_POLICY (see run()). Every hook
+// set and the memory policy it asked for in COMPOSER_KVM_TASK_POLICY (see run()); with
+// --own-policy (task only) the hook's set_mempolicy(2) call is made as slurmd's task makes it,
+// and COMMAND inherits the policy itself. Every hook
 // prints its timing on stderr in the guest's boot-time clock (/proc/uptime), so that a test can put
 // it beside the kernel's: "timing: prolog start=12.345 compose_done=13.456 end=15.678"
 // (compose_done: when composerd answered the compose). Exits 0 when the hook succeeded, 1 with
@@ -125,10 +127,16 @@ int run(int argc, char** argv) {
   }
   std::map<std::string, std::string> options;
   std::string run_command;
+  bool own_policy = false;
   int i = 4;
   while (i < argc && std::string(argv[i]) != "--") {
     const std::string a = argv[i];
     const std::string value = i + 1 < argc ? argv[i + 1] : "";
+    if (a == "--own-policy" && hook == "task") {
+      own_policy = true;
+      ++i;
+      continue;
+    }
     if (a == "--run" && hook == "task" && !value.empty()) {
       run_command = value;
       i += 2;
@@ -138,8 +146,8 @@ int run(int argc, char** argv) {
     if (a != "--option" || eq == std::string::npos) {
       return usage(
           "unknown or incomplete argument '" + a +
-          "': allowed are --option NAME=VALUE, --run COMMAND (task only) and -- before the "
-          "plugstack arguments");
+          "': allowed are --option NAME=VALUE, --run COMMAND and --own-policy (task only) and "
+          "-- before the plugstack arguments");
     }
     bool known = false;
     for (std::string_view name : cs::kAllOptions) known = known || name == value.substr(0, eq);
@@ -163,13 +171,15 @@ int run(int argc, char** argv) {
   // COMPOSER_KVM_TASK_POLICY, which composer_kvm_touch applies to its buffer with mbind(2).
   // Under QEMU 7.2's TCG the CXL window is emulated I/O memory: data there works, but code run
   // from it and page tables walked in it do not, and a task's own policy places those too (the
-  // task died of SIGSEGV at once).
+  // task died of SIGSEGV at once). With --own-policy the call is made (memory that is RAM to
+  // QEMU, such as an NVDIMM's) and COMMAND runs under it, as a job's task does.
   std::string task_policy;
-  cs::replace_mempolicy_call([&](cs::MempolicyMode mode, const std::set<int>& nodes) {
+  cs::MempolicyCall real;
+  real = cs::replace_mempolicy_call([&](cs::MempolicyMode mode, const std::set<int>& nodes) {
     unsigned long mask = 0;
     for (int n : nodes) mask |= 1UL << n;
     task_policy = std::to_string(static_cast<int>(mode)) + ":" + std::to_string(mask);
-    return 0;
+    return own_policy ? real(mode, nodes) : 0;
   });
   HostContext ctx(job, uid, options);
   TimedApi api(*config);
@@ -194,7 +204,9 @@ int run(int argc, char** argv) {
   }
   if (!task_policy.empty()) composer::write_line(STDERR_FILENO, "mempolicy: " + task_policy);
   if (!run_command.empty()) {
-    if (!task_policy.empty()) ::setenv("COMPOSER_KVM_TASK_POLICY", task_policy.c_str(), 1);
+    if (!task_policy.empty() && !own_policy) {
+      ::setenv("COMPOSER_KVM_TASK_POLICY", task_policy.c_str(), 1);
+    }
     std::cout.flush();
     ::execl("/bin/sh", "sh", "-c", run_command.c_str(), static_cast<char*>(nullptr));
     composer::write_line(STDERR_FILENO, "composer_kvm_host_side: cannot run /bin/sh: " +

@@ -3,7 +3,9 @@
 //   pages: N0=12 N1=116 (of 128) policy 2:0x3
 // The kvm level runs it under each memory policy the task hook applies: the policy comes in
 // COMPOSER_KVM_TASK_POLICY ("MODE:MASK" as get_mempolicy(2) gave them to
-// composer_kvm_host_side) and is given to the mapping with mbind(2) before it is touched.
+// composer_kvm_host_side) and is given to the mapping with mbind(2) before it is touched;
+// without it the mapping follows the task's own policy (composer_kvm_host_side --own-policy),
+// which get_mempolicy(2) reports.
 // Exits 1 with one line when it cannot, 2 on a bad argument.
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -37,7 +39,7 @@ int main(int argc, char** argv) {
     std::perror("composer_kvm_touch: madvise");
     return 1;
   }
-  std::string policy = "default";
+  std::string policy;
   if (const char* given = std::getenv("COMPOSER_KVM_TASK_POLICY"); given != nullptr) {
     unsigned long mode = 0;
     unsigned long mask = 0;
@@ -52,6 +54,16 @@ int main(int argc, char** argv) {
     }
     char text[64];
     std::snprintf(text, sizeof text, "%lu:0x%lx", mode, mask);
+    policy = text;
+  } else {
+    int mode = 0;
+    unsigned long mask = 0;
+    if (::syscall(SYS_get_mempolicy, &mode, &mask, 64UL, nullptr, 0UL) != 0) {
+      std::perror("composer_kvm_touch: get_mempolicy");
+      return 1;
+    }
+    char text[64];
+    std::snprintf(text, sizeof text, "%d:0x%lx", mode, mask);
     policy = text;
   }
   const long page = ::sysconf(_SC_PAGESIZE);

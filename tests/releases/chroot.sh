@@ -55,8 +55,12 @@ packages() {  # packages SUITE KIND: the package list, space-separated
         "python3 bc openssl tzdata"
       ;;
     guest)
+      # The libraries of the plugin built on bookworm under the names each release gives them
+      # (trixie has no libjsoncpp25: tests/kvm copies the host's in).
+      local libs="libcurl4 libjsoncpp25"
+      [[ $1 == bookworm ]] || libs="libcurl4t64 libjsoncpp26"
       echo "linux-image-amd64 systemd systemd-sysv udev kmod dbus nvme-cli numactl ndctl daxctl" \
-        "slurmd slurm-client munge libcurl4 libjsoncpp25 libmunge2 iproute2 procps util-linux" \
+        "slurmd slurm-client munge $libs libmunge2 iproute2 procps util-linux" \
         "e2fsprogs psmisc"
       ;;
     *) die "unknown kind '$kind': allowed are build, run and guest" ;;

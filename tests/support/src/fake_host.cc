@@ -303,6 +303,8 @@ void FakeHost::add_cxl_memory(const std::string& memdev, uint64_t size_bytes, in
   fs::create_directories(endpoint, ec);
   fs::create_directory_symlink(fs::relative(mem, endpoint), endpoint / "uport", ec);
   bus_link(root_, "cxl", endpoint);
+  // Linux 6.6 and later show the count of committed decoders beside the decoders.
+  put(endpoint / "decoders_committed", "0\n");
   const std::string decoder = "decoder" + port + ".0";
   put(endpoint / decoder / "mode", "none\n");
   put(endpoint / decoder / "dpa_size", "0x0\n");

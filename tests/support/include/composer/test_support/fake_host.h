@@ -32,9 +32,10 @@
 // persistent memory in tests/kvm), as the kernel's CXL and libnvdimm buses show it:
 //   <root>/sys/bus/cxl/devices/decoder0.0 (root decoder: devtype, cap_pmem, create_pmem_region
 //       offering the next region's name, delete_region), mem<K> (pmem/size), endpoint<P>
-//       (uport -> mem<K>) with its decoder<P>.0 (mode, dpa_size), region<N> (uuid,
-//       interleave_ways, interleave_granularity, size, target0, commit, resource; the region
-//       offered is shown before the write that takes it, where the kernel makes it at that write)
+//       (uport -> mem<K>, decoders_committed) with its decoder<P>.0 (mode, dpa_size),
+//       region<N> (uuid, interleave_ways, interleave_granularity, size, target0, commit,
+//       resource; the region offered is shown before the write that takes it, where the
+//       kernel makes it at that write)
 //   <root>/sys/bus/cxl/drivers/cxl_region/{bind,unbind}
 //   <root>/sys/bus/nd/devices/region<M>, namespace<M>.0, dax<M>.0 and
 //   <root>/sys/bus/nd/drivers/dax_pmem/{bind,unbind}
