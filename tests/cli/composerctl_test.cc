@@ -517,7 +517,7 @@ TEST_F(ComposerctlTest, PageSizeIsAskedPerRequestAndEveryPageIsRead) {
   server_.server.Get("/v1/compositions", [](const httplib::Request& req, httplib::Response& res) {
     Composition c;
     c.id = req.has_param("cursor") ? 1 : 2;
-    c.job_id = 7;
+    c.owner.job_id = 7;
     c.node = "n1";
     api::CompositionPage page{{c}, req.has_param("cursor") ? "" : "2"};
     answer(res, api::to_json(page));

@@ -19,11 +19,9 @@ namespace composer::testing {
 namespace {
 
 api::ComposeBody body(Request r, uint32_t uid = 1000, std::string workload = "training") {
-  return api::ComposeBody{.uid = uid,
-                          .user = "alice",
-                          .account = "physics",
-                          .workload = std::move(workload),
-                          .request = std::move(r)};
+  return api::ComposeBody{
+      .owner = {.uid = uid, .user = "alice", .account = "physics", .workload = std::move(workload)},
+      .request = std::move(r)};
 }
 
 class ComposerdTest : public ::testing::Test {
@@ -38,7 +36,7 @@ class ComposerdTest : public ::testing::Test {
     auto c = daemon_->client();
     auto live = c.compositions(client::CompositionQuery{.live = true});
     ASSERT_TRUE(live.ok()) << live.error();
-    for (const auto& comp : *live) ASSERT_TRUE(c.release(comp.job_id, comp.node).ok());
+    for (const auto& comp : *live) ASSERT_TRUE(c.release(comp.owner.job_id, comp.node).ok());
   }
 
   static std::map<std::string, uint32_t> free_by_type() {
@@ -112,8 +110,8 @@ TEST_F(ComposerdTest, ComposeShowReleaseThroughTheClient) {
   EXPECT_EQ(kinds,
             (std::vector<std::string>{"requested", "composing", "ready", "releasing", "released"}));
   EXPECT_EQ(events->at(2).devices.size(), 3u);
-  EXPECT_EQ(events->at(2).user, "alice");
-  EXPECT_EQ(events->at(2).workload, "training");
+  EXPECT_EQ(events->at(2).owner.user, "alice");
+  EXPECT_EQ(events->at(2).owner.workload, "training");
 }
 
 TEST_F(ComposerdTest, AJobsNodesAreComposedAndReleasedWithOneCallEach) {
@@ -631,7 +629,7 @@ TEST(ComposerdImpatientClients, GivingUpMidWaitLeavesNothingUnowned) {
   }
   std::set<std::string> owned;
   for (const Composition& x : live) {
-    EXPECT_EQ(x.state, CompositionState::kReady) << "job " << x.job_id << " on " << x.node;
+    EXPECT_EQ(x.state, CompositionState::kReady) << "job " << x.owner.job_id << " on " << x.node;
     for (const Device& dev : x.devices) EXPECT_TRUE(owned.insert(dev.id).second) << dev.id;
   }
   EXPECT_EQ(sim_fabric_holds(d), owned);
@@ -642,8 +640,8 @@ TEST(ComposerdImpatientClients, GivingUpMidWaitLeavesNothingUnowned) {
 
   // A retry of what was answered to no one answers it; the job's release takes it all back.
   for (const Composition& x : live) {
-    if (x.job_id % 2 != 0) continue;  // the per-node ones
-    auto again = c.compose(x.job_id, x.node, body(Request{.gpus = 2}));
+    if (x.owner.job_id % 2 != 0) continue;  // the per-node ones
+    auto again = c.compose(x.owner.job_id, x.node, body(Request{.gpus = 2}));
     ASSERT_TRUE(again.ok()) << again.error();
     EXPECT_EQ(again->id, x.id);
   }
