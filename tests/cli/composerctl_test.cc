@@ -533,7 +533,7 @@ TEST_F(ComposerctlTest, PageSizeIsAskedPerRequestAndEveryPageIsRead) {
     o = run_ctl({"devices", "--page-size", bad});
     EXPECT_EQ(o.rc, 2) << bad;
     EXPECT_NE(
-        o.err.find("--page-size: '" + std::string(bad) + "' is not a whole number from 1 to 10000"),
+        o.err.find("--page-size=" + std::string(bad) + ": expected a whole number from 1 to 10000"),
         std::string::npos)
         << o.err;
   }

@@ -316,27 +316,27 @@ TEST_F(ComposerdTest, HttpLayerRefusalsSayWhatTheyAre) {
 // pipeline: a bad number, a bad time and an unknown parameter are said the same way.
 TEST_F(ComposerdTest, EveryRouteFamilySaysABadParameterTheSameWay) {
   const std::string time =
-      "' is not a time in milliseconds since the epoch (a whole number from 0 to "
+      ": expected a time in milliseconds since the epoch (a whole number from 0 to "
       "4503599627370496)";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"/v1/events?limit=ten", "limit: 'ten' is not a whole number from 1 to 10000"},
-      {"/v1/compositions?limit=0", "limit: '0' is not a whole number from 1 to 10000"},
-      {"/v1/devices?limit=10001", "limit: '10001' is not a whole number from 1 to 10000"},
+      {"/v1/events?limit=ten", "limit=ten: expected a whole number from 1 to 10000"},
+      {"/v1/compositions?limit=0", "limit=0: expected a whole number from 1 to 10000"},
+      {"/v1/devices?limit=10001", "limit=10001: expected a whole number from 1 to 10000"},
       {"/v1/events?cursor=12",
        "cursor: '12' is not a cursor of this list (TIME-ID); pass "
        "next_cursor from the previous page as it is"},
       {"/v1/compositions?cursor=x",
        "cursor: 'x' is not a cursor of this list (a composition "
        "id); pass next_cursor from the previous page as it is"},
-      {"/v1/policy/history?limit=ten", "limit: 'ten' is not a whole number from 0 to 4294967295"},
-      {"/v1/compositions?job=0", "job: '0' is not a whole number from 1 to 4294967294"},
-      {"/v1/events?job=x", "job: 'x' is not a whole number from 1 to 4294967294"},
-      {"/v1/reports?start_ms=1&end_ms=2&top=-1", "top: '-1' is not a whole number from 0 to 1000"},
+      {"/v1/policy/history?limit=ten", "limit=ten: expected a whole number from 0 to 4294967295"},
+      {"/v1/compositions?job=0", "job=0: expected a whole number from 1 to 4294967294"},
+      {"/v1/events?job=x", "job=x: expected a whole number from 1 to 4294967294"},
+      {"/v1/reports?start_ms=1&end_ms=2&top=-1", "top=-1: expected a whole number from 0 to 1000"},
       {"/v1/policy/explain?gpus=2.5&time_limit_s=60",
-       "gpus: '2.5' is not a whole number from 0 to 1048576"},
-      {"/v1/events?since_ms=yesterday", "since_ms: 'yesterday" + time},
-      {"/v1/reports?start_ms=yesterday&end_ms=2", "start_ms: 'yesterday" + time},
-      {"/v1/policy/explain?time_limit_s=60&start_ms=now", "start_ms: 'now" + time},
+       "gpus=2.5: expected a whole number from 0 to 1048576"},
+      {"/v1/events?since_ms=yesterday", "since_ms=yesterday" + time},
+      {"/v1/reports?start_ms=yesterday&end_ms=2", "start_ms=yesterday" + time},
+      {"/v1/policy/explain?time_limit_s=60&start_ms=now", "start_ms=now" + time},
       {"/v1/pool?x=1", "unknown query parameter 'x' (this endpoint takes none)"},
       {"/v1/policy?x=1", "unknown query parameter 'x' (this endpoint takes none)"},
       {"/v1/reports?x=1", "unknown query parameter 'x' (allowed: start_ms, end_ms, top)"},
