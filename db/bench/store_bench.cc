@@ -197,12 +197,12 @@ int run(const Options& o) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < o.cycles; ++i) {
           composer::Composition c;
-          c.job_id = static_cast<uint32_t>(t * 1000000 + i + 1);
+          c.owner.job_id = static_cast<uint32_t>(t * 1000000 + i + 1);
           c.node = "node" + std::to_string(t);
-          c.uid = 1000;
-          c.user = "bench";
-          c.account = "bench";
-          c.workload = "training";
+          c.owner.uid = 1000;
+          c.owner.user = "bench";
+          c.owner.account = "bench";
+          c.owner.workload = "training";
           c.request.gpus = 1;
           c.state = CompositionState::kComposing;
           auto created =

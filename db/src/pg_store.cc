@@ -70,12 +70,12 @@ void append_event(Connection& db, const Event& e) {
                                .add(e.ts_ms)
                                .add(e.kind)
                                .add(e.composition_id)
-                               .add(e.job_id)
+                               .add(e.owner.job_id)
                                .add(e.node)
-                               .add(e.uid)
-                               .add(e.user)
-                               .add(e.account)
-                               .add(e.workload)
+                               .add(e.owner.uid)
+                               .add(e.owner.user)
+                               .add(e.owner.account)
+                               .add(e.owner.workload)
                                .add(e.from_state)
                                .add(e.to_state)
                                .add(join(e.devices, kListSeparator))
@@ -94,12 +94,12 @@ Event owned_device_event(Connection& db, const Device& d, std::string_view kind,
 // kInsertComposition's parameters (and the first of kCreateComposition's).
 Params composition_params(const Composition& c, int64_t now_ms) {
   return Params()
-      .add(c.job_id)
+      .add(c.owner.job_id)
       .add(c.node)
-      .add(c.uid)
-      .add(c.user)
-      .add(c.account)
-      .add(c.workload)
+      .add(c.owner.uid)
+      .add(c.owner.user)
+      .add(c.owner.account)
+      .add(c.owner.workload)
       .add(c.request.gpus)
       .add(c.request.gpu_model)
       .add(c.request.mem_bytes)
@@ -140,8 +140,9 @@ Composition insert_composition(Connection& db, const Composition& c,
   for (const auto& id : ids) {
     auto d = find_device(db, id);
     if (!d) {
-      refuse(ErrorCode::kNotFound, "creating composition for job " + std::to_string(c.job_id) +
-                                       " on " + c.node + ": no device " + db::quoted(id));
+      refuse(ErrorCode::kNotFound, "creating composition for job " +
+                                       std::to_string(c.owner.job_id) + " on " + c.node +
+                                       ": no device " + db::quoted(id));
     }
     created.devices.push_back(std::move(*d));
   }
@@ -155,8 +156,9 @@ Composition insert_composition(Connection& db, const Composition& c,
     step.release();
   } catch (const Failure& f) {
     if (f.error().code != ErrorCode::kConflict) throw;
-    fail(ErrorCode::kConflict, live_job_conflict(c, find_live_composition(db, c.job_id, c.node)) +
-                                   "; " + failure_reason(f));
+    fail(ErrorCode::kConflict,
+         live_job_conflict(c, find_live_composition(db, c.owner.job_id, c.node)) + "; " +
+             failure_reason(f));
   }
   created.created_ms = now_ms;
   created.updated_ms = now_ms;
@@ -382,7 +384,7 @@ class PgStore final : public Store {
       db.run(pg::kSetHostHold, Params().add(id).add(cause).add(now_ms));
       Event e = composition_event(c, cause.empty() ? "unhold" : "hold", to_string(c.state),
                                   to_string(c.state), cause.empty() ? c.hold : cause, now_ms);
-      if (!actor.empty()) e.user = actor;
+      if (!actor.empty()) e.owner.user = actor;
       append_event(db, e);
       c.hold = std::string(cause);
       c.updated_ms = now_ms;

@@ -191,12 +191,8 @@ Event composition_event(const Composition& c, std::string_view kind, std::string
   e.ts_ms = now_ms;
   e.kind = kind;
   e.composition_id = c.id;
-  e.job_id = c.job_id;
+  e.owner = c.owner;
   e.node = c.node;
-  e.uid = c.uid;
-  e.user = c.user;
-  e.account = c.account;
-  e.workload = c.workload;
   e.window = c.window;
   e.from_state = from;
   e.to_state = to;
@@ -216,7 +212,7 @@ Event device_event(const std::optional<Composition>& owner, const Device& d, std
   e.to_state = to;
   e.devices = {d.id};
   e.detail = detail;
-  if (!user.empty()) e.user = user;
+  if (!user.empty()) e.owner.user = user;
   return e;
 }
 
@@ -228,7 +224,7 @@ std::string holder_detail(std::string_view detail, std::string_view holder) {
 
 std::string live_job_conflict(const Composition& c, const std::optional<Composition>& live) {
   std::string why =
-      "job " + std::to_string(c.job_id) + " on " + c.node + " already has a live composition";
+      "job " + std::to_string(c.owner.job_id) + " on " + c.node + " already has a live composition";
   if (live) {
     why += " (" + std::to_string(live->id) + ", " + std::string(to_string(live->state)) + ")";
   }

@@ -68,12 +68,12 @@ template <typename Row>
 Composition read_composition(const Row& s) {
   Composition c;
   c.id = s.int64(0);
-  c.job_id = s.uint32(1);
+  c.owner.job_id = s.uint32(1);
   c.node = s.text(2);
-  c.uid = s.uint32(3);
-  c.user = s.text(4);
-  c.account = s.text(5);
-  c.workload = s.text(6);
+  c.owner.uid = s.uint32(3);
+  c.owner.user = s.text(4);
+  c.owner.account = s.text(5);
+  c.owner.workload = s.text(6);
   c.request.gpus = s.uint32(7);
   c.request.gpu_model = s.text(8);
   c.request.mem_bytes = s.uint64(9);
@@ -114,12 +114,12 @@ void read_event_into(const Row& s, Event& e) {
   e.ts_ms = s.int64(1);
   e.kind.assign(s.text_view(2));
   e.composition_id = s.optional_int64(3);
-  e.job_id = s.uint32(4);
+  e.owner.job_id = s.uint32(4);
   e.node.assign(s.text_view(5));
-  e.uid = s.uint32(6);
-  e.user.assign(s.text_view(7));
-  e.account.assign(s.text_view(8));
-  e.workload.assign(s.text_view(9));
+  e.owner.uid = s.uint32(6);
+  e.owner.user.assign(s.text_view(7));
+  e.owner.account.assign(s.text_view(8));
+  e.owner.workload.assign(s.text_view(9));
   e.from_state.assign(s.text_view(10));
   e.to_state.assign(s.text_view(11));
   split_into(s.text_view(12), e.devices);
@@ -185,11 +185,11 @@ void read_rollup_into(const Row& s, CompositionRollup& r) {
     r.end.from_state.clear();
     r.end.detail.clear();
   }
-  r.first.job_id = r.end.job_id = s.uint32(11);
-  r.first.uid = r.end.uid = s.uint32(12);
-  r.first.user.assign(s.text_view(13));
-  r.first.account.assign(s.text_view(14));
-  r.first.workload.assign(s.text_view(15));
+  r.first.owner.job_id = r.end.owner.job_id = s.uint32(11);
+  r.first.owner.uid = r.end.owner.uid = s.uint32(12);
+  r.first.owner.user.assign(s.text_view(13));
+  r.first.owner.account.assign(s.text_view(14));
+  r.first.owner.workload.assign(s.text_view(15));
   r.first.window.assign(s.text_view(16));
   split_into(s.text_view(17), r.first.devices);
   r.events = s.uint64(18);

@@ -27,19 +27,20 @@ Composition insert_composition(Connection& db, const Composition& c,
   for (const auto& id : ids) {
     auto d = sqlite::find_device(db, id);
     if (!d) {
-      refuse(ErrorCode::kNotFound, "creating composition for job " + std::to_string(c.job_id) +
-                                       " on " + c.node + ": no device " + db::quoted(id));
+      refuse(ErrorCode::kNotFound, "creating composition for job " +
+                                       std::to_string(c.owner.job_id) + " on " + c.node +
+                                       ": no device " + db::quoted(id));
     }
     created.devices.push_back(std::move(*d));
   }
   try {
     db.statement(sqlite::kInsertComposition)
-        ->bind(1, c.job_id)
+        ->bind(1, c.owner.job_id)
         .bind(2, c.node)
-        .bind(3, c.uid)
-        .bind(4, c.user)
-        .bind(5, c.account)
-        .bind(6, c.workload)
+        .bind(3, c.owner.uid)
+        .bind(4, c.owner.user)
+        .bind(5, c.owner.account)
+        .bind(6, c.owner.workload)
         .bind(7, c.request.gpus)
         .bind(8, c.request.gpu_model)
         .bind(9, c.request.mem_bytes)
@@ -52,7 +53,7 @@ Composition insert_composition(Connection& db, const Composition& c,
   } catch (const Failure& f) {
     if (f.error().code != ErrorCode::kConflict) throw;
     fail(ErrorCode::kConflict,
-         live_job_conflict(c, sqlite::find_live_composition(db, c.job_id, c.node)) + "; " +
+         live_job_conflict(c, sqlite::find_live_composition(db, c.owner.job_id, c.node)) + "; " +
              failure_reason(f));
   }
   created.id = db.last_insert_rowid();
@@ -136,7 +137,7 @@ Expected<Composition> SqliteStore::set_hold(int64_t id, std::string_view cause,
     db.statement(sqlite::kSetHostHold)->bind(1, id).bind(2, cause).bind(3, now_ms).run();
     Event e = composition_event(c, cause.empty() ? "unhold" : "hold", to_string(c.state),
                                 to_string(c.state), cause.empty() ? c.hold : cause, now_ms);
-    if (!actor.empty()) e.user = actor;
+    if (!actor.empty()) e.owner.user = actor;
     append_event(db, e);
     c.hold = std::string(cause);
     c.updated_ms = now_ms;

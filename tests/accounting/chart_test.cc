@@ -139,7 +139,7 @@ TEST_F(ChartTest, HeatMapCellsShowTheShareAttached) {
 TEST_F(ChartTest, NamesFromTheLedgerAreEscaped) {
   auto l = testing::worked_example();
   for (auto& e : l.events) {
-    if (e.workload == "training") e.workload = "<b>&\"x'";
+    if (e.owner.workload == "training") e.owner.workload = "<b>&\"x'";
   }
   auto r =
       build_report(l.inventory, l.events,

@@ -56,7 +56,7 @@ struct Ledger {
     e.ts_ms = ts;
     e.kind = kind;
     e.composition_id = composition;
-    e.job_id = job;
+    e.owner.job_id = job;
     e.node = std::move(node);
     e.from_state = std::move(from);
     e.to_state = kind;
@@ -70,10 +70,10 @@ struct Ledger {
             std::string detail = "") {
     add(ts, std::move(kind), id, w.job, w.node, w.devices, std::move(from), std::move(detail));
     Event& e = events.back();
-    e.uid = w.uid;
-    e.user = w.user;
-    e.account = w.account;
-    e.workload = w.workload;
+    e.owner.uid = w.uid;
+    e.owner.user = w.user;
+    e.owner.account = w.account;
+    e.owner.workload = w.workload;
     e.window = w.window;
   }
 

@@ -179,13 +179,13 @@ class RollupTest : public ::testing::Test {
       if (action < 4) {
         Composition c;
         // Now and then a job on a second node.
-        c.job_id = pick(4) == 0 && job > 100 ? job - 1 : ++job;
+        c.owner.job_id = pick(4) == 0 && job > 100 ? job - 1 : ++job;
         c.node = "n" + std::to_string(1 + pick(4));
-        const uint32_t u = c.job_id % 5;
-        c.uid = 1000 + u;
-        c.user = "u" + std::to_string(u);
-        c.account = u < 3 ? "physics" : "chem";
-        c.workload = classes[c.job_id % 3];
+        const uint32_t u = c.owner.job_id % 5;
+        c.owner.uid = 1000 + u;
+        c.owner.user = "u" + std::to_string(u);
+        c.owner.account = u < 3 ? "physics" : "chem";
+        c.owner.workload = classes[c.owner.job_id % 3];
         c.window = windows[pick(3)];
         c.request.gpus = 1;
         c.state = CompositionState::kComposing;
@@ -202,7 +202,7 @@ class RollupTest : public ::testing::Test {
         }
         for (const auto& d : devices) held.insert(d);
         live.push_back({made->id, CompositionState::kComposing, devices, *made});
-        w.uids.insert(c.uid);
+        w.uids.insert(c.owner.uid);
       } else if (action < 8 && !live.empty()) {
         const size_t k = static_cast<size_t>(pick(static_cast<int64_t>(live.size())));
         Live& l = live[k];
@@ -253,9 +253,9 @@ class RollupTest : public ::testing::Test {
         Event e;
         e.ts_ms = at;
         e.kind = "refused";
-        e.job_id = ++job;
-        e.uid = 1000;
-        e.user = "u0";
+        e.owner.job_id = ++job;
+        e.owner.uid = 1000;
+        e.owner.user = "u0";
         e.detail = "no pool can serve 9 GPUs";
         EXPECT_TRUE(store_->add_event(e).ok());
       } else {
@@ -271,12 +271,12 @@ class RollupTest : public ::testing::Test {
         e.ts_ms = at;
         e.kind = "requeued";
         e.composition_id = c->id;
-        e.job_id = c->job_id;
+        e.owner.job_id = c->owner.job_id;
         e.node = c->node;
-        e.uid = c->uid;
-        e.user = c->user;
-        e.account = c->account;
-        e.workload = c->workload;
+        e.owner.uid = c->owner.uid;
+        e.owner.user = c->owner.user;
+        e.owner.account = c->owner.account;
+        e.owner.workload = c->owner.workload;
         e.window = c->window;
         e.detail = "a device failed; requeued";
         EXPECT_TRUE(store_->add_event(e).ok());

@@ -39,12 +39,12 @@ class StoreScanTest : public ::testing::Test {
 
   int64_t compose(uint32_t job, std::vector<std::string> devices, int64_t t) {
     Composition c;
-    c.job_id = job;
+    c.owner.job_id = job;
     c.node = "n1";
-    c.uid = 1000 + job;
-    c.user = "u" + std::to_string(job);
-    c.account = "acct";
-    c.workload = job % 2 == 0 ? "training" : "inference";
+    c.owner.uid = 1000 + job;
+    c.owner.user = "u" + std::to_string(job);
+    c.owner.account = "acct";
+    c.owner.workload = job % 2 == 0 ? "training" : "inference";
     c.request.gpus = 1;
     c.state = CompositionState::kComposing;
     auto made = store_->create_composition(c, devices, t);

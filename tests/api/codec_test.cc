@@ -40,12 +40,12 @@ Device drained_memory() {
 Composition sample_composition() {
   Composition c;
   c.id = 12;
-  c.job_id = 4294967295u;
+  c.owner.job_id = 4294967295u;
   c.node = "node1";
-  c.uid = 1000;
-  c.user = "alice";
-  c.account = "physics";
-  c.workload = "training";
+  c.owner.uid = 1000;
+  c.owner.user = "alice";
+  c.owner.account = "physics";
+  c.owner.workload = "training";
   c.request = Request{2, "A100-80G", 64 * kGiB, 1};
   c.state = CompositionState::kReady;
   c.created_ms = 1714550400000;
@@ -182,12 +182,12 @@ TEST(Codec, CompositionRoundTrips) {
   auto back = from_text<Composition>(to_text(to_json(c)));
   ASSERT_TRUE(back.ok()) << back.error();
   EXPECT_EQ(back->id, c.id);
-  EXPECT_EQ(back->job_id, c.job_id);
+  EXPECT_EQ(back->owner.job_id, c.owner.job_id);
   EXPECT_EQ(back->node, c.node);
-  EXPECT_EQ(back->uid, c.uid);
-  EXPECT_EQ(back->user, c.user);
-  EXPECT_EQ(back->account, c.account);
-  EXPECT_EQ(back->workload, c.workload);
+  EXPECT_EQ(back->owner.uid, c.owner.uid);
+  EXPECT_EQ(back->owner.user, c.owner.user);
+  EXPECT_EQ(back->owner.account, c.owner.account);
+  EXPECT_EQ(back->owner.workload, c.owner.workload);
   EXPECT_EQ(back->request, c.request);
   EXPECT_EQ(back->state, c.state);
   EXPECT_EQ(back->created_ms, c.created_ms);
@@ -231,10 +231,10 @@ TEST(Codec, PoolRowEventHealthAndBodiesRoundTrip) {
   e.ts_ms = 1714550400000;
   e.kind = "ready";
   e.composition_id = 12;
-  e.job_id = 4711;
+  e.owner.job_id = 4711;
   e.node = "node1";
-  e.uid = 1000;
-  e.user = "alice";
+  e.owner.uid = 1000;
+  e.owner.user = "alice";
   e.from_state = "composing";
   e.to_state = "ready";
   e.devices = {"gpu-a-00", "gpu-a-01"};
@@ -276,7 +276,7 @@ TEST(Codec, PoolRowEventHealthAndBodiesRoundTrip) {
 
   auto body = from_text<ComposeBody>(kBody);
   ASSERT_TRUE(body.ok()) << body.error();
-  EXPECT_EQ(body->uid, 1000u);
+  EXPECT_EQ(body->owner.uid, 1000u);
   EXPECT_EQ(body->request.mem_bytes, 64 * kGiB);
   auto body_back = from_json<ComposeBody>(to_json(*body));
   ASSERT_TRUE(body_back.ok());
@@ -341,7 +341,7 @@ TEST(Codec, ADevicePageCarriesItsCursorOnlyWhenThereIsMore) {
 TEST(Codec, CompositionAndEventPagesCarryTheirListAndCursor) {
   Composition c;
   c.id = 812;
-  c.job_id = 7;
+  c.owner.job_id = 7;
   c.node = "n1";
   const Json::Value comps = to_json(CompositionPage{{c}, "812"});
   EXPECT_TRUE(comps.isMember("compositions"));
@@ -371,7 +371,7 @@ TEST(Codec, ListsAndReleaseAnswersRoundTrip) {
   EXPECT_EQ(devices->size(), 2u);
   auto comps = compositions_from_json(compositions_to_json({sample_composition()}));
   ASSERT_TRUE(comps.ok()) << comps.error();
-  EXPECT_EQ(comps->at(0).job_id, 4294967295u);
+  EXPECT_EQ(comps->at(0).owner.job_id, 4294967295u);
   auto pool = pool_from_json(pool_to_json({PoolRow{}, PoolRow{}}));
   ASSERT_TRUE(pool.ok()) << pool.error();
   EXPECT_EQ(pool->size(), 2u);
@@ -403,7 +403,7 @@ TEST(Codec, RequestFieldsDefaultToNothing) {
 
 TEST(Codec, AComposeBodyCarriesTheJobsMemoryPolicyOnlyWhenGiven) {
   ComposeBody b;
-  b.user = "alice";
+  b.owner.user = "alice";
   EXPECT_FALSE(to_json(b).isMember("mem_policy"));  // a composerd without policies refuses it
   b.mem_policy = "interleave";
   auto back = from_json<ComposeBody>(to_json(b));
@@ -645,7 +645,7 @@ TEST(Codec, RefusesControlCharactersInNamesAndReasons) {
   EXPECT_EQ(field.rfind("\\x07x: unknown field", 0), 0u) << field;
   auto good = from_text<ComposeBody>(R"({"uid":1,"user":"Zoë","account":"é-1","request":{}})");
   ASSERT_TRUE(good.ok()) << good.error();
-  EXPECT_EQ(good->user, "Zoë");
+  EXPECT_EQ(good->owner.user, "Zoë");
 }
 
 TEST(ParseJson, CompactWriterKeepsUtf8AndOneLine) {

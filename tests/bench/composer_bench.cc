@@ -85,11 +85,9 @@ void print_latency(const char* what, const std::vector<double>& ms) {
 }
 
 composer::api::ComposeBody one_gpu() {
-  return composer::api::ComposeBody{.uid = 1000,
-                                    .user = "bench",
-                                    .account = "bench",
-                                    .workload = "training",
-                                    .request = composer::Request{.gpus = 1}};
+  return composer::api::ComposeBody{
+      .owner = {.uid = 1000, .user = "bench", .account = "bench", .workload = "training"},
+      .request = composer::Request{.gpus = 1}};
 }
 
 // CPU seconds (user + system) a process has used, from /proc/PID/stat.

@@ -18,10 +18,10 @@ Composition comp(int64_t id, uint32_t job, std::string node, std::string workloa
                  std::vector<Device> devices) {
   Composition c;
   c.id = id;
-  c.job_id = job;
+  c.owner.job_id = job;
   c.node = std::move(node);
-  c.user = "u" + std::to_string(job);
-  c.workload = std::move(workload);
+  c.owner.user = "u" + std::to_string(job);
+  c.owner.workload = std::move(workload);
   c.state = CompositionState::kReady;
   c.devices = std::move(devices);
   return c;

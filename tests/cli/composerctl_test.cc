@@ -517,7 +517,7 @@ TEST_F(ComposerctlTest, PageSizeIsAskedPerRequestAndEveryPageIsRead) {
   server_.server.Get("/v1/compositions", [](const httplib::Request& req, httplib::Response& res) {
     Composition c;
     c.id = req.has_param("cursor") ? 1 : 2;
-    c.job_id = 7;
+    c.owner.job_id = 7;
     c.node = "n1";
     api::CompositionPage page{{c}, req.has_param("cursor") ? "" : "2"};
     answer(res, api::to_json(page));
@@ -533,7 +533,7 @@ TEST_F(ComposerctlTest, PageSizeIsAskedPerRequestAndEveryPageIsRead) {
     o = run_ctl({"devices", "--page-size", bad});
     EXPECT_EQ(o.rc, 2) << bad;
     EXPECT_NE(
-        o.err.find("--page-size: '" + std::string(bad) + "' is not a whole number from 1 to 10000"),
+        o.err.find("--page-size=" + std::string(bad) + ": expected a whole number from 1 to 10000"),
         std::string::npos)
         << o.err;
   }

@@ -245,10 +245,10 @@ TEST(ExplainJobTest, AJobNothingHoldsGetsOneSentence) {
 }
 
 TEST(ExplainJobTest, ARefusedComposeIsWhyARequeuedJobWaits) {
-  Event ready{.ts_ms = 1'700'000'000'000, .kind = "ready", .job_id = 42, .node = "n1"};
+  Event ready{.ts_ms = 1'700'000'000'000, .kind = "ready", .owner = {.job_id = 42}, .node = "n1"};
   Event refused{.ts_ms = 1'700'000'100'000,
                 .kind = "refused",
-                .job_id = 42,
+                .owner = {.job_id = 42},
                 .node = "n1",
                 .detail =
                     "insufficient GPUs on node n1: 2 asked, 2 free in 1 enclosure domain, "

@@ -133,11 +133,11 @@ TEST(CliTables, DevicesShowOwnerAndDrainReason) {
 TEST_F(CliUtcTime, CompositionsShowRequestDevicesAndLocalTime) {
   Composition c;
   c.id = 12;
-  c.job_id = 4711;
+  c.owner.job_id = 4711;
   c.node = "node1";
-  c.user = "alice";
-  c.account = "physics";
-  c.workload = "training";
+  c.owner.user = "alice";
+  c.owner.account = "physics";
+  c.owner.workload = "training";
   c.request = Request{2, "A100-80G", 64 * kGiB, 0};
   c.state = CompositionState::kReady;
   c.created_ms = 1714564800000;  // 2024-05-01T12:00:00Z

@@ -37,10 +37,10 @@ Device gpu(const std::string& id) {
 Composition ready(uint32_t job, const std::string& node) {
   Composition c;
   c.id = 12;
-  c.job_id = job;
+  c.owner.job_id = job;
   c.node = node;
-  c.uid = 1000;
-  c.user = "alice";
+  c.owner.uid = 1000;
+  c.owner.user = "alice";
   c.request.gpus = 1;
   c.state = CompositionState::kReady;
   c.created_ms = 1714550400000;
@@ -176,7 +176,9 @@ TEST_F(ClientTest, EveryRequestAndEveryRetryGetsAFreshCredential) {
                         answer(res, api::to_json(ready(4711, "node1")));
                       });
   Client c(options());
-  api::ComposeBody body{1000, "alice", "physics", "training", Request{1, "", 0, 0}};
+  api::ComposeBody body{
+      .owner = {.uid = 1000, .user = "alice", .account = "physics", .workload = "training"},
+      .request = Request{1, "", 0, 0}};
   auto first = c.compose(4711, "node1", body);
   ASSERT_TRUE(first.ok()) << first.error();
   auto second = c.compose(4711, "node1", body);
@@ -225,7 +227,9 @@ TEST_F(ClientTest, ServerErrorBodyBecomesTheErrorWithTheServersCode) {
     answer(res, api::to_json(Error{ErrorCode::kInsufficient, "gpus: 4 asked, 2 free in z1"}), 409);
   });
   Client c(options());
-  auto r = c.compose(7, "node2", api::ComposeBody{1000, "alice", "", "", Request{4, "", 0, 0}});
+  auto r = c.compose(
+      7, "node2",
+      api::ComposeBody{.owner = {.uid = 1000, .user = "alice"}, .request = Request{4, "", 0, 0}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kInsufficient);
   EXPECT_EQ(r.error().message, "gpus: 4 asked, 2 free in z1");
@@ -277,7 +281,7 @@ TEST_F(ClientTest, QueriesSendOnlyTheFiltersThatAreSet) {
   cq.limit = 5;
   auto comps = c.compositions(cq);
   ASSERT_TRUE(comps.ok()) << comps.error();
-  EXPECT_EQ(comps->at(0).job_id, 4711u);
+  EXPECT_EQ(comps->at(0).owner.job_id, 4711u);
   ASSERT_TRUE(c.compositions().ok());
   DeviceQuery dq;
   dq.type = DeviceType::kMem;

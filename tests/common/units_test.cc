@@ -92,16 +92,16 @@ TEST(WholeNumber, DigitsFromMinToMaxAnyWidth) {
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
     EXPECT_EQ(r.error().message,
-              "n: '" + std::string(bad) + "' is not a whole number from 7 to 10");
+              "n=" + std::string(bad) + ": expected a whole number from 7 to 10");
   }
   EXPECT_EQ(parse_whole_number("n", "18446744073709551616", 0, UINT64_MAX).error().message,
-            "n: '18446744073709551616' is not a whole number from 0 to 18446744073709551615");
+            "n=18446744073709551616: expected a whole number from 0 to 18446744073709551615");
   EXPECT_EQ(whole_number_rule(1, 65535), "a whole number from 1 to 65535");
 }
 
 TEST(WholeNumber, ACountSaysWhatItIs) {
   EXPECT_EQ(parse_count("65", 64).error().message,
-            "count: '65' is not a whole number from 0 to 64");
+            "count=65: expected a whole number from 0 to 64");
 }
 
 TEST(SlurmDuration, EveryFormSlurmPrintsAndReads) {

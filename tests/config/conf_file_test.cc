@@ -30,6 +30,8 @@ TEST(ConfFile, AWholeNumberStatesCommonsRule) {
     EXPECT_EQ(n.error().code, ErrorCode::kInvalidArgument);
     EXPECT_EQ(n.error().message,
               "ListenPort=" + std::string(bad) + ": expected " + whole_number_rule(1, 65535));
+    // One frame too: a flag or a URL parameter read by common's reader says it alike.
+    EXPECT_EQ(n.error().message, parse_whole_number("ListenPort", bad, 1, 65535).error().message);
   }
   EXPECT_EQ(*whole_number("ListenPort", "65535", 1, 65535), 65535);
 }

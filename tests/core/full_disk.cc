@@ -102,12 +102,12 @@ class FullDiskTest : public ::testing::Test {
   }
 
   static ComposeInput job(uint32_t id, Request r) {
-    return ComposeInput{.job_id = id,
+    return ComposeInput{.owner = {.job_id = id,
+                                  .uid = 1000,
+                                  .user = "alice",
+                                  .account = "physics",
+                                  .workload = "training"},
                         .node = "n1",
-                        .uid = 1000,
-                        .user = "alice",
-                        .account = "physics",
-                        .workload = "training",
                         .request = r};
   }
 

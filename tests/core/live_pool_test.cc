@@ -13,12 +13,12 @@ namespace {
 using LivePoolTest = ServiceTest;
 
 ComposeInput input(uint32_t job_id, const std::string& node, Request r, std::string workload) {
-  return ComposeInput{.job_id = job_id,
+  return ComposeInput{.owner = {.job_id = job_id,
+                                .uid = 1000,
+                                .user = "alice",
+                                .account = "physics",
+                                .workload = std::move(workload)},
                       .node = node,
-                      .uid = 1000,
-                      .user = "alice",
-                      .account = "physics",
-                      .workload = std::move(workload),
                       .request = r};
 }
 
@@ -26,10 +26,10 @@ ComposeInput input(uint32_t job_id, const std::string& node, Request r, std::str
 // class and window the entry counts against; a refusal takes nothing.
 TEST_F(LivePoolTest, ReserveAdmitsAndAllocatesInOneStep) {
   pool_->set_admission_check([](const ComposeInput& in, const auto& held) -> Expected<Admission> {
-    if (in.workload == "capped" && !held("capped").empty()) {
+    if (in.owner.workload == "capped" && !held("capped").empty()) {
       return Error{ErrorCode::kInsufficient, "cap reached"};
     }
-    return Admission{.workload = in.workload, .window = "night"};
+    return Admission{.workload = in.owner.workload, .window = "night"};
   });
   auto first = pool_->reserve(input(1, "n1", Request{.gpus = 2}, "capped"), 0);
   ASSERT_TRUE(first.ok()) << first.error();

@@ -144,7 +144,7 @@ TEST_F(ReconcilerTest, AdoptDetachesAForeignDeviceAndPoolsIt) {
   auto events = store_->events({});
   ASSERT_TRUE(events.ok());
   for (const auto& e : *events) {
-    if (e.kind == "adopt") recorded = e.user == "uid 0" && e.devices[0] == "gpu-a-1";
+    if (e.kind == "adopt") recorded = e.owner.user == "uid 0" && e.devices[0] == "gpu-a-1";
   }
   EXPECT_TRUE(recorded);
 }
@@ -338,7 +338,7 @@ TEST_F(ReconcilerTest, AFailureAHostReportedStandsUntilAnAdminResumes) {
 TEST_F(ReconcilerTest, RecoveryFinishesAnAttachThatCompletedBeforeACrash) {
   // A crash between the fabric's attach and the "ready" record: the intent is durable.
   Composition intent;
-  intent.job_id = 21;
+  intent.owner.job_id = 21;
   intent.node = "n1";
   intent.request = Request{.gpus = 1};
   intent.state = CompositionState::kComposing;
@@ -355,7 +355,7 @@ TEST_F(ReconcilerTest, RecoveryFinishesAnAttachThatCompletedBeforeACrash) {
 
 TEST_F(ReconcilerTest, RecoveryRollsBackAnAttachThatNeverHappened) {
   Composition intent;
-  intent.job_id = 22;
+  intent.owner.job_id = 22;
   intent.node = "n1";
   intent.request = Request{.gpus = 2};
   intent.state = CompositionState::kComposing;

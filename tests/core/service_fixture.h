@@ -86,12 +86,12 @@ class ServiceTest : public ::testing::Test {
   }
 
   static ComposeInput job(uint32_t id, const std::string& node, Request r) {
-    return ComposeInput{.job_id = id,
+    return ComposeInput{.owner = {.job_id = id,
+                                  .uid = 1000,
+                                  .user = "alice",
+                                  .account = "physics",
+                                  .workload = "training"},
                         .node = node,
-                        .uid = 1000,
-                        .user = "alice",
-                        .account = "physics",
-                        .workload = "training",
                         .request = r};
   }
 

@@ -325,7 +325,7 @@ TEST_F(ServiceTest, ParallelComposesNeverShareADeviceAndThePoolAddsUp) {
     for (const auto& d : c.devices) EXPECT_TRUE(seen.insert(d.id).second) << d.id << " twice";
   }
   EXPECT_EQ(free_of(DeviceType::kGpu), 0u);
-  for (const auto& c : got) ASSERT_TRUE(service_->release(c.job_id, c.node).ok());
+  for (const auto& c : got) ASSERT_TRUE(service_->release(c.owner.job_id, c.node).ok());
   EXPECT_EQ(free_of(DeviceType::kGpu), 8u);
 }
 

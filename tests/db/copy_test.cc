@@ -50,7 +50,7 @@ class CopyTest : public StoreTest {
     Event refused;
     refused.ts_ms = 110;
     refused.kind = "refused";
-    refused.job_id = 9;
+    refused.owner.job_id = 9;
     refused.detail = "no gpus";
     ASSERT_TRUE(store().add_event(refused).ok());
   }

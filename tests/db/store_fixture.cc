@@ -32,12 +32,12 @@ Host make_host(const std::string& node) {
 
 Composition make_composition(uint32_t job_id, const std::string& node, CompositionState state) {
   Composition c;
-  c.job_id = job_id;
+  c.owner.job_id = job_id;
   c.node = node;
-  c.uid = 1000;
-  c.user = "alice";
-  c.account = "physics";
-  c.workload = "training";
+  c.owner.uid = 1000;
+  c.owner.user = "alice";
+  c.owner.account = "physics";
+  c.owner.workload = "training";
   c.request.gpus = 2;
   c.request.gpu_model = "A100-80G";
   c.request.mem_bytes = uint64_t{64} << 30;

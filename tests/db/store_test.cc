@@ -290,12 +290,12 @@ TEST_P(BackendTest, FullLifecycleWritesOneEventPerStateWithWhoAndWhat) {
   const Event& ready_event = (*events)[2];
   EXPECT_EQ(ready_event.ts_ms, 1200);
   EXPECT_EQ(ready_event.composition_id, id);
-  EXPECT_EQ(ready_event.job_id, 4711u);
+  EXPECT_EQ(ready_event.owner.job_id, 4711u);
   EXPECT_EQ(ready_event.node, "node1");
-  EXPECT_EQ(ready_event.uid, 1000u);
-  EXPECT_EQ(ready_event.user, "alice");
-  EXPECT_EQ(ready_event.account, "physics");
-  EXPECT_EQ(ready_event.workload, "training");
+  EXPECT_EQ(ready_event.owner.uid, 1000u);
+  EXPECT_EQ(ready_event.owner.user, "alice");
+  EXPECT_EQ(ready_event.owner.account, "physics");
+  EXPECT_EQ(ready_event.owner.workload, "training");
   EXPECT_EQ(ready_event.from_state, "composing");
   EXPECT_EQ(ready_event.to_state, "ready");
   EXPECT_EQ(ready_event.detail, "attached");
@@ -528,14 +528,14 @@ TEST_P(BackendTest, DrainResumeAndHealthAreRecorded) {
   ASSERT_EQ(static_cast<int64_t>(events->size()), 3) << "after " << first;
   const Event& drain = (*events)[0];
   EXPECT_EQ(drain.kind, "drain");
-  EXPECT_EQ(drain.user, "admin1");
+  EXPECT_EQ(drain.owner.user, "admin1");
   EXPECT_EQ(drain.detail, "replace fan");
   EXPECT_EQ(drain.from_state, "free");
   EXPECT_EQ(drain.to_state, "drained");
   EXPECT_THAT(drain.devices, ElementsAre("gpu-4"));
   const Event& resume = (*events)[1];
   EXPECT_EQ(resume.kind, "resume");
-  EXPECT_EQ(resume.user, "admin2");
+  EXPECT_EQ(resume.owner.user, "admin2");
   EXPECT_EQ(resume.to_state, "free");
   const Event& health = (*events)[2];
   EXPECT_EQ(health.kind, "health");
@@ -544,8 +544,8 @@ TEST_P(BackendTest, DrainResumeAndHealthAreRecorded) {
   EXPECT_EQ(health.detail, "xid 79");
   // The device was attached: the event says whose job lost it.
   EXPECT_EQ(health.composition_id, c->id);
-  EXPECT_EQ(health.job_id, 77u);
-  EXPECT_EQ(health.user, "alice");
+  EXPECT_EQ(health.owner.job_id, 77u);
+  EXPECT_EQ(health.owner.user, "alice");
 
   auto gpu4 = store().device("gpu-4");
   ASSERT_TRUE(gpu4.ok());
@@ -610,8 +610,8 @@ class FilterTest : public BackendTest {
     ASSERT_TRUE(store().transition(c2->id, S::kReady, S::kReleasing, "", 220).ok());
     ASSERT_TRUE(store().transition(c2->id, S::kReleasing, S::kReleased, "", 230).ok());
     Composition bob = make_composition(3, "node2");
-    bob.user = "bob";
-    bob.uid = 1001;
+    bob.owner.user = "bob";
+    bob.owner.uid = 1001;
     auto c3 = store().create_composition(bob, {"gpu-1"}, 300);
     ASSERT_TRUE(c3.ok());
     ASSERT_TRUE(store().set_drained("gpu-2", true, "maintenance", "root", 400).ok());
@@ -1061,7 +1061,7 @@ TEST_P(BackendTest, HoldersMakeDevicesForeignWithOneEventEach) {
   EXPECT_EQ((*events)[0].kind, "adopt");
   EXPECT_EQ((*events)[0].from_state, "foreign");
   EXPECT_EQ((*events)[0].to_state, "free");
-  EXPECT_EQ((*events)[0].user, "uid 0");
+  EXPECT_EQ((*events)[0].owner.user, "uid 0");
 }
 
 INSTANTIATE_TEST_SUITE_P(Each, BackendTest,

@@ -105,9 +105,7 @@ std::vector<std::string> query(const std::string& conninfo, const std::string& s
 }
 
 api::ComposeBody gpus(int n) {
-  return api::ComposeBody{.uid = 1000,
-                          .user = "alice",
-                          .account = "physics",
+  return api::ComposeBody{.owner = {.uid = 1000, .user = "alice", .account = "physics"},
                           .request = Request{.gpus = static_cast<uint32_t>(n)}};
 }
 

@@ -76,13 +76,13 @@ TEST(ComposerdAccess, EveryDocumentedRouteAnswersAsItsWhoColumnSays) {
   auto c = d.client();
   for (const auto& [job, uid, user] :
        {std::tuple{777u, 1000u, "alice"}, {778u, 65534u, "nobody"}}) {
-    ASSERT_TRUE(c.compose(job, "n1",
-                          api::ComposeBody{.uid = uid,
-                                           .user = user,
-                                           .account = "physics",
-                                           .workload = "training",
-                                           .request = Request{.gpus = 1}})
-                    .ok());
+    ASSERT_TRUE(
+        c.compose(
+             job, "n1",
+             api::ComposeBody{
+                 .owner = {.uid = uid, .user = user, .account = "physics", .workload = "training"},
+                 .request = Request{.gpus = 1}})
+            .ok());
   }
   const std::string host = "127.0.0.1";
   const int port = std::stoi(d.url().substr(d.url().rfind(':') + 1));
@@ -179,8 +179,8 @@ TEST(ComposerdAccess, TheUnixSocketKnowsItsCallerFromTheKernel) {
   client::Client local(o);
   auto composed = local.compose(
       901, "n1",
-      api::ComposeBody{
-          .uid = 0, .user = "root", .account = "", .workload = "", .request = Request{.gpus = 1}});
+      api::ComposeBody{.owner = {.uid = 0, .user = "root", .account = "", .workload = ""},
+                       .request = Request{.gpus = 1}});
   ASSERT_TRUE(composed.ok()) << composed.error();
   auto released = local.release_job(901);
   ASSERT_TRUE(released.ok()) << released.error();

@@ -22,10 +22,10 @@ namespace composer::testing {
 namespace {
 
 api::ComposeBody body(Request r, std::string workload) {
-  return api::ComposeBody{.uid = 1000,
-                          .user = "alice",
-                          .account = "physics",
-                          .workload = std::move(workload),
+  return api::ComposeBody{.owner = {.uid = 1000,
+                                    .user = "alice",
+                                    .account = "physics",
+                                    .workload = std::move(workload)},
                           .request = std::move(r)};
 }
 

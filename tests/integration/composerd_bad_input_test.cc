@@ -432,7 +432,7 @@ std::string state_of(client::Client& c, const std::string& host, int port,
   if (events.ok()) {
     for (const Event& e : *events) {
       if (e.kind == "refused") continue;
-      out += std::to_string(e.id) + " " + e.kind + " " + std::to_string(e.job_id) + "\n";
+      out += std::to_string(e.id) + " " + e.kind + " " + std::to_string(e.owner.job_id) + "\n";
     }
   }
   return out;
@@ -462,14 +462,15 @@ TEST(ComposerdBadInput, GeneratedBadRequestsAreRefusedAndChangeNothing) {
   auto c = d.client();
   // Some state for the refusals to leave alone: two compositions and a drained device.
   ASSERT_TRUE(c.compose(777, "n1",
-                        api::ComposeBody{.uid = 1000,
-                                         .user = "alice",
-                                         .account = "physics",
-                                         .workload = "training",
+                        api::ComposeBody{.owner = {.uid = 1000,
+                                                   .user = "alice",
+                                                   .account = "physics",
+                                                   .workload = "training"},
                                          .request = Request{.gpus = 2}})
                   .ok());
   ASSERT_TRUE(c.compose(778, "n2",
-                        api::ComposeBody{.uid = 1001, .user = "bob", .request = Request{.nvme = 1}})
+                        api::ComposeBody{.owner = {.uid = 1001, .user = "bob"},
+                                         .request = Request{.nvme = 1}})
                   .ok());
   ASSERT_TRUE(c.drain("gpu-b-7", "fan").ok());
   const std::string host = "127.0.0.1";

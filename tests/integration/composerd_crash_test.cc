@@ -117,7 +117,8 @@ void campaign(const CampaignFabric& f, int rounds, int clients, CampaignCounts* 
                                10'000u * static_cast<uint32_t>(t) + k;
           const std::string node = f.nodes[r() % f.nodes.size()];
           api::ComposeBody body{
-              .uid = 1000, .user = "alice", .account = "physics", .workload = "training"};
+              .owner = {
+                  .uid = 1000, .user = "alice", .account = "physics", .workload = "training"}};
           body.request.gpus = 1 + static_cast<uint32_t>(r() % 2);
           if (r() % 3 == 0) body.request.mem_bytes = 64 * kGiB;
           auto composed = c.compose(job, node, body);
@@ -189,7 +190,7 @@ void campaign(const CampaignFabric& f, int rounds, int clients, CampaignCounts* 
 
     // Every answer is in the store and the ledger.
     std::map<std::pair<uint32_t, std::string>, const Composition*> by_key;
-    for (const auto& x : live) by_key[{x.job_id, x.node}] = &x;
+    for (const auto& x : live) by_key[{x.owner.job_id, x.node}] = &x;
     std::lock_guard lock(mu);
     for (const auto& [key, w] : told) {
       // Earlier rounds' jobs were checked then, and released at their round's end.
@@ -223,9 +224,9 @@ void campaign(const CampaignFabric& f, int rounds, int clients, CampaignCounts* 
     }
     // The next round composes against a pool with room again.
     for (const auto& x : live) {
-      auto released = c.release(x.job_id, x.node);
-      ASSERT_TRUE(released.ok() && released->has_value()) << "job " << x.job_id;
-      told[{x.job_id, x.node}].released = (*released)->state;
+      auto released = c.release(x.owner.job_id, x.node);
+      ASSERT_TRUE(released.ok() && released->has_value()) << "job " << x.owner.job_id;
+      told[{x.owner.job_id, x.node}].released = (*released)->state;
     }
   }
   EXPECT_GT(answered, static_cast<size_t>(rounds)) << "the clients were never answered";
@@ -247,7 +248,7 @@ void campaign(const CampaignFabric& f, int rounds, int clients, CampaignCounts* 
   auto c = d.client(5000);
   auto live = c.compositions(client::CompositionQuery{.live = true, .limit = 10000});
   ASSERT_TRUE(live.ok());
-  for (const auto& x : *live) ASSERT_TRUE(c.release(x.job_id, x.node).ok());
+  for (const auto& x : *live) ASSERT_TRUE(c.release(x.owner.job_id, x.node).ok());
   auto pool = c.pool();
   ASSERT_TRUE(pool.ok());
   for (const auto& row : *pool) {

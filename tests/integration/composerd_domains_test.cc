@@ -32,10 +32,10 @@ constexpr char kSpread[] =
     "Placement=training Rule=spread Level=enclosure Count=2\n";
 
 api::ComposeBody body(uint32_t gpus, std::string workload) {
-  return api::ComposeBody{.uid = 1000,
-                          .user = "alice",
-                          .account = "physics",
-                          .workload = std::move(workload),
+  return api::ComposeBody{.owner = {.uid = 1000,
+                                    .user = "alice",
+                                    .account = "physics",
+                                    .workload = std::move(workload)},
                           .request = Request{.gpus = gpus}};
 }
 
@@ -316,7 +316,7 @@ TEST(ComposerdDomains, AFailedEnclosureGetsExactlyTheJobsOnItTheirClassReaction)
   ASSERT_TRUE(all.ok());
   for (const Event& e : *all) {
     if (e.kind == "requeued" || e.kind == "degraded" || e.kind == "failure_ignored")
-      reacted.insert(e.job_id);
+      reacted.insert(e.owner.job_id);
   }
   EXPECT_EQ(reacted, would_hit);
 

@@ -26,7 +26,8 @@ using ::testing::Not;
 
 api::ComposeBody body(Request r) {
   return api::ComposeBody{
-      .uid = 1000, .user = "alice", .account = "physics", .workload = "training", .request = r};
+      .owner = {.uid = 1000, .user = "alice", .account = "physics", .workload = "training"},
+      .request = r};
 }
 
 TEST(ComposerdCheck, ValidatesFabricSettingsAndTheCredentialsFile) {

@@ -48,10 +48,10 @@ TEST(ComposerdGpuHealth, ABadGpuReportedByTheNodeCheckFailsItsJobNotTheNodeAndCo
                             .text = "Class=training\nDefaultClass=training\n"
                                     "OnFailure=training Action=requeue MaxRequeues=2\n"})
                   .ok());
-  auto composed = c.compose(
-      61, "n1",
-      api::ComposeBody{
-          .uid = 1000, .user = "alice", .workload = "training", .request = Request{.gpus = 1}});
+  auto composed =
+      c.compose(61, "n1",
+                api::ComposeBody{.owner = {.uid = 1000, .user = "alice", .workload = "training"},
+                                 .request = Request{.gpus = 1}});
   ASSERT_TRUE(composed.ok()) << composed.error();
   const std::string gpu = composed->devices[0].id;
 
@@ -119,8 +119,8 @@ TEST(ComposerdGpuHealth, ABadGpuReportedByTheNodeCheckFailsItsJobNotTheNodeAndCo
   EXPECT_EQ(device(after, gpu)->state(), DeviceState::kFailed);
   auto refused = after.compose(
       62, "n1",
-      api::ComposeBody{
-          .uid = 1000, .user = "alice", .workload = "training", .request = Request{.gpus = 2}});
+      api::ComposeBody{.owner = {.uid = 1000, .user = "alice", .workload = "training"},
+                       .request = Request{.gpus = 2}});
   EXPECT_FALSE(refused.ok());
 
   // An admin's resume offers it back.
@@ -131,8 +131,8 @@ TEST(ComposerdGpuHealth, ABadGpuReportedByTheNodeCheckFailsItsJobNotTheNodeAndCo
   EXPECT_EQ(device(after, gpu)->state(), DeviceState::kFree);
   auto both = after.compose(
       63, "n1",
-      api::ComposeBody{
-          .uid = 1000, .user = "alice", .workload = "training", .request = Request{.gpus = 2}});
+      api::ComposeBody{.owner = {.uid = 1000, .user = "alice", .workload = "training"},
+                       .request = Request{.gpus = 2}});
   ASSERT_TRUE(both.ok()) << both.error();
   ASSERT_TRUE(after.release(63, "n1").ok());
 }
@@ -144,7 +144,8 @@ TEST(ComposerdGpuHealth, ANodeReportsOnlyWhatItsJobHolds) {
                           "DeviceGroup=ga Type=gpu Model=A100 Zone=z1 Count=2\n");
   auto c = daemon.client();
   auto composed = c.compose(
-      71, "n1", api::ComposeBody{.uid = 1000, .user = "alice", .request = Request{.gpus = 1}});
+      71, "n1",
+      api::ComposeBody{.owner = {.uid = 1000, .user = "alice"}, .request = Request{.gpus = 1}});
   ASSERT_TRUE(composed.ok()) << composed.error();
   const std::string mine = composed->devices[0].id;
   const std::string other = mine == "ga-0" ? "ga-1" : "ga-0";

@@ -36,11 +36,9 @@ namespace {
 using ::testing::HasSubstr;
 
 api::ComposeBody body(uint32_t gpus) {
-  return api::ComposeBody{.uid = 1000,
-                          .user = "alice",
-                          .account = "physics",
-                          .workload = "training",
-                          .request = Request{.gpus = gpus}};
+  return api::ComposeBody{
+      .owner = {.uid = 1000, .user = "alice", .account = "physics", .workload = "training"},
+      .request = Request{.gpus = gpus}};
 }
 
 int port_base() {

@@ -37,12 +37,11 @@ std::string scrape(const ComposerdProcess& d) {
 // Everything the families can show: a composition made and released, a policy in force.
 void exercise(ComposerdProcess& d) {
   auto c = d.client();
-  auto composed = c.compose(801, "n1",
-                            api::ComposeBody{.uid = 1000,
-                                             .user = "alice",
-                                             .account = "physics",
-                                             .workload = "training",
-                                             .request = Request{.gpus = 1}});
+  auto composed = c.compose(
+      801, "n1",
+      api::ComposeBody{
+          .owner = {.uid = 1000, .user = "alice", .account = "physics", .workload = "training"},
+          .request = Request{.gpus = 1}});
   ASSERT_TRUE(composed.ok()) << composed.error();
   ASSERT_TRUE(c.release(801, "n1").ok());
   auto applied = c.put_policy({.file = "ops.policy",

@@ -35,10 +35,10 @@ constexpr int64_t kTuesday0800 = 1796112000;
 constexpr int64_t kMonday1000 = 1796032800;
 
 api::ComposeBody body(uint32_t gpus, std::string workload, uint64_t mem = 0) {
-  return api::ComposeBody{.uid = 1000,
-                          .user = "alice",
-                          .account = "physics",
-                          .workload = std::move(workload),
+  return api::ComposeBody{.owner = {.uid = 1000,
+                                    .user = "alice",
+                                    .account = "physics",
+                                    .workload = std::move(workload)},
                           .request = Request{.gpus = gpus, .mem_bytes = mem}};
 }
 
@@ -163,7 +163,7 @@ TEST_F(PolicyTest, ComposeIsRefusedAboveTheClassCapAndRecordsClassAndWindow) {
   auto c = client();
   auto first = c.compose(11, "n1", body(3, "training"));
   ASSERT_TRUE(first.ok()) << first.error();
-  EXPECT_EQ(first->workload, "training");
+  EXPECT_EQ(first->owner.workload, "training");
   EXPECT_EQ(first->window, "always");
 
   auto over = c.compose(12, "n1", body(2, "training"));
@@ -203,7 +203,7 @@ TEST_F(PolicyTest, ComposeIsRefusedAboveTheClassCapAndRecordsClassAndWindow) {
   ASSERT_TRUE(events.ok()) << events.error();
   ASSERT_FALSE(events->empty());
   for (const auto& e : *events) {
-    EXPECT_EQ(e.workload, "training") << e.kind;
+    EXPECT_EQ(e.owner.workload, "training") << e.kind;
     EXPECT_EQ(e.window, "always") << e.kind;
   }
 }
@@ -239,8 +239,8 @@ TEST_F(PolicyTest, ARefusedComposeIsALedgerEventOfTheJob) {
   ASSERT_TRUE(events.ok()) << events.error();
   ASSERT_EQ(events->size(), 1u);
   EXPECT_EQ((*events)[0].kind, "refused");
-  EXPECT_EQ((*events)[0].user, "alice");
-  EXPECT_EQ((*events)[0].workload, "training");
+  EXPECT_EQ((*events)[0].owner.user, "alice");
+  EXPECT_EQ((*events)[0].owner.workload, "training");
   EXPECT_NE((*events)[0].detail.find("may hold at most 4 GPUs"), std::string::npos)
       << (*events)[0].detail;
   auto shown = ctl(daemon_, "events --job 29 -P");

@@ -522,8 +522,8 @@ namespace {
 TEST_F(SlurmSyncTest, APendingJobIsKeptOffANodeWhoseZonesAreDry) {
   auto c = daemon_.client();
   // n2 reaches z2 only; its eight H100 go to a job there. n1 still reaches z1's A100.
-  auto composed =
-      c.compose(50, "n2", api::ComposeBody{.uid = 1000, .user = "alice", .request = {.gpus = 8}});
+  auto composed = c.compose(
+      50, "n2", api::ComposeBody{.owner = {.uid = 1000, .user = "alice"}, .request = {.gpus = 8}});
   ASSERT_TRUE(composed.ok()) << composed.error();
   std::ofstream(slurm_ + "/jobs")
       << "JobId=51 JobName=w JobState=PENDING Reason=Resources ReqNodeList=(null) "

@@ -129,7 +129,8 @@ TEST(ComposerdState, CheckRefusesWhatAStartRefuses) {
 }
 
 api::ComposeBody body(Request r) {
-  return api::ComposeBody{.uid = 1000, .user = "alice", .account = "physics", .request = r};
+  return api::ComposeBody{.owner = {.uid = 1000, .user = "alice", .account = "physics"},
+                          .request = r};
 }
 
 // The simulated fabric is a fabric: what it attached stays attached when composerd restarts,

@@ -19,11 +19,9 @@ namespace composer::testing {
 namespace {
 
 api::ComposeBody body(Request r, uint32_t uid = 1000, std::string workload = "training") {
-  return api::ComposeBody{.uid = uid,
-                          .user = "alice",
-                          .account = "physics",
-                          .workload = std::move(workload),
-                          .request = std::move(r)};
+  return api::ComposeBody{
+      .owner = {.uid = uid, .user = "alice", .account = "physics", .workload = std::move(workload)},
+      .request = std::move(r)};
 }
 
 class ComposerdTest : public ::testing::Test {
@@ -38,7 +36,7 @@ class ComposerdTest : public ::testing::Test {
     auto c = daemon_->client();
     auto live = c.compositions(client::CompositionQuery{.live = true});
     ASSERT_TRUE(live.ok()) << live.error();
-    for (const auto& comp : *live) ASSERT_TRUE(c.release(comp.job_id, comp.node).ok());
+    for (const auto& comp : *live) ASSERT_TRUE(c.release(comp.owner.job_id, comp.node).ok());
   }
 
   static std::map<std::string, uint32_t> free_by_type() {
@@ -112,8 +110,8 @@ TEST_F(ComposerdTest, ComposeShowReleaseThroughTheClient) {
   EXPECT_EQ(kinds,
             (std::vector<std::string>{"requested", "composing", "ready", "releasing", "released"}));
   EXPECT_EQ(events->at(2).devices.size(), 3u);
-  EXPECT_EQ(events->at(2).user, "alice");
-  EXPECT_EQ(events->at(2).workload, "training");
+  EXPECT_EQ(events->at(2).owner.user, "alice");
+  EXPECT_EQ(events->at(2).owner.workload, "training");
 }
 
 TEST_F(ComposerdTest, AJobsNodesAreComposedAndReleasedWithOneCallEach) {
@@ -318,27 +316,27 @@ TEST_F(ComposerdTest, HttpLayerRefusalsSayWhatTheyAre) {
 // pipeline: a bad number, a bad time and an unknown parameter are said the same way.
 TEST_F(ComposerdTest, EveryRouteFamilySaysABadParameterTheSameWay) {
   const std::string time =
-      "' is not a time in milliseconds since the epoch (a whole number from 0 to "
+      ": expected a time in milliseconds since the epoch (a whole number from 0 to "
       "4503599627370496)";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"/v1/events?limit=ten", "limit: 'ten' is not a whole number from 1 to 10000"},
-      {"/v1/compositions?limit=0", "limit: '0' is not a whole number from 1 to 10000"},
-      {"/v1/devices?limit=10001", "limit: '10001' is not a whole number from 1 to 10000"},
+      {"/v1/events?limit=ten", "limit=ten: expected a whole number from 1 to 10000"},
+      {"/v1/compositions?limit=0", "limit=0: expected a whole number from 1 to 10000"},
+      {"/v1/devices?limit=10001", "limit=10001: expected a whole number from 1 to 10000"},
       {"/v1/events?cursor=12",
        "cursor: '12' is not a cursor of this list (TIME-ID); pass "
        "next_cursor from the previous page as it is"},
       {"/v1/compositions?cursor=x",
        "cursor: 'x' is not a cursor of this list (a composition "
        "id); pass next_cursor from the previous page as it is"},
-      {"/v1/policy/history?limit=ten", "limit: 'ten' is not a whole number from 0 to 4294967295"},
-      {"/v1/compositions?job=0", "job: '0' is not a whole number from 1 to 4294967294"},
-      {"/v1/events?job=x", "job: 'x' is not a whole number from 1 to 4294967294"},
-      {"/v1/reports?start_ms=1&end_ms=2&top=-1", "top: '-1' is not a whole number from 0 to 1000"},
+      {"/v1/policy/history?limit=ten", "limit=ten: expected a whole number from 0 to 4294967295"},
+      {"/v1/compositions?job=0", "job=0: expected a whole number from 1 to 4294967294"},
+      {"/v1/events?job=x", "job=x: expected a whole number from 1 to 4294967294"},
+      {"/v1/reports?start_ms=1&end_ms=2&top=-1", "top=-1: expected a whole number from 0 to 1000"},
       {"/v1/policy/explain?gpus=2.5&time_limit_s=60",
-       "gpus: '2.5' is not a whole number from 0 to 1048576"},
-      {"/v1/events?since_ms=yesterday", "since_ms: 'yesterday" + time},
-      {"/v1/reports?start_ms=yesterday&end_ms=2", "start_ms: 'yesterday" + time},
-      {"/v1/policy/explain?time_limit_s=60&start_ms=now", "start_ms: 'now" + time},
+       "gpus=2.5: expected a whole number from 0 to 1048576"},
+      {"/v1/events?since_ms=yesterday", "since_ms=yesterday" + time},
+      {"/v1/reports?start_ms=yesterday&end_ms=2", "start_ms=yesterday" + time},
+      {"/v1/policy/explain?time_limit_s=60&start_ms=now", "start_ms=now" + time},
       {"/v1/pool?x=1", "unknown query parameter 'x' (this endpoint takes none)"},
       {"/v1/policy?x=1", "unknown query parameter 'x' (this endpoint takes none)"},
       {"/v1/reports?x=1", "unknown query parameter 'x' (allowed: start_ms, end_ms, top)"},
@@ -631,7 +629,7 @@ TEST(ComposerdImpatientClients, GivingUpMidWaitLeavesNothingUnowned) {
   }
   std::set<std::string> owned;
   for (const Composition& x : live) {
-    EXPECT_EQ(x.state, CompositionState::kReady) << "job " << x.job_id << " on " << x.node;
+    EXPECT_EQ(x.state, CompositionState::kReady) << "job " << x.owner.job_id << " on " << x.node;
     for (const Device& dev : x.devices) EXPECT_TRUE(owned.insert(dev.id).second) << dev.id;
   }
   EXPECT_EQ(sim_fabric_holds(d), owned);
@@ -642,8 +640,8 @@ TEST(ComposerdImpatientClients, GivingUpMidWaitLeavesNothingUnowned) {
 
   // A retry of what was answered to no one answers it; the job's release takes it all back.
   for (const Composition& x : live) {
-    if (x.job_id % 2 != 0) continue;  // the per-node ones
-    auto again = c.compose(x.job_id, x.node, body(Request{.gpus = 2}));
+    if (x.owner.job_id % 2 != 0) continue;  // the per-node ones
+    auto again = c.compose(x.owner.job_id, x.node, body(Request{.gpus = 2}));
     ASSERT_TRUE(again.ok()) << again.error();
     EXPECT_EQ(again->id, x.id);
   }

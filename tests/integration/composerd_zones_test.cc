@@ -35,8 +35,8 @@ TEST(ComposerdZones, TheSnapshotFollowsComposesAndReleasesAtOnce) {
   EXPECT_EQ(snap->zones.at("z2").gpu_models.at("H100"), 8u);
 
   // n1 takes its nearest zone's eight GPUs: z1 is dry.
-  auto composed =
-      c.compose(41, "n1", api::ComposeBody{.uid = 1000, .user = "alice", .request = {.gpus = 8}});
+  auto composed = c.compose(
+      41, "n1", api::ComposeBody{.owner = {.uid = 1000, .user = "alice"}, .request = {.gpus = 8}});
   ASSERT_TRUE(composed.ok()) << composed.error();
   EXPECT_TRUE(zone_free_becomes(daemon, "z1", 0, 2));
   ASSERT_TRUE(c.release(41, "n1").ok());

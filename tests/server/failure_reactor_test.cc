@@ -55,7 +55,7 @@ class FailureReactorTest : public testing::ServiceTest {
   Composition compose(uint32_t job_id, const std::string& node, const std::string& workload,
                       uint32_t gpus) {
     ComposeInput in = job(job_id, node, Request{.gpus = gpus});
-    in.workload = workload;
+    in.owner.workload = workload;
     auto c = service_->compose(in);
     EXPECT_TRUE(c.ok()) << c.error();
     return c.ok() ? *c : Composition{};
@@ -115,7 +115,7 @@ TEST_F(FailureReactorTest, EachClassGetsItsReactionOnceAndOnlyTheJobsHit) {
   EXPECT_EQ(e.kind, "requeued");
   EXPECT_EQ(e.composition_id, train.id);
   EXPECT_EQ(e.devices, std::vector<std::string>{train.devices[1].id});
-  EXPECT_EQ(e.user, "alice");
+  EXPECT_EQ(e.owner.user, "alice");
   EXPECT_THAT(e.detail, HasSubstr("device " + train.devices[1].id + " failed"));
   EXPECT_THAT(e.detail, HasSubstr("class training reacts with requeue: job 1 requeued through "
                                   "Slurm (1 of at most 3)"));

@@ -126,18 +126,18 @@ TEST_F(RouteTest, RefusesUnknownQueryParametersNamingTheAllowedOnes) {
 }
 
 TEST_F(RouteTest, OneWordingForEveryBadNumber) {
-  EXPECT_EQ(refusal("/typed?n=abc"), "n: 'abc' is not a whole number from 0 to 10");
-  EXPECT_EQ(refusal("/typed?n=11"), "n: '11' is not a whole number from 0 to 10");
-  EXPECT_EQ(refusal("/typed?n=-1"), "n: '-1' is not a whole number from 0 to 10");
-  EXPECT_EQ(refusal("/typed?n="), "n: '' is not a whole number from 0 to 10");
-  EXPECT_EQ(refusal("/typed?n=%2B1"), "n: '+1' is not a whole number from 0 to 10");
+  EXPECT_EQ(refusal("/typed?n=abc"), "n=abc: expected a whole number from 0 to 10");
+  EXPECT_EQ(refusal("/typed?n=11"), "n=11: expected a whole number from 0 to 10");
+  EXPECT_EQ(refusal("/typed?n=-1"), "n=-1: expected a whole number from 0 to 10");
+  EXPECT_EQ(refusal("/typed?n="), "n=: expected a whole number from 0 to 10");
+  EXPECT_EQ(refusal("/typed?n=%2B1"), "n=+1: expected a whole number from 0 to 10");
   EXPECT_EQ(refusal("/typed?n=99999999999999999999999"),
-            "n: '99999999999999999999999' is not a whole number from 0 to 10");
-  EXPECT_EQ(refusal("/typed?job=0"), "job: '0' is not a whole number from 1 to 4294967294");
+            "n=99999999999999999999999: expected a whole number from 0 to 10");
+  EXPECT_EQ(refusal("/typed?job=0"), "job=0: expected a whole number from 1 to 4294967294");
   EXPECT_EQ(refusal("/typed?job=4294967295"),
-            "job: '4294967295' is not a whole number from 1 to 4294967294");
+            "job=4294967295: expected a whole number from 1 to 4294967294");
   EXPECT_EQ(refusal("/typed?t=yesterday"),
-            "t: 'yesterday' is not a time in milliseconds since the epoch (a whole number from 0 "
+            "t=yesterday: expected a time in milliseconds since the epoch (a whole number from 0 "
             "to 4503599627370496)");
   EXPECT_EQ(refusal("/typed?req=1"), "t: missing; give a time in milliseconds since the epoch");
   EXPECT_EQ(refusal("/typed?c=z"), "c: 'z' is not one of a, b");

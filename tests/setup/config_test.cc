@@ -102,6 +102,20 @@ TEST(Config, RefusesWithFileLineAndRule) {
            {"DeviceGroup=m Type=mem Model=X Zone=z1 Count=2\n", "needs Size="},
            {"DeviceGroup=g Type=fpga Model=X Zone=z1 Count=2\n", "expected gpu, mem or nvme"},
            {"NodeName=n01 Zones=z1\n", "node 'n01' is declared twice"},
+           // NodeName and DeviceGroup options are read through a table of their own, which
+           // names what it allows; the checks across options come once the line is read.
+           {"NodeName=n9 Zones=z1 GpuSlots=2000\n",
+            "line 1: GpuSlots=2000: expected a whole number from 0 to 1024"},
+           {"NodeName=m[1-2] Zones=z1 FabricHost=h1\n",
+            "line 1: FabricHost= can only be given on a NodeName line naming one node"},
+           {"DeviceGroup=g2 Type=gpu Model=X Zone=z1 Count=2 Shape=round\n",
+            "line 1: unknown DeviceGroup option 'Shape' (allowed: Fabric, Type, Model, Zone, "
+            "Count, Size, Domains)"},
+           {"DeviceGroup=g2 Type=gpu Model=X Zone=z1 Count=0\n",
+            "line 1: Count=0: expected a whole number from 1 to 100000"},
+           {"DeviceGroup=g2 Type=mem Model=X Zone=z1 Count=1 Size=lots\n", "line 1: Size=lots: "},
+           {"DeviceGroup=g2 Type=gpu Zone=z1 Count=1\n",
+            "line 1: DeviceGroup=g2 needs Type=, Model=, Zone= and Count="},
            {"just words\n", "is not of the form Key=Value"},
            // What composerd would only find out when it starts, or never.
            {"ListenAddress=not-an-address!\n",

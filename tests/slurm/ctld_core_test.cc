@@ -84,9 +84,9 @@ TEST(ControllerProlog, ComposesEveryNodeOfTheJobWithOneCall) {
   ASSERT_EQ(api.composed_jobs.size(), 1u);
   const auto& [call, nodes] = api.composed_jobs[0];
   EXPECT_EQ(nodes, (std::vector<std::string>{"cn1", "cn2", "cn3"}));
-  EXPECT_EQ(call.job_id, 41u);
-  EXPECT_EQ(call.uid, 1000u);
-  EXPECT_EQ(call.workload, "training");
+  EXPECT_EQ(call.owner.job_id, 41u);
+  EXPECT_EQ(call.owner.uid, 1000u);
+  EXPECT_EQ(call.owner.workload, "training");
   EXPECT_EQ(call.request.gpus, 2u);
   EXPECT_FALSE(call.mem_policy);  // none given: composerd gives the class's default
   EXPECT_TRUE(api.released.empty());

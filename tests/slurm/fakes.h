@@ -85,7 +85,7 @@ class FakeComposer : public ComposerApi {
       if (compose_failures > 0) --compose_failures;
       return *compose_error;
     }
-    Composition c = ready(call.job_id, call.node);
+    Composition c = ready(call.owner.job_id, call.node);
     c.request = call.request;
     c.mem_policy = call.mem_policy ? to_string(*call.mem_policy) : class_mem_policy;
     return c;
@@ -133,7 +133,7 @@ class FakeComposer : public ComposerApi {
     }
     std::vector<Composition> out;
     for (const std::string& node : nodes) {
-      out.push_back(ready(call.job_id, node));
+      out.push_back(ready(call.owner.job_id, node));
       out.back().request = call.request;
     }
     return out;
@@ -175,7 +175,7 @@ class FakeComposer : public ComposerApi {
   Composition ready(uint32_t job_id, const std::string& node) const {
     Composition c;
     c.id = 12;
-    c.job_id = job_id;
+    c.owner.job_id = job_id;
     c.node = node;
     c.state = CompositionState::kReady;
     c.devices = devices;

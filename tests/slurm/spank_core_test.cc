@@ -78,12 +78,12 @@ TEST_F(SpankCoreTest, PrologComposesRescansAndRecordsDevices) {
   ASSERT_TRUE(job_prolog(job, api, config));
   ASSERT_EQ(api.composed.size(), 1u);
   const ComposeCall& call = api.composed[0];
-  EXPECT_EQ(call.job_id, 4711u);
+  EXPECT_EQ(call.owner.job_id, 4711u);
   EXPECT_EQ(call.node, "node1");
-  EXPECT_EQ(call.uid, 1000u);
-  EXPECT_EQ(call.user, "alice");
-  EXPECT_EQ(call.account, "physics");
-  EXPECT_EQ(call.workload, "training");
+  EXPECT_EQ(call.owner.uid, 1000u);
+  EXPECT_EQ(call.owner.user, "alice");
+  EXPECT_EQ(call.owner.account, "physics");
+  EXPECT_EQ(call.owner.workload, "training");
   EXPECT_EQ(call.request.gpus, 2u);
   EXPECT_EQ(call.request.mem_bytes, 64 * kGiB);
   EXPECT_EQ(tmp.read("sys/bus/pci/rescan"), "1\n");

@@ -350,7 +350,7 @@ struct ReportBuilder::State {
     }
   }
 
-  bool mine(const Event& e) const { return !options.only_uid || e.uid == *options.only_uid; }
+  bool mine(const Event& e) const { return !options.only_uid || e.owner.uid == *options.only_uid; }
   bool inside(int64_t ts) const { return ts >= start && ts < end; }
 
   void device_event(const Event& e) {
@@ -375,7 +375,8 @@ struct ReportBuilder::State {
 
   Owner& owner_of(const Event& e) {
     owner_key.clear();
-    for (const std::string* name : {&e.user, &e.account, &e.workload, &e.window}) {
+    for (const std::string* name :
+         {&e.owner.user, &e.owner.account, &e.owner.workload, &e.window}) {
       const uint64_t size = name->size();
       owner_key.append(reinterpret_cast<const char*>(&size), sizeof size);
       owner_key += *name;
@@ -383,11 +384,11 @@ struct ReportBuilder::State {
     auto [it, inserted] = owners.try_emplace(owner_key);
     Owner& o = it->second;
     if (inserted) {
-      o.user = e.user;
-      o.account = e.account;
-      o.workload = e.workload;
-      o.row = &windows[{e.window, e.workload}];
-      o.classes = &by_class[e.workload];
+      o.user = e.owner.user;
+      o.account = e.owner.account;
+      o.workload = e.owner.workload;
+      o.row = &windows[{e.window, e.owner.workload}];
+      o.classes = &by_class[e.owner.workload];
     }
     return o;
   }
@@ -409,8 +410,8 @@ struct ReportBuilder::State {
     c.releasing_ms.reset();
     if (e.kind == "requested") c.requested_ms = e.ts_ms;
     if (e.kind == "releasing") c.releasing_ms = e.ts_ms;
-    c.job = e.job_id;
-    c.uid = e.uid;
+    c.job = e.owner.job_id;
+    c.uid = e.owner.uid;
     c.owner = &owner_of(e);
     c.devs.clear();
     c.count = {};

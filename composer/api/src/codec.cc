@@ -159,12 +159,12 @@ Composition decode<Composition>(const Json::Value& v, const std::string& path) {
                 "mem_policy"});
   Composition c;
   c.id = r.id("id");
-  c.job_id = r.u32("job_id");
+  c.owner.job_id = r.u32("job_id");
   c.node = r.string("node");
-  c.uid = r.u32("uid");
-  c.user = r.string("user");
-  c.account = r.string("account");
-  c.workload = r.string("workload");
+  c.owner.uid = r.u32("uid");
+  c.owner.user = r.string("user");
+  c.owner.account = r.string("account");
+  c.owner.workload = r.string("workload");
   c.request = r.get("request", decode<Request>);
   c.state =
       as_enum(r.required("state"), r.path("state"), parse_composition_state, "a composition state",
@@ -234,12 +234,12 @@ Event decode<Event>(const Json::Value& v, const std::string& path) {
   e.ts_ms = r.id("ts_ms");
   e.kind = r.string("kind");
   e.composition_id = r.get("composition_id", nullable_id);
-  e.job_id = r.u32("job_id");
+  e.owner.job_id = r.u32("job_id");
   e.node = r.string("node");
-  e.uid = r.u32("uid");
-  e.user = r.string("user");
-  e.account = r.string("account");
-  e.workload = r.string("workload");
+  e.owner.uid = r.u32("uid");
+  e.owner.user = r.string("user");
+  e.owner.account = r.string("account");
+  e.owner.workload = r.string("workload");
   e.from_state = r.string("from_state");
   e.to_state = r.string("to_state");
   e.devices = r.strings("devices");
@@ -253,11 +253,11 @@ ComposeBody decode<ComposeBody>(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a compose body",
                {"uid", "user", "account", "workload", "request", "nodes", "mem_policy"});
   ComposeBody b;
-  b.uid = r.u32("uid");
-  b.user = r.get("user", as_text);
-  if (b.user.empty()) refuse(r.path("user"), "must name the job's user, not be empty");
-  r.get_if("account", &b.account, as_text);
-  r.get_if("workload", &b.workload, as_text);
+  b.owner.uid = r.u32("uid");
+  b.owner.user = r.get("user", as_text);
+  if (b.owner.user.empty()) refuse(r.path("user"), "must name the job's user, not be empty");
+  r.get_if("account", &b.owner.account, as_text);
+  r.get_if("workload", &b.owner.workload, as_text);
   b.request = r.get("request", decode<Request>);
   r.get_if("nodes", &b.nodes, as_strings);
   r.get_if("mem_policy", &b.mem_policy, as_mem_policy);
@@ -507,12 +507,12 @@ Json::Value to_json(const Request& q) {
 Json::Value to_json(const Composition& c) {
   Json::Value v(Json::objectValue);
   v["id"] = i64(c.id);
-  v["job_id"] = c.job_id;
+  v["job_id"] = c.owner.job_id;
   v["node"] = c.node;
-  v["uid"] = c.uid;
-  v["user"] = c.user;
-  v["account"] = c.account;
-  v["workload"] = c.workload;
+  v["uid"] = c.owner.uid;
+  v["user"] = c.owner.user;
+  v["account"] = c.owner.account;
+  v["workload"] = c.owner.workload;
   v["window"] = c.window;
   v["request"] = to_json(c.request);
   v["state"] = std::string(to_string(c.state));
@@ -566,12 +566,12 @@ Json::Value to_json(const Event& e) {
   v["ts_ms"] = i64(e.ts_ms);
   v["kind"] = e.kind;
   v["composition_id"] = nullable(e.composition_id);
-  v["job_id"] = e.job_id;
+  v["job_id"] = e.owner.job_id;
   v["node"] = e.node;
-  v["uid"] = e.uid;
-  v["user"] = e.user;
-  v["account"] = e.account;
-  v["workload"] = e.workload;
+  v["uid"] = e.owner.uid;
+  v["user"] = e.owner.user;
+  v["account"] = e.owner.account;
+  v["workload"] = e.owner.workload;
   v["window"] = e.window;
   v["from_state"] = e.from_state;
   v["to_state"] = e.to_state;
@@ -584,10 +584,10 @@ Json::Value to_json(const Event& e) {
 
 Json::Value to_json(const ComposeBody& b) {
   Json::Value v(Json::objectValue);
-  v["uid"] = b.uid;
-  v["user"] = b.user;
-  v["account"] = b.account;
-  v["workload"] = b.workload;
+  v["uid"] = b.owner.uid;
+  v["user"] = b.owner.user;
+  v["account"] = b.owner.account;
+  v["workload"] = b.owner.workload;
   v["request"] = to_json(b.request);
   // Only when the job gave one: a composerd without memory policies refuses the field.
   if (!b.mem_policy.empty()) v["mem_policy"] = b.mem_policy;

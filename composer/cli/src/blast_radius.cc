@@ -83,11 +83,11 @@ Expected<BlastRadius> blast_radius(std::string_view target, const std::vector<De
   std::set<std::string> nodes;
   for (const Composition& c : live) {
     BlastHit hit{.composition_id = c.id,
-                 .job_id = c.job_id,
+                 .job_id = c.owner.job_id,
                  .node = c.node,
-                 .user = c.user,
-                 .account = c.account,
-                 .workload = c.workload,
+                 .user = c.owner.user,
+                 .account = c.owner.account,
+                 .workload = c.owner.workload,
                  .state = c.state,
                  .devices = c.devices.size()};
     const bool on_host = std::binary_search(out.hosts.begin(), out.hosts.end(), c.node);
@@ -96,8 +96,8 @@ Expected<BlastRadius> blast_radius(std::string_view target, const std::vector<De
     }
     if (hit.devices_hit.empty()) continue;
     std::sort(hit.devices_hit.begin(), hit.devices_hit.end());
-    jobs_hit.insert(c.job_id);
-    users.insert(c.user);
+    jobs_hit.insert(c.owner.job_id);
+    users.insert(c.owner.user);
     nodes.insert(c.node);
     out.hits.push_back(std::move(hit));
   }
@@ -108,14 +108,14 @@ Expected<BlastRadius> blast_radius(std::string_view target, const std::vector<De
   std::map<std::string, std::set<uint32_t>> class_jobs;
   std::map<std::string, std::set<uint32_t>> class_jobs_hit;
   for (const Composition& c : live) {
-    ClassShare& share = classes[c.workload];
-    share.workload = c.workload;
+    ClassShare& share = classes[c.owner.workload];
+    share.workload = c.owner.workload;
     const auto held = static_cast<uint32_t>(c.devices.size());
     share.devices += held;
-    class_jobs[c.workload].insert(c.job_id);
-    if (jobs_hit.contains(c.job_id)) {
+    class_jobs[c.owner.workload].insert(c.owner.job_id);
+    if (jobs_hit.contains(c.owner.job_id)) {
       share.devices_hit += held;
-      class_jobs_hit[c.workload].insert(c.job_id);
+      class_jobs_hit[c.owner.workload].insert(c.owner.job_id);
     }
   }
   for (auto& [name, share] : classes) {

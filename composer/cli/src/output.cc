@@ -323,9 +323,10 @@ Table composition_table(const std::vector<Composition>& compositions) {
   for (const Composition& c : compositions) {
     std::vector<std::string> ids;
     for (const Device& d : c.devices) ids.push_back(d.id);
-    t.add_row({std::to_string(c.id), std::to_string(c.job_id), c.node, c.user, c.account,
-               c.workload, std::string(to_string(c.state)), c.request.to_string(), c.mem_policy,
-               join(ids), format_time(c.created_ms), c.last_error, c.hold});
+    t.add_row({std::to_string(c.id), std::to_string(c.owner.job_id), c.node, c.owner.user,
+               c.owner.account, c.owner.workload, std::string(to_string(c.state)),
+               c.request.to_string(), c.mem_policy, join(ids), format_time(c.created_ms),
+               c.last_error, c.hold});
   }
   return t;
 }
@@ -343,8 +344,8 @@ Table event_table(const std::vector<Event>& events) {
            {"DETAIL"}});
   for (const Event& e : events) {
     t.add_row({std::to_string(e.id), format_time(e.ts_ms), e.kind,
-               e.job_id > 0 ? std::to_string(e.job_id) : "", e.node, e.user, e.from_state,
-               e.to_state, join(e.devices), e.detail});
+               e.owner.job_id > 0 ? std::to_string(e.owner.job_id) : "", e.node, e.owner.user,
+               e.from_state, e.to_state, join(e.devices), e.detail});
   }
   return t;
 }

@@ -101,8 +101,8 @@ Expected<uint64_t> parse_whole_number(std::string_view name, std::string_view te
   const auto [end, ec] = digits ? std::from_chars(text.data(), text.data() + text.size(), n)
                                 : std::from_chars_result{text.data(), std::errc::invalid_argument};
   if (ec != std::errc() || end != text.data() + text.size() || n < min || n > max) {
-    return Error{ErrorCode::kInvalidArgument, std::string(name) + ": '" + printable(text) +
-                                                  "' is not " + whole_number_rule(min, max)};
+    return Error{ErrorCode::kInvalidArgument, std::string(name) + "=" + printable(text) +
+                                                  ": expected " + whole_number_rule(min, max)};
   }
   return n;
 }

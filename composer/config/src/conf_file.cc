@@ -116,7 +116,7 @@ Expected<int64_t> whole_number(const std::string& key, const std::string& value,
   const auto low = static_cast<uint64_t>(min);
   const auto high = static_cast<uint64_t>(max);
   Expected<uint64_t> n = parse_whole_number(key, value, low, high);
-  if (!n) return invalid(key + "=" + value + ": expected " + whole_number_rule(low, high));
+  if (!n) return n.error();  // its sentence is this file's: "KEY=VALUE: expected ..."
   return static_cast<int64_t>(*n);
 }
 

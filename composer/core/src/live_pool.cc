@@ -33,18 +33,18 @@ void LivePool::load(const std::vector<Host>& hosts, std::vector<Device> devices,
   live_.clear();
   for (const auto& c : live) {
     LiveEntry e{.id = c.id,
-                .job_id = c.job_id,
+                .job_id = c.owner.job_id,
                 .node = c.node,
                 .state = c.state,
                 .request = c.request,
                 .devices = device_ids(c),
                 .since_ms = c.updated_ms,
                 .busy = false,
-                .workload = c.workload,
+                .workload = c.owner.workload,
                 .hold = c.hold};
     // The class of what each live composition holds, for the avoid-shared rules.
-    allocator_.take(c.node, e.devices, c.id, c.workload);
-    live_.emplace(Key{c.job_id, c.node}, std::move(e));
+    allocator_.take(c.node, e.devices, c.id, c.owner.workload);
+    live_.emplace(Key{c.owner.job_id, c.node}, std::move(e));
   }
 }
 
@@ -255,13 +255,13 @@ std::optional<LivePool::LiveEntry> LivePool::wait_idle(std::unique_lock<std::mut
 }
 
 Expected<LivePool::Reservation> LivePool::reserve(const ComposeInput& in, int64_t wait_ms) {
-  const Key key{in.job_id, in.node};
+  const Key key{in.owner.job_id, in.node};
   std::unique_lock lock(mu_);
   Reservation out;
   out.existing = wait_idle(lock, key, wait_ms);
   if (out.existing) return out;
   // Without a policy the job's own memory policy stands, preferred where it gave none.
-  Admission admitted{.workload = in.workload,
+  Admission admitted{.workload = in.owner.workload,
                      .window = "",
                      .mem_policy = in.mem_policy.empty() ? "preferred" : in.mem_policy};
   if (admission_) {
@@ -284,7 +284,7 @@ Expected<LivePool::Reservation> LivePool::reserve(const ComposeInput& in, int64_
   allocator_.take(in.node, *picked, 0, admitted.workload);
   touched_.insert(picked->begin(), picked->end());
   out.entry = LiveEntry{.id = 0,
-                        .job_id = in.job_id,
+                        .job_id = in.owner.job_id,
                         .node = in.node,
                         .state = CompositionState::kComposing,
                         .request = in.request,

@@ -227,7 +227,7 @@ Error CompositionService::refuse(const ComposeInput& in, Error why) {
     std::lock_guard lock(refusals_mu_);
     std::erase_if(refusals_,
                   [now](const auto& kv) { return now - kv.second.last_ms > kRefusalEpisodeGapMs; });
-    auto [it, fresh] = refusals_.try_emplace(Key{in.job_id, in.node}, Refusal{why.code, now});
+    auto [it, fresh] = refusals_.try_emplace(Key{in.owner.job_id, in.node}, Refusal{why.code, now});
     if (!fresh) {
       const bool same = it->second.code == why.code;
       it->second = Refusal{why.code, now};
@@ -237,12 +237,8 @@ Error CompositionService::refuse(const ComposeInput& in, Error why) {
   Event e;
   e.ts_ms = now;
   e.kind = "refused";
-  e.job_id = in.job_id;
+  e.owner = in.owner;
   e.node = in.node;
-  e.uid = in.uid;
-  e.user = in.user;
-  e.account = in.account;
-  e.workload = in.workload;
   e.detail = why.message;
   if (auto s = store_.add_event(e); !s) {
     log::warning("cannot record a refusal in the ledger", {{"cause", s.error().message}});
@@ -261,7 +257,7 @@ void CompositionService::compose_job_async(
     std::function<void(Expected<std::vector<Composition>>)> done) {
   if (nodes.empty()) {
     return done(Error{ErrorCode::kInvalidArgument,
-                      "job " + std::to_string(input.job_id) + ": no node to compose"});
+                      "job " + std::to_string(input.owner.job_id) + ": no node to compose"});
   }
   // Every node's compose is started at once (the fabric's operations wait in the waiter's
   // queue, not in threads); the last answer decides.
@@ -272,7 +268,7 @@ void CompositionService::compose_job_async(
         one.node = nodes[i];
         compose_async(one, std::move(answer));
       },
-      [this, job_id = input.job_id, nodes,
+      [this, job_id = input.owner.job_id, nodes,
        done = std::move(done)](std::vector<Expected<Composition>> got) {
         const auto failed = std::find_if(got.begin(), got.end(),
                                          [](const auto& r) { return !static_cast<bool>(r); });
@@ -352,31 +348,31 @@ void CompositionService::compose_async(const ComposeInput& in,
   if (in.request.empty()) {
     return done(
         Error{ErrorCode::kInvalidArgument,
-              job_on_node(in.job_id, in.node) + ": the request asks for nothing to compose"});
+              job_on_node(in.owner.job_id, in.node) + ": the request asks for nothing to compose"});
   }
-  const Key key{in.job_id, in.node};
+  const Key key{in.owner.job_id, in.node};
   auto reserved = pool_.reserve(in, options_.compose_timeout_ms);
   if (!reserved) {
-    return done(refuse(in, Error{reserved.error().code, job_on_node(in.job_id, in.node) + ": " +
-                                                            reserved.error().message}));
+    return done(refuse(in, Error{reserved.error().code, job_on_node(in.owner.job_id, in.node) +
+                                                            ": " + reserved.error().message}));
   }
   if (const auto& existing = reserved->existing) {
     if (existing->request != in.request) {
       return done(Error{ErrorCode::kConflict,
-                        job_on_node(in.job_id, in.node) + " already has a composition (" +
+                        job_on_node(in.owner.job_id, in.node) + " already has a composition (" +
                             existing->request.to_string() + ") that differs from this request (" +
                             in.request.to_string() + ")"});
     }
     if (existing->busy) {
-      return done(Error{ErrorCode::kTimeout, job_on_node(in.job_id, in.node) +
+      return done(Error{ErrorCode::kTimeout, job_on_node(in.owner.job_id, in.node) +
                                                  ": the composition is still being composed"});
     }
     if (existing->state == CompositionState::kReady) {
       return done(store_.composition(existing->id));
     }
-    return done(
-        Error{ErrorCode::kConflict, job_on_node(in.job_id, in.node) + ": the composition is " +
-                                        std::string(to_string(existing->state)) + ", not ready"});
+    return done(Error{ErrorCode::kConflict,
+                      job_on_node(in.owner.job_id, in.node) + ": the composition is " +
+                          std::string(to_string(existing->state)) + ", not ready"});
   }
   LiveEntry entry = reserved->entry;
   const std::string window = reserved->window;  // the policy window it is composed under
@@ -385,12 +381,9 @@ void CompositionService::compose_async(const ComposeInput& in,
   // Intent first: the composition and its devices are durable before the fabric is touched.
   // This thread goes on meanwhile; the rest runs on a step thread once the store has it.
   Composition record;
-  record.job_id = in.job_id;
+  record.owner = in.owner;
+  record.owner.workload = entry.workload;  // the class the admission check counted it against
   record.node = in.node;
-  record.uid = in.uid;
-  record.user = in.user;
-  record.account = in.account;
-  record.workload = entry.workload;
   record.window = window;
   record.mem_policy = mem_policy;
   record.request = in.request;

@@ -203,7 +203,7 @@ Status record_takeover(db::Store& store, const LeaderWatch& leader, const Clock&
   Event e;
   e.ts_ms = clock.now_ms();
   e.kind = "takeover";
-  e.user = t->now.holder;
+  e.owner.user = t->now.holder;
   e.detail = "epoch " + std::to_string(t->old_epoch) + " -> " + std::to_string(t->now.epoch) +
              "; " + t->now.holder + " at " + t->now.url + " is active" +
              (t->old_holder.empty() ? std::string() : ", after " + t->old_holder);

@@ -118,16 +118,14 @@ FailureReactor::Report FailureReactor::run_once() {
     Event ev;
     ev.ts_ms = clock_.now_ms();
     ev.composition_id = first.id;
-    ev.job_id = job;
-    ev.node = join(nodes, ",");
-    ev.workload = first.workload;
-    ev.devices = failed;
     if (auto c = store_.composition(first.id); c) {
-      ev.uid = c->uid;
-      ev.user = c->user;
-      ev.account = c->account;
+      ev.owner = c->owner;
       ev.window = c->window;
     }
+    ev.owner.job_id = job;
+    ev.owner.workload = first.workload;
+    ev.node = join(nodes, ",");
+    ev.devices = failed;
     std::string done;
     Action action = reaction.action;
     if (action == Action::kRequeue && requeues >= reaction.max_requeues) {

@@ -200,7 +200,7 @@ class Handlers {
     if (!caller.admin) f.uid = caller.uid;
     auto live = ctx_.service.store().live_composition(job, node);
     if (!live) return live.error();
-    if (*live && (caller.admin || (*live)->uid == caller.uid)) return api::to_json(**live);
+    if (*live && (caller.admin || (*live)->owner.uid == caller.uid)) return api::to_json(**live);
     auto found = ctx_.service.store().compositions(f);
     if (!found) return found.error();
     if (found->empty()) {
@@ -436,18 +436,15 @@ class Handlers {
                                                                             uint32_t job) const {
     auto body = api::from_text<api::ComposeBody>(call.body());
     if (!body) return body.error();
-    if (!body->workload.empty() && !ctx_.workloads.empty() &&
-        std::find(ctx_.workloads.begin(), ctx_.workloads.end(), body->workload) ==
+    if (!body->owner.workload.empty() && !ctx_.workloads.empty() &&
+        std::find(ctx_.workloads.begin(), ctx_.workloads.end(), body->owner.workload) ==
             ctx_.workloads.end()) {
-      return bad("workload: unknown class '" + body->workload +
+      return bad("workload: unknown class '" + body->owner.workload +
                  "' (configured: " + join(ctx_.workloads, ", ") + ")");
     }
-    ComposeInput in{.job_id = job,
+    body->owner.job_id = job;  // the path's, never the body's
+    ComposeInput in{.owner = std::move(body->owner),
                     .node = "",
-                    .uid = body->uid,
-                    .user = body->user,
-                    .account = body->account,
-                    .workload = body->workload,
                     .request = body->request,
                     .mem_policy = body->mem_policy};
     return std::pair{std::move(in), std::move(body->nodes)};

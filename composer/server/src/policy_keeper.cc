@@ -250,12 +250,12 @@ AdmissionCheck PolicyKeeper::admission_check() {
     const std::optional<MemPolicy> asked =
         in.mem_policy.empty() ? std::nullopt : parse_mem_policy_text(in.mem_policy);
     if (!a) {
-      return Admission{.workload = in.workload,
+      return Admission{.workload = in.owner.workload,
                        .window = "",
                        .mem_policy = to_string(asked.value_or(MemPolicy{}))};
     }
     const pol::Evaluator& ev = a->evaluator;
-    auto cls = pol::classify(ev.policy(), {in.workload, "", "", in.account});
+    auto cls = pol::classify(ev.policy(), {in.owner.workload, "", "", in.owner.account});
     if (!cls) return Error{cls.error().code, "policy: " + cls.error().message};
     const int64_t now_s = clock_.now_ms() / 1000;
     auto caps = ev.caps_in_force(now_s, cls->class_name);

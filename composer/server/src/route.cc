@@ -123,8 +123,8 @@ Expected<std::optional<int64_t>> Call::time_ms(const std::string& name) const {
   if (!v) return std::optional<int64_t>{};
   auto n = parse_whole_number(name, *v, 0, kMaxTimeMs);
   if (!n) {
-    return bad(name + ": '" + printable(*v) + "' is not a time in milliseconds since the epoch (" +
-               "a whole number from 0 to " + std::to_string(kMaxTimeMs) + ")");
+    return bad(name + "=" + printable(*v) + ": expected a time in milliseconds since the epoch (" +
+               whole_number_rule(0, kMaxTimeMs) + ")");
   }
   return std::optional<int64_t>{static_cast<int64_t>(*n)};
 }

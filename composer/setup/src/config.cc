@@ -108,58 +108,151 @@ Status check_domains(std::vector<FailureDomain>& domains, const std::vector<std:
   return Status::Ok();
 }
 
+// What the options of a NodeName line give, read through node_options(); the checks across
+// options come once the table has read the whole line.
+struct NodeOptions {
+  Host proto;               // each node's zones, slots and domains
+  std::string fabric_host;  // FabricHost=
+  std::string fabric;       // Fabric=
+  bool zones = false;       // Zones= given
+  bool slots = false;       // one of the *Slots= given
+};
+
+// What the options of a DeviceGroup line give, read through group_options().
+struct GroupOptions {
+  SimConfig::Group group;
+  std::string fabric;  // Fabric=
+  bool type = false;   // Type= given
+  bool count = false;  // Count= given
+};
+
+// `set`, and `given` marked once it took the value.
+template <class T>
+config::Setter<T> marking(config::Setter<T> set, bool T::*given) {
+  return
+      [set = std::move(set), given](const std::string& k, const std::string& v, T& into) -> Status {
+        if (Status s = set(k, v, into); !s) return s;
+        into.*given = true;
+        return Status::Ok();
+      };
+}
+
+// Domains=LEVEL:NAME,... (parse_domains) into the field `domains` answers.
+template <class T, class F>
+config::Setter<T> domains_of(F domains) {
+  return [domains](const std::string& k, const std::string& v, T& into) -> Status {
+    auto d = parse_domains(k, v);
+    if (!d) return d.error();
+    std::invoke(domains, into) = std::move(*d);
+    return Status::Ok();
+  };
+}
+
+// A NodeName line's options, in the order refusals list them.
+const config::Settings<NodeOptions>& node_options() {
+  using N = NodeOptions;
+  namespace set = config::set;
+  auto slots = [](uint32_t Host::*field) {
+    return marking<N>(set::whole<N>([field](N& n) -> uint32_t& { return n.proto.*field; }, 0, 1024),
+                      &N::slots);
+  };
+  static const config::Settings<N> table(
+      config::KeyCase::kInsensitive,
+      {
+          {"Fabric", set::name<N>(&N::fabric)},
+          {"FabricHost", set::name<N>(&N::fabric_host)},
+          {"Zones",
+           marking<N>(set::names<N>([](N & n) -> auto& { return n.proto.zones; }), &N::zones)},
+          {"GpuSlots", slots(&Host::gpu_slots)},
+          {"MemSlots", slots(&Host::mem_slots)},
+          {"NvmeSlots", slots(&Host::nvme_slots)},
+          {"Domains", domains_of<N>([](N & n) -> auto& { return n.proto.domains; })},
+      });
+  return table;
+}
+
+// A DeviceGroup line's options, in the order refusals list them.
+const config::Settings<GroupOptions>& group_options() {
+  using G = GroupOptions;
+  namespace set = config::set;
+  static const config::Settings<G> table(
+      config::KeyCase::kInsensitive, {
+                                         {"Fabric", set::name<G>(&G::fabric)},
+                                         {"Type",
+                                          marking<G>(
+                                              set::one_of<G>(
+                                                  [](G & g) -> auto& { return g.group.type; },
+                                                  std::vector<std::pair<std::string, DeviceType>>{
+                                                      {"gpu", DeviceType::kGpu},
+                                                      {"mem", DeviceType::kMem},
+                                                      {"nvme", DeviceType::kNvme}},
+                                                  "expected gpu, mem or nvme"),
+                                              &G::type)},
+                                         {"Model", set::name<G>([](G & g) -> auto& {
+                                            return g.group.model;
+                                          })},
+                                         {"Zone", set::name<G>(
+                                                      [](G & g) -> auto& { return g.group.zone; })},
+                                         {"Count",
+                                          marking<G>(
+                                              set::whole<G>(
+                                                  [](G & g) -> auto& { return g.group.count; }, 1,
+                                                  100000),
+                                              &G::count)},
+                                         {"Size",
+                                          [](const std::string& k, const std::string& v,
+                                             G& into) -> Status {
+                                            auto size = parse_size(v);
+                                            if (!size)
+                                              return invalid(k + "=" + v + ": " +
+                                                             size.error().message);
+                                            into.group.size_bytes = *size;
+                                            return Status::Ok();
+                                          }},
+                                         {"Domains", domains_of<G>([](G & g) -> auto& {
+                                            return g.group.domains;
+                                          })},
+                                     });
+  return table;
+}
+
+// Each option after the line's own key through `table`; an unknown one names the allowed.
+template <class T>
+Status read_options(const std::vector<Pair>& pairs, const config::Settings<T>& table,
+                    const std::string& object, T& into) {
+  for (size_t i = 1; i < pairs.size(); ++i) {
+    const config::Setter<T>* set = table.find(pairs[i].key);
+    if (!set) {
+      return invalid("unknown " + object + " option '" + pairs[i].key +
+                     "' (allowed: " + table.names() + ")");
+    }
+    if (Status s = (*set)(pairs[i].key, pairs[i].value, into); !s) return s;
+  }
+  return Status::Ok();
+}
+
 Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std::string>& seen,
                        NodeLine& info) {
   info.expr = pairs[0].value;
   auto names = config::expand_hostlist(pairs[0].value);
   if (!names) return Error{ErrorCode::kInvalidArgument, "NodeName: " + names.error().message};
-  Host proto;
-  std::string fabric_host;
-  for (size_t i = 1; i < pairs.size(); ++i) {
-    const std::string k = lower(pairs[i].key);
-    const std::string& v = pairs[i].value;
-    if (k == "fabrichost") {
-      if (names->size() != 1) {
-        return Error{ErrorCode::kInvalidArgument,
-                     "FabricHost= can only be given on a NodeName line naming one node"};
-      }
-      if (auto s = config::name("FabricHost", v); !s) return s;
-      fabric_host = v;
-    } else if (k == "fabric") {
-      if (auto s = config::name("Fabric", v); !s) return s;
-      info.fabric = v;
-    } else if (k == "zones") {
-      info.zones = true;
-      auto zones = config::name_list("Zones", v);
-      if (!zones) return zones.error();
-      proto.zones = std::move(*zones);
-    } else if (k == "domains") {
-      auto domains = parse_domains(pairs[i].key, v);
-      if (!domains) return domains.error();
-      proto.domains = std::move(*domains);
-    } else if (k == "gpuslots" || k == "memslots" || k == "nvmeslots") {
-      info.slots = true;
-      auto n = config::whole_number(pairs[i].key, v, 0, 1024);
-      if (!n) return n.error();
-      (k == "gpuslots"   ? proto.gpu_slots
-       : k == "memslots" ? proto.mem_slots
-                         : proto.nvme_slots) = static_cast<uint32_t>(*n);
-    } else {
-      return Error{ErrorCode::kInvalidArgument,
-                   "unknown NodeName option '" + pairs[i].key +
-                       "' (allowed: Fabric, FabricHost, Zones, GpuSlots, MemSlots, NvmeSlots, "
-                       "Domains)"};
-    }
+  NodeOptions o;
+  if (Status s = read_options(pairs, node_options(), "NodeName", o); !s) return s;
+  if (!o.fabric_host.empty() && names->size() != 1) {
+    return invalid("FabricHost= can only be given on a NodeName line naming one node");
   }
+  info.fabric = o.fabric;
+  info.zones = o.zones;
+  info.slots = o.slots;
   info.first_host = cfg.sim.hosts.size();
   info.host_count = names->size();
   for (const auto& n : *names) {
     if (!seen.insert(n).second) {
       return Error{ErrorCode::kInvalidArgument, "node '" + n + "' is declared twice"};
     }
-    Host h = proto;
+    Host h = o.proto;
     h.node = n;
-    h.fabric_id = fabric_host.empty() ? n : fabric_host;
+    h.fabric_id = o.fabric_host.empty() ? n : o.fabric_host;
     cfg.sim.hosts.push_back(std::move(h));
   }
   return Status::Ok();
@@ -167,54 +260,17 @@ Status parse_node_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std
 
 Status parse_group_line(const std::vector<Pair>& pairs, Config& cfg, std::set<std::string>& seen,
                         GroupLine& info) {
-  SimConfig::Group g;
+  GroupOptions o;
+  SimConfig::Group& g = o.group;
   g.name = pairs[0].value;
   info.name = g.name;
   if (auto s = config::name("DeviceGroup", g.name); !s) return s;
   if (!seen.insert(g.name).second) {
     return Error{ErrorCode::kInvalidArgument, "DeviceGroup '" + g.name + "' is declared twice"};
   }
-  bool have_type = false;
-  bool have_count = false;
-  for (size_t i = 1; i < pairs.size(); ++i) {
-    const std::string k = lower(pairs[i].key);
-    const std::string& v = pairs[i].value;
-    if (k == "fabric") {
-      if (auto s = config::name("Fabric", v); !s) return s;
-      info.fabric = v;
-    } else if (k == "type") {
-      auto t = parse_device_type(lower(v));
-      if (!t) {
-        return Error{ErrorCode::kInvalidArgument, "Type=" + v + ": expected gpu, mem or nvme"};
-      }
-      g.type = *t;
-      have_type = true;
-    } else if (k == "model") {
-      if (auto s = config::name("Model", v); !s) return s;
-      g.model = v;
-    } else if (k == "zone") {
-      if (auto s = config::name("Zone", v); !s) return s;
-      g.zone = v;
-    } else if (k == "count") {
-      auto n = config::whole_number("Count", v, 1, 100000);
-      if (!n) return n.error();
-      g.count = static_cast<uint32_t>(*n);
-      have_count = true;
-    } else if (k == "size") {
-      auto sz = parse_size(v);
-      if (!sz) return Error{ErrorCode::kInvalidArgument, "Size=" + v + ": " + sz.error().message};
-      g.size_bytes = *sz;
-    } else if (k == "domains") {
-      auto domains = parse_domains(pairs[i].key, v);
-      if (!domains) return domains.error();
-      g.domains = std::move(*domains);
-    } else {
-      return Error{ErrorCode::kInvalidArgument,
-                   "unknown DeviceGroup option '" + pairs[i].key +
-                       "' (allowed: Fabric, Type, Model, Zone, Count, Size, Domains)"};
-    }
-  }
-  if (!have_type || !have_count || g.zone.empty() || g.model.empty()) {
+  if (Status s = read_options(pairs, group_options(), "DeviceGroup", o); !s) return s;
+  info.fabric = o.fabric;
+  if (!o.type || !o.count || g.zone.empty() || g.model.empty()) {
     return Error{ErrorCode::kInvalidArgument,
                  "DeviceGroup=" + g.name + " needs Type=, Model=, Zone= and Count="};
   }

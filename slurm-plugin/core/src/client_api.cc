@@ -17,10 +17,7 @@ namespace {
 
 api::ComposeBody compose_body(const ComposeCall& call) {
   api::ComposeBody body;
-  body.uid = call.uid;
-  body.user = call.user;
-  body.account = call.account;
-  body.workload = call.workload;
+  body.owner = call.owner;
   if (call.mem_policy) body.mem_policy = to_string(*call.mem_policy);
   body.request = call.request;
   return body;
@@ -29,14 +26,14 @@ api::ComposeBody compose_body(const ComposeCall& call) {
 }  // namespace
 
 Expected<Composition> ClientComposerApi::compose(const ComposeCall& call) {
-  return client_.compose(call.job_id, call.node, compose_body(call));
+  return client_.compose(call.owner.job_id, call.node, compose_body(call));
 }
 
 Expected<std::vector<Composition>> ClientComposerApi::compose_job(
     const ComposeCall& call, const std::vector<std::string>& nodes) {
   api::ComposeBody body = compose_body(call);
   body.nodes = nodes;
-  return client_.compose_job(call.job_id, body);
+  return client_.compose_job(call.owner.job_id, body);
 }
 
 Expected<size_t> ClientComposerApi::release_job(uint32_t job_id) {

@@ -61,11 +61,11 @@ Status controller_prolog(const ControllerJob& job, ComposerApi& api, uint32_t fr
   if (!job.options.composes()) return Status::Ok();
   const std::string at = "composer: prolog_slurmctld: job " + std::to_string(job.job_id) + ": ";
   ComposeCall call;
-  call.job_id = job.job_id;
-  call.uid = job.uid;
-  call.user = job.user;
-  call.account = job.account;
-  call.workload = job.options.workload;
+  call.owner = {.job_id = job.job_id,
+                .uid = job.uid,
+                .user = job.user,
+                .account = job.account,
+                .workload = job.options.workload};
   call.request = job.options.request;
   call.mem_policy = job.options.mem_policy;
   Expected<std::vector<Composition>> composed = compose_job_waiting(

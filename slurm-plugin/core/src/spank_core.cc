@@ -670,12 +670,12 @@ Status job_prolog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     return uid.error();
   }
   ComposeCall call;
-  call.job_id = *job_id;
+  call.owner.job_id = *job_id;
   call.node = node;
-  call.uid = *uid;
-  call.user = ctx.getenv("SLURM_JOB_USER").value_or("");
-  call.account = ctx.getenv("SLURM_JOB_ACCOUNT").value_or("");
-  call.workload = options->workload;
+  call.owner.uid = *uid;
+  call.owner.user = ctx.getenv("SLURM_JOB_USER").value_or("");
+  call.owner.account = ctx.getenv("SLURM_JOB_ACCOUNT").value_or("");
+  call.owner.workload = options->workload;
   call.request = options->request;
   call.mem_policy = options->mem_policy;
 

@@ -16,10 +16,10 @@ inline constexpr uint32_t kMaxDevicesPerNode = 1024;
 
 // PUT /v1/compositions/{job}/{node} and PUT /v1/compositions/{job}: who the job belongs to
 // and what it asks for per node; `nodes` (only in the second, and there required) the job's
-// nodes, each composed with `request`.
+// nodes, each composed with `request`. The owner's job_id is the path's {job}: the body's
+// JSON neither carries nor reads it.
 struct ComposeBody {
-  uint32_t uid = 0;
-  std::string user, account, workload;
+  JobOwner owner{};
   Request request;
   std::vector<std::string> nodes{};
   // --compose-mem-policy as the job gave it (to_string(MemPolicy)); empty: not given, so the

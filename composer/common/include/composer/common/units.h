@@ -39,13 +39,13 @@ uint64_t gib_rounded_down(uint64_t bytes);
 std::string format_size(uint64_t bytes);
 
 // "a whole number from MIN to MAX": the one wording of the rule every refused whole number
-// states, whatever names the value around it.
+// states, framed as every refused value of a Key=Value is ("KEY=VALUE: expected RULE").
 std::string whole_number_rule(uint64_t min, uint64_t max);
 
 // The one reader of a whole number someone wrote (a flag, a URL parameter, a composer.conf
 // value, a plugstack argument): digits only, no sign, no blanks, from min to max, any max up to
-// UINT64_MAX. Refused with "NAME: 'TEXT' is not a whole number from MIN to MAX"
-// (units_test, WholeNumber*).
+// UINT64_MAX. Refused with "NAME=TEXT: expected a whole number from MIN to MAX", the frame of
+// composer.conf's and the plugstack's sentences (units_test, WholeNumber*).
 Expected<uint64_t> parse_whole_number(std::string_view name, std::string_view text, uint64_t min,
                                       uint64_t max);
 

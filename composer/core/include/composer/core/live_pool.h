@@ -31,12 +31,8 @@
 namespace composer {
 
 struct ComposeInput {
-  uint32_t job_id = 0;
+  JobOwner owner{};
   std::string node;
-  uint32_t uid = 0;
-  std::string user;
-  std::string account;
-  std::string workload;
   Request request;
   // The job's --compose-mem-policy (to_string(MemPolicy)); empty: not given.
   std::string mem_policy{};

@@ -230,14 +230,24 @@ bool can_transition(CompositionState from, CompositionState to);
 // Live compositions own their devices; released and failed ones own nothing.
 bool is_live(CompositionState s);
 
+// Whose a composition is: the Slurm job, the user who runs it, the account it is charged to
+// and the workload class it counts against. Each value that carries these (the plugins'
+// compose call, the request body, the compose input, the composition, its ledger events)
+// embeds this one, so that passing them on is one assignment.
+struct JobOwner {
+  uint32_t job_id = 0;
+  uint32_t uid = 0;
+  std::string user{};
+  std::string account{};
+  std::string workload{};
+
+  bool operator==(const JobOwner&) const = default;
+};
+
 struct Composition {
   int64_t id = 0;
-  uint32_t job_id = 0;
+  JobOwner owner{};
   std::string node;
-  uint32_t uid = 0;
-  std::string user;
-  std::string account;
-  std::string workload;
   // The policy window in force when it was composed (policies/); empty without a policy.
   std::string window;
   Request request;
@@ -264,12 +274,8 @@ struct Event {
   int64_t ts_ms = 0;
   std::string kind;  // a state name ("ready", "released", ...), or "drain", "resume", "health"
   std::optional<int64_t> composition_id;
-  uint32_t job_id = 0;
+  JobOwner owner{};
   std::string node;
-  uint32_t uid = 0;
-  std::string user;
-  std::string account;
-  std::string workload;
   std::string window;  // the composition's policy window; empty without a policy
   std::string from_state;
   std::string to_state;

@@ -32,12 +32,8 @@ class JobContext {
 };
 
 struct ComposeCall {
-  uint32_t job_id = 0;
+  JobOwner owner{};
   std::string node;
-  uint32_t uid = 0;
-  std::string user;
-  std::string account;
-  std::string workload;
   Request request;
   // --compose-mem-policy as given; nullopt: composerd gives the class's default.
   std::optional<MemPolicy> mem_policy;
