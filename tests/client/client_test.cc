@@ -665,7 +665,7 @@ TEST_F(ClientTest, ServersLeaveAFrozenServerOnceAnotherTookOver) {
   const auto took = std::chrono::steady_clock::now() - start;
   released->store(true);
   ASSERT_TRUE(r.ok()) << r.error();
-  EXPECT_EQ(r->job_id, 7u);
+  EXPECT_EQ(r->owner.job_id, 7u);
   EXPECT_GE(took, std::chrono::milliseconds(2900));
   EXPECT_LT(took, std::chrono::milliseconds(6000));
   EXPECT_EQ(c.active_server(), taker.url());
