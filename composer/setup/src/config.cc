@@ -175,44 +175,30 @@ const config::Settings<NodeOptions>& node_options() {
 const config::Settings<GroupOptions>& group_options() {
   using G = GroupOptions;
   namespace set = config::set;
+  auto type = set::one_of<G>(
+      [](G & g) -> auto& { return g.group.type; },
+      std::vector<std::pair<std::string, DeviceType>>{
+          {"gpu", DeviceType::kGpu}, {"mem", DeviceType::kMem}, {"nvme", DeviceType::kNvme}},
+      "expected gpu, mem or nvme");
+  auto count = set::whole<G>(
+      [](G & g) -> auto& { return g.group.count; }, 1, 100000);
+  config::Setter<G> size = [](const std::string& k, const std::string& v, G& into) -> Status {
+    auto bytes = parse_size(v);
+    if (!bytes) return invalid(k + "=" + v + ": " + bytes.error().message);
+    into.group.size_bytes = *bytes;
+    return Status::Ok();
+  };
   static const config::Settings<G> table(
-      config::KeyCase::kInsensitive, {
-                                         {"Fabric", set::name<G>(&G::fabric)},
-                                         {"Type",
-                                          marking<G>(
-                                              set::one_of<G>(
-                                                  [](G & g) -> auto& { return g.group.type; },
-                                                  std::vector<std::pair<std::string, DeviceType>>{
-                                                      {"gpu", DeviceType::kGpu},
-                                                      {"mem", DeviceType::kMem},
-                                                      {"nvme", DeviceType::kNvme}},
-                                                  "expected gpu, mem or nvme"),
-                                              &G::type)},
-                                         {"Model", set::name<G>([](G & g) -> auto& {
-                                            return g.group.model;
-                                          })},
-                                         {"Zone", set::name<G>(
-                                                      [](G & g) -> auto& { return g.group.zone; })},
-                                         {"Count",
-                                          marking<G>(
-                                              set::whole<G>(
-                                                  [](G & g) -> auto& { return g.group.count; }, 1,
-                                                  100000),
-                                              &G::count)},
-                                         {"Size",
-                                          [](const std::string& k, const std::string& v,
-                                             G& into) -> Status {
-                                            auto size = parse_size(v);
-                                            if (!size)
-                                              return invalid(k + "=" + v + ": " +
-                                                             size.error().message);
-                                            into.group.size_bytes = *size;
-                                            return Status::Ok();
-                                          }},
-                                         {"Domains", domains_of<G>([](G & g) -> auto& {
-                                            return g.group.domains;
-                                          })},
-                                     });
+      config::KeyCase::kInsensitive,
+      {
+          {"Fabric", set::name<G>(&G::fabric)},
+          {"Type", marking<G>(std::move(type), &G::type)},
+          {"Model", set::name<G>([](G & g) -> auto& { return g.group.model; })},
+          {"Zone", set::name<G>([](G & g) -> auto& { return g.group.zone; })},
+          {"Count", marking<G>(std::move(count), &G::count)},
+          {"Size", std::move(size)},
+          {"Domains", domains_of<G>([](G & g) -> auto& { return g.group.domains; })},
+      });
   return table;
 }
 
