@@ -1,8 +1,10 @@
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <munge.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <thread>
 
 #include "composer/test_support/eventually.h"
@@ -46,6 +49,18 @@ TEST(FreePort, CanBeBoundOnLoopback) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port));
   EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << errno;
+  ::close(fd);
+}
+
+TEST(FreePort, StaysThisProcesssWhileItRuns) {
+  // The lock another test process's free_port() would ask for is taken (any other open of the
+  // file is refused it), so no other test process is handed the port.
+  const int port = free_port();
+  const std::string path = "/tmp/composer-test-ports/" + std::to_string(port);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path << ": " << errno;
+  EXPECT_NE(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  EXPECT_EQ(errno, EWOULDBLOCK);
   ::close(fd);
 }
 
