@@ -113,6 +113,11 @@ void LeaderWatch::loop() {
         log::warning("standby: cannot read the leadership", {{"cause", row.error().message}});
         warned = true;
       }
+      {
+        std::lock_guard lock(mu_);
+        looked_ = true;
+      }
+      changed_.notify_all();
     }
     std::unique_lock lock(mu_);
     changed_.wait_for(lock, pause, [this] { return stopping_; });
@@ -192,6 +197,14 @@ Expected<std::optional<db::Takeover>> LeaderWatch::wait_until_active() {
   }
   // job_submit on this host (a backup slurmctld's) reads the snapshot here too: the standby
   // keeps a copy of the active one's.
+  // Health answers only once the lock was read: a standby that said "no composerd is active"
+  // for its first instant misled whoever asked then (ComposerdLeadership.
+  // StandbyNamesTheActiveOneAndTakesOverWhenItIsKilled failed so in CI). One database call
+  // bounds the wait: a failed read counts as a look.
+  {
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [this] { return stopping_ || looked_ || won_.has_value(); });
+  }
   std::thread copying([this] {
     name_this_thread("snapshot");
     copy_snapshots();
