@@ -108,6 +108,7 @@ TEST_F(FailureReactorTest, EachClassGetsItsReactionOnceAndOnlyTheJobsHit) {
   ASSERT_EQ(notified_.size(), 1u);
   EXPECT_EQ(notified_[0].first, 2u);
   EXPECT_THAT(notified_[0].second, HasSubstr("device " + infer.devices[0].id + " failed"));
+  EXPECT_THAT(notified_[0].second, HasSubstr("keeps running without it"));
 
   const std::vector<Event> first = reactions(1);
   ASSERT_EQ(first.size(), 1u);
@@ -185,6 +186,17 @@ TEST_F(FailureReactorTest, TheDefaultIsNotifySaidSo) {
   EXPECT_EQ(reactor_->run_once().notified, 1);
   EXPECT_THAT(reactions(12).at(0).detail,
               HasSubstr("class interactive reacts with notify (no OnFailure line: the default)"));
+}
+
+TEST_F(FailureReactorTest, TheJobIsToldOfEveryFailedDeviceInOneSentence) {
+  const Composition c = compose(14, "n1", "inference", 2);
+  fail(c.devices[0].id);
+  fail(c.devices[1].id);
+  EXPECT_EQ(reactor_->run_once().notified, 1);
+  ASSERT_EQ(notified_.size(), 1u);
+  EXPECT_THAT(notified_[0].second, HasSubstr("devices " + c.devices[0].id + " and " +
+                                             c.devices[1].id + " failed"));
+  EXPECT_THAT(notified_[0].second, HasSubstr("job 14 keeps running without them"));
 }
 
 TEST_F(FailureReactorTest, ImpactsNameOnlyTheFailedDevices) {

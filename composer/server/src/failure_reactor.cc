@@ -151,7 +151,7 @@ FailureReactor::Report FailureReactor::run_once() {
     }
     if (action == Action::kNotify) {
       const std::string message = "slurm-composer: " + cause + "; job " + std::to_string(job) +
-                                  " keeps running without them";
+                                  " keeps running without " + (failed.size() == 1 ? "it" : "them");
       if (Status s = slurm_.notify(job, message); !s) {
         done += " (the job could not be told: " + s.error().message + ")";
       }
