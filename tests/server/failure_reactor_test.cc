@@ -194,8 +194,8 @@ TEST_F(FailureReactorTest, TheJobIsToldOfEveryFailedDeviceInOneSentence) {
   fail(c.devices[1].id);
   EXPECT_EQ(reactor_->run_once().notified, 1);
   ASSERT_EQ(notified_.size(), 1u);
-  EXPECT_THAT(notified_[0].second, HasSubstr("devices " + c.devices[0].id + " and " +
-                                             c.devices[1].id + " failed"));
+  EXPECT_THAT(notified_[0].second,
+              HasSubstr("devices " + c.devices[0].id + " and " + c.devices[1].id + " failed"));
   EXPECT_THAT(notified_[0].second, HasSubstr("job 14 keeps running without them"));
 }
 

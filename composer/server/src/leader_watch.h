@@ -88,7 +88,7 @@ class LeaderWatch {
   std::unique_ptr<db::Leadership> lock_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  db::Leader seen_;     // the row as last read
+  db::Leader seen_;      // the row as last read
   bool looked_ = false;  // the first try at the lock is over (won, read or failed)
   std::optional<db::Takeover> won_;
   bool stopping_ = false;
