@@ -31,7 +31,7 @@
 #include "composer/api/types.h"
 #include "composer/common/error.h"
 #include "composer/db/leadership.h"
-#include "composer/setup/config.h"
+#include "composer/setup/composer_conf.h"
 #include "front_door.h"
 
 namespace composer::server {
@@ -88,7 +88,7 @@ class LeaderWatch {
   std::unique_ptr<db::Leadership> lock_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  db::Leader seen_;     // the row as last read
+  db::Leader seen_;      // the row as last read
   bool looked_ = false;  // the first try at the lock is over (won, read or failed)
   std::optional<db::Takeover> won_;
   bool stopping_ = false;

@@ -26,7 +26,7 @@
 #include "composer/core/live_pool.h"
 #include "composer/policies/remote_licenses.h"
 #include "composer/policies/slurm_holds.h"
-#include "composer/setup/config.h"
+#include "composer/setup/composer_conf.h"
 #include "policy_keeper.h"
 
 namespace composer::server {
