@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "composer/api/policy.h"
+#include "composer/api/policy_codec.h"
 #include "composer/client/client.h"
 #include "composer/common/error.h"
 #include "composer/common/slurm_text.h"
