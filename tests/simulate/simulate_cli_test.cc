@@ -14,7 +14,7 @@
 
 #include "composer/test_support/temp_dir.h"
 #include "composerctl.h"
-#include "simulate.h"
+#include "simulate_command.h"
 
 namespace composer::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "blast_radius.h"
+#include "blast_radius_command.h"
 #include "composer/accounting/time_spec.h"
 #include "composer/api/codec.h"
 #include "composer/client/client.h"
@@ -18,12 +18,12 @@
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/db/store.h"
-#include "explain_job.h"
+#include "explain_job_command.h"
 #include "output.h"
-#include "policy.h"
-#include "report.h"
-#include "simulate.h"
-#include "slurm_config.h"
+#include "policy_command.h"
+#include "report_command.h"
+#include "simulate_command.h"
+#include "slurm_config_command.h"
 
 namespace composer::cli {
 namespace {

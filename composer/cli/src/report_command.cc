@@ -1,4 +1,4 @@
-#include "report.h"
+#include "report_command.h"
 
 #include <cstdio>
 #include <fstream>

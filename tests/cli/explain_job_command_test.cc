@@ -2,7 +2,7 @@
 // sentences for a job held by a drained pool, by a policy cap, and for jobs nothing holds, and
 // the command line against a stand-in scontrol on PATH (an unknown job, a running job, flags
 // that exclude each other).
-#include "explain_job.h"
+#include "explain_job_command.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "policy.h"
+#include "policy_command.h"
 
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -16,7 +16,7 @@
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composerctl.h"
-#include "explain_job.h"
+#include "explain_job_command.h"
 
 namespace composer::cli {
 

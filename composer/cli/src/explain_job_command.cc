@@ -1,4 +1,4 @@
-#include "explain_job.h"
+#include "explain_job_command.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "simulate.h"
+#include "simulate_command.h"
 
 #include <json/value.h>
 
