@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "composer/cli/output.h"
 #include "composer/client/client.h"
-#include "output.h"
 
 namespace CLI {
 class App;

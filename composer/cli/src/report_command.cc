@@ -8,9 +8,9 @@
 #include "composer/accounting/report.h"
 #include "composer/accounting/report_json.h"
 #include "composer/accounting/time_spec.h"
+#include "composer/cli/composerctl.h"
 #include "composer/common/clock.h"
 #include "composer/common/units.h"
-#include "composerctl.h"
 
 namespace composer::cli {
 namespace {

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "composer/api/policy_codec.h"
+#include "composer/cli/output.h"
 #include "composer/client/client.h"
 #include "composer/common/error.h"
 #include "composer/common/slurm_text.h"
 #include "composer/model/model.h"
-#include "output.h"
 
 namespace composer::cli {
 
