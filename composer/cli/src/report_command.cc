@@ -4,8 +4,8 @@
 #include <fstream>
 #include <vector>
 
-#include "composer/accounting/chart.h"
 #include "composer/accounting/report.h"
+#include "composer/accounting/report_chart.h"
 #include "composer/accounting/report_json.h"
 #include "composer/accounting/time_spec.h"
 #include "composer/cli/composerctl.h"
