@@ -25,8 +25,8 @@ void show_actions(const policies::SyncPlan& plan, api::PolicyApplied& answer) {
 
 }  // namespace
 
-void install_policy_routes(Routes& routes, PolicyKeeper& keeper, std::function<void()> changed,
-                           SlurmSync* slurm) {
+void install_policy_routes(RoutePipeline& routes, PolicyKeeper& keeper,
+                           std::function<void()> changed, SlurmSync* slurm) {
   const auto user = Access::user();
   routes.add(
       "PUT", "/v1/policy", Access::admin("change the policy"), {},
