@@ -13,7 +13,7 @@ namespace composer::server {
 
 namespace {
 
-void show_actions(const policies::SyncPlan& plan, api::PolicyApplied& answer) {
+void show_actions(const SyncPlan& plan, api::PolicyApplied& answer) {
   for (const auto& a : plan.actions) {
     if (a.action.kind == policies::ActionKind::kLeave) continue;
     std::string line = policies::render_actions({a.action});
