@@ -6,8 +6,8 @@
 #include <random>
 #include <string>
 
-#include "composer/accounting/chart.h"
 #include "composer/accounting/report.h"
+#include "composer/accounting/report_chart.h"
 #include "ledger.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "composerctl.h"
+#include "composer/cli/composerctl.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "composer/api/codec.h"
-#include "composer/api/policy.h"
+#include "composer/api/policy_codec.h"
 #include "composer/api/snapshot.h"
 
 namespace api = composer::api;

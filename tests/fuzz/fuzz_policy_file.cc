@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "composer/policies/compile_plan.h"
 #include "composer/policies/evaluate.h"
 #include "composer/policies/parser.h"
-#include "composer/policies/slurm_holds.h"
 #include "composer/policies/validate.h"
 
 namespace pol = composer::policies;

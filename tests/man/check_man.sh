@@ -4,7 +4,7 @@
 #                      OPTIONS section (global ones) or the COMMANDS subsection of its command
 #   composerd.8        every option of `composerd --help`
 #   composer.conf.5    every key composerd's parser accepts (man_conf_keys asks it about every
-#                      word of config.cc), NodeName/DeviceGroup/FabricName options in their
+#                      word of composer_conf.cc), NodeName/DeviceGroup/FabricName options in their
 #                      subsections, and the keys the job_submit parser compares
 #   spank_composer.8   every plugstack argument and job option (man_plugin_lists prints them
 #                      from the plugins' core) and the job_submit keys
@@ -204,7 +204,7 @@ fi
 
 # ---- composer.conf -------------------------------------------------------------------------
 
-config_cc=$source/composer/setup/src/config.cc
+config_cc=$source/composer/setup/src/composer_conf.cc
 submit_cc=$source/slurm-plugin/core/src/submit_config.cc
 # The keys both read (composer/config): composerd's and the job_submit plugin's.
 shared_cc=$source/composer/config/src/shared_keys.cc

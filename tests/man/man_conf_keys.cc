@@ -1,6 +1,6 @@
 // Asks composerd's own parser which words are composer.conf keys: reads candidate words (one a
-// line, lower case, e.g. every string literal of config.cc) and prints "CONTEXT KEY" for each
-// one the parser accepts, CONTEXT being top (a line of its own), NodeName, DeviceGroup or
+// line, lower case, e.g. every string literal of composer_conf.cc) and prints "CONTEXT KEY" for
+// each one the parser accepts, CONTEXT being top (a line of its own), NodeName, DeviceGroup or
 // FabricName (an option on such a line). A word is accepted when a one-line file using it is
 // refused for any reason but an unknown key or option (a bad value, a missing NodeName line).
 // A FabricName line takes the Fabric* keys without the word Fabric, so a candidate
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "composer/setup/config.h"
+#include "composer/setup/composer_conf.h"
 
 namespace {
 

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "composer/policies/compile_plan.h"
 #include "composer/policies/evaluate.h"
-#include "composer/policies/slurm_holds.h"
 #include "composer/policies/validate.h"
 #include "policy_fixture.h"
 

@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "composer/server/daemon.h"
-#include "composer/setup/config.h"
+#include "composer/setup/composer_conf.h"
 #include "composer/test_support/temp_dir.h"
 
 namespace composer::server {

@@ -91,7 +91,7 @@ class RouteTest : public ::testing::Test {
 
   Authenticator auth_;
   Router router_;
-  Routes routes_;
+  RoutePipeline routes_;
   std::unique_ptr<FrontDoor> door_;
   std::thread thread_;
 };

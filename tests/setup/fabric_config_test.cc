@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "composer/setup/config.h"
+#include "composer/setup/composer_conf.h"
 #include "composer/setup/fabric_setup.h"
 
 namespace composer::setup {

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "composer/cli/composerctl.h"
+#include "composer/cli/simulate_command.h"
 #include "composer/test_support/temp_dir.h"
-#include "composerctl.h"
-#include "simulate.h"
 
 namespace composer::cli {
 namespace {

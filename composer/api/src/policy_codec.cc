@@ -3,7 +3,7 @@
 #include <string>
 
 #include "composer/api/json_reader.h"
-#include "composer/api/policy.h"
+#include "composer/api/policy_codec.h"
 
 namespace composer::api {
 namespace {

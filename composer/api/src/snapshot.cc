@@ -35,9 +35,9 @@ std::vector<std::string> read_names(const Json::Value& v, const std::string& pat
   return as_array(v, path, as_nonempty_string);
 }
 
-SnapshotPool read_pool(const Json::Value& v, const std::string& path) {
+TypeCapacity read_pool(const Json::Value& v, const std::string& path) {
   JsonObject r(v, path, "a pool", {}, kLater);
-  SnapshotPool p;
+  TypeCapacity p;
   r.get_if("total", &p.total, as_u32);
   r.get_if("total_bytes", &p.total_bytes, as_u64);
   r.get_if("largest_bytes", &p.largest_bytes, as_u64);
@@ -133,7 +133,7 @@ WorkloadClass read_class(const Json::Value& v, const std::string& path) {
   return c;
 }
 
-Json::Value pool_to_json(const SnapshotPool& p) {
+Json::Value pool_to_json(const TypeCapacity& p) {
   Json::Value v(Json::objectValue);
   v["total"] = p.total;
   v["total_bytes"] = Json::UInt64(p.total_bytes);
@@ -156,7 +156,7 @@ Json::Value names_to_json(const std::vector<std::string>& names) {
 
 }  // namespace
 
-const SnapshotPool& PoolSnapshot::pool(DeviceType t) const {
+const TypeCapacity& PoolSnapshot::pool(DeviceType t) const {
   switch (t) {
     case DeviceType::kGpu:
       return gpu;
@@ -168,8 +168,8 @@ const SnapshotPool& PoolSnapshot::pool(DeviceType t) const {
   return gpu;
 }
 
-SnapshotPool& PoolSnapshot::pool(DeviceType t) {
-  return const_cast<SnapshotPool&>(static_cast<const PoolSnapshot*>(this)->pool(t));
+TypeCapacity& PoolSnapshot::pool(DeviceType t) {
+  return const_cast<TypeCapacity&>(static_cast<const PoolSnapshot*>(this)->pool(t));
 }
 
 const WorkloadClass* PoolSnapshot::workload_class(std::string_view name) const {
@@ -184,7 +184,7 @@ PoolSnapshot make_snapshot(const std::vector<PoolRow>& rows, const std::vector<H
   PoolSnapshot s;
   s.generated_ms = now_ms;
   for (const PoolRow& r : rows) {
-    SnapshotPool& p = s.pool(r.type);
+    TypeCapacity& p = s.pool(r.type);
     // What may come back counts (drained devices are resumed, failed ones repaired: a job
     // asking for them waits on Licenses, and composerctl explain says why); what is held
     // outside composerd does not. Bytes by the same share, devices of a row being alike.
@@ -199,7 +199,7 @@ PoolSnapshot make_snapshot(const std::vector<PoolRow>& rows, const std::vector<H
   }
   for (const Host& h : hosts) {
     for (DeviceType t : kAllDeviceTypes) {
-      SnapshotPool& p = s.pool(t);
+      TypeCapacity& p = s.pool(t);
       p.max_node_slots = std::max(p.max_node_slots, h.slots(t));
     }
   }

@@ -1,4 +1,4 @@
-#include "composerctl.h"
+#include "composer/cli/composerctl.h"
 
 #include <CLI/CLI.hpp>
 
@@ -9,21 +9,21 @@
 #include <string>
 #include <utility>
 
-#include "blast_radius.h"
 #include "composer/accounting/time_spec.h"
 #include "composer/api/codec.h"
+#include "composer/cli/blast_radius_command.h"
+#include "composer/cli/explain_job_command.h"
+#include "composer/cli/output.h"
+#include "composer/cli/simulate_command.h"
+#include "composer/cli/slurm_config_command.h"
 #include "composer/client/client.h"
 #include "composer/common/clock.h"
 #include "composer/common/secret_file.h"
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/db/store.h"
-#include "explain_job.h"
-#include "output.h"
-#include "policy.h"
-#include "report.h"
-#include "simulate.h"
-#include "slurm_config.h"
+#include "policy_command.h"
+#include "report_command.h"
 
 namespace composer::cli {
 namespace {

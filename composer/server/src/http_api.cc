@@ -456,7 +456,7 @@ class Handlers {
 }  // namespace
 
 void install_routes(Router& router, ApiContext& ctx) {
-  Routes routes(router, ctx.auth);
+  RoutePipeline routes(router, ctx.auth);
   auto h = std::make_shared<Handlers>(ctx);
   const auto user = Access::user();
   const auto admin = Access::admin("change the pool");

@@ -31,7 +31,7 @@
 #include "composer/api/types.h"
 #include "composer/common/error.h"
 #include "composer/db/leadership.h"
-#include "composer/setup/config.h"
+#include "composer/setup/composer_conf.h"
 #include "front_door.h"
 
 namespace composer::server {

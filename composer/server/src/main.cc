@@ -18,7 +18,7 @@
 #include "composer/common/log.h"
 #include "composer/server/daemon.h"
 #include "composer/server/service_manager.h"
-#include "composer/setup/config.h"
+#include "composer/setup/composer_conf.h"
 #include "composer/setup/fabric_setup.h"
 #include "leader_watch.h"
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "composer/api/policy.h"
+#include "composer/api/policy_codec.h"
 #include "composer/api/snapshot.h"
 #include "composer/common/clock.h"
 #include "composer/common/error.h"

@@ -13,7 +13,7 @@ namespace composer::server {
 
 namespace {
 
-void show_actions(const policies::SyncPlan& plan, api::PolicyApplied& answer) {
+void show_actions(const SyncPlan& plan, api::PolicyApplied& answer) {
   for (const auto& a : plan.actions) {
     if (a.action.kind == policies::ActionKind::kLeave) continue;
     std::string line = policies::render_actions({a.action});
@@ -25,8 +25,8 @@ void show_actions(const policies::SyncPlan& plan, api::PolicyApplied& answer) {
 
 }  // namespace
 
-void install_policy_routes(Routes& routes, PolicyKeeper& keeper, std::function<void()> changed,
-                           SlurmSync* slurm) {
+void install_policy_routes(RoutePipeline& routes, PolicyKeeper& keeper,
+                           std::function<void()> changed, SlurmSync* slurm) {
   const auto user = Access::user();
   routes.add(
       "PUT", "/v1/policy", Access::admin("change the policy"), {},

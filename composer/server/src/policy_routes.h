@@ -7,7 +7,7 @@
 
 namespace composer::server {
 
-class Routes;
+class RoutePipeline;
 
 // PUT /v1/policy (admins), GET /v1/policy, GET /v1/policy/history, GET /v1/policy/explain
 // (anyone authenticated; `start_ms` defaults to the keeper's clock). `changed` runs after a
@@ -15,7 +15,7 @@ class Routes;
 // dry run the diff against what scontrol shows (nothing changes), a real apply the round it
 // ran at once.
 class SlurmSync;
-void install_policy_routes(Routes& routes, PolicyKeeper& keeper, std::function<void()> changed,
-                           SlurmSync* slurm = nullptr);
+void install_policy_routes(RoutePipeline& routes, PolicyKeeper& keeper,
+                           std::function<void()> changed, SlurmSync* slurm = nullptr);
 
 }  // namespace composer::server

@@ -134,7 +134,7 @@ class ReportHandler {
 
 }  // namespace
 
-void install_report_routes(Routes& routes, db::Store& store, const Clock& clock) {
+void install_report_routes(RoutePipeline& routes, db::Store& store, const Clock& clock) {
   auto handler = std::make_shared<ReportHandler>(store, clock);
   routes.add("GET", "/v1/reports", Access::user(), {"start_ms", "end_ms", "top"},
              [handler](const Call& call) { return handler->handle(call); });

@@ -6,11 +6,11 @@
 
 namespace composer::server {
 
-class Routes;
+class RoutePipeline;
 
 // Admins get the whole report; any other user gets the pool's utilisation and only their own
 // jobs in the groupings, top jobs, latency and failures. At most two reports are computed at
 // once, so reports never take every API thread from the prologs.
-void install_report_routes(Routes& routes, db::Store& store, const Clock& clock);
+void install_report_routes(RoutePipeline& routes, db::Store& store, const Clock& clock);
 
 }  // namespace composer::server

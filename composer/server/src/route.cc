@@ -184,7 +184,8 @@ HttpResponse Router::refusal(int status, const std::string& sentence) {
   return res;
 }
 
-Routes::Routes(Router& router, const Authenticator& auth) : router_(router), auth_(auth) {}
+RoutePipeline::RoutePipeline(Router& router, const Authenticator& auth)
+    : router_(router), auth_(auth) {}
 
 namespace {
 
@@ -200,25 +201,26 @@ HttpResponse json_answer(const Expected<Json::Value>& body) {
 
 }  // namespace
 
-void Routes::add(std::string_view method, const std::string& pattern, Access access,
-                 std::initializer_list<std::string_view> params, Handler handler) {
+void RoutePipeline::add(std::string_view method, const std::string& pattern, Access access,
+                        std::initializer_list<std::string_view> params, Handler handler) {
   install(method, pattern, std::move(access), params,
           [handler = std::move(handler)](const Call& call, const HttpReply& reply) {
             reply(json_answer(handler(call)));
           });
 }
 
-void Routes::add_async(std::string_view method, const std::string& pattern, Access access,
-                       std::initializer_list<std::string_view> params, AsyncHandler handler) {
+void RoutePipeline::add_async(std::string_view method, const std::string& pattern, Access access,
+                              std::initializer_list<std::string_view> params,
+                              AsyncHandler handler) {
   install(method, pattern, std::move(access), params,
           [handler = std::move(handler)](const Call& call, const HttpReply& reply) {
             handler(call, [reply](const Expected<Json::Value>& body) { reply(json_answer(body)); });
           });
 }
 
-void Routes::add_text(const std::string& pattern, Access access,
-                      std::initializer_list<std::string_view> params, std::string content_type,
-                      TextHandler handler) {
+void RoutePipeline::add_text(const std::string& pattern, Access access,
+                             std::initializer_list<std::string_view> params,
+                             std::string content_type, TextHandler handler) {
   install("GET", pattern, std::move(access), params,
           [type = std::move(content_type), handler = std::move(handler)](const Call& call,
                                                                          const HttpReply& reply) {
@@ -230,8 +232,8 @@ void Routes::add_text(const std::string& pattern, Access access,
           });
 }
 
-void Routes::install(std::string_view method, const std::string& pattern, Access access,
-                     std::initializer_list<std::string_view> params, Sender send) {
+void RoutePipeline::install(std::string_view method, const std::string& pattern, Access access,
+                            std::initializer_list<std::string_view> params, Sender send) {
   auto run = [&auth = auth_, access = std::move(access),
               allowed = std::vector<std::string>(params.begin(), params.end()),
               send = std::move(send)](const HttpRequest& req, const HttpReply& reply) {

@@ -127,10 +127,10 @@ class Router {
   std::vector<Route> routes_;
 };
 
-// Installs routes on a router, each through the pipeline.
-class Routes {
+// Installs routes on a Router, each through the pipeline.
+class RoutePipeline {
  public:
-  Routes(Router& router, const Authenticator& auth);
+  RoutePipeline(Router& router, const Authenticator& auth);
 
   // `method` is GET, PUT, POST or DELETE; `pattern` a regular expression for the path;
   // `params` the query parameters the route takes (others are refused).

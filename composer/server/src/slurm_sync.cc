@@ -128,7 +128,7 @@ Expected<SlurmSync::SlurmRead> SlurmSync::read_state() const {
     auto text = slurm("sacctmgr", {"-i", "-P", "-n", "show", "resource", "withclusters",
                                    "format=name,server,count,cluster,allowed"});
     if (!text) return text.error();
-    auto remote = pol::parse_remote_licenses(*text);
+    auto remote = parse_remote_licenses(*text);
     if (!remote) return remote.error();
     read.remote = std::move(*remote);
   }
@@ -140,8 +140,8 @@ std::string SlurmSync::slurm_name(const std::string& license) const {
                                   : license;
 }
 
-pol::SyncPlan SlurmSync::compute(const std::optional<PolicyKeeper::PlanInForce>& plan,
-                                 const SlurmRead& read, const std::vector<PoolRow>& rows) const {
+SyncPlan SlurmSync::compute(const std::optional<PolicyKeeper::PlanInForce>& plan,
+                            const SlurmRead& read, const std::vector<PoolRow>& rows) const {
   const SlurmState& state = read.state;
   // Pool licenses: what the pool can serve now, for every type the pool has devices of.
   const pol::PoolSize pool = pol::PoolSize::from_rows(rows);
@@ -154,10 +154,9 @@ pol::SyncPlan SlurmSync::compute(const std::optional<PolicyKeeper::PlanInForce>&
   // Per-model GPU licenses, each sized to what the pool can serve of its models.
   for (const auto& [name, size] : pol::model_license_sizes(rows)) wanted.push_back({name, size});
   // Remote: slurmdbd's counts follow the pool; only the caps are held by reservations.
-  std::vector<pol::SyncAction> remote;
+  std::vector<SyncAction> remote;
   if (options_.remote_licenses) {
-    remote =
-        pol::remote_license_plan(wanted, read.remote, options_.license_server, options_.cluster);
+    remote = remote_license_plan(wanted, read.remote, options_.license_server, options_.cluster);
   }
   std::vector<LicenseCount> held = options_.remote_licenses ? std::vector<LicenseCount>{} : wanted;
   if (plan) {
@@ -167,13 +166,13 @@ pol::SyncPlan SlurmSync::compute(const std::optional<PolicyKeeper::PlanInForce>&
       if (pol::parse_cap_license_name(l.name)) held.push_back(l);
     }
   }
-  pol::SyncPlan out = plan ? pol::sync_plan(held, plan->plan.reservations, state, plan->time_zone)
-                           : pol::sync_plan(held, {}, state, pol::TimeZone::utc());
+  SyncPlan out = plan ? sync_plan(held, plan->plan.reservations, state, plan->time_zone)
+                      : sync_plan(held, {}, state, pol::TimeZone::utc());
   if (!remote.empty()) {
     // Everything that loosens before everything that tightens, as within each part.
     remote.insert(remote.end(), out.actions.begin(), out.actions.end());
     std::stable_partition(remote.begin(), remote.end(),
-                          [](const pol::SyncAction& a) { return !a.tightens; });
+                          [](const SyncAction& a) { return !a.tightens; });
     out.actions = std::move(remote);
   }
   return out;
@@ -184,7 +183,7 @@ std::vector<std::string> SlurmSync::model_licenses() const {
   return model_licenses_;
 }
 
-Expected<pol::SyncPlan> SlurmSync::preview(const std::optional<PolicyKeeper::PlanInForce>& plan) {
+Expected<SyncPlan> SlurmSync::preview(const std::optional<PolicyKeeper::PlanInForce>& plan) {
   std::lock_guard lock(round_mu_);
   auto state = read_state();
   if (!state) return state.error();
@@ -222,7 +221,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
     model_licenses_ = std::move(models);
   }
   report.plan = compute(keeper_.plan_at(clock_.now_ms() / 1000), *state, rows);
-  const pol::SyncPlan& plan = report.plan;
+  const SyncPlan& plan = report.plan;
   // Drift: a reservation composerd keeps that Slurm had last round and has no more, or that
   // holds something else than last round although composerd did not change it.
   std::map<std::string, std::string> now_known;
@@ -291,7 +290,7 @@ SyncReport SlurmSync::round(bool apply, const std::function<Status()>& first) {
     last_error_.clear();
     return report;
   }
-  std::vector<const pol::SyncAction*> done;
+  std::vector<const SyncAction*> done;
   for (const auto& a : plan.actions) {
     if (a.action.kind == pol::ActionKind::kLeave) continue;
     auto argv = split(a.action.command, ' ', {.skip_empty = true});

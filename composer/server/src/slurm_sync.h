@@ -1,7 +1,7 @@
 // composerd keeps Slurm's run-time objects in step with the pool and the policy
 // (docs/ADMIN.md "Slurm follows the pool"): every reconcile round, at start, and right after
 // a policy change or a pool change (drain, fail, foreign), it reads `scontrol -o show
-// licenses` and `show reservations`, computes what Slurm should have (policies::sync_plan:
+// licenses` and `show reservations`, computes what Slurm should have (sync_plan, slurm_holds.h:
 // one hold reservation per managed license, sized to what the pool cannot serve, and the
 // policy's blocker reservations) and applies the difference with scontrol. The plan of a
 // round is applied whole or not at all: a license Slurm lacks refuses it before anything
@@ -24,10 +24,10 @@
 #include "composer/common/clock.h"
 #include "composer/common/error.h"
 #include "composer/core/live_pool.h"
-#include "composer/policies/remote_licenses.h"
-#include "composer/policies/slurm_holds.h"
-#include "composer/setup/config.h"
+#include "composer/setup/composer_conf.h"
 #include "policy_keeper.h"
+#include "remote_licenses.h"
+#include "slurm_holds.h"
 
 namespace composer::server {
 
@@ -38,7 +38,7 @@ struct SlurmSyncOptions {
   int timeout_ms = 10000;             // per scontrol or sacctmgr call
   // SlurmLicenses=remote: the pool's and the models' licenses are slurmdbd resources
   // NAME@license_server given to `cluster`, their counts set with `sacctmgr`
-  // (policies::remote_license_plan); no hold reservations for them.
+  // (remote_license_plan, remote_licenses.h); no hold reservations for them.
   bool remote_licenses = false;
   std::string license_server = "composer";  // SlurmLicenseServer=
   std::string cluster;                      // SlurmCluster=
@@ -47,7 +47,7 @@ struct SlurmSyncOptions {
 
 // What one round found and did.
 struct SyncReport {
-  policies::SyncPlan plan;
+  SyncPlan plan;
   bool applied = false;      // every change ran (or there was none)
   bool rolled_back = false;  // a command failed and the earlier ones were undone
   std::string error;         // why not applied: Slurm unreadable, a problem, a failed command
@@ -74,7 +74,7 @@ class SlurmSync {
   SyncReport round(bool apply = true, const std::function<Status()>& first = {});
   // What a round would do with `plan` in force instead of the keeper's (policy apply
   // --dry-run); nullopt: without a policy.
-  Expected<policies::SyncPlan> preview(const std::optional<PolicyKeeper::PlanInForce>& plan);
+  Expected<SyncPlan> preview(const std::optional<PolicyKeeper::PlanInForce>& plan);
 
   // For /metrics. Drift: reservations composerd keeps that a round found deleted outside
   // composerd (and created again) or changed (and updated in place), since it started.
@@ -97,12 +97,12 @@ class SlurmSync {
   // Slurm's licenses and reservations, and with remote licenses slurmdbd's resources.
   struct SlurmRead {
     SlurmState state;
-    std::vector<policies::RemoteLicense> remote;
+    std::vector<RemoteLicense> remote;
   };
   Expected<SlurmRead> read_state() const;
   // The plan for the pool as `rows` show it (read once per round).
-  policies::SyncPlan compute(const std::optional<PolicyKeeper::PlanInForce>& plan,
-                             const SlurmRead& read, const std::vector<PoolRow>& rows) const;
+  SyncPlan compute(const std::optional<PolicyKeeper::PlanInForce>& plan, const SlurmRead& read,
+                   const std::vector<PoolRow>& rows) const;
   // The name Slurm gives one of the licenses composerd counts: NAME, or NAME@SERVER.
   std::string slurm_name(const std::string& license) const;
   void loop();

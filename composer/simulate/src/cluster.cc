@@ -10,7 +10,7 @@
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/config/conf_file.h"
-#include "composer/setup/config.h"
+#include "composer/setup/composer_conf.h"
 #include "composer/setup/fabric_setup.h"
 #include "composer/simulate/simulate.h"
 

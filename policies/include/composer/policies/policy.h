@@ -252,7 +252,7 @@ bool is_pool_license(std::string_view name);
 // a cap license (*_cap).
 bool is_managed_license(std::string_view name);
 // The reservation that holds back what the pool cannot serve of a managed license
-// (slurm_holds.h): "hold_fabric_gpu" for fabric_gpu.
+// (composer/server/src/slurm_holds.h): "hold_fabric_gpu" for fabric_gpu.
 std::string hold_name(std::string_view license);
 bool is_hold_name(std::string_view reservation_name);
 

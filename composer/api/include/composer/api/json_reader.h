@@ -1,5 +1,5 @@
 // The one strict reader of the project's JSON objects: the HTTP API's codecs (codec.h,
-// policy.h), the report (composer/accounting/report_json.h), the pool snapshot (snapshot.h)
+// policy_codec.h), the report (composer/accounting/report_json.h), the pool snapshot (snapshot.h)
 // and the Slurm plugin's job state file all read their fields through it, so a wrong value
 // is refused with the same sentence wherever it comes from. Each sentence starts with the
 // value's path and says what is allowed:

@@ -37,10 +37,11 @@ namespace composer::api {
 
 inline constexpr int kSnapshotVersion = 1;
 
-// One pooled type. Counts include drained and failed devices (they come back when resumed or
-// repaired; meanwhile Slurm's licenses hold jobs back), not foreign ones (held outside
-// composerd): the most the pool could ever serve, what job_submit refuses beyond.
-struct SnapshotPool {
+// What the pool holds of one pooled type, for PoolSnapshot. Counts include drained and failed
+// devices (they come back when resumed or repaired; meanwhile Slurm's licenses hold jobs back), not
+// foreign ones (held outside composerd): the most the pool could ever serve, what job_submit
+// refuses beyond.
+struct TypeCapacity {
   uint32_t total = 0;        // devices
   uint64_t total_bytes = 0;  // memory/NVMe capacity; 0 for GPUs
   // The biggest single device (policies::largest_device_bytes). For memory, the block size
@@ -51,7 +52,7 @@ struct SnapshotPool {
   // Per failure-domain level: how many domains of it hold devices of this type.
   std::map<std::string, uint32_t> domains;
 
-  bool operator==(const SnapshotPool&) const = default;
+  bool operator==(const TypeCapacity&) const = default;
 };
 
 struct CapStretch {
@@ -106,9 +107,9 @@ struct ZoneFree {
 struct PoolSnapshot {
   int version = kSnapshotVersion;
   int64_t generated_ms = 0;
-  SnapshotPool gpu;
-  SnapshotPool mem;
-  SnapshotPool nvme;
+  TypeCapacity gpu;
+  TypeCapacity mem;
+  TypeCapacity nvme;
   std::vector<WorkloadClass> workload_classes;  // empty: any class name is accepted
   // The policy version in force; 0 when composerd enforces none (the classes then come from
   // composer.conf's Workloads= and carry no rules, and jobs are not classified).
@@ -131,8 +132,8 @@ struct PoolSnapshot {
   std::map<std::string, ZoneFree> zones;
   std::map<std::string, std::vector<std::string>> node_zones;
 
-  const SnapshotPool& pool(DeviceType t) const;
-  SnapshotPool& pool(DeviceType t);
+  const TypeCapacity& pool(DeviceType t) const;
+  TypeCapacity& pool(DeviceType t);
   const WorkloadClass* workload_class(std::string_view name) const;
   bool operator==(const PoolSnapshot&) const = default;
 };

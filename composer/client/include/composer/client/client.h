@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "composer/api/policy.h"
+#include "composer/api/policy_codec.h"
 #include "composer/api/server_list.h"
 #include "composer/api/types.h"
 #include "composer/common/error.h"

@@ -1,6 +1,6 @@
 // A reader's table of settings: each key with the setter that checks its value and stores it.
 // composerd's composer.conf keys and the options of its NodeName, DeviceGroup and FabricName
-// lines (composer/setup, config.cc), the job_submit plugin's keys and the SPANK plugin's
+// lines (composer/setup, composer_conf.cc), the job_submit plugin's keys and the SPANK plugin's
 // plugstack arguments (slurm-plugin/core, submit_config.cc and plugin_config.cc) are each one
 // table, so that a key is one line and the list of the keys a refusal names comes from the
 // table itself.

@@ -10,7 +10,7 @@
 #include "composer/api/snapshot.h"
 #include "composer/common/clock.h"
 #include "composer/common/error.h"
-#include "composer/setup/config.h"
+#include "composer/setup/composer_conf.h"
 
 namespace composer::server {
 

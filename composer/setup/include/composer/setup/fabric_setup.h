@@ -7,7 +7,7 @@
 
 #include "composer/common/error.h"
 #include "composer/core/fabric.h"
-#include "composer/setup/config.h"
+#include "composer/setup/composer_conf.h"
 
 namespace composer::setup {
 

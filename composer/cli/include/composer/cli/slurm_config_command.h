@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "composer/cli/output.h"
 #include "composer/model/model.h"
-#include "output.h"
 
 namespace composer::cli {
 

@@ -1,4 +1,4 @@
-#include "composer/accounting/chart.h"
+#include "composer/accounting/report_chart.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "composer/setup/config.h"
+#include "composer/setup/composer_conf.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

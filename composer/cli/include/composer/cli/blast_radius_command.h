@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#include "composer/cli/output.h"
 #include "composer/common/error.h"
 #include "composer/model/model.h"
-#include "output.h"
 
 namespace composer::cli {
 

@@ -1,4 +1,4 @@
-#include "simulate.h"
+#include "composer/cli/simulate_command.h"
 
 #include <json/value.h>
 
@@ -14,13 +14,13 @@
 #include <optional>
 #include <utility>
 
+#include "composer/cli/composerctl.h"
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 #include "composer/config/conf_file.h"
 #include "composer/policies/parser.h"
 #include "composer/policies/zoneinfo.h"
 #include "composer/simulate/simulate.h"
-#include "composerctl.h"
 
 namespace composer::cli {
 namespace {

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "composer/common/error.h"
-#include "composer/policies/slurm_holds.h"
+#include "slurm_holds.h"
 
-namespace composer::policies {
+namespace composer::server {
 
 // One row of `sacctmgr -P -n show resource withclusters format=name,server,count,cluster,allowed`:
 // a resource and the share (percent) of it one cluster has; a resource given to no cluster has
@@ -43,4 +43,4 @@ std::vector<SyncAction> remote_license_plan(const std::vector<LicenseCount>& wan
                                             const std::vector<RemoteLicense>& have,
                                             std::string_view server, std::string_view cluster);
 
-}  // namespace composer::policies
+}  // namespace composer::server

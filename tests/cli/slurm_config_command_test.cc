@@ -1,4 +1,4 @@
-#include "slurm_config.h"
+#include "composer/cli/slurm_config_command.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // What composerd keeps in step at run time: the hold reservations of the managed licenses and
 // the policy's blockers, planned against what Slurm has now. Pure: composerd's Slurm sync
-// (composer/server/src/slurm_sync.h) reads Slurm's state and runs the commands.
+// (slurm_sync.h) reads Slurm's state and runs the commands.
 //
 // Slurm's license totals are static (slurm.conf); what Slurm may hand out changes with the
 // pool (drains, failures, foreign devices) and the policy. composerd holds the difference
@@ -19,10 +19,10 @@
 #include "composer/policies/diff_plan.h"
 #include "composer/policies/time_zone.h"
 
-namespace composer::policies {
+namespace composer::server {
 
 struct SyncAction {
-  Action action;
+  policies::Action action;
   // What puts the reservation back as it was, if a later action of the same round fails.
   std::string undo;
   // Tightens (reserves more): run after the ones that loosen, so that the reservations never
@@ -43,7 +43,7 @@ struct SyncPlan {
 // blocker reservations (none without a policy). Reservations of a blocker's or hold's name
 // that are not wanted are removed; everything else in Slurm is left alone.
 SyncPlan sync_plan(const std::vector<LicenseCount>& wanted,
-                   const std::vector<BlockerReservation>& blockers, const SlurmState& now,
-                   const TimeZone& tz);
+                   const std::vector<policies::BlockerReservation>& blockers, const SlurmState& now,
+                   const policies::TimeZone& tz);
 
-}  // namespace composer::policies
+}  // namespace composer::server

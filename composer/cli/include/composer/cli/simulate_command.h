@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "output.h"
+#include "composer/cli/output.h"
 
 namespace composer::cli {
 

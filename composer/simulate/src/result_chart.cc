@@ -2,8 +2,8 @@
 // out of the result: one series point per step, stacked by workload class, and the weekday x
 // hour heat map (UTC).
 
-#include "composer/accounting/chart.h"
 #include "composer/accounting/report.h"
+#include "composer/accounting/report_chart.h"
 #include "composer/common/units.h"
 #include "composer/simulate/simulate.h"
 

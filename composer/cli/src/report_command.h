@@ -8,8 +8,8 @@
 #include <ostream>
 #include <string>
 
+#include "composer/cli/output.h"
 #include "composer/client/client.h"
-#include "output.h"
 
 namespace composer::cli {
 

@@ -1,6 +1,6 @@
 // slurmdbd's resources read from sacctmgr and the sacctmgr commands that bring them to the
 // pool (SlurmLicenses=remote).
-#include "composer/policies/remote_licenses.h"
+#include "remote_licenses.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,9 +8,10 @@
 #include <string>
 #include <vector>
 
-namespace composer::policies {
+namespace composer::server {
 namespace {
 
+using policies::ActionKind;
 using ::testing::HasSubstr;
 
 // sacctmgr's resources as `-P -n show resource withclusters format=name,server,count,cluster,
@@ -24,7 +25,7 @@ TEST(RemoteLicenses, ReadsSacctmgrLines) {
   ASSERT_EQ(r->size(), 3u);
   EXPECT_EQ((*r)[0], (RemoteLicense{"fabric_gpu", "composer", 6, "composer-e2e", 100}));
   EXPECT_EQ((*r)[1], (RemoteLicense{"fabric_gpu_h100", "composer", 4, "", 0}));
-  EXPECT_EQ(remote_license_name("fabric_gpu", "composer"), "fabric_gpu@composer");
+  EXPECT_EQ(policies::remote_license_name("fabric_gpu", "composer"), "fabric_gpu@composer");
   for (const char* bad : {"fabric_gpu|composer|six|c|100", "fabric_gpu|composer|6|c", "|s|1|c|1",
                           "fabric_gpu|composer|6|c|101"}) {
     auto e = parse_remote_licenses(bad);
@@ -80,4 +81,4 @@ TEST(RemoteLicenses, PlanAddsSetsCountsAndNeverDeletes) {
 }
 
 }  // namespace
-}  // namespace composer::policies
+}  // namespace composer::server

@@ -7,7 +7,7 @@
 // policy. composerctl itself runs no scontrol for apply and edits no slurm.conf.
 //
 // explain asks composerd about a hypothetical job given by flags, or with --job about a pending
-// Slurm job: which license holds it and why (explain_job.h).
+// Slurm job: which license holds it and why (explain_job_command.h).
 #pragma once
 
 #include <memory>
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "composer/cli/output.h"
 #include "composer/client/client.h"
-#include "output.h"
 
 namespace CLI {
 class App;

@@ -2,7 +2,7 @@
 // sentences for a job held by a drained pool, by a policy cap, and for jobs nothing holds, and
 // the command line against a stand-in scontrol on PATH (an unknown job, a running job, flags
 // that exclude each other).
-#include "explain_job.h"
+#include "composer/cli/explain_job_command.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,9 +12,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "composer/cli/composerctl.h"
 #include "composer/common/units.h"
 #include "composer/test_support/temp_dir.h"
-#include "composerctl.h"
 
 namespace composer::cli {
 namespace {

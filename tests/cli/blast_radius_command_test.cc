@@ -1,6 +1,6 @@
 // blast_radius(): which devices a target names, which jobs it hits, and what share of each
 // class's running capacity those jobs hold.
-#include "blast_radius.h"
+#include "composer/cli/blast_radius_command.h"
 
 #include <gtest/gtest.h>
 

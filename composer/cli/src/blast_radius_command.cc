@@ -1,4 +1,4 @@
-#include "blast_radius.h"
+#include "composer/cli/blast_radius_command.h"
 
 #include <algorithm>
 #include <map>

@@ -18,12 +18,12 @@
 #include <string_view>
 #include <vector>
 
-#include "composer/api/policy.h"
+#include "composer/api/policy_codec.h"
+#include "composer/cli/output.h"
 #include "composer/client/client.h"
 #include "composer/common/error.h"
 #include "composer/common/slurm_text.h"
 #include "composer/model/model.h"
-#include "output.h"
 
 namespace composer::cli {
 

@@ -136,7 +136,7 @@ struct Config {
   int64_t release_timeout_ms = 60000;
   // Attaches and detaches running at once on each fabric; more wait their turn in a queue. As
   // many as one peer may send requests at once (api_max_connections_per_peer): a job array's
-  // prologs, all from slurmctld's host, reach the fabric in one wave (setup's config_test,
+  // prologs, all from slurmctld's host, reach the fabric in one wave (setup's composer_conf_test,
   // TheDefaultFabricLimitTakesABurstFromOnePeerAtOnce).
   int max_fabric_operations = 1024;
   int64_t reconcile_interval_ms = 10000;

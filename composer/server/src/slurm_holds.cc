@@ -1,11 +1,17 @@
-#include "composer/policies/slurm_holds.h"
+#include "slurm_holds.h"
 
 #include <map>
 #include <set>
 
 #include "composer/common/strings.h"
 
-namespace composer::policies {
+namespace composer::server {
+
+using policies::ActionKind;
+using policies::BlockerReservation;
+using policies::Plan;
+using policies::TimeZone;
+
 namespace {
 
 bool grows(const std::vector<LicenseCount>& from, const std::vector<LicenseCount>& to) {
@@ -18,7 +24,7 @@ bool grows(const std::vector<LicenseCount>& from, const std::vector<LicenseCount
 }
 
 std::string hold_fields(const std::string& license, uint64_t count) {
-  return "ReservationName=" + hold_name(license) +
+  return "ReservationName=" + policies::hold_name(license) +
          " StartTime=now Duration=infinite Flags=ANY_NODES Licenses=" + license + ":" +
          std::to_string(count) + " Users=root";
 }
@@ -91,7 +97,7 @@ SyncPlan sync_plan(const std::vector<LicenseCount>& wanted,
                              "slurm-config)");
     }
     const uint64_t hold = total->second > w.count ? total->second - w.count : 0;
-    const std::string name = hold_name(w.name);
+    const std::string name = policies::hold_name(w.name);
     held.insert(name);
     const std::vector<LicenseCount> lic = {{w.name, hold}};
     const ExistingReservation* have = existing(name);
@@ -134,14 +140,14 @@ SyncPlan sync_plan(const std::vector<LicenseCount>& wanted,
   }
   // A hold of a license no longer managed holds nothing back any more.
   for (const auto& e : now.reservations) {
-    if (!is_hold_name(e.name) || held.count(e.name)) continue;
+    if (!policies::is_hold_name(e.name) || held.count(e.name)) continue;
     loosen.push_back(delete_hold(e, "no longer managed"));
   }
 
   // The blockers, as diff_plan brings them to the plan (without slurm.conf's licenses).
   Plan plan;
   plan.reservations = blockers;
-  for (auto& a : diff_plan(plan, now, tz)) {
+  for (auto& a : policies::diff_plan(plan, now, tz)) {
     if (a.object == "Licenses") continue;
     const ExistingReservation* have = existing(a.object);
     SyncAction s{a, "", false};
@@ -177,4 +183,4 @@ SyncPlan sync_plan(const std::vector<LicenseCount>& wanted,
   return out;
 }
 
-}  // namespace composer::policies
+}  // namespace composer::server

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "composer/accounting/chart.h"
 #include "composer/accounting/report.h"
+#include "composer/accounting/report_chart.h"
 #include "ledger.h"
 
 namespace composer::accounting {

@@ -1,4 +1,4 @@
-#include "policy.h"
+#include "policy_command.h"
 
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -12,11 +12,11 @@
 
 #include "composer/accounting/time_spec.h"
 #include "composer/api/codec.h"
+#include "composer/cli/composerctl.h"
+#include "composer/cli/explain_job_command.h"
 #include "composer/common/clock.h"
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
-#include "composerctl.h"
-#include "explain_job.h"
 
 namespace composer::cli {
 

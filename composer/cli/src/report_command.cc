@@ -1,16 +1,16 @@
-#include "report.h"
+#include "report_command.h"
 
 #include <cstdio>
 #include <fstream>
 #include <vector>
 
-#include "composer/accounting/chart.h"
 #include "composer/accounting/report.h"
+#include "composer/accounting/report_chart.h"
 #include "composer/accounting/report_json.h"
 #include "composer/accounting/time_spec.h"
+#include "composer/cli/composerctl.h"
 #include "composer/common/clock.h"
 #include "composer/common/units.h"
-#include "composerctl.h"
 
 namespace composer::cli {
 namespace {

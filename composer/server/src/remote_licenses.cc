@@ -1,4 +1,4 @@
-#include "composer/policies/remote_licenses.h"
+#include "remote_licenses.h"
 
 #include <optional>
 #include <set>
@@ -6,7 +6,9 @@
 #include "composer/common/strings.h"
 #include "composer/common/units.h"
 
-namespace composer::policies {
+namespace composer::server {
+
+using policies::ActionKind;
 
 Expected<std::vector<RemoteLicense>> parse_remote_licenses(std::string_view sacctmgr_text) {
   std::vector<RemoteLicense> out;
@@ -40,7 +42,7 @@ std::vector<SyncAction> remote_license_plan(const std::vector<LicenseCount>& wan
   const std::string srv(server), cl(cluster);
   std::vector<SyncAction> loosen, tighten;
   auto set_count = [&](const std::string& name, uint64_t from, uint64_t to) {
-    const std::string object = remote_license_name(name, server);
+    const std::string object = policies::remote_license_name(name, server);
     const std::string base = sacctmgr + "modify resource name=" + name + " server=" + srv;
     SyncAction a{
         {ActionKind::kUpdate, object, "count " + std::to_string(from) + " -> " + std::to_string(to),
@@ -59,7 +61,7 @@ std::vector<SyncAction> remote_license_plan(const std::vector<LicenseCount>& wan
       any = &r;
       if (r.cluster == cluster) ours = &r;
     }
-    const std::string object = remote_license_name(w.name, server);
+    const std::string object = policies::remote_license_name(w.name, server);
     if (any == nullptr) {
       loosen.push_back(
           {{ActionKind::kCreate, object,
@@ -92,7 +94,7 @@ std::vector<SyncAction> remote_license_plan(const std::vector<LicenseCount>& wan
     if (any->count != w.count) set_count(w.name, any->count, w.count);
   }
   for (const auto& r : have) {
-    if (r.server != server || !is_pool_license(r.name) || wanted_names.count(r.name) ||
+    if (r.server != server || !policies::is_pool_license(r.name) || wanted_names.count(r.name) ||
         r.count == 0) {
       continue;
     }
@@ -103,4 +105,4 @@ std::vector<SyncAction> remote_license_plan(const std::vector<LicenseCount>& wan
   return loosen;
 }
 
-}  // namespace composer::policies
+}  // namespace composer::server

@@ -1,4 +1,4 @@
-#include "explain_job.h"
+#include "composer/cli/explain_job_command.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,12 +7,12 @@
 #include <utility>
 
 #include "composer/api/codec.h"
+#include "composer/cli/composerctl.h"
 #include "composer/common/slurm_text.h"
 #include "composer/common/strings.h"
 #include "composer/common/subprocess.h"
 #include "composer/common/units.h"
 #include "composer/policies/policy.h"
-#include "composerctl.h"
 
 namespace composer::cli {
 
