@@ -227,7 +227,7 @@ Expected<Result> run(const Cluster& cluster, const Trace& trace,
                      const policies::Policy* policy = nullptr, const Options& options = {},
                      std::vector<JobOutcome>* outcomes = nullptr);
 
-// The SVG charts of a result, drawn by composer/accounting's chart code (use over time by
+// The SVG charts of a result, drawn by composer/accounting's report_chart.h (use over time by
 // class, weekday x hour heat map), in the trace's time.
 std::string result_svg(const Result& result);
 
