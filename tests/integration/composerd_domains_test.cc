@@ -328,7 +328,7 @@ TEST(ComposerdDomains, AFailedEnclosureGetsExactlyTheJobsOnItTheirClassReaction)
   EXPECT_NE(calls.find("notify 42 slurm-composer: device " + infer->devices[0].id +
                        " failed (enclosure:" + hit +
                        ", power:pdu-1); job 42 keeps running "
-                       "without them\n"),
+                       "without it\n"),
             std::string::npos)
       << calls;
   EXPECT_EQ(calls.find("41"), std::string::npos) << calls;
