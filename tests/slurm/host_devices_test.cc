@@ -3,12 +3,14 @@
 // device that never appears, and a real process holding a drive through the real /proc.
 #include "composer/slurm/host_devices.h"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -827,6 +830,62 @@ TEST_F(HostSideTest, AProcessHoldingTheDrivesGenericCharacterDeviceHoldsItsRelea
   std::ofstream{stop} << "go\n";
   int status = 0;
   waitpid(pid, &status, 0);
+}
+
+// A drive the fabric pulls while the job keeps its namespace open (a surprise removal; on
+// Linux 6.1 in kvm_slurm): the job's reads of it end, 0 bytes and no error, and the process's
+// descriptor points at "<dev>/nvme<N>n1 (deleted)". The drive is no longer the host's, so the
+// busy check finds no holder of it: the epilog releases at once rather than wait busy_wait for
+// a process that holds nothing the fabric still has, and asks composerd to hold nothing.
+TEST_F(HostSideTest, ADrivePulledUnderAnOpenFileReadsNothingAndHoldsNoRelease) {
+  Device drive;
+  drive.id = "nvme-z1-05";
+  drive.type = DeviceType::kNvme;
+  drive.identity = {"0x8086", "0x0b60", "FRN100000005", ""};
+  api.devices = {drive};
+  host.attach(drive_function("0000:8a:00.0", "FRN100000005"));
+  FakeJob a = job(641, 0);
+  a.options = {{"compose-nvme", "1"}};
+  config.proc_root = "/proc";  // the busy check reads the real processes
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  const std::string node = host.dev_root() + "/" + host.nvme_controller("0000:8a:00.0") + "n1";
+  ASSERT_EQ(task_env(641, "COMPOSER_NVME"), node);
+  // The job reads its drive (this test's own descriptor: the busy check leaves out its caller),
+  // and a real process of the job holds it open.
+  const int fd = ::open(node.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  std::vector<char> block(4096);
+  EXPECT_EQ(::read(fd, block.data(), block.size()), 4096);
+  const std::string stop = tmp / "let-go-641";
+  const pid_t pid = hold_open(node, stop);
+  ASSERT_GT(pid, 0);
+
+  host.unplug_now("0000:8a:00.0");
+  errno = 0;
+  EXPECT_EQ(::read(fd, block.data(), block.size()), 0);
+  EXPECT_EQ(::pread(fd, block.data(), block.size(), 0), 0);
+  EXPECT_EQ(errno, 0);
+  ::close(fd);
+  std::error_code ec;
+  EXPECT_EQ(std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/fd/3", ec).string(),
+            node + " (deleted)");
+
+  config.busy_wait_s = 10;
+  FakeJob end = job(641, 0);
+  end.options = a.options;
+  const auto start = std::chrono::steady_clock::now();
+  const Status ended = job_epilog(end, api, config);
+  const auto took = std::chrono::steady_clock::now() - start;
+  std::ofstream{stop} << "go\n";
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(ended) << join(end.errors, "\n");
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_EQ(join(end.infos, "\n").find("waiting up to"), std::string::npos)
+      << join(end.infos, "\n");
+  EXPECT_TRUE(api.holds.empty());
+  EXPECT_EQ(api.released, (std::vector<std::pair<uint32_t, std::string>>{{641u, "node1"}}));
+  EXPECT_FALSE(state(641));
 }
 
 // The epilog returns once the host no longer shows the job's functions, as the kernel's remove

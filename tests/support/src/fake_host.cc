@@ -588,7 +588,7 @@ void FakeHost::add_namespace(const fs::path& ctrl_dir, const std::string& ctrl) 
   put(root_ / "dev" / generic, "");
   put(ctrl_dir / (ctrl + "n1") / "dev",
       std::to_string(kBlockExtMajor) + ":" + ctrl.substr(4) + "\n");
-  put(root_ / "dev" / (ctrl + "n1"), "");
+  put(root_ / "dev" / (ctrl + "n1"), std::string(kNamespaceBytes, '\0'));
 }
 
 void FakeHost::set_namespace_delay(std::chrono::milliseconds delay) {
@@ -603,6 +603,9 @@ void FakeHost::unplug(const std::string& address) {
   for (const auto& e : fs::directory_iterator(dir / "nvme", ec)) {
     const std::string ctrl = e.path().filename().string();
     fs::remove(root_ / "dev" / ctrl, ec);
+    // Emptied first: a process that keeps the namespace open reads 0 bytes from now on, with
+    // no error, as from a drive pulled under an open file on Linux 6.1 (tests/kvm).
+    fs::resize_file(root_ / "dev" / (ctrl + "n1"), 0, ec);
     fs::remove(root_ / "dev" / (ctrl + "n1"), ec);
     fs::remove(root_ / "dev" / ("ng" + ctrl.substr(4) + "n1"), ec);
   }

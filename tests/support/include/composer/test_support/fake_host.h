@@ -12,7 +12,8 @@
 //   <root>/proc/driver/nvidia/gpus/<address>/information  (Model, GPU UUID, Bus Location,
 //       Device Minor) for NVIDIA GPUs
 //   <root>/dev/nvidia<minor>, <root>/dev/nvme<N>, <root>/dev/nvme<N>n1, <root>/dev/ng<N>n1
-//       (plain files); their numbers in <root>/proc/devices (nvidia 195) and in the `dev`
+//       (plain files; nvme<N>n1 holds the namespace's first kNamespaceBytes, which a job
+//       reads); their numbers in <root>/proc/devices (nvidia 195) and in the `dev`
 //       files of nvme/nvme<N>/ (kNvmeMajor:N), nvme/nvme<N>/nvme<N>n1/ (kBlockExtMajor:N) and
 //       nvme/nvme<N>/ng<N>n1/ (kNvmeGenericMajor:N)
 //   <root>/sys/bus/dax/devices/dax<R>.0/   target_node, size, driver -> the dax driver bound
@@ -48,15 +49,18 @@
 // dax_pmem/unbind of a dax device kmem let go removes it, cxl_region/unbind removes the
 // libnvdimm region, and delete_region a region no longer committed.
 // Writing "1" to a function's `remove` makes it disappear with its /proc and /dev entries, as
-// the kernel's hot-unplug does. The thread acts on writes after they return, where the kernel
-// acts within them; it keeps their order as far as it matters: a rescan written before a
-// remove does not bring back what the remove took away. A function that goes leaves its
-// directory's inode number taken (the directory moves to <root>/gone), so a function shown
-// again at the same address has another, as the kernel numbers each sysfs node anew. Processes are
-// not faked: tests that need a holder start a real one, and the plugin reads the real /proc for
-// file descriptors, or, with mirror_processes(), <root>/proc, where the host shows each real
-// process that has one of its files open as <root>/proc/<pid>/fd/<n> (a link to that file), as the
-// kernel shows holders.
+// the kernel's hot-unplug does. A drive's namespace is emptied before its file goes: a process
+// that keeps it open reads 0 bytes from then on, with no error, and its descriptor shows
+// "<path> (deleted)", as a job's reads of a drive pulled under an open file end on Linux 6.1
+// (the disk's size is 0 once it is removed; tests/kvm's kvm_slurm). The thread acts on writes after
+// they return, where the kernel acts within them; it keeps their order as far as it matters: a
+// rescan written before a remove does not bring back what the remove took away. A function that
+// goes leaves its directory's inode number taken (the directory moves to <root>/gone), so a
+// function shown again at the same address has another, as the kernel numbers each sysfs node anew.
+// Processes are not faked: tests that need a holder start a real one, and the plugin reads the real
+// /proc for file descriptors, or, with mirror_processes(), <root>/proc, where the host shows each
+// real process that has one of its files open as <root>/proc/<pid>/fd/<n> (a link to that file), as
+// the kernel shows holders.
 #pragma once
 
 #include <atomic>
@@ -107,6 +111,8 @@ class FakeHost {
   static constexpr int kNvmeMajor = 241;
   static constexpr int kBlockExtMajor = 259;
   static constexpr int kNvmeGenericMajor = 240;
+  // What a drive's namespace file holds while the drive is there (its data, all zero).
+  static constexpr size_t kNamespaceBytes = 64 * 1024;
 
   // Lays out an empty host (no PCI functions, NUMA nodes 0 and 1) under `root` and starts
   // the thread that acts on rescan and remove.
@@ -151,7 +157,8 @@ class FakeHost {
   // What the fabric has attached to this host, asked at every rescan (on the host's thread):
   // each function it answers that the host does not show yet appears, as after attach().
   void set_rescan_source(std::function<std::vector<FakePciFunction>()> source);
-  // The fabric took a function away without asking (a surprise hot-unplug): it disappears now.
+  // The fabric took a function away without asking (a surprise hot-unplug): it disappears now,
+  // and what a process still reads of a drive it had open ends (see the top).
   void unplug_now(const std::string& address);
   // The addresses of the functions the host shows.
   std::vector<std::string> present() const;
