@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -886,6 +887,61 @@ TEST_F(HostSideTest, ADrivePulledUnderAnOpenFileReadsNothingAndHoldsNoRelease) {
   EXPECT_TRUE(api.holds.empty());
   EXPECT_EQ(api.released, (std::vector<std::pair<uint32_t, std::string>>{{641u, "node1"}}));
   EXPECT_FALSE(state(641));
+}
+
+// composerd's reconciler marks a drive the fabric pulled failed and drained ("lost by the
+// fabric: ..."), and its release answers the job's devices so: the epilog's line says that the
+// drive was lost and released, not only "released". A device that failed otherwise is named
+// with its drain reason; a release with no failed device says nothing more.
+TEST_F(HostSideTest, AnEpilogSaysWhichDevicesWereLostWhenItReleasesThem) {
+  Device drive;
+  drive.id = "nvme-z1-06";
+  drive.type = DeviceType::kNvme;
+  drive.identity = {"0x8086", "0x0b60", "FRN100000006", ""};
+  api.devices = {drive, gpu("gpu-l-6", "GPU-llll-0006")};
+  host.attach(drive_function("0000:8b:00.0", "FRN100000006"));
+  host.attach(gpu_function("0000:4b:00.0", "GPU-llll-0006"));
+  FakeJob a = job(651, 1);
+  a.options["compose-nvme"] = "1";
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  host.unplug_now("0000:8b:00.0");
+  api.devices[0].health = Health::kCritical;
+  api.devices[0].drained = true;
+  api.devices[0].drain_reason =
+      std::string(kLostByTheFabric) +
+      "the fabric lost the attachment to node node1 while job 651 held it";
+  FakeJob end = job(651, 1);
+  end.options = a.options;
+  ASSERT_TRUE(job_epilog(end, api, config)) << join(end.errors, "\n");
+  ASSERT_FALSE(end.infos.empty());
+  EXPECT_TRUE(std::regex_match(
+      end.infos.back(),
+      std::regex("composer: epilog: job 651 on node node1: released \\(busy check [0-9]+ ms, "
+                 "release [0-9]+ ms\\); nvme-z1-06 was lost by the fabric while the job held it "
+                 "and stays drained until an admin resumes it")))
+      << end.infos.back();
+  EXPECT_EQ(api.released, (std::vector<std::pair<uint32_t, std::string>>{{651u, "node1"}}));
+
+  // Another job: its GPU failed as the node reported it, and the drive is fine.
+  api.devices = {drive, gpu("gpu-l-7", "GPU-llll-0007")};
+  api.devices[0].identity.serial = "FRN100000007";
+  host.attach(drive_function("0000:8c:00.0", "FRN100000007"));
+  host.attach(gpu_function("0000:4c:00.0", "GPU-llll-0007"));
+  FakeJob b = job(652, 1);
+  b.options["compose-nvme"] = "1";
+  ASSERT_TRUE(job_prolog(b, api, config)) << join(b.errors, "\n");
+  api.devices[1].health = Health::kCritical;
+  api.devices[1].drained = true;
+  api.devices[1].drain_reason = "reported by node node1: Xid 79";
+  FakeJob end_b = job(652, 1);
+  end_b.options = b.options;
+  ASSERT_TRUE(job_epilog(end_b, api, config)) << join(end_b.errors, "\n");
+  ASSERT_FALSE(end_b.infos.empty());
+  EXPECT_NE(end_b.infos.back().find(" ms); gpu-l-7 (reported by node node1: Xid 79) failed while "
+                                    "the job held it"),
+            std::string::npos)
+      << end_b.infos.back();
+  EXPECT_EQ(end_b.infos.back().find("lost"), std::string::npos) << end_b.infos.back();
 }
 
 // The epilog returns once the host no longer shows the job's functions, as the kernel's remove
