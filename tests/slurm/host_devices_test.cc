@@ -545,6 +545,54 @@ TEST_F(HostSideTest, CxlMemoryInNoRegionGetsARegionMadeAndDestroyed) {
   }
 }
 
+// Two prologs on one node make regions at once (CXL memory in no region, as QEMU 7.2's
+// persistent Type 3 devices in kvm_cxl). The first makes its two regions one after the other;
+// the second starts once the first region is there, while the first has chosen its second
+// device and not set it yet. Without the node's region lock the second would take that device
+// too, and the kernel refuses a decoder to a second region. Under it each job gets devices of
+// its own, and their epilogs destroy every region.
+TEST_F(HostSideTest, TwoPrologsMakingRegionsAtOnceTakeDevicesOfTheirOwn) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  host.add_cxl_memory("mem0", 512 * kMiB, 2, 2);
+  host.add_cxl_memory("mem1", 512 * kMiB, 3, 2);
+  host.add_cxl_memory("mem2", 512 * kMiB, 4, 2);
+  config.host_wait_s = 10;
+  api.devices = {testing::device("mem-t-0", DeviceType::kMem, "", 512 * kMiB),
+                 testing::device("mem-t-1", DeviceType::kMem, "", 512 * kMiB)};
+  FakeComposer other;  // the second job's composerd answer
+  other.devices = {testing::device("mem-t-2", DeviceType::kMem, "", 512 * kMiB)};
+  FakeJob a = memory_job(661);
+  FakeJob b = memory_job(662);
+  Status a_done = Status::Ok();
+  Status b_done = Status::Ok();
+  std::thread first([&] { a_done = job_prolog(a, api, config); });
+  test_support::eventually([&] { return !host.cxl_regions().empty(); });
+  std::thread second([&] { b_done = job_prolog(b, other, config); });
+  first.join();
+  second.join();
+  ASSERT_TRUE(a_done) << join(a.errors, "\n");
+  ASSERT_TRUE(b_done) << join(b.errors, "\n");
+  std::vector<std::string> nodes;
+  for (uint32_t id : {661u, 662u}) {
+    const std::optional<JobState> recorded = state(id);
+    ASSERT_TRUE(recorded);
+    for (const Device& d : recorded->devices) nodes.push_back(d.address);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  EXPECT_EQ(nodes, (std::vector<std::string>{"numa:2", "numa:3", "numa:4"}));
+  EXPECT_EQ(host.cxl_regions().size(), 3u);
+
+  // One after the other: the fake kernel's driver files keep one name a round, where two
+  // epilogs at once would each write kmem/unbind.
+  FakeJob end_a = memory_job(661);
+  ASSERT_TRUE(job_epilog(end_a, api, config)) << join(end_a.errors, "\n");
+  FakeJob end_b = memory_job(662);
+  ASSERT_TRUE(job_epilog(end_b, other, config)) << join(end_b.errors, "\n");
+  test_support::eventually([&] { return host.dax_names().empty(); });
+  EXPECT_TRUE(host.dax_names().empty());
+  EXPECT_TRUE(host.cxl_regions().empty());
+}
+
 // The region's dax device appears some time after the attach (as a PCI function may): the
 // prolog waits for it within host_wait.
 TEST_F(HostSideTest, ARegionThatAppearsLateIsWaitedFor) {

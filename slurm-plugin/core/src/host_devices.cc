@@ -26,6 +26,7 @@
 #include "composer/common/strings.h"
 #include "composer/common/subprocess.h"
 #include "composer/common/units.h"
+#include "composer/slurm/job_state.h"
 
 namespace composer::slurm {
 namespace fs = std::filesystem;
@@ -997,8 +998,9 @@ Expected<bool> destroy_cxl_region(const std::string& sysfs, const std::string& i
 
 }  // namespace
 
-Expected<std::vector<std::string>> HostDevices::online_memory(
-    const std::vector<Device>& memory, std::chrono::milliseconds timeout) const {
+Expected<std::vector<std::string>> HostDevices::online_memory(const std::vector<Device>& memory,
+                                                              std::chrono::milliseconds timeout,
+                                                              const std::string& lock_dir) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<std::string> nodes(memory.size());
   // Regions without a node from the fabric, by capacity: the positions in `memory`.
@@ -1031,25 +1033,43 @@ Expected<std::vector<std::string>> HostDevices::online_memory(
   }
   // Capacity in no region yet: the host makes the regions (make_cxl_region), when it shows no
   // dax device of that capacity and at least as many CXL memory devices of it that nothing maps.
-  for (auto it = nodeless.begin(); it != nodeless.end();) {
-    const auto& [size, wanted] = *it;
-    bool shown = false;
-    for (const DaxDevice& dax : dax_devices(sysfs_)) shown = shown || dax.size == size;
-    const std::vector<FreeCxlMemory> free =
-        shown ? std::vector<FreeCxlMemory>{} : free_cxl_memory(sysfs_, size);
-    if (free.size() < wanted.size()) {
-      ++it;
-      continue;
+  // The devices are chosen and their regions made under the node's region lock: another
+  // prolog choosing meanwhile would see the same devices free until their decoders are set.
+  // They are brought online after it, as that takes a while and another prolog's regions need
+  // none of it.
+  std::error_code cxl_ec;
+  if (!nodeless.empty() && fs::exists(fs::path(sysfs_) / "bus/cxl/devices", cxl_ec)) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    Expected<HostLock> taken =
+        HostLock::take(lock_dir, std::max(left, std::chrono::milliseconds(0)), kCxlRegionLock);
+    if (!taken) return taken.error();
+    std::optional<HostLock> lock(std::move(*taken));
+    std::vector<std::pair<size_t, DaxDevice>> made;
+    for (auto it = nodeless.begin(); it != nodeless.end();) {
+      const auto& [size, wanted] = *it;
+      bool shown = false;
+      for (const DaxDevice& dax : dax_devices(sysfs_)) shown = shown || dax.size == size;
+      const std::vector<FreeCxlMemory> free =
+          shown ? std::vector<FreeCxlMemory>{} : free_cxl_memory(sysfs_, size);
+      if (free.size() < wanted.size()) {
+        ++it;
+        continue;
+      }
+      for (size_t k = 0; k < wanted.size(); ++k) {
+        Expected<DaxDevice> dax =
+            make_cxl_region(sysfs_, memory[wanted[k]].id, free[k], size, deadline);
+        if (!dax) return dax.error();
+        made.emplace_back(wanted[k], std::move(*dax));
+      }
+      it = nodeless.erase(it);
     }
-    for (size_t k = 0; k < wanted.size(); ++k) {
-      const std::string& id = memory[wanted[k]].id;
-      Expected<DaxDevice> dax = make_cxl_region(sysfs_, id, free[k], size, deadline);
-      if (!dax) return dax.error();
-      Expected<std::string> online = bring_online(sysfs_, id, *dax, deadline);
+    lock.reset();
+    for (const auto& [i, dax] : made) {
+      Expected<std::string> online = bring_online(sysfs_, memory[i].id, dax, deadline);
       if (!online) return online.error();
-      nodes[wanted[k]] = *online;
+      nodes[i] = *online;
     }
-    it = nodeless.erase(it);
   }
   if (nodeless.empty()) return nodes;
   // The dax devices in devdax mode of each capacity sought: taken when the host shows exactly
@@ -1101,7 +1121,8 @@ Expected<std::vector<std::string>> HostDevices::online_memory(
   }
 }
 
-Status HostDevices::offline_memory(const Device& d, std::chrono::milliseconds timeout) const {
+Status HostDevices::offline_memory(const Device& d, std::chrono::milliseconds timeout,
+                                   const std::string& lock_dir) const {
   const std::string node = numa_node(d.address);
   if (node.empty()) return Status::Ok();
   for (const DaxDevice& dax : dax_devices(sysfs_)) {
@@ -1119,6 +1140,9 @@ Status HostDevices::offline_memory(const Device& d, std::chrono::milliseconds ti
     if (Status s = write_text(drivers / "kmem/unbind", dax.name); !s) return s;
     std::error_code ec;
     if (fs::exists(fs::path(sysfs_) / "bus/cxl/devices", ec)) {
+      // Under the region lock: a prolog choosing devices sees this one in its region or free.
+      Expected<HostLock> lock = HostLock::take(lock_dir, timeout, kCxlRegionLock);
+      if (!lock) return lock.error();
       Expected<bool> destroyed = destroy_cxl_region(sysfs_, d.id, dax.name);
       if (!destroyed) return destroyed.error();
       if (*destroyed) continue;

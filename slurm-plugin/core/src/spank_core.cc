@@ -236,7 +236,7 @@ Status online_memory(const HostDevices& host, const SpankConfig& config,
   }
   if (memory.empty()) return Status::Ok();
   Expected<std::vector<std::string>> nodes =
-      host.online_memory(memory, std::chrono::seconds(config.host_wait_s));
+      host.online_memory(memory, std::chrono::seconds(config.host_wait_s), config.state_dir);
   if (!nodes) return nodes.error();
   size_t k = 0;
   for (Device& d : devices) {
@@ -254,7 +254,8 @@ std::string offline_memory(const HostDevices& host, const SpankConfig& config,
   for (const Device& d : devices) {
     if (d.type != DeviceType::kMem) continue;
     if (Status s = host.offline_memory(
-            d, std::max<std::chrono::milliseconds>(wait, std::chrono::seconds(config.host_wait_s)));
+            d, std::max<std::chrono::milliseconds>(wait, std::chrono::seconds(config.host_wait_s)),
+            config.state_dir);
         !s) {
       busy += (busy.empty() ? "" : "; ") + s.error().message;
     }
@@ -337,7 +338,9 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
       // Memory this prolog onlined goes offline before it goes back (nothing uses it yet).
       for (const Device& d : state.devices) {
         if (d.type != DeviceType::kMem || d.address.empty()) continue;
-        if (Status off = host.offline_memory(d, std::chrono::seconds(config.host_wait_s)); !off) {
+        if (Status off =
+                host.offline_memory(d, std::chrono::seconds(config.host_wait_s), config.state_dir);
+            !off) {
           ctx.error("composer: prolog: " + at + ": " + off.error().message);
         }
       }

@@ -393,8 +393,20 @@ void FakeHost::follow_cxl() {
       dax_.erase(it);
     }
   }
-  if (std::string name = take_name(bus / "cxl/drivers/cxl_region/bind");
-      !name.empty() && says_one(cxl / name / "commit")) {
+  std::string bound = take_name(bus / "cxl/drivers/cxl_region/bind");
+  if (!bound.empty() && says_one(cxl / bound / "commit")) {
+    // An endpoint decoder is in one region at a time: the kernel refuses a second region's
+    // writes to it (EBUSY). The region stays uncommitted and nothing comes of it.
+    const std::string target = line_in(cxl / bound / "target0");
+    for (const auto& [r, nd] : nd_region_of_) {
+      if (r == bound || line_in(cxl / r / "target0") == target) {
+        put(cxl / bound / "commit", "0\n");
+        bound.clear();
+        break;
+      }
+    }
+  }
+  if (const std::string& name = bound; !name.empty() && says_one(cxl / name / "commit")) {
     const std::string nd = "region" + std::to_string(nd_region_of_.size() + next_region_);
     const fs::path dir = root_ / kNdBus / nd;
     const std::string n = nd.substr(6);

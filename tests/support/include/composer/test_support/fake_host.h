@@ -41,11 +41,13 @@
 //   <root>/sys/bus/nd/devices/region<M>, namespace<M>.0, dax<M>.0 and
 //   <root>/sys/bus/nd/drivers/dax_pmem/{bind,unbind}
 // A committed region bound to cxl_region becomes a libnvdimm region at the same address, with
-// its namespace and dax seeds; its dax seed bound to dax_pmem (over a namespace of the region's
-// size) becomes the dax device <root>/sys/bus/dax/devices/dax<M>.0 (a link to its directory
-// under the libnvdimm dax device, as in the kernel), bound to device_dax a round later (udev
-// loads the module), smaller than the region by
-// the memory map it keeps on the device, as the kernel's is; kmem then onlines it as above.
+// its namespace and dax seeds, unless its endpoint decoder is another such region's already
+// (the kernel refuses a decoder to a second region: it stays uncommitted, and nothing comes of
+// it); its dax seed bound to dax_pmem (over a namespace of the region's size) becomes the dax
+// device <root>/sys/bus/dax/devices/dax<M>.0 (a link to its directory under the libnvdimm dax
+// device, as in the kernel), bound to device_dax a round later (udev loads the module), smaller
+// than the region by the memory map it keeps on the device, as the kernel's is; kmem then
+// onlines it as above.
 // dax_pmem/unbind of a dax device kmem let go removes it, cxl_region/unbind removes the
 // libnvdimm region, and delete_region a region no longer committed.
 // Writing "1" to a function's `remove` makes it disappear with its /proc and /dev entries, as
