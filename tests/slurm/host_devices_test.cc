@@ -593,6 +593,47 @@ TEST_F(HostSideTest, TwoPrologsMakingRegionsAtOnceTakeDevicesOfTheirOwn) {
   EXPECT_TRUE(host.cxl_regions().empty());
 }
 
+// A host with two fixed memory windows (root decoders), each for other host bridges: the
+// region of a CXL memory device is made in a window that targets the device's host bridge and
+// has room for it (the kernel commits it in no other). When none does, the prolog fails with
+// one sentence naming each window and why it does not take the device, rather than let the
+// job run without its memory.
+TEST_F(HostSideTest, AMemoryDeviceGetsItsRegionInAWindowThatTargetsItsHostBridge) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  host.add_cxl_window("decoder0.0", {32}, 4096 * kMiB);
+  host.add_cxl_window("decoder0.1", {33}, 512 * kMiB);
+  host.add_cxl_memory("mem0", 512 * kMiB, 2, 2, 33);
+  host.add_cxl_memory("mem1", 512 * kMiB, 3, 2, 33);
+  config.host_wait_s = 5;
+  api.devices = {testing::device("mem-w-0", DeviceType::kMem, "", 512 * kMiB)};
+  FakeJob a = memory_job(671);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  EXPECT_EQ(state(671)->devices[0].address, "numa:2");
+  const std::vector<std::string> regions = host.cxl_regions();
+  ASSERT_EQ(regions.size(), 1u);
+  std::error_code ec;
+  EXPECT_EQ(std::filesystem::canonical(host.sysfs_root() + "/bus/cxl/devices/" + regions[0], ec)
+                .parent_path()
+                .filename(),
+            "decoder0.1");
+
+  // The window of host bridge 33 is full, and the other does not target it.
+  FakeJob b = memory_job(672);
+  ASSERT_FALSE(job_prolog(b, api, config));
+  ASSERT_FALSE(b.errors.empty());
+  EXPECT_NE(b.errors[0].find("but the host cannot use them: mem-w-0: no CXL window takes 512M "
+                             "of mem1 (behind host bridge 33): decoder0.0 targets host bridge "
+                             "32; decoder0.1 has 0 free of 512M"),
+            std::string::npos)
+      << b.errors[0];
+  EXPECT_EQ(host.cxl_regions().size(), 1u);
+
+  FakeJob end = memory_job(671);
+  ASSERT_TRUE(job_epilog(end, api, config)) << join(end.errors, "\n");
+  test_support::eventually([&] { return host.cxl_regions().empty(); });
+  EXPECT_TRUE(host.cxl_regions().empty());
+}
+
 // The region's dax device appears some time after the attach (as a PCI function may): the
 // prolog waits for it within host_wait.
 TEST_F(HostSideTest, ARegionThatAppearsLateIsWaitedFor) {

@@ -776,24 +776,82 @@ struct FreeCxlMemory {
   std::string root_decoder;
 };
 
+// The CXL memory devices of one capacity that nothing maps, each with a window to make its
+// region in; and for those no window takes, one sentence each saying why.
+struct CxlChoice {
+  std::vector<FreeCxlMemory> free;
+  std::vector<std::string> unfit;
+};
+
+// The host bridge a CXL endpoint sits under, by the id the root's decoders name it by in their
+// target_list: the port directly under the root (root<R>/port<N>) has the host bridge as its
+// uport, and the root has it as its dport<ID> (on Linux 6.1: port1/uport and root0/dport32 both
+// the ACPI0016 host bridge; tests/kvm). "" when the host does not show it so.
+std::string host_bridge_of(const fs::path& endpoint) {
+  std::error_code ec;
+  fs::path port = fs::canonical(endpoint, ec);
+  if (ec) return "";
+  while (port.has_parent_path() && port.parent_path() != port &&
+         port.parent_path().filename().string().rfind("root", 0) != 0) {
+    port = port.parent_path();
+  }
+  const fs::path root = port.parent_path();
+  const fs::path bridge = fs::canonical(port / "uport", ec);
+  if (ec) return "";
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    std::error_code link_ec;
+    if (name.rfind("dport", 0) == 0 && fs::canonical(e.path(), link_ec) == bridge) {
+      return name.substr(5);
+    }
+  }
+  return "";
+}
+
+// A root decoder that takes persistent memory: the host bridges it targets and its room.
+struct CxlWindow {
+  std::string name;
+  std::vector<std::string> targets;
+  uint64_t size = 0;
+  uint64_t used = 0;  // by its regions
+};
+
+std::vector<CxlWindow> cxl_windows(const fs::path& bus, const std::vector<std::string>& names) {
+  std::vector<CxlWindow> out;
+  std::error_code ec;
+  for (const std::string& n : names) {
+    if (first_line(bus / n / "devtype") != "cxl_decoder_root" ||
+        first_line(bus / n / "cap_pmem") != "1" ||
+        !fs::exists(bus / n / "create_pmem_region", ec)) {
+      continue;
+    }
+    CxlWindow w{n, split(std::string(trim(first_line(bus / n / "target_list"))), ','),
+                sysfs_number(bus / n / "size").value_or(0), 0};
+    // Its regions are its children; the one it offers next has no size yet.
+    for (const auto& e : fs::directory_iterator(bus / n, ec)) {
+      if (e.path().filename().string().rfind("region", 0) == 0) {
+        w.used += sysfs_number(e.path() / "size").value_or(0);
+      }
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 // The CXL memory devices whose persistent capacity is `size` and unused: each with the first
-// endpoint decoder of its port that maps nothing.
-std::vector<FreeCxlMemory> free_cxl_memory(const std::string& sysfs, uint64_t size) {
+// endpoint decoder of its port that maps nothing, and the first window that targets its host
+// bridge and has room for `size` beside its regions and those chosen before it here
+// (AMemoryDeviceGetsItsRegionInAWindowThatTargetsItsHostBridge).
+CxlChoice free_cxl_memory(const std::string& sysfs, uint64_t size) {
   const fs::path bus = fs::path(sysfs) / "bus/cxl/devices";
-  std::vector<FreeCxlMemory> out;
-  std::string root;
+  CxlChoice out;
   std::error_code ec;
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(bus, ec))
     names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  for (const std::string& n : names) {
-    if (root.empty() && first_line(bus / n / "devtype") == "cxl_decoder_root" &&
-        first_line(bus / n / "cap_pmem") == "1" && fs::exists(bus / n / "create_pmem_region", ec)) {
-      root = n;
-    }
-  }
-  if (root.empty()) return out;
+  std::vector<CxlWindow> windows = cxl_windows(bus, names);
+  if (windows.empty()) return out;
   for (const std::string& n : names) {
     if (n.rfind("endpoint", 0) != 0) continue;
     std::error_code link_ec;
@@ -821,7 +879,29 @@ std::vector<FreeCxlMemory> free_cxl_memory(const std::string& sysfs, uint64_t si
         free = d;
       }
     }
-    if (!used && !free.empty()) out.push_back(FreeCxlMemory{memdev, free, root});
+    if (used || free.empty()) continue;
+    const std::string bridge = host_bridge_of(bus / n);
+    std::vector<std::string> why;
+    CxlWindow* fits = nullptr;
+    for (CxlWindow& w : windows) {
+      if (std::find(w.targets.begin(), w.targets.end(), bridge) == w.targets.end()) {
+        why.push_back(w.name + " targets host bridge " + join(w.targets, ","));
+      } else if (w.size < w.used || w.size - w.used < size) {
+        why.push_back(w.name + " has " + format_size(w.size > w.used ? w.size - w.used : 0) +
+                      " free of " + format_size(w.size));
+      } else {
+        fits = &w;
+        break;
+      }
+    }
+    if (fits == nullptr) {
+      out.unfit.push_back("no CXL window takes " + format_size(size) + " of " + memdev +
+                          " (behind host bridge " + (bridge.empty() ? "unknown" : bridge) +
+                          "): " + join(why, "; "));
+      continue;
+    }
+    fits->used += size;
+    out.free.push_back(FreeCxlMemory{memdev, free, fits->name});
   }
   return out;
 }
@@ -1050,9 +1130,15 @@ Expected<std::vector<std::string>> HostDevices::online_memory(const std::vector<
       const auto& [size, wanted] = *it;
       bool shown = false;
       for (const DaxDevice& dax : dax_devices(sysfs_)) shown = shown || dax.size == size;
-      const std::vector<FreeCxlMemory> free =
-          shown ? std::vector<FreeCxlMemory>{} : free_cxl_memory(sysfs_, size);
+      const CxlChoice choice = shown ? CxlChoice{} : free_cxl_memory(sysfs_, size);
+      const std::vector<FreeCxlMemory>& free = choice.free;
       if (free.size() < wanted.size()) {
+        // Devices of the capacity that no window takes: the region cannot be made, and the
+        // job would run without its memory.
+        if (!choice.unfit.empty()) {
+          return Error{ErrorCode::kConflict,
+                       memory[wanted[0]].id + ": " + join(choice.unfit, "; ")};
+        }
         ++it;
         continue;
       }

@@ -264,6 +264,14 @@ std::string line_in(const fs::path& path) {
   return s;
 }
 
+// "32,33" -> {"32", "33"}.
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
 // <root>/sys/bus/<bus>/devices/<name> -> the device's directory, as the kernel links it.
 void bus_link(const fs::path& root, const std::string& bus, const fs::path& dir) {
   std::error_code ec;
@@ -274,16 +282,61 @@ void bus_link(const fs::path& root, const std::string& bus, const fs::path& dir)
 
 }  // namespace
 
-void FakeHost::add_cxl_memory(const std::string& memdev, uint64_t size_bytes, int target_node,
-                              int blocks) {
-  std::lock_guard lock(mu_);
+// Under mu_: the host bridge `uid` as the CXL root shows it, made at its first use: root0's
+// dport<uid> and the port above its devices (port<N>), their uport, both the bridge's ACPI
+// device (on Linux 6.1: root0/dport32 and port1/uport -> ACPI0016:00; tests/kvm).
+fs::path FakeHost::host_bridge_port(int uid) {
+  if (auto it = bridge_ports_.find(uid); it != bridge_ports_.end()) return it->second;
   const fs::path base = root_ / kCxlRoot;
+  const fs::path acpi = root_ / "sys/devices/LNXSYSTM:00/LNXSYBUS:00" /
+                        ("ACPI0016:0" + std::to_string(bridge_ports_.size()));
+  std::error_code ec;
+  fs::create_directories(acpi, ec);
+  fs::create_directories(base, ec);
+  fs::create_directory_symlink(fs::relative(acpi, base), base / ("dport" + std::to_string(uid)),
+                               ec);
+  const fs::path port = base / ("port" + std::to_string(next_port_++));
+  fs::create_directories(port, ec);
+  fs::create_directory_symlink(fs::relative(acpi, port), port / "uport", ec);
+  bus_link(root_, "cxl", port);
+  bridge_ports_[uid] = port;
+  return port;
+}
+
+void FakeHost::add_cxl_window(const std::string& decoder, const std::vector<int>& host_bridges,
+                              uint64_t size_bytes) {
+  std::lock_guard lock(mu_);
+  add_window(decoder, host_bridges, size_bytes);
+}
+
+// Under mu_.
+void FakeHost::add_window(const std::string& decoder, const std::vector<int>& host_bridges,
+                          uint64_t size_bytes) {
+  const fs::path dir = root_ / kCxlRoot / decoder;
+  std::string targets;
+  for (int uid : host_bridges) {
+    host_bridge_port(uid);
+    targets += (targets.empty() ? "" : ",") + std::to_string(uid);
+  }
+  put(dir / "devtype", "cxl_decoder_root\n");
+  put(dir / "cap_pmem", "1\n");
+  put(dir / "target_list", targets + "\n");
+  put(dir / "size", hex(size_bytes) + "\n");
+  put(dir / "start", hex(next_window_start_) + "\n");
+  put(dir / "delete_region", "");
+  bus_link(root_, "cxl", dir);
+  next_window_start_ += size_bytes;
+  windows_.push_back(decoder);
+  offer_region(decoder);
+}
+
+void FakeHost::add_cxl_memory(const std::string& memdev, uint64_t size_bytes, int target_node,
+                              int blocks, int host_bridge) {
+  std::lock_guard lock(mu_);
   if (cxl_.empty()) {
-    const fs::path root_decoder = base / "decoder0.0";
-    put(root_decoder / "devtype", "cxl_decoder_root\n");
-    put(root_decoder / "cap_pmem", "1\n");
-    put(root_decoder / "delete_region", "");
-    bus_link(root_, "cxl", root_decoder);
+    // QEMU's one fixed memory window (tests/kvm: 4 GiB for host bridge 32), unless the test
+    // made its own.
+    if (windows_.empty()) add_window("decoder0.0", {32}, uint64_t{4} << 30);
     for (const char* f :
          {"cxl/drivers/cxl_region/bind", "cxl/drivers/cxl_region/unbind",
           "nd/drivers/dax_pmem/bind", "nd/drivers/dax_pmem/unbind", "dax/drivers/device_dax/new_id",
@@ -292,13 +345,12 @@ void FakeHost::add_cxl_memory(const std::string& memdev, uint64_t size_bytes, in
     }
     fs::create_directories(root_ / "sys/bus/nd/devices");
     fs::create_directories(root_ / "sys/bus/dax/devices");
-    offer_region();
   }
   const fs::path mem = root_ / "sys/devices/pci0000:20/0000:20:00.0" / memdev;
   put(mem / "pmem/size", hex(size_bytes) + "\n");
   bus_link(root_, "cxl", mem);
   const std::string port = std::to_string(next_port_++);
-  const fs::path endpoint = base / "port1" / ("endpoint" + port);
+  const fs::path endpoint = host_bridge_port(host_bridge) / ("endpoint" + port);
   std::error_code ec;
   fs::create_directories(endpoint, ec);
   fs::create_directory_symlink(fs::relative(mem, endpoint), endpoint / "uport", ec);
@@ -309,13 +361,13 @@ void FakeHost::add_cxl_memory(const std::string& memdev, uint64_t size_bytes, in
   put(endpoint / decoder / "mode", "none\n");
   put(endpoint / decoder / "dpa_size", "0x0\n");
   bus_link(root_, "cxl", endpoint / decoder);
-  cxl_[memdev] = CxlMemory{size_bytes, target_node, blocks, decoder};
+  cxl_[memdev] = CxlMemory{size_bytes, target_node, blocks, decoder, host_bridge};
 }
 
 // Under mu_: the root decoder offers the next region's name, its directory ready for it.
-void FakeHost::offer_region() {
+void FakeHost::offer_region(const std::string& decoder) {
   const std::string name = "region" + std::to_string(next_region_);
-  const fs::path dir = root_ / kCxlRoot / "decoder0.0" / name;
+  const fs::path dir = root_ / kCxlRoot / decoder / name;
   for (const char* f : {"uuid", "target0"}) put(dir / f, "\n");
   for (const char* f : {"interleave_ways", "interleave_granularity", "size", "commit"}) {
     put(dir / f, "0\n");
@@ -324,8 +376,34 @@ void FakeHost::offer_region() {
   put(dir / "resource",
       hex((uint64_t{0x11} << 28) + (static_cast<uint64_t>(next_region_) << 30)) + "\n");
   bus_link(root_, "cxl", dir);
-  put(root_ / kCxlRoot / "decoder0.0/create_pmem_region", name + "\n");
+  put(root_ / kCxlRoot / decoder / "create_pmem_region", name + "\n");
   ++next_region_;
+}
+
+// Under mu_: whether the kernel would commit `region` (a directory under its root decoder):
+// the window targets the host bridge of the device behind the region's endpoint decoder, and
+// has room for it beside the window's regions committed already.
+bool FakeHost::window_takes(const fs::path& region) const {
+  const fs::path window = region.parent_path();
+  const std::string decoder = line_in(region / "target0");
+  const CxlMemory* memory = nullptr;
+  for (const auto& [memdev, m] : cxl_) {
+    if (m.endpoint_decoder == decoder) memory = &m;
+  }
+  if (memory == nullptr) return false;
+  bool targeted = false;
+  for (const std::string& t : split_list(line_in(window / "target_list"))) {
+    targeted = targeted || t == std::to_string(memory->host_bridge);
+  }
+  uint64_t used = number_in(region / "size");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(window, ec)) {
+    if (e.path().filename().string().rfind("region", 0) == 0 && e.path() != region &&
+        says_one(e.path() / "commit")) {
+      used += number_in(e.path() / "size");
+    }
+  }
+  return targeted && used <= number_in(window / "size");
 }
 
 std::vector<std::string> FakeHost::cxl_regions() const {
@@ -398,12 +476,13 @@ void FakeHost::follow_cxl() {
     // An endpoint decoder is in one region at a time: the kernel refuses a second region's
     // writes to it (EBUSY). The region stays uncommitted and nothing comes of it.
     const std::string target = line_in(cxl / bound / "target0");
+    bool refused = !window_takes(fs::canonical(cxl / bound, ec));
     for (const auto& [r, nd] : nd_region_of_) {
-      if (r == bound || line_in(cxl / r / "target0") == target) {
-        put(cxl / bound / "commit", "0\n");
-        bound.clear();
-        break;
-      }
+      refused = refused || r == bound || line_in(cxl / r / "target0") == target;
+    }
+    if (refused) {
+      put(cxl / bound / "commit", "0\n");
+      bound.clear();
     }
   }
   if (const std::string& name = bound; !name.empty() && says_one(cxl / name / "commit")) {
@@ -424,7 +503,7 @@ void FakeHost::follow_cxl() {
       bus_link(root_, "nd", d == nd ? dir : dir / d);
     }
     nd_region_of_[name] = nd;
-    offer_region();
+    offer_region(fs::canonical(cxl / name, ec).parent_path().filename().string());
   }
   if (std::string name = take_name(bus / "cxl/drivers/cxl_region/unbind"); !name.empty()) {
     if (auto it = nd_region_of_.find(name); it != nd_region_of_.end()) {
@@ -437,10 +516,12 @@ void FakeHost::follow_cxl() {
       nd_region_of_.erase(it);
     }
   }
-  if (std::string name = take_name(root_ / kCxlRoot / "decoder0.0/delete_region");
-      !name.empty() && !says_one(cxl / name / "commit")) {
-    fs::remove(cxl / name, ec);
-    fs::remove_all(root_ / kCxlRoot / "decoder0.0" / name, ec);
+  for (const std::string& window : windows_) {
+    if (std::string name = take_name(root_ / kCxlRoot / window / "delete_region");
+        !name.empty() && !says_one(cxl / name / "commit")) {
+      fs::remove(cxl / name, ec);
+      fs::remove_all(root_ / kCxlRoot / window / name, ec);
+    }
   }
 }
 

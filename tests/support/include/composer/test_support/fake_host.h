@@ -31,8 +31,10 @@
 // kmem made for a region goes with its last block, as a memory-only node goes offline.
 // CXL memory in no region yet (add_cxl_memory: a Type 3 device present at boot, as QEMU 7.2's
 // persistent memory in tests/kvm), as the kernel's CXL and libnvdimm buses show it:
-//   <root>/sys/bus/cxl/devices/decoder0.0 (root decoder: devtype, cap_pmem, create_pmem_region
-//       offering the next region's name, delete_region), mem<K> (pmem/size), endpoint<P>
+//   <root>/sys/bus/cxl/devices/decoder0.<W> (root decoders, fixed memory windows: devtype,
+//       cap_pmem, target_list, size, start, create_pmem_region offering the next region's name,
+//       delete_region), root0/dport<uid> and port<N> (uport) both the host bridge's ACPI
+//       device, mem<K> (pmem/size), endpoint<P> under its host bridge's port
 //       (uport -> mem<K>, decoders_committed) with its decoder<P>.0 (mode, dpa_size),
 //       region<N> (uuid, interleave_ways, interleave_granularity, size, target0, commit,
 //       resource; the region offered is shown before the write that takes it, where the
@@ -146,7 +148,16 @@ class FakeHost {
   // A CXL Type 3 device `memdev` ("mem0") of `size_bytes` of persistent memory, present from
   // the start and in no region (see the top). A region made of it targets `target_node`, and
   // kmem makes `blocks` memory blocks of it.
-  void add_cxl_memory(const std::string& memdev, uint64_t size_bytes, int target_node, int blocks);
+  // It sits behind host bridge `host_bridge` (its uid, as a window's target_list names it).
+  // Without a window of the test's own, the host has QEMU's one: decoder0.0 of 4 GiB for host
+  // bridge 32.
+  void add_cxl_memory(const std::string& memdev, uint64_t size_bytes, int target_node, int blocks,
+                      int host_bridge = 32);
+  // A fixed memory window (a root decoder, `decoder` "decoder0.1") of `size_bytes` that takes
+  // persistent memory behind the host bridges `host_bridges` (target_list). The kernel commits
+  // a region only in a window that targets its device's host bridge and has room for it.
+  void add_cxl_window(const std::string& decoder, const std::vector<int>& host_bridges,
+                      uint64_t size_bytes);
   // The CXL regions committed (<sys>/bus/cxl/devices/region<N>/commit says 1), by name.
   std::vector<std::string> cxl_regions() const;
   // The dax devices the host shows (<sys>/bus/dax/devices), by name.
@@ -187,7 +198,11 @@ class FakeHost {
   void mirror();
   void follow_dax();
   void follow_cxl();
-  void offer_region();
+  void offer_region(const std::string& decoder);
+  void add_window(const std::string& decoder, const std::vector<int>& host_bridges,
+                  uint64_t size_bytes);
+  std::filesystem::path host_bridge_port(int uid);
+  bool window_takes(const std::filesystem::path& region) const;
   void drop_node_if_empty(int node);
   void watch();
 
@@ -225,12 +240,16 @@ class FakeHost {
     int target_node = 0;
     int blocks = 0;
     std::string endpoint_decoder;  // "decoder2.0"
+    int host_bridge = 32;
   };
+  std::vector<std::string> windows_;                   // root decoders, in the order made
+  std::map<int, std::filesystem::path> bridge_ports_;  // host bridge uid -> its port
+  uint64_t next_window_start_ = uint64_t{0x11} << 28;
   std::map<std::string, CxlMemory> cxl_;             // by memdev
   std::map<std::string, std::string> nd_region_of_;  // CXL region -> its libnvdimm region
   std::set<std::string> unbound_dax_;  // made by dax_pmem, bound to device_dax next round
   int next_region_ = 0;
-  int next_port_ = 2;
+  int next_port_ = 1;  // port1 the first host bridge's, as on Linux 6.1
   std::atomic<int> rescans_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
