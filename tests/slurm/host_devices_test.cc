@@ -595,13 +595,14 @@ TEST_F(HostSideTest, TwoPrologsMakingRegionsAtOnceTakeDevicesOfTheirOwn) {
 
 // A host with two fixed memory windows (root decoders), each for other host bridges: the
 // region of a CXL memory device is made in a window that targets the device's host bridge and
-// has room for it (the kernel commits it in no other). When none does, the prolog fails with
-// one sentence naming each window and why it does not take the device, rather than let the
-// job run without its memory.
+// has room for it, and does not interleave (the kernel commits it in no other). When none does, the
+// prolog fails with one sentence naming each window and why it does not take the device, rather
+// than let the job run without its memory.
 TEST_F(HostSideTest, AMemoryDeviceGetsItsRegionInAWindowThatTargetsItsHostBridge) {
   constexpr uint64_t kMiB = uint64_t{1} << 20;
   host.add_cxl_window("decoder0.0", {32}, 4096 * kMiB);
   host.add_cxl_window("decoder0.1", {33}, 512 * kMiB);
+  host.add_cxl_window("decoder0.2", {33, 34}, 4096 * kMiB);  // interleaved: not for one device
   host.add_cxl_memory("mem0", 512 * kMiB, 2, 2, 33);
   host.add_cxl_memory("mem1", 512 * kMiB, 3, 2, 33);
   config.host_wait_s = 5;
@@ -623,7 +624,8 @@ TEST_F(HostSideTest, AMemoryDeviceGetsItsRegionInAWindowThatTargetsItsHostBridge
   ASSERT_FALSE(b.errors.empty());
   EXPECT_NE(b.errors[0].find("but the host cannot use them: mem-w-0: no CXL window takes 512M "
                              "of mem1 (behind host bridge 33): decoder0.0 targets host bridge "
-                             "32; decoder0.1 has 0 free of 512M"),
+                             "32; decoder0.1 has 0 free of 512M; decoder0.2 interleaves across 2 "
+                             "host bridges"),
             std::string::npos)
       << b.errors[0];
   EXPECT_EQ(host.cxl_regions().size(), 1u);

@@ -814,6 +814,7 @@ struct CxlWindow {
   std::vector<std::string> targets;
   uint64_t size = 0;
   uint64_t used = 0;  // by its regions
+  uint64_t ways = 1;  // host bridges it interleaves across
 };
 
 std::vector<CxlWindow> cxl_windows(const fs::path& bus, const std::vector<std::string>& names) {
@@ -826,7 +827,8 @@ std::vector<CxlWindow> cxl_windows(const fs::path& bus, const std::vector<std::s
       continue;
     }
     CxlWindow w{n, split(std::string(trim(first_line(bus / n / "target_list"))), ','),
-                sysfs_number(bus / n / "size").value_or(0), 0};
+                sysfs_number(bus / n / "size").value_or(0), 0,
+                sysfs_number(bus / n / "interleave_ways").value_or(1)};
     // Its regions are its children; the one it offers next has no size yet.
     for (const auto& e : fs::directory_iterator(bus / n, ec)) {
       if (e.path().filename().string().rfind("region", 0) == 0) {
@@ -886,6 +888,9 @@ CxlChoice free_cxl_memory(const std::string& sysfs, uint64_t size) {
     for (CxlWindow& w : windows) {
       if (std::find(w.targets.begin(), w.targets.end(), bridge) == w.targets.end()) {
         why.push_back(w.name + " targets host bridge " + join(w.targets, ","));
+      } else if (w.ways != 1) {
+        // The regions made here are of one device, which such a window does not take.
+        why.push_back(w.name + " interleaves across " + std::to_string(w.ways) + " host bridges");
       } else if (w.size < w.used || w.size - w.used < size) {
         why.push_back(w.name + " has " + format_size(w.size > w.used ? w.size - w.used : 0) +
                       " free of " + format_size(w.size));

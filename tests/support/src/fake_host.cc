@@ -321,6 +321,7 @@ void FakeHost::add_window(const std::string& decoder, const std::vector<int>& ho
   put(dir / "devtype", "cxl_decoder_root\n");
   put(dir / "cap_pmem", "1\n");
   put(dir / "target_list", targets + "\n");
+  put(dir / "interleave_ways", std::to_string(host_bridges.size()) + "\n");
   put(dir / "size", hex(size_bytes) + "\n");
   put(dir / "start", hex(next_window_start_) + "\n");
   put(dir / "delete_region", "");
@@ -403,7 +404,8 @@ bool FakeHost::window_takes(const fs::path& region) const {
       used += number_in(e.path() / "size");
     }
   }
-  return targeted && used <= number_in(window / "size");
+  return targeted && number_in(window / "interleave_ways") == 1 &&
+         used <= number_in(window / "size");
 }
 
 std::vector<std::string> FakeHost::cxl_regions() const {
