@@ -987,10 +987,19 @@ Expected<DaxDevice> make_cxl_region(const std::string& sysfs, const std::string&
                  id + ": " + region + " of " + m.memdev + " made no libnvdimm region"};
   }
   const fs::path ndd = fs::path(sysfs) / "bus/nd/devices";
-  const std::string ns = std::string(trim(first_line(ndd / nd / "namespace_seed")));
-  const std::string dax = std::string(trim(first_line(ndd / nd / "dax_seed")));
+  // Its seeds come once its driver has probed it: libnvdimm registers and probes its devices
+  // asynchronously, and the region shows before (its namespace_seed empty: the kvm level's
+  // guest on Linux 6.1; FakeHost's kNdProbe).
+  std::string ns;
+  std::string dax;
+  for (;;) {
+    ns = std::string(trim(first_line(ndd / nd / "namespace_seed")));
+    dax = std::string(trim(first_line(ndd / nd / "dax_seed")));
+    if ((!ns.empty() && !dax.empty()) || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   if (ns.empty() || dax.empty()) {
-    return Error{ErrorCode::kInternal, id + ": " + nd + " offers no namespace or dax seed"};
+    return Error{ErrorCode::kTimeout, id + ": " + nd + " offers no namespace or dax seed"};
   }
   for (const auto& [file, text] : std::initializer_list<std::pair<fs::path, std::string>>{
            {ndd / ns / "uuid", random_uuid()},

@@ -242,6 +242,8 @@ namespace {
 
 constexpr const char* kCxlRoot = "sys/devices/platform/ACPI0017:00/root0";
 constexpr const char* kNdBus = "sys/devices/platform/ACPI0017:00/root0/nvdimm-bridge0/ndbus0";
+// How long after a libnvdimm region appears its driver's probe shows its seeds.
+constexpr std::chrono::milliseconds kNdProbe{150};
 
 std::string hex(uint64_t v) {
   std::ostringstream out;
@@ -473,6 +475,30 @@ void FakeHost::follow_cxl() {
       dax_.erase(it);
     }
   }
+  // The libnvdimm regions made kNdProbe ago probed: their namespace and dax seeds.
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::string> probed;
+  std::erase_if(unprobed_nd_, [&](const auto& u) {
+    if (u.first > now) return false;
+    probed.push_back(u.second);
+    return true;
+  });
+  for (const std::string& nd : probed) {
+    const fs::path dir = root_ / kNdBus / nd;
+    if (!fs::exists(dir, ec)) continue;
+    const std::string n = nd.substr(6);
+    for (const char* f : {"uuid", "alt_name"}) put(dir / ("namespace" + n + ".0") / f, "\n");
+    put(dir / ("namespace" + n + ".0") / "size", "0\n");
+    for (const char* f : {"uuid", "namespace"}) put(dir / ("dax" + n + ".0") / f, "\n");
+    put(dir / ("dax" + n + ".0") / "mode", "none\n");
+    put(dir / ("dax" + n + ".0") / "align", "2097152\n");
+    for (const std::string& d : {"namespace" + n + ".0", "dax" + n + ".0"}) {
+      bus_link(root_, "nd", dir / d);
+    }
+    // The seeds last: a seed the host side reads is there.
+    put(dir / "namespace_seed", "namespace" + n + ".0\n");
+    put(dir / "dax_seed", "dax" + n + ".0\n");
+  }
   std::string bound = take_name(bus / "cxl/drivers/cxl_region/bind");
   if (!bound.empty() && says_one(cxl / bound / "commit")) {
     // An endpoint decoder is in one region at a time: the kernel refuses a second region's
@@ -493,17 +519,13 @@ void FakeHost::follow_cxl() {
     const std::string n = nd.substr(6);
     put(dir / "resource", slurp(cxl / name / "resource"));
     put(dir / "size", std::to_string(number_in(cxl / name / "size")) + "\n");
-    put(dir / "namespace_seed", "namespace" + n + ".0\n");
-    put(dir / "dax_seed", "dax" + n + ".0\n");
-    for (const char* f : {"uuid", "alt_name"}) put(dir / ("namespace" + n + ".0") / f, "\n");
-    put(dir / ("namespace" + n + ".0") / "size", "0\n");
-    for (const char* f : {"uuid", "namespace"}) put(dir / ("dax" + n + ".0") / f, "\n");
-    put(dir / ("dax" + n + ".0") / "mode", "none\n");
-    put(dir / ("dax" + n + ".0") / "align", "2097152\n");
-    // The region last: a region the host side finds has its seeds.
-    for (const std::string& d : {"namespace" + n + ".0", "dax" + n + ".0", nd}) {
-      bus_link(root_, "nd", d == nd ? dir : dir / d);
-    }
+    // No seeds until the region's driver has probed it, a round later: libnvdimm registers and
+    // probes its devices asynchronously (the kvm level's guest on Linux 6.1 showed the region
+    // with an empty namespace_seed).
+    put(dir / "namespace_seed", "\n");
+    put(dir / "dax_seed", "\n");
+    bus_link(root_, "nd", dir);
+    unprobed_nd_.emplace_back(std::chrono::steady_clock::now() + kNdProbe, nd);
     nd_region_of_[name] = nd;
     offer_region(fs::canonical(cxl / name, ec).parent_path().filename().string());
   }

@@ -43,7 +43,8 @@
 //   <root>/sys/bus/nd/devices/region<M>, namespace<M>.0, dax<M>.0 and
 //   <root>/sys/bus/nd/drivers/dax_pmem/{bind,unbind}
 // A committed region bound to cxl_region becomes a libnvdimm region at the same address, with
-// its namespace and dax seeds, unless its endpoint decoder is another such region's already
+// its namespace and dax seeds 150 ms later (libnvdimm probes its devices asynchronously),
+// unless its endpoint decoder is another such region's already
 // (the kernel refuses a decoder to a second region: it stays uncommitted, and nothing comes of
 // it); its dax seed bound to dax_pmem (over a namespace of the region's size) becomes the dax
 // device <root>/sys/bus/dax/devices/dax<M>.0 (a link to its directory under the libnvdimm dax
@@ -248,6 +249,8 @@ class FakeHost {
   std::map<std::string, CxlMemory> cxl_;             // by memdev
   std::map<std::string, std::string> nd_region_of_;  // CXL region -> its libnvdimm region
   std::set<std::string> unbound_dax_;  // made by dax_pmem, bound to device_dax next round
+  // libnvdimm regions whose seeds are still to come, and when they come
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> unprobed_nd_;
   int next_region_ = 0;
   int next_port_ = 1;  // port1 the first host bridge's, as on Linux 6.1
   std::atomic<int> rescans_{0};
