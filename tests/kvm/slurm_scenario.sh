@@ -11,8 +11,8 @@
 # removal: the fabric pulls the drive by itself (fake_redfish's /control/unplug: device_del,
 # the fabric no longer lists it). The job's reads come back short, composerd's reconciler
 # marks the drive failed (the fabric lost the attachment) and tells the job on its standard
-# error (notify), the job ends, and its release leaves nothing composed, on the fabric or in
-# the guest's state.
+# error (notify), the job ends, its epilog's line says the drive was lost and released, and
+# its release leaves nothing composed, on the fabric or in the guest's state.
 # With E2E_NODES=N (up to 4) the cluster has N guests, guest1..guestN; the jobs above run on
 # guest1, then one job on each guest at once gets a drive hot-plugged into its own guest.
 #
@@ -175,8 +175,10 @@ wait_until 60 nothing_attached || die "$(attached) devices still attached after 
 g "test ! -e $E2E_DIR/plugin-state/job-$j.json" || die "the guest's plugin state of job $j is left behind"
 curl -fsS "http://127.0.0.1:$port/control/state" | jq -e --arg id "$ids" 'all(.systems[]; index($id) == null)' >/dev/null ||
   die "the fabric still lists $ids on a system: $(curl -fsS "http://127.0.0.1:$port/control/state")"
-grep -q "composer: epilog: job $j on node guest1: released" "$GUEST_DIR/share/log/slurmd.log" ||
-  die "the guest's epilog did not release job $j: $(grep "job $j" "$GUEST_DIR/share/log/slurmd.log")"
+# Its line says the drive was lost, as composerd's answer to the release shows it.
+grep -q "composer: epilog: job $j on node guest1: released (busy check [0-9]* ms, release [0-9]* ms); $ids was lost by the fabric while the job held it and stays drained until an admin resumes it" \
+  "$GUEST_DIR/share/log/slurmd.log" ||
+  die "the guest's epilog did not release job $j saying $ids was lost: $(grep "job $j" "$GUEST_DIR/share/log/slurmd.log")"
 # Released, the pulled drive stays out of the pool (drained) until an admin resumes it.
 [[ $(device | jq -r .drained) == true ]] || die "composerd offers the pulled drive again: $(device)"
 log "job $j: released by its epilog; composerd now shows $ids $(device | jq -c '{state, health, drain_reason}')"

@@ -113,14 +113,18 @@ class FakeComposer : public ComposerApi {
   }
   // Called by release() before it answers.
   std::function<void()> on_release;
-  Expected<bool> release(uint32_t job_id, const std::string& node) override {
+  // release() answers the composition compose() would, released, with `devices` as they are
+  // then (a test marks one failed meanwhile, as composerd's reconciler does a lost device).
+  Expected<std::optional<Composition>> release(uint32_t job_id, const std::string& node) override {
     released.emplace_back(job_id, node);
     if (on_release) on_release();
     if (release_error && release_failures != 0) {
       if (release_failures > 0) --release_failures;
       return *release_error;
     }
-    return true;
+    Composition c = ready(job_id, node);
+    c.state = CompositionState::kReleased;
+    return std::optional<Composition>(std::move(c));
   }
   // compose_job() answers like compose() for the whole job, one ready composition per node.
   std::vector<std::pair<ComposeCall, std::vector<std::string>>> composed_jobs;

@@ -3,20 +3,24 @@
 // device that never appears, and a real process holding a drive through the real /proc.
 #include "composer/slurm/host_devices.h"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -541,6 +545,97 @@ TEST_F(HostSideTest, CxlMemoryInNoRegionGetsARegionMadeAndDestroyed) {
   }
 }
 
+// Two prologs on one node make regions at once (CXL memory in no region, as QEMU 7.2's
+// persistent Type 3 devices in kvm_cxl). The first makes its two regions one after the other;
+// the second starts once the first region is there, while the first has chosen its second
+// device and not set it yet. Without the node's region lock the second would take that device
+// too, and the kernel refuses a decoder to a second region. Under it each job gets devices of
+// its own, and their epilogs destroy every region.
+TEST_F(HostSideTest, TwoPrologsMakingRegionsAtOnceTakeDevicesOfTheirOwn) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  host.add_cxl_memory("mem0", 512 * kMiB, 2, 2);
+  host.add_cxl_memory("mem1", 512 * kMiB, 3, 2);
+  host.add_cxl_memory("mem2", 512 * kMiB, 4, 2);
+  config.host_wait_s = 10;
+  api.devices = {testing::device("mem-t-0", DeviceType::kMem, "", 512 * kMiB),
+                 testing::device("mem-t-1", DeviceType::kMem, "", 512 * kMiB)};
+  FakeComposer other;  // the second job's composerd answer
+  other.devices = {testing::device("mem-t-2", DeviceType::kMem, "", 512 * kMiB)};
+  FakeJob a = memory_job(661);
+  FakeJob b = memory_job(662);
+  Status a_done = Status::Ok();
+  Status b_done = Status::Ok();
+  std::thread first([&] { a_done = job_prolog(a, api, config); });
+  test_support::eventually([&] { return !host.cxl_regions().empty(); });
+  std::thread second([&] { b_done = job_prolog(b, other, config); });
+  first.join();
+  second.join();
+  ASSERT_TRUE(a_done) << join(a.errors, "\n");
+  ASSERT_TRUE(b_done) << join(b.errors, "\n");
+  std::vector<std::string> nodes;
+  for (uint32_t id : {661u, 662u}) {
+    const std::optional<JobState> recorded = state(id);
+    ASSERT_TRUE(recorded);
+    for (const Device& d : recorded->devices) nodes.push_back(d.address);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  EXPECT_EQ(nodes, (std::vector<std::string>{"numa:2", "numa:3", "numa:4"}));
+  EXPECT_EQ(host.cxl_regions().size(), 3u);
+
+  // One after the other: the fake kernel's driver files keep one name a round, where two
+  // epilogs at once would each write kmem/unbind.
+  FakeJob end_a = memory_job(661);
+  ASSERT_TRUE(job_epilog(end_a, api, config)) << join(end_a.errors, "\n");
+  FakeJob end_b = memory_job(662);
+  ASSERT_TRUE(job_epilog(end_b, other, config)) << join(end_b.errors, "\n");
+  test_support::eventually([&] { return host.dax_names().empty(); });
+  EXPECT_TRUE(host.dax_names().empty());
+  EXPECT_TRUE(host.cxl_regions().empty());
+}
+
+// A host with two fixed memory windows (root decoders), each for other host bridges: the
+// region of a CXL memory device is made in a window that targets the device's host bridge and
+// has room for it, and does not interleave (the kernel commits it in no other). When none does, the
+// prolog fails with one sentence naming each window and why it does not take the device, rather
+// than let the job run without its memory.
+TEST_F(HostSideTest, AMemoryDeviceGetsItsRegionInAWindowThatTargetsItsHostBridge) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  host.add_cxl_window("decoder0.0", {32}, 4096 * kMiB);
+  host.add_cxl_window("decoder0.1", {33}, 512 * kMiB);
+  host.add_cxl_window("decoder0.2", {33, 34}, 4096 * kMiB);  // interleaved: not for one device
+  host.add_cxl_memory("mem0", 512 * kMiB, 2, 2, 33);
+  host.add_cxl_memory("mem1", 512 * kMiB, 3, 2, 33);
+  config.host_wait_s = 5;
+  api.devices = {testing::device("mem-w-0", DeviceType::kMem, "", 512 * kMiB)};
+  FakeJob a = memory_job(671);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  EXPECT_EQ(state(671)->devices[0].address, "numa:2");
+  const std::vector<std::string> regions = host.cxl_regions();
+  ASSERT_EQ(regions.size(), 1u);
+  std::error_code ec;
+  EXPECT_EQ(std::filesystem::canonical(host.sysfs_root() + "/bus/cxl/devices/" + regions[0], ec)
+                .parent_path()
+                .filename(),
+            "decoder0.1");
+
+  // The window of host bridge 33 is full, and the other does not target it.
+  FakeJob b = memory_job(672);
+  ASSERT_FALSE(job_prolog(b, api, config));
+  ASSERT_FALSE(b.errors.empty());
+  EXPECT_NE(b.errors[0].find("but the host cannot use them: mem-w-0: no CXL window takes 512M "
+                             "of mem1 (behind host bridge 33): decoder0.0 targets host bridge "
+                             "32; decoder0.1 has 0 free of 512M; decoder0.2 interleaves across 2 "
+                             "host bridges"),
+            std::string::npos)
+      << b.errors[0];
+  EXPECT_EQ(host.cxl_regions().size(), 1u);
+
+  FakeJob end = memory_job(671);
+  ASSERT_TRUE(job_epilog(end, api, config)) << join(end.errors, "\n");
+  test_support::eventually([&] { return host.cxl_regions().empty(); });
+  EXPECT_TRUE(host.cxl_regions().empty());
+}
+
 // The region's dax device appears some time after the attach (as a PCI function may): the
 // prolog waits for it within host_wait.
 TEST_F(HostSideTest, ARegionThatAppearsLateIsWaitedFor) {
@@ -827,6 +922,117 @@ TEST_F(HostSideTest, AProcessHoldingTheDrivesGenericCharacterDeviceHoldsItsRelea
   std::ofstream{stop} << "go\n";
   int status = 0;
   waitpid(pid, &status, 0);
+}
+
+// A drive the fabric pulls while the job keeps its namespace open (a surprise removal; on
+// Linux 6.1 in kvm_slurm): the job's reads of it end, 0 bytes and no error, and the process's
+// descriptor points at "<dev>/nvme<N>n1 (deleted)". The drive is no longer the host's, so the
+// busy check finds no holder of it: the epilog releases at once rather than wait busy_wait for
+// a process that holds nothing the fabric still has, and asks composerd to hold nothing.
+TEST_F(HostSideTest, ADrivePulledUnderAnOpenFileReadsNothingAndHoldsNoRelease) {
+  Device drive;
+  drive.id = "nvme-z1-05";
+  drive.type = DeviceType::kNvme;
+  drive.identity = {"0x8086", "0x0b60", "FRN100000005", ""};
+  api.devices = {drive};
+  host.attach(drive_function("0000:8a:00.0", "FRN100000005"));
+  FakeJob a = job(641, 0);
+  a.options = {{"compose-nvme", "1"}};
+  config.proc_root = "/proc";  // the busy check reads the real processes
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  const std::string node = host.dev_root() + "/" + host.nvme_controller("0000:8a:00.0") + "n1";
+  ASSERT_EQ(task_env(641, "COMPOSER_NVME"), node);
+  // The job reads its drive (this test's own descriptor: the busy check leaves out its caller),
+  // and a real process of the job holds it open.
+  const int fd = ::open(node.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  std::vector<char> block(4096);
+  EXPECT_EQ(::read(fd, block.data(), block.size()), 4096);
+  const std::string stop = tmp / "let-go-641";
+  const pid_t pid = hold_open(node, stop);
+  ASSERT_GT(pid, 0);
+
+  host.unplug_now("0000:8a:00.0");
+  errno = 0;
+  EXPECT_EQ(::read(fd, block.data(), block.size()), 0);
+  EXPECT_EQ(::pread(fd, block.data(), block.size(), 0), 0);
+  EXPECT_EQ(errno, 0);
+  ::close(fd);
+  std::error_code ec;
+  EXPECT_EQ(std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/fd/3", ec).string(),
+            node + " (deleted)");
+
+  config.busy_wait_s = 10;
+  FakeJob end = job(641, 0);
+  end.options = a.options;
+  const auto start = std::chrono::steady_clock::now();
+  const Status ended = job_epilog(end, api, config);
+  const auto took = std::chrono::steady_clock::now() - start;
+  std::ofstream{stop} << "go\n";
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(ended) << join(end.errors, "\n");
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_EQ(join(end.infos, "\n").find("waiting up to"), std::string::npos)
+      << join(end.infos, "\n");
+  EXPECT_TRUE(api.holds.empty());
+  EXPECT_EQ(api.released, (std::vector<std::pair<uint32_t, std::string>>{{641u, "node1"}}));
+  EXPECT_FALSE(state(641));
+}
+
+// composerd's reconciler marks a drive the fabric pulled failed and drained ("lost by the
+// fabric: ..."), and its release answers the job's devices so: the epilog's line says that the
+// drive was lost and released, not only "released". A device that failed otherwise is named
+// with its drain reason; a release with no failed device says nothing more.
+TEST_F(HostSideTest, AnEpilogSaysWhichDevicesWereLostWhenItReleasesThem) {
+  Device drive;
+  drive.id = "nvme-z1-06";
+  drive.type = DeviceType::kNvme;
+  drive.identity = {"0x8086", "0x0b60", "FRN100000006", ""};
+  api.devices = {drive, gpu("gpu-l-6", "GPU-llll-0006")};
+  host.attach(drive_function("0000:8b:00.0", "FRN100000006"));
+  host.attach(gpu_function("0000:4b:00.0", "GPU-llll-0006"));
+  FakeJob a = job(651, 1);
+  a.options["compose-nvme"] = "1";
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  host.unplug_now("0000:8b:00.0");
+  api.devices[0].health = Health::kCritical;
+  api.devices[0].drained = true;
+  api.devices[0].drain_reason =
+      std::string(kLostByTheFabric) +
+      "the fabric lost the attachment to node node1 while job 651 held it";
+  FakeJob end = job(651, 1);
+  end.options = a.options;
+  ASSERT_TRUE(job_epilog(end, api, config)) << join(end.errors, "\n");
+  ASSERT_FALSE(end.infos.empty());
+  EXPECT_TRUE(std::regex_match(
+      end.infos.back(),
+      std::regex("composer: epilog: job 651 on node node1: released \\(busy check [0-9]+ ms, "
+                 "release [0-9]+ ms\\); nvme-z1-06 was lost by the fabric while the job held it "
+                 "and stays drained until an admin resumes it")))
+      << end.infos.back();
+  EXPECT_EQ(api.released, (std::vector<std::pair<uint32_t, std::string>>{{651u, "node1"}}));
+
+  // Another job: its GPU failed as the node reported it, and the drive is fine.
+  api.devices = {drive, gpu("gpu-l-7", "GPU-llll-0007")};
+  api.devices[0].identity.serial = "FRN100000007";
+  host.attach(drive_function("0000:8c:00.0", "FRN100000007"));
+  host.attach(gpu_function("0000:4c:00.0", "GPU-llll-0007"));
+  FakeJob b = job(652, 1);
+  b.options["compose-nvme"] = "1";
+  ASSERT_TRUE(job_prolog(b, api, config)) << join(b.errors, "\n");
+  api.devices[1].health = Health::kCritical;
+  api.devices[1].drained = true;
+  api.devices[1].drain_reason = "reported by node node1: Xid 79";
+  FakeJob end_b = job(652, 1);
+  end_b.options = b.options;
+  ASSERT_TRUE(job_epilog(end_b, api, config)) << join(end_b.errors, "\n");
+  ASSERT_FALSE(end_b.infos.empty());
+  EXPECT_NE(end_b.infos.back().find(" ms); gpu-l-7 (reported by node node1: Xid 79) failed while "
+                                    "the job held it"),
+            std::string::npos)
+      << end_b.infos.back();
+  EXPECT_EQ(end_b.infos.back().find("lost"), std::string::npos) << end_b.infos.back();
 }
 
 // The epilog returns once the host no longer shows the job's functions, as the kernel's remove

@@ -111,7 +111,7 @@ ReconcileReport Reconciler::run_once() {
         if (pool_.mark_health(d, Health::kCritical, detail)) {
           // Drained too, so that it stays out once released and the fabric calls it healthy
           // again, until an admin resumes it (ReconcilerTest.MarksADeviceTheFabricLostAsFailed).
-          pool_.drain_devices({d}, "lost by the fabric: " + detail);
+          pool_.drain_devices({d}, std::string(kLostByTheFabric) + detail);
           ++report.lost_marked_failed;
           log::error("device lost by the fabric",
                      {{"device", d}, {"node", e.node}, {"job", std::to_string(e.job_id)}});

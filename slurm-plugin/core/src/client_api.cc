@@ -42,10 +42,9 @@ Expected<size_t> ClientComposerApi::release_job(uint32_t job_id) {
   return released->size();
 }
 
-Expected<bool> ClientComposerApi::release(uint32_t job_id, const std::string& node) {
-  Expected<std::optional<Composition>> released = client_.release(job_id, node);
-  if (!released) return released.error();
-  return released->has_value();
+Expected<std::optional<Composition>> ClientComposerApi::release(uint32_t job_id,
+                                                                const std::string& node) {
+  return client_.release(job_id, node);
 }
 
 Status ClientComposerApi::hold(uint32_t job_id, const std::string& node,

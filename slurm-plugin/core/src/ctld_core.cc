@@ -123,7 +123,7 @@ Status controller_epilog(const ControllerJob& job, ComposerApi& api, const Slurm
   Status out = Status::Ok();
   for (const std::string& node : gone) {
     if (std::find(drained->begin(), drained->end(), node) != drained->end()) continue;
-    Expected<bool> released = api.release(job.job_id, node);
+    Expected<std::optional<Composition>> released = api.release(job.job_id, node);
     if (!released) {
       out = give_up(released.error());
     } else if (*released) {

@@ -26,6 +26,7 @@
 #include "composer/common/strings.h"
 #include "composer/common/subprocess.h"
 #include "composer/common/units.h"
+#include "composer/slurm/job_state.h"
 
 namespace composer::slurm {
 namespace fs = std::filesystem;
@@ -775,24 +776,84 @@ struct FreeCxlMemory {
   std::string root_decoder;
 };
 
+// The CXL memory devices of one capacity that nothing maps, each with a window to make its
+// region in; and for those no window takes, one sentence each saying why.
+struct CxlChoice {
+  std::vector<FreeCxlMemory> free;
+  std::vector<std::string> unfit;
+};
+
+// The host bridge a CXL endpoint sits under, by the id the root's decoders name it by in their
+// target_list: the port directly under the root (root<R>/port<N>) has the host bridge as its
+// uport, and the root has it as its dport<ID> (on Linux 6.1: port1/uport and root0/dport32 both
+// the ACPI0016 host bridge; tests/kvm). "" when the host does not show it so.
+std::string host_bridge_of(const fs::path& endpoint) {
+  std::error_code ec;
+  fs::path port = fs::canonical(endpoint, ec);
+  if (ec) return "";
+  while (port.has_parent_path() && port.parent_path() != port &&
+         port.parent_path().filename().string().rfind("root", 0) != 0) {
+    port = port.parent_path();
+  }
+  const fs::path root = port.parent_path();
+  const fs::path bridge = fs::canonical(port / "uport", ec);
+  if (ec) return "";
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    std::error_code link_ec;
+    if (name.rfind("dport", 0) == 0 && fs::canonical(e.path(), link_ec) == bridge) {
+      return name.substr(5);
+    }
+  }
+  return "";
+}
+
+// A root decoder that takes persistent memory: the host bridges it targets and its room.
+struct CxlWindow {
+  std::string name;
+  std::vector<std::string> targets;
+  uint64_t size = 0;
+  uint64_t used = 0;  // by its regions
+  uint64_t ways = 1;  // host bridges it interleaves across
+};
+
+std::vector<CxlWindow> cxl_windows(const fs::path& bus, const std::vector<std::string>& names) {
+  std::vector<CxlWindow> out;
+  std::error_code ec;
+  for (const std::string& n : names) {
+    if (first_line(bus / n / "devtype") != "cxl_decoder_root" ||
+        first_line(bus / n / "cap_pmem") != "1" ||
+        !fs::exists(bus / n / "create_pmem_region", ec)) {
+      continue;
+    }
+    CxlWindow w{n, split(std::string(trim(first_line(bus / n / "target_list"))), ','),
+                sysfs_number(bus / n / "size").value_or(0), 0,
+                sysfs_number(bus / n / "interleave_ways").value_or(1)};
+    // Its regions are its children; the one it offers next has no size yet.
+    for (const auto& e : fs::directory_iterator(bus / n, ec)) {
+      if (e.path().filename().string().rfind("region", 0) == 0) {
+        w.used += sysfs_number(e.path() / "size").value_or(0);
+      }
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 // The CXL memory devices whose persistent capacity is `size` and unused: each with the first
-// endpoint decoder of its port that maps nothing.
-std::vector<FreeCxlMemory> free_cxl_memory(const std::string& sysfs, uint64_t size) {
+// endpoint decoder of its port that maps nothing, and the first window that targets its host
+// bridge and has room for `size` beside its regions and those chosen before it here
+// (AMemoryDeviceGetsItsRegionInAWindowThatTargetsItsHostBridge).
+CxlChoice free_cxl_memory(const std::string& sysfs, uint64_t size) {
   const fs::path bus = fs::path(sysfs) / "bus/cxl/devices";
-  std::vector<FreeCxlMemory> out;
-  std::string root;
+  CxlChoice out;
   std::error_code ec;
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(bus, ec))
     names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  for (const std::string& n : names) {
-    if (root.empty() && first_line(bus / n / "devtype") == "cxl_decoder_root" &&
-        first_line(bus / n / "cap_pmem") == "1" && fs::exists(bus / n / "create_pmem_region", ec)) {
-      root = n;
-    }
-  }
-  if (root.empty()) return out;
+  std::vector<CxlWindow> windows = cxl_windows(bus, names);
+  if (windows.empty()) return out;
   for (const std::string& n : names) {
     if (n.rfind("endpoint", 0) != 0) continue;
     std::error_code link_ec;
@@ -820,7 +881,32 @@ std::vector<FreeCxlMemory> free_cxl_memory(const std::string& sysfs, uint64_t si
         free = d;
       }
     }
-    if (!used && !free.empty()) out.push_back(FreeCxlMemory{memdev, free, root});
+    if (used || free.empty()) continue;
+    const std::string bridge = host_bridge_of(bus / n);
+    std::vector<std::string> why;
+    CxlWindow* fits = nullptr;
+    for (CxlWindow& w : windows) {
+      if (std::find(w.targets.begin(), w.targets.end(), bridge) == w.targets.end()) {
+        why.push_back(w.name + " targets host bridge " + join(w.targets, ","));
+      } else if (w.ways != 1) {
+        // The regions made here are of one device, which such a window does not take.
+        why.push_back(w.name + " interleaves across " + std::to_string(w.ways) + " host bridges");
+      } else if (w.size < w.used || w.size - w.used < size) {
+        why.push_back(w.name + " has " + format_size(w.size > w.used ? w.size - w.used : 0) +
+                      " free of " + format_size(w.size));
+      } else {
+        fits = &w;
+        break;
+      }
+    }
+    if (fits == nullptr) {
+      out.unfit.push_back("no CXL window takes " + format_size(size) + " of " + memdev +
+                          " (behind host bridge " + (bridge.empty() ? "unknown" : bridge) +
+                          "): " + join(why, "; "));
+      continue;
+    }
+    fits->used += size;
+    out.free.push_back(FreeCxlMemory{memdev, free, fits->name});
   }
   return out;
 }
@@ -901,10 +987,19 @@ Expected<DaxDevice> make_cxl_region(const std::string& sysfs, const std::string&
                  id + ": " + region + " of " + m.memdev + " made no libnvdimm region"};
   }
   const fs::path ndd = fs::path(sysfs) / "bus/nd/devices";
-  const std::string ns = std::string(trim(first_line(ndd / nd / "namespace_seed")));
-  const std::string dax = std::string(trim(first_line(ndd / nd / "dax_seed")));
+  // Its seeds come once its driver has probed it: libnvdimm registers and probes its devices
+  // asynchronously, and the region shows before (its namespace_seed empty: the kvm level's
+  // guest on Linux 6.1; FakeHost's kNdProbe).
+  std::string ns;
+  std::string dax;
+  for (;;) {
+    ns = std::string(trim(first_line(ndd / nd / "namespace_seed")));
+    dax = std::string(trim(first_line(ndd / nd / "dax_seed")));
+    if ((!ns.empty() && !dax.empty()) || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   if (ns.empty() || dax.empty()) {
-    return Error{ErrorCode::kInternal, id + ": " + nd + " offers no namespace or dax seed"};
+    return Error{ErrorCode::kTimeout, id + ": " + nd + " offers no namespace or dax seed"};
   }
   for (const auto& [file, text] : std::initializer_list<std::pair<fs::path, std::string>>{
            {ndd / ns / "uuid", random_uuid()},
@@ -997,8 +1092,9 @@ Expected<bool> destroy_cxl_region(const std::string& sysfs, const std::string& i
 
 }  // namespace
 
-Expected<std::vector<std::string>> HostDevices::online_memory(
-    const std::vector<Device>& memory, std::chrono::milliseconds timeout) const {
+Expected<std::vector<std::string>> HostDevices::online_memory(const std::vector<Device>& memory,
+                                                              std::chrono::milliseconds timeout,
+                                                              const std::string& lock_dir) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<std::string> nodes(memory.size());
   // Regions without a node from the fabric, by capacity: the positions in `memory`.
@@ -1031,25 +1127,49 @@ Expected<std::vector<std::string>> HostDevices::online_memory(
   }
   // Capacity in no region yet: the host makes the regions (make_cxl_region), when it shows no
   // dax device of that capacity and at least as many CXL memory devices of it that nothing maps.
-  for (auto it = nodeless.begin(); it != nodeless.end();) {
-    const auto& [size, wanted] = *it;
-    bool shown = false;
-    for (const DaxDevice& dax : dax_devices(sysfs_)) shown = shown || dax.size == size;
-    const std::vector<FreeCxlMemory> free =
-        shown ? std::vector<FreeCxlMemory>{} : free_cxl_memory(sysfs_, size);
-    if (free.size() < wanted.size()) {
-      ++it;
-      continue;
+  // The devices are chosen and their regions made under the node's region lock: another
+  // prolog choosing meanwhile would see the same devices free until their decoders are set.
+  // They are brought online after it, as that takes a while and another prolog's regions need
+  // none of it.
+  std::error_code cxl_ec;
+  if (!nodeless.empty() && fs::exists(fs::path(sysfs_) / "bus/cxl/devices", cxl_ec)) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    Expected<HostLock> taken =
+        HostLock::take(lock_dir, std::max(left, std::chrono::milliseconds(0)), kCxlRegionLock);
+    if (!taken) return taken.error();
+    std::optional<HostLock> lock(std::move(*taken));
+    std::vector<std::pair<size_t, DaxDevice>> made;
+    for (auto it = nodeless.begin(); it != nodeless.end();) {
+      const auto& [size, wanted] = *it;
+      bool shown = false;
+      for (const DaxDevice& dax : dax_devices(sysfs_)) shown = shown || dax.size == size;
+      const CxlChoice choice = shown ? CxlChoice{} : free_cxl_memory(sysfs_, size);
+      const std::vector<FreeCxlMemory>& free = choice.free;
+      if (free.size() < wanted.size()) {
+        // Devices of the capacity that no window takes: the region cannot be made, and the
+        // job would run without its memory.
+        if (!choice.unfit.empty()) {
+          return Error{ErrorCode::kConflict,
+                       memory[wanted[0]].id + ": " + join(choice.unfit, "; ")};
+        }
+        ++it;
+        continue;
+      }
+      for (size_t k = 0; k < wanted.size(); ++k) {
+        Expected<DaxDevice> dax =
+            make_cxl_region(sysfs_, memory[wanted[k]].id, free[k], size, deadline);
+        if (!dax) return dax.error();
+        made.emplace_back(wanted[k], std::move(*dax));
+      }
+      it = nodeless.erase(it);
     }
-    for (size_t k = 0; k < wanted.size(); ++k) {
-      const std::string& id = memory[wanted[k]].id;
-      Expected<DaxDevice> dax = make_cxl_region(sysfs_, id, free[k], size, deadline);
-      if (!dax) return dax.error();
-      Expected<std::string> online = bring_online(sysfs_, id, *dax, deadline);
+    lock.reset();
+    for (const auto& [i, dax] : made) {
+      Expected<std::string> online = bring_online(sysfs_, memory[i].id, dax, deadline);
       if (!online) return online.error();
-      nodes[wanted[k]] = *online;
+      nodes[i] = *online;
     }
-    it = nodeless.erase(it);
   }
   if (nodeless.empty()) return nodes;
   // The dax devices in devdax mode of each capacity sought: taken when the host shows exactly
@@ -1101,7 +1221,8 @@ Expected<std::vector<std::string>> HostDevices::online_memory(
   }
 }
 
-Status HostDevices::offline_memory(const Device& d, std::chrono::milliseconds timeout) const {
+Status HostDevices::offline_memory(const Device& d, std::chrono::milliseconds timeout,
+                                   const std::string& lock_dir) const {
   const std::string node = numa_node(d.address);
   if (node.empty()) return Status::Ok();
   for (const DaxDevice& dax : dax_devices(sysfs_)) {
@@ -1119,6 +1240,9 @@ Status HostDevices::offline_memory(const Device& d, std::chrono::milliseconds ti
     if (Status s = write_text(drivers / "kmem/unbind", dax.name); !s) return s;
     std::error_code ec;
     if (fs::exists(fs::path(sysfs_) / "bus/cxl/devices", ec)) {
+      // Under the region lock: a prolog choosing devices sees this one in its region or free.
+      Expected<HostLock> lock = HostLock::take(lock_dir, timeout, kCxlRegionLock);
+      if (!lock) return lock.error();
       Expected<bool> destroyed = destroy_cxl_region(sysfs_, d.id, dax.name);
       if (!destroyed) return destroyed.error();
       if (*destroyed) continue;

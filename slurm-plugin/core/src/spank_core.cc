@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "composer/common/files.h"
+#include "composer/common/strings.h"
 #include "composer/slurm/busy_check.h"
 #include "composer/slurm/device_fence.h"
 #include "composer/slurm/gpu_health.h"
@@ -235,7 +236,7 @@ Status online_memory(const HostDevices& host, const SpankConfig& config,
   }
   if (memory.empty()) return Status::Ok();
   Expected<std::vector<std::string>> nodes =
-      host.online_memory(memory, std::chrono::seconds(config.host_wait_s));
+      host.online_memory(memory, std::chrono::seconds(config.host_wait_s), config.state_dir);
   if (!nodes) return nodes.error();
   size_t k = 0;
   for (Device& d : devices) {
@@ -253,7 +254,8 @@ std::string offline_memory(const HostDevices& host, const SpankConfig& config,
   for (const Device& d : devices) {
     if (d.type != DeviceType::kMem) continue;
     if (Status s = host.offline_memory(
-            d, std::max<std::chrono::milliseconds>(wait, std::chrono::seconds(config.host_wait_s)));
+            d, std::max<std::chrono::milliseconds>(wait, std::chrono::seconds(config.host_wait_s)),
+            config.state_dir);
         !s) {
       busy += (busy.empty() ? "" : "; ") + s.error().message;
     }
@@ -336,7 +338,9 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
       // Memory this prolog onlined goes offline before it goes back (nothing uses it yet).
       for (const Device& d : state.devices) {
         if (d.type != DeviceType::kMem || d.address.empty()) continue;
-        if (Status off = host.offline_memory(d, std::chrono::seconds(config.host_wait_s)); !off) {
+        if (Status off =
+                host.offline_memory(d, std::chrono::seconds(config.host_wait_s), config.state_dir);
+            !off) {
           ctx.error("composer: prolog: " + at + ": " + off.error().message);
         }
       }
@@ -344,7 +348,7 @@ Status host_side(JobContext& ctx, ComposerApi& api, const SpankConfig& config, u
       // prolog drains the node, and the compositions of a drained node are otherwise kept (as
       // for an epilog that found its devices in use) until an admin resumes it. The state
       // file stays for the epilog, which removes what did appear and releases again.
-      if (Expected<bool> released = api.release(job_id, node); !released) {
+      if (Expected<std::optional<Composition>> released = api.release(job_id, node); !released) {
         ctx.error("composer: prolog: " + at + ": giving them back failed (" +
                   std::string(to_string(released.error().code)) + "): " + released.error().message);
       } else {
@@ -482,6 +486,39 @@ Expected<std::vector<Composition>> compose_job_waiting(
 
 namespace {
 
+// What a release line ends with for the devices of `released` that composerd had marked failed
+// while the job held them: "; nvme-3 was lost by the fabric while the job held it and stays
+// drained until an admin resumes it" for a device the fabric lost (a drive pulled by surprise),
+// "; gpu-2 failed while the job held it (DRAIN REASON)" for one that failed otherwise; "" when
+// none did (AnEpilogSaysWhichDevicesWereLostWhenItReleasesThem).
+std::string lost_among(const std::optional<Composition>& released) {
+  if (!released) return "";
+  std::vector<std::string> lost;
+  std::vector<std::string> failed;
+  for (const Device& d : released->devices) {
+    if (d.health != Health::kCritical) continue;
+    if (d.drain_reason.starts_with(kLostByTheFabric)) {
+      lost.push_back(d.id);
+    } else {
+      failed.push_back(d.id + " (" +
+                       (d.drain_reason.empty() ? "the fabric reports it failed" : d.drain_reason) +
+                       ")");
+    }
+  }
+  std::string out;
+  if (!lost.empty()) {
+    const bool one = lost.size() == 1;
+    out += "; " + and_list(lost) + (one ? " was" : " were") +
+           " lost by the fabric while the job held " + (one ? "it" : "them") + " and stay" +
+           (one ? "s" : "") + " drained until an admin resumes " + (one ? "it" : "them");
+  }
+  if (!failed.empty()) {
+    out += "; " + and_list(failed) + " failed while the job held " +
+           (failed.size() == 1 ? "it" : "them");
+  }
+  return out;
+}
+
 // A held composition (an epilog found its devices still in use, JobState::held) is released
 // once nothing on the host holds the devices: removed from the host, the hold cleared,
 // released; the state file goes. Still in use: left as it is. False when it stays held.
@@ -512,14 +549,14 @@ bool release_held(JobContext& ctx, ComposerApi& api, const SpankConfig& config,
               std::string(to_string(s.error().code)) + "): " + s.error().message);
     return false;
   }
-  if (Expected<bool> released = api.release(other, node); !released) {
+  if (Expected<std::optional<Composition>> released = api.release(other, node); !released) {
     // The hold is cleared: composerd's reconciler releases the ended job's devices.
     ctx.error(said + "releasing " + whose + " failed (" +
               std::string(to_string(released.error().code)) + "): " + released.error().message +
               "; composerd's reconciler will release them");
   } else {
     ctx.info(said + whose + " are no longer in use: released (held since its epilog: " + held.held +
-             ")");
+             ")" + lost_among(*released));
   }
   if (Status s = remove_job_state(config.state_dir, other); !s) ctx.error(said + s.error().message);
   return true;
@@ -1006,7 +1043,7 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
   // are not free until composerd has them back, and the job's licenses stay with it until then
   // (EpilogRidesOutAComposerdRestart).
   const Clock::time_point releasing = Clock::now();
-  Expected<bool> released = asking_while_short(
+  Expected<std::optional<Composition>> released = asking_while_short(
       [&] { return api.release(*job_id, node); }, 0, config.outage_wait_s,
       [&](const std::string& l) { ctx.info("composer: epilog: " + at + ": " + l); });
   if (!released) {
@@ -1018,7 +1055,7 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
       return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
     };
     ctx.info("composer: epilog: " + at + ": released (busy check " + ms(busy_check) +
-             " ms, release " + ms(Clock::now() - releasing) + " ms)");
+             " ms, release " + ms(Clock::now() - releasing) + " ms)" + lost_among(*released));
   }
   std::optional<HostLock> weighing;
   if (have_state) weighing = restore_weights(ctx, config, **state, at);

@@ -242,6 +242,8 @@ namespace {
 
 constexpr const char* kCxlRoot = "sys/devices/platform/ACPI0017:00/root0";
 constexpr const char* kNdBus = "sys/devices/platform/ACPI0017:00/root0/nvdimm-bridge0/ndbus0";
+// How long after a libnvdimm region appears its driver's probe shows its seeds.
+constexpr std::chrono::milliseconds kNdProbe{150};
 
 std::string hex(uint64_t v) {
   std::ostringstream out;
@@ -264,6 +266,14 @@ std::string line_in(const fs::path& path) {
   return s;
 }
 
+// "32,33" -> {"32", "33"}.
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
 // <root>/sys/bus/<bus>/devices/<name> -> the device's directory, as the kernel links it.
 void bus_link(const fs::path& root, const std::string& bus, const fs::path& dir) {
   std::error_code ec;
@@ -274,16 +284,62 @@ void bus_link(const fs::path& root, const std::string& bus, const fs::path& dir)
 
 }  // namespace
 
-void FakeHost::add_cxl_memory(const std::string& memdev, uint64_t size_bytes, int target_node,
-                              int blocks) {
-  std::lock_guard lock(mu_);
+// Under mu_: the host bridge `uid` as the CXL root shows it, made at its first use: root0's
+// dport<uid> and the port above its devices (port<N>), their uport, both the bridge's ACPI
+// device (on Linux 6.1: root0/dport32 and port1/uport -> ACPI0016:00; tests/kvm).
+fs::path FakeHost::host_bridge_port(int uid) {
+  if (auto it = bridge_ports_.find(uid); it != bridge_ports_.end()) return it->second;
   const fs::path base = root_ / kCxlRoot;
+  const fs::path acpi = root_ / "sys/devices/LNXSYSTM:00/LNXSYBUS:00" /
+                        ("ACPI0016:0" + std::to_string(bridge_ports_.size()));
+  std::error_code ec;
+  fs::create_directories(acpi, ec);
+  fs::create_directories(base, ec);
+  fs::create_directory_symlink(fs::relative(acpi, base), base / ("dport" + std::to_string(uid)),
+                               ec);
+  const fs::path port = base / ("port" + std::to_string(next_port_++));
+  fs::create_directories(port, ec);
+  fs::create_directory_symlink(fs::relative(acpi, port), port / "uport", ec);
+  bus_link(root_, "cxl", port);
+  bridge_ports_[uid] = port;
+  return port;
+}
+
+void FakeHost::add_cxl_window(const std::string& decoder, const std::vector<int>& host_bridges,
+                              uint64_t size_bytes) {
+  std::lock_guard lock(mu_);
+  add_window(decoder, host_bridges, size_bytes);
+}
+
+// Under mu_.
+void FakeHost::add_window(const std::string& decoder, const std::vector<int>& host_bridges,
+                          uint64_t size_bytes) {
+  const fs::path dir = root_ / kCxlRoot / decoder;
+  std::string targets;
+  for (int uid : host_bridges) {
+    host_bridge_port(uid);
+    targets += (targets.empty() ? "" : ",") + std::to_string(uid);
+  }
+  put(dir / "devtype", "cxl_decoder_root\n");
+  put(dir / "cap_pmem", "1\n");
+  put(dir / "target_list", targets + "\n");
+  put(dir / "interleave_ways", std::to_string(host_bridges.size()) + "\n");
+  put(dir / "size", hex(size_bytes) + "\n");
+  put(dir / "start", hex(next_window_start_) + "\n");
+  put(dir / "delete_region", "");
+  bus_link(root_, "cxl", dir);
+  next_window_start_ += size_bytes;
+  windows_.push_back(decoder);
+  offer_region(decoder);
+}
+
+void FakeHost::add_cxl_memory(const std::string& memdev, uint64_t size_bytes, int target_node,
+                              int blocks, int host_bridge) {
+  std::lock_guard lock(mu_);
   if (cxl_.empty()) {
-    const fs::path root_decoder = base / "decoder0.0";
-    put(root_decoder / "devtype", "cxl_decoder_root\n");
-    put(root_decoder / "cap_pmem", "1\n");
-    put(root_decoder / "delete_region", "");
-    bus_link(root_, "cxl", root_decoder);
+    // QEMU's one fixed memory window (tests/kvm: 4 GiB for host bridge 32), unless the test
+    // made its own.
+    if (windows_.empty()) add_window("decoder0.0", {32}, uint64_t{4} << 30);
     for (const char* f :
          {"cxl/drivers/cxl_region/bind", "cxl/drivers/cxl_region/unbind",
           "nd/drivers/dax_pmem/bind", "nd/drivers/dax_pmem/unbind", "dax/drivers/device_dax/new_id",
@@ -292,13 +348,12 @@ void FakeHost::add_cxl_memory(const std::string& memdev, uint64_t size_bytes, in
     }
     fs::create_directories(root_ / "sys/bus/nd/devices");
     fs::create_directories(root_ / "sys/bus/dax/devices");
-    offer_region();
   }
   const fs::path mem = root_ / "sys/devices/pci0000:20/0000:20:00.0" / memdev;
   put(mem / "pmem/size", hex(size_bytes) + "\n");
   bus_link(root_, "cxl", mem);
   const std::string port = std::to_string(next_port_++);
-  const fs::path endpoint = base / "port1" / ("endpoint" + port);
+  const fs::path endpoint = host_bridge_port(host_bridge) / ("endpoint" + port);
   std::error_code ec;
   fs::create_directories(endpoint, ec);
   fs::create_directory_symlink(fs::relative(mem, endpoint), endpoint / "uport", ec);
@@ -309,13 +364,13 @@ void FakeHost::add_cxl_memory(const std::string& memdev, uint64_t size_bytes, in
   put(endpoint / decoder / "mode", "none\n");
   put(endpoint / decoder / "dpa_size", "0x0\n");
   bus_link(root_, "cxl", endpoint / decoder);
-  cxl_[memdev] = CxlMemory{size_bytes, target_node, blocks, decoder};
+  cxl_[memdev] = CxlMemory{size_bytes, target_node, blocks, decoder, host_bridge};
 }
 
 // Under mu_: the root decoder offers the next region's name, its directory ready for it.
-void FakeHost::offer_region() {
+void FakeHost::offer_region(const std::string& decoder) {
   const std::string name = "region" + std::to_string(next_region_);
-  const fs::path dir = root_ / kCxlRoot / "decoder0.0" / name;
+  const fs::path dir = root_ / kCxlRoot / decoder / name;
   for (const char* f : {"uuid", "target0"}) put(dir / f, "\n");
   for (const char* f : {"interleave_ways", "interleave_granularity", "size", "commit"}) {
     put(dir / f, "0\n");
@@ -324,8 +379,35 @@ void FakeHost::offer_region() {
   put(dir / "resource",
       hex((uint64_t{0x11} << 28) + (static_cast<uint64_t>(next_region_) << 30)) + "\n");
   bus_link(root_, "cxl", dir);
-  put(root_ / kCxlRoot / "decoder0.0/create_pmem_region", name + "\n");
+  put(root_ / kCxlRoot / decoder / "create_pmem_region", name + "\n");
   ++next_region_;
+}
+
+// Under mu_: whether the kernel would commit `region` (a directory under its root decoder):
+// the window targets the host bridge of the device behind the region's endpoint decoder, and
+// has room for it beside the window's regions committed already.
+bool FakeHost::window_takes(const fs::path& region) const {
+  const fs::path window = region.parent_path();
+  const std::string decoder = line_in(region / "target0");
+  const CxlMemory* memory = nullptr;
+  for (const auto& [memdev, m] : cxl_) {
+    if (m.endpoint_decoder == decoder) memory = &m;
+  }
+  if (memory == nullptr) return false;
+  bool targeted = false;
+  for (const std::string& t : split_list(line_in(window / "target_list"))) {
+    targeted = targeted || t == std::to_string(memory->host_bridge);
+  }
+  uint64_t used = number_in(region / "size");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(window, ec)) {
+    if (e.path().filename().string().rfind("region", 0) == 0 && e.path() != region &&
+        says_one(e.path() / "commit")) {
+      used += number_in(e.path() / "size");
+    }
+  }
+  return targeted && number_in(window / "interleave_ways") == 1 &&
+         used <= number_in(window / "size");
 }
 
 std::vector<std::string> FakeHost::cxl_regions() const {
@@ -393,26 +475,59 @@ void FakeHost::follow_cxl() {
       dax_.erase(it);
     }
   }
-  if (std::string name = take_name(bus / "cxl/drivers/cxl_region/bind");
-      !name.empty() && says_one(cxl / name / "commit")) {
-    const std::string nd = "region" + std::to_string(nd_region_of_.size() + next_region_);
+  // The libnvdimm regions made kNdProbe ago probed: their namespace and dax seeds.
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::string> probed;
+  std::erase_if(unprobed_nd_, [&](const auto& u) {
+    if (u.first > now) return false;
+    probed.push_back(u.second);
+    return true;
+  });
+  for (const std::string& nd : probed) {
     const fs::path dir = root_ / kNdBus / nd;
+    if (!fs::exists(dir, ec)) continue;
     const std::string n = nd.substr(6);
-    put(dir / "resource", slurp(cxl / name / "resource"));
-    put(dir / "size", std::to_string(number_in(cxl / name / "size")) + "\n");
-    put(dir / "namespace_seed", "namespace" + n + ".0\n");
-    put(dir / "dax_seed", "dax" + n + ".0\n");
     for (const char* f : {"uuid", "alt_name"}) put(dir / ("namespace" + n + ".0") / f, "\n");
     put(dir / ("namespace" + n + ".0") / "size", "0\n");
     for (const char* f : {"uuid", "namespace"}) put(dir / ("dax" + n + ".0") / f, "\n");
     put(dir / ("dax" + n + ".0") / "mode", "none\n");
     put(dir / ("dax" + n + ".0") / "align", "2097152\n");
-    // The region last: a region the host side finds has its seeds.
-    for (const std::string& d : {"namespace" + n + ".0", "dax" + n + ".0", nd}) {
-      bus_link(root_, "nd", d == nd ? dir : dir / d);
+    for (const std::string& d : {"namespace" + n + ".0", "dax" + n + ".0"}) {
+      bus_link(root_, "nd", dir / d);
     }
+    // The seeds last: a seed the host side reads is there.
+    put(dir / "namespace_seed", "namespace" + n + ".0\n");
+    put(dir / "dax_seed", "dax" + n + ".0\n");
+  }
+  std::string bound = take_name(bus / "cxl/drivers/cxl_region/bind");
+  if (!bound.empty() && says_one(cxl / bound / "commit")) {
+    // An endpoint decoder is in one region at a time: the kernel refuses a second region's
+    // writes to it (EBUSY). The region stays uncommitted and nothing comes of it.
+    const std::string target = line_in(cxl / bound / "target0");
+    bool refused = !window_takes(fs::canonical(cxl / bound, ec));
+    for (const auto& [r, nd] : nd_region_of_) {
+      refused = refused || r == bound || line_in(cxl / r / "target0") == target;
+    }
+    if (refused) {
+      put(cxl / bound / "commit", "0\n");
+      bound.clear();
+    }
+  }
+  if (const std::string& name = bound; !name.empty() && says_one(cxl / name / "commit")) {
+    const std::string nd = "region" + std::to_string(nd_region_of_.size() + next_region_);
+    const fs::path dir = root_ / kNdBus / nd;
+    const std::string n = nd.substr(6);
+    put(dir / "resource", slurp(cxl / name / "resource"));
+    put(dir / "size", std::to_string(number_in(cxl / name / "size")) + "\n");
+    // No seeds until the region's driver has probed it, a round later: libnvdimm registers and
+    // probes its devices asynchronously (the kvm level's guest on Linux 6.1 showed the region
+    // with an empty namespace_seed).
+    put(dir / "namespace_seed", "\n");
+    put(dir / "dax_seed", "\n");
+    bus_link(root_, "nd", dir);
+    unprobed_nd_.emplace_back(std::chrono::steady_clock::now() + kNdProbe, nd);
     nd_region_of_[name] = nd;
-    offer_region();
+    offer_region(fs::canonical(cxl / name, ec).parent_path().filename().string());
   }
   if (std::string name = take_name(bus / "cxl/drivers/cxl_region/unbind"); !name.empty()) {
     if (auto it = nd_region_of_.find(name); it != nd_region_of_.end()) {
@@ -425,10 +540,12 @@ void FakeHost::follow_cxl() {
       nd_region_of_.erase(it);
     }
   }
-  if (std::string name = take_name(root_ / kCxlRoot / "decoder0.0/delete_region");
-      !name.empty() && !says_one(cxl / name / "commit")) {
-    fs::remove(cxl / name, ec);
-    fs::remove_all(root_ / kCxlRoot / "decoder0.0" / name, ec);
+  for (const std::string& window : windows_) {
+    if (std::string name = take_name(root_ / kCxlRoot / window / "delete_region");
+        !name.empty() && !says_one(cxl / name / "commit")) {
+      fs::remove(cxl / name, ec);
+      fs::remove_all(root_ / kCxlRoot / window / name, ec);
+    }
   }
 }
 
@@ -588,7 +705,7 @@ void FakeHost::add_namespace(const fs::path& ctrl_dir, const std::string& ctrl) 
   put(root_ / "dev" / generic, "");
   put(ctrl_dir / (ctrl + "n1") / "dev",
       std::to_string(kBlockExtMajor) + ":" + ctrl.substr(4) + "\n");
-  put(root_ / "dev" / (ctrl + "n1"), "");
+  put(root_ / "dev" / (ctrl + "n1"), std::string(kNamespaceBytes, '\0'));
 }
 
 void FakeHost::set_namespace_delay(std::chrono::milliseconds delay) {
@@ -603,6 +720,9 @@ void FakeHost::unplug(const std::string& address) {
   for (const auto& e : fs::directory_iterator(dir / "nvme", ec)) {
     const std::string ctrl = e.path().filename().string();
     fs::remove(root_ / "dev" / ctrl, ec);
+    // Emptied first: a process that keeps the namespace open reads 0 bytes from now on, with
+    // no error, as from a drive pulled under an open file on Linux 6.1 (tests/kvm).
+    fs::resize_file(root_ / "dev" / (ctrl + "n1"), 0, ec);
     fs::remove(root_ / "dev" / (ctrl + "n1"), ec);
     fs::remove(root_ / "dev" / ("ng" + ctrl.substr(4) + "n1"), ec);
   }

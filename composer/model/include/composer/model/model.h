@@ -67,6 +67,10 @@ std::optional<FailureDomain> parse_failure_domain(std::string_view s);
 // The domain at `level` in `domains`, or nullptr: Device::domain and Host::domain.
 const FailureDomain* find_domain(const std::vector<FailureDomain>& domains, std::string_view level);
 
+// How composerd's drain reason for a device the fabric lost while a job held it begins (the
+// reconciler's); the node's epilog tells a lost device from other failures by it.
+inline constexpr std::string_view kLostByTheFabric = "lost by the fabric: ";
+
 struct Device {
   std::string id;  // the fabric's id; unique across the pool
   DeviceType type = DeviceType::kGpu;

@@ -14,7 +14,7 @@ class ClientComposerApi : public ComposerApi {
   explicit ClientComposerApi(const SpankConfig& config) : client_(client_options(config)) {}
 
   Expected<Composition> compose(const ComposeCall& call) override;
-  Expected<bool> release(uint32_t job_id, const std::string& node) override;
+  Expected<std::optional<Composition>> release(uint32_t job_id, const std::string& node) override;
   Expected<Composition> show(uint32_t job_id, const std::string& node) override;
   Expected<std::vector<Composition>> compose_job(const ComposeCall& call,
                                                  const std::vector<std::string>& nodes) override;

@@ -92,13 +92,21 @@ class HostDevices {
   // `timeout`: the fabric's node (memory the host maps itself; DeviceSearch then says whether
   // the host shows the node), or "" where the fabric names none. kTimeout when the blocks do
   // not come or come online.
+  // Capacity in no region yet (CXL memory devices that nothing maps, and no dax device of that
+  // capacity) gets its regions made by the host side (README.md, "What the host side was
+  // checked against"): the memory devices are chosen and their regions made under the node's
+  // kCxlRegionLock in `lock_dir` (HostLock), so that two prologs never pick the same device
+  // (TwoPrologsMakingRegionsAtOnceTakeDevicesOfTheirOwn); waited for until `timeout`.
+  static constexpr std::string_view kCxlRegionLock = "cxl-region.lock";
   Expected<std::vector<std::string>> online_memory(const std::vector<Device>& memory,
-                                                   std::chrono::milliseconds timeout) const;
+                                                   std::chrono::milliseconds timeout,
+                                                   const std::string& lock_dir) const;
   // The blocks of the memory's node offlined (the kernel migrates their pages away), waiting
-  // up to `timeout`, then the dax device given back to device_dax. kConflict, naming the
-  // blocks, when pages in use would not move: the memory is left online and must not be
-  // detached.
-  Status offline_memory(const Device& memory, std::chrono::milliseconds timeout) const;
+  // up to `timeout`, then the dax device given back to device_dax, or the region the host side
+  // made destroyed (under kCxlRegionLock in `lock_dir`). kConflict, naming the blocks, when
+  // pages in use would not move: the memory is left online and must not be detached.
+  Status offline_memory(const Device& memory, std::chrono::milliseconds timeout,
+                        const std::string& lock_dir) const;
 
   // Writes "1" to <sysfs>/bus/pci/devices/<address>/remove for each GPU and NVMe drive the
   // host still shows, then waits up to kRemoveWait until the host shows none of them (the

@@ -47,8 +47,11 @@ class ComposerApi {
  public:
   virtual ~ComposerApi() = default;
   virtual Expected<Composition> compose(const ComposeCall& call) = 0;
-  // True when a composition was released, false when there was none.
-  virtual Expected<bool> release(uint32_t job_id, const std::string& node) = 0;
+  // The composition released, with its devices as composerd has them now (a device the
+  // fabric lost while the job held it is failed, its drain reason kLostByTheFabric and why);
+  // nullopt when there was none.
+  virtual Expected<std::optional<Composition>> release(uint32_t job_id,
+                                                       const std::string& node) = 0;
   // The job's composition on the node (kNotFound when it has none): with compose=controller.
   virtual Expected<Composition> show(uint32_t job_id, const std::string& node) = 0;
   // compose=controller: the job on all of `nodes` at once (call.node unused), all or nothing;

@@ -81,6 +81,9 @@ std::set<std::string> addresses_of_other_jobs(const std::string& state_dir, uint
 //                host had before).
 //   busy.lock    exclusive: an epilog's walk of the host's processes for the epilogs that
 //                asked, and the reading of its answers (busy_check.h).
+//   cxl-region.lock  exclusive: a prolog's choice of CXL memory devices in no region and the
+//                making of their regions, and an epilog's destroying of one
+//                (HostDevices::kCxlRegionLock).
 class HostLock {
  public:
   static constexpr std::string_view kLooks = "host.lock";

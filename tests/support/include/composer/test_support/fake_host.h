@@ -12,7 +12,8 @@
 //   <root>/proc/driver/nvidia/gpus/<address>/information  (Model, GPU UUID, Bus Location,
 //       Device Minor) for NVIDIA GPUs
 //   <root>/dev/nvidia<minor>, <root>/dev/nvme<N>, <root>/dev/nvme<N>n1, <root>/dev/ng<N>n1
-//       (plain files); their numbers in <root>/proc/devices (nvidia 195) and in the `dev`
+//       (plain files; nvme<N>n1 holds the namespace's first kNamespaceBytes, which a job
+//       reads); their numbers in <root>/proc/devices (nvidia 195) and in the `dev`
 //       files of nvme/nvme<N>/ (kNvmeMajor:N), nvme/nvme<N>/nvme<N>n1/ (kBlockExtMajor:N) and
 //       nvme/nvme<N>/ng<N>n1/ (kNvmeGenericMajor:N)
 //   <root>/sys/bus/dax/devices/dax<R>.0/   target_node, size, driver -> the dax driver bound
@@ -30,8 +31,10 @@
 // kmem made for a region goes with its last block, as a memory-only node goes offline.
 // CXL memory in no region yet (add_cxl_memory: a Type 3 device present at boot, as QEMU 7.2's
 // persistent memory in tests/kvm), as the kernel's CXL and libnvdimm buses show it:
-//   <root>/sys/bus/cxl/devices/decoder0.0 (root decoder: devtype, cap_pmem, create_pmem_region
-//       offering the next region's name, delete_region), mem<K> (pmem/size), endpoint<P>
+//   <root>/sys/bus/cxl/devices/decoder0.<W> (root decoders, fixed memory windows: devtype,
+//       cap_pmem, target_list, size, start, create_pmem_region offering the next region's name,
+//       delete_region), root0/dport<uid> and port<N> (uport) both the host bridge's ACPI
+//       device, mem<K> (pmem/size), endpoint<P> under its host bridge's port
 //       (uport -> mem<K>, decoders_committed) with its decoder<P>.0 (mode, dpa_size),
 //       region<N> (uuid, interleave_ways, interleave_granularity, size, target0, commit,
 //       resource; the region offered is shown before the write that takes it, where the
@@ -40,23 +43,29 @@
 //   <root>/sys/bus/nd/devices/region<M>, namespace<M>.0, dax<M>.0 and
 //   <root>/sys/bus/nd/drivers/dax_pmem/{bind,unbind}
 // A committed region bound to cxl_region becomes a libnvdimm region at the same address, with
-// its namespace and dax seeds; its dax seed bound to dax_pmem (over a namespace of the region's
-// size) becomes the dax device <root>/sys/bus/dax/devices/dax<M>.0 (a link to its directory
-// under the libnvdimm dax device, as in the kernel), bound to device_dax a round later (udev
-// loads the module), smaller than the region by
-// the memory map it keeps on the device, as the kernel's is; kmem then onlines it as above.
+// its namespace and dax seeds 150 ms later (libnvdimm probes its devices asynchronously),
+// unless its endpoint decoder is another such region's already
+// (the kernel refuses a decoder to a second region: it stays uncommitted, and nothing comes of
+// it); its dax seed bound to dax_pmem (over a namespace of the region's size) becomes the dax
+// device <root>/sys/bus/dax/devices/dax<M>.0 (a link to its directory under the libnvdimm dax
+// device, as in the kernel), bound to device_dax a round later (udev loads the module), smaller
+// than the region by the memory map it keeps on the device, as the kernel's is; kmem then
+// onlines it as above.
 // dax_pmem/unbind of a dax device kmem let go removes it, cxl_region/unbind removes the
 // libnvdimm region, and delete_region a region no longer committed.
 // Writing "1" to a function's `remove` makes it disappear with its /proc and /dev entries, as
-// the kernel's hot-unplug does. The thread acts on writes after they return, where the kernel
-// acts within them; it keeps their order as far as it matters: a rescan written before a
-// remove does not bring back what the remove took away. A function that goes leaves its
-// directory's inode number taken (the directory moves to <root>/gone), so a function shown
-// again at the same address has another, as the kernel numbers each sysfs node anew. Processes are
-// not faked: tests that need a holder start a real one, and the plugin reads the real /proc for
-// file descriptors, or, with mirror_processes(), <root>/proc, where the host shows each real
-// process that has one of its files open as <root>/proc/<pid>/fd/<n> (a link to that file), as the
-// kernel shows holders.
+// the kernel's hot-unplug does. A drive's namespace is emptied before its file goes: a process
+// that keeps it open reads 0 bytes from then on, with no error, and its descriptor shows
+// "<path> (deleted)", as a job's reads of a drive pulled under an open file end on Linux 6.1
+// (the disk's size is 0 once it is removed; tests/kvm's kvm_slurm). The thread acts on writes after
+// they return, where the kernel acts within them; it keeps their order as far as it matters: a
+// rescan written before a remove does not bring back what the remove took away. A function that
+// goes leaves its directory's inode number taken (the directory moves to <root>/gone), so a
+// function shown again at the same address has another, as the kernel numbers each sysfs node anew.
+// Processes are not faked: tests that need a holder start a real one, and the plugin reads the real
+// /proc for file descriptors, or, with mirror_processes(), <root>/proc, where the host shows each
+// real process that has one of its files open as <root>/proc/<pid>/fd/<n> (a link to that file), as
+// the kernel shows holders.
 #pragma once
 
 #include <atomic>
@@ -107,6 +116,8 @@ class FakeHost {
   static constexpr int kNvmeMajor = 241;
   static constexpr int kBlockExtMajor = 259;
   static constexpr int kNvmeGenericMajor = 240;
+  // What a drive's namespace file holds while the drive is there (its data, all zero).
+  static constexpr size_t kNamespaceBytes = 64 * 1024;
 
   // Lays out an empty host (no PCI functions, NUMA nodes 0 and 1) under `root` and starts
   // the thread that acts on rescan and remove.
@@ -138,7 +149,16 @@ class FakeHost {
   // A CXL Type 3 device `memdev` ("mem0") of `size_bytes` of persistent memory, present from
   // the start and in no region (see the top). A region made of it targets `target_node`, and
   // kmem makes `blocks` memory blocks of it.
-  void add_cxl_memory(const std::string& memdev, uint64_t size_bytes, int target_node, int blocks);
+  // It sits behind host bridge `host_bridge` (its uid, as a window's target_list names it).
+  // Without a window of the test's own, the host has QEMU's one: decoder0.0 of 4 GiB for host
+  // bridge 32.
+  void add_cxl_memory(const std::string& memdev, uint64_t size_bytes, int target_node, int blocks,
+                      int host_bridge = 32);
+  // A fixed memory window (a root decoder, `decoder` "decoder0.1") of `size_bytes` that takes
+  // persistent memory behind the host bridges `host_bridges` (target_list). The kernel commits
+  // a region only in a window that targets its device's host bridge and has room for it.
+  void add_cxl_window(const std::string& decoder, const std::vector<int>& host_bridges,
+                      uint64_t size_bytes);
   // The CXL regions committed (<sys>/bus/cxl/devices/region<N>/commit says 1), by name.
   std::vector<std::string> cxl_regions() const;
   // The dax devices the host shows (<sys>/bus/dax/devices), by name.
@@ -151,7 +171,8 @@ class FakeHost {
   // What the fabric has attached to this host, asked at every rescan (on the host's thread):
   // each function it answers that the host does not show yet appears, as after attach().
   void set_rescan_source(std::function<std::vector<FakePciFunction>()> source);
-  // The fabric took a function away without asking (a surprise hot-unplug): it disappears now.
+  // The fabric took a function away without asking (a surprise hot-unplug): it disappears now,
+  // and what a process still reads of a drive it had open ends (see the top).
   void unplug_now(const std::string& address);
   // The addresses of the functions the host shows.
   std::vector<std::string> present() const;
@@ -178,7 +199,11 @@ class FakeHost {
   void mirror();
   void follow_dax();
   void follow_cxl();
-  void offer_region();
+  void offer_region(const std::string& decoder);
+  void add_window(const std::string& decoder, const std::vector<int>& host_bridges,
+                  uint64_t size_bytes);
+  std::filesystem::path host_bridge_port(int uid);
+  bool window_takes(const std::filesystem::path& region) const;
   void drop_node_if_empty(int node);
   void watch();
 
@@ -216,12 +241,18 @@ class FakeHost {
     int target_node = 0;
     int blocks = 0;
     std::string endpoint_decoder;  // "decoder2.0"
+    int host_bridge = 32;
   };
+  std::vector<std::string> windows_;                   // root decoders, in the order made
+  std::map<int, std::filesystem::path> bridge_ports_;  // host bridge uid -> its port
+  uint64_t next_window_start_ = uint64_t{0x11} << 28;
   std::map<std::string, CxlMemory> cxl_;             // by memdev
   std::map<std::string, std::string> nd_region_of_;  // CXL region -> its libnvdimm region
   std::set<std::string> unbound_dax_;  // made by dax_pmem, bound to device_dax next round
+  // libnvdimm regions whose seeds are still to come, and when they come
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> unprobed_nd_;
   int next_region_ = 0;
-  int next_port_ = 2;
+  int next_port_ = 1;  // port1 the first host bridge's, as on Linux 6.1
   std::atomic<int> rescans_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
