@@ -883,6 +883,22 @@ TEST_P(BackendTest, ABatchOfCompositionsAndStateChangesCostsTwoRoundTrips) {
   EXPECT_EQ(event_count(), 2 + 4 * 2 + 1);
 }
 
+// Runs `calls` at once while `raw` holds a lock on every composition row: the writes pile up
+// behind it and share a batch (but for the first, which may take one of its own).
+std::vector<Status> behind_a_lock(RawDatabase& raw,
+                                  const std::vector<std::function<Status()>>& calls) {
+  std::vector<Status> results(calls.size(), Status::Ok());
+  EXPECT_TRUE(raw.exec("BEGIN; LOCK TABLE compositions IN EXCLUSIVE MODE").ok());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = calls[i](); });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(raw.exec("COMMIT").ok());
+  for (auto& t : threads) t.join();
+  return results;
+}
+
 // On PostgreSQL the calls of a flight take no savepoint each (pg_pool.h): a batch's rows are
 // written by its one transaction, with no subtransaction of their own. A call the server
 // refuses undoes the whole transaction; the batch then runs again without it (each call in a
@@ -893,19 +909,8 @@ TEST_P(BackendTest, ABatchWithARefusedWriteIsRunAgainWithoutItAndTheOthersCommit
   auto taken = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10);
   ASSERT_TRUE(taken.ok()) << taken.error();
   auto raw = raw_database();
-
-  // Writes that pile up behind a lock on every composition row share a batch.
   const auto in_one_batch = [&](const std::vector<std::function<Status()>>& calls) {
-    std::vector<Status> results(calls.size(), Status::Ok());
-    EXPECT_TRUE(raw->exec("BEGIN; LOCK TABLE compositions IN EXCLUSIVE MODE").ok());
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < calls.size(); ++i) {
-      threads.emplace_back([&, i] { results[i] = calls[i](); });
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    EXPECT_TRUE(raw->exec("COMMIT").ok());
-    for (auto& t : threads) t.join();
-    return results;
+    return behind_a_lock(*raw, calls);
   };
   const auto create = [&](uint32_t job, const std::string& device) {
     return [&, job, device] {
@@ -967,6 +972,114 @@ TEST_P(BackendTest, ABatchWithARefusedWriteIsRunAgainWithoutItAndTheOthersCommit
   EXPECT_EQ(gpu0->composition_id, taken->id);
 }
 
+// On PostgreSQL the new compositions next to each other in a flight are one statement, and so
+// are the state changes (pg_pool.h, Flight::together): the rows one statement writes share
+// its command id (cmin), so a batch's rows carry one each. Each call still gets its own
+// composition back, devices and all, also where it has none or several.
+TEST_P(BackendTest, ABurstOfCompositionsAndStateChangesIsOneStatementOfEach) {
+  if (backend() != Backend::kPostgresql) GTEST_SKIP() << "SQLite has no flights";
+  add_inventory();
+  auto raw = raw_database();
+  // Statements that wrote the rows of `table` for jobs 100 to 103, and what the rows came
+  // from (a transaction and a command of it).
+  const auto statements = [&](const std::string& table) {
+    return raw->query_int("SELECT COUNT(DISTINCT (xmin::text, cmin::text)) FROM " + table +
+                          " WHERE job_id BETWEEN 100 AND 103");
+  };
+  const std::map<uint32_t, std::vector<std::string>> wants = {
+      {100, {}}, {101, {"gpu-1", "gpu-2"}}, {102, {"gpu-3"}}, {103, {"mem-0", "nvme-0"}}};
+  std::map<uint32_t, Composition> made;
+  std::vector<std::function<Status()>> calls;
+  for (const auto& [job, ids] : wants) {
+    calls.emplace_back([&, job = job, ids = ids]() -> Status {
+      Composition c = make_composition(job, "node2", job == 100 ? S::kRequested : S::kComposing);
+      c.mem_policy = job == 103 ? "interleave" : "";
+      auto r = store().create_composition(c, ids, 20);
+      if (!r.ok()) return r.error();
+      made[job] = *r;
+      return Status::Ok();
+    });
+  }
+  WriteStats before = store().write_stats();
+  for (const Status& s : behind_a_lock(*raw, calls)) ASSERT_TRUE(s.ok()) << s;
+  auto batches = static_cast<int64_t>(store().write_stats().transactions - before.transactions);
+  ASSERT_LT(batches, 4);
+  EXPECT_EQ(statements("compositions"), batches);
+  EXPECT_EQ(statements("events"), batches);
+  for (const auto& [job, ids] : wants) {
+    const Composition& c = made.at(job);
+    EXPECT_EQ(c.owner.job_id, job);
+    EXPECT_EQ(ids_of(c.devices), ids) << job;
+    for (const Device& d : c.devices) {
+      EXPECT_EQ(d.composition_id, c.id) << d.id;
+      EXPECT_EQ(d.node, "node2") << d.id;
+    }
+    auto stored = store().composition(c.id);
+    ASSERT_TRUE(stored.ok()) << stored.error();
+    EXPECT_EQ(stored->owner.job_id, job);
+    EXPECT_EQ(ids_of(stored->devices), ids) << job;
+    EXPECT_EQ(stored->state, job == 100 ? S::kRequested : S::kComposing);
+    EXPECT_EQ(stored->mem_policy, c.mem_policy);
+    auto events = store().events({.composition_id = c.id});
+    ASSERT_TRUE(events.ok()) << events.error();
+    const std::vector<std::string> kinds = job == 100
+                                               ? std::vector<std::string>{"requested"}
+                                               : std::vector<std::string>{"requested", "composing"};
+    EXPECT_EQ(kinds_of(*events), kinds);
+    EXPECT_EQ(events->front().detail, job == 103 ? "mem_policy=interleave" : "") << job;
+    EXPECT_EQ(events->front().devices, ids) << job;
+  }
+
+  // Each one's next state, in one batch; then two changes of one composition in one batch:
+  // the statement for both is refused, and they run again one after the other.
+  calls.clear();
+  std::map<uint32_t, Composition> changed;
+  for (const auto& [job, ids] : wants) {
+    calls.emplace_back([&, job = job]() -> Status {
+      const S from = job == 100 ? S::kRequested : S::kComposing;
+      const S to = job == 100 ? S::kComposing : S::kReady;
+      auto r = store().transition(made.at(job).id, from, to, "", 30, true);
+      if (!r.ok()) return r.error();
+      changed[job] = *r;
+      return Status::Ok();
+    });
+  }
+  before = store().write_stats();
+  for (const Status& s : behind_a_lock(*raw, calls)) ASSERT_TRUE(s.ok()) << s;
+  batches = static_cast<int64_t>(store().write_stats().transactions - before.transactions);
+  ASSERT_LT(batches, 4);
+  // The rows the changes left: one statement's a batch.
+  EXPECT_EQ(statements("compositions"), batches);
+  EXPECT_EQ(raw->query_int("SELECT COUNT(DISTINCT (xmin::text, cmin::text)) FROM events"
+                           " WHERE job_id BETWEEN 100 AND 103 AND ts_ms = 30"),
+            batches);
+  for (const auto& [job, ids] : wants) {
+    const Composition& c = changed.at(job);
+    EXPECT_EQ(c.id, made.at(job).id);
+    EXPECT_EQ(c.state, job == 100 ? S::kComposing : S::kReady);
+    EXPECT_EQ(c.attempts, 1u);
+    EXPECT_EQ(ids_of(c.devices), ids) << job;
+    for (const Device& d : c.devices) EXPECT_EQ(d.composition_id, c.id) << d.id;
+    auto events = store().events({.composition_id = c.id});
+    ASSERT_TRUE(events.ok()) << events.error();
+    EXPECT_EQ(events->back().kind, job == 100 ? "composing" : "ready");
+    EXPECT_EQ(events->back().devices, ids) << job;
+  }
+
+  const auto release = [&](uint32_t job) {
+    return [&, job]() -> Status {
+      auto r = store().transition(made.at(job).id, S::kReady, S::kReleasing, "", 40);
+      return r.ok() ? Status::Ok() : Status(r.error());
+    };
+  };
+  const std::vector<Status> twice =
+      behind_a_lock(*raw, {release(102), release(101), release(101), release(103)});
+  EXPECT_TRUE(twice[0].ok()) << twice[0];
+  EXPECT_TRUE(twice[3].ok()) << twice[3];
+  EXPECT_NE(twice[1].ok(), twice[2].ok()) << twice[1] << "; " << twice[2];
+  EXPECT_EQ(raw->query_int("SELECT COUNT(*) FROM events WHERE kind = 'releasing'"), 3);
+}
+
 // A write is a prepared statement whose plan PostgreSQL may make once and keep (a generic
 // plan), however the tables grow after. Its few devices and their owners are looked up by key
 // in that plan: a join there became a scan of every device and every composition, run again
@@ -981,6 +1094,11 @@ TEST_P(BackendTest, AWritesKeptPlanLooksUpItsDevicesAndTheirOwnersByKey) {
   ASSERT_TRUE(raw->exec("PREPARE create_one AS " + std::string(pg::kCreateComposition.text)).ok());
   ASSERT_TRUE(
       raw->exec("PREPARE transition AS " + std::string(pg::kTransitionComposition.text)).ok());
+  ASSERT_TRUE(
+      raw->exec("PREPARE create_many AS " + std::string(pg::kCreateCompositions.text)).ok());
+  ASSERT_TRUE(
+      raw->exec("PREPARE transition_many AS " + std::string(pg::kTransitionCompositions.text))
+          .ok());
   // How many lines of a statement's plan name a sequential scan of devices or compositions.
   ASSERT_TRUE(raw->exec("CREATE FUNCTION scans_in_plan(statement text) RETURNS bigint"
                         " LANGUAGE plpgsql AS $$ DECLARE n bigint := 0; line text; BEGIN"
@@ -995,6 +1113,19 @@ TEST_P(BackendTest, AWritesKeptPlanLooksUpItsDevicesAndTheirOwnersByKey) {
             0);
   EXPECT_EQ(raw->query_int("SELECT scans_in_plan('EXECUTE transition(" + std::to_string(taken->id) +
                            ", ''ready'', 30, 1, ''composing'', '''')')"),
+            0);
+  // The same for several calls at once (Flight::together): each parameter an array.
+  EXPECT_EQ(raw->query_int("SELECT scans_in_plan('EXECUTE create_many(''{7,8}'',"
+                           " ''{node2,node2}'', ''{1000,1000}'', ''{alice,alice}'',"
+                           " ''{physics,physics}'', ''{training,training}'', ''{1,1}'',"
+                           " ''{A100-80G,A100-80G}'', ''{0,0}'', ''{0,0}'',"
+                           " ''{composing,composing}'', ''{20,20}'', ''{\"\",\"\"}'',"
+                           " ''{\"\",\"\"}'', ''{\"{gpu-1}\",\"{gpu-2}\"}'',"
+                           " ''{gpu-1,gpu-2}'')')"),
+            0);
+  EXPECT_EQ(raw->query_int("SELECT scans_in_plan('EXECUTE transition_many(''{" +
+                           std::to_string(taken->id) +
+                           "}'', ''{ready}'', ''{30}'', ''{1}'', ''{composing}'', ''{\"\"}'')')"),
             0);
   // The lookups find what the joins found.
   auto ready = store().transition(taken->id, CompositionState::kComposing, CompositionState::kReady,
