@@ -246,12 +246,49 @@ constexpr Sql kMigration5 =
     statement<"memory policies of compositions (migration 5)",
               "ALTER TABLE compositions ADD COLUMN mem_policy TEXT NOT NULL DEFAULT '';">;
 
+// Migration 6: the checks and claims of new device links once a statement rather than once a
+// row, and the end of a composition's trigger only where a composition ends, so that a write
+// of many compositions at once (pg_statements.h, kCreateCompositions) starts each trigger
+// once (store_test.cc, ASetWriteStartsEachOfTheSchemasTriggersOnce). What they refuse and
+// write is the same: the live check looks at every new live link once the statement has
+// inserted them, and the claims are the same rows. The lookups are by key, as in the
+// writer's statements.
+constexpr Sql kMigration6 = statement<
+    "checking and claiming new device links once a statement (migration 6)",
+    "CREATE FUNCTION composer_link_devices() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " IF EXISTS (SELECT 1 FROM added a, LATERAL (SELECT state FROM compositions"
+    "  WHERE id = a.composition_id OFFSET 0) c WHERE a.live = 1 AND NOT ",
+    is_live_state<"c.state">,
+    ") THEN"
+    "  RAISE EXCEPTION 'a device can only be given to a live composition'"
+    "  USING ERRCODE = 'integrity_constraint_violation';"
+    " END IF;"
+    " INSERT INTO fabric_claims (device_id, fabric_host, since_ms)"
+    " SELECT a.device_id, COALESCE(NULLIF(h.fabric_id, ''), c.node), c.created_ms FROM added a,"
+    " LATERAL (SELECT node, created_ms FROM compositions WHERE id = a.composition_id OFFSET 0) c"
+    " LEFT JOIN LATERAL (SELECT fabric_id FROM hosts WHERE node = c.node OFFSET 0) h ON true"
+    " WHERE a.live = 1 ORDER BY a.seq"
+    " ON CONFLICT (device_id) DO UPDATE SET fabric_host = excluded.fabric_host,"
+    " since_ms = excluded.since_ms;"
+    " RETURN NULL; END $$;"
+    "DROP TRIGGER composition_devices_owner_must_be_live ON composition_devices;"
+    "DROP TRIGGER composition_devices_claim ON composition_devices;"
+    "DROP FUNCTION composer_link_device();"
+    "DROP FUNCTION composer_claim_device();"
+    "CREATE TRIGGER composition_devices_link AFTER INSERT ON composition_devices"
+    " REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION"
+    " composer_link_devices();"
+    "DROP TRIGGER compositions_free_devices_when_done ON compositions;"
+    "CREATE TRIGGER compositions_free_devices_when_done AFTER UPDATE OF state ON compositions"
+    " FOR EACH ROW WHEN (",
+    is_end_kind<"NEW.state">, ") EXECUTE FUNCTION composer_end_composition();">;
+
 struct Migration {
   int version;
   const Sql* sql;
 };
-constexpr Migration kMigrations[] = {
-    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}, {5, &kMigration5}};
+constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3},
+                                     {4, &kMigration4}, {5, &kMigration5}, {6, &kMigration6}};
 
 // One composerd migrates at a time; the others wait and then find the work done.
 constexpr Sql kLock{"waiting for the migration lock",

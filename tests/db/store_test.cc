@@ -1080,6 +1080,51 @@ TEST_P(BackendTest, ABurstOfCompositionsAndStateChangesIsOneStatementOfEach) {
   EXPECT_EQ(raw->query_int("SELECT COUNT(*) FROM events WHERE kind = 'releasing'"), 3);
 }
 
+// On PostgreSQL the schema checks and claims new device links once a statement, and the end
+// of a composition's trigger starts only where one ends (pg_schema.cc, migration 6): a write
+// of many compositions at once starts each trigger once, not once a row.
+TEST_P(BackendTest, ASetWriteStartsEachOfTheSchemasTriggersOnce) {
+  if (backend() != Backend::kPostgresql) GTEST_SKIP() << "SQLite's triggers are in-process";
+  add_inventory();
+  auto taken = store().create_composition(make_composition(1, "node1"), {"gpu-0"}, 10);
+  ASSERT_TRUE(taken.ok()) << taken.error();
+  auto raw = raw_database();
+  // How many times `statement` started the schema's own triggers whose names begin with
+  // `prefix` (the foreign keys' checks are named otherwise), by its EXPLAIN ANALYZE; the
+  // statement is run.
+  ASSERT_TRUE(raw->exec("CREATE FUNCTION trigger_calls(statement text, prefix text)"
+                        " RETURNS bigint LANGUAGE plpgsql AS $$"
+                        " DECLARE n bigint := 0; line text; BEGIN"
+                        " FOR line IN EXECUTE 'EXPLAIN ANALYZE ' || statement LOOP"
+                        "  IF starts_with(line, 'Trigger ' || prefix) THEN"
+                        "   n := n + substring(line FROM 'calls=([0-9]+)')::bigint;"
+                        "  END IF;"
+                        " END LOOP; RETURN n; END $$")
+                  .ok());
+  const std::string id = std::to_string(taken->id);
+  EXPECT_EQ(raw->query_int("SELECT trigger_calls('INSERT INTO composition_devices"
+                           " (composition_id, device_id) VALUES (" +
+                           id + ", ''gpu-1''), (" + id + ", ''gpu-2''), (" + id +
+                           ", ''gpu-3'')', 'composition_devices_')"),
+            1);
+  // Each new live link is claimed for the composition's host, as one by one.
+  const std::string host = store().hosts()->front().fabric_id;
+  auto claims = store().claims();
+  ASSERT_TRUE(claims.ok()) << claims.error();
+  EXPECT_EQ(*claims, (std::map<std::string, std::string>{
+                         {"gpu-0", host}, {"gpu-1", host}, {"gpu-2", host}, {"gpu-3", host}}));
+  // A change that does not end the composition starts none of its triggers.
+  EXPECT_EQ(raw->query_int("SELECT trigger_calls('UPDATE compositions SET state = ''ready''"
+                           " WHERE id = " +
+                           id + "', 'compositions_')"),
+            0);
+  // Its end frees all four devices and drops their claims.
+  ASSERT_TRUE(store().transition(taken->id, S::kReady, S::kReleasing, "", 20).ok());
+  ASSERT_TRUE(store().transition(taken->id, S::kReleasing, S::kReleased, "", 30).ok());
+  EXPECT_TRUE(store().claims()->empty());
+  EXPECT_EQ(raw->query_int("SELECT COUNT(*) FROM composition_devices WHERE live = 1"), 0);
+}
+
 // A write is a prepared statement whose plan PostgreSQL may make once and keep (a generic
 // plan), however the tables grow after. Its few devices and their owners are looked up by key
 // in that plan: a join there became a scan of every device and every composition, run again
