@@ -283,12 +283,42 @@ constexpr Sql kMigration6 = statement<
     " FOR EACH ROW WHEN (",
     is_end_kind<"NEW.state">, ") EXECUTE FUNCTION composer_end_composition();">;
 
+// Migration 7: the rollup kept by lookups by key, whatever the statistics were when its plan
+// was made. composerd's writer keeps one plan a statement (pg_pool.cc, kKeepPlans), and so
+// one for each statement of the triggers: made on the statistics of an empty ledger (an
+// early ANALYZE), the rollup row of an end joined the composition's events by scanning and
+// hashing every event, again at every end as the ledger grew (1.66 ms a release;
+// docs/BENCHMARKS.md, "High availability"). The function that writes it now plans without
+// scans or hash and merge joins, so each lookup is by an index, and starts only for an end;
+// the other events of a composition mark its row not whole through a function of their own,
+// which looks the row up by its index likewise
+// (store_test.cc, TheRollupOfAnEndLooksUpItsEventsByKeyAlsoAfterAnAnalyzeOfNone).
+constexpr Sql kMigration7 =
+    statement<"keeping the rollup's lookups by key (migration 7)",
+              "CREATE FUNCTION composer_spoil_rollup() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+              " UPDATE composition_rollup SET whole = 0"
+              " WHERE composition_id = NEW.composition_id AND whole = 1;"
+              " RETURN NULL; END $$;"
+              "DROP TRIGGER events_roll_up ON events;"
+              "CREATE TRIGGER events_roll_up AFTER INSERT ON events FOR EACH ROW"
+              " WHEN (NEW.composition_id IS NOT NULL AND ",
+              is_end_kind<"NEW.kind">,
+              ") EXECUTE FUNCTION composer_roll_up();"
+              "CREATE TRIGGER events_spoil_rollup AFTER INSERT ON events FOR EACH ROW"
+              " WHEN (NEW.composition_id IS NOT NULL AND NOT ",
+              is_end_kind<"NEW.kind">, " AND NOT ", is_device_kind<"NEW.kind">,
+              ") EXECUTE FUNCTION composer_spoil_rollup();"
+              "ALTER FUNCTION composer_roll_up() SET enable_seqscan = off SET enable_hashjoin = off"
+              " SET enable_mergejoin = off;"
+              "ALTER FUNCTION composer_spoil_rollup() SET enable_seqscan = off;">;
+
 struct Migration {
   int version;
   const Sql* sql;
 };
 constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3},
-                                     {4, &kMigration4}, {5, &kMigration5}, {6, &kMigration6}};
+                                     {4, &kMigration4}, {5, &kMigration5}, {6, &kMigration6},
+                                     {7, &kMigration7}};
 
 // One composerd migrates at a time; the others wait and then find the work done.
 constexpr Sql kLock{"waiting for the migration lock",
