@@ -290,27 +290,38 @@ constexpr Sql kMigration6 = statement<
 // hashing every event, again at every end as the ledger grew (1.66 ms a release;
 // docs/BENCHMARKS.md, "High availability"). The function that writes it now plans without
 // scans or hash and merge joins, so each lookup is by an index, and starts only for an end;
-// the other events of a composition mark its row not whole through a function of their own,
-// which looks the row up by its index likewise
-// (store_test.cc, TheRollupOfAnEndLooksUpItsEventsByKeyAlsoAfterAnAnalyzeOfNone).
-constexpr Sql kMigration7 =
-    statement<"keeping the rollup's lookups by key (migration 7)",
-              "CREATE FUNCTION composer_spoil_rollup() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-              " UPDATE composition_rollup SET whole = 0"
-              " WHERE composition_id = NEW.composition_id AND whole = 1;"
-              " RETURN NULL; END $$;"
-              "DROP TRIGGER events_roll_up ON events;"
-              "CREATE TRIGGER events_roll_up AFTER INSERT ON events FOR EACH ROW"
-              " WHEN (NEW.composition_id IS NOT NULL AND ",
-              is_end_kind<"NEW.kind">,
-              ") EXECUTE FUNCTION composer_roll_up();"
-              "CREATE TRIGGER events_spoil_rollup AFTER INSERT ON events FOR EACH ROW"
-              " WHEN (NEW.composition_id IS NOT NULL AND NOT ",
-              is_end_kind<"NEW.kind">, " AND NOT ", is_device_kind<"NEW.kind">,
-              ") EXECUTE FUNCTION composer_spoil_rollup();"
-              "ALTER FUNCTION composer_roll_up() SET enable_seqscan = off SET enable_hashjoin = off"
-              " SET enable_mergejoin = off;"
-              "ALTER FUNCTION composer_spoil_rollup() SET enable_seqscan = off;">;
+// the other events mark their composition's row not whole through a statement trigger,
+// which finds the rows by their index likewise
+// (store_test.cc, TheRollupOfAnEndLooksUpItsEventsByKeyAlsoAfterAnAnalyzeOfNone,
+// ASetWriteStartsEachOfTheSchemasTriggersOnce) and leaves the rows as the row trigger did
+// (AnEventAndAnEndInOneStatementLeaveTheRollupAsOneAfterTheOther).
+constexpr Sql kMigration7 = statement<
+    "keeping the rollup's lookups by key (migration 7)",
+    // One call a statement: a row-level trigger would start a plpgsql call for each event,
+    // with the planner's settings set and put back each time. A row is made not whole by an
+    // event that a row trigger would have found it for: one after the row was there, that
+    // is, after the first end of the composition in the statement (whose row the end's own
+    // trigger, a row trigger, has made by now), or any where there was none in the statement.
+    "CREATE FUNCTION composer_spoil_rollup() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " UPDATE composition_rollup SET whole = 0 WHERE whole = 1 AND composition_id = ANY (ARRAY("
+    "  WITH ends AS (SELECT composition_id, MIN(id) AS first_end FROM added WHERE ",
+    is_end_kind<"kind">,
+    "   GROUP BY composition_id)"
+    "  SELECT DISTINCT a.composition_id FROM added a LEFT JOIN ends USING (composition_id)"
+    "  WHERE a.composition_id IS NOT NULL AND NOT ",
+    is_end_kind<"a.kind">, " AND NOT ", is_device_kind<"a.kind">,
+    "  AND a.id > COALESCE(ends.first_end, 0)));"
+    " RETURN NULL; END $$;"
+    "DROP TRIGGER events_roll_up ON events;"
+    "CREATE TRIGGER events_roll_up AFTER INSERT ON events FOR EACH ROW"
+    " WHEN (NEW.composition_id IS NOT NULL AND ",
+    is_end_kind<"NEW.kind">,
+    ") EXECUTE FUNCTION composer_roll_up();"
+    "CREATE TRIGGER events_spoil_rollup AFTER INSERT ON events REFERENCING NEW TABLE AS added"
+    " FOR EACH STATEMENT EXECUTE FUNCTION composer_spoil_rollup();"
+    "ALTER FUNCTION composer_roll_up() SET enable_seqscan = off SET enable_hashjoin = off"
+    " SET enable_mergejoin = off;"
+    "ALTER FUNCTION composer_spoil_rollup() SET enable_seqscan = off;">;
 
 struct Migration {
   int version;

@@ -1081,8 +1081,9 @@ TEST_P(BackendTest, ABurstOfCompositionsAndStateChangesIsOneStatementOfEach) {
 }
 
 // On PostgreSQL the schema checks and claims new device links once a statement, and the end
-// of a composition's trigger starts only where one ends (pg_schema.cc, migration 6): a write
-// of many compositions at once starts each trigger once, not once a row.
+// of a composition's trigger starts only where one ends (pg_schema.cc, migration 6), and the
+// events other than ends mark the rollup once a statement (migration 7): a write of many
+// compositions at once starts each trigger once, not once a row.
 TEST_P(BackendTest, ASetWriteStartsEachOfTheSchemasTriggersOnce) {
   if (backend() != Backend::kPostgresql) GTEST_SKIP() << "SQLite's triggers are in-process";
   add_inventory();
@@ -1118,11 +1119,62 @@ TEST_P(BackendTest, ASetWriteStartsEachOfTheSchemasTriggersOnce) {
                            " WHERE id = " +
                            id + "', 'compositions_')"),
             0);
+  // Events: the other events of a composition than its end mark its rollup row once a
+  // statement (migration 7).
+  EXPECT_EQ(raw->query_int("SELECT trigger_calls('INSERT INTO events (ts_ms, kind,"
+                           " composition_id) VALUES (15, ''hold'', " +
+                           id + "), (16, ''unhold'', " + id + "), (17, ''hold'', " + id +
+                           ")', 'events_')"),
+            1);
   // Its end frees all four devices and drops their claims.
   ASSERT_TRUE(store().transition(taken->id, S::kReady, S::kReleasing, "", 20).ok());
   ASSERT_TRUE(store().transition(taken->id, S::kReleasing, S::kReleased, "", 30).ok());
   EXPECT_TRUE(store().claims()->empty());
   EXPECT_EQ(raw->query_int("SELECT COUNT(*) FROM composition_devices WHERE live = 1"), 0);
+}
+
+// The rollup row of an end is whole or not as the events before and after it say, also where
+// they come in one statement with it: an event before the end leaves it whole, one after it
+// does not (on PostgreSQL the other events mark the rows once a statement, migration 7).
+TEST_P(BackendTest, AnEventAndAnEndInOneStatementLeaveTheRollupAsOneAfterTheOther) {
+  add_inventory();
+  std::vector<int64_t> ids;
+  for (uint32_t job = 1; job <= 2; ++job) {
+    auto c = store().create_composition(make_composition(job, "node1"),
+                                        {"gpu-" + std::to_string(job)}, 10);
+    ASSERT_TRUE(c.ok()) << c.error();
+    ASSERT_TRUE(store().transition(c->id, S::kComposing, S::kReady, "", 20).ok());
+    ASSERT_TRUE(store().transition(c->id, S::kReady, S::kReleasing, "", 30).ok());
+    ids.push_back(c->id);
+  }
+  auto raw = raw_database();
+  // Each composition's end, then in one statement a hold and the end's event, in either order.
+  const auto end_with_a_hold = [&](int64_t id, bool hold_first) {
+    const std::string c = std::to_string(id);
+    const std::string who = "(SELECT uid FROM compositions WHERE id = " + c + ")";
+    const std::string hold = "(45, 'hold', " + c + ", " + who + ")";
+    const std::string end = "(50, 'released', " + c + ", " + who + ")";
+    ASSERT_TRUE(raw->exec("UPDATE compositions SET state = 'released', updated_ms = 50"
+                          " WHERE id = " +
+                          c)
+                    .ok());
+    const Status s = raw->exec("INSERT INTO events (ts_ms, kind, composition_id, uid) VALUES " +
+                               (hold_first ? hold + ", " + end : end + ", " + hold));
+    ASSERT_TRUE(s.ok()) << s;
+  };
+  end_with_a_hold(ids[0], true);
+  end_with_a_hold(ids[1], false);
+  const auto whole = [&](int64_t id) {
+    return raw->query_int("SELECT whole FROM composition_rollup WHERE composition_id = " +
+                          std::to_string(id));
+  };
+  EXPECT_EQ(whole(ids[0]), 1);
+  EXPECT_EQ(whole(ids[1]), 0);
+  // An event of an ended composition in a statement of its own: its row is not whole.
+  ASSERT_TRUE(raw->exec("INSERT INTO events (ts_ms, kind, composition_id) VALUES (60, 'hold', " +
+                        std::to_string(ids[0]) + ")")
+                  .ok());
+  EXPECT_EQ(whole(ids[0]), 0);
 }
 
 // On PostgreSQL the rollup row of a composition's end is made by lookups by key, also by a
