@@ -1197,8 +1197,8 @@ TEST_P(BackendTest, TheRollupOfAnEndLooksUpItsEventsByKeyAlsoAfterAnAnalyzeOfNon
     ASSERT_TRUE(store().transition(c->id, S::kReleasing, S::kReleased, "", 40).ok());
     ids.push_back(c->id);
   }
-  // A second end of an ended composition: the trigger's statement is planned and runs in this
-  // session, and the composition's row is then not whole. The scans of events this
+  // A second end of an ended composition: the trigger's statement is planned and runs on this
+  // connection, and the composition's row is then not whole. The scans of events this
   // transaction made.
   ASSERT_TRUE(raw->exec("BEGIN").ok());
   ASSERT_TRUE(raw->exec("INSERT INTO events (ts_ms, kind, composition_id) VALUES (50,"
