@@ -1,5 +1,6 @@
 #include "composer/db/pg.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <limits>
@@ -42,20 +43,60 @@ Params& Params::add(uint64_t v) {
   return add(static_cast<int64_t>(v));
 }
 
-Params& Params::add(const std::vector<std::string>& items) {
-  // An array literal: each item quoted, its quotes and backslashes escaped.
-  std::string literal = "{";
-  for (const std::string& item : items) {
-    if (literal.size() > 1) literal += ',';
-    literal += '"';
-    for (const char ch : item) {
-      if (ch == '"' || ch == '\\') literal += '\\';
-      literal += ch;
-    }
-    literal += '"';
+namespace {
+
+// An item of an array literal: quoted, its quotes and backslashes escaped.
+void append_item(std::string& literal, std::string_view item) {
+  if (literal.size() > 1) literal += ',';
+  literal += '"';
+  for (const char ch : item) {
+    if (ch == '"' || ch == '\\') literal += '\\';
+    literal += ch;
   }
+  literal += '"';
+}
+
+}  // namespace
+
+Params& Params::add(const std::vector<std::string>& items) {
+  std::string literal = "{";
+  for (const std::string& item : items) append_item(literal, item);
   literal += '}';
   return text(std::move(literal));
+}
+
+Params Params::columns_of(const std::vector<const Params*>& calls) {
+  Params out;
+  if (calls.empty()) return out;
+  const size_t n = calls.front()->values().size();
+  for (const Params* call : calls) {
+    if (call->values().size() != n) {
+      fail(ErrorCode::kInternal, "store: calls sent as one statement differ in their parameters");
+    }
+  }
+  for (size_t k = 0; k < n; ++k) {
+    std::string literal = "{";
+    for (const Params* call : calls) {
+      const std::optional<std::string>& v = call->values()[k];
+      if (v) {
+        append_item(literal, *v);
+      } else {
+        if (literal.size() > 1) literal += ',';
+        literal += "NULL";
+      }
+    }
+    literal += '}';
+    out.text(std::move(literal));
+  }
+  return out;
+}
+
+Result Result::slice(int first, int end) const {
+  Result out = *this;
+  out.first_ = std::clamp(first, 0, end_);
+  out.end_ = std::clamp(end, out.first_, end_);
+  out.row_ = out.first_ - 1;
+  return out;
 }
 
 int64_t Result::changes() const {

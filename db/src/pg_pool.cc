@@ -87,6 +87,8 @@ void Writer::submit(Body body, Done done, Flight flight) {
   done(Error(ErrorCode::kUnavailable, "store: the database is closing"));
 }
 
+void Writer::submit(Body body, Done done) { submit(std::move(body), std::move(done), Flight()); }
+
 Status Writer::run(Body body) {
   auto answered = std::make_shared<std::promise<Status>>();
   auto answer = answered->get_future();
@@ -181,6 +183,27 @@ void Writer::run_alone(Job& job, Status& result) {
   }
 }
 
+void Writer::hand_out(Result all, std::deque<Job>& batch, size_t first, size_t after) {
+  const int number = all.columns() - 1;
+  int from = 0;
+  size_t call = first;
+  const auto give = [&](int end) {
+    batch[call].flight.receive(all.slice(from, end));
+    ++call;
+    from = end;
+  };
+  while (all.step()) {
+    const int64_t n = all.int64(number);
+    const auto at = static_cast<int64_t>(call - first) + 1;  // the number of the call due
+    if (n < at || n > static_cast<int64_t>(after - first)) {
+      fail(ErrorCode::kInternal, "store: a statement for several calls answered out of order");
+    }
+    // The calls before this row's have all their rows (or none).
+    for (int64_t k = at; k < n; ++k) give(all.row());
+  }
+  while (call < after) give(all.row());
+}
+
 void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int64_t number,
                        Transaction& transaction) {
   Connection& db = *connection_;
@@ -191,13 +214,33 @@ void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int
     // One flight: the calls from `next` that can go in one (all of them, mostly), and, after
     // the batch's last call, its number and the fence check.
     size_t end = next;
-    while (end < batch.size() && batch[end].flight.send && end - next < kFlightCalls) ++end;
+    while (end < batch.size() && batch[end].flight.sql != nullptr && end - next < kFlightCalls) {
+      ++end;
+    }
     const bool last = end == batch.size();
     if (!db.in_pipeline()) db.enter_pipeline();
-    for (size_t i = next; i < end; ++i) {
-      if (savepoints) db.send_plain(kSavepoint);
-      batch[i].flight.send(db);
-      if (savepoints) db.send_plain(kRelease);
+    // The statements sent, each as the first call it is for and the call after its last:
+    // calls next to each other with the same `together` go as one, unless each call is to
+    // stand alone in its savepoint.
+    std::vector<std::pair<size_t, size_t>> sent;
+    for (size_t i = next; i < end;) {
+      const Flight& flight = batch[i].flight;
+      size_t after = i + 1;
+      if (!savepoints && flight.together != nullptr) {
+        while (after < end && batch[after].flight.together == flight.together) ++after;
+      }
+      if (after - i > 1) {
+        std::vector<const Params*> calls;
+        calls.reserve(after - i);
+        for (size_t k = i; k < after; ++k) calls.push_back(&batch[k].flight.params);
+        db.send(*flight.together, Params::columns_of(calls));
+      } else {
+        if (savepoints) db.send_plain(kSavepoint);
+        db.send(*flight.sql, flight.params);
+        if (savepoints) db.send_plain(kRelease);
+      }
+      sent.emplace_back(i, after);
+      i = after;
     }
     int64_t epoch = kNotFenced;
     if (last) {
@@ -212,16 +255,22 @@ void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int
     }
     size_t refused = end;  // the call the server refused, if one was
     std::optional<Failure> refusal;
-    for (size_t i = next; i < end && !refusal; ++i) {
+    for (const auto& [first, after] : sent) {
+      if (refusal) break;
       try {
-        if (savepoints) db.receive(kSavepoint);
-        batch[i].flight.receive(db);
-        if (savepoints) db.receive(kRelease);
+        const Flight& flight = batch[first].flight;
+        if (after - first > 1) {
+          hand_out(db.receive(*flight.together), batch, first, after);
+        } else {
+          if (savepoints) db.receive(kSavepoint);
+          flight.receive(db.receive(*flight.sql));
+          if (savepoints) db.receive(kRelease);
+        }
       } catch (const Failure& f) {
-        refused = i;
+        refused = first;
         refusal = f;
       } catch (const std::exception& e) {
-        refused = i;
+        refused = first;
         refusal = Failure(Error(ErrorCode::kInternal, std::string("store: ") + e.what()));
       }
     }
@@ -262,7 +311,7 @@ void Writer::run_calls(std::deque<Job>& batch, std::vector<Status>& results, int
       }
       next = end;
     }
-    for (; next < batch.size() && !batch[next].flight.send; ++next) {
+    for (; next < batch.size() && batch[next].flight.sql == nullptr; ++next) {
       if (db.in_pipeline()) db.leave_pipeline();
       run_alone(batch[next], results[next]);
     }

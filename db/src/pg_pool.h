@@ -17,10 +17,14 @@
 // calls (libpq's pipeline mode): BEGIN, each call, the batch's number and the fence check are
 // one round trip, and COMMIT, sent once the fence check has answered, the second. The calls
 // of a flight take no savepoint each (two statements and a subtransaction less a call), and
-// refusals are rare. When the server refuses a call of the flight, the whole batch is rolled
-// back and runs again with each call in its savepoint: the refused call's savepoint is rolled
-// back, the call runs again on its own (its Body, which says why in its own words), and the
-// calls after it go in a new flight, so the others still commit
+// refusals are rare. Calls next to each other in a flight that do the same write (the same
+// Flight::together) go as one statement for all of them, so that the server starts its
+// executor, each statement's parts and their triggers once for the run rather than once a
+// call (store_test.cc, ABurstOfCompositionsAndStateChangesIsOneStatementOfEach). When the
+// server refuses a call of the flight, or the statement of a run of calls, the whole batch is
+// rolled back and runs again with each call alone in its savepoint: the refused call's
+// savepoint is rolled back, the call runs again on its own (its Body, which says why in its
+// own words), and the calls after it go in a new flight, so the others still commit
 // (store_test.cc, ABatchWithARefusedWriteIsRunAgainWithoutItAndTheOthersCommit).
 #pragma once
 
@@ -47,14 +51,19 @@ class Writer {
   // A call reports failure by throwing Failure (or any std::exception: kInternal).
   using Body = std::function<void(Connection&)>;
   using Done = std::function<void(Status)>;
-  // A call sent without waiting for the answers: `send` queues its statements
-  // (Connection::send), `receive` reads their answers in the same order (Connection::receive).
-  // The server refuses whatever the call refuses (a statement of `send` fails), so that a
-  // refusal undoes the call alone; `receive` throws only on an answer it cannot read, which
-  // fails the batch.
+  // A call sent without waiting for the answers: one statement, `sql` with `params`, whose
+  // rows `receive` reads. The server refuses whatever the call refuses (the statement fails),
+  // so that a refusal undoes the call alone; `receive` throws only on an answer it cannot
+  // read, which fails the batch. `together`, where given, is the same write for several calls
+  // at once: its k-th parameter is the array of each call's k-th parameter (Params::
+  // columns_of), its rows are those each call's `sql` gives, in the calls' order, each with
+  // the call's number (1 for the first) in its last column, and it is refused where any of
+  // the calls would be.
   struct Flight {
-    std::function<void(Connection&)> send;
-    std::function<void(Connection&)> receive;
+    const Sql* sql = nullptr;
+    Params params;
+    const Sql* together = nullptr;
+    std::function<void(Result)> receive;
   };
 
   static constexpr std::chrono::milliseconds kRetryFor{15000};
@@ -68,7 +77,8 @@ class Writer {
 
   // Queues `body`; `done` is handed its status once the change is committed (or refused), on
   // the writer's thread (Store::Answer says what it may do there).
-  void submit(Body body, Done done, Flight flight = {});
+  void submit(Body body, Done done, Flight flight);
+  void submit(Body body, Done done);
   Status run(Body body);
   WriteStats stats() const;
   // Store::fence: every batch commits only while the leadership row holds `epoch` (0: none
@@ -98,6 +108,9 @@ class Writer {
   // batch again in the same transaction's place, each call in a savepoint.
   void run_calls(std::deque<Job>& batch, std::vector<Status>& results, int64_t number,
                  Transaction& transaction);
+  // Hands each of the calls `first` to `after` (not included), sent as one statement, its
+  // rows of `all`, the statement's answer (Flight::together).
+  static void hand_out(Result all, std::deque<Job>& batch, size_t first, size_t after);
   // Runs `job`'s Body in a savepoint of its own; its failure is its result.
   void run_alone(Job& job, Status& result);
   // Throws Failure unless this composerd may commit (fence()).

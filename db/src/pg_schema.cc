@@ -246,12 +246,90 @@ constexpr Sql kMigration5 =
     statement<"memory policies of compositions (migration 5)",
               "ALTER TABLE compositions ADD COLUMN mem_policy TEXT NOT NULL DEFAULT '';">;
 
+// Migration 6: the checks and claims of new device links once a statement rather than once a
+// row, and the end of a composition's trigger only where a composition ends, so that a write
+// of many compositions at once (pg_statements.h, kCreateCompositions) starts each trigger
+// once (store_test.cc, ASetWriteStartsEachOfTheSchemasTriggersOnce). What they refuse and
+// write is the same: the live check looks at every new live link once the statement has
+// inserted them, and the claims are the same rows. The lookups are by key, as in the
+// writer's statements.
+constexpr Sql kMigration6 = statement<
+    "checking and claiming new device links once a statement (migration 6)",
+    "CREATE FUNCTION composer_link_devices() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " IF EXISTS (SELECT 1 FROM added a, LATERAL (SELECT state FROM compositions"
+    "  WHERE id = a.composition_id OFFSET 0) c WHERE a.live = 1 AND NOT ",
+    is_live_state<"c.state">,
+    ") THEN"
+    "  RAISE EXCEPTION 'a device can only be given to a live composition'"
+    "  USING ERRCODE = 'integrity_constraint_violation';"
+    " END IF;"
+    " INSERT INTO fabric_claims (device_id, fabric_host, since_ms)"
+    " SELECT a.device_id, COALESCE(NULLIF(h.fabric_id, ''), c.node), c.created_ms FROM added a,"
+    " LATERAL (SELECT node, created_ms FROM compositions WHERE id = a.composition_id OFFSET 0) c"
+    " LEFT JOIN LATERAL (SELECT fabric_id FROM hosts WHERE node = c.node OFFSET 0) h ON true"
+    " WHERE a.live = 1 ORDER BY a.seq"
+    " ON CONFLICT (device_id) DO UPDATE SET fabric_host = excluded.fabric_host,"
+    " since_ms = excluded.since_ms;"
+    " RETURN NULL; END $$;"
+    "DROP TRIGGER composition_devices_owner_must_be_live ON composition_devices;"
+    "DROP TRIGGER composition_devices_claim ON composition_devices;"
+    "DROP FUNCTION composer_link_device();"
+    "DROP FUNCTION composer_claim_device();"
+    "CREATE TRIGGER composition_devices_link AFTER INSERT ON composition_devices"
+    " REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION"
+    " composer_link_devices();"
+    "DROP TRIGGER compositions_free_devices_when_done ON compositions;"
+    "CREATE TRIGGER compositions_free_devices_when_done AFTER UPDATE OF state ON compositions"
+    " FOR EACH ROW WHEN (",
+    is_end_kind<"NEW.state">, ") EXECUTE FUNCTION composer_end_composition();">;
+
+// Migration 7: the rollup kept by lookups by key, whatever the statistics were when its plan
+// was made. composerd's writer keeps one plan a statement (pg_pool.cc, kKeepPlans), and so
+// one for each statement of the triggers: made on the statistics of an empty ledger (an
+// early ANALYZE), the rollup row of an end joined the composition's events by scanning and
+// hashing every event, again at every end as the ledger grew (1.66 ms a release;
+// docs/BENCHMARKS.md, "High availability"). The function that writes it now plans without
+// scans or hash and merge joins, so each lookup is by an index, and starts only for an end;
+// the other events mark their composition's row not whole through a statement trigger,
+// which finds the rows by their index likewise
+// (store_test.cc, TheRollupOfAnEndLooksUpItsEventsByKeyAlsoAfterAnAnalyzeOfNone,
+// ASetWriteStartsEachOfTheSchemasTriggersOnce) and leaves the rows as the row trigger did
+// (AnEventAndAnEndInOneStatementLeaveTheRollupAsOneAfterTheOther).
+constexpr Sql kMigration7 = statement<
+    "keeping the rollup's lookups by key (migration 7)",
+    // One call a statement: a row-level trigger would start a plpgsql call for each event,
+    // with the planner's settings set and put back each time. A row is made not whole by an
+    // event that a row trigger would have found it for: one after the row was there, that
+    // is, after the first end of the composition in the statement (whose row the end's own
+    // trigger, a row trigger, has made by now), or any where there was none in the statement.
+    "CREATE FUNCTION composer_spoil_rollup() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " UPDATE composition_rollup SET whole = 0 WHERE whole = 1 AND composition_id = ANY (ARRAY("
+    "  WITH ends AS (SELECT composition_id, MIN(id) AS first_end FROM added WHERE ",
+    is_end_kind<"kind">,
+    "   GROUP BY composition_id)"
+    "  SELECT DISTINCT a.composition_id FROM added a LEFT JOIN ends USING (composition_id)"
+    "  WHERE a.composition_id IS NOT NULL AND NOT ",
+    is_end_kind<"a.kind">, " AND NOT ", is_device_kind<"a.kind">,
+    "  AND a.id > COALESCE(ends.first_end, 0)));"
+    " RETURN NULL; END $$;"
+    "DROP TRIGGER events_roll_up ON events;"
+    "CREATE TRIGGER events_roll_up AFTER INSERT ON events FOR EACH ROW"
+    " WHEN (NEW.composition_id IS NOT NULL AND ",
+    is_end_kind<"NEW.kind">,
+    ") EXECUTE FUNCTION composer_roll_up();"
+    "CREATE TRIGGER events_spoil_rollup AFTER INSERT ON events REFERENCING NEW TABLE AS added"
+    " FOR EACH STATEMENT EXECUTE FUNCTION composer_spoil_rollup();"
+    "ALTER FUNCTION composer_roll_up() SET enable_seqscan = off SET enable_hashjoin = off"
+    " SET enable_mergejoin = off;"
+    "ALTER FUNCTION composer_spoil_rollup() SET enable_seqscan = off;">;
+
 struct Migration {
   int version;
   const Sql* sql;
 };
-constexpr Migration kMigrations[] = {
-    {1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3}, {4, &kMigration4}, {5, &kMigration5}};
+constexpr Migration kMigrations[] = {{1, &kMigration1}, {2, &kMigration2}, {3, &kMigration3},
+                                     {4, &kMigration4}, {5, &kMigration5}, {6, &kMigration6},
+                                     {7, &kMigration7}};
 
 // One composerd migrates at a time; the others wait and then find the work done.
 constexpr Sql kLock{"waiting for the migration lock",

@@ -158,6 +158,43 @@ inline constexpr Sql kCreateComposition = statement<
     " FROM c LEFT JOIN given ON true"
     " LEFT JOIN LATERAL (SELECT * FROM devices WHERE id = given.id OFFSET 0) d ON true",
     kDeviceOwnerLookup, " ORDER BY given.n">;
+// kCreateComposition for several calls at once (pg_pool.h, Flight::together): each
+// parameter is the array of the calls' values of kCreateComposition's, $15 an array of the
+// calls' device arrays (each in its text form). The new ids are taken from the identity's
+// sequence in the calls' order before anything is inserted, so each call's rows are found by
+// its id; the rows are kCreateComposition's, each call's in turn, with the call's number
+// last. Device and owner lookups are by key, as in kCreateComposition.
+inline constexpr Sql kCreateCompositions = statement<
+    "inserting compositions",
+    "WITH i AS (SELECT nextval(pg_get_serial_sequence('compositions', 'id')) AS id, u.*"
+    " FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],"
+    " $7::bigint[], $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::bigint[],"
+    " $13::text[], $14::text[], $15::text[], $16::text[]) WITH ORDINALITY AS u(job_id, node,"
+    " uid, \"user\", account, workload, gpus, gpu_model, mem_bytes, nvme, state, now_ms,"
+    " policy_window, mem_policy, given, devices, n)),"
+    " c AS (INSERT INTO compositions (id, job_id, node, uid, \"user\", account, workload, gpus,"
+    " gpu_model, mem_bytes, nvme, state, created_ms, updated_ms, policy_window, mem_policy)"
+    " SELECT id, job_id, node, uid, \"user\", account, workload, gpus, gpu_model, mem_bytes,"
+    " nvme, state, now_ms, now_ms, policy_window, mem_policy FROM i ORDER BY n RETURNING id),"
+    " given AS (SELECT i.id AS composition_id, i.n AS call, g.id, g.n FROM i,"
+    " unnest(i.given::text[]) WITH ORDINALITY AS g(id, n)),"
+    // Each link is made from its composition's inserted row, as in kCreateComposition.
+    " links AS (INSERT INTO composition_devices (composition_id, device_id)"
+    " SELECT given.composition_id, given.id FROM c JOIN given ON given.composition_id = c.id"
+    " ORDER BY given.call, given.n),"
+    " logged AS (INSERT INTO events (ts_ms, kind, composition_id, job_id, node, uid, \"user\","
+    " account, workload, from_state, to_state, devices, detail, policy_window)"
+    " SELECT i.now_ms, k.kind, c.id, i.job_id, i.node, i.uid, i.\"user\", i.account,"
+    " i.workload, k.from_state, k.kind, i.devices,"
+    " CASE WHEN k.n = 1 AND i.mem_policy <> '' THEN 'mem_policy=' || i.mem_policy ELSE '' END,"
+    " i.policy_window"
+    " FROM c JOIN i ON i.id = c.id, (VALUES (1, 'requested', ''), (2, 'composing', 'requested'))"
+    " AS k(n, kind, from_state) WHERE k.n = 1 OR i.state = 'composing' ORDER BY i.n, k.n)"
+    " SELECT i.id, ",
+    kDeviceColumns,
+    ", i.n FROM i LEFT JOIN given ON given.call = i.n"
+    " LEFT JOIN LATERAL (SELECT * FROM devices WHERE id = given.id OFFSET 0) d ON true",
+    kDeviceOwnerLookup, " ORDER BY i.n, given.n">;
 // A state change and its event in one statement, for a write sent in one flight with others:
 // kUpdateCompositionState's parameters; its rows are kSelectComposition's, as the composition
 // was before. The database refuses the statement (composer_refuse_unless, migration 4) unless
@@ -182,6 +219,44 @@ inline constexpr Sql kTransitionComposition = statement<
     " LEFT JOIN composition_devices cd ON cd.composition_id = c.id"
     " LEFT JOIN LATERAL (SELECT * FROM devices WHERE id = cd.device_id OFFSET 0) d ON true",
     kDeviceOwnerLookup, " ORDER BY c.id DESC, cd.seq">;
+// kTransitionComposition for several calls at once (pg_pool.h, Flight::together): each
+// parameter is the array of the calls' values of kTransitionComposition's; its rows are
+// kTransitionComposition's, each call's in turn, with the call's number last. It is refused
+// unless it changed every call's composition (so also where two calls name one).
+inline constexpr Sql kTransitionCompositions = statement<
+    "changing composition states",
+    "WITH i AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[],"
+    " $5::text[], $6::text[]) WITH ORDINALITY AS u(id, to_state, now_ms, attempt, from_state,"
+    " detail, n)),"
+    // Each row is found by key, then updated by its place (ctid): a plan made while the table
+    // is small would join the calls with every row of the table instead, and keep doing so.
+    " found AS (SELECT i.*, x.ctid AS place FROM i, LATERAL (SELECT ctid FROM compositions"
+    " WHERE id = i.id AND state = i.from_state OFFSET 0) x),"
+    " u AS (UPDATE compositions SET state = found.to_state, updated_ms = found.now_ms,"
+    " attempts = attempts + found.attempt,"
+    " last_error = CASE WHEN found.to_state = 'failed' THEN found.detail ELSE last_error END"
+    " FROM found WHERE compositions.ctid = found.place"
+    " RETURNING compositions.id, compositions.job_id, compositions.node, compositions.uid,"
+    " compositions.\"user\", compositions.account, compositions.workload,"
+    " compositions.policy_window, found.n, found.to_state, found.from_state, found.now_ms,"
+    " found.detail),"
+    " logged AS (INSERT INTO events (ts_ms, kind, composition_id, job_id, node, uid, \"user\","
+    " account, workload, from_state, to_state, devices, detail, policy_window)"
+    " SELECT u.now_ms, u.to_state, u.id, u.job_id, u.node, u.uid, u.\"user\", u.account,"
+    " u.workload, u.from_state, u.to_state,"
+    " COALESCE((SELECT string_agg(l.device_id, ',' ORDER BY l.seq) FROM composition_devices l"
+    " WHERE l.composition_id = u.id), ''), u.detail, u.policy_window FROM u ORDER BY u.n),"
+    " c AS (SELECT x.*, i.n FROM i,"
+    " LATERAL (SELECT * FROM compositions WHERE id = i.id OFFSET 0) x)"
+    " SELECT ",
+    kCompositionColumns, ", ", kDeviceColumns,
+    ", c.n FROM (SELECT composer_refuse_unless((SELECT COUNT(*) FROM u) = (SELECT COUNT(*)"
+    " FROM i))) AS changed"
+    " LEFT JOIN c ON true"
+    " LEFT JOIN LATERAL (SELECT * FROM composition_devices WHERE composition_id = c.id OFFSET 0)"
+    " cd ON true"
+    " LEFT JOIN LATERAL (SELECT * FROM devices WHERE id = cd.device_id OFFSET 0) d ON true",
+    kDeviceOwnerLookup, " ORDER BY c.n, cd.seq">;
 inline constexpr Sql kInsertEvent{
     "appending event",
     "INSERT INTO events (ts_ms, kind, composition_id, job_id, node, uid, \"user\", account, "

@@ -326,33 +326,29 @@ class PgStore final : public Store {
     write_async<Composition>(
         [c, ids, now_ms](Connection& db) { return insert_composition(db, c, ids, now_ms); },
         std::move(done),
-        [c, ids, now_ms](Connection& db) {
-          db.send(pg::kCreateComposition,
-                  composition_params(c, now_ms).add(ids).add(join(ids, kListSeparator)));
-        },
-        [c, now_ms](Connection& db) {
-          return created_composition(db.receive(pg::kCreateComposition), c, now_ms);
-        });
+        Flying<Composition>{&pg::kCreateComposition,
+                            composition_params(c, now_ms).add(ids).add(join(ids, kListSeparator)),
+                            &pg::kCreateCompositions, [c, now_ms](Result r) {
+                              return created_composition(std::move(r), c, now_ms);
+                            }});
   }
 
   void transition_async(int64_t id, CompositionState from, CompositionState to,
                         std::string_view detail, int64_t now_ms, bool attempt,
                         Answer<Composition> done) override {
     if (auto refused = transitionable(id, from, to); !refused) return done(refused.error());
-    const auto params = [id, from, to, detail = std::string(detail), now_ms, attempt] {
-      return Params()
-          .add(id)
-          .add(to_string(to))
-          .add(now_ms)
-          .add(attempt ? 1 : 0)
-          .add(to_string(from))
-          .add(detail);
-    };
+    Params params = Params()
+                        .add(id)
+                        .add(to_string(to))
+                        .add(now_ms)
+                        .add(attempt ? 1 : 0)
+                        .add(to_string(from))
+                        .add(detail);
     write_async<Composition>(
         [id, from, to, detail = std::string(detail), now_ms, attempt, params](Connection& db) {
           Composition c = existing_composition(db, id);
           check_state(c, from);
-          Result r = db.run(pg::kUpdateCompositionState, params());
+          Result r = db.run(pg::kUpdateCompositionState, params);
           if (r.changes() != 1) {
             refuse(ErrorCode::kConflict,
                    "composition " + std::to_string(id) + " changed meanwhile");
@@ -363,16 +359,17 @@ class PgStore final : public Store {
           return c;
         },
         std::move(done),
-        [params](Connection& db) { db.send(pg::kTransitionComposition, params()); },
-        [id, to, detail = std::string(detail), now_ms, attempt](Connection& db) {
-          auto found = first_of(db.receive(pg::kTransitionComposition));
-          if (!found || found->id != id) {
-            fail(ErrorCode::kInternal, "store: changing composition state: composition " +
-                                           std::to_string(id) + " did not come back");
-          }
-          apply_transition(*found, to, detail, now_ms, attempt);
-          return std::move(*found);
-        });
+        Flying<Composition>{&pg::kTransitionComposition, params, &pg::kTransitionCompositions,
+                            [id, to, detail = std::string(detail), now_ms, attempt](Result r) {
+                              auto found = first_of(std::move(r));
+                              if (!found || found->id != id) {
+                                fail(ErrorCode::kInternal,
+                                     "store: changing composition state: composition " +
+                                         std::to_string(id) + " did not come back");
+                              }
+                              apply_transition(*found, to, detail, now_ms, attempt);
+                              return std::move(*found);
+                            }});
   }
 
   Expected<Composition> set_hold(int64_t id, std::string_view cause, std::string_view actor,
@@ -615,18 +612,26 @@ class PgStore final : public Store {
       return Error(ErrorCode::kInternal, std::string("store: ") + e.what());
     }
   }
-  // With `send` and `receive`, the write goes in one flight with others (pg::Writer::Flight),
-  // and `body`, which does the same, runs only to say why the database refused it.
+  // A write as one statement in a flight (pg::Writer::Flight), its answer read by `receive`.
   template <typename T>
-  void write_async(std::function<T(Connection&)> body, Answer<T> done,
-                   std::function<void(Connection&)> send = {},
-                   std::function<T(Connection&)> receive = {}) {
+  struct Flying {
+    const Sql* sql = nullptr;
+    Params params;
+    const Sql* together = nullptr;
+    std::function<T(Result)> receive;
+  };
+  // With `flying`, the write goes in one flight with others, and `body`, which does the same,
+  // runs only to say why the database refused it.
+  template <typename T>
+  void write_async(std::function<T(Connection&)> body, Answer<T> done, Flying<T> flying = {}) {
     auto result = std::make_shared<std::optional<T>>();
     pg::Writer::Flight flight;
-    if (send) {
-      flight.send = std::move(send);
-      flight.receive = [receive = std::move(receive), result](Connection& db) {
-        *result = receive(db);
+    if (flying.sql != nullptr) {
+      flight.sql = flying.sql;
+      flight.params = std::move(flying.params);
+      flight.together = flying.together;
+      flight.receive = [receive = std::move(flying.receive), result](Result r) {
+        *result = receive(std::move(r));
       };
     }
     writer_->submit([body = std::move(body), result](Connection& db) { *result = body(db); },

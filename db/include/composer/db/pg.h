@@ -40,6 +40,10 @@ class Params {
   Params& add(const char* v) { return text(v); }
   // A text[] parameter.
   Params& add(const std::vector<std::string>& items);
+  // The parameters of one statement that does the work of several `calls` at once: the k-th
+  // is an array (its text form) of each call's k-th parameter, in the calls' order, NULL
+  // where that was NULL. Every call has the same number of parameters.
+  static Params columns_of(const std::vector<const Params*>& calls);
   Params& add(std::nullopt_t) {
     values_.emplace_back();
     return *this;
@@ -63,10 +67,18 @@ class Params {
 // sqlite::Statement.
 class Result {
  public:
-  Result(const Sql& sql, PGresult* result) : sql_(sql), result_(result) {}
+  Result(const Sql& sql, PGresult* result)
+      : sql_(sql), result_(result, Clear()), end_(PQntuples(result)) {}
 
-  bool step() { return ++row_ < PQntuples(result_.get()); }
-  int rows() const { return PQntuples(result_.get()); }
+  bool step() { return ++row_ < end_; }
+  int rows() const { return end_ - first_; }
+  // The row step() reached, counted from the first row of the whole answer.
+  int row() const { return row_; }
+  int columns() const { return PQnfields(result_.get()); }
+  // Rows `first` to `end` (not included) of the whole answer, as an answer of their own that
+  // step() goes through from the first (what one call of a statement done for several calls
+  // reads).
+  Result slice(int first, int end) const;
   // Rows changed by an INSERT, UPDATE or DELETE.
   int64_t changes() const;
 
@@ -87,7 +99,9 @@ class Result {
     void operator()(PGresult* r) const { PQclear(r); }
   };
   Sql sql_;
-  std::unique_ptr<PGresult, Clear> result_;
+  std::shared_ptr<PGresult> result_;  // shared by the slices of one answer
+  int first_ = 0;
+  int end_;
   int row_ = -1;
 };
 
