@@ -168,6 +168,28 @@ TEST_F(LeadershipTest, StoppedHolderLosesTheLockAfterOneLease) {
   EXPECT_FALSE(a->held());
 }
 
+// A composerd that lost leadership is told so even where its write would also have met a
+// device another composition holds: the takeover is the cause, not the conflict.
+TEST_F(LeadershipTest, AFencedWriteThatAlsoConflictsSaysTheTakeover) {
+  ASSERT_TRUE(store_->upsert_hosts({make_host("n1")}).ok());
+  ASSERT_TRUE(store_->upsert_devices({make_device("gpu-0")}, 1000).ok());
+  auto a = contender("a");
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(take_within(*a, 5));
+  store_->fence(a->epoch(), 5000);
+  ASSERT_TRUE(store_->create_composition(make_composition(1, "n1"), {"gpu-0"}, 2000).ok());
+
+  a.reset();
+  auto b = contender("b");
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(take_within(*b, 10));
+  auto late = store_->create_composition(make_composition(2, "n1"), {"gpu-0"}, 3000);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.error().code, ErrorCode::kUnavailable) << late.error();
+  EXPECT_NE(late.error().message.find("another composerd took over"), std::string::npos)
+      << late.error();
+}
+
 // The primary dies under the holder (its session ends): nobody took over, so the holder takes
 // the lock again under the same epoch and stays active, as composerd does across a Patroni
 // switch (tests/ha).
