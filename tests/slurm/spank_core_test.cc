@@ -413,6 +413,63 @@ TEST_F(SpankCoreTest, UnderControllerComposeTheEpilogReleasesItsNode) {
   EXPECT_FALSE(state());
 }
 
+// The batch script's end (its step's exit hook, every process of it gone) asks for the busy
+// check, so that an epilog walking meanwhile answers this job's epilog (busy_check.h); not
+// another step's end, not with host_check=off, and not for GPUs a gpu_hook must first let go.
+// The epilog leaves nothing of it behind.
+TEST_F(SpankCoreTest, BatchScriptEndAsksForTheBusyCheck) {
+  show_devices();
+  ASSERT_TRUE(job_prolog(job, api, config));
+  ASSERT_TRUE(state());
+  const std::string ask = "state/busy/4711-" + std::to_string(state()->composition_id) + ".ask";
+  job.step = 0;
+  job_step_ended(job, config);
+  EXPECT_FALSE(fs::exists(tmp / ask)) << "only the batch script's end asks";
+  job.step = kBatchStep;
+  config.host_check = HostCheck::kOff;
+  job_step_ended(job, config);
+  EXPECT_FALSE(fs::exists(tmp / ask)) << "host_check=off";
+  config.host_check = HostCheck::kWait;
+  config.gpu_hook = tmp / "gpu-hook";
+  job_step_ended(job, config);
+  EXPECT_FALSE(fs::exists(tmp / ask)) << "a gpu_hook";
+  config.gpu_hook.clear();
+  job_step_ended(job, config);
+  EXPECT_TRUE(fs::exists(tmp / ask));
+  EXPECT_TRUE(job.errors.empty());
+  ASSERT_TRUE(job_epilog(job, api, config));
+  EXPECT_EQ(tmp.read("sys/bus/pci/devices/0000:41:00.0/remove"), "1\n");
+  EXPECT_TRUE(fs::is_empty(tmp / "state/busy"));
+}
+
+// Every step but the batch script, the extern step included, leaves its mark before its
+// processes start, so that the epilog takes no answer to the batch script's end; a job without
+// a state file on the node has nothing to mark. A mark that cannot be left fails the step.
+TEST_F(SpankCoreTest, StepStartRecordsEveryStepButTheBatchScript) {
+  job.step = 0;
+  ASSERT_TRUE(job_step_started(job, config));
+  EXPECT_FALSE(fs::exists(tmp / "state/busy/4711.steps")) << "no state file";
+  show_devices();
+  ASSERT_TRUE(job_prolog(job, api, config));
+  job.step = kBatchStep;
+  ASSERT_TRUE(job_step_started(job, config));
+  EXPECT_FALSE(fs::exists(tmp / "state/busy/4711.steps")) << "the batch script";
+  job.step = 0xfffffffc;  // Slurm's extern step
+  ASSERT_TRUE(job_step_started(job, config));
+  EXPECT_TRUE(fs::exists(tmp / "state/busy/4711.steps"));
+
+  fs::remove_all(tmp / "state/busy");
+  tmp.write("state/busy", "");  // a file where the directory goes
+  job.step = 0;
+  Status s = job_step_started(job, config);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("job 4711 on node node1: cannot record the step for the "
+                                   "epilog's busy check"),
+            std::string::npos)
+      << s.error();
+  EXPECT_EQ(job.errors, std::vector<std::string>{s.error().message});
+}
+
 // A process that outlived the job still holds a device: the epilog succeeds (the node stays in
 // service), nothing is removed or released, and composerd is asked to hold the composition.
 // Later hooks of other jobs on the node release it once the process is gone.

@@ -893,6 +893,47 @@ std::optional<HostLock> restore_weights(JobContext& ctx, const SpankConfig& conf
 
 }  // namespace
 
+Status job_step_started(JobContext& ctx, const SpankConfig& config) {
+  if (config.host_check == HostCheck::kOff) return Status::Ok();
+  // A step whose id cannot be read counts as another step: its processes may outlive the walk.
+  Expected<uint32_t> step = ctx.step_id();
+  if (step && *step == kBatchStep) return Status::Ok();
+  Expected<uint32_t> job_id = ctx.job_id();
+  if (!job_id) {
+    ctx.error("composer: step start: cannot get the job id: " + job_id.error().message);
+    return job_id.error();
+  }
+  // A job without a state file has nothing for the epilog to check.
+  std::error_code ec;
+  if (!std::filesystem::exists(state_path(config.state_dir, *job_id), ec) && !ec) {
+    return Status::Ok();
+  }
+  if (Status s = note_step(config.state_dir, *job_id); !s) {
+    const Error e{s.error().code, "composer: step start: " + where(*job_id, ctx.node()) +
+                                      ": cannot record the step for the epilog's busy check (" +
+                                      s.error().message + "); the step does not start"};
+    ctx.error(e.message);
+    return e;
+  }
+  return Status::Ok();
+}
+
+void job_step_ended(JobContext& ctx, const SpankConfig& config) {
+  if (config.host_check == HostCheck::kOff) return;
+  Expected<uint32_t> step = ctx.step_id();
+  if (!step || *step != kBatchStep) return;
+  Expected<uint32_t> job_id = ctx.job_id();
+  if (!job_id) return;
+  Expected<std::optional<JobState>> state = read_job_state(config.state_dir, *job_id);
+  if (!state || !state->has_value() || (*state)->devices.empty()) return;
+  // The site's GPU hook lets its daemons go in the epilog, before the walk that counts.
+  if (has_gpu((*state)->devices) && !config.gpu_hook.empty()) return;
+  if (Status s = ask_at_batch_end(config.state_dir, *job_id, (*state)->composition_id); !s) {
+    ctx.error("composer: batch script end: " + where(*job_id, ctx.node()) +
+              ": cannot ask for the busy check (" + s.error().message + "); the epilog asks alone");
+  }
+}
+
 Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
   Expected<uint32_t> job_id = ctx.job_id();
   if (!job_id) {
@@ -941,8 +982,8 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     // The first look shares one walk of the host's processes with the epilogs ending beside
     // this one (busy_check.h); the looks while it waits for holders to go are its own.
     const Clock::time_point looking = Clock::now();
-    std::vector<Holder> holders =
-        shared_holders(host, config.state_dir, *job_id, devices, kLockWait);
+    std::vector<Holder> holders = shared_holders(host, config.state_dir, *job_id,
+                                                 (*state)->composition_id, devices, kLockWait);
     busy_check = Clock::now() - looking;
     if (!holders.empty() && config.busy_wait_s > 0) {
       ctx.info("composer: epilog: " + at + ": waiting up to " + std::to_string(config.busy_wait_s) +
