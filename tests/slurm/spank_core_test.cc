@@ -414,14 +414,14 @@ TEST_F(SpankCoreTest, UnderControllerComposeTheEpilogReleasesItsNode) {
 }
 
 // The batch script's end (its step's exit hook, every process of it gone) asks for the busy
-// check, so that an epilog walking meanwhile answers this job's epilog (busy_check.h); not
-// another step's end, not with host_check=off, and not for GPUs a gpu_hook must first let go.
-// The epilog leaves nothing of it behind.
+// check and, with no walk under way, walks (busy_check.h), so that this job's epilog finds its
+// answer; not another step's end, not with host_check=off, and not for GPUs a gpu_hook must
+// first let go. The epilog leaves nothing of it behind.
 TEST_F(SpankCoreTest, BatchScriptEndAsksForTheBusyCheck) {
   show_devices();
   ASSERT_TRUE(job_prolog(job, api, config));
   ASSERT_TRUE(state());
-  const std::string ask = "state/busy/4711-" + std::to_string(state()->composition_id) + ".ask";
+  const std::string ask = "state/busy/4711-" + std::to_string(state()->composition_id) + ".holders";
   job.step = 0;
   job_step_ended(job, config);
   EXPECT_FALSE(fs::exists(tmp / ask)) << "only the batch script's end asks";

@@ -122,6 +122,24 @@ std::vector<Asker> take_asks(const std::string& dir, const std::string& state_di
   return out;
 }
 
+// One walk, under busy.lock, for `devices` (of job `mine`; 0 and none: only for the others)
+// and for every job whose ask is in `dir`, each of which gets its answer; answers the holders
+// of `devices`.
+std::vector<Holder> walk_for_asks(const HostDevices& host, const std::string& dir,
+                                  const std::string& state_dir, uint32_t mine,
+                                  const std::vector<Device>& devices) {
+  std::vector<Asker> others = take_asks(dir, state_dir, mine);
+  std::vector<Device> all = devices;
+  for (const Asker& o : others) all.insert(all.end(), o.devices.begin(), o.devices.end());
+  const std::vector<Holder> found = host.holders(all);
+  for (const Asker& o : others) {
+    // Not written: that epilog finds no answer and walks itself.
+    (void)write_file_atomically(o.answer, answer_text(holders_of(found, o.devices, o.pid)), 0644,
+                                Durability::kCrash);
+  }
+  return holders_of(found, devices, -1);
+}
+
 }  // namespace
 
 Status note_step(const std::string& state_dir, uint32_t job_id) {
@@ -131,13 +149,24 @@ Status note_step(const std::string& state_dir, uint32_t job_id) {
   return write_file_atomically(file_of(dir, job_id, kSteps), "", 0644, Durability::kCrash);
 }
 
-Status ask_at_batch_end(const std::string& state_dir, uint32_t job_id, int64_t composition_id) {
+Status ask_at_batch_end(const HostDevices& host, const std::string& state_dir, uint32_t job_id,
+                        int64_t composition_id) {
   const std::string dir = state_dir + "/busy";
   std::error_code ec;
   if (composition_id <= 0 || fs::exists(file_of(dir, job_id, kSteps), ec)) return Status::Ok();
   fs::create_directories(dir, ec);
-  return write_file_atomically(batch_end_file(dir, job_id, composition_id, kAsk),
-                               std::to_string(getpid()) + "\n", 0644, Durability::kCrash);
+  if (Status s = write_file_atomically(batch_end_file(dir, job_id, composition_id, kAsk),
+                                       std::to_string(getpid()) + "\n", 0644, Durability::kCrash);
+      !s) {
+    return s;
+  }
+  // No walk under way: this one walks now, while Slurm goes on to the epilog, for itself and
+  // every ask there is. Otherwise the next walk answers it; it waits for none.
+  if (Expected<HostLock> lock =
+          HostLock::take(state_dir, std::chrono::milliseconds(0), kBusyLock)) {
+    walk_for_asks(host, dir, state_dir, 0, {});
+  }
+  return Status::Ok();
 }
 
 std::vector<Holder> shared_holders(const HostDevices& host, const std::string& state_dir,
@@ -175,16 +204,7 @@ std::vector<Holder> shared_holders(const HostDevices& host, const std::string& s
   // This epilog, which did not exist when a walk answered the batch script's end, is no
   // holder of its own devices either.
   if (mine) return holders_of(*mine, devices, getpid());
-  std::vector<Asker> others = take_asks(dir, state_dir, job_id);
-  std::vector<Device> all = devices;
-  for (const Asker& o : others) all.insert(all.end(), o.devices.begin(), o.devices.end());
-  const std::vector<Holder> found = host.holders(all);
-  for (const Asker& o : others) {
-    // Not written: that epilog finds no answer and walks itself.
-    (void)write_file_atomically(o.answer, answer_text(holders_of(found, o.devices, o.pid)), 0644,
-                                Durability::kCrash);
-  }
-  return holders_of(found, devices, -1);
+  return walk_for_asks(host, dir, state_dir, job_id, devices);
 }
 
 }  // namespace composer::slurm

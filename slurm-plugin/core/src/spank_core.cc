@@ -928,7 +928,8 @@ void job_step_ended(JobContext& ctx, const SpankConfig& config) {
   if (!state || !state->has_value() || (*state)->devices.empty()) return;
   // The site's GPU hook lets its daemons go in the epilog, before the walk that counts.
   if (has_gpu((*state)->devices) && !config.gpu_hook.empty()) return;
-  if (Status s = ask_at_batch_end(config.state_dir, *job_id, (*state)->composition_id); !s) {
+  const HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
+  if (Status s = ask_at_batch_end(host, config.state_dir, *job_id, (*state)->composition_id); !s) {
     ctx.error("composer: batch script end: " + where(*job_id, ctx.node()) +
               ": cannot ask for the busy check (" + s.error().message + "); the epilog asks alone");
   }

@@ -21,14 +21,14 @@
 // A job's processes are gone earlier than its epilog: Slurm runs the batch script's step's
 // exit hook after it has killed and waited for every process of that step, and starts the
 // epilog a few hundred milliseconds later (after telling the controller). So the batch
-// script's end asks too (ask_at_batch_end), as <job>-<composition>.ask, and the walks of the
-// epilogs ending meanwhile answer it (<job>-<composition>.holders): the epilog finds its
-// answer waiting. That answer stands only while the batch script's step was the job's only one
-// on the node: any other step (srun, the extern step of PrologFlags=Contain, an interactive
-// step) may run processes after that walk, so each one's start leaves <job>.steps
-// (note_step), before its processes start, and an epilog that finds it takes only an answer
-// to its own ask. The composition's id in the name keeps an answer from an earlier run of a
-// requeued job for what it is.
+// script's end asks too (ask_at_batch_end), as <job>-<composition>.ask, and walks at once
+// where no walk is under way, for itself and every ask there is; otherwise the next walk
+// answers it (<job>-<composition>.holders). The epilog finds its answer waiting. That answer
+// stands only while the batch script's step was the job's only one on the node: any other
+// step (srun, the extern step of PrologFlags=Contain, an interactive step) may run processes
+// after that walk, so each one's start leaves <job>.steps (note_step), before its processes
+// start, and an epilog that finds it takes only an answer to its own ask. The composition's
+// id in the name keeps an answer from an earlier run of a requeued job for what it is.
 // tests/slurm/busy_check_test.cc pins each of these (BusyCheckTest).
 #pragma once
 
@@ -58,8 +58,10 @@ std::vector<Holder> shared_holders(const HostDevices& host, const std::string& s
 Status note_step(const std::string& state_dir, uint32_t job_id);
 
 // The batch script's step of job `job_id` (composition `composition_id`) has ended, every
-// process of it gone: asks for the next walk, unless another step of the job ran on the node
-// (note_step) or the id is unknown (0), when the epilog asks alone.
-Status ask_at_batch_end(const std::string& state_dir, uint32_t job_id, int64_t composition_id);
+// process of it gone: asks, and walks on `host` unless a walk is under way; nothing where
+// another step of the job ran on the node (note_step) or the id is unknown (0): the epilog
+// then asks alone.
+Status ask_at_batch_end(const HostDevices& host, const std::string& state_dir, uint32_t job_id,
+                        int64_t composition_id);
 
 }  // namespace composer::slurm

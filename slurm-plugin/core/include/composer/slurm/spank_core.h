@@ -79,8 +79,8 @@ size_t check_gpu_health_on_node(JobContext& ctx, ComposerApi& api, const SpankCo
 Status job_step_started(JobContext& ctx, const SpankConfig& config);
 
 // Step end (remote context, root, after Slurm has killed and waited for every process of the
-// step): the batch script's end of a job with devices asks for the busy check
-// (ask_at_batch_end), so that the walks of epilogs ending meanwhile answer its epilog; not
+// step): the batch script's end of a job with devices asks for the busy check and walks where
+// no walk is under way (ask_at_batch_end), so that its epilog finds the answer waiting; not
 // with host_check=off, nor for GPUs where a gpu_hook must first let its daemons go
 // (BatchScriptEndAsksForTheBusyCheck). A failure is logged; the epilog then asks alone.
 void job_step_ended(JobContext& ctx, const SpankConfig& config);
