@@ -149,6 +149,11 @@ Status note_step(const std::string& state_dir, uint32_t job_id) {
   return write_file_atomically(file_of(dir, job_id, kSteps), "", 0644, Durability::kCrash);
 }
 
+void forget_steps(const std::string& state_dir, uint32_t job_id) {
+  std::error_code ec;
+  fs::remove(file_of(state_dir + "/busy", job_id, kSteps), ec);
+}
+
 Status ask_at_batch_end(const HostDevices& host, const std::string& state_dir, uint32_t job_id,
                         int64_t composition_id) {
   const std::string dir = state_dir + "/busy";

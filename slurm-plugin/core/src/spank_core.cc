@@ -903,17 +903,18 @@ Status job_step_started(JobContext& ctx, const SpankConfig& config) {
     ctx.error("composer: step start: cannot get the job id: " + job_id.error().message);
     return job_id.error();
   }
-  // A job without a state file has nothing for the epilog to check.
-  std::error_code ec;
-  if (!std::filesystem::exists(state_path(config.state_dir, *job_id), ec) && !ec) {
-    return Status::Ok();
-  }
+  // Every job's steps, not only those of a job with a state file: under PrologFlags=RunInJob
+  // the extern step starts before the prolog writes it.
   if (Status s = note_step(config.state_dir, *job_id); !s) {
-    const Error e{s.error().code, "composer: step start: " + where(*job_id, ctx.node()) +
-                                      ": cannot record the step for the epilog's busy check (" +
-                                      s.error().message + "); the step does not start"};
+    std::error_code ec;
+    const bool composed = std::filesystem::exists(state_path(config.state_dir, *job_id), ec);
+    const Error e{s.error().code,
+                  "composer: step start: " + where(*job_id, ctx.node()) +
+                      ": cannot record the step for the epilog's busy check (" + s.error().message +
+                      ")" +
+                      (composed ? "; the step does not start" : "; the job has no devices here")};
     ctx.error(e.message);
-    return e;
+    if (composed) return e;
   }
   return Status::Ok();
 }
@@ -950,6 +951,8 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     ctx.error("composer: epilog: " + at + ": " + state.error().message);
   }
   const bool have_state = state && state->has_value();
+  // The mark of the job's other steps goes with the busy check that reads it, or now.
+  if (!have_state || config.host_check == HostCheck::kOff) forget_steps(config.state_dir, *job_id);
   if (!have_state) {
     Expected<JobOptions> options = read_job_options(ctx);
     // A job that asked for nothing has nothing to release; one whose options no longer parse

@@ -56,6 +56,8 @@ std::vector<Holder> shared_holders(const HostDevices& host, const std::string& s
 // A step of job `job_id` other than its batch script starts on the node: left as
 // <job>.steps, before any of its processes start.
 Status note_step(const std::string& state_dir, uint32_t job_id);
+// That mark gone, where the job's epilog makes no busy check (shared_holders removes it).
+void forget_steps(const std::string& state_dir, uint32_t job_id);
 
 // The batch script's step of job `job_id` (composition `composition_id`) has ended, every
 // process of it gone: asks, and walks on `host` unless a walk is under way; nothing where

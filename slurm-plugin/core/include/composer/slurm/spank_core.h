@@ -73,9 +73,10 @@ size_t release_held_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig
 size_t check_gpu_health_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
 
 // Step start (remote context, root, in slurmstepd before the step's processes start): a step
-// other than the batch script, of a job with a state file on the node, is recorded for the
-// epilog's busy check (note_step, busy_check.h). Fails the step, with the sentence, when it
-// cannot be recorded (StepStartRecordsEveryStepButTheBatchScript).
+// other than the batch script is recorded for the epilog's busy check (note_step,
+// busy_check.h), which removes the record (forget_steps where it makes none). One that cannot
+// be recorded fails the step, with the sentence, where the job has a state file on the node,
+// and is logged otherwise (StepStartRecordsEveryStepButTheBatchScript).
 Status job_step_started(JobContext& ctx, const SpankConfig& config);
 
 // Step end (remote context, root, after Slurm has killed and waited for every process of the
