@@ -115,7 +115,8 @@ struct spank_option* find_spank_option(std::string_view name) {
 
 extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
   return guarded(__func__, [&] {
-    if (!load_config(ac, av)) return -1;
+    composer::Expected<cs::SpankConfig> config = load_config(ac, av);
+    if (!config) return -1;
     const spank_context_t ctx = spank_context();
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR) return 0;
     if (ctx == S_CTX_LOCAL) {
@@ -129,6 +130,22 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
         return -1;
       }
     }
+    if (ctx != S_CTX_REMOTE) return 0;
+    // In slurmstepd, before the step's processes start.
+    cs::SpankJobContext job(sp);
+    return cs::job_step_started(job, *config) ? 0 : -1;
+  });
+}
+
+// In slurmstepd, once every process of the step is gone: the batch script's end asks for the
+// epilog's busy check.
+extern "C" int slurm_spank_exit(spank_t sp, int ac, char** av) {
+  return guarded(__func__, [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    composer::Expected<cs::SpankConfig> config = load_config(ac, av);
+    if (!config) return -1;
+    cs::SpankJobContext job(sp);
+    cs::job_step_ended(job, *config);
     return 0;
   });
 }

@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <vector>
 
+extern "C" {
+#include <slurm/slurm.h>  // SLURM_BATCH_SCRIPT
+}
+
 #include "composer/common/units.h"
 #include "composer/slurm/options.h"
 
@@ -16,6 +20,16 @@ Error spank_failure(const char* what, spank_err_t err) {
 }
 
 }  // namespace
+
+static_assert(kBatchStep == SLURM_BATCH_SCRIPT);
+
+Expected<uint32_t> SpankJobContext::step_id() {
+  uint32_t id = 0;
+  if (spank_err_t err = spank_get_item(sp_, S_JOB_STEPID, &id); err != ESPANK_SUCCESS) {
+    return spank_failure("spank_get_item(S_JOB_STEPID)", err);
+  }
+  return id;
+}
 
 Expected<uint32_t> SpankJobContext::job_id() {
   uint32_t id = 0;

@@ -17,6 +17,7 @@ class SpankJobContext : public JobContext {
   explicit SpankJobContext(spank_t sp) : sp_(sp) {}
 
   Expected<uint32_t> job_id() override;
+  Expected<uint32_t> step_id() override;
   Expected<uint32_t> uid() override;
   std::string node() override;
   std::optional<std::string> getenv(const std::string& name) override;

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -76,8 +77,8 @@ TEST_F(BusyCheckTest, OneWalkAnswersEveryEpilogThatAskedBeforeIt) {
   ASSERT_TRUE(*walking);
   std::vector<Holder> of10;
   std::vector<Holder> of11;
-  std::thread a([&] { of10 = shared_holders(host, state_dir, 10, devices[10], 10s); });
-  std::thread b([&] { of11 = shared_holders(host, state_dir, 11, devices[11], 10s); });
+  std::thread a([&] { of10 = shared_holders(host, state_dir, 10, 10, devices[10], 10s); });
+  std::thread b([&] { of11 = shared_holders(host, state_dir, 11, 11, devices[11], 10s); });
   const bool asked = wait_for("state/busy/10.ask") && wait_for("state/busy/11.ask");
   walking.reset();
   a.join();
@@ -107,14 +108,14 @@ TEST_F(BusyCheckTest, OneWalkAnswersEveryEpilogThatAskedBeforeIt) {
 // line the waiting epilog reads; the epilog that asked is no holder of what it asked about.
 TEST_F(BusyCheckTest, TheWalkLeavesEachAskerTheHoldersOfItsOwnDevices) {
   tmp.write("state/busy/11.ask", "4242\n");
-  EXPECT_TRUE(shared_holders(host, state_dir, 10, devices[10], 1s).empty());
+  EXPECT_TRUE(shared_holders(host, state_dir, 10, 10, devices[10], 1s).empty());
   EXPECT_FALSE(exists("state/busy/11.ask"));
   EXPECT_EQ(tmp.read("state/busy/11.holders"),
             "50\tgpu-11\t/sys/bus/pci/devices/0000:42:00.0/config\n");
 
   fs::remove(tmp / "state/busy/11.holders");
   tmp.write("state/busy/11.ask", "50\n");
-  EXPECT_TRUE(shared_holders(host, state_dir, 10, devices[10], 1s).empty());
+  EXPECT_TRUE(shared_holders(host, state_dir, 10, 10, devices[10], 1s).empty());
   EXPECT_EQ(tmp.read("state/busy/11.holders"), "");
 }
 
@@ -122,7 +123,7 @@ TEST_F(BusyCheckTest, TheWalkLeavesEachAskerTheHoldersOfItsOwnDevices) {
 // waited) says nothing about the processes now: the epilog walks itself.
 TEST_F(BusyCheckTest, AnAnswerFromBeforeTheAskIsNotTaken) {
   tmp.write("state/busy/11.holders", "");
-  const std::vector<Holder> held = shared_holders(host, state_dir, 11, devices[11], 1s);
+  const std::vector<Holder> held = shared_holders(host, state_dir, 11, 11, devices[11], 1s);
   ASSERT_EQ(held.size(), 1u);
   EXPECT_EQ(held[0].pid, 50);
   EXPECT_FALSE(exists("state/busy/11.holders"));
@@ -134,7 +135,7 @@ TEST_F(BusyCheckTest, AnAnswerThatDoesNotReadIsNoAnswer) {
   std::optional<Expected<HostLock>> walking(HostLock::take(state_dir, 1s, "busy.lock"));
   ASSERT_TRUE(*walking);
   std::vector<Holder> held;
-  std::thread b([&] { held = shared_holders(host, state_dir, 11, devices[11], 10s); });
+  std::thread b([&] { held = shared_holders(host, state_dir, 11, 11, devices[11], 10s); });
   const bool asked = wait_for("state/busy/11.ask");
   // As a walk would, under the lock, but cut short.
   tmp.write("state/busy/11.holders", "50\tgpu-11");
@@ -145,6 +146,81 @@ TEST_F(BusyCheckTest, AnAnswerThatDoesNotReadIsNoAnswer) {
   ASSERT_EQ(held.size(), 1u);
   EXPECT_EQ(held[0].pid, 50);
   EXPECT_EQ(held[0].target, "/sys/bus/pci/devices/0000:42:00.0/config");
+}
+
+// The batch script's end asks (ask_at_batch_end) as <job>-<composition>; while another walk
+// is under way it waits for none, and the walk of an epilog ending meanwhile answers it. The
+// job's epilog takes that answer rather than walk: it is told of pid 50's hold, which has gone
+// since, and leaves nothing behind.
+TEST_F(BusyCheckTest, TheBatchScriptsEndIsAnsweredByAWalkBeforeItsEpilog) {
+  std::optional<Expected<HostLock>> walking(HostLock::take(state_dir, 1s, "busy.lock"));
+  ASSERT_TRUE(*walking);
+  ASSERT_TRUE(ask_at_batch_end(host, state_dir, 11, 11));
+  EXPECT_TRUE(exists("state/busy/11-11.ask"));
+  EXPECT_FALSE(exists("state/busy/11-11.holders"));
+  walking.reset();
+  EXPECT_TRUE(shared_holders(host, state_dir, 10, 10, devices[10], 1s).empty());
+  EXPECT_EQ(tmp.read("state/busy/11-11.holders"),
+            "50\tgpu-11\t/sys/bus/pci/devices/0000:42:00.0/config\n");
+  fs::remove_all(tmp / "proc/50");
+  const std::vector<Holder> held = shared_holders(host, state_dir, 11, 11, devices[11], 1s);
+  ASSERT_EQ(held.size(), 1u) << "the answer, not a walk of its own";
+  EXPECT_EQ(held[0].pid, 50);
+  EXPECT_TRUE(fs::is_empty(tmp / "state/busy"));
+}
+
+// With no walk under way the batch script's end walks at once, for itself and for every ask
+// it finds (job 10's epilog here), and its epilog takes the answer.
+TEST_F(BusyCheckTest, TheBatchScriptsEndWalksWhenNoWalkIsUnderWay) {
+  tmp.write("state/busy/10.ask", "4242\n");
+  ASSERT_TRUE(ask_at_batch_end(host, state_dir, 11, 11));
+  EXPECT_FALSE(exists("state/busy/11-11.ask"));
+  EXPECT_FALSE(exists("state/busy/10.ask"));
+  EXPECT_EQ(tmp.read("state/busy/10.holders"), "");
+  EXPECT_EQ(tmp.read("state/busy/11-11.holders"),
+            "50\tgpu-11\t/sys/bus/pci/devices/0000:42:00.0/config\n");
+  fs::remove_all(tmp / "proc/50");
+  const std::vector<Holder> held = shared_holders(host, state_dir, 11, 11, devices[11], 1s);
+  ASSERT_EQ(held.size(), 1u) << "the answer, not a walk of its own";
+  EXPECT_EQ(held[0].pid, 50);
+}
+
+// Another step of the job (srun, the extern step) may run processes after the walk that
+// answered the batch script's end: once one has started (note_step), that answer is not taken,
+// and pid 70, which opened the device after that walk, is found. A step that started before
+// the batch script's end leaves it nothing to ask.
+TEST_F(BusyCheckTest, AfterAnotherStepOfTheJobTheBatchScriptsAnswerIsNotTaken) {
+  ASSERT_TRUE(ask_at_batch_end(host, state_dir, 11, 11));
+  ASSERT_TRUE(exists("state/busy/11-11.holders"));
+  ASSERT_TRUE(note_step(state_dir, 11));
+  fs::create_directories(tmp / "proc/70/fd");
+  fs::create_symlink("/sys/bus/pci/devices/0000:42:00.0/resource0", tmp / "proc/70/fd/4");
+  std::set<int> pids;
+  for (const Holder& h : shared_holders(host, state_dir, 11, 11, devices[11], 1s)) {
+    pids.insert(h.pid);
+  }
+  EXPECT_EQ(pids, (std::set<int>{50, 70}));
+  EXPECT_TRUE(fs::is_empty(tmp / "state/busy")) << "the step's mark goes with the answer";
+
+  ASSERT_TRUE(note_step(state_dir, 11));
+  ASSERT_TRUE(ask_at_batch_end(host, state_dir, 11, 11));
+  EXPECT_FALSE(exists("state/busy/11-11.ask"));
+  EXPECT_FALSE(exists("state/busy/11-11.holders"));
+}
+
+// A requeued job runs again under its id: an answer to an earlier run's batch script end (its
+// composition another) is not taken; without a composition id the batch script's end asks
+// nothing.
+TEST_F(BusyCheckTest, AnAnswerToAnEarlierRunOfTheJobIsNotTaken) {
+  ASSERT_TRUE(ask_at_batch_end(host, state_dir, 11, 5));
+  ASSERT_TRUE(exists("state/busy/11-5.holders"));
+  fs::create_directories(tmp / "proc/70/fd");
+  fs::create_symlink("/sys/bus/pci/devices/0000:42:00.0/resource0", tmp / "proc/70/fd/4");
+  EXPECT_EQ(shared_holders(host, state_dir, 11, 11, devices[11], 1s).size(), 2u);
+
+  ASSERT_TRUE(ask_at_batch_end(host, state_dir, 11, 0));
+  EXPECT_FALSE(exists("state/busy/11-0.ask"));
+  EXPECT_FALSE(exists("state/busy/11-0.holders"));
 }
 
 }  // namespace

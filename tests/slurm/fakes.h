@@ -35,6 +35,7 @@ inline SpankConfig fake_host_config(const std::string& tmp, const test_support::
 class FakeJob : public JobContext {
  public:
   uint32_t id = 4711;
+  uint32_t step = kBatchStep;
   uint32_t user_id = 1000;
   std::string node_name = "node1";
   std::map<std::string, std::string> env;
@@ -43,6 +44,7 @@ class FakeJob : public JobContext {
   std::vector<std::string> errors;
 
   Expected<uint32_t> job_id() override { return id; }
+  Expected<uint32_t> step_id() override { return step; }
   Expected<uint32_t> uid() override { return user_id; }
   std::string node() override { return node_name; }
   std::optional<std::string> getenv(const std::string& name) override {

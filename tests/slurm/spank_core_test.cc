@@ -413,6 +413,75 @@ TEST_F(SpankCoreTest, UnderControllerComposeTheEpilogReleasesItsNode) {
   EXPECT_FALSE(state());
 }
 
+// The batch script's end (its step's exit hook, every process of it gone) asks for the busy
+// check and, with no walk under way, walks (busy_check.h), so that this job's epilog finds its
+// answer; not another step's end, not with host_check=off, and not for GPUs a gpu_hook must
+// first let go. The epilog leaves nothing of it behind.
+TEST_F(SpankCoreTest, BatchScriptEndAsksForTheBusyCheck) {
+  show_devices();
+  ASSERT_TRUE(job_prolog(job, api, config));
+  ASSERT_TRUE(state());
+  const std::string ask = "state/busy/4711-" + std::to_string(state()->composition_id) + ".holders";
+  job.step = 0;
+  job_step_ended(job, config);
+  EXPECT_FALSE(fs::exists(tmp / ask)) << "only the batch script's end asks";
+  job.step = kBatchStep;
+  config.host_check = HostCheck::kOff;
+  job_step_ended(job, config);
+  EXPECT_FALSE(fs::exists(tmp / ask)) << "host_check=off";
+  config.host_check = HostCheck::kWait;
+  config.gpu_hook = tmp / "gpu-hook";
+  job_step_ended(job, config);
+  EXPECT_FALSE(fs::exists(tmp / ask)) << "a gpu_hook";
+  config.gpu_hook.clear();
+  job_step_ended(job, config);
+  EXPECT_TRUE(fs::exists(tmp / ask));
+  EXPECT_TRUE(job.errors.empty());
+  ASSERT_TRUE(job_epilog(job, api, config));
+  EXPECT_EQ(tmp.read("sys/bus/pci/devices/0000:41:00.0/remove"), "1\n");
+  EXPECT_TRUE(fs::is_empty(tmp / "state/busy"));
+}
+
+// Every step but the batch script, the extern step included, leaves its mark before its
+// processes start, so that the epilog takes no answer to the batch script's end; also before
+// the job has a state file (PrologFlags=RunInJob starts the extern step before the prolog).
+// The epilog removes the mark, also of a job that composed nothing. A mark that cannot be left
+// fails the step of a job with devices on the node, and is only logged for any other.
+TEST_F(SpankCoreTest, StepStartRecordsEveryStepButTheBatchScript) {
+  job.step = kBatchStep;
+  ASSERT_TRUE(job_step_started(job, config));
+  EXPECT_FALSE(fs::exists(tmp / "state/busy/4711.steps")) << "the batch script";
+  job.step = 0xfffffffc;  // Slurm's extern step
+  ASSERT_TRUE(job_step_started(job, config));
+  EXPECT_TRUE(fs::exists(tmp / "state/busy/4711.steps"));
+  FakeJob plain = job;
+  plain.id = 4712;
+  plain.options.clear();
+  plain.step = 0;
+  ASSERT_TRUE(job_step_started(plain, config));
+  EXPECT_TRUE(fs::exists(tmp / "state/busy/4712.steps"));
+  ASSERT_TRUE(job_epilog(plain, api, config));
+  EXPECT_FALSE(fs::exists(tmp / "state/busy/4712.steps")) << "its epilog removes it";
+
+  fs::remove_all(tmp / "state/busy");
+  tmp.write("state/busy", "");  // a file where the directory goes
+  job.step = 0;
+  ASSERT_TRUE(job_step_started(job, config));
+  ASSERT_EQ(job.errors.size(), 1u);
+  EXPECT_NE(job.errors[0].find("cannot record the step for the epilog's busy check"),
+            std::string::npos)
+      << job.errors[0];
+  show_devices();
+  ASSERT_TRUE(job_prolog(job, api, config));
+  Status s = job_step_started(job, config);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("job 4711 on node node1: cannot record the step for the "
+                                   "epilog's busy check"),
+            std::string::npos)
+      << s.error();
+  EXPECT_NE(s.error().message.find("the step does not start"), std::string::npos) << s.error();
+}
+
 // A process that outlived the job still holds a device: the epilog succeeds (the node stays in
 // service), nothing is removed or released, and composerd is asked to hold the composition.
 // Later hooks of other jobs on the node release it once the process is gone.

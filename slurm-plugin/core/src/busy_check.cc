@@ -21,11 +21,21 @@ namespace {
 constexpr std::string_view kBusyLock = "busy.lock";
 constexpr std::string_view kAsk = ".ask";
 constexpr std::string_view kAnswer = ".holders";
+// A step besides the batch script ran on the node (note_step): no answer to the batch
+// script's end is taken.
+constexpr std::string_view kSteps = ".steps";
 // An answer no epilog took (its epilog was killed while it waited) is removed after this long.
 constexpr std::chrono::hours kStaleAnswer{1};
 
 std::string file_of(const std::string& dir, uint32_t job, std::string_view kind) {
   return dir + "/" + std::to_string(job) + std::string(kind);
+}
+
+// The batch script's end asks as <job>-<composition>: an answer so named is for this run of
+// the job, never one from an earlier run of the same job id (a requeue).
+std::string batch_end_file(const std::string& dir, uint32_t job, int64_t composition,
+                           std::string_view kind) {
+  return dir + "/" + std::to_string(job) + "-" + std::to_string(composition) + std::string(kind);
 }
 
 // One holder a line: pid, device id and target, tab-separated (a newline in a target, which
@@ -71,9 +81,11 @@ std::vector<Holder> holders_of(const std::vector<Holder>& found, const std::vect
   return out;
 }
 
-// An epilog waiting for a walk: its job, its pid and its devices.
+// An epilog (or a batch script's end) waiting for a walk: its job, the name its answer takes,
+// its pid and its devices.
 struct Asker {
   uint32_t job = 0;
+  std::string answer;
   int pid = 0;
   std::vector<Device> devices;
 };
@@ -94,8 +106,9 @@ std::vector<Asker> take_asks(const std::string& dir, const std::string& state_di
       continue;
     }
     if (!name.ends_with(kAsk)) continue;
-    const Expected<uint32_t> job =
-        parse_count(name.substr(0, name.size() - kAsk.size()), UINT32_MAX);
+    // JOB (an epilog) or JOB-COMPOSITION (a batch script's end).
+    const std::string stem = name.substr(0, name.size() - kAsk.size());
+    const Expected<uint32_t> job = parse_count(stem.substr(0, stem.find('-')), UINT32_MAX);
     std::string pid_text;
     std::getline(std::ifstream(entry.path()), pid_text);
     fs::remove(entry.path(), gone);
@@ -103,19 +116,73 @@ std::vector<Asker> take_asks(const std::string& dir, const std::string& state_di
     const Expected<uint32_t> pid = parse_count(pid_text, INT32_MAX);
     Expected<std::optional<JobState>> state = read_job_state(state_dir, *job);
     if (!pid || !state || !state->has_value()) continue;
-    out.push_back(Asker{*job, static_cast<int>(*pid), std::move((*state)->devices)});
+    out.push_back(Asker{*job, dir + "/" + stem + std::string(kAnswer), static_cast<int>(*pid),
+                        std::move((*state)->devices)});
   }
   return out;
 }
 
+// One walk, under busy.lock, for `devices` (of job `mine`; 0 and none: only for the others)
+// and for every job whose ask is in `dir`, each of which gets its answer; answers the holders
+// of `devices`.
+std::vector<Holder> walk_for_asks(const HostDevices& host, const std::string& dir,
+                                  const std::string& state_dir, uint32_t mine,
+                                  const std::vector<Device>& devices) {
+  std::vector<Asker> others = take_asks(dir, state_dir, mine);
+  std::vector<Device> all = devices;
+  for (const Asker& o : others) all.insert(all.end(), o.devices.begin(), o.devices.end());
+  const std::vector<Holder> found = host.holders(all);
+  for (const Asker& o : others) {
+    // Not written: that epilog finds no answer and walks itself.
+    (void)write_file_atomically(o.answer, answer_text(holders_of(found, o.devices, o.pid)), 0644,
+                                Durability::kCrash);
+  }
+  return holders_of(found, devices, -1);
+}
+
 }  // namespace
 
+Status note_step(const std::string& state_dir, uint32_t job_id) {
+  const std::string dir = state_dir + "/busy";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return write_file_atomically(file_of(dir, job_id, kSteps), "", 0644, Durability::kCrash);
+}
+
+void forget_steps(const std::string& state_dir, uint32_t job_id) {
+  std::error_code ec;
+  fs::remove(file_of(state_dir + "/busy", job_id, kSteps), ec);
+}
+
+Status ask_at_batch_end(const HostDevices& host, const std::string& state_dir, uint32_t job_id,
+                        int64_t composition_id) {
+  const std::string dir = state_dir + "/busy";
+  std::error_code ec;
+  if (composition_id <= 0 || fs::exists(file_of(dir, job_id, kSteps), ec)) return Status::Ok();
+  fs::create_directories(dir, ec);
+  if (Status s = write_file_atomically(batch_end_file(dir, job_id, composition_id, kAsk),
+                                       std::to_string(getpid()) + "\n", 0644, Durability::kCrash);
+      !s) {
+    return s;
+  }
+  // No walk under way: this one walks now, while Slurm goes on to the epilog, for itself and
+  // every ask there is. Otherwise the next walk answers it; it waits for none.
+  if (Expected<HostLock> lock =
+          HostLock::take(state_dir, std::chrono::milliseconds(0), kBusyLock)) {
+    walk_for_asks(host, dir, state_dir, 0, {});
+  }
+  return Status::Ok();
+}
+
 std::vector<Holder> shared_holders(const HostDevices& host, const std::string& state_dir,
-                                   uint32_t job_id, const std::vector<Device>& devices,
+                                   uint32_t job_id, int64_t composition_id,
+                                   const std::vector<Device>& devices,
                                    std::chrono::milliseconds lock_wait) {
   const std::string dir = state_dir + "/busy";
   const std::string ask = file_of(dir, job_id, kAsk);
   const std::string answer = file_of(dir, job_id, kAnswer);
+  const std::string ended_ask = batch_end_file(dir, job_id, composition_id, kAsk);
+  const std::string ended_answer = batch_end_file(dir, job_id, composition_id, kAnswer);
   std::error_code ec;
   fs::create_directories(dir, ec);
   // An answer from before this ask answers something else.
@@ -128,21 +195,21 @@ std::vector<Holder> shared_holders(const HostDevices& host, const std::string& s
     fs::remove(ask, ec);
     return host.holders(devices);
   }
-  // A walk that began after this ask left its answer.
-  std::optional<std::vector<Holder>> mine = read_answer(answer);
-  fs::remove(answer, ec);
-  if (mine) return *mine;
-  std::vector<Asker> others = take_asks(dir, state_dir, job_id);
-  std::vector<Device> all = devices;
-  for (const Asker& o : others) all.insert(all.end(), o.devices.begin(), o.devices.end());
-  const std::vector<Holder> found = host.holders(all);
-  for (const Asker& o : others) {
-    // Not written: that epilog finds no answer and walks itself.
-    (void)write_file_atomically(file_of(dir, o.job, kAnswer),
-                                answer_text(holders_of(found, o.devices, o.pid)), 0644,
-                                Durability::kCrash);
+  // Under the lock no walk takes or answers this job's asks: what is left of them goes now.
+  // The answer to the batch script's end counts only where no other step of the job ran on
+  // the node (note_step), whose processes may have outlived that walk.
+  const bool steps = fs::exists(file_of(dir, job_id, kSteps), ec);
+  std::optional<std::vector<Holder>> mine;
+  if (composition_id > 0 && !steps) mine = read_answer(ended_answer);
+  if (!mine) mine = read_answer(answer);
+  for (const std::string& f :
+       {ask, answer, ended_ask, ended_answer, file_of(dir, job_id, kSteps)}) {
+    fs::remove(f, ec);
   }
-  return holders_of(found, devices, -1);
+  // This epilog, which did not exist when a walk answered the batch script's end, is no
+  // holder of its own devices either.
+  if (mine) return holders_of(*mine, devices, getpid());
+  return walk_for_asks(host, dir, state_dir, job_id, devices);
 }
 
 }  // namespace composer::slurm

@@ -930,6 +930,49 @@ std::optional<HostLock> restore_weights(JobContext& ctx, const SpankConfig& conf
 
 }  // namespace
 
+Status job_step_started(JobContext& ctx, const SpankConfig& config) {
+  if (config.host_check == HostCheck::kOff) return Status::Ok();
+  // A step whose id cannot be read counts as another step: its processes may outlive the walk.
+  Expected<uint32_t> step = ctx.step_id();
+  if (step && *step == kBatchStep) return Status::Ok();
+  Expected<uint32_t> job_id = ctx.job_id();
+  if (!job_id) {
+    ctx.error("composer: step start: cannot get the job id: " + job_id.error().message);
+    return job_id.error();
+  }
+  // Every job's steps, not only those of a job with a state file: under PrologFlags=RunInJob
+  // the extern step starts before the prolog writes it.
+  if (Status s = note_step(config.state_dir, *job_id); !s) {
+    std::error_code ec;
+    const bool composed = std::filesystem::exists(state_path(config.state_dir, *job_id), ec);
+    const Error e{s.error().code,
+                  "composer: step start: " + where(*job_id, ctx.node()) +
+                      ": cannot record the step for the epilog's busy check (" + s.error().message +
+                      ")" +
+                      (composed ? "; the step does not start" : "; the job has no devices here")};
+    ctx.error(e.message);
+    if (composed) return e;
+  }
+  return Status::Ok();
+}
+
+void job_step_ended(JobContext& ctx, const SpankConfig& config) {
+  if (config.host_check == HostCheck::kOff) return;
+  Expected<uint32_t> step = ctx.step_id();
+  if (!step || *step != kBatchStep) return;
+  Expected<uint32_t> job_id = ctx.job_id();
+  if (!job_id) return;
+  Expected<std::optional<JobState>> state = read_job_state(config.state_dir, *job_id);
+  if (!state || !state->has_value() || (*state)->devices.empty()) return;
+  // The site's GPU hook lets its daemons go in the epilog, before the walk that counts.
+  if (has_gpu((*state)->devices) && !config.gpu_hook.empty()) return;
+  const HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
+  if (Status s = ask_at_batch_end(host, config.state_dir, *job_id, (*state)->composition_id); !s) {
+    ctx.error("composer: batch script end: " + where(*job_id, ctx.node()) +
+              ": cannot ask for the busy check (" + s.error().message + "); the epilog asks alone");
+  }
+}
+
 Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) {
   Expected<uint32_t> job_id = ctx.job_id();
   if (!job_id) {
@@ -945,6 +988,8 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     ctx.error("composer: epilog: " + at + ": " + state.error().message);
   }
   const bool have_state = state && state->has_value();
+  // The mark of the job's other steps goes with the busy check that reads it, or now.
+  if (!have_state || config.host_check == HostCheck::kOff) forget_steps(config.state_dir, *job_id);
   if (!have_state) {
     Expected<JobOptions> options = read_job_options(ctx);
     // A job that asked for nothing has nothing to release; one whose options no longer parse
@@ -978,8 +1023,8 @@ Status job_epilog(JobContext& ctx, ComposerApi& api, const SpankConfig& config) 
     // The first look shares one walk of the host's processes with the epilogs ending beside
     // this one (busy_check.h); the looks while it waits for holders to go are its own.
     const Clock::time_point looking = Clock::now();
-    std::vector<Holder> holders =
-        shared_holders(host, config.state_dir, *job_id, devices, kLockWait);
+    std::vector<Holder> holders = shared_holders(host, config.state_dir, *job_id,
+                                                 (*state)->composition_id, devices, kLockWait);
     busy_check = Clock::now() - looking;
     if (!holders.empty() && config.busy_wait_s > 0) {
       ctx.info("composer: epilog: " + at + ": waiting up to " + std::to_string(config.busy_wait_s) +

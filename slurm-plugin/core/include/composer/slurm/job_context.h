@@ -11,12 +11,17 @@
 
 namespace composer::slurm {
 
+// The step id Slurm gives a batch script (slurm.h's SLURM_BATCH_SCRIPT).
+constexpr uint32_t kBatchStep = 0xfffffffb;
+
 // What the core needs to know about the job and may do to it.
 class JobContext {
  public:
   virtual ~JobContext() = default;
 
   virtual Expected<uint32_t> job_id() = 0;
+  // The step's id (kBatchStep for the batch script); only in a step (remote context).
+  virtual Expected<uint32_t> step_id() = 0;
   virtual Expected<uint32_t> uid() = 0;
   // Name of this node as Slurm knows it.
   virtual std::string node() = 0;

@@ -72,6 +72,20 @@ size_t release_held_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig
 // class's reaction; the node is never drained for it. Answers how many were bad.
 size_t check_gpu_health_on_node(JobContext& ctx, ComposerApi& api, const SpankConfig& config);
 
+// Step start (remote context, root, in slurmstepd before the step's processes start): a step
+// other than the batch script is recorded for the epilog's busy check (note_step,
+// busy_check.h), which removes the record (forget_steps where it makes none). One that cannot
+// be recorded fails the step, with the sentence, where the job has a state file on the node,
+// and is logged otherwise (StepStartRecordsEveryStepButTheBatchScript).
+Status job_step_started(JobContext& ctx, const SpankConfig& config);
+
+// Step end (remote context, root, after Slurm has killed and waited for every process of the
+// step): the batch script's end of a job with devices asks for the busy check and walks where
+// no walk is under way (ask_at_batch_end), so that its epilog finds the answer waiting; not
+// with host_check=off, nor for GPUs where a gpu_hook must first let its daemons go
+// (BatchScriptEndAsksForTheBusyCheck). A failure is logged; the epilog then asks alone.
+void job_step_ended(JobContext& ctx, const SpankConfig& config);
+
 // Job epilog (root, slurmd). Waits (busy_wait) until no process holds an attached device,
 // removes the devices from the host, asks composerd to release its node's composition (under
 // either compose= mode: UnderControllerComposeTheEpilogReleasesItsNode) and deletes the state
