@@ -43,6 +43,7 @@ void say(int priority, const std::string& line) {
 class NodeContext : public cs::JobContext {
  public:
   composer::Expected<uint32_t> job_id() override { return no_job(); }
+  composer::Expected<uint32_t> step_id() override { return no_job(); }
   composer::Expected<uint32_t> uid() override { return no_job(); }
   std::string node() override {
     if (const char* name = std::getenv("SLURMD_NODENAME"); name != nullptr && *name != '\0') {

@@ -52,6 +52,10 @@ class HostContext : public cs::JobContext {
   HostContext(uint32_t job, uint32_t uid, std::map<std::string, std::string> options)
       : job_(job), uid_(uid), options_(std::move(options)) {}
   composer::Expected<uint32_t> job_id() override { return job_; }
+  // The hooks run here are the job's, never a step's.
+  composer::Expected<uint32_t> step_id() override {
+    return composer::Error{composer::ErrorCode::kNotFound, "the host side runs outside any step"};
+  }
   composer::Expected<uint32_t> uid() override { return uid_; }
   std::string node() override {
     if (const char* name = std::getenv("SLURMD_NODENAME"); name != nullptr && *name != '\0') {
