@@ -136,8 +136,9 @@ class HostDevices {
 };
 
 // Finds each device of a composition on the host, one look at a time, so that a caller can
-// hold a lock for a look and for what it does with what that look found (spank_core keeps the
-// node's HostLock until the job's state file names the addresses), and let go between looks.
+// hold a lock for a look and for what it does with what that look found (the prolog,
+// spank_prolog.cc, keeps the node's HostLock until the job's state file names the addresses),
+// and let go between looks.
 // Each device is answered with `address` set to where the host shows it:
 //   - a device with an address: the PCI function (memory: the NUMA node) at that address;
 //     a function whose vendor or device id differs from the identity's is not it;
