@@ -614,19 +614,29 @@ TEST(ComposerdImpatientClients, GivingUpMidWaitLeavesNothingUnowned) {
   for (auto& t : clients) t.join();
   EXPECT_EQ(gave_up, 16) << "the clients were meant to give up before the fabric answered";
 
-  // Settled: nothing left composing; the fabric holds exactly what the live compositions own.
+  // Settled: nothing left composing, and every job-wide compose (the odd jobs) whole or rolled
+  // back. Until a failed node's job has released its other node, that node is still ready and
+  // owns devices its release is taking off the fabric: a settled pool has each odd job on both
+  // its nodes or on neither. Then the fabric holds exactly what the live compositions own.
   auto c = d.client();
   std::vector<Composition> live;
+  const auto settled = [](const std::vector<Composition>& now) {
+    std::map<uint32_t, int> nodes_of_job;
+    for (const Composition& x : now) {
+      if (x.state != CompositionState::kReady) return false;
+      ++nodes_of_job[x.owner.job_id];
+    }
+    return std::all_of(nodes_of_job.begin(), nodes_of_job.end(),
+                       [](const auto& job) { return job.first % 2 == 0 || job.second == 2; });
+  };
   for (int i = 0; i < 100; ++i) {
     auto l = c.compositions(client::CompositionQuery{.live = true});
     ASSERT_TRUE(l.ok()) << l.error();
     live = *l;
-    if (std::all_of(live.begin(), live.end(),
-                    [](const Composition& x) { return x.state == CompositionState::kReady; })) {
-      break;
-    }
+    if (settled(live)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  EXPECT_TRUE(settled(live)) << "a compose or a job-wide roll-back did not end in 10 s";
   std::set<std::string> owned;
   for (const Composition& x : live) {
     EXPECT_EQ(x.state, CompositionState::kReady) << "job " << x.owner.job_id << " on " << x.node;
