@@ -76,6 +76,11 @@
 # this cluster's files at the same paths ($E2E_DIR/etc, its own munge socket, plugin state and
 # spool), its log folder being the host's $E2E_DIR/guests/node0I/share/log; jobs see the
 # guest's mailbox at /mnt/share. Fabric calls get a minute (pciehp's removal takes seconds).
+# E2E_GUEST_CXL=MiB (with E2E_GUEST=yes; default 0: none; a multiple of 256 up to 4096): each
+# guest boots with a CXL Type 3 device of that size (guest.sh's GUEST_CXL), the fabric's memory
+# blocks are that size, and Slurm constrains each job's cores and memory nodes (ConstrainCores):
+# the prolog in the guest makes the region and onlines it as a NUMA node, the task hook widens
+# the job's cpuset to it, and the epilog offlines and destroys it.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -106,6 +111,12 @@ E2E_HOST_CHECK=${E2E_HOST_CHECK:-rescan}
 E2E_GUEST=${E2E_GUEST:-no}
 [[ $E2E_GUEST == yes || $E2E_GUEST == no ]] ||
   { echo "cluster: E2E_GUEST=$E2E_GUEST: expected yes or no" >&2; exit 2; }
+E2E_GUEST_CXL=${E2E_GUEST_CXL:-0}
+if ! [[ $E2E_GUEST_CXL =~ ^[0-9]+$ ]] || ((E2E_GUEST_CXL % 256 != 0 || E2E_GUEST_CXL > 4096)) ||
+  [[ $E2E_GUEST_CXL != 0 && $E2E_GUEST != yes ]]; then
+  echo "cluster: E2E_GUEST_CXL=$E2E_GUEST_CXL: allowed are 0 (no CXL memory) and, with E2E_GUEST=yes, multiples of 256 up to 4096 (MiB)" >&2
+  exit 2
+fi
 if [[ $E2E_GUEST == yes && ($FABRIC != redfish || ! ${E2E_NODES:-1} =~ ^[1-4]$ || $E2E_HOST_CHECK != rescan) ]]; then
   echo "cluster: E2E_GUEST=yes needs FABRIC=redfish, E2E_NODES from 1 to 4 and no E2E_HOST_CHECK (the guests' kernels are the hosts)" >&2
   exit 2
@@ -439,6 +450,7 @@ start_fake_redfish() {
   local pool=(--mockups "$mockups" --task-ms 20) fabric_timeout=5s
   if [[ $E2E_GUEST == yes ]]; then
     pool=(--drive-ids 0x1b36:0x0010 --hot-plug "$SRC/tests/kvm/qmp.py --guests $E2E_DIR/guests")
+    if ((E2E_GUEST_CXL > 0)); then pool+=(--memory-mib "$E2E_GUEST_CXL"); fi
     fabric_timeout=60s
   fi
   setsid "$FAKE_REDFISH" "${pool[@]}" --port-file "$port_file" --hosts "${#NODES[@]}" --gpus-per-zone $((E2E_GPUS / 2)) \
@@ -790,7 +802,7 @@ start_guests() {
     # started again at once: its last slurmd's, for up to a minute).
     wait_for 90 "port $port to be free of the last guest's connections" bash -c \
       "[[ -z \$(ss -Htan state time-wait '( sport = :$port )') ]]"
-    GUEST_TREE=$BUILD_DIR GUEST_HOSTFWD="tcp:127.0.0.1:$port-:$port" \
+    GUEST_TREE=$BUILD_DIR GUEST_CXL=$E2E_GUEST_CXL GUEST_HOSTFWD="tcp:127.0.0.1:$port-:$port" \
       guest_sh start "$(guest_dir "$i")" >>"$E2E_DIR/log/guest$i-boot.log" 2>&1 &
     echo $! >"$E2E_DIR/run/guest$i-boot.pid"
   done
@@ -813,6 +825,8 @@ start_guest_slurmd() {  # start_guest_slurmd I
     -e 's|^TaskPlugin=.*|TaskPlugin=task/cgroup|' -e 's|^ProctrackType=.*|ProctrackType=proctrack/cgroup|' \
     "$SLURM_CONF" >"$files/slurm.conf"
   printf 'CgroupPlugin=cgroup/v2\nConstrainDevices=no\n' >"$files/cgroup.conf"
+  # With CXL memory the job's cpuset holds its cores' memory node, which the plugin widens.
+  if ((E2E_GUEST_CXL > 0)); then echo ConstrainCores=yes >>"$files/cgroup.conf"; fi
   sed 's|http://127\.0\.0\.1:|http://10.0.2.2:|g' "$E2E_DIR/etc/plugstack.conf" >"$files/plugstack.conf"
   cp "$E2E_DIR/etc/gres.conf" "$E2E_DIR/munge/munge.key" "$files/"
   # The guest's $E2E_DIR is a tmpfs of its own: the path may lie in the build tree, which the

@@ -15,6 +15,9 @@
 # its release leaves nothing composed, on the fabric or in the guest's state.
 # With E2E_NODES=N (up to 4) the cluster has N guests, guest1..guestN; the jobs above run on
 # guest1, then one job on each guest at once gets a drive hot-plugged into its own guest.
+# With E2E_GUEST_CXL=MiB (cluster.sh) the guests have CXL memory, and a job on guest1 first
+# composes a block of it: a region and a NUMA node in the guest's kernel, the node in the job's
+# cpuset, a buffer of the job's on it, and the node offline and the region gone after the job.
 #
 #   slurm_scenario.sh
 #
@@ -75,6 +78,58 @@ source "$SRC/tests/e2e/scenarios.sh"  # api, wait_until, job_state, attached, ..
 GUEST_DIR=$E2E_DIR/guests/node01
 SHARE=$GUEST_DIR/share
 g() { "$HERE/guest.sh" exec "$GUEST_DIR" --timeout 120 -- "$@"; }
+
+# --- with E2E_GUEST_CXL: a job composes CXL memory through slurmd. The prolog in the guest
+# makes a region of the guest's CXL Type 3 device and onlines it as a NUMA node, the task hook
+# widens the job's cpuset (Slurm's ConstrainCores holds it to node 0) to that node, and the
+# job's program places a buffer there with mbind(2): QEMU 7.2 emulates the CXL window as I/O
+# memory, which holds data but runs no code, so the job keeps its own policy (the default,
+# preferred) and binds only its buffer (composer_kvm_touch). After the job the epilog offlines
+# the node and destroys the region.
+if ((${E2E_GUEST_CXL:-0} > 0)); then
+  touch_prog=$BUILD_DIR/tests/kvm/composer_kvm_touch
+  [[ -x $touch_prog ]] || die "not built: $touch_prog"
+  # shellcheck disable=SC2016  # the job's shell expands its variables
+  j=$(sbatch --parsable -w guest1 "--compose-mem=${E2E_GUEST_CXL}M" --chdir=/mnt/share -o "/mnt/share/job-%j.out" --wrap '
+    env | grep ^COMPOSER_ | sort
+    n=$COMPOSER_MEM_NUMA
+    cg=/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup)
+    echo "MEMS=$(cat "$cg/cpuset.mems.effective")"
+    echo "JOB_MEMS=$(cat "${cg%%/step_*}/cpuset.mems")"
+    echo "ONLINE_KIB=$(awk "/MemTotal/ {print \$(NF-1)}" "/sys/devices/system/node/node$n/meminfo")"
+    COMPOSER_KVM_TASK_POLICY="2:$((1 << n))" '"$touch_prog"' 32') || die "sbatch refused the CXL memory job"
+  t=$SECONDS
+  wait_until 180 finished "$j" || die "job $j did not finish within 180 s ($(job_state "$j"))"
+  out=$SHARE/job-$j.out
+  [[ $(job_state "$j") == COMPLETED ]] || die "job $j ended $(job_state "$j"): $(cat "$out" 2>/dev/null)"
+  node=$(sed -n 's/^COMPOSER_MEM_NUMA=//p' "$out")
+  [[ $node =~ ^[1-9][0-9]*$ ]] || die "job $j: COMPOSER_MEM_NUMA is '$node', not a node of the guest's CXL memory: $(cat "$out")"
+  mems=$(sed -n 's/^MEMS=//p' "$out")
+  # A cpuset's list ("0-1", "0,2"): is the node in it?
+  awk -v list="$mems" -v n="$node" 'BEGIN {
+    k = split(list, part, ","); for (i = 1; i <= k; i++) { split(part[i], r, "-"); if (!(2 in r)) r[2] = r[1]
+      if (part[i] != "" && n + 0 >= r[1] + 0 && n + 0 <= r[2] + 0) exit 0 }
+    exit 1 }' || die "job $j: its cpuset allows memory nodes '$mems', not the CXL node $node"
+  # What Slurm set on the job's cgroup (ConstrainCores), widened by the task hook.
+  job_mems=$(sed -n 's/^JOB_MEMS=//p' "$out")
+  online=$(sed -n 's/^ONLINE_KIB=//p' "$out")
+  if ! [[ $online =~ ^[1-9][0-9]*$ ]]; then die "job $j: node $node holds '$online' KiB online"; fi
+  pages=$(grep '^pages:' "$out") || die "job $j: no pages line: $(cat "$out")"
+  awk -v n="$node" -v line="$pages" 'BEGIN {
+    split(line, w, /[ =]/); total = 0
+    for (i = 1; i in w; i++) if (w[i] ~ /^N[0-9]+$/) { c[substr(w[i], 2)] = w[i + 1]; total += w[i + 1] }
+    if (total == 0 || c[n] < total * 0.99) { print "node " n " holds " c[n] + 0 " of " total " pages"; exit 1 }
+  }' >&2 || die "job $j: its buffer is not on the CXL node $node: $pages"
+  ids=$(api /v1/events "job=$j" | jq -r '[.events[] | select(.kind == "ready") | .devices[]] | unique | join(",")')
+  [[ -n $ids && $ids != *,* ]] || die "composerd's ledger names '$ids' as job $j's memory"
+  log "job $j: memory block $ids is node $node in the guest (cpuset mems $mems, the job's cgroup's own '$job_mems'; $((online / 1024)) MiB online): $pages; ran in $((SECONDS - t)) s"
+  wait_until 60 nothing_attached || die "$(attached) devices still attached after job $j"
+  left=$(g "ls /sys/bus/cxl/devices 2>/dev/null | grep -c '^region' || true; ls /sys/bus/dax/devices | wc -l; ls /sys/devices/system/node/node$node 2>/dev/null | grep -c '^memory' || true" | xargs)
+  [[ $left == "0 0 0" ]] || die "job $j: after its epilog the guest shows CXL regions, dax devices, blocks of node $node: $left, not 0 0 0"
+  [[ $(event_kinds "$j") == *released* ]] || die "ledger of job $j: $(event_kinds "$j")"
+  g "test ! -e $E2E_DIR/plugin-state/job-$j.json" || die "the guest's plugin state of job $j is left behind"
+  log "job $j: released; the epilog offlined node $node and destroyed its region"
+fi
 
 # --- a job composes a drive: hot-plugged, found by its serial, used by the job, released
 # shellcheck disable=SC2016  # the job's shell expands its variables

@@ -42,8 +42,11 @@ std::vector<DaxDevice> dax_devices(const std::string& sysfs) {
 
 Status load_driver(const fs::path& dir, const char* module, const std::string& id) {
   if (std::error_code ec; fs::exists(dir, ec)) return Status::Ok();
+  // By its path: slurmd runs the prolog without PATH, where only /bin and /usr/bin are searched
+  // (kvm_slurm_cxl's prolog could not find modprobe). /sbin/modprobe is the kernel's own choice
+  // (/proc/sys/kernel/modprobe) and is there with a merged /usr or without one.
   Expected<std::string> loaded = run_checked(
-      RunOptions{.argv = {"modprobe", module}, .with_stderr = true, .timeout_ms = 30000});
+      RunOptions{.argv = {"/sbin/modprobe", module}, .with_stderr = true, .timeout_ms = 30000});
   if (!loaded) {
     return Error{ErrorCode::kInternal, id + ": the kernel has no " + module + " driver (" +
                                            dir.string() + "): " + loaded.error().message};
