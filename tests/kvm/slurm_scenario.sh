@@ -84,8 +84,8 @@ g() { "$HERE/guest.sh" exec "$GUEST_DIR" --timeout 120 -- "$@"; }
 # widens the job's cpuset (Slurm's ConstrainCores holds it to node 0) to that node, and the
 # job's program places a buffer there with mbind(2): QEMU 7.2 emulates the CXL window as I/O
 # memory, which holds data but runs no code, so the job keeps its own policy (the default,
-# preferred) and binds only its buffer (composer_kvm_touch). After the job the epilog offlines
-# the node and destroys the region.
+# preferred) and binds only its buffer (composer_kvm_touch). A job started beside it is fenced
+# from that node. After the job the epilog offlines the node and destroys the region.
 if ((${E2E_GUEST_CXL:-0} > 0)); then
   touch_prog=$BUILD_DIR/tests/kvm/composer_kvm_touch
   [[ -x $touch_prog ]] || die "not built: $touch_prog"
@@ -97,8 +97,22 @@ if ((${E2E_GUEST_CXL:-0} > 0)); then
     echo "MEMS=$(cat "$cg/cpuset.mems.effective")"
     echo "JOB_MEMS=$(cat "${cg%%/step_*}/cpuset.mems")"
     echo "ONLINE_KIB=$(awk "/MemTotal/ {print \$(NF-1)}" "/sys/devices/system/node/node$n/meminfo")"
-    COMPOSER_KVM_TASK_POLICY="2:$((1 << n))" '"$touch_prog"' 32') || die "sbatch refused the CXL memory job"
+    COMPOSER_KVM_TASK_POLICY="2:$((1 << n))" '"$touch_prog"' 32
+    touch "/mnt/share/cxl-$SLURM_JOB_ID"
+    for i in $(seq 600); do [ -e "/mnt/share/done-$SLURM_JOB_ID" ] && break; sleep 0.2; done') ||
+    die "sbatch refused the CXL memory job"
   t=$SECONDS
+  wait_until 180 test -e "$SHARE/cxl-$j" || die "job $j never placed its buffer ($(job_state "$j")): $(cat "$SHARE/job-$j.out" 2>/dev/null)"
+  # A job beside it: Slurm gives it every memory node online, the CXL node too; its task hook
+  # takes that node out (the plugin's fence), so only node 0 is left to it.
+  # shellcheck disable=SC2016  # the job's shell expands its variables
+  beside=$(sbatch --parsable -w guest1 --chdir=/mnt/share -o "/mnt/share/job-%j.out" --wrap '
+    echo "MEMS=$(cat "/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup)/cpuset.mems.effective")"') ||
+    die "sbatch refused the job beside job $j"
+  wait_until 120 finished "$beside" || die "job $beside did not finish ($(job_state "$beside"))"
+  beside_mems=$(sed -n 's/^MEMS=//p' "$SHARE/job-$beside.out")
+  [[ $beside_mems == 0 ]] || die "job $beside, beside job $j's CXL memory, may use memory nodes '$beside_mems', not only node 0"
+  touch "$SHARE/done-$j"
   wait_until 180 finished "$j" || die "job $j did not finish within 180 s ($(job_state "$j"))"
   out=$SHARE/job-$j.out
   [[ $(job_state "$j") == COMPLETED ]] || die "job $j ended $(job_state "$j"): $(cat "$out" 2>/dev/null)"
@@ -122,7 +136,7 @@ if ((${E2E_GUEST_CXL:-0} > 0)); then
   }' >&2 || die "job $j: its buffer is not on the CXL node $node: $pages"
   ids=$(api /v1/events "job=$j" | jq -r '[.events[] | select(.kind == "ready") | .devices[]] | unique | join(",")')
   [[ -n $ids && $ids != *,* ]] || die "composerd's ledger names '$ids' as job $j's memory"
-  log "job $j: memory block $ids is node $node in the guest (cpuset mems $mems, the job's cgroup's own '$job_mems'; $((online / 1024)) MiB online): $pages; ran in $((SECONDS - t)) s"
+  log "job $j: memory block $ids is node $node in the guest (cpuset mems $mems, the job's cgroup's own '$job_mems'; $((online / 1024)) MiB online): $pages; ran in $((SECONDS - t)) s; job $beside beside it had memory node $beside_mems only"
   wait_until 60 nothing_attached || die "$(attached) devices still attached after job $j"
   left=$(g "ls /sys/bus/cxl/devices 2>/dev/null | grep -c '^region' || true; ls /sys/bus/dax/devices | wc -l; ls /sys/devices/system/node/node$node 2>/dev/null | grep -c '^memory' || true" | xargs)
   [[ $left == "0 0 0" ]] || die "job $j: after its epilog the guest shows CXL regions, dax devices, blocks of node $node: $left, not 0 0 0"

@@ -101,6 +101,32 @@ TEST(DeviceFence, MemsAreWidenedTopDownToTheJobsSteps) {
   EXPECT_NE(s.error().message.find("uid_1/cpuset.mems"), std::string::npos) << s.error().message;
 }
 
+// Other jobs' CXL nodes leave the job's cpuset and those of its steps that have mems of their
+// own; one with none of its own (its parent's) stays so, and nothing above the job changes.
+TEST(DeviceFence, OtherJobsNodesLeaveTheJobAndItsSteps) {
+  TempDir tmp;
+  tmp.write("cg/cpuset.mems", "0-3\n");
+  tmp.write("cg/job_5/cpuset.mems", "0-3\n");
+  tmp.write("cg/job_5/step_0/cpuset.mems", "0,2\n");
+  tmp.write("cg/job_5/step_0/user/cpuset.mems", "");
+  tmp.write("cg/job_5/step_0/user/task_0/cpuset.mems", "0\n");
+  ASSERT_TRUE(narrow_mems(tmp / "cg/job_5", {2, 3}));
+  EXPECT_EQ(tmp.read("cg/cpuset.mems"), "0-3\n");
+  EXPECT_EQ(tmp.read("cg/job_5/cpuset.mems"), "0-1\n");
+  EXPECT_EQ(tmp.read("cg/job_5/step_0/cpuset.mems"), "0\n");
+  EXPECT_EQ(tmp.read("cg/job_5/step_0/user/cpuset.mems"), "");
+  EXPECT_EQ(tmp.read("cg/job_5/step_0/user/task_0/cpuset.mems"), "0\n");
+  // A cgroup that would have no node left is not written, and named.
+  tmp.write("cg/job_6/cpuset.mems", "0-3\n");
+  tmp.write("cg/job_6/step_0/cpuset.mems", "2\n");
+  const Status s = narrow_mems(tmp / "cg/job_6", {2});
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("job_6/step_0/cpuset.mems holds only NUMA nodes of other jobs"),
+            std::string::npos)
+      << s.error().message;
+  EXPECT_EQ(tmp.read("cg/job_6/step_0/cpuset.mems"), "2\n");
+}
+
 TEST(UnifiedFence, ATasksScopeIsTheCgroupAboveItsJob) {
   const std::string self =
       "12:devices:/\n1:name=systemd:/system.slice/slurmstepd.scope\n"

@@ -1262,5 +1262,44 @@ TEST_F(HostSideTest, OnCgroupV2TheJobsCpusetIsWidenedToItsCxlMemory) {
   EXPECT_EQ(tmp.read(scope + "/job_742/cpuset.mems"), "0-1\n");
 }
 
+// Slurm gives a job that starts beside another job's online CXL memory that node in its cpuset
+// too (kvm_slurm_cxl: cpuset.mems "0-1" for a job without memory): its task hook takes it out,
+// from the job's cgroup and every cgroup below it with mems of its own. The job that composed
+// the node keeps it; with fence=off nothing is narrowed.
+TEST_F(HostSideTest, AJobBesideAnotherJobsCxlMemoryIsFencedFromItsNode) {
+  api.devices = {testing::device("mem-c-0", DeviceType::kMem, "numa:2", 64 * kGiB)};
+  host.add_dax("dax0.0", 2, 64 * kGiB, 4);
+  FakeJob a = memory_job(751);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  const std::string scope = "cgroup2/system.slice/slurmstepd.scope";
+  tmp.write("cgroup2/cgroup.procs", "");
+  for (const char* job : {"job_751", "job_752"}) {
+    tmp.write(scope + "/" + job + "/cpuset.mems", "0-2\n");
+    tmp.write(scope + "/" + job + "/step_0/user/cpuset.mems", "0-2\n");
+    tmp.write(scope + "/" + job + "/step_0/user/task_0/cpuset.mems", "");
+  }
+  config.unified_cgroup = tmp / "cgroup2";
+  FakeJob beside;
+  beside.id = 752;
+  tmp.write("host/proc/self/cgroup",
+            "0::/system.slice/slurmstepd.scope/job_752/step_0/user/task_0\n");
+  config.fence = Fence::kOff;
+  ASSERT_TRUE(task_init_privileged(beside, config)) << join(beside.errors, "\n");
+  EXPECT_EQ(tmp.read(scope + "/job_752/cpuset.mems"), "0-2\n");
+  config.fence = Fence::kAuto;
+  ASSERT_TRUE(task_init_privileged(beside, config)) << join(beside.errors, "\n");
+  EXPECT_TRUE(beside.errors.empty()) << join(beside.errors, "\n");
+  EXPECT_EQ(tmp.read(scope + "/job_752/cpuset.mems"), "0-1\n");
+  EXPECT_EQ(tmp.read(scope + "/job_752/step_0/user/cpuset.mems"), "0-1\n");
+  EXPECT_EQ(tmp.read(scope + "/job_752/step_0/user/task_0/cpuset.mems"), "");
+  FakeJob owner;
+  owner.id = 751;
+  tmp.write("host/proc/self/cgroup",
+            "0::/system.slice/slurmstepd.scope/job_751/step_0/user/task_0\n");
+  ASSERT_TRUE(task_init_privileged(owner, config)) << join(owner.errors, "\n");
+  EXPECT_EQ(tmp.read(scope + "/job_751/cpuset.mems"), "0-2\n");
+  EXPECT_EQ(tmp.read(scope + "/job_751/step_0/user/cpuset.mems"), "0-2\n");
+}
+
 }  // namespace
 }  // namespace composer::slurm

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -116,7 +117,55 @@ Status add_mems(const fs::path& cgroup, const std::set<int>& nodes, bool keep_em
   return Status::Ok();
 }
 
+// One cgroup's cpuset.mems without `nodes`; Ok when it had none of them or has no node list
+// of its own (empty: its parent's).
+Status remove_mems(const fs::path& cgroup, const std::set<int>& nodes) {
+  const fs::path file = cgroup / "cpuset.mems";
+  std::ifstream in(file);
+  if (!in) return Status::Ok();  // no cpuset here, or the cgroup went with its step
+  std::string text;
+  std::getline(in, text, '\0');
+  if (trim(text).empty()) return Status::Ok();
+  std::optional<std::set<int>> mems = parse_node_list(text);
+  if (!mems) return Error{ErrorCode::kInternal, file.string() + " holds no node list"};
+  const size_t had = mems->size();
+  for (int n : nodes) mems->erase(n);
+  if (mems->size() == had) return Status::Ok();
+  if (mems->empty()) {
+    return Error{ErrorCode::kInternal, file.string() + " holds only NUMA nodes of other jobs (" +
+                                           std::string(trim(text)) + ")"};
+  }
+  const std::string out = node_list_text(*mems) + "\n";
+  // Truncated as a shell's `>` does: the kernel takes it, and a shorter list leaves no tail.
+  const int fd = ::open(file.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0 || ::write(fd, out.data(), out.size()) != static_cast<ssize_t>(out.size())) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return Error{ErrorCode::kInternal, "cannot write \"" + node_list_text(*mems) + "\" to " +
+                                           file.string() + ": " + std::strerror(err)};
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status narrow_mems(const std::string& job_cgroup, const std::set<int>& nodes) {
+  if (nodes.empty()) return Status::Ok();
+  std::vector<fs::path> cgroups{job_cgroup};
+  std::error_code ec;
+  // Parents come before their children in a recursive walk: backwards, children come first.
+  fs::recursive_directory_iterator it(job_cgroup, fs::directory_options::skip_permission_denied,
+                                      ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_directory(type_ec)) cgroups.push_back(it->path());
+  }
+  for (auto c = cgroups.rbegin(); c != cgroups.rend(); ++c) {
+    if (Status s = remove_mems(*c, nodes); !s) return s;
+  }
+  return Status::Ok();
+}
 
 Status widen_mems(const std::string& hierarchy, const std::string& job_cgroup,
                   const std::set<int>& nodes) {

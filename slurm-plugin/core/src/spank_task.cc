@@ -123,6 +123,40 @@ Status fence_task(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
   return Status::Ok();
 }
 
+// The job's cpuset without the NUMA nodes of other jobs' CXL memory (narrow_mems): Slurm gives
+// a job every memory node online when it starts, so a job that starts beside one whose CXL
+// memory is online could allocate on it (kvm_slurm_cxl). Part of the fence, as its settings say.
+Status fence_memory(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
+                    const std::string& at, const std::optional<JobState>& own,
+                    const std::optional<UnifiedFence>& v2) {
+  if (config.fence == Fence::kOff) return Status::Ok();
+  std::set<int> others = cxl_nodes(devices_of_other_jobs(config.state_dir, job_id));
+  if (own) {
+    for (int mine : cxl_nodes(own->devices)) others.erase(mine);
+  }
+  if (others.empty()) return Status::Ok();
+  std::vector<std::string> cgroups;
+  if (v2) {
+    cgroups.push_back(v2->scope() + "/job_" + std::to_string(job_id));
+  } else {
+    const std::map<uint32_t, std::vector<std::string>> all =
+        slurm_job_cgroups(config.cpuset_cgroup);
+    // No cpuset of its own (ConstrainCores=no): every node with memory is the job's to use.
+    if (auto mine = all.find(job_id); mine != all.end()) cgroups = mine->second;
+  }
+  const bool required = config.fence == Fence::kRequired;
+  for (const std::string& cgroup : cgroups) {
+    if (Status s = narrow_mems(cgroup, others); !s) {
+      const std::string why = "composer: task: " + at + ": fencing it from NUMA node " +
+                              node_list_text(others) +
+                              " of other jobs' CXL memory: " + s.error().message;
+      ctx.error(why + (required ? "; fence=required refuses the step" : ""));
+      if (required) return Error{ErrorCode::kConflict, why};
+    }
+  }
+  return Status::Ok();
+}
+
 // The job's cpuset widened to the NUMA nodes its CXL memory became (widen_mems).
 void widen_cpuset(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
                   const std::string& at, const JobState& own,
@@ -173,6 +207,7 @@ Status task_init_privileged(JobContext& ctx, const SpankConfig& config) {
   std::optional<UnifiedFence> v2;
   if (config.fence != Fence::kOff || own) v2 = task_unified_cgroup(config, *job_id);
   if (Status s = fence_task(ctx, config, *job_id, at, own, v2); !s) return s;
+  if (Status s = fence_memory(ctx, config, *job_id, at, own, v2); !s) return s;
   if (own) widen_cpuset(ctx, config, *job_id, at, *own, v2);
   return Status::Ok();
 }

@@ -73,6 +73,14 @@ Status widen_mems(const std::string& hierarchy, const std::string& job_cgroup,
 // beyond its parent's, and gives it their intersection until the parent has them too).
 Status widen_unified_mems(const std::string& job_cgroup, const std::set<int>& nodes);
 
+// The NUMA nodes `nodes` (other jobs' CXL memory) taken out of cpuset.mems of `job_cgroup` and
+// of every cgroup below it that has mems of its own, children first, as cgroup v1 wants a
+// child's mems within its parent's (v2 takes either order). Slurm gives a job's cpuset every
+// memory node online when the job starts, another job's composed CXL memory included
+// (kvm_slurm_cxl showed it). A cgroup that would be left with no node is not written: kInternal
+// names its file.
+Status narrow_mems(const std::string& job_cgroup, const std::set<int>& nodes);
+
 // cgroup v2. The program a process's open of a device node runs through: a process in a job's
 // cgroup (a child job_<id> of `scope`, at depth `job_level` of the hierarchy) may open a listed
 // device node only when the node's owner is its job; everything else (devices no rule names,
