@@ -6,7 +6,10 @@
 # serial in the guest's kernel, the job's task sees COMPOSER_NVME name that drive's namespace
 # and reads it, and after the job the epilog and composer-slurmctld release it: device_del, and
 # the drive is gone from the guest, nothing attached, no state file left.
-# Then a second job holds its drive open and reads it; a third job on the node is refused that
+# Then a process outside the jobs keeps a job's drive open past the job: the epilog's busy
+# check (the guest's /proc) holds the composition until the next job's prolog finds the
+# process gone and releases it.
+# Then a job holds its drive open and reads it; another job on the node is refused that
 # drive (EPERM: the plugin's cgroup v2 device program, in the guest's kernel). Then a surprise
 # removal: the fabric pulls the drive by itself (fake_redfish's /control/unplug: device_del,
 # the fabric no longer lists it). The job's reads come back short, composerd's reconciler
@@ -181,6 +184,45 @@ g "test ! -e $dev && ! ls /sys/class/nvme/ 2>/dev/null | grep -q ." ||
 [[ $(event_kinds "$j") == *released* ]] || die "ledger of job $j: $(event_kinds "$j")"
 g "test ! -e $E2E_DIR/plugin-state/job-$j.json" || die "the guest's plugin state of job $j is left behind"
 log "job $j: released, device_del done, $dev gone from the guest ($(grep -o "DEVICE_DELETED [0-9.]* s" "$E2E_DIR/log/fake_redfish.log" | tail -1))"
+
+# --- the busy check in the guest's kernel: a process outside the job keeps the job's drive
+# open past the job's end. The epilog finds it in the guest's /proc, waits busy_wait (5 s)
+# and has composerd hold the composition instead of releasing it: the node stays in service
+# and neither EpilogSlurmctld nor the reconciler detaches the drive under the process. Once
+# the process has gone, the next job's prolog on the node releases it (device_del).
+# shellcheck disable=SC2016  # the job's shell expands its variables
+j=$(sbatch --parsable -w guest1 --compose-nvme=1 --chdir=/mnt/share -o "/mnt/share/job-%j.out" --wrap '
+  echo "NVME=${COMPOSER_NVME%%,*}"
+  for i in $(seq 600); do [ -e "/mnt/share/go-$SLURM_JOB_ID" ] && break; sleep 0.2; done') ||
+  die "sbatch refused the held-drive job"
+wait_until 120 grep -qs '^NVME=/' "$SHARE/job-$j.out" || die "job $j never named its drive ($(job_state "$j"))"
+dev=$(sed -n 's/^NVME=//p' "$SHARE/job-$j.out")
+# Outside the job (the guest's agent), so that Slurm does not end it with the job.
+holder=$(g "setsid bash -c 'exec 3<$dev; exec sleep 300' </dev/null >/dev/null 2>&1 & echo \$!" | tr -d '[:space:]')
+[[ $holder =~ ^[0-9]+$ ]] || die "no process holds $dev in the guest: '$holder'"
+touch "$SHARE/go-$j"
+t=$SECONDS
+wait_until 60 finished "$j" || die "job $j did not finish ($(job_state "$j"))"
+wait_until 60 is_held "$j" || die "composerd holds no composition of job $j: $(api "/v1/compositions/$j/guest1")"
+[[ $(hold_of "$j") == *"pid $holder holds"* ]] ||
+  die "composerd's hold on job $j: '$(hold_of "$j")' (pid $holder holds $dev in the guest)"
+sleep 3  # EpilogSlurmctld and a reconciler pass have had their turn
+[[ $(api "/v1/compositions/$j/guest1" | jq -r .state) == ready ]] ||
+  die "the held composition of job $j is $(api "/v1/compositions/$j/guest1" | jq -r .state)"
+[[ $(node_state guest1) != drain* ]] || die "guest1 is $(node_state guest1): a held drive must not drain it"
+g "test -b $dev" || die "the held drive $dev left the guest under its holder"
+grep -q "composer: epilog: job $j on node guest1: devices still in use after 5 s: pid $holder holds" \
+  "$GUEST_DIR/share/log/slurmd.log" || die "no epilog line for job $j in the guest's slurmd.log: $(grep "job $j" "$GUEST_DIR/share/log/slurmd.log")"
+log "job $j: its drive $dev held past the job by pid $holder in the guest: $(hold_of "$j") ($((SECONDS - t)) s after the job's end)"
+g "kill $holder"
+k=$(sbatch --parsable -w guest1 -o /dev/null --wrap true) || die "sbatch refused the job after the holder"
+wait_until 120 finished "$k" || die "job $k did not finish ($(job_state "$k"))"
+wait_until 60 nothing_attached || die "$(attached) devices still attached after job $k, with job $j's holder gone"
+[[ $(event_kinds "$j") == *"hold unhold releasing released"* ]] || die "ledger of job $j: $(event_kinds "$j")"
+g "test ! -e $dev && ! ls /sys/class/nvme/ 2>/dev/null | grep -q ." ||
+  die "the guest still shows $dev or an NVMe controller after the held drive's release"
+g "test ! -e $E2E_DIR/plugin-state/job-$j.json" || die "the guest's plugin state of job $j is left behind"
+log "job $k's prolog released job $j's drive once its holder had gone: device_del done, $dev gone"
 
 # --- surprise removal: the fabric pulls a running job's drive by itself (fake_redfish's
 # /control/unplug: device_del in the guest, and the fabric no longer lists the drive on node01).
