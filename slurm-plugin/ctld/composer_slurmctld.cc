@@ -82,7 +82,7 @@ int run() {
   auto log = [](const std::string& line) { say(LOG_INFO, line); };
   if (epilog) {
     // Never fails the epilog: what an ended job still holds, the reconciler releases.
-    (void)cs::controller_epilog(*job, api, slurm_probe(job->job_id), log);
+    (void)cs::controller_epilog(*job, api, slurm_probe(job->owner.job_id), log);
     return 0;
   }
   return cs::controller_prolog(*job, api, config->free_wait_s, config->outage_wait_s, log) ? 0 : 1;

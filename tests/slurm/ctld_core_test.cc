@@ -33,13 +33,14 @@ std::vector<std::string> prolog_env() {
 TEST(ControllerJob, IsReadFromSlurmctldsEnvironment) {
   Expected<ControllerJob> job = controller_job(prolog_env());
   ASSERT_TRUE(job) << job.error();
-  EXPECT_EQ(job->job_id, 41u);
+  EXPECT_EQ(job->owner.job_id, 41u);
   EXPECT_EQ(job->nodes, (std::vector<std::string>{"cn1", "cn2", "cn3"}));
-  EXPECT_EQ(job->uid, 1000u);
-  EXPECT_EQ(job->user, "alice");
-  EXPECT_EQ(job->account, "");
+  EXPECT_EQ(job->owner.uid, 1000u);
+  EXPECT_EQ(job->owner.user, "alice");
+  EXPECT_EQ(job->owner.account, "");
   EXPECT_EQ(job->options.request.gpus, 2u);
   EXPECT_EQ(job->options.workload, "training");
+  EXPECT_EQ(job->owner.workload, "training");
 }
 
 TEST(ControllerJob, NamesWhatIsMissingOrBad) {

@@ -37,8 +37,8 @@ Expected<ControllerJob> controller_job(const std::vector<std::string>& environme
     *out = *n;
     return Status::Ok();
   };
-  if (Status s = number("SLURM_JOB_ID", &job.job_id); !s) return s.error();
-  if (Status s = number("SLURM_JOB_UID", &job.uid); !s) return s.error();
+  if (Status s = number("SLURM_JOB_ID", &job.owner.job_id); !s) return s.error();
+  if (Status s = number("SLURM_JOB_UID", &job.owner.uid); !s) return s.error();
   const std::optional<std::string> nodes = value("SLURM_JOB_NODELIST");
   if (!nodes || nodes->empty()) {
     return bad("SLURM_JOB_NODELIST is not set: not run as Slurm's PrologSlurmctld?");
@@ -46,12 +46,13 @@ Expected<ControllerJob> controller_job(const std::vector<std::string>& environme
   Expected<std::vector<std::string>> names = config::expand_hostlist(*nodes);
   if (!names) return bad("SLURM_JOB_NODELIST=" + *nodes + ": " + names.error().message);
   job.nodes = std::move(*names);
-  job.user = value("SLURM_JOB_USER").value_or("");
-  job.account = value("SLURM_JOB_ACCOUNT").value_or("");
-  if (job.account == "(null)") job.account.clear();
+  job.owner.user = value("SLURM_JOB_USER").value_or("");
+  job.owner.account = value("SLURM_JOB_ACCOUNT").value_or("");
+  if (job.owner.account == "(null)") job.owner.account.clear();
   Expected<JobOptions> options = options_from_spank_env(spank_env);
   if (!options) return options.error();
   job.options = std::move(*options);
+  job.owner.workload = job.options.workload;
   return job;
 }
 
@@ -59,20 +60,17 @@ Status controller_prolog(const ControllerJob& job, ComposerApi& api, uint32_t fr
                          uint32_t outage_wait_s,
                          const std::function<void(const std::string&)>& log) {
   if (!job.options.composes()) return Status::Ok();
-  const std::string at = "composer: prolog_slurmctld: job " + std::to_string(job.job_id) + ": ";
+  const std::string at =
+      "composer: prolog_slurmctld: job " + std::to_string(job.owner.job_id) + ": ";
   ComposeCall call;
-  call.owner = {.job_id = job.job_id,
-                .uid = job.uid,
-                .user = job.user,
-                .account = job.account,
-                .workload = job.options.workload};
+  call.owner = job.owner;
   call.request = job.options.request;
   call.mem_policy = job.options.mem_policy;
   Expected<std::vector<Composition>> composed = compose_job_waiting(
       api, call, job.nodes, free_wait_s, outage_wait_s, [&](const std::string& l) { log(at + l); });
   if (!composed) {
-    const std::string why =
-        "job " + std::to_string(job.job_id) + ": " + compose_failure(job.options, composed.error());
+    const std::string why = "job " + std::to_string(job.owner.job_id) + ": " +
+                            compose_failure(job.options, composed.error());
     log("composer: prolog_slurmctld: " + why);
     return Error{composed.error().code, why};
   }
@@ -100,7 +98,8 @@ Expected<std::vector<std::string>> completing_nodes(std::string_view squeue_outp
 Status controller_epilog(const ControllerJob& job, ComposerApi& api, const SlurmProbe& slurm,
                          const std::function<void(const std::string&)>& log) {
   if (!job.options.composes()) return Status::Ok();
-  const std::string at = "composer: epilog_slurmctld: job " + std::to_string(job.job_id) + ": ";
+  const std::string at =
+      "composer: epilog_slurmctld: job " + std::to_string(job.owner.job_id) + ": ";
   auto give_up = [&](const Error& e) {
     log(at + e.message + "; composerd's reconciler releases the job once Slurm has ended it");
     return e;
@@ -123,7 +122,7 @@ Status controller_epilog(const ControllerJob& job, ComposerApi& api, const Slurm
   Status out = Status::Ok();
   for (const std::string& node : gone) {
     if (std::find(drained->begin(), drained->end(), node) != drained->end()) continue;
-    Expected<std::optional<Composition>> released = api.release(job.job_id, node);
+    Expected<std::optional<Composition>> released = api.release(job.owner.job_id, node);
     if (!released) {
       out = give_up(released.error());
     } else if (*released) {

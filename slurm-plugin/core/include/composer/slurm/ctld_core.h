@@ -19,10 +19,8 @@
 namespace composer::slurm {
 
 struct ControllerJob {
-  uint32_t job_id = 0;
+  JobOwner owner;  // its workload is the job's --workload (options.workload)
   std::vector<std::string> nodes;
-  uint32_t uid = 0;
-  std::string user, account;
   JobOptions options;
 };
 
