@@ -86,66 +86,64 @@ std::string node_list_text(const std::set<int>& nodes) {
 
 namespace {
 
-// One cgroup's cpuset.mems with `nodes` added; Ok when it already had them, and (`keep_empty`)
-// when it has none of its own.
-Status add_mems(const fs::path& cgroup, const std::set<int>& nodes, bool keep_empty = false) {
-  const fs::path file = cgroup / "cpuset.mems";
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+// A cgroup's cpuset.mems as it reads; kInternal names the file when it cannot be read.
+Expected<std::string> read_mems(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) {
     return Error{ErrorCode::kInternal,
                  "cannot read " + file.string() + ": " + std::strerror(errno)};
   }
-  char buf[512];
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  const std::string had_text(buf, n > 0 ? n : 0);
-  if (keep_empty && trim(had_text).empty()) return Status::Ok();
-  std::optional<std::set<int>> mems = parse_node_list(had_text);
-  if (!mems) return Error{ErrorCode::kInternal, file.string() + " holds no node list"};
-  const size_t had = mems->size();
-  mems->insert(nodes.begin(), nodes.end());
-  if (mems->size() == had) return Status::Ok();
-  const std::string text = node_list_text(*mems) + "\n";
-  fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+  std::string text;
+  std::getline(in, text, '\0');
+  return text;
+}
+
+// `mems` written to a cgroup's cpuset.mems, truncated as a shell's `>` does (the kernel takes
+// it, and a shorter list leaves no tail in a plain file); kInternal names the value and file.
+Status write_mems(const fs::path& file, const std::set<int>& mems) {
+  const std::string text = node_list_text(mems) + "\n";
+  const int fd = ::open(file.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
     const int err = errno;
     if (fd >= 0) ::close(fd);
-    return Error{ErrorCode::kInternal, "cannot write \"" + node_list_text(*mems) + "\" to " +
+    return Error{ErrorCode::kInternal, "cannot write \"" + node_list_text(mems) + "\" to " +
                                            file.string() + ": " + std::strerror(err)};
   }
   ::close(fd);
   return Status::Ok();
 }
 
-// One cgroup's cpuset.mems without `nodes`; Ok when it had none of them or has no node list
-// of its own (empty: its parent's).
+// One cgroup's cpuset.mems with `nodes` added; Ok when it already had them, and (`keep_empty`)
+// when it has none of its own.
+Status add_mems(const fs::path& cgroup, const std::set<int>& nodes, bool keep_empty = false) {
+  const fs::path file = cgroup / "cpuset.mems";
+  Expected<std::string> had_text = read_mems(file);
+  if (!had_text) return had_text.error();
+  if (keep_empty && trim(*had_text).empty()) return Status::Ok();
+  std::optional<std::set<int>> mems = parse_node_list(*had_text);
+  if (!mems) return Error{ErrorCode::kInternal, file.string() + " holds no node list"};
+  const size_t had = mems->size();
+  mems->insert(nodes.begin(), nodes.end());
+  if (mems->size() == had) return Status::Ok();
+  return write_mems(file, *mems);
+}
+
+// One cgroup's cpuset.mems without `nodes`; Ok when it had none of them, has no node list of
+// its own (empty: its parent's) or has gone with its step.
 Status remove_mems(const fs::path& cgroup, const std::set<int>& nodes) {
   const fs::path file = cgroup / "cpuset.mems";
-  std::ifstream in(file);
-  if (!in) return Status::Ok();  // no cpuset here, or the cgroup went with its step
-  std::string text;
-  std::getline(in, text, '\0');
-  if (trim(text).empty()) return Status::Ok();
-  std::optional<std::set<int>> mems = parse_node_list(text);
+  Expected<std::string> text = read_mems(file);
+  if (!text || trim(*text).empty()) return Status::Ok();
+  std::optional<std::set<int>> mems = parse_node_list(*text);
   if (!mems) return Error{ErrorCode::kInternal, file.string() + " holds no node list"};
   const size_t had = mems->size();
   for (int n : nodes) mems->erase(n);
   if (mems->size() == had) return Status::Ok();
   if (mems->empty()) {
     return Error{ErrorCode::kInternal, file.string() + " holds only NUMA nodes of other jobs (" +
-                                           std::string(trim(text)) + ")"};
+                                           std::string(trim(*text)) + ")"};
   }
-  const std::string out = node_list_text(*mems) + "\n";
-  // Truncated as a shell's `>` does: the kernel takes it, and a shorter list leaves no tail.
-  const int fd = ::open(file.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-  if (fd < 0 || ::write(fd, out.data(), out.size()) != static_cast<ssize_t>(out.size())) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    return Error{ErrorCode::kInternal, "cannot write \"" + node_list_text(*mems) + "\" to " +
-                                           file.string() + ": " + std::strerror(err)};
-  }
-  ::close(fd);
-  return Status::Ok();
+  return write_mems(file, *mems);
 }
 
 }  // namespace
