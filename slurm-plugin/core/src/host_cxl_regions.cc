@@ -300,7 +300,16 @@ Expected<DaxDevice> make_cxl_region(const std::string& sysfs, const std::string&
       while (!bound() && std::chrono::steady_clock::now() < settle) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-      if (!bound()) return s.error();
+      if (!bound()) {
+        // Refused (EBUSY: 1 guest run of 8 on 2026-12-07, a 25 s boot). No dax_pmem warning
+        // came with it, so the refusal was libnvdimm's own for a namespace something has:
+        // what that is, where it shows, goes with the sentence.
+        std::error_code ec;
+        const std::string holder = fs::read_symlink(ndd / ns / "driver", ec).filename().string();
+        if (holder.empty()) return s.error();
+        return Error{s.error().code,
+                     s.error().message + " (" + ns + " is bound to " + holder + ")"};
+      }
     }
   }
   if (!wait_for(fs::path(sysfs) / "bus/dax/devices" / dax, deadline)) {
