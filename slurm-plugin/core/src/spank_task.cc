@@ -70,10 +70,11 @@ std::optional<UnifiedFence> task_unified_cgroup(const SpankConfig& config, uint3
 }
 
 // The task's half of the fence (task_init_privileged).
-// `v2`: the task's job cgroup on cgroup v2 (task_unified_cgroup), read once per task.
+// `v2`: the task's job cgroup on cgroup v2 (task_unified_cgroup), and `others` the devices the
+// other jobs' state files name, each read once per task.
 Status fence_task(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
                   const std::string& at, const std::optional<JobState>& own,
-                  const std::optional<UnifiedFence>& v2) {
+                  const std::optional<UnifiedFence>& v2, const std::vector<Device>& others) {
   if (config.fence == Fence::kOff) return Status::Ok();
   const bool required = config.fence == Fence::kRequired;
   // cgroup v2: where the task is in a job cgroup of Slurm's, the node's program is rebuilt.
@@ -86,7 +87,6 @@ Status fence_task(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
     ctx.error(why + (required ? "; fence=required refuses the step" : ""));
     return required ? Status(Error{ErrorCode::kConflict, why}) : Status::Ok();
   }
-  const std::vector<Device> others = devices_of_other_jobs(config.state_dir, job_id);
   if (others.empty()) return Status::Ok();
   const HostDevices host(config.sysfs_root, config.proc_root, config.dev_root);
   std::vector<DeviceNode> deny = host.device_nodes(others);
@@ -128,9 +128,10 @@ Status fence_task(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
 // memory is online could allocate on it (kvm_slurm_cxl). Part of the fence, as its settings say.
 Status fence_memory(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
                     const std::string& at, const std::optional<JobState>& own,
-                    const std::optional<UnifiedFence>& v2) {
+                    const std::optional<UnifiedFence>& v2,
+                    const std::vector<Device>& other_devices) {
   if (config.fence == Fence::kOff) return Status::Ok();
-  std::set<int> others = cxl_nodes(devices_of_other_jobs(config.state_dir, job_id));
+  std::set<int> others = cxl_nodes(other_devices);
   if (own) {
     for (int mine : cxl_nodes(own->devices)) others.erase(mine);
   }
@@ -206,8 +207,13 @@ Status task_init_privileged(JobContext& ctx, const SpankConfig& config) {
   // Read once for both, and only where one of them may use it.
   std::optional<UnifiedFence> v2;
   if (config.fence != Fence::kOff || own) v2 = task_unified_cgroup(config, *job_id);
-  if (Status s = fence_task(ctx, config, *job_id, at, own, v2); !s) return s;
-  if (Status s = fence_memory(ctx, config, *job_id, at, own, v2); !s) return s;
+  // The other jobs' devices, for both fences (the device fence on cgroup v2 reads the state
+  // files itself, to build the node's program).
+  const std::vector<Device> others = config.fence == Fence::kOff
+                                         ? std::vector<Device>{}
+                                         : devices_of_other_jobs(config.state_dir, *job_id);
+  if (Status s = fence_task(ctx, config, *job_id, at, own, v2, others); !s) return s;
+  if (Status s = fence_memory(ctx, config, *job_id, at, own, v2, others); !s) return s;
   if (own) widen_cpuset(ctx, config, *job_id, at, *own, v2);
   return Status::Ok();
 }
