@@ -55,8 +55,10 @@ Status task_init(JobContext& ctx, const SpankConfig& config);
 // the state files of the other jobs on the node name are denied in the job's devices cgroup
 // (DeviceFence), never the job's own. Without such a cgroup it logs a line (fence=auto) or
 // fails the step (fence=required); nothing to do where no other job holds composed devices.
-// Then the job's cpuset (where Slurm made one) is widened to the NUMA nodes of its CXL memory
-// (widen_mems); a cpuset that cannot be widened is logged, and the task runs.
+// The NUMA nodes of the other jobs' CXL memory leave the job's cpuset (narrow_mems; logged, or
+// with fence=required the step fails, where it cannot be narrowed). Then the job's cpuset
+// (where Slurm made one) is widened to the NUMA nodes of its own CXL memory (widen_mems); a
+// cpuset that cannot be widened is logged, and the task runs.
 Status task_init_privileged(JobContext& ctx, const SpankConfig& config);
 
 // The node check (composer-node-check, root, outside any job: slurmd's HealthCheckProgram or
