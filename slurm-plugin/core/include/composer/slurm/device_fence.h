@@ -16,8 +16,11 @@
 // (slurmstepd.scope), says for each composed device node which job's cgroup may open it. It is
 // rebuilt from the state files by each task, and by each prolog and epilog once a task has
 // said where that cgroup is.
-// The same task hook widens the job's cpuset (cgroup v1) to the NUMA nodes its CXL memory
-// became (widen_mems): Slurm made the cpuset before that memory existed.
+// The same task hook widens the job's cpuset to the NUMA nodes its CXL memory became
+// (widen_mems, widen_unified_mems): Slurm made the cpuset before that memory existed; and it
+// takes the other jobs' CXL nodes out of it (narrow_mems): Slurm gives a job every memory node
+// online when it starts. Unlike a device rule, only the task does this: a job started earlier
+// never had the node in its cpuset, since the node came online after.
 #pragma once
 
 #include <cstdint>
