@@ -1301,5 +1301,26 @@ TEST_F(HostSideTest, AJobBesideAnotherJobsCxlMemoryIsFencedFromItsNode) {
   EXPECT_EQ(tmp.read(scope + "/job_751/step_0/user/cpuset.mems"), "0-2\n");
 }
 
+// The prolog's half: a job whose task ran while this job's memory was online but before its
+// state file named it kept the node in its cpuset; the prolog, once its state file is written,
+// takes the node out of every other job's cpuset (cgroup v1 here), not out of its own job's.
+TEST_F(HostSideTest, APrologTakesItsCxlNodeOutOfTheOtherJobsCpusets) {
+  api.devices = {testing::device("mem-c-0", DeviceType::kMem, "numa:2", 64 * kGiB)};
+  host.add_dax("dax0.0", 2, 64 * kGiB, 4);
+  config.cpuset_cgroup = tmp / "cgroup/cpuset";
+  tmp.write("cgroup/cpuset/cpuset.mems", "0-3\n");
+  for (const std::string job : {"job_781", "job_782"}) {
+    tmp.write("cgroup/cpuset/slurm/uid_1000/" + job + "/cpuset.mems", "0-2\n");
+    tmp.write("cgroup/cpuset/slurm/uid_1000/" + job + "/step_0/cpuset.mems", "0-2\n");
+  }
+  FakeJob a = memory_job(781);
+  ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
+  EXPECT_TRUE(a.errors.empty()) << join(a.errors, "\n");
+  EXPECT_EQ(tmp.read("cgroup/cpuset/slurm/uid_1000/job_782/cpuset.mems"), "0-1\n");
+  EXPECT_EQ(tmp.read("cgroup/cpuset/slurm/uid_1000/job_782/step_0/cpuset.mems"), "0-1\n");
+  EXPECT_EQ(tmp.read("cgroup/cpuset/slurm/uid_1000/job_781/cpuset.mems"), "0-2\n");
+  EXPECT_EQ(tmp.read("cgroup/cpuset/cpuset.mems"), "0-3\n");
+}
+
 }  // namespace
 }  // namespace composer::slurm

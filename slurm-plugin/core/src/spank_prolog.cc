@@ -1,7 +1,11 @@
 // The job prolog: the compose, or the composition PrologSlurmctld made, and its host side.
 #include <chrono>
+#include <filesystem>
 #include <optional>
+#include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "composer/slurm/device_fence.h"
 #include "composer/slurm/host_devices.h"
@@ -28,6 +32,33 @@ std::string device_list(const std::vector<Device>& devices) {
   return out.empty() ? "no devices" : out;
 }
 
+// The job's CXL nodes out of the cpuset of every other job on the node (narrow_mems): a job
+// whose task ran after this job's memory came online but before its state file named it got
+// the node from Slurm and did not see it to take it out (the task's half, task_init_privileged).
+void fence_memory_from_others(JobContext& ctx, const SpankConfig& config, uint32_t job_id,
+                              const std::vector<Device>& devices, const std::string& said) {
+  const std::set<int> nodes = cxl_nodes(devices);
+  if (nodes.empty()) return;
+  std::vector<std::string> cgroups;
+  for (const auto& [other, in_v1] : slurm_job_cgroups(config.cpuset_cgroup)) {
+    if (other != job_id) cgroups.insert(cgroups.end(), in_v1.begin(), in_v1.end());
+  }
+  if (std::optional<UnifiedFence> v2 = recorded_unified_fence(config); v2) {
+    const std::string mine = "job_" + std::to_string(job_id);
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(v2->scope(), ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.starts_with("job_") && name != mine) cgroups.push_back(e.path().string());
+    }
+  }
+  for (const std::string& cgroup : cgroups) {
+    if (Status s = narrow_mems(cgroup, nodes); !s) {
+      ctx.error(said + "fencing " + cgroup + " from NUMA node " + node_list_text(nodes) +
+                " of its CXL memory: " + s.error().message);
+    }
+  }
+}
+
 // The prolog's half of the fence (DeviceFence): the job's devices denied in the devices cgroup
 // of every other job on the node. Called once the state file names them, so that a job whose
 // cgroup comes later reads them there. A rule that cannot be written is logged: the other job
@@ -36,6 +67,7 @@ void fence_from_others(JobContext& ctx, const SpankConfig& config, uint32_t job_
                        const HostDevices& host, const std::vector<Device>& devices,
                        const std::string& said) {
   if (config.fence == Fence::kOff || config.host_check == HostCheck::kOff) return;
+  fence_memory_from_others(ctx, config, job_id, devices, said);
   const std::vector<DeviceNode> nodes = host.device_nodes(devices);
   if (nodes.empty()) return;
   const DeviceFence fence(config.devices_cgroup);

@@ -19,8 +19,9 @@
 // The same task hook widens the job's cpuset to the NUMA nodes its CXL memory became
 // (widen_mems, widen_unified_mems): Slurm made the cpuset before that memory existed; and it
 // takes the other jobs' CXL nodes out of it (narrow_mems): Slurm gives a job every memory node
-// online when it starts. Unlike a device rule, only the task does this: a job started earlier
-// never had the node in its cpuset, since the node came online after.
+// online when it starts. As with the device rules, the prolog does its half once its state
+// file names its memory: its CXL node out of every other job's cpuset, for a task that ran
+// between the node's coming online and that file.
 #pragma once
 
 #include <cstdint>
