@@ -1303,15 +1303,19 @@ TEST_F(HostSideTest, AJobBesideAnotherJobsCxlMemoryIsFencedFromItsNode) {
 
 // The prolog's half: a job whose task ran while this job's memory was online but before its
 // state file named it kept the node in its cpuset; the prolog, once its state file is written,
-// takes the node out of every other job's cpuset (cgroup v1 here), not out of its own job's.
+// takes the node out of every other job's cpuset (cgroup v1, and on cgroup v2 the job cgroups
+// under the scope a task recorded), not out of its own job's.
 TEST_F(HostSideTest, APrologTakesItsCxlNodeOutOfTheOtherJobsCpusets) {
   api.devices = {testing::device("mem-c-0", DeviceType::kMem, "numa:2", 64 * kGiB)};
   host.add_dax("dax0.0", 2, 64 * kGiB, 4);
   config.cpuset_cgroup = tmp / "cgroup/cpuset";
   tmp.write("cgroup/cpuset/cpuset.mems", "0-3\n");
+  const std::string scope = tmp / "cgroup2/system.slice/slurmstepd.scope";
+  tmp.write("state/fence-scope", (tmp / "cgroup2") + "\n" + scope + "\n");  // a task's record
   for (const std::string job : {"job_781", "job_782"}) {
     tmp.write("cgroup/cpuset/slurm/uid_1000/" + job + "/cpuset.mems", "0-2\n");
     tmp.write("cgroup/cpuset/slurm/uid_1000/" + job + "/step_0/cpuset.mems", "0-2\n");
+    tmp.write("cgroup2/system.slice/slurmstepd.scope/" + job + "/cpuset.mems", "0-2\n");
   }
   FakeJob a = memory_job(781);
   ASSERT_TRUE(job_prolog(a, api, config)) << join(a.errors, "\n");
@@ -1320,6 +1324,8 @@ TEST_F(HostSideTest, APrologTakesItsCxlNodeOutOfTheOtherJobsCpusets) {
   EXPECT_EQ(tmp.read("cgroup/cpuset/slurm/uid_1000/job_782/step_0/cpuset.mems"), "0-1\n");
   EXPECT_EQ(tmp.read("cgroup/cpuset/slurm/uid_1000/job_781/cpuset.mems"), "0-2\n");
   EXPECT_EQ(tmp.read("cgroup/cpuset/cpuset.mems"), "0-3\n");
+  EXPECT_EQ(tmp.read("cgroup2/system.slice/slurmstepd.scope/job_782/cpuset.mems"), "0-1\n");
+  EXPECT_EQ(tmp.read("cgroup2/system.slice/slurmstepd.scope/job_781/cpuset.mems"), "0-2\n");
 }
 
 }  // namespace
